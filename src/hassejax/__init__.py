@@ -1,0 +1,13 @@
+"""hassejax: the mathematics of attention in JAX.
+
+- :mod:`hassejax.masks`: attention masks (row = query, column = key, True = may attend).
+- :mod:`hassejax.order`: reachability closure, convergence depth, classes, quotient order
+  and Hasse diagrams (Li & Guo, arXiv:2606.09951; spec hasse.md §1).
+- :mod:`hassejax.dynamics`: tokens as interacting particles and Gaussian moment ODEs
+  (Castin et al., arXiv:2501.18322; spec dynamics.md).
+"""
+
+from . import errors
+
+__version__ = "0.1.0"
+__all__ = ["errors", "__version__"]

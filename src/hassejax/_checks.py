@@ -1,0 +1,110 @@
+"""Argument validation shared by the whole package (private).
+
+Shape and dtype checks are static (they work on tracers inside ``jit``); value checks
+on traced arrays use :func:`equinox.error_if` at the call site instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .errors import EmptyRowError, MaskError, MemoryBudgetError
+
+__all__ = ["as_mask", "check_rows_nonempty", "available_memory_bytes", "check_memory"]
+
+
+def as_mask(mask, name: str = "mask", *, square: bool = True, batched: bool = True) -> jax.Array:
+    """Validate a Boolean attention mask and return it as a ``jax.Array`` of dtype bool.
+
+    **Arguments:**
+
+    - `mask`: array-like of shape `(..., n_q, n_k)` and dtype bool; row = query, column = key,
+      True = may attend (spec hasse.md §0).
+    - `name`: the argument name used in error messages.
+    - `square`: require `n_q == n_k` (everything that closes over layers does).
+    - `batched`: allow leading batch axes; otherwise the rank must be exactly 2.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` for a non-array, wrong rank, empty axis,
+    non-square (when `square`) or non-Boolean dtype.
+    """
+    if isinstance(mask, (list, tuple)):
+        mask = np.asarray(mask)
+    if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
+        raise MaskError(f"`{name}` must be a Boolean array of shape (n, n); got an object of type {type(mask).__name__}.")
+    shape = tuple(mask.shape)
+    if len(shape) < 2 or (not batched and len(shape) != 2):
+        want = "rank 2 (n, n) or rank >= 2 (..., n, n)" if batched else "rank 2, shape (n, n)"
+        raise MaskError(f"`{name}` must have {want}; got shape {shape} (rank {len(shape)}).")
+    if shape[-1] == 0 or shape[-2] == 0:
+        raise MaskError(f"`{name}` must have at least one query and one key; got shape {shape}.")
+    if square and shape[-1] != shape[-2]:
+        raise MaskError(
+            f"`{name}` must be square (n, n): closing over layers needs self-attention, where queries "
+            f"and keys are the same positions; got shape {shape} with {shape[-2]} queries and {shape[-1]} keys. "
+            "For cross-attention or a KV cache, square it first (e.g. add the prefix rows)."
+        )
+    if mask.dtype != np.bool_:
+        raise MaskError(
+            f"`{name}` must have dtype bool (True = may attend); got dtype {mask.dtype}. "
+            "Convert explicitly: `mask.astype(bool)` for 0/1 'may attend' masks, "
+            "`hassejax.masks.from_blocked` for '1 = cannot attend' masks, "
+            "`hassejax.masks.from_additive_bias` for 0/-inf biases."
+        )
+    return jnp.asarray(mask)
+
+
+def check_rows_nonempty(mask, name: str = "mask") -> None:
+    """Raise :class:`~hassejax.errors.EmptyRowError` if some row of a concrete mask allows no key.
+
+    Works on concrete (non-traced) arrays only; inside ``jit`` use ``eqx.error_if``.
+    """
+    m = np.asarray(mask)
+    empty = ~m.any(axis=-1)
+    if empty.any():
+        idx = np.argwhere(empty)
+        first = tuple(int(i) for i in idx[0])
+        raise EmptyRowError(
+            f"`{name}` has {int(empty.sum())} empty row(s) (a query that may attend to no key), first at "
+            f"index {first}; every row must allow at least one key here."
+        )
+
+
+def available_memory_bytes() -> int:
+    """Memory available to the default JAX device, in bytes (best effort).
+
+    For accelerators the device's ``bytes_limit - bytes_in_use``; on the CPU the
+    ``MemAvailable`` line of ``/proc/meminfo`` (falling back to physical memory).
+    """
+    dev = jax.devices()[0]
+    if dev.platform != "cpu":
+        try:
+            stats = dev.memory_stats() or {}
+            if "bytes_limit" in stats:
+                return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+        except Exception:  # noqa: BLE001 - backends without memory_stats
+            pass
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_memory(required_bytes: int, what: str, name: str = "mask", fraction: float = 0.8) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` if `required_bytes` exceeds `fraction` of the free memory.
+
+    `what` describes the computation (e.g. ``"reachability of shape (16384, 16384)"``).
+    """
+    avail = available_memory_bytes()
+    if required_bytes > fraction * avail:
+        raise MemoryBudgetError(
+            f"`{name}`: {what} needs about {required_bytes / 2**30:.2f} GiB, but only "
+            f"{avail / 2**30:.2f} GiB is available ({fraction:.0%} may be used). Use a smaller n or batch."
+        )

@@ -1,0 +1,63 @@
+"""Exceptions raised by hassejax.
+
+One small hierarchy; every message names the argument, what was expected and what
+was received. All classes derive from :class:`HassejaxError`, and from the builtin
+exception a caller would naturally catch (``ValueError``, ``MemoryError``,
+``RuntimeError``), so ``except ValueError`` keeps working.
+
+Hierarchy::
+
+    HassejaxError
+    ├── MaskError (ValueError)          bad mask: rank, shape, dtype, batch mismatch
+    │   └── EmptyRowError               a row with no key where every row needs one
+    ├── MemoryBudgetError (MemoryError) n (or the batch) too large for the memory at hand
+    ├── TaskError (ValueError)          ill-formed training task or task family
+    │   └── LabelConflictError          equivalent labelled nodes with different targets
+    ├── ParameterError (ValueError)     bad parameters of a dynamics model
+    └── SolveError (RuntimeError)       an ODE solve that failed (never a blow-up: that is a result)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HassejaxError",
+    "MaskError",
+    "EmptyRowError",
+    "MemoryBudgetError",
+    "TaskError",
+    "LabelConflictError",
+    "ParameterError",
+    "SolveError",
+]
+
+
+class HassejaxError(Exception):
+    """Base class of every exception raised by hassejax."""
+
+
+class MaskError(HassejaxError, ValueError):
+    """An attention mask has the wrong rank, shape or dtype (spec hasse.md §0)."""
+
+
+class EmptyRowError(MaskError):
+    """A mask row allows no key, where the caller needs every row non-empty."""
+
+
+class MemoryBudgetError(HassejaxError, MemoryError):
+    """The requested computation would not fit in the memory at hand (estimated before allocating)."""
+
+
+class TaskError(HassejaxError, ValueError):
+    """A training task or task family is ill-formed (spec hasse.md §2)."""
+
+
+class LabelConflictError(TaskError):
+    """Two equivalent labelled nodes carry different targets, so no merge exists (spec hasse.md §2)."""
+
+
+class ParameterError(HassejaxError, ValueError):
+    """Parameters of an attention dynamics model have the wrong shape or value (spec dynamics.md §1)."""
+
+
+class SolveError(HassejaxError, RuntimeError):
+    """An ODE solve failed for a reason other than blow-up (spec dynamics.md §4)."""
