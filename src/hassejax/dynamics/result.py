@@ -1,0 +1,157 @@
+"""Statuses and solution types of the dynamics solvers (spec dynamics.md §4).
+
+One list of statuses is used everywhere (solves, sweeps, diagnostics). Inside ``jit`` a
+status is an ``int32`` code (the value of :class:`Status`); on the host it converts back
+with ``Status(int(code))`` or :func:`status_names`.
+
+The solution types are frozen :class:`equinox.Module` s holding device arrays only, so
+they pass through ``jax.vmap`` unchanged: under ``vmap`` every field gains the batch axes
+in front (written ``*batch`` below).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import equinox as eqx
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int
+
+__all__ = [
+    "Status",
+    "STATUS_NAMES",
+    "status_names",
+    "BlowupMethod",
+    "SolverStats",
+    "AbstractSolution",
+    "GaussianSolution",
+    "ParticleSolution",
+]
+
+
+class Status(enum.IntEnum):
+    """Why a solve stopped (spec dynamics.md §4). Values are the ``int32`` codes used inside ``jit``.
+
+    - `completed` (0): reached `t1`; the state is finite.
+    - `converged` (1): the steady-state event fired (`‖Σ'‖_F < tol`, or the particle analogue).
+    - `blow_up` (2): the size threshold was crossed *and* the growth law is that of a
+      finite-time blow-up (`1/λ` falling to zero at a finite time); `t_blowup` is finite.
+    - `diverge` (3): the size threshold was crossed, but the growth is not a finite-time
+      blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`.
+    - `max_steps_reached` (4): the step budget ran out. Not a blow-up.
+    - `dt_min_reached` (5): the integrator could not advance (minimum step size, or any
+      other integrator failure such as too many rejected steps).
+    - `non_finite` (6): the state became NaN/inf without an event (e.g. a constant-step
+      solve stepping past a blow-up, which diffrax itself reports as successful).
+    """
+
+    completed = 0
+    converged = 1
+    blow_up = 2
+    diverge = 3
+    max_steps_reached = 4
+    dt_min_reached = 5
+    non_finite = 6
+
+
+STATUS_NAMES: tuple[str, ...] = tuple(s.name for s in Status)
+"""Status names indexed by code: ``STATUS_NAMES[code]``."""
+
+
+def status_names(codes) -> np.ndarray:
+    """Host-side conversion of status codes (any shape) to an array of names (dtype object).
+
+    **Arguments:** `codes`: integer array-like of :class:`Status` values.
+
+    **Returns:** a NumPy array of the same shape holding the names, e.g. ``"blow_up"``.
+    """
+    arr = np.asarray(codes)
+    table = np.array(STATUS_NAMES, dtype=object)
+    return table[arr.astype(np.int64)]
+
+
+class BlowupMethod(enum.IntEnum):
+    """How `t_blowup` was obtained (spec dynamics.md §4).
+
+    - `none` (0): no blow-up reported (`t_blowup = inf`).
+    - `threshold` (1): the time at which the size threshold was crossed (a lower bound on
+      `t*`, too early by about `size(0)/threshold` relative).
+    - `extrapolated` (2): `t_e + λ/λ'` at the threshold event, with `λ` the size
+      (`tr Σ`); exact for `λ = c/(t* − t)`, error `O(threshold⁻²)` relative for the
+      softmax closed form.
+    """
+
+    none = 0
+    threshold = 1
+    extrapolated = 2
+
+
+class SolverStats(eqx.Module):
+    """Integrator statistics from diffrax (per batch member under ``vmap``)."""
+
+    num_steps: Int[Array, "*batch"]
+    num_accepted_steps: Int[Array, "*batch"]
+    num_rejected_steps: Int[Array, "*batch"]
+
+
+class AbstractSolution(eqx.Module):
+    """Fields shared by every solution type.
+
+    - `ts`: `(*batch, T)` save times (the requested `saveat` times).
+    - `valid`: `(*batch, T)` True where the saved point lies at or before the stop
+      (`ts <= t_final`) and is finite. Saved points after the stop hold the final state
+      (copied, never NaN/inf) and are marked invalid.
+    - `status`: `(*batch,)` int32 code of :class:`Status`.
+    - `t_final`: `(*batch,)` time at which the solve stopped (event time, `t1`, or the
+      last time reached).
+    - `t_blowup`: `(*batch,)` blow-up time estimate; `inf` when no blow-up (never NaN).
+    - `blowup_method`: `(*batch,)` int32 code of :class:`BlowupMethod`.
+    - `growth_exponent`: `(*batch,)` the local growth exponent `p = λλ''/λ'²` of the size
+      `λ` at the threshold event (`λ' ∝ λ^p`: `p = 2` for `λ ≈ c/(t* − t)`, `p = 1` for
+      exponential growth; finite-time power-law blow-up has `p > 1`). The blow-up test is
+      `p > 1.5`. Zero where the threshold event did not fire.
+    - `stats`: :class:`SolverStats`.
+    """
+
+    ts: Float[Array, "*batch T"]
+    valid: Bool[Array, "*batch T"]
+    status: Int[Array, "*batch"]
+    t_final: Float[Array, "*batch"]
+    t_blowup: Float[Array, "*batch"]
+    blowup_method: Int[Array, "*batch"]
+    growth_exponent: Float[Array, "*batch"]
+    stats: SolverStats
+
+
+class GaussianSolution(AbstractSolution):
+    """Solution of the mean/covariance ODE of a Gaussian `N(α, Σ)` (spec dynamics.md §2).
+
+    Extra fields (beyond :class:`AbstractSolution`):
+
+    - `mean`: `(*batch, T, d)` the mean `α(t)` at `ts`.
+    - `cov`: `(*batch, T, d, d)` the covariance `Σ(t) = U Uᵀ` at `ts` (symmetric PSD by
+      construction).
+    - `factor`: `(*batch, T, d, d)` the factor `U(t)` (`U' = M U`), whose column space,
+      hence rank, is invariant at every finite time.
+    - `mean_final`, `cov_final`, `factor_final`: the state at `t_final`.
+    """
+
+    mean: Float[Array, "*batch T d"]
+    cov: Float[Array, "*batch T d d"]
+    factor: Float[Array, "*batch T d r"]
+    mean_final: Float[Array, "*batch d"]
+    cov_final: Float[Array, "*batch d d"]
+    factor_final: Float[Array, "*batch d r"]
+
+
+class ParticleSolution(AbstractSolution):
+    """Solution of the particle system `dx_i/dt = Γ_μ(x_i)` (spec dynamics.md §1).
+
+    Extra fields (beyond :class:`AbstractSolution`):
+
+    - `xs`: `(*batch, T, n, d)` token positions at `ts`.
+    - `x_final`: `(*batch, n, d)` positions at `t_final`.
+    """
+
+    xs: Float[Array, "*batch T n d"]
+    x_final: Float[Array, "*batch n d"]
