@@ -1,0 +1,288 @@
+"""Task families of the case studies, and closed forms of their merged masks (spec hasse.md §3).
+
+Each family builder returns a :class:`TaskFamily`: the tasks, the stream order used for the
+merged slot order, and the options. ``family.merge()`` runs the derivation pipeline
+(:func:`~hassejax.tasks.merge_tasks`). The closed-form builders (:func:`block_two_stream_mask`,
+:func:`butterfly_mask`) give the same masks without running the merge, for large `n`.
+
+Sequence tokens are ``Token("w", j)`` with 1-based positions `j = 1..n`, as in the spec's prose.
+
+Source: C. Li, H. Guo, "Hasse Diagrams for Attention", arXiv:2606.09951 (2026), §4 (paper);
+spec hasse.md §3.1–3.3 (the exact constructions and closed forms).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool
+
+from ..errors import TaskError
+from .merge import MergedTask, merge_tasks
+from .task import Task, Token
+
+__all__ = [
+    "TaskFamily",
+    "autoregressive",
+    "block_generation",
+    "butterfly",
+    "xlnet_two_stream_task",
+    "block_two_stream_mask",
+    "butterfly_mask",
+    "FAMILIES",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFamily:
+    """A family of training tasks to be merged (spec hasse.md §2).
+
+    - `tasks`: the tasks.
+    - `stream_order`: order of the stream tags in the merged slot order.
+    - `name`: the family's name; `options`: the options it was built with.
+    """
+
+    tasks: tuple[Task, ...]
+    stream_order: tuple[str, ...]
+    name: str
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def merge(self) -> MergedTask:
+        """The minimal merged task of the family (:func:`~hassejax.tasks.merge_tasks`)."""
+        return merge_tasks(self.tasks, self.stream_order, name=self.name)
+
+
+def _positive_int(value, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise TaskError(f"`{name}` must be an int >= {minimum}; got {value!r}.")
+    return int(value)
+
+
+def _choice(value, name: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise TaskError(f"`{name}` must be one of {tuple(allowed)}; got {value!r}.")
+    return value
+
+
+def _w(j: int) -> Token:
+    return Token("w", j)
+
+
+def _causal(k: int) -> np.ndarray:
+    return np.tril(np.ones((k, k), dtype=bool))
+
+
+def autoregressive(n: int, prefix: Literal["causal", "bidirectional"] = "causal") -> TaskFamily:
+    """The autoregressive family (spec hasse.md §3.1): tasks `T_k`, `k = 1..n−1`.
+
+    `T_k` has inputs `w_1..w_k` at positions `1..k`, a causal mask (or a bidirectional one
+    with ``prefix="bidirectional"``), and the label slot `k → w_{k+1}`. Its diagram is a chain
+    and node `w_j` is equivalent across all tasks, so the merge is the causal mask on `n − 1`
+    slots with next-token labels. Bidirectional prefixes share nothing: `n − 1` separate copies.
+
+    **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2` or `prefix` is unknown.
+    """
+    n = _positive_int(n, "n", 2)
+    _choice(prefix, "prefix", ("causal", "bidirectional"))
+    tasks = []
+    for k in range(1, n):
+        mask = _causal(k) if prefix == "causal" else np.ones((k, k), dtype=bool)
+        tasks.append(Task([_w(j) for j in range(1, k + 1)], mask, {k - 1: _w(k + 1)}, name=f"T{k}"))
+    return TaskFamily(tuple(tasks), ("content",), "autoregressive", {"n": n, "prefix": prefix})
+
+
+def block_generation(
+    n: int,
+    block_size: int,
+    group: Literal["full", "causal", "diagonal"] = "full",
+    content: Literal["causal", "block_causal"] = "causal",
+    keep_last_block: bool = True,
+) -> TaskFamily:
+    """The block-generation family whose merge is Block Two-Stream attention (spec hasse.md §3.2).
+
+    Block size `l`, `N = n / l` blocks; block `b` (0-based) covers positions `b·l+1 .. (b+1)·l`
+    and has prefix length `s_b = b·l`. Task `T_b`: inputs `w_1..w_{s_b}` (stream ``"content"``,
+    causal among themselves, or block-causal with ``content="block_causal"``, the clean stream
+    of BD3-LM), then `l` mask tokens ``Token("mask", t)`` for the target positions `t` of block
+    `b` (stream ``"query"``); each mask token sees the whole prefix and, inside its group, all
+    mask tokens (``group="full"``), those at positions `≤ t` (``"causal"``) or only itself
+    (``"diagonal"``; with `l = 1` and a permutation this is XLNet's two-stream attention);
+    labels: mask slot `t → w_t`. With ``keep_last_block=True`` the family also holds the task
+    `w_1..w_n` (the content stream of the next inference step, no labels), which makes the
+    merged layout `[w_1..w_n | m_1..m_n]` (2n slots); without it the merge has `2n − l` slots.
+
+    **Raises:** :class:`~hassejax.errors.TaskError` if `block_size` does not divide `n`, or for
+    an unknown option.
+    """
+    n = _positive_int(n, "n")
+    l = _positive_int(block_size, "block_size")
+    if n % l:
+        raise TaskError(f"`block_size` must divide `n`; got n={n}, block_size={l} (pad the sequence to a multiple of block_size).")
+    _choice(group, "group", ("full", "causal", "diagonal"))
+    _choice(content, "content", ("causal", "block_causal"))
+
+    def content_mask(s: int) -> np.ndarray:
+        if content == "causal":
+            return _causal(s)
+        blk = np.arange(s) // l
+        return blk[None, :] <= blk[:, None]
+
+    tasks = []
+    for b in range(n // l):
+        s = b * l
+        targets = list(range(s + 1, s + l + 1))
+        mask = np.zeros((s + l, s + l), dtype=bool)
+        mask[:s, :s] = content_mask(s)
+        mask[s:, :s] = True
+        t = np.arange(l)
+        mask[s:, s:] = {"full": np.ones((l, l), bool), "causal": t[None, :] <= t[:, None], "diagonal": np.eye(l, dtype=bool)}[group]
+        inputs = [_w(j) for j in range(1, s + 1)] + [Token("mask", j) for j in targets]
+        labels = {s + i: _w(j) for i, j in enumerate(targets)}
+        streams = ["content"] * s + ["query"] * l
+        tasks.append(Task(inputs, mask, labels, streams, {Token("mask", j): () for j in targets}, name=f"T{b}"))
+    if keep_last_block:
+        tasks.append(Task([_w(j) for j in range(1, n + 1)], content_mask(n), name="content"))
+    opts = {"n": n, "block_size": l, "group": group, "content": content, "keep_last_block": keep_last_block}
+    return TaskFamily(tuple(tasks), ("content", "query"), "block_generation", opts)
+
+
+def butterfly(n: int, boundary: Literal["neighbour", "pad"] = "neighbour") -> TaskFamily:
+    """The butterfly family whose merge is Butterfly attention (spec hasse.md §3.3).
+
+    The slot that predicts `w_k` holds the aggregated neighbour token
+    ``Token("agg", k)`` = `w'_k = (w_{k−1} + w_{k+1}) / 2` (an embedding average, position id
+    `k`). At the boundaries (a documented choice) ``boundary="neighbour"`` uses the one
+    neighbour, `w'_1 = w_2` and `w'_n = w_{n−1}`; ``boundary="pad"`` averages with a pad
+    embedding instead. Either way the aggregate carries information from the neighbours only
+    (its `sources`). Task `T_k` (`k = 1..n`): slots `w_1..w_{k−1}` (stream ``"F"``,
+    forward-causal), `w'_k` (stream ``"C"``, sees every slot), `w_{k+1}..w_n` (stream ``"B"``,
+    each sees itself and later slots); label `w'_k → w_k`. The merge has `3n − 2` slots
+    `[F: w_1..w_{n−1} | B: w_2..w_n | C: w'_1..w'_n]`.
+
+    **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2` or `boundary` is unknown.
+    """
+    n = _positive_int(n, "n", 2)
+    _choice(boundary, "boundary", ("neighbour", "pad"))
+    sources = {Token("agg", k): tuple(_w(j) for j in (k - 1, k + 1) if 1 <= j <= n) for k in range(1, n + 1)}
+    tasks = []
+    for k in range(1, n + 1):
+        f, b = k - 1, n - k
+        size = f + 1 + b
+        mask = np.zeros((size, size), dtype=bool)
+        mask[:f, :f] = _causal(f)
+        mask[f + 1 :, f + 1 :] = _causal(b).T
+        mask[f, :] = True
+        inputs = [_w(j) for j in range(1, k)] + [Token("agg", k)] + [_w(j) for j in range(k + 1, n + 1)]
+        streams = ["F"] * f + ["C"] + ["B"] * b
+        tasks.append(Task(inputs, mask, {f: _w(k)}, streams, sources, name=f"T{k}"))
+    return TaskFamily(tuple(tasks), ("F", "B", "C"), "butterfly", {"n": n, "boundary": boundary})
+
+
+def xlnet_two_stream_task(permutation: Sequence[int], context: int = 0, leaky: bool = False) -> Task:
+    """XLNet's two-stream attention as one task over `[h_1..h_n | g_1..g_n]` (2n slots).
+
+    Content slot `h_i` holds ``Token("w", i)``; query slot `g_i` holds ``Token("mask", i)`` and
+    predicts `w_i` (every token outside the first `context` of the permutation is a target).
+    The content stream uses :func:`hassejax.masks.xlnet_two_stream`'s content mask, query rows
+    its query mask onto the content slots (plus their own residual). With ``leaky=True`` the
+    query stream is given the content-stream mask — the classic two-stream bug, which lets
+    `g_i` see `h_i` and so its own target. Positions in tokens are 1-based (`i = 1..n`);
+    `permutation` uses 0-based token indices like :func:`hassejax.masks.xlnet_two_stream`.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` for a bad permutation or context (from the
+    mask constructor).
+    """
+    from ..masks import xlnet_two_stream
+
+    streams = xlnet_two_stream(permutation, context=context)
+    content = np.asarray(streams.content)
+    query = content if leaky else np.asarray(streams.query)
+    n = content.shape[0]
+    mask = np.zeros((2 * n, 2 * n), dtype=bool)
+    mask[:n, :n] = content
+    mask[n:, :n] = query
+    mask[n:, n:] = np.eye(n, dtype=bool)
+    ctx = set(int(i) for i in list(permutation)[:context])
+    inputs = [_w(i + 1) for i in range(n)] + [Token("mask", i + 1) for i in range(n)]
+    labels = {n + i: _w(i + 1) for i in range(n) if i not in ctx}
+    name = "xlnet_two_stream_leaky" if leaky else "xlnet_two_stream"
+    return Task(inputs, mask, labels, ["content"] * n + ["query"] * n, {Token("mask", i + 1): () for i in range(n)}, name)
+
+
+def block_two_stream_mask(
+    n: int,
+    block_size: int,
+    group: Literal["full", "causal", "diagonal"] = "full",
+    content: Literal["causal", "block_causal"] = "causal",
+    keep_last_block: bool = True,
+) -> Bool[Array, "slots slots"]:
+    """Closed form of the merged :func:`block_generation` mask (spec hasse.md §3.2).
+
+    Layout (0-based slots, row = query, column = key, True = may attend): content slots
+    `q < c` hold `w_{q+1}` (`c = n`, or `n − l` without the last block); query slot `c + t − 1`
+    holds the mask token of position `t = 1..n`, block `B(t) = (t − 1) // l`. Content:
+    ``k <= q`` (or block-causal); query: ``(k < c and k + 1 <= B(t)·l)`` or (same block and
+    the `group` rule). Shape `(2n, 2n)` by default, `(2n − l, 2n − l)` with
+    ``keep_last_block=False``.
+
+    **Raises:** :class:`~hassejax.errors.TaskError` as :func:`block_generation`.
+    """
+    n = _positive_int(n, "n")
+    l = _positive_int(block_size, "block_size")
+    if n % l:
+        raise TaskError(f"`block_size` must divide `n`; got n={n}, block_size={l}.")
+    _choice(group, "group", ("full", "causal", "diagonal"))
+    _choice(content, "content", ("causal", "block_causal"))
+    c = n if keep_last_block else n - l
+    size = c + n
+    q = jnp.arange(size)[:, None]
+    k = jnp.arange(size)[None, :]
+    q_content, k_content = q < c, k < c
+    if content == "causal":
+        cc = k <= q
+    else:
+        cc = k // l <= q // l
+    tq, tk = q - c + 1, k - c + 1
+    same_block = (tq - 1) // l == (tk - 1) // l
+    in_group = {"full": same_block, "causal": same_block & (tk <= tq), "diagonal": tq == tk}[group]
+    query_row = (k_content & (k + 1 <= ((tq - 1) // l) * l)) | (~k_content & in_group)
+    return jnp.where(q_content, k_content & cc, query_row)
+
+
+def butterfly_mask(n: int, sparse: bool = False) -> Bool[Array, "slots slots"]:
+    """Closed form of the merged :func:`butterfly` mask (spec hasse.md §3.3), shape `(3n − 2, 3n − 2)`.
+
+    Slots `[F_1..F_{n−1} | B_2..B_n | C_1..C_n]`. Dense: `F_i` sees `F_j` for `j ≤ i`; `B_i` sees
+    `B_j` for `j ≥ i`; `C_k` sees `F_j` for `j ≤ k − 1`, `B_j` for `j ≥ k + 1`, and itself
+    (`2n² − n` nonzeros, `L* = 1`). Sparse variant (``sparse=True``): F and B bidiagonal, `C_k`
+    sees only `F_{k−1}`, `B_{k+1}` and itself (`7n − 8` nonzeros, `L* = n − 1`).
+
+    **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2`.
+    """
+    n = _positive_int(n, "n", 2)
+    size = 3 * n - 2
+    idx = jnp.arange(size)
+    stream = jnp.where(idx < n - 1, 0, jnp.where(idx < 2 * n - 2, 1, 2))  # 0 = F, 1 = B, 2 = C
+    pos = jnp.where(stream == 0, idx + 1, jnp.where(stream == 1, idx - (n - 1) + 2, idx - (2 * n - 2) + 1))
+    sq, sk = stream[:, None], stream[None, :]
+    pq, pk = pos[:, None], pos[None, :]
+    if sparse:
+        ff = (pk == pq) | (pk == pq - 1)
+        bb = (pk == pq) | (pk == pq + 1)
+        cf, cb = pk == pq - 1, pk == pq + 1
+    else:
+        ff, bb, cf, cb = pk <= pq, pk >= pq, pk <= pq - 1, pk >= pq + 1
+    return (
+        ((sq == 0) & (sk == 0) & ff)
+        | ((sq == 1) & (sk == 1) & bb)
+        | ((sq == 2) & (sk == 0) & cf)
+        | ((sq == 2) & (sk == 1) & cb)
+        | ((sq == 2) & (sk == 2) & (pq == pk))
+    )
+
+
+FAMILIES = {"autoregressive": autoregressive, "block_generation": block_generation, "butterfly": butterfly}

@@ -1,0 +1,205 @@
+"""Training tasks `T = (W, Y, M)` and their Hasse diagrams (spec hasse.md §2).
+
+A task has `n` slots. Slot `s` holds an input token ``inputs[s]`` (a :class:`Token`: a
+hashable symbol and a position id), an optional target ``labels[s]`` (a :class:`Token`
+or ``None``), and a presentation tag ``streams[s]`` (used only to order the slots of a
+merged task). The task's own mask ``mask[p, q]`` (row = query slot `p`, column = key slot
+`q`, True = may attend) mirrors the computation the task stands for.
+
+Source: C. Li, H. Guo, "Hasse Diagrams for Attention", arXiv:2606.09951 (2026), §3
+(paper); spec hasse.md §2 (the precise definitions used here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool
+
+from .._checks import as_mask
+from ..errors import MaskError, TaskError
+from ..order import HasseDiagram, classes, cover_matrix, quotient_order, reachability
+
+__all__ = ["Token", "Task", "TaskStructure"]
+
+
+class Token(NamedTuple):
+    """An input or target token: a hashable `symbol` at position id `position`.
+
+    Position ids are what the positional encoding sees; they are separate from slot
+    indices (spec hasse.md §0). Examples: ``Token("w", 5)`` (the sequence token `w_5`),
+    ``Token("mask", 7)`` (a mask token that predicts position 7), ``Token("agg", 3)``
+    (an aggregate of the neighbours of position 3).
+    """
+
+    symbol: Hashable
+    position: int
+
+    def __str__(self) -> str:
+        return f"{self.symbol}{self.position}"
+
+
+def token_sort_key(token: Token) -> tuple[str, int, str]:
+    """A total order on tokens whose symbols may be of mixed types."""
+    return (type(token.symbol).__name__, token.position, repr(token.symbol))
+
+
+def _as_token(value: Any, name: str) -> Token:
+    if isinstance(value, Token):
+        return value
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], (int, np.integer)):
+        try:
+            hash(value[0])
+        except TypeError:
+            pass
+        else:
+            return Token(value[0], int(value[1]))
+    raise TaskError(f"`{name}` must be a Token(symbol, position) or a (hashable symbol, int position) pair; got {value!r}.")
+
+
+class TaskStructure(NamedTuple):
+    """The quotient structure of a task's closure, on the host (small matrices).
+
+    - `node`: int array `(n,)`, the class (Hasse node) of each slot, ids in a topological order.
+    - `cover`: Bool `(C, C)`, `cover[a, b]` True iff node `b` is covered by node `a`.
+    - `members`: per node, the sorted slot indices in it.
+    """
+
+    node: np.ndarray
+    cover: np.ndarray
+    members: tuple[tuple[int, ...], ...]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Task:
+    """A training task `(W, Y, M)` (spec hasse.md §2; Li & Guo, arXiv:2606.09951, Def. 3.1).
+
+    **Arguments:**
+
+    - `inputs`: sequence of `n` :class:`Token` (or `(symbol, position)` pairs), the input of each slot.
+    - `mask`: Boolean array of shape `(n, n)`; `mask[p, q]` True iff slot `p` (query) may
+      attend to slot `q` (key). The residual diagonal is implied (spec §1.1).
+    - `labels`: the target of each slot: a sequence of `n` entries (Token or None), or a
+      mapping `{slot: Token}`; default: no labels.
+    - `streams`: presentation tag per slot (e.g. ``"content"``, ``"query"``), default all
+      ``"content"``; used only to order the slots of a merged task.
+    - `sources`: mapping from an aggregated input token to the tuple of sequence tokens it is
+      built from (e.g. ``Token("agg", 3) -> (Token("w", 2), Token("w", 4))``), used by the
+      leakage audit; tokens not in the mapping are their own source (mask tokens carry
+      no sequence token: map them to ``()``).
+    - `name`: a label for printing.
+
+    **Raises:** :class:`~hassejax.errors.TaskError` if lengths disagree, a token is not a
+    `(symbol, position)` pair, a label points to a slot that does not exist, or a stream tag
+    is not a string; :class:`~hassejax.errors.MaskError` if the mask is not a square Boolean
+    `(n, n)` array.
+    """
+
+    inputs: tuple[Token, ...]
+    mask: np.ndarray
+    labels: tuple[Token | None, ...]
+    streams: tuple[str, ...]
+    sources: Mapping[Token, tuple[Token, ...]]
+    name: str
+
+    def __init__(
+        self,
+        inputs: Sequence[Any],
+        mask: Bool[Any, "n n"],
+        labels: Sequence[Any] | Mapping[int, Any] | None = None,
+        streams: Sequence[str] | None = None,
+        sources: Mapping[Any, Sequence[Any]] | None = None,
+        name: str = "",
+    ):
+        toks = tuple(_as_token(x, f"inputs[{i}]") for i, x in enumerate(inputs))
+        n = len(toks)
+        if n == 0:
+            raise TaskError("`inputs` must hold at least one slot; got an empty sequence.")
+        m = np.array(as_mask(mask, "mask", batched=False))
+        if m.shape != (n, n):
+            raise MaskError(f"`mask` must have shape ({n}, {n}) to match the {n} inputs; got shape {m.shape}.")
+        if labels is None:
+            labs: list[Token | None] = [None] * n
+        elif isinstance(labels, Mapping):
+            labs = [None] * n
+            for slot, target in labels.items():
+                if not isinstance(slot, (int, np.integer)) or not 0 <= int(slot) < n:
+                    raise TaskError(
+                        f"`labels` points to slot {slot!r}, which does not exist: slots are 0 .. {n - 1}."
+                    )
+                labs[int(slot)] = _as_token(target, f"labels[{slot}]")
+        else:
+            labels = list(labels)
+            if len(labels) != n:
+                raise TaskError(f"`labels` must have one entry per slot ({n}); got {len(labels)}.")
+            labs = [None if y is None else _as_token(y, f"labels[{i}]") for i, y in enumerate(labels)]
+        if streams is None:
+            strm = ("content",) * n
+        else:
+            strm = tuple(streams)
+            if len(strm) != n or not all(isinstance(s, str) for s in strm):
+                raise TaskError(f"`streams` must be {n} strings, one per slot; got {streams!r}.")
+        srcs = {}
+        for key, value in (sources or {}).items():
+            srcs[_as_token(key, "sources key")] = tuple(_as_token(v, f"sources[{key!r}]") for v in value)
+        m.setflags(write=False)
+        object.__setattr__(self, "inputs", toks)
+        object.__setattr__(self, "mask", m)
+        object.__setattr__(self, "labels", tuple(labs))
+        object.__setattr__(self, "streams", strm)
+        object.__setattr__(self, "sources", srcs)
+        object.__setattr__(self, "name", name)
+
+    @property
+    def n(self) -> int:
+        """Number of slots."""
+        return len(self.inputs)
+
+    def reachability(self, num_layers: int | None = None) -> Bool[Array, "n n"]:
+        """`R^(L)` of the task's mask, or the limit `R` (see :func:`hassejax.order.reachability`)."""
+        return reachability(jnp.asarray(self.mask), num_layers)
+
+    def is_dense(self) -> bool:
+        """True iff `mask | I` equals its closure: one layer already realises the limit flow (spec §2)."""
+        a = self.mask | np.eye(self.n, dtype=bool)
+        return bool(np.array_equal(a, np.asarray(self.reachability())))
+
+    def dense(self) -> Task:
+        """The same task with its mask replaced by the closure `R` (spec hasse.md §2)."""
+        closed = np.asarray(self.reachability())
+        return Task(self.inputs, closed, self.labels, self.streams, self.sources, self.name)
+
+    def structure(self) -> TaskStructure:
+        """Classes of the closure (in topological order) and the covering relation between them."""
+        r = self.reachability()
+        node, c = classes(r, check=False)
+        cover = np.asarray(cover_matrix(quotient_order(r, node, c)))
+        node = np.asarray(node)
+        members = tuple(tuple(int(s) for s in np.flatnonzero(node == a)) for a in range(c))
+        return TaskStructure(node, cover, members)
+
+    def diagram(self) -> HasseDiagram:
+        """The Hasse diagram of the task (spec hasse.md §2): classes of its closure and covering pairs.
+
+        Each node of the returned diagram's graph also carries ``inputs`` (the sorted multiset of
+        its slots' input tokens, as strings) and ``targets`` (the labels of its slots).
+        """
+        d = HasseDiagram.from_mask(self.mask)
+        g = d.graph
+        for v in g.nodes:
+            mem = g.nodes[v]["members"]
+            g.nodes[v]["inputs"] = tuple(sorted(str(self.inputs[s]) for s in mem))
+            g.nodes[v]["targets"] = tuple(str(self.labels[s]) for s in mem if self.labels[s] is not None)
+        return d
+
+    def slot_names(self) -> tuple[str, ...]:
+        """Readable slot names such as ``"w3"``, ``"mask5"``."""
+        return tuple(str(t) for t in self.inputs)
+
+    def __repr__(self) -> str:
+        lab = sum(y is not None for y in self.labels)
+        return f"Task({self.name!r}, n={self.n}, labelled={lab})"

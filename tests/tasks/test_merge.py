@@ -1,0 +1,159 @@
+"""Merge properties (spec hasse.md §2; Li & Guo, Thm 3.7) against an independent equivalence."""
+
+import functools
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hassejax.errors import LabelConflictError, MaskError, TaskError
+from hassejax.tasks import Task, Token, audit, merge_tasks, reached_tokens, sparsify
+from hassejax.order import reachability
+
+
+def _closure(mask):
+    """Reflexive-transitive closure by networkx (independent of hassejax.order)."""
+    n = mask.shape[0]
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from((p, q) for p, q in zip(*np.nonzero(mask)))
+    tc = nx.transitive_closure(g, reflexive=True)
+    r = np.zeros((n, n), bool)
+    for p, q in tc.edges:
+        r[p, q] = True
+    return r
+
+
+def _diagram(task):
+    """Hasse diagram by networkx: nodes = SCCs with input multisets, edges upper -> lower covers."""
+    r = _closure(task.mask)
+    g = nx.DiGraph()
+    g.add_edges_from((p, q) for p, q in zip(*np.nonzero(r)) if p != q)
+    g.add_nodes_from(range(task.n))
+    cond = nx.condensation(g)
+    red = nx.transitive_reduction(cond)
+    nodes = {c: tuple(sorted(cond.nodes[c]["members"])) for c in cond.nodes}
+    return nodes, red
+
+
+def _equivalence_classes(tasks):
+    """Independent recursive equivalence (spec §2): same inputs, covered nodes matched one to one."""
+    all_nodes = []
+    for t_idx, task in enumerate(tasks):
+        nodes, red = _diagram(task)
+        for c, mem in nodes.items():
+            inputs = tuple(sorted(map(str, (task.inputs[s] for s in mem))))
+            all_nodes.append(((t_idx, c), inputs, [(t_idx, d) for d in red.successors(c)]))
+    info = {key: (inputs, below) for key, inputs, below in all_nodes}
+
+    @functools.lru_cache(maxsize=None)
+    def equiv(u, v):
+        (iu, bu), (iv, bv) = info[u], info[v]
+        if iu != iv or len(bu) != len(bv):
+            return False
+        if not bu:
+            return True
+        b = nx.Graph()
+        b.add_nodes_from(("u", x) for x in bu)
+        b.add_nodes_from(("v", y) for y in bv)
+        b.add_edges_from((("u", x), ("v", y)) for x in bu for y in bv if equiv(x, y))
+        match = nx.bipartite.maximum_matching(b, top_nodes=[("u", x) for x in bu])
+        return len(match) // 2 == len(bu)
+
+    keys = list(info)
+    reps = []
+    for k in keys:
+        if not any(equiv(k, r) for r in reps):
+            reps.append(k)
+    return len(reps)
+
+
+@st.composite
+def task_families(draw):
+    num_tasks = draw(st.integers(1, 4))
+    tasks = []
+    for _ in range(num_tasks):
+        n = draw(st.integers(1, 6))
+        bits = draw(st.lists(st.booleans(), min_size=n * n, max_size=n * n))
+        mask = _closure(np.array(bits, bool).reshape(n, n))  # dense task
+        inputs = [Token(draw(st.sampled_from("ab")), draw(st.integers(1, 2))) for _ in range(n)]
+        # Labels are a function of what a slot holds and reaches: equivalent slots agree.
+        r = _closure(mask)
+        labels = {}
+        for p in range(n):
+            if draw(st.booleans()):
+                labels[p] = Token("y", 10 * len({inputs[q] for q in np.flatnonzero(r[p])}) + inputs[p].position)
+        tasks.append(Task(inputs, mask, labels))
+    return tasks
+
+
+@settings(max_examples=150)
+@given(task_families())
+def test_merge_properties(tasks):
+    merged = merge_tasks(tasks)
+    assert merged.n <= sum(t.n for t in tasks)
+    # Every source slot keeps its reachable inputs exactly.
+    merged_reach = reached_tokens(merged)
+    for task, smap in zip(tasks, merged.slot_map):
+        src_reach = reached_tokens(task)
+        for s in range(task.n):
+            assert merged_reach[smap[s]] == src_reach[s]
+            assert merged.inputs[smap[s]] == task.inputs[s]
+            if task.labels[s] is not None:
+                assert merged.labels[smap[s]] == task.labels[s]
+    assert audit(merged).mismatches == ()
+    # Every pair of equivalent nodes is identified, and nothing more.
+    assert int(merged.node.max()) + 1 == _equivalence_classes(tasks)
+    # The merged mask is dense (one layer realises the limit) and the merged nodes are its classes.
+    assert merged.is_dense()
+
+
+@settings(max_examples=60)
+@given(task_families(), st.integers(2, 4))
+def test_repeated_task_merges_to_itself(tasks, k):
+    task = tasks[0]
+    merged = merge_tasks([task] * k)
+    assert merged.n == task.n
+    single = merge_tasks([task])
+    np.testing.assert_array_equal(merged.mask, single.mask)
+
+
+@settings(max_examples=60)
+@given(task_families())
+def test_sparsify_keeps_closure(tasks):
+    merged = merge_tasks(tasks)
+    sp = sparsify(merged)
+    np.testing.assert_array_equal(_closure(sp.mask), _closure(merged.mask))
+    assert sp.nonzeros <= int(merged.mask.sum())
+    assert np.array_equal(np.asarray(reachability(sp.mask, sp.depth)), _closure(sp.mask))
+
+
+def test_label_conflict_raises():
+    t1 = Task([Token("w", 1)], np.ones((1, 1), bool), {0: Token("w", 2)}, name="a")
+    t2 = Task([Token("w", 1)], np.ones((1, 1), bool), {0: Token("w", 3)}, name="b")
+    with pytest.raises(LabelConflictError, match="different targets w2 and w3"):
+        merge_tasks([t1, t2])
+
+
+def test_task_errors():
+    with pytest.raises(TaskError, match="`labels` points to slot 5, which does not exist"):
+        Task([Token("w", 1)], np.ones((1, 1), bool), {5: Token("w", 2)})
+    with pytest.raises(TaskError, match="one entry per slot"):
+        Task([Token("w", 1)], np.ones((1, 1), bool), [None, None])
+    with pytest.raises(MaskError, match=r"shape \(2, 2\)"):
+        Task([Token("w", 1), Token("w", 2)], np.ones((1, 1), bool))
+    with pytest.raises(TaskError, match="Token"):
+        Task(["w1"], np.ones((1, 1), bool))
+    with pytest.raises(TaskError, match="non-empty"):
+        merge_tasks([])
+    with pytest.raises(TaskError, match="lacks the stream tag 'query'"):
+        merge_tasks([Task([Token("w", 1)], np.ones((1, 1), bool), streams=["query"])], stream_order=["content"])
+
+
+def test_diagram_carries_inputs():
+    from hassejax.tasks import butterfly
+
+    d = butterfly(3).tasks[1].diagram()
+    assert any(d.graph.nodes[v]["inputs"] == ("agg2",) for v in d.graph.nodes)
