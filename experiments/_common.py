@@ -1,0 +1,98 @@
+"""Shared plumbing of the experiment scripts: arguments, output folders, figures, JSON.
+
+Every experiment script defines ``NAME`` and ``main(out: Path, quick: bool) -> dict`` and
+ends with ``if __name__ == "__main__": cli(main, NAME, __doc__)``. ``main`` writes its
+figures (PNG and PDF) and one JSON into ``out / NAME`` and returns a small summary dict
+whose ``"key"`` entry is the number a reader should look at first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "paper_figures"
+PACKAGES = ("hassejax", "jax", "jaxlib", "equinox", "diffrax", "optax", "networkx", "numpy", "scipy", "matplotlib")
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and of the packages the figures depend on."""
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _jsonable(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        if not math.isfinite(f):
+            raise ValueError(f"non-finite number {f} in an experiment's JSON: record it as a status, not a number")
+        return f
+    return value
+
+
+class Output:
+    """The output folder of one experiment: ``out / name``."""
+
+    def __init__(self, out: Path | str, name: str):
+        self.dir = Path(out) / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.files: list[Path] = []
+
+    def savefig(self, fig, stem: str, dpi: int = 150) -> None:
+        """Write `fig` as ``stem.png`` and ``stem.pdf`` and close it."""
+        for ext in ("png", "pdf"):
+            path = self.dir / f"{stem}.{ext}"
+            fig.savefig(path, dpi=dpi, bbox_inches="tight")
+            self.files.append(path)
+        plt.close(fig)
+
+    def write_json(self, data: dict, seeds: dict | None = None, stem: str | None = None) -> Path:
+        """Write ``data`` (numbers only finite) with seeds and versions as ``<name>.json``."""
+        payload = {"experiment": self.name, "seeds": seeds or {}, "versions": versions(), **data}
+        path = self.dir / f"{stem or self.name}.json"
+        path.write_text(json.dumps(_jsonable(payload), indent=1, allow_nan=False) + "\n")
+        self.files.append(path)
+        return path
+
+
+def cli(main: Callable[[Path, bool], dict], name: str, doc: str | None) -> None:
+    """Command line of one experiment script: ``--out DIR`` and ``--quick``."""
+    parser = argparse.ArgumentParser(prog=f"experiments/{name}.py", description=(doc or "").strip().splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: paper_figures/)")
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run with smaller sizes")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    summary = main(args.out, args.quick)
+    print(f"{name}: {summary.get('key', '')} ({time.perf_counter() - t0:.1f} s) -> {args.out / name}")
+    sys.exit(0)
