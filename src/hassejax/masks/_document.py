@@ -1,0 +1,140 @@
+"""Document (packed-sequence) masks: attention restricted to each document, an inner rule inside."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Int
+
+from ..errors import MaskError
+from ._args import check_mask_memory, checked, describe, index_vector, is_traced, require
+from ._mask_mod import evaluate_mask_mod
+
+__all__ = ["document"]
+
+_INNER_NAMES = ("causal", "full")
+
+
+def _inner_arg(value, name: str):
+    if value is None or callable(value) or value in _INNER_NAMES:
+        return value
+    raise MaskError(
+        f"`{name}` must be None (causal), one of {list(_INNER_NAMES)}, or a mask_mod callable "
+        f"(b, h, q_idx, kv_idx) -> bool over within-document offsets; got {describe(value)}."
+    )
+
+
+def _kind_arg(value, name: str):
+    if isinstance(value, str) and value in ("lengths", "ids"):
+        return value
+    raise MaskError(f"`{name}` must be 'lengths' or 'ids'; got {describe(value)}.")
+
+
+def _segments_arg(value, name: str):
+    return index_vector(value, name)
+
+
+@jax.jit
+def _runs(ids):
+    """Run structure of an id vector (a run = maximal block of equal ids).
+
+    Returns ``same_run`` (n, n), the within-run offset of every position, and whether
+    every id forms a single run (no document split in two).
+    """
+    n = ids.shape[0]
+    pos = jnp.arange(n, dtype=jnp.int32)
+    change = jnp.concatenate([jnp.ones((1,), dtype=bool), ids[1:] != ids[:-1]])
+    run = jnp.cumsum(change) - 1
+    start = jax.lax.cummax(jnp.where(change, pos, 0))
+    same_run = run[:, None] == run[None, :]
+    contiguous = jnp.all((ids[:, None] == ids[None, :]) == same_run)
+    return same_run, pos - start, contiguous
+
+
+@functools.partial(jax.jit, static_argnames=("inner",))
+def _document_named(ids, inner):
+    same_run, offset, contiguous = _runs(ids)
+    if inner == "full":
+        return same_run, contiguous
+    return same_run & (offset[None, :] <= offset[:, None]), contiguous
+
+
+@checked(segments=_segments_arg, inner=_inner_arg, kind=_kind_arg)
+def document(
+    segments: Sequence[int] | Int[ArrayLike, " s"],
+    inner: Callable | Literal["causal", "full"] | None = None,
+    *,
+    kind: Literal["lengths", "ids"] = "lengths",
+) -> Bool[Array, "n n"]:
+    """Document mask of packed sequences: ``M[q, k] = doc[q] == doc[k] and inner(q - start[q], k - start[k])``.
+
+    Several documents are packed into one sequence; a query sees only keys of its own
+    document, and inside a document the `inner` rule applies to the *within-document
+    offsets* (``start[i]`` is the first position of the document of `i`). With the default
+    causal inner rule this is attention-gym's ``generate_doc_mask_mod(causal_mask, offsets)``
+    and xformers' ``BlockDiagonalCausalMask``; ``inner="full"`` gives a block-diagonal mask.
+
+    **Arguments:**
+
+    - `segments`: with ``kind="lengths"`` (default) the document lengths, integers >= 1
+      (`n` = their sum); with ``kind="ids"`` one document id per position (`n` = its
+      length), each document one contiguous run (``[0, 0, 1, 1, 1]``; ``[0, 1, 0]`` is an
+      error: a document must not be split). Ids may be traced under ``jax.jit``; lengths
+      fix the shape and must be concrete.
+    - `inner`: the rule inside a document: ``None`` or ``"causal"`` (``k_off <= q_off``),
+      ``"full"`` (every pair), or a FlexAttention-style callable
+      ``inner(b, h, q_off, k_off) -> bool`` written with jnp (evaluated with ``b = h = 0``
+      on int32 offsets under :func:`jax.vmap`).
+    - `kind`: ``"lengths"`` or ``"ids"``: how to read `segments` (never guessed).
+
+    **Returns:** a Boolean array of shape `(n, n)`.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` for non-integer segments, a length < 1,
+    ids that split a document, a bad `kind`, or an `inner` that is not a Boolean mask_mod.
+
+    **References:** mask gallery "document / packed causal"; attention-gym
+    ``document_mask.py``; xformers ``BlockDiagonalCausalMask``.
+    """
+    if kind == "lengths":
+        if is_traced(segments):
+            raise MaskError(
+                "`segments` given as lengths fix the mask's shape and must be concrete (not traced under jit); "
+                "pass per-position ids with kind='ids' to trace them."
+            )
+        bad = np.flatnonzero(segments < 1)
+        if bad.size:
+            raise MaskError(
+                f"`segments` (document lengths) must all be integers >= 1; entry {int(bad[0])} is "
+                f"{int(segments[bad[0]])} in {segments.tolist()}."
+            )
+        n = int(segments.sum())
+        check_mask_memory(n, n, "document")
+        ids = jnp.asarray(np.repeat(np.arange(segments.shape[0]), segments), dtype=jnp.int32)
+    else:
+        ids = jnp.asarray(segments, dtype=jnp.int32)
+        check_mask_memory(ids.shape[0], ids.shape[0], "document")
+    if inner is None or isinstance(inner, str):
+        mask, contiguous = _document_named(ids, inner="full" if inner == "full" else "causal")
+    else:
+        same_run, offset, contiguous = _runs(ids)
+        mask = same_run & evaluate_mask_mod(inner, offset, offset, 0, 0, "inner")
+    if kind == "ids":
+        if not is_traced(contiguous) and not bool(contiguous):
+            values = np.asarray(segments).tolist()
+            first_seen: dict[int, int] = {}
+            for i, value in enumerate(values):
+                if value in first_seen and values[i - 1] != value:
+                    raise MaskError(
+                        f"`segments` (document ids, kind='ids') must give each document one contiguous run; "
+                        f"id {value} reappears at position {i} after another document: {values}."
+                    )
+                first_seen.setdefault(value, i)
+        mask = require(
+            mask, contiguous, "`segments` (document ids, kind='ids') must give each document one contiguous run."
+        )
+    return mask

@@ -1,0 +1,172 @@
+"""Mask registry and a safe parser for mask specifications such as ``"sliding_window(n=16, left=2)"``."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from jaxtyping import Array, ArrayLike, Bool, Int
+
+from ..errors import MaskError
+from ._args import checked, describe
+from ._causal import block_causal, causal, chunked_causal, full, prefix_lm
+from ._diffusion import block_diffusion
+from ._document import document
+from ._natten import natten_2d
+from ._tree import tree_prefix
+from ._window import dilated, global_sliding, sliding_window
+from ._xlnet import xlnet_two_stream
+
+__all__ = ["MASKS", "from_spec"]
+
+
+def _stream_arg(value, name: str):
+    if isinstance(value, str) and value in ("content", "query"):
+        return value
+    raise MaskError(
+        f"`{name}` must be 'content' or 'query' (xlnet_two_stream returns two masks; a spec names one); "
+        f"got {describe(value)}."
+    )
+
+
+@checked(stream=_stream_arg)
+def _xlnet_stream(
+    permutation: Sequence[int] | Int[ArrayLike, " n"],
+    context: int = 0,
+    *,
+    stream: Literal["content", "query"],
+) -> Bool[Array, "n n"]:
+    """One stream of :func:`~hassejax.masks.xlnet_two_stream` (the registry's ``xlnet_two_stream``).
+
+    **Arguments:** `permutation` and `context` as in :func:`~hassejax.masks.xlnet_two_stream`;
+    `stream`: ``"content"`` or ``"query"`` (required, keyword only).
+
+    **Returns:** the Boolean `(n, n)` mask of that stream.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` as :func:`~hassejax.masks.xlnet_two_stream`,
+    or for a `stream` other than ``"content"``/``"query"``.
+    """
+    return getattr(xlnet_two_stream(permutation, context), stream)
+
+
+_xlnet_stream.__name__ = "xlnet_two_stream"
+
+MASKS: dict[str, Callable[..., Bool[Array, "n n"]]] = {
+    "causal": causal,
+    "full": full,
+    "prefix_lm": prefix_lm,
+    "sliding_window": sliding_window,
+    "block_causal": block_causal,
+    "chunked_causal": chunked_causal,
+    "document": document,
+    "dilated": dilated,
+    "global_sliding": global_sliding,
+    "natten_2d": natten_2d,
+    "tree_prefix": tree_prefix,
+    "block_diffusion": block_diffusion,
+    "xlnet_two_stream": _xlnet_stream,
+}
+"""Square mask constructors by name, for users who pick by string (the CLI's ``MASK_SPEC``).
+
+Each value returns one Boolean `(n, n)` mask. ``MASKS["xlnet_two_stream"]`` selects one
+of the two XLNet streams with a required keyword ``stream="content"`` or ``"query"``
+(``xlnet_two_stream(permutation=[2, 0, 1], stream="query")``); call
+:func:`hassejax.masks.xlnet_two_stream` directly for both. ``causal_bottom_right`` is
+not registered: it is rectangular, and closures need square masks (spec hasse.md §0).
+"""
+
+
+def _signature_text(name: str, fn: Callable) -> str:
+    parts = []
+    star_done = False
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is p.KEYWORD_ONLY and not star_done:
+            parts.append("*")
+            star_done = True
+        parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+    return f"{name}({', '.join(parts)})"
+
+
+def _literal(node: ast.AST, what: str, text: str):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise MaskError(
+            f"mask spec {text!r}: {what} must be a literal (number, string, True/False/None, or a list/tuple "
+            f"of those); got `{ast.unparse(node)}`."
+        ) from None
+
+
+def from_spec(text: str) -> Bool[Array, "n n"]:
+    """Build a registered mask from a specification string such as ``"sliding_window(n=16, left=2)"``.
+
+    The string is one call ``NAME(arg, ..., key=value, ...)`` of a constructor in
+    :data:`MASKS`; it is parsed with :mod:`ast` and every argument must be a Python
+    literal (numbers, strings, True/False/None, lists and tuples of them), read with
+    :func:`ast.literal_eval`. Nothing is evaluated: no names, attribute access,
+    arithmetic on non-literals or lambdas. Examples::
+
+        from_spec("causal(8)")
+        from_spec("sliding_window(n=16, left=2)")
+        from_spec("block_diffusion(n=4, block_size=2)")         # (8, 8): 2n slots
+        from_spec("document(segments=[3, 2], inner='full')")
+        from_spec("xlnet_two_stream(permutation=[2, 0, 1], stream='query')")
+
+    **Arguments:**
+
+    - `text`: the specification string.
+
+    **Returns:** the Boolean `(n, n)` mask (row = query, column = key, True = may attend).
+
+    **Raises:** :class:`~hassejax.errors.MaskError` for a string that is not one call, an
+    unknown mask name (listing the known names), an argument that is not a literal, an
+    unknown, missing or repeated argument (naming it and showing the signature), or
+    whatever the constructor rejects (its own message, naming the argument).
+    """
+    if not isinstance(text, str):
+        raise MaskError(f"`text` must be a mask spec string like 'causal(8)'; got {describe(text)}.")
+    source = text.strip()
+    known = ", ".join(sorted(MASKS))
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError as exc:
+        raise MaskError(f"mask spec {text!r} is not valid syntax ({exc.msg}); expected NAME(arg=value, ...).") from None
+    call = tree.body
+    if isinstance(call, ast.Name):
+        if call.id in MASKS:
+            raise MaskError(
+                f"mask spec {text!r} names a mask without arguments; write a call: {_signature_text(call.id, MASKS[call.id])}."
+            )
+        raise MaskError(f"mask spec {text!r}: unknown mask {call.id!r}; known masks: {known}.")
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+        raise MaskError(f"mask spec {text!r} must be a single call NAME(arg=value, ...) of a known mask ({known}).")
+    name = call.func.id
+    if name not in MASKS:
+        raise MaskError(f"mask spec {text!r}: unknown mask {name!r}; known masks: {known}.")
+    fn = MASKS[name]
+    usage = _signature_text(name, fn)
+    args = []
+    for i, node in enumerate(call.args):
+        if isinstance(node, ast.Starred):
+            raise MaskError(f"mask spec {text!r}: *-unpacking is not allowed; use {usage}.")
+        args.append(_literal(node, f"positional argument {i} of {name}", text))
+    kwargs = {}
+    params = inspect.signature(fn).parameters
+    for kw in call.keywords:
+        if kw.arg is None:
+            raise MaskError(f"mask spec {text!r}: **-unpacking is not allowed; use {usage}.")
+        if kw.arg not in params:
+            raise MaskError(
+                f"mask spec {text!r}: unknown argument {kw.arg!r} for {name}; its arguments are "
+                f"{', '.join(params)} ({usage})."
+            )
+        if kw.arg in kwargs:
+            raise MaskError(f"mask spec {text!r}: argument {kw.arg!r} given twice ({usage}).")
+        kwargs[kw.arg] = _literal(kw.value, f"argument {kw.arg!r} of {name}", text)
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise MaskError(f"mask spec {text!r}: {exc} ({usage}).") from None
+    return fn(*args, **kwargs)

@@ -1,0 +1,121 @@
+"""XLNet two-stream attention masks for a factorisation order (permutation)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Int
+
+from ..errors import MaskError
+from ._args import check_mask_memory, checked, index_vector, integer, is_traced, nonnegative, require
+
+__all__ = ["TwoStreamMasks", "xlnet_two_stream"]
+
+
+class TwoStreamMasks(NamedTuple):
+    """The two masks of XLNet's two-stream attention (both `(n, n)`, row = query, True = may attend).
+
+    - `content`: the content stream `h` (sees its own token).
+    - `query`: the query stream `g` (never sees its own token: it predicts it).
+
+    A plain named tuple: ``content, query = xlnet_two_stream(z)`` works.
+    """
+
+    content: Bool[Array, "n n"]
+    query: Bool[Array, "n n"]
+
+
+def _permutation_arg(value, name: str):
+    return index_vector(value, name)
+
+
+def _check_permutation(z, name: str = "permutation"):
+    """Concrete: raise a MaskError saying what is wrong; traced: return the runtime check."""
+    n = z.shape[0]
+    if is_traced(z):
+        return jnp.all(jnp.sort(z) == jnp.arange(n, dtype=z.dtype))
+    counts = np.bincount(z[(z >= 0) & (z < n)], minlength=n)
+    out_of_range = z[(z < 0) | (z >= n)]
+    if out_of_range.size or np.any(counts != 1):
+        details = []
+        if out_of_range.size:
+            details.append(f"out-of-range value {int(out_of_range[0])}")
+        repeated = np.flatnonzero(counts > 1)
+        if repeated.size:
+            details.append(f"{int(repeated[0])} appears {int(counts[repeated[0]])} times")
+        missing = np.flatnonzero(counts == 0)
+        if missing.size:
+            details.append(f"{int(missing[0])} is missing")
+        raise MaskError(
+            f"`{name}` must be a permutation of 0..{n - 1} (each index exactly once); got {z.tolist()}: "
+            + ", ".join(details)
+            + "."
+        )
+    return jnp.asarray(True)
+
+
+@jax.jit
+def _xlnet_two_stream(z, context):
+    n = z.shape[0]
+    pos = jnp.zeros((n,), dtype=jnp.int32).at[z].set(jnp.arange(n, dtype=jnp.int32))
+    ctx = pos < context
+    p_q, p_k = pos[:, None], pos[None, :]
+    content = jnp.where(ctx[:, None], ctx[None, :], p_k <= p_q)
+    query = jnp.where(ctx[:, None], ctx[None, :], p_k < p_q)
+    return content, query
+
+
+@checked(permutation=_permutation_arg, context=nonnegative)
+def xlnet_two_stream(permutation: Sequence[int] | Int[ArrayLike, " n"], context: int = 0) -> TwoStreamMasks:
+    """XLNet two-stream masks for the factorisation order `permutation` (= `z`).
+
+    ``z[r]`` is the token predicted `r`-th; ``pos[i]`` is the rank of token `i` in `z`
+    (``pos[z[r]] = r``). Masks are indexed by token position (row = query token,
+    column = key token). The first `context` tokens of `z` are context (never
+    predicted); the others are targets. Then::
+
+        content[q, k] = ctx[k]               if ctx[q]   else  pos[k] <= pos[q]
+        query[q, k]   = ctx[k]               if ctx[q]   else  pos[k] <  pos[q]
+
+    with ``ctx[i] = pos[i] < context``: a target sees every context token and the targets
+    before it in `z` (the content stream itself too, the query stream not), context
+    tokens see each other bidirectionally and never a target. With ``context = 0`` the
+    first token of `z` has an **empty query row** (it is predicted from nothing but its
+    position); a model must treat that row explicitly (spec hasse.md §4). This is
+    XLNet's ``_local_perm``: ``perm_mask`` (1 = cannot attend) is ``~query``, and the
+    content mask is ``perm_mask`` with the diagonal re-allowed. For context rows XLNet's
+    ``perm_mask`` also allows the token itself in the query stream, and so does this
+    function (context tokens are not predicted, so no leak).
+
+    **Arguments:**
+
+    - `permutation`: the factorisation order `z`, a permutation of `0 .. n-1` (list or
+      1-D integer array; may be traced under ``jax.jit``, then checked with
+      :func:`equinox.error_if`).
+    - `context`: number of context tokens `c`, an integer in `[0, n]`: the first `c`
+      entries of `z`.
+
+    **Returns:** :class:`TwoStreamMasks` ``(content, query)``, each Boolean of shape `(n, n)`.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` if `permutation` is not a permutation
+    (naming a repeated, missing or out-of-range entry) or `context` is outside `[0, n]`.
+
+    **References:** Yang et al., "XLNet: Generalized Autoregressive Pretraining for
+    Language Understanding", arXiv:1906.08237, §2.3; zihangdai/xlnet ``data_utils.py``
+    (``_local_perm``); mask gallery "XLNet two-stream".
+    """
+    z = permutation
+    n = z.shape[0]
+    context = integer(context, "context", minimum=0, maximum=n, maximum_label="n")
+    ok = _check_permutation(z)
+    check_mask_memory(n, n, "xlnet_two_stream")
+    content, query = _xlnet_two_stream(jnp.asarray(z, dtype=jnp.int32), context=context)
+    message = "`permutation` must be a permutation of 0..n-1 (each index exactly once)."
+    content = require(content, ok, message)
+    query = require(query, ok, message)
+    return TwoStreamMasks(content=content, query=query)
