@@ -3,9 +3,29 @@ blow-up and clustering (Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322; spec 
 
 Public surface (re-exported here; the modules are one concept each):
 
-- :mod:`.result`: :class:`Status` (the one status list of spec §4), solution types.
+- :mod:`.result`: :class:`Status` (the one status list of spec §4), :class:`BlowupMethod`,
+  solution types :class:`GaussianSolution`, :class:`ParticleSolution`.
+- :mod:`.params`: :class:`AttentionParams`, :class:`MultiHeadParams`, :class:`MaskedParams`,
+  :class:`PiecewiseConstant` (time-dependent parameters).
+- :mod:`.attention`: velocity fields by name (:data:`VELOCITY_FIELDS`).
+- :mod:`.gaussian`: moment ODEs and :func:`solve_gaussian`.
+- :mod:`.particles`: :func:`solve_particles`.
+- :mod:`.closed_form`: softmax closed forms, blow-up times, clustering limits.
 """
 
+from . import attention
+from .attention import VELOCITY_FIELDS, attention_weights, sinkhorn_potential, velocity_field
+from .closed_form import (
+    blowup_time_closed_form,
+    clustering_limit,
+    diagonal_blowup_time,
+    diagonal_covariance_closed_form,
+    softmax_1d_closed_form,
+    softmax_covariance_closed_form,
+)
+from .gaussian import GAUSSIAN_KINDS, gaussian_affine, moment_derivatives, sinkhorn_slope, solve_gaussian
+from .params import HEAD_KINDS, AttentionParams, MaskedParams, MultiHeadParams, PiecewiseConstant, positions
+from .particles import particle_velocity, solve_particles
 from .result import (
     STATUS_NAMES,
     AbstractSolution,
@@ -18,6 +38,7 @@ from .result import (
 )
 
 __all__ = [
+    # result
     "STATUS_NAMES",
     "AbstractSolution",
     "BlowupMethod",
@@ -26,6 +47,35 @@ __all__ = [
     "SolverStats",
     "Status",
     "status_names",
+    # params
+    "HEAD_KINDS",
+    "AttentionParams",
+    "MaskedParams",
+    "MultiHeadParams",
+    "PiecewiseConstant",
+    "positions",
+    # attention
+    "attention",
+    "VELOCITY_FIELDS",
+    "attention_weights",
+    "sinkhorn_potential",
+    "velocity_field",
+    # gaussian
+    "GAUSSIAN_KINDS",
+    "gaussian_affine",
+    "moment_derivatives",
+    "sinkhorn_slope",
+    "solve_gaussian",
+    # particles
+    "particle_velocity",
+    "solve_particles",
+    # closed forms
+    "blowup_time_closed_form",
+    "clustering_limit",
+    "diagonal_blowup_time",
+    "diagonal_covariance_closed_form",
+    "softmax_1d_closed_form",
+    "softmax_covariance_closed_form",
 ]
 
 # --- diagnostics / energy / sweeps (owned by the sweeps & diagnostics engineer) ---------

@@ -1,0 +1,266 @@
+"""Shared solve machinery: diffrax call, events, status and blow-up classification (private).
+
+Spec dynamics.md §4. One function, :func:`integrate`, used by both the Gaussian moment
+solver and the particle solver. It
+
+1. runs ``diffrax.diffeqsolve`` with ``throw=False`` and an :class:`diffrax.Event` made of
+   (a) the size threshold, a real-valued condition `log λ(y) − log threshold` located by an
+   ``optimistix.Newton`` root find, and (b) optionally the steady state (a Boolean condition
+   `speed < tol`, checked at the end of each step);
+2. measures, at the stop, the size `λ`, its rate `λ'` and the growth exponent
+   `p = λλ''/λ'²` (forward-mode derivatives along the flow);
+3. maps the diffrax result, the event and the finiteness of the state to one
+   :class:`~hassejax.dynamics.result.Status`;
+4. replaces saved points after the stop or holding NaN/inf by the last finite state and
+   marks them invalid, so no NaN/inf is ever returned as a state.
+
+Blow-up versus divergence (spec §4): `λ' ∝ λ^p` near the stop; finite-time blow-up
+`λ ≈ c/(t* − t)` has `p = 2` (generally `p = 1 + 1/q` for `(t* − t)^{−q}`), exponential
+growth `p = 1`. The threshold crossing is reported as `blow_up` when `p > 1.5`, else as
+`diverge` (derived). The blow-up time is `t_e + λ/λ'` (extrapolated, exact for
+`λ = c/(t* − t)`) or `t_e` (threshold), as requested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import optimistix as optx
+
+from .result import BlowupMethod, Status
+
+GROWTH_EXPONENT_THRESHOLD = 1.5
+"""`p > 1.5` at the threshold event ⇒ finite-time blow-up (see module docstring)."""
+
+
+def _tree_finite(tree, batch_ndim: int = 0):
+    leaves = jtu.tree_leaves(tree)
+    out = None
+    for leaf in leaves:
+        ok = jnp.all(jnp.isfinite(leaf), axis=tuple(range(batch_ndim, leaf.ndim)))
+        out = ok if out is None else out & ok
+    return out
+
+
+class IntegrateOut(eqx.Module):
+    ts: jax.Array
+    ys: object
+    valid: jax.Array
+    y_final: object
+    t_final: jax.Array
+    status: jax.Array
+    t_blowup: jax.Array
+    blowup_method: jax.Array
+    growth_exponent: jax.Array
+    num_steps: jax.Array
+    num_accepted_steps: jax.Array
+    num_rejected_steps: jax.Array
+
+
+def growth_rates(f: Callable, size: Callable, t, y):
+    """`(λ, λ', λ'')` of `λ = size(y(t))` along `y' = f(t, y)` (forward mode, total time derivative)."""
+
+    def first(tt, yy):
+        return jax.jvp(size, (yy,), (f(tt, yy),))
+
+    lam, dlam = first(t, y)
+    ones = jnp.ones_like(t)
+    _, ddlam = jax.jvp(lambda tt, yy: first(tt, yy)[1], (t, y), (ones, f(t, y)))
+    return lam, dlam, ddlam
+
+
+def integrate(
+    f: Callable,
+    y0,
+    *,
+    t0,
+    t1,
+    ts,
+    size: Callable,
+    speed: Callable | None,
+    threshold,
+    converge_tol,
+    solver: diffrax.AbstractSolver,
+    stepsize_controller: diffrax.AbstractStepSizeController,
+    dt0,
+    max_steps: int,
+    extrapolate: bool,
+) -> IntegrateOut:
+    """Solve `y' = f(t, y)` with the size-threshold (and steady-state) events; see module docstring.
+
+    `size(y)` is the scalar size `λ` (e.g. `tr Σ`), `speed(t, y, dy)` the scalar whose falling
+    below `converge_tol` means steady state (None: no steady-state event).
+    """
+    dtype = jnp.result_type(*jtu.tree_leaves(y0))
+    tiny = jnp.finfo(dtype).tiny
+    log_threshold = jnp.log(jnp.asarray(threshold, dtype))
+    log_tol = None if speed is None else jnp.log(jnp.asarray(converge_tol, dtype))
+
+    def c_blowup(y):  # positive below the threshold, crosses zero downwards at it
+        return log_threshold - jnp.log(jnp.maximum(size(y), tiny))
+
+    def c_steady(t, y):  # positive while moving, crosses zero downwards at steady state
+        return jnp.log(jnp.maximum(speed(t, y, f(t, y)), tiny)) - log_tol
+
+    def cond(t, y, args, **kwargs):
+        value = c_blowup(y)
+        if speed is not None:
+            value = jnp.minimum(value, c_steady(t, y))
+        return value
+
+    # One scalar, decreasing condition: bisection with flip=True also handles diffrax's
+    # fallback `t_next − t` for batch members without an event (under vmap).
+    root_tol = max(1e-6, 1e4 * float(jnp.finfo(dtype).eps))
+    event = diffrax.Event(cond, root_finder=optx.Bisection(rtol=root_tol, atol=root_tol, flip=True), direction=False)
+    term = diffrax.ODETerm(lambda t, y, args: f(t, y))
+    sol = diffrax.diffeqsolve(
+        term,
+        solver,
+        t0=t0,
+        t1=t1,
+        dt0=dt0,
+        y0=y0,
+        saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
+        stepsize_controller=stepsize_controller,
+        max_steps=max_steps,
+        event=event,
+        throw=False,
+    )
+    n_save = ts.shape[0]
+    ys = sol.ys[0]
+    y_end = jtu.tree_map(lambda a: a[0], sol.ys[1])
+    t_end = sol.ts[1][0]
+    save_ts = sol.ts[0]
+
+    # Saved points: valid when finite and not after the stop.
+    finite_rows = _tree_finite(ys, batch_ndim=1)
+    end_finite = _tree_finite(y_end) & jnp.isfinite(t_end)
+    valid = finite_rows & (ts <= jnp.where(jnp.isfinite(t_end), t_end, t1))
+    idx = jnp.arange(n_save)
+    last = jax.lax.cummax(jnp.where(valid, idx, -1), axis=0)
+    any_valid = last >= 0
+    last_c = jnp.maximum(last, 0)
+    ys_clean = jtu.tree_map(
+        lambda a, a0: jnp.where(
+            any_valid.reshape((-1,) + (1,) * (a.ndim - 1)), a[last_c], jnp.broadcast_to(a0, a.shape)
+        ),
+        ys,
+        y0,
+    )
+    # Final state: the solver's end state when finite, else the last finite saved point.
+    last_valid = last[-1]
+    fallback_y = jtu.tree_map(lambda a, a0: jnp.where(last_valid >= 0, a[jnp.maximum(last_valid, 0)], a0), ys, y0)
+    fallback_t = jnp.where(last_valid >= 0, ts[jnp.maximum(last_valid, 0)], t0)
+    y_final = jtu.tree_map(lambda a, b: jnp.where(end_finite, a, b), y_end, fallback_y)
+    t_final = jnp.where(end_finite, t_end, fallback_t)
+
+    # Event classification: the component of the condition that reached zero fired.
+    event_ev = jnp.asarray(False) if sol.event_mask is None else jnp.asarray(sol.event_mask)
+    tf = jnp.asarray(t_final, dtype)
+    if speed is None:
+        blow_ev = event_ev
+        steady_ev = jnp.asarray(False)
+        steady_now = jnp.asarray(False)
+    else:
+        cb, cs = c_blowup(y_final), c_steady(tf, y_final)
+        blow_ev = event_ev & (cb <= cs)
+        steady_ev = event_ev & ~(cb <= cs)
+        steady_now = cs <= 0
+    lam, dlam, ddlam = growth_rates(f, size, tf, y_final)
+    rates_ok = jnp.isfinite(lam) & jnp.isfinite(dlam) & jnp.isfinite(ddlam) & (dlam != 0)
+    safe_dlam = jnp.where(rates_ok, dlam, 1.0)
+    p = jnp.where(rates_ok, lam * ddlam / safe_dlam**2, 0.0)
+    p = jnp.where(blow_ev, p, 0.0)
+    is_blowup = blow_ev & (p > GROWTH_EXPONENT_THRESHOLD)
+
+    result = sol.result
+    successful = result == diffrax.RESULTS.successful
+    max_steps_hit = result == diffrax.RESULTS.max_steps_reached
+    status = jnp.where(
+        ~end_finite,
+        Status.non_finite,
+        jnp.where(
+            blow_ev,
+            jnp.where(is_blowup, Status.blow_up, Status.diverge),
+            jnp.where(
+                steady_ev,
+                Status.converged,
+                jnp.where(
+                    successful,
+                    jnp.where(steady_now, Status.converged, Status.completed),
+                    jnp.where(max_steps_hit, Status.max_steps_reached, Status.dt_min_reached),
+                ),
+            ),
+        ),
+    ).astype(jnp.int32)
+    blow = status == Status.blow_up
+    if extrapolate:
+        ratio = jnp.where(rates_ok & (dlam > 0), lam / safe_dlam, 0.0)
+        t_est = t_final + ratio
+        method = BlowupMethod.extrapolated
+    else:
+        t_est = t_final
+        method = BlowupMethod.threshold
+    t_blowup = jnp.where(blow, t_est, jnp.inf).astype(dtype)
+    blowup_method = jnp.where(blow, int(method), int(BlowupMethod.none)).astype(jnp.int32)
+    return IntegrateOut(
+        ts=save_ts,
+        ys=ys_clean,
+        valid=valid,
+        y_final=y_final,
+        t_final=jnp.asarray(t_final, dtype),
+        status=status,
+        t_blowup=t_blowup,
+        blowup_method=blowup_method,
+        growth_exponent=jnp.asarray(p, dtype),
+        num_steps=jnp.asarray(sol.stats["num_steps"]),
+        num_accepted_steps=jnp.asarray(sol.stats["num_accepted_steps"]),
+        num_rejected_steps=jnp.asarray(sol.stats["num_rejected_steps"]),
+    )
+
+
+def make_controller(stepsize_controller, rtol: float, atol: float, jump_ts):
+    """The step-size controller: the user's, or a PID controller (with `jump_ts` at layer boundaries)."""
+    if stepsize_controller is not None:
+        return stepsize_controller
+    pid = diffrax.PIDController(rtol=rtol, atol=atol)
+    if jump_ts is None:
+        return pid
+    return diffrax.ClipStepSizeController(pid, jump_ts=jump_ts)
+
+
+def collect_jump_ts(params):
+    """Layer boundaries of every :class:`PiecewiseConstant` inside `params` (sorted), or None."""
+    from .params import PiecewiseConstant
+
+    edges = [
+        leaf.t_edges
+        for leaf in jtu.tree_leaves(params, is_leaf=lambda x: isinstance(x, PiecewiseConstant))
+        if isinstance(leaf, PiecewiseConstant)
+    ]
+    if not edges:
+        return None
+    return jnp.sort(jnp.concatenate([jnp.ravel(e) for e in edges]))
+
+
+def is_concrete(*xs) -> bool:
+    """True when none of `xs` is a tracer (value checks are possible)."""
+    return not any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
+def check_times(t0, t1, ts) -> None:
+    """Static shape check of `ts`; value checks (`t1 > t0`, `ts` sorted within `[t0, t1]`) when concrete."""
+    from ..errors import ParameterError
+
+    if ts.ndim != 1 or ts.shape[0] < 1:
+        raise ParameterError(f"`ts` must have shape (T,) with T >= 1; got shape {ts.shape}.")
+    if is_concrete(t0, t1, ts):
+        if not bool(t1 > t0):
+            raise ParameterError(f"`t1` must be > `t0`; got t0 = {float(t0)}, t1 = {float(t1)}.")
+        if bool(jnp.any(jnp.diff(ts) < 0)) or bool(ts[0] < t0) or bool(ts[-1] > t1):
+            raise ParameterError(f"`ts` must be non-decreasing within [t0, t1] = [{float(t0)}, {float(t1)}]; got {ts}.")

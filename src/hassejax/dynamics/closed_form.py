@@ -1,0 +1,188 @@
+"""Closed forms of the softmax covariance dynamics (spec dynamics.md §3).
+
+For softmax attention with `V = vI` the precision obeys `(Σ⁻¹)' = −βv(A + Aᵀ)` (derived from
+`Σ' = βv Σ(A + Aᵀ)Σ`), so
+
+    `Σ(t) = Σ0^{1/2} (I − βvt Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})⁻¹ Σ0^{1/2}`,
+
+written with `Σ0^{1/2}` so that a singular `Σ0` works (spec §3, derived). It blows up in
+finite time iff `λ* = λ_max(βv Σ0^{1/2}(A + Aᵀ)Σ0^{1/2}) > 0`, at `t* = 1/λ*`. All functions
+are pure jnp (jittable, vmappable over leading batch axes where stated).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float, Real
+
+from ..errors import ParameterError
+from ._linalg import psd_sqrt, symmetrize
+
+__all__ = [
+    "softmax_covariance_closed_form",
+    "blowup_time_closed_form",
+    "diagonal_covariance_closed_form",
+    "diagonal_blowup_time",
+    "softmax_1d_closed_form",
+    "clustering_limit",
+]
+
+
+def _check_square(x, name):
+    if jnp.ndim(x) < 2 or jnp.shape(x)[-1] != jnp.shape(x)[-2]:
+        raise ParameterError(f"`{name}` must have shape (..., d, d); got shape {jnp.shape(x)}.")
+
+
+def _scaled_interaction(sigma0, a, v, beta):
+    _check_square(sigma0, "Sigma0")
+    _check_square(a, "A")
+    if jnp.shape(a)[-1] != jnp.shape(sigma0)[-1]:
+        raise ParameterError(f"`A` must have the size of `Sigma0`, d = {jnp.shape(sigma0)[-1]}; got shape {jnp.shape(a)}.")
+    r = psd_sqrt(sigma0)
+    v = jnp.asarray(v)[..., None, None]
+    beta = jnp.asarray(beta)[..., None, None]
+    s = a + jnp.swapaxes(a, -1, -2)
+    return r, symmetrize(beta * v * (r @ s @ r))
+
+
+def softmax_covariance_closed_form(
+    Sigma0: Float[ArrayLike, "*batch d d"],
+    A: Float[ArrayLike, "*batch d d"],
+    v: Real[ArrayLike, "*batch"],
+    t: Real[ArrayLike, "*batch"],
+    beta: Real[ArrayLike, "*batch"] = 1.0,
+) -> Float[Array, "*batch d d"]:
+    """`Σ(t)` for softmax attention with `V = vI` (spec §3; derived, singular-safe form).
+
+    **Arguments:** `Sigma0` `(…, d, d)` symmetric PSD (may be singular); `A` `(…, d, d)`;
+    `v` scalar(s); `t` time(s) `>= 0`; `beta` inverse temperature(s).
+
+    **Returns:** `Σ(t)`, `(…, d, d)`. For `t >= t*` (past the blow-up, where no solution
+    exists) every entry is `+inf`.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes.
+    """
+    sigma0 = jnp.asarray(Sigma0)
+    r, n = _scaled_interaction(sigma0, jnp.asarray(A), v, beta)
+    t = jnp.asarray(t)[..., None, None]
+    d = sigma0.shape[-1]
+    eye = jnp.eye(d, dtype=n.dtype)
+    out = r @ jnp.linalg.solve(eye - t * n, r)
+    lam = jnp.linalg.eigvalsh(n)[..., -1]
+    alive = (lam[..., None, None] * t) < 1.0
+    return jnp.where(alive, symmetrize(out), jnp.inf)
+
+
+def blowup_time_closed_form(
+    Sigma0: Float[ArrayLike, "*batch d d"],
+    A: Float[ArrayLike, "*batch d d"],
+    v: Real[ArrayLike, "*batch"],
+    beta: Real[ArrayLike, "*batch"] = 1.0,
+) -> Float[Array, "*batch"]:
+    """Blow-up time `t* = 1/λ*`, `λ* = λ_max(βv Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})`, `inf` when `λ* <= 0` (spec §3).
+
+    For `β = 1` this is `1/(β λ_max(vΣ0^{1/2}(A + Aᵀ)Σ0^{1/2}))` of the spec; singular `Σ0` allowed.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes.
+    """
+    _, n = _scaled_interaction(jnp.asarray(Sigma0), jnp.asarray(A), v, beta)
+    lam = jnp.linalg.eigvalsh(n)[..., -1]
+    return jnp.where(lam > 0, 1.0 / jnp.where(lam > 0, lam, 1.0), jnp.inf)
+
+
+def diagonal_covariance_closed_form(
+    sigma0: Float[ArrayLike, "*batch d"],
+    v: Float[ArrayLike, "*batch d"],
+    a: Float[ArrayLike, "*batch d"],
+    t: Real[ArrayLike, "*batch"],
+    beta: Real[ArrayLike, "*batch"] = 1.0,
+) -> Float[Array, "*batch d"]:
+    """Commuting case (`V`, `A`, `Σ0` diagonal): `σ_i(t) = σ_i0/(1 − 2βv_ia_iσ_i0 t)` (spec §3).
+
+    **Arguments:** the diagonals `sigma0`, `v`, `a` (`(…, d)`); `t`; `beta`.
+
+    **Returns:** `(…, d)` variances; `+inf` for coordinates past their own blow-up.
+    """
+    sigma0, v, a = jnp.asarray(sigma0), jnp.asarray(v), jnp.asarray(a)
+    t = jnp.asarray(t)[..., None]
+    beta = jnp.asarray(beta)[..., None]
+    den = 1.0 - 2.0 * beta * v * a * sigma0 * t
+    return jnp.where(den > 0, sigma0 / jnp.where(den > 0, den, 1.0), jnp.inf)
+
+
+def diagonal_blowup_time(
+    sigma0: Float[ArrayLike, "*batch d"],
+    v: Float[ArrayLike, "*batch d"],
+    a: Float[ArrayLike, "*batch d"],
+    beta: Real[ArrayLike, "*batch"] = 1.0,
+) -> Float[Array, "*batch"]:
+    """`min_i 1/(2βv_ia_iσ_i0)` over the coordinates with `βv_ia_iσ_i0 > 0`; `inf` if none (spec §3)."""
+    sigma0, v, a = jnp.asarray(sigma0), jnp.asarray(v), jnp.asarray(a)
+    rate = 2.0 * jnp.asarray(beta)[..., None] * v * a * sigma0
+    times = jnp.where(rate > 0, 1.0 / jnp.where(rate > 0, rate, 1.0), jnp.inf)
+    return jnp.min(times, axis=-1)
+
+
+def softmax_1d_closed_form(
+    alpha0: Real[ArrayLike, "*batch"],
+    sigma0: Real[ArrayLike, "*batch"],
+    a: Real[ArrayLike, "*batch"],
+    v: Real[ArrayLike, "*batch"],
+    t: Real[ArrayLike, "*batch"],
+    beta: Real[ArrayLike, "*batch"] = 1.0,
+) -> tuple[Float[Array, "*batch"], Float[Array, "*batch"]]:
+    """Softmax in `d = 1`: `σ(t) = σ0/(1 − 2βvaσ0 t)`, `α(t) = α0 e^{vt}(σ(t)/σ0)^{1/2}` (spec §3).
+
+    **Returns:** `(α(t), σ(t))`; both `+inf` (α: `±inf`, or 0 when `α0 = 0`) past the blow-up.
+    For `σ0 = 0`: `σ = 0`, `α = α0 e^{vt}`.
+    """
+    alpha0, sigma0, a, v, t, beta = (jnp.asarray(z) for z in (alpha0, sigma0, a, v, t, beta))
+    den = 1.0 - 2.0 * beta * v * a * sigma0 * t
+    alive = den > 0
+    safe = jnp.where(alive, den, 1.0)
+    sigma = jnp.where(alive, sigma0 / safe, jnp.inf)
+    alpha = jnp.where(alive, alpha0 * jnp.exp(v * t) / jnp.sqrt(safe), jnp.sign(alpha0) * jnp.inf)
+    return alpha, sigma
+
+
+def clustering_limit(
+    Sigma0: Float[ArrayLike, "*batch d d"],
+    A: Float[ArrayLike, "*batch d d"],
+    v: Real[ArrayLike, "*batch"] = 1.0,
+    beta: Real[ArrayLike, "*batch"] = 1.0,
+    rtol: float = 1e-10,
+) -> Float[Array, "*batch d d"]:
+    """`Σ∞ = lim_{t→∞} Σ(t)` for softmax, `V = vI`, when `βv(A + Aᵀ) ⪯ 0` (spec §3).
+
+    Computed in the singular-safe form `Σ∞ = Σ0^{1/2} P Σ0^{1/2}`, `P` the orthogonal
+    projector onto `ker(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})` (derived: `(I + tN)⁻¹ → P` for `N ⪰ 0`);
+    for `Σ0 ≻ 0` this equals the spec's `U(UᵀΣ0⁻¹U)⁻¹Uᵀ`, `U` an orthonormal basis of
+    `ker(A + Aᵀ)`, so `rank Σ∞ = dim ker(A + Aᵀ)`.
+
+    **Arguments:** `Sigma0` PSD; `A`; `v`; `beta`; `rtol`: eigenvalues of `N` with
+    `|λ| <= rtol · max|λ|` count as zero.
+
+    **Returns:** `Σ∞`, `(…, d, d)`.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for shapes, or (concrete inputs) when
+    `βv(A + Aᵀ)` has an eigenvalue above `rtol` times its scale (no limit: possible blow-up).
+    """
+    sigma0 = jnp.asarray(Sigma0)
+    a = jnp.asarray(A)
+    r, n = _scaled_interaction(sigma0, a, v, beta)
+    s = symmetrize(jnp.asarray(beta)[..., None, None] * jnp.asarray(v)[..., None, None] * (a + jnp.swapaxes(a, -1, -2)))
+    bad = False
+    if not isinstance(s, jax.core.Tracer):  # value check on concrete inputs only
+        lam_s = jnp.linalg.eigvalsh(s)
+        bad = bool(jnp.any(lam_s[..., -1] > rtol * jnp.maximum(jnp.max(jnp.abs(lam_s), axis=-1), 1e-300)))
+    if bad:
+        raise ParameterError(
+            "`clustering_limit` needs βv(A + Aᵀ) ⪯ 0 (negative semidefinite); got a positive eigenvalue "
+            f"{float(jnp.max(lam_s[..., -1])):.3g}: the covariance may blow up (use blowup_time_closed_form)."
+        )
+    w, q = jnp.linalg.eigh(n)
+    scale = jnp.max(jnp.abs(w), axis=-1, keepdims=True)
+    zero = jnp.abs(w) <= rtol * jnp.where(scale > 0, scale, 1.0)
+    proj = (q * zero[..., None, :]) @ jnp.swapaxes(q, -1, -2)
+    return symmetrize(r @ proj @ r)

@@ -1,0 +1,192 @@
+"""Particle (token) systems `dx_i/dt = Γ_μ(x_i)` solved with diffrax (spec dynamics.md §1, §4).
+
+Optional variants: the sphere model `ẋ_i = P⊥_{x_i} Γ(x_i)`, `P⊥_x y = y − ⟨x, y⟩x`
+(GLPR comparison, arXiv:2312.10794), and an affine feed-forward term `Γ(x) + Wx + b`
+(Alcalde, Ji, Zuazua, arXiv:2606.07600).
+"""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Real
+
+from ..errors import ParameterError
+from . import _solve
+from .attention import velocity_field
+from .params import AttentionParams, MaskedParams, MultiHeadParams
+from .result import ParticleSolution, SolverStats
+
+__all__ = ["solve_particles", "particle_velocity"]
+
+
+def particle_velocity(
+    kind: str,
+    t: Real[ArrayLike, ""],
+    x: Float[Array, "n d"],
+    params: AttentionParams | MultiHeadParams | MaskedParams,
+    *,
+    sphere: bool = False,
+    feedforward: tuple[Float[Array, "d d"], Float[Array, " d"]] | None = None,
+) -> Float[Array, "n d"]:
+    """`ẋ_i` of the particle system: `Γ_μ(x_i)` (+ `Wx_i + b`), projected on the sphere's tangent space if `sphere`.
+
+    **Arguments:** `kind` a name of :data:`~hassejax.dynamics.VELOCITY_FIELDS`; `t`; `x` `(n, d)`
+    tokens; `params`; `sphere`; `feedforward` `(W, b)` or None.
+
+    **Returns:** `(n, d)` velocities.
+    """
+    v = velocity_field(kind)(t, x, params)
+    if feedforward is not None:
+        w, b = feedforward
+        v = v + x @ jnp.asarray(w).T + jnp.asarray(b)
+    if sphere:
+        v = v - jnp.sum(v * x, axis=-1, keepdims=True) * x
+    return v
+
+
+@eqx.filter_jit
+def _solve_core(kind, params, x0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, max_steps, extrapolate, sphere, feedforward):
+    def f(t, x):
+        return particle_velocity(kind, t, x, params, sphere=sphere, feedforward=feedforward)
+
+    def size(x):
+        xc = x - jnp.mean(x, axis=0, keepdims=True)
+        return jnp.sum(xc**2) / x.shape[0]
+
+    def speed(t, x, dx):
+        return jnp.sqrt(jnp.sum(dx**2) / x.shape[0])
+
+    if threshold is None:
+        s0 = size(x0)
+        threshold = 1e8 * jnp.where(s0 > 0, s0, 1.0)
+    out = _solve.integrate(
+        f,
+        x0,
+        t0=t0,
+        t1=t1,
+        ts=ts,
+        size=size,
+        speed=None if converge_tol is None else speed,
+        threshold=threshold,
+        converge_tol=converge_tol,
+        solver=solver,
+        stepsize_controller=controller,
+        dt0=dt0,
+        max_steps=max_steps,
+        extrapolate=extrapolate,
+    )
+    return ParticleSolution(
+        ts=out.ts,
+        valid=out.valid,
+        status=out.status,
+        t_final=out.t_final,
+        t_blowup=out.t_blowup,
+        blowup_method=out.blowup_method,
+        growth_exponent=out.growth_exponent,
+        stats=SolverStats(out.num_steps, out.num_accepted_steps, out.num_rejected_steps),
+        xs=out.ys,
+        x_final=out.y_final,
+    )
+
+
+def solve_particles(
+    kind: str,
+    params: AttentionParams | MultiHeadParams | MaskedParams,
+    x0: Float[ArrayLike, "n d"],
+    *,
+    t1: Real[ArrayLike, ""],
+    t0: Real[ArrayLike, ""] = 0.0,
+    ts: Float[ArrayLike, " T"] | None = None,
+    solver: diffrax.AbstractSolver | None = None,
+    rtol: float = 1e-6,
+    atol: float = 1e-6,
+    dt0: Real[ArrayLike, ""] | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    max_steps: int = 100_000,
+    size_threshold: Real[ArrayLike, ""] | None = None,
+    converge_tol: Real[ArrayLike, ""] | None = None,
+    blowup_estimate: str = "extrapolated",
+    sphere: bool = False,
+    feedforward: tuple[Float[ArrayLike, "d d"], Float[ArrayLike, " d"]] | None = None,
+) -> ParticleSolution:
+    """Solve the token system `dx_i/dt = Γ_μ(x_i)`, `μ = (1/n) Σ_j δ_{x_j}` (spec dynamics.md §1, §4).
+
+    Same events and statuses as :func:`~hassejax.dynamics.solve_gaussian`, with the size
+    `λ = (1/n) Σ_i ‖x_i − x̄‖²` (trace of the empirical covariance) and the steady state
+    `((1/n) Σ_i ‖ẋ_i‖²)^{1/2} < converge_tol`. A finite particle system with a bounded
+    attention kernel grows at most exponentially, so a threshold crossing is usually
+    reported as `diverge`; the growth test (`p > 1.5`) decides. Jit-compiled, vmappable.
+
+    **Arguments:**
+
+    - `kind`: a name of :data:`~hassejax.dynamics.VELOCITY_FIELDS` (``"masked"`` takes
+      :class:`MaskedParams`, ``"multihead"`` :class:`MultiHeadParams`).
+    - `params`: unbatched parameters (vmap over batched ones).
+    - `x0`: `(n, d)` initial tokens (for ``sphere=True``, unit rows).
+    - `t1`, `t0`, `ts`, `solver`, `rtol`, `atol`, `dt0`, `stepsize_controller`, `max_steps`,
+      `converge_tol`, `blowup_estimate`: as in :func:`~hassejax.dynamics.solve_gaussian`.
+    - `size_threshold`: threshold on `λ` (default `1e8 · λ(x0)`, `1e8` if `λ(x0) = 0`).
+    - `sphere`: project the velocity on the tangent space of the unit sphere (GLPR).
+    - `feedforward`: `(W, b)` adds `Wx + b` to the velocity (Alcalde et al.).
+
+    **Returns:** a :class:`~hassejax.dynamics.ParticleSolution`.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an unknown kind, parameters of
+    the wrong type or batched, `x0` of the wrong shape or non-finite (concrete), rows not
+    of unit norm with ``sphere=True`` (concrete), bad times, tolerances or thresholds.
+    """
+    field = velocity_field(kind)  # raises for unknown kinds
+    del field
+    want = {"multihead": MultiHeadParams, "masked": MaskedParams}.get(kind, AttentionParams)
+    if not isinstance(params, want):
+        raise ParameterError(f"`params` for kind {kind!r} must be a {want.__name__}; got {type(params).__name__}.")
+    params.check_unbatched()
+    if blowup_estimate not in ("extrapolated", "threshold"):
+        raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
+    x0 = jnp.asarray(x0)
+    dtype = jnp.result_type(x0.dtype, float)
+    x0 = x0.astype(dtype)
+    d = params.d
+    if x0.ndim != 2 or x0.shape[1] != d:
+        raise ParameterError(f"`x0` must have shape (n, d) with d = {d} (from params); got shape {x0.shape}.")
+    if kind == "masked" and x0.shape[0] != params.n:
+        raise ParameterError(f"`x0` must have n = {params.n} rows (the mask size); got shape {x0.shape}.")
+    if _solve.is_concrete(x0):
+        xn = np.asarray(x0)
+        if not np.all(np.isfinite(xn)):
+            raise ParameterError("`x0` must be finite; got NaN/inf entries.")
+        if sphere:
+            norms = np.linalg.norm(xn, axis=1)
+            if np.max(np.abs(norms - 1.0)) > 1e-6:
+                raise ParameterError(
+                    f"`x0` rows must have unit norm for sphere=True; got norms in [{norms.min():.6g}, {norms.max():.6g}]."
+                )
+    if feedforward is not None:
+        w, b = (jnp.asarray(z, dtype) for z in feedforward)
+        if w.shape != (d, d) or b.shape != (d,):
+            raise ParameterError(f"`feedforward` must be (W, b) with shapes ({d}, {d}) and ({d},); got {w.shape} and {b.shape}.")
+        feedforward = (w, b)
+    t0 = jnp.asarray(t0, dtype)
+    t1 = jnp.asarray(t1, dtype)
+    ts = jnp.stack([t0, t1]) if ts is None else jnp.asarray(ts, dtype)
+    _solve.check_times(t0, t1, ts)
+    threshold = None
+    if size_threshold is not None:
+        threshold = jnp.asarray(size_threshold, dtype)
+        if _solve.is_concrete(threshold) and not bool(threshold > 0):
+            raise ParameterError(f"`size_threshold` must be > 0; got {size_threshold}.")
+    if converge_tol is not None:
+        converge_tol = jnp.asarray(converge_tol, dtype)
+        if _solve.is_concrete(converge_tol) and not bool(converge_tol > 0):
+            raise ParameterError(f"`converge_tol` must be > 0; got {converge_tol}.")
+    solver = diffrax.Tsit5() if solver is None else solver
+    controller = _solve.make_controller(stepsize_controller, rtol, atol, _solve.collect_jump_ts(params))
+    if dt0 is not None:
+        dt0 = jnp.asarray(dt0, dtype)
+    return _solve_core(
+        kind, params, x0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, int(max_steps),
+        blowup_estimate == "extrapolated", bool(sphere), feedforward,
+    )
