@@ -34,6 +34,7 @@ EXPERIMENTS = [
     "causal_merge",
     "block_two_stream",
     "butterfly_attention",
+    "mask_gallery",
 ]
 
 

@@ -57,3 +57,17 @@ def test_densities():
     rep = audit(merged)
     assert rep.token_density == 1.0 and rep.slot_density == 0.5
     assert "100.0% of sequence tokens" in rep.summary()
+
+
+@pytest.mark.parametrize("n,b", [(4, 2), (6, 4), (8, 8), (5, 1)])
+def test_bd3lm_noisy_slots_never_see_their_clean_token(n, b):
+    from hassejax.tasks import block_diffusion_task
+
+    task = block_diffusion_task(n, b)
+    report = audit(task)
+    assert report.leaks == ()
+    # Noisy slot i sees the clean tokens of the earlier blocks exactly.
+    for a in report.slots:
+        i = a.target.position
+        blk = (i - 1) // b
+        assert a.reached == frozenset(Token("w", j) for j in range(1, blk * b + 1))

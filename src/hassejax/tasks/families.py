@@ -31,6 +31,7 @@ __all__ = [
     "block_generation",
     "butterfly",
     "xlnet_two_stream_task",
+    "block_diffusion_task",
     "block_two_stream_mask",
     "butterfly_mask",
     "FAMILIES",
@@ -211,6 +212,26 @@ def xlnet_two_stream_task(permutation: Sequence[int], context: int = 0, leaky: b
     labels = {n + i: _w(i + 1) for i in range(n) if i not in ctx}
     name = "xlnet_two_stream_leaky" if leaky else "xlnet_two_stream"
     return Task(inputs, mask, labels, ["content"] * n + ["query"] * n, {Token("mask", i + 1): () for i in range(n)}, name)
+
+
+def block_diffusion_task(n: int, block_size: int) -> Task:
+    """BD3-LM's training mask as a task over `[x_t ; x_0]` (2n slots), for the leakage audit.
+
+    Noisy slot `i` holds ``Token("noisy", i)`` (the partially masked copy of `w_i`, treated
+    as carrying no sequence token) and predicts `w_i`; clean slot `i` holds ``Token("w", i)``.
+    The mask is :func:`hassejax.masks.block_diffusion` (noisy block sees itself and earlier
+    clean blocks; clean blocks are block-causal), so a noisy slot never sees its own clean
+    token. Positions are 1-based.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` as the mask constructor.
+    """
+    from ..masks import block_diffusion
+
+    mask = np.asarray(block_diffusion(n, block_size))
+    inputs = [Token("noisy", i) for i in range(1, n + 1)] + [_w(i) for i in range(1, n + 1)]
+    labels = {i - 1: _w(i) for i in range(1, n + 1)}
+    sources = {Token("noisy", i): () for i in range(1, n + 1)}
+    return Task(inputs, mask, labels, ["query"] * n + ["content"] * n, sources, "block_diffusion")
 
 
 def block_two_stream_mask(
