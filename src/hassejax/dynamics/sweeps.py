@@ -1,0 +1,227 @@
+"""Parameter sweeps: `vmap` over a batch, host-side chunks, the batch axis sharded over devices.
+
+(spec dynamics.md §4 "Sweeps"; DESIGN.md "Scale".)
+
+A sweep runs one per-member function (typically a jitted solve with ``throw=False``, so
+that a member which blows up or stops early reports it in its own status instead of
+raising) over a batch of parameters, a pytree whose every leaf has the batch axis in
+front. Three levels:
+
+1. **vmap** inside one compiled program: no host round trip within a chunk. Under
+   `vmap` a `while_loop` (an adaptive ODE solve) runs until the slowest member stops;
+   members that stopped are masked, so their results are those of a solo run.
+2. **Sharding**: the batch axis of each chunk is split across all devices of a 1-D
+   :class:`jax.sharding.Mesh` (axis ``"batch"``) with
+   :class:`~jax.sharding.NamedSharding` / :class:`~jax.sharding.PartitionSpec`, and the
+   vmapped program is compiled with those input and output shardings, so XLA's SPMD
+   partitioner gives each device its own members (an adaptive solve's loop condition
+   is reduced across devices: all devices step until the chunk's slowest member
+   stops, as under `vmap` on one device). The chunk is padded to a multiple of the device count by repeating the last member (a
+   valid parameter set, never zeros that might be singular) and the padding is
+   stripped. The same call runs on one CPU, several GPUs or a TPU slice.
+3. **Chunks**: for long sweeps the batch is cut on the host into equal chunks (the last
+   one padded, so everything compiles once), dispatched one after the other with a
+   tqdm progress bar; the next chunk is dispatched before the previous one is waited
+   for.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jaxtyping import PyTree
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from tqdm.auto import tqdm
+
+from ..errors import ParameterError
+
+__all__ = ["sweep", "batch_size"]
+
+BATCH_AXIS = "batch"
+
+
+def batch_size(batch_params: PyTree, name: str = "batch_params") -> int:
+    """Common leading-axis length of every leaf of a pytree (the batch size of a sweep).
+
+    **Arguments:**
+
+    - `batch_params`: a pytree of arrays, each with the batch axis first.
+    - `name`: argument name used in error messages.
+
+    **Returns:** the batch size `B >= 1`.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` if the pytree has no array leaf,
+    a leaf is not an array or has no leading axis, the leading lengths differ, or `B = 0`.
+    """
+    leaves, _ = jax.tree_util.tree_flatten_with_path(batch_params)
+    if not leaves:
+        raise ParameterError(f"`{name}` must be a pytree with at least one array leaf; got {batch_params!r}.")
+    sizes = {}
+    for path, leaf in leaves:
+        where = jax.tree_util.keystr(path) or "(root)"
+        shape = getattr(leaf, "shape", None)
+        if shape is None or not hasattr(leaf, "dtype"):
+            raise ParameterError(
+                f"`{name}`: every leaf must be an array with the batch axis first; leaf {where} is a "
+                f"{type(leaf).__name__}. Close over per-sweep constants in `fn` instead."
+            )
+        if len(shape) == 0:
+            raise ParameterError(
+                f"`{name}`: every leaf must have a leading batch axis; leaf {where} is a scalar (shape ())."
+            )
+        sizes[where] = int(shape[0])
+    distinct = sorted(set(sizes.values()))
+    if len(distinct) > 1:
+        detail = ", ".join(f"{k}: {v}" for k, v in sizes.items())
+        raise ParameterError(f"`{name}`: all leaves must have the same leading (batch) length; got {detail}.")
+    if distinct[0] == 0:
+        raise ParameterError(f"`{name}`: the batch is empty (leading length 0).")
+    return distinct[0]
+
+
+def _is_hashable(obj) -> bool:
+    try:
+        hash(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def _build_runner(fn: Callable, devices: tuple | None) -> tuple[Callable, NamedSharding | None]:
+    batched = jax.vmap(fn)
+    if devices is None:
+        return jax.jit(batched), None
+    mesh = Mesh(np.asarray(devices, dtype=object), (BATCH_AXIS,))
+    sharding = NamedSharding(mesh, PartitionSpec(BATCH_AXIS))
+    # The batch axis of every input and output leaf is split over the mesh; XLA's SPMD
+    # partitioner propagates that through the vmapped program, so each device computes
+    # its own members. (Not `shard_map`: equinox/lineax closure conversion, used by
+    # diffrax's event root finder, rejects the manual-axis avals inside it.)
+    return jax.jit(batched, in_shardings=(sharding,), out_shardings=sharding), sharding
+
+
+_cached_runner = functools.lru_cache(maxsize=64)(_build_runner)
+
+
+def _runner(fn, devices):
+    # Cache the compiled program per (function, devices) so repeated sweeps of the same
+    # function reuse it (keyed on the function object, never on arrays).
+    if _is_hashable(fn):
+        return _cached_runner(fn, devices)
+    return _build_runner(fn, devices)
+
+
+def _pad_rows(leaf, total: int):
+    """Pad the leading axis to `total` rows by repeating the last row."""
+    extra = total - leaf.shape[0]
+    if extra == 0:
+        return leaf
+    return jnp.concatenate([leaf, jnp.repeat(leaf[-1:], extra, axis=0)], axis=0)
+
+
+def sweep(
+    fn: Callable[[Any], Any],
+    batch_params: PyTree,
+    *,
+    chunk_size: int | None = None,
+    progress: bool = True,
+    shard: bool = True,
+    devices: Sequence[jax.Device] | None = None,
+    desc: str = "sweep",
+) -> PyTree:
+    """Run `fn` on every member of a batch of parameters (vmap, chunks, device sharding).
+
+    `fn(params) -> out` takes one member (the pytree `batch_params` without its batch
+    axis) and returns a pytree of arrays. It must be traceable (jit/vmap-safe); a solve
+    should be called with ``throw=False`` so a member that blows up or stops reports it in
+    its status instead of raising: then one bad member never fails the sweep. (A value
+    check with ``eqx.error_if`` inside `fn` would still abort the whole chunk; keep those
+    outside.)
+
+    Example::
+
+        params = {"v": jnp.linspace(-2, 2, 1000), "a": jnp.linspace(-3, 3, 1000)}
+        out = sweep(lambda p: solve_member(p["v"], p["a"]), params, chunk_size=256)
+        out["status"].shape   # (1000,)
+
+    **Arguments:**
+
+    - `fn`: the per-member function. Constants shared by all members are closed over
+      (``functools.partial``), not put in `batch_params`. The compiled program is cached
+      per `(fn, devices)`, so reuse the same function object across calls to skip
+      recompilation.
+    - `batch_params`: pytree of arrays with a common leading batch length `B`.
+    - `chunk_size`: members per host-side chunk (rounded up to a multiple of the device
+      count); `None` runs the whole batch as one chunk. Chunks bound memory and give the
+      progress bar something to count; there is no host round trip inside a chunk.
+    - `progress`: show a tqdm bar when there is more than one chunk.
+    - `shard`: split each chunk's batch axis across `devices` (all of `jax.devices()` by
+      default) with a 1-D mesh; `False` runs on the default device only.
+    - `devices`: the devices to shard over (default: all; on several hosts after
+      ``jax.distributed.initialize()`` every process must make the same call with the same
+      `batch_params`, and the outputs are global arrays; only the single-process path is
+      tested here).
+    - `desc`: label of the progress bar.
+
+    **Returns:** the pytree of `fn`'s outputs, each leaf with the batch axis `B` in front
+    (padding stripped), in batch order, as JAX arrays.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an ill-formed batch (see
+    :func:`batch_size`), a `chunk_size` that is not a positive integer, or an empty
+    `devices`.
+    """
+    if not callable(fn):
+        raise ParameterError(f"`fn` must be callable (the per-member function); got {type(fn).__name__}.")
+    B = batch_size(batch_params)
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
+        raise ParameterError(f"`chunk_size` must be a positive integer or None; got {chunk_size!r}.")
+    if shard:
+        devs = tuple(jax.devices() if devices is None else devices)
+        if not devs:
+            raise ParameterError("`devices` must hold at least one device; got an empty sequence.")
+    else:
+        devs = None
+    ndev = len(devs) if devs is not None else 1
+
+    chunk = B if chunk_size is None else min(int(chunk_size), B)
+    chunk = math.ceil(chunk / ndev) * ndev
+    n_chunks = math.ceil(B / chunk)
+    total = n_chunks * chunk
+
+    run, sharding = _runner(fn, devs)
+    leaves, treedef = jax.tree_util.tree_flatten(batch_params)
+    leaves = [_pad_rows(jnp.asarray(leaf), total) for leaf in leaves]
+
+    outputs = []
+    bar = tqdm(total=B, desc=desc, unit="member", disable=(not progress) or n_chunks == 1)
+    try:
+        pending = None
+        for k in range(n_chunks):
+            part = [leaf[k * chunk : (k + 1) * chunk] for leaf in leaves]
+            if sharding is not None:
+                part = jax.device_put(part, sharding)
+            out = run(jax.tree_util.tree_unflatten(treedef, part))  # dispatched asynchronously
+            outputs.append(out)
+            if pending is not None:  # wait for the previous chunk while this one runs
+                jax.block_until_ready(pending[0])
+                bar.update(pending[1])
+            pending = (out, min(chunk, B - k * chunk))
+        jax.block_until_ready(pending[0])
+        bar.update(pending[1])
+    finally:
+        bar.close()
+
+    if n_chunks == 1:
+        merged = outputs[0]
+    else:
+        merged = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *outputs)
+    if total == B:
+        return merged
+    return jax.tree_util.tree_map(lambda x: x[:B], merged)

@@ -1,0 +1,215 @@
+"""Tests of hassejax.dynamics.sweeps (spec dynamics.md §4 "Sweeps", DESIGN.md "Scale")."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+import pytest
+from jaxtyping import config as jaxtyping_config
+
+from hassejax.dynamics.sweeps import batch_size, sweep
+from hassejax.errors import ParameterError
+
+THRESHOLD = 1e6
+
+
+def riccati_member(p, root_find=True):
+    """y' = a y², y(0) = y0 on [0, 2]: blows up at t* = 1/(a y0) when a y0 > 1/2; event at y = 1e6.
+
+    A one-member solve with throw=False, returning its own status: the sweep must not fail
+    when some members blow up. With `root_find` the event time is located by Newton's
+    method; otherwise the solve stops at the end of the step that crossed the threshold.
+    """
+    a, y0 = p["a"], p["y0"]
+    if root_find:
+        event = diffrax.Event(lambda t, y, args, **kw: jnp.log(y) - jnp.log(THRESHOLD), optx.Newton(1e-10, 1e-10))
+    else:
+        event = diffrax.Event(lambda t, y, args, **kw: y > THRESHOLD)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(lambda t, y, args: args * y**2),
+        diffrax.Tsit5(),
+        0.0,
+        2.0,
+        0.01,
+        y0,
+        args=a,
+        event=event,
+        saveat=diffrax.SaveAt(ts=jnp.array([0.25]), t1=True),
+        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
+        max_steps=100_000,
+        throw=False,
+    )
+    blew_up = sol.result == diffrax.RESULTS.event_occurred
+    # y(1/4) is before every blow-up here (t* = 1/(a y0) >= 1/2), so it is well conditioned.
+    return {"t_final": sol.ts[-1], "y_quarter": sol.ys[0], "blew_up": blew_up, "steps": sol.stats["num_steps"]}
+
+
+def assert_same(x, y, rtol=1e-12):
+    """Discrete outputs equal exactly; floats to `rtol` (see the chunking test for why not bitwise)."""
+    assert set(x) == set(y)
+    for k in x:
+        a, b = np.asarray(x[k]), np.asarray(y[k])
+        assert a.shape == b.shape, k
+        if a.dtype.kind in "biu":
+            np.testing.assert_array_equal(a, b, err_msg=k)
+        else:
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=0, err_msg=k)
+
+
+def riccati_member_step_end(p):
+    return riccati_member(p, root_find=False)
+
+
+def _params(B):
+    return {"a": jnp.linspace(-1.0, 2.0, B), "y0": jnp.linspace(0.5, 1.0, B)}
+
+
+def test_sweep_matches_closed_form_and_per_member_loop():
+    p = _params(10)
+    out = sweep(riccati_member, p, progress=False)
+    a, y0 = np.asarray(p["a"]), np.asarray(p["y0"])
+    blow = a * y0 * 2.0 > 1.0
+    np.testing.assert_array_equal(np.asarray(out["blew_up"]), blow)
+    # Closed form: y(t) = y0 / (1 − a y0 t); the event fires where y = 1e6.
+    t_event = (1.0 - y0 / THRESHOLD) / (a * y0)
+    np.testing.assert_allclose(np.asarray(out["t_final"])[blow], t_event[blow], rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(out["t_final"])[~blow], 2.0)
+    np.testing.assert_allclose(np.asarray(out["y_quarter"]), y0 / (1.0 - 0.25 * a * y0), rtol=1e-8)
+    assert blow.any() and (~blow).any()
+    # Every member agrees with its solo run. (Not bitwise: under vmap the event's Newton
+    # root finder iterates until every member has converged, so a member may take an
+    # extra, harmless Newton step: differences at the root finder's tolerance.)
+    solo_fn = jax.jit(riccati_member)
+    for i in range(10):
+        solo = solo_fn({"a": p["a"][i], "y0": p["y0"][i]})
+        for k in ["blew_up", "steps"]:
+            assert out[k][i] == solo[k]
+        for k in ["t_final", "y_quarter"]:
+            np.testing.assert_allclose(np.asarray(out[k][i]), np.asarray(solo[k]), rtol=1e-9, atol=0)
+
+
+def test_chunked_equals_unchunked_and_padding_is_stripped():
+    """Chunking gives the same per-member results; the padded members never show.
+
+    Not bit for bit in general: XLA compiles each chunk width separately (a width of one
+    as scalar code, other widths with different vector remainders), so floating-point
+    results can differ in the last bits (measured: up to ~1e-14 relative), and with the
+    event's Newton root finder, which under vmap iterates until the whole chunk has
+    converged, up to the root finder's tolerance. Discrete outputs (status, step counts)
+    are identical.
+    """
+    p = _params(10)
+    for member, chunks in [(riccati_member_step_end, [1, 3, 64]), (riccati_member, [4])]:
+        whole = sweep(member, p, progress=False)
+        assert bool(whole["blew_up"].any())
+        for chunk in chunks:  # 3 and 4: the last chunk is padded
+            part = sweep(member, p, chunk_size=chunk, progress=False)
+            assert all(v.shape == (10,) for v in part.values())
+            assert_same(part, whole)
+
+
+def test_sweep_pytree_outputs_and_nested_params():
+    params = {"m": jnp.arange(12.0).reshape(3, 2, 2), "s": (jnp.array([1.0, 2.0, 3.0]),)}
+
+    def f(p):
+        return {"trace": jnp.trace(p["m"]) * p["s"][0], "mat": p["m"] @ p["m"]}
+
+    out = sweep(f, params, chunk_size=2, progress=False)
+    m = np.arange(12.0).reshape(3, 2, 2)
+    np.testing.assert_allclose(out["trace"], np.trace(m, axis1=1, axis2=2) * [1, 2, 3])
+    np.testing.assert_allclose(out["mat"], m @ m)
+
+
+def _square(p):
+    return p["a"] ** 2
+
+
+def test_progress_bar_counts_members(capsys):
+    out = sweep(_square, _params(5), chunk_size=2, progress=True, desc="squares")
+    np.testing.assert_allclose(out, np.linspace(-1.0, 2.0, 5) ** 2)
+    err = capsys.readouterr().err
+    assert "squares" in err and "5/5" in err
+    sweep(_square, _params(5), progress=True, desc="one chunk")  # a single chunk: no bar
+    assert "one chunk" not in capsys.readouterr().err
+
+
+@pytest.fixture
+def no_typecheck():
+    """Switch the runtime jaxtyping checks off, to reach the library's own validation."""
+    jaxtyping_config.update("jaxtyping_disable", True)
+    yield
+    jaxtyping_config.update("jaxtyping_disable", False)
+
+
+def test_batch_size_and_errors(no_typecheck):
+    assert batch_size({"a": jnp.ones((4, 2)), "b": jnp.ones(4)}) == 4
+    with pytest.raises(ParameterError, match=r"same leading \(batch\) length; got \['a'\]: 4, \['b'\]: 3"):
+        sweep(riccati_member, {"a": jnp.ones(4), "b": jnp.ones(3)})
+    with pytest.raises(ParameterError, match=r"leaf \['a'\] is a scalar"):
+        sweep(riccati_member, {"a": jnp.array(1.0)})
+    with pytest.raises(ParameterError, match=r"leaf \['a'\] is a float"):
+        sweep(riccati_member, {"a": 1.0})
+    with pytest.raises(ParameterError, match="at least one array leaf"):
+        sweep(riccati_member, {})
+    with pytest.raises(ParameterError, match="batch is empty"):
+        sweep(riccati_member, {"a": jnp.ones((0, 2))})
+    for bad in [0, -3, 2.5, True]:
+        with pytest.raises(ParameterError, match=r"`chunk_size` must be a positive integer or None; got"):
+            sweep(riccati_member, _params(4), chunk_size=bad)
+    with pytest.raises(ParameterError, match="`devices` must hold at least one device"):
+        sweep(riccati_member, _params(4), devices=[])
+    with pytest.raises(ParameterError, match="`fn` must be callable"):
+        sweep("solve", _params(4))
+
+
+_SUBPROCESS = textwrap.dedent(
+    """
+    import json, sys
+    import jax, jax.numpy as jnp, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    sys.path.insert(0, {testdir!r})
+    from test_sweeps import riccati_member, riccati_member_step_end, _params, _square, assert_same
+    from hassejax.dynamics.sweeps import sweep
+
+    assert len(jax.devices()) == 4, jax.devices()
+    p = _params(10)  # 10 members over 4 devices: padded to 12, stripped to 10
+    # Same chunk, sharded or not: bit for bit, even with the event's root finder (the
+    # SPMD program keeps vmap's semantics: loops run until the chunk's slowest member).
+    ref = sweep(riccati_member, p, shard=False, progress=False)
+    sharded = sweep(riccati_member, p, progress=False)
+    bitwise = all(np.array_equal(np.asarray(ref[k]), np.asarray(sharded[k])) for k in ref)
+    shapes = sorted({{tuple(v.shape) for v in sharded.values()}})
+    blew_up = np.asarray(sharded["blew_up"]).tolist()
+    # Sharded and chunked (chunk_size 5 -> chunks of 8, 2 members per device, last padded).
+    ref = sweep(riccati_member_step_end, p, shard=False, progress=False)
+    assert_same(sweep(riccati_member_step_end, p, chunk_size=5, progress=False), ref)
+    # With 12 members (no padding) the output stays split: 3 members on each device.
+    full = sweep(_square, _params(12), progress=False)
+    shards = sorted((s.device.id, s.data.shape[0]) for s in full.addressable_shards)
+    print(json.dumps({{"bitwise": bool(bitwise), "shapes": shapes, "shards": shards,
+                       "blew_up": blew_up}}))
+    """
+)
+
+
+def test_sharded_over_four_fake_cpu_devices_equals_unsharded():
+    """XLA flags are read at start-up, so the 4-device run happens in a fresh interpreter."""
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    code = _SUBPROCESS.format(testdir=os.path.dirname(__file__))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res["bitwise"]
+    assert res["shapes"] == [[10]]
+    assert res["shards"] == [[0, 3], [1, 3], [2, 3], [3, 3]]
+    p = _params(10)
+    assert res["blew_up"] == (np.asarray(p["a"]) * np.asarray(p["y0"]) * 2 > 1).tolist()
