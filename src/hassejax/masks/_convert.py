@@ -43,10 +43,16 @@ def _first_bad(bad, value) -> str:
     """Index and value of the first True entry of `bad` in a concrete array."""
     bad_np = np.asarray(bad)
     where = tuple(int(i) for i in np.argwhere(bad_np)[0])
-    return f"{int(bad_np.sum())} such entr{'y' if bad_np.sum() == 1 else 'ies'}, first at index {where}: {np.asarray(value)[where]!r}"
+    return f"{int(bad_np.sum())} such entr{'y' if bad_np.sum() == 1 else 'ies'}, first at index {where}: {np.asarray(value)[where].item()!r}"
 
 
-@checked(n=positive, n_kv=_optional_positive, b=_int_arg, h=_int_arg)
+def _callable_arg(value, name: str):
+    if not callable(value):
+        raise MaskError(f"`{name}` must be a callable (b, h, q_idx, kv_idx) -> bool; got {describe(value)}.")
+    return value
+
+
+@checked(fn=_callable_arg, n=positive, n_kv=_optional_positive, b=_int_arg, h=_int_arg)
 def from_mask_mod(fn: Callable, n: int, n_kv: int | None = None, b: int = 0, h: int = 0) -> Bool[Array, "n_q n_k"]:
     """Evaluate a FlexAttention-style ``mask_mod(b, h, q_idx, kv_idx) -> bool`` on the full grid.
 

@@ -99,6 +99,13 @@ def _literal(node: ast.AST, what: str, text: str):
         ) from None
 
 
+def _text_arg(value, name: str) -> str:
+    if not isinstance(value, str):
+        raise MaskError(f"`{name}` must be a mask spec string like 'causal(8)'; got {describe(value)}.")
+    return value
+
+
+@checked(text=_text_arg)
 def from_spec(text: str) -> Bool[Array, "n n"]:
     """Build a registered mask from a specification string such as ``"sliding_window(n=16, left=2)"``.
 
@@ -125,8 +132,6 @@ def from_spec(text: str) -> Bool[Array, "n n"]:
     unknown, missing or repeated argument (naming it and showing the signature), or
     whatever the constructor rejects (its own message, naming the argument).
     """
-    if not isinstance(text, str):
-        raise MaskError(f"`text` must be a mask spec string like 'causal(8)'; got {describe(text)}.")
     source = text.strip()
     known = ", ".join(sorted(MASKS))
     try:

@@ -1,0 +1,98 @@
+"""The constructors under jax.jit / jax.vmap: static sizes, traced index arrays, runtime checks."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import hassejax.masks as M
+from hassejax.errors import MaskError
+
+STATIC = [
+    (M.causal, (6,)),
+    (M.full, (3,)),
+    (M.prefix_lm, (6, 2)),
+    (M.causal_bottom_right, (3, 5)),
+    (M.sliding_window, (7, 2, 1)),
+    (M.block_causal, (7, 3)),
+    (M.chunked_causal, (7, 3)),
+    (M.dilated, (9, 4, 2)),
+    (M.natten_2d, (3, 4, 3, 3)),
+    (M.block_diffusion, (5, 2)),
+]
+
+
+@pytest.mark.parametrize("fn, args", STATIC, ids=[f.__name__ for f, _ in STATIC])
+def test_jit_with_static_sizes(fn, args):
+    jitted = jax.jit(fn, static_argnums=tuple(range(len(args))))
+    np.testing.assert_array_equal(np.asarray(jitted(*args)), np.asarray(fn(*args)))
+
+
+def test_traced_size_is_a_clear_error():
+    with pytest.raises(MaskError, match=r"`n` must be an integer >= 1 known when the mask is built .*static_argnums"):
+        jax.jit(M.causal)(4)
+
+
+def test_traced_permutation_and_vmap():
+    perms = jnp.array([[2, 0, 1, 3], [0, 1, 2, 3], [3, 2, 1, 0]])
+    jitted = jax.jit(functools.partial(M.xlnet_two_stream, context=1))
+    for z in perms:
+        got, want = jitted(z), M.xlnet_two_stream(np.asarray(z).tolist(), context=1)
+        np.testing.assert_array_equal(np.asarray(got.query), np.asarray(want.query))
+        np.testing.assert_array_equal(np.asarray(got.content), np.asarray(want.content))
+    batched = jax.vmap(M.xlnet_two_stream)(perms)
+    assert batched.query.shape == (3, 4, 4)
+    for i, z in enumerate(perms):
+        np.testing.assert_array_equal(np.asarray(batched.query[i]), np.asarray(M.xlnet_two_stream(np.asarray(z)).query))
+
+
+def test_traced_bad_permutation_fails_at_run_time():
+    with pytest.raises(Exception, match="`permutation` must be a permutation of 0..n-1"):
+        jax.block_until_ready(jax.jit(M.xlnet_two_stream)(jnp.array([0, 0, 2])))
+
+
+def test_traced_document_ids_and_parents_and_globals():
+    ids = jnp.array([3, 3, 1, 1, 1, 8])
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(functools.partial(M.document, kind="ids"))(ids)), np.asarray(M.document([2, 3, 1]))
+    )
+    parents = jnp.array([-1, 0, 0, 1])
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(M.tree_prefix, static_argnums=1)(parents, 2)), np.asarray(M.tree_prefix([-1, 0, 0, 1], 2))
+    )
+    glob = jax.jit(M.global_sliding, static_argnums=(0, 1))
+    np.testing.assert_array_equal(np.asarray(glob(6, 1, jnp.array([0, 4]))), np.asarray(M.global_sliding(6, 1, [0, 4])))
+    flags = jnp.array([True, False, False, False, True, False])
+    np.testing.assert_array_equal(np.asarray(glob(6, 1, flags)), np.asarray(M.global_sliding(6, 1, [0, 4])))
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: jax.jit(functools.partial(M.document, kind="ids"))(jnp.array([0, 1, 0])), "one contiguous run"),
+        (lambda: jax.jit(M.tree_prefix, static_argnums=1)(jnp.array([-1, 2, 0]), 0), "parents before children"),
+        (lambda: jax.jit(M.global_sliding, static_argnums=(0, 1))(4, 1, jnp.array([7])), "indices in [0, n-1] = [0, 3]"),
+        (lambda: jax.jit(M.from_additive_bias)(jnp.array([[0.0, 1.0]])), "exactly 0 (may attend) or -inf"),
+        (lambda: jax.jit(M.from_blocked)(jnp.array([[0, 2]])), "only 0 (may attend) and 1 (blocked)"),
+    ],
+)
+def test_traced_value_checks_fail_at_run_time(call, message):
+    with pytest.raises(Exception) as info:
+        jax.block_until_ready(call())
+    assert message in str(info.value)
+
+
+def test_traced_lengths_are_refused():
+    with pytest.raises(MaskError, match="lengths fix the mask's shape and must be concrete"):
+        jax.jit(M.document)(jnp.array([2, 3]))
+
+
+def test_traced_converters_round_trip():
+    m = np.asarray(M.sliding_window(5, 1, 1))
+    np.testing.assert_array_equal(np.asarray(jax.jit(M.from_blocked)(jnp.asarray(~m))), m)
+    bias = jnp.where(jnp.asarray(m), 0.0, -jnp.inf)
+    np.testing.assert_array_equal(np.asarray(jax.jit(M.from_additive_bias)(bias)), m)
+    mm = jax.jit(lambda: M.from_mask_mod(lambda b, h, q, k: q >= k, 5))
+    np.testing.assert_array_equal(np.asarray(mm()), np.asarray(M.causal(5)))
