@@ -1,49 +1,608 @@
-"""Reachability closure of attention masks (spec hasse.md §1).
+"""Reachability closure of attention masks (spec hasse.md §0–1; DESIGN.md "Principles", "Scale").
 
-MINIMAL FIRST VERSION (to be extended: convergence depth, bit-packed route, layer masks).
+Convention (spec §0): a mask ``M`` has shape ``(..., n, n)``; ``M[i, j] = True`` means query
+position ``i`` may attend to key position ``j``. Read as a graph, ``M`` has an edge
+``i -> j`` ("i attends to j"; information flows from ``j`` to ``i``), and
+
+- ``A = M | I`` is one layer with its residual stream (spec §1.1);
+- ``R^(L) = A^L`` (Boolean power) is the flow after ``L`` layers: ``R^(L)[i, j]`` is True iff
+  output ``i`` after ``L`` layers can depend on input ``j``, i.e. iff the graph has a walk of
+  length at most ``L`` from ``i`` to ``j`` (spec §1.2);
+- ``R`` is the limit, the reflexive-transitive closure: ``R[i, j]`` iff ``j`` is reachable
+  from ``i`` (``networkx.transitive_closure(G, reflexive=True)`` of the graph with edges
+  ``i -> j``); ``L*`` is the smallest ``L`` with ``R^(L) = R`` (spec §1.3).
+
+Two exact routes compute these:
+
+- ``"matmul"``: jitted Boolean matrix products as float matmuls (``float32`` inputs on the CPU,
+  ``bfloat16`` on accelerators, always with ``float32`` accumulation, which is exact for
+  ``n < 2**24``) thresholded at ``0.5``; the limit by repeated squaring with an early exit in a
+  :func:`jax.lax.while_loop`, ``R^(L)`` by binary exponentiation (``O(log L)`` products),
+  ``L*`` by doubling and a binary search over the stored powers (``O(log L*)`` products).
+  Works under :func:`jax.jit` and :func:`jax.vmap`.
+- ``"bitpacked"``: bit-packed rows propagated on the host along a topological order of the
+  strongly connected components (:mod:`hassejax.order._bitpacked`); the fast route for large
+  sparse masks. Under a trace it runs as a :func:`jax.pure_callback`.
+
+``method="auto"`` picks by a cost estimate from ``n``, the number of nonzeros and the backend;
+inside a trace (``jit``/``vmap``) it always picks ``"matmul"``.
+
+Concrete (non-traced) inputs are prepared with NumPy on the host, and the matmul kernels see
+``n`` rounded up to a multiple of 32 for ``n <= 1024`` (padding positions are isolated: they
+change neither ``R`` nor ``L*``), so that masks of many sizes share a few compilations.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Sequence
+
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Int
 
-from .._checks import as_mask
+from .._checks import as_mask, check_memory
+from ..errors import MaskError, ParameterError
+from ._bitpacked import bitpacked_bytes, closure_bitpacked, num_words, product_bitpacked
+
+__all__ = ["layer_adjacency", "reachability", "convergence_depth", "METHODS"]
+
+#: The routes accepted by ``method``.
+METHODS = ("auto", "matmul", "bitpacked")
+
+# Float32 accumulation counts exactly up to 2**24, so a product of two 0/1 matrices is exact
+# below this size.
+_MAX_N = 2**24
+
+# Cost model of ``method="auto"`` (seconds). Matmul throughput per backend in flop/s, and the
+# bit-packed route's costs per edge, per propagation batch (at most n of them) and per output
+# entry; calibrated on a 2-core x86 CPU (benchmarks/closure.py).
+_FLOPS = {"cpu": 1.0e11, "gpu": 1.0e14, "tpu": 1.0e14}
+_MATMUL_OVERHEAD_S = 5e-5
+_BP_PER_EDGE_S = 4e-8
+_BP_PER_BATCH_S = 3e-5
+_BP_PER_ENTRY_S = 1.5e-9
+_BP_PER_WORD_S = 1e-9
+_BP_OVERHEAD_S = 3e-4
 
 
-def layer_adjacency(mask: Bool[Array, "*batch n n"]) -> Bool[Array, "*batch n n"]:
-    """`A = M | I`: one layer with residual connections (spec hasse.md §1.1)."""
-    m = as_mask(mask)
-    n = m.shape[-1]
-    return m | jnp.eye(n, dtype=bool)
+# --------------------------------------------------------------------------------------------
+# validation and preparation
+# --------------------------------------------------------------------------------------------
 
 
-def _bool_matmul(x, y):
-    return jnp.matmul(x.astype(jnp.float32), y.astype(jnp.float32)) > 0.5
+def _is_traced(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
 
 
-@jax.jit
-def _closure(a):
-    def cond(state):
-        _, changed = state
-        return changed
+def _check_method(method) -> str:
+    if not isinstance(method, str) or method not in METHODS:
+        raise ParameterError(f"`method` must be one of {METHODS}; got {method!r}.")
+    return method
+
+
+def _check_num_layers(num_layers) -> int | None:
+    if num_layers is None:
+        return None
+    if isinstance(num_layers, (bool, np.bool_)) or not isinstance(num_layers, (int, np.integer)):
+        raise ParameterError(
+            f"`num_layers` must be a positive int (the number of layers L) or None (the limit); "
+            f"got {num_layers!r} of type {type(num_layers).__name__}."
+        )
+    if num_layers < 1:
+        raise ParameterError(
+            f"`num_layers` must be >= 1 (R^(1) = A is one layer); got {int(num_layers)}."
+        )
+    return int(num_layers)
+
+
+def _check_size(n: int, name: str) -> None:
+    if n >= _MAX_N:
+        raise MaskError(
+            f"`{name}` has n = {n} positions; the closure supports n < {_MAX_N} (float32 counts are exact only below 2**24)."
+        )
+
+
+def _adjacency(m):
+    """``m | I`` on the host (NumPy) for a concrete mask, traced (jnp) otherwise."""
+    xp = jnp if _is_traced(m) else np
+    return xp.asarray(m) | xp.eye(m.shape[-1], dtype=bool)
+
+
+def _prepare(mask, name: str = "mask"):
+    """Validate and return ``(A, traced)``: ``A = M | I`` as NumPy (concrete) or a tracer."""
+    m = as_mask(mask, name=name)
+    traced = _is_traced(m)
+    a = _adjacency(m if traced else np.asarray(m))
+    _check_size(a.shape[-1], name)
+    return a, traced
+
+
+def _stack_layer_masks(layer_masks):
+    """Validate `layer_masks`; return ``(A_stack, traced)``, adjacencies of shape ``(L, *batch, n, n)``."""
+    if isinstance(layer_masks, Sequence) and not isinstance(layer_masks, str):
+        if len(layer_masks) == 0:
+            raise MaskError("`layer_masks` must hold at least one mask (one per layer); got an empty sequence.")
+        layers = [as_mask(m, name=f"layer_masks[{l}]") for l, m in enumerate(layer_masks)]
+        shape = layers[0].shape
+        for l, m in enumerate(layers):
+            if m.shape != shape:
+                raise MaskError(
+                    f"`layer_masks` must all have the same shape (*batch, n, n); layer_masks[0] has shape "
+                    f"{shape} but layer_masks[{l}] has shape {m.shape}."
+                )
+        traced = any(_is_traced(m) for m in layers)
+        stacked = jnp.stack(layers) if traced else np.stack([np.asarray(m) for m in layers])
+    else:
+        stacked = as_mask(layer_masks, name="layer_masks")
+        if stacked.ndim < 3:
+            raise MaskError(
+                "`layer_masks` must be a sequence of masks or an array stacked along a leading layer axis, "
+                f"shape (L, *batch, n, n); got an array of shape {stacked.shape} (rank {stacked.ndim}). "
+                "For a single mask pass it as `mask`; the batch axis always means independent masks."
+            )
+        traced = _is_traced(stacked)
+        stacked = stacked if traced else np.asarray(stacked)
+    a = _adjacency(stacked)
+    _check_size(a.shape[-1], "layer_masks")
+    return a, traced
+
+
+def _padded_size(n: int) -> int:
+    """Size the matmul kernels see: a multiple of 32 up to n = 1024 (few compilations), else n."""
+    return n if n > 1024 else 32 * max(1, -(-n // 32))
+
+
+def _pad(a, size: int):
+    """Append ``size - n`` isolated positions (diagonal only) to the last two axes of ``a``."""
+    n = a.shape[-1]
+    if size == n:
+        return a
+    xp = jnp if _is_traced(a) else np
+    widths = [(0, 0)] * (a.ndim - 2) + [(0, size - n), (0, size - n)]
+    return xp.pad(a, widths) | xp.eye(size, dtype=bool)
+
+
+def _unpad(r, n: int, traced: bool):
+    """Cut the padding off a kernel result (on the host for concrete inputs: no per-n compile)."""
+    if r.shape[-1] == n:
+        return r
+    if traced:
+        return r[..., :n, :n]
+    return jnp.asarray(np.asarray(r)[..., :n, :n])
+
+
+# --------------------------------------------------------------------------------------------
+# the matmul route (jitted kernels; each also returns its number of Boolean products)
+# --------------------------------------------------------------------------------------------
+
+
+def _matmul_dtype():
+    """bfloat16 inputs on accelerators; float32 on the CPU, where XLA's bf16 dot is slower."""
+    return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+
+
+def _bool_matmul(x, y, dtype):
+    """Boolean product ``(x ⊗ y)[i, j] = OR_k x[i, k] AND y[k, j]`` via a float matmul."""
+    prod = jnp.matmul(x.astype(dtype), y.astype(dtype), preferred_element_type=jnp.float32)
+    return prod > 0.5
+
+
+@functools.partial(jax.jit, static_argnames="dtype")
+def _closure_matmul(a, dtype):
+    """The limit of ``A, A^2, A^4, …`` by repeated squaring until a square changes nothing.
+
+    ``ceil(log2 L*) + 1`` products (the last one confirms the fixed point).
+    """
 
     def body(state):
-        r, _ = state
-        r2 = _bool_matmul(r, r)
-        return r2, jnp.any(r2 != r)
+        r, _, count = state
+        r2 = _bool_matmul(r, r, dtype)
+        return r2, jnp.any(r2 != r), count + 1
 
-    r, _ = jax.lax.while_loop(cond, body, (a, jnp.array(True)))
-    return r
+    r, _, count = jax.lax.while_loop(lambda s: s[1], body, (a, jnp.array(True), jnp.int32(0)))
+    return r, count
 
 
-def reachability(mask: Bool[Array, "*batch n n"], num_layers: int | None = None) -> Bool[Array, "*batch n n"]:
-    """`R^(L) = A^L` (Boolean power), or the limit `R` when `num_layers` is None (spec hasse.md §1.2)."""
-    a = layer_adjacency(mask)
+@functools.partial(jax.jit, static_argnames="dtype")
+def _power_matmul(a, exponent, dtype):
+    """``A^exponent`` (``exponent >= 1``, traced) by binary exponentiation with an early exit.
+
+    Invariant: ``A^exponent = result ⊗ base^e`` (``result = I`` while ``have`` is False). If a
+    squaring leaves ``base = A^(2^k)`` unchanged, ``base`` is the closure ``R`` and, as the
+    remaining ``e >= 1``, ``A^exponent = R``. At most ``2 floor(log2 exponent)`` products.
+    """
+
+    def body(state):
+        result, base, e, have, count = state
+        bit = (e & 1) == 1
+
+        def multiply(_):
+            new = jax.lax.cond(have, lambda: _bool_matmul(result, base, dtype), lambda: base)
+            return new, count + have.astype(jnp.int32)
+
+        result, count = jax.lax.cond(bit, multiply, lambda _: (result, count), None)
+        have = have | bit
+        e = e >> 1
+
+        def square(_):
+            sq = _bool_matmul(base, base, dtype)
+            return sq, jnp.all(sq == base), count + 1
+
+        base2, closed, count = jax.lax.cond(e > 0, square, lambda _: (base, jnp.array(False), count), None)
+        result = jnp.where(closed, base, result)
+        e = jnp.where(closed, 0, e)
+        return result, base2, e, have, count
+
+    init = (a, a, jnp.asarray(exponent, jnp.int32), jnp.array(False), jnp.int32(0))
+    result, _, _, _, count = jax.lax.while_loop(lambda s: s[2] > 0, body, init)
+    return result, count
+
+
+@functools.partial(jax.jit, static_argnames="dtype")
+def _product_matmul(stacked, dtype):
+    """``A_L ⊗ … ⊗ A_1`` for ``stacked = [A_1, …, A_L]`` (layer axis first), by a scan."""
+
+    def step(r, a_l):
+        return _bool_matmul(a_l, r, dtype), None
+
+    r, _ = jax.lax.scan(step, stacked[0], stacked[1:])
+    return r, jnp.int32(stacked.shape[0] - 1)
+
+
+def _num_stored_powers(n: int) -> int:
+    """Slots for ``P_k = A^(2^k)``, ``k = 0 … ceil(log2(max(1, n - 1))) + 1``."""
+    return math.ceil(math.log2(max(1, n - 1))) + 2
+
+
+def _depth_one(a, dtype):
+    """``L*`` of one ``A`` (n, n): doubling, then a binary search over the stored powers.
+
+    Doubling stores ``P_k = A^(2^k)`` until ``P_k = P_(k-1)`` (k products). Then ``L* = 1`` if
+    ``k = 1``; otherwise ``2^(k-2) < L* <= 2^(k-1)`` and the search keeps ``X = A^c ≠ R`` while
+    trying ``X ⊗ P_j = A^(c + 2^j)`` for ``j = k-3, …, 0`` (k − 2 products), giving ``L* = c + 1``.
+    In all ``2 ceil(log2 L*)`` products for ``L* >= 2``, one for ``L* = 1``.
+    """
+    n = a.shape[-1]
+    slots = _num_stored_powers(n)
+    powers = jnp.zeros((slots, n, n), dtype=bool).at[0].set(a)
+
+    def double(state):
+        powers, k, cur, _, count = state
+        nxt = _bool_matmul(cur, cur, dtype)
+        powers = jax.lax.dynamic_update_index_in_dim(powers, nxt, jnp.minimum(k + 1, slots - 1), 0)
+        return powers, k + 1, nxt, jnp.any(nxt != cur), count + 1
+
+    init = (powers, jnp.int32(0), a, jnp.array(True), jnp.int32(0))
+    powers, k, closure, _, count = jax.lax.while_loop(lambda s: s[3], double, init)
+
+    def search(state):
+        j, x, c, count = state
+        y = _bool_matmul(x, jax.lax.dynamic_index_in_dim(powers, j, 0, keepdims=False), dtype)
+        grow = jnp.any(y != closure)
+        return j - 1, jnp.where(grow, y, x), c + jnp.where(grow, jnp.left_shift(1, j), 0), count + 1
+
+    start = jnp.maximum(k - 2, 0)
+    x0 = jax.lax.dynamic_index_in_dim(powers, start, 0, keepdims=False)
+    c0 = jnp.where(k >= 2, jnp.left_shift(1, start), 0).astype(jnp.int32)
+    _, _, c, count = jax.lax.while_loop(lambda s: s[0] >= 0, search, (k - 3, x0, c0, count))
+    return jnp.where(k >= 2, c + 1, 1).astype(jnp.int32), count
+
+
+@functools.partial(jax.jit, static_argnames="dtype")
+def _depth_matmul(a, dtype):
+    """:func:`_depth_one` over a stack ``(B, n, n)``: ``(depths, products)``, each of shape ``(B,)``."""
+    return jax.vmap(lambda x: _depth_one(x, dtype))(a)
+
+
+# --------------------------------------------------------------------------------------------
+# the bit-packed route (host)
+# --------------------------------------------------------------------------------------------
+
+
+def _host_closure(a) -> np.ndarray:
+    """Limit for ``a`` of shape ``(..., n, n)`` (adjacencies), one mask at a time."""
+    a = np.asarray(a, dtype=bool)
+    n = a.shape[-1]
+    flat = a.reshape(-1, n, n)
+    out = np.empty_like(flat)
+    for b in range(flat.shape[0]):
+        out[b] = closure_bitpacked(flat[b])[0]
+    return out.reshape(a.shape)
+
+
+def _host_power(a, num_layers) -> np.ndarray:
+    """``A^num_layers`` for ``a`` of shape ``(..., n, n)`` (adjacencies), by sparse rounds.
+
+    `num_layers` may come as an array (it does through :func:`jax.pure_callback`).
+    """
+    a = np.asarray(a, dtype=bool)
+    num_layers = int(np.ravel(num_layers)[0])
+    n = a.shape[-1]
+    flat = a.reshape(-1, n, n)
+    out = np.empty_like(flat)
+    for b in range(flat.shape[0]):
+        out[b] = product_bitpacked([flat[b]] * num_layers)[0]
+    return out.reshape(a.shape)
+
+
+def _host_product(layers) -> np.ndarray:
+    """Per-layer product for ``layers`` of shape ``(..., L, n, n)`` (layer axis third from last)."""
+    layers = np.asarray(layers, dtype=bool)
+    num, n = layers.shape[-3], layers.shape[-1]
+    flat = layers.reshape(-1, num, n, n)
+    out = np.empty((flat.shape[0], n, n), dtype=bool)
+    for b in range(flat.shape[0]):
+        out[b] = product_bitpacked(list(flat[b]))[0]
+    return out.reshape(layers.shape[:-3] + (n, n))
+
+
+def _on_host(fn, x, out_shape, *args):
+    """Run a host kernel on a concrete array, or through :func:`jax.pure_callback` under a trace.
+
+    `fn` is a module-level function (a stable callback: no recompilation per call); extra
+    arguments travel as arrays.
+    """
+    if _is_traced(x):
+        spec = jax.ShapeDtypeStruct(out_shape, jnp.bool_)
+        extra = [jnp.asarray(v) for v in args]
+        return jax.pure_callback(fn, spec, x, *extra, vmap_method="expand_dims")
+    return jnp.asarray(fn(x, *args))
+
+
+# --------------------------------------------------------------------------------------------
+# route choice and memory
+# --------------------------------------------------------------------------------------------
+
+
+def _matmul_bytes(n: int, batch: int, stored: int, dtype) -> int:
+    """Peak bytes of the matmul route: per mask ``stored`` bool matrices plus the working set
+    (four bool matrices, two input casts and one float32 product)."""
+    return batch * n * n * (stored + 4 + 2 * jnp.dtype(dtype).itemsize + 4)
+
+
+def _check_matmul_memory(n: int, batch: int, stored: int, what: str, name: str) -> None:
+    need = _matmul_bytes(_padded_size(n), batch, stored, _matmul_dtype())
+    check_memory(need, f"{what} (matmul route, n = {n}, batch = {batch})", name)
+
+
+def _check_bitpacked_memory(n: int, nnz: int, batch: int, what: str, name: str) -> None:
+    need = bitpacked_bytes(n, nnz) + 2 * batch * n * n
+    check_memory(need, f"{what} (bit-packed route, n = {n}, batch = {batch})", name)
+
+
+def _matmul_seconds(n: int, products: int) -> float:
+    return products * 2.0 * n**3 / _FLOPS.get(jax.default_backend(), _FLOPS["cpu"]) + _MATMUL_OVERHEAD_S
+
+
+def _closure_costs(n: int, nnz: int | float) -> tuple[float, float]:
+    """Estimated seconds per mask of the limit: (matmul, bitpacked).
+
+    Matmul: two products (a closed mask needs one; long chains up to log2(n) + 1).
+    Bit-packed: per edge, per batch (at most n of them) and per output entry.
+    """
+    matmul = _matmul_seconds(n, 2)
+    bitpacked = _BP_OVERHEAD_S + _BP_PER_EDGE_S * nnz + _BP_PER_BATCH_S * n + _BP_PER_ENTRY_S * n * n
+    return matmul, bitpacked
+
+
+def _rounds_costs(n: int, nnz: int | float, rounds: int, products: int) -> tuple[float, float]:
+    """Estimated seconds per mask of a finite product: (matmul, bit-packed rounds)."""
+    matmul = _matmul_seconds(n, products)
+    per_round = _BP_PER_WORD_S * (nnz + n) * num_words(n) + 2e-5
+    bitpacked = _BP_OVERHEAD_S + rounds * per_round + _BP_PER_ENTRY_S * n * n
+    return matmul, bitpacked
+
+
+def _mean_nnz(a: np.ndarray) -> float:
+    n = a.shape[-1]
+    return float(np.count_nonzero(a)) / (a.size // (n * n))
+
+
+# --------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------
+
+
+def layer_adjacency(mask: Bool[ArrayLike, "*batch n n"]) -> Bool[Array, "*batch n n"]:
+    """One attention layer with its residual stream: ``A = M | I`` (spec hasse.md §1.1).
+
+    The residual stream carries every position's own state, so the diagonal is set whatever
+    ``M[i, i]`` says.
+
+    **Arguments:**
+
+    - `mask`: bool array of shape `(*batch, n, n)`; row = query, column = key, True = may
+      attend (spec §0). Leading axes are independent masks.
+
+    **Returns:** bool array `A` of the same shape.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` for a non-Boolean, non-square or rank < 2
+    mask.
+
+    Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.1.
+    """
+    a, _ = _prepare(mask)
+    return jnp.asarray(a)
+
+
+def reachability(
+    mask: Bool[ArrayLike, "*batch n n"] | None,
+    num_layers: int | None = None,
+    *,
+    layer_masks: Sequence[Bool[ArrayLike, "*batch n n"]] | Bool[ArrayLike, "layers *batch n n"] | None = None,
+    method: str = "auto",
+) -> Bool[Array, "*batch n n"]:
+    """Information flow through an attention stack: ``R^(L) = A^L``, or the limit ``R`` (spec hasse.md §1.2–1.3).
+
+    ``R[i, j]`` is True iff output position ``i`` can depend on input position ``j``: in the
+    graph with an edge ``i -> j`` for every ``A[i, j]`` ("i attends to j"), ``j`` is reachable
+    from ``i`` by a walk of at most ``L`` edges (any length for the limit). The limit is the
+    reflexive-transitive closure, ``networkx.transitive_closure(G, reflexive=True)`` of that
+    graph.
+
+    **Arguments:**
+
+    - `mask`: bool `(*batch, n, n)` (row = query, column = key, True = may attend). Leading
+      axes are independent masks (also fine under :func:`jax.vmap`). Must be ``None`` when
+      `layer_masks` is given.
+    - `num_layers`: the number of layers ``L >= 1``; ``None`` gives the limit ``R``. For
+      ``L >= max(1, n - 1)`` the result is the limit (``L* <= n - 1``).
+    - `layer_masks`: a different mask per layer, as a sequence ``[M_1, …, M_L]`` of equal
+      shape ``(*batch, n, n)`` or an array stacked along a leading layer axis
+      ``(L, *batch, n, n)``; layer 1 acts first, giving ``A_L ⊗ … ⊗ A_1``. Per-layer masks
+      come only through this argument, never through the batch axis.
+    - `method`: ``"matmul"`` (jitted float matmuls with threshold; repeated squaring for the
+      limit, binary exponentiation for ``R^(L)``, a scan for `layer_masks`), ``"bitpacked"``
+      (exact bit-packed propagation on the host: along a topological order of the strongly
+      connected components for the limit, ``L − 1`` sparse rounds otherwise; a
+      :func:`jax.pure_callback` under a trace) or ``"auto"`` (a cost estimate from ``n``, the
+      nonzeros and the backend; always ``"matmul"`` under a trace).
+
+    **Returns:** bool array of shape `(*batch, n, n)`.
+
+    **Raises:**
+
+    - :class:`~hassejax.errors.MaskError`: a mask that is not Boolean, not square, of rank < 2;
+      `layer_masks` empty, unstacked or of unequal shapes; both or neither of `mask` and
+      `layer_masks`.
+    - :class:`~hassejax.errors.ParameterError`: `num_layers` not a positive int, or disagreeing
+      with ``len(layer_masks)``; an unknown `method`.
+    - :class:`~hassejax.errors.MemoryBudgetError`: the estimated memory exceeds what is free.
+
+    **Example:**
+
+    ```python
+    import numpy as np
+    from hassejax.order import reachability
+
+    chain = np.eye(4, k=-1, dtype=bool)           # i attends to i - 1
+    reachability(chain, 2)[3]                     # [False, True, True, True]
+    reachability(chain)[3]                        # [True, True, True, True]
+    ```
+
+    Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.2–1.3; the bit-packed route is
+    (derived), DESIGN.md "Principles".
+    """
+    method = _check_method(method)
+    num_layers = _check_num_layers(num_layers)
+    if layer_masks is not None:
+        if mask is not None:
+            raise MaskError(
+                "Pass either `mask` (the same mask in every layer) or `layer_masks` (one per layer), not both; "
+                "got both."
+            )
+        return _reachability_layers(layer_masks, num_layers, method)
+    if mask is None:
+        raise MaskError("`mask` must be a Boolean array of shape (*batch, n, n) unless `layer_masks` is given; got None.")
+
+    a, traced = _prepare(mask)
+    n = a.shape[-1]
+    batch = math.prod(a.shape[:-2])
+    if num_layers is not None and num_layers >= max(1, n - 1):
+        num_layers = None  # L* <= max(1, n - 1): the flow has converged
+    if num_layers == 1:
+        return jnp.asarray(a)
+
+    if method == "auto":
+        if traced:
+            method = "matmul"
+        else:
+            nnz = _mean_nnz(a)
+            if num_layers is None:
+                mm, bp = _closure_costs(n, nnz)
+            else:
+                mm, bp = _rounds_costs(n, nnz, num_layers - 1, 2 * math.ceil(math.log2(num_layers)))
+            method = "bitpacked" if bp < mm else "matmul"
+
+    what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
+    if method == "bitpacked":
+        _check_bitpacked_memory(n, n * n if traced else int(np.count_nonzero(a)), batch, what, "mask")
+        if num_layers is None:
+            return _on_host(_host_closure, a, a.shape)
+        return _on_host(_host_power, a, a.shape, num_layers)
+
+    dtype = _matmul_dtype()
+    _check_matmul_memory(n, batch, 0 if num_layers is None else 1, what, "mask")
+    padded = _pad(a, _padded_size(n))
     if num_layers is None:
-        return _closure(a)
-    r = a
-    for _ in range(num_layers - 1):
-        r = _bool_matmul(r, a)
-    return r
+        r, _ = _closure_matmul(padded, dtype)
+    else:
+        r, _ = _power_matmul(padded, num_layers, dtype)
+    return _unpad(r, n, traced)
+
+
+def _reachability_layers(layer_masks, num_layers: int | None, method: str) -> jax.Array:
+    """``A_L ⊗ … ⊗ A_1`` for per-layer masks (the body of :func:`reachability`)."""
+    stacked, traced = _stack_layer_masks(layer_masks)
+    num, n = stacked.shape[0], stacked.shape[-1]
+    if num_layers is not None and num_layers != num:
+        raise ParameterError(
+            f"`num_layers` must be None or equal to the number of `layer_masks` ({num}); got {num_layers}."
+        )
+    batch = math.prod(stacked.shape[1:-2])
+    if num == 1:
+        return jnp.asarray(stacked[0])
+    if method == "auto":
+        if traced:
+            method = "matmul"
+        else:
+            mm, bp = _rounds_costs(n, _mean_nnz(stacked), num - 1, num - 1)
+            method = "bitpacked" if bp < mm else "matmul"
+    what = f"the product of {num} layer masks"
+    if method == "bitpacked":
+        _check_bitpacked_memory(n, n * n, batch, what, "layer_masks")
+        layers_last = jnp.moveaxis(stacked, 0, -3) if traced else np.moveaxis(stacked, 0, -3)
+        return _on_host(_host_product, layers_last, stacked.shape[1:])
+    _check_matmul_memory(n, batch, num, what, "layer_masks")
+    r, _ = _product_matmul(_pad(stacked, _padded_size(n)), _matmul_dtype())
+    return _unpad(r, n, traced)
+
+
+def convergence_depth(mask: Bool[ArrayLike, "*batch n n"]) -> Int[Array, "*batch"]:
+    """The convergence depth ``L*``: the smallest ``L`` with ``R^(L) = R`` (spec hasse.md §1.3).
+
+    Exact, with ``1 <= L* <= max(1, n − 1)``; ``L* = 1`` when ``A = M | I`` is already closed
+    (e.g. causal, full, block-causal masks, the identity, ``n = 1``). ``L*`` equals the largest
+    shortest-path length between two distinct positions where one reaches the other (1 if there
+    is none). Computed with ``O(log L*)`` Boolean products: doubling ``A, A^2, A^4, …`` until a
+    power repeats, then a binary search that combines the stored powers
+    (``2 ceil(log2 L*)`` products in all). Jitted; works under :func:`jax.vmap` and with
+    leading batch axes (one depth per mask).
+
+    **Arguments:**
+
+    - `mask`: bool `(*batch, n, n)`; row = query, column = key, True = may attend.
+
+    **Returns:** int32 array of shape `(*batch,)` (a 0-d array for a single mask).
+
+    **Raises:**
+
+    - :class:`~hassejax.errors.MaskError`: a mask that is not Boolean, not square, or of rank < 2.
+    - :class:`~hassejax.errors.MemoryBudgetError`: the stored powers (``ceil(log2(n − 1)) + 2``
+      bool matrices per mask) and the working set would not fit in the free memory.
+
+    **Example:**
+
+    ```python
+    import numpy as np
+    from hassejax.order import convergence_depth
+
+    q, k = np.indices((9, 9))
+    convergence_depth((k <= q) & (q - k <= 2))   # sliding window, 2 previous keys: ceil(8 / 2) = 4
+    ```
+
+    Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.3; the doubling/binary search
+    is (derived).
+    """
+    a, traced = _prepare(mask)
+    n = a.shape[-1]
+    batch_shape = a.shape[:-2]
+    size = _padded_size(n)
+    _check_matmul_memory(n, math.prod(batch_shape), _num_stored_powers(size), "the convergence depth", "mask")
+    depth, _ = _depth_matmul(_pad(a, size).reshape((-1, size, size)), _matmul_dtype())
+    if traced:
+        return depth.reshape(batch_shape)
+    return jnp.asarray(np.asarray(depth).reshape(batch_shape))
