@@ -41,24 +41,25 @@ def _segments_arg(value, name: str):
 
 @jax.jit
 def _runs(ids):
-    """Run structure of an id vector (a run = maximal block of equal ids).
+    """Run structure of an id vector (a run = maximal block of equal ids), in O(n log n).
 
-    Returns ``same_run`` (n, n), the within-run offset of every position, and whether
-    every id forms a single run (no document split in two).
+    Returns the run label and the within-run offset of every position, and whether each
+    id forms a single run (number of runs == number of distinct ids: no document split).
     """
     n = ids.shape[0]
     pos = jnp.arange(n, dtype=jnp.int32)
     change = jnp.concatenate([jnp.ones((1,), dtype=bool), ids[1:] != ids[:-1]])
     run = jnp.cumsum(change) - 1
     start = jax.lax.cummax(jnp.where(change, pos, 0))
-    same_run = run[:, None] == run[None, :]
-    contiguous = jnp.all((ids[:, None] == ids[None, :]) == same_run)
-    return same_run, pos - start, contiguous
+    ordered = jnp.sort(ids)
+    distinct = 1 + jnp.sum(ordered[1:] != ordered[:-1])
+    return run, pos - start, run[-1] + 1 == distinct
 
 
 @functools.partial(jax.jit, static_argnames=("inner",))
 def _document_named(ids, inner):
-    same_run, offset, contiguous = _runs(ids)
+    run, offset, contiguous = _runs(ids)
+    same_run = run[:, None] == run[None, :]
     if inner == "full":
         return same_run, contiguous
     return same_run & (offset[None, :] <= offset[:, None]), contiguous
@@ -121,8 +122,8 @@ def document(
     if inner is None or isinstance(inner, str):
         mask, contiguous = _document_named(ids, inner="full" if inner == "full" else "causal")
     else:
-        same_run, offset, contiguous = _runs(ids)
-        mask = same_run & evaluate_mask_mod(inner, offset, offset, 0, 0, "inner")
+        run, offset, contiguous = _runs(ids)
+        mask = (run[:, None] == run[None, :]) & evaluate_mask_mod(inner, offset, offset, 0, 0, "inner")
     if kind == "ids":
         if not is_traced(contiguous) and not bool(contiguous):
             values = np.asarray(segments).tolist()
