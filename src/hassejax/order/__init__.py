@@ -1,5 +1,18 @@
 """The partial-order core (spec hasse.md §1): closure, classes, quotient, Hasse diagram."""
 
 from .closure import convergence_depth, layer_adjacency, reachability
+from .hasse import HasseDiagram, format_class
+from .poset import classes, cover_matrix, longest_chain, quotient_order, width
 
-__all__ = ["layer_adjacency", "reachability", "convergence_depth"]
+__all__ = [
+    "layer_adjacency",
+    "reachability",
+    "convergence_depth",
+    "classes",
+    "quotient_order",
+    "cover_matrix",
+    "longest_chain",
+    "width",
+    "HasseDiagram",
+    "format_class",
+]

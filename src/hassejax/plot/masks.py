@@ -1,0 +1,76 @@
+"""Drawing an attention mask as a heat map with slot labels (spec hasse.md §0, §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from jaxtyping import ArrayLike, Bool
+
+from .._checks import as_mask
+from ..errors import MaskError
+
+__all__ = ["draw_mask"]
+
+
+def draw_mask(
+    mask: Bool[ArrayLike, "n_q n_k"],
+    ax=None,
+    labels: Sequence[str] | None = None,
+    title: str | None = None,
+    *,
+    color: str = "#1f4e79",
+):
+    """Draw a Boolean mask as a heat map: row = query, column = key, filled = may attend.
+
+    **Arguments:**
+
+    - `mask`: Boolean array of shape `(n_q, n_k)` (spec hasse.md §0 convention).
+    - `ax`: a matplotlib ``Axes``; if None a new figure is made (via pyplot).
+    - `labels`: optional slot names for a square mask (used on both axes), e.g.
+      ``["w1", ..., "m1", ...]``. Without labels, positions are numbered from 0 when there
+      are at most 32 of them.
+    - `title`: optional title.
+    - `color`: colour of the True cells (False cells are white).
+
+    **Returns:** the ``Axes``.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` for a mask that is not a 2-D Boolean
+    array, or `labels` given for a non-square mask or of the wrong length.
+    """
+    m = np.asarray(as_mask(mask, "mask", square=False, batched=False))
+    n_q, n_k = m.shape
+    if labels is not None:
+        labels = [str(s) for s in labels]
+        if n_q != n_k or len(labels) != n_q:
+            raise MaskError(
+                f"`labels` must name every slot of a square mask (one per row and column); got {len(labels)} "
+                f"label(s) for a mask of shape {m.shape}."
+            )
+    from matplotlib.colors import ListedColormap
+
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        side = min(12.0, max(3.0, 0.3 * max(n_q, n_k) + 1.0))
+        _, ax = plt.subplots(figsize=(side * n_k / max(n_q, n_k) + 0.6, side * n_q / max(n_q, n_k) + 0.4))
+    ax.imshow(m, cmap=ListedColormap(["white", color]), vmin=0, vmax=1, interpolation="nearest", aspect="equal")
+    if labels is not None:
+        ax.set_xticks(range(n_k), labels, rotation=90)
+        ax.set_yticks(range(n_q), labels)
+    else:
+        if n_k <= 32:
+            ax.set_xticks(range(n_k))
+        if n_q <= 32:
+            ax.set_yticks(range(n_q))
+    if max(n_q, n_k) <= 64:
+        ax.set_xticks(np.arange(-0.5, n_k, 1.0), minor=True)
+        ax.set_yticks(np.arange(-0.5, n_q, 1.0), minor=True)
+        ax.grid(which="minor", color="#bbbbbb", linewidth=0.5)
+        ax.tick_params(which="minor", length=0)
+    ax.xaxis.set_ticks_position("top")  # matrix style: slot names above the columns
+    ax.set_xlabel("key j")
+    ax.set_ylabel("query i")
+    if title:
+        ax.set_title(title)
+    return ax
