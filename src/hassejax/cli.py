@@ -1,0 +1,257 @@
+"""The ``hassejax`` command line.
+
+Subcommands (each one function ``_cmd_NAME(args) -> int`` plus a parser builder
+``_add_NAME(subparsers)`` registered in :data:`_SUBCOMMANDS`):
+
+- ``hassejax analyze MASK_SPEC [--layers L] [--dot FILE] [--png FILE] [--json FILE]``:
+  the information flow of a mask (spec hasse.md §1): n, classes, convergence depth L*,
+  depth and width of the quotient order, the Hasse edges, and whether `L` layers reach the
+  limit flow. ``MASK_SPEC`` is a registered mask call such as
+  ``"sliding_window(n=16, left=2)"`` (:func:`hassejax.masks.from_spec`) or the path of a
+  ``.npy`` file holding a Boolean `(n, n)` array.
+
+Exit codes: 0 success, 2 bad input (mask spec, file, options; one line on stderr, no
+traceback), 1 an output file that could not be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool
+
+from .errors import HassejaxError, MaskError
+
+__all__ = ["main", "build_parser", "analyze", "load_mask"]
+
+PROG = "hassejax"
+
+
+class _UsageError(Exception):
+    """Bad input to a subcommand: reported on one line, exit code 2."""
+
+
+class _OutputError(Exception):
+    """An output file could not be written: reported on one line, exit code 1."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def load_mask(spec: str) -> Bool[Array, "n n"]:
+    """The Boolean mask named by `spec`: a ``.npy`` file path or a registered mask call.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` for an unreadable file, a non-Boolean or
+    non-square array, or a bad spec (the message of :func:`hassejax.masks.from_spec`).
+    """
+    if spec.endswith(".npy"):
+        path = Path(spec)
+        if not path.is_file():
+            raise MaskError(f"MASK_SPEC {spec!r}: no such .npy file.")
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise MaskError(f"MASK_SPEC {spec!r}: cannot read it as a .npy array ({_one_line(str(err))}).") from None
+        from ._checks import as_mask
+
+        return as_mask(arr, "mask", batched=False)
+    from .masks import from_spec
+
+    return from_spec(spec)
+
+
+# ---------------------------------------------------------------------------- analyze
+
+
+def _add_analyze(subparsers) -> None:
+    p = subparsers.add_parser(
+        "analyze",
+        help="classes, convergence depth and Hasse diagram of a mask",
+        description=(
+            "Analyse the information flow of an attention mask (spec hasse.md §1): positions, classes "
+            "of mutual reachability, convergence depth L*, depth and width of the quotient order and "
+            "the Hasse diagram edges (u -> v: class u is covered by class v, information flows u -> v)."
+        ),
+    )
+    p.add_argument("mask_spec", metavar="MASK_SPEC", help="e.g. 'sliding_window(n=16, left=2)' or a .npy file")
+    p.add_argument("--layers", type=_positive_int, metavar="L", help="check whether L layers reach the limit flow")
+    p.add_argument("--dot", metavar="FILE", help="write the Hasse diagram as Graphviz DOT")
+    p.add_argument("--png", metavar="FILE", help="draw the Hasse diagram (matplotlib)")
+    p.add_argument("--json", metavar="FILE", help="write the numbers and the diagram as JSON")
+    p.add_argument(
+        "--max-edges", type=_positive_int, default=100, metavar="K", help="print at most K edges (default 100)"
+    )
+    p.set_defaults(func=_cmd_analyze)
+
+
+def _convergence_depth(mask) -> int | None:
+    try:
+        from .order import convergence_depth
+    except ImportError:
+        return None
+    return int(convergence_depth(mask))
+
+
+def analyze(mask: Bool[ArrayLike, "n n"], layers: int | None = None) -> dict:
+    """The numbers printed by ``hassejax analyze`` for a concrete Boolean `(n, n)` mask.
+
+    **Returns:** a dict with ``n``, ``num_classes``, ``convergence_depth`` (L*, or None if
+    :func:`hassejax.order.convergence_depth` is not available), ``depth``, ``width``,
+    ``num_edges``, ``layers`` and, when `layers` is given, ``limit_reached`` (whether
+    `R^(L) = R`) and ``missing_pairs`` (dependent pairs of `R` not yet in `R^(L)`), plus
+    ``diagram`` (the :class:`~hassejax.order.HasseDiagram`).
+    """
+    import jax.numpy as jnp
+
+    from .order import HasseDiagram, reachability
+
+    reach = reachability(mask)
+    diagram = HasseDiagram.from_reachability(reach, check=False)
+    out = {
+        "n": diagram.n,
+        "num_classes": diagram.num_classes,
+        "convergence_depth": _convergence_depth(mask),
+        "depth": diagram.depth,
+        "width": diagram.width,
+        "num_edges": len(diagram.edges),
+        "layers": layers,
+        "diagram": diagram,
+    }
+    if layers is not None:
+        r_l = reachability(mask, layers)
+        out["limit_reached"] = bool(jnp.array_equal(r_l, reach))
+        out["missing_pairs"] = int(jnp.sum(reach & ~r_l))
+        out["dependent_pairs"] = int(jnp.sum(reach))
+    return out
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from .order import format_class
+
+    try:
+        mask = load_mask(args.mask_spec)
+        result = analyze(mask, args.layers)
+    except HassejaxError as err:
+        raise _UsageError(str(err)) from None
+    diagram = result["diagram"]
+    lstar = result["convergence_depth"]
+    lines = [
+        f"mask: {args.mask_spec}",
+        f"n (positions): {result['n']}",
+        f"classes: {result['num_classes']}",
+        f"convergence depth L*: {lstar if lstar is not None else 'n/a (hassejax.order.convergence_depth missing)'}",
+        f"depth (longest chain of classes): {result['depth']}",
+        f"width (largest antichain of classes): {result['width']}",
+    ]
+    if args.layers is not None:
+        if result["limit_reached"]:
+            lines.append(f"layers L = {args.layers}: limit reached (R^({args.layers}) = R)")
+        else:
+            lines.append(
+                f"layers L = {args.layers}: limit not reached (R^({args.layers}) misses "
+                f"{result['missing_pairs']} of {result['dependent_pairs']} dependent pairs of R)"
+            )
+    names = [format_class(m) for m in diagram.classes]
+    edges = diagram.edges
+    lines.append(f"Hasse edges ({len(edges)}; u -> v: u is covered by v, information flows u -> v):")
+    for u, v in edges[: args.max_edges]:
+        lines.append(f"  {names[u]} -> {names[v]}")
+    if len(edges) > args.max_edges:
+        lines.append(f"  ... and {len(edges) - args.max_edges} more (all in --json / --dot)")
+    if not edges:
+        singles = [names[c] for c in range(diagram.num_classes)][: args.max_edges]
+        more = " ..." if diagram.num_classes > len(singles) else ""
+        lines.append("  (none; classes: " + " ".join(singles) + more + ")")
+    print("\n".join(lines))
+
+    if args.dot:
+        _write_text(args.dot, diagram.to_dot())
+    if args.json:
+        payload = {k: v for k, v in result.items() if k != "diagram"}
+        payload["mask_spec"] = args.mask_spec
+        payload["diagram"] = diagram.to_dict()
+        # One top-level key a line, values compact (the class lists stay on one line each key).
+        body = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in payload.items())
+        _write_text(args.json, "{\n" + body + "\n}\n")
+    if args.png:
+        from matplotlib.figure import Figure
+
+        from .plot import draw_hasse, hasse_figsize
+
+        fig = Figure(figsize=hasse_figsize(diagram, title=args.mask_spec))
+        draw_hasse(diagram, fig.add_subplot(), title=args.mask_spec)
+        try:
+            fig.savefig(args.png, dpi=120, bbox_inches="tight")
+        except OSError as err:
+            raise _OutputError(f"cannot write {args.png!r}: {_one_line(str(err))}") from None
+    return 0
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text)
+    except OSError as err:
+        raise _OutputError(f"cannot write {path!r}: {_one_line(str(err))}") from None
+
+
+# ------------------------------------------------------------------------------- main
+
+_SUBCOMMANDS: list[Callable] = [_add_analyze]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``hassejax`` argument parser with one subparser per entry of :data:`_SUBCOMMANDS`."""
+    parser = argparse.ArgumentParser(prog=PROG, description="hassejax: attention masks as partial orders.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in _SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hassejax`` console script.
+
+    **Arguments:**
+
+    - `argv`: the arguments without the program name (default: ``sys.argv[1:]``).
+
+    **Returns:** the exit code: 0 on success, 2 for bad input (argparse usage errors, a bad
+    mask spec or file), 1 if an output file cannot be written. Errors are one line on
+    stderr, ``hassejax: error: ...``, without a traceback.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed usage and the error
+        return int(exc.code or 0)
+    try:
+        return int(args.func(args))
+    except _UsageError as err:
+        print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
+        return 2
+    except _OutputError as err:
+        print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""The ``hassejax analyze`` command, end to end."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hassejax.cli import main
+from hassejax.order import HasseDiagram
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def edge_lines(out):
+    return [line.strip() for line in out.splitlines() if line.startswith("  ") and "->" in line]
+
+
+def field(out, name):
+    (line,) = [x for x in out.splitlines() if x.startswith(name + ":")]
+    return line.split(":", 1)[1].strip()
+
+
+def sliding(n, w):
+    i, j = np.indices((n, n))
+    return (j <= i) & (i - j <= w)
+
+
+def test_causal(capsys):
+    rc, out, err = run(capsys, "analyze", "causal(n=5)")
+    assert rc == 0 and err == ""
+    assert field(out, "n (positions)") == "5"
+    assert field(out, "classes") == "5"
+    assert field(out, "convergence depth L*") == "1"  # a closed mask (spec §1.3)
+    assert field(out, "depth (longest chain of classes)") == "5"
+    assert field(out, "width (largest antichain of classes)") == "1"
+    assert edge_lines(out) == [f"{{{k}}} -> {{{k + 1}}}" for k in range(4)]
+
+
+@pytest.mark.parametrize("layers", [7, 8])
+def test_sliding_window_layers(capsys, layers, tmp_path):
+    n, w = 16, 2
+    lstar = math.ceil((n - 1) / w)  # closed form, spec §1.3
+    rc, out, _ = run(capsys, "analyze", f"sliding_window(n={n}, left={w})", "--layers", str(layers))
+    assert rc == 0
+    assert field(out, "convergence depth L*") == str(lstar)
+    line = field(out, f"layers L = {layers}")
+    if layers >= lstar:
+        assert line == f"limit reached (R^({layers}) = R)"
+    else:
+        # R^(7) misses exactly the pairs at distance 15 (w * 7 = 14 < 15): only (15, 0).
+        assert line == f"limit not reached (R^({layers}) misses 1 of {n * (n + 1) // 2} dependent pairs of R)"
+    # The same mask from a .npy file gives the same report (apart from the spec line).
+    path = tmp_path / "sw.npy"
+    np.save(path, sliding(n, w))
+    rc, out2, _ = run(capsys, "analyze", str(path), "--layers", str(layers))
+    assert rc == 0 and out2.splitlines()[1:] == out.splitlines()[1:]
+
+
+def test_block_causal_and_full(capsys):
+    rc, out, _ = run(capsys, "analyze", "block_causal(n=6, block_size=2)")
+    assert rc == 0 and field(out, "classes") == "3"
+    assert edge_lines(out) == ["{0, 1} -> {2, 3}", "{2, 3} -> {4, 5}"]
+    rc, out, _ = run(capsys, "analyze", "full(n=8)")
+    assert rc == 0 and field(out, "classes") == "1"
+    assert "(none; classes: {0..7})" in out
+    assert edge_lines(out) == []
+
+
+def test_max_edges(capsys):
+    rc, out, _ = run(capsys, "analyze", "causal(n=30)", "--max-edges", "5")
+    assert rc == 0
+    assert len(edge_lines(out)) == 5
+    assert "... and 24 more (all in --json / --dot)" in out
+
+
+def test_outputs(capsys, tmp_path):
+    rng = np.random.default_rng(0)
+    m = np.tril(rng.random((12, 12)) < 0.3)
+    m[0, 3] = m[5, 9] = True  # cycles
+    src = tmp_path / "m.npy"
+    np.save(src, m)
+    files = {k: tmp_path / f"out.{k}" for k in ("json", "dot", "png")}
+    rc, out, err = run(
+        capsys, "analyze", str(src), "--layers", "2",
+        "--json", str(files["json"]), "--dot", str(files["dot"]), "--png", str(files["png"]),
+    )  # fmt: skip
+    assert rc == 0, err
+    expected = HasseDiagram.from_mask(jnp.asarray(m))
+    data = json.loads(files["json"].read_text())
+    assert HasseDiagram.from_dict(data["diagram"]) == expected
+    assert data["n"] == 12 and data["num_classes"] == expected.num_classes
+    assert (data["depth"], data["width"], data["layers"]) == (expected.depth, expected.width, 2)
+    assert data["num_edges"] == len(expected.edges) and data["mask_spec"] == str(src)
+    assert isinstance(data["limit_reached"], bool)
+    assert data["limit_reached"] == (data["missing_pairs"] == 0)
+    assert files["dot"].read_text() == expected.to_dot()
+    png = files["png"].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
+    assert len(edge_lines(out)) == len(expected.edges)
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["analyze", "bogus(3)"], "unknown mask 'bogus'"),
+        (["analyze", "causal("], "not valid syntax"),
+        (["analyze", "missing.npy"], "no such .npy file"),
+    ],
+)
+def test_bad_specs(capsys, argv, fragment):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("hassejax: error: ") and fragment in err
+
+
+@pytest.mark.parametrize(
+    "array, fragment",
+    [(np.eye(3, dtype=np.int32), "dtype bool"), (np.ones((2, 3), bool), "must be square"), (np.ones(3, bool), "rank")],
+)
+def test_bad_npy(capsys, tmp_path, array, fragment):
+    path = tmp_path / "bad.npy"
+    np.save(path, array)
+    rc, _, err = run(capsys, "analyze", str(path))
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("hassejax: error: `mask`") and fragment in err
+
+
+def test_unwritable_output(capsys, tmp_path):
+    target = tmp_path / "no_such_dir" / "out.json"
+    rc, _, err = run(capsys, "analyze", "causal(n=3)", "--json", str(target))
+    assert rc == 1 and err.count("\n") == 1 and f"cannot write '{target}'" in err
+
+
+def test_usage_errors(capsys):
+    rc, _, err = run(capsys, "analyze", "causal(n=3)", "--layers", "0")
+    assert rc == 2 and "expected a positive integer, got 0" in err
+    rc, _, err = run(capsys)
+    assert rc == 2 and "COMMAND" in err
+
+
+def test_console_script_subprocess(tmp_path):
+    script = os.path.join(os.path.dirname(sys.executable), "hassejax")
+    assert os.path.exists(script), "the console script is installed with the package (pyproject [project.scripts])"
+    cmd = [script, "analyze", "block_causal(n=4, block_size=2)"]
+    ok = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert "{0, 1} -> {2, 3}" in ok.stdout
+    bad = subprocess.run([script, "analyze", "bogus(3)"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().startswith("hassejax: error:") and "unknown mask" in bad.stderr
