@@ -156,3 +156,29 @@ def test_console_script_subprocess(tmp_path):
     bad = subprocess.run([script, "analyze", "bogus(3)"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().startswith("hassejax: error:") and "unknown mask" in bad.stderr
+
+
+def test_derive_block_generation_prints_the_spec_mask(tmp_path, capsys):
+    import json
+
+    from hassejax.tasks import block_two_stream_mask
+
+    png, js = tmp_path / "d.png", tmp_path / "d.json"
+    assert main(["derive", "block_generation", "--n", "6", "--block-size", "2", "--png", str(png), "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "slots: 12" in out and "0 leak(s)" in out and "100.0% of sequence tokens" in out
+    assert "  mask3 1 1 . . . . . . 1 1 . ." in out
+    data = json.loads(js.read_text())
+    assert data["mask"] == np.asarray(block_two_stream_mask(6, 2)).astype(int).tolist()
+    assert data["audit"]["leaks"] == []
+    assert png.stat().st_size > 10_000
+
+
+def test_derive_butterfly_and_errors(capsys):
+    assert main(["derive", "butterfly", "--n", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "slots: 13" in out and "sparsest variant: 27 nonzeros, L* = 4" in out
+    assert main(["derive", "block_generation", "--n", "8", "--block-size", "3"]) == 2
+    assert "`block_size` must divide `n`" in capsys.readouterr().err
+    assert main(["derive", "block_generation", "--n", "8"]) == 2
+    assert "--block-size" in capsys.readouterr().err

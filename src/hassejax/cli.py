@@ -10,6 +10,10 @@ Subcommands (each one function ``_cmd_NAME(args) -> int`` plus a parser builder
   ``"sliding_window(n=16, left=2)"`` (:func:`hassejax.masks.from_spec`) or the path of a
   ``.npy`` file holding a Boolean `(n, n)` array.
 
+- ``hassejax derive FAMILY --n N [--block-size L] [--group G] [--content C] [--png [FILE]] [--json [FILE]]``:
+  derive a mask from a task family (spec hasse.md §2–3): the merged slots, mask, labels,
+  sparsest variant and leakage audit.
+
 Exit codes: 0 success, 2 bad input (mask spec, file, options; one line on stderr, no
 traceback), 1 an output file that could not be written.
 """
@@ -27,7 +31,7 @@ from jaxtyping import Array, ArrayLike, Bool
 
 from .errors import HassejaxError, MaskError
 
-__all__ = ["main", "build_parser", "analyze", "load_mask"]
+__all__ = ["main", "build_parser", "analyze", "derive", "load_mask"]
 
 PROG = "hassejax"
 
@@ -213,9 +217,107 @@ def _write_text(path: str, text: str) -> None:
         raise _OutputError(f"cannot write {path!r}: {_one_line(str(err))}") from None
 
 
+# ----------------------------------------------------------------------------- derive
+
+
+def _add_derive(subparsers) -> None:
+    p = subparsers.add_parser(
+        "derive",
+        help="derive a mask from a task family (merge of its Hasse diagrams)",
+        description=(
+            "Derive an attention mask from a task family (spec hasse.md §2-3): the minimal merged task's "
+            "slots, dense mask and labels, its sparsest variant, and the leakage audit."
+        ),
+    )
+    p.add_argument("family", choices=["autoregressive", "block_generation", "butterfly"], help="the task family")
+    p.add_argument("--n", type=_positive_int, required=True, help="sequence length")
+    p.add_argument("--block-size", type=_positive_int, default=None, help="block size l (block_generation; divides n)")
+    p.add_argument("--group", choices=["full", "causal", "diagonal"], default="full", help="attention inside a query group")
+    p.add_argument("--content", choices=["causal", "block_causal"], default="causal", help="content stream mask")
+    p.add_argument("--no-keep-last-block", action="store_true", help="leave out the full-sequence content task (2n - l slots)")
+    p.add_argument("--boundary", choices=["neighbour", "pad"], default="neighbour", help="butterfly boundary aggregate")
+    p.add_argument("--png", nargs="?", const="derived_mask.png", metavar="FILE", help="draw the mask and Hasse diagram (default FILE: derived_mask.png)")
+    p.add_argument("--json", nargs="?", const="derived_mask.json", metavar="FILE", help="write slots, mask, labels and audit (default FILE: derived_mask.json)")
+    p.set_defaults(func=_cmd_derive)
+
+
+def derive(family: str, n: int, **options) -> dict:
+    """The numbers printed by ``hassejax derive``: merged task, sparse variant and audit.
+
+    **Arguments:** `family` (``"autoregressive"``, ``"block_generation"``, ``"butterfly"``), `n`,
+    and the family's options (e.g. ``block_size``, ``group``, ``content``, ``keep_last_block``,
+    ``boundary``), as in :mod:`hassejax.tasks`.
+
+    **Returns:** a dict with ``merged`` (:class:`~hassejax.tasks.MergedTask`), ``sparse``
+    (:class:`~hassejax.tasks.Sparsified`) and ``audit`` (:class:`~hassejax.tasks.AuditReport`).
+
+    **Raises:** :class:`~hassejax.errors.TaskError` for bad family options.
+    """
+    from .tasks import FAMILIES, audit, sparsify
+
+    merged = FAMILIES[family](n, **options).merge()
+    return {"merged": merged, "sparse": sparsify(merged), "audit": audit(merged)}
+
+
+def _cmd_derive(args: argparse.Namespace) -> int:
+    options: dict = {}
+    if args.family == "block_generation":
+        if args.block_size is None:
+            raise _UsageError("derive block_generation needs --block-size L (a divisor of --n)")
+        options = dict(block_size=args.block_size, group=args.group, content=args.content, keep_last_block=not args.no_keep_last_block)
+    elif args.family == "butterfly":
+        options = dict(boundary=args.boundary)
+    try:
+        result = derive(args.family, args.n, **options)
+    except HassejaxError as err:
+        raise _UsageError(str(err)) from None
+    merged, sparse, report = result["merged"], result["sparse"], result["audit"]
+    names = [str(t) for t in merged.inputs]
+    width = max(len(x) for x in names)
+    lines = [f"family: {args.family} (n = {args.n}{''.join(f', {k} = {v}' for k, v in options.items())})",
+             f"slots: {merged.n} (merged from {len(merged.tasks)} tasks; {int(merged.node.max()) + 1} Hasse nodes)",
+             "slot  input" + " " * max(0, width - 5) + "  stream   position  label"]
+    for p, (tok, stream, lab) in enumerate(zip(merged.inputs, merged.streams, merged.labels)):
+        lines.append(f"{p:>4}  {str(tok):<{max(width, 5)}}  {stream:<7}  {tok.position:>8}  {'-' if lab is None else lab}")
+    lines.append("mask (row = query slot, column = key slot, 1 = may attend):")
+    mask = np.asarray(merged.mask)
+    for p in range(merged.n):
+        lines.append(f"  {names[p]:>{width}} " + " ".join("1" if x else "." for x in mask[p]))
+    from .order import convergence_depth
+
+    lines.append(f"dense: {int(mask.sum())} nonzeros, L* = {int(convergence_depth(mask))}; sparsest variant: {sparse.nonzeros} nonzeros, L* = {sparse.depth}")
+    lines.append("audit: " + report.summary())
+    print("\n".join(lines))
+    if args.json:
+        payload = {
+            "family": args.family, "n": args.n, "options": options,
+            "slots": [{"input": [str(t.symbol), t.position], "stream": s, "label": None if y is None else [str(y.symbol), y.position]}
+                      for t, s, y in zip(merged.inputs, merged.streams, merged.labels)],
+            "mask": mask.astype(int).tolist(), "sparse_mask": sparse.mask.astype(int).tolist(), "sparse_depth": sparse.depth,
+            "audit": {"leaks": list(report.leaks), "mismatches": list(report.mismatches),
+                      "token_density": report.token_density, "slot_density": report.slot_density},
+        }
+        _write_text(args.json, json.dumps(payload) + "\n")
+    if args.png:
+        from matplotlib.figure import Figure
+
+        from .order import HasseDiagram
+        from .plot import draw_hasse, draw_mask
+
+        fig = Figure(figsize=(14, 7), layout="constrained")
+        ax_mask, ax_hasse = fig.subplots(1, 2)
+        draw_mask(mask, ax=ax_mask, labels=names, title=f"{args.family} merged mask ({merged.n} slots)")
+        draw_hasse(HasseDiagram.from_mask(mask), ax=ax_hasse, names=names, title="Hasse diagram")
+        try:
+            fig.savefig(args.png, dpi=120)
+        except OSError as err:
+            raise _OutputError(f"cannot write {args.png!r}: {_one_line(str(err))}") from None
+    return 0
+
+
 # ------------------------------------------------------------------------------- main
 
-_SUBCOMMANDS: list[Callable] = [_add_analyze]
+_SUBCOMMANDS: list[Callable] = [_add_analyze, _add_derive]
 
 
 def build_parser() -> argparse.ArgumentParser:
