@@ -198,6 +198,36 @@ def test_bitpacked_orders_the_condensation_whatever_scipy_labels_say(monkeypatch
         np.testing.assert_array_equal(_bitpacked.closure_bitpacked(adj)[0], _nx_closure(adj))
 
 
+def test_or_segments_in_small_chunks_equals_a_loop(monkeypatch):
+    monkeypatch.setattr(_bitpacked, "_CHUNK_WORDS", 6)  # rows of 2 words: 3 gathered rows a chunk
+    rng = np.random.default_rng(7)
+    rows = rng.integers(0, 2**63, size=(40, 2), dtype=np.uint64)
+    lengths = rng.integers(1, 9, size=10)
+    seg = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    ch = rng.integers(0, 30, size=int(lengths.sum()))
+    target = np.arange(30, 40)
+    out = rows.copy()
+    _bitpacked._or_segments(out, target, rows, ch, seg)
+    expected = rows.copy()
+    for p, (s0, length) in enumerate(zip(seg, lengths)):
+        expected[target[p]] |= np.bitwise_or.reduce(rows[ch[s0 : s0 + length]], axis=0)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_bitpacked_routes_in_small_chunks(monkeypatch):
+    """Bounded-memory gathers (forced tiny) give the same closures and products."""
+    monkeypatch.setattr(_bitpacked, "_CHUNK_WORDS", 5)
+    monkeypatch.setattr(_bitpacked, "_PRUNE_MIN_WORDS", 4)  # exercise the pruned path too
+    rng = np.random.default_rng(11)
+    for _ in range(10):
+        n = int(rng.integers(2, 90))
+        adj = (rng.random((n, n)) < rng.uniform(0.02, 0.4)) | np.eye(n, dtype=bool)
+        np.testing.assert_array_equal(_bitpacked.closure_bitpacked(adj)[0], _nx_closure(adj))
+        square = (adj.astype(np.int64) @ adj.astype(np.int64)) > 0
+        np.testing.assert_array_equal(_bitpacked.product_bitpacked([adj, adj])[0], square)
+    np.testing.assert_array_equal(_bitpacked.closure_bitpacked(causal(200))[0], causal(200))
+
+
 def test_generations_match_networkx():
     rng = np.random.default_rng(5)
     n = 80

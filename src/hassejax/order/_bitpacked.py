@@ -47,6 +47,8 @@ _BITS = 64
 # Prune redundant children only in batches with at least this many gathered words: below it the
 # extra NumPy calls cost more than they save.
 _PRUNE_MIN_WORDS = 1 << 14
+# Gather at most this many words (32 MiB) at a time, whatever the mask.
+_CHUNK_WORDS = 1 << 22
 
 
 def num_words(n: int) -> int:
@@ -55,12 +57,11 @@ def num_words(n: int) -> int:
 
 
 def bitpacked_bytes(n: int, nnz: int) -> int:
-    """Estimated peak host memory in bytes of one bit-packed closure (`n` nodes, `nnz` edges)."""
+    """Estimated peak host memory in bytes of one bit-packed closure or product (`n` nodes, `nnz` edges)."""
     w = num_words(n)
-    # class rows and node rows (packed), the bool result and its uint8 staging copy, the input
-    # copy, edge index arrays (a few int64 per edge), one batch's gathered rows (bounded by
-    # the edge count times the row width, and by the rows themselves when pruned).
-    return 2 * n * w * 8 + 3 * n * n + 48 * nnz + min(nnz, n) * w * 8
+    # two sets of packed rows, the bool result and its uint8 staging copy, the input copy,
+    # edge index arrays (a few int64 per edge) and one chunk of gathered rows.
+    return 2 * n * w * 8 + 3 * n * n + 48 * nnz + _CHUNK_WORDS * 8
 
 
 def _edges(adj: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -180,6 +181,27 @@ def _topological_condensation(adj: np.ndarray):
     return cls, cptr, cind, _runs(cptr, cind), rep
 
 
+def _or_segments(out: np.ndarray, target: np.ndarray, rows: np.ndarray, ch: np.ndarray, seg: np.ndarray) -> None:
+    """``out[target[p]] |= OR of rows[ch[seg[p] : seg[p + 1]]]`` for every p (last segment to the end).
+
+    Segments must be non-empty, targets distinct, and `out` rows never among the gathered
+    ones. Gathers at most ``_CHUNK_WORDS`` words at a time (a segment may straddle chunks:
+    its partial ORs accumulate).
+    """
+    m, w = ch.shape[0], rows.shape[1]
+    per = max(1, _CHUNK_WORDS // w)
+    if m <= per:
+        out[target] |= np.bitwise_or.reduceat(rows[ch], seg, axis=0)
+        return
+    ends = np.append(seg[1:], m)
+    for c0 in range(0, m, per):
+        c1 = min(m, c0 + per)
+        lo = int(np.searchsorted(ends, c0, side="right"))
+        hi = int(np.searchsorted(seg, c1, side="left"))
+        starts = np.maximum(seg[lo:hi], c0) - c0
+        out[target[lo:hi]] |= np.bitwise_or.reduceat(rows[ch[c0:c1]], starts, axis=0)
+
+
 def _unpack(rows: np.ndarray, n: int) -> np.ndarray:
     """Bit-packed rows ``(m, W)`` uint64 -> bool ``(m, n)``; bit j of a row is column j."""
     as_bytes = np.ascontiguousarray(rows).view(np.uint8)
@@ -212,29 +234,36 @@ def closure_bitpacked(adj: np.ndarray) -> tuple[np.ndarray, int]:
     rep_bit = (rep % _BITS).astype(_WORD)
     one = _WORD(1)
 
-    for b in range(bounds.shape[0] - 1):
-        v0, v1 = int(bounds[b]), int(bounds[b + 1])
-        e0, e1 = int(cptr[v0]), int(cptr[v1])
-        if e0 == e1:
+    # Per class with children (`parent`, in position order): where its children start in `cind`
+    # and its latest child (children are sorted by position in each CSR row).
+    lengths = np.diff(cptr)
+    parent = np.flatnonzero(lengths)
+    start = cptr[parent]
+    latest_all = cind[cptr[parent + 1] - 1]
+    # batch b holds parents parent[p0:p1] and edges cind[e0:e1]
+    pb = np.searchsorted(parent, bounds).tolist()
+    eb = cptr[bounds].tolist()
+
+    for b in range(len(pb) - 1):
+        p0, p1, e0, e1 = pb[b], pb[b + 1], eb[b], eb[b + 1]
+        if p0 == p1:
             continue
-        lengths = np.diff(cptr[v0 : v1 + 1])
-        has = np.flatnonzero(lengths)
-        seg = cptr[v0:v1][has] - e0
+        target = parent[p0:p1]
+        seg = start[p0:p1] - e0
         ch = cind[e0:e1]
-        target = v0 + has
         if (e1 - e0) * w < _PRUNE_MIN_WORDS:
-            rows[target] |= np.bitwise_or.reduceat(rows[ch], seg, axis=0)
+            _or_segments(rows, target, rows, ch, seg)
             continue
-        # Children are sorted by position in each CSR row, so the last one is the latest.
-        latest = ch[np.append(seg[1:], e1 - e0) - 1]
+        # Skip a child whose representative is already in the row of the latest child.
+        latest = latest_all[p0:p1]
         rows[target] |= rows[latest]
-        owner = np.repeat(np.arange(has.shape[0]), lengths[has])
+        owner = np.repeat(np.arange(p1 - p0), lengths[target])
         covered = (rows[latest[owner], rep_word[ch]] >> rep_bit[ch]) & one
         keep = np.flatnonzero(covered == 0)
         if keep.size:
             own = owner[keep]
             first = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
-            rows[target[own[first]]] |= np.bitwise_or.reduceat(rows[ch[keep]], first, axis=0)
+            _or_segments(rows, target[own[first]], rows, ch[keep], first)
 
     return _unpack(rows[cls], n), bounds.shape[0] - 1
 
@@ -262,7 +291,7 @@ def product_bitpacked(layers: list[np.ndarray]) -> tuple[np.ndarray, int]:
         if dst.size == 0:
             continue
         new = rows.copy()
-        new[has] |= np.bitwise_or.reduceat(rows[dst], seg, axis=0)
+        _or_segments(new, has, rows, dst, seg)
         if np.array_equal(new, rows) and all(layers[k] is a for k in range(l, len(layers))):
             break
         rows = new

@@ -15,8 +15,8 @@ position ``i`` may attend to key position ``j``. Read as a graph, ``M`` has an e
 Two exact routes compute these:
 
 - ``"matmul"``: jitted Boolean matrix products as float matmuls (``float32`` inputs on the CPU,
-  ``bfloat16`` on accelerators, always with ``float32`` accumulation, which is exact for
-  ``n < 2**24``) thresholded at ``0.5``; the limit by repeated squaring with an early exit in a
+  ``bfloat16`` on accelerators, always with ``float32`` accumulation, which counts exactly up
+  to ``2**24``, far beyond any ``n`` that fits in memory) thresholded at ``0.5``; the limit by repeated squaring with an early exit in a
   :func:`jax.lax.while_loop`, ``R^(L)`` by binary exponentiation (``O(log L)`` products),
   ``L*`` by doubling and a binary search over the stored powers (``O(log L*)`` products).
   Works under :func:`jax.jit` and :func:`jax.vmap`.
@@ -51,10 +51,6 @@ __all__ = ["layer_adjacency", "reachability", "convergence_depth", "METHODS"]
 
 #: The routes accepted by ``method``.
 METHODS = ("auto", "matmul", "bitpacked")
-
-# Float32 accumulation counts exactly up to 2**24, so a product of two 0/1 matrices is exact
-# below this size.
-_MAX_N = 2**24
 
 # Cost model of ``method="auto"`` (seconds). Matmul throughput per backend in flop/s, and the
 # bit-packed route's costs per edge, per propagation batch (at most n of them) and per output
@@ -98,13 +94,6 @@ def _check_num_layers(num_layers) -> int | None:
     return int(num_layers)
 
 
-def _check_size(n: int, name: str) -> None:
-    if n >= _MAX_N:
-        raise MaskError(
-            f"`{name}` has n = {n} positions; the closure supports n < {_MAX_N} (float32 counts are exact only below 2**24)."
-        )
-
-
 def _adjacency(m):
     """``m | I`` on the host (NumPy) for a concrete mask, traced (jnp) otherwise."""
     xp = jnp if _is_traced(m) else np
@@ -115,9 +104,7 @@ def _prepare(mask, name: str = "mask"):
     """Validate and return ``(A, traced)``: ``A = M | I`` as NumPy (concrete) or a tracer."""
     m = as_mask(mask, name=name)
     traced = _is_traced(m)
-    a = _adjacency(m if traced else np.asarray(m))
-    _check_size(a.shape[-1], name)
-    return a, traced
+    return _adjacency(m if traced else np.asarray(m)), traced
 
 
 def _stack_layer_masks(layer_masks):
@@ -145,9 +132,7 @@ def _stack_layer_masks(layer_masks):
             )
         traced = _is_traced(stacked)
         stacked = stacked if traced else np.asarray(stacked)
-    a = _adjacency(stacked)
-    _check_size(a.shape[-1], "layer_masks")
-    return a, traced
+    return _adjacency(stacked), traced
 
 
 def _padded_size(n: int) -> int:
@@ -305,6 +290,8 @@ def _depth_matmul(a, dtype):
 def _host_closure(a) -> np.ndarray:
     """Limit for ``a`` of shape ``(..., n, n)`` (adjacencies), one mask at a time."""
     a = np.asarray(a, dtype=bool)
+    if a.ndim == 2:
+        return closure_bitpacked(a)[0]
     n = a.shape[-1]
     flat = a.reshape(-1, n, n)
     out = np.empty_like(flat)
@@ -519,7 +506,8 @@ def reachability(
 
     what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
     if method == "bitpacked":
-        _check_bitpacked_memory(n, n * n if traced else int(np.count_nonzero(a)), batch, what, "mask")
+        nnz = n * n if traced else int(np.count_nonzero(a, axis=(-2, -1)).max())
+        _check_bitpacked_memory(n, nnz, batch, what, "mask")
         if num_layers is None:
             return _on_host(_host_closure, a, a.shape)
         return _on_host(_host_power, a, a.shape, num_layers)
@@ -553,7 +541,8 @@ def _reachability_layers(layer_masks, num_layers: int | None, method: str) -> ja
             method = "bitpacked" if bp < mm else "matmul"
     what = f"the product of {num} layer masks"
     if method == "bitpacked":
-        _check_bitpacked_memory(n, n * n, batch, what, "layer_masks")
+        nnz = n * n if traced else int(np.count_nonzero(stacked, axis=(-2, -1)).max())
+        _check_bitpacked_memory(n, nnz, batch, what, "layer_masks")
         layers_last = jnp.moveaxis(stacked, 0, -3) if traced else np.moveaxis(stacked, 0, -3)
         return _on_host(_host_product, layers_last, stacked.shape[1:])
     _check_matmul_memory(n, batch, num, what, "layer_masks")
