@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
 from ..errors import ParameterError
-from .params import AttentionParams, MaskedParams, MultiHeadParams
+from .params import AttentionParams, MaskedParams, MultiHeadParams, Params
 
 __all__ = [
     "attention_weights",
@@ -185,7 +185,7 @@ def _single_head(kind, t, x, params, keys, mask):
 def softmax(
     t: Real[ArrayLike, ""],
     x: Float[Array, "m d"],
-    params: AttentionParams,
+    params: Params,
     keys: Float[Array, "n d"] | None = None,
     mask: Bool[Array, "m n"] | None = None,
 ) -> Float[Array, "m d"]:
@@ -196,7 +196,7 @@ def softmax(
 def l2(
     t: Real[ArrayLike, ""],
     x: Float[Array, "m d"],
-    params: AttentionParams,
+    params: Params,
     keys: Float[Array, "n d"] | None = None,
     mask: Bool[Array, "m n"] | None = None,
 ) -> Float[Array, "m d"]:
@@ -207,7 +207,7 @@ def l2(
 def sinkhorn(
     t: Real[ArrayLike, ""],
     x: Float[Array, "m d"],
-    params: AttentionParams,
+    params: Params,
     keys: Float[Array, "n d"] | None = None,
     mask: Bool[Array, "m n"] | None = None,
 ) -> Float[Array, "m d"]:
@@ -223,7 +223,7 @@ def sinkhorn(
 def sigmoid(
     t: Real[ArrayLike, ""],
     x: Float[Array, "m d"],
-    params: AttentionParams,
+    params: Params,
     keys: Float[Array, "n d"] | None = None,
     mask: Bool[Array, "m n"] | None = None,
 ) -> Float[Array, "m d"]:
@@ -238,7 +238,7 @@ def sigmoid(
 def linear(
     t: Real[ArrayLike, ""],
     x: Float[Array, "m d"],
-    params: AttentionParams,
+    params: Params,
     keys: Float[Array, "n d"] | None = None,
     mask: Bool[Array, "m n"] | None = None,
 ) -> Float[Array, "m d"]:
@@ -249,7 +249,7 @@ def linear(
 def multihead(
     t: Real[ArrayLike, ""],
     x: Float[Array, "m d"],
-    params: MultiHeadParams,
+    params: Params,
     keys: Float[Array, "n d"] | None = None,
     mask: Bool[Array, "m n"] | None = None,
 ) -> Float[Array, "m d"]:
@@ -265,7 +265,7 @@ def multihead(
 def masked(
     t: Real[ArrayLike, ""],
     x: Float[Array, "n d"],
-    params: MaskedParams,
+    params: Params,
     keys: Float[Array, "n d"] | None = None,
     mask: Bool[Array, "n n"] | None = None,
 ) -> Float[Array, "n d"]:

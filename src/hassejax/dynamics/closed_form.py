@@ -47,8 +47,8 @@ def _scaled_interaction(sigma0, a, v, beta):
 
 
 def softmax_covariance_closed_form(
-    Sigma0: Float[ArrayLike, "*batch d d"],
-    A: Float[ArrayLike, "*batch d d"],
+    Sigma0: Float[ArrayLike, "*batch _d _d"],
+    A: Float[ArrayLike, "*batch _d _d"],
     v: Real[ArrayLike, "*batch"],
     t: Real[ArrayLike, "*batch"],
     beta: Real[ArrayLike, "*batch"] = 1.0,
@@ -75,8 +75,8 @@ def softmax_covariance_closed_form(
 
 
 def blowup_time_closed_form(
-    Sigma0: Float[ArrayLike, "*batch d d"],
-    A: Float[ArrayLike, "*batch d d"],
+    Sigma0: Float[ArrayLike, "*batch _d _d"],
+    A: Float[ArrayLike, "*batch _d _d"],
     v: Real[ArrayLike, "*batch"],
     beta: Real[ArrayLike, "*batch"] = 1.0,
 ) -> Float[Array, "*batch"]:
@@ -147,8 +147,8 @@ def softmax_1d_closed_form(
 
 
 def clustering_limit(
-    Sigma0: Float[ArrayLike, "*batch d d"],
-    A: Float[ArrayLike, "*batch d d"],
+    Sigma0: Float[ArrayLike, "*batch _d _d"],
+    A: Float[ArrayLike, "*batch _d _d"],
     v: Real[ArrayLike, "*batch"] = 1.0,
     beta: Real[ArrayLike, "*batch"] = 1.0,
     rtol: float = 1e-10,

@@ -130,8 +130,8 @@ def _affine(kind, t, alpha, sigma, u, params):
 def gaussian_affine(
     kind: str,
     t: Real[ArrayLike, ""],
-    mean: Float[Array, " d"],
-    cov: Float[Array, "d d"],
+    mean: Float[Array, " _d"],
+    cov: Float[Array, "_d _d"],
     params: AttentionParams | MultiHeadParams,
 ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
     """The affine velocity `Γ_μ(x) = Mx + c` on `μ = N(mean, cov)` (spec §2; table in the module docstring).
@@ -152,8 +152,8 @@ def gaussian_affine(
 def moment_derivatives(
     kind: str,
     t: Real[ArrayLike, ""],
-    mean: Float[Array, " d"],
-    cov: Float[Array, "d d"],
+    mean: Float[Array, " _d"],
+    cov: Float[Array, "_d _d"],
     params: AttentionParams | MultiHeadParams,
 ) -> tuple[Float[Array, " d"], Float[Array, "d d"]]:
     """`(α', Σ') = (Mα + c, MΣ + ΣMᵀ)` on `N(mean, cov)` (spec §2).
@@ -254,12 +254,12 @@ def _solve_core(kind, params, mean0, cov0, u0, t0, t1, ts, threshold, converge_t
 def solve_gaussian(
     kind: str,
     params: AttentionParams | MultiHeadParams,
-    mean0: Float[ArrayLike, " d"],
-    cov0: Float[ArrayLike, "d d"] | None = None,
+    mean0: Float[ArrayLike, " _d"],
+    cov0: Float[ArrayLike, "_d _d"] | None = None,
     *,
     t1: Real[ArrayLike, ""],
     t0: Real[ArrayLike, ""] = 0.0,
-    factor0: Float[ArrayLike, "d r"] | None = None,
+    factor0: Float[ArrayLike, "_d _r"] | None = None,
     ts: Float[ArrayLike, " T"] | None = None,
     solver: diffrax.AbstractSolver | None = None,
     rtol: float = 1e-8,

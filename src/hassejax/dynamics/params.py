@@ -16,6 +16,7 @@ check that the parameters they receive are unbatched.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import equinox as eqx
@@ -57,7 +58,7 @@ class PiecewiseConstant(eqx.Module):
     values: Float[Array, "L *shape"]
     t_edges: Float[Array, " L1"]
 
-    def __init__(self, values: Float[ArrayLike, "L *shape"], t_edges: Float[ArrayLike, " L1"] | None = None):
+    def __init__(self, values: Float[ArrayLike, "L *shape"], t_edges: Float[ArrayLike, " L1"] | Sequence[float] | None = None):
         values = jnp.asarray(values)
         if values.ndim < 1 or values.shape[0] < 1:
             raise ParameterError(

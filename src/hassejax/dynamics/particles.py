@@ -95,7 +95,7 @@ def _solve_core(kind, params, x0, t0, t1, ts, threshold, converge_tol, solver, c
 def solve_particles(
     kind: str,
     params: AttentionParams | MultiHeadParams | MaskedParams,
-    x0: Float[ArrayLike, "n d"],
+    x0: Float[ArrayLike, "_n _d"],
     *,
     t1: Real[ArrayLike, ""],
     t0: Real[ArrayLike, ""] = 0.0,
@@ -110,7 +110,7 @@ def solve_particles(
     converge_tol: Real[ArrayLike, ""] | None = None,
     blowup_estimate: str = "extrapolated",
     sphere: bool = False,
-    feedforward: tuple[Float[ArrayLike, "d d"], Float[ArrayLike, " d"]] | None = None,
+    feedforward: tuple[Float[ArrayLike, "_d _d"], Float[ArrayLike, " _d"]] | None = None,
 ) -> ParticleSolution:
     """Solve the token system `dx_i/dt = Γ_μ(x_i)`, `μ = (1/n) Σ_j δ_{x_j}` (spec dynamics.md §1, §4).
 

@@ -58,16 +58,19 @@ STATUS_NAMES: tuple[str, ...] = tuple(s.name for s in Status)
 """Status names indexed by code: ``STATUS_NAMES[code]``."""
 
 
-def status_names(codes) -> np.ndarray:
-    """Host-side conversion of status codes (any shape) to an array of names (dtype object).
+def status_names(codes) -> np.ndarray | str:
+    """Host-side conversion of status codes to names.
 
-    **Arguments:** `codes`: integer array-like of :class:`Status` values.
+    **Arguments:** `codes`: integer array-like of :class:`Status` values (any shape).
 
-    **Returns:** a NumPy array of the same shape holding the names, e.g. ``"blow_up"``.
+    **Returns:** the name (``str``, e.g. ``"blow_up"``) for a scalar code, else a NumPy array
+    of the same shape holding the names (dtype object).
     """
-    arr = np.asarray(codes)
+    arr = np.asarray(codes).astype(np.int64)
     table = np.array(STATUS_NAMES, dtype=object)
-    return table[arr.astype(np.int64)]
+    if arr.ndim == 0:
+        return str(table[int(arr)])
+    return table[arr]
 
 
 class BlowupMethod(enum.IntEnum):

@@ -1,0 +1,1 @@
+"""Real trained attention heads through the dynamics (placeholder, filled below)."""
