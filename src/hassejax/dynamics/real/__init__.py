@@ -1,1 +1,0 @@
-"""Real trained attention heads through the dynamics (placeholder, filled below)."""
