@@ -1,6 +1,5 @@
 """Tests of hassejax.dynamics.energy (spec dynamics.md §6)."""
 
-import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +9,7 @@ from hypothesis import strategies as st
 from jax.scipy.special import logsumexp
 from jaxtyping import config as jaxtyping_config
 
+from hassejax.dynamics import AttentionParams, Status, solve_gaussian, solve_particles
 from hassejax.dynamics.energy import (
     GaussianEnergy,
     gaussian_interaction_energy,
@@ -33,52 +33,15 @@ def no_typecheck():
     jaxtyping_config.update("jaxtyping_disable", False)
 
 
-def _solve(rhs, y0, t1, ts, args=None):
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(rhs),
-        diffrax.Tsit5(),
-        0.0,
-        t1,
-        0.01,
-        y0,
-        args=args,
-        saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=1e-9, atol=1e-11),
-        max_steps=100_000,
-    )
-    assert sol.result == diffrax.RESULTS.successful
-    return sol.ys
-
-
-def _softmax_gaussian_rhs(t, y, args):
-    """Softmax moment ODE (spec §2, β = 1): α' = V(I + ΣA)α, Σ' = VΣAΣ + ΣAᵀΣVᵀ."""
-    V, A = args
-    a, S = y
-    eye = jnp.eye(a.shape[0])
-    return V @ (eye + S @ A) @ a, V @ S @ A @ S + S @ A.T @ S @ V.T
-
-
 def _sqrtm(S):
     w, q = jnp.linalg.eigh(0.5 * (S + S.T))
     return (q * jnp.sqrt(jnp.clip(w, 0.0, None))) @ q.T
 
 
-def _sinkhorn_gaussian_rhs(t, y, args):
-    """Sinkhorn moment ODE (spec §2): M = VS, S = Σ^½GΣ^½A/ε, α' = Vα, Σ' = VSΣ + ΣSᵀVᵀ."""
-    V, A, eps = args
-    a, S = y
-    R = _sqrtm(S)
-    B = R @ A @ R / eps
-    w, q = jnp.linalg.eigh(jnp.eye(a.shape[0]) + 4.0 * B @ B.T)
-    G = 2.0 * jnp.linalg.inv(jnp.eye(a.shape[0]) + (q * jnp.sqrt(w)) @ q.T)
-    Sl = R @ G @ R @ A / eps
-    return V @ a, V @ Sl @ S + S @ Sl.T @ V.T
-
-
-def _softmax_particles_rhs(t, x, args):
-    V, A = args
-    w = jax.nn.softmax(x @ A.T @ x.T, axis=-1)  # w_ij = softmax_j(x_jᵀ A x_i)
-    return w @ x @ V.T
+def _gaussian_flow(kind, params, ts, mean0=ALPHA6, cov0=SIGMA6):
+    sol = solve_gaussian(kind, params, mean0, cov0, t1=float(ts[-1]), ts=ts, rtol=1e-10, atol=1e-10)
+    assert int(sol.status) == Status.completed and bool(jnp.all(sol.valid))
+    return sol.mean, sol.cov
 
 
 # --------------------------------------------------------------------------- particle energy
@@ -103,8 +66,9 @@ def test_particle_energy_decreases_along_softmax_flow_every_seed():
     for seed in range(5):
         z = jax.random.normal(jax.random.key(seed), (200, 3))
         x0 = ALPHA6 + z @ L.T
-        xs = _solve(_softmax_particles_rhs, x0, 3.0, ts, args=(-A6, A6))
-        e = np.asarray(interaction_energy(xs, A6))
+        sol = solve_particles("softmax", AttentionParams(V=-A6, A=A6), x0, t1=3.0, ts=ts, rtol=1e-9, atol=1e-9)
+        assert int(sol.status) == Status.completed
+        e = np.asarray(interaction_energy(sol.xs, A6))
         assert np.all(np.diff(e) < 0), (seed, e)
         assert e[-1] < 0.1 * e[0]
 
@@ -113,7 +77,7 @@ def test_particle_energy_decreases_along_softmax_flow_every_seed():
 def test_gaussian_energy_spec_values_along_gaussian_flow():
     """Spec §6 deterministic values at t = 0, 0.5, …, 3 along the softmax Gaussian flow, V = −A."""
     ts = jnp.linspace(0.0, 3.0, 7)
-    a, S = _solve(_softmax_gaussian_rhs, (ALPHA6, SIGMA6), 3.0, ts, args=(-A6, A6))
+    a, S = _gaussian_flow("softmax", AttentionParams(V=-A6, A=A6), ts)
     res = gaussian_interaction_energy(a, S, A6)
     assert isinstance(res, GaussianEnergy) and bool(jnp.all(res.finite))
     np.testing.assert_allclose(res.value[:-1], SPEC_VALUES[:-1], rtol=0, atol=5e-6)
@@ -269,7 +233,7 @@ def test_sinkhorn_energy_non_increasing_along_sinkhorn_gaussian_ode():
         S0 = jnp.asarray(G @ G.T / 3 + 0.1 * np.eye(3))
         a0 = jnp.asarray(rng.normal(size=3))
         for eps in [1.0, 0.5]:
-            a, S = _solve(_sinkhorn_gaussian_rhs, (a0, S0), 2.0, ts, args=(A, A, jnp.asarray(eps)))
+            a, S = _gaussian_flow("sinkhorn", AttentionParams(V=A, A=A, eps=eps), ts, a0, S0)
             F = np.asarray(gaussian_sinkhorn_energy(a, S, A, eps))
             assert np.all(np.isfinite(F))
             assert np.all(np.diff(F) <= 1e-10 * np.abs(F[:-1]).max()), F
