@@ -16,8 +16,8 @@ Two kernels, both exact, both on NumPy arrays (the public wrappers are in
      the index order when every edge points to a smaller (or every edge to a larger) index,
      which covers causal-type masks and SciPy's component labels; otherwise Kahn's algorithm
      by generations. The order is only trusted after checking every edge against it;
-  3. the order is cut into *batches* of classes none of which attends to another of the same
-     batch (greedy maximal runs, or Kahn's generations);
+  3. the order is cut into *batches*: maximal runs of consecutive classes none of which
+     attends to another of the same run;
   4. rows are propagated batch by batch, ``row(c) = self bits | OR of row(d) over the classes
      d that c attends to``, each batch in one vectorised gather and
      :func:`numpy.bitwise_or.reduceat`. Where a batch has many edges, a child ``d`` whose
@@ -61,23 +61,23 @@ def bitpacked_bytes(n: int, nnz: int) -> int:
     w = num_words(n)
     # two sets of packed rows, the bool result and its uint8 staging copy, the input copy,
     # edge index arrays (a few int64 per edge) and one chunk of gathered rows.
-    return 2 * n * w * 8 + 3 * n * n + 48 * nnz + _CHUNK_WORDS * 8
+    return 2 * n * w * 8 + 3 * n * n + 64 * nnz + _CHUNK_WORDS * 8
 
 
 def _edges(adj: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CSR of the off-diagonal edges of a bool (n, n) matrix: ``indptr, src, dst`` (sorted by src).
 
-    Uses one flat ``flatnonzero`` (much faster than 2-D ``nonzero`` on dense Boolean arrays) and
-    no integer division.
+    One flat ``flatnonzero`` (much faster than 2-D ``nonzero`` on dense Boolean arrays), no
+    integer division, no copy of the matrix.
     """
     n = adj.shape[0]
-    off = adj.copy()
-    np.fill_diagonal(off, False)
-    counts = np.count_nonzero(off, axis=1)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
+    counts = np.count_nonzero(adj, axis=1)
     src = np.repeat(np.arange(n, dtype=np.int64), counts)
-    dst = np.flatnonzero(off) - src * n
+    dst = np.flatnonzero(adj) - src * n
+    keep = dst != src
+    src, dst = src[keep], dst[keep]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts - np.diagonal(adj), out=indptr[1:])
     return indptr, src, dst
 
 
@@ -92,7 +92,7 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def _csr_from_pairs(src: np.ndarray, dst: np.ndarray, num: int) -> tuple[np.ndarray, np.ndarray]:
     """CSR ``(indptr, indices)`` of the edge list, sorted by source, duplicates removed."""
-    g = sp.coo_array((np.ones(src.shape[0], dtype=np.int8), (src, dst)), shape=(num, num)).tocsr()
+    g = sp.coo_array((np.ones(src.shape[0], dtype=bool), (src, dst)), shape=(num, num)).tocsr()
     g.sum_duplicates()
     return g.indptr.astype(np.int64), g.indices.astype(np.int64)
 

@@ -95,9 +95,14 @@ def _check_num_layers(num_layers) -> int | None:
 
 
 def _adjacency(m):
-    """``m | I`` on the host (NumPy) for a concrete mask, traced (jnp) otherwise."""
-    xp = jnp if _is_traced(m) else np
-    return xp.asarray(m) | xp.eye(m.shape[-1], dtype=bool)
+    """``m | I``: traced (jnp) for a tracer, else on the host (one NumPy copy, diagonal set)."""
+    n = m.shape[-1]
+    if _is_traced(m):
+        return m | jnp.eye(n, dtype=bool)
+    a = np.array(m, dtype=bool)
+    diag = np.arange(n)
+    a[..., diag, diag] = True
+    return a
 
 
 def _prepare(mask, name: str = "mask"):
@@ -383,9 +388,10 @@ def _rounds_costs(n: int, nnz: int | float, rounds: int, products: int) -> tuple
     return matmul, bitpacked
 
 
-def _mean_nnz(a: np.ndarray) -> float:
-    n = a.shape[-1]
-    return float(np.count_nonzero(a)) / (a.size // (n * n))
+def _nnz(a: np.ndarray) -> tuple[float, int]:
+    """Mean and largest number of nonzeros per mask of ``a`` (``(..., n, n)``)."""
+    per_mask = np.count_nonzero(a.reshape((-1,) + a.shape[-2:]), axis=(-2, -1))
+    return float(per_mask.mean()), int(per_mask.max())
 
 
 # --------------------------------------------------------------------------------------------
@@ -493,21 +499,19 @@ def reachability(
     if num_layers == 1:
         return jnp.asarray(a)
 
-    if method == "auto":
-        if traced:
-            method = "matmul"
+    nnz, nnz_max = (float(n * n), n * n) if traced or method == "matmul" else _nnz(a)
+    if method == "auto" and traced:
+        method = "matmul"
+    elif method == "auto":
+        if num_layers is None:
+            mm, bp = _closure_costs(n, nnz)
         else:
-            nnz = _mean_nnz(a)
-            if num_layers is None:
-                mm, bp = _closure_costs(n, nnz)
-            else:
-                mm, bp = _rounds_costs(n, nnz, num_layers - 1, 2 * math.ceil(math.log2(num_layers)))
-            method = "bitpacked" if bp < mm else "matmul"
+            mm, bp = _rounds_costs(n, nnz, num_layers - 1, 2 * math.ceil(math.log2(num_layers)))
+        method = "bitpacked" if bp < mm else "matmul"
 
     what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
     if method == "bitpacked":
-        nnz = n * n if traced else int(np.count_nonzero(a, axis=(-2, -1)).max())
-        _check_bitpacked_memory(n, nnz, batch, what, "mask")
+        _check_bitpacked_memory(n, nnz_max, batch, what, "mask")
         if num_layers is None:
             return _on_host(_host_closure, a, a.shape)
         return _on_host(_host_power, a, a.shape, num_layers)
@@ -533,16 +537,15 @@ def _reachability_layers(layer_masks, num_layers: int | None, method: str) -> ja
     batch = math.prod(stacked.shape[1:-2])
     if num == 1:
         return jnp.asarray(stacked[0])
-    if method == "auto":
-        if traced:
-            method = "matmul"
-        else:
-            mm, bp = _rounds_costs(n, _mean_nnz(stacked), num - 1, num - 1)
-            method = "bitpacked" if bp < mm else "matmul"
+    nnz, nnz_max = (float(n * n), n * n) if traced or method == "matmul" else _nnz(stacked)
+    if method == "auto" and traced:
+        method = "matmul"
+    elif method == "auto":
+        mm, bp = _rounds_costs(n, nnz, num - 1, num - 1)
+        method = "bitpacked" if bp < mm else "matmul"
     what = f"the product of {num} layer masks"
     if method == "bitpacked":
-        nnz = n * n if traced else int(np.count_nonzero(stacked, axis=(-2, -1)).max())
-        _check_bitpacked_memory(n, nnz, batch, what, "layer_masks")
+        _check_bitpacked_memory(n, nnz_max, batch, what, "layer_masks")
         layers_last = jnp.moveaxis(stacked, 0, -3) if traced else np.moveaxis(stacked, 0, -3)
         return _on_host(_host_product, layers_last, stacked.shape[1:])
     _check_matmul_memory(n, batch, num, what, "layer_masks")
