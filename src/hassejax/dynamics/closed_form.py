@@ -47,12 +47,12 @@ def _scaled_interaction(sigma0, a, v, beta):
 
 
 def softmax_covariance_closed_form(
-    Sigma0: Float[ArrayLike, "*batch _d _d"],
-    A: Float[ArrayLike, "*batch _d _d"],
-    v: Real[ArrayLike, "*batch"],
-    t: Real[ArrayLike, "*batch"],
-    beta: Real[ArrayLike, "*batch"] = 1.0,
-) -> Float[Array, "*batch d d"]:
+    Sigma0: Float[ArrayLike, "*#batch _d _d"],
+    A: Float[ArrayLike, "*#batch _d _d"],
+    v: Real[ArrayLike, "*#batch"],
+    t: Real[ArrayLike, "*#batch"],
+    beta: Real[ArrayLike, "*#batch"] = 1.0,
+) -> Float[Array, "*#batch d d"]:
     """`Σ(t)` for softmax attention with `V = vI` (spec §3; derived, singular-safe form).
 
     **Arguments:** `Sigma0` `(…, d, d)` symmetric PSD (may be singular); `A` `(…, d, d)`;
@@ -75,11 +75,11 @@ def softmax_covariance_closed_form(
 
 
 def blowup_time_closed_form(
-    Sigma0: Float[ArrayLike, "*batch _d _d"],
-    A: Float[ArrayLike, "*batch _d _d"],
-    v: Real[ArrayLike, "*batch"],
-    beta: Real[ArrayLike, "*batch"] = 1.0,
-) -> Float[Array, "*batch"]:
+    Sigma0: Float[ArrayLike, "*#batch _d _d"],
+    A: Float[ArrayLike, "*#batch _d _d"],
+    v: Real[ArrayLike, "*#batch"],
+    beta: Real[ArrayLike, "*#batch"] = 1.0,
+) -> Float[Array, "*#batch"]:
     """Blow-up time `t* = 1/λ*`, `λ* = λ_max(βv Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})`, `inf` when `λ* <= 0` (spec §3).
 
     For `β = 1` this is `1/(β λ_max(vΣ0^{1/2}(A + Aᵀ)Σ0^{1/2}))` of the spec; singular `Σ0` allowed.
@@ -92,12 +92,12 @@ def blowup_time_closed_form(
 
 
 def diagonal_covariance_closed_form(
-    sigma0: Float[ArrayLike, "*batch d"],
-    v: Float[ArrayLike, "*batch d"],
-    a: Float[ArrayLike, "*batch d"],
-    t: Real[ArrayLike, "*batch"],
-    beta: Real[ArrayLike, "*batch"] = 1.0,
-) -> Float[Array, "*batch d"]:
+    sigma0: Float[ArrayLike, "*#batch d"],
+    v: Float[ArrayLike, "*#batch d"],
+    a: Float[ArrayLike, "*#batch d"],
+    t: Real[ArrayLike, "*#batch"],
+    beta: Real[ArrayLike, "*#batch"] = 1.0,
+) -> Float[Array, "*#batch d"]:
     """Commuting case (`V`, `A`, `Σ0` diagonal): `σ_i(t) = σ_i0/(1 − 2βv_ia_iσ_i0 t)` (spec §3).
 
     **Arguments:** the diagonals `sigma0`, `v`, `a` (`(…, d)`); `t`; `beta`.
@@ -112,11 +112,11 @@ def diagonal_covariance_closed_form(
 
 
 def diagonal_blowup_time(
-    sigma0: Float[ArrayLike, "*batch d"],
-    v: Float[ArrayLike, "*batch d"],
-    a: Float[ArrayLike, "*batch d"],
-    beta: Real[ArrayLike, "*batch"] = 1.0,
-) -> Float[Array, "*batch"]:
+    sigma0: Float[ArrayLike, "*#batch d"],
+    v: Float[ArrayLike, "*#batch d"],
+    a: Float[ArrayLike, "*#batch d"],
+    beta: Real[ArrayLike, "*#batch"] = 1.0,
+) -> Float[Array, "*#batch"]:
     """`min_i 1/(2βv_ia_iσ_i0)` over the coordinates with `βv_ia_iσ_i0 > 0`; `inf` if none (spec §3)."""
     sigma0, v, a = jnp.asarray(sigma0), jnp.asarray(v), jnp.asarray(a)
     rate = 2.0 * jnp.asarray(beta)[..., None] * v * a * sigma0
@@ -125,13 +125,13 @@ def diagonal_blowup_time(
 
 
 def softmax_1d_closed_form(
-    alpha0: Real[ArrayLike, "*batch"],
-    sigma0: Real[ArrayLike, "*batch"],
-    a: Real[ArrayLike, "*batch"],
-    v: Real[ArrayLike, "*batch"],
-    t: Real[ArrayLike, "*batch"],
-    beta: Real[ArrayLike, "*batch"] = 1.0,
-) -> tuple[Float[Array, "*batch"], Float[Array, "*batch"]]:
+    alpha0: Real[ArrayLike, "*#batch"],
+    sigma0: Real[ArrayLike, "*#batch"],
+    a: Real[ArrayLike, "*#batch"],
+    v: Real[ArrayLike, "*#batch"],
+    t: Real[ArrayLike, "*#batch"],
+    beta: Real[ArrayLike, "*#batch"] = 1.0,
+) -> tuple[Float[Array, "*#batch"], Float[Array, "*#batch"]]:
     """Softmax in `d = 1`: `σ(t) = σ0/(1 − 2βvaσ0 t)`, `α(t) = α0 e^{vt}(σ(t)/σ0)^{1/2}` (spec §3).
 
     **Returns:** `(α(t), σ(t))`; both `+inf` (α: `±inf`, or 0 when `α0 = 0`) past the blow-up.
@@ -147,12 +147,12 @@ def softmax_1d_closed_form(
 
 
 def clustering_limit(
-    Sigma0: Float[ArrayLike, "*batch _d _d"],
-    A: Float[ArrayLike, "*batch _d _d"],
-    v: Real[ArrayLike, "*batch"] = 1.0,
-    beta: Real[ArrayLike, "*batch"] = 1.0,
+    Sigma0: Float[ArrayLike, "*#batch _d _d"],
+    A: Float[ArrayLike, "*#batch _d _d"],
+    v: Real[ArrayLike, "*#batch"] = 1.0,
+    beta: Real[ArrayLike, "*#batch"] = 1.0,
     rtol: float = 1e-10,
-) -> Float[Array, "*batch d d"]:
+) -> Float[Array, "*#batch d d"]:
     """`Σ∞ = lim_{t→∞} Σ(t)` for softmax, `V = vI`, when `βv(A + Aᵀ) ⪯ 0` (spec §3).
 
     Computed in the singular-safe form `Σ∞ = Σ0^{1/2} P Σ0^{1/2}`, `P` the orthogonal

@@ -32,6 +32,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
 from ..errors import ParameterError
@@ -180,8 +181,6 @@ def _check_state(params, mean, cov=None, factor=None):
 
 
 def _check_psd(cov, name="cov0"):
-    import numpy as np
-
     c = np.asarray(cov, dtype=float)
     if not np.all(np.isfinite(c)):
         raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
@@ -241,6 +240,7 @@ def _solve_core(kind, params, mean0, cov0, u0, t0, t1, ts, threshold, converge_t
         t_blowup=out.t_blowup,
         blowup_method=out.blowup_method,
         growth_exponent=out.growth_exponent,
+        decade_ratio=out.decade_ratio,
         stats=SolverStats(out.num_steps, out.num_accepted_steps, out.num_rejected_steps),
         mean=means,
         cov=us @ jnp.swapaxes(us, -1, -2),
@@ -276,13 +276,16 @@ def solve_gaussian(
     Integrates `α' = Mα + c`, `U' = MU` (`Σ = UUᵀ`) with diffrax (``throw=False``: every
     outcome is a status, see :class:`~hassejax.dynamics.Status`), stopping at the first of
 
-    - the **size event** `tr Σ = size_threshold` (real-valued condition `log tr Σ − log
-      threshold`, root-found with ``optimistix.Newton``). It is classified by the growth
-      exponent `p = λλ''/λ'²` of `λ = tr Σ` at the event: `p > 1.5` ⇒ `blow_up` (finite-time,
-      `1/λ` falling linearly to zero) with `t_blowup = t_e + λ/λ'` (``"extrapolated"``) or `t_e`
-      (``"threshold"``); otherwise `diverge` (exponential growth), `t_blowup = inf`;
-    - the **steady-state event** `‖Σ'‖_F < converge_tol` (covariance only; checked at the end
-      of each step) ⇒ `converged`;
+    - the **size event** `tr Σ = size_threshold` (real-valued condition `log threshold −
+      log tr Σ`, located by ``optimistix.Bisection`` on the dense output). It is classified
+      by the decade test on `λ = tr Σ` (see :attr:`AbstractSolution.decade_ratio`): the
+      remaining time `τ = λ/λ'` at the event against the time the last two decades of `λ`
+      took; `ρ < 0.05` ⇒ `blow_up` (finite-time, `1/λ` falling linearly to zero) with
+      `t_blowup = t_e + λ/λ'` (``"extrapolated"``) or `t_e` (``"threshold"``); otherwise
+      `diverge` (exponential growth), `t_blowup = inf`;
+    - the **steady-state event** `‖Σ'‖_F = converge_tol` (covariance only; same scalar
+      condition, the smaller of the two log-margins) ⇒ `converged`; a solve that reaches
+      `t1` with `‖Σ'‖_F < converge_tol` (e.g. already stationary at `t0`) is `converged` too;
     - `t1` ⇒ `completed`; step budget ⇒ `max_steps_reached`; integrator failure ⇒
       `dt_min_reached`; NaN/inf state (e.g. a constant step past a blow-up) ⇒ `non_finite`.
 
@@ -305,10 +308,13 @@ def solve_gaussian(
     - `dt0`: initial (or constant) step; required with ``ConstantStepSize``.
     - `stepsize_controller`: overrides the PID controller (e.g. ``ConstantStepSize()``).
       With the default controller, layer boundaries of :class:`PiecewiseConstant`
-      parameters are passed as ``jump_ts``.
+      parameters are passed as ``jump_ts``. The solver state is augmented by one scalar
+      (time spent below `threshold/100`, for the decade test); the default controller
+      leaves it out of its error norm, a user-supplied adaptive one does not.
     - `max_steps`: step budget.
     - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · tr Σ0`, or `1e8` when
-      `tr Σ0 = 0`; `inf` disables the event). Relative accuracy of a threshold-based
+      `tr Σ0 = 0`; `inf` disables the event; keep it >= 1e3 · tr Σ0 for the decade test).
+      Relative accuracy of a threshold-based
       `t_blowup` is about `tr Σ0 / threshold`; extrapolation is exact to `O(threshold⁻²)`
       for the softmax closed form.
     - `converge_tol`: steady-state tolerance on `‖Σ'‖_F` (None: no steady-state event).
@@ -331,33 +337,30 @@ def solve_gaussian(
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     if (cov0 is None) == (factor0 is None):
         raise ParameterError("Give exactly one of `cov0` (d, d) and `factor0` (d, r); got " + ("neither." if cov0 is None else "both."))
+    mean_c, cov_c = _solve.concrete(mean0), _solve.concrete(cov0)
+    if mean_c is not None and not np.all(np.isfinite(mean_c)):
+        raise ParameterError("`mean0` must be finite; got NaN/inf entries.")
     mean0 = jnp.asarray(mean0)
     dtype = jnp.result_type(mean0.dtype, float)
     mean0 = mean0.astype(dtype)
     if cov0 is not None:
         cov0 = jnp.asarray(cov0, dtype)
         _check_state(params, mean0, cov=cov0)
-        if _solve.is_concrete(cov0):
-            _check_psd(cov0)
+        if cov_c is not None:
+            _check_psd(cov_c)
         u0 = None
     else:
         u0 = jnp.asarray(factor0, dtype)
         _check_state(params, mean0, factor=u0)
-    if _solve.is_concrete(mean0) and not bool(jnp.all(jnp.isfinite(mean0))):
-        raise ParameterError("`mean0` must be finite; got NaN/inf entries.")
+    _solve.check_times(t0, t1, ts)
+    _solve.check_positive(size_threshold, "size_threshold")
+    _solve.check_positive(converge_tol, "converge_tol")
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
     ts = jnp.stack([t0, t1]) if ts is None else jnp.asarray(ts, dtype)
-    _solve.check_times(t0, t1, ts)
-    threshold = None
-    if size_threshold is not None:
-        threshold = jnp.asarray(size_threshold, dtype)
-        if _solve.is_concrete(threshold) and not bool(threshold > 0):
-            raise ParameterError(f"`size_threshold` must be > 0; got {size_threshold}.")
+    threshold = None if size_threshold is None else jnp.asarray(size_threshold, dtype)
     if converge_tol is not None:
         converge_tol = jnp.asarray(converge_tol, dtype)
-        if _solve.is_concrete(converge_tol) and not bool(converge_tol > 0):
-            raise ParameterError(f"`converge_tol` must be > 0; got {converge_tol}.")
     solver = diffrax.Tsit5() if solver is None else solver
     controller = _solve.make_controller(stepsize_controller, rtol, atol, _solve.collect_jump_ts(params))
     if dt0 is not None:

@@ -86,6 +86,7 @@ def _solve_core(kind, params, x0, t0, t1, ts, threshold, converge_tol, solver, c
         t_blowup=out.t_blowup,
         blowup_method=out.blowup_method,
         growth_exponent=out.growth_exponent,
+        decade_ratio=out.decade_ratio,
         stats=SolverStats(out.num_steps, out.num_accepted_steps, out.num_rejected_steps),
         xs=out.ys,
         x_final=out.y_final,
@@ -146,6 +147,7 @@ def solve_particles(
     params.check_unbatched()
     if blowup_estimate not in ("extrapolated", "threshold"):
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
+    xn = _solve.concrete(x0)
     x0 = jnp.asarray(x0)
     dtype = jnp.result_type(x0.dtype, float)
     x0 = x0.astype(dtype)
@@ -154,8 +156,7 @@ def solve_particles(
         raise ParameterError(f"`x0` must have shape (n, d) with d = {d} (from params); got shape {x0.shape}.")
     if kind == "masked" and x0.shape[0] != params.n:
         raise ParameterError(f"`x0` must have n = {params.n} rows (the mask size); got shape {x0.shape}.")
-    if _solve.is_concrete(x0):
-        xn = np.asarray(x0)
+    if xn is not None:
         if not np.all(np.isfinite(xn)):
             raise ParameterError("`x0` must be finite; got NaN/inf entries.")
         if sphere:
@@ -169,19 +170,15 @@ def solve_particles(
         if w.shape != (d, d) or b.shape != (d,):
             raise ParameterError(f"`feedforward` must be (W, b) with shapes ({d}, {d}) and ({d},); got {w.shape} and {b.shape}.")
         feedforward = (w, b)
+    _solve.check_times(t0, t1, ts)
+    _solve.check_positive(size_threshold, "size_threshold")
+    _solve.check_positive(converge_tol, "converge_tol")
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
     ts = jnp.stack([t0, t1]) if ts is None else jnp.asarray(ts, dtype)
-    _solve.check_times(t0, t1, ts)
-    threshold = None
-    if size_threshold is not None:
-        threshold = jnp.asarray(size_threshold, dtype)
-        if _solve.is_concrete(threshold) and not bool(threshold > 0):
-            raise ParameterError(f"`size_threshold` must be > 0; got {size_threshold}.")
+    threshold = None if size_threshold is None else jnp.asarray(size_threshold, dtype)
     if converge_tol is not None:
         converge_tol = jnp.asarray(converge_tol, dtype)
-        if _solve.is_concrete(converge_tol) and not bool(converge_tol > 0):
-            raise ParameterError(f"`converge_tol` must be > 0; got {converge_tol}.")
     solver = diffrax.Tsit5() if solver is None else solver
     controller = _solve.make_controller(stepsize_controller, rtol, atol, _solve.collect_jump_ts(params))
     if dt0 is not None:

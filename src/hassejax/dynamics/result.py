@@ -35,7 +35,8 @@ class Status(enum.IntEnum):
     - `completed` (0): reached `t1`; the state is finite.
     - `converged` (1): the steady-state event fired (`‖Σ'‖_F < tol`, or the particle analogue).
     - `blow_up` (2): the size threshold was crossed *and* the growth law is that of a
-      finite-time blow-up (`1/λ` falling to zero at a finite time); `t_blowup` is finite.
+      finite-time blow-up (`1/λ` falling to zero at a finite time; decade test, see
+      `AbstractSolution.decade_ratio`); `t_blowup` is finite.
     - `diverge` (3): the size threshold was crossed, but the growth is not a finite-time
       blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`.
     - `max_steps_reached` (4): the step budget ran out. Not a blow-up.
@@ -111,8 +112,12 @@ class AbstractSolution(eqx.Module):
     - `blowup_method`: `(*batch,)` int32 code of :class:`BlowupMethod`.
     - `growth_exponent`: `(*batch,)` the local growth exponent `p = λλ''/λ'²` of the size
       `λ` at the threshold event (`λ' ∝ λ^p`: `p = 2` for `λ ≈ c/(t* − t)`, `p = 1` for
-      exponential growth; finite-time power-law blow-up has `p > 1`). The blow-up test is
-      `p > 1.5`. Zero where the threshold event did not fire.
+      exponential growth), for information: it is unreliable for oscillating growth. Zero
+      where the threshold event did not fire.
+    - `decade_ratio`: `(*batch,)` the blow-up test actually used (derived): `ρ = τ/(t_e − t_a)`
+      with `τ = λ/λ'` at the event time `t_e` and `t_a` the time the size entered its last two
+      decades (`threshold/100`). `ρ ≈ 1/99` for `λ ≈ c/(t* − t)`, `ρ ≈ 0.22` for exponential
+      growth; `blow_up` iff `ρ < 0.05`. Zero where the threshold event did not fire.
     - `stats`: :class:`SolverStats`.
     """
 
@@ -123,6 +128,7 @@ class AbstractSolution(eqx.Module):
     t_blowup: Float[Array, "*batch"]
     blowup_method: Int[Array, "*batch"]
     growth_exponent: Float[Array, "*batch"]
+    decade_ratio: Float[Array, "*batch"]
     stats: SolverStats
 
 

@@ -1,0 +1,230 @@
+"""Blow-up, divergence and the statuses of spec dynamics.md §3–§4, §7a item 5.
+
+Blow-up times are reported by extrapolation (`t_e + λ/λ'`) from a threshold event at
+`tr Σ = 1e8 · tr Σ0` (the default), in float64; the threshold time `t_final` itself is
+checked too.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from hassejax.dynamics import (
+    AttentionParams,
+    BlowupMethod,
+    Status,
+    blowup_time_closed_form,
+    moment_derivatives,
+    solve_gaussian,
+    status_names,
+)
+
+pytestmark = pytest.mark.slow  # several vmapped compiles (about a minute on a quiet CPU)
+
+
+def _random_cases(n, d, seed):
+    """(A, Σ0, v) with V = vI, both signs of v; about 20% with v(A + Aᵀ) ≺ 0 (no blow-up)."""
+    r = np.random.default_rng(seed)
+    a = r.normal(size=(n, d, d))
+    b = r.normal(size=(n, d, d))
+    s0 = b @ np.swapaxes(b, 1, 2) / d + 0.05 * np.eye(d)
+    v = r.choice([-1.0, 1.0], size=n) * r.uniform(0.5, 2.0, size=n)
+    stable = r.random(n) < 0.2
+    g = r.normal(size=(n, d, d))
+    skew = g - np.swapaxes(g, 1, 2)
+    neg = -(g @ np.swapaxes(g, 1, 2) / d + 0.1 * np.eye(d)) * np.sign(v)[:, None, None]  # v·sym ≺ 0
+    a = np.where(stable[:, None, None], neg + 0.5 * skew, a)
+    # keep blow-up times in a moderate range (t* <= 20): rescale A where λ* is tiny
+    t_star = np.asarray(blowup_time_closed_form(s0, a, v))
+    scale = np.where(np.isfinite(t_star) & (t_star > 20.0), t_star / 5.0, 1.0)
+    return a * scale[:, None, None], s0, v
+
+
+@jax.jit
+def _solve_batch(a, s0, v, threshold):
+    def one(a_i, s_i, v_i, th_i):
+        d = a_i.shape[-1]
+        p = AttentionParams(V=v_i * jnp.eye(d), A=a_i)
+        return solve_gaussian(
+            "softmax", p, jnp.zeros(d), s_i, t1=60.0, ts=jnp.array([0.0]), rtol=1e-10, atol=1e-12, size_threshold=th_i
+        )
+
+    return jax.vmap(one)(a, s0, v, threshold)
+
+
+def test_thousand_random_blowup_times_one_vmapped_solve():
+    a, s0, v = _random_cases(1000, 3, seed=0)
+    t_star = np.asarray(blowup_time_closed_form(s0, a, v))
+    blows = np.isfinite(t_star)
+    assert 600 < blows.sum() < 950 and np.all(t_star[blows] <= 20.0)
+    tr0 = np.trace(s0, axis1=1, axis2=2)
+    sol = _solve_batch(jnp.asarray(a), jnp.asarray(s0), jnp.asarray(v), jnp.asarray(1e8 * tr0))
+    status = np.asarray(sol.status)
+    assert np.all(status[blows] == Status.blow_up)
+    assert np.all(np.asarray(sol.blowup_method)[blows] == BlowupMethod.extrapolated)
+    rel = np.abs(np.asarray(sol.t_blowup)[blows] / t_star[blows] - 1.0)
+    assert rel.max() <= 1e-6, f"max relative error {rel.max():.3g}"
+    # the threshold time itself: below t*, within tr Σ0 / threshold = 1e-8 relative
+    rel_thr = 1.0 - np.asarray(sol.t_final)[blows] / t_star[blows]
+    assert np.all(rel_thr > -1e-9) and rel_thr.max() <= 1e-6
+    # growth law: the decade test ρ ≈ 1/99 (1/λ falls linearly to zero), and p = λλ''/λ'² ≈ 2
+    np.testing.assert_allclose(np.asarray(sol.decade_ratio)[blows], 1 / 99, rtol=0.2)
+    np.testing.assert_allclose(np.asarray(sol.growth_exponent)[blows], 2.0, atol=1e-3)
+    # no positive eigenvalue: never a blow-up, t_blowup = inf (never NaN)
+    assert np.all(status[~blows] == Status.completed)
+    assert np.all(np.asarray(sol.t_blowup)[~blows] == np.inf)
+    assert np.all(np.isfinite(np.asarray(sol.cov_final)))
+
+    # a low threshold (1e4 · tr Σ0), same compiled solve: the threshold time is off by ~1e-4,
+    # the extrapolated time still meets 1e-6
+    low = _solve_batch(jnp.asarray(a), jnp.asarray(s0), jnp.asarray(v), jnp.asarray(1e4 * tr0))
+    assert np.all(np.asarray(low.status)[blows] == Status.blow_up)
+    rel_low_thr = 1.0 - np.asarray(low.t_final)[blows] / t_star[blows]
+    rel_low_ext = np.abs(np.asarray(low.t_blowup)[blows] / t_star[blows] - 1.0)
+    assert rel_low_thr.max() > 1e-5
+    assert rel_low_ext.max() <= 1e-6, f"max relative error {rel_low_ext.max():.3g}"
+
+
+def test_constant_step_past_blowup_reports_non_finite():
+    """Diffrax alone says 'successful' with NaN/inf; the solve says non_finite and returns no NaN."""
+    a = np.array([[1.0, 0.0], [0.0, -1.0]])
+    s0 = np.diag([1.0, 0.5])  # t* = 1/(2·1·1) = 0.5
+    p = AttentionParams(V=np.eye(2), A=a)
+    ts = jnp.linspace(0.0, 3.0, 31)
+    raw = diffrax.diffeqsolve(
+        diffrax.ODETerm(lambda t, y, args: y @ (a + a.T) @ y),
+        diffrax.Tsit5(),
+        0.0,
+        3.0,
+        0.05,
+        jnp.asarray(s0),
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        throw=False,
+    )
+    assert raw.result == diffrax.RESULTS.successful and not bool(jnp.all(jnp.isfinite(raw.ys)))
+    sol = solve_gaussian(
+        "softmax", p, np.zeros(2), s0, t1=3.0, ts=ts, dt0=0.05,
+        stepsize_controller=diffrax.ConstantStepSize(), size_threshold=np.inf,
+    )  # fmt: skip
+    assert status_names(sol.status) == "non_finite"
+    for field in (sol.mean, sol.cov, sol.factor, sol.mean_final, sol.cov_final, sol.t_final, sol.t_blowup):
+        assert not bool(jnp.any(jnp.isnan(field)))
+    assert bool(jnp.all(jnp.isfinite(sol.cov))) and bool(jnp.all(jnp.isfinite(sol.cov_final)))
+    valid = np.asarray(sol.valid)
+    raw_ok = np.asarray(jnp.all(jnp.isfinite(raw.ys), axis=(1, 2)))
+    first_bad = float(np.asarray(ts)[~raw_ok][0])  # the constant-step solution lags t* = 0.5 a little
+    np.testing.assert_array_equal(valid, raw_ok)
+    assert valid[0] and not valid[-1]
+    assert float(sol.t_final) < first_bad and float(sol.t_blowup) == np.inf
+    # saved points after the stop hold the last finite state
+    last = np.flatnonzero(valid)[-1]
+    np.testing.assert_array_equal(np.asarray(sol.cov[-1]), np.asarray(sol.cov[last]))
+
+
+# ----------------------------------------------------------------------------- figure 5
+Q5 = np.array([[-0.0967841583, 0.4222016605], [-0.2254615634, -0.6379430932]])
+K5 = np.array([[-0.0162863037, 1.0442167784], [-1.0848803286, -2.2059248272]])
+
+
+def _fig_grid(n, lo=-1.0, hi=1.0):
+    u, w = np.meshgrid(np.linspace(lo, hi, n), np.linspace(lo, hi, n), indexing="ij")
+    keep = u**2 + w**2 < 1
+    u, w = u[keep], w[keep]
+    return np.stack([np.stack([(1 + u) / 2, w / 2], -1), np.stack([w / 2, (1 - u) / 2], -1)], -2)
+
+
+def _fig5_solve(kind, params_fn, s0, t1, threshold, mean0):
+    @jax.jit
+    def run(s):
+        return jax.vmap(
+            lambda si: solve_gaussian(kind, params_fn(), mean0, si, t1=t1, ts=jnp.linspace(0.0, t1, 41),
+                                      rtol=1e-10, atol=1e-12, size_threshold=threshold)  # fmt: skip
+        )(s)
+
+    return run(jnp.asarray(s0))
+
+
+def test_figure5_softmax_blows_up_everywhere_l2_and_sinkhorn_diverge():
+    grid = _fig_grid(40)
+    assert grid.shape == (1184, 2, 2)
+    a5 = K5.T @ Q5 / np.sqrt(2)
+    t_star = np.asarray(blowup_time_closed_form(grid, a5, 1.0))
+    assert np.all(np.isfinite(t_star))
+    assert t_star.min() == pytest.approx(0.353, abs=5e-4) and t_star.max() == pytest.approx(8.94, abs=5e-3)
+    assert float(blowup_time_closed_form(np.eye(2) / 2, a5, 1.0)) == pytest.approx(0.70234, abs=5e-6)
+    sub = np.arange(0, 1184, 8)  # 148 of the 1184 initial conditions (the experiment runs all)
+    s0 = grid[sub]
+
+    soft = _fig5_solve("softmax", lambda: AttentionParams(V=jnp.eye(2), A=jnp.asarray(a5)), s0, 20.0, 1e8, jnp.zeros(2))
+    assert np.all(np.asarray(soft.status) == Status.blow_up)
+    assert np.max(np.abs(np.asarray(soft.t_blowup) / t_star[sub] - 1)) <= 1e-6
+
+    alpha0 = jnp.array([0.3, -0.4])
+    cases = {
+        # L2 with the paper's scaling Q/√d, kernel constant c = 1; Sinkhorn unscaled, ε = 1
+        "l2": (lambda: AttentionParams(V=jnp.eye(2), Q=jnp.asarray(Q5) / np.sqrt(2), K=jnp.asarray(K5)),
+               2 * np.linalg.norm(K5.T @ Q5 / np.sqrt(2), 2) / np.linalg.eigvalsh(K5.T @ K5).min()),
+        "sinkhorn": (lambda: AttentionParams(V=jnp.eye(2), A=jnp.asarray(K5.T @ Q5)), 2.0),
+    }  # fmt: skip
+    for kind, (pf, rate_bound) in cases.items():
+        sol = _fig5_solve(kind, pf, s0, 200.0, 1e4, alpha0)
+        status = np.asarray(sol.status)
+        assert np.all(status == Status.diverge), (kind, np.unique(status_names(status)))
+        assert np.all(np.asarray(sol.t_blowup) == np.inf)
+        # decade test: ρ ≈ 1/(2 ln 10) ≈ 0.22 for exponential growth (1/99 for blow-up)
+        rho = np.asarray(sol.decade_ratio)
+        assert np.all((rho > 0.1) & (rho < 1.0)), (kind, rho.min(), rho.max())
+        p_exp = np.asarray(sol.growth_exponent)  # ≈ 1: exponential growth (2 would be 1/(t* − t))
+        assert np.all((p_exp > 0.9) & (p_exp < 1.5)), (kind, p_exp.min(), p_exp.max())
+        # d log tr Σ/dt stays below a proven bound along the saved trajectory (no finite-time blow-up):
+        # L2: 2‖M‖ ≤ 2‖V‖‖A‖/λ_min(KᵀK); Sinkhorn: 2‖V‖ (the plan's cross-covariance is a contraction)
+        p = pf()
+        rates = jax.vmap(jax.vmap(lambda m, c: jnp.trace(moment_derivatives(kind, 0.0, m, c, p)[1]) / jnp.trace(c)))(
+            sol.mean, sol.cov
+        )
+        rates = np.where(np.asarray(sol.valid), np.asarray(rates), 0.0)
+        assert np.all(rates <= rate_bound + 1e-9), (kind, rates.max(), rate_bound)
+        if kind == "sinkhorn":  # α' = Vα whatever Σ: α(t) = e^t α0 with V = I
+            want = np.exp(np.asarray(sol.ts))[..., None] * np.asarray(alpha0)
+            ok = np.asarray(sol.valid)
+            np.testing.assert_allclose(np.asarray(sol.mean)[ok], want[ok], rtol=1e-8)
+
+
+# ----------------------------------------------------------------------------- counterexample
+V_CE = np.array([[-0.53206, -1.25140], [2.56361, 0.11094]])
+A_CE = np.array([[-0.61541, -0.45655], [1.18257, -0.27585]])
+S_CE = np.array([[0.21008, -0.34117], [-0.34117, 0.78992]])
+
+
+def test_counterexample_negative_definite_yet_blows_up():
+    """Spec §3: VA + AᵀVᵀ ≺ 0 and A + Aᵀ ≺ 0, yet softmax blows up at t ≈ 19.68."""
+    assert np.linalg.eigvalsh(V_CE @ A_CE + A_CE.T @ V_CE.T).max() < 0
+    assert np.linalg.eigvalsh(A_CE + A_CE.T).max() < 0
+    sol = solve_gaussian("softmax", AttentionParams(V=V_CE, A=A_CE), np.zeros(2), S_CE, t1=100.0, rtol=1e-10, atol=1e-12)
+    assert status_names(sol.status) == "blow_up"
+    # tr Σ grows in bursts (V rotates): a local exponent test is unreliable here, the decade test is not
+    assert float(sol.decade_ratio) < 0.05
+    t_b = float(sol.t_blowup)
+    assert t_b == pytest.approx(19.68, abs=0.005)
+
+    # independent check: SciPy (LSODA-free RK45 → DOP853) on Σ' = VΣAΣ + ΣAᵀΣVᵀ, same threshold
+    def rhs(t, y):
+        s = y.reshape(2, 2)
+        return (V_CE @ s @ A_CE @ s + s @ A_CE.T @ s @ V_CE.T).ravel()
+
+    def hit(t, y):
+        return np.log(y[0] + y[3]) - np.log(1e8)
+
+    hit.terminal = True
+    ref = solve_ivp(rhs, (0.0, 100.0), S_CE.ravel(), method="DOP853", rtol=1e-12, atol=1e-14, events=hit)
+    t_e = ref.t_events[0][0]
+    s_e = ref.y_events[0][0]
+    lam, dlam = s_e[0] + s_e[3], (lambda d: d[0] + d[3])(rhs(t_e, s_e))
+    assert t_b == pytest.approx(t_e + lam / dlam, rel=1e-6)
+    assert float(sol.t_final) == pytest.approx(t_e, rel=1e-6)
