@@ -13,7 +13,7 @@ Hierarchy::
     ├── MemoryBudgetError (MemoryError) n (or the batch) too large for the memory at hand
     ├── TaskError (ValueError)          ill-formed training task or task family
     │   └── LabelConflictError          equivalent labelled nodes with different targets
-    ├── ParameterError (ValueError)     bad parameters of a dynamics model
+    ├── ParameterError (ValueError)     a bad non-mask argument (num_layers, method, dynamics parameters)
     └── SolveError (RuntimeError)       an ODE solve that failed (never a blow-up: that is a result)
 """
 
@@ -56,7 +56,11 @@ class LabelConflictError(TaskError):
 
 
 class ParameterError(HassejaxError, ValueError):
-    """Parameters of an attention dynamics model have the wrong shape or value (spec dynamics.md §1)."""
+    """A non-mask argument has the wrong type, shape or value.
+
+    For example `num_layers < 1` or an unknown `method` of the closure, or parameters of an
+    attention dynamics model (spec dynamics.md §1) with mismatched shapes.
+    """
 
 
 class SolveError(HassejaxError, RuntimeError):
