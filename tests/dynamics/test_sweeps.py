@@ -14,7 +14,7 @@ import optimistix as optx
 import pytest
 from jaxtyping import config as jaxtyping_config
 
-from hassejax.dynamics.sweeps import batch_size, sweep
+from hassejax.dynamics.sweeps import batch_size, sweep, sweep_program
 from hassejax.errors import ParameterError
 
 THRESHOLD = 1e6
@@ -138,6 +138,15 @@ def test_progress_bar_counts_members(capsys):
     assert "squares" in err and "5/5" in err
     sweep(_square, _params(5), progress=True, desc="one chunk")  # a single chunk: no bar
     assert "one chunk" not in capsys.readouterr().err
+
+
+def test_sweep_program_is_the_chunk_program():
+    p = _params(5)
+    lowered = sweep_program(_square, p, chunk_size=2)
+    compiled = lowered.compile()
+    first_chunk = compiled({"a": p["a"][:2], "y0": p["y0"][:2]})
+    np.testing.assert_allclose(first_chunk, np.asarray(sweep(_square, p, progress=False))[:2])
+    assert "tensor<2xf64>" in lowered.as_text()  # one chunk of 2 members
 
 
 @pytest.fixture

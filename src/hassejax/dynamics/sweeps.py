@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 
 from ..errors import ParameterError
 
-__all__ = ["sweep", "batch_size"]
+__all__ = ["sweep", "sweep_program", "batch_size"]
 
 BATCH_AXIS = "batch"
 
@@ -126,6 +126,30 @@ def _pad_rows(leaf, total: int):
     return jnp.concatenate([leaf, jnp.repeat(leaf[-1:], extra, axis=0)], axis=0)
 
 
+def _plan(fn, batch_params, chunk_size, shard, devices):
+    """Validate a sweep's arguments; return (B, chunk, n_chunks, total, program, sharding)."""
+    if not callable(fn):
+        raise ParameterError(f"`fn` must be callable (the per-member function); got {type(fn).__name__}.")
+    B = batch_size(batch_params)
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
+        raise ParameterError(f"`chunk_size` must be a positive integer or None; got {chunk_size!r}.")
+    if shard:
+        devs = tuple(jax.devices() if devices is None else devices)
+        if not devs:
+            raise ParameterError("`devices` must hold at least one device; got an empty sequence.")
+    else:
+        devs = None
+    ndev = len(devs) if devs is not None else 1
+
+    chunk = B if chunk_size is None else min(int(chunk_size), B)
+    chunk = math.ceil(chunk / ndev) * ndev
+    n_chunks = math.ceil(B / chunk)
+    total = n_chunks * chunk
+
+    run, sharding = _runner(fn, devs)
+    return B, chunk, n_chunks, total, run, sharding
+
+
 def sweep(
     fn: Callable[[Any], Any],
     batch_params: PyTree,
@@ -177,25 +201,7 @@ def sweep(
     :func:`batch_size`), a `chunk_size` that is not a positive integer, or an empty
     `devices`.
     """
-    if not callable(fn):
-        raise ParameterError(f"`fn` must be callable (the per-member function); got {type(fn).__name__}.")
-    B = batch_size(batch_params)
-    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
-        raise ParameterError(f"`chunk_size` must be a positive integer or None; got {chunk_size!r}.")
-    if shard:
-        devs = tuple(jax.devices() if devices is None else devices)
-        if not devs:
-            raise ParameterError("`devices` must hold at least one device; got an empty sequence.")
-    else:
-        devs = None
-    ndev = len(devs) if devs is not None else 1
-
-    chunk = B if chunk_size is None else min(int(chunk_size), B)
-    chunk = math.ceil(chunk / ndev) * ndev
-    n_chunks = math.ceil(B / chunk)
-    total = n_chunks * chunk
-
-    run, sharding = _runner(fn, devs)
+    B, chunk, n_chunks, total, run, sharding = _plan(fn, batch_params, chunk_size, shard, devices)
     leaves, treedef = jax.tree_util.tree_flatten(batch_params)
     leaves = [_pad_rows(jnp.asarray(leaf), total) for leaf in leaves]
 
@@ -225,3 +231,34 @@ def sweep(
     if total == B:
         return merged
     return jax.tree_util.tree_map(lambda x: x[:B], merged)
+
+
+def sweep_program(
+    fn: Callable[[Any], Any],
+    batch_params: PyTree,
+    *,
+    chunk_size: int | None = None,
+    shard: bool = True,
+    devices: Sequence[jax.Device] | None = None,
+) -> jax.stages.Lowered:
+    """The program :func:`sweep` runs on each chunk, lowered for ahead-of-time use.
+
+    Same chunking, padding and sharding as ``sweep(fn, batch_params, ...)``: the lowered
+    computation takes one chunk (the first, padded) and returns its padded outputs.
+    ``sweep_program(...).compile()`` measures the compile time on its own (benchmarks
+    report it separately from run times), ``.as_text()`` shows the program and
+    ``.compile().cost_analysis()`` XLA's estimate. The compiled executable is not shared
+    with :func:`sweep`'s cache.
+
+    **Arguments:** as :func:`sweep`.
+
+    **Returns:** a :class:`jax.stages.Lowered`.
+
+    **Raises:** as :func:`sweep`.
+    """
+    B, chunk, n_chunks, total, run, sharding = _plan(fn, batch_params, chunk_size, shard, devices)
+    leaves, treedef = jax.tree_util.tree_flatten(batch_params)
+    part = [_pad_rows(jnp.asarray(leaf), total)[:chunk] for leaf in leaves]
+    if sharding is not None:
+        part = jax.device_put(part, sharding)
+    return run.lower(jax.tree_util.tree_unflatten(treedef, part))

@@ -1,0 +1,343 @@
+"""Benchmark: vmapped diffrax sweeps (hassejax) against a SciPy ``solve_ivp`` loop.
+
+Softmax covariance ODE (spec dynamics.md §2, β = 1, ``V = I``), 1,000 members per family,
+d in {2, 8, 32}, float64 on both sides, both integrating the same state: the mean `α` and a
+factor `U` (`Σ = UUᵀ`, `U' = VΣA U`, `α' = V(I + ΣA)α`):
+
+- ``stable`` family: `A = −(GᵀG/d + 0.1 I)` (`A + Aᵀ ≺ 0`, so `Σ → 0`), `t1 = 20`;
+- ``blowup`` family: `A = G/√d` (indefinite: every member blows up, at the closed-form
+  `t* = 1/λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})`), `t1 = 100`, stopped by the size event
+  `tr Σ = 1e8 · tr Σ0`.
+
+`G` standard normal, `Σ0 = WWᵀ/d + 0.1 I`, `α0 = 0` (seed 0 for everything).
+
+Columns:
+
+- ``hassejax``: :func:`hassejax.dynamics.sweeps.sweep` of
+  ``solve_gaussian("softmax", ..., rtol=1e-6, atol=1e-9)`` (Tsit5, PID controller, the
+  size event root-found, ``throw=False``), all members in one vmapped chunk on all local
+  devices. Compile time is measured on its own, ahead of time
+  (``sweep_program(...).compile()``); the run time is the median of ``--repeats`` calls
+  after a warm-up call, ``block_until_ready``.
+- ``scipy``: a Python loop of ``scipy.integrate.solve_ivp(method="RK45", rtol=1e-6,
+  atol=1e-9)`` with the same right-hand side in NumPy and a terminal event
+  `log tr Σ − log(1e8 tr Σ0)` (direction +1). With ``--scipy-members m < members`` the loop
+  runs on the first `m` members and its time is scaled by `members / m` (marked); so does
+  ``--scipy-cap S``, which stops a loop after `S` seconds (at least 20 members).
+
+Both are checked: same outcome (event or not) per member; for the blow-up family the
+relative error of `t_blowup` against the closed form (hassejax reports `t_e + λ/λ'`
+extrapolated from the event; SciPy's event time is the threshold crossing, a lower bound
+too early by about `tr Σ0 / threshold`).
+
+Particles: one softmax solve, n = 1024 tokens, d = 16, `A = I/√d`, `V = −I/2`, `t1 = 2`,
+``solve_particles`` (Tsit5) against ``solve_ivp`` RK45 with a NumPy right-hand side, same
+tolerances; the final states are compared. (Compile time here: first call minus the
+median run.)
+
+Writes ``benchmarks/results/sweeps.json`` (machine, versions, load averages) and prints a
+Markdown table. Other processes share the CPUs: the load average before and after each
+measurement is recorded; rerun when it is above the core count.
+
+Usage: ``python benchmarks/sweeps.py [--members 1000] [--dims 2 8 32] [--scipy-members M]
+[--scipy-cap S] [--repeats 3] [--skip-particles] [--out PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import diffrax  # noqa: E402
+import equinox  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import scipy  # noqa: E402
+from scipy.integrate import solve_ivp  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+import hassejax  # noqa: E402
+from hassejax.dynamics import AttentionParams, Status, solve_gaussian, solve_particles  # noqa: E402
+from hassejax.dynamics.sweeps import sweep, sweep_program  # noqa: E402
+
+RTOL, ATOL = 1e-6, 1e-9
+THRESHOLD_FACTOR = 1e8
+T1 = {"stable": 20.0, "blowup": 100.0}
+
+
+# --------------------------------------------------------------------------- problem set
+def psd_sqrt(s: np.ndarray) -> np.ndarray:
+    w, q = np.linalg.eigh(0.5 * (s + s.T))
+    return (q * np.sqrt(np.clip(w, 0.0, None))) @ q.T
+
+
+def family(name: str, d: int, members: int, seed: int = 0):
+    rng = np.random.default_rng([seed, d, 0 if name == "stable" else 1])
+    G = rng.normal(size=(members, d, d))
+    W = rng.normal(size=(members, d, d))
+    cov0 = W @ np.swapaxes(W, -1, -2) / d + 0.1 * np.eye(d)
+    if name == "stable":
+        A = -(np.swapaxes(G, -1, -2) @ G / d + 0.1 * np.eye(d))
+    else:
+        A = G / np.sqrt(d)
+    return A, cov0
+
+
+def closed_form_t_star(A, cov0):
+    out = np.empty(len(A))
+    for i, (a, s) in enumerate(zip(A, cov0)):
+        r = psd_sqrt(s)
+        lam = np.linalg.eigvalsh(r @ (a + a.T) @ r)[-1]
+        out[i] = 1.0 / lam if lam > 0 else np.inf
+    return out
+
+
+# --------------------------------------------------------------------------- hassejax
+def make_member(d: int, t1: float):
+    def member(p):
+        params = AttentionParams(V=jnp.eye(d), A=p["A"])
+        sol = solve_gaussian("softmax", params, jnp.zeros(d), p["cov0"], t1=t1, rtol=RTOL, atol=ATOL)
+        return {"status": sol.status, "t_final": sol.t_final, "t_blowup": sol.t_blowup, "steps": sol.stats.num_steps}
+
+    return member
+
+
+def time_hassejax(member, batch, repeats: int):
+    load0 = os.getloadavg()[0]
+    t = time.perf_counter()
+    sweep_program(member, batch).compile()  # the compile time on its own (ahead of time)
+    compile_s = time.perf_counter() - t
+    t = time.perf_counter()
+    out = jax.block_until_ready(sweep(member, batch, progress=False))  # warm-up: compiles again, runs
+    first = time.perf_counter() - t
+    runs = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = jax.block_until_ready(sweep(member, batch, progress=False))
+        runs.append(time.perf_counter() - t)
+    run = statistics.median(runs)
+    return out, {"run_s": run, "runs_s": runs, "compile_s": compile_s, "first_call_s": first,
+                 "load_start_end": [load0, os.getloadavg()[0]]}
+
+
+# --------------------------------------------------------------------------- SciPy
+def scipy_member(A, cov0, t1):
+    d = A.shape[0]
+    threshold = THRESHOLD_FACTOR * np.trace(cov0)
+    log_thr = np.log(threshold)
+
+    def rhs(t, y):
+        alpha, U = y[:d], y[d:].reshape(d, d)
+        M = (U @ U.T) @ A  # V = I
+        return np.concatenate([M @ alpha + alpha, (M @ U).ravel()])
+
+    def event(t, y):
+        U = y[d:]
+        return np.log(np.dot(U, U)) - log_thr
+
+    event.terminal = True
+    event.direction = 1.0
+    y0 = np.concatenate([np.zeros(d), psd_sqrt(cov0).ravel()])
+    sol = solve_ivp(rhs, (0.0, t1), y0, method="RK45", rtol=RTOL, atol=ATOL, events=event)
+    fired = sol.status == 1
+    if sol.status == -1:
+        raise RuntimeError(f"solve_ivp failed: {sol.message}")
+    return fired, float(sol.t[-1]), sol.nfev
+
+
+def time_scipy(A, cov0, t1, m: int, desc: str, cap_s: float):
+    """Loop over the first `m` members; stop early (after at least 20) once `cap_s` seconds have passed."""
+    load0 = os.getloadavg()[0]
+    fired = np.zeros(m, bool)
+    t_end = np.zeros(m)
+    nfev = 0
+    done = 0
+    t = time.perf_counter()
+    for i in tqdm(range(m), desc=desc, leave=False):
+        fired[i], t_end[i], nf = scipy_member(A[i], cov0[i], t1)
+        nfev += nf
+        done = i + 1
+        if done >= 20 and time.perf_counter() - t > cap_s:
+            break
+    elapsed = time.perf_counter() - t
+    return fired[:done], t_end[:done], {"seconds_measured": elapsed, "members_run": done, "nfev": int(nfev),
+                                        "load_start_end": [load0, os.getloadavg()[0]]}
+
+
+# --------------------------------------------------------------------------- particles
+def particles(repeats: int):
+    n, d, t1 = 1024, 16, 2.0
+    rng = np.random.default_rng(0)
+    x0 = rng.normal(size=(n, d))
+    A = np.eye(d) / np.sqrt(d)
+    V = -0.5 * np.eye(d)
+    params = AttentionParams(V=jnp.asarray(V), A=jnp.asarray(A))
+    ts = jnp.array([0.0, t1])
+
+    def run():
+        sol = solve_particles("softmax", params, jnp.asarray(x0), t1=t1, ts=ts, rtol=RTOL, atol=ATOL)
+        return jax.block_until_ready(sol)
+
+    load0 = os.getloadavg()[0]
+    t = time.perf_counter()
+    sol = run()  # first call: compile + run
+    first = time.perf_counter() - t
+    runs = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        sol = run()
+        runs.append(time.perf_counter() - t)
+    jax_run = statistics.median(runs)
+    load1 = os.getloadavg()[0]
+
+    def rhs(t, y):
+        x = y.reshape(n, d)
+        logits = x @ A.T @ x.T  # logits[i, j] = x_jᵀ A x_i
+        logits -= logits.max(axis=1, keepdims=True)
+        w = np.exp(logits)
+        w /= w.sum(axis=1, keepdims=True)
+        return (w @ x @ V.T).ravel()
+
+    t = time.perf_counter()
+    ref = solve_ivp(rhs, (0.0, t1), x0.ravel(), method="RK45", rtol=RTOL, atol=ATOL)
+    scipy_s = time.perf_counter() - t
+    x_ref = ref.y[:, -1].reshape(n, d)
+    x_jax = np.asarray(sol.x_final)
+    return {
+        "n": n, "d": d, "t1": t1,
+        "hassejax": {"run_s": jax_run, "runs_s": runs, "compile_s": max(first - jax_run, 0.0), "first_call_s": first,
+                     "steps": int(sol.stats.num_steps), "status": Status(int(sol.status)).name},
+        "scipy_numpy_rhs": {"seconds": scipy_s, "nfev": int(ref.nfev), "status": int(ref.status)},
+        "max_abs_diff_final": float(np.max(np.abs(x_jax - x_ref))),
+        "max_abs_final": float(np.max(np.abs(x_ref))),
+        "speedup": scipy_s / jax_run,
+        "load_start_end": [load0, load1, os.getloadavg()[0]],
+    }
+
+
+# --------------------------------------------------------------------------- main
+def machine_info():
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "devices": [str(dv) for dv in jax.devices()],
+        "python": sys.version.split()[0],
+        "versions": {
+            "hassejax": hassejax.__version__, "jax": jax.__version__, "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else None,
+            "diffrax": diffrax.__version__, "equinox": equinox.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
+        },
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--members", type=int, default=1000)
+    parser.add_argument("--dims", type=int, nargs="+", default=[2, 8, 32])
+    parser.add_argument("--families", nargs="+", default=["stable", "blowup"])
+    parser.add_argument("--scipy-members", type=int, default=None, help="run the SciPy loop on this many members and scale")
+    parser.add_argument("--scipy-cap", type=float, default=float("inf"),
+                        help="stop a SciPy loop after this many seconds (>= 20 members) and scale its time")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-particles", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "sweeps.json")
+    args = parser.parse_args(argv)
+
+    rows = []
+    for d in args.dims:
+        for fam in args.families:
+            A, cov0 = family(fam, d, args.members)
+            t1 = T1[fam]
+            batch = {"A": jnp.asarray(A), "cov0": jnp.asarray(cov0)}
+            out, hj = time_hassejax(make_member(d, t1), batch, args.repeats)
+            m = min(args.members, args.scipy_members or args.members)
+            fired, t_end, sc = time_scipy(A, cov0, t1, m, f"scipy d={d} {fam}", args.scipy_cap)
+            m = sc["members_run"]
+            sc["seconds"] = sc["seconds_measured"] * args.members / m
+            sc["extrapolated"] = m < args.members
+            status = np.asarray(out["status"])
+            hj_fired = (status == Status.blow_up) | (status == Status.diverge)
+            row = {
+                "d": d, "family": fam, "members": args.members, "t1": t1,
+                "hassejax": {**hj, "max_steps": int(np.max(out["steps"])), "mean_steps": float(np.mean(out["steps"])),
+                             "statuses": {Status(s).name: int(np.sum(status == s)) for s in np.unique(status)}},
+                "scipy": {**sc, "events": int(fired.sum())},
+                "same_outcome": int(np.sum(hj_fired[:m] == fired)),
+                "speedup": sc["seconds"] / hj["run_s"],
+            }
+            if fam == "blowup":
+                ts_cf = closed_form_t_star(A, cov0)
+                ok = np.isfinite(ts_cf) & (ts_cf < t1)
+                hb = np.asarray(out["t_blowup"])
+                row["closed_form_blowups"] = int(ok.sum())
+                row["hassejax"]["t_blowup_max_rel_err"] = float(np.max(np.abs(hb[ok] - ts_cf[ok]) / ts_cf[ok]))
+                okm = ok[:m] & fired
+                row["scipy"]["t_event_max_rel_err"] = float(np.max(np.abs(t_end[okm] - ts_cf[:m][okm]) / ts_cf[:m][okm]))
+            rows.append(row)
+            print(json.dumps({k: row[k] for k in ("d", "family", "speedup")} | {
+                "hassejax_run_s": round(hj["run_s"], 3), "compile_s": round(hj["compile_s"], 2),
+                "scipy_s": round(sc["seconds"], 2), "load": hj["load_start_end"] + sc["load_start_end"]}), flush=True)
+
+    result = {"machine": machine_info(), "settings": {"rtol": RTOL, "atol": ATOL, "threshold_factor": THRESHOLD_FACTOR,
+                                                      "t1": T1, "dtype": "float64", "seed": 0},
+              "covariance_sweeps": rows}
+    if not args.skip_particles:
+        result["particles"] = particles(args.repeats)
+        print(json.dumps({"particles_speedup": result["particles"]["speedup"]}), flush=True)
+    result["table"] = table(result)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(result["table"])
+
+
+def table(result) -> str:
+    lines = [
+        "| d | family | members | hassejax run (s) | compile (s) | SciPy RK45 loop (s) | speed-up | same outcome | t* max rel. err (hassejax / SciPy) | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["covariance_sweeps"]:
+        sc = r["scipy"]
+        scipy_s = f"{sc['seconds']:.2f}" + (f" (×{r['members'] / sc['members_run']:.0f} of {sc['members_run']})" if sc["extrapolated"] else "")
+        err = "–"
+        if r["family"] == "blowup":
+            err = f"{r['hassejax']['t_blowup_max_rel_err']:.1e} / {sc['t_event_max_rel_err']:.1e}"
+        load = r["hassejax"]["load_start_end"] + sc["load_start_end"]
+        lines.append(
+            f"| {r['d']} | {r['family']} | {r['members']} | {r['hassejax']['run_s']:.3f} | {r['hassejax']['compile_s']:.1f} | "
+            f"{scipy_s} | {r['speedup']:.0f}× | {r['same_outcome']}/{sc['members_run']} | {err} | {max(load):.1f} |"
+        )
+    p = result.get("particles")
+    if p:
+        lines += [
+            "",
+            "| particles | hassejax `solve_particles` (s) | compile (s) | SciPy RK45 + NumPy RHS (s) | speed-up | max abs diff of final state | load avg |",
+            "|---|---|---|---|---|---|---|",
+            f"| n = {p['n']}, d = {p['d']}, t1 = {p['t1']} | {p['hassejax']['run_s']:.2f} | {p['hassejax']['compile_s']:.1f} | "
+            f"{p['scipy_numpy_rhs']['seconds']:.2f} | {p['speedup']:.1f}× | {p['max_abs_diff_final']:.1e} (of {p['max_abs_final']:.1f}) | {max(p['load_start_end']):.1f} |",
+        ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
