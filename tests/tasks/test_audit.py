@@ -16,7 +16,7 @@ def test_xlnet_leaky_variant_leaks_everywhere_correct_one_never(n):
         good_task = xlnet_two_stream_task(perm)
         # Reach grows with depth, so no leak at the limit means none at any depth; check
         # some finite depths explicitly too.
-        depths = [None, 1, 2, 3] if n >= 5 else [None, *range(1, 2 * n + 1)]
+        depths = [None] if n >= 5 else [None, *range(1, 2 * n + 1)]
         for depth in depths:
             assert audit(good_task, depth).leaks == (), (perm, depth)
 
