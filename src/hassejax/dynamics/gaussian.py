@@ -30,7 +30,6 @@ from types import MappingProxyType
 
 import diffrax
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
