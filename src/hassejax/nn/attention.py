@@ -1,0 +1,170 @@
+"""Masked multi-head self-attention with an explicit empty-row rule (spec hasse.md §4).
+
+Convention (spec §0): ``mask[i, j] = True`` means query position `i` (row) may attend to key
+position `j` (column). The mask is always an argument of the call (a traced array, never a
+static field), so one compiled model serves every mask of the same shape.
+
+**Empty rows.** :func:`jax.nn.dot_product_attention` and :class:`equinox.nn.MultiheadAttention`
+fill masked logits with a large negative number, so a fully masked row silently averages
+*all* keys uniformly, which creates information flow the mask forbids. Here a fully masked
+row gets attention weights exactly 0 and the attention update of that position is exactly
+the zero vector: the residual stream carries the position's state through unchanged. Its
+flow is then the residual edge alone, as in ``A = M | I`` (spec §1.1).
+
+Source: Li & Guo, arXiv:2606.09951 (paper), §2; spec hasse.md §1.1 and §4 (the empty-row rule
+is (derived): the spec requires "zero output, or an error"; this module chooses zero).
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
+
+from ..errors import MaskError, ParameterError
+
+__all__ = ["masked_softmax", "MaskedMultiHeadAttention"]
+
+
+def _check_positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ParameterError(f"`{name}` must be a positive int; got {value!r}.")
+    return value
+
+
+def _check_attention_mask(mask, n: int, name: str = "mask") -> None:
+    """Static shape/dtype checks (they work on tracers)."""
+    if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
+        raise MaskError(f"`{name}` must be a Boolean array of shape ({n}, {n}); got an object of type {type(mask).__name__}.")
+    if tuple(mask.shape) != (n, n):
+        raise MaskError(f"`{name}` must have shape ({n}, {n}) to match the {n} positions of `x`; got shape {tuple(mask.shape)}.")
+    if mask.dtype != jnp.bool_:
+        raise MaskError(f"`{name}` must have dtype bool (True = may attend); got dtype {mask.dtype}.")
+
+
+_CHUNK = 4096
+
+
+@jax.jit
+def _normal_chunk(key):
+    return jax.random.normal(key, (_CHUNK,), jnp.float32)
+
+
+def _normal_tensors(key, shapes, dtype, scales=None) -> tuple[jax.Array, ...]:
+    """Standard normal tensors (times `scales`) of the given shapes, from `key`.
+
+    Drawn in fixed-size float32 chunks (``fold_in(key, i)``) and cut on the host, so building a
+    model of any size compiles nothing new (initialisation needs no more precision than float32).
+    """
+    sizes = [math.prod(s) for s in shapes]
+    total = sum(sizes)
+    flat = np.concatenate([np.asarray(_normal_chunk(jax.random.fold_in(key, i))) for i in range(-(-total // _CHUNK))])
+    scales = [1.0] * len(shapes) if scales is None else scales
+    out, start = [], 0
+    for size, shape, scale in zip(sizes, shapes, scales):
+        out.append(jnp.asarray((scale * flat[start : start + size].astype(np.float64)).reshape(shape), dtype=dtype))
+        start += size
+    return tuple(out)
+
+
+def masked_softmax(logits: Float[Array, "*batch q k"], mask: Bool[Array, "*#batch q k"]) -> Float[Array, "*batch q k"]:
+    """Softmax over the last axis restricted to the allowed keys; a fully masked row gives zeros.
+
+    ``w[..., i, j] = mask[i, j] · exp(s_ij − m_i) / Σ_{j': mask[i, j']} exp(s_ij' − m_i)`` with
+    ``m_i`` the largest allowed logit of row `i` (held constant under differentiation: the
+    softmax does not depend on it). Masked entries are exactly 0 and so are their gradients
+    (exact structural zeros, which :func:`hassejax.nn.jacobian_flow` relies on). A row with no
+    allowed key is all zeros — not the uniform average that a large-negative fill gives.
+
+    **Arguments:**
+
+    - `logits`: float array `(*batch, q, k)`.
+    - `mask`: bool array broadcastable to `logits`; True = may attend.
+
+    **Returns:** float array of the shape of `logits`; each row sums to 1, or to 0 if empty.
+
+    Source: spec hasse.md §4 (the empty-row rule, derived).
+    """
+    has_key = jnp.any(mask, axis=-1, keepdims=True)
+    row_max = jnp.max(jnp.where(mask, logits, -jnp.inf), axis=-1, keepdims=True)
+    row_max = jax.lax.stop_gradient(jnp.where(has_key, row_max, 0.0))
+    shifted = jnp.where(mask, logits - row_max, 0.0)  # masked entries never reach exp's tail
+    unnorm = jnp.where(mask, jnp.exp(shifted), 0.0)
+    denom = jnp.sum(unnorm, axis=-1, keepdims=True)  # >= 1 on a non-empty row (its max gives exp(0))
+    return unnorm / jnp.where(has_key, denom, 1.0)
+
+
+class MaskedMultiHeadAttention(eqx.Module):
+    """Multi-head self-attention that consumes any Boolean mask (spec hasse.md §4).
+
+    ``out_i = W_o · concat_h Σ_j w^h_ij V^h x_j`` with ``w^h = masked_softmax(Q^h x · K^h x / √d_h,
+    mask)``; projections have no bias, so a fully masked row gives exactly the zero update
+    (documented in the module docstring). The mask is an argument of :meth:`__call__`, never a
+    static field.
+
+    **Arguments:**
+
+    - `d_model`: width of the residual stream `d`.
+    - `num_heads`: number of heads `h`; must divide `d_model`.
+    - `key`: a `jax.random` key for the initialisation (normal, scale `1/√fan_in`).
+    - `dtype`: parameter dtype (default: JAX's default float dtype).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a non-positive size or a
+    `num_heads` that does not divide `d_model`.
+
+    Source: Vaswani et al., "Attention Is All You Need", NeurIPS 2017 (paper); spec hasse.md §4.
+    """
+
+    query_weight: Float[Array, "heads head_size d_model"]
+    key_weight: Float[Array, "heads head_size d_model"]
+    value_weight: Float[Array, "heads head_size d_model"]
+    output_weight: Float[Array, "d_model heads head_size"]
+    num_heads: int = eqx.field(static=True)
+    head_size: int = eqx.field(static=True)
+
+    def __init__(self, d_model: int, num_heads: int, *, key: PRNGKeyArray, dtype=None):
+        d_model = _check_positive_int(d_model, "d_model")
+        num_heads = _check_positive_int(num_heads, "num_heads")
+        if d_model % num_heads:
+            raise ParameterError(f"`num_heads` must divide `d_model`; got d_model={d_model}, num_heads={num_heads}.")
+        dtype = jnp.dtype(jnp.zeros(()).dtype if dtype is None else dtype)
+        head_size = d_model // num_heads
+        shape = (num_heads, head_size, d_model)
+        scale = 1.0 / math.sqrt(d_model)
+        shapes = (shape, shape, shape, (d_model, num_heads, head_size))
+        wq, wk, wv, wo = _normal_tensors(key, shapes, dtype, (scale,) * 4)
+        self.query_weight = wq
+        self.key_weight = wk
+        self.value_weight = wv
+        self.output_weight = wo
+        self.num_heads = num_heads
+        self.head_size = head_size
+
+    def weights(self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"]) -> Float[Array, "heads n n"]:
+        """Attention weights per head, `(heads, n, n)`; rows of empty mask rows are all 0."""
+        _check_attention_mask(mask, x.shape[0])
+        q = jnp.einsum("hkd,nd->hnk", self.query_weight, x)
+        k = jnp.einsum("hkd,nd->hnk", self.key_weight, x)
+        logits = jnp.einsum("hik,hjk->hij", q, k) / math.sqrt(self.head_size)
+        return masked_softmax(logits, mask[None])
+
+    def __call__(self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"]) -> Float[Array, "n d_model"]:
+        """The attention update of every position.
+
+        **Arguments:**
+
+        - `x`: float `(n, d_model)`, one row per position (slot).
+        - `mask`: bool `(n, n)`; row = query, column = key, True = may attend.
+
+        **Returns:** float `(n, d_model)`; row `i` is exactly 0 where `mask[i]` is all False.
+
+        **Raises:** :class:`~hassejax.errors.MaskError` if `mask` is not a bool `(n, n)` array.
+        """
+        w = self.weights(x, mask)
+        v = jnp.einsum("hkd,nd->hnk", self.value_weight, x)
+        heads = jnp.einsum("hij,hjk->ihk", w, v)
+        return jnp.einsum("dhk,ihk->id", self.output_weight, heads)

@@ -1,0 +1,97 @@
+"""Jacobian information flow of a model, to compare with ``R^(L)`` (spec hasse.md §4).
+
+``flow[i, j] = True`` iff some output feature of position `i` depends on some input feature of
+position `j`: the position-to-position sparsity pattern of ``∂ out / ∂ in``. For an `L`-block
+:class:`~hassejax.nn.Transformer` under mask `M` it equals ``R^(L) = (M | I)^L``
+(:func:`hassejax.order.reachability`) for random weights and inputs.
+
+The comparison is exact: masked attention weights and their derivatives are exact zeros
+(:func:`hassejax.nn.masked_softmax`), so an absent path gives a Jacobian block of exact
+zeros, while a present path gives a polynomial–exponential function of the weights and
+inputs that vanishes only on a measure-zero set. The threshold is therefore exactly ``!= 0``.
+
+Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §4 (derived: the structural-zero
+argument).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float
+
+from ..errors import MaskError, ParameterError
+from .attention import _check_attention_mask
+from .transformer import Transformer
+
+__all__ = ["jacobian_flow"]
+
+
+@eqx.filter_jit
+def _flow(fn, x, mask, mode):
+    def f(x):
+        return fn(x) if mask is None else fn(x, mask)
+
+    jac = (jax.jacfwd if mode == "fwd" else jax.jacrev)(f)(x)  # (n, d_out, n, d_in)
+    return jnp.any(jac != 0, axis=(1, 3))
+
+
+def jacobian_flow(
+    model: Transformer | Callable,
+    inputs: Float[Array, "n d"],
+    mask: Bool[Array, "n n"] | None = None,
+    *,
+    mode: Literal["fwd", "rev"] = "fwd",
+) -> Bool[Array, "n n"]:
+    """Position-to-position sparsity of the Jacobian of a model at `inputs` (spec hasse.md §4).
+
+    **Arguments:**
+
+    - `model`: a :class:`~hassejax.nn.Transformer` (its :meth:`~Transformer.forward_embeddings`
+      is differentiated, embeddings `(n, d)` to outputs `(n, d)`, and `mask` is required), or
+      any callable mapping `(n, d_in) -> (n, d_out)` (called as ``model(inputs)``, or
+      ``model(inputs, mask)`` when `mask` is given).
+    - `inputs`: float `(n, d)`, the embedding-level input (use random values: the result is
+      exact for almost every input).
+    - `mask`: bool `(n, n)` (row = query, column = key, True = may attend).
+    - `mode`: ``"fwd"`` (:func:`jax.jacfwd`, default: input and output have the same size
+      `n·d`, and it compiles faster) or ``"rev"`` (:func:`jax.jacrev`); both give the same result.
+
+    **Returns:** bool `(n, n)`: ``flow[i, j]`` True iff ``∂ out[i, a] / ∂ inputs[j, b] != 0``
+    for some features `a`, `b` (threshold exactly 0). Jitted (:func:`equinox.filter_jit`).
+
+    **Raises:**
+
+    - :class:`~hassejax.errors.ParameterError`: `inputs` not a floating `(n, d)` array, an
+      unknown `mode`, or a callable whose output is not `(n, d_out)`.
+    - :class:`~hassejax.errors.MaskError`: a Transformer without `mask`, or a mask that is
+      not bool `(n, n)`.
+
+    Source: spec hasse.md §4 (paper: flow = ``R^(L)``; the exact-zero threshold is derived).
+    """
+    if mode not in ("fwd", "rev"):
+        raise ParameterError(f"`mode` must be 'fwd' or 'rev'; got {mode!r}.")
+    if not hasattr(inputs, "ndim") or inputs.ndim != 2 or not jnp.issubdtype(inputs.dtype, jnp.floating):
+        got = f"shape {tuple(inputs.shape)} dtype {inputs.dtype}" if hasattr(inputs, "shape") else type(inputs).__name__
+        raise ParameterError(f"`inputs` must be a floating array of shape (n, d); got {got}.")
+    n = inputs.shape[0]
+    if isinstance(model, Transformer):
+        if mask is None:
+            raise MaskError("`mask` is required when `model` is a Transformer: its forward pass consumes a (n, n) mask.")
+        if inputs.shape[1] != model.d_model:
+            raise ParameterError(f"`inputs` must have d = d_model = {model.d_model} features; got shape {tuple(inputs.shape)}.")
+        fn = model.forward_embeddings
+    elif callable(model):
+        fn = model
+    else:
+        raise ParameterError(f"`model` must be a Transformer or a callable (n, d) -> (n, d'); got {type(model).__name__}.")
+    if mask is not None:
+        _check_attention_mask(mask, n)
+    out = jax.eval_shape(lambda x: fn(x) if mask is None else fn(x, mask), inputs)
+    if len(out.shape) != 2 or out.shape[0] != n:
+        raise ParameterError(f"`model` must map (n, d) to (n, d_out) with n = {n}; its output has shape {tuple(out.shape)}.")
+    return _flow(fn, inputs, mask, mode)

@@ -1,0 +1,132 @@
+"""Block generation with the Block Two-Stream pattern: training = inference (spec hasse.md §3.2).
+
+Generating block `b` (target positions `s_b + 1 .. s_b + l`, prefix length `s_b = b·l`) is one
+forward pass of the model over ``[w_1 … w_{s_b} | m_{s_b+1} … m_{s_b+l}]`` with the mask of
+task `T_b` of :func:`hassejax.tasks.block_generation`: the content prefix causal among
+itself, each mask token (carrying its target position id) seeing the whole prefix and its
+group. That is the sub-pattern of the merged training mask on those slots, so the logits of
+a block equal the training-layout logits of its query slots (tested to float rounding).
+
+No KV cache: every block **recomputes** the content prefix with the same causal mask. This is
+exact — the content stream never attends to mask tokens, so a cached prefix would hold the
+very values recomputed here — and costs `O(s_b²)` per block instead of `O(s_b·l)`.
+
+Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §3.2 ("Inference uses the identical
+pattern: cached causal prefix, append l mask tokens with the target position ids, one forward
+pass predicts the block").
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+from ..errors import ParameterError, TaskError
+from ..tasks import block_generation
+from .layouts import Layout, layout_from_task
+from .transformer import Transformer
+
+__all__ = ["BlockGeneration", "generate_blocks"]
+
+
+class BlockGeneration(eqx.Module):
+    """Result of :func:`generate_blocks`.
+
+    - `tokens`: int `(p + num_blocks·l,)`: the prompt, then the generated (or, with a teacher,
+      the teacher's) tokens.
+    - `logits`: float `(num_blocks, l, vocab_size)`: the logits of every generated block.
+    """
+
+    tokens: Int[Array, " total"]
+    logits: Float[Array, "num_blocks block_size vocab"]
+
+
+@eqx.filter_jit
+def _block_logits(model: Transformer, layout: Layout, tokens, block_size: int):
+    return layout.logits(model, tokens)[-block_size:]
+
+
+def _int_vector(x, name: str):
+    if not hasattr(x, "ndim") or x.ndim != 1 or not jnp.issubdtype(x.dtype, jnp.integer):
+        got = f"dtype {x.dtype}, shape {tuple(x.shape)}" if hasattr(x, "shape") else type(x).__name__
+        raise ParameterError(f"`{name}` must be a 1-D int array of token ids; got {got}.")
+
+
+def generate_blocks(
+    model: Transformer,
+    prompt: Int[Array, " p"],
+    num_blocks: int,
+    teacher: Int[Array, " m"] | None = None,
+    *,
+    block_size: int,
+    group: Literal["full", "causal", "diagonal"] = "full",
+    content: Literal["causal", "block_causal"] = "causal",
+    key: PRNGKeyArray | None = None,
+    temperature: float = 1.0,
+) -> BlockGeneration:
+    """Generate `num_blocks` blocks of `block_size` tokens after `prompt`, one forward pass each.
+
+    **Arguments:**
+
+    - `model`: a :class:`~hassejax.nn.Transformer` trained on
+      :func:`~hassejax.nn.block_two_stream_layout` with the same `block_size`, `group`, `content`.
+    - `prompt`: int `(p,)` token ids, `p` a multiple of `block_size` (0 allowed).
+    - `num_blocks`: number of blocks to generate (>= 1).
+    - `teacher`: optional int `(num_blocks·block_size,)`: teacher forcing — block `b` is
+      conditioned on these tokens for the earlier blocks instead of the model's own, and they
+      are what `tokens` returns.
+    - `block_size`, `group`, `content`: the pattern (as :func:`hassejax.tasks.block_generation`).
+    - `key`: with a key, tokens are sampled from ``softmax(logits / temperature)``; without,
+      greedy (argmax).
+
+    **Returns:** a :class:`BlockGeneration` (tokens and per-block logits).
+
+    **Raises:** :class:`~hassejax.errors.TaskError` if `p` is not a multiple of `block_size`;
+    :class:`~hassejax.errors.ParameterError` for non-int or out-of-range tokens, a teacher of
+    the wrong length, `num_blocks < 1`, a non-positive temperature, or a model whose
+    `num_positions` cannot hold position `p + num_blocks·block_size`.
+
+    Source: spec hasse.md §3.2.
+    """
+    _int_vector(prompt, "prompt")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ParameterError(f"`block_size` must be a positive int; got {block_size!r}.")
+    if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
+        raise ParameterError(f"`num_blocks` must be a positive int; got {num_blocks!r}.")
+    p, l = int(prompt.shape[0]), block_size
+    if p % l:
+        raise TaskError(f"`prompt` length must be a multiple of block_size = {l}; got {p}.")
+    total = p + num_blocks * l
+    if total + 1 > model.num_positions:
+        raise ParameterError(f"the model has {model.num_positions} position ids (0..{model.num_positions - 1}); generating up to position {total} needs {total + 1}.")
+    if teacher is not None:
+        _int_vector(teacher, "teacher")
+        if teacher.shape[0] != num_blocks * l:
+            raise ParameterError(f"`teacher` must hold num_blocks·block_size = {num_blocks * l} tokens; got {teacher.shape[0]}.")
+    for name, x in (("prompt", prompt), ("teacher", teacher)):
+        if x is not None and x.shape[0] and (int(jnp.min(x)) < 0 or int(jnp.max(x)) >= model.vocab_size):
+            raise ParameterError(f"`{name}` must hold token ids in [0, {model.vocab_size}); got values in [{int(jnp.min(x))}, {int(jnp.max(x))}].")
+    if not temperature > 0:
+        raise ParameterError(f"`temperature` must be > 0; got {temperature!r}.")
+
+    family = block_generation(total, l, group=group, content=content, keep_last_block=False)
+    tokens = jnp.concatenate([jnp.asarray(prompt, jnp.int32), jnp.zeros((num_blocks * l,), jnp.int32)])
+    keys = None if key is None else jax.random.split(key, num_blocks)
+    all_logits = []
+    for i in range(num_blocks):
+        b = p // l + i
+        layout = layout_from_task(family.tasks[b], sequence_length=total)
+        logits = _block_logits(model, layout, tokens, l)
+        if teacher is not None:
+            chosen = jnp.asarray(teacher[i * l : (i + 1) * l], jnp.int32)
+        elif keys is None:
+            chosen = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        else:
+            chosen = jax.random.categorical(keys[i], logits / temperature, axis=-1).astype(jnp.int32)
+        tokens = jax.lax.dynamic_update_slice(tokens, chosen, (b * l,))
+        all_logits.append(logits)
+    return BlockGeneration(tokens, jnp.stack(all_logits))

@@ -1,0 +1,309 @@
+"""Synthetic data with a known answer: sequences of a random first-order Markov chain.
+
+A chain on `V` states has transition matrix `P` (row `a` = law of the next state after `a`)
+and an initial law `μ` (by default the stationary law `π`, so every position has marginal
+`π`). For such data the best achievable cross-entropy of every prediction task is known
+exactly:
+
+- one-sided: ``H1 = H(X_t | X_{t−1}) = −Σ_a π_a Σ_b P_ab log P_ab`` (the entropy rate);
+- two-sided (interior `t`): ``H2 = H(X_t | X_{t−1}, X_{t+1})`` with
+  ``p(b | a, c) = P_ab P_bc / (P²)_ac``;
+- in general (:func:`conditional_entropy`), by the Markov property ``H(X_t | X_S)`` depends
+  only on the nearest visible positions `a < t < c` of `S`:
+  ``p(x_a, x_t, x_c) = μ_a(x_a) (P^{t−a})_{x_a x_t} (P^{c−t})_{x_t x_c}`` with `μ_a` the law of
+  `X_a`, and ``H(X_t | X_S) = H(X_a, X_t, X_c) − H(X_a, X_c)`` (a missing side drops out);
+- :func:`optimal_loss`: the per-token average of these over the labelled slots of a
+  :class:`~hassejax.nn.Layout`, each with the sequence positions it reaches (its visible set),
+  which is the floor of the layout's held-out loss (boundaries included exactly);
+- :func:`bayes_loss`: the loss of that optimal (Bayes) predictor on given sequences — the
+  same held-out set as a model, so the two can be compared without sampling noise.
+
+Entropies are computed on the host in float64 from the chain's stored (possibly float32)
+parameters, so they are exact for the chain that is sampled. Natural logarithms (nats).
+
+Source: Cover & Thomas, "Elements of Information Theory", 2nd ed., §4.2 (entropy rate of a
+Markov chain) (textbook); the two-sided and general forms are (derived).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
+from scipy.sparse.csgraph import connected_components
+from scipy.special import entr
+
+from ..errors import ParameterError
+from ..order import reachability
+
+__all__ = [
+    "MarkovChain",
+    "stationary_distribution",
+    "random_markov_chain",
+    "entropy_rate",
+    "two_sided_entropy",
+    "conditional_entropy",
+    "optimal_loss",
+    "bayes_loss",
+]
+
+
+def _check_stochastic(transition: np.ndarray) -> None:
+    if transition.ndim != 2 or transition.shape[0] != transition.shape[1] or transition.shape[0] < 1:
+        raise ParameterError(f"`transition` must be a square (V, V) matrix; got shape {transition.shape}.")
+    if not np.all(np.isfinite(transition)) or np.any(transition < 0):
+        raise ParameterError("`transition` must have finite, non-negative entries.")
+    rows = transition.sum(axis=1)
+    if not np.allclose(rows, 1.0, atol=1e-5):
+        raise ParameterError(f"`transition` rows must sum to 1; got row sums in [{rows.min()}, {rows.max()}].")
+
+
+def stationary_distribution(transition: Float[ArrayLike, "V V"]) -> Float[np.ndarray, " V"]:
+    """The stationary law `π` (``π P = π``, ``Σ π = 1``) of an irreducible chain, float64 (host).
+
+    Solved as a least-squares linear system on the host (small `V`).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` if `transition` is not row-stochastic
+    or the chain is not irreducible (then `π` is not unique).
+    """
+    p = np.asarray(transition, dtype=np.float64)
+    _check_stochastic(p)
+    ncomp, _ = connected_components(p > 0, directed=True, connection="strong")
+    if ncomp != 1:
+        raise ParameterError(f"`transition` must be irreducible (one communicating class); it has {ncomp}.")
+    v = p.shape[0]
+    a = np.vstack([p.T - np.eye(v), np.ones((1, v))])
+    b = np.zeros(v + 1)
+    b[-1] = 1.0
+    pi = np.linalg.lstsq(a, b, rcond=None)[0]
+    pi = np.clip(pi, 0.0, None)
+    return pi / pi.sum()
+
+
+class MarkovChain(eqx.Module):
+    """A first-order Markov chain on `V` states (token ids `0..V−1`).
+
+    - `transition`: float `(V, V)`, row-stochastic.
+    - `initial`: float `(V,)`, the law of the first state.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that do not match or a
+    matrix that is not row-stochastic (checked on concrete inputs).
+    """
+
+    transition: Float[Array, "V V"]
+    initial: Float[Array, " V"]
+
+    def __init__(self, transition: Float[Array, "V V"], initial: Float[Array, " V"]):
+        t = np.asarray(transition, dtype=np.float64)
+        _check_stochastic(t)
+        i = np.asarray(initial, dtype=np.float64)
+        if i.shape != (t.shape[0],) or np.any(i < 0) or not np.isclose(i.sum(), 1.0, atol=1e-5):
+            raise ParameterError(f"`initial` must be a probability vector of shape ({t.shape[0]},); got shape {i.shape}, sum {i.sum()}.")
+        self.transition = jnp.asarray(transition)
+        self.initial = jnp.asarray(initial)
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of states `V`."""
+        return self.transition.shape[0]
+
+    def sample(self, key: PRNGKeyArray, num_sequences: int, length: int) -> Int[Array, "num_sequences length"]:
+        """`num_sequences` independent sequences of `length` states (int32), jittable.
+
+        `X_1 ~ initial`, `X_{t+1} ~ transition[X_t]`, by inverse-CDF sampling: one uniform draw
+        `(length, num_sequences)` up front, then a :func:`jax.lax.scan` over time that picks, for
+        every sequence at once, the first state whose cumulative probability exceeds its uniform
+        (cumulative sums normalised by their last entry, so rounding never runs past state `V − 1`
+        and a zero-probability state is never picked).
+        """
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise ParameterError(f"`length` must be a positive int; got {length!r}.")
+        if isinstance(num_sequences, bool) or not isinstance(num_sequences, int) or num_sequences < 1:
+            raise ParameterError(f"`num_sequences` must be a positive int; got {num_sequences!r}.")
+        return _sample(self.transition, self.initial, key, num_sequences, length)
+
+
+@eqx.filter_jit
+def _sample(transition, initial, key, num_sequences: int, length: int):
+    cum_p = jnp.cumsum(transition, axis=1)
+    cum_p = cum_p / cum_p[:, -1:]
+    cum_0 = jnp.cumsum(initial) / jnp.sum(initial)
+    u = jax.random.uniform(key, (length, num_sequences), dtype=cum_p.dtype)
+
+    def pick(cum, v):  # cum (..., V), v (...): first index with v < cum
+        return jnp.sum(v[..., None] >= cum, axis=-1).astype(jnp.int32)
+
+    x0 = pick(jnp.broadcast_to(cum_0, (num_sequences, cum_0.shape[0])), u[0])
+
+    def step(x, v):
+        nxt = pick(cum_p[x], v)
+        return nxt, nxt
+
+    _, rest = jax.lax.scan(step, x0, u[1:])
+    return jnp.concatenate([x0[None], rest]).T
+
+
+def random_markov_chain(key: PRNGKeyArray, vocab_size: int, concentration: float = 0.5) -> MarkovChain:
+    """A random chain: rows of `P` drawn i.i.d. from ``Dirichlet(concentration · 1_V)``, `μ = π`.
+
+    A concentration `≤ 1` makes rows peaked, so context matters (`H1` well below `log V`).
+
+    **Arguments:** `key` (a `jax.random` key), `vocab_size` `V >= 2`, `concentration` `α > 0`.
+
+    **Returns:** a stationary :class:`MarkovChain` (initial law = stationary law).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for `V < 2`, `α <= 0`, or a draw that
+    is not irreducible (possible only if a Dirichlet entry underflows to 0: use another key).
+    """
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 2:
+        raise ParameterError(f"`vocab_size` must be an int >= 2; got {vocab_size!r}.")
+    if not (isinstance(concentration, (int, float)) and concentration > 0):
+        raise ParameterError(f"`concentration` must be a positive number; got {concentration!r}.")
+    alpha = jnp.full((vocab_size,), float(concentration))
+    p = jax.random.dirichlet(key, alpha, shape=(vocab_size,))
+    p = p / jnp.sum(p, axis=1, keepdims=True)
+    pi = stationary_distribution(p)
+    return MarkovChain(p, jnp.asarray(pi, dtype=p.dtype))
+
+
+def _host(chain: MarkovChain) -> tuple[np.ndarray, np.ndarray]:
+    p = np.asarray(chain.transition, dtype=np.float64)
+    mu = np.asarray(chain.initial, dtype=np.float64)
+    return p / p.sum(axis=1, keepdims=True), mu / mu.sum()
+
+
+def _h(p: np.ndarray) -> float:
+    return float(entr(p).sum())
+
+
+def conditional_entropy(chain: MarkovChain, target: int, visible, length: int | None = None) -> float:
+    """Exact ``H(X_target | X_visible)`` in nats for the chain started from `chain.initial`.
+
+    **Arguments:**
+
+    - `chain`: a :class:`MarkovChain`.
+    - `target`: 0-based position `t` of the predicted state.
+    - `visible`: iterable of 0-based positions seen (may include `t`: then the answer is 0).
+    - `length`: optional sequence length, to check that every position is inside it.
+
+    **Returns:** a Python float (host, float64).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for negative positions or positions
+    outside `length`.
+    """
+    vis = sorted({int(v) for v in visible})
+    t = int(target)
+    if t < 0 or (vis and vis[0] < 0) or (length is not None and max([t, *vis]) >= length):
+        raise ParameterError(f"positions must lie in [0, {length}); got target {t} and visible {vis}.")
+    if t in vis:
+        return 0.0
+    p, mu = _host(chain)
+    left = max((v for v in vis if v < t), default=None)
+    right = min((v for v in vis if v > t), default=None)
+    mpow = np.linalg.matrix_power
+    if left is None:
+        joint = mu @ mpow(p, t)  # law of X_t
+        joint = joint[:, None]  # (x_t, [x_a])
+    else:
+        law_a = mu @ mpow(p, left)
+        joint = law_a[:, None] * mpow(p, t - left)  # (x_a, x_t)
+        joint = joint.T  # (x_t, x_a)
+    if right is not None:
+        joint = joint[:, :, None] * mpow(p, right - t)[:, None, :]  # (x_t, x_a, x_c)
+    return _h(joint) - _h(joint.sum(axis=0))
+
+
+def entropy_rate(chain: MarkovChain) -> float:
+    """``H1 = H(X_t | X_{t−1}) = −Σ_a π_a Σ_b P_ab log P_ab`` (nats), with `π` the stationary law.
+
+    Source: Cover & Thomas, Thm 4.2.4 (textbook).
+    """
+    p, _ = _host(chain)
+    pi = stationary_distribution(p)
+    return float((pi[:, None] * entr(p)).sum())
+
+
+def two_sided_entropy(chain: MarkovChain) -> float:
+    """``H2 = H(X_t | X_{t−1}, X_{t+1})`` (nats) at an interior position of the stationary chain.
+
+    ``p(a, b, c) = π_a P_ab P_bc``; ``H2 = H(a, b, c) − H(a, c)`` (derived).
+    """
+    p, _ = _host(chain)
+    pi = stationary_distribution(p)
+    joint = pi[:, None, None] * p[:, :, None] * p[None, :, :]
+    return _h(joint) - _h(joint.sum(axis=1))
+
+
+def _visible_positions(layout, num_layers: int | None) -> list[tuple[int, set[int]]]:
+    """(target index, reached sequence positions) for every labelled slot of a layout."""
+    r = np.asarray(reachability(layout.mask, num_layers))
+    src = np.asarray(layout.token_sources)
+    tgt = np.asarray(layout.target_index)
+    out = []
+    for s in np.flatnonzero(tgt >= 0):
+        out.append((int(tgt[s]), {int(i) for q in np.flatnonzero(r[s]) for i in src[q] if i >= 0}))
+    if not out:
+        raise ParameterError(f"`layout` {layout.name!r} has no labelled slot.")
+    return out
+
+
+def bayes_loss(chain: MarkovChain, layout, sequences: Int[ArrayLike, "m n"], num_layers: int | None = None) -> float:
+    """Per-token NLL (nats) of the exact Bayes predictor of `layout` on the given sequences.
+
+    Each labelled slot predicts ``p(x_t | x_a, x_c)`` with `a < t < c` its nearest reached
+    positions (as in :func:`optimal_loss`, whose value is this loss's expectation). Evaluated on
+    the same held-out sequences as a model, the difference model − Bayes has far less sampling
+    noise than either number alone.
+
+    **Arguments:** `chain`, `layout`, `sequences` int `(m, n)` with `n = layout.sequence_length`,
+    `num_layers` (None = the limit).
+
+    **Returns:** a Python float.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for sequences of the wrong shape or
+    states outside the chain, or a layout without labelled slots.
+    """
+    x = np.asarray(sequences)
+    if x.ndim != 2 or x.shape[1] != layout.sequence_length:
+        raise ParameterError(f"`sequences` must have shape (m, {layout.sequence_length}); got {x.shape}.")
+    p, mu = _host(chain)
+    v = p.shape[0]
+    if x.size and (x.min() < 0 or x.max() >= v):
+        raise ParameterError(f"`sequences` must hold states in [0, {v}); got values in [{x.min()}, {x.max()}].")
+    mpow = np.linalg.matrix_power
+    total = 0.0
+    slots = _visible_positions(layout, num_layers)
+    for t, seen in slots:
+        if t in seen:
+            continue  # a slot that sees its target predicts it with probability 1 (a leak)
+        left = max((a for a in seen if a < t), default=None)
+        right = min((c for c in seen if c > t), default=None)
+        # unnormalised p(x_t = b | x_a, x_c) for every sequence: (m, V)
+        w = np.tile(mu @ mpow(p, t), (x.shape[0], 1)) if left is None else mpow(p, t - left)[x[:, left]]
+        if right is not None:
+            w = w * mpow(p, right - t)[:, x[:, right]].T
+        cond = w / w.sum(axis=1, keepdims=True)
+        total -= np.log(cond[np.arange(x.shape[0]), x[:, t]]).sum()
+    return float(total / (x.shape[0] * len(slots)))
+
+
+def optimal_loss(chain: MarkovChain, layout, num_layers: int | None = None) -> float:
+    """The smallest achievable per-token cross-entropy of `layout` on data of `chain` (nats).
+
+    The mean over labelled slots of ``H(X_target | X_reached)``, where the reached sequence
+    positions are those whose tokens flow into the slot after `num_layers` layers
+    (``R^(L)`` of the layout's mask, or the limit for None; aggregates count through their
+    sources, mask tokens carry none). For the Block Two-Stream and Butterfly layouts (dense,
+    `L* = 1`) every depth gives the same value.
+
+    **Arguments:** `chain`, `layout` (a :class:`~hassejax.nn.Layout`), `num_layers`.
+
+    **Returns:** a Python float.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a layout without labelled slots.
+    """
+    slots = _visible_positions(layout, num_layers)
+    total = sum(conditional_entropy(chain, t, seen, layout.sequence_length) for t, seen in slots)
+    return total / len(slots)

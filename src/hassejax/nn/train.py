@@ -1,0 +1,229 @@
+"""Training a :class:`~hassejax.nn.Transformer` on a task layout with optax (spec hasse.md §3–4).
+
+One loss for every family: the mean cross-entropy over the **labelled slots** of a
+:class:`~hassejax.nn.Layout` — next-token slots of :func:`~hassejax.nn.causal_layout`, query
+slots of :func:`~hassejax.nn.block_two_stream_layout`, centre slots of
+:func:`~hassejax.nn.butterfly_layout`. Batches are vectorised with :func:`jax.vmap`; steps run
+inside :func:`equinox.filter_jit` as a :func:`jax.lax.scan` over a chunk of steps (one host
+round trip per chunk, for the loss curve). Optimiser: AdamW with a warm-up–cosine learning
+rate schedule and global-norm gradient clipping (decay on matrices only).
+
+Source: Loshchilov & Hutter, "Decoupled Weight Decay Regularization", ICLR 2019 (AdamW);
+spec hasse.md §3 (the training layouts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+from ..errors import ParameterError
+from .layouts import Layout
+from .transformer import Transformer
+
+__all__ = ["TrainConfig", "TrainHistory", "make_schedule", "make_optimizer", "layout_loss", "evaluate", "train"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters of :func:`train`.
+
+    - `steps`: optimiser steps; `batch_size`: sequences per step.
+    - `learning_rate`: peak rate of the warm-up–cosine schedule (linear warm-up over
+      `warmup_steps` from 0, cosine decay to `final_lr_fraction · learning_rate` at `steps`).
+    - `weight_decay`: AdamW decay (matrices only); `clip_norm`: global gradient-norm clip.
+    - `eval_every`: steps between held-out evaluations (also the chunk length of the scan).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for non-positive sizes or rates.
+    """
+
+    steps: int = 2000
+    batch_size: int = 64
+    learning_rate: float = 3e-3
+    warmup_steps: int = 100
+    final_lr_fraction: float = 0.05
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    eval_every: int = 100
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "eval_every"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ParameterError(f"`{name}` must be a positive int; got {v!r}.")
+        if not isinstance(self.warmup_steps, int) or not 0 <= self.warmup_steps < self.steps:
+            raise ParameterError(f"`warmup_steps` must be an int in [0, steps = {self.steps}); got {self.warmup_steps!r}.")
+        for name in ("learning_rate", "clip_norm"):
+            if not getattr(self, name) > 0:
+                raise ParameterError(f"`{name}` must be > 0; got {getattr(self, name)!r}.")
+        if not self.weight_decay >= 0 or not 0 <= self.final_lr_fraction <= 1:
+            raise ParameterError(
+                f"`weight_decay` must be >= 0 and `final_lr_fraction` in [0, 1]; got {self.weight_decay!r}, {self.final_lr_fraction!r}."
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainHistory:
+    """The record of a :func:`train` run (host numpy arrays).
+
+    - `train_loss`: float `(steps,)`, the batch loss of every step (before its update).
+    - `eval_steps`: int `(E,)`, the step counts at which the held-out loss was measured
+      (0 = before training, then every `eval_every` steps, and the last step).
+    - `eval_loss`: float `(E,)`, the held-out per-token loss at those steps.
+    """
+
+    train_loss: np.ndarray
+    eval_steps: np.ndarray
+    eval_loss: np.ndarray
+
+    @property
+    def final_eval_loss(self) -> float:
+        """The held-out loss after the last step."""
+        return float(self.eval_loss[-1])
+
+
+def make_schedule(config: TrainConfig) -> optax.Schedule:
+    """The learning rate per step: linear warm-up from 0 to `learning_rate` over `warmup_steps`,
+    then cosine decay to `final_lr_fraction · learning_rate` at step `steps`
+    (:func:`optax.warmup_cosine_decay_schedule`)."""
+    return optax.warmup_cosine_decay_schedule(
+        init_value=0.0,
+        peak_value=config.learning_rate,
+        warmup_steps=config.warmup_steps,
+        decay_steps=config.steps,
+        end_value=config.final_lr_fraction * config.learning_rate,
+    )
+
+
+def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
+    """Global-norm clipping, then AdamW with :func:`make_schedule` (weight decay on `ndim >= 2` only)."""
+    schedule = make_schedule(config)
+    decay_mask = lambda params: jax.tree.map(lambda x: x.ndim >= 2, params)  # noqa: E731
+    return optax.chain(
+        optax.clip_by_global_norm(config.clip_norm),
+        optax.adamw(schedule, weight_decay=config.weight_decay, mask=decay_mask),
+    )
+
+
+def _sequence_loss(model: Transformer, layout: Layout, sequence):
+    logits = layout.logits(model, sequence)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    tgt = layout.targets(sequence)
+    nll = -jnp.take_along_axis(logp, tgt[:, None], axis=-1)[:, 0]
+    return jnp.sum(jnp.where(layout.labelled, nll, 0.0))
+
+
+def layout_loss(model: Transformer, layout: Layout, sequences: Int[Array, "batch n"]) -> Float[Array, ""]:
+    """Mean cross-entropy (nats per predicted token) over the labelled slots of a batch.
+
+    **Arguments:**
+
+    - `model`: a :class:`~hassejax.nn.Transformer` with `num_positions` above the layout's
+      largest position id.
+    - `layout`: a :class:`~hassejax.nn.Layout` with at least one labelled slot.
+    - `sequences`: int `(batch, n)`, token ids `0..V−1`, `n = layout.sequence_length`.
+
+    **Returns:** a 0-d float array (``Σ NLL / (batch · labelled slots)``); vmapped over the batch.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a batch of the wrong shape or a
+    layout with no labelled slot.
+    """
+    if sequences.ndim != 2 or sequences.shape[1] != layout.sequence_length:
+        raise ParameterError(
+            f"`sequences` must have shape (batch, {layout.sequence_length}) for layout {layout.name!r}; got {tuple(sequences.shape)}."
+        )
+    count = jnp.sum(layout.labelled)
+    if not isinstance(count, jax.core.Tracer) and int(count) == 0:
+        raise ParameterError(f"`layout` {layout.name!r} has no labelled slot: there is nothing to train on.")
+    per_seq = jax.vmap(_sequence_loss, in_axes=(None, None, 0))(model, layout, sequences)
+    return jnp.sum(per_seq) / (sequences.shape[0] * count)
+
+
+@eqx.filter_jit
+def evaluate(model: Transformer, layout: Layout, sequences: Int[Array, "batch n"]) -> Float[Array, ""]:
+    """Held-out loss: :func:`layout_loss` under :func:`equinox.filter_jit` (no gradients)."""
+    return layout_loss(model, layout, sequences)
+
+
+@eqx.filter_jit
+def _train_chunk(model, opt_state, keys, layout, sample, optimizer):
+    params, static = eqx.partition(model, eqx.is_inexact_array)
+
+    def step(carry, key):
+        params, opt_state = carry
+        batch = sample(key)
+        loss, grads = jax.value_and_grad(lambda p: layout_loss(eqx.combine(p, static), layout, batch))(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), loss
+
+    (params, opt_state), losses = jax.lax.scan(step, (params, opt_state), keys)
+    return eqx.combine(params, static), opt_state, losses
+
+
+def _check_finite(losses: np.ndarray, start: int) -> np.ndarray:
+    """Stop a diverged run: never pass a NaN loss or model on as a result."""
+    bad = np.flatnonzero(~np.isfinite(losses))
+    if bad.size:
+        raise ParameterError(f"training diverged: non-finite loss at step {start + int(bad[0])}; lower `learning_rate` or `clip_norm`.")
+    return losses
+
+
+def train(
+    model: Transformer,
+    layout: Layout,
+    sample: Callable[[PRNGKeyArray], Int[Array, "batch n"]],
+    config: TrainConfig,
+    *,
+    key: PRNGKeyArray,
+    held_out: Int[Array, "m n"],
+    callback: Callable[[int, float], None] | None = None,
+) -> tuple[Transformer, TrainHistory]:
+    """Train `model` on `layout` with AdamW (:func:`make_optimizer`), reporting held-out loss.
+
+    **Arguments:**
+
+    - `model`: the initial :class:`~hassejax.nn.Transformer`.
+    - `layout`: the training :class:`~hassejax.nn.Layout` (its labelled slots carry the loss).
+    - `sample`: a jittable function ``key -> int (config.batch_size, n)`` of training
+      sequences, e.g. ``lambda k: chain.sample(k, 64, n)`` (fresh data every step).
+    - `config`: a :class:`TrainConfig`.
+    - `key`: `jax.random` key for the training data.
+    - `held_out`: int `(m, n)` held-out sequences (never trained on).
+    - `callback`: optional ``(step, held_out_loss) -> None`` after each evaluation.
+
+    **Returns:** `(trained model, TrainHistory)`.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` if `sample` returns the wrong shape,
+    or as :func:`layout_loss`; the run stops with a ParameterError if the loss becomes
+    non-finite (never a NaN result).
+    """
+    if not np.any(np.asarray(layout.labelled)):
+        raise ParameterError(f"`layout` {layout.name!r} has no labelled slot: there is nothing to train on.")
+    expect = (config.batch_size, layout.sequence_length)
+    got = jax.eval_shape(sample, key)
+    if tuple(got.shape) != expect or not jnp.issubdtype(got.dtype, jnp.integer):
+        raise ParameterError(f"`sample` must return an int array of shape {expect}; it returns {got.dtype}{tuple(got.shape)}.")
+    optimizer = make_optimizer(config)
+    opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
+    keys = jax.random.split(key, config.steps)
+    losses, eval_steps, eval_loss = [], [0], [float(evaluate(model, layout, held_out))]
+    if callback is not None:
+        callback(0, eval_loss[0])
+    done = 0
+    while done < config.steps:
+        size = min(config.eval_every, config.steps - done)
+        model, opt_state, chunk = _train_chunk(model, opt_state, keys[done : done + size], layout, sample, optimizer)
+        done += size
+        losses.append(_check_finite(np.asarray(chunk), done - size))
+        eval_steps.append(done)
+        eval_loss.append(float(evaluate(model, layout, held_out)))
+        if callback is not None:
+            callback(done, eval_loss[-1])
+    return model, TrainHistory(np.concatenate(losses), np.asarray(eval_steps), np.asarray(eval_loss))

@@ -1,0 +1,249 @@
+"""A pre-norm Transformer that consumes any mask, with position ids separate from slot order.
+
+The model maps slot inputs to logits in three exposed stages:
+
+1. :meth:`Transformer.embed`: token embedding (a weighted average of several token
+   embeddings per slot, so a Butterfly centre slot can hold ``(w_{k−1} + w_{k+1}) / 2``) plus a
+   learned embedding of the slot's **position id** — any integer, independent of where the
+   slot sits in the layout (spec hasse.md §0);
+2. :meth:`Transformer.forward_embeddings`: `L` pre-norm blocks and a final LayerNorm, from
+   embeddings `(n, d)` to outputs `(n, d)` under a mask `(n, n)`; this is the map whose
+   Jacobian :func:`hassejax.nn.jacobian_flow` measures;
+3. :meth:`Transformer.unembed_logits`: a linear read-out to `vocab_size` logits.
+
+Token id ``vocab_size`` (:attr:`Transformer.mask_id`) is the learned mask token of the
+two-stream layouts; ids ``0 .. vocab_size − 1`` are sequence tokens, the only ones predicted.
+Per-position parts (LayerNorm, MLP) add no edges, so the flow of `L` blocks under mask `M` is
+``R^(L) = (M | I)^L`` (spec §1.1–1.2, §4).
+
+Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1, §4; pre-norm blocks after
+Xiong et al., "On Layer Normalization in the Transformer Architecture", ICML 2020.
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+from ..errors import ParameterError
+from .attention import MaskedMultiHeadAttention, _check_attention_mask, _check_positive_int, _normal_tensors
+
+__all__ = ["TransformerBlock", "Transformer"]
+
+
+def _layer_norm(norm: eqx.nn.LayerNorm, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
+    return jax.vmap(norm)(x)
+
+
+class TransformerBlock(eqx.Module):
+    """One pre-norm block: ``x + Attn(LN(x), mask)``, then ``x + MLP(LN(x))`` (per position).
+
+    The MLP is ``W_2 gelu(W_1 h + b_1) + b_2`` applied to each position alone.
+
+    **Arguments:** `d_model`, `num_heads`, `mlp_width` (hidden width of the MLP), `key`,
+    `dtype`.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for bad sizes.
+    """
+
+    attention_norm: eqx.nn.LayerNorm
+    attention: MaskedMultiHeadAttention
+    mlp_norm: eqx.nn.LayerNorm
+    mlp_in: Float[Array, "width d"]
+    mlp_in_bias: Float[Array, " width"]
+    mlp_out: Float[Array, "d width"]
+    mlp_out_bias: Float[Array, " d"]
+
+    def __init__(self, d_model: int, num_heads: int, mlp_width: int, *, key: PRNGKeyArray, dtype=None):
+        mlp_width = _check_positive_int(mlp_width, "mlp_width")
+        dtype = jnp.dtype(jnp.zeros(()).dtype if dtype is None else dtype)
+        ka, km = jax.random.split(key)
+        self.attention_norm = eqx.nn.LayerNorm(d_model, dtype=dtype)
+        self.attention = MaskedMultiHeadAttention(d_model, num_heads, key=ka, dtype=dtype)
+        self.mlp_norm = eqx.nn.LayerNorm(d_model, dtype=dtype)
+        shapes = ((mlp_width, d_model), (d_model, mlp_width), (mlp_width,), (d_model,))
+        scales = (1 / math.sqrt(d_model), 1 / math.sqrt(mlp_width), 0.1, 0.1)
+        self.mlp_in, self.mlp_out, self.mlp_in_bias, self.mlp_out_bias = _normal_tensors(km, shapes, dtype, scales)
+
+    def __call__(self, x: Float[Array, "n d"], mask: Bool[Array, "n n"]) -> Float[Array, "n d"]:
+        """`x` `(n, d)` and `mask` `(n, n)` (True = may attend) to the block's output `(n, d)`."""
+        x = x + self.attention(_layer_norm(self.attention_norm, x), mask)
+        h = jax.nn.gelu(_layer_norm(self.mlp_norm, x) @ self.mlp_in.T + self.mlp_in_bias)
+        return x + h @ self.mlp_out.T + self.mlp_out_bias
+
+
+class Transformer(eqx.Module):
+    """A pre-norm Transformer over slots with explicit position ids and any attention mask.
+
+    **Arguments:**
+
+    - `num_layers`: number of blocks `L >= 1`.
+    - `d_model`: residual width `d`.
+    - `num_heads`: heads per attention layer (must divide `d_model`).
+    - `vocab_size`: number of sequence tokens `V` (ids `0..V−1`, the logits' size); id `V` is
+      the mask token (:attr:`mask_id`), so the token table has `V + 1` rows.
+    - `num_positions`: number of position ids (ids `0..num_positions−1`; the task layouts use
+      1-based positions, so `num_positions >= n + 1`).
+    - `key`: `jax.random` key.
+    - `mlp_ratio`: MLP hidden width as a multiple of `d_model` (default 4).
+    - `dtype`: parameter dtype (default: JAX's default float dtype).
+
+    Fields: `token_embedding` `(V + 1, d)`, `position_embedding` `(num_positions, d)`, `blocks`
+    (one :class:`TransformerBlock` whose parameters are stacked on a leading layer axis `(L, …)`
+    and run by :func:`jax.lax.scan`, so the compiled code does not grow with `L`), `final_norm`,
+    `unembed` `(V, d)`. The mask is never a field: every call takes it as an argument. A fully
+    masked mask row gives a zero attention update in every layer (:func:`masked_softmax`).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a non-positive size or a head
+    count that does not divide `d_model`.
+
+    Example::
+
+        model = Transformer(2, 32, 4, vocab_size=8, num_positions=17, key=jax.random.key(0))
+        logits = model(token_ids, position_ids, mask)      # (slots, 8)
+
+    Source: spec hasse.md §0 (position ids separate from slots), §4 (a model that consumes any mask).
+    """
+
+    token_embedding: Float[Array, "vocab_plus_one d"]
+    position_embedding: Float[Array, "positions d"]
+    blocks: TransformerBlock
+    final_norm: eqx.nn.LayerNorm
+    unembed: Float[Array, "vocab d"]
+    vocab_size: int = eqx.field(static=True)
+    num_positions: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        vocab_size: int,
+        num_positions: int,
+        *,
+        key: PRNGKeyArray,
+        mlp_ratio: int = 4,
+        dtype=None,
+    ):
+        num_layers = _check_positive_int(num_layers, "num_layers")
+        d_model = _check_positive_int(d_model, "d_model")
+        vocab_size = _check_positive_int(vocab_size, "vocab_size")
+        num_positions = _check_positive_int(num_positions, "num_positions")
+        mlp_ratio = _check_positive_int(mlp_ratio, "mlp_ratio")
+        dtype = jnp.dtype(jnp.zeros(()).dtype if dtype is None else dtype)
+        ke, kb = jax.random.split(key)
+        shapes = ((vocab_size + 1, d_model), (num_positions, d_model), (vocab_size, d_model))
+        emb = _normal_tensors(ke, shapes, dtype, (1.0, 1.0, 1 / math.sqrt(d_model)))
+        self.token_embedding, self.position_embedding, self.unembed = emb
+        layers = [
+            TransformerBlock(d_model, num_heads, mlp_ratio * d_model, key=jax.random.fold_in(kb, i), dtype=dtype)
+            for i in range(num_layers)
+        ]
+        # parameters stacked on a leading layer axis (for jax.lax.scan), stacked on the host
+        self.blocks = jax.tree.map(lambda *xs: jnp.asarray(np.stack([np.asarray(x) for x in xs])), *layers)
+        self.final_norm = eqx.nn.LayerNorm(d_model, dtype=dtype)
+        self.vocab_size = vocab_size
+        self.num_positions = num_positions
+
+    @property
+    def mask_id(self) -> int:
+        """Token id of the learned mask token (``vocab_size``)."""
+        return self.vocab_size
+
+    @property
+    def num_layers(self) -> int:
+        """Number of blocks `L`."""
+        return self.blocks.attention.query_weight.shape[0]
+
+    @property
+    def d_model(self) -> int:
+        """Residual width `d`."""
+        return self.token_embedding.shape[1]
+
+    def _check_ids(self, ids, upper: int, name: str):
+        if isinstance(ids, jax.core.Tracer):
+            bad = jnp.any((ids < 0) | (ids >= upper))
+            return eqx.error_if(ids, bad, f"`{name}` holds an id outside [0, {upper}).")
+        arr = np.asarray(ids)
+        if arr.size and (arr.min() < 0 or arr.max() >= upper):
+            raise ParameterError(f"`{name}` must hold ids in [0, {upper}); got values in [{arr.min()}, {arr.max()}].")
+        return ids
+
+    def embed(
+        self,
+        token_ids: Int[Array, "n *r"],
+        position_ids: Int[Array, " n"],
+        token_weights: Float[Array, "n *r"] | None = None,
+    ) -> Float[Array, "n d"]:
+        """Slot embeddings: ``Σ_r token_weights[s, r] · E[token_ids[s, r]] + P[position_ids[s]]``.
+
+        **Arguments:**
+
+        - `token_ids`: int `(n,)` (one token per slot) or `(n, r)` (a weighted average of `r`
+          token embeddings per slot); ids in `[0, vocab_size]`, `vocab_size` = mask token.
+        - `position_ids`: int `(n,)`, ids in `[0, num_positions)`; independent of slot order.
+        - `token_weights`: float, same shape as `token_ids`; default 1 for `(n,)` ids and
+          `1/r` for `(n, r)` ids.
+
+        **Returns:** float `(n, d)`.
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for ids out of range (concrete
+        inputs; under ``jit`` an :func:`equinox.error_if` check).
+        """
+        token_ids = self._check_ids(token_ids, self.vocab_size + 1, "token_ids")
+        position_ids = self._check_ids(position_ids, self.num_positions, "position_ids")
+        if token_ids.shape[0] != position_ids.shape[0]:
+            raise ParameterError(
+                f"`token_ids` and `position_ids` must have one entry per slot; got {token_ids.shape[0]} and {position_ids.shape[0]}."
+            )
+        table = self.token_embedding[token_ids]
+        if token_ids.ndim == 1:
+            tok = table if token_weights is None else token_weights[:, None].astype(table.dtype) * table
+        else:
+            if token_weights is None:
+                tok = jnp.mean(table, axis=1)
+            else:
+                tok = jnp.einsum("nr,nrd->nd", token_weights.astype(table.dtype), table)
+        return tok + self.position_embedding[position_ids]
+
+    def forward_embeddings(self, x: Float[Array, "n d"], mask: Bool[Array, "n n"]) -> Float[Array, "n d"]:
+        """The `L` blocks and the final LayerNorm: embeddings `(n, d)` to outputs `(n, d)`.
+
+        Output `i` depends on input `j` only if ``R^(L)[i, j]`` (spec hasse.md §1.2, §4).
+
+        **Raises:** :class:`~hassejax.errors.MaskError` if `mask` is not a bool `(n, n)` array.
+        """
+        _check_attention_mask(mask, x.shape[0])
+        params, static = eqx.partition(self.blocks, eqx.is_array)
+
+        def layer(x, p):
+            return eqx.combine(p, static)(x, mask), None
+
+        x, _ = jax.lax.scan(layer, x, params)  # one compiled block body, whatever L is
+        return _layer_norm(self.final_norm, x)
+
+    def unembed_logits(self, h: Float[Array, "n d"]) -> Float[Array, "n vocab"]:
+        """Read-out `(n, d) -> (n, vocab_size)` logits (per position)."""
+        return h @ self.unembed.T
+
+    def __call__(
+        self,
+        token_ids: Int[Array, "n *r"],
+        position_ids: Int[Array, " n"],
+        mask: Bool[Array, "n n"],
+        token_weights: Float[Array, "n *r"] | None = None,
+    ) -> Float[Array, "n vocab"]:
+        """Logits of every slot.
+
+        **Arguments:** as :meth:`embed`, and `mask` bool `(n, n)` (row = query slot, column = key
+        slot, True = may attend; a fully masked row gets a zero attention update).
+
+        **Returns:** float `(n, vocab_size)` logits.
+        """
+        x = self.embed(token_ids, position_ids, token_weights)
+        return self.unembed_logits(self.forward_embeddings(x, mask))

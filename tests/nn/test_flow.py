@@ -1,0 +1,123 @@
+"""Jacobian information flow of the Transformer equals R^(L) exactly (spec hasse.md §1.2, §4)."""
+
+import jax
+import jax.numpy as jnp
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hassejax.errors import MaskError, ParameterError
+from hassejax.nn import Transformer, jacobian_flow
+from hassejax.order import reachability
+
+D, HEADS = 8, 2
+
+
+def _model(num_layers: int, seed: int) -> Transformer:
+    return Transformer(num_layers, D, HEADS, vocab_size=3, num_positions=2, key=jax.random.key(seed), mlp_ratio=1)
+
+
+def _inputs(n: int, seed: int):
+    return jnp.asarray(np.random.default_rng(seed).normal(size=(n, D)))
+
+
+def _walks_at_most(mask: np.ndarray, num_layers: int) -> np.ndarray:
+    """Independent R^(L): BFS on the graph with edges i -> j (i attends to j), paths of <= L edges."""
+    n = mask.shape[0]
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from(zip(*np.nonzero(mask)))
+    out = np.zeros((n, n), bool)
+    for i in range(n):
+        for j in nx.single_source_shortest_path_length(g, i, cutoff=num_layers):
+            out[i, j] = True
+    return out
+
+
+def _masks(draw, n: int) -> list[np.ndarray]:
+    """Random masks of several kinds: sparse/dense, with cycles, without diagonal, with empty rows."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    out = []
+    for density in (0.15, 0.35):
+        out.append(rng.random((n, n)) < density)
+    cyc = np.zeros((n, n), bool)
+    perm = rng.permutation(n)
+    cyc[perm, np.roll(perm, 1)] = True  # one directed cycle through every position
+    out.append(cyc | (rng.random((n, n)) < 0.1))
+    empty = rng.random((n, n)) < 0.3
+    empty[rng.integers(0, n, size=max(1, n // 3))] = False  # empty rows (no diagonal either)
+    out.append(empty)
+    return out
+
+
+@settings(max_examples=10)
+@given(n=st.integers(1, 12), num_layers=st.integers(1, 4), data=st.data())
+def test_jacobian_flow_equals_reachability(n, num_layers, data):
+    model = _model(num_layers, data.draw(st.integers(0, 1000)))
+    x = _inputs(n, data.draw(st.integers(0, 1000)))
+    for mask in _masks(data.draw, n):
+        flow = np.asarray(jacobian_flow(model, x, jnp.asarray(mask)))
+        expected = np.asarray(reachability(jnp.asarray(mask), num_layers=num_layers))
+        np.testing.assert_array_equal(flow, expected)
+        np.testing.assert_array_equal(flow, _walks_at_most(mask | np.eye(n, dtype=bool), num_layers))
+
+
+def test_flow_grows_with_depth_on_a_chain_until_convergence():
+    """A bidiagonal chain (L* = n − 1): every extra layer adds exactly one more diagonal."""
+    n = 6
+    mask = np.eye(n, k=-1, dtype=bool)
+    x = _inputs(n, 0)
+    for num_layers in (2, 5):  # below and at the convergence depth L* = 5
+        flow = np.asarray(jacobian_flow(_model(num_layers, num_layers), x, jnp.asarray(mask)))
+        q, k = np.indices((n, n))
+        np.testing.assert_array_equal(flow, (k <= q) & (q - k <= num_layers))
+
+
+def test_empty_row_keeps_only_the_residual_edge():
+    """Position 2 attends to nothing: its output depends on itself alone; others may read it."""
+    n = 5
+    mask = np.ones((n, n), bool)
+    mask[2] = False
+    x = _inputs(n, 1)
+    for num_layers in (1, 2):
+        flow = np.asarray(jacobian_flow(_model(num_layers, 7), x, jnp.asarray(mask)))
+        expected = np.ones((n, n), bool)
+        expected[2] = np.arange(n) == 2
+        np.testing.assert_array_equal(flow, expected)
+
+
+def test_fwd_and_rev_agree_and_callables_work():
+    n = 7
+    rng = np.random.default_rng(5)
+    mask = jnp.asarray(rng.random((n, n)) < 0.3)
+    model = _model(2, 3)
+    x = _inputs(n, 2)
+    fwd = np.asarray(jacobian_flow(model, x, mask))
+    rev = np.asarray(jacobian_flow(model, x, mask, mode="rev"))
+    np.testing.assert_array_equal(rev, fwd)
+    # a callable: token shift (out_i depends on x_i and x_{i-1}) is a non-attention mixer
+    shift = lambda y: y + jnp.roll(y, 1, axis=0).at[0].set(0.0)  # noqa: E731
+    q, k = np.indices((n, n))
+    np.testing.assert_array_equal(np.asarray(jacobian_flow(shift, x)), (q == k) | (q - k == 1))
+    np.testing.assert_array_equal(np.asarray(jacobian_flow(model.forward_embeddings, x, mask)), rev)
+
+
+def test_jacobian_flow_errors(no_runtime_typecheck):
+    model = _model(1, 0)
+    x = jnp.zeros((3, D))
+    with pytest.raises(MaskError, match="`mask` is required when `model` is a Transformer"):
+        jacobian_flow(model, x)
+    with pytest.raises(MaskError, match=r"`mask` must have shape \(3, 3\)"):
+        jacobian_flow(model, x, jnp.ones((2, 2), bool))
+    with pytest.raises(ParameterError, match=r"`inputs` must be a floating array of shape \(n, d\); got shape \(3,\)"):
+        jacobian_flow(model, jnp.zeros((3,)), jnp.ones((3, 3), bool))
+    with pytest.raises(ParameterError, match=r"`inputs` must have d = d_model = 8 features"):
+        jacobian_flow(model, jnp.zeros((3, 5)), jnp.ones((3, 3), bool))
+    with pytest.raises(ParameterError, match="`mode` must be 'fwd' or 'rev'"):
+        jacobian_flow(model, x, jnp.ones((3, 3), bool), mode="both")
+    with pytest.raises(ParameterError, match=r"its output has shape \(\)"):
+        jacobian_flow(lambda y: jnp.sum(y), x)
+    with pytest.raises(ParameterError, match="`model` must be a Transformer or a callable"):
+        jacobian_flow(3, x)

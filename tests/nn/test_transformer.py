@@ -1,0 +1,79 @@
+"""The Transformer: position ids separate from slot order, weighted token embeddings, errors."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hassejax.errors import MaskError, ParameterError
+from hassejax.nn import Transformer
+
+
+@pytest.fixture(scope="module")
+def model():
+    return Transformer(2, 8, 2, vocab_size=5, num_positions=10, key=jax.random.key(0))
+
+
+def test_slot_order_is_presentation_only(model):
+    """Permuting slots together with their position ids and the mask permutes the logits."""
+    rng = np.random.default_rng(0)
+    n = 7
+    ids = jnp.asarray(rng.integers(0, 6, n))  # includes the mask token id 5 sometimes
+    ids_perm = rng.permutation(9) + 1
+    pos = jnp.asarray(ids_perm[:n])
+    mask = rng.random((n, n)) < 0.5
+    perm = rng.permutation(n)
+    out = np.asarray(model(ids, pos, jnp.asarray(mask)))
+    outp = np.asarray(model(ids[perm], pos[perm], jnp.asarray(mask[np.ix_(perm, perm)])))
+    np.testing.assert_allclose(outp, out[perm], rtol=1e-10, atol=1e-12)
+    # the position id, not the slot index, is what the position embedding sees
+    pos2 = pos.at[3].set(int(ids_perm[n]))  # an id no slot uses
+    assert not np.allclose(np.asarray(model(ids, pos2, jnp.asarray(mask)))[3], out[3])
+
+
+def test_embed_weights(model):
+    E, P = np.asarray(model.token_embedding), np.asarray(model.position_embedding)
+    ids = jnp.asarray([[1, 3], [2, 2], [5, 5]])
+    pos = jnp.asarray([4, 0, 9])
+    np.testing.assert_allclose(np.asarray(model.embed(ids, pos)), np.stack([(E[1] + E[3]) / 2, E[2], E[5]]) + P[[4, 0, 9]], rtol=1e-12)
+    w = jnp.asarray([[0.25, 0.75], [1.0, 0.0], [0.0, 1.0]])
+    np.testing.assert_allclose(
+        np.asarray(model.embed(ids, pos, w)), np.stack([0.25 * E[1] + 0.75 * E[3], E[2], E[5]]) + P[[4, 0, 9]], rtol=1e-12
+    )
+    np.testing.assert_allclose(np.asarray(model.embed(ids[:, 0], pos)), E[[1, 2, 5]] + P[[4, 0, 9]], rtol=1e-12)
+    assert model.mask_id == 5 and model.num_layers == 2 and model.d_model == 8
+
+
+def test_the_model_has_no_static_arrays(model):
+    """Masks and weights are leaves; the static part holds only sizes."""
+    _, static = eqx.partition(model, eqx.is_array)
+    assert not any(isinstance(x, (jax.Array, np.ndarray)) for x in jax.tree.leaves(static))
+    f = eqx.filter_jit(lambda m, mask: m(jnp.arange(4), jnp.arange(4), mask))
+    a = f(model, jnp.tril(jnp.ones((4, 4), bool)))
+    b = f(model, jnp.eye(4, dtype=bool))
+    assert not np.allclose(np.asarray(a)[3], np.asarray(b)[3])
+    np.testing.assert_allclose(np.asarray(a)[0], np.asarray(b)[0], rtol=1e-12)  # row 0 sees only itself in both
+
+
+def test_float32_model_under_x64():
+    m32 = Transformer(1, 8, 2, vocab_size=3, num_positions=4, key=jax.random.key(1), dtype=jnp.float32)
+    out = m32(jnp.asarray([0, 1, 3]), jnp.asarray([1, 2, 3]), jnp.ones((3, 3), bool), jnp.ones((3,)))
+    assert out.dtype == jnp.float32 and out.shape == (3, 3)
+
+
+def test_transformer_errors(no_runtime_typecheck, model):
+    with pytest.raises(ParameterError, match="`num_heads` must divide `d_model`"):
+        Transformer(1, 6, 4, vocab_size=3, num_positions=3, key=jax.random.key(0))
+    with pytest.raises(ParameterError, match="`num_layers` must be a positive int; got 0"):
+        Transformer(0, 8, 2, vocab_size=3, num_positions=3, key=jax.random.key(0))
+    with pytest.raises(ParameterError, match=r"`token_ids` must hold ids in \[0, 6\); got values in \[0, 6\]"):
+        model(jnp.asarray([0, 6]), jnp.asarray([0, 1]), jnp.ones((2, 2), bool))
+    with pytest.raises(ParameterError, match=r"`position_ids` must hold ids in \[0, 10\)"):
+        model(jnp.asarray([0, 1]), jnp.asarray([0, 10]), jnp.ones((2, 2), bool))
+    with pytest.raises(ParameterError, match="one entry per slot; got 2 and 3"):
+        model(jnp.asarray([0, 1]), jnp.asarray([0, 1, 2]), jnp.ones((2, 2), bool))
+    with pytest.raises(MaskError, match=r"`mask` must have shape \(2, 2\)"):
+        model(jnp.asarray([0, 1]), jnp.asarray([0, 1]), jnp.ones((3, 3), bool))
+    with pytest.raises(Exception, match=r"`position_ids` holds an id outside \[0, 10\)"):
+        jax.block_until_ready(eqx.filter_jit(lambda m, p: m(jnp.asarray([0, 1]), p, jnp.ones((2, 2), bool)))(model, jnp.asarray([0, 12])))
