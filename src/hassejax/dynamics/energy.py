@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float
+from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
 from ..errors import ParameterError
 
@@ -72,7 +72,7 @@ def _psd_sqrt(cov: Array) -> Array:
 
 
 # --------------------------------------------------------------------------- particles
-def interaction_energy(x: Float[Array, "*batch n d"], A: Float[Array, "d d"]) -> Float[Array, "*batch"]:
+def interaction_energy(x: Float[ArrayLike, "*batch n d"], A: Float[ArrayLike, "d d"]) -> Float[Array, "*batch"]:
     """Particle interaction energy `E_n = (1/2n²) Σ_ij exp(x_iᵀ A x_j)` (spec dynamics.md §6).
 
     The energy of the empirical measure `μ = (1/n) Σ_j δ_{x_j}` (the diagonal `i = j` is
@@ -98,7 +98,8 @@ def interaction_energy(x: Float[Array, "*batch n d"], A: Float[Array, "d d"]) ->
     if len(xs) < 2 or xs[-2] == 0:
         raise ParameterError(f"`x` must have shape (..., n, d) with n >= 1 tokens; got shape {xs}.")
     _check_square(A, "A", xs[-1])
-    return _interaction_energy(x, A)
+    dtype = jnp.result_type(x, A, jnp.float32)
+    return _interaction_energy(jnp.asarray(x, dtype), jnp.asarray(A, dtype))
 
 
 @jax.jit
@@ -122,7 +123,7 @@ class GaussianEnergy(NamedTuple):
 
 
 def gaussian_interaction_energy(
-    mean: Float[Array, "*batch d"], cov: Float[Array, "*batch d d"], A: Float[Array, "d d"]
+    mean: Float[ArrayLike, "*batch d"], cov: Float[ArrayLike, "*batch d d"], A: Float[ArrayLike, "d d"]
 ) -> GaussianEnergy:
     """Closed-form energy `E = ½ ∬ exp(xᵀAy) dμ(x) dμ(y)` of `μ = N(α, Σ)` (spec dynamics.md §6).
 
@@ -179,10 +180,10 @@ def _gaussian_interaction_energy(mean, cov, A):
 
 
 def gaussian_sinkhorn_energy(
-    mean: Float[Array, "*batch d"],
-    cov: Float[Array, "*batch d d"],
-    A: Float[Array, "d d"],
-    epsilon: float | Float[Array, ""] = 1.0,
+    mean: Float[ArrayLike, "*batch d"],
+    cov: Float[ArrayLike, "*batch d d"],
+    A: Float[ArrayLike, "d d"],
+    epsilon: Real[ArrayLike, ""] = 1.0,
 ) -> Float[Array, "*batch"]:
     """`F = ½ OT_ε(μ, μ)` for `μ = N(α, Σ)`, the Sinkhorn energy (spec dynamics.md §6).
 
