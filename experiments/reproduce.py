@@ -35,6 +35,7 @@ EXPERIMENTS = [
     "block_two_stream",
     "butterfly_attention",
     "mask_gallery",
+    "butterfly_markov",
 ]
 
 
