@@ -79,4 +79,57 @@ __all__ = [
 ]
 
 # --- diagnostics / energy / sweeps (owned by the sweeps & diagnostics engineer) ---------
-# Add their re-exports below this line (and extend __all__ accordingly).
+# Re-exports of diagnostics, energy and sweeps.
+from .diagnostics import (
+    BLOWUP_EXPONENT,
+    OUTCOME_NAMES,
+    Diagnosis,
+    GrowthFit,
+    GrowthTest,
+    Outcome,
+    Spectrum,
+    classify,
+    classify_trajectory,
+    cluster_count,
+    covariance_eigenvalues,
+    empirical_covariance,
+    growth_law,
+    limit_rank,
+    outcome_names,
+    rank_absolute,
+    rank_relative,
+    spectrum,
+)
+from .energy import GaussianEnergy, gaussian_interaction_energy, gaussian_sinkhorn_energy, interaction_energy
+from .sweeps import batch_size, sweep, sweep_program
+
+__all__ += [
+    # diagnostics
+    "BLOWUP_EXPONENT",
+    "OUTCOME_NAMES",
+    "Diagnosis",
+    "GrowthFit",
+    "GrowthTest",
+    "Outcome",
+    "Spectrum",
+    "classify",
+    "classify_trajectory",
+    "cluster_count",
+    "covariance_eigenvalues",
+    "empirical_covariance",
+    "growth_law",
+    "limit_rank",
+    "outcome_names",
+    "rank_absolute",
+    "rank_relative",
+    "spectrum",
+    # energy
+    "GaussianEnergy",
+    "gaussian_interaction_energy",
+    "gaussian_sinkhorn_energy",
+    "interaction_energy",
+    # sweeps
+    "batch_size",
+    "sweep",
+    "sweep_program",
+]
