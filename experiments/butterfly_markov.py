@@ -22,7 +22,6 @@ Writes ``OUT/butterfly_markov/butterfly_markov.json`` (every number, seeds, vers
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import json
 import platform
@@ -149,19 +148,16 @@ def _plot(results: dict, h: dict, out_dir: Path) -> list[str]:
     return paths
 
 
-def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="paper_figures", help="output root (default paper_figures)")
-    ap.add_argument("--quick", action="store_true", help="a short run (smoke test; accuracy not expected)")
-    args = ap.parse_args(argv)
+def main(out: Path, quick: bool = False) -> dict:
+    """Train the three layouts, write the figure and JSON into ``out / NAME``; return a summary with "key"."""
     t_start = time.time()
 
-    n, block_size, vocab, concentration = 16, 4, 8, 0.5
+    n, block_size, vocab, concentration = (8, 4, 8, 0.5) if quick else (16, 4, 8, 0.5)
     seeds = {"chain_first": 0, "model": 1, "train": 2, "held_out": 3, "checks": 4}
-    steps = 120 if args.quick else 500
+    steps = 40 if quick else 500
     cfg = TrainConfig(steps=steps, batch_size=64, learning_rate=3e-3, warmup_steps=steps // 10, eval_every=steps // 10)
     model_cfg = {"num_layers": 2, "d_model": 64, "num_heads": 4, "mlp_ratio": 4, "dtype": "float32"}
-    held_out_size = 512 if args.quick else 4096
+    held_out_size = 256 if quick else 4096
 
     seed, chain, tried = _pick_chain(vocab, concentration, seeds["chain_first"], 0.2)
     pi = stationary_distribution(chain.transition)
@@ -229,12 +225,12 @@ def main(argv=None) -> dict:
     }
 
     check_seconds = time.time() - t0
-    out_dir = Path(args.out) / NAME
+    out_dir = Path(out) / NAME
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = _plot(results, h, out_dir)
     record = {
         "experiment": NAME,
-        "quick": args.quick,
+        "quick": quick,
         "entropies_nats": h,
         "chain": {"vocab_size": vocab, "concentration": concentration, "seed": seed, "seeds_tried": tried,
                   "transition": np.asarray(chain.transition).tolist(), "stationary": pi.tolist()},
@@ -262,8 +258,13 @@ def main(argv=None) -> dict:
                       "standard_errors": {k: v["held_out_standard_error"] for k, v in results.items()},
                       "seconds": record["total_seconds"]}, indent=1, default=float))
     print(f"wrote {path} and {', '.join(figures)}")
+    fin = {k: v["final_held_out_loss"] for k, v in results.items()}
+    record["key"] = (f"butterfly {fin['butterfly']:.3f} vs H2 {h['H2']:.3f} (x{fin['butterfly'] / h['H2']:.3f}); "
+                     f"causal {fin['causal']:.3f} vs H1 {h['H1']:.3f} (x{fin['causal'] / h['H1']:.3f})")
     return record
 
 
 if __name__ == "__main__":
-    main()
+    from _common import cli
+
+    cli(main, NAME, __doc__)
