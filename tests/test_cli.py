@@ -182,3 +182,12 @@ def test_derive_butterfly_and_errors(capsys):
     assert "`block_size` must divide `n`" in capsys.readouterr().err
     assert main(["derive", "block_generation", "--n", "8"]) == 2
     assert "--block-size" in capsys.readouterr().err
+
+
+def test_derive_rejects_options_of_other_families_and_large_n(capsys):
+    assert main(["derive", "butterfly", "--n", "4", "--group", "causal"]) == 2
+    assert "--group do(es) not apply to the butterfly family" in capsys.readouterr().err
+    assert main(["derive", "autoregressive", "--n", "4", "--block-size", "2"]) == 2
+    assert "--block-size" in capsys.readouterr().err
+    assert main(["derive", "autoregressive", "--n", "100000"]) == 2
+    assert "too large for derive" in capsys.readouterr().err

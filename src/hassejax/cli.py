@@ -220,6 +220,10 @@ def _write_text(path: str, text: str) -> None:
 # ----------------------------------------------------------------------------- derive
 
 
+_DERIVE_MAX_N = 128
+_DERIVE_MAX_PRINTED_SLOTS = 64
+
+
 def _add_derive(subparsers) -> None:
     p = subparsers.add_parser(
         "derive",
@@ -232,10 +236,10 @@ def _add_derive(subparsers) -> None:
     p.add_argument("family", choices=["autoregressive", "block_generation", "butterfly"], help="the task family")
     p.add_argument("--n", type=_positive_int, required=True, help="sequence length")
     p.add_argument("--block-size", type=_positive_int, default=None, help="block size l (block_generation; divides n)")
-    p.add_argument("--group", choices=["full", "causal", "diagonal"], default="full", help="attention inside a query group")
-    p.add_argument("--content", choices=["causal", "block_causal"], default="causal", help="content stream mask")
-    p.add_argument("--no-keep-last-block", action="store_true", help="leave out the full-sequence content task (2n - l slots)")
-    p.add_argument("--boundary", choices=["neighbour", "pad"], default="neighbour", help="butterfly boundary aggregate")
+    p.add_argument("--group", choices=["full", "causal", "diagonal"], default=None, help="attention inside a query group (block_generation; default full)")
+    p.add_argument("--content", choices=["causal", "block_causal"], default=None, help="content stream mask (block_generation; default causal)")
+    p.add_argument("--no-keep-last-block", action="store_true", help="leave out the full-sequence content task (block_generation; 2n - l slots)")
+    p.add_argument("--boundary", choices=["neighbour", "pad"], default=None, help="boundary aggregate (butterfly; default neighbour)")
     p.add_argument("--png", nargs="?", const="derived_mask.png", metavar="FILE", help="draw the mask and Hasse diagram (default FILE: derived_mask.png)")
     p.add_argument("--json", nargs="?", const="derived_mask.json", metavar="FILE", help="write slots, mask, labels and audit (default FILE: derived_mask.json)")
     p.set_defaults(func=_cmd_derive)
@@ -260,13 +264,34 @@ def derive(family: str, n: int, **options) -> dict:
 
 
 def _cmd_derive(args: argparse.Namespace) -> int:
+    given = {
+        "--block-size": args.block_size is not None,
+        "--group": args.group is not None,
+        "--content": args.content is not None,
+        "--no-keep-last-block": args.no_keep_last_block,
+        "--boundary": args.boundary is not None,
+    }
+    allowed = {
+        "autoregressive": (),
+        "block_generation": ("--block-size", "--group", "--content", "--no-keep-last-block"),
+        "butterfly": ("--boundary",),
+    }[args.family]
+    ignored = [k for k, v in given.items() if v and k not in allowed]
+    if ignored:
+        raise _UsageError(f"{', '.join(ignored)} do(es) not apply to the {args.family} family (its options: {', '.join(allowed) or 'none'})")
+    if args.n > _DERIVE_MAX_N:
+        raise _UsageError(
+            f"--n {args.n} is too large for derive, which merges one Hasse diagram per task (at most {_DERIVE_MAX_N}); "
+            "for large n use the closed forms hassejax.tasks.block_two_stream_mask / butterfly_mask"
+        )
     options: dict = {}
     if args.family == "block_generation":
         if args.block_size is None:
             raise _UsageError("derive block_generation needs --block-size L (a divisor of --n)")
-        options = dict(block_size=args.block_size, group=args.group, content=args.content, keep_last_block=not args.no_keep_last_block)
+        options = dict(block_size=args.block_size, group=args.group or "full", content=args.content or "causal",
+                       keep_last_block=not args.no_keep_last_block)
     elif args.family == "butterfly":
-        options = dict(boundary=args.boundary)
+        options = dict(boundary=args.boundary or "neighbour")
     try:
         result = derive(args.family, args.n, **options)
     except HassejaxError as err:
@@ -279,10 +304,13 @@ def _cmd_derive(args: argparse.Namespace) -> int:
              "slot  input" + " " * max(0, width - 5) + "  stream   position  label"]
     for p, (tok, stream, lab) in enumerate(zip(merged.inputs, merged.streams, merged.labels)):
         lines.append(f"{p:>4}  {str(tok):<{max(width, 5)}}  {stream:<7}  {tok.position:>8}  {'-' if lab is None else lab}")
-    lines.append("mask (row = query slot, column = key slot, 1 = may attend):")
     mask = np.asarray(merged.mask)
-    for p in range(merged.n):
-        lines.append(f"  {names[p]:>{width}} " + " ".join("1" if x else "." for x in mask[p]))
+    if merged.n <= _DERIVE_MAX_PRINTED_SLOTS:
+        lines.append("mask (row = query slot, column = key slot, 1 = may attend):")
+        for p in range(merged.n):
+            lines.append(f"  {names[p]:>{width}} " + " ".join("1" if x else "." for x in mask[p]))
+    else:
+        lines.append(f"mask: {merged.n} x {merged.n} (not printed above {_DERIVE_MAX_PRINTED_SLOTS} slots; see --json / --png)")
     from .order import convergence_depth
 
     lines.append(f"dense: {int(mask.sum())} nonzeros, L* = {int(convergence_depth(mask))}; sparsest variant: {sparse.nonzeros} nonzeros, L* = {sparse.depth}")
