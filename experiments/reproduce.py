@@ -36,6 +36,13 @@ EXPERIMENTS = [
     "butterfly_attention",
     "mask_gallery",
     "butterfly_markov",
+    "covariance_ellipses",
+    "lambda_max_growth",
+    "phase_maps",
+    "event_time_accuracy",
+    "mean_field",
+    "energies",
+    "masked_particles",
 ]
 
 
