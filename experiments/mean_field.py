@@ -135,7 +135,9 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.set_xlabel(f"number of tokens n  (seeds per n: {', '.join(map(str, n_seeds_list))})")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8, loc="upper right")
+        pts = np.concatenate(err[f"{what}_t1"])
+        ax.set_ylim(pts.min() / 40, pts.max() * 1.5)  # room for the legend below the data
+        ax.legend(fontsize=8, loc="lower left")
         ax.set_title(f"{'Mean' if what == 'mean' else 'Covariance'} error at t = {T:g}", fontsize=10)
     fig.suptitle(
         f"Mean field: softmax particles (item 4 parameters, n i.i.d. from N(α0, Σ0)) vs the Gaussian moment ODE at t = {T:g}: "
