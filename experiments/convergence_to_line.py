@@ -1,0 +1,154 @@
+"""Figure 2 of Castin et al. (spec dynamics.md §7a item 2): convergence to a line, rank one along q⊥.
+
+Softmax and L2 attention with one query row `q`, `K = −q`, `V = I`: `A = −qᵀq/√2 ⪯ 0`
+with kernel `q⊥`. From 100 trace-one initial covariances (10 × 10 grid on [−0.5, 0.5]²)
+every trajectory converges to the rank-one `Σ∞ = q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥)` (paper, softmax
+closed form for `V = I`; for L2 the same `q⊥ᵀΣ⁻¹q⊥` is conserved because `Aq⊥ = 0`,
+derived). One vmapped diffrax solve per kind, stopped at the authors' `‖Σ'‖_F < 1e-4`;
+a long-horizon solve (t = 1e8) gives the exact limit and rank.
+"""
+
+from __future__ import annotations
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+from pathlib import Path  # noqa: E402
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from _common import Output, cli  # noqa: E402
+
+import _dynamics_common as dc  # noqa: E402
+from hassejax.dynamics import Status, clustering_limit  # noqa: E402
+from hassejax.dynamics.diagnostics import limit_rank, rank_absolute  # noqa: E402
+
+NAME = "convergence_to_line"
+TOL = 1e-4  # the authors' tol for figure 2
+THRESHOLD = 1e3
+T1 = 1e5
+T_LONG = 1e8
+
+Q = dc.FIG2_Q_ROW[None, :]
+K = -Q
+V = np.eye(2)
+Q_PERP = dc.FIG2_Q_PERP
+KINDS = {"softmax": ("softmax", dc.softmax_params), "L2": ("l2", dc.l2_params)}
+
+
+def sigma_inf(cov0: np.ndarray) -> np.ndarray:
+    """`q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥)` for each `Σ0` (spec §7a item 2)."""
+    w = np.linalg.solve(cov0, np.broadcast_to(Q_PERP, cov0.shape[:-1])[..., None])[..., 0]
+    return np.outer(Q_PERP, Q_PERP)[None] / (w @ Q_PERP)[:, None, None]
+
+
+def rel_err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(a - b, axis=(-2, -1)) / np.linalg.norm(b, axis=(-2, -1))
+
+
+def main(out: Path, quick: bool = False) -> dict:
+    o = Output(out, NAME)
+    n_side = 5 if quick else 10
+    capacity = dc.CAPACITY_QUICK if quick else dc.CAPACITY_FULL
+    grid = dc.trace_one_grid(n_side, n_side, -0.5, 0.5)
+    n = grid.shape[0]
+    target = sigma_inf(grid)
+    a_soft = dc.softmax_params(V, Q, K)["A"]
+    library_limit = np.asarray(clustering_limit(grid, a_soft, 1.0))
+    closed_vs_library = float(np.max(rel_err(library_limit, target)))
+    colors, sm = dc.colors_from(dc.cone_coords(grid)[:, 1])
+    perp_angle = float(np.degrees(np.arctan2(Q_PERP[1], Q_PERP[0])))
+
+    fig = plt.figure(figsize=(17.0, 6.8), layout="constrained")
+    gs = fig.add_gridspec(1, 3, width_ratios=[1.25, 1.25, 1.0])
+    axes = np.array([[fig.add_subplot(gs[0, 0], projection="3d"), fig.add_subplot(gs[0, 1], projection="3d"), fig.add_subplot(gs[0, 2])]])
+    ax_err = axes[0, 2]
+    results = {}
+    for ax, (label, (kind, make)) in zip(axes[0, :2], KINDS.items()):
+        params = make(V, Q, K)
+        sol = dc.solve_for_plot(kind, params, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
+        long = dc.solve(
+            kind, params, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity, ts=dc.log_times(T_LONG, n)
+        )
+        conv = sol["status"] == Status.converged
+        err_stop = rel_err(sol["cov_final"], target)
+        err_long = rel_err(long["cov_final"], target)
+        results[label] = {
+            "kind": kind,
+            "status": dc.status_counts(sol["status"]),
+            "converged": int(conv.sum()),
+            "rel_error_to_sigma_inf_at_stop": dc.minmax(err_stop),
+            "rank_above_0.1_at_stop": dc.value_counts(np.asarray(rank_absolute(sol["cov_final"], 0.1))),
+            "top_eigenvector_angle_at_stop_deg": dc.minmax(dc.rank_one_direction_angle(sol["cov_final"])),
+            "long_horizon": {
+                "t1": T_LONG,
+                "status": dc.status_counts(long["status"]),
+                "rel_error_to_sigma_inf": dc.minmax(err_long),
+                "exact_limit_rank_(eigenvalues > 1e-6 λ_max)": dc.value_counts(np.asarray(limit_rank(long["cov_final"]))),
+            },
+            "solver": dc.solver_record(sol),
+        }
+        trajs = dc.trajectories(sol)
+        z_max = dc.draw_cone(ax, trajs, colors)
+        line = dc.rank_one_ray(perp_angle, z_max)
+        ax.plot(line[:, 0], line[:, 1], line[:, 2], color="crimson", lw=2.0, label="rank one along q⊥")
+        tgt = dc.cone_coords(target)
+        ax.scatter(tgt[:, 0], tgt[:, 1], tgt[:, 2], marker="x", color="crimson", s=14, label="Σ∞ (closed form)")
+        ax.view_init(elev=20, azim=-86 if kind == "softmax" else -76)
+        ax.legend(fontsize=8, loc="upper left")
+        ax.set_title(
+            f"{label}: {int(conv.sum())}/{n} converge to rank one on q⊥\n"
+            f"‖Σ − Σ∞‖/‖Σ∞‖ ≤ {err_stop.max():.1e} at ‖Σ'‖_F < {TOL:g}, ≤ {err_long.max():.1e} at t = 1e8",
+            fontsize=10,
+        )
+        tr = np.linalg.norm(long["cov"] - target[:, None], axis=(-2, -1)) / np.linalg.norm(target, axis=(-2, -1))[:, None]
+        slope = dc.loglog_slope(long["ts"], tr, long["valid"], last_decades=2.0)
+        med = np.argsort(err_stop)[n // 2]
+        v = long["valid"][med] & (long["ts"][med] > 0)
+        ax_err.loglog(long["ts"][med][v], tr[med][v], lw=1.5, label=f"{label} (slope {slope[med]:.3f} on [1e6, 1e8])")
+        results[label]["long_horizon"]["loglog_slope_of_error_t_1e6_to_1e8"] = dc.minmax(slope)
+    t_ref = np.geomspace(1e2, 1e8, 10)
+    ax_err.loglog(t_ref, 10.0 / t_ref, "k--", lw=1, label="reference 10/t")
+    ax_err.set_xlabel("depth t")
+    ax_err.set_ylabel("‖Σ(t) − Σ∞‖_F / ‖Σ∞‖_F")
+    ax_err.set_title("distance to the closed-form limit (median member):\nconvergence like 1/t", fontsize=10)
+    ax_err.grid(alpha=0.3, which="both")
+    ax_err.legend(fontsize=8, loc="lower left")
+    cb = fig.colorbar(sm, ax=list(axes[0, :2]), location="bottom", shrink=0.5, pad=0.02)
+    cb.set_label("initial 2Σ₁₂")
+    all_conv = all(r["converged"] == n for r in results.values())
+    fig.suptitle(
+        f"Figure 2 — convergence to a line: {'all' if all_conv else 'NOT all'} {n} trajectories converge to Σ∞ = q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥) "
+        f"(Q = q, K = −q, V = I; q⊥ at {perp_angle:.2f}°)",
+        fontsize=12,
+    )
+    o.savefig(fig, NAME)
+
+    o.write_json(
+        {
+            "figure": "dynamics.md §7a item 2 (convergence to a line)",
+            "claim": "all trajectories converge to rank one along q⊥, Σ∞ = q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥)",
+            "parameters": {
+                "q": dc.FIG2_Q_ROW,
+                "q_perp": Q_PERP,
+                "V": V,
+                "scalings": "softmax: A = KᵀQ/√2; L2: Q/√2, K unscaled, c = 1",
+            },
+            "sigma_inf_source": "softmax, V = I: closed form (paper); L2: q⊥ᵀΣ⁻¹q⊥ is conserved since Aq⊥ = 0 (derived)",
+            "closed_form_vs_library_clustering_limit_max_rel": closed_vs_library,
+            "grid": {"n_u": n_side, "n_w": n_side, "limits": [-0.5, 0.5], "members": n},
+            "events": {"converged": f"‖Σ'‖_F < {TOL:g}", "diverged": f"tr Σ > {THRESHOLD:g}", "t1": T1, "note": dc.EVENTS_NOTE},
+            "all_converged": all_conv,
+            "kinds": results,
+            "timing": dc.TIMER.as_dict(),
+        },
+        seeds={"none": "deterministic grid and parameters"},
+    )
+    errs = ", ".join(f"{k} {r['long_horizon']['rel_error_to_sigma_inf'][1]:.1e}" for k, r in results.items())
+    counts = ", ".join(f"{k} {r['converged']}/{n}" for k, r in results.items())
+    return {"key": f"rank one on q⊥: {counts}; max rel. error to Σ∞ at t = 1e8: {errs}"}
+
+
+if __name__ == "__main__":
+    cli(main, NAME, __doc__)

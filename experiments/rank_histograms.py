@@ -1,0 +1,290 @@
+"""Figure 7 of Castin et al. (spec dynamics.md §7a item 7): ranks of the limit covariances.
+
+Softmax and L2 attention in d = 3, 4, 5 with `Q` standard normal `⌊d/2⌋ × d`, `K = −Q`, so
+`A = −QᵀQ/√d ⪯ 0` with a kernel of dimension `⌈d/2⌉`; rows `V = I` and `V = GᵀG` random
+SPD; `Σ0 = SSᵀ`, `S` standard normal; 100 parameter sets per panel, drawn with the
+authors' NumPy seeds (``np.random.seed``: 40 for `Q`, 26 / 27 for the softmax / L2 `V`, 41
+for `Σ0` in each dimension), so the parameter sets are theirs. Each kind is one compiled
+vmapped diffrax program for all 600 members (d = 3, 4 embedded exactly in 5 × 5; the stop
+solve runs as two chunks of 300), stopped at the authors' `‖Σ'‖_F < 1e-4` (`V = I`) or
+`5e-5` (`V` random) within their horizon (iterations × step); the rank there counts
+eigenvalues `> 0.1` (the paper's rule). The exact limit rank: for `V = I` the rank of the
+closed-form limit `U_K(U_KᵀΣ0⁻¹U_K)⁻¹U_Kᵀ` (`U_K` a basis of `ker A`), checked against a
+solve to t = 1e6; for `V` random (stiff) the rank of the ker-A block of `Σ` at the stop (the
+limit lies in `ker A`).
+"""
+
+from __future__ import annotations
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+from _common import Output, cli  # noqa: E402
+
+import _dynamics_common as dc  # noqa: E402
+from hassejax.dynamics import Status, clustering_limit  # noqa: E402
+from hassejax.dynamics.diagnostics import limit_rank, rank_absolute  # noqa: E402
+
+NAME = "rank_histograms"
+DIMS = (3, 4, 5)
+ROWS = ("V = I", "V random SPD")
+TOL = {"V = I": 1e-4, "V random SPD": 5e-5}
+THRESHOLD = 1e3
+T_LONG = 1e6  # V = I only; V random is stiff (see the notes in the JSON): its exact rank is read at the stop
+RANK_THRESHOLD = 0.1
+# The authors' horizons: max_iter × step size, per kind, row and d (histograms.py).
+HORIZON = {
+    ("softmax", "V = I"): 60000 * np.array([0.09, 0.05, 0.02]),
+    ("softmax", "V random SPD"): 90000 * np.array([0.09, 0.06, 0.02]),
+    ("l2", "V = I"): 60000 * np.array([0.09, 0.06, 0.02]),
+    ("l2", "V random SPD"): 50000 * np.array([0.15, 0.15, 0.15]),
+}
+SEEDS = {"Q": 40, "V_softmax": 26, "V_l2": 27, "Sigma0_per_dim": 41}
+KINDS = {"softmax": ("softmax", dc.softmax_params), "L2": ("l2", dc.l2_params)}
+
+
+def parameter_sets(kind: str, per_dim: int) -> list[dict]:
+    """The authors' draws (legacy NumPy ``RandomState``, same order as their ``histograms.py``).
+
+    Returns one dict per member with `d`, `row`, `index`, raw `Q` (`⌊d/2⌋ × d`), `V`, `Σ0`.
+    The authors draw 100 `Q` (and `V`) per dimension; with `per_dim < 100` the first
+    `per_dim` of each dimension are used. Each parameter set gets the next `Σ0` of the seed-41
+    stream of its dimension (what their loop does when every solve converges).
+    """
+    dims_all = np.repeat(DIMS, 100)
+    rs = np.random.RandomState(SEEDS["Q"])
+    Qs = [rs.randn(d // 2, d) for d in dims_all]
+    rs = np.random.RandomState(SEEDS["V_softmax" if kind == "softmax" else "V_l2"])
+    Vs = [rs.randn(d, d) for d in dims_all]
+    Vs = [v.T @ v for v in Vs]
+    sigma0 = {}
+    for d in DIMS:
+        rs = np.random.RandomState(SEEDS["Sigma0_per_dim"])
+        draws = [rs.randn(d, d) for _ in range(per_dim)]
+        sigma0[d] = [s @ s.T for s in draws]
+    members = []
+    for row in ROWS:
+        for j, d in enumerate(DIMS):
+            for i in range(per_dim):
+                k = 100 * j + i
+                V = np.eye(d) if row == "V = I" else Vs[k]
+                members.append({"d": d, "row": row, "index": i, "Q": Qs[k], "V": V, "Sigma0": sigma0[d][i]})
+    return members
+
+
+def stack_params(kind: str, make, members: list[dict]) -> tuple[dict, np.ndarray]:
+    """Parameters and `Σ0` of every member embedded in `D × D` (`Q`, `K` in `K_ROWS × D`)."""
+    shapes = dc.param_shapes(kind, dc.D)
+    params = {key: [] for key in shapes}
+    for m in members:
+        p = make(m["V"], m["Q"], -m["Q"])
+        for key in shapes:
+            params[key].append(dc.embed(p[key], shapes[key]))
+    cov0 = np.stack([dc.embed(m["Sigma0"], (dc.D, dc.D)) for m in members])
+    return {k: np.stack(v) for k, v in params.items()}, cov0
+
+
+def rank_counts(ranks: np.ndarray, d: int) -> list[int]:
+    return [int(np.sum(ranks == r)) for r in range(d + 1)]
+
+
+def kernel_limit(Sigma0: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """`Σ∞ = U_K(U_KᵀΣ0⁻¹U_K)⁻¹U_Kᵀ`, `U_K` a basis of `ker A`: the `V = I` limit for softmax (paper, spec §3)
+    and for L2 (derived: `(Σ⁻¹)' = −2[(I + 2KᵀKΣ)⁻¹A + Aᵀ(I + 2ΣKᵀK)⁻¹]` vanishes between vectors of
+    `ker A`, so `U_KᵀΣ⁻¹U_K` is conserved, and the limit lies in `ker A`)."""
+    U = kernel_basis(A)
+    return U @ np.linalg.inv(U.T @ np.linalg.solve(Sigma0, U)) @ U.T
+
+
+def kernel_basis(A: np.ndarray) -> np.ndarray:
+    """Orthonormal basis `(d, k)` of `ker A` for symmetric `A` (eigenvalues below 1e-10 of the scale)."""
+    w, q = np.linalg.eigh(0.5 * (A + A.T))
+    return q[:, np.abs(w) <= 1e-10 * max(1.0, np.abs(w).max())]
+
+
+def limit_structure(cov: np.ndarray, A: np.ndarray, rtol: float = 1e-6) -> tuple[int, int, float, float]:
+    """`(rank of Σ, rank of its ker-A block P = U_KᵀΣU_K, off-block residual ‖Σ − U_KPU_Kᵀ‖_F/‖Σ‖_F,
+    smallest eigenvalue of P / λ_max(Σ))`; ranks count eigenvalues above `rtol · λ_max(Σ)`.
+
+    The limit of the covariance lies in `ker A` (derived, softmax: with `V` SPD, `Σ' = VY + YV`,
+    `Y = ΣAΣ`, vanishes iff `Y = 0` since `Y ↦ VY + YV` is invertible, and `ΣAΣ = 0` with
+    `A ⪯ 0` means range `Σ ⊆ ker A`; L2: the spec's stationarity `ΣAΣ = 0`), so the limit's
+    rank is `rank lim P <= dim ker A`, equal to it when `P` stays well away from singular.
+    For `Σ ≻ 0`, `P ≻ 0` at every finite time: the block's rank alone is not a measurement,
+    its smallest relative eigenvalue and the off-block residual are.
+    """
+    lam_max = np.linalg.eigvalsh(cov)[-1]
+    U = kernel_basis(A)
+    block = U.T @ cov @ U
+    w_block = np.linalg.eigvalsh(block)
+    full = int(np.sum(np.linalg.eigvalsh(cov) > rtol * lam_max))
+    ker = int(np.sum(w_block > rtol * lam_max))
+    off = float(np.linalg.norm(cov - U @ block @ U.T) / np.linalg.norm(cov))
+    return full, ker, off, float(w_block[0] / lam_max)
+
+
+def main(out: Path, quick: bool = False) -> dict:
+    import matplotlib.pyplot as plt
+
+    o = Output(out, NAME)
+    per_dim = 10 if quick else 100
+    capacity = len(DIMS) * per_dim  # one program per kind: the stop solve is two chunks, each long solve one
+    results = {}
+    key_parts = []
+    for label, (kind, make) in KINDS.items():
+        members = parameter_sets(kind, per_dim)
+        params, cov0 = stack_params(kind, make, members)
+        n = len(members)
+        rows = np.array([m["row"] for m in members])
+        dims = np.array([m["d"] for m in members])
+        tol = np.array([TOL[r] for r in rows])
+        t1 = np.array([HORIZON[(kind, r)][DIMS.index(d)] for r, d in zip(rows, dims)])
+        sol = dc.solve(kind, params, cov0, t1=t1, threshold=THRESHOLD, tol=tol, capacity=capacity)
+        eye = rows == "V = I"
+        long = dc.solve(kind, {k: v[eye] for k, v in params.items()}, cov0[eye], t1=T_LONG, threshold=THRESHOLD,
+                        tol=dc.NO_STOP_TOL, capacity=capacity)  # fmt: skip
+        # the late state: Σ(t = 1e6) for V = I, the state at the authors' stop for V random
+        long_final = sol["cov_final"].copy()
+        long_final[eye] = long["cov_final"]
+        long_status = sol["status"].copy()
+        long_status[eye] = long["status"]
+        # back to each member's own d × d block; the padded rows and columns must stay exactly zero
+        outside = np.ones((n, dc.D, dc.D), bool)
+        for i, d in enumerate(dims):
+            outside[i, :d, :d] = False
+        pad_res = max(float(np.max(np.abs(sol["cov_final"][outside]))), float(np.max(np.abs(long_final[outside]))))
+        conv = sol["status"] == Status.converged
+        rank_stop = np.array([int(rank_absolute(c[:d, :d], RANK_THRESHOLD)) for c, d in zip(sol["cov_final"], dims)])
+        # A = KᵀQ/√d = −QᵀQ/√d for both kinds (L2 scales Q, not K)
+        A_all = [-m["Q"].T @ m["Q"] / np.sqrt(m["d"]) for m in members]
+        structure = np.array([limit_structure(c[:d, :d], A) for c, d, A in zip(long_final, dims, A_all)])
+        rank_full, rank_ker, off_block, ker_min = structure[:, 0].astype(int), structure[:, 1].astype(int), structure[:, 2], structure[:, 3]
+        # V = I: the closed-form limit (checked against the solve at t = 1e6 and, for softmax, against the
+        # library's clustering_limit); V random (stiff): the ker-A block of the state at the stop
+        closed = np.full(n, -1)
+        closed_err = np.full(n, np.nan)
+        library_err = []
+        for i, (m, A) in enumerate(zip(members, A_all)):
+            if m["row"] == "V = I":
+                lim = kernel_limit(m["Sigma0"], A)
+                closed[i] = int(limit_rank(lim))
+                d = m["d"]
+                closed_err[i] = np.linalg.norm(long_final[i, :d, :d] - lim) / np.linalg.norm(lim)
+                if kind == "softmax":
+                    library_err.append(np.linalg.norm(np.asarray(clustering_limit(m["Sigma0"], A, 1.0)) - lim) / np.linalg.norm(lim))
+        rank_exact = np.where(rows == "V = I", closed, rank_ker)
+        kernel_dim = np.array([d - d // 2 for d in dims])
+
+        fig, axes = plt.subplots(2, 3, figsize=(13.5, 7.8), layout="constrained")
+        panels = {}
+        for r, row in enumerate(ROWS):
+            for c, d in enumerate(DIMS):
+                sel = (rows == row) & (dims == d)
+                ok = sel & conv
+                hist_stop = rank_counts(rank_stop[ok], d)
+                hist_exact = rank_counts(rank_exact[sel], d)
+                ax = axes[r, c]
+                x = np.arange(d + 1)
+                ax.bar(x - 0.2, hist_stop, width=0.4, color="tab:blue", label="paper's rule: eigenvalues > 0.1 at ‖Σ'‖_F < tol")
+                ax.bar(x + 0.2, hist_exact, width=0.4, color="tab:orange", label="exact limit rank: closed-form Σ∞ (V = I), ker-A block of Σ at the stop (V random)")
+                for xi, (hs, he) in enumerate(zip(hist_stop, hist_exact)):
+                    if hs:
+                        ax.text(xi - 0.2, hs, str(hs), ha="center", va="bottom", fontsize=7)
+                    if he:
+                        ax.text(xi + 0.2, he, str(he), ha="center", va="bottom", fontsize=7)
+                ax.set_xticks(x)
+                ax.set_xlim(-0.6, d + 0.6)
+                ax.set_ylim(0, 1.18 * per_dim)
+                ax.set_xlabel("rank of the limit covariance")
+                ax.set_ylabel(f"{row}\nnumber of parameter sets" if c == 0 else "number of parameter sets")
+                exact_ok = int(np.sum(rank_exact[sel] == kernel_dim[sel]))
+                ax.set_title(
+                    f"d = {d}, {row}: {int(ok.sum())}/{int(sel.sum())} stop within the authors' horizon;\n"
+                    f"exact rank = dim ker A = {d - d // 2} for {exact_ok}/{int(sel.sum())}",
+                    fontsize=9,
+                )
+                ax.grid(alpha=0.3, axis="y")
+                panels[f"{row}, d = {d}"] = {
+                    "members": int(sel.sum()),
+                    "converged_within_authors_horizon": int(ok.sum()),
+                    "not_converged_within_authors_horizon": int((sel & ~conv).sum()),
+                    "authors_horizon_t": float(HORIZON[(kind, row)][DIMS.index(d)]),
+                    "tol": TOL[row],
+                    "rank_above_0.1_histogram": hist_stop,
+                    "rank_above_0.1_too_high_(authors_dropped_rank>ceil(d/2))": int(np.sum(rank_stop[ok] > d - d // 2)),
+                    "exact_limit_rank_histogram": hist_exact,
+                    "exact_rank_equals_kernel_dim": exact_ok,
+                    "late_state": f"Σ(t = {T_LONG:g})" if row == "V = I" else "Σ at the authors' stop",
+                    "rank_of_sigma_above_1e-6_at_late_state_histogram": rank_counts(rank_full[sel], d),
+                    "off_block_residual_at_late_state_max": float(off_block[sel].max()),
+                    "ker_block_min_eigenvalue_over_lambda_max_at_late_state": float(ker_min[sel].min()),
+                    "rank_of_ker_block_agrees_with_rank_of_sigma": bool(np.array_equal(rank_ker[sel], rank_full[sel])),
+                    "closed_form_limit_rel_error_of_solve_at_t_1e6_max": float(np.nanmax(closed_err[sel])) if row == "V = I" else None,
+                    "long_horizon_status": dc.status_counts(long_status[sel]),
+                }
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=9)
+        total_exact = int(np.sum(rank_exact == kernel_dim))
+        fig.suptitle(
+            f"Figure 7 — {label}, A = −QᵀQ/√d ⪯ 0, {per_dim} parameter sets per panel: the exact limit rank is dim ker A = ⌈d/2⌉ "
+            f"for {total_exact}/{n};\nthe paper's 0.1-threshold rank at the stop is lower wherever Σ is small along ker A",
+            fontsize=11,
+        )
+        o.savefig(fig, f"rank_histograms_{kind}")
+        results[label] = {
+            "kind": kind,
+            "members": n,
+            "status_at_authors_stop": dc.status_counts(sol["status"]),
+            "long_horizon_status": dc.status_counts(long_status),
+            "exact_rank_equals_kernel_dim": total_exact,
+            "softmax_closed_form_vs_library_clustering_limit_max_rel": float(max(library_err)) if library_err else None,
+            "max_padding_residual": pad_res,
+            "panels": panels,
+            "solver": dc.solver_record(sol),
+            "long_solver_V=I": dc.solver_record(long),
+        }
+        key_parts.append(f"{label}: exact rank ⌈d/2⌉ {total_exact}/{n}, stopped {int(conv.sum())}/{n}")
+
+    o.write_json(
+        {
+            "figure": "dynamics.md §7a item 7 (rank histograms)",
+            "setup": "Q standard normal ⌊d/2⌋×d, K = −Q; softmax A = KᵀQ/√d; L2 Q/√d, K unscaled, c = 1; Σ0 = SSᵀ; "
+            "V = I or GᵀG; d = 3, 4 embedded in 5×5 (exact, padded block checked zero)",
+            "protocol": "one Σ0 per parameter set (the k-th draw of the seed-41 stream of its dimension, as in the authors' loop "
+            "when every run converges); stop ‖Σ'‖_F < tol within the authors' horizon (max_iter × step); members not "
+            "converged there are counted, not redrawn (the authors redrew Σ0)",
+            "rank_rules": {
+                "paper": "eigenvalues > 0.1 at the stop",
+                "exact": "V = I: rank (eigenvalues > 1e-6 λ_max) of the closed-form limit U_K(U_KᵀΣ0⁻¹U_K)⁻¹U_Kᵀ (softmax: "
+                "paper; L2: derived, see kernel_limit), with the solve's distance to it at t = 1e6 reported. V random: the "
+                "limit lies in ker A (derived, see limit_structure), so its rank is "
+                "that of the limit of the ker-A block P = U_KᵀΣU_K <= dim ker A, read at the authors' stop with P's smallest "
+                "relative eigenvalue (ker_block_min_eigenvalue_over_lambda_max_at_late_state, away from 0) and the off-block "
+                "residual (off_block_residual_at_late_state_max: how far Σ still is from ker A) reported",
+            },
+            "t_long": T_LONG,
+            "notes": [
+                "V = I: the vanishing directions decay like 1/t, so at t = 1e6 the solve is within ~1e-6 of the closed-form "
+                "limit (closed_form_limit_rel_error_of_solve_at_t_1e6_max); the raw rank of Σ(1e6) at 1e-6 λ_max is also "
+                "reported (rank_of_sigma_above_1e-6_at_late_state_histogram) and can still count a vanishing direction.",
+                "V random: the system is stiff (fast modes at rate ~ ‖V‖‖Σ‖‖A‖ bound the explicit step to ~0.1–1, slow ones "
+                "at a rate that vanishes with λ_min(V) = λ_min(GᵀG), sometimes ~1e-4), so a horizon like 1e8 is out of reach "
+                "(an implicit Kvaerno5 solve also ran out of steps in a trial); the exact rank is the rank bound dim ker A, "
+                "with the ker-A block's smallest relative eigenvalue at the stop showing it is attained.",
+            ],
+            "events": {"converged": "‖Σ'‖_F < 1e-4 (V = I), 5e-5 (V random)", "diverged": f"tr Σ > {THRESHOLD:g}", "note": dc.EVENTS_NOTE},
+            "per_dim": per_dim,
+            "kinds": results,
+            "timing": dc.TIMER.as_dict(),
+        },
+        seeds={"numpy_RandomState": SEEDS, "note": "the authors' np.random.seed values; legacy MT19937 streams"},
+    )
+    return {"key": "; ".join(key_parts)}
+
+
+if __name__ == "__main__":
+    cli(main, NAME, __doc__)
