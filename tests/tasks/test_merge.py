@@ -115,9 +115,32 @@ def test_merge_properties(tasks):
 def test_repeated_task_merges_to_itself(tasks, k):
     task = tasks[0]
     merged = merge_tasks([task] * k)
-    assert merged.n == task.n
     single = merge_tasks([task])
+    assert merged.n == single.n <= task.n
     np.testing.assert_array_equal(merged.mask, single.mask)
+    for smap in merged.slot_map:
+        np.testing.assert_array_equal(smap, single.slot_map[0])
+    # Without two equivalent nodes inside the task, its merge is the task itself (up to slot order).
+    num_nodes = len(_diagram(task)[0])
+    if _equivalence_classes([task]) == num_nodes:
+        assert single.n == task.n
+        assert sorted(single.slot_map[0].tolist()) == list(range(task.n))
+
+
+def test_equivalent_nodes_of_one_task_are_identified():
+    """Two incomparable slots with the same input and nothing below them are one merged node."""
+    task = Task([Token("a", 1), Token("a", 1)], np.eye(2, dtype=bool), {0: Token("y", 1), 1: Token("y", 1)})
+    merged = merge_tasks([task])
+    assert merged.n == 1
+    assert merged.slot_map[0].tolist() == [0, 0]
+    assert merged.labels == (Token("y", 1),)
+    # The same slots with different targets cannot share one merged slot.
+    clash = Task([Token("a", 1), Token("a", 1)], np.eye(2, dtype=bool), {0: Token("y", 1), 1: Token("y", 2)})
+    with pytest.raises(LabelConflictError, match="different targets"):
+        merge_tasks([clash])
+    # Inside a larger node (a@1 twice within one class) both copies stay.
+    both = Task([Token("a", 1), Token("a", 1)], np.ones((2, 2), bool), {})
+    assert merge_tasks([both]).n == 2
 
 
 @settings(max_examples=60)

@@ -35,8 +35,15 @@ def node_signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], dict[tuple
     are assigned in a topological order of the merged diagram: a node's covered signatures
     have smaller ids).
     """
+    slot_ids, _, table = _signatures(tasks)
+    return slot_ids, table
+
+
+def _signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], list[np.ndarray], dict[tuple, int]]:
+    """:func:`node_signatures` plus, per task, the task-local Hasse node of every slot."""
     table: dict[tuple, int] = {}
     slot_ids = []
+    local_nodes = []
     for task in tasks:
         st = task.structure()
         node_sig = np.empty(len(st.members), dtype=np.int64)
@@ -45,7 +52,8 @@ def node_signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], dict[tuple
             below = tuple(sorted(int(node_sig[b]) for b in np.flatnonzero(st.cover[a])))
             node_sig[a] = table.setdefault((inputs, below), len(table))
         slot_ids.append(node_sig[st.node])
-    return slot_ids, table
+        local_nodes.append(np.asarray(st.node))
+    return slot_ids, local_nodes, table
 
 
 class MergedTask(Task):
@@ -83,7 +91,9 @@ def merge_tasks(
     Takes the disjoint union of the tasks' Hasse diagrams, identifies equivalent nodes (equal
     :func:`node_signatures`), keeps the union of their covering edges and expands every merged
     node into one slot per input. Every node keeps its ancestor set exactly (no leak, no
-    extra context), and no common supergraph has fewer nodes.
+    extra context), and no common supergraph has fewer nodes. Equivalent nodes of one and
+    the same task (equal inputs over equal structure, e.g. a repeated independent token)
+    are identified too: their slots map to the same merged slots.
 
     **Arguments:**
 
@@ -109,7 +119,7 @@ def merge_tasks(
             if s not in rank:
                 raise TaskError(f"`stream_order` {tuple(stream_order)} lacks the stream tag {s!r} of task {t_idx} ({task.name!r}).")
 
-    slot_ids, table = node_signatures(tasks)
+    slot_ids, local_nodes, table = _signatures(tasks)
     num_nodes = len(table)
     sigs = sorted(table, key=table.get)
 
@@ -120,7 +130,9 @@ def merge_tasks(
             order[sig_id] |= order[list(below)].any(axis=0)
 
     # Slots: one per input of every merged node (a multiset). Map source slots onto them,
-    # the k-th occurrence of an input in a node to the k-th slot holding it.
+    # the k-th occurrence of an input in a source node to the k-th slot holding it. Two
+    # equivalent nodes of one task are identified too, so occurrences are counted per
+    # source node, not per signature.
     slot_of: dict[tuple[int, Token, int], int] = {}
     merged_inputs: list[Token] = []
     merged_node: list[int] = []
@@ -139,15 +151,15 @@ def merge_tasks(
     label_from: list[tuple[int, int] | None] = [None] * num_slots
     sources: dict[Token, tuple[Token, ...]] = {}
     slot_map = []
-    for t_idx, (task, ids) in enumerate(zip(tasks, slot_ids)):
+    for t_idx, (task, ids, local) in enumerate(zip(tasks, slot_ids, local_nodes)):
         sources.update(task.sources)
         occurrence: dict[tuple[int, Token], int] = {}
         smap = np.empty(task.n, dtype=np.int64)
         for s in range(task.n):
-            key = (int(ids[s]), task.inputs[s])
+            key = (int(local[s]), task.inputs[s])
             k = occurrence.get(key, 0)
             occurrence[key] = k + 1
-            m = slot_of[(key[0], key[1], k)]
+            m = slot_of[(int(ids[s]), task.inputs[s], k)]
             smap[s] = m
             if streams[m] is None or rank[task.streams[s]] < rank[streams[m]]:
                 streams[m] = task.streams[s]
