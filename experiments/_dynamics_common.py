@@ -10,15 +10,10 @@
 - **One vmapped solve per attention kind and size** (:func:`solve`): every batch goes through
   :func:`hassejax.dynamics.sweeps.sweep` over :func:`hassejax.dynamics.solve_gaussian`,
   padded to a fixed number of members (`capacity`, by repeating the last member), so that
-  each (kind, size) compiles once per process whatever the figure: figures 1–6 share the
-  2×2 programs. Figure 7 (d = 3, 4, 5) embeds every problem in `D = 5` dimensions, so one
-  program per kind covers the three dimensions. The embedding is exact: with `Σ0`, `A`,
-  `V`, `Q`, `K` zero outside the leading `d × d` block, `M` (every kind) is zero outside
-  it, so the padded block of `Σ` stays exactly zero (checked on every solve and recorded
-  as ``max_padding_residual``). One side effect: the step-size controller's RMS norm
-  averages over the padded zeros as well, so the effective tolerances are up to
-  `√(25/9) ≈ 1.7` times looser than ``RTOL``/``ATOL`` for d = 3, far below what any number
-  reported here needs. (2×2 problems are not embedded: a 5×5 solve runs ~8× slower.)
+  each (kind, d) compiles once per process whatever the figure: figures 1–6 share the
+  2×2 programs. A one-row `Q`, `K` is padded with a zero row to `K_ROWS` rows (exact:
+  `KᵀK` and `KᵀQ` are unchanged). Dimensions are not embedded in a larger `d` (tried for
+  figure 7: one program for d = 3, 4, 5, but a 5×5 step costs 4–20× a 3×3 or 2×2 one).
 - **Events** meaning the same as the authors' stops (their projected explicit Euler stopped
   when `‖Σ'‖_F < tol`, "converged", or `tr Σ > 1e3` / `1e4`, "diverged"): the library's
   steady-state event `‖Σ'‖_F = tol` (status ``converged``) and size event `tr Σ = threshold`
@@ -43,8 +38,6 @@ from hassejax.dynamics import AttentionParams, MultiHeadParams, Status, solve_ga
 from hassejax.dynamics.sweeps import sweep  # noqa: E402
 
 # ----------------------------------------------------------------------------- solver settings
-D = 5
-"""Covariances with `2 < d <= D` are embedded in `D × D` (exact, see the module docstring)."""
 K_ROWS = 2
 """Rows of the padded `Q`, `K` (L2 kernel)."""
 HEADS = 2
@@ -169,22 +162,15 @@ def embed(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 KINDS = ("softmax", "l2", "sinkhorn", "multihead")
 
 
-def param_shapes(kind: str, dp: int) -> dict[str, tuple[int, ...]]:
-    """Padded shapes of the parameter arrays of `kind` in dimension `dp`."""
+def param_shapes(kind: str, d: int) -> dict[str, tuple[int, ...]]:
+    """Shapes of the parameter arrays of `kind` in dimension `d` (`Q`, `K` padded to `K_ROWS` rows)."""
     if kind in ("softmax", "sinkhorn"):
-        return {"V": (dp, dp), "A": (dp, dp)}
+        return {"V": (d, d), "A": (d, d)}
     if kind == "l2":
-        return {"V": (dp, dp), "Q": (K_ROWS, dp), "K": (K_ROWS, dp)}
+        return {"V": (d, d), "Q": (K_ROWS, d), "K": (K_ROWS, d)}
     if kind == "multihead":
-        return {"C": (HEADS, dp, dp), "A": (HEADS, dp, dp)}
+        return {"C": (HEADS, d, d), "A": (HEADS, d, d)}
     raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
-
-
-def padded_dim(d: int) -> int:
-    """2 for 2×2 problems, else `D` (see the module docstring)."""
-    if not 2 <= d <= D:
-        raise ValueError(f"dimension d must be in [2, {D}]; got {d}")
-    return 2 if d == 2 else D
 
 
 def _build(kind: str, p: dict):
@@ -267,7 +253,7 @@ def solve(
 
     - `kind`: ``softmax``, ``l2``, ``sinkhorn`` or ``multihead`` (two softmax heads).
     - `params`: dict of arrays (see the ``*_params`` builders), unbatched (shared by every
-      member) or with a leading member axis; `d × d` blocks with `d <= D`.
+      member) or with a leading member axis.
     - `cov0`: `(N, d, d)` initial covariances.
     - `t1`: horizon; `threshold`: the `tr Σ` stop; `tol`: the `‖Σ'‖_F` stop (scalars, or one
       value per member).
@@ -277,15 +263,14 @@ def solve(
 
     **Returns:** NumPy arrays, member axis first, covariances cut back to `d × d`:
     ``status, t_final, t_blowup, decade_ratio, growth_exponent, ts, valid, cov, cov_final,
-    num_steps`` and the scalar ``max_padding_residual`` (max |entry| of the padded block).
+    num_steps``.
     """
     cov0 = np.asarray(cov0, float)
     n, d = cov0.shape[0], cov0.shape[-1]
-    dp = padded_dim(d)
-    shapes = param_shapes(kind, dp)
+    shapes = param_shapes(kind, d)
     batch = {
         "p": {k: embed(_broadcast(v, n, len(shapes[k])), shapes[k]) for k, v in params.items()},
-        "cov0": embed(cov0, (dp, dp)),
+        "cov0": cov0,
         "ts": np.linspace(0.0, np.broadcast_to(np.asarray(t1, float), (n,)), N_SAVE, axis=1) if ts is None else np.asarray(ts, float),
         "t1": np.broadcast_to(np.asarray(t1, float), (n,)),
         "threshold": np.broadcast_to(np.asarray(threshold, float), (n,)),
@@ -302,12 +287,6 @@ def solve(
     TIMER.wall += time.perf_counter() - t0w
     TIMER.cpu += time.process_time() - t0c
     TIMER.solves += 1
-    full = np.concatenate([out["cov"], out["cov_final"][:, None]], axis=1)
-    mask = np.ones((dp, dp), bool)
-    mask[:d, :d] = False
-    out["max_padding_residual"] = float(np.max(np.abs(full[..., mask]))) if d < dp else 0.0
-    out["cov"] = out["cov"][..., :d, :d]
-    out["cov_final"] = out["cov_final"][..., :d, :d]
     return out
 
 
@@ -360,7 +339,6 @@ def solver_record(sol: dict) -> dict:
     return {
         "steps_max": int(np.max(sol["num_steps"])),
         "t_final_range": [float(np.min(sol["t_final"])), float(np.max(sol["t_final"]))],
-        "max_padding_residual": sol["max_padding_residual"],
     }
 
 
