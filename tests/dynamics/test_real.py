@@ -339,6 +339,11 @@ def test_head_parameters_error(no_typecheck):
 
 
 # --------------------------------------------------------------------------- naive spectrum
+def _factors(d, k, seed):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(k, d)), rng.normal(size=(k, d)), rng.normal(size=(k, d)), rng.normal(size=(d, k))
+
+
 def test_naive_spectrum_signature_of_rank_k_heads():
     rng = np.random.default_rng(3)
     d, k = 9, 2
@@ -348,6 +353,10 @@ def test_naive_spectrum_signature_of_rank_k_heads():
     np.testing.assert_allclose(e, np.sort(np.linalg.eigvalsh(V @ A + A.T @ V.T))[::-1], atol=1e-10)
     tol = 1e-9 * np.abs(e).max()
     assert (e > tol).sum() == k and (e < -tol).sum() == k  # signature (k, k), module docstring
+    low = np.asarray(rh.naive_spectrum_low_rank(*(_qkvo := _factors(d, k, 3))))
+    full = np.asarray(rh.naive_spectrum(_qkvo[3] @ _qkvo[2], _qkvo[1].T @ _qkvo[0]))
+    np.testing.assert_allclose(low, np.concatenate([full[:k], full[-k:]]), atol=1e-10)
+    np.testing.assert_allclose(full[k:-k], 0.0, atol=1e-10)
     assert rh.naive_regime(e) == "blow_up"
     assert rh.naive_regime(-np.abs(e)) == "cluster"
 

@@ -64,6 +64,7 @@ __all__ = [
     "head_parameters",
     "output_rank",
     "naive_spectrum",
+    "naive_spectrum_low_rank",
     "naive_regime",
     "empirical_moments",
     "HeadSolution",
@@ -162,6 +163,28 @@ def naive_spectrum(V: Float[ArrayLike, "*batch d d"], A: Float[ArrayLike, "*batc
     s = V @ A
     s = s + jnp.swapaxes(s, -1, -2)
     return jnp.flip(jnp.linalg.eigvalsh(s), axis=-1)
+
+
+def naive_spectrum_low_rank(
+    Q: Float[ArrayLike, "*batch k d"], K: Float[ArrayLike, "*batch k d"], W_V: Float[ArrayLike, "*batch k d"], W_O: Float[ArrayLike, "*batch d k"]
+) -> Float[Array, "*batch m"]:
+    """The `m = 2k` eigenvalues of `VA + AᵀVᵀ` that can be non-zero, decreasing, from `2k×2k` matrices (derived).
+
+    `VA = FGᵀ` with `F = W_O W_V Kᵀ` and `G = Qᵀ` (`d×k`), so `VA + AᵀVᵀ = BJBᵀ` with
+    `B = [F G]` and `J = [[0, I], [I, 0]]`; its non-zero eigenvalues are those of `JBᵀB`,
+    i.e. of the symmetric `RJR` with `R = (BᵀB)^{1/2}`. The remaining `d − 2k` eigenvalues
+    are zero. Same values as :func:`naive_spectrum` at `O(dk²)` instead of `O(d³)`.
+    """
+    Q, K, W_V, W_O = (jnp.asarray(z) for z in (Q, K, W_V, W_O))
+    f = W_O @ (W_V @ jnp.swapaxes(K, -1, -2))
+    b = jnp.concatenate([f, jnp.swapaxes(Q, -1, -2)], axis=-1)
+    k = Q.shape[-2]
+    gram = jnp.swapaxes(b, -1, -2) @ b
+    w, u = jnp.linalg.eigh(0.5 * (gram + jnp.swapaxes(gram, -1, -2)))
+    r = (u * jnp.sqrt(jnp.clip(w, 0.0, None))[..., None, :]) @ jnp.swapaxes(u, -1, -2)
+    j = jnp.roll(jnp.eye(2 * k, dtype=r.dtype), k, axis=-1)
+    m = r @ j @ r
+    return jnp.flip(jnp.linalg.eigvalsh(0.5 * (m + jnp.swapaxes(m, -1, -2))), axis=-1)
 
 
 def naive_regime(eigenvalues: Float[ArrayLike, "*batch d"], rtol: float = 1e-9) -> np.ndarray:
