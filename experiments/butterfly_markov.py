@@ -23,7 +23,6 @@ Writes ``OUT/butterfly_markov/butterfly_markov.json`` (every number, seeds, vers
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import platform
 import sys
 import time
@@ -33,6 +32,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _common import Output, cli
 
 from hassejax.nn import (
     TrainConfig,
@@ -239,24 +239,16 @@ def main(out: Path, quick: bool = False) -> dict:
         "model": model_cfg,
         "train_config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
         "held_out_sequences": held_out_size,
-        "seeds": seeds,
         "results": results,
         "acceptance": acceptance,
         "checks": checks,
         "layout_seconds": layout_seconds,
         "check_seconds": check_seconds,
         "total_seconds": time.time() - t_start,
-        "versions": _versions(),
         "figures": figures,
     }
-    path = out_dir / f"{NAME}.json"
-    path.write_text(json.dumps(record, indent=1, default=float))
-    print(json.dumps({"acceptance": acceptance, "checks": checks, "entropies": h, "chain_seed": seed,
-                      "final": {k: v["final_held_out_loss"] for k, v in results.items()},
-                      "floors": {k: v["optimal_loss"] for k, v in results.items()},
-                      "bayes_on_held_out": {k: v["bayes_loss_on_held_out"] for k, v in results.items()},
-                      "standard_errors": {k: v["held_out_standard_error"] for k, v in results.items()},
-                      "seconds": record["total_seconds"]}, indent=1, default=float))
+    payload = {k: v for k, v in record.items() if k not in ("experiment", "seeds", "versions")}
+    path = Output(out, NAME).write_json({"platform": _versions(), **payload}, seeds=seeds)
     print(f"wrote {path} and {', '.join(figures)}")
     fin = {k: v["final_held_out_loss"] for k, v in results.items()}
     record["key"] = (f"butterfly {fin['butterfly']:.3f} vs H2 {h['H2']:.3f} (x{fin['butterfly'] / h['H2']:.3f}); "
@@ -265,6 +257,4 @@ def main(out: Path, quick: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    from _common import cli
-
     cli(main, NAME, __doc__)

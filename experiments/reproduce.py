@@ -36,6 +36,13 @@ EXPERIMENTS = [
     "butterfly_attention",
     "mask_gallery",
     "butterfly_markov",
+    "convergence_to_zero",
+    "convergence_to_line",
+    "convergence_to_plane",
+    "convergence_to_two_lines",
+    "blowup_or_divergence",
+    "convergence_or_blowup",
+    "rank_histograms",
     "covariance_ellipses",
     "lambda_max_growth",
     "phase_maps",
@@ -43,23 +50,54 @@ EXPERIMENTS = [
     "mean_field",
     "energies",
     "masked_particles",
+    "real_heads",
 ]
+"""Run in this order. An experiment whose module has ``skip_reason()`` returning a string
+(a missing optional extra) is reported as skipped with that reason, not as a failure."""
+
+
+class CompileClock:
+    """Seconds JAX spends tracing, lowering and compiling (``jax.monitoring`` compile events)."""
+
+    EVENTS = (
+        "/jax/core/compile/jaxpr_trace_duration",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration",
+        "/jax/core/compile/backend_compile_duration",
+    )
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        import jax.monitoring  # noqa: PLC0415 (only the main job needs it)
+
+        jax.monitoring.register_event_duration_secs_listener(self._listen)
+
+    def _listen(self, event: str, duration: float, **_) -> None:
+        if event in self.EVENTS:
+            self.seconds += duration
 
 
 def run(names: list[str], out: Path, quick: bool) -> list[dict]:
     """Run the named experiments in order; return one result row each."""
     rows = []
+    clock = CompileClock()
     bar = tqdm(names, desc="experiments", unit="exp")
     for name in bar:
         bar.set_postfix_str(name)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), clock.seconds
+        row = {"name": name}
         try:
             module = importlib.import_module(name)
-            summary = module.main(out, quick)
-            rows.append({"name": name, "status": "ok", "seconds": time.perf_counter() - t0, "key": summary.get("key", "")})
+            reason = module.skip_reason() if hasattr(module, "skip_reason") else None
+            if reason is not None:
+                row.update(status="skipped", key=reason)
+            else:
+                summary = module.main(out, quick)
+                row.update(status="ok", key=summary.get("key", ""))
         except Exception as exc:  # noqa: BLE001 - report every failure, then exit non-zero
             traceback.print_exc()
-            rows.append({"name": name, "status": f"FAILED: {type(exc).__name__}", "seconds": time.perf_counter() - t0, "key": str(exc)[:120]})
+            row.update(status=f"FAILED: {type(exc).__name__}", key=str(exc)[:120])
+        row.update(seconds=time.perf_counter() - t0, compile=clock.seconds - c0)
+        rows.append(row)
     return rows
 
 
@@ -77,12 +115,19 @@ def main(argv: list[str] | None = None) -> int:
         names = [n for n in EXPERIMENTS if n in args.only]
     t0 = time.perf_counter()
     rows = run(names, args.out, args.quick)
+    total = time.perf_counter() - t0
     width = max(len(r["name"]) for r in rows)
-    print(f"\n{'experiment'.ljust(width)}  status  seconds  key number")
+    print(f"\n{'experiment'.ljust(width)}  status   seconds  compile  key number")
     for r in rows:
-        print(f"{r['name'].ljust(width)}  {r['status']:<6}  {r['seconds']:7.1f}  {r['key']}")
-    failed = [r for r in rows if r["status"] != "ok"]
-    print(f"\n{len(rows) - len(failed)} ok, {len(failed)} failed, {time.perf_counter() - t0:.0f} s in all -> {args.out}")
+        print(f"{r['name'].ljust(width)}  {r['status']:<7}  {r['seconds']:7.1f}  {r['compile']:7.1f}  {r['key']}")
+    failed = [r for r in rows if r["status"] not in ("ok", "skipped")]
+    skipped = [r for r in rows if r["status"] == "skipped"]
+    compile_s = sum(r["compile"] for r in rows)
+    print(
+        f"\n{len(rows) - len(failed) - len(skipped)} ok, {len(skipped)} skipped, {len(failed)} failed, "
+        f"{total:.0f} s in all, of which {compile_s:.0f} s ({100 * compile_s / max(total, 1e-9):.0f} %) "
+        f"tracing and compiling -> {args.out}"
+    )
     return 1 if failed else 0
 
 
