@@ -69,20 +69,15 @@ def _numbers(value, path="$"):
         yield path, value
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("paper_figures")
+@pytest.mark.slow
+def test_reproduce_quick_writes_every_figure(tmp_path):
+    """One test (not a shared fixture): under pytest-xdist a module fixture would run once per worker."""
+    out = tmp_path / "paper_figures"
     env = dict(os.environ, MPLBACKEND="Agg")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "reproduce.py"), "--quick", "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
-    return out, proc
-
-
-@pytest.mark.slow
-def test_reproduce_quick_writes_every_figure(quick_run):
-    out, proc = quick_run
     assert proc.returncode == 0, f"reproduce.py --quick failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     expected = dict(EXPECTED)
     if _real_available():
@@ -101,10 +96,7 @@ def test_reproduce_quick_writes_every_figure(quick_run):
         assert not bad, f"{name}.json has non-finite numbers: {bad[:5]}"
         assert isinstance(data.get("versions"), dict) and "seeds" in data, f"{name}.json lacks the package versions or seeds"
 
-
-@pytest.mark.slow
-def test_reproduce_summary_table(quick_run):
-    out, proc = quick_run
+    # the summary table: one row per experiment, the compile share at the end
     table = proc.stdout
     for name in EXPECTED:
         assert any(line.startswith(name + " ") and " ok " in line for line in table.splitlines()), f"no ok row for {name}"
@@ -121,3 +113,28 @@ def test_reproduce_rejects_unknown_experiment(tmp_path):
     )  # fmt: skip
     assert proc.returncode != 0
     assert "no_such_figure" in proc.stderr and "layer_graph" in proc.stderr
+
+
+def _reproduce_module():
+    sys.path.insert(0, str(ROOT / "experiments"))
+    try:
+        import reproduce  # noqa: PLC0415
+    finally:
+        sys.path.remove(str(ROOT / "experiments"))
+    return reproduce
+
+
+def test_skipped_and_failing_experiments_are_reported(tmp_path, monkeypatch):
+    """A module whose skip_reason() says why is 'skipped' (main never runs); an exception is 'FAILED'."""
+    (tmp_path / "fake_needs_extra.py").write_text(
+        "def skip_reason():\n    return 'needs the [real] extra'\n"
+        "def main(out, quick):\n    raise AssertionError('main must not run when skipped')\n"
+    )
+    (tmp_path / "fake_broken.py").write_text("def main(out, quick):\n    raise ValueError('boom')\n")
+    (tmp_path / "fake_fine.py").write_text("def skip_reason():\n    return None\ndef main(out, quick):\n    return {'key': 'answer 42'}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rows = {r["name"]: r for r in _reproduce_module().run(["fake_needs_extra", "fake_broken", "fake_fine"], tmp_path, True)}
+    assert rows["fake_needs_extra"]["status"] == "skipped" and rows["fake_needs_extra"]["key"] == "needs the [real] extra"
+    assert rows["fake_broken"]["status"] == "FAILED: ValueError" and "boom" in rows["fake_broken"]["key"]
+    assert rows["fake_fine"]["status"] == "ok" and rows["fake_fine"]["key"] == "answer 42"
+    assert all(r["seconds"] >= 0 and r["compile"] >= 0 for r in rows.values())
