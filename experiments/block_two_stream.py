@@ -38,9 +38,18 @@ def main(out: Path, quick: bool = False) -> dict:
 
     fig, ax = plt.subplots(figsize=(6.2, 6.2))
     draw_mask(merged.mask, ax=ax, labels=names, title=f"Block Two-Stream mask (n = {n}, l = {l}), derived by the merge")
-    quads = [((0, 0), "content → content", "#1f77b4"), ((0, n), "query → content", "#2ca02c"), ((n, n), "query → query", "#d62728"), ((n, 0), "content → query (empty)", "#7f7f7f")]
-    for (x, y), label, color in quads:
-        ax.add_patch(Rectangle((x - 0.5, y - 0.5), n, n, fill=False, lw=2.2, ec=color, label=label))
+    # Quadrant outlines on top of the cells and the grid, inset so neighbouring outlines do
+    # not overlap, in colours that stand out on both the dark (True) and white cells.
+    inset = 0.12
+    quads = [
+        ((0, 0), "content → content", "#ff7f0e", "-"),
+        ((0, n), "query → content", "#2ca02c", "-"),
+        ((n, n), "query → query", "#d62728", "-"),
+        ((n, 0), "content → query (empty)", "#7f7f7f", (0, (4, 2))),
+    ]
+    for (x, y), label, color, ls in quads:
+        ax.add_patch(Rectangle((x - 0.5 + inset, y - 0.5 + inset), n - 2 * inset, n - 2 * inset, fill=False, lw=2.6, ls=ls,
+                               ec=color, label=label, zorder=5, clip_on=False))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=2, fontsize=8, frameon=False)
     o.savefig(fig, "block_two_stream_mask")
     o.write_json(

@@ -20,6 +20,19 @@ from hassejax.tasks import audit, autoregressive
 NAME = "causal_merge"
 
 
+def _centre_suptitle(fig, title) -> None:
+    """Move the suptitle `title` to the horizontal centre of what is drawn (labels included).
+
+    The saved figure is cropped to its content (bbox_inches="tight"), and the Hasse panel
+    leaves blank margins, so the figure's own centre is off-centre in the saved image."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [ax.get_tightbbox(renderer) for ax in fig.axes]
+    x0, x1 = min(b.x0 for b in boxes), max(b.x1 for b in boxes)
+    x_centre = fig.transFigure.inverted().transform(((x0 + x1) / 2, 0))[0]
+    title.set_x(x_centre)
+
+
 def main(out: Path, quick: bool = False) -> dict:
     n = 6
     merged = autoregressive(n).merge()
@@ -30,7 +43,8 @@ def main(out: Path, quick: bool = False) -> dict:
     fig, axes = plt.subplots(1, 2, layout="constrained", figsize=(9, 4.2), gridspec_kw={"width_ratios": [0.7, 1]})
     draw_hasse(HasseDiagram.from_mask(merged.mask), ax=axes[0], names=names, title="merged Hasse diagram (a chain)")
     draw_mask(merged.mask, ax=axes[1], labels=names, title="merged mask (slot: input→target)")
-    fig.suptitle(f"Causal attention is the minimal merged autoregressive family (n = {n}): {merged.n} slots, next-token labels", fontsize=10)
+    title = fig.suptitle(f"Causal attention is the minimal merged autoregressive family (n = {n}): {merged.n} slots, next-token labels", fontsize=10)
+    _centre_suptitle(fig, title)
     o.savefig(fig, "causal_merge")
     o.write_json(
         {

@@ -145,15 +145,42 @@ def main(out: Path, quick: bool = False) -> dict:
     # Receptive-field growth at the largest n.
     n = sizes[-1]
     fig, ax = plt.subplots(figsize=(8.5, 5.2), layout="constrained")
+    # Distinct marker and line style per curve; a curve that (nearly) coincides with one drawn
+    # before gets large hollow markers on top and says so in the legend.
+    styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", (0, (5, 1.5))), ("P", (0, (3, 1, 1, 1, 1, 1))), ("X", "-"), ("*", "--")]
+    drawn: list[dict] = []
+    max_depth = 1
     for r in results[n]:
-        if r["convergence_depth"] > 1:
-            ax.plot(r["curve_depths"], r["curve"], marker="o", ms=3, label=f"{r['name']} (L* = {r['convergence_depth']})")
-    ax.set_xscale("log")
+        if r["convergence_depth"] <= 1:
+            continue
+        max_depth = max(max_depth, max(r["curve_depths"]))
+        label = f"{r['name']} (L* = {r['convergence_depth']})"
+        marker, ls = styles[len(drawn) % len(styles)]
+        close = None
+        for q in drawn:
+            common = sorted(set(q["curve_depths"]) & set(r["curve_depths"]))
+            gap = max((abs(q["curve"][q["curve_depths"].index(L)] - r["curve"][r["curve_depths"].index(L)]) for L in common), default=1.0)
+            if gap < 0.01:
+                close = (q, gap)
+                break
+        if close is None:
+            ax.plot(r["curve_depths"], r["curve"], marker=marker, ms=4, lw=1.6, ls=ls, label=label)
+        else:
+            q, gap = close
+            note = f"identical to {q['name']}" if gap < 1e-9 else f"overlaps {q['name']} (max gap {max(gap, 1e-3):.3f})"
+            ax.plot(r["curve_depths"], r["curve"], marker=marker, ms=8, mfc="none", mew=1.3, lw=1.4, ls=ls, zorder=3,
+                    label=f"{label}, {note}")
+        drawn.append(r)
+    ax.set_xscale("log", base=2)
+    ticks = [2**k for k in range(int(math.log2(max_depth)) + 1)]
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.set_xlim(0.9, max_depth * 1.1)
     ax.set_xlabel("number of layers L (log scale)")
     ax.set_ylabel("|R^(L)| / |R|  (fraction of the limit flow)")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7.5, loc="lower right")
     ax.set_title(f"Receptive-field growth with depth, n = {n}: windowed masks need L* layers; closed masks (L* = 1) are not shown")
     o.savefig(fig, "receptive_field_growth")
     mismatches = [r["name"] for rs in results.values() for r in rs if r["closed_form_ok"] is False]

@@ -18,12 +18,13 @@ from _common import Output, cli
 from hassejax.tasks import autoregressive, node_signatures
 
 NAME = "node_equivalence"
+PREDICTING, CONTEXT = "#fde0c5", "#dbe9f6"  # node colours: has a target / context only
 
 
 def _node(ax, x, y, text, labelled):
     ax.text(
         x, y, text, ha="center", va="center", fontsize=10, family="monospace", zorder=3,
-        bbox=dict(boxstyle="round,pad=0.3", facecolor="#fde0c5" if labelled else "#dbe9f6", edgecolor="#333333"),
+        bbox=dict(boxstyle="round,pad=0.3", facecolor=PREDICTING if labelled else CONTEXT, edgecolor="#333333"),
     )
 
 
@@ -58,8 +59,14 @@ def main(out: Path, quick: bool = False) -> dict:
         if p:
             ax.annotate("", xy=(xm, p - 0.25), xytext=(xm, p - 0.75), arrowprops=dict(arrowstyle="->", color="#333333"))
     ax.text(xm, -0.9, f"merge\n{merged.n} slots", ha="center", va="top", fontsize=9)
-    ax.plot([], [], ls="--", color="#2ca02c", label="equivalent nodes (same signature)")
-    ax.legend(loc="upper left", frameon=False, fontsize=8)
+    from matplotlib.patches import Patch
+
+    handles = [
+        Patch(facecolor=PREDICTING, edgecolor="#333333", label="predicting node (carries the task's target)"),
+        Patch(facecolor=CONTEXT, edgecolor="#333333", label="context node (no target)"),
+        ax.plot([], [], ls="--", color="#2ca02c", label="equivalent nodes (same signature)")[0],
+    ]
+    ax.legend(handles=handles, loc="upper left", frameon=False, fontsize=8)
     ax.set_xlim(-0.8, xm + 1.0)
     ax.set_ylim(-1.9, 4.2)
     ax.set_axis_off()

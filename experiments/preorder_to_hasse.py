@@ -43,6 +43,7 @@ def main(out: Path, quick: bool = False) -> dict:
     axes[2].set_xticks(range(n))
     axes[2].set_yticks(range(n))
     axes[2].xaxis.set_ticks_position("top")
+    axes[2].xaxis.set_label_position("top")  # the label beside its tick labels, as in draw_mask
     axes[2].set_xlabel("key j")
     axes[2].set_ylabel("query i")
     axes[2].set_title("classes: R[i, j] and R[j, i] (coloured),\none-way pairs grey")
