@@ -402,3 +402,36 @@ def test_draw_mask(tmp_path):
     with pytest.raises(MaskError, match=r"`labels` must name every slot .*got 3 label\(s\) for a mask of shape \(10, 10\)"):
         draw_mask(jnp.asarray(BUTTERFLY_4), labels=["a", "b", "c"])
     plt.close("all")
+
+
+@pytest.mark.parametrize("case", ["butterfly4", "random0", "random1", "random2"])
+def test_draw_hasse_edges_cross_no_other_node(case):
+    """No drawn edge passes through the box of a class it does not connect (long edges bend
+    through slots of their own). The butterfly n = 4 layout once drew F1 -> C2 through F2."""
+    import matplotlib.pyplot as plt
+
+    from hassejax.tasks import butterfly_mask
+
+    if case == "butterfly4":
+        m = np.asarray(butterfly_mask(4))
+    else:
+        rng = np.random.default_rng(int(case[-1]) + 10)
+        n = 16
+        m = np.tril(rng.random((n, n)) < 0.2)
+    d = HasseDiagram.from_mask(jnp.asarray(m))
+    ax = draw_hasse(d)
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    nodes, arrows = _nodes_and_arrows(ax)
+    boxes = [t.get_bbox_patch().get_window_extent(renderer) for t in nodes]
+    assert len(arrows) == len(d.edges)
+    for (u, v), arrow in zip(d.edges, arrows):
+        path = arrow.arrow_patch.get_path().interpolated(40)  # display coordinates
+        for c, bb in enumerate(boxes):
+            if c in (u, v):
+                continue
+            inside = (path.vertices[:, 0] > bb.x0 + 1) & (path.vertices[:, 0] < bb.x1 - 1)
+            inside &= (path.vertices[:, 1] > bb.y0 + 1) & (path.vertices[:, 1] < bb.y1 - 1)
+            assert not inside.any(), f"edge {u} -> {v} runs through the box of class {c} ({nodes[c].get_text()})"
+    plt.close("all")
