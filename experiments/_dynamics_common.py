@@ -384,6 +384,19 @@ def rank_one_ray(angle_deg: float, z_max: float) -> np.ndarray:
     return np.stack([np.cos(2 * th) * s, np.sin(2 * th) * s, s], -1)
 
 
+def draw_ray(ax, angle_deg: float, z_max: float, color, label: str, *, lw: float = 2.4, text: str | None = None) -> None:
+    """The rank-one ray `s vvᵀ` at `angle_deg` (see :func:`rank_one_ray`) on a 3-D cone axis, on top
+    of everything drawn before it (turns off the axis' depth sort: later artists are drawn
+    above earlier ones), from the apex to `z_max`, with `text` (default: the angle) at its end."""
+    ax.computed_zorder = False
+    line = rank_one_ray(angle_deg, z_max)
+    ax.plot(line[:, 0], line[:, 1], line[:, 2], color="w", lw=lw + 2.0, zorder=10, solid_capstyle="round")
+    ax.plot(line[:, 0], line[:, 1], line[:, 2], color=color, lw=lw, zorder=11, label=label, solid_capstyle="round")
+    end = line[-1] * 1.06
+    ax.text(end[0], end[1], end[2], f"{angle_deg:.2f}°" if text is None else text, color=color, fontsize=9,
+            fontweight="bold", ha="center", va="bottom", zorder=12)  # fmt: skip
+
+
 def draw_disk(ax, trajs: list[np.ndarray], colors, *, end_markers: bool = True) -> None:
     """Trajectories of `Σ/tr Σ` in disk coordinates `(a − b, 2c)/(a + b)`, with the unit circle (rank one)."""
     for t, col in zip(trajs, colors):

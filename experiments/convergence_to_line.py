@@ -35,6 +35,8 @@ K = -Q
 V = np.eye(2)
 Q_PERP = dc.FIG2_Q_PERP
 KINDS = {"softmax": ("softmax", dc.softmax_params), "L2": ("l2", dc.l2_params)}
+VIEW = (22, -58)
+"""(elevation, azimuth) of both cones (the same view): oblique, so the axes' ticks do not line up."""
 
 
 def sigma_inf(cov0: np.ndarray) -> np.ndarray:
@@ -91,11 +93,11 @@ def main(out: Path, quick: bool = False) -> dict:
         }
         trajs = dc.trajectories(sol)
         z_max = dc.draw_cone(ax, trajs, colors)
-        line = dc.rank_one_ray(perp_angle, z_max)
-        ax.plot(line[:, 0], line[:, 1], line[:, 2], color="crimson", lw=2.0, label="rank one along q⊥")
         tgt = dc.cone_coords(target)
-        ax.scatter(tgt[:, 0], tgt[:, 1], tgt[:, 2], marker="x", color="crimson", s=14, label="Σ∞ (closed form)")
-        ax.view_init(elev=20, azim=-86 if kind == "softmax" else -76)
+        dc.draw_ray(ax, perp_angle, z_max, "crimson", "rank one along q⊥", text=f"q⊥ ({perp_angle:.2f}°)")
+        ax.scatter(tgt[:, 0], tgt[:, 1], tgt[:, 2], marker="x", color="k", s=14, zorder=13, label="Σ∞ (closed form)")
+        ax.view_init(elev=VIEW[0], azim=VIEW[1])
+        ax.xaxis.labelpad, ax.yaxis.labelpad, ax.zaxis.labelpad = 6, 6, 6
         ax.legend(fontsize=8, loc="upper left")
         ax.set_title(
             f"{label}: {int(conv.sum())}/{n} converge to rank one on q⊥\n"

@@ -32,6 +32,8 @@ T_LONG = 1e4  # rank-one limits off V's invariant lines are approached exponenti
 # longer horizon costs steps linearly and gains nothing
 SPEC_ANGLES = (-58.14, -7.60)
 KINDS = {"softmax": ("softmax", dc.softmax_params), "L2": ("l2", dc.l2_params)}
+VIEW = (22, -58)
+"""(elevation, azimuth) of both cones: an oblique view, so the three axes' ticks do not line up."""
 
 
 def angle_gap(a: np.ndarray, b: float) -> np.ndarray:
@@ -81,10 +83,10 @@ def main(out: Path, quick: bool = False) -> dict:
         final_trace = np.trace(sol["cov_final"], axis1=-2, axis2=-1)
         colors, sm = dc.colors_from(final_trace)
         z_max = dc.draw_cone(ax, dc.trajectories(sol), colors)
-        for k, (r, col) in enumerate(zip(rays, ("crimson", "darkorange"))):
-            line = dc.rank_one_ray(r, z_max)
-            ax.plot(line[:, 0], line[:, 1], line[:, 2], color=col, lw=2.2, label=f"ray {r:.2f}°: {per_ray[f'{r:.2f}°']} limits")
-        ax.view_init(elev=20, azim=-88)
+        for r, col in zip(rays, ("crimson", "darkorange")):
+            dc.draw_ray(ax, r, z_max, col, f"rank-one ray {r:.2f}°: {per_ray[f'{r:.2f}°']} limits")
+        ax.view_init(elev=VIEW[0], azim=VIEW[1])
+        ax.xaxis.labelpad, ax.yaxis.labelpad, ax.zaxis.labelpad = 6, 6, 6
         ax.legend(fontsize=8, loc="upper left")
         ax.set_title(
             f"{label}: {int(conv.sum())}/{n} converge to rank one on vᵀAv = 0\n"

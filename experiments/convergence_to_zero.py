@@ -46,7 +46,7 @@ def main(out: Path, quick: bool = False) -> dict:
     color_by = dc.cone_coords(grid)[:, 1]
     colors, sm = dc.colors_from(color_by)
 
-    fig = plt.figure(figsize=(18.0, 10.0), layout="constrained")
+    fig = plt.figure(figsize=(18.0, 9.6), layout="constrained")
     gs = fig.add_gridspec(2, 4, height_ratios=[1.0, 1.0])
     cone_axes = [fig.add_subplot(gs[0, i], projection="3d") for i in range(4)]
     ax_law = fig.add_subplot(gs[1, 1:3])
@@ -78,12 +78,24 @@ def main(out: Path, quick: bool = False) -> dict:
             "solver": dc.solver_record(sol),
             "replay_max_rel_dt": sol["replay_max_rel_dt"],
         }
-        dc.draw_cone(ax, dc.trajectories(sol), colors)
+        trajs = dc.trajectories(sol)
+        dc.draw_cone(ax, trajs, colors, end_markers=False)
+        # stop points in one colour in every panel (per-member colours all meet at the apex, and
+        # which one shows on top depends on the 3-D depth sort)
+        ends = dc.cone_coords(np.stack([t[-1] for t in trajs]))
+        ax.scatter(ends[:, 0], ends[:, 1], ends[:, 2], color="k", s=8, depthshade=False, label="stop points (‖Σ'‖_F < 1e-5)")
         ax.view_init(elev=20, azim=-174)
+        # the 3-D box leaves a wide margin inside its axes: zoom in (less empty space under the
+        # titles) and keep the axes transparent so that no neighbour hides an axis label
+        ax.set_box_aspect(None, zoom=1.05)
+        ax.set_facecolor("none")
+        ax.xaxis.labelpad = 8
+        ax.yaxis.labelpad = 4
         ax.set_title(
             f"{label}: {int(conv.sum())}/{n} converge to Σ = 0\n"
             f"stop at ‖Σ'‖_F < {TOL:g}: tr Σ ≤ {results[label]['trace_at_stop'][1]:.3f}",
             fontsize=10,
+            y=0.98,
         )
         med = np.argsort(slope)[len(slope) // 2]
         v = long["valid"][med] & (long["ts"][med] > 0)
@@ -97,8 +109,11 @@ def main(out: Path, quick: bool = False) -> dict:
     ax_law.set_title("tr Σ(t) of the median member up to t = 1e8:\nΣ → 0 like 1/t (log-log slope → −1)", fontsize=10)
     ax_law.legend(fontsize=8, loc="lower left")
     ax_law.grid(alpha=0.3, which="both")
-    cb = fig.colorbar(sm, ax=cone_axes, location="bottom", shrink=0.35, pad=0.01, aspect=40)
-    cb.set_label("initial 2Σ₁₂ (colour of every cone panel)")
+    # the colour bar in the free bottom-right cell (under the cones it would cover their axis labels)
+    holder = fig.add_subplot(gs[1, 3])
+    holder.axis("off")
+    cb = fig.colorbar(sm, cax=holder.inset_axes([0.08, 0.12, 0.07, 0.76]), orientation="vertical")
+    cb.set_label("initial 2Σ₁₂ (colour of every cone panel; black dots: stop points)")
     fig.suptitle(
         f"Figure 1 — convergence to zero: {'all' if all_converged else 'NOT all'} {n} trajectories of each kind converge to Σ = 0 "
         f"(K = −Q, V SPD; trace-one Σ0 on a {n_side}×{n_side} grid)",

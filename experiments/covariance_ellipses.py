@@ -103,7 +103,10 @@ def main(out: Path, quick: bool = False) -> dict:
     n = N_QUICK if quick else N_FULL
     key = jax.random.key(SEED)
     results = {}
-    fig, axes = plt.subplots(2, 5, figsize=(17, 7.6), layout="constrained")
+    fig, axes = plt.subplots(2, 5, figsize=(17, 8.4), layout="constrained")
+    # equal-aspect panels: constrained layout places them before the aspect is applied, so give the
+    # rows explicit room for the top row's x₁ labels and the bottom row's two-line titles
+    fig.get_layout_engine().set(h_pad=0.06, hspace=0.06)
     for row, (label, case) in enumerate(cases().items()):
         p, cov0, times = case["params"], case["cov0"], case["times"]
         params = AttentionParams(V=p["V"], A=p["A"])

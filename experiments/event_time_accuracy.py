@@ -107,14 +107,15 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.set_yscale("log")
     ax.set_xlabel("closed-form blow-up time t*")
     ax.set_ylabel("relative error |t_est / t* − 1|")
-    ax.set_title("Error against t*: the threshold time lags by ≈ λ_max(Σ0) / threshold (spec §4); extrapolation removes it", fontsize=10)
+    ax.set_title("Error against t*: the threshold time lags by ≈ λ_max(Σ0) / threshold (spec §4);\nthe extrapolation t_e + λ/λ' removes it",
+                 fontsize=10)  # fmt: skip
     ax.grid(alpha=0.3, which="both")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=9)
     wrong = checks["tight"]["closed_form_blow_up_not_reported"] + checks["tight"]["reported_blow_up_without_closed_form"]
     fig.suptitle(
         "Blow-up time of the vmapped Gaussian solves (phase map (a): softmax, V = vI, Σ0 = I/2) against the closed form "
-        "t* = 1/λ_max(v Σ0^(1/2) (A + Aᵀ) Σ0^(1/2)):\n"
+        r"t* = 1/λ_max(v $\Sigma_0^{1/2}$ (A + Aᵀ) $\Sigma_0^{1/2}$):" "\n"
         f"max relative error {key_err.max():.1e} over {n_members} members (extrapolated t_e + λ/λ', rtol 1e-10); "
         f"blow-up verdicts against the closed form: {wrong} wrong",
         fontsize=11,

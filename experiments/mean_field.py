@@ -117,7 +117,7 @@ def main(out: Path, quick: bool = False) -> dict:
     intervals = {k: bootstrap_slope(sizes_a, v, rng) for k, v in err.items()}
     n_seeds_list = [seeds_for(n, quick) for n in sizes]
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.4), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6.6), layout="constrained")
     for ax, (what, label) in zip(axes, [("mean", "‖mean of particles − α(t)‖₂"), ("cov", "‖covariance of particles − Σ(t)‖_F")]):
         s1, c1 = fits[f"{what}_t1"]
         s0, _ = fits[f"{what}_t0"]
@@ -135,9 +135,10 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.set_xlabel(f"number of tokens n  (seeds per n: {', '.join(map(str, n_seeds_list))})")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3, which="both")
-        pts = np.concatenate(err[f"{what}_t1"])
-        ax.set_ylim(pts.min() / 40, pts.max() * 1.5)  # room for the legend below the data
-        ax.legend(fontsize=8, loc="lower left")
+        # limits fitted to everything drawn (seeds, RMS at t = 0 and 1, reference); legend below the axes
+        pts = np.concatenate([*err[f"{what}_t1"], rms_err[f"{what}_t0"], rms_err[f"{what}_t1"], np.exp(c1) * sizes_a**-0.5])
+        ax.set_ylim(pts.min() / 1.4, pts.max() * 1.4)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1)
         ax.set_title(f"{'Mean' if what == 'mean' else 'Covariance'} error at t = {T:g}", fontsize=10)
     fig.suptitle(
         f"Mean field: softmax particles (item 4 parameters, n i.i.d. from N(α0, Σ0)) vs the Gaussian moment ODE at t = {T:g}: "

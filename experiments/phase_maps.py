@@ -41,6 +41,7 @@ import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
+from matplotlib import patheffects  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
@@ -78,6 +79,12 @@ OUTCOMES = (
     "step budget ran out on a stationary rank-one Σ (stiff)",
 )
 """Outcome names indexed by the codes of :func:`outcome_codes`."""
+NOT_DECIDED_NOTE = {
+    5: "not decided: still growing at t1",
+    6: "not decided: step budget ran out (or the solve failed) off a stationary rank-one Σ",
+    7: "not decided",
+}
+"""Legend notes of the outcomes that the rule check of map (b) does not count."""
 BLOW_UP, ESCAPE, SETTLES_RANK_ONE, SETTLES_FULL, CONTRACTS, GROWS, UNDETERMINED, STALLED_RANK_ONE = range(len(OUTCOMES))
 COLORS = ("#d62728", "#ff9896", "#1f77b4", "#9edae5", "#2ca02c", "#ffbb78", "#7f7f7f", "#8c6bb1")
 
@@ -228,14 +235,18 @@ def closed_form_map(v: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return t_star, lam
 
 
-def _outcome_image(ax, codes, extent, xlabel, title):
+def _outcome_image(ax, codes, extent, xlabel, title, notes: dict[int, str] | None = None):
     cmap = ListedColormap(COLORS)
     ax.imshow(codes, origin="lower", extent=extent, aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(COLORS) - 0.5, interpolation="nearest")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("a  (A = [[a, 1], [0, −1]])")
     ax.set_title(title, fontsize=10)
     present = sorted(set(np.unique(codes).tolist()))
-    return [Patch(color=COLORS[c], label=f"{OUTCOMES[c]} ({int(np.sum(codes == c))})") for c in present]
+    notes = notes or {}
+    return [
+        Patch(color=COLORS[c], label=f"{OUTCOMES[c]}: {int(np.sum(codes == c))}" + (f" ({notes[c]})" if c in notes else ""))
+        for c in present
+    ]
 
 
 def main(out: Path, quick: bool = False) -> dict:
@@ -277,7 +288,7 @@ def main(out: Path, quick: bool = False) -> dict:
     edge_disagree = int(np.sum(disagree_b[:, edge_cols]))
 
     # ---------------------------------------------------------------- figure
-    fig, axes = plt.subplots(1, 2, figsize=(15.5, 7.4), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(16.5, 9.0), layout="constrained")
     ax = axes[0]
     handles = _outcome_image(
         ax, codes_a, [*V_RANGE, *A_RANGE], "v  (V = v I)",
@@ -290,16 +301,28 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.contour(fine_v, fine_a, lam_fine, levels=[0.0], colors="k", linewidths=1.6)
     levels = [0.25, 0.5, 1.0, 2.0, 5.0, T1_A]
     cs = ax.contour(fine_v, fine_a, np.where(np.isfinite(t_fine), t_fine, 1e9), levels=levels, colors="w", linewidths=0.9)
-    ax.clabel(cs, fmt=lambda x: f"t* = {x:g}", fontsize=7, inline_spacing=2)
+    labels = ax.clabel(cs, fmt=lambda x: f"t* = {x:g}", fontsize=7, inline_spacing=2)
+    for text in labels:  # white on red, and readable on the light orange near t* = t1 too
+        text.set_path_effects([patheffects.withStroke(linewidth=2.2, foreground="k")])
     if disagree_a.any():
         ax.scatter(V_[disagree_a], A_[disagree_a], marker="x", color="k", s=14, label="solve ≠ closed form")
-    ax.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.9)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, fontsize=8,
+              title=f"solved outcome: members of {n * n}", title_fontsize=8)  # fmt: skip
 
     ax = axes[1]
+    n_not_decided = n * n - int(decided.sum())
+    und = to_image(res_b["status"], n)[codes_b == UNDETERMINED]
+    und_statuses = {Status(int(k)).name: int(v) for k, v in zip(*np.unique(und, return_counts=True))}
+    notes_b = dict(NOT_DECIDED_NOTE)
+    if und_statuses:
+        notes_b[UNDETERMINED] = "not decided; solver status " + ", ".join(f"{k} {v}" for k, v in und_statuses.items())
     handles = _outcome_image(
         ax, codes_b, [*PHI_RANGE, *A_RANGE], "φ  (V = R(φ), rotation by φ; radians)",
-        f"(b) V = R(φ): solved outcome (t1 = {T1_B:g}); black: λ_max(VA + AᵀVᵀ) = 0, the naive rule predicts\n"
-        f"no blow-up left of it, blow-up right of it; hatched: rule ≠ solve ({int(disagree_b.sum())} of {int(decided.sum())} decided members)",
+        f"(b) V = R(φ): solved outcome (t1 = {T1_B:g}). Naive rule (sign of λ_max(VA + AᵀVᵀ)): no blow-up only\n"
+        "inside the black curve λ_max = 0 (lower left), blow-up everywhere else, all of a > 0 included.\n"
+        f"Hatched: rule ≠ solve, {int(disagree_b.sum())} of {int(decided.sum())} decided members; "
+        f"{n_not_decided} not decided (light orange, grey, purple)",
+        notes=notes_b,
     )
     fine_p, fine_b = grid(401, PHI_RANGE, A_RANGE)
     rule_fine = naive_rule(
@@ -309,7 +332,8 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.contour(fine_p, fine_b, rule_fine, levels=[0.0], colors="k", linewidths=1.6)
     ax.contourf(P_, B_, disagree_b.astype(float), levels=[0.5, 1.5], colors="none", hatches=["///"])
     handles.append(Patch(facecolor="none", edgecolor="k", hatch="///", label="rule ≠ solved outcome"))
-    ax.legend(handles=handles, loc="lower right", fontsize=8, framealpha=0.9)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, fontsize=7.5,
+              title=f"solved outcome: members of {n * n}", title_fontsize=8)  # fmt: skip
     fig.suptitle(
         f"Softmax Gaussian dynamics, d = 2, Σ0 = I/2: {n}×{n} members per map, one vmapped diffrax solve each. "
         "V = vI follows the closed form; for rotations V = R(φ) the sign rule on VA + AᵀVᵀ fails",
@@ -348,6 +372,8 @@ def main(out: Path, quick: bool = False) -> dict:
                 "still_growing_at_t1_not_counted": int(np.sum(codes_b == GROWS)),
                 "step_budget_on_stationary_rank_one_not_counted": int(np.sum(codes_b == STALLED_RANK_ONE)),
                 "undetermined_not_counted": int(np.sum(codes_b == UNDETERMINED)),
+                "undetermined_statuses": und_statuses,
+                "not_decided_total": n_not_decided,
                 "steps_max": int(res_b["steps"].max()),
                 "retried_with_larger_step_budget": int(res_b["retried"].sum()),
             },
