@@ -189,11 +189,16 @@ _SUBPROCESS = textwrap.dedent(
 
     assert len(jax.devices()) == 4, jax.devices()
     p = _params(10)  # 10 members over 4 devices: padded to 12, stripped to 10
-    # Same chunk, sharded or not: bit for bit, even with the event's root finder (the
-    # SPMD program keeps vmap's semantics: loops run until the chunk's slowest member).
+    # Same chunk, sharded or not: the same statuses and step counts exactly, floats to
+    # rounding (the SPMD program keeps vmap's semantics: loops run until the chunk's slowest
+    # member; XLA may vectorise a 3-member shard differently from a 12-member batch, so the
+    # last bit can differ).
     ref = sweep(riccati_member, p, shard=False, progress=False)
     sharded = sweep(riccati_member, p, progress=False)
-    bitwise = all(np.array_equal(np.asarray(ref[k]), np.asarray(sharded[k])) for k in ref)
+    exact = all(np.array_equal(np.asarray(ref[k]), np.asarray(sharded[k])) for k in ref
+                if not np.issubdtype(np.asarray(ref[k]).dtype, np.floating))
+    rel = max(float(np.max(np.abs(np.asarray(ref[k]) - np.asarray(sharded[k])) / np.maximum(np.abs(np.asarray(ref[k])), 1.0)))
+              for k in ref if np.issubdtype(np.asarray(ref[k]).dtype, np.floating))
     shapes = sorted({{tuple(v.shape) for v in sharded.values()}})
     blew_up = np.asarray(sharded["blew_up"]).tolist()
     # Sharded and chunked (chunk_size 5 -> chunks of 8, 2 members per device, last padded).
@@ -202,7 +207,7 @@ _SUBPROCESS = textwrap.dedent(
     # With 12 members (no padding) the output stays split: 3 members on each device.
     full = sweep(_square, _params(12), progress=False)
     shards = sorted((s.device.id, s.data.shape[0]) for s in full.addressable_shards)
-    print(json.dumps({{"bitwise": bool(bitwise), "shapes": shapes, "shards": shards,
+    print(json.dumps({{"exact": bool(exact), "max_rel": rel, "shapes": shapes, "shards": shards,
                        "blew_up": blew_up}}))
     """
 )
@@ -217,7 +222,8 @@ def test_sharded_over_four_fake_cpu_devices_equals_unsharded():
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert res["bitwise"]
+    assert res["exact"]  # statuses, flags and step counts
+    assert res["max_rel"] <= 1e-12, res["max_rel"]  # floats: a few ulps (relative, absolute below 1)
     assert res["shapes"] == [[10]]
     assert res["shards"] == [[0, 3], [1, 3], [2, 3], [3, 3]]
     p = _params(10)
