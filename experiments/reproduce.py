@@ -113,13 +113,21 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"--only: unknown experiment(s) {unknown}; known: {', '.join(EXPERIMENTS)}")
         names = [n for n in EXPERIMENTS if n in args.only]
+    try:  # one check before any experiment runs, not one traceback per experiment
+        args.out.mkdir(parents=True, exist_ok=True)
+        probe = args.out / ".write_test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        parser.error(f"--out {str(args.out)!r} is not a writable folder: {err.strerror or err}")
     t0 = time.perf_counter()
     rows = run(names, args.out, args.quick)
     total = time.perf_counter() - t0
     width = max(len(r["name"]) for r in rows)
-    print(f"\n{'experiment'.ljust(width)}  status   seconds  compile  key number")
+    sw = max(7, *(len(r["status"]) for r in rows))
+    print(f"\n{'experiment'.ljust(width)}  {'status'.ljust(sw)}  seconds  compile s  key number")
     for r in rows:
-        print(f"{r['name'].ljust(width)}  {r['status']:<7}  {r['seconds']:7.1f}  {r['compile']:7.1f}  {r['key']}")
+        print(f"{r['name'].ljust(width)}  {r['status'].ljust(sw)}  {r['seconds']:7.1f}  {r['compile']:9.1f}  {r['key']}")
     failed = [r for r in rows if r["status"] not in ("ok", "skipped")]
     skipped = [r for r in rows if r["status"] == "skipped"]
     compile_s = sum(r["compile"] for r in rows)

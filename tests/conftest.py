@@ -12,3 +12,14 @@ from hypothesis import settings  # noqa: E402
 
 settings.register_profile("ci", deadline=None, print_blob=True)
 settings.load_profile("ci")
+
+import pytest  # noqa: E402
+from jaxtyping import config as _jaxtyping_config  # noqa: E402
+
+
+@pytest.fixture
+def no_typecheck():
+    """Switch the runtime jaxtyping checks off, to reach the library's own validation."""
+    _jaxtyping_config.update("jaxtyping_disable", True)
+    yield
+    _jaxtyping_config.update("jaxtyping_disable", False)

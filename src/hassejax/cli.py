@@ -148,9 +148,22 @@ def analyze(mask: Bool[ArrayLike, "n n"], layers: int | None = None) -> dict:
     return out
 
 
+def _check_figure_path(path: str | None) -> None:
+    """Reject a ``--png`` path whose extension matplotlib cannot write, before any output."""
+    if path is None:
+        return
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if ext not in formats:
+        raise _UsageError(f"--png {path!r}: the file name must end in an image format matplotlib writes ({', '.join('.' + f for f in sorted(formats))}).")
+
+
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from .order import format_class
 
+    _check_figure_path(args.png)
     try:
         mask = load_mask(args.mask_spec)
         result = analyze(mask, args.layers)
@@ -264,6 +277,7 @@ def derive(family: str, n: int, **options) -> dict:
 
 
 def _cmd_derive(args: argparse.Namespace) -> int:
+    _check_figure_path(args.png)
     given = {
         "--block-size": args.block_size is not None,
         "--group": args.group is not None,

@@ -308,6 +308,65 @@ def check_positive(x, name: str) -> None:
         raise ParameterError(f"`{name}` must be > 0; got {v}.")
 
 
+def default_size_factor(dtype) -> float:
+    """Default size threshold as a multiple of the initial size: `1e8` in float64, `1e4` below.
+
+    Near a blow-up `λ ~ c/(t* − t)`, reaching `1e8 λ0` needs `t* − t ~ 1e-8 t*`, finer than
+    float32 resolves in time (eps 1.2e-7): the step would shrink until `max_steps_reached`.
+    `1e4` keeps the decade test (which needs >= 1e3) in reach.
+    """
+    return 1e8 if jnp.finfo(dtype).bits >= 64 else 1e4
+
+
+def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, dtype=None) -> None:
+    """Raise :class:`ParameterError` for tolerances that are negative, non-finite or both zero,
+    a `max_steps` that is not a positive integer, or a `dt0` that is not finite and > 0.
+
+    Warns (``RuntimeWarning``) when `rtol` is below what the state's `dtype` resolves (under
+    5 ulps, e.g. the default 1e-8 in float32): the controller would shrink the step until
+    `max_steps_reached`. Enable float64 (``jax_enable_x64``) or loosen `rtol`.
+    """
+    import numbers
+    import warnings
+
+    from ..errors import ParameterError
+
+    if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
+        raise ParameterError(f"`max_steps` must be a positive integer; got {max_steps!r}.")
+    if stepsize_controller is None:  # the tolerances feed the default PID controller
+        tol = {}
+        for name, value in (("rtol", rtol), ("atol", atol)):
+            v = concrete(value)
+            if v is not None:
+                if v.ndim != 0 or not np.isfinite(v) or v < 0:
+                    raise ParameterError(f"`{name}` must be a finite number >= 0; got {value!r}.")
+                tol[name] = float(v)
+        if len(tol) == 2 and tol["rtol"] == 0 and tol["atol"] == 0:
+            raise ParameterError("`rtol` and `atol` are both 0: no step would ever be accepted; give a positive tolerance.")
+        if dtype is not None and "rtol" in tol and 0 < tol["rtol"] < 5 * float(jnp.finfo(dtype).eps):
+            warnings.warn(
+                f"`rtol` = {tol['rtol']:g} is below what {jnp.dtype(dtype).name} resolves (eps {float(jnp.finfo(dtype).eps):.1e}): "
+                "the solve will likely end in max_steps_reached. Enable float64 (jax.config.update('jax_enable_x64', True)) "
+                "or use rtol >= 1e-6 in float32.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+    v = concrete(dt0)
+    if v is not None and (v.ndim != 0 or not np.isfinite(v) or v <= 0):
+        raise ParameterError(f"`dt0` must be a finite number > 0 (or None: the controller picks it); got {dt0!r}.")
+
+
+def check_finite_params(params, name: str = "params") -> None:
+    """Raise :class:`ParameterError` if a concrete floating-point leaf of `params` has NaN/inf entries."""
+    from ..errors import ParameterError
+
+    leaves = jax.tree_util.tree_leaves_with_path(params)
+    for path, leaf in leaves:
+        v = concrete(leaf) if isinstance(leaf, (jax.Array, np.ndarray, float)) else None
+        if v is not None and np.issubdtype(v.dtype, np.floating) and not np.all(np.isfinite(v)):
+            raise ParameterError(f"`{name}{jax.tree_util.keystr(path)}` must be finite; got NaN/inf entries.")
+
+
 def check_times(t0, t1, ts) -> None:
     """Static shape check of `ts`; value checks (`t1 > t0`, `ts` sorted within `[t0, t1]`) when concrete."""
     from ..errors import ParameterError
@@ -315,6 +374,9 @@ def check_times(t0, t1, ts) -> None:
     if ts is not None and (jnp.ndim(ts) != 1 or jnp.shape(ts)[0] < 1):
         raise ParameterError(f"`ts` must have shape (T,) with T >= 1; got shape {jnp.shape(ts)}.")
     c0, c1, cts = concrete(t0), concrete(t1), concrete(ts)
+    for name, v in (("t0", c0), ("t1", c1), ("ts", cts)):
+        if v is not None and not np.all(np.isfinite(v)):
+            raise ParameterError(f"`{name}` must be finite; got {v}.")
     if c0 is not None and c1 is not None and not bool(c1 > c0):
         raise ParameterError(f"`t1` must be > `t0`; got t0 = {float(c0)}, t1 = {float(c1)}.")
     if cts is not None and c0 is not None and c1 is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
 from ..errors import ParameterError
@@ -34,11 +35,32 @@ def _check_square(x, name):
         raise ParameterError(f"`{name}` must have shape (..., d, d); got shape {jnp.shape(x)}.")
 
 
+def _check_values(sigma0, a, v, beta) -> None:
+    """Concrete inputs only (tracers pass): finite entries, `Sigma0` symmetric positive semidefinite."""
+    from ._solve import concrete  # noqa: PLC0415
+
+    for name, x in (("Sigma0", sigma0), ("A", a), ("v", v), ("beta", beta)):
+        c = concrete(x)
+        if c is not None and not np.all(np.isfinite(c)):
+            raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
+    c = concrete(sigma0)
+    if c is None:
+        return
+    c = c.astype(float)
+    scale = max(float(np.max(np.abs(c))), 1e-300)
+    if np.max(np.abs(c - np.swapaxes(c, -1, -2))) > 1e-10 * scale:
+        raise ParameterError("`Sigma0` must be symmetric (a covariance); got an asymmetric matrix.")
+    lam_min = float(np.min(np.linalg.eigvalsh(c)))
+    if lam_min < -1e-10 * scale:
+        raise ParameterError(f"`Sigma0` must be positive semidefinite (a covariance); its smallest eigenvalue is {lam_min:.3g}.")
+
+
 def _scaled_interaction(sigma0, a, v, beta):
     _check_square(sigma0, "Sigma0")
     _check_square(a, "A")
     if jnp.shape(a)[-1] != jnp.shape(sigma0)[-1]:
         raise ParameterError(f"`A` must have the size of `Sigma0`, d = {jnp.shape(sigma0)[-1]}; got shape {jnp.shape(a)}.")
+    _check_values(sigma0, a, v, beta)
     r = psd_sqrt(sigma0)
     v = jnp.asarray(v)[..., None, None]
     beta = jnp.asarray(beta)[..., None, None]
@@ -84,7 +106,8 @@ def blowup_time_closed_form(
 
     For `β = 1` this is `1/(β λ_max(vΣ0^{1/2}(A + Aᵀ)Σ0^{1/2}))` of the spec; singular `Σ0` allowed.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes,
+    NaN/inf entries, or a `Sigma0` that is not symmetric positive semidefinite (concrete inputs).
     """
     _, n = _scaled_interaction(jnp.asarray(Sigma0), jnp.asarray(A), v, beta)
     lam = jnp.linalg.eigvalsh(n)[..., -1]

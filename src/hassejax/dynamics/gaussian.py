@@ -197,7 +197,7 @@ def _solve_core(kind, params, mean0, cov0, u0, t0, t1, ts, threshold, converge_t
         u0 = psd_sqrt(cov0)
     if threshold is None:
         tr0 = jnp.sum(u0**2)
-        threshold = 1e8 * jnp.where(tr0 > 0, tr0, 1.0)
+        threshold = _solve.default_size_factor(tr0.dtype) * jnp.where(tr0 > 0, tr0, 1.0)
 
     def f(t, y):
         alpha, u = y
@@ -312,7 +312,8 @@ def solve_gaussian(
       leaves it out of its error norm, a user-supplied adaptive one does not.
     - `max_steps`: step budget.
     - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · tr Σ0`, or `1e8` when
-      `tr Σ0 = 0`; `inf` disables the event; keep it >= 1e3 · tr Σ0 for the decade test).
+      `tr Σ0 = 0`; `1e4` in place of `1e8` in float32, whose time resolution cannot follow a
+      blow-up to `1e8`; `inf` disables the event; keep it >= 1e3 · tr Σ0 for the decade test).
       Relative accuracy of a threshold-based
       `t_blowup` is about `tr Σ0 / threshold`; extrapolation is exact to `O(threshold⁻²)`
       for the softmax closed form.
@@ -352,6 +353,8 @@ def solve_gaussian(
         u0 = jnp.asarray(factor0, dtype)
         _check_state(params, mean0, factor=u0)
     _solve.check_times(t0, t1, ts)
+    _solve.check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
+    _solve.check_finite_params(params)
     _solve.check_positive(size_threshold, "size_threshold")
     _solve.check_positive(converge_tol, "converge_tol")
     t0 = jnp.asarray(t0, dtype)

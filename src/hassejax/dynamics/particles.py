@@ -61,7 +61,7 @@ def _solve_core(kind, params, x0, t0, t1, ts, threshold, converge_tol, solver, c
 
     if threshold is None:
         s0 = size(x0)
-        threshold = 1e8 * jnp.where(s0 > 0, s0, 1.0)
+        threshold = _solve.default_size_factor(s0.dtype) * jnp.where(s0 > 0, s0, 1.0)
     out = _solve.integrate(
         f,
         x0,
@@ -129,7 +129,8 @@ def solve_particles(
     - `x0`: `(n, d)` initial tokens (for ``sphere=True``, unit rows).
     - `t1`, `t0`, `ts`, `solver`, `rtol`, `atol`, `dt0`, `stepsize_controller`, `max_steps`,
       `converge_tol`, `blowup_estimate`: as in :func:`~hassejax.dynamics.solve_gaussian`.
-    - `size_threshold`: threshold on `λ` (default `1e8 · λ(x0)`, `1e8` if `λ(x0) = 0`).
+    - `size_threshold`: threshold on `λ` (default `1e8 · λ(x0)`, `1e8` if `λ(x0) = 0`; `1e4` in
+      place of `1e8` in float32, see :func:`~hassejax.dynamics._solve.default_size_factor`).
     - `sphere`: project the velocity on the tangent space of the unit sphere (GLPR).
     - `feedforward`: `(W, b)` adds `Wx + b` to the velocity (Alcalde et al.).
 
@@ -154,6 +155,8 @@ def solve_particles(
     d = params.d
     if x0.ndim != 2 or x0.shape[1] != d:
         raise ParameterError(f"`x0` must have shape (n, d) with d = {d} (from params); got shape {x0.shape}.")
+    if x0.shape[0] < 1:
+        raise ParameterError(f"`x0` must hold at least one token (n >= 1); got shape {x0.shape}.")
     if kind == "masked" and x0.shape[0] != params.n:
         raise ParameterError(f"`x0` must have n = {params.n} rows (the mask size); got shape {x0.shape}.")
     if xn is not None:
@@ -171,6 +174,8 @@ def solve_particles(
             raise ParameterError(f"`feedforward` must be (W, b) with shapes ({d}, {d}) and ({d},); got {w.shape} and {b.shape}.")
         feedforward = (w, b)
     _solve.check_times(t0, t1, ts)
+    _solve.check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
+    _solve.check_finite_params(params)
     _solve.check_positive(size_threshold, "size_threshold")
     _solve.check_positive(converge_tol, "converge_tol")
     t0 = jnp.asarray(t0, dtype)

@@ -66,8 +66,18 @@ def status_names(codes) -> np.ndarray | str:
 
     **Returns:** the name (``str``, e.g. ``"blow_up"``) for a scalar code, else a NumPy array
     of the same shape holding the names (dtype object).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer codes or codes outside
+    ``0 .. len(STATUS_NAMES) - 1``.
     """
-    arr = np.asarray(codes).astype(np.int64)
+    from ..errors import ParameterError  # noqa: PLC0415
+
+    raw = np.asarray(codes)
+    if not (np.issubdtype(raw.dtype, np.integer) or (np.issubdtype(raw.dtype, np.floating) and np.all(raw == np.round(raw)))):
+        raise ParameterError(f"`codes` must be integer Status codes; got {raw!r:.120}.")
+    arr = raw.astype(np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() >= len(STATUS_NAMES)):
+        raise ParameterError(f"`codes` must lie in 0..{len(STATUS_NAMES) - 1} (Status values); got {arr.min()}..{arr.max()}.")
     table = np.array(STATUS_NAMES, dtype=object)
     if arr.ndim == 0:
         return str(table[int(arr)])

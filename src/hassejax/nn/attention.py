@@ -87,8 +87,19 @@ def masked_softmax(logits: Float[Array, "*batch q k"], mask: Bool[Array, "*#batc
 
     **Returns:** float array of the shape of `logits`; each row sums to 1, or to 0 if empty.
 
+    **Raises:** :class:`~hassejax.errors.MaskError` if `mask` is not Boolean or does not
+    broadcast to the shape of `logits`.
+
     Source: spec hasse.md §4 (the empty-row rule, derived).
     """
+    if jnp.result_type(mask) != jnp.bool_:
+        raise MaskError(f"`mask` must be Boolean (True = may attend); got dtype {jnp.result_type(mask)}.")
+    try:
+        ok = jnp.broadcast_shapes(jnp.shape(mask), jnp.shape(logits)) == tuple(jnp.shape(logits))
+    except ValueError:
+        ok = False
+    if not ok:
+        raise MaskError(f"`mask` of shape {jnp.shape(mask)} does not broadcast to the logits' shape {jnp.shape(logits)}.")
     has_key = jnp.any(mask, axis=-1, keepdims=True)
     row_max = jnp.max(jnp.where(mask, logits, -jnp.inf), axis=-1, keepdims=True)
     row_max = jax.lax.stop_gradient(jnp.where(has_key, row_max, 0.0))

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from .merge import MergedTask
-from .task import Task, Token
+from .task import Task, Token, check_task
 
 __all__ = ["SlotAudit", "AuditReport", "reached_tokens", "audit"]
 
@@ -107,7 +107,11 @@ def audit(task: Task, num_layers: int | None = None) -> AuditReport:
     - `num_layers`: depth to audit, or None for the limit.
 
     **Returns:** an :class:`AuditReport`.
+
+    **Raises:** :class:`~hassejax.errors.TaskError` if `task` is not a Task (for example a
+    bare mask, or a family not yet merged: call ``family.merge()``).
     """
+    check_task(task)
     reached = reached_tokens(task, num_layers)
     source_reach: dict[int, list[frozenset[Token]]] = {}
     if isinstance(task, MergedTask):
@@ -129,3 +133,4 @@ def audit(task: Task, num_layers: int | None = None) -> AuditReport:
     sequence = targets | {tok for t in task.inputs for tok in _expand(task, t)}
     token_density = len(targets) / len(sequence) if sequence else 0.0
     return AuditReport(tuple(slots), num_layers, token_density, len(slots) / task.n)
+

@@ -63,6 +63,12 @@ def _positive_int(value, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def _flag(value, name: str) -> None:
+    """Raise :class:`TaskError` unless `value` is a bool (a string such as ``"no"`` would count as True)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TaskError(f"`{name}` must be True or False; got {value!r}.")
+
+
 def _choice(value, name: str, allowed: Sequence[str]) -> str:
     if value not in allowed:
         raise TaskError(f"`{name}` must be one of {tuple(allowed)}; got {value!r}.")
@@ -125,6 +131,7 @@ def block_generation(
         raise TaskError(f"`block_size` must divide `n`; got n={n}, block_size={l} (pad the sequence to a multiple of block_size).")
     _choice(group, "group", ("full", "causal", "diagonal"))
     _choice(content, "content", ("causal", "block_causal"))
+    _flag(keep_last_block, "keep_last_block")
 
     def content_mask(s: int) -> np.ndarray:
         if content == "causal":
@@ -258,6 +265,7 @@ def block_two_stream_mask(
         raise TaskError(f"`block_size` must divide `n`; got n={n}, block_size={l}.")
     _choice(group, "group", ("full", "causal", "diagonal"))
     _choice(content, "content", ("causal", "block_causal"))
+    _flag(keep_last_block, "keep_last_block")
     c = n if keep_last_block else n - l
     size = c + n
     q = jnp.arange(size)[:, None]

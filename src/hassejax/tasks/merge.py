@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import LabelConflictError, TaskError
-from .task import Task, Token, token_sort_key
+from .task import Task, Token, check_task, token_sort_key
 
 __all__ = ["node_signatures", "MergedTask", "merge_tasks", "Sparsified", "sparsify"]
 
@@ -223,7 +223,10 @@ def sparsify(task: Task) -> Sparsified:
     - `task`: a :class:`~hassejax.tasks.Task` (or :class:`MergedTask`).
 
     **Returns:** :class:`Sparsified` with the mask, its convergence depth and nonzero count.
+
+    **Raises:** :class:`~hassejax.errors.TaskError` if `task` is not a Task (e.g. an unmerged family).
     """
+    check_task(task)
     from ..order import convergence_depth  # noqa: PLC0415 (closure module loads lazily)
 
     st = task.structure()

@@ -203,3 +203,10 @@ class Task:
     def __repr__(self) -> str:
         lab = sum(y is not None for y in self.labels)
         return f"Task({self.name!r}, n={self.n}, labelled={lab})"
+
+
+def check_task(task) -> None:
+    """Raise :class:`~hassejax.errors.TaskError` unless `task` is a :class:`Task` (or a subclass)."""
+    if not isinstance(task, Task):
+        hint = " (a task family: merge it first, family.merge())" if hasattr(task, "merge") else ""
+        raise TaskError(f"`task` must be a hassejax.tasks.Task or MergedTask{hint}; got {type(task).__name__}.")

@@ -341,7 +341,7 @@ def _solve_gaussian_core(r, t0, t1, ts, threshold, rtol, atol, max_steps, extrap
     k = r.QO.shape[0]
     y0 = (jnp.zeros((k,), r.QO.dtype), jnp.zeros((k, k), r.QO.dtype))
     if threshold is None:
-        threshold = 1e8 * jnp.where(r.trace0 > 0, r.trace0, 1.0)
+        threshold = _solve.default_size_factor(r.trace0.dtype) * jnp.where(r.trace0 > 0, r.trace0, 1.0)
     out = _solve.integrate(
         lambda t, y: _gaussian_field(r, y),
         y0,
@@ -381,7 +381,7 @@ def solve_head_gaussian(
 
     Exactly the solve of :func:`~hassejax.dynamics.solve_gaussian` ``("softmax",
     AttentionParams(V=W_O W_V, Q=Q, K=K), mean0, cov0)`` (same events: the size event on
-    `tr Σ` at `size_threshold`, default `1e8 · tr Σ0`, classified by the decade test as
+    `tr Σ` at `size_threshold`, default `1e8 · tr Σ0` (`1e4 ·` in float32), classified by the decade test as
     `blow_up` (with `t*`) or `diverge`; statuses of spec §4), but the state is `(b, Ψ)`
     (`k` + `k²` numbers, module docstring) instead of a `d×d` factor. No steady-state
     event: converging solves run to `t1` (read limit ranks after a long horizon).
@@ -405,6 +405,7 @@ def solve_head_gaussian(
     if blowup_estimate not in ("extrapolated", "threshold"):
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     dtype = jnp.result_type(Q.dtype, float)
+    _solve.check_solver_settings(rtol, atol, max_steps, None)
     t0, t1, ts = _times(t1, ts, dtype)
     threshold = None
     if size_threshold is not None:
@@ -471,7 +472,7 @@ def _particle_trace(r: _ParticleReduction, z):
 def _solve_particles_core(r, t0, t1, ts, threshold, rtol, atol, max_steps, extrapolate):
     z0 = jnp.zeros(r.q0.shape, r.q0.dtype)
     if threshold is None:
-        threshold = 1e8 * jnp.where(r.trace0 > 0, r.trace0, 1.0)
+        threshold = _solve.default_size_factor(r.trace0.dtype) * jnp.where(r.trace0 > 0, r.trace0, 1.0)
     out = _solve.integrate(
         lambda t, z: _particle_field(r, z),
         z0,
@@ -523,7 +524,7 @@ def solve_head_particles(
 
     **Arguments:** `Q`, `K`, `W_V` `(k, d)`; `W_O` `(d, k)`; `x0` `(S, N, d)` tokens;
     `mask` `(S, N)` Boolean, True at real tokens, at least one per group; `t1`, `ts`,
-    `rtol`, `atol`, `max_steps`, `size_threshold` (default `1e8 ·` initial size),
+    `rtol`, `atol`, `max_steps`, `size_threshold` (default `1e8 ·` initial size, `1e4 ·` in float32),
     `blowup_estimate` as in :func:`solve_head_gaussian`. The dtype of `x0` sets the
     precision (float32 is adequate for particles: they cannot blow up).
 
@@ -549,6 +550,7 @@ def solve_head_particles(
     dtype = jnp.result_type(x0.dtype, jnp.float32)
     x0 = x0.astype(dtype)
     Q, K, W_V, W_O = (z.astype(dtype) for z in (Q, K, W_V, W_O))
+    _solve.check_solver_settings(rtol, atol, max_steps, None)
     t0, t1, ts = _times(t1, ts, dtype)
     threshold = None
     if size_threshold is not None:
