@@ -141,3 +141,18 @@ def test_reproduce_rejects_an_unwritable_out_folder(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2
     assert "is not a writable folder" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_float32_blow_up_is_found_and_tight_rtol_warns():
+    """float32 cannot follow a blow-up to 1e8 x tr Σ0 (the time resolution runs out): the default
+    size event is 1e4 x tr Σ0 there, and rtol below ~5 ulps warns instead of silently ending
+    in max_steps_reached."""
+    a32, s32 = A.astype(jnp.float32), S0.astype(jnp.float32)
+    p32 = AttentionParams(V=jnp.eye(2, dtype=jnp.float32), A=a32)
+    sol = solve_gaussian("softmax", p32, jnp.zeros(2, jnp.float32), s32, t1=10.0, rtol=1e-6, atol=1e-6)
+    assert sol.cov.dtype == jnp.float32
+    assert status_names(sol.status) == "blow_up"
+    want = float(blowup_time_closed_form(S0, A, 1.0))
+    assert abs(float(sol.t_blowup) - want) / want < 1e-5
+    with pytest.warns(RuntimeWarning, match="below what float32 resolves"):
+        solve_gaussian("softmax", p32, jnp.zeros(2, jnp.float32), s32, t1=10.0, max_steps=50)

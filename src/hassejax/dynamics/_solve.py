@@ -138,7 +138,9 @@ def integrate(
         value = c_blowup(y)
         if speed is not None:
             value = jnp.minimum(value, c_steady(t, y))
-        return value
+        # diffrax's event root-finding compares this value with a Python 0.0 inside lax.cond:
+        # it must have the default float dtype (float64 under x64, even for a float32 state).
+        return value.astype(jnp.result_type(float))
 
     # One scalar, decreasing condition: bisection with flip=True also handles diffrax's
     # fallback `t_next − t` for batch members without an event (under vmap).
