@@ -85,7 +85,14 @@ def _affine_linear(alpha, sigma, u, p: AttentionParams):
 
 
 def sinkhorn_slope(u: Float[Array, "d r"], p: AttentionParams) -> Float[Array, "d d"]:
-    """Slope `S` of `E_π[y | x] = α + S(x − α)` for the entropic self-plan of `N(α, UUᵀ)` (derived, spec §2)."""
+    """Slope `S` of `E_π[y | x] = α + S(x − α)` for the entropic self-plan of `N(α, UUᵀ)` (derived, spec §2).
+
+    `S = U g(CCᵀ) Uᵀ Ã` with `C = Uᵀ Ã U`, `Ã = βA/ε`, `g(w) = 2/(1 + √(1 + 4w))`, `U` `(d, r)`.
+    Known limitation: `g(CCᵀ)` comes from `eigh` of the Gram matrix `CCᵀ`, whose condition
+    number is that of `C` squared, so the relative accuracy of `S` degrades as `Σ` grows
+    (measured: 1.6e-7 at `λ_max(Σ) = 3.4e5`, 2.7e-3 at `1.9e7`); long diverging Sinkhorn
+    solves then need a tight `rtol` (figure 9 uses 1e-8). An SVD of `C` would avoid the squaring.
+    """
     a_t = p.beta * p.interaction() / p.eps
     c = u.T @ a_t @ u
     g = sym_funm(c @ c.T, _g, _dg)
