@@ -30,7 +30,8 @@ P = AttentionParams(V=jnp.eye(2), A=A)
     [
         ({"rtol": -1.0}, "`rtol` must be a finite number >= 0"),
         ({"atol": float("nan")}, "`atol` must be a finite number >= 0"),
-        ({"rtol": 0.0, "atol": 0.0}, "both 0"),
+        ({"rtol": 0.0, "atol": 0.0}, "`atol` must be > 0"),
+        ({"atol": 0.0}, "`atol` must be > 0"),
         ({"max_steps": 0}, "`max_steps` must be a positive integer"),
         ({"max_steps": 1.5}, "`max_steps` must be a positive integer"),
         ({"dt0": -0.1}, "`dt0` must be a finite number > 0"),
@@ -156,3 +157,23 @@ def test_float32_blow_up_is_found_and_tight_rtol_warns():
     assert abs(float(sol.t_blowup) - want) / want < 1e-5
     with pytest.warns(RuntimeWarning, match="below what float32 resolves"):
         solve_gaussian("softmax", p32, jnp.zeros(2, jnp.float32), s32, t1=10.0, max_steps=50)
+
+
+def test_mixed_precision_inputs_take_the_widest_dtype():
+    """A float32 mean or float32 tokens with float64 parameters solve in float64 (it used to crash in diffrax)."""
+    sol = solve_gaussian("softmax", P, jnp.zeros(2, jnp.float32), S0, t1=10.0)
+    assert sol.cov.dtype == jnp.float64 and status_names(sol.status) == "blow_up"
+    want = float(blowup_time_closed_form(S0, A, 1.0))
+    assert abs(float(sol.t_blowup) - want) / want < 1e-6
+    ps = solve_particles("softmax", AttentionParams(V=-jnp.eye(2), A=jnp.eye(2)), jnp.ones((4, 2), jnp.float32), t1=1.0)
+    assert ps.xs.dtype == jnp.float64
+    assert status_names(ps.status) in ("completed", "converged")
+
+
+def test_hasse_diagram_under_jit_says_why():
+    import jax
+
+    from hassejax.order import HasseDiagram
+
+    with pytest.raises(MaskError, match="host-side networkx graph"):
+        jax.jit(lambda m: HasseDiagram.from_mask(m).num_classes)(jnp.eye(3, dtype=bool))

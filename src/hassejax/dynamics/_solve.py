@@ -343,8 +343,8 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
                 if v.ndim != 0 or not np.isfinite(v) or v < 0:
                     raise ParameterError(f"`{name}` must be a finite number >= 0; got {value!r}.")
                 tol[name] = float(v)
-        if len(tol) == 2 and tol["rtol"] == 0 and tol["atol"] == 0:
-            raise ParameterError("`rtol` and `atol` are both 0: no step would ever be accepted; give a positive tolerance.")
+        if tol.get("atol") == 0:  # a state component that is exactly 0 would get a zero error budget
+            raise ParameterError("`atol` must be > 0 (with atol = 0 an exactly-zero state component, e.g. a zero mean, admits no step); got 0.")
         if dtype is not None and "rtol" in tol and 0 < tol["rtol"] < 5 * float(jnp.finfo(dtype).eps):
             warnings.warn(
                 f"`rtol` = {tol['rtol']:g} is below what {jnp.dtype(dtype).name} resolves (eps {float(jnp.finfo(dtype).eps):.1e}): "
@@ -356,6 +356,17 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
     v = concrete(dt0)
     if v is not None and (v.ndim != 0 or not np.isfinite(v) or v <= 0):
         raise ParameterError(f"`dt0` must be a finite number > 0 (or None: the controller picks it); got {dt0!r}.")
+
+
+def state_dtype(params, *arrays) -> jnp.dtype:
+    """The floating dtype of a solve: the widest of the state arrays and the parameters' array leaves.
+
+    Mixing, say, a float32 mean with float64 parameters would otherwise give a float64
+    velocity for a float32 state, which diffrax cannot store.
+    """
+    leaves = [x for x in jax.tree_util.tree_leaves(params) if isinstance(x, (jax.Array, np.ndarray))]
+    floats = [x for x in (*arrays, *leaves) if x is not None and jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    return jnp.result_type(*floats, float)  # the arrays themselves: weakly typed leaves (beta = 1.0) do not widen
 
 
 def check_finite_params(params, name: str = "params") -> None:

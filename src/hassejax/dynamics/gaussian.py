@@ -348,7 +348,7 @@ def solve_gaussian(
     if mean_c is not None and not np.all(np.isfinite(mean_c)):
         raise ParameterError("`mean0` must be finite; got NaN/inf entries.")
     mean0 = jnp.asarray(mean0)
-    dtype = jnp.result_type(mean0.dtype, float)
+    dtype = _solve.state_dtype(params, mean0, None if cov0 is None else jnp.asarray(cov0), None if factor0 is None else jnp.asarray(factor0))
     mean0 = mean0.astype(dtype)
     if cov0 is not None:
         cov0 = jnp.asarray(cov0, dtype)

@@ -150,7 +150,7 @@ def solve_particles(
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     xn = _solve.concrete(x0)
     x0 = jnp.asarray(x0)
-    dtype = jnp.result_type(x0.dtype, float)
+    dtype = _solve.state_dtype(params, x0)
     x0 = x0.astype(dtype)
     d = params.d
     if x0.ndim != 2 or x0.shape[1] != d:

@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import networkx as nx
 import numpy as np
@@ -245,8 +246,14 @@ class HasseDiagram:
         **Returns:** the :class:`HasseDiagram` of the closure.
 
         **Raises:** :class:`~hassejax.errors.MaskError` for a bad mask, a non-positive
-        `num_layers`, or `num_layers` below the convergence depth.
+        `num_layers`, or `num_layers` below the convergence depth, or a traced mask (the
+        diagram is a host-side networkx graph: build it outside `jit`/`vmap`).
         """
+        if isinstance(mask, jax.core.Tracer):
+            raise MaskError(
+                "`mask` is a JAX tracer: HasseDiagram is a host-side networkx graph and cannot be built inside "
+                "jit/vmap; compute `reachability` there and build the diagram outside."
+            )
         m = as_mask(mask, "mask", batched=False)
         n = m.shape[-1]
         # Small masks are padded with isolated positions to a bucket size (their closure is
