@@ -113,27 +113,23 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.set_title(f"{label}: {int(ok.sum())}/{n} {verdict} (stop at tr Σ > {threshold:g})\n{extra}", fontsize=10)
 
     soft = results["softmax"]
-    ax_t.set_xlabel("closed-form t* = 1 / λ_max(Σ₀^½ (A + Aᵀ) Σ₀^½)")
-    ax_t.set_ylabel("solved blow-up time (event at tr Σ = 1e8, extrapolated)")
-    ax_t.set_title(
-        "softmax: solved blow-up time against its closed form\n"
-        f"t* ∈ [{soft['t_star_closed_form_range'][0]:.3f}, {soft['t_star_closed_form_range'][1]:.2f}], "
-        f"solved within {soft['t_star_max_rel_error_accurate']:.1e} relative",
-        fontsize=10,
-    )
-    ax_t.grid(alpha=0.3, which="both")
-    ax_t.legend(fontsize=8, loc="lower right")
-    mh_rec = results["multi-head (H = 2)"]
-    ax_mh.set_xlabel("softmax closed-form t* of the same Σ0 (reference scale only)")
-    ax_mh.set_ylabel("multi-head solved blow-up time (event at tr Σ = 1e8, extrapolated)")
-    ax_mh.set_title(
-        "multi-head (H = 2), no closed form: solved t* against\n"
-        f"the softmax closed form of the same Σ0 (ratio ∈ [{mh_rec['t_blowup_vs_softmax_closed_form_of_same_sigma0']['ratio_range'][0]:.2f}, "
-        f"{mh_rec['t_blowup_vs_softmax_closed_form_of_same_sigma0']['ratio_range'][1]:.2f}])",
-        fontsize=10,
-    )
-    ax_mh.grid(alpha=0.3, which="both")
-    ax_mh.legend(fontsize=8, loc="lower right")
+    ratio = results["multi-head (H = 2)"]["t_blowup_vs_softmax_closed_form_of_same_sigma0"]["ratio_range"]
+    panels = [
+        (ax_t, "closed-form t* = 1 / λ_max(Σ₀^½ (A + Aᵀ) Σ₀^½)", "solved blow-up time (event at tr Σ = 1e8, extrapolated)",
+         "softmax: solved blow-up time against its closed form\n"
+         f"t* ∈ [{soft['t_star_closed_form_range'][0]:.3f}, {soft['t_star_closed_form_range'][1]:.2f}], "
+         f"solved within {soft['t_star_max_rel_error_accurate']:.1e} relative"),
+        (ax_mh, "softmax closed-form t* of the same Σ0 (reference scale only)",
+         "multi-head solved blow-up time (event at tr Σ = 1e8, extrapolated)",
+         "multi-head (H = 2), no closed form: solved t* against\n"
+         f"the softmax closed form of the same Σ0 (ratio ∈ [{ratio[0]:.2f}, {ratio[1]:.2f}])"),
+    ]  # fmt: skip
+    for ax, xlabel, ylabel, title in panels:
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8, loc="lower right")
     cb = fig.colorbar(sm, ax=list(disk_axes), location="right", shrink=0.6)
     cb.set_label("initial 2Σ₁₂ (colour of the disk panels)")
     fig.suptitle(

@@ -195,16 +195,19 @@ def _particle_head(q, k, v, o, x0, mask, t1, ts):
     return rh.solve_head_particles(q, k, v, o, x0, mask, t1=t1, ts=ts, rtol=1e-6, atol=1e-6, max_steps=20000)
 
 
-def particle_heads(q, k, v, o, x0, mask, t1, ts):
-    """Per-sentence particle solves of every head of a layer, stacked on a leading head axis.
+def particle_runs(q, k, v, o, x0, mask, t1, ts):
+    """Particle solves of several heads (leading axis of `q, k, v, o, t1, ts`), stacked on that axis.
 
-    One compiled solve (heads share shapes; `t1`, `ts` are traced) called head by head, not
-    one `vmap` over heads: a vmapped `while_loop` steps every member until the slowest is
-    done, and the heads' step counts differ by up to 200× (48 to 11,320 steps on layer 3:
-    a head near its Gaussian blow-up time is stiff), so on a CPU the batched solve costs
-    ~12× the slowest head (5.6 min on layer 3) against the sum of the heads (42 s).
+    `x0` is `(S, N, d)` (shared by every run: one layer's sentences) or `(R, S, N, d)` (one
+    per run, e.g. pooled real tokens and Gaussian samples). One compiled solve (shapes are
+    shared; `t1`, `ts` are traced) is called run by run, not one `vmap` over runs: a vmapped
+    `while_loop` steps every member until the slowest is done, and the heads' step counts
+    differ ~240-fold (48 to 11,320 steps on layer 3, where a head near its Gaussian blow-up
+    time is stiff). Measured on layer 3: the vmapped solve had not finished after 6 min;
+    run by run it takes 12–26 s.
     """
-    sols = [_particle_head(q[h], k[h], v[h], o[h], x0, mask, t1[h], ts[h]) for h in range(q.shape[0])]
+    per_run = jnp.ndim(x0) == 4
+    sols = [_particle_head(q[i], k[i], v[i], o[i], x0[i] if per_run else x0, mask, t1[i], ts[i]) for i in range(q.shape[0])]
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *sols)
 
 
@@ -397,7 +400,7 @@ def main(out: Path, quick: bool = False) -> dict:
 
         # per-sentence particles at the same depths (the model's padding mask)
         t0 = time.perf_counter()
-        ps = particle_heads(hq, hk, hv, ho, jnp.asarray(x_pad), jnp.asarray(mask), jnp.asarray(t_fine[:, -1]), jnp.asarray(t_fine))
+        ps = particle_runs(hq, hk, hv, ho, jnp.asarray(x_pad), jnp.asarray(mask), jnp.asarray(t_fine[:, -1]), jnp.asarray(t_fine))
         jax.block_until_ready(ps.status)
         timings[f"particles_layer{layer}"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -545,21 +548,11 @@ def choose_representatives(flat: list[dict]) -> list[dict]:
     return chosen
 
 
-def pooled_runs(q, k, v, o, x0, mask, t1, ts):
-    """Pooled particle solves (one group of every token) of chosen heads, stacked on a leading axis.
-
-    Head by head through the one compiled solve of :func:`particle_heads` (same reason: the
-    runs' step counts differ widely, and a vmapped loop pays the slowest for every member).
-    """
-    sols = [_particle_head(q[i], k[i], v[i], o[i], x0[i], mask, t1[i], ts[i]) for i in range(q.shape[0])]
-    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *sols)
-
-
 def representatives(heads, hs, mask, reps, fine, rng) -> list[dict]:
     """Fine comparison for the chosen heads: Gaussian, per sentence, pooled, and pooled on Gaussian samples.
 
     The pooled runs (real tokens, and as many tokens sampled from `N(α0, Σ0)`) of all
-    chosen heads go through :func:`pooled_runs`.
+    chosen heads go through :func:`particle_runs`.
     """
     from hassejax.dynamics.real import heads as rh
 
@@ -574,7 +567,7 @@ def representatives(heads, hs, mask, reps, fine, rng) -> list[dict]:
         for x0 in (xl, sample):
             batch.append((layer, h, x0[None], fine[(layer, h)]["times"]))
     sel = lambda a: jnp.asarray(np.stack([np.asarray(a[l_, h_]) for l_, h_, _, _ in batch]))  # noqa: E731
-    runs = pooled_runs(
+    runs = particle_runs(
         sel(heads.Q), sel(heads.K), sel(heads.W_V), sel(heads.W_O),
         jnp.asarray(np.stack([b[2] for b in batch])), jnp.asarray(ones),
         jnp.asarray([b[3][-1] for b in batch]), jnp.asarray(np.stack([b[3] for b in batch])),

@@ -321,8 +321,10 @@ def default_size_factor(dtype) -> float:
 
 
 def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, dtype=None) -> None:
-    """Raise :class:`ParameterError` for tolerances that are negative, non-finite or both zero,
-    a `max_steps` that is not a positive integer, or a `dt0` that is not finite and > 0.
+    """Raise :class:`ParameterError` for an `rtol` that is negative or non-finite, an `atol`
+    that is not finite and > 0, a `max_steps` that is not a positive integer, or a `dt0`
+    that is not finite and > 0 (concrete values; the tolerances only when the default PID
+    controller is used).
 
     Warns (``RuntimeWarning``) when `rtol` is below what the state's `dtype` resolves (under
     5 ulps, e.g. the default 1e-8 in float32): the controller would shrink the step until

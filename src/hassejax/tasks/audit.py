@@ -133,4 +133,3 @@ def audit(task: Task, num_layers: int | None = None) -> AuditReport:
     sequence = targets | {tok for t in task.inputs for tok in _expand(task, t)}
     token_density = len(targets) / len(sequence) if sequence else 0.0
     return AuditReport(tuple(slots), num_layers, token_density, len(slots) / task.n)
-
