@@ -10,6 +10,8 @@ library rule it reproduces (mask gallery, /shared/cases/mask_gallery.md).
   :func:`global_sliding`, :func:`natten_2d`, :func:`tree_prefix`,
   :func:`block_diffusion`, :func:`xlnet_two_stream` (-> :class:`TwoStreamMasks`),
   :func:`causal_bottom_right` (rectangular).
+- Compressed exact form: :class:`IntervalMask` (sorted key runs per row, no ``n × n``
+  array), the form the closure uses at long contexts.
 - Converters: :func:`from_mask_mod`, :func:`from_additive_bias`, :func:`from_blocked`.
 - Combinators: :func:`and_masks`, :func:`or_masks`.
 - Registry: :data:`MASKS` and :func:`from_spec` (``"sliding_window(n=16, left=2)"``).
@@ -22,6 +24,7 @@ from ._causal import block_causal, causal, causal_bottom_right, chunked_causal, 
 from ._combine import and_masks, or_masks
 from ._convert import from_additive_bias, from_blocked, from_mask_mod
 from ._diffusion import block_diffusion
+from ._intervals import IntervalMask
 from ._document import document
 from ._natten import natten_2d
 from ._spec import MASKS, from_spec
@@ -45,6 +48,7 @@ __all__ = [
     "block_diffusion",
     "xlnet_two_stream",
     "TwoStreamMasks",
+    "IntervalMask",
     "from_mask_mod",
     "from_additive_bias",
     "from_blocked",

@@ -1,0 +1,390 @@
+"""The compressed exact mask form: each row a sorted list of disjoint key intervals.
+
+Almost every mask people train with has rows that are a few runs of keys: causal, every
+sliding-window convention, sink and global tokens, prefix-LM, block and chunked causal,
+packed documents, block diffusion, Block Two-Stream, Butterfly. :class:`IntervalMask` stores
+row ``q`` as the half-open runs ``[starts[q, t], stops[q, t])`` of keys it may attend to, so a
+mask over ``n`` positions costs ``O(n · k)`` memory for ``k`` runs a row instead of ``n²``.
+
+This module is pure NumPy (no JAX import): the structured closure route
+(:mod:`hassejax.order._structured`) and the command line use it without starting JAX.
+
+Normal form (what makes ``==`` exact): in each row the runs are sorted, non-empty and
+separated by at least one key (``stops[q, t] < starts[q, t + 1]``); unused slots hold
+``starts = stops = n`` and come last; ``k`` is the largest number of runs of any row (at
+least 1). Every constructor returns the normal form.
+
+Source: the interval-row closure is (derived) from spec hasse.md §1.2: a row of ``A^(L+1)``
+is the union of the rows of ``A^L`` it points to.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import MaskError, MemoryBudgetError
+
+__all__ = ["IntervalMask", "normalize_runs", "host_memory_bytes", "check_host_memory"]
+
+_INDEX = np.int64
+
+
+def host_memory_bytes() -> int:
+    """Host memory available now in bytes (``MemAvailable`` of ``/proc/meminfo``; physical memory otherwise).
+
+    JAX-free on purpose: the structured route runs on the host and never touches a device.
+    """
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_host_memory(required_bytes: float, what: str, name: str, fraction: float = 0.8) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` before allocating `required_bytes` on the host.
+
+    `what` describes the computation, `name` the argument it comes from.
+    """
+    avail = host_memory_bytes()
+    if required_bytes > fraction * avail:
+        raise MemoryBudgetError(
+            f"`{name}`: {what} needs about {required_bytes / 2**30:.2f} GiB, but only {avail / 2**30:.2f} GiB "
+            f"is available ({fraction:.0%} may be used). Use a smaller n, or a mask with fewer key runs a row."
+        )
+
+
+def normalize_runs(starts: np.ndarray, stops: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Normal form of per-row runs: sort, drop empty runs, merge overlapping or touching ones.
+
+    **Arguments:**
+
+    - `starts`, `stops`: int arrays of shape `(m, j)`, run `t` of row `r` being the half-open
+      key range ``[starts[r, t], stops[r, t])``, in any order; runs with ``start >= stop`` are
+      empty and ignored. Values must lie in ``[0, n]``.
+    - `n`: the number of keys (the padding value).
+
+    **Returns:** `(starts, stops)` int64 arrays of shape `(m, k)` in normal form (module
+    docstring), ``k = max(1, largest number of runs of a row)``.
+
+    Vectorised over rows: one sort of ``j`` entries a row, a running maximum and a scatter.
+    """
+    starts = np.asarray(starts, dtype=_INDEX)
+    stops = np.asarray(stops, dtype=_INDEX)
+    m, j = starts.shape
+    if m == 0 or j == 0:
+        return np.full((m, 1), n, _INDEX), np.full((m, 1), n, _INDEX)
+    empty = starts >= stops
+    if j == 1:
+        return np.where(empty, n, starts), np.where(empty, n, stops)
+    s = np.where(empty, n, starts)
+    e = np.where(empty, n, stops)
+    order = np.argsort(s, axis=1, kind="stable")
+    s = np.take_along_axis(s, order, axis=1)
+    e = np.take_along_axis(e, order, axis=1)
+    reach = np.maximum.accumulate(e, axis=1)
+    valid = s < n
+    new = valid.copy()
+    new[:, 1:] &= s[:, 1:] > reach[:, :-1]
+    # A group ends where the next entry starts a new group or is padding.
+    last = valid.copy()
+    last[:, :-1] &= new[:, 1:] | ~valid[:, 1:]
+    counts = new.sum(axis=1)
+    k = max(1, int(counts.max()))
+    out_s = np.full((m, k), n, _INDEX)
+    out_e = np.full((m, k), n, _INDEX)
+    slot = np.cumsum(new, axis=1) - 1
+    rows, cols = np.nonzero(new)
+    out_s[rows, slot[rows, cols]] = s[rows, cols]
+    rows, cols = np.nonzero(last)
+    out_e[rows, slot[rows, cols]] = reach[rows, cols]
+    return out_s, out_e
+
+
+class IntervalMask:
+    """An attention mask stored exactly as sorted disjoint key runs per row (no ``n × n`` array).
+
+    Row ``q`` (a query) may attend to key ``k`` iff ``starts[q, t] <= k < stops[q, t]`` for
+    some run ``t`` (row = query, column = key, True = may attend; spec hasse.md §0). The
+    arrays are in the normal form of the module docstring, so two masks are equal (``==``)
+    iff their arrays are.
+
+    **Attributes:**
+
+    - `starts`, `stops`: ``Int[np.ndarray, "n k"]`` (int64), half-open runs, padding ``n``.
+    - `n`: number of positions (queries = keys).
+    - `shape`: ``(n, n)``, the shape of the dense mask it stands for; `dtype` is bool.
+    - `num_runs`: ``k``, the largest number of runs of any row.
+
+    Build one with :meth:`from_runs`, :meth:`from_dense`, the structured constructors of
+    :mod:`hassejax.masks` or :func:`hassejax.masks.from_spec`; ``|`` and ``&`` combine masks of
+    the same ``n`` (union and intersection, row by row); :meth:`to_dense` (alias
+    ``np.asarray(m)``) gives the Boolean array after a memory estimate.
+
+    **Example:**
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.masks import IntervalMask
+    >>> q = np.arange(5)
+    >>> m = IntervalMask.from_runs(np.maximum(q - 1, 0), q + 1, n=5)   # window, one key back
+    >>> m.row_counts().tolist(), m.num_runs
+    ([1, 2, 2, 2, 2], 1)
+    >>> np.asarray(m).astype(int)[2]
+    array([0, 1, 1, 0, 0])
+
+    ```
+
+    Source: (derived), spec hasse.md §0–1; DESIGN.md "Scale".
+    """
+
+    __slots__ = ("starts", "stops", "n")
+    __array_priority__ = 100  # ``ndarray | IntervalMask`` defers to IntervalMask.__ror__
+
+    def __init__(self, starts: np.ndarray, stops: np.ndarray, n: int, *, _normal: bool = False):
+        """Wrap runs; use :meth:`from_runs` unless the runs are already in normal form."""
+        if not _normal:
+            starts, stops = _checked_runs(starts, stops, n)
+            starts, stops = normalize_runs(starts, stops, n)
+        self.starts = starts
+        self.stops = stops
+        self.n = int(n)
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_runs(
+        cls, starts: np.ndarray | Sequence, stops: np.ndarray | Sequence, n: int
+    ) -> IntervalMask:
+        """A mask from per-row runs ``[starts[q, t], stops[q, t])`` in any order.
+
+        **Arguments:**
+
+        - `starts`, `stops`: int arrays of shape `(n,)` (one run a row) or `(n, j)`; values are
+          clipped to ``[0, n]``; runs with ``start >= stop`` are empty. They may overlap.
+        - `n`: number of positions, an int >= 1.
+
+        **Returns:** the :class:`IntervalMask` in normal form.
+
+        **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n`, non-integer runs or
+        shapes that are not `(n,)` / `(n, j)`.
+        """
+        return cls(starts, stops, n)
+
+    @classmethod
+    def from_dense(cls, mask, *, name: str = "mask") -> IntervalMask:
+        """The interval form of a Boolean ``(n, n)`` mask (exact; ``O(n²)`` time, rows in blocks).
+
+        **Arguments:**
+
+        - `mask`: Boolean array of shape `(n, n)` (row = query, column = key, True = may attend).
+        - `name`: argument name for error messages.
+
+        **Returns:** the :class:`IntervalMask` with the same entries.
+
+        **Raises:** :class:`~hassejax.errors.MaskError` for a non-Boolean or non-square mask;
+        :class:`~hassejax.errors.MemoryBudgetError` if the runs would not fit in memory.
+        """
+        if isinstance(mask, IntervalMask):
+            return mask
+        a = np.asarray(mask)
+        if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
+            raise MaskError(f"`{name}` must be a square Boolean array of shape (n, n), n >= 1; got shape {a.shape}.")
+        if a.dtype != np.bool_:
+            raise MaskError(f"`{name}` must have dtype bool (True = may attend); got dtype {a.dtype}.")
+        n = a.shape[0]
+        step = max(1, (1 << 24) // max(n, 1))
+        parts_s, parts_e = [], []
+        for r0 in range(0, n, step):
+            s, e = _runs_of_rows(a[r0 : r0 + step])
+            parts_s.append(s)
+            parts_e.append(e)
+        k = max(p.shape[1] for p in parts_s)
+        check_host_memory(2 * 8 * n * k, f"the interval form with {k} runs a row (n = {n})", name)
+        starts = np.full((n, k), n, _INDEX)
+        stops = np.full((n, k), n, _INDEX)
+        r0 = 0
+        for s, e in zip(parts_s, parts_e):
+            starts[r0 : r0 + s.shape[0], : s.shape[1]] = s
+            stops[r0 : r0 + s.shape[0], : s.shape[1]] = e
+            r0 += s.shape[0]
+        return cls(starts, stops, n, _normal=True)
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n, n)``: the shape of the dense mask."""
+        return (self.n, self.n)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """``bool``: the dtype of the dense mask."""
+        return np.dtype(bool)
+
+    @property
+    def ndim(self) -> int:
+        """2, as for the dense mask."""
+        return 2
+
+    @property
+    def num_runs(self) -> int:
+        """``k``: the largest number of key runs of any row."""
+        return int(self.starts.shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the two run arrays."""
+        return int(self.starts.nbytes + self.stops.nbytes)
+
+    def row_counts(self) -> np.ndarray:
+        """Keys each query may attend to: int64 array of shape `(n,)`."""
+        return (self.stops - self.starts).sum(axis=1)
+
+    def nnz(self) -> int:
+        """Number of True entries of the dense mask."""
+        return int(self.row_counts().sum())
+
+    def row(self, q: int) -> list[tuple[int, int]]:
+        """The runs ``[(start, stop), …]`` of row `q` (half-open)."""
+        keep = self.starts[q] < self.stops[q]
+        return list(zip(self.starts[q][keep].tolist(), self.stops[q][keep].tolist()))
+
+    def contains(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """``M[q, k]`` for broadcastable int arrays `q` and `k` (no dense array)."""
+        q, k = np.broadcast_arrays(np.asarray(q), np.asarray(k))
+        s = self.starts[q]
+        e = self.stops[q]
+        return np.any((s <= k[..., None]) & (k[..., None] < e), axis=-1)
+
+    def with_diagonal(self) -> IntervalMask:
+        """``A = M | I``: one layer with its residual stream (spec hasse.md §1.1)."""
+        q = np.arange(self.n, dtype=_INDEX)[:, None]
+        inside = np.any((self.starts <= q) & (q < self.stops), axis=1)
+        if inside.all():
+            return self
+        s, e = normalize_runs(
+            np.concatenate([self.starts, q], axis=1), np.concatenate([self.stops, q + 1], axis=1), self.n
+        )
+        return IntervalMask(s, e, self.n, _normal=True)
+
+    def has_diagonal(self) -> bool:
+        """True iff every query may attend to itself (``M = M | I``)."""
+        q = np.arange(self.n, dtype=_INDEX)[:, None]
+        return bool(np.any((self.starts <= q) & (q < self.stops), axis=1).all())
+
+    def to_dense(self, *, name: str = "mask") -> np.ndarray:
+        """The Boolean ``(n, n)`` NumPy array (after checking that ``n²`` bytes fit in memory).
+
+        **Raises:** :class:`~hassejax.errors.MemoryBudgetError` when ``n²`` bytes do not fit.
+        """
+        n = self.n
+        check_host_memory(float(n) * n, f"a dense ({n}, {n}) Boolean mask", name)
+        out = np.zeros((n, n + 1), dtype=np.int8)
+        rows = np.broadcast_to(np.arange(n)[:, None], self.starts.shape)
+        keep = self.starts < self.stops
+        np.add.at(out, (rows[keep], self.starts[keep]), 1)
+        np.add.at(out, (rows[keep], self.stops[keep]), -1)
+        return np.cumsum(out[:, :n], axis=1, dtype=np.int8) > 0
+
+    def __array__(self, dtype=None, copy=None):
+        dense = self.to_dense()
+        return dense if dtype is None else dense.astype(dtype)
+
+    # ------------------------------------------------------------------ algebra
+
+    def _other(self, other, op: str) -> IntervalMask:
+        if not isinstance(other, IntervalMask):
+            if hasattr(other, "shape") and hasattr(other, "dtype"):
+                other = IntervalMask.from_dense(other, name="other")
+            else:
+                raise MaskError(f"`{op}` needs two masks; got an IntervalMask and a {type(other).__name__}.")
+        if other.n != self.n:
+            raise MaskError(f"`{op}` needs masks of the same n; got n = {self.n} and n = {other.n}.")
+        return other
+
+    def __or__(self, other) -> IntervalMask:
+        other = self._other(other, "|")
+        s, e = normalize_runs(
+            np.concatenate([self.starts, other.starts], axis=1),
+            np.concatenate([self.stops, other.stops], axis=1),
+            self.n,
+        )
+        return IntervalMask(s, e, self.n, _normal=True)
+
+    __ror__ = __or__
+
+    def __and__(self, other) -> IntervalMask:
+        other = self._other(other, "&")
+        # Intersections of every pair of runs; at most k1 + k2 - 1 of them are non-empty.
+        s = np.maximum(self.starts[:, :, None], other.starts[:, None, :]).reshape(self.n, -1)
+        e = np.minimum(self.stops[:, :, None], other.stops[:, None, :]).reshape(self.n, -1)
+        s, e = normalize_runs(s, e, self.n)
+        return IntervalMask(s, e, self.n, _normal=True)
+
+    __rand__ = __and__
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, IntervalMask):
+            return NotImplemented
+        return self.n == other.n and self.starts.shape == other.starts.shape and bool(
+            np.array_equal(self.starts, other.starts) and np.array_equal(self.stops, other.stops)
+        )
+
+    def __hash__(self):
+        return hash((self.n, self.starts.tobytes(), self.stops.tobytes()))
+
+    def __repr__(self) -> str:
+        return f"IntervalMask(n={self.n}, runs per row <= {self.num_runs}, nnz={self.nnz()})"
+
+
+def _checked_runs(starts, stops, n) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise MaskError(f"`n` must be an int >= 1 (the number of positions); got {n!r}.")
+    n = int(n)
+    out = []
+    for name, x in (("starts", starts), ("stops", stops)):
+        a = np.asarray(x)
+        if a.dtype == np.bool_ or not np.issubdtype(a.dtype, np.integer):
+            raise MaskError(f"`{name}` must be an integer array of key positions; got dtype {a.dtype}.")
+        if a.ndim == 1:
+            a = a[:, None]
+        if a.ndim != 2 or a.shape[0] != n:
+            raise MaskError(f"`{name}` must have shape (n,) or (n, j) with n = {n}; got shape {np.shape(x)}.")
+        out.append(np.clip(a.astype(_INDEX), 0, n))
+    if out[0].shape != out[1].shape:
+        raise MaskError(f"`starts` and `stops` must have the same shape; got {out[0].shape} and {out[1].shape}.")
+    return out[0], out[1]
+
+
+def _runs_of_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Normal-form runs of the Boolean rows `a` (shape `(m, n)`)."""
+    m, n = a.shape
+    edges = np.diff(a.astype(np.int8), axis=1, prepend=0, append=0)
+    rows_s, cols_s = np.nonzero(edges == 1)
+    rows_e, cols_e = np.nonzero(edges == -1)
+    counts = np.bincount(rows_s, minlength=m)
+    k = max(1, int(counts.max()) if m else 1)
+    slot = np.arange(rows_s.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    starts = np.full((m, k), n, _INDEX)
+    stops = np.full((m, k), n, _INDEX)
+    starts[rows_s, slot] = cols_s
+    stops[rows_e, slot] = cols_e
+    return starts, stops
+
+
+def runs_bytes(n: int, k: int) -> int:
+    """Bytes of an :class:`IntervalMask` with `k` runs a row."""
+    return 2 * 8 * n * max(1, k)
+
+
+def ceil_log2(x: int) -> int:
+    """``ceil(log2(x))`` for ``x >= 1``."""
+    return 0 if x <= 1 else math.ceil(math.log2(x))
