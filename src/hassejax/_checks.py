@@ -7,6 +7,7 @@ on traced arrays use :func:`equinox.error_if` at the call site instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +18,14 @@ from .errors import EmptyRowError, MaskError, MemoryBudgetError
 __all__ = ["as_mask", "check_rows_nonempty", "available_memory_bytes", "check_memory"]
 
 
-def as_mask(mask, name: str = "mask", *, square: bool = True, batched: bool = True) -> jax.Array:
+def as_mask(
+    mask,
+    name: str = "mask",
+    *,
+    square: bool = True,
+    batched: bool = True,
+    memory: Callable[[tuple[int, ...]], None] | None = None,
+) -> jax.Array:
     """Validate a Boolean attention mask and return it as a ``jax.Array`` of dtype bool.
 
     **Arguments:**
@@ -26,10 +34,15 @@ def as_mask(mask, name: str = "mask", *, square: bool = True, batched: bool = Tr
       True = may attend (spec hasse.md §0).
     - `name`: the argument name used in error messages.
     - `square`: require `n_q == n_k` (everything that closes over layers does).
-    - `batched`: allow leading batch axes; otherwise the rank must be exactly 2.
+    - `batched`: allow leading batch axes (an empty batch axis, e.g. shape `(0, n, n)`, is
+      fine); otherwise the rank must be exactly 2.
+    - `memory`: a memory estimate, called with the validated shape after the checks above
+      and before the mask is copied anywhere (to a device or on the host); it raises
+      :class:`~hassejax.errors.MemoryBudgetError` when the caller's computation cannot fit.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` for a non-array, wrong rank, empty axis,
-    non-square (when `square`) or non-Boolean dtype.
+    **Raises:** :class:`~hassejax.errors.MaskError` for a non-array, wrong rank, empty query
+    or key axis, non-square (when `square`) or non-Boolean dtype;
+    :class:`~hassejax.errors.MemoryBudgetError` from `memory`.
     """
     if isinstance(mask, (list, tuple)):
         mask = np.asarray(mask)
@@ -54,6 +67,8 @@ def as_mask(mask, name: str = "mask", *, square: bool = True, batched: bool = Tr
             "`hassejax.masks.from_blocked` for '1 = cannot attend' masks, "
             "`hassejax.masks.from_additive_bias` for 0/-inf biases."
         )
+    if memory is not None:
+        memory(shape)
     return jnp.asarray(mask)
 
 
@@ -97,14 +112,18 @@ def available_memory_bytes() -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
-def check_memory(required_bytes: int, what: str, name: str = "mask", fraction: float = 0.8) -> None:
+def check_memory(
+    required_bytes: int, what: str, name: str = "mask", fraction: float = 0.8, hint: str | None = None
+) -> None:
     """Raise :class:`~hassejax.errors.MemoryBudgetError` if `required_bytes` exceeds `fraction` of the free memory.
 
-    `what` describes the computation (e.g. ``"reachability of shape (16384, 16384)"``).
+    `what` describes the computation (e.g. ``"reachability of shape (16384, 16384)"``), `name`
+    the argument it comes from; `hint` replaces the default advice ("Use a smaller n or batch.").
     """
     avail = available_memory_bytes()
     if required_bytes > fraction * avail:
         raise MemoryBudgetError(
             f"`{name}`: {what} needs about {required_bytes / 2**30:.2f} GiB, but only "
-            f"{avail / 2**30:.2f} GiB is available ({fraction:.0%} may be used). Use a smaller n or batch."
+            f"{avail / 2**30:.2f} GiB is available (memory budget: {fraction:.0%} of it). "
+            + (hint if hint is not None else "Use a smaller n or batch.")
         )

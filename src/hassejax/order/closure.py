@@ -105,19 +105,28 @@ def _adjacency(m):
     return a
 
 
-def _prepare(mask, name: str = "mask"):
-    """Validate and return ``(A, traced)``: ``A = M | I`` as NumPy (concrete) or a tracer."""
-    m = as_mask(mask, name=name)
+def _prepare(mask, name: str = "mask", memory=None):
+    """Validate and return ``(A, traced)``: ``A = M | I`` as NumPy (concrete) or a tracer.
+
+    `memory` (see :func:`_dense_memory`) runs on the validated shape before any copy.
+    """
+    m = as_mask(mask, name=name, memory=memory)
     traced = _is_traced(m)
     return _adjacency(m if traced else np.asarray(m)), traced
 
 
-def _stack_layer_masks(layer_masks):
-    """Validate `layer_masks`; return ``(A_stack, traced)``, adjacencies of shape ``(L, *batch, n, n)``."""
+def _stack_layer_masks(layer_masks, method: str = "auto"):
+    """Validate `layer_masks`; return ``(A_stack, traced)``, adjacencies of shape ``(L, *batch, n, n)``.
+
+    The memory of the whole product is estimated from the shape of the first layer (sequence)
+    or of the stack (array) before anything is copied.
+    """
     if isinstance(layer_masks, Sequence) and not isinstance(layer_masks, str):
         if len(layer_masks) == 0:
             raise MaskError("`layer_masks` must hold at least one mask (one per layer); got an empty sequence.")
-        layers = [as_mask(m, name=f"layer_masks[{l}]") for l, m in enumerate(layer_masks)]
+        num = len(layer_masks)
+        memory = _dense_memory("layer_masks", f"the product of {num} layer masks", method, stored=num, layers=num)
+        layers = [as_mask(m, name=f"layer_masks[{l}]", memory=memory if l == 0 else None) for l, m in enumerate(layer_masks)]
         shape = layers[0].shape
         for l, m in enumerate(layers):
             if m.shape != shape:
@@ -128,12 +137,19 @@ def _stack_layer_masks(layer_masks):
         traced = any(_is_traced(m) for m in layers)
         stacked = jnp.stack(layers) if traced else np.stack([np.asarray(m) for m in layers])
     else:
-        stacked = as_mask(layer_masks, name="layer_masks")
+        memory = _dense_memory("layer_masks", "the product of {num} layer masks", method, stacked=True)
+        stacked = as_mask(layer_masks, name="layer_masks", memory=memory)
         if stacked.ndim < 3:
             raise MaskError(
                 "`layer_masks` must be a sequence of masks or an array stacked along a leading layer axis, "
                 f"shape (L, *batch, n, n); got an array of shape {stacked.shape} (rank {stacked.ndim}). "
                 "For a single mask pass it as `mask`; the batch axis always means independent masks."
+            )
+        if stacked.shape[0] == 0:
+            raise MaskError(
+                "`layer_masks` must hold at least one mask (one per layer); got an array with an empty "
+                f"leading layer axis, shape {stacked.shape}. An empty batch axis comes after the layer axis: "
+                "(L, 0, n, n)."
             )
         traced = _is_traced(stacked)
         stacked = stacked if traced else np.asarray(stacked)
@@ -365,6 +381,73 @@ def _check_bitpacked_memory(n: int, nnz: int, batch: int, what: str, name: str) 
     check_memory(need, f"{what} (bit-packed route, n = {n}, batch = {batch})", name)
 
 
+#: Advice of every dense-route memory error: structured masks need no (n, n) array.
+_STRUCTURED_HINT = (
+    "A mask whose rows are a few intervals of keys (causal, sliding windows, sink or global tokens, "
+    "prefix-LM, blocks, documents) needs no dense (n, n) array: build it with a structured constructor "
+    "in its interval form (an IntervalMask, hassejax.masks) instead of a dense array; otherwise use a "
+    "smaller n or batch."
+)
+
+
+def _dense_bytes(n: int, batch: int, method: str, stored: int, copies: int, route: bool = True) -> int:
+    """Least peak bytes of the dense routes for `batch` masks of `n` positions, from sizes alone.
+
+    `copies` bool ``(n, n)`` copies per mask made while preparing the input (the device copy of
+    :func:`as_mask`, the host adjacency ``M | I``), plus, with `route`, the cheaper of the routes
+    `method` allows: the matmul route with `stored` stored matrices (:func:`_matmul_bytes`) or the
+    bit-packed route with the fewest nonzeros (:func:`bitpacked_bytes`). A lower bound: the route
+    checks that follow, which know the nonzeros, can only ask for more.
+    """
+    if batch == 0:
+        return 0
+    need = copies * batch * n * n
+    if route:
+        matmul = _matmul_bytes(_padded_size(n), batch, stored, _matmul_dtype())
+        bitpacked = bitpacked_bytes(n, n) + 2 * batch * n * n
+        need += {"matmul": matmul, "bitpacked": bitpacked}.get(method, min(matmul, bitpacked))
+    return need
+
+
+def _dense_memory(
+    name: str,
+    what: str,
+    method: str = "auto",
+    stored: int = 0,
+    *,
+    layers: int = 1,
+    stacked: bool = False,
+    route: bool = True,
+    extra: int = 0,
+):
+    """A memory check for :func:`as_mask` (its `memory`): from the shape alone, before any copy.
+
+    The returned callable takes the validated shape ``(*batch, n, n)`` (``(L, *batch, n, n)``
+    with `stacked`, when ``{num}`` in `what` becomes ``L``; `layers` masks of that shape
+    otherwise) and raises
+    :class:`~hassejax.errors.MemoryBudgetError` naming `name`, `n`, the estimate and the free
+    memory, with :data:`_STRUCTURED_HINT`. `extra` bool ``(n, n)`` matrices per mask are added
+    for work done after the closure (e.g. the Hasse diagram's classes).
+    """
+
+    def check(shape: tuple[int, ...]) -> None:
+        if stacked and len(shape) < 3:
+            return  # not a stack: the caller's shape error comes next
+        num = shape[0] if stacked else layers
+        n = shape[-1]
+        batch = math.prod(shape[1:-2] if stacked else shape[:-2])
+        copies = 2 * num + extra
+        need = _dense_bytes(n, batch, method, stored if not stacked else num, copies, route)
+        check_memory(
+            need,
+            f"{what.format(num=num) if stacked else what} of n = {n} positions (batch {batch}) on the dense routes",
+            name,
+            hint=_STRUCTURED_HINT,
+        )
+
+    return check
+
+
 def _matmul_seconds(n: int, products: int) -> float:
     return products * 2.0 * n**3 / _FLOPS.get(jax.default_backend(), _FLOPS["cpu"]) + _MATMUL_OVERHEAD_S
 
@@ -410,14 +493,15 @@ def layer_adjacency(mask: Bool[ArrayLike, "*batch n n"]) -> Bool[Array, "*batch 
     - `mask`: bool array of shape `(*batch, n, n)`; row = query, column = key, True = may
       attend (spec §0). Leading axes are independent masks.
 
-    **Returns:** bool array `A` of the same shape.
+    **Returns:** bool array `A` of the same shape (empty for an empty batch).
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a non-Boolean, non-square or rank < 2
-    mask.
+    mask; :class:`~hassejax.errors.MemoryBudgetError` when the copies of the mask (estimated
+    from its shape, before any copy) would not fit in the free memory.
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.1.
     """
-    a, _ = _prepare(mask)
+    a, _ = _prepare(mask, memory=_dense_memory("mask", "the adjacency M | I", route=False))
     return jnp.asarray(a)
 
 
@@ -454,7 +538,8 @@ def reachability(
       :func:`jax.pure_callback` under a trace) or ``"auto"`` (a cost estimate from ``n``, the
       nonzeros and the backend; always ``"matmul"`` under a trace).
 
-    **Returns:** bool array of shape `(*batch, n, n)`.
+    **Returns:** bool array of shape `(*batch, n, n)` (an empty one for an empty batch axis,
+    on every route).
 
     **Raises:**
 
@@ -464,6 +549,10 @@ def reachability(
     - :class:`~hassejax.errors.ParameterError`: `num_layers` not a positive int, or disagreeing
       with ``len(layer_masks)``; an unknown `method`.
     - :class:`~hassejax.errors.MemoryBudgetError`: the estimated memory exceeds what is free.
+      A first estimate from the shape alone (the input copies and the cheapest allowed dense
+      route) runs before the mask is copied anywhere, so a huge mask, even a zero-stride
+      ``np.broadcast_to`` view, fails here and not in XLA; the message names the argument
+      (`mask` or `layer_masks`), `n`, the estimated and the free GiB.
 
     **Example:**
 
@@ -491,12 +580,13 @@ def reachability(
     if mask is None:
         raise MaskError("`mask` must be a Boolean array of shape (*batch, n, n) unless `layer_masks` is given; got None.")
 
-    a, traced = _prepare(mask)
+    what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
+    a, traced = _prepare(mask, memory=_dense_memory("mask", what, method, route=num_layers != 1))
     n = a.shape[-1]
     batch = math.prod(a.shape[:-2])
     if num_layers is not None and num_layers >= max(1, n - 1):
         num_layers = None  # L* <= max(1, n - 1): the flow has converged
-    if num_layers == 1:
+    if num_layers == 1 or batch == 0:  # one layer is A; an empty batch gives an empty result
         return jnp.asarray(a)
 
     nnz, nnz_max = (float(n * n), n * n) if traced or method == "matmul" else _nnz(a)
@@ -528,14 +618,14 @@ def reachability(
 
 def _reachability_layers(layer_masks, num_layers: int | None, method: str) -> jax.Array:
     """``A_L ⊗ … ⊗ A_1`` for per-layer masks (the body of :func:`reachability`)."""
-    stacked, traced = _stack_layer_masks(layer_masks)
+    stacked, traced = _stack_layer_masks(layer_masks, method)
     num, n = stacked.shape[0], stacked.shape[-1]
     if num_layers is not None and num_layers != num:
         raise ParameterError(
             f"`num_layers` must be None or equal to the number of `layer_masks` ({num}); got {num_layers}."
         )
     batch = math.prod(stacked.shape[1:-2])
-    if num == 1:
+    if num == 1 or batch == 0:  # one layer is A_1; an empty batch gives an empty result
         return jnp.asarray(stacked[0])
     nnz, nnz_max = (float(n * n), n * n) if traced or method == "matmul" else _nnz(stacked)
     if method == "auto" and traced:
@@ -568,13 +658,16 @@ def convergence_depth(mask: Bool[ArrayLike, "*batch n n"]) -> Int[Array, "*batch
 
     - `mask`: bool `(*batch, n, n)`; row = query, column = key, True = may attend.
 
-    **Returns:** int32 array of shape `(*batch,)` (a 0-d array for a single mask).
+    **Returns:** int32 array of shape `(*batch,)` (a 0-d array for a single mask, an empty one
+    for an empty batch axis).
 
     **Raises:**
 
     - :class:`~hassejax.errors.MaskError`: a mask that is not Boolean, not square, or of rank < 2.
     - :class:`~hassejax.errors.MemoryBudgetError`: the stored powers (``ceil(log2(n − 1)) + 2``
-      bool matrices per mask) and the working set would not fit in the free memory.
+      bool matrices per mask) and the working set would not fit in the free memory; estimated
+      from the shape alone before the mask is copied anywhere (the message names `mask`, `n`,
+      the estimated and the free GiB).
 
     **Example:**
 
@@ -589,9 +682,15 @@ def convergence_depth(mask: Bool[ArrayLike, "*batch n n"]) -> Int[Array, "*batch
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.3; the doubling/binary search
     is (derived).
     """
-    a, traced = _prepare(mask)
+    def memory(shape):
+        stored = _num_stored_powers(_padded_size(shape[-1]))
+        _dense_memory("mask", "the convergence depth", "matmul", stored)(shape)
+
+    a, traced = _prepare(mask, memory=memory)
     n = a.shape[-1]
     batch_shape = a.shape[:-2]
+    if math.prod(batch_shape) == 0:
+        return jnp.zeros(batch_shape, jnp.int32)
     size = _padded_size(n)
     _check_matmul_memory(n, math.prod(batch_shape), _num_stored_powers(size), "the convergence depth", "mask")
     depth, _ = _depth_matmul(_pad(a, size).reshape((-1, size, size)), _matmul_dtype())

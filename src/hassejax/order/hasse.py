@@ -28,6 +28,7 @@ from networkx.algorithms.isomorphism import DiGraphMatcher
 
 from .._checks import as_mask
 from ..errors import MaskError
+from .closure import _dense_memory
 from .closure import reachability as _reachability
 from .poset import classes as _classes
 from .poset import cover_matrix as _cover_matrix
@@ -247,14 +248,19 @@ class HasseDiagram:
 
         **Raises:** :class:`~hassejax.errors.MaskError` for a bad mask, a non-positive
         `num_layers`, or `num_layers` below the convergence depth, or a traced mask (the
-        diagram is a host-side networkx graph: build it outside `jit`/`vmap`).
+        diagram is a host-side networkx graph: build it outside `jit`/`vmap`);
+        :class:`~hassejax.errors.MemoryBudgetError` when the dense closure and the classes
+        would not fit in the free memory (estimated from the shape before the mask is copied;
+        the message names `mask`, `n`, the estimated and the free GiB).
         """
         if isinstance(mask, jax.core.Tracer):
             raise MaskError(
                 "`mask` is a JAX tracer: HasseDiagram is a host-side networkx graph and cannot be built inside "
                 "jit/vmap; compute `reachability` there and build the diagram outside."
             )
-        m = as_mask(mask, "mask", batched=False)
+        # The closure plus about four more (n, n) matrices for the classes and the quotient.
+        memory = _dense_memory("mask", "the Hasse diagram (closure, classes, quotient)", extra=4)
+        m = as_mask(mask, "mask", batched=False, memory=memory)
         n = m.shape[-1]
         # Small masks are padded with isolated positions to a bucket size (their closure is
         # the top-left block), so that varying n compiles the closure only a few times.

@@ -1,0 +1,132 @@
+"""Memory honesty (issue 10): estimate before allocating, empty batches give empty results.
+
+Every huge input here is a zero-stride ``np.broadcast_to`` view (no memory), so each test
+fails fast if an entry point copies, allocates or compiles before estimating: a copy of a
+300,000 x 300,000 mask needs 84 GiB.
+"""
+
+import numpy as np
+import pytest
+
+import hassejax._checks
+from hassejax.errors import MaskError, MemoryBudgetError
+from hassejax.order import HasseDiagram, convergence_depth, layer_adjacency, reachability
+
+N = 300_000
+BIG = np.broadcast_to(np.array(True), (N, N))  # zero strides: costs nothing
+BIG_PREFIX = np.broadcast_to(np.arange(N) < 1024, (N, N))  # prefix keys only: one row, 300 kB
+
+
+def _budget_error(call, name: str, *fragments: str) -> str:
+    """Run `call`; it must raise MemoryBudgetError naming `name` and containing the fragments."""
+    with pytest.raises(MemoryBudgetError) as info:
+        call()
+    msg = str(info.value)
+    assert msg.startswith(f"`{name}`"), msg
+    assert "GiB" in msg and "available" in msg, msg
+    for fragment in fragments:
+        assert fragment in msg, msg
+    return msg
+
+
+# ----------------------------------------------------------------- fault 1: order entry points
+
+
+@pytest.mark.parametrize("mask", [BIG, BIG_PREFIX], ids=["ones", "prefix"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: reachability(m),
+        lambda m: reachability(m, 3),
+        lambda m: reachability(m, 1),
+        lambda m: reachability(m, method="matmul"),
+        lambda m: reachability(m, 2, method="bitpacked"),
+        lambda m: convergence_depth(m),
+        lambda m: layer_adjacency(m),
+        lambda m: HasseDiagram.from_mask(m),
+        lambda m: HasseDiagram.from_mask(m, num_layers=2),
+    ],
+    ids=["limit", "L3", "L1", "matmul", "bitpacked", "depth", "adjacency", "hasse", "hasse_L2"],
+)
+def test_huge_zero_stride_mask_raises_before_copying(mask, call):
+    msg = _budget_error(lambda: call(mask), "mask", f"n = {N}", "IntervalMask")
+    # the estimate and the free memory, both in GiB
+    assert msg.count("GiB") >= 2
+
+
+def test_huge_layer_masks_raise_before_copying():
+    _budget_error(lambda: reachability(None, layer_masks=[BIG, BIG_PREFIX]), "layer_masks", "2 layer masks", f"n = {N}")
+    stacked = np.broadcast_to(np.array(True), (3, N, N))
+    _budget_error(lambda: reachability(None, layer_masks=stacked), "layer_masks", "3 layer masks", f"n = {N}")
+
+
+def test_huge_batch_of_small_masks_raises():
+    batch = np.broadcast_to(np.array(True), (10**7, 64, 64))  # 41 GB as a dense stack
+    _budget_error(lambda: reachability(batch), "mask", "n = 64", "batch 10000000")
+    _budget_error(lambda: convergence_depth(batch), "mask", "n = 64")
+
+
+def test_estimate_runs_before_the_device_copy(monkeypatch):
+    """The check sits between validation and ``jnp.asarray`` in ``as_mask``."""
+    copies = []
+
+    class NoCopy:  # stands in for jax.numpy inside hassejax._checks only
+        @staticmethod
+        def asarray(*args, **kwargs):
+            copies.append(args)
+            raise AssertionError("as_mask copied the mask before the memory estimate")
+
+    monkeypatch.setattr(hassejax._checks, "jnp", NoCopy)
+    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 2**20)
+    small = np.tril(np.ones((256, 256), bool))
+    for call in (lambda: reachability(small), lambda: convergence_depth(small), lambda: HasseDiagram.from_mask(small)):
+        _budget_error(call, "mask", "n = 256")
+    assert copies == []
+
+
+def test_bad_masks_are_still_mask_errors_first(no_typecheck):
+    """Validation (dtype, squareness) comes before the memory estimate."""
+    with pytest.raises(MaskError, match="dtype bool"):
+        reachability(np.broadcast_to(np.array(1.0), (N, N)))
+    with pytest.raises(MaskError, match="square"):
+        convergence_depth(np.broadcast_to(np.array(True), (N, N + 1)))
+
+
+# ----------------------------------------------------------------- fault 3: empty batches
+
+
+@pytest.mark.parametrize("method", ["auto", "matmul", "bitpacked"])
+@pytest.mark.parametrize("num_layers", [None, 1, 3])
+@pytest.mark.parametrize("shape", [(0, 4, 4), (2, 0, 5, 5), (0, 1, 3, 3)])
+def test_empty_batch_reachability(method, num_layers, shape):
+    r = reachability(np.zeros(shape, bool), num_layers, method=method)
+    assert r.shape == shape and r.dtype == np.bool_
+
+
+@pytest.mark.parametrize("method", ["auto", "matmul", "bitpacked"])
+@pytest.mark.parametrize(
+    "layer_masks, shape",
+    [
+        (np.zeros((3, 0, 4, 4), bool), (0, 4, 4)),
+        ([np.zeros((0, 4, 4), bool)] * 2, (0, 4, 4)),
+        (np.zeros((2, 2, 0, 4, 4), bool), (2, 0, 4, 4)),
+        ([np.zeros((0, 4, 4), bool)], (0, 4, 4)),
+    ],
+    ids=["stacked", "sequence", "inner_batch", "one_layer"],
+)
+def test_empty_batch_layer_masks(method, layer_masks, shape):
+    r = reachability(None, layer_masks=layer_masks, method=method)
+    assert r.shape == shape and r.dtype == np.bool_
+
+
+def test_empty_layer_axis_is_a_mask_error():
+    with pytest.raises(MaskError, match="`layer_masks` must hold at least one mask"):
+        reachability(None, layer_masks=np.zeros((0, 4, 4), bool))
+
+
+@pytest.mark.parametrize("shape, out", [((0, 4, 4), (0,)), ((3, 0, 4, 4), (3, 0)), ((0, 2, 2), (0,))])
+def test_empty_batch_convergence_depth_and_adjacency(shape, out):
+    d = convergence_depth(np.zeros(shape, bool))
+    assert d.shape == out and d.dtype == np.int32
+    a = layer_adjacency(np.zeros(shape, bool))
+    assert a.shape == shape and a.dtype == np.bool_
