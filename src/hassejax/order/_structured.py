@@ -1,0 +1,238 @@
+"""The structured closure route: exact ``R^(L)``, ``R``, ``L*`` on interval rows (private; pure NumPy).
+
+Masks are :class:`~hassejax.masks.IntervalMask` objects: row ``i`` is a few sorted runs of
+keys. Read as a graph with an edge ``i -> j`` for every ``A[i, j]``, the Boolean product is
+
+    ``(P ⊗ Q)[i] = ⋃_{j ∈ P[i]} Q[j]``,
+
+a union of the rows of ``Q`` over the runs of ``P[i]``. A sparse table over the rows of ``Q``
+(level ``l`` holds the union of ``2^l`` consecutive rows) answers every such range union with
+two table entries (union is idempotent, so the two may overlap). When every row of ``Q`` is one
+run that contains its own index (true for every power of ``A = M | I`` of a single-run mask:
+causal, windows, prefix-LM, block/chunked causal, documents), the union over a range of rows
+is one run ``[min start, max stop)``: a range-min/range-max table. A product costs
+``O(n · k log n)`` for ``k`` runs a row, never ``n²``.
+
+On that product:
+
+- ``P_k = A^(2^k)`` by repeated squaring, stored; the limit ``R`` is the first ``P_k`` equal
+  to ``P_(k-1)`` (``ceil(log2 L*) + 1`` products);
+- ``R^(L)``: ``R`` when ``2^floor(log2 L) >= 2^(k-1)``, else the product of the stored powers
+  of the bits of ``L``;
+- ``L*``: a binary search over the stored powers (``k − 2`` more products), as the matmul
+  route (:func:`hassejax.order.closure.convergence_depth`);
+- the product ``A_L ⊗ … ⊗ A_1`` of per-layer masks, layer by layer.
+
+Source: (derived) from spec hasse.md §1.2–1.3; sparse tables: Bender & Farach-Colton, "The LCA
+problem revisited", LATIN 2000 (range-minimum queries in O(1) after O(n log n) preprocessing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..masks._intervals import IntervalMask, check_host_memory, normalize_runs
+
+__all__ = ["compose", "PowerTable", "product"]
+
+_INDEX = np.int32
+
+
+def _floor_log2(x: np.ndarray) -> np.ndarray:
+    """``floor(log2 x)`` elementwise for positive ints below ``2**53`` (exact: the float exponent)."""
+    return np.frexp(np.asarray(x, dtype=np.float64))[1].astype(np.int64) - 1
+
+
+def _table_bytes(n: int, k: int, levels: int) -> float:
+    # every level: starts and stops (int32), each normalisation holds about 4x its output.
+    return float(levels + 4) * n * max(1, 2 * k) * 2 * 4
+
+
+def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> IntervalMask:
+    """The Boolean product ``P ⊗ Q``: row ``i`` is the union of the rows ``Q[j]``, ``j ∈ P[i]``.
+
+    Exact; ``O(n · k_P k_Q log n)`` time and ``O(n · k_Q log(longest run of P))`` memory,
+    estimated before anything is allocated (raises
+    :class:`~hassejax.errors.MemoryBudgetError` naming `name`).
+    """
+    n = p.n
+    lengths = p.stops - p.starts
+    longest = int(lengths.max()) if lengths.size else 0
+    if longest == 0:
+        return IntervalMask(np.full((n, 1), n, _INDEX), np.full((n, 1), n, _INDEX), n, _normal=True)
+    levels = int(_floor_log2(np.array([longest]))[0]) + 1
+    check_host_memory(
+        _table_bytes(n, q.num_runs, levels) + 4.0 * n * p.num_runs * q.num_runs * 16,
+        f"a product of interval masks (n = {n}, {p.num_runs} x {q.num_runs} runs a row, {levels} table levels)",
+        name,
+    )
+    valid = lengths > 0
+    a = np.where(valid, p.starts, 0)
+    b = np.where(valid, p.stops, 1)
+    lev = _floor_log2(np.maximum(b - a, 1))
+    right = b - (np.int64(1) << lev)
+    diag = _diagonal_runs(q)
+    if diag is not None:
+        # Reflexive rows: the runs that hold their own index merge over any range of rows into
+        # one run [range-min start, range-max stop); only the other runs need the union table.
+        diag_s, diag_e, off_s, off_e = diag
+        lo, hi = _minmax_table(diag_s, diag_e, levels)
+        parts_s = [np.minimum(lo[lev, a], lo[lev, right])[..., None]]
+        parts_e = [np.maximum(hi[lev, a], hi[lev, right])[..., None]]
+        if off_s is not None:
+            tab_s, tab_e = _union_table(off_s, off_e, n, levels)
+            parts_s += [tab_s[lev, a], tab_s[lev, right]]
+            parts_e += [tab_e[lev, a], tab_e[lev, right]]
+    else:
+        tab_s, tab_e = _union_table(q.starts, q.stops, n, levels)
+        parts_s = [tab_s[lev, a], tab_s[lev, right]]
+        parts_e = [tab_e[lev, a], tab_e[lev, right]]
+    s = np.concatenate(parts_s, axis=2)
+    e = np.concatenate(parts_e, axis=2)
+    s[~valid] = n
+    e[~valid] = n
+    s = s.reshape(n, -1)
+    e = e.reshape(n, -1)
+    s, e = normalize_runs(s, e, n)
+    return IntervalMask(s, e, n, _normal=True)
+
+
+def _minmax_table(lo0: np.ndarray, hi0: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Range-min of `lo0` and range-max of `hi0` over ``[i, i + 2^l)``: arrays ``(levels, n)``."""
+    n = lo0.shape[0]
+    lo = np.empty((levels, n), _INDEX)
+    hi = np.empty((levels, n), _INDEX)
+    lo[0], hi[0] = lo0, hi0
+    for level in range(1, levels):
+        half = 1 << (level - 1)
+        lo[level] = lo[level - 1]
+        hi[level] = hi[level - 1]
+        if half < n:
+            np.minimum(lo[level, :-half], lo[level - 1, half:], out=lo[level, :-half])
+            np.maximum(hi[level, :-half], hi[level - 1, half:], out=hi[level, :-half])
+    return lo, hi
+
+
+def _diagonal_runs(q: IntervalMask):
+    """For reflexive `q`: ``(diag_s, diag_e, off_s, off_e)``, the run holding each row's index
+    (shape ``(n,)``) and the other runs (``(n, k - 1)``, None if no row has one); None if some
+    row misses its own index."""
+    n, k = q.starts.shape
+    idx = np.arange(n, dtype=_INDEX)[:, None]
+    holds = (q.starts <= idx) & (idx < q.stops)
+    if not holds.any(axis=1).all():
+        return None
+    which = np.argmax(holds, axis=1)
+    rows = np.arange(n)
+    diag_s = q.starts[rows, which]
+    diag_e = q.stops[rows, which]
+    if k == 1:
+        return diag_s, diag_e, None, None
+    off_s = np.where(holds, n, q.starts)
+    off_e = np.where(holds, n, q.stops)
+    off_s, off_e = normalize_runs(off_s, off_e, n)
+    if (off_s >= n).all():
+        return diag_s, diag_e, None, None
+    return diag_s, diag_e, off_s, off_e
+
+
+def _union_table(starts: np.ndarray, stops: np.ndarray, n: int, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Level ``l``: the normalised union of the rows ``[i, i + 2^l)``, arrays ``(levels, n, k)``.
+
+    Entries past ``n - 2^l`` are never queried. Rows are padded with ``n`` to the widest level.
+    `starts`, `stops`: the rows ``(n, k)`` in normal form.
+    """
+    tab_s, tab_e = [starts], [stops]
+    for level in range(1, levels):
+        half = 1 << (level - 1)
+        s_prev, e_prev = tab_s[-1], tab_e[-1]
+        if half >= n:
+            tab_s.append(s_prev)
+            tab_e.append(e_prev)
+            continue
+        s, e = normalize_runs(
+            np.concatenate([s_prev[:-half], s_prev[half:]], axis=1),
+            np.concatenate([e_prev[:-half], e_prev[half:]], axis=1),
+            n,
+        )
+        tail_s = np.full((half, s.shape[1]), n, _INDEX)
+        tail_e = np.full((half, s.shape[1]), n, _INDEX)
+        tab_s.append(np.concatenate([s, tail_s]))
+        tab_e.append(np.concatenate([e, tail_e]))
+    k = max(t.shape[1] for t in tab_s)
+    out_s = np.full((levels, n, k), n, _INDEX)
+    out_e = np.full((levels, n, k), n, _INDEX)
+    for level in range(levels):
+        kk = tab_s[level].shape[1]
+        out_s[level, :, :kk] = tab_s[level]
+        out_e[level, :, :kk] = tab_e[level]
+    return out_s, out_e
+
+
+class PowerTable:
+    """The stored powers ``P_k = A^(2^k)`` of one adjacency ``A = M | I``, computed on demand.
+
+    `adjacency` must contain the diagonal. ``products`` counts the Boolean products done.
+    """
+
+    def __init__(self, adjacency: IntervalMask, *, name: str = "mask"):
+        self.powers = [adjacency]
+        self.closed_at: int | None = None  # k with P_k == P_(k-1): P_(k-1) is the limit R
+        self.products = 0
+        self.name = name
+        if adjacency.n == 1:
+            self.closed_at = 1
+            self.powers.append(adjacency)
+
+    def _square(self) -> None:
+        last = self.powers[-1]
+        nxt = compose(last, last, name=self.name)
+        self.products += 1
+        self.powers.append(nxt)
+        if nxt == last:
+            self.closed_at = len(self.powers) - 1
+
+    def limit(self) -> IntervalMask:
+        """The reachability limit ``R`` (squaring until a square changes nothing)."""
+        while self.closed_at is None:
+            self._square()
+        return self.powers[self.closed_at]
+
+    def power(self, num_layers: int) -> IntervalMask:
+        """``R^(L) = A^L`` for ``L >= 1``: stored powers of the bits of ``L`` (``R`` once they reach it)."""
+        top = int(num_layers).bit_length() - 1
+        while len(self.powers) <= top and self.closed_at is None:
+            self._square()
+        if self.closed_at is not None and top >= self.closed_at - 1:
+            return self.powers[self.closed_at]
+        result = self.powers[top]
+        for bit in range(top - 1, -1, -1):
+            if (num_layers >> bit) & 1:
+                result = compose(result, self.powers[bit], name=self.name)
+                self.products += 1
+        return result
+
+    def depth(self) -> int:
+        """``L*``, the smallest ``L`` with ``A^L = R``: doubling, then a binary search."""
+        limit = self.limit()
+        k = self.closed_at
+        if k == 1:
+            return 1
+        # 2^(k-2) < L* <= 2^(k-1): keep X = A^c != R and try X ⊗ P_j for j = k-3 .. 0.
+        x, c = self.powers[k - 2], 1 << (k - 2)
+        for j in range(k - 3, -1, -1):
+            y = compose(x, self.powers[j], name=self.name)
+            self.products += 1
+            if y != limit:
+                x, c = y, c + (1 << j)
+        return c + 1
+
+
+def product(adjacencies: Sequence[IntervalMask], *, name: str = "layer_masks") -> IntervalMask:
+    """``A_L ⊗ … ⊗ A_1`` for ``adjacencies = [A_1, …, A_L]`` (layer 1 acts first)."""
+    result = adjacencies[0]
+    for a in adjacencies[1:]:
+        result = compose(a, result, name=name)
+    return result
