@@ -3,6 +3,7 @@
 from .closure import convergence_depth, layer_adjacency, reachability
 from .hasse import HasseDiagram, format_class
 from .poset import classes, cover_matrix, longest_chain, quotient_order, width
+from .summary import FlowSummary, ReachStats, choose_route, flow_summary
 
 __all__ = [
     "layer_adjacency",
@@ -15,4 +16,8 @@ __all__ = [
     "width",
     "HasseDiagram",
     "format_class",
+    "flow_summary",
+    "FlowSummary",
+    "ReachStats",
+    "choose_route",
 ]

@@ -23,6 +23,11 @@ Two exact routes compute these:
 - ``"bitpacked"``: bit-packed rows propagated on the host along a topological order of the
   strongly connected components (:mod:`hassejax.order._bitpacked`); the fast route for large
   sparse masks. Under a trace it runs as a :func:`jax.pure_callback`.
+- ``"structured"``: masks given as :class:`~hassejax.masks.IntervalMask` (sorted key runs per
+  row) are closed on interval rows by sparse-table products, ``O(n · k log n)`` each, with no
+  ``n × n`` array (:mod:`hassejax.order._structured`): the route for long contexts. The result
+  is an :class:`~hassejax.masks.IntervalMask` too; dense input with ``method="structured"`` is
+  converted there and back.
 
 ``method="auto"`` picks by a cost estimate from ``n``, the number of nonzeros and the backend;
 inside a trace (``jit``/``vmap``) it always picks ``"matmul"``.
@@ -45,12 +50,14 @@ from jaxtyping import Array, ArrayLike, Bool, Int
 
 from .._checks import as_mask, check_memory
 from ..errors import MaskError, ParameterError
+from ..masks._intervals import IntervalMask
+from ._structured import PowerTable, product
 from ._bitpacked import bitpacked_bytes, closure_bitpacked, num_words, product_bitpacked
 
 __all__ = ["layer_adjacency", "reachability", "convergence_depth", "METHODS"]
 
 #: The routes accepted by ``method``.
-METHODS = ("auto", "matmul", "bitpacked")
+METHODS = ("auto", "matmul", "bitpacked", "structured")
 
 # Cost model of ``method="auto"`` (seconds). Matmul throughput per backend in flop/s, and the
 # bit-packed route's costs per edge, per propagation batch (at most n of them) and per output
@@ -506,12 +513,12 @@ def layer_adjacency(mask: Bool[ArrayLike, "*batch n n"]) -> Bool[Array, "*batch 
 
 
 def reachability(
-    mask: Bool[ArrayLike, "*batch n n"] | None,
+    mask: Bool[ArrayLike, "*batch n n"] | IntervalMask | None,
     num_layers: int | None = None,
     *,
-    layer_masks: Sequence[Bool[ArrayLike, "*batch n n"]] | Bool[ArrayLike, "layers *batch n n"] | None = None,
+    layer_masks: Sequence[Bool[ArrayLike, "*batch n n"] | IntervalMask] | Bool[ArrayLike, "layers *batch n n"] | None = None,
     method: str = "auto",
-) -> Bool[Array, "*batch n n"]:
+) -> Bool[Array, "*batch n n"] | IntervalMask:
     """Information flow through an attention stack: ``R^(L) = A^L``, or the limit ``R`` (spec hasse.md §1.2–1.3).
 
     ``R[i, j]`` is True iff output position ``i`` can depend on input position ``j``: in the
@@ -523,8 +530,9 @@ def reachability(
     **Arguments:**
 
     - `mask`: bool `(*batch, n, n)` (row = query, column = key, True = may attend). Leading
-      axes are independent masks (also fine under :func:`jax.vmap`). Must be ``None`` when
-      `layer_masks` is given.
+      axes are independent masks (also fine under :func:`jax.vmap`). Or an
+      :class:`~hassejax.masks.IntervalMask` (any ``n``; structured route). Must be ``None``
+      when `layer_masks` is given.
     - `num_layers`: the number of layers ``L >= 1``; ``None`` gives the limit ``R``. For
       ``L >= max(1, n - 1)`` the result is the limit (``L* <= n - 1``).
     - `layer_masks`: a different mask per layer, as a sequence ``[M_1, …, M_L]`` of equal
@@ -536,10 +544,12 @@ def reachability(
       (exact bit-packed propagation on the host: along a topological order of the strongly
       connected components for the limit, ``L − 1`` sparse rounds otherwise; a
       :func:`jax.pure_callback` under a trace) or ``"auto"`` (a cost estimate from ``n``, the
-      nonzeros and the backend; always ``"matmul"`` under a trace).
+      nonzeros and the backend; always ``"matmul"`` under a trace; ``"structured"`` for
+      :class:`~hassejax.masks.IntervalMask` input), or ``"structured"`` (interval rows; dense
+      input converted there and back).
 
     **Returns:** bool array of shape `(*batch, n, n)` (an empty one for an empty batch axis,
-    on every route).
+    on every route); an :class:`~hassejax.masks.IntervalMask` for interval input.
 
     **Raises:**
 
@@ -570,6 +580,12 @@ def reachability(
     """
     method = _check_method(method)
     num_layers = _check_num_layers(num_layers)
+    if isinstance(mask, IntervalMask) or (
+        mask is None and isinstance(layer_masks, Sequence) and any(isinstance(m, IntervalMask) for m in layer_masks)
+    ):
+        return _reachability_structured(mask, num_layers, layer_masks, method)
+    if method == "structured":
+        return _dense_via_structured(mask, num_layers, layer_masks)
     if layer_masks is not None:
         if mask is not None:
             raise MaskError(
@@ -643,7 +659,57 @@ def _reachability_layers(layer_masks, num_layers: int | None, method: str) -> ja
     return _unpad(r, n, traced)
 
 
-def convergence_depth(mask: Bool[ArrayLike, "*batch n n"]) -> Int[Array, "*batch"]:
+def _reachability_structured(mask, num_layers, layer_masks, method) -> IntervalMask:
+    """The structured route for :class:`IntervalMask` input (the body of :func:`reachability`)."""
+    if method not in ("auto", "structured"):
+        raise ParameterError(
+            f"`method` = {method!r} is a dense route; an IntervalMask takes method='structured' or 'auto' "
+            "(convert with `np.asarray(mask)` first for a dense route)."
+        )
+    if layer_masks is not None:
+        if mask is not None:
+            raise MaskError(
+                "Pass either `mask` (the same mask in every layer) or `layer_masks` (one per layer), not both; "
+                "got both."
+            )
+        layers = [_as_intervals(m, f"layer_masks[{l}]") for l, m in enumerate(layer_masks)]
+        ns = {m.n for m in layers}
+        if len(ns) != 1:
+            raise MaskError(f"`layer_masks` must all have the same n; got n in {sorted(ns)}.")
+        if num_layers is not None and num_layers != len(layers):
+            raise ParameterError(
+                f"`num_layers` must be None or equal to the number of `layer_masks` ({len(layers)}); got {num_layers}."
+            )
+        return product([m.with_diagonal() for m in layers])
+    table = PowerTable(mask.with_diagonal(), name="mask")
+    return table.limit() if num_layers is None else table.power(num_layers)
+
+
+def _as_intervals(m, name: str) -> IntervalMask:
+    if isinstance(m, IntervalMask):
+        return m
+    a = as_mask(m, name, batched=False)
+    return IntervalMask.from_dense(np.asarray(a), name=name)
+
+
+def _dense_via_structured(mask, num_layers, layer_masks) -> jax.Array:
+    """``method="structured"`` for dense input: convert, run the structured route, return dense."""
+    if layer_masks is not None:
+        if mask is not None:
+            raise MaskError(
+                "Pass either `mask` (the same mask in every layer) or `layer_masks` (one per layer), not both; "
+                "got both."
+            )
+        layers = layer_masks if isinstance(layer_masks, Sequence) else list(np.asarray(layer_masks))
+        r = _reachability_structured(None, num_layers, [_as_intervals(m, "layer_masks") for m in layers], "structured")
+    else:
+        if mask is None:
+            raise MaskError("`mask` must be a Boolean array of shape (n, n) unless `layer_masks` is given; got None.")
+        r = _reachability_structured(_as_intervals(mask, "mask"), num_layers, None, "structured")
+    return jnp.asarray(r.to_dense())
+
+
+def convergence_depth(mask: Bool[ArrayLike, "*batch n n"] | IntervalMask) -> Int[Array, "*batch"] | int:
     """The convergence depth ``L*``: the smallest ``L`` with ``R^(L) = R`` (spec hasse.md §1.3).
 
     Exact, with ``1 <= L* <= max(1, n − 1)``; ``L* = 1`` when ``A = M | I`` is already closed
@@ -656,10 +722,13 @@ def convergence_depth(mask: Bool[ArrayLike, "*batch n n"]) -> Int[Array, "*batch
 
     **Arguments:**
 
-    - `mask`: bool `(*batch, n, n)`; row = query, column = key, True = may attend.
+    - `mask`: bool `(*batch, n, n)`; row = query, column = key, True = may attend. Or an
+      :class:`~hassejax.masks.IntervalMask` (any ``n``): the structured route, the same
+      doubling and binary search on interval rows (``O(n · k log n)`` a product, no ``n × n``
+      array; :mod:`hassejax.order._structured`).
 
     **Returns:** int32 array of shape `(*batch,)` (a 0-d array for a single mask, an empty one
-    for an empty batch axis).
+    for an empty batch axis); a Python int for an :class:`~hassejax.masks.IntervalMask`.
 
     **Raises:**
 
@@ -682,6 +751,8 @@ def convergence_depth(mask: Bool[ArrayLike, "*batch n n"]) -> Int[Array, "*batch
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.3; the doubling/binary search
     is (derived).
     """
+    if isinstance(mask, IntervalMask):
+        return PowerTable(mask.with_diagonal(), name="mask").depth()
     def memory(shape):
         stored = _num_stored_powers(_padded_size(shape[-1]))
         _dense_memory("mask", "the convergence depth", "matmul", stored)(shape)

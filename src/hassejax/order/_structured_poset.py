@@ -1,0 +1,165 @@
+"""Classes, quotient and chain/antichain sizes of a preorder given as interval rows (private; NumPy).
+
+`R` is the reachability limit as an :class:`~hassejax.masks.IntervalMask` (reflexive and
+transitive). Facts used (spec hasse.md §1.4–1.7, (derived)):
+
+- ``j ∈ R[i] ⟺ R[j] ⊆ R[i]`` (reflexivity and transitivity), so two positions are in one
+  class iff their rows are equal: the classes are the groups of identical rows, and the
+  quotient order is inclusion of rows;
+- numbering as :func:`hassejax.order.classes`: by the size of the reach set, then by the
+  smallest member (a topological order);
+- the strict down-set of ``i`` is ``D[i] = R[i] \\ class(i)``; ``c`` covers ``d`` iff
+  ``d ∈ D[c] \\ (D ⊗ D)[c]`` (no element strictly between); ``D^m[i] ≠ ∅`` iff a chain of
+  ``m + 1`` classes starts at ``i``: the depth by doubling and a binary search over ``D^(2^j)``;
+- when every row of ``R`` is one run, the quotient is a set of intervals ordered by inclusion,
+  a two-dimensional order: the depth is a longest non-increasing and the width a longest
+  increasing subsequence of the right ends after sorting by (left end, −right end)
+  (Dilworth's theorem for 2-D orders; Golumbic, "Algorithmic Graph Theory and Perfect
+  Graphs", 1980, ch. 7).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..masks._intervals import IntervalMask, normalize_runs
+from ._structured import compose
+
+__all__ = ["RowClasses", "row_classes", "quotient_matrix", "strict_down_sets", "covers_count", "chain_depth", "interval_depth_width"]
+
+
+@dataclass(frozen=True)
+class RowClasses:
+    """The classes of a preorder `R` given as interval rows.
+
+    - `labels`: int64 `(n,)`, class id of each position (topological numbering).
+    - `num_classes`: ``C``.
+    - `sizes`: int64 `(C,)`, members per class.
+    - `first`, `last`: int64 `(C,)`, smallest and largest member of each class.
+    - `representative`: int64 `(C,)`, one member of each class (its smallest).
+    - `contiguous`: every class is a run of consecutive positions.
+    """
+
+    labels: np.ndarray
+    num_classes: int
+    sizes: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    contiguous: bool
+
+    @property
+    def representative(self) -> np.ndarray:
+        return self.first
+
+
+def row_classes(r: IntervalMask) -> RowClasses:
+    """Group identical rows of `r`; number the groups by reach-set size, then smallest member."""
+    n = r.n
+    key = np.concatenate([r.starts, r.stops], axis=1)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    reach = r.row_counts()[first]
+    order = np.lexsort((first, reach))
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    labels = rank[inverse].astype(np.int64)
+    c = int(order.size)
+    sizes = np.bincount(labels, minlength=c).astype(np.int64)
+    first_sorted = first[order].astype(np.int64)
+    last = np.zeros(c, dtype=np.int64)
+    np.maximum.at(last, labels, np.arange(n, dtype=np.int64))
+    contiguous = bool(np.all(last - first_sorted + 1 == sizes))
+    return RowClasses(labels, c, sizes, first_sorted, last, contiguous)
+
+
+def quotient_matrix(r: IntervalMask, cls: RowClasses) -> np.ndarray:
+    """Bool `(C, C)`: ``order[a, b]`` iff ``[b] ≤ [a]`` (the representative of b is in row a)."""
+    reps = cls.first
+    out = np.empty((cls.num_classes, cls.num_classes), dtype=bool)
+    step = max(1, (1 << 22) // max(1, cls.num_classes * r.num_runs))
+    for a0 in range(0, cls.num_classes, step):
+        out[a0 : a0 + step] = r.contains(reps[a0 : a0 + step, None], reps[None, :])
+    return out
+
+
+def strict_down_sets(r: IntervalMask, cls: RowClasses) -> IntervalMask:
+    """``D[i] = R[i]`` without the class of ``i`` (needs contiguous classes: a class is one run)."""
+    lo = cls.first[cls.labels][:, None]
+    hi = cls.last[cls.labels][:, None] + 1
+    s = np.concatenate([r.starts, np.maximum(r.starts, hi)], axis=1)
+    e = np.concatenate([np.minimum(r.stops, lo), r.stops], axis=1)
+    s, e = normalize_runs(s, e, r.n)
+    return IntervalMask(s, e, r.n, _normal=True)
+
+
+def _difference(a: IntervalMask, b: IntervalMask) -> IntervalMask:
+    """Row-wise set difference ``a \\ b``."""
+    n = a.n
+    # The complement of b's runs: the gaps [0, s_0), [e_0, s_1), …, [e_last, n).
+    gap_s = np.concatenate([np.zeros((n, 1), b.starts.dtype), b.stops], axis=1)
+    gap_e = np.concatenate([b.starts, np.full((n, 1), n, b.starts.dtype)], axis=1)
+    gap_s, gap_e = normalize_runs(gap_s, gap_e, n)
+    return a & IntervalMask(gap_s, gap_e, n, _normal=True)
+
+
+def covers_count(r: IntervalMask, cls: RowClasses, down: IntervalMask) -> int:
+    """Number of covering pairs (Hasse edges), for contiguous classes: classes in ``D \\ D⊗D``."""
+    two_steps = compose(down, down, name="mask")
+    cover = _difference(down, two_steps)
+    reps = cls.first
+    s, e = cover.starts[reps], cover.stops[reps]
+    starts_sorted = cls.first[np.argsort(cls.first)]
+    inside = np.searchsorted(starts_sorted, e, side="left") - np.searchsorted(starts_sorted, s, side="left")
+    return int(np.where(s < e, inside, 0).sum())
+
+
+def chain_depth(down: IntervalMask) -> int:
+    """Classes in a longest chain: ``1 + max{m : D^m ≠ ∅}`` by doubling and a binary search."""
+
+    def nonempty(x: IntervalMask) -> bool:
+        return bool((x.starts < x.stops).any())
+
+    if not nonempty(down):
+        return 1
+    powers = [down]  # D^(2^j), all nonempty
+    while True:
+        sq = compose(powers[-1], powers[-1], name="mask")
+        if not nonempty(sq):
+            break
+        powers.append(sq)
+    # D^(2^(len-1)) ≠ ∅ and D^(2^len) = ∅: search the largest m in [2^(len-1), 2^len).
+    x, m = powers[-1], 1 << (len(powers) - 1)
+    for j in range(len(powers) - 2, -1, -1):
+        y = compose(x, powers[j], name="mask")
+        if nonempty(y):
+            x, m = y, m + (1 << j)
+    return m + 1
+
+
+def interval_depth_width(r: IntervalMask, cls: RowClasses) -> tuple[int, int]:
+    """Depth and width when every row of `r` is one run (the quotient is an interval order by inclusion)."""
+    reps = cls.first
+    lo = r.starts[reps, 0].astype(np.int64)
+    hi = r.stops[reps, 0].astype(np.int64)
+    order = np.lexsort((-hi, lo))
+    seq = hi[order].tolist()
+    # depth: longest non-increasing subsequence = longest non-decreasing of the negated values.
+    tails: list[int] = []
+    for v in seq:
+        i = bisect.bisect_right(tails, -v)
+        if i == len(tails):
+            tails.append(-v)
+        else:
+            tails[i] = -v
+    depth = len(tails)
+    tails = []
+    for v in seq:  # width: longest strictly increasing subsequence
+        i = bisect.bisect_left(tails, v)
+        if i == len(tails):
+            tails.append(v)
+        else:
+            tails[i] = v
+    return depth, len(tails)

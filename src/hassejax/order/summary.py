@@ -1,0 +1,449 @@
+"""Information flow of a mask at any length: ``R^(L)`` statistics, ``L*``, classes, depth, width, Hasse edges.
+
+:func:`flow_summary` answers the first question of a mask designer, "after ``L`` layers,
+which positions can each output depend on, and how many layers until the flow stops
+growing?", at the lengths people train at (``n`` up to ``2**20`` and beyond), returning a
+:class:`FlowSummary`. Masks given as :class:`~hassejax.masks.IntervalMask` (or dense masks
+whose rows are a few runs of keys) take the structured route of
+:mod:`hassejax.order._structured` (no ``n × n`` array anywhere); other dense masks take the
+dense routes of :func:`hassejax.order.reachability`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import MaskError, ParameterError
+from ..masks._intervals import IntervalMask
+
+__all__ = ["FlowSummary", "ReachStats", "flow_summary", "choose_route", "ROUTES"]
+
+#: Routes of :func:`flow_summary` (``"auto"`` picks one and says why in the result).
+ROUTES = ("auto", "structured", "matmul", "bitpacked")
+
+#: Dense masks with at most this many key runs in every row go the structured route.
+STRUCTURED_MAX_RUNS = 16
+
+#: Largest quotient (number of classes) for which the full Hasse diagram is built.
+QUOTIENT_LIMIT = 2048
+
+
+@dataclass(frozen=True)
+class ReachStats:
+    """Keys reached per query after ``num_layers`` layers (``None``: the limit ``R``).
+
+    Fields: `num_layers`; `min`, `median`, `max`, `mean` of the row counts of ``R^(L)``;
+    `fraction_of_limit`: dependent pairs of ``R^(L)`` over those of ``R`` (1.0 at the limit);
+    `limit_reached`: ``R^(L) = R``.
+    """
+
+    num_layers: int | None
+    min: int
+    median: float
+    max: int
+    mean: float
+    fraction_of_limit: float
+    limit_reached: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict of the fields."""
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class FlowSummary:
+    """The information flow of one mask (spec hasse.md §1), as computed by :func:`flow_summary`.
+
+    **Fields:**
+
+    - `n`: positions.
+    - `route`, `route_reason`: the closure route taken and why.
+    - `layers`: the requested ``L`` values; `reach`: one :class:`ReachStats` each; `limit`:
+      :class:`ReachStats` of ``R``.
+    - `convergence_depth`: ``L*``, the smallest ``L`` with ``R^(L) = R`` (exact).
+    - `num_classes`: classes of mutually reachable positions; `class_sizes`: int64 `(C,)`,
+      members per class, classes numbered as :func:`hassejax.order.classes`.
+    - `depth`: classes in a longest chain; `width`: classes in a largest antichain;
+      `num_hasse_edges`: covering pairs of the quotient order. Each is ``None`` when not
+      computed, with the reason in `not_computed`.
+    - `seconds`: wall-clock seconds per stage (``"limit"``, ``"convergence_depth"``,
+      ``"layers"``, ``"classes"``, ``"order"``).
+
+    :meth:`diagram` returns the :class:`~hassejax.order.HasseDiagram` when the quotient has at
+    most :data:`QUOTIENT_LIMIT` classes.
+
+    Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.2–1.7.
+    """
+
+    n: int
+    route: str
+    route_reason: str
+    layers: tuple[int, ...]
+    reach: tuple[ReachStats, ...]
+    limit: ReachStats
+    convergence_depth: int
+    num_classes: int
+    class_sizes: np.ndarray
+    depth: int | None
+    width: int | None
+    num_hasse_edges: int | None
+    not_computed: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    _diagram: Any = field(default=None, repr=False, compare=False)
+
+    def diagram(self):
+        """The :class:`~hassejax.order.HasseDiagram` of the quotient.
+
+        **Raises:** :class:`~hassejax.errors.MaskError` when the quotient has more than
+        :data:`QUOTIENT_LIMIT` classes (too many to build and draw as a graph; the summary's
+        counts stand in for it).
+        """
+        if self._diagram is None:
+            raise MaskError(
+                f"`mask` has {self.num_classes} classes, more than QUOTIENT_LIMIT = {QUOTIENT_LIMIT}: the Hasse "
+                "diagram was not built (too large to draw). Its depth, width and number of edges are in the summary."
+            )
+        return self._diagram
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (class sizes summarised as min / median / max and a histogram)."""
+        sizes = self.class_sizes
+        values, counts = np.unique(sizes, return_counts=True)
+        return {
+            "n": self.n,
+            "route": self.route,
+            "route_reason": self.route_reason,
+            "convergence_depth": self.convergence_depth,
+            "reach": [r.to_dict() for r in self.reach],
+            "limit": self.limit.to_dict(),
+            "num_classes": self.num_classes,
+            "class_sizes": {
+                "min": int(sizes.min()),
+                "median": float(np.median(sizes)),
+                "max": int(sizes.max()),
+                "histogram": {str(int(v)): int(c) for v, c in zip(values[:64], counts[:64])},
+            },
+            "depth": self.depth,
+            "width": self.width,
+            "num_hasse_edges": self.num_hasse_edges,
+            "not_computed": dict(self.not_computed),
+            "seconds": dict(self.seconds),
+        }
+
+    def lines(self) -> list[str]:
+        """Human-readable lines (what ``hassejax analyze`` prints)."""
+        sizes = self.class_sizes
+        out = [
+            f"n (positions): {self.n}",
+            f"route: {self.route} ({self.route_reason})",
+            f"convergence depth L*: {self.convergence_depth}",
+        ]
+        for r in (*self.reach, self.limit):
+            name = "limit R" if r.num_layers is None else f"L = {r.num_layers}"
+            status = "" if r.num_layers is None else ("  (limit reached)" if r.limit_reached else "")
+            out.append(
+                f"reach {name}: keys per query min {r.min} / median {r.median:g} / max {r.max}; "
+                f"{100 * r.fraction_of_limit:.2f}% of the limit{status}"
+            )
+        out.append(
+            f"classes: {self.num_classes} (sizes min {int(sizes.min())} / median {float(np.median(sizes)):g} / "
+            f"max {int(sizes.max())})"
+        )
+        for name, value, what in (
+            ("depth", self.depth, "longest chain of classes"),
+            ("width", self.width, "largest antichain of classes"),
+            ("num_hasse_edges", self.num_hasse_edges, "covering pairs"),
+        ):
+            label = "Hasse edges" if name == "num_hasse_edges" else name
+            text = str(value) if value is not None else f"not computed ({self.not_computed[name]})"
+            out.append(f"{label} ({what}): {text}")
+        return out
+
+
+def _stats(counts: np.ndarray, limit_total: int, num_layers: int | None, reached: bool) -> ReachStats:
+    total = int(counts.sum())
+    return ReachStats(
+        num_layers=num_layers,
+        min=int(counts.min()),
+        median=float(np.median(counts)),
+        max=int(counts.max()),
+        mean=float(counts.mean()),
+        fraction_of_limit=total / limit_total if limit_total else 1.0,
+        limit_reached=reached,
+    )
+
+
+def _check_layers(layers) -> tuple[int, ...]:
+    if isinstance(layers, (int, np.integer)) and not isinstance(layers, (bool, np.bool_)):
+        layers = (layers,)
+    if not isinstance(layers, Sequence) or isinstance(layers, str):
+        raise ParameterError(f"`layers` must be a sequence of positive ints (layer counts L); got {layers!r}.")
+    out = []
+    for value in layers:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ParameterError(f"`layers` must hold positive ints (layer counts L >= 1); got {value!r} in {layers!r}.")
+        out.append(int(value))
+    return tuple(out)
+
+
+def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | None]:
+    """The closure route for `mask` and the reason: ``(route, reason, interval_form_or_None)``.
+
+    ``"structured"`` for an :class:`~hassejax.masks.IntervalMask`, and for a dense mask whose
+    rows have at most :data:`STRUCTURED_MAX_RUNS` key runs; otherwise the dense route that
+    :func:`hassejax.order.reachability` picks by its cost model (``"matmul"`` or
+    ``"bitpacked"``). An explicit `method` is honoured (a dense route for an
+    :class:`IntervalMask` first builds the dense array, after a memory check).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an unknown `method`;
+    :class:`~hassejax.errors.MaskError` for a mask that is not square Boolean.
+    """
+    if not isinstance(method, str) or method not in ROUTES:
+        raise ParameterError(f"`method` must be one of {ROUTES}; got {method!r}.")
+    if isinstance(mask, IntervalMask):
+        if method in ("auto", "structured"):
+            return "structured", f"interval rows, at most {mask.num_runs} key run(s) a row", mask
+        return method, "requested", None
+    if method in ("matmul", "bitpacked"):
+        return method, "requested", None
+    intervals = IntervalMask.from_dense(np.asarray(mask), name="mask")
+    if method == "structured" or intervals.num_runs <= STRUCTURED_MAX_RUNS:
+        why = "requested" if method == "structured" else f"dense rows with at most {intervals.num_runs} key run(s) each"
+        return "structured", why, intervals
+    from .closure import _closure_costs
+
+    n = intervals.n
+    matmul, bitpacked = _closure_costs(n, intervals.nnz())
+    route = "bitpacked" if bitpacked < matmul else "matmul"
+    why = (
+        f"{intervals.num_runs} key runs in some row (> {STRUCTURED_MAX_RUNS}): unstructured; estimated "
+        f"{min(matmul, bitpacked):.2g} s {route} vs {max(matmul, bitpacked):.2g} s"
+    )
+    return route, why, None
+
+
+def flow_summary(
+    mask: IntervalMask | np.ndarray,
+    layers: Sequence[int] | int = (),
+    *,
+    method: str = "auto",
+    quotient_limit: int = QUOTIENT_LIMIT,
+) -> FlowSummary:
+    """Exact information flow of one mask at any length, without ``n × n`` arrays on the structured route.
+
+    Computes the limit ``R``, the exact convergence depth ``L*``, the reach after each
+    requested number of layers, the classes of mutually reachable positions with their sizes,
+    and the depth (longest chain), width (largest antichain, Dilworth) and number of Hasse
+    edges of the quotient order; the :class:`~hassejax.order.HasseDiagram` when the quotient
+    has at most `quotient_limit` classes.
+
+    On the structured route (spec hasse.md §1, (derived)): products of interval rows by sparse
+    tables, ``O(n · k log n)`` each for ``k`` runs a row; ``R`` by repeated squaring and ``L*``
+    by a binary search over the stored powers (``2 ceil(log2 L*)`` products in all); classes
+    are the groups of equal rows of ``R``; depth and width by longest monotone subsequences
+    when the rows of ``R`` are single runs, depth and Hasse edges by powers of the strict
+    down-sets when classes are runs of positions; otherwise, on a quotient of at most
+    `quotient_limit` classes, the dense quotient order. What could not be computed is reported
+    in ``not_computed`` with the reason, never guessed.
+
+    **Arguments:**
+
+    - `mask`: an :class:`~hassejax.masks.IntervalMask`, or a Boolean NumPy/JAX array of
+      shape `(n, n)` (row = query, column = key, True = may attend). The diagonal is implied
+      (``A = M | I``, spec §1.1).
+    - `layers`: the layer counts ``L`` whose reach is reported (e.g. ``(1, 2, 4, 8)``).
+    - `method`: ``"auto"`` (see :func:`choose_route`), ``"structured"``, ``"matmul"`` or
+      ``"bitpacked"``.
+    - `quotient_limit`: build the Hasse diagram (and the dense quotient order) only up to this
+      many classes.
+
+    **Returns:** a :class:`FlowSummary`.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` for a mask that is not square Boolean
+    `(n, n)`; :class:`~hassejax.errors.ParameterError` for bad `layers`, `method` or
+    `quotient_limit`; :class:`~hassejax.errors.MemoryBudgetError` when a step would not fit in
+    memory (estimated before allocating).
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.masks import from_spec
+    >>> from hassejax.order import flow_summary
+    >>> m = from_spec("sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)", form="intervals")
+    >>> s = flow_summary(m, layers=(1, 8))
+    >>> s.route, s.convergence_depth, s.num_classes, s.depth         # L* = ceil((n - 1 - 4) / 4096)
+    ('structured', 32, 131072, 131072)
+    >>> [r.max for r in s.reach]
+    [4101, 32773]
+
+    ```
+
+    Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.2–1.7; the structured route
+    is (derived), DESIGN.md "Scale".
+    """
+    layers = _check_layers(layers)
+    if isinstance(quotient_limit, bool) or not isinstance(quotient_limit, (int, np.integer)) or quotient_limit < 1:
+        raise ParameterError(f"`quotient_limit` must be a positive int; got {quotient_limit!r}.")
+    if not isinstance(mask, IntervalMask):
+        shape = getattr(mask, "shape", None)
+        if shape is None or len(shape) != 2:
+            raise MaskError(
+                f"`mask` must be an IntervalMask or a Boolean array of shape (n, n); got "
+                f"{type(mask).__name__} of shape {shape}."
+            )
+    route, reason, intervals = choose_route(mask, method)
+    if route == "structured":
+        return _structured_summary(intervals, layers, reason, int(quotient_limit))
+    return _dense_summary(mask, layers, route, reason, int(quotient_limit))
+
+
+def _structured_summary(mask: IntervalMask, layers, reason: str, quotient_limit: int) -> FlowSummary:
+    from ._structured import PowerTable
+    from ._structured_poset import (
+        chain_depth,
+        covers_count,
+        interval_depth_width,
+        quotient_matrix,
+        row_classes,
+        strict_down_sets,
+    )
+
+    seconds: dict[str, float] = {}
+    t = time.perf_counter()
+    table = PowerTable(mask.with_diagonal(), name="mask")
+    r = table.limit()
+    seconds["limit"] = time.perf_counter() - t
+    t = time.perf_counter()
+    lstar = table.depth()
+    seconds["convergence_depth"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    limit_counts = r.row_counts()
+    limit_total = int(limit_counts.sum())
+    reach = []
+    for num in layers:
+        counts = limit_counts if num >= lstar else table.power(num).row_counts()
+        reach.append(_stats(counts, limit_total, num, num >= lstar))
+    seconds["layers"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    cls = row_classes(r)
+    seconds["classes"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    not_computed: dict[str, str] = {}
+    depth = width = edges = None
+    diagram = None
+    if cls.num_classes <= quotient_limit:
+        diagram = _diagram_from_quotient(quotient_matrix(r, cls), cls, mask.n)
+        depth, width, edges = diagram.depth, diagram.width, len(diagram.edges)
+    else:
+        if r.num_runs == 1:
+            depth, width = interval_depth_width(r, cls)
+        if cls.contiguous:
+            down = strict_down_sets(r, cls)
+            edges = covers_count(r, cls, down)
+            if depth is None:
+                depth = chain_depth(down)
+        big = f"{cls.num_classes} classes (> quotient_limit = {quotient_limit})"
+        if width is None:
+            not_computed["width"] = (
+                f"{big} and rows of R with {r.num_runs} runs: Dilworth's theorem needs the dense quotient order"
+            )
+        if not cls.contiguous:
+            why = f"{big} that are not all runs of consecutive positions"
+            not_computed["num_hasse_edges"] = why
+            if depth is None:
+                not_computed["depth"] = why
+    seconds["order"] = time.perf_counter() - t
+    return FlowSummary(
+        n=mask.n,
+        route="structured",
+        route_reason=reason,
+        layers=layers,
+        reach=tuple(reach),
+        limit=_stats(limit_counts, limit_total, None, True),
+        convergence_depth=lstar,
+        num_classes=cls.num_classes,
+        class_sizes=cls.sizes,
+        depth=depth,
+        width=width,
+        num_hasse_edges=edges,
+        not_computed=not_computed,
+        seconds=seconds,
+        _diagram=diagram,
+    )
+
+
+def _diagram_from_quotient(order: np.ndarray, cls, n: int):
+    from .hasse import HasseDiagram
+    from .poset import cover_matrix
+
+    cover = np.asarray(cover_matrix(order))
+    members = np.split(np.argsort(cls.labels, kind="stable"), np.cumsum(cls.sizes)[:-1])
+    diagram = HasseDiagram.__new__(HasseDiagram)
+    diagram._init(members, cls.labels, n, order, cover)
+    return diagram
+
+
+def _dense_summary(mask, layers, route: str, reason: str, quotient_limit: int) -> FlowSummary:
+    import jax.numpy as jnp
+
+    from .closure import convergence_depth, reachability
+    from .hasse import HasseDiagram
+    from .poset import classes
+
+    method = route
+    dense = np.asarray(mask)
+    seconds: dict[str, float] = {}
+    t = time.perf_counter()
+    r = np.asarray(reachability(dense, method=method))
+    seconds["limit"] = time.perf_counter() - t
+    t = time.perf_counter()
+    lstar = int(convergence_depth(dense))
+    seconds["convergence_depth"] = time.perf_counter() - t
+    t = time.perf_counter()
+    limit_counts = r.sum(axis=1)
+    limit_total = int(limit_counts.sum())
+    reach = []
+    for num in layers:
+        counts = limit_counts if num >= lstar else np.asarray(reachability(dense, num, method=method)).sum(axis=1)
+        reach.append(_stats(counts, limit_total, num, num >= lstar))
+    seconds["layers"] = time.perf_counter() - t
+    t = time.perf_counter()
+    labels, c = classes(jnp.asarray(r), check=False)
+    sizes = np.bincount(np.asarray(labels), minlength=c).astype(np.int64)
+    seconds["classes"] = time.perf_counter() - t
+    t = time.perf_counter()
+    diagram = None
+    not_computed: dict[str, str] = {}
+    depth = width = edges = None
+    if c <= quotient_limit:
+        diagram = HasseDiagram.from_reachability(jnp.asarray(r), check=False)
+        depth, width, edges = diagram.depth, diagram.width, len(diagram.edges)
+    else:
+        why = f"{c} classes (> quotient_limit = {quotient_limit}) on the dense route"
+        not_computed = {"depth": why, "width": why, "num_hasse_edges": why}
+    seconds["order"] = time.perf_counter() - t
+    return FlowSummary(
+        n=dense.shape[-1],
+        route=route,
+        route_reason=reason,
+        layers=layers,
+        reach=tuple(reach),
+        limit=_stats(limit_counts, limit_total, None, True),
+        convergence_depth=lstar,
+        num_classes=c,
+        class_sizes=sizes,
+        depth=depth,
+        width=width,
+        num_hasse_edges=edges,
+        not_computed=not_computed,
+        seconds=seconds,
+        _diagram=diagram,
+    )
