@@ -47,7 +47,7 @@ def host_memory_bytes() -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
-def check_host_memory(required_bytes: float, what: str, name: str, fraction: float = 0.8) -> None:
+def check_host_memory(required_bytes: int | float, what: str, name: str, fraction: float = 0.8) -> None:
     """Raise :class:`~hassejax.errors.MemoryBudgetError` before allocating `required_bytes` on the host.
 
     `what` describes the computation, `name` the argument it comes from.

@@ -1,0 +1,232 @@
+"""The structured route (interval rows) against independent dense computations.
+
+References: NumPy integer matrix powers for ``R^(L)``, networkx for classes and the Hasse
+diagram (condensation and transitive reduction), the dense matmul route of hassejax.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hassejax.errors import MaskError, ParameterError
+from hassejax.masks import IntervalMask
+from hassejax.order import HasseDiagram, convergence_depth, flow_summary, reachability
+from hassejax.order._structured import PowerTable, compose
+
+
+def dense_powers(a: np.ndarray) -> list[np.ndarray]:
+    """[A, A^2, …] up to the first repeat, by integer matmul (independent of hassejax)."""
+    out = [a]
+    ai = a.astype(np.int64)
+    while True:
+        nxt = (out[-1].astype(np.int64) @ ai) > 0
+        if (nxt == out[-1]).all():
+            return out
+        out.append(nxt)
+
+
+@st.composite
+def interval_masks(draw, max_n: int = 24):
+    """Random masks with 1–3 key runs a row, with or without the diagonal, some runs cyclic."""
+    n = draw(st.integers(1, max_n))
+    runs = draw(st.integers(1, 3))
+    diagonal = draw(st.booleans())
+    cyclic = draw(st.booleans())
+    dense = np.zeros((n, n), dtype=bool)
+    starts, stops = [], []
+    for q in range(n):
+        row_s, row_e = [], []
+        for _ in range(runs):
+            s = draw(st.integers(0, n - 1))
+            length = draw(st.integers(0, max(1, n // 3)))
+            e = s + length
+            if cyclic and e > n:  # wrap around: [s, n) and [0, e - n)
+                row_s += [s, 0]
+                row_e += [n, e - n]
+            else:
+                row_s.append(s)
+                row_e.append(min(e, n))
+        if diagonal:
+            row_s.append(q)
+            row_e.append(q + 1)
+        for s, e in zip(row_s, row_e):
+            dense[q, s:e] = True
+        starts.append(row_s)
+        stops.append(row_e)
+    width = max(len(r) for r in starts)
+    s_arr = np.full((n, width), 0)
+    e_arr = np.full((n, width), 0)
+    for q in range(n):
+        s_arr[q, : len(starts[q])] = starts[q]
+        e_arr[q, : len(stops[q])] = stops[q]
+    return IntervalMask.from_runs(s_arr, e_arr, n), dense
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(interval_masks())
+def test_powers_limit_depth_classes_equal_dense(case):
+    m, dense = case
+    assert (m.to_dense() == dense).all()
+    a = dense | np.eye(m.n, dtype=bool)
+    powers = dense_powers(a)
+    lstar = len(powers)
+    table = PowerTable(m.with_diagonal())
+    assert table.depth() == lstar
+    for num_layers in range(1, lstar + 2):
+        expect = powers[min(num_layers, lstar) - 1]
+        assert (table.power(num_layers).to_dense() == expect).all(), num_layers
+    limit = table.limit()
+    assert (limit.to_dense() == powers[-1]).all()
+    # classes, quotient and Hasse diagram against networkx
+    g = nx.DiGraph()
+    g.add_nodes_from(range(m.n))
+    g.add_edges_from(zip(*np.nonzero(a)))
+    sccs = {frozenset(c) for c in nx.strongly_connected_components(g)}
+    summary = flow_summary(m)
+    assert summary.num_classes == len(sccs)
+    diagram = summary.diagram()
+    assert {frozenset(c) for c in diagram.classes} == sccs
+    cond = nx.condensation(g)
+    reduced = nx.transitive_reduction(cond)
+    assert summary.num_hasse_edges == reduced.number_of_edges() == len(diagram.edges)
+    assert summary.depth == nx.dag_longest_path_length(cond) + 1
+    assert summary.convergence_depth == lstar
+
+
+@settings(max_examples=200, deadline=None)
+@given(interval_masks(max_n=40))
+def test_large_quotient_paths_equal_dense_diagram(case):
+    """The counts computed without the quotient order (as for long sequences) equal the diagram's."""
+    m, dense = case
+    small = flow_summary(m)
+    big = flow_summary(m, quotient_limit=1)
+    assert big.num_classes == small.num_classes
+    for name in ("depth", "width", "num_hasse_edges"):
+        value = getattr(big, name)
+        if small.num_classes == 1:  # one class: computed directly on the quotient of size 1
+            assert value == getattr(small, name)
+        elif value is None:
+            assert name in big.not_computed and big.not_computed[name]
+        else:
+            assert value == getattr(small, name), name
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(interval_masks(max_n=16), min_size=2, max_size=4))
+def test_layer_stacks_equal_dense(cases):
+    n = cases[0][0].n
+    cases = [c for c in cases if c[0].n == n]
+    layers = [c[0] for c in cases]
+    expect = np.eye(n, dtype=bool)
+    for _, d in cases:  # A_L ⊗ … ⊗ A_1, layer 1 first
+        expect = ((d | np.eye(n, dtype=bool)).astype(np.int64) @ expect.astype(np.int64)) > 0
+    got = reachability(None, layer_masks=layers)
+    assert isinstance(got, IntervalMask)
+    assert (got.to_dense() == expect).all()
+
+
+def test_routes_agree_on_random_masks():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        n = int(rng.integers(2, 40))
+        dense = rng.random((n, n)) < 0.08
+        im = IntervalMask.from_dense(dense)
+        for num_layers in (None, 2, 5):
+            ref = np.asarray(reachability(dense, num_layers, method="matmul"))
+            assert (np.asarray(reachability(dense, num_layers, method="bitpacked")) == ref).all()
+            assert (np.asarray(reachability(dense, num_layers, method="structured")) == ref).all()
+            assert (reachability(im, num_layers).to_dense() == ref).all()
+        assert convergence_depth(im) == int(convergence_depth(dense))
+        s = flow_summary(dense, (1, 3), method="bitpacked")
+        t = flow_summary(im, (1, 3))
+        assert s.route == "bitpacked" and t.route == "structured"
+        assert s.to_dict()["reach"] == t.to_dict()["reach"]
+        assert s.diagram() == t.diagram() == HasseDiagram.from_mask(dense)
+
+
+def test_compose_general_rows_without_diagonal():
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        n = int(rng.integers(1, 30))
+        p = rng.random((n, n)) < 0.2
+        q = rng.random((n, n)) < 0.2
+        got = compose(IntervalMask.from_dense(p), IntervalMask.from_dense(q)).to_dense()
+        assert (got == ((p.astype(int) @ q.astype(int)) > 0)).all()
+
+
+def test_many_runs_per_row_use_the_sort_path():
+    """Rows with more than 16 runs (the column-network limit) are normalised by a per-row sort."""
+    n = 64
+    dense = np.zeros((n, n), bool)
+    dense[:, ::2] = True  # 32 runs a row
+    dense[5, :] = True
+    m = IntervalMask.from_dense(dense)
+    assert m.num_runs == 32
+    assert ((m | m).to_dense() == dense).all()
+    assert (reachability(m).to_dense() == np.asarray(reachability(dense))).all()
+
+
+# ------------------------------------------------------------------ long sequences, closed forms
+
+
+def _window_with_sinks(n: int, left: int, sinks: int) -> IntervalMask:
+    q = np.arange(n)
+    starts = np.stack([np.maximum(q - left, 0), np.zeros(n, int)], axis=1)
+    stops = np.stack([q + 1, np.minimum(q + 1, sinks)], axis=1)
+    return IntervalMask.from_runs(starts, stops, n)
+
+
+@pytest.mark.parametrize(("n", "left", "sinks"), [(131072, 4096, 4), (100_003, 777, 0), (50_000, 999, 17), (9, 2, 0)])
+def test_window_with_sinks_closed_form(n, left, sinks):
+    """Each query sees itself, its `left` previous keys and the first `sinks` keys:
+    L* = max(1, ceil((n - 1 - s) / W)) with W = left and s = sinks (the last query walks down to
+    the first non-sink position, W keys a layer; the sinks are one hop from anywhere)."""
+    m = _window_with_sinks(n, left, sinks)
+    expect = max(1, math.ceil((n - 1 - sinks) / left))
+    s = flow_summary(m, layers=(1, 2, expect - 1 if expect > 1 else 1))
+    assert s.convergence_depth == expect == convergence_depth(m)
+    assert s.num_classes == n and s.depth == n and s.width == 1 and s.num_hasse_edges == n - 1
+    assert s.reach[0].max == min(n, left + 1 + sinks)
+    assert s.reach[1].max == min(n, 2 * left + 1 + sinks)
+    assert (expect == 1) == s.reach[-1].limit_reached
+
+
+def test_documents_and_chunks_are_closed_at_long_n():
+    n = 131072
+    q = np.arange(n)
+    rng = np.random.default_rng(7)
+    bounds = np.unique(np.concatenate([[0], rng.integers(1, n, 40), [n]]))
+    doc = np.searchsorted(bounds, q, side="right") - 1
+    documents = IntervalMask.from_runs(bounds[doc], q + 1, n)
+    chunked = IntervalMask.from_runs(q // 8192 * 8192, q + 1, n)
+    for m in (documents, chunked):
+        s = flow_summary(m, layers=(1, 4))
+        assert s.convergence_depth == 1 and all(r.limit_reached for r in s.reach)
+        assert s.num_classes == n
+    lengths = np.diff(bounds)
+    s = flow_summary(documents)
+    assert s.depth == lengths.max() and s.width == lengths.size
+    assert s.num_hasse_edges == n - lengths.size
+
+
+def test_flow_summary_errors_name_the_argument():
+    m = _window_with_sinks(16, 2, 1)
+    with pytest.raises(ParameterError, match="`layers`"):
+        flow_summary(m, layers=(0,))
+    with pytest.raises(ParameterError, match="`method`"):
+        flow_summary(m, method="fast")
+    with pytest.raises(ParameterError, match="`quotient_limit`"):
+        flow_summary(m, quotient_limit=0)
+    with pytest.raises(MaskError, match="`mask`"):
+        flow_summary(np.zeros((3, 4), bool))
+    big = flow_summary(_window_with_sinks(5000, 7, 2))
+    with pytest.raises(MaskError, match="QUOTIENT_LIMIT"):
+        big.diagram()
+    with pytest.raises(ParameterError, match="dense route"):
+        reachability(m, method="matmul")
