@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Shaped
 
 from ..errors import MaskError
 from ._args import check_mask_memory, checked, describe, integer, is_traced, positive, require
+from ._intervals import _INDEX, IntervalMask, check_host_memory, runs_bytes
 from ._mask_mod import evaluate_mask_mod
 
-__all__ = ["from_mask_mod", "from_additive_bias", "from_blocked"]
+__all__ = ["from_mask_mod", "from_additive_bias", "from_blocked", "mask_mod_runs"]
+
+_AUTO_DENSE_ENTRIES = 1 << 26
+"""``form="auto"`` returns a dense array up to this many entries (n = 8192 square), intervals above."""
+
+_BLOCK_ENTRIES = 1 << 23
+"""Entries of one block of rows evaluated at a time by :func:`mask_mod_runs` (8 Mi: 8 MiB of bool)."""
 
 
 def _optional_positive(value, name: str):
@@ -52,8 +61,113 @@ def _callable_arg(value, name: str):
     return value
 
 
-@checked(fn=_callable_arg, n=positive, n_kv=_optional_positive, b=_int_arg, h=_int_arg)
-def from_mask_mod(fn: Callable, n: int, n_kv: int | None = None, b: int = 0, h: int = 0) -> Bool[Array, "n_q n_k"]:
+def _form_arg(value, name: str):
+    if isinstance(value, str) and value in ("dense", "intervals", "auto"):
+        return value
+    raise MaskError(f"`{name}` must be 'dense', 'intervals' or 'auto'; got {describe(value)}.")
+
+
+class _Unstructured(Exception):
+    """Raised by :func:`mask_mod_runs` when the rows need more than `max_runs` runs."""
+
+
+def _block_rows(n_kv: int) -> int:
+    rows = max(1, _BLOCK_ENTRIES // n_kv)
+    return 1 << (rows.bit_length() - 1)  # a power of two: few shapes, one compile
+
+
+def _runs_kernel(fn: Callable, n: int, n_kv: int, rows: int, k: int, b: int, h: int, name: str) -> Callable:
+    """Jitted: the first `k` runs of the rows ``q0 .. q0 + rows - 1`` of ``fn`` (rows past `n` repeat row n - 1)."""
+    kv = jnp.arange(n_kv, dtype=jnp.int32)
+    offsets = jnp.arange(rows, dtype=jnp.int32)
+
+    def first_k(flags):
+        return jnp.nonzero(flags, size=k, fill_value=n_kv)[0].astype(jnp.int32)
+
+    @jax.jit
+    def kernel(q0):
+        q = jnp.minimum(q0 + offsets, n - 1)
+        m = evaluate_mask_mod(fn, q, kv, b, h, name)
+        before = jnp.pad(m[:, :-1], ((0, 0), (1, 0)))
+        after = jnp.pad(m[:, 1:], ((0, 0), (0, 1)))
+        opens = m & ~before
+        closes = m & ~after
+        counts = jnp.sum(opens, axis=1, dtype=jnp.int32)
+        starts = jax.vmap(first_k)(opens)
+        stops = jax.vmap(first_k)(closes)
+        used = jnp.arange(k, dtype=jnp.int32)[None, :] < counts[:, None]
+        return starts, jnp.where(used, stops + 1, n_kv), counts
+
+    return kernel
+
+
+def mask_mod_runs(
+    fn: Callable,
+    n: int,
+    b: int = 0,
+    h: int = 0,
+    *,
+    name: str = "fn",
+    max_runs: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Runs of ``M[q, k] = fn(b, h, q, k)`` over the square ``n × n`` grid, rows in blocks (private).
+
+    Each block of rows (about 8 Mi entries) is evaluated by one jitted, vmapped kernel that
+    also finds the runs of each row on the device (run openings and closings, their first
+    ``k`` positions with :func:`jax.numpy.nonzero`); only the ``(rows, k)`` run arrays come
+    back to the host. ``k`` starts at 4 and doubles (one recompile) whenever a row has more
+    runs. Memory: one block plus ``O(n · k)``; time: ``n²`` evaluations of `fn`.
+
+    **Returns:** `(starts, stops)` arrays of shape `(n, k)` in the normal form of
+    :class:`~hassejax.masks.IntervalMask`.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` as :func:`from_mask_mod` (naming `name`);
+    :class:`~hassejax.errors.MemoryBudgetError` when the runs would not fit;
+    ``_Unstructured`` when a row needs more than `max_runs` runs.
+    """
+    rows = min(_block_rows(n), 1 << (max(n, 1) - 1).bit_length())
+    k = 4
+    kernel = _runs_kernel(fn, n, n, rows, k, b, h, name)
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    q0 = 0
+    while q0 < n:
+        try:
+            s, e, counts = jax.device_get(kernel(jnp.asarray(q0, dtype=jnp.int32)))
+        except jax.errors.ConcretizationTypeError as exc:  # pragma: no cover - depends on the caller's trace
+            raise MaskError(f"`{name}`: the interval form is built on the host; call it outside jax.jit ({exc}).") from exc
+        need = int(counts.max())
+        if need > k:
+            if max_runs is not None and need > max_runs:
+                raise _Unstructured(need)
+            k = 1 << (need - 1).bit_length()
+            check_host_memory(runs_bytes(n, k), f"the interval form of `{name}` with {k} runs a row (n = {n})", name)
+            kernel = _runs_kernel(fn, n, n, rows, k, b, h, name)
+            continue  # redo this block with room for every run
+        take = min(rows, n - q0)
+        parts.append((np.asarray(s[:take]), np.asarray(e[:take])))
+        q0 += take
+    width = max(1, max(int(c.max()) for c in (np.sum(s < e, axis=1) for s, e in parts)))
+    starts = np.full((n, width), n, _INDEX)
+    stops = np.full((n, width), n, _INDEX)
+    r0 = 0
+    for s, e in parts:
+        cols = min(width, s.shape[1])
+        starts[r0 : r0 + s.shape[0], :cols] = s[:, :cols]
+        stops[r0 : r0 + s.shape[0], :cols] = e[:, :cols]
+        r0 += s.shape[0]
+    return starts, stops
+
+
+@checked(fn=_callable_arg, n=positive, n_kv=_optional_positive, b=_int_arg, h=_int_arg, form=_form_arg)
+def from_mask_mod(
+    fn: Callable,
+    n: int,
+    n_kv: int | None = None,
+    b: int = 0,
+    h: int = 0,
+    *,
+    form: Literal["dense", "intervals", "auto"] = "dense",
+) -> Bool[Array, "n_q n_k"] | IntervalMask:
     """Evaluate a FlexAttention-style ``mask_mod(b, h, q_idx, kv_idx) -> bool`` on the full grid.
 
     ``M[q, k] = fn(b, h, q, k)`` for ``q < n``, ``k < n_kv``. `fn` receives int32 scalars
@@ -61,22 +175,61 @@ def from_mask_mod(fn: Callable, n: int, n_kv: int | None = None, b: int = 0, h: 
     nested :func:`jax.vmap`, as PyTorch's ``create_mask`` does with ``torch.vmap``. The
     FlexAttention convention is this package's: True = may attend.
 
+    With ``form="intervals"`` the result is the compressed exact
+    :class:`~hassejax.masks.IntervalMask` and no ``(n, n)`` array is made: the rows are
+    evaluated a block at a time (about 8 Mi entries: 64 rows at n = 131,072), each block
+    by one jitted, vmapped kernel that also finds the key runs of its rows on the device;
+    memory stays ``O(block + n · k)`` for ``k`` runs a row (``k`` grows as needed). Time is
+    still ``n²`` evaluations of `fn` (a callable cannot be skipped over); the structured
+    constructors (:mod:`hassejax.masks.structured`) build the library masks in ``O(n · k)``.
+    ``form="auto"`` gives the dense array up to ``2**26`` entries (n = 8192) or for a
+    rectangular grid, the interval form above; if the rows then turn out truly
+    unstructured (more than ``n / 8`` runs a row: the runs would take more bytes than the
+    dense mask) it falls back to the dense array after a memory estimate.
+
     **Arguments:**
 
     - `fn`: the mask_mod, a callable ``(b, h, q_idx, kv_idx) -> bool``.
     - `n`: number of queries, an integer >= 1.
-    - `n_kv`: number of keys, an integer >= 1 (default: `n`, a square mask).
+    - `n_kv`: number of keys, an integer >= 1 (default: `n`, a square mask; the interval
+      form needs ``n_kv == n``).
     - `b`, `h`: batch and head index passed to `fn` (default 0).
+    - `form`: ``"dense"`` (default: a JAX Boolean array, usable under :func:`jax.jit`),
+      ``"intervals"`` (an :class:`~hassejax.masks.IntervalMask`, built on the host, not
+      under jit) or ``"auto"``.
 
-    **Returns:** a Boolean array of shape `(n, n_kv)`.
+    **Returns:** a Boolean array of shape `(n, n_kv)`, or an
+    :class:`~hassejax.masks.IntervalMask` with `n` rows.
 
     **Raises:** :class:`~hassejax.errors.MaskError` if `fn` is not callable, raises while
     traced (e.g. Python ``if`` on an index), or returns something other than one
-    Boolean per pair (an int, a float, a vector); or if a size is not an integer >= 1.
+    Boolean per pair (an int, a float, a vector); if a size is not an integer >= 1; for a
+    bad `form`, or ``form="intervals"`` with ``n_kv != n``.
+    :class:`~hassejax.errors.MemoryBudgetError` if the result would not fit.
 
-    **Example:** ``from_mask_mod(lambda b, h, q, k: q >= k, 4)`` equals ``causal(4)``.
+    **Example:** ``from_mask_mod(lambda b, h, q, k: q >= k, 4)`` equals ``causal(4)``;
+
+    ```python
+    >>> from hassejax.masks import from_mask_mod
+    >>> m = from_mask_mod(lambda b, h, q, k: (k <= q) & (q - k <= 2), 6, form="intervals")
+    >>> m.row(4)
+    [(2, 5)]
+
+    ```
     """
     n_kv = n if n_kv is None else n_kv
+    if form == "intervals" and n_kv != n:
+        raise MaskError(
+            f"`n_kv` must equal `n` (or be None) with form='intervals': the interval form is square "
+            f"(self-attention); got n={n}, n_kv={n_kv}."
+        )
+    if form == "intervals" or (form == "auto" and n_kv == n and n * n_kv > _AUTO_DENSE_ENTRIES):
+        try:
+            starts, stops = mask_mod_runs(fn, n, b, h, max_runs=None if form == "intervals" else max(1, n // 8))
+        except _Unstructured:
+            pass  # auto: runs would outweigh the dense mask; fall through to the dense array
+        else:
+            return IntervalMask(starts, stops, n, _normal=True)
     check_mask_memory(n, n_kv, "from_mask_mod")
     q_idx = jnp.arange(n, dtype=jnp.int32)
     kv_idx = jnp.arange(n_kv, dtype=jnp.int32)
