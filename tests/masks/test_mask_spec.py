@@ -15,6 +15,7 @@ CASES = [
     ("prefix_lm(6, prefix=2)", lambda: M.prefix_lm(6, 2)),
     ("sliding_window(n=16, left=2)", lambda: M.sliding_window(16, 2)),
     ("sliding_window(9, 1, 2)", lambda: M.sliding_window(9, 1, 2)),
+    ("attention_sinks(n=6, num=2)", lambda: M.attention_sinks(6, 2)),
     ("block_causal(n=6, block_size=4)", lambda: M.block_causal(6, 4)),
     ("chunked_causal(n=7, chunk=3)", lambda: M.chunked_causal(7, 3)),
     ("document(segments=[3, 2])", lambda: M.document([3, 2])),
@@ -57,7 +58,7 @@ def test_registry_values_are_the_public_constructors():
 @pytest.mark.parametrize(
     "text, fragments",
     [
-        ("foo(3)", ["unknown mask 'foo'", "known masks: block_causal, block_diffusion, causal"]),
+        ("foo(3)", ["unknown mask 'foo'", "known masks: attention_sinks, block_causal, block_diffusion, causal"]),
         ("foo", ["unknown mask 'foo'", "causal"]),
         ("causal", ["without arguments", "causal(n)"]),
         ("causal(3", ["not valid syntax"]),

@@ -10,11 +10,14 @@ from typing import Literal
 from jaxtyping import Array, ArrayLike, Bool, Int
 
 from ..errors import MaskError
+from . import structured
 from ._args import checked, describe
 from ._causal import block_causal, causal, chunked_causal, full, prefix_lm
 from ._diffusion import block_diffusion
 from ._document import document
+from ._intervals import IntervalMask
 from ._natten import natten_2d
+from ._sinks import attention_sinks
 from ._tree import tree_prefix
 from ._window import dilated, global_sliding, sliding_window
 from ._xlnet import xlnet_two_stream
@@ -58,6 +61,7 @@ MASKS: dict[str, Callable[..., Bool[Array, "n n"]]] = {
     "full": full,
     "prefix_lm": prefix_lm,
     "sliding_window": sliding_window,
+    "attention_sinks": attention_sinks,
     "block_causal": block_causal,
     "chunked_causal": chunked_causal,
     "document": document,
@@ -75,6 +79,8 @@ of the two XLNet streams with a required keyword ``stream="content"`` or ``"quer
 (``xlnet_two_stream(permutation=[2, 0, 1], stream="query")``); call
 :func:`hassejax.masks.xlnet_two_stream` directly for both. ``causal_bottom_right`` is
 not registered: it is rectangular, and closures need square masks (spec hasse.md §0).
+:data:`hassejax.masks.structured.MASKS` has the same names and signatures and returns
+:class:`~hassejax.masks.IntervalMask` (``from_spec(..., form="intervals")``).
 """
 
 
@@ -105,52 +111,128 @@ def _text_arg(value, name: str) -> str:
     return value
 
 
-@checked(text=_text_arg)
-def from_spec(text: str) -> Bool[Array, "n n"]:
-    """Build a registered mask from a specification string such as ``"sliding_window(n=16, left=2)"``.
+def _form_arg(value, name: str) -> str:
+    if isinstance(value, str) and value in ("dense", "intervals"):
+        return value
+    raise MaskError(
+        f"`{name}` must be 'dense' (a Boolean (n, n) array) or 'intervals' (an IntervalMask, no n x n array); "
+        f"got {describe(value)}."
+    )
+
+
+_COMBINE = {ast.BitOr: ("|", "union"), ast.BitAnd: ("&", "intersection")}
+
+
+def _segment(source: str, node: ast.AST) -> str:
+    return ast.get_source_segment(source, node) or ast.unparse(node)
+
+
+@checked(text=_text_arg, form=_form_arg)
+def from_spec(text: str, *, form: Literal["dense", "intervals"] = "dense") -> Bool[Array, "n n"] | IntervalMask:
+    """Build a registered mask, or a union/intersection of them, from a specification string.
 
     The string is one call ``NAME(arg, ..., key=value, ...)`` of a constructor in
-    :data:`MASKS`; it is parsed with :mod:`ast` and every argument must be a Python
-    literal (numbers, strings, True/False/None, lists and tuples of them), read with
-    :func:`ast.literal_eval`. Nothing is evaluated: no names, attribute access,
-    arithmetic on non-literals or lambdas. Examples::
+    :data:`MASKS`, or such calls combined with ``|`` (union: attend where some part
+    allows), ``&`` (intersection: attend where every part allows) and parentheses
+    (``&`` binds tighter than ``|``, as in Python). It is parsed with :mod:`ast` and every
+    argument must be a Python literal (numbers, strings, True/False/None, lists and tuples
+    of them), read with :func:`ast.literal_eval`. Nothing is evaluated: no names, attribute
+    access, arithmetic on non-literals or lambdas. Examples::
 
         from_spec("causal(8)")
         from_spec("sliding_window(n=16, left=2)")
         from_spec("block_diffusion(n=4, block_size=2)")         # (8, 8): 2n slots
         from_spec("document(segments=[3, 2], inner='full')")
         from_spec("xlnet_two_stream(permutation=[2, 0, 1], stream='query')")
+        from_spec("sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)",
+                  form="intervals")                           # StreamingLLM, no n x n array
+        from_spec("document(segments=[3, 5]) & sliding_window(n=8, left=2)")
+
+    With ``form="intervals"`` every part is built by the structured constructor of the same
+    name (:mod:`hassejax.masks.structured`, same arguments) and combined row by row, so the
+    result is an :class:`~hassejax.masks.IntervalMask` and no ``(n, n)`` array is made at
+    any point: long-context specs (``n = 1,048,576``) take well under a second.
 
     **Arguments:**
 
     - `text`: the specification string.
+    - `form`: ``"dense"`` (default: a Boolean JAX array) or ``"intervals"`` (an
+      :class:`~hassejax.masks.IntervalMask`).
 
-    **Returns:** the Boolean `(n, n)` mask (row = query, column = key, True = may attend).
+    **Returns:** the Boolean `(n, n)` mask (row = query, column = key, True = may attend),
+    or its :class:`~hassejax.masks.IntervalMask`.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` for a string that is not one call, an
-    unknown mask name (listing the known names), an argument that is not a literal, an
-    unknown, missing or repeated argument (naming it and showing the signature), or
-    whatever the constructor rejects (its own message, naming the argument).
+    **Raises:** :class:`~hassejax.errors.MaskError` for a string that is not one call or a
+    ``|``/``&`` combination of calls, an unknown mask name (listing the known names), an
+    argument that is not a literal, an unknown, missing or repeated argument (naming it
+    and showing the signature), parts of different sizes (naming both parts and their
+    `n`), a bad `form`, or whatever the constructor rejects (its own message, naming the
+    argument). :class:`~hassejax.errors.MemoryBudgetError` if the result would not fit.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.masks import from_spec
+    >>> m = from_spec("sliding_window(n=8, left=1) | attention_sinks(n=8, num=2)", form="intervals")
+    >>> m.row(5)
+    [(0, 2), (4, 6)]
+
+    ```
     """
     source = text.strip()
-    known = ", ".join(sorted(MASKS))
+    registry = MASKS if form == "dense" else structured.MASKS
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:
         raise MaskError(f"mask spec {text!r} is not valid syntax ({exc.msg}); expected NAME(arg=value, ...).") from None
-    call = tree.body
-    if isinstance(call, ast.Name):
-        if call.id in MASKS:
+    except (RecursionError, MemoryError):
+        raise MaskError(f"mask spec {text!r} is nested too deeply to parse.") from None
+    try:
+        mask, _ = _build(tree.body, source, text, registry)
+    except RecursionError:
+        raise MaskError(f"mask spec {text!r} combines too many parts (nested too deeply).") from None
+    return mask
+
+
+def _build(node: ast.AST, source: str, text: str, registry: dict):
+    """The mask of one node of a parsed spec and its size `n` (a call, or `|`/`&` of two nodes)."""
+    if isinstance(node, ast.BinOp) and type(node.op) in _COMBINE:
+        left, n_left = _build(node.left, source, text, registry)
+        right, n_right = _build(node.right, source, text, registry)
+        symbol, word = _COMBINE[type(node.op)]
+        if n_left != n_right:
             raise MaskError(
-                f"mask spec {text!r} names a mask without arguments; write a call: {_signature_text(call.id, MASKS[call.id])}."
+                f"mask spec {text!r}: the parts of a {word} ({symbol}) must have the same n (number of positions); "
+                f"`{_segment(source, node.left)}` has n = {n_left} but `{_segment(source, node.right)}` has n = {n_right}."
+            )
+        return (left | right if symbol == "|" else left & right), n_left
+    if isinstance(node, ast.BoolOp):
+        word = "or" if isinstance(node.op, ast.Or) else "and"
+        raise MaskError(
+            f"mask spec {text!r}: combine masks with | (union) and & (intersection), not `{word}`."
+        )
+    mask = _call(node, source, text, registry)
+    return mask, int(mask.shape[0])
+
+
+def _call(call: ast.AST, source: str, text: str, registry: dict):
+    """The mask of one call ``NAME(arg, ..., key=value)`` of a registered constructor."""
+    known = ", ".join(sorted(registry))
+    if isinstance(call, ast.Name):
+        if call.id in registry:
+            raise MaskError(
+                f"mask spec {text!r} names a mask without arguments; write a call: {_signature_text(call.id, registry[call.id])}."
             )
         raise MaskError(f"mask spec {text!r}: unknown mask {call.id!r}; known masks: {known}.")
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
-        raise MaskError(f"mask spec {text!r} must be a single call NAME(arg=value, ...) of a known mask ({known}).")
+        raise MaskError(
+            f"mask spec {text!r} must be a single call NAME(arg=value, ...) of a known mask ({known}), or such "
+            f"calls combined with | (union), & (intersection) and parentheses; got `{_segment(source, call)}`."
+        )
     name = call.func.id
-    if name not in MASKS:
+    if name not in registry:
         raise MaskError(f"mask spec {text!r}: unknown mask {name!r}; known masks: {known}.")
-    fn = MASKS[name]
+    fn = registry[name]
     usage = _signature_text(name, fn)
     args = []
     for i, node in enumerate(call.args):
