@@ -38,7 +38,8 @@ def test_causal(capsys):
     rc, out, err = run(capsys, "analyze", "causal(n=5)")
     assert rc == 0 and err == ""
     assert field(out, "n (positions)") == "5"
-    assert field(out, "classes") == "5"
+    assert field(out, "classes").split()[0] == "5"
+    assert field(out, "route").startswith("structured")
     assert field(out, "convergence depth L*") == "1"  # a closed mask (spec §1.3)
     assert field(out, "depth (longest chain of classes)") == "5"
     assert field(out, "width (largest antichain of classes)") == "1"
@@ -54,10 +55,12 @@ def test_sliding_window_layers(capsys, layers, tmp_path):
     assert field(out, "convergence depth L*") == str(lstar)
     line = field(out, f"layers L = {layers}")
     if layers >= lstar:
-        assert line == f"limit reached (R^({layers}) = R)"
+        assert line.startswith(f"limit reached (R^({layers}) = R);")
+        assert line.endswith("max 16, 100.00% of the limit")
     else:
         # R^(7) misses exactly the pairs at distance 15 (w * 7 = 14 < 15): only (15, 0).
-        assert line == f"limit not reached (R^({layers}) misses 1 of {n * (n + 1) // 2} dependent pairs of R)"
+        assert line.startswith(f"limit not reached (R^({layers}) misses 1 of {n * (n + 1) // 2} dependent pairs of R);")
+        assert "max 15," in line
     # The same mask from a .npy file gives the same report (apart from the spec line).
     path = tmp_path / "sw.npy"
     np.save(path, sliding(n, w))
@@ -67,10 +70,10 @@ def test_sliding_window_layers(capsys, layers, tmp_path):
 
 def test_block_causal_and_full(capsys):
     rc, out, _ = run(capsys, "analyze", "block_causal(n=6, block_size=2)")
-    assert rc == 0 and field(out, "classes") == "3"
+    assert rc == 0 and field(out, "classes").split()[0] == "3"
     assert edge_lines(out) == ["{0, 1} -> {2, 3}", "{2, 3} -> {4, 5}"]
     rc, out, _ = run(capsys, "analyze", "full(n=8)")
-    assert rc == 0 and field(out, "classes") == "1"
+    assert rc == 0 and field(out, "classes").split()[0] == "1"
     assert "(none; classes: {0..7})" in out
     assert edge_lines(out) == []
 
@@ -98,10 +101,12 @@ def test_outputs(capsys, tmp_path):
     data = json.loads(files["json"].read_text())
     assert HasseDiagram.from_dict(data["diagram"]) == expected
     assert data["n"] == 12 and data["num_classes"] == expected.num_classes
-    assert (data["depth"], data["width"], data["layers"]) == (expected.depth, expected.width, 2)
-    assert data["num_edges"] == len(expected.edges) and data["mask_spec"] == str(src)
-    assert isinstance(data["limit_reached"], bool)
-    assert data["limit_reached"] == (data["missing_pairs"] == 0)
+    assert (data["depth"], data["width"], data["layers"]) == (expected.depth, expected.width, [2])
+    assert data["num_hasse_edges"] == len(expected.edges) and data["mask_spec"] == str(src)
+    (reach,) = data["reach"]
+    r2 = np.asarray(expected.reachability())
+    assert reach["num_layers"] == 2 and data["limit"]["pairs"] == int(r2.sum())
+    assert reach["limit_reached"] == (reach["pairs"] == data["limit"]["pairs"])
     assert files["dot"].read_text() == expected.to_dot()
     png = files["png"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000

@@ -3,12 +3,14 @@
 Subcommands (each one function ``_cmd_NAME(args) -> int`` plus a parser builder
 ``_add_NAME(subparsers)`` registered in :data:`_SUBCOMMANDS`):
 
-- ``hassejax analyze MASK_SPEC [--layers L] [--dot FILE] [--png FILE] [--json FILE]``:
-  the information flow of a mask (spec hasse.md §1): n, classes, convergence depth L*,
-  depth and width of the quotient order, the Hasse edges, and whether `L` layers reach the
-  limit flow. ``MASK_SPEC`` is a registered mask call such as
-  ``"sliding_window(n=16, left=2)"`` (:func:`hassejax.masks.from_spec`) or the path of a
-  ``.npy`` file holding a Boolean `(n, n)` array.
+- ``hassejax analyze MASK_SPEC [--layers L [L ...]] [--dot FILE] [--png FILE] [--json FILE]``:
+  the information flow of a mask (spec hasse.md §1) at any length: n, the closure route,
+  the convergence depth L*, the reach after each requested L (keys per query, share of the
+  limit), classes, depth and width of the quotient order, the number of Hasse edges and,
+  for a quotient small enough to draw, the edges themselves. ``MASK_SPEC`` is a mask spec
+  such as ``"sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)"``
+  (:func:`hassejax.masks.from_spec`, built in interval form: no ``n × n`` array) or the path
+  of a ``.npy`` file holding a Boolean `(n, n)` array.
 
 - ``hassejax derive FAMILY --n N [--block-size L] [--group G] [--content C] [--png [FILE]] [--json [FILE]]``:
   derive a mask from a task family (spec hasse.md §2–3): the merged slots, mask, labels,
@@ -27,7 +29,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool
 
 from .errors import HassejaxError, MaskError
 
@@ -61,26 +62,44 @@ def _one_line(message: str) -> str:
 # ----------------------------------------------------------------------------- inputs
 
 
-def load_mask(spec: str) -> Bool[Array, "n n"]:
-    """The Boolean mask named by `spec`: a ``.npy`` file path or a registered mask call.
+def load_mask(spec: str):
+    """The mask named by `spec`: a ``.npy`` file path (dense) or a mask spec (interval form).
+
+    A spec such as ``"sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)"``
+    is built with :func:`hassejax.masks.from_spec` in its interval form
+    (:class:`~hassejax.masks.IntervalMask`): no ``n × n`` array, any ``n``.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for an unreadable file, a non-Boolean or
-    non-square array, or a bad spec (the message of :func:`hassejax.masks.from_spec`).
+    non-square array, or a bad spec (the message of :func:`hassejax.masks.from_spec`);
+    :class:`~hassejax.errors.MemoryBudgetError` for an array too large for the memory.
     """
     if spec.endswith(".npy"):
         path = Path(spec)
         if not path.is_file():
             raise MaskError(f"MASK_SPEC {spec!r}: no such .npy file.")
         try:
-            arr = np.load(path, allow_pickle=False)
+            arr = np.load(path, allow_pickle=False, mmap_mode="r")
         except (OSError, ValueError) as err:
             raise MaskError(f"MASK_SPEC {spec!r}: cannot read it as a .npy array ({_one_line(str(err))}).") from None
-        from ._checks import as_mask
+        if arr.ndim != 2 or 0 in arr.shape:
+            raise MaskError(f"`mask` must have rank 2, shape (n, n) with n >= 1; got shape {arr.shape} (rank {arr.ndim}).")
+        if arr.shape[0] != arr.shape[1]:
+            raise MaskError(f"`mask` must be square (n, n): queries and keys are the same positions; got shape {arr.shape}.")
+        if arr.dtype != np.bool_:
+            raise MaskError(
+                f"`mask` must have dtype bool (True = may attend); got dtype {arr.dtype}. Convert it first, e.g. "
+                "`mask.astype(bool)` for 0/1 'may attend' masks."
+            )
+        from .masks import IntervalMask
 
-        return as_mask(arr, "mask", batched=False)
+        return IntervalMask.from_dense(arr, name="mask") if arr.shape[0] > _DENSE_NPY_LIMIT else np.asarray(arr)
     from .masks import from_spec
 
-    return from_spec(spec)
+    return from_spec(spec, form="intervals")
+
+
+# A .npy mask larger than this is read row block by row block into its interval form.
+_DENSE_NPY_LIMIT = 4096
 
 
 # ---------------------------------------------------------------------------- analyze
@@ -97,7 +116,10 @@ def _add_analyze(subparsers) -> None:
         ),
     )
     p.add_argument("mask_spec", metavar="MASK_SPEC", help="e.g. 'sliding_window(n=16, left=2)' or a .npy file")
-    p.add_argument("--layers", type=_positive_int, metavar="L", help="check whether L layers reach the limit flow")
+    p.add_argument(
+        "--layers", type=_positive_int, nargs="+", metavar="L",
+        help="report the reach after L layers and whether it is the limit flow (several: --layers 1 2 4 8)",
+    )  # fmt: skip
     p.add_argument("--dot", metavar="FILE", help="write the Hasse diagram as Graphviz DOT")
     p.add_argument("--png", metavar="FILE", help="draw the Hasse diagram (matplotlib)")
     p.add_argument("--json", metavar="FILE", help="write the numbers and the diagram as JSON")
@@ -107,44 +129,29 @@ def _add_analyze(subparsers) -> None:
     p.set_defaults(func=_cmd_analyze)
 
 
-def _convergence_depth(mask) -> int | None:
-    try:
-        from .order import convergence_depth
-    except ImportError:
-        return None
-    return int(convergence_depth(mask))
+def analyze(mask, layers: Sequence[int] | int | None = None) -> dict:
+    """The numbers printed by ``hassejax analyze`` (spec hasse.md §1), at any ``n``.
 
+    **Arguments:**
 
-def analyze(mask: Bool[ArrayLike, "n n"], layers: int | None = None) -> dict:
-    """The numbers printed by ``hassejax analyze`` for a concrete Boolean `(n, n)` mask.
+    - `mask`: an :class:`~hassejax.masks.IntervalMask` or a Boolean `(n, n)` array (row =
+      query, column = key, True = may attend).
+    - `layers`: layer counts ``L`` whose reach is reported (an int or a sequence).
 
-    **Returns:** a dict with ``n``, ``num_classes``, ``convergence_depth`` (L*, or None if
-    :func:`hassejax.order.convergence_depth` is not available), ``depth``, ``width``,
-    ``num_edges``, ``layers`` and, when `layers` is given, ``limit_reached`` (whether
-    `R^(L) = R`) and ``missing_pairs`` (dependent pairs of `R` not yet in `R^(L)`), plus
-    ``diagram`` (the :class:`~hassejax.order.HasseDiagram`).
+    **Returns:** the dict of :meth:`hassejax.order.FlowSummary.to_dict` (``n``, ``route``,
+    ``convergence_depth``, ``reach``, ``limit``, ``num_classes``, ``class_sizes``, ``depth``,
+    ``width``, ``num_hasse_edges``, ``not_computed``, ``seconds``) plus ``layers`` and
+    ``summary`` (the :class:`~hassejax.order.FlowSummary`).
+
+    **Raises:** as :func:`hassejax.order.flow_summary`.
     """
-    import jax.numpy as jnp
+    from .order import flow_summary
 
-    from .order import HasseDiagram, reachability
-
-    reach = reachability(mask)
-    diagram = HasseDiagram.from_reachability(reach, check=False)
-    out = {
-        "n": diagram.n,
-        "num_classes": diagram.num_classes,
-        "convergence_depth": _convergence_depth(mask),
-        "depth": diagram.depth,
-        "width": diagram.width,
-        "num_edges": len(diagram.edges),
-        "layers": layers,
-        "diagram": diagram,
-    }
-    if layers is not None:
-        r_l = reachability(mask, layers)
-        out["limit_reached"] = bool(jnp.array_equal(r_l, reach))
-        out["missing_pairs"] = int(jnp.sum(reach & ~r_l))
-        out["dependent_pairs"] = int(jnp.sum(reach))
+    layers = () if layers is None else layers
+    summary = flow_summary(mask, layers)
+    out = summary.to_dict()
+    out["layers"] = list(summary.layers)
+    out["summary"] = summary
     return out
 
 
@@ -169,43 +176,38 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         result = analyze(mask, args.layers)
     except HassejaxError as err:
         raise _UsageError(str(err)) from None
-    diagram = result["diagram"]
-    lstar = result["convergence_depth"]
-    lines = [
-        f"mask: {args.mask_spec}",
-        f"n (positions): {result['n']}",
-        f"classes: {result['num_classes']}",
-        f"convergence depth L*: {lstar if lstar is not None else 'n/a (hassejax.order.convergence_depth missing)'}",
-        f"depth (longest chain of classes): {result['depth']}",
-        f"width (largest antichain of classes): {result['width']}",
-    ]
-    if args.layers is not None:
-        if result["limit_reached"]:
-            lines.append(f"layers L = {args.layers}: limit reached (R^({args.layers}) = R)")
-        else:
-            lines.append(
-                f"layers L = {args.layers}: limit not reached (R^({args.layers}) misses "
-                f"{result['missing_pairs']} of {result['dependent_pairs']} dependent pairs of R)"
-            )
-    names = [format_class(m) for m in diagram.classes]
-    edges = diagram.edges
-    lines.append(f"Hasse edges ({len(edges)}; u -> v: u is covered by v, information flows u -> v):")
-    for u, v in edges[: args.max_edges]:
-        lines.append(f"  {names[u]} -> {names[v]}")
-    if len(edges) > args.max_edges:
-        lines.append(f"  ... and {len(edges) - args.max_edges} more (all in --json / --dot)")
-    if not edges:
-        singles = [names[c] for c in range(diagram.num_classes)][: args.max_edges]
-        more = " ..." if diagram.num_classes > len(singles) else ""
-        lines.append("  (none; classes: " + " ".join(singles) + more + ")")
+    summary = result["summary"]
+    diagram = summary._diagram
+    if diagram is None and (args.dot or args.png):
+        raise _UsageError(
+            f"--dot/--png: the quotient has {summary.num_classes} classes, too many to draw (the limit is "
+            f"{_quotient_limit()}); the counts are printed, --json writes them."
+        )
+    lines = [f"mask: {args.mask_spec}"]
+    for line in summary.lines():
+        if diagram is None or not line.startswith("Hasse edges"):  # with a diagram: listed below
+            lines.append(line)
+    if diagram is not None:
+        names = [format_class(m) for m in diagram.classes]
+        edges = diagram.edges
+        lines.append(f"Hasse edges ({len(edges)}; u -> v: u is covered by v, information flows u -> v):")
+        for u, v in edges[: args.max_edges]:
+            lines.append(f"  {names[u]} -> {names[v]}")
+        if len(edges) > args.max_edges:
+            lines.append(f"  ... and {len(edges) - args.max_edges} more (all in --json / --dot)")
+        if not edges:
+            singles = [names[c] for c in range(diagram.num_classes)][: args.max_edges]
+            more = " ..." if diagram.num_classes > len(singles) else ""
+            lines.append("  (none; classes: " + " ".join(singles) + more + ")")
     print("\n".join(lines))
 
     if args.dot:
         _write_text(args.dot, diagram.to_dot())
     if args.json:
-        payload = {k: v for k, v in result.items() if k != "diagram"}
+        payload = {k: v for k, v in result.items() if k != "summary"}
         payload["mask_spec"] = args.mask_spec
-        payload["diagram"] = diagram.to_dict()
+        if diagram is not None:
+            payload["diagram"] = diagram.to_dict()
         # One top-level key a line, values compact (the class lists stay on one line each key).
         body = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in payload.items())
         _write_text(args.json, "{\n" + body + "\n}\n")
@@ -221,6 +223,12 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         except OSError as err:
             raise _OutputError(f"cannot write {args.png!r}: {_one_line(str(err))}") from None
     return 0
+
+
+def _quotient_limit() -> int:
+    from .order.summary import QUOTIENT_LIMIT
+
+    return QUOTIENT_LIMIT
 
 
 def _write_text(path: str, text: str) -> None:

@@ -37,12 +37,14 @@ QUOTIENT_LIMIT = 2048
 class ReachStats:
     """Keys reached per query after ``num_layers`` layers (``None``: the limit ``R``).
 
-    Fields: `num_layers`; `min`, `median`, `max`, `mean` of the row counts of ``R^(L)``;
+    Fields: `num_layers`; `pairs`: dependent pairs ``(i, j)`` of ``R^(L)`` (its True entries);
+    `min`, `median`, `max`, `mean` of the row counts of ``R^(L)``;
     `fraction_of_limit`: dependent pairs of ``R^(L)`` over those of ``R`` (1.0 at the limit);
     `limit_reached`: ``R^(L) = R``.
     """
 
     num_layers: int | None
+    pairs: int
     min: int
     median: float
     max: int
@@ -143,13 +145,17 @@ class FlowSummary:
             f"route: {self.route} ({self.route_reason})",
             f"convergence depth L*: {self.convergence_depth}",
         ]
-        for r in (*self.reach, self.limit):
-            name = "limit R" if r.num_layers is None else f"L = {r.num_layers}"
-            status = "" if r.num_layers is None else ("  (limit reached)" if r.limit_reached else "")
-            out.append(
-                f"reach {name}: keys per query min {r.min} / median {r.median:g} / max {r.max}; "
-                f"{100 * r.fraction_of_limit:.2f}% of the limit{status}"
-            )
+        for r in self.reach:
+            if r.limit_reached:
+                status = f"limit reached (R^({r.num_layers}) = R)"
+            else:
+                status = (
+                    f"limit not reached (R^({r.num_layers}) misses {self.limit.pairs - r.pairs} of "
+                    f"{self.limit.pairs} dependent pairs of R)"
+                )
+            out.append(f"layers L = {r.num_layers}: {status}; keys per query {_spread(r)}, "
+                       f"{100 * r.fraction_of_limit:.2f}% of the limit")
+        out.append(f"limit R: keys per query {_spread(self.limit)}; {self.limit.pairs} dependent pairs")
         out.append(
             f"classes: {self.num_classes} (sizes min {int(sizes.min())} / median {float(np.median(sizes)):g} / "
             f"max {int(sizes.max())})"
@@ -165,10 +171,15 @@ class FlowSummary:
         return out
 
 
+def _spread(r: ReachStats) -> str:
+    return f"min {r.min} / median {r.median:g} / max {r.max}"
+
+
 def _stats(counts: np.ndarray, limit_total: int, num_layers: int | None, reached: bool) -> ReachStats:
     total = int(counts.sum())
     return ReachStats(
         num_layers=num_layers,
+        pairs=total,
         min=int(counts.min()),
         median=float(np.median(counts)),
         max=int(counts.max()),
@@ -213,7 +224,7 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
         return method, "requested", None
     intervals = IntervalMask.from_dense(np.asarray(mask), name="mask")
     if method == "structured" or intervals.num_runs <= STRUCTURED_MAX_RUNS:
-        why = "requested" if method == "structured" else f"dense rows with at most {intervals.num_runs} key run(s) each"
+        why = "requested" if method == "structured" else f"interval rows, at most {intervals.num_runs} key run(s) a row"
         return "structured", why, intervals
     from .closure import _closure_costs
 
