@@ -152,15 +152,26 @@ def _union_table(starts: np.ndarray, stops: np.ndarray, n: int, levels: int) -> 
             tab_s.append(s_prev)
             tab_e.append(e_prev)
             continue
-        s, e = normalize_runs(
-            np.concatenate([s_prev[:-half], s_prev[half:]], axis=1),
-            np.concatenate([e_prev[:-half], e_prev[half:]], axis=1),
+        lo_s, hi_s, lo_e, hi_e = s_prev[:-half], s_prev[half:], e_prev[:-half], e_prev[half:]
+        # Rows whose two halves are equal (common: the same sink or global run everywhere)
+        # keep their runs; only the others are merged.
+        differ = np.flatnonzero(((lo_s != hi_s) | (lo_e != hi_e)).any(axis=1))
+        s_sub, e_sub = normalize_runs(
+            np.concatenate([lo_s[differ], hi_s[differ]], axis=1),
+            np.concatenate([lo_e[differ], hi_e[differ]], axis=1),
             n,
         )
-        tail_s = np.full((half, s.shape[1]), n, _INDEX)
-        tail_e = np.full((half, s.shape[1]), n, _INDEX)
-        tab_s.append(np.concatenate([s, tail_s]))
-        tab_e.append(np.concatenate([e, tail_e]))
+        k = max(s_prev.shape[1], s_sub.shape[1])
+        s = np.full((n, k), n, _INDEX)
+        e = np.full((n, k), n, _INDEX)
+        s[: n - half, : s_prev.shape[1]] = lo_s
+        e[: n - half, : s_prev.shape[1]] = lo_e
+        s[differ] = n
+        e[differ] = n
+        s[differ, : s_sub.shape[1]] = s_sub
+        e[differ, : s_sub.shape[1]] = e_sub
+        tab_s.append(s)
+        tab_e.append(e)
     k = max(t.shape[1] for t in tab_s)
     out_s = np.full((levels, n, k), n, _INDEX)
     out_e = np.full((levels, n, k), n, _INDEX)
