@@ -68,35 +68,73 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
         f"a product of interval masks (n = {n}, {p.num_runs} x {q.num_runs} runs a row, {levels} table levels)",
         name,
     )
-    valid = lengths > 0
-    a = np.where(valid, p.starts, 0)
-    b = np.where(valid, p.stops, 1)
-    lev = _floor_log2(np.maximum(b - a, 1))
-    right = b - (np.int64(1) << lev)
     diag = _diagonal_runs(q)
-    if diag is not None:
+    lo = hi = tab_s = tab_e = shared = None
+    chained = _chained_single_runs(q) if diag is None else None
+    if chained is not None:
+        lo, hi = _minmax_table(*chained, levels)
+    elif diag is not None:
         # Reflexive rows: the runs that hold their own index merge over any range of rows into
         # one run [range-min start, range-max stop); only the other runs need the union table.
         diag_s, diag_e, off_s, off_e = diag
         lo, hi = _minmax_table(diag_s, diag_e, levels)
-        parts_s = [np.minimum(lo[lev, a], lo[lev, right])[..., None]]
-        parts_e = [np.maximum(hi[lev, a], hi[lev, right])[..., None]]
         if off_s is not None:
-            tab_s, tab_e = _union_table(off_s, off_e, n, levels)
-            parts_s += [tab_s[lev, a], tab_s[lev, right]]
-            parts_e += [tab_e[lev, a], tab_e[lev, right]]
+            shared = _shared_runs(off_s, off_e, n)
+            if shared is None:
+                tab_s, tab_e = _union_table(off_s, off_e, n, levels)
     else:
         tab_s, tab_e = _union_table(q.starts, q.stops, n, levels)
-        parts_s = [tab_s[lev, a], tab_s[lev, right]]
-        parts_e = [tab_e[lev, a], tab_e[lev, right]]
-    s = np.concatenate(parts_s, axis=2)
-    e = np.concatenate(parts_e, axis=2)
-    s[~valid] = n
-    e[~valid] = n
-    s = s.reshape(n, -1)
-    e = e.reshape(n, -1)
-    s, e = normalize_runs(s, e, n)
-    return IntervalMask(s, e, n, _normal=True)
+    # Answer the range unions row block by row block: the temporaries stay in cache.
+    out_s, out_e = [], []
+    for r0 in range(0, n, _ROW_BLOCK):
+        ps, pe = p.starts[r0 : r0 + _ROW_BLOCK], p.stops[r0 : r0 + _ROW_BLOCK]
+        valid = pe > ps
+        a = np.where(valid, ps, 0)
+        b = np.where(valid, pe, 1)
+        lev = _floor_log2(np.maximum(b - a, 1))
+        right = b - (np.int64(1) << lev)
+        parts_s, parts_e = [], []
+        if lo is not None:
+            run_s = np.minimum(lo[lev, a], lo[lev, right])
+            run_e = np.maximum(hi[lev, a], hi[lev, right])
+            empty = run_s >= run_e  # only empty rows in the range (chained rows)
+            parts_s.append(np.where(empty, n, run_s)[..., None])
+            parts_e.append(np.where(empty, n, run_e)[..., None])
+        if tab_s is not None:
+            left_s, left_e = tab_s[lev, a], tab_e[lev, a]
+            right_s, right_e = tab_s[lev, right], tab_e[lev, right]
+            same = ((left_s == right_s) & (left_e == right_e)).all(axis=-1, keepdims=True)
+            parts_s += [left_s, np.where(same, n, right_s)]
+            parts_e += [left_e, np.where(same, n, right_e)]
+        if shared is not None:
+            # The same runs G in every row that has runs besides its own: G if the range holds one.
+            g_s, g_e, count = shared
+            hit = (count[b] - count[a] > 0)[..., None]
+            parts_s.append(np.where(hit, g_s, n))
+            parts_e.append(np.where(hit, g_e, n))
+        s = np.concatenate(parts_s, axis=2)
+        e = np.concatenate(parts_e, axis=2)
+        s[~valid] = n
+        e[~valid] = n
+        s = s.reshape(s.shape[0], -1)
+        e = e.reshape(e.shape[0], -1)
+        used = (s < n).any(axis=0)  # drop columns that are padding in every row of the block
+        s, e = normalize_runs(s[:, used], e[:, used], n)
+        out_s.append(s)
+        out_e.append(e)
+    k = max(x.shape[1] for x in out_s)
+    starts = np.full((n, k), n, _INDEX)
+    stops = np.full((n, k), n, _INDEX)
+    r0 = 0
+    for s, e in zip(out_s, out_e):
+        starts[r0 : r0 + s.shape[0], : s.shape[1]] = s
+        stops[r0 : r0 + s.shape[0], : s.shape[1]] = e
+        r0 += s.shape[0]
+    return IntervalMask(starts, stops, n, _normal=True)
+
+
+# Rows answered at a time by :func:`compose` (keeps its temporaries in cache).
+_ROW_BLOCK = 1 << 15
 
 
 def _minmax_table(lo0: np.ndarray, hi0: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -113,6 +151,34 @@ def _minmax_table(lo0: np.ndarray, hi0: np.ndarray, levels: int) -> tuple[np.nda
             np.minimum(lo[level, :-half], lo[level - 1, half:], out=lo[level, :-half])
             np.maximum(hi[level, :-half], hi[level - 1, half:], out=hi[level, :-half])
     return lo, hi
+
+
+def _chained_single_runs(q: IntervalMask):
+    """``(lo, hi)`` when every non-empty row is one run and consecutive non-empty rows' runs
+    overlap or touch (so the union over any range of rows is one run ``[min lo, max hi)``);
+    empty rows get ``lo = n, hi = 0`` (ignored by min and max). None otherwise."""
+    if q.num_runs != 1:
+        return None
+    s, e = q.starts[:, 0], q.stops[:, 0]
+    full = s < e
+    ss, ee = s[full], e[full]
+    if ss.size > 1 and not ((ss[1:] <= ee[:-1]) & (ss[:-1] <= ee[1:])).all():
+        return None
+    return np.where(full, s, q.n).astype(_INDEX), np.where(full, e, 0).astype(_INDEX)
+
+
+def _shared_runs(off_s: np.ndarray, off_e: np.ndarray, n: int):
+    """``(g_s, g_e, count)`` when every row with off-diagonal runs has the same ones ``G`` (sink or
+    global-token columns): ``count[i]`` = rows before ``i`` that have them. None otherwise."""
+    has = off_s[:, 0] < n
+    rows = np.flatnonzero(has)
+    if rows.size == 0:
+        return None
+    g_s, g_e = off_s[rows[0]], off_e[rows[0]]
+    if not ((off_s[rows] == g_s).all() and (off_e[rows] == g_e).all()):
+        return None
+    count = np.concatenate([[0], np.cumsum(has)])
+    return g_s, g_e, count
 
 
 def _diagonal_runs(q: IntervalMask):

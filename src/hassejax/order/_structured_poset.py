@@ -145,7 +145,13 @@ def interval_depth_width(r: IntervalMask, cls: RowClasses) -> tuple[int, int]:
     lo = r.starts[reps, 0].astype(np.int64)
     hi = r.stops[reps, 0].astype(np.int64)
     order = np.lexsort((-hi, lo))
-    seq = hi[order].tolist()
+    ordered = hi[order]
+    steps = np.diff(ordered)
+    if (steps <= 0).all():  # one chain (e.g. causal-like masks): no increasing pair
+        return int(ordered.size), 1
+    if (steps > 0).all():  # one antichain
+        return 1, int(ordered.size)
+    seq = ordered.tolist()
     # depth: longest non-increasing subsequence = longest non-decreasing of the negated values.
     tails: list[int] = []
     for v in seq:
