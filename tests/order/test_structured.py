@@ -230,3 +230,12 @@ def test_flow_summary_errors_name_the_argument():
         big.diagram()
     with pytest.raises(ParameterError, match="dense route"):
         reachability(m, method="matmul")
+
+
+@pytest.mark.parametrize("module", ["hassejax.masks._intervals", "hassejax.order.summary"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
