@@ -22,6 +22,7 @@ import numpy as np
 from jaxtyping import Array, Bool
 
 from ..errors import TaskError
+from ..masks._intervals import IntervalMask, check_host_memory, normalize_runs
 from .merge import MergedTask, merge_tasks
 from .task import Task, Token
 
@@ -241,13 +242,27 @@ def block_diffusion_task(n: int, block_size: int) -> Task:
     return Task(inputs, mask, labels, ["query"] * n + ["content"] * n, sources, "block_diffusion")
 
 
+def _intervals(starts: np.ndarray, stops: np.ndarray, size: int) -> IntervalMask:
+    """An :class:`~hassejax.masks.IntervalMask` over `size` slots from per-row runs (any order, empty ones allowed)."""
+    s, e = normalize_runs(starts, stops, size)
+    return IntervalMask(s, e, size, _normal=True)
+
+
+def _check_intervals_memory(what: str, n: int, size: int, runs: int) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `n` before an interval form is built."""
+    check_host_memory(
+        6 * 8 * float(size) * runs, f"{what} with n = {n} in interval form ({size} slots, {runs} runs a row)", "n"
+    )
+
+
 def block_two_stream_mask(
     n: int,
     block_size: int,
     group: str = "full",
     content: str = "causal",
     keep_last_block: bool = True,
-) -> Bool[Array, "slots slots"]:
+    form: str = "dense",
+) -> Bool[Array, "slots slots"] | IntervalMask:
     """Closed form of the merged :func:`block_generation` mask (spec hasse.md §3.2).
 
     Layout (0-based slots, row = query, column = key, True = may attend): content slots
@@ -256,6 +271,22 @@ def block_two_stream_mask(
     ``k <= q`` (or block-causal); query: ``(k < c and k + 1 <= B(t)·l)`` or (same block and
     the `group` rule). Shape `(2n, 2n)` by default, `(2n − l, 2n − l)` with
     ``keep_last_block=False``.
+
+    With ``form="intervals"`` the same mask comes as an :class:`~hassejax.masks.IntervalMask`
+    built directly from the closed form in ``O(n)`` (a content row is the run ``[0, q + 1)``,
+    or ``[0, (q // l + 1)·l)``; a query row is the prefix ``[0, B(t)·l)`` and the slots of its
+    group), so any `n` works without a `(2n, 2n)` array. `form` other than ``"dense"`` (default,
+    a JAX Boolean array) or ``"intervals"`` is a :class:`~hassejax.errors.TaskError`.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.tasks import block_two_stream_mask
+    >>> m = block_two_stream_mask(6, 2, form="intervals")   # the n = 6, l = 2 table of spec §3.2
+    >>> m.n, m.row(1), m.row(10)                            # w2; m5 sees w1..w4 and m5, m6
+    (12, [(0, 2)], [(0, 4), (10, 12)])
+
+    ```
 
     **Raises:** :class:`~hassejax.errors.TaskError` as :func:`block_generation`.
     """
@@ -268,6 +299,20 @@ def block_two_stream_mask(
     _flag(keep_last_block, "keep_last_block")
     c = n if keep_last_block else n - l
     size = c + n
+    _choice(form, "form", ("dense", "intervals"))
+    if form == "intervals":
+        _check_intervals_memory("block_two_stream_mask", n, size, 2)
+        q = np.arange(c, dtype=np.int64)
+        content_stop = q + 1 if content == "causal" else (q // l + 1) * l
+        t = np.arange(1, n + 1, dtype=np.int64)  # target position of each query slot
+        prefix = ((t - 1) // l) * l  # B(t)·l: the content prefix a query slot sees
+        own = c + t - 1
+        group_start = own if group == "diagonal" else c + prefix
+        group_stop = {"full": c + prefix + l, "causal": own + 1, "diagonal": own + 1}[group]
+        none = np.full(c, size, np.int64)
+        starts = np.concatenate([np.stack([np.zeros(c, np.int64), none], 1), np.stack([np.zeros(n, np.int64), group_start], 1)])
+        stops = np.concatenate([np.stack([content_stop, none], 1), np.stack([prefix, group_stop], 1)])
+        return _intervals(starts, stops, size)
     q = jnp.arange(size)[:, None]
     k = jnp.arange(size)[None, :]
     q_content, k_content = q < c, k < c
@@ -282,7 +327,7 @@ def block_two_stream_mask(
     return jnp.where(q_content, k_content & cc, query_row)
 
 
-def butterfly_mask(n: int, sparse: bool = False) -> Bool[Array, "slots slots"]:
+def butterfly_mask(n: int, sparse: bool = False, form: str = "dense") -> Bool[Array, "slots slots"] | IntervalMask:
     """Closed form of the merged :func:`butterfly` mask (spec hasse.md §3.3), shape `(3n − 2, 3n − 2)`.
 
     Slots `[F_1..F_{n−1} | B_2..B_n | C_1..C_n]`. Dense: `F_i` sees `F_j` for `j ≤ i`; `B_i` sees
@@ -290,10 +335,53 @@ def butterfly_mask(n: int, sparse: bool = False) -> Bool[Array, "slots slots"]:
     (`2n² − n` nonzeros, `L* = 1`). Sparse variant (``sparse=True``): F and B bidiagonal, `C_k`
     sees only `F_{k−1}`, `B_{k+1}` and itself (`7n − 8` nonzeros, `L* = n − 1`).
 
+    With ``form="intervals"`` the same mask comes as an :class:`~hassejax.masks.IntervalMask`
+    built directly from the closed form in ``O(n)`` (at most three runs a row: the F part, the
+    B part and the slot itself), so ``n = 300,000`` takes well under a second and builds no
+    `(3n − 2)²` array. `form` other than ``"dense"`` (default, a JAX Boolean array) or
+    ``"intervals"``, or a `sparse` that is not a bool, is a :class:`~hassejax.errors.TaskError`.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.tasks import butterfly_mask
+    >>> m = butterfly_mask(4, form="intervals")   # slots F1 F2 F3 | B2 B3 B4 | C1 C2 C3 C4
+    >>> m.n, m.row(7)                              # C2 sees F1, B3 B4 and itself
+    (10, [(0, 1), (4, 6), (7, 8)])
+
+    ```
+
     **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2`.
     """
     n = _positive_int(n, "n", 2)
     size = 3 * n - 2
+    _flag(sparse, "sparse")
+    _choice(form, "form", ("dense", "intervals"))
+    if form == "intervals":
+        _check_intervals_memory("butterfly_mask", n, size, 3)
+        f = np.arange(1, n, dtype=np.int64)  # F_p at slot p - 1
+        b = np.arange(2, n + 1, dtype=np.int64)  # B_p at slot p + n - 3
+        p = np.arange(1, n + 1, dtype=np.int64)  # C_p at slot p + 2n - 3
+        end_b = 2 * n - 2  # one past the last B slot
+        if sparse:  # F_{p-1}, F_p | B_p, B_{p+1} | C_p sees F_{p-1}, B_{p+1}, itself
+            f_run = (np.maximum(f - 2, 0), f)
+            b_run = (b + n - 3, np.minimum(b + n - 1, end_b))
+            c_f = (np.maximum(p - 2, 0), p - 1)
+            c_b = (np.minimum(p + n - 2, end_b), np.minimum(p + n - 1, end_b))
+        else:  # F_1..F_p | B_p..B_n | C_p sees F_1..F_{p-1}, B_{p+1}..B_n, itself
+            f_run = (np.zeros(n - 1, np.int64), f)
+            b_run = (b + n - 3, np.full(n - 1, end_b, np.int64))
+            c_f = (np.zeros(n, np.int64), p - 1)
+            c_b = (np.minimum(p + n - 2, end_b), np.full(n, end_b, np.int64))
+        c_self = p + 2 * n - 3
+        none = np.full(n - 1, size, np.int64)
+        starts = np.concatenate(
+            [np.stack([f_run[0], none, none], 1), np.stack([b_run[0], none, none], 1), np.stack([c_f[0], c_b[0], c_self], 1)]
+        )
+        stops = np.concatenate(
+            [np.stack([f_run[1], none, none], 1), np.stack([b_run[1], none, none], 1), np.stack([c_f[1], c_b[1], c_self + 1], 1)]
+        )
+        return _intervals(starts, stops, size)
     idx = jnp.arange(size)
     stream = jnp.where(idx < n - 1, 0, jnp.where(idx < 2 * n - 2, 1, 2))  # 0 = F, 1 = B, 2 = C
     pos = jnp.where(stream == 0, idx + 1, jnp.where(stream == 1, idx - (n - 1) + 2, idx - (2 * n - 2) + 1))
