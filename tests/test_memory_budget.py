@@ -5,14 +5,38 @@ fails fast if an entry point copies, allocates or compiles before estimating: a 
 300,000 x 300,000 mask needs 84 GiB.
 """
 
+import importlib
+
 import numpy as np
 import pytest
 
 import hassejax._checks
 from hassejax.errors import MaskError, MemoryBudgetError
 from hassejax.order import HasseDiagram, convergence_depth, layer_adjacency, reachability
+from hassejax.tasks import (
+    Task,
+    Token,
+    audit,
+    autoregressive,
+    block_diffusion_task,
+    block_generation,
+    block_two_stream_mask,
+    butterfly,
+    butterfly_mask,
+    reached_tokens,
+    sparsify,
+    xlnet_two_stream_task,
+)
 
 N = 300_000
+_REAL_AVAILABLE = hassejax._checks.available_memory_bytes
+
+
+@pytest.fixture(autouse=True)
+def at_most_64_gib(monkeypatch):
+    """Report at most 64 GiB free, so that no test allocates on a machine with terabytes."""
+    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: min(_REAL_AVAILABLE(), 64 * 2**30))
+
 BIG = np.broadcast_to(np.array(True), (N, N))  # zero strides: costs nothing
 BIG_PREFIX = np.broadcast_to(np.arange(N) < 1024, (N, N))  # prefix keys only: one row, 300 kB
 
@@ -66,22 +90,25 @@ def test_huge_batch_of_small_masks_raises():
     _budget_error(lambda: convergence_depth(batch), "mask", "n = 64")
 
 
+class _NoCopy:
+    """Stands in for jax.numpy inside hassejax._checks only: counts (and refuses) device copies."""
+
+    copies = 0
+
+    @classmethod
+    def asarray(cls, *args, **kwargs):
+        cls.copies += 1
+        raise AssertionError("as_mask copied the mask before the memory estimate")
+
+
 def test_estimate_runs_before_the_device_copy(monkeypatch):
     """The check sits between validation and ``jnp.asarray`` in ``as_mask``."""
-    copies = []
-
-    class NoCopy:  # stands in for jax.numpy inside hassejax._checks only
-        @staticmethod
-        def asarray(*args, **kwargs):
-            copies.append(args)
-            raise AssertionError("as_mask copied the mask before the memory estimate")
-
-    monkeypatch.setattr(hassejax._checks, "jnp", NoCopy)
+    monkeypatch.setattr(hassejax._checks, "jnp", _NoCopy)
     monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 2**20)
     small = np.tril(np.ones((256, 256), bool))
     for call in (lambda: reachability(small), lambda: convergence_depth(small), lambda: HasseDiagram.from_mask(small)):
         _budget_error(call, "mask", "n = 256")
-    assert copies == []
+    assert _NoCopy.copies == 0
 
 
 def test_bad_masks_are_still_mask_errors_first(no_typecheck):
@@ -130,3 +157,51 @@ def test_empty_batch_convergence_depth_and_adjacency(shape, out):
     assert d.shape == out and d.dtype == np.int32
     a = layer_adjacency(np.zeros(shape, bool))
     assert a.shape == shape and a.dtype == np.bool_
+
+
+# ----------------------------------------------------------------- fault 2: task families
+
+
+@pytest.mark.parametrize(
+    "call, fragment",
+    [
+        (lambda: butterfly(N).merge(), "butterfly family with n = 300000"),
+        (lambda: autoregressive(N).merge(), "autoregressive family with n = 300000"),
+        (lambda: block_generation(N, 1000).merge(), "block_generation family with n = 300000"),
+        (lambda: butterfly_mask(N), "butterfly_mask with n = 300000"),
+        (lambda: block_two_stream_mask(N, 1000), "block_two_stream_mask with n = 300000"),
+        (lambda: block_diffusion_task(N, 100), "600000 slots"),
+    ],
+    ids=["butterfly", "autoregressive", "block_generation", "butterfly_mask", "block_two_stream_mask", "block_diffusion"],
+)
+def test_huge_task_families_raise_naming_n(call, fragment):
+    _budget_error(call, "n", fragment)
+
+
+def test_huge_xlnet_task_raises_naming_permutation():
+    _budget_error(lambda: xlnet_two_stream_task(list(range(N))), "permutation", "600000 slots")
+
+
+def test_huge_task_mask_raises_before_copying(monkeypatch):
+    n = 30_000  # 0.9 GB a copy, against a 1 GiB machine (fewer Python tokens than N: faster)
+    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 2**30)
+    monkeypatch.setattr(hassejax._checks, "jnp", _NoCopy)
+    inputs = [Token("w", i) for i in range(n)]
+    _budget_error(lambda: Task(inputs, np.broadcast_to(np.array(True), (n, n))), "mask", f"{n} slots")
+    assert _NoCopy.copies == 0
+
+
+def test_merge_sparsify_audit_dense_estimate_before_allocating(monkeypatch):
+    """With a tiny budget each step stops at its own estimate, naming its argument."""
+    family = butterfly(22)  # 22 tasks of 22 slots, 64 merged slots; built while memory is plentiful
+    task = family.tasks[0]
+    merged = family.merge()
+    # budget 24 kB: the tasks' closures fit (about 17 kB each), the merged task's 10 arrays
+    # of 64 x 64 (41 kB) do not, nor the closure of the merged mask (74 kB)
+    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 30_000)
+    _budget_error(family.merge, "tasks", "merged task", "64 slots")
+    for call in (merged.dense, merged.is_dense, merged.structure, lambda: sparsify(merged), lambda: audit(merged)):
+        _budget_error(call, "mask", "n = 64")
+    # a 22-slot task's closure fits, its reached-token sets (at 1 MB a dependent pair) do not
+    monkeypatch.setattr(importlib.import_module("hassejax.tasks.audit"), "_PAIR_BYTES", 10**6)
+    _budget_error(lambda: reached_tokens(task), "task", "dependent pairs")

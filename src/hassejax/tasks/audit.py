@@ -11,10 +11,15 @@ import dataclasses
 
 import numpy as np
 
+from .._checks import check_memory
 from .merge import MergedTask
 from .task import Task, Token, check_task
 
 __all__ = ["SlotAudit", "AuditReport", "reached_tokens", "audit"]
+
+#: Bytes of one (slot, reached slot) pair in the reached-token sets (a frozenset entry; about
+#: 60 measured with tracemalloc).
+_PAIR_BYTES = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +91,14 @@ def reached_tokens(task: Task, num_layers: int | None = None) -> list[frozenset[
 
     Inputs are expanded through ``task.sources`` (an aggregate reaches its sources; a mask
     token, mapped to ``()``, carries none).
+
+    **Raises:** :class:`~hassejax.errors.MemoryBudgetError` if the closure (naming `mask`) or
+    the token sets (naming `task`, estimated from the number of dependent pairs before they
+    are built) would not fit.
     """
     r = np.asarray(task.reachability(num_layers))
+    pairs = int(np.count_nonzero(r))
+    check_memory(_PAIR_BYTES * pairs, f"the reached-token sets of {task.n} slots ({pairs} dependent pairs)", "task")
     expanded = [_expand(task, t) for t in task.inputs]
     return [frozenset(tok for q in np.flatnonzero(r[p]) for tok in expanded[q]) for p in range(task.n)]
 
@@ -109,7 +120,8 @@ def audit(task: Task, num_layers: int | None = None) -> AuditReport:
     **Returns:** an :class:`AuditReport`.
 
     **Raises:** :class:`~hassejax.errors.TaskError` if `task` is not a Task (for example a
-    bare mask, or a family not yet merged: call ``family.merge()``).
+    bare mask, or a family not yet merged: call ``family.merge()``);
+    :class:`~hassejax.errors.MemoryBudgetError` as :func:`reached_tokens`.
     """
     check_task(task)
     reached = reached_tokens(task, num_layers)

@@ -21,10 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool
 
+from .._checks import check_memory
 from ..errors import TaskError
 from ..masks._intervals import IntervalMask, check_host_memory, normalize_runs
 from .merge import MergedTask, merge_tasks
-from .task import Task, Token
+from .task import Task, Token, check_slots_memory
 
 __all__ = [
     "TaskFamily",
@@ -54,7 +55,11 @@ class TaskFamily:
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def merge(self) -> MergedTask:
-        """The minimal merged task of the family (:func:`~hassejax.tasks.merge_tasks`)."""
+        """The minimal merged task of the family (:func:`~hassejax.tasks.merge_tasks`).
+
+        **Raises:** as :func:`~hassejax.tasks.merge_tasks`, including
+        :class:`~hassejax.errors.MemoryBudgetError` before allocating what would not fit.
+        """
         return merge_tasks(self.tasks, self.stream_order, name=self.name)
 
 
@@ -76,6 +81,42 @@ def _choice(value, name: str, allowed: Sequence[str]) -> str:
     return value
 
 
+#: Bytes per slot of a built task beside its mask (the Token, list and tuple entries, label
+#: and stream tag; 110-230 measured with tracemalloc).
+_SLOT_BYTES = 250
+
+#: Bool ``(size, size)`` arrays alive at once while a closed-form mask is built (the result
+#: and the elementwise temporaries of its formula).
+_CLOSED_FORM_MATRICES = 8
+
+
+def _check_family_memory(
+    family: str, n: int, num_tasks: int, sum_sq: int, sum_slots: int, largest: int, closed_form: str
+) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `n` before a family's tasks are built.
+
+    The tasks are kept together: each its dense ``(s, s)`` mask (`sum_sq` bytes in all) and
+    :data:`_SLOT_BYTES` a slot; building one task takes about four more ``(s, s)`` arrays.
+    """
+    need = sum_sq + _SLOT_BYTES * sum_slots + 4 * largest * largest
+    check_memory(
+        need,
+        f"the {family} family with n = {n} ({num_tasks} tasks of up to {largest} slots, each with a dense mask)",
+        "n",
+        hint=f"Use a smaller n; the merged mask has a closed form, {closed_form}, which builds no task family.",
+    )
+
+
+def _check_closed_form_memory(what: str, n: int, size: int) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `n` before a closed-form mask is built."""
+    check_memory(
+        _CLOSED_FORM_MATRICES * size * size,
+        f"{what} with n = {n} (a dense ({size}, {size}) mask and its temporaries)",
+        "n",
+        hint="Use a smaller n.",
+    )
+
+
 def _w(j: int) -> Token:
     return Token("w", j)
 
@@ -92,10 +133,16 @@ def autoregressive(n: int, prefix: str = "causal") -> TaskFamily:
     and node `w_j` is equivalent across all tasks, so the merge is the causal mask on `n − 1`
     slots with next-token labels. Bidirectional prefixes share nothing: `n − 1` separate copies.
 
-    **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2` or `prefix` is unknown.
+    **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2` or `prefix` is unknown;
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `n`) if the `n − 1` tasks (about
+    `n³ / 3` bytes of masks) would not fit, estimated before any is built.
     """
     n = _positive_int(n, "n", 2)
     _choice(prefix, "prefix", ("causal", "bidirectional"))
+    m = n - 1  # tasks of 1 .. n - 1 slots
+    _check_family_memory(
+        "autoregressive", n, m, m * (m + 1) * (2 * m + 1) // 6, m * (m + 1) // 2, m, "hassejax.masks.causal(n - 1)"
+    )
     tasks = []
     for k in range(1, n):
         mask = _causal(k) if prefix == "causal" else np.ones((k, k), dtype=bool)
@@ -124,7 +171,8 @@ def block_generation(
     merged layout `[w_1..w_n | m_1..m_n]` (2n slots); without it the merge has `2n − l` slots.
 
     **Raises:** :class:`~hassejax.errors.TaskError` if `block_size` does not divide `n`, or for
-    an unknown option.
+    an unknown option; :class:`~hassejax.errors.MemoryBudgetError` (naming `n`) if the tasks
+    (about `n³ / (3 l)` bytes of masks) would not fit, estimated before any is built.
     """
     n = _positive_int(n, "n")
     l = _positive_int(block_size, "block_size")
@@ -133,6 +181,16 @@ def block_generation(
     _choice(group, "group", ("full", "causal", "diagonal"))
     _choice(content, "content", ("causal", "block_causal"))
     _flag(keep_last_block, "keep_last_block")
+    nb, last = n // l, int(bool(keep_last_block))  # tasks of l, 2l, .., n slots (+ one of n)
+    _check_family_memory(
+        "block_generation",
+        n,
+        nb + last,
+        l * l * nb * (nb + 1) * (2 * nb + 1) // 6 + last * n * n,
+        l * nb * (nb + 1) // 2 + last * n,
+        n,
+        "hassejax.tasks.block_two_stream_mask(n, block_size)",
+    )
 
     def content_mask(s: int) -> np.ndarray:
         if content == "causal":
@@ -172,10 +230,13 @@ def butterfly(n: int, boundary: str = "neighbour") -> TaskFamily:
     each sees itself and later slots); label `w'_k → w_k`. The merge has `3n − 2` slots
     `[F: w_1..w_{n−1} | B: w_2..w_n | C: w'_1..w'_n]`.
 
-    **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2` or `boundary` is unknown.
+    **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2` or `boundary` is unknown;
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `n`) if the `n` tasks of `n` slots
+    (`n³` bytes of masks) would not fit, estimated before any is built.
     """
     n = _positive_int(n, "n", 2)
     _choice(boundary, "boundary", ("neighbour", "pad"))
+    _check_family_memory("butterfly", n, n, n**3, n * n, n, "hassejax.tasks.butterfly_mask(n)")
     sources = {Token("agg", k): tuple(_w(j) for j in (k - 1, k + 1) if 1 <= j <= n) for k in range(1, n + 1)}
     tasks = []
     for k in range(1, n + 1):
@@ -203,10 +264,15 @@ def xlnet_two_stream_task(permutation: Sequence[int], context: int = 0, leaky: b
     `permutation` uses 0-based token indices like :func:`hassejax.masks.xlnet_two_stream`.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a bad permutation or context (from the
-    mask constructor).
+    mask constructor); :class:`~hassejax.errors.MemoryBudgetError` (naming `permutation`) if the
+    `(2n, 2n)` task would not fit, estimated from the length before anything is built.
     """
     from ..masks import xlnet_two_stream
 
+    shape = np.shape(permutation) if hasattr(permutation, "shape") or isinstance(permutation, (list, tuple)) else ()
+    if len(shape) == 1:
+        # the (2n, 2n) mask, the task's two copies of it and the two (n, n) stream masks
+        check_slots_memory(2 * shape[0], 4, "the XLNet two-stream task", "permutation")
     streams = xlnet_two_stream(permutation, context=context)
     content = np.asarray(streams.content)
     query = content if leaky else np.asarray(streams.query)
@@ -231,10 +297,15 @@ def block_diffusion_task(n: int, block_size: int) -> Task:
     clean blocks; clean blocks are block-causal), so a noisy slot never sees its own clean
     token. Positions are 1-based.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` as the mask constructor.
+    **Raises:** :class:`~hassejax.errors.MaskError` as the mask constructor;
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `n`) if the `(2n, 2n)` task would not
+    fit, estimated before anything is built.
     """
     from ..masks import block_diffusion
 
+    if isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) and n >= 1:
+        # the constructor's mask and intermediates, its host copy and the task's two copies
+        check_slots_memory(2 * int(n), 8, "the block diffusion task", "n")
     mask = np.asarray(block_diffusion(n, block_size))
     inputs = [Token("noisy", i) for i in range(1, n + 1)] + [_w(i) for i in range(1, n + 1)]
     labels = {i - 1: _w(i) for i in range(1, n + 1)}
@@ -288,7 +359,9 @@ def block_two_stream_mask(
 
     ```
 
-    **Raises:** :class:`~hassejax.errors.TaskError` as :func:`block_generation`.
+    **Raises:** :class:`~hassejax.errors.TaskError` as :func:`block_generation`;
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `n`) if the dense mask would not fit,
+    estimated before it is built.
     """
     n = _positive_int(n, "n")
     l = _positive_int(block_size, "block_size")
@@ -313,6 +386,7 @@ def block_two_stream_mask(
         starts = np.concatenate([np.stack([np.zeros(c, np.int64), none], 1), np.stack([np.zeros(n, np.int64), group_start], 1)])
         stops = np.concatenate([np.stack([content_stop, none], 1), np.stack([prefix, group_stop], 1)])
         return _intervals(starts, stops, size)
+    _check_closed_form_memory("block_two_stream_mask", n, size)
     q = jnp.arange(size)[:, None]
     k = jnp.arange(size)[None, :]
     q_content, k_content = q < c, k < c
@@ -351,7 +425,9 @@ def butterfly_mask(n: int, sparse: bool = False, form: str = "dense") -> Bool[Ar
 
     ```
 
-    **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2`.
+    **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2`;
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `n`) if the dense mask would not fit,
+    estimated before it is built.
     """
     n = _positive_int(n, "n", 2)
     size = 3 * n - 2
@@ -382,6 +458,7 @@ def butterfly_mask(n: int, sparse: bool = False, form: str = "dense") -> Bool[Ar
             [np.stack([f_run[1], none, none], 1), np.stack([b_run[1], none, none], 1), np.stack([c_f[1], c_b[1], c_self + 1], 1)]
         )
         return _intervals(starts, stops, size)
+    _check_closed_form_memory("butterfly_mask", n, size)
     idx = jnp.arange(size)
     stream = jnp.where(idx < n - 1, 0, jnp.where(idx < 2 * n - 2, 1, 2))  # 0 = F, 1 = B, 2 = C
     pos = jnp.where(stream == 0, idx + 1, jnp.where(stream == 1, idx - (n - 1) + 2, idx - (2 * n - 2) + 1))

@@ -13,7 +13,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import LabelConflictError, TaskError
-from .task import Task, Token, check_task, token_sort_key
+from .task import Task, Token, check_slots_memory, check_task, token_sort_key
+
+#: Peak bool ``(N, N)`` arrays of the merge over its `N` slots, measured with tracemalloc
+#: (about 10: the node order, the fancy-indexed mask and the copies of Task and MergedTask).
+_MERGE_MATRICES = 10
 
 __all__ = ["node_signatures", "MergedTask", "merge_tasks", "Sparsified", "sparsify"]
 
@@ -106,7 +110,9 @@ def merge_tasks(
 
     **Raises:** :class:`~hassejax.errors.TaskError` for an empty family or a stream tag not in
     `stream_order`; :class:`~hassejax.errors.LabelConflictError` if two source slots that merge
-    into one slot carry different targets.
+    into one slot carry different targets; :class:`~hassejax.errors.MemoryBudgetError` (naming
+    `tasks`) if the merged task's dense arrays would not fit, estimated from the number of
+    merged slots before they are allocated (or naming `mask` when one task's closure does not).
     """
     tasks = tuple(tasks)
     if not tasks or not all(isinstance(t, Task) for t in tasks):
@@ -122,6 +128,9 @@ def merge_tasks(
     slot_ids, local_nodes, table = _signatures(tasks)
     num_nodes = len(table)
     sigs = sorted(table, key=table.get)
+    check_slots_memory(
+        sum(len(inputs) for inputs, _ in sigs), _MERGE_MATRICES, "the merged task of the family", "tasks"
+    )
 
     # Merged order: ancestors through the covered signatures (ids are topological).
     order = np.eye(num_nodes, dtype=bool)
@@ -224,13 +233,16 @@ def sparsify(task: Task) -> Sparsified:
 
     **Returns:** :class:`Sparsified` with the mask, its convergence depth and nonzero count.
 
-    **Raises:** :class:`~hassejax.errors.TaskError` if `task` is not a Task (e.g. an unmerged family).
+    **Raises:** :class:`~hassejax.errors.TaskError` if `task` is not a Task (e.g. an unmerged family);
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the closure, the sparse mask or
+    its convergence depth would not fit, estimated before each is allocated.
     """
     check_task(task)
     from ..order import convergence_depth  # noqa: PLC0415 (closure module loads lazily)
 
     st = task.structure()
     n = task.n
+    check_slots_memory(n, 1, "the sparsest mask", "mask")
     sparse = np.eye(n, dtype=bool)
     for mem in st.members:
         if len(mem) > 1:

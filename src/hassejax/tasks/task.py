@@ -16,11 +16,10 @@ import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool
 
-from .._checks import as_mask
+from .._checks import as_mask, check_memory
 from ..errors import MaskError, TaskError
 from ..order import HasseDiagram, classes, cover_matrix, quotient_order, reachability
 
@@ -41,6 +40,22 @@ class Token(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.symbol}{self.position}"
+
+
+def check_slots_memory(n: int, matrices: int | float, what: str, name: str, hint: str | None = None) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `name` before `what` allocates
+    about `matrices` bool ``(n, n)`` arrays over `n` slots."""
+    check_memory(
+        int(matrices * n * n),
+        f"{what} ({n} slots: about {matrices:g} bool ({n}, {n}) arrays)",
+        name,
+        hint=hint if hint is not None else "Use fewer slots (a smaller n).",
+    )
+
+
+def _mask_copies_memory(shape: tuple[int, ...]) -> None:
+    """:class:`Task`'s memory check: a device copy (``as_mask``) and the task's own host copy."""
+    check_slots_memory(shape[-1], 2, "the copies of a task's mask", "mask")
 
 
 def token_sort_key(token: Token) -> tuple[str, int, str]:
@@ -96,7 +111,8 @@ class Task:
     **Raises:** :class:`~hassejax.errors.TaskError` if lengths disagree, a token is not a
     `(symbol, position)` pair, a label points to a slot that does not exist, or a stream tag
     is not a string; :class:`~hassejax.errors.MaskError` if the mask is not a square Boolean
-    `(n, n)` array.
+    `(n, n)` array; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the task's
+    copies of the mask would not fit, estimated from its shape before anything is copied.
     """
 
     inputs: tuple[Token, ...]
@@ -119,7 +135,7 @@ class Task:
         n = len(toks)
         if n == 0:
             raise TaskError("`inputs` must hold at least one slot; got an empty sequence.")
-        m = np.array(as_mask(mask, "mask", batched=False))
+        m = np.array(as_mask(mask, "mask", batched=False, memory=_mask_copies_memory))
         if m.shape != (n, n):
             raise MaskError(f"`mask` must have shape ({n}, {n}) to match the {n} inputs; got shape {m.shape}.")
         if labels is None:
@@ -160,21 +176,40 @@ class Task:
         return len(self.inputs)
 
     def reachability(self, num_layers: int | None = None) -> Bool[Array, "n n"]:
-        """`R^(L)` of the task's mask, or the limit `R` (see :func:`hassejax.order.reachability`)."""
-        return reachability(jnp.asarray(self.mask), num_layers)
+        """`R^(L)` of the task's mask, or the limit `R` (see :func:`hassejax.order.reachability`).
+
+        **Raises:** :class:`~hassejax.errors.MemoryBudgetError` as
+        :func:`~hassejax.order.reachability` (estimated before the mask is copied to a device).
+        """
+        return reachability(self.mask, num_layers)
 
     def is_dense(self) -> bool:
-        """True iff `mask | I` equals its closure: one layer already realises the limit flow (spec §2)."""
+        """True iff `mask | I` equals its closure: one layer already realises the limit flow (spec §2).
+
+        **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the closure
+        and the comparison would not fit, estimated before allocating.
+        """
+        check_slots_memory(self.n, 2, "comparing a task's mask with its closure", "mask")
         a = self.mask | np.eye(self.n, dtype=bool)
         return bool(np.array_equal(a, np.asarray(self.reachability())))
 
     def dense(self) -> Task:
-        """The same task with its mask replaced by the closure `R` (spec hasse.md §2)."""
+        """The same task with its mask replaced by the closure `R` (spec hasse.md §2).
+
+        **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the closure
+        or the new task's copies of it would not fit, estimated before allocating.
+        """
         closed = np.asarray(self.reachability())
         return Task(self.inputs, closed, self.labels, self.streams, self.sources, self.name)
 
     def structure(self) -> TaskStructure:
-        """Classes of the closure (in topological order) and the covering relation between them."""
+        """Classes of the closure (in topological order) and the covering relation between them.
+
+        **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the closure
+        and the classes would not fit, estimated before allocating.
+        """
+        # The classes and the quotient take about four more (n, n) arrays beside the closure.
+        check_slots_memory(self.n, 4, "the classes of a task's closure", "mask")
         r = self.reachability()
         node, c = classes(r, check=False)
         cover = np.asarray(cover_matrix(quotient_order(r, node, c)))
