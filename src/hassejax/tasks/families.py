@@ -113,7 +113,7 @@ def _check_closed_form_memory(what: str, n: int, size: int) -> None:
         _CLOSED_FORM_MATRICES * size * size,
         f"{what} with n = {n} (a dense ({size}, {size}) mask and its temporaries)",
         "n",
-        hint="Use a smaller n.",
+        hint="Use a smaller n, or form='intervals' (an IntervalMask: no dense (n, n) array at any n).",
     )
 
 
@@ -141,7 +141,7 @@ def autoregressive(n: int, prefix: str = "causal") -> TaskFamily:
     _choice(prefix, "prefix", ("causal", "bidirectional"))
     m = n - 1  # tasks of 1 .. n - 1 slots
     _check_family_memory(
-        "autoregressive", n, m, m * (m + 1) * (2 * m + 1) // 6, m * (m + 1) // 2, m, "hassejax.masks.causal(n - 1)"
+        "autoregressive", n, m, m * (m + 1) * (2 * m + 1) // 6, m * (m + 1) // 2, m, "hassejax.masks.structured.causal(n - 1)"
     )
     tasks = []
     for k in range(1, n):
@@ -189,7 +189,7 @@ def block_generation(
         l * l * nb * (nb + 1) * (2 * nb + 1) // 6 + last * n * n,
         l * nb * (nb + 1) // 2 + last * n,
         n,
-        "hassejax.tasks.block_two_stream_mask(n, block_size)",
+        "hassejax.tasks.block_two_stream_mask(n, block_size, form='intervals')",
     )
 
     def content_mask(s: int) -> np.ndarray:
@@ -236,7 +236,7 @@ def butterfly(n: int, boundary: str = "neighbour") -> TaskFamily:
     """
     n = _positive_int(n, "n", 2)
     _choice(boundary, "boundary", ("neighbour", "pad"))
-    _check_family_memory("butterfly", n, n, n**3, n * n, n, "hassejax.tasks.butterfly_mask(n)")
+    _check_family_memory("butterfly", n, n, n**3, n * n, n, "hassejax.tasks.butterfly_mask(n, form='intervals')")
     sources = {Token("agg", k): tuple(_w(j) for j in (k - 1, k + 1) if 1 <= j <= n) for k in range(1, n + 1)}
     tasks = []
     for k in range(1, n + 1):
