@@ -10,8 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Shaped
 
+from .._checks import check_memory
 from ..errors import MaskError
-from ._args import check_mask_memory, checked, describe, integer, is_traced, positive, require
+from ._args import checked, describe, integer, is_traced, positive, require
 from ._intervals import _INDEX, IntervalMask, check_host_memory, runs_bytes
 from ._mask_mod import evaluate_mask_mod
 
@@ -48,6 +49,20 @@ def _array_arg(value, name: str):
     return value
 
 
+def _check_array_memory(value, name: str, who: str) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `name` before `value` is copied.
+
+    Counts its device copy (its itemsize an entry) and four bool temporaries of its shape.
+    """
+    shape = tuple(int(d) for d in value.shape)
+    entries = int(np.prod(shape, dtype=object))
+    check_memory(
+        entries * (np.dtype(value.dtype).itemsize + 4),
+        f"{who} of an array of shape {shape} (its device copy and bool temporaries)",
+        name,
+    )
+
+
 def _first_bad(bad, value) -> str:
     """Index and value of the first True entry of `bad` in a concrete array."""
     bad_np = np.asarray(bad)
@@ -76,29 +91,41 @@ def _block_rows(n_kv: int) -> int:
     return 1 << (rows.bit_length() - 1)  # a power of two: few shapes, one compile
 
 
-def _runs_kernel(fn: Callable, n: int, n_kv: int, rows: int, k: int, b: int, h: int, name: str) -> Callable:
-    """Jitted: the first `k` runs of the rows ``q0 .. q0 + rows - 1`` of ``fn`` (rows past `n` repeat row n - 1)."""
-    kv = jnp.arange(n_kv, dtype=jnp.int32)
-    offsets = jnp.arange(rows, dtype=jnp.int32)
+def _edges_kernel(fn: Callable, n: int, rows: int, width: int, b: int, h: int, name: str) -> Callable:
+    """Jitted: where rows ``q0 .. q0 + rows - 1`` of ``fn`` change value along the keys.
 
-    def first_k(flags):
-        return jnp.nonzero(flags, size=k, fill_value=n_kv)[0].astype(jnp.int32)
+    Returns Boolean ``edges`` of shape ``(rows, width)``, ``width >= n + 1`` a multiple of 8:
+    ``edges[r, j] = M[q, j] != M[q, j - 1]`` with ``M[q, -1] = M[q, n] = False`` (so a row's
+    edges alternate run start, run stop), False past `n`. Rows past `n` repeat row ``n - 1``.
+    """
+    kv = jnp.arange(n, dtype=jnp.int32)
+    offsets = jnp.arange(rows, dtype=jnp.int32)
 
     @jax.jit
     def kernel(q0):
         q = jnp.minimum(q0 + offsets, n - 1)
         m = evaluate_mask_mod(fn, q, kv, b, h, name)
-        before = jnp.pad(m[:, :-1], ((0, 0), (1, 0)))
-        after = jnp.pad(m[:, 1:], ((0, 0), (0, 1)))
-        opens = m & ~before
-        closes = m & ~after
-        counts = jnp.sum(opens, axis=1, dtype=jnp.int32)
-        starts = jax.vmap(first_k)(opens)
-        stops = jax.vmap(first_k)(closes)
-        used = jnp.arange(k, dtype=jnp.int32)[None, :] < counts[:, None]
-        return starts, jnp.where(used, stops + 1, n_kv), counts
+        padded = jnp.pad(m, ((0, 0), (1, width - n)))  # one False before, False after
+        return padded[:, 1:] != padded[:, :-1]
 
     return kernel
+
+
+def _edge_positions(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column of every True entry of a Boolean ``(rows, width)`` block, width a multiple of 8.
+
+    Scans 8 entries at a time as uint64 words (edges are sparse), then opens only the words
+    that hold an edge: about ``rows · width / 8`` word reads instead of ``rows · width``.
+    """
+    rows, width = edges.shape
+    words = np.ascontiguousarray(edges).view(np.uint64).reshape(-1)
+    hit = np.flatnonzero(words)
+    if hit.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    octets = edges.reshape(-1, 8)[hit]
+    which, offset = np.nonzero(octets)
+    flat = hit[which] * 8 + offset
+    return flat // width, flat % width
 
 
 def mask_mod_runs(
@@ -113,10 +140,10 @@ def mask_mod_runs(
     """Runs of ``M[q, k] = fn(b, h, q, k)`` over the square ``n × n`` grid, rows in blocks (private).
 
     Each block of rows (about 8 Mi entries) is evaluated by one jitted, vmapped kernel that
-    also finds the runs of each row on the device (run openings and closings, their first
-    ``k`` positions with :func:`jax.numpy.nonzero`); only the ``(rows, k)`` run arrays come
-    back to the host. ``k`` starts at 4 and doubles (one recompile) whenever a row has more
-    runs. Memory: one block plus ``O(n · k)``; time: ``n²`` evaluations of `fn`.
+    also marks where each row changes value (fused with `fn` on the device); the host reads
+    that block 8 entries at a time (as uint64 words) and turns the few changes into runs.
+    Memory: one block plus ``O(n · k)`` for ``k`` runs a row; time: ``n²`` evaluations of
+    `fn` and about one pass over them. One compile, whatever ``k`` turns out to be.
 
     **Returns:** `(starts, stops)` arrays of shape `(n, k)` in the normal form of
     :class:`~hassejax.masks.IntervalMask`.
@@ -125,35 +152,41 @@ def mask_mod_runs(
     :class:`~hassejax.errors.MemoryBudgetError` when the runs would not fit;
     ``_Unstructured`` when a row needs more than `max_runs` runs.
     """
-    rows = min(_block_rows(n), 1 << (max(n, 1) - 1).bit_length())
-    k = 4
-    kernel = _runs_kernel(fn, n, n, rows, k, b, h, name)
+    rows = min(_block_rows(n), 1 << (n - 1).bit_length())
+    width = 8 * (n // 8 + 1)  # >= n + 1 and a multiple of 8
+    kernel = _edges_kernel(fn, n, rows, width, b, h, name)
     parts: list[tuple[np.ndarray, np.ndarray]] = []
-    q0 = 0
-    while q0 < n:
+    widest = 1
+    check_host_memory(runs_bytes(n, 1), f"the interval form of `{name}` (n = {n})", name)
+    for q0 in range(0, n, rows):
         try:
-            s, e, counts = jax.device_get(kernel(jnp.asarray(q0, dtype=jnp.int32)))
-        except jax.errors.ConcretizationTypeError as exc:  # pragma: no cover - depends on the caller's trace
-            raise MaskError(f"`{name}`: the interval form is built on the host; call it outside jax.jit ({exc}).") from exc
-        need = int(counts.max())
-        if need > k:
-            if max_runs is not None and need > max_runs:
-                raise _Unstructured(need)
-            k = 1 << (need - 1).bit_length()
-            check_host_memory(runs_bytes(n, k), f"the interval form of `{name}` with {k} runs a row (n = {n})", name)
-            kernel = _runs_kernel(fn, n, n, rows, k, b, h, name)
-            continue  # redo this block with room for every run
+            edges = np.asarray(jax.device_get(kernel(jnp.asarray(q0, dtype=jnp.int32))))
+        except jax.errors.TracerArrayConversionError as exc:
+            raise MaskError(f"`{name}`: the interval form is built on the host; call it outside jax.jit.") from exc
         take = min(rows, n - q0)
-        parts.append((np.asarray(s[:take]), np.asarray(e[:take])))
-        q0 += take
-    width = max(1, max(int(c.max()) for c in (np.sum(s < e, axis=1) for s, e in parts)))
-    starts = np.full((n, width), n, _INDEX)
-    stops = np.full((n, width), n, _INDEX)
+        r, col = _edge_positions(edges[:take])
+        counts = np.bincount(r, minlength=take)  # edges a row: twice its runs
+        k = max(1, int(counts.max()) // 2)
+        if max_runs is not None and k > max_runs:
+            raise _Unstructured(k)
+        if k > widest:
+            widest = k
+            check_host_memory(
+                runs_bytes(n, widest), f"the interval form of `{name}` with {widest} runs a row (n = {n})", name
+            )
+        slot = np.arange(r.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        s = np.full((take, k), n, _INDEX)
+        e = np.full((take, k), n, _INDEX)
+        even = slot % 2 == 0
+        s[r[even], slot[even] // 2] = col[even]
+        e[r[~even], slot[~even] // 2] = col[~even]
+        parts.append((s, e))
+    starts = np.full((n, widest), n, _INDEX)
+    stops = np.full((n, widest), n, _INDEX)
     r0 = 0
     for s, e in parts:
-        cols = min(width, s.shape[1])
-        starts[r0 : r0 + s.shape[0], :cols] = s[:, :cols]
-        stops[r0 : r0 + s.shape[0], :cols] = e[:, :cols]
+        starts[r0 : r0 + s.shape[0], : s.shape[1]] = s
+        stops[r0 : r0 + s.shape[0], : s.shape[1]] = e
         r0 += s.shape[0]
     return starts, stops
 
@@ -178,10 +211,11 @@ def from_mask_mod(
     With ``form="intervals"`` the result is the compressed exact
     :class:`~hassejax.masks.IntervalMask` and no ``(n, n)`` array is made: the rows are
     evaluated a block at a time (about 8 Mi entries: 64 rows at n = 131,072), each block
-    by one jitted, vmapped kernel that also finds the key runs of its rows on the device;
-    memory stays ``O(block + n · k)`` for ``k`` runs a row (``k`` grows as needed). Time is
-    still ``n²`` evaluations of `fn` (a callable cannot be skipped over); the structured
-    constructors (:mod:`hassejax.masks.structured`) build the library masks in ``O(n · k)``.
+    by one jitted, vmapped kernel that also marks where each row changes value; the host
+    reads those changes a word at a time and keeps only the runs. Memory stays
+    ``O(block + n · k)`` for ``k`` runs a row. Time is still ``n²`` evaluations of `fn` (a
+    callable cannot be skipped over); the structured constructors
+    (:mod:`hassejax.masks.structured`) build the library masks in ``O(n · k)``.
     ``form="auto"`` gives the dense array up to ``2**26`` entries (n = 8192) or for a
     rectangular grid, the interval form above; if the rows then turn out truly
     unstructured (more than ``n / 8`` runs a row: the runs would take more bytes than the
@@ -230,7 +264,12 @@ def from_mask_mod(
             pass  # auto: runs would outweigh the dense mask; fall through to the dense array
         else:
             return IntervalMask(starts, stops, n, _normal=True)
-    check_mask_memory(n, n_kv, "from_mask_mod")
+    check_memory(
+        5 * n * n_kv,
+        f"from_mask_mod: a dense mask of shape ({n}, {n_kv}) (bool plus int32 intermediates)",
+        "n",
+        hint="Use a smaller n, or form='intervals' (an IntervalMask: no dense (n, n) array).",
+    )
     q_idx = jnp.arange(n, dtype=jnp.int32)
     kv_idx = jnp.arange(n_kv, dtype=jnp.int32)
     return evaluate_mask_mod(fn, q_idx, kv_idx, b, h, "fn")
@@ -271,7 +310,9 @@ def from_additive_bias(
     **Raises:** :class:`~hassejax.errors.MaskError` for a Boolean or complex dtype, a rank
     below 2, a non-negative `threshold`, or an entry that is neither `0` nor blocked
     (the message gives how many, the first index and its value). Traced inputs are
-    checked with :func:`equinox.error_if`.
+    checked with :func:`equinox.error_if`. :class:`~hassejax.errors.MemoryBudgetError`
+    (naming `bias`) if its copy and the Boolean temporaries would not fit, estimated from
+    its shape and dtype before anything is copied.
     """
     dtype = bias.dtype
     if dtype == np.bool_ or not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
@@ -279,7 +320,7 @@ def from_additive_bias(
             f"`bias` must have a real (float or integer) dtype; got dtype {dtype}. "
             "A Boolean array is already a mask (True = may attend); use it directly."
         )
-    check_mask_memory(int(np.prod(bias.shape[:-1])), bias.shape[-1], "from_additive_bias")
+    _check_array_memory(bias, "bias", "from_additive_bias")
     x = jnp.asarray(bias)
     allowed = x == 0
     blocked = (x == -jnp.inf) if threshold is None else (x <= threshold)
@@ -310,11 +351,14 @@ def from_blocked(blocked: Shaped[ArrayLike, "*batch n_q n_k"]) -> Bool[Array, "*
     **Raises:** :class:`~hassejax.errors.MaskError` for a rank below 2, a complex or
     non-numeric dtype, or a value other than 0/1 (the message gives the first one).
     Traced inputs are checked with :func:`equinox.error_if`.
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `blocked`) if its copy and the
+    Boolean temporaries would not fit, estimated from its shape and dtype before anything
+    is copied.
     """
     dtype = blocked.dtype
     if not (dtype == np.bool_ or jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
         raise MaskError(f"`blocked` must have a bool, integer or float dtype holding 0/1; got dtype {dtype}.")
-    check_mask_memory(int(np.prod(blocked.shape[:-1])), blocked.shape[-1], "from_blocked")
+    _check_array_memory(blocked, "blocked", "from_blocked")
     x = jnp.asarray(blocked)
     if dtype == np.bool_:
         return ~x

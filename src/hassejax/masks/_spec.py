@@ -120,7 +120,7 @@ def _form_arg(value, name: str) -> str:
     )
 
 
-_COMBINE = {ast.BitOr: ("|", "union"), ast.BitAnd: ("&", "intersection")}
+_COMBINE = {ast.BitOr: ("|", "a union"), ast.BitAnd: ("&", "an intersection")}
 
 
 def _segment(source: str, node: ast.AST) -> str:
@@ -187,32 +187,40 @@ def from_spec(text: str, *, form: Literal["dense", "intervals"] = "dense") -> Bo
         raise MaskError(f"mask spec {text!r} is not valid syntax ({exc.msg}); expected NAME(arg=value, ...).") from None
     except (RecursionError, MemoryError):
         raise MaskError(f"mask spec {text!r} is nested too deeply to parse.") from None
-    try:
-        mask, _ = _build(tree.body, source, text, registry)
-    except RecursionError:
-        raise MaskError(f"mask spec {text!r} combines too many parts (nested too deeply).") from None
+    mask, _ = _build(tree.body, source, text, registry)
     return mask
 
 
-def _build(node: ast.AST, source: str, text: str, registry: dict):
-    """The mask of one node of a parsed spec and its size `n` (a call, or `|`/`&` of two nodes)."""
-    if isinstance(node, ast.BinOp) and type(node.op) in _COMBINE:
-        left, n_left = _build(node.left, source, text, registry)
-        right, n_right = _build(node.right, source, text, registry)
-        symbol, word = _COMBINE[type(node.op)]
-        if n_left != n_right:
-            raise MaskError(
-                f"mask spec {text!r}: the parts of a {word} ({symbol}) must have the same n (number of positions); "
-                f"`{_segment(source, node.left)}` has n = {n_left} but `{_segment(source, node.right)}` has n = {n_right}."
-            )
-        return (left | right if symbol == "|" else left & right), n_left
-    if isinstance(node, ast.BoolOp):
-        word = "or" if isinstance(node.op, ast.Or) else "and"
-        raise MaskError(
-            f"mask spec {text!r}: combine masks with | (union) and & (intersection), not `{word}`."
-        )
-    mask = _call(node, source, text, registry)
-    return mask, int(mask.shape[0])
+def _build(root: ast.AST, source: str, text: str, registry: dict):
+    """The mask of a parsed spec and its size `n`: calls combined with `|`/`&`, left to right.
+
+    Iterative (an explicit stack, not recursion), so a long chain ``a | b | c | ...`` of
+    any length works.
+    """
+    stack: list[tuple[ast.AST, bool]] = [(root, False)]
+    values: list[tuple] = []
+    while stack:
+        node, combined = stack.pop()
+        if isinstance(node, ast.BinOp) and type(node.op) in _COMBINE:
+            if not combined:  # parts first (left before right), then this node
+                stack += [(node, True), (node.right, False), (node.left, False)]
+                continue
+            (right, n_right), (left, n_left) = values.pop(), values.pop()
+            symbol, word = _COMBINE[type(node.op)]
+            if n_left != n_right:
+                raise MaskError(
+                    f"mask spec {text!r}: the parts of {word} ({symbol}) must have the same n (number of "
+                    f"positions); `{_segment(source, node.left)}` has n = {n_left} but "
+                    f"`{_segment(source, node.right)}` has n = {n_right}."
+                )
+            values.append((left | right if symbol == "|" else left & right, n_left))
+            continue
+        if isinstance(node, ast.BoolOp):
+            word = "or" if isinstance(node.op, ast.Or) else "and"
+            raise MaskError(f"mask spec {text!r}: combine masks with | (union) and & (intersection), not `{word}`.")
+        mask = _call(node, source, text, registry)
+        values.append((mask, int(mask.shape[0])))
+    return values[0]
 
 
 def _call(call: ast.AST, source: str, text: str, registry: dict):

@@ -763,9 +763,9 @@ def block_diffusion(n: int, block_size: int) -> IntervalMask:
 
     ```python
     >>> from hassejax.masks import structured
-    >>> m = structured.block_diffusion(4, block_size=2)
-    >>> m.n, m.row(2), m.row(6)
-    (8, [(2, 4), (4, 6)], [(4, 8)])
+    >>> m = structured.block_diffusion(6, block_size=2)   # slots x_t 0..5, x_0 6..11
+    >>> m.n, m.row(2), m.row(8)
+    (12, [(2, 4), (6, 8)], [(6, 10)])
 
     ```
 
