@@ -12,6 +12,7 @@ import pytest
 
 import hassejax._checks
 from hassejax.errors import MaskError, MemoryBudgetError
+from hassejax.masks import from_additive_bias, from_blocked, from_mask_mod
 from hassejax.order import HasseDiagram, convergence_depth, layer_adjacency, reachability
 from hassejax.tasks import (
     Task,
@@ -205,3 +206,29 @@ def test_merge_sparsify_audit_dense_estimate_before_allocating(monkeypatch):
     # a 22-slot task's closure fits, its reached-token sets (at 1 MB a dependent pair) do not
     monkeypatch.setattr(importlib.import_module("hassejax.tasks.audit"), "_PAIR_BYTES", 10**6)
     _budget_error(lambda: reached_tokens(task), "task", "dependent pairs")
+
+
+# ----------------------------------------------------------------- converters
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: from_additive_bias(np.broadcast_to(np.float32(0.0), (N, N))), "bias"),
+        (lambda: from_additive_bias(np.broadcast_to(np.float32(-np.inf), (4, N // 4, N))), "bias"),
+        (lambda: from_blocked(np.broadcast_to(np.int8(0), (N, N))), "blocked"),
+        (lambda: from_blocked(np.broadcast_to(np.array(False), (N, N))), "blocked"),
+        (lambda: from_mask_mod(lambda b, h, q, k: q >= k, N), "n"),
+        (lambda: from_mask_mod(lambda b, h, q, k: q >= k, 8, n_kv=N * N), "n"),
+    ],
+    ids=["bias", "bias_batched", "blocked_int", "blocked_bool", "mask_mod", "mask_mod_rectangular"],
+)
+def test_huge_converter_inputs_raise_before_copying(call, name):
+    _budget_error(call, name, "GiB")
+
+
+def test_converter_estimate_counts_the_input_dtype(monkeypatch):
+    """A float64 bias costs its 8-byte copy too: 1000 x 1000 needs 12 MB, over a 10 MB budget."""
+    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 12_500_000)
+    _budget_error(lambda: from_additive_bias(np.zeros((1000, 1000))), "bias", "(1000, 1000)")
+    from_blocked(np.zeros((1000, 1000), np.int8))  # 5 MB: fits
