@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 import hassejax._checks
+import hassejax.cli
+from hassejax.cli import main
 from hassejax.errors import MaskError, MemoryBudgetError
 from hassejax.masks import from_additive_bias, from_blocked, from_mask_mod
 from hassejax.order import HasseDiagram, convergence_depth, layer_adjacency, reachability
@@ -232,3 +234,45 @@ def test_converter_estimate_counts_the_input_dtype(monkeypatch):
     monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 12_500_000)
     _budget_error(lambda: from_additive_bias(np.zeros((1000, 1000))), "bias", "(1000, 1000)")
     from_blocked(np.zeros((1000, 1000), np.int8))  # 5 MB: fits
+
+
+# ----------------------------------------------------------------- command line
+
+
+def _cli(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_mask_over_the_budget_is_one_line(capsys):
+    # 300000 rows of 100001 key runs: over a TiB in interval form, estimated before building
+    rc, out, err = _cli(capsys, "analyze", "dilated(n=300000, window=100000, dilation=2)")
+    assert rc == 2 and out == ""
+    assert err.startswith("hassejax: error: ") and err.count("\n") == 1, err
+    assert "GiB" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [MemoryError("Unable to allocate 83.8 GiB for an array"), RuntimeError("RESOURCE_EXHAUSTED: Out of memory")],
+    ids=["numpy", "xla"],
+)
+def test_cli_raw_out_of_memory_is_one_line(capsys, monkeypatch, exc):
+    def boom(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(hassejax.cli, "analyze", boom)
+    rc, out, err = _cli(capsys, "analyze", "causal(n=8)")
+    assert rc == 2 and out == ""
+    assert err.startswith("hassejax: error: out of memory") and err.count("\n") == 1, err
+    assert "memory budget" in err and str(exc) in err
+
+
+def test_cli_other_runtime_errors_are_not_hidden(monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(hassejax.cli, "analyze", boom)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["analyze", "causal(n=8)"])

@@ -16,8 +16,8 @@ Subcommands (each one function ``_cmd_NAME(args) -> int`` plus a parser builder
   derive a mask from a task family (spec hasse.md §2–3): the merged slots, mask, labels,
   sparsest variant and leakage audit.
 
-Exit codes: 0 success, 2 bad input (mask spec, file, options; one line on stderr, no
-traceback), 1 an output file that could not be written.
+Exit codes: 0 success, 2 bad input (mask spec, file, options, or a mask too large for the
+memory budget; one line on stderr, no traceback), 1 an output file that could not be written.
 """
 
 from __future__ import annotations
@@ -387,8 +387,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     - `argv`: the arguments without the program name (default: ``sys.argv[1:]``).
 
     **Returns:** the exit code: 0 on success, 2 for bad input (argparse usage errors, a bad
-    mask spec or file), 1 if an output file cannot be written. Errors are one line on
-    stderr, ``hassejax: error: ...``, without a traceback.
+    mask spec or file, a computation over the memory budget: the library's
+    :class:`~hassejax.errors.MemoryBudgetError`, or as a last resort a raw ``MemoryError``
+    or XLA ``RESOURCE_EXHAUSTED`` that no estimate caught), 1 if an output file cannot be
+    written. Errors are one line on stderr, ``hassejax: error: ...``, without a traceback.
     """
     parser = build_parser()
     try:
@@ -403,6 +405,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _OutputError as err:
         print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
         return 1
+    except (MemoryError, RuntimeError) as err:
+        # Every entry point estimates memory before allocating (MemoryBudgetError, reported
+        # above as bad input); this is the last resort for an allocation no estimate foresaw.
+        text = _one_line(str(err))
+        if isinstance(err, RuntimeError) and "RESOURCE_EXHAUSTED" not in text:
+            raise
+        print(
+            f"{PROG}: error: out of memory, over the memory budget of this machine ({type(err).__name__}: "
+            f"{text[:300]}); use a smaller n, or a mask spec with fewer key runs a row.",
+            file=sys.stderr,
+        )
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
