@@ -65,13 +65,20 @@ def interval_masks(draw, max_n: int = 24):
     for q in range(n):
         s_arr[q, : len(starts[q])] = starts[q]
         e_arr[q, : len(stops[q])] = stops[q]
+    return (s_arr, e_arr, n), dense
+
+
+def build(case):
+    """The IntervalMask of a drawn case (built in the test body, outside the strategy: runtime type
+    checks sample with the `random` module, which hypothesis forbids inside strategies)."""
+    (s_arr, e_arr, n), dense = case
     return IntervalMask.from_runs(s_arr, e_arr, n), dense
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(interval_masks())
 def test_powers_limit_depth_classes_equal_dense(case):
-    m, dense = case
+    m, dense = build(case)
     assert (m.to_dense() == dense).all()
     a = dense | np.eye(m.n, dtype=bool)
     powers = dense_powers(a)
@@ -103,7 +110,7 @@ def test_powers_limit_depth_classes_equal_dense(case):
 @given(interval_masks(max_n=40))
 def test_large_quotient_paths_equal_dense_diagram(case):
     """The counts computed without the quotient order (as for long sequences) equal the diagram's."""
-    m, dense = case
+    m, dense = build(case)
     small = flow_summary(m)
     big = flow_summary(m, quotient_limit=1)
     assert big.num_classes == small.num_classes
@@ -120,6 +127,7 @@ def test_large_quotient_paths_equal_dense_diagram(case):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(interval_masks(max_n=16), min_size=2, max_size=4))
 def test_layer_stacks_equal_dense(cases):
+    cases = [build(c) for c in cases]
     n = cases[0][0].n
     cases = [c for c in cases if c[0].n == n]
     layers = [c[0] for c in cases]

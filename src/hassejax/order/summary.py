@@ -308,52 +308,91 @@ def flow_summary(
                 f"{type(mask).__name__} of shape {shape}."
             )
     route, reason, intervals = choose_route(mask, method)
-    if route == "structured":
-        return _structured_summary(intervals, layers, reason, int(quotient_limit))
-    return _dense_summary(mask, layers, route, reason, int(quotient_limit))
+    flow = _StructuredFlow(intervals) if route == "structured" else _DenseFlow(np.asarray(mask), route)
+    return _summarize(flow, route, reason, layers, int(quotient_limit))
 
 
-def _structured_summary(mask: IntervalMask, layers, reason: str, quotient_limit: int) -> FlowSummary:
-    from ._structured import PowerTable
-    from ._structured_poset import (
-        chain_depth,
-        covers_count,
-        interval_depth_width,
-        quotient_matrix,
-        row_classes,
-        strict_down_sets,
+def _summarize(flow, route: str, reason: str, layers: tuple[int, ...], quotient_limit: int) -> FlowSummary:
+    """Run the stages of one route, timing each, and collect the :class:`FlowSummary`."""
+    seconds: dict[str, float] = {}
+
+    def stage(name, fn, *args):
+        t = time.perf_counter()
+        out = fn(*args)
+        seconds[name] = time.perf_counter() - t
+        return out
+
+    limit_counts = stage("limit", flow.limit_counts)
+    lstar = stage("convergence_depth", flow.depth)
+    limit_total = int(limit_counts.sum())
+
+    def reach_stats():
+        return [
+            _stats(limit_counts if num >= lstar else flow.counts(num), limit_total, num, num >= lstar)
+            for num in layers
+        ]
+
+    reach = stage("layers", reach_stats)
+    num_classes, sizes = stage("classes", flow.classes)
+    depth, width, edges, diagram, not_computed = stage("order", flow.order, quotient_limit)
+    return FlowSummary(
+        n=flow.n,
+        route=route,
+        route_reason=reason,
+        layers=layers,
+        reach=tuple(reach),
+        limit=_stats(limit_counts, limit_total, None, True),
+        convergence_depth=lstar,
+        num_classes=num_classes,
+        class_sizes=sizes,
+        depth=depth,
+        width=width,
+        num_hasse_edges=edges,
+        not_computed=not_computed,
+        seconds=seconds,
+        _diagram=diagram,
     )
 
-    seconds: dict[str, float] = {}
-    t = time.perf_counter()
-    table = PowerTable(mask.with_diagonal(), name="mask")
-    r = table.limit()
-    seconds["limit"] = time.perf_counter() - t
-    t = time.perf_counter()
-    lstar = table.depth()
-    seconds["convergence_depth"] = time.perf_counter() - t
 
-    t = time.perf_counter()
-    limit_counts = r.row_counts()
-    limit_total = int(limit_counts.sum())
-    reach = []
-    for num in layers:
-        counts = limit_counts if num >= lstar else table.power(num).row_counts()
-        reach.append(_stats(counts, limit_total, num, num >= lstar))
-    seconds["layers"] = time.perf_counter() - t
+class _StructuredFlow:
+    """The structured route's stages on an :class:`IntervalMask` (no ``n × n`` array)."""
 
-    t = time.perf_counter()
-    cls = row_classes(r)
-    seconds["classes"] = time.perf_counter() - t
+    def __init__(self, mask: IntervalMask):
+        from ._structured import PowerTable
 
-    t = time.perf_counter()
-    not_computed: dict[str, str] = {}
-    depth = width = edges = None
-    diagram = None
-    if cls.num_classes <= quotient_limit:
-        diagram = _diagram_from_quotient(quotient_matrix(r, cls), cls, mask.n)
-        depth, width, edges = diagram.depth, diagram.width, len(diagram.edges)
-    else:
+        self.n = mask.n
+        self.table = PowerTable(mask.with_diagonal(), name="mask")
+
+    def limit_counts(self) -> np.ndarray:
+        self.limit = self.table.limit()
+        return self.limit.row_counts()
+
+    def depth(self) -> int:
+        return self.table.depth()
+
+    def counts(self, num_layers: int) -> np.ndarray:
+        return self.table.power(num_layers).row_counts()
+
+    def classes(self):
+        from ._structured_poset import row_classes
+
+        self.cls = row_classes(self.limit)
+        return self.cls.num_classes, self.cls.sizes
+
+    def order(self, quotient_limit: int):
+        from ._structured_poset import (
+            chain_depth,
+            covers_count,
+            interval_depth_width,
+            quotient_matrix,
+            strict_down_sets,
+        )
+
+        r, cls = self.limit, self.cls
+        if cls.num_classes <= quotient_limit:
+            diagram = _diagram_from_quotient(quotient_matrix(r, cls), cls, self.n)
+            return diagram.depth, diagram.width, len(diagram.edges), diagram, {}
+        depth = width = edges = None
         if r.num_runs == 1:
             depth, width = interval_depth_width(r, cls)
         if cls.contiguous:
@@ -362,6 +401,7 @@ def _structured_summary(mask: IntervalMask, layers, reason: str, quotient_limit:
             if depth is None:
                 depth = chain_depth(down)
         big = f"{cls.num_classes} classes (> quotient_limit = {quotient_limit})"
+        not_computed = {}
         if width is None:
             not_computed["width"] = (
                 f"{big} and rows of R with {r.num_runs} runs: Dilworth's theorem needs the dense quotient order"
@@ -371,24 +411,48 @@ def _structured_summary(mask: IntervalMask, layers, reason: str, quotient_limit:
             not_computed["num_hasse_edges"] = why
             if depth is None:
                 not_computed["depth"] = why
-    seconds["order"] = time.perf_counter() - t
-    return FlowSummary(
-        n=mask.n,
-        route="structured",
-        route_reason=reason,
-        layers=layers,
-        reach=tuple(reach),
-        limit=_stats(limit_counts, limit_total, None, True),
-        convergence_depth=lstar,
-        num_classes=cls.num_classes,
-        class_sizes=cls.sizes,
-        depth=depth,
-        width=width,
-        num_hasse_edges=edges,
-        not_computed=not_computed,
-        seconds=seconds,
-        _diagram=diagram,
-    )
+        return depth, width, edges, None, not_computed
+
+
+class _DenseFlow:
+    """The dense routes' stages (``"matmul"`` or ``"bitpacked"``) on a Boolean ``(n, n)`` array."""
+
+    def __init__(self, dense: np.ndarray, method: str):
+        self.n = dense.shape[-1]
+        self.dense = dense
+        self.method = method
+
+    def limit_counts(self) -> np.ndarray:
+        from .closure import reachability
+
+        self.limit = np.asarray(reachability(self.dense, method=self.method))
+        return self.limit.sum(axis=1)
+
+    def depth(self) -> int:
+        from .closure import convergence_depth
+
+        return int(convergence_depth(self.dense))
+
+    def counts(self, num_layers: int) -> np.ndarray:
+        from .closure import reachability
+
+        return np.asarray(reachability(self.dense, num_layers, method=self.method)).sum(axis=1)
+
+    def classes(self):
+        from .poset import classes
+
+        labels, c = classes(self.limit, check=False)
+        self.num_classes = c
+        return c, np.bincount(np.asarray(labels), minlength=c).astype(np.int64)
+
+    def order(self, quotient_limit: int):
+        from .hasse import HasseDiagram
+
+        if self.num_classes <= quotient_limit:
+            diagram = HasseDiagram.from_reachability(self.limit, check=False)
+            return diagram.depth, diagram.width, len(diagram.edges), diagram, {}
+        why = f"{self.num_classes} classes (> quotient_limit = {quotient_limit}) on the dense route"
+        return None, None, None, None, {"depth": why, "width": why, "num_hasse_edges": why}
 
 
 def _diagram_from_quotient(order: np.ndarray, cls, n: int):
@@ -400,61 +464,3 @@ def _diagram_from_quotient(order: np.ndarray, cls, n: int):
     diagram = HasseDiagram.__new__(HasseDiagram)
     diagram._init(members, cls.labels, n, order, cover)
     return diagram
-
-
-def _dense_summary(mask, layers, route: str, reason: str, quotient_limit: int) -> FlowSummary:
-    import jax.numpy as jnp
-
-    from .closure import convergence_depth, reachability
-    from .hasse import HasseDiagram
-    from .poset import classes
-
-    method = route
-    dense = np.asarray(mask)
-    seconds: dict[str, float] = {}
-    t = time.perf_counter()
-    r = np.asarray(reachability(dense, method=method))
-    seconds["limit"] = time.perf_counter() - t
-    t = time.perf_counter()
-    lstar = int(convergence_depth(dense))
-    seconds["convergence_depth"] = time.perf_counter() - t
-    t = time.perf_counter()
-    limit_counts = r.sum(axis=1)
-    limit_total = int(limit_counts.sum())
-    reach = []
-    for num in layers:
-        counts = limit_counts if num >= lstar else np.asarray(reachability(dense, num, method=method)).sum(axis=1)
-        reach.append(_stats(counts, limit_total, num, num >= lstar))
-    seconds["layers"] = time.perf_counter() - t
-    t = time.perf_counter()
-    labels, c = classes(jnp.asarray(r), check=False)
-    sizes = np.bincount(np.asarray(labels), minlength=c).astype(np.int64)
-    seconds["classes"] = time.perf_counter() - t
-    t = time.perf_counter()
-    diagram = None
-    not_computed: dict[str, str] = {}
-    depth = width = edges = None
-    if c <= quotient_limit:
-        diagram = HasseDiagram.from_reachability(jnp.asarray(r), check=False)
-        depth, width, edges = diagram.depth, diagram.width, len(diagram.edges)
-    else:
-        why = f"{c} classes (> quotient_limit = {quotient_limit}) on the dense route"
-        not_computed = {"depth": why, "width": why, "num_hasse_edges": why}
-    seconds["order"] = time.perf_counter() - t
-    return FlowSummary(
-        n=dense.shape[-1],
-        route=route,
-        route_reason=reason,
-        layers=layers,
-        reach=tuple(reach),
-        limit=_stats(limit_counts, limit_total, None, True),
-        convergence_depth=lstar,
-        num_classes=c,
-        class_sizes=sizes,
-        depth=depth,
-        width=width,
-        num_hasse_edges=edges,
-        not_computed=not_computed,
-        seconds=seconds,
-        _diagram=diagram,
-    )
