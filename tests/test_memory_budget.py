@@ -14,7 +14,7 @@ import hassejax._checks
 import hassejax.cli
 from hassejax.cli import main
 from hassejax.errors import MaskError, MemoryBudgetError
-from hassejax.masks import from_additive_bias, from_blocked, from_mask_mod
+from hassejax.masks import and_masks, from_additive_bias, from_blocked, from_mask_mod, or_masks
 from hassejax.order import HasseDiagram, convergence_depth, layer_adjacency, reachability
 from hassejax.tasks import (
     Task,
@@ -79,6 +79,11 @@ def test_huge_zero_stride_mask_raises_before_copying(mask, call):
     msg = _budget_error(lambda: call(mask), "mask", f"n = {N}", "IntervalMask")
     # the estimate and the free memory, both in GiB
     assert msg.count("GiB") >= 2
+
+
+def test_huge_preorder_raises_before_copying():
+    _budget_error(lambda: HasseDiagram.from_reachability(BIG), "reach", f"n = {N}")
+    _budget_error(lambda: HasseDiagram.from_reachability(BIG, check=False), "reach", f"n = {N}")
 
 
 def test_huge_layer_masks_raise_before_copying():
@@ -227,6 +232,11 @@ def test_merge_sparsify_audit_dense_estimate_before_allocating(monkeypatch):
 )
 def test_huge_converter_inputs_raise_before_copying(call, name):
     _budget_error(call, name, "GiB")
+
+
+@pytest.mark.parametrize("combine", [and_masks, or_masks])
+def test_huge_combinations_raise_before_copying(combine):
+    _budget_error(lambda: combine(BIG, BIG_PREFIX), "masks", "2 masks of shape (300000, 300000)")
 
 
 def test_converter_estimate_counts_the_input_dtype(monkeypatch):

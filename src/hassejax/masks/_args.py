@@ -58,8 +58,15 @@ def check_mask_memory(n_q: int, n_k: int, name: str = "mask") -> None:
     """Raise :class:`~hassejax.errors.MemoryBudgetError` before building an `(n_q, n_k)` mask that cannot fit.
 
     Counts the Boolean result plus one int32 intermediate of the same shape (5 bytes an entry).
+    `name` is the constructor; the message gives the shape its size arguments ask for.
     """
-    check_memory(5 * n_q * n_k, f"a mask of shape ({n_q}, {n_k}) (bool plus int32 intermediates)", name=name)
+    check_memory(
+        5 * n_q * n_k,
+        f"a mask of shape ({n_q}, {n_k}) (bool plus int32 intermediates)",
+        name=name,
+        hint="Use a smaller n, or the constructor's interval form (hassejax.masks.structured, or "
+        "from_spec(..., form='intervals')): an IntervalMask needs no dense (n, n) array.",
+    )
 
 
 def index_grid(n_q: int, n_k: int) -> tuple[jax.Array, jax.Array]:

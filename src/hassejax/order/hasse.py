@@ -217,9 +217,14 @@ class HasseDiagram:
         :func:`hassejax.order.classes` (sorted by reach-set size, then smallest member).
 
         **Raises:** :class:`~hassejax.errors.MaskError` if `reach` is not a square Boolean
-        preorder.
+        preorder; :class:`~hassejax.errors.MemoryBudgetError` (naming `reach`) if its copies,
+        the classes and the quotient would not fit, estimated from its shape before anything
+        is copied.
         """
-        r = as_mask(reach, "reach", batched=False)
+        # Copies of `reach` and about four (n, n) arrays for the classes and the quotient (the
+        # check's matmul: four more).
+        memory = _dense_memory("reach", "the Hasse diagram of a preorder", extra=8 if check else 4, route=False)
+        r = as_mask(reach, "reach", batched=False, memory=memory)
         labels, c = _classes(r, check=check)
         order = _quotient_order(r, labels, c)
         cover = _cover_matrix(order)
