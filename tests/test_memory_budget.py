@@ -15,7 +15,17 @@ import hassejax.cli
 from hassejax.cli import main
 from hassejax.errors import MaskError, MemoryBudgetError
 from hassejax.masks import and_masks, from_additive_bias, from_blocked, from_mask_mod, or_masks
-from hassejax.order import HasseDiagram, convergence_depth, layer_adjacency, reachability
+from hassejax.order import (
+    HasseDiagram,
+    classes,
+    convergence_depth,
+    cover_matrix,
+    layer_adjacency,
+    longest_chain,
+    quotient_order,
+    reachability,
+    width,
+)
 from hassejax.tasks import (
     Task,
     Token,
@@ -86,6 +96,22 @@ def test_huge_preorder_raises_before_copying():
     _budget_error(lambda: HasseDiagram.from_reachability(BIG, check=False), "reach", f"n = {N}")
 
 
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: classes(BIG), "reach"),
+        (lambda: classes(BIG, check=False), "reach"),
+        (lambda: quotient_order(BIG, np.zeros(N, np.int32), 1), "reach"),
+        (lambda: cover_matrix(BIG), "order"),
+        (lambda: longest_chain(BIG), "relation"),
+        (lambda: width(BIG), "order"),
+    ],
+    ids=["classes", "classes_unchecked", "quotient_order", "cover_matrix", "longest_chain", "width"],
+)
+def test_huge_poset_inputs_raise_before_copying(call, name):
+    _budget_error(call, name, f"n = {N}")
+
+
 def test_huge_layer_masks_raise_before_copying():
     _budget_error(lambda: reachability(None, layer_masks=[BIG, BIG_PREFIX]), "layer_masks", "2 layer masks", f"n = {N}")
     stacked = np.broadcast_to(np.array(True), (3, N, N))
@@ -112,7 +138,9 @@ class _NoCopy:
 def test_estimate_runs_before_the_device_copy(monkeypatch):
     """The check sits between validation and ``jnp.asarray`` in ``as_mask``."""
     monkeypatch.setattr(hassejax._checks, "jnp", _NoCopy)
-    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 2**20)
+    monkeypatch.setattr(_NoCopy, "copies", 0)
+    # budget 80 kB: the two input copies alone (131 kB) exceed it, whatever the route
+    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 100_000)
     small = np.tril(np.ones((256, 256), bool))
     for call in (lambda: reachability(small), lambda: convergence_depth(small), lambda: HasseDiagram.from_mask(small)):
         _budget_error(call, "mask", "n = 256")
@@ -194,6 +222,7 @@ def test_huge_task_mask_raises_before_copying(monkeypatch):
     n = 30_000  # 0.9 GB a copy, against a 1 GiB machine (fewer Python tokens than N: faster)
     monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 2**30)
     monkeypatch.setattr(hassejax._checks, "jnp", _NoCopy)
+    monkeypatch.setattr(_NoCopy, "copies", 0)
     inputs = [Token("w", i) for i in range(n)]
     _budget_error(lambda: Task(inputs, np.broadcast_to(np.array(True), (n, n))), "mask", f"{n} slots")
     assert _NoCopy.copies == 0

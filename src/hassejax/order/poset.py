@@ -37,10 +37,21 @@ import scipy.sparse
 import scipy.sparse.csgraph
 from jaxtyping import Array, ArrayLike, Bool, Int
 
-from .._checks import as_mask
+from .._checks import as_mask, check_memory
 from ..errors import MaskError
 
 __all__ = ["classes", "quotient_order", "cover_matrix", "longest_chain", "width"]
+
+
+def _memory(name: str, what: str, matrices: int):
+    """A memory check for :func:`as_mask`: about `matrices` bytes per entry of the ``(n, n)``
+    input (its copies and the kernel's arrays), from the shape alone, before any copy."""
+
+    def check(shape: tuple[int, ...]) -> None:
+        n = shape[-1]
+        check_memory(matrices * n * n, f"{what} of n = {n} elements (about {matrices} bytes an entry)", name)
+
+    return check
 
 
 def _bool_matmul(x, y):
@@ -206,7 +217,8 @@ def classes(reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> tuple[Int[A
 
     **Raises:** :class:`~hassejax.errors.MaskError` if `reach` is not a square Boolean
     `(n, n)` array, or (with `check`) not reflexive or not transitive; the message shows a
-    violating entry.
+    violating entry. :class:`~hassejax.errors.MemoryBudgetError` (naming `reach`) if the
+    work would not fit in the free memory, estimated from its shape before anything is copied.
 
     Not traceable (it returns a Python int); the work runs as one jitted computation with
     fixed shapes, `O(n²)` plus the optional `O(n³)` check.
@@ -214,7 +226,8 @@ def classes(reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> tuple[Int[A
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.5; the topological
     numbering by reach-set size is (derived).
     """
-    r = as_mask(reach, "reach", batched=False)
+    # copies, r & r.T and (with check) the float32 matmul: two casts, the product, a bool
+    r = as_mask(reach, "reach", batched=False, memory=_memory("reach", "the classes", 17 if check else 5))
     n = r.shape[-1]
     # "top" padding: the extra positions reach everything and form one class that sorts last.
     rp = _pad_square(r, _bucket(n), "top")
@@ -262,10 +275,12 @@ def quotient_order(
     `R` is not constant on class blocks. These checks are `O(n²)`. Transitivity of `R` is
     not checked here (`O(n³)`); it holds iff the returned quotient is transitive, which
     :func:`cover_matrix` and :func:`width` check on the small `C × C` matrix.
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `reach`) if the work would not fit
+    in the free memory, estimated from its shape before anything is copied.
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.6.
     """
-    r = as_mask(reach, "reach", batched=False)
+    r = as_mask(reach, "reach", batched=False, memory=_memory("reach", "the quotient order", 6))
     n = r.shape[-1]
     lab = np.asarray(labels)
     if lab.shape != (n,) or not np.issubdtype(lab.dtype, np.integer):
@@ -333,11 +348,13 @@ def cover_matrix(order: Bool[ArrayLike, "c c"]) -> Bool[Array, "c c"]:
     **Raises:** :class:`~hassejax.errors.MaskError` if `order` is not square Boolean, or not
     reflexive, antisymmetric and transitive (checked at no extra cost: `S ⊗ S` is needed
     anyway), with a violating entry in the message.
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `order`) if the matmul would not fit
+    in the free memory, estimated from its shape before anything is copied.
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.7 (the matrix formula).
     One float32 matmul with a threshold, jitted.
     """
-    o = as_mask(order, "order", batched=False)
+    o = as_mask(order, "order", batched=False, memory=_memory("order", "the cover matrix", 17))
     c = o.shape[-1]
     _, cover, nr, na, nt = _order_parts(_pad_square(o, _bucket(c), "identity"))
     _check_partial_order(o, nr, na, nt, "order")
@@ -379,6 +396,8 @@ def longest_chain(relation: Bool[ArrayLike, "c c"]) -> int:
 
     **Raises:** :class:`~hassejax.errors.MaskError` if `relation` is not square Boolean or
     has a directed cycle (then it is not a strict order).
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `relation`) if its copies would not
+    fit in the free memory, estimated from its shape before anything is copied.
 
     Complexity: `O(C²)` in one jitted loop when the ids are topologically ordered (the
     relation strictly lower triangular, as for the quotient of :func:`classes`); otherwise
@@ -387,7 +406,7 @@ def longest_chain(relation: Bool[ArrayLike, "c c"]) -> int:
     Source: spec hasse.md §3 (last paragraph: depth is the longest chain); L. Mirsky,
     "A dual of Dilworth's decomposition theorem", Amer. Math. Monthly 78 (1971).
     """
-    rel = np.asarray(as_mask(relation, "relation", batched=False))
+    rel = np.asarray(as_mask(relation, "relation", batched=False, memory=_memory("relation", "the longest chain", 5)))
     c = rel.shape[0]
     rel = rel & ~np.eye(c, dtype=bool)
     if np.any(np.triu(rel)):
@@ -429,6 +448,8 @@ def width(order: Bool[ArrayLike, "c c"]) -> int:
     **Raises:** :class:`~hassejax.errors.MaskError` if `order` is not square Boolean or not
     a partial order (the bipartite reduction needs the transitive relation: on the cover
     relation alone it would count vertex-disjoint paths, not chains).
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `order`) if the matmul would not fit
+    in the free memory, estimated from its shape before anything is copied.
 
     Complexity `O(C³)` for the check (one matmul) and `O(E √C)` for the matching, `E` the
     number of strict pairs.
@@ -438,7 +459,7 @@ def width(order: Bool[ArrayLike, "c c"]) -> int:
     decomposition theorem for partially ordered sets", Proc. AMS 7 (1956); J. E. Hopcroft,
     R. M. Karp, SIAM J. Comput. 2 (1973).
     """
-    o = as_mask(order, "order", batched=False)
+    o = as_mask(order, "order", batched=False, memory=_memory("order", "the width", 18))
     c = o.shape[-1]
     s, _, nr, na, nt = _order_parts(_pad_square(o, _bucket(c), "identity"))
     _check_partial_order(o, nr, na, nt, "order")
