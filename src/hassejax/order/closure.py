@@ -709,23 +709,121 @@ def _dense_via_structured(mask, num_layers, layer_masks) -> jax.Array:
     return jnp.asarray(r.to_dense())
 
 
-def convergence_depth(mask: Bool[ArrayLike, "*batch n n"] | IntervalMask) -> Int[Array, "*batch"] | int:
+# Cost model of the convergence depth's route choice (seconds): the bit-packed depth route's
+# fixed cost per level and per packed word per level (flag scans); see :func:`_depth_costs`.
+_BP_DEPTH_PER_LEVEL_S = 3e-4
+_BP_DEPTH_PER_SCAN_WORD_S = 1e-8
+
+
+def _depth_levels_guess(n: int, nnz: int | float) -> int:
+    """A rough ``L*`` for the cost model: the diameter of a random graph with the mask's mean
+    out-degree, ``2 + log n / log degree``, within ``[1, max(1, n - 1)]`` (the real ``L*`` is
+    only known after the work)."""
+    degree = max(float(nnz) - n, 0.0) / max(n, 1)
+    guess = 2 + math.ceil(math.log(max(n, 2)) / math.log(max(degree, 1.5)))
+    return max(1, min(max(1, n - 1), guess))
+
+
+def _depth_costs(n: int, nnz: int | float) -> tuple[float, float]:
+    """Estimated seconds of ``L*`` for one mask with `nnz` nonzeros (diagonal included): (matmul, bit-packed).
+
+    Matmul: ``2 ceil(log2 L)`` products for a guessed ``L*`` (:func:`_depth_levels_guess`).
+    Bit-packed (:func:`hassejax.order._bitpacked.depth_bitpacked`): the closure without its
+    bool output, then per level a fixed cost and scans of the ``n * n / 64`` packed words, and
+    about three levels' worth of OR-ed words (``nnz * n / 64`` each; later levels are sparse).
+    """
+    levels = _depth_levels_guess(n, nnz)
+    matmul = _matmul_seconds(n, 1 if levels == 1 else 2 * math.ceil(math.log2(levels)))
+    words = num_words(n)
+    closure = _closure_costs(n, nnz)[1] - _BP_PER_ENTRY_S * n * n
+    per_level = _BP_DEPTH_PER_LEVEL_S + _BP_DEPTH_PER_SCAN_WORD_S * n * words
+    bitpacked = closure + levels * per_level + 3 * _BP_PER_WORD_S * nnz * words
+    return matmul, bitpacked
+
+
+def _depth_bitpacked_bytes(n: int, nnz: int) -> int:
+    """Peak host bytes of the bit-packed depth route for one mask (masks of a batch run one by one)."""
+    from ._bitpacked import depth_bitpacked_bytes  # noqa: PLC0415
+
+    return depth_bitpacked_bytes(n, nnz)
+
+
+def _depth_memory(method: str):
+    """The shape-only memory check of :func:`convergence_depth` (for :func:`as_mask`'s `memory`).
+
+    Input copies plus the cheapest route `method` allows: the matmul route's stored powers for
+    the whole batch, or the bit-packed route for one mask at a time with the fewest nonzeros
+    (``n``); ``"structured"`` counts the input copies only.
+    """
+
+    def check(shape: tuple[int, ...]) -> None:
+        n = shape[-1]
+        batch = math.prod(shape[:-2])
+        if batch == 0:
+            return
+        need = _dense_bytes(n, batch, method, 0, 2, route=False)
+        matmul = _matmul_bytes(_padded_size(n), batch, _num_stored_powers(_padded_size(n)), _matmul_dtype())
+        bitpacked = _depth_bitpacked_bytes(n, n)
+        need += {"matmul": matmul, "bitpacked": bitpacked, "structured": 0}.get(method, min(matmul, bitpacked))
+        check_memory(
+            need,
+            f"the convergence depth of n = {n} positions (batch {batch}) on the dense routes",
+            "mask",
+            hint=_STRUCTURED_HINT,
+        )
+
+    return check
+
+
+def _host_depth(a) -> np.ndarray:
+    """``L*`` of every adjacency of ``a`` (``(..., n, n)``) by the bit-packed depth route, as int32."""
+    from ._bitpacked import depth_bitpacked  # noqa: PLC0415
+
+    a = np.asarray(a, dtype=bool)
+    n = a.shape[-1]
+    flat = a.reshape(-1, n, n)
+    out = np.empty(flat.shape[0], dtype=np.int32)
+    for b in range(flat.shape[0]):
+        out[b] = depth_bitpacked(flat[b], return_closure=False)[0]
+    return out.reshape(a.shape[:-2])
+
+
+def convergence_depth(
+    mask: Bool[ArrayLike, "*batch n n"] | IntervalMask, *, method: str = "auto"
+) -> Int[Array, "*batch"] | int:
     """The convergence depth ``L*``: the smallest ``L`` with ``R^(L) = R`` (spec hasse.md §1.3).
 
     Exact, with ``1 <= L* <= max(1, n − 1)``; ``L* = 1`` when ``A = M | I`` is already closed
     (e.g. causal, full, block-causal masks, the identity, ``n = 1``). ``L*`` equals the largest
     shortest-path length between two distinct positions where one reaches the other (1 if there
-    is none). Computed with ``O(log L*)`` Boolean products: doubling ``A, A^2, A^4, …`` until a
-    power repeats, then a binary search that combines the stored powers
-    (``2 ceil(log2 L*)`` products in all). Jitted; works under :func:`jax.vmap` and with
-    leading batch axes (one depth per mask).
+    is none). Three exact routes:
+
+    - ``"matmul"``: ``O(log L*)`` jitted Boolean products: doubling ``A, A^2, A^4, …`` until a
+      power repeats, then a binary search that combines the stored powers (``2 ceil(log2 L*)``
+      products in all, each ``O(n^3)``). Works under :func:`jax.jit` and :func:`jax.vmap`.
+    - ``"bitpacked"``: on the host (:func:`hassejax.order._bitpacked.depth_bitpacked`): the
+      closure ``R`` bit-packed, then a breadth-first search from every position at once on
+      bit-packed rows, level by level (``F^(L+1)_i`` = OR of the children's frontiers ``F^L_c``,
+      masked by the bits of ``R_i`` not reached yet), each level touching only blocks of rows
+      that still miss bits and children whose frontier is not empty; ``L*`` is the last level
+      that adds a bit. Children that cannot add anything beyond their siblings (windows, bands)
+      are pruned first. Masks of a batch run one by one; under a trace it runs as a
+      :func:`jax.pure_callback`. The fast route for large sparse masks: about 1.5× the cost of
+      ``reachability(mask)`` for a random 1 % lower-triangular mask at ``n = 8192``.
+    - ``"structured"``: interval rows (:mod:`hassejax.order._structured`): the same doubling
+      and binary search with ``O(n · k log n)`` products and no ``n × n`` array; the route of
+      an :class:`~hassejax.masks.IntervalMask`, and of dense input converted to one.
+
+    ``method="auto"`` picks per mask of a batch by a cost estimate from ``n``, the nonzeros of
+    that mask and the backend (:func:`_depth_costs`): ``"matmul"`` for small ``n`` (and fast
+    matmul backends), ``"bitpacked"`` for large sparse concrete masks; always ``"matmul"`` under
+    a trace (``jit``/``vmap``), ``"structured"`` for an :class:`~hassejax.masks.IntervalMask`.
 
     **Arguments:**
 
     - `mask`: bool `(*batch, n, n)`; row = query, column = key, True = may attend. Or an
-      :class:`~hassejax.masks.IntervalMask` (any ``n``): the structured route, the same
-      doubling and binary search on interval rows (``O(n · k log n)`` a product, no ``n × n``
-      array; :mod:`hassejax.order._structured`).
+      :class:`~hassejax.masks.IntervalMask` (any ``n``; structured route).
+    - `method`: ``"auto"``, ``"matmul"``, ``"bitpacked"`` or ``"structured"`` (see above).
 
     **Returns:** int32 array of shape `(*batch,)` (a 0-d array for a single mask, an empty one
     for an empty batch axis); a Python int for an :class:`~hassejax.masks.IntervalMask`.
@@ -733,10 +831,14 @@ def convergence_depth(mask: Bool[ArrayLike, "*batch n n"] | IntervalMask) -> Int
     **Raises:**
 
     - :class:`~hassejax.errors.MaskError`: a mask that is not Boolean, not square, or of rank < 2.
-    - :class:`~hassejax.errors.MemoryBudgetError`: the stored powers (``ceil(log2(n − 1)) + 2``
-      bool matrices per mask) and the working set would not fit in the free memory; estimated
-      from the shape alone before the mask is copied anywhere (the message names `mask`, `n`,
-      the estimated and the free GiB).
+    - :class:`~hassejax.errors.ParameterError`: an unknown `method`; a dense route for an
+      :class:`~hassejax.masks.IntervalMask`; ``"structured"`` under a trace.
+    - :class:`~hassejax.errors.MemoryBudgetError`: the route would not fit in the free memory:
+      the input copies plus the cheapest allowed route (the matmul route's
+      ``ceil(log2(n − 1)) + 2`` stored bool matrices per mask, or the bit-packed route's packed
+      rows for one mask), estimated from the shape alone before the mask is copied anywhere
+      (the message names `mask`, `n`, the estimated and the free GiB); then once more for the
+      chosen route, with the nonzeros known.
 
     **Example:**
 
@@ -749,22 +851,67 @@ def convergence_depth(mask: Bool[ArrayLike, "*batch n n"] | IntervalMask) -> Int
     ```
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.3; the doubling/binary search
-    is (derived).
+    and the bit-packed level search are (derived).
     """
+    method = _check_method(method)
     if isinstance(mask, IntervalMask):
+        if method not in ("auto", "structured"):
+            raise ParameterError(
+                f"`method` = {method!r} is a dense route; an IntervalMask takes method='structured' or 'auto' "
+                "(convert with `np.asarray(mask)` first for a dense route)."
+            )
         return PowerTable(mask.with_diagonal(), name="mask").depth()
-    def memory(shape):
-        stored = _num_stored_powers(_padded_size(shape[-1]))
-        _dense_memory("mask", "the convergence depth", "matmul", stored)(shape)
 
-    a, traced = _prepare(mask, memory=memory)
+    a, traced = _prepare(mask, memory=_depth_memory(method))
     n = a.shape[-1]
     batch_shape = a.shape[:-2]
-    if math.prod(batch_shape) == 0:
+    batch = math.prod(batch_shape)
+    if batch == 0:
         return jnp.zeros(batch_shape, jnp.int32)
-    size = _padded_size(n)
-    _check_matmul_memory(n, math.prod(batch_shape), _num_stored_powers(size), "the convergence depth", "mask")
-    depth, _ = _depth_matmul(_pad(a, size).reshape((-1, size, size)), _matmul_dtype())
-    if traced:
-        return depth.reshape(batch_shape)
-    return jnp.asarray(np.asarray(depth).reshape(batch_shape))
+    if method == "structured":
+        if traced:
+            raise ParameterError(
+                "`method` = 'structured' needs a concrete mask (it converts to an IntervalMask on the host); "
+                "got a traced one. Use method='matmul' or 'bitpacked' under jit/vmap."
+            )
+        flat = a.reshape(-1, n, n)
+        depths = [
+            PowerTable(IntervalMask.from_dense(flat[b], name="mask").with_diagonal(), name="mask").depth()
+            for b in range(batch)
+        ]
+        return jnp.asarray(np.asarray(depths, dtype=np.int32).reshape(batch_shape))
+
+    if method == "auto" and traced:
+        method = "matmul"
+    if traced and method == "bitpacked":
+        _check_bitpacked_depth_memory(n, n * n, batch)
+        spec = jax.ShapeDtypeStruct(batch_shape, jnp.int32)
+        return jax.pure_callback(_host_depth, spec, a, vmap_method="expand_dims")
+
+    flat = a.reshape(-1, n, n)
+    if method == "auto":
+        per_mask = np.count_nonzero(flat, axis=(-2, -1))
+        costs = {int(nnz): _depth_costs(n, int(nnz)) for nnz in np.unique(per_mask)}
+        use_bp = np.array([costs[int(nnz)][1] < costs[int(nnz)][0] for nnz in per_mask], dtype=bool)
+    else:
+        per_mask = None
+        use_bp = np.full(batch, method == "bitpacked")
+    depth = np.empty(batch, dtype=np.int32)
+    if use_bp.any():
+        nnz_max = n * n if per_mask is None else int(per_mask[use_bp].max())
+        _check_bitpacked_depth_memory(n, nnz_max, int(use_bp.sum()))
+        depth[use_bp] = _host_depth(flat[use_bp])
+    if not use_bp.all():
+        rest = flat if not use_bp.any() else flat[~use_bp]
+        size = _padded_size(n)
+        _check_matmul_memory(n, rest.shape[0], _num_stored_powers(size), "the convergence depth", "mask")
+        mm, _ = _depth_matmul(_pad(rest, size), _matmul_dtype())
+        if traced:
+            return mm.reshape(batch_shape)
+        depth[~use_bp] = np.asarray(mm)
+    return jnp.asarray(depth.reshape(batch_shape))
+
+
+def _check_bitpacked_depth_memory(n: int, nnz: int, batch: int) -> None:
+    need = _depth_bitpacked_bytes(n, nnz)
+    check_memory(need, f"the convergence depth (bit-packed route, n = {n}, batch = {batch})", "mask")
