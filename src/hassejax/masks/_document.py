@@ -12,27 +12,11 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Int
 
 from ..errors import MaskError
-from ._args import check_mask_memory, checked, describe, index_vector, is_traced, require
+from ._args import check_mask_memory, checked, index_vector, is_traced, require
 from ._mask_mod import evaluate_mask_mod
+from ._validate import check_contiguous_ids, check_document_lengths, inner_arg, kind_arg
 
 __all__ = ["document"]
-
-_INNER_NAMES = ("causal", "full")
-
-
-def _inner_arg(value, name: str):
-    if value is None or callable(value) or value in _INNER_NAMES:
-        return value
-    raise MaskError(
-        f"`{name}` must be None (causal), one of {list(_INNER_NAMES)}, or a mask_mod callable "
-        f"(b, h, q_idx, kv_idx) -> bool over within-document offsets; got {describe(value)}."
-    )
-
-
-def _kind_arg(value, name: str):
-    if isinstance(value, str) and value in ("lengths", "ids"):
-        return value
-    raise MaskError(f"`{name}` must be 'lengths' or 'ids'; got {describe(value)}.")
 
 
 def _segments_arg(value, name: str):
@@ -65,7 +49,7 @@ def _document_named(ids, inner):
     return same_run & (offset[None, :] <= offset[:, None]), contiguous
 
 
-@checked(segments=_segments_arg, inner=_inner_arg, kind=_kind_arg)
+@checked(segments=_segments_arg, inner=inner_arg, kind=kind_arg)
 def document(
     segments: Sequence[int] | Int[ArrayLike, " s"],
     inner: Callable | Literal["causal", "full"] | None = None,
@@ -107,12 +91,7 @@ def document(
                 "`segments` given as lengths fix the mask's shape and must be concrete (not traced under jit); "
                 "pass per-position ids with kind='ids' to trace them."
             )
-        bad = np.flatnonzero(segments < 1)
-        if bad.size:
-            raise MaskError(
-                f"`segments` (document lengths) must all be integers >= 1; entry {int(bad[0])} is "
-                f"{int(segments[bad[0]])} in {segments.tolist()}."
-            )
+        check_document_lengths(segments)
         n = int(segments.sum())
         check_mask_memory(n, n, "document")
         ids = jnp.asarray(np.repeat(np.arange(segments.shape[0]), segments), dtype=jnp.int32)
@@ -126,15 +105,7 @@ def document(
         mask = (run[:, None] == run[None, :]) & evaluate_mask_mod(inner, offset, offset, 0, 0, "inner")
     if kind == "ids":
         if not is_traced(contiguous) and not bool(contiguous):
-            values = np.asarray(segments).tolist()
-            first_seen: dict[int, int] = {}
-            for i, value in enumerate(values):
-                if value in first_seen and values[i - 1] != value:
-                    raise MaskError(
-                        f"`segments` (document ids, kind='ids') must give each document one contiguous run; "
-                        f"id {value} reappears at position {i} after another document: {values}."
-                    )
-                first_seen.setdefault(value, i)
+            check_contiguous_ids(np.asarray(segments))  # raises, naming where the document comes back
         mask = require(
             mask, contiguous, "`segments` (document ids, kind='ids') must give each document one contiguous run."
         )

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool
 
-from ..errors import MaskError
-from ._args import check_mask_memory, checked, index_grid, integer, positive
+from ._args import check_mask_memory, checked, index_grid, positive
+from ._validate import odd_kernel
 
 __all__ = ["natten_2d"]
 
@@ -24,16 +24,6 @@ def _natten_2d(height, width, kernel_h, kernel_w):
     centre_r = jnp.clip(q_r, half_h, height - 1 - half_h)
     centre_c = jnp.clip(q_c, half_w, width - 1 - half_w)
     return (jnp.abs(centre_r - k_r) <= half_h) & (jnp.abs(centre_c - k_c) <= half_w)
-
-
-def _kernel(kernel: int, size: int, name: str, size_name: str) -> int:
-    kernel = integer(kernel, name, minimum=1, maximum=size, maximum_label=size_name)
-    if kernel % 2 == 0:
-        raise MaskError(
-            f"`{name}` must be odd (a kernel centred on the query, as NATTEN requires); got {kernel}. "
-            f"With an even kernel the clamped rule gives {kernel + 1} keys per axis, not {kernel}."
-        )
-    return kernel
 
 
 @checked(height=positive, width=positive, kernel_h=positive, kernel_w=positive)
@@ -71,7 +61,7 @@ def natten_2d(height: int, width: int, kernel_h: int, kernel_w: int) -> Bool[Arr
     **References:** Hassani et al., "Neighborhood Attention Transformer",
     arXiv:2204.07143; mask gallery "2-D neighbourhood (NATTEN)".
     """
-    kernel_h = _kernel(kernel_h, height, "kernel_h", "height")
-    kernel_w = _kernel(kernel_w, width, "kernel_w", "width")
+    kernel_h = odd_kernel(kernel_h, height, "kernel_h", "height")
+    kernel_w = odd_kernel(kernel_w, width, "kernel_w", "width")
     check_mask_memory(height * width, height * width, "natten_2d")
     return _natten_2d(height=height, width=width, kernel_h=kernel_h, kernel_w=kernel_w)

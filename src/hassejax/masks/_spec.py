@@ -19,22 +19,14 @@ from ._intervals import IntervalMask
 from ._natten import natten_2d
 from ._sinks import attention_sinks
 from ._tree import tree_prefix
+from ._validate import stream_arg
 from ._window import dilated, global_sliding, sliding_window
 from ._xlnet import xlnet_two_stream
 
 __all__ = ["MASKS", "from_spec"]
 
 
-def _stream_arg(value, name: str):
-    if isinstance(value, str) and value in ("content", "query"):
-        return value
-    raise MaskError(
-        f"`{name}` must be 'content' or 'query' (xlnet_two_stream returns two masks; a spec names one); "
-        f"got {describe(value)}."
-    )
-
-
-@checked(stream=_stream_arg)
+@checked(stream=stream_arg)
 def _xlnet_stream(
     permutation: Sequence[int] | Int[ArrayLike, " n"],
     context: int = 0,

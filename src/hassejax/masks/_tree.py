@@ -7,11 +7,10 @@ from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Int
 
-from ..errors import MaskError
 from ._args import check_mask_memory, checked, index_grid, index_vector, is_traced, nonnegative, require
+from ._validate import check_parents
 
 __all__ = ["tree_prefix"]
 
@@ -80,21 +79,16 @@ def tree_prefix(parents: Sequence[int] | Int[ArrayLike, " t"], prefix: int) -> B
     "tree / speculative decoding".
     """
     t = parents.shape[0]
-    index = np.arange(t) if not is_traced(parents) else jnp.arange(t, dtype=jnp.int32)
-    valid = (parents >= -1) & (parents < index)
-    if not is_traced(parents):
-        bad = np.flatnonzero(~valid)
-        if bad.size:
-            i = int(bad[0])
-            raise MaskError(
-                f"`parents` must list parents before children: parents[i] is -1 (a root) or an index in "
-                f"[0, i-1]; got parents[{i}] = {int(parents[i])} in {parents.tolist()}."
-            )
+    if is_traced(parents):
+        ok = jnp.all((parents >= -1) & (parents < jnp.arange(t, dtype=jnp.int32)))
+    else:
+        check_parents(parents)
+        ok = True
     n = prefix + t
     check_mask_memory(n, n, "tree_prefix")
     mask = _tree_prefix(jnp.asarray(parents, dtype=jnp.int32), prefix=prefix)
     return require(
         mask,
-        jnp.all(valid),
+        ok,
         "`parents` must list parents before children: parents[i] is -1 (a root) or an index in [0, i-1].",
     )

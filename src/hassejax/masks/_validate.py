@@ -19,6 +19,9 @@ import numpy as np
 from ..errors import MaskError
 
 __all__ = ["checked", "describe", "integer", "positive", "nonnegative", "index_vector", "is_traced"]
+# the checks of one constructor's arguments (end of this module)
+__all__ += ["inner_arg", "kind_arg", "check_document_lengths", "check_contiguous_ids", "global_positions_arg"]
+__all__ += ["global_flags", "odd_kernel", "check_parents", "check_permutation", "stream_arg"]
 
 
 def describe(value) -> str:
@@ -152,3 +155,155 @@ def checked(**normalisers: Callable) -> Callable:
         return wrapper
 
     return decorate
+
+
+# ------------------------------------------------------------ constructor arguments
+# Checks of one constructor's arguments, shared by its dense (hassejax.masks) and its
+# structured (hassejax.masks.structured) version, so that both say the same words. They
+# take concrete NumPy values; the dense modules keep the checks of traced values.
+
+INNER_NAMES = ("causal", "full")
+
+
+def inner_arg(value, name: str):
+    """`inner` of ``document``: None, ``"causal"``, ``"full"`` or a mask_mod callable."""
+    if value is None or callable(value) or value in INNER_NAMES:
+        return value
+    raise MaskError(
+        f"`{name}` must be None (causal), one of {list(INNER_NAMES)}, or a mask_mod callable "
+        f"(b, h, q_idx, kv_idx) -> bool over within-document offsets; got {describe(value)}."
+    )
+
+
+def kind_arg(value, name: str):
+    """`kind` of ``document``: ``"lengths"`` or ``"ids"``."""
+    if isinstance(value, str) and value in ("lengths", "ids"):
+        return value
+    raise MaskError(f"`{name}` must be 'lengths' or 'ids'; got {describe(value)}.")
+
+
+def check_document_lengths(segments: np.ndarray) -> None:
+    """Raise :class:`MaskError` naming the first document length < 1 (concrete `segments`)."""
+    bad = np.flatnonzero(segments < 1)
+    if bad.size:
+        raise MaskError(
+            f"`segments` (document lengths) must all be integers >= 1; entry {int(bad[0])} is "
+            f"{int(segments[bad[0]])} in {segments.tolist()}."
+        )
+
+
+def check_contiguous_ids(ids: np.ndarray) -> np.ndarray:
+    """The document lengths of concrete per-position document ids, in order.
+
+    Raises :class:`MaskError` naming the first position where an id comes back after
+    another document (a split document).
+    """
+    change = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+    run_starts = np.concatenate([[0], change])
+    run_ids = ids[run_starts]
+    _, first = np.unique(run_ids, return_index=True)
+    if first.size != run_ids.size:
+        repeat = np.ones(run_ids.size, bool)
+        repeat[first] = False
+        i = int(run_starts[np.flatnonzero(repeat)[0]])
+        raise MaskError(
+            f"`segments` (document ids, kind='ids') must give each document one contiguous run; "
+            f"id {int(ids[i])} reappears at position {i} after another document: {ids.tolist()}."
+        )
+    return np.diff(np.concatenate([run_starts, [ids.shape[0]]]))
+
+
+def global_positions_arg(value, name: str):
+    """Normalise `global_positions`: Boolean flags (bool dtype or a list of bools) or integer indices.
+
+    Traced flags are returned as they are, traced indices as :func:`index_vector` returns them.
+    """
+    if hasattr(value, "dtype") and value.dtype == np.bool_:
+        if value.ndim != 1:
+            raise MaskError(f"`{name}` given as Boolean flags must be 1-D of shape (n,); got shape {tuple(value.shape)}.")
+        return value if is_traced(value) else np.asarray(value)
+    if isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(x, (bool, np.bool_)) for x in value):
+        return np.asarray(value, dtype=bool)
+    return index_vector(value, name, allow_empty=True)
+
+
+def global_flags(positions, n: int):
+    """The Boolean flags `g` of shape `(n,)` from normalised `global_positions`.
+
+    Flags (possibly traced) are checked for their length and returned as they are;
+    concrete indices are checked for their range and turned into NumPy flags.
+    """
+    name = "global_positions"
+    if positions.dtype == np.bool_:
+        if positions.shape[0] != n:
+            raise MaskError(
+                f"`{name}` given as Boolean flags must have shape (n,) = ({n},); got shape {tuple(positions.shape)}."
+            )
+        return positions
+    bad = positions[(positions < 0) | (positions >= n)]
+    if bad.size:
+        raise MaskError(
+            f"`{name}` must hold indices in [0, n-1] = [0, {n - 1}] (or be Boolean flags of shape ({n},)); "
+            f"got out-of-range index {int(bad[0])} in {positions.tolist()}."
+        )
+    g = np.zeros(n, dtype=bool)
+    g[positions] = True
+    return g
+
+
+def odd_kernel(kernel: int, size: int, name: str, size_name: str) -> int:
+    """A NATTEN kernel size: an odd integer in ``[1, size]``."""
+    kernel = integer(kernel, name, minimum=1, maximum=size, maximum_label=size_name)
+    if kernel % 2 == 0:
+        raise MaskError(
+            f"`{name}` must be odd (a kernel centred on the query, as NATTEN requires); got {kernel}. "
+            f"With an even kernel the clamped rule gives {kernel + 1} keys per axis, not {kernel}."
+        )
+    return kernel
+
+
+def check_parents(parents: np.ndarray) -> None:
+    """Raise :class:`MaskError` unless every concrete ``parents[i]`` is -1 or in ``[0, i - 1]``."""
+    valid = (parents >= -1) & (parents < np.arange(parents.shape[0]))
+    bad = np.flatnonzero(~valid)
+    if bad.size:
+        i = int(bad[0])
+        raise MaskError(
+            f"`parents` must list parents before children: parents[i] is -1 (a root) or an index in "
+            f"[0, i-1]; got parents[{i}] = {int(parents[i])} in {parents.tolist()}."
+        )
+
+
+def check_permutation(z: np.ndarray, name: str = "permutation") -> None:
+    """Raise :class:`MaskError` unless concrete `z` is a permutation of ``0 .. n-1``.
+
+    The message names an out-of-range, a repeated and a missing entry where there is one.
+    """
+    n = z.shape[0]
+    counts = np.bincount(z[(z >= 0) & (z < n)], minlength=n)
+    out_of_range = z[(z < 0) | (z >= n)]
+    if out_of_range.size or np.any(counts != 1):
+        details = []
+        if out_of_range.size:
+            details.append(f"out-of-range value {int(out_of_range[0])}")
+        repeated = np.flatnonzero(counts > 1)
+        if repeated.size:
+            details.append(f"{int(repeated[0])} appears {int(counts[repeated[0]])} times")
+        missing = np.flatnonzero(counts == 0)
+        if missing.size:
+            details.append(f"{int(missing[0])} is missing")
+        raise MaskError(
+            f"`{name}` must be a permutation of 0..{n - 1} (each index exactly once); got {z.tolist()}: "
+            + ", ".join(details)
+            + "."
+        )
+
+
+def stream_arg(value, name: str):
+    """`stream` of the registry's ``xlnet_two_stream``: ``"content"`` or ``"query"``."""
+    if isinstance(value, str) and value in ("content", "query"):
+        return value
+    raise MaskError(
+        f"`{name}` must be 'content' or 'query' (xlnet_two_stream returns two masks; a spec names one); "
+        f"got {describe(value)}."
+    )

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Int
 
-from ..errors import MaskError
-from ._args import check_mask_memory, checked, index_grid, index_vector, is_traced, nonnegative, positive, require
+from ._args import check_mask_memory, checked, index_grid, is_traced, nonnegative, positive, require
+from ._validate import global_flags, global_positions_arg
 
 __all__ = ["sliding_window", "dilated", "global_sliding"]
 
@@ -108,40 +108,18 @@ def dilated(n: int, window: int, dilation: int) -> Bool[Array, "n n"]:
     return _dilated(n=n, window=min(window, n), dilation=min(dilation, n))
 
 
-def _global_positions_arg(value, name: str):
-    """Normalise `global_positions`: Boolean flags (bool dtype or a list of bools) or integer indices."""
-    if hasattr(value, "dtype") and value.dtype == np.bool_:
-        if value.ndim != 1:
-            raise MaskError(f"`{name}` given as Boolean flags must be 1-D of shape (n,); got shape {tuple(value.shape)}.")
-        return value if is_traced(value) else np.asarray(value)
-    if isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(x, (bool, np.bool_)) for x in value):
-        return np.asarray(value, dtype=bool)
-    return index_vector(value, name, allow_empty=True)
-
-
 def _global_flags(positions, n: int):
     """A Boolean vector `g` of shape (n,) from normalised flags or indices (concrete or traced)."""
-    name = "global_positions"
-    if positions.dtype == np.bool_:
-        if positions.shape[0] != n:
-            raise MaskError(
-                f"`{name}` given as Boolean flags must have shape (n,) = ({n},); got shape {tuple(positions.shape)}."
-            )
-        return jnp.asarray(positions)
-    if is_traced(positions):
+    if is_traced(positions) and positions.dtype != np.bool_:
         g = _flags_from_indices(positions, n=n)
         ok = jnp.all((positions >= 0) & (positions < n))
-        return require(g, ok, f"`{name}` must hold indices in [0, n-1] = [0, {n - 1}]; some index is out of range.")
-    bad = positions[(positions < 0) | (positions >= n)]
-    if bad.size:
-        raise MaskError(
-            f"`{name}` must hold indices in [0, n-1] = [0, {n - 1}] (or be Boolean flags of shape ({n},)); "
-            f"got out-of-range index {int(bad[0])} in {positions.tolist()}."
+        return require(
+            g, ok, f"`global_positions` must hold indices in [0, n-1] = [0, {n - 1}]; some index is out of range."
         )
-    return _flags_from_indices(jnp.asarray(positions, dtype=jnp.int32), n=n)
+    return jnp.asarray(global_flags(positions, n))
 
 
-@checked(n=positive, window=nonnegative, global_positions=_global_positions_arg)
+@checked(n=positive, window=nonnegative, global_positions=global_positions_arg)
 def global_sliding(
     n: int,
     window: int,

@@ -8,11 +8,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Int
 
-from ..errors import MaskError
 from ._args import check_mask_memory, checked, index_vector, integer, is_traced, nonnegative, require
+from ._validate import check_permutation
 
 __all__ = ["TwoStreamMasks", "xlnet_two_stream"]
 
@@ -39,23 +38,7 @@ def _check_permutation(z, name: str = "permutation"):
     n = z.shape[0]
     if is_traced(z):
         return jnp.all(jnp.sort(z) == jnp.arange(n, dtype=z.dtype))
-    counts = np.bincount(z[(z >= 0) & (z < n)], minlength=n)
-    out_of_range = z[(z < 0) | (z >= n)]
-    if out_of_range.size or np.any(counts != 1):
-        details = []
-        if out_of_range.size:
-            details.append(f"out-of-range value {int(out_of_range[0])}")
-        repeated = np.flatnonzero(counts > 1)
-        if repeated.size:
-            details.append(f"{int(repeated[0])} appears {int(counts[repeated[0]])} times")
-        missing = np.flatnonzero(counts == 0)
-        if missing.size:
-            details.append(f"{int(missing[0])} is missing")
-        raise MaskError(
-            f"`{name}` must be a permutation of 0..{n - 1} (each index exactly once); got {z.tolist()}: "
-            + ", ".join(details)
-            + "."
-        )
+    check_permutation(z, name)
     return jnp.asarray(True)
 
 

@@ -41,7 +41,24 @@ import numpy as np
 
 from ..errors import MaskError
 from ._intervals import _INDEX, IntervalMask, _runs_of_rows, check_host_memory, normalize_runs
-from ._validate import checked, describe, index_vector, integer, is_traced, nonnegative, positive
+from ._validate import (
+    check_contiguous_ids,
+    check_document_lengths,
+    check_parents,
+    check_permutation,
+    checked,
+    global_flags,
+    global_positions_arg,
+    index_vector,
+    inner_arg,
+    integer,
+    is_traced,
+    kind_arg,
+    nonnegative,
+    odd_kernel,
+    positive,
+    stream_arg,
+)
 
 __all__ = [
     "causal",
@@ -349,25 +366,8 @@ def chunked_causal(n: int, chunk: int) -> IntervalMask:
 
 # ---------------------------------------------------------------------------------- documents
 
-_INNER_NAMES = ("causal", "full")
 
-
-def _inner_arg(value, name: str):
-    if value is None or callable(value) or value in _INNER_NAMES:
-        return value
-    raise MaskError(
-        f"`{name}` must be None (causal), one of {list(_INNER_NAMES)}, or a mask_mod callable "
-        f"(b, h, q_idx, kv_idx) -> bool over within-document offsets; got {describe(value)}."
-    )
-
-
-def _kind_arg(value, name: str):
-    if isinstance(value, str) and value in ("lengths", "ids"):
-        return value
-    raise MaskError(f"`{name}` must be 'lengths' or 'ids'; got {describe(value)}.")
-
-
-@checked(segments=_concrete_index_vector, inner=_inner_arg, kind=_kind_arg)
+@checked(segments=_concrete_index_vector, inner=inner_arg, kind=kind_arg)
 def document(
     segments: Sequence[int] | np.ndarray,
     inner: Callable | Literal["causal", "full"] | None = None,
@@ -414,28 +414,10 @@ def document(
     ``document_mask.py``; xformers ``BlockDiagonalCausalMask``.
     """
     if kind == "lengths":
-        bad = np.flatnonzero(segments < 1)
-        if bad.size:
-            raise MaskError(
-                f"`segments` (document lengths) must all be integers >= 1; entry {int(bad[0])} is "
-                f"{int(segments[bad[0]])} in {segments.tolist()}."
-            )
+        check_document_lengths(segments)
         lengths = segments
     else:
-        ids = segments
-        change = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-        run_starts = np.concatenate([[0], change])
-        run_ids = ids[run_starts]
-        _, first = np.unique(run_ids, return_index=True)
-        if first.size != run_ids.size:
-            repeat = np.ones(run_ids.size, bool)
-            repeat[first] = False
-            i = int(run_starts[np.flatnonzero(repeat)[0]])
-            raise MaskError(
-                f"`segments` (document ids, kind='ids') must give each document one contiguous run; "
-                f"id {int(ids[i])} reappears at position {i} after another document: {ids.tolist()}."
-            )
-        lengths = np.diff(np.concatenate([run_starts, [ids.shape[0]]]))
+        lengths = check_contiguous_ids(segments)
     n = int(lengths.sum())
     _budget(n, 1, "document")
     doc_start = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
@@ -510,38 +492,11 @@ def dilated(n: int, window: int, dilation: int) -> IntervalMask:
     return _as_mask(key, stops, n, normal=True)
 
 
-def _global_positions_arg(value, name: str):
-    """Normalise `global_positions`: Boolean flags (bool dtype or a list of bools) or integer indices."""
-    _concrete(value, name)
-    if hasattr(value, "dtype") and value.dtype == np.bool_:
-        if value.ndim != 1:
-            raise MaskError(f"`{name}` given as Boolean flags must be 1-D of shape (n,); got shape {tuple(value.shape)}.")
-        return np.asarray(value)
-    if isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(x, (bool, np.bool_)) for x in value):
-        return np.asarray(value, dtype=bool)
-    return index_vector(value, name, allow_empty=True)
+def _concrete_global_positions(value, name: str):
+    return global_positions_arg(_concrete(value, name), name)
 
 
-def _global_flags(positions: np.ndarray, n: int) -> np.ndarray:
-    name = "global_positions"
-    if positions.dtype == np.bool_:
-        if positions.shape[0] != n:
-            raise MaskError(
-                f"`{name}` given as Boolean flags must have shape (n,) = ({n},); got shape {tuple(positions.shape)}."
-            )
-        return positions
-    bad = positions[(positions < 0) | (positions >= n)]
-    if bad.size:
-        raise MaskError(
-            f"`{name}` must hold indices in [0, n-1] = [0, {n - 1}] (or be Boolean flags of shape ({n},)); "
-            f"got out-of-range index {int(bad[0])} in {positions.tolist()}."
-        )
-    g = np.zeros(n, dtype=bool)
-    g[positions] = True
-    return g
-
-
-@checked(n=positive, window=nonnegative, global_positions=_global_positions_arg)
+@checked(n=positive, window=nonnegative, global_positions=_concrete_global_positions)
 def global_sliding(
     n: int,
     window: int,
@@ -580,7 +535,7 @@ def global_sliding(
     **References:** mask gallery "global + sliding (Longformer)"; Beltagy et al.,
     "Longformer", arXiv:2004.05150.
     """
-    g = _global_flags(global_positions, n)
+    g = global_flags(global_positions, n)
     window = min(window, n)
     g_s, g_e = _runs_of_rows(g[None, :])
     runs = g_s.shape[1]
@@ -594,16 +549,6 @@ def global_sliding(
 
 
 # ---------------------------------------------------------------------------------- grids, trees
-
-
-def _kernel(kernel: int, size: int, name: str, size_name: str) -> int:
-    kernel = integer(kernel, name, minimum=1, maximum=size, maximum_label=size_name)
-    if kernel % 2 == 0:
-        raise MaskError(
-            f"`{name}` must be odd (a kernel centred on the query, as NATTEN requires); got {kernel}. "
-            f"With an even kernel the clamped rule gives {kernel + 1} keys per axis, not {kernel}."
-        )
-    return kernel
 
 
 @checked(height=positive, width=positive, kernel_h=positive, kernel_w=positive)
@@ -639,8 +584,8 @@ def natten_2d(height: int, width: int, kernel_h: int, kernel_w: int) -> Interval
     **References:** Hassani et al., "Neighborhood Attention Transformer", arXiv:2204.07143;
     mask gallery "2-D neighbourhood (NATTEN)".
     """
-    kernel_h = _kernel(kernel_h, height, "kernel_h", "height")
-    kernel_w = _kernel(kernel_w, width, "kernel_w", "width")
+    kernel_h = odd_kernel(kernel_h, height, "kernel_h", "height")
+    kernel_w = odd_kernel(kernel_w, width, "kernel_w", "width")
     n = height * width
     hh, hw = kernel_h // 2, kernel_w // 2
     q = _positions(n)
@@ -689,15 +634,8 @@ def tree_prefix(parents: Sequence[int] | np.ndarray, prefix: int) -> IntervalMas
     **References:** attention-gym ``jetspec.py``; Miao et al., "SpecInfer",
     arXiv:2305.09781; mask gallery "tree / speculative decoding".
     """
+    check_parents(parents)
     t = parents.shape[0]
-    valid = (parents >= -1) & (parents < np.arange(t))
-    bad = np.flatnonzero(~valid)
-    if bad.size:
-        i = int(bad[0])
-        raise MaskError(
-            f"`parents` must list parents before children: parents[i] is -1 (a root) or an index in "
-            f"[0, i-1]; got parents[{i}] = {int(parents[i])} in {parents.tolist()}."
-        )
     n = prefix + t
     # Runs of the root-to-node path. A node continues its parent's run when the parent is the
     # node just before it; head[x] is the first node of the run through x (a running maximum
@@ -798,27 +736,6 @@ class TwoStreamIntervals(NamedTuple):
     query: IntervalMask
 
 
-def _check_permutation(z: np.ndarray, name: str = "permutation") -> None:
-    n = z.shape[0]
-    counts = np.bincount(z[(z >= 0) & (z < n)], minlength=n)
-    out_of_range = z[(z < 0) | (z >= n)]
-    if out_of_range.size or np.any(counts != 1):
-        details = []
-        if out_of_range.size:
-            details.append(f"out-of-range value {int(out_of_range[0])}")
-        repeated = np.flatnonzero(counts > 1)
-        if repeated.size:
-            details.append(f"{int(repeated[0])} appears {int(counts[repeated[0]])} times")
-        missing = np.flatnonzero(counts == 0)
-        if missing.size:
-            details.append(f"{int(missing[0])} is missing")
-        raise MaskError(
-            f"`{name}` must be a permutation of 0..{n - 1} (each index exactly once); got {z.tolist()}: "
-            + ", ".join(details)
-            + "."
-        )
-
-
 @checked(permutation=_concrete_index_vector, context=nonnegative)
 def xlnet_two_stream(permutation: Sequence[int] | np.ndarray, context: int = 0) -> TwoStreamIntervals:
     """XLNet two-stream masks for the factorisation order `permutation`, as key runs.
@@ -857,7 +774,7 @@ def xlnet_two_stream(permutation: Sequence[int] | np.ndarray, context: int = 0) 
     z = permutation
     n = z.shape[0]
     context = integer(context, "context", minimum=0, maximum=n, maximum_label="n")
-    _check_permutation(z)
+    check_permutation(z)
     pos = np.empty(n, np.int64)
     pos[z] = np.arange(n)
     # runs of the prefix set z[:m]: adding x = z[m - 1] opens a run, minus one per neighbour already in
@@ -902,16 +819,7 @@ def xlnet_two_stream(permutation: Sequence[int] | np.ndarray, context: int = 0) 
 # ---------------------------------------------------------------------------------- registry
 
 
-def _stream_arg(value, name: str):
-    if isinstance(value, str) and value in ("content", "query"):
-        return value
-    raise MaskError(
-        f"`{name}` must be 'content' or 'query' (xlnet_two_stream returns two masks; a spec names one); "
-        f"got {describe(value)}."
-    )
-
-
-@checked(stream=_stream_arg)
+@checked(stream=stream_arg)
 def _xlnet_stream(
     permutation: Sequence[int] | np.ndarray,
     context: int = 0,
