@@ -351,7 +351,7 @@ def test_num_layers_must_match_layer_masks(no_runtime_typecheck):
 
 
 def test_bad_method(no_runtime_typecheck):
-    with pytest.raises(ParameterError, match=r"`method` must be one of \('auto', 'matmul', 'bitpacked'\); got 'fast'"):
+    with pytest.raises(ParameterError, match=r"`method` must be one of \('auto', 'matmul', 'bitpacked', 'structured'\); got 'fast'"):
         reachability(causal(4), method="fast")
 
 

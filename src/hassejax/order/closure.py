@@ -12,7 +12,7 @@ position ``i`` may attend to key position ``j``. Read as a graph, ``M`` has an e
   from ``i`` (``networkx.transitive_closure(G, reflexive=True)`` of the graph with edges
   ``i -> j``); ``L*`` is the smallest ``L`` with ``R^(L) = R`` (spec §1.3).
 
-Two exact routes compute these:
+Three exact routes compute these:
 
 - ``"matmul"``: jitted Boolean matrix products as float matmuls (``float32`` inputs on the CPU,
   ``bfloat16`` on accelerators, always with ``float32`` accumulation, which counts exactly up
@@ -29,8 +29,14 @@ Two exact routes compute these:
   is an :class:`~hassejax.masks.IntervalMask` too; dense input with ``method="structured"`` is
   converted there and back.
 
-``method="auto"`` picks by a cost estimate from ``n``, the number of nonzeros and the backend;
-inside a trace (``jit``/``vmap``) it always picks ``"matmul"``.
+``L*`` (:func:`convergence_depth`) has the same three routes; on the bit-packed one it is a
+multi-source breadth-first search on packed rows that yields ``L*`` and ``R`` in one pass
+(:func:`hassejax.order._bitpacked.depth_bitpacked`).
+
+``method="auto"`` takes the structured route for an :class:`~hassejax.masks.IntervalMask` and for
+a concrete dense mask with ``n >= 1024`` whose rows are at most 16 runs of keys (the dense result
+is returned); otherwise it picks by a cost estimate from ``n``, the number of nonzeros and the
+backend; inside a trace (``jit``/``vmap``) it always picks ``"matmul"``.
 
 Concrete (non-traced) inputs are prepared with NumPy on the host, and the matmul kernels see
 ``n`` rounded up to a multiple of 32 for ``n <= 1024`` (padding positions are isolated: they
@@ -605,6 +611,8 @@ def reachability(
     if num_layers == 1 or batch == 0:  # one layer is A; an empty batch gives an empty result
         return jnp.asarray(a)
 
+    if method == "auto" and not traced and n >= _STRUCTURED_MIN_N and _few_runs(a.reshape(-1, n, n)).all():
+        return _dense_via_structured_batch(a, num_layers)
     nnz, nnz_max = (float(n * n), n * n) if traced or method == "matmul" else _nnz(a)
     if method == "auto" and traced:
         method = "matmul"
@@ -659,6 +667,30 @@ def _reachability_layers(layer_masks, num_layers: int | None, method: str) -> ja
     return _unpad(r, n, traced)
 
 
+# ``method="auto"``: concrete dense masks at least this long whose rows are at most
+# ``_STRUCTURED_MAX_RUNS`` runs of keys take the structured route.
+_STRUCTURED_MIN_N = 1024
+_STRUCTURED_MAX_RUNS = 16
+
+
+def _few_runs(flat: np.ndarray) -> np.ndarray:
+    """Per mask of ``flat`` ``(B, n, n)``: True iff every row has at most ``_STRUCTURED_MAX_RUNS`` runs.
+
+    Counted in row blocks (a run starts where a True follows a False), no ``n × n`` temporary.
+    """
+    b, n, _ = flat.shape
+    out = np.ones(b, dtype=bool)
+    step = max(1, (1 << 24) // n)
+    for i in range(b):
+        for r0 in range(0, n, step):
+            rows = flat[i, r0 : r0 + step]
+            runs = rows[:, 0].astype(np.int64) + np.count_nonzero(rows[:, 1:] & ~rows[:, :-1], axis=1)
+            if runs.max() > _STRUCTURED_MAX_RUNS:
+                out[i] = False
+                break
+    return out
+
+
 def _reachability_structured(mask, num_layers, layer_masks, method) -> IntervalMask:
     """The structured route for :class:`IntervalMask` input (the body of :func:`reachability`)."""
     if method not in ("auto", "structured"):
@@ -690,6 +722,17 @@ def _as_intervals(m, name: str) -> IntervalMask:
         return m
     a = as_mask(m, name, batched=False)
     return IntervalMask.from_dense(np.asarray(a), name=name)
+
+
+def _dense_via_structured_batch(a: np.ndarray, num_layers) -> jax.Array:
+    """The structured route for a concrete dense stack ``(*batch, n, n)`` (adjacencies), mask by mask."""
+    n = a.shape[-1]
+    flat = a.reshape(-1, n, n)
+    out = np.empty_like(flat)
+    for b in range(flat.shape[0]):
+        table = PowerTable(IntervalMask.from_dense(flat[b], name="mask"), name="mask")
+        out[b] = (table.limit() if num_layers is None else table.power(num_layers)).to_dense()
+    return jnp.asarray(out.reshape(a.shape))
 
 
 def _dense_via_structured(mask, num_layers, layer_masks) -> jax.Array:
@@ -868,18 +911,11 @@ def convergence_depth(
     batch = math.prod(batch_shape)
     if batch == 0:
         return jnp.zeros(batch_shape, jnp.int32)
-    if method == "structured":
-        if traced:
-            raise ParameterError(
-                "`method` = 'structured' needs a concrete mask (it converts to an IntervalMask on the host); "
-                "got a traced one. Use method='matmul' or 'bitpacked' under jit/vmap."
-            )
-        flat = a.reshape(-1, n, n)
-        depths = [
-            PowerTable(IntervalMask.from_dense(flat[b], name="mask").with_diagonal(), name="mask").depth()
-            for b in range(batch)
-        ]
-        return jnp.asarray(np.asarray(depths, dtype=np.int32).reshape(batch_shape))
+    if method == "structured" and traced:
+        raise ParameterError(
+            "`method` = 'structured' needs a concrete mask (it converts to an IntervalMask on the host); "
+            "got a traced one. Use method='matmul' or 'bitpacked' under jit/vmap."
+        )
 
     if method == "auto" and traced:
         method = "matmul"
@@ -889,6 +925,14 @@ def convergence_depth(
         return jax.pure_callback(_host_depth, spec, a, vmap_method="expand_dims")
 
     flat = a.reshape(-1, n, n)
+    if method == "auto" and n >= _STRUCTURED_MIN_N and _few_runs(flat).all():
+        method = "structured"
+    if method == "structured":
+        depths = [
+            PowerTable(IntervalMask.from_dense(flat[b], name="mask").with_diagonal(), name="mask").depth()
+            for b in range(batch)
+        ]
+        return jnp.asarray(np.asarray(depths, dtype=np.int32).reshape(batch_shape))
     if method == "auto":
         per_mask = np.count_nonzero(flat, axis=(-2, -1))
         costs = {int(nnz): _depth_costs(n, int(nnz)) for nnz in np.unique(per_mask)}
