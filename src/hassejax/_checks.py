@@ -6,13 +6,13 @@ on traced arrays use :func:`equinox.error_if` at the call site instead.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._memory import host_memory_bytes
 from .errors import EmptyRowError, MaskError, MemoryBudgetError
 
 __all__ = ["as_mask", "check_rows_nonempty", "available_memory_bytes", "check_memory"]
@@ -102,14 +102,7 @@ def available_memory_bytes() -> int:
                 return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
         except Exception:  # noqa: BLE001 - backends without memory_stats
             pass
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    return host_memory_bytes()
 
 
 def check_memory(

@@ -20,31 +20,16 @@ is the union of the rows of ``A^L`` it points to.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import numpy as np
 
+from .._memory import host_memory_bytes
 from ..errors import MaskError, MemoryBudgetError
 
-__all__ = ["IntervalMask", "normalize_runs", "host_memory_bytes", "check_host_memory"]
+__all__ = ["IntervalMask", "normalize_runs", "check_host_memory"]
 
 _INDEX = np.int32  # positions < 2**31; halves the memory of long-context runs
-
-
-def host_memory_bytes() -> int:
-    """Host memory available now in bytes (``MemAvailable`` of ``/proc/meminfo``; physical memory otherwise).
-
-    JAX-free on purpose: the structured route runs on the host and never touches a device.
-    """
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
 def check_host_memory(required_bytes: int | float, what: str, name: str, fraction: float = 0.8) -> None:
