@@ -247,3 +247,13 @@ def test_docstring_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_hasse_diagram_from_interval_mask():
+    m = IntervalMask.from_dense(np.eye(9, k=-2, dtype=bool))       # two chains, L* = 4
+    assert HasseDiagram.from_mask(m) == HasseDiagram.from_mask(np.eye(9, k=-2, dtype=bool))
+    assert HasseDiagram.from_mask(m, num_layers=4) == HasseDiagram.from_mask(m)
+    with pytest.raises(MaskError, match="L\\* = 4"):
+        HasseDiagram.from_mask(m, num_layers=3)
+    with pytest.raises(MaskError, match="QUOTIENT_LIMIT"):
+        HasseDiagram.from_mask(_window_with_sinks(5000, 7, 2))

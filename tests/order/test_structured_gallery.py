@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hassejax.masks import IntervalMask, from_spec
 from hassejax.order import HasseDiagram, classes, flow_summary
@@ -122,3 +124,39 @@ def test_gallery_small(spec):
 @pytest.mark.parametrize("spec", LARGE)
 def test_gallery_n_4096(spec):
     _check(spec, hasse=False)
+
+
+def _library_mask(draw, n: int) -> str:
+    """A random library mask spec of length n (interval twin and dense constructor share it)."""
+    kind = draw(st.sampled_from(["causal", "window", "prefix", "block", "chunk", "sinks", "dilated", "document"]))
+    if kind == "causal":
+        return f"causal(n={n})"
+    if kind == "window":
+        return f"sliding_window(n={n}, left={draw(st.integers(0, n))}, right={draw(st.integers(0, 3))})"
+    if kind == "prefix":
+        return f"prefix_lm(n={n}, prefix={draw(st.integers(0, n))})"
+    if kind == "block":
+        return f"block_causal(n={n}, block_size={draw(st.integers(1, n))})"
+    if kind == "chunk":
+        return f"chunked_causal(n={n}, chunk={draw(st.integers(1, n))})"
+    if kind == "sinks":
+        return f"attention_sinks(n={n}, num={draw(st.integers(0, n))})"
+    if kind == "dilated":
+        return f"dilated(n={n}, window={draw(st.integers(0, n))}, dilation={draw(st.integers(1, 4))})"
+    cuts = sorted(set(draw(st.lists(st.integers(1, n - 1), max_size=4)))) if n > 1 else []
+    lengths = [b - a for a, b in zip([0, *cuts], [*cuts, n])]
+    return f"document(segments={lengths})"
+
+
+@st.composite
+def combined_specs(draw):
+    """Two random library masks of one length, combined with ``|`` or ``&``."""
+    n = draw(st.sampled_from([1, 5, 16, 33, 48]))
+    left, right = _library_mask(draw, n), _library_mask(draw, n)
+    return f"{left} {draw(st.sampled_from(['|', '&']))} {right}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(combined_specs())
+def test_unions_and_intersections_of_library_masks(spec):
+    _check(spec, hasse=True)

@@ -28,6 +28,7 @@ from networkx.algorithms.isomorphism import DiGraphMatcher
 
 from .._checks import as_mask
 from ..errors import MaskError
+from ..masks._intervals import IntervalMask
 from .closure import _dense_memory
 from .closure import reachability as _reachability
 from .poset import classes as _classes
@@ -80,6 +81,25 @@ def _convergence_depth_or_none(mask) -> int | None:
     except ImportError:
         return None
     return int(convergence_depth(mask))
+
+
+def _from_intervals(mask: IntervalMask, num_layers) -> HasseDiagram:
+    """:meth:`HasseDiagram.from_mask` for an :class:`IntervalMask` (structured route)."""
+    from .summary import flow_summary
+
+    if num_layers is not None and (
+        isinstance(num_layers, bool) or not isinstance(num_layers, (int, np.integer)) or num_layers < 1
+    ):
+        raise MaskError(f"`num_layers` must be None or an int >= 1; got {num_layers!r}.")
+    summary = flow_summary(mask, () if num_layers is None else (int(num_layers),))
+    if num_layers is not None and not summary.reach[0].limit_reached:
+        raise MaskError(
+            f"`num_layers` = {int(num_layers)} is below the convergence depth of `mask` (the convergence depth is "
+            f"L* = {summary.convergence_depth}): R^(L) still misses {summary.limit.pairs - summary.reach[0].pairs} "
+            "dependent pair(s) of the limit R, is not transitive and has no Hasse diagram. Use num_layers=None "
+            "(the limit) or num_layers >= L*."
+        )
+    return summary.diagram()
 
 
 class HasseDiagram:
@@ -237,13 +257,16 @@ class HasseDiagram:
         return diagram
 
     @classmethod
-    def from_mask(cls, mask: Bool[ArrayLike, "n n"], num_layers: int | None = None) -> HasseDiagram:
+    def from_mask(cls, mask: Bool[ArrayLike, "n n"] | IntervalMask, num_layers: int | None = None) -> HasseDiagram:
         """Diagram of the information flow of a mask (spec hasse.md §1).
 
         **Arguments:**
 
         - `mask`: Boolean `(n, n)` mask, row = query, column = key, True = may attend. The
-          diagonal is implied (residual stream, `A = M | I`).
+          diagonal is implied (residual stream, `A = M | I`). Or an
+          :class:`~hassejax.masks.IntervalMask` of any length: closed on the structured route
+          (:func:`hassejax.order.flow_summary`), the diagram built when the quotient has at
+          most :data:`hassejax.order.summary.QUOTIENT_LIMIT` classes.
         - `num_layers`: `None` for the limit `R` (any depth). Given `L`, the diagram of
           `R^(L)` is returned only if `L` layers already realise the limit (`R^(L) = R`, i.e.
           `L >= L*`); otherwise `R^(L)` is not transitive, has no Hasse diagram, and this
@@ -256,8 +279,12 @@ class HasseDiagram:
         diagram is a host-side networkx graph: build it outside `jit`/`vmap`);
         :class:`~hassejax.errors.MemoryBudgetError` when the dense closure and the classes
         would not fit in the free memory (estimated from the shape before the mask is copied;
-        the message names `mask`, `n`, the estimated and the free GiB).
+        the message names `mask`, `n`, the estimated and the free GiB). For an
+        :class:`~hassejax.masks.IntervalMask`, :class:`~hassejax.errors.MaskError` when the
+        quotient is too large to build as a graph (use :func:`hassejax.order.flow_summary`).
         """
+        if isinstance(mask, IntervalMask):
+            return _from_intervals(mask, num_layers)
         if isinstance(mask, jax.core.Tracer):
             raise MaskError(
                 "`mask` is a JAX tracer: HasseDiagram is a host-side networkx graph and cannot be built inside "
