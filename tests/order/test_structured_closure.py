@@ -75,7 +75,7 @@ def build(case):
     return IntervalMask.from_runs(s_arr, e_arr, n), dense
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(interval_masks())
 def test_powers_limit_depth_classes_equal_dense(case):
     m, dense = build(case)
