@@ -69,15 +69,26 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
         name,
     )
     diag = _diagonal_runs(q)
-    lo = hi = tab_s = tab_e = shared = None
+    lo = hi = tab_s = tab_e = shared = cross = None
     chained = _chained_single_runs(q) if diag is None else None
     if chained is not None:
-        lo, hi = _minmax_table(*chained, levels)
+        # Single runs in chained segments (documents, chunks, strict down-sets): a range inside
+        # one segment unions to one run; only ranges across segments need the union table.
+        c_lo, c_hi, segment, next_full, prev_full = chained
+        lo, hi = _minmax_query(c_lo, c_hi, p, levels)
+        valid = p.stops > p.starts
+        first = next_full[np.where(valid, p.starts, 0)]
+        last = prev_full[np.where(valid, p.stops - 1, 0)]
+        cross = valid & (first <= last) & (segment[np.minimum(first, n - 1)] != segment[np.maximum(last, 0)])
+        if cross.any():
+            tab_s, tab_e = _union_table(q.starts, q.stops, n, levels)
+        else:
+            cross = None
     elif diag is not None:
         # Reflexive rows: the runs that hold their own index merge over any range of rows into
         # one run [range-min start, range-max stop); only the other runs need the union table.
         diag_s, diag_e, off_s, off_e = diag
-        lo, hi = _minmax_table(diag_s, diag_e, levels)
+        lo, hi = _minmax_query(diag_s, diag_e, p, levels)
         if off_s is not None:
             shared = _shared_runs(off_s, off_e, n)
             if shared is None:
@@ -95,15 +106,19 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
         right = b - (np.int64(1) << lev)
         parts_s, parts_e = [], []
         if lo is not None:
-            run_s = np.minimum(lo[lev, a], lo[lev, right])
-            run_e = np.maximum(hi[lev, a], hi[lev, right])
+            run_s, run_e = lo[r0 : r0 + _ROW_BLOCK], hi[r0 : r0 + _ROW_BLOCK]
             empty = run_s >= run_e  # only empty rows in the range (chained rows)
+            if cross is not None:
+                empty |= cross[r0 : r0 + _ROW_BLOCK]
             parts_s.append(np.where(empty, n, run_s)[..., None])
             parts_e.append(np.where(empty, n, run_e)[..., None])
         if tab_s is not None:
             left_s, left_e = tab_s[lev, a], tab_e[lev, a]
             right_s, right_e = tab_s[lev, right], tab_e[lev, right]
             same = ((left_s == right_s) & (left_e == right_e)).all(axis=-1, keepdims=True)
+            if cross is not None:  # the table answers only the ranges across segments
+                same |= ~cross[r0 : r0 + _ROW_BLOCK, :, None]
+                left_s = np.where(cross[r0 : r0 + _ROW_BLOCK, :, None], left_s, n)
             parts_s += [left_s, np.where(same, n, right_s)]
             parts_e += [left_e, np.where(same, n, right_e)]
         if shared is not None:
@@ -137,34 +152,57 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
 _ROW_BLOCK = 1 << 15
 
 
-def _minmax_table(lo0: np.ndarray, hi0: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
-    """Range-min of `lo0` and range-max of `hi0` over ``[i, i + 2^l)``: arrays ``(levels, n)``."""
-    n = lo0.shape[0]
-    lo = np.empty((levels, n), _INDEX)
-    hi = np.empty((levels, n), _INDEX)
-    lo[0], hi[0] = lo0, hi0
-    for level in range(1, levels):
-        half = 1 << (level - 1)
-        lo[level] = lo[level - 1]
-        hi[level] = hi[level - 1]
-        if half < n:
-            np.minimum(lo[level, :-half], lo[level - 1, half:], out=lo[level, :-half])
-            np.maximum(hi[level, :-half], hi[level - 1, half:], out=hi[level, :-half])
-    return lo, hi
+def _minmax_query(lo0: np.ndarray, hi0: np.ndarray, p: IntervalMask, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """For every run ``[a, b)`` of `p`: the minimum of `lo0` and the maximum of `hi0` over rows
+    ``a .. b-1``, arrays shaped like ``p.starts`` (``lo = n, hi = 0`` for padding runs).
+
+    A sparse table streamed level by level: level ``l`` (the min/max over ``[i, i + 2^l)``)
+    answers the runs of length ``[2^l, 2^(l+1))`` with two lookups, then becomes level
+    ``l + 1`` in place; ``O(n)`` memory, each level one pass that stays in cache.
+    """
+    n = p.n
+    valid = p.stops > p.starts
+    a = np.where(valid, p.starts, 0)
+    b = np.where(valid, p.stops, 1)
+    lev = _floor_log2(np.maximum(b - a, 1))
+    right = b - (np.int64(1) << lev)
+    out_lo = np.full(p.starts.shape, n, _INDEX)
+    out_hi = np.zeros(p.starts.shape, _INDEX)
+    lo, hi = lo0.copy(), hi0.copy()
+    for level in range(levels):
+        at = np.nonzero(valid & (lev == level))
+        if at[0].size:
+            out_lo[at] = np.minimum(lo[a[at]], lo[right[at]])
+            out_hi[at] = np.maximum(hi[a[at]], hi[right[at]])
+        half = 1 << level
+        if level + 1 < levels and half < n:
+            np.minimum(lo[:-half], lo[half:], out=lo[:-half])
+            np.maximum(hi[:-half], hi[half:], out=hi[:-half])
+    return out_lo, out_hi
 
 
 def _chained_single_runs(q: IntervalMask):
-    """``(lo, hi)`` when every non-empty row is one run and consecutive non-empty rows' runs
-    overlap or touch (so the union over any range of rows is one run ``[min lo, max hi)``);
-    empty rows get ``lo = n, hi = 0`` (ignored by min and max). None otherwise."""
+    """Rows of single runs cut into *chained segments*: maximal stretches of non-empty rows in
+    which each run overlaps or touches the next one, so that the union over rows of one segment
+    is one run ``[min lo, max hi)``. Returns ``(lo, hi, segment, next_full, prev_full)``: the
+    runs (empty rows get ``lo = n, hi = 0``, ignored by min and max), the segment id of each
+    non-empty row, and for each position the next non-empty row at or after it (``n`` if none)
+    and the last one at or before it (``-1`` if none). None unless every row is at most one run.
+    """
     if q.num_runs != 1:
         return None
+    n = q.n
     s, e = q.starts[:, 0], q.stops[:, 0]
     full = s < e
-    ss, ee = s[full], e[full]
-    if ss.size > 1 and not ((ss[1:] <= ee[:-1]) & (ss[:-1] <= ee[1:])).all():
-        return None
-    return np.where(full, s, q.n).astype(_INDEX), np.where(full, e, 0).astype(_INDEX)
+    rows = np.flatnonzero(full)
+    ss, ee = s[rows], e[rows]
+    breaks = ~((ss[1:] <= ee[:-1]) & (ss[:-1] <= ee[1:]))
+    segment = np.zeros(n, dtype=np.int64)
+    segment[rows] = np.concatenate([[0], np.cumsum(breaks)])
+    idx = np.arange(n)
+    prev_full = np.maximum.accumulate(np.where(full, idx, -1))
+    next_full = np.minimum.accumulate(np.where(full, idx, n)[::-1])[::-1]
+    return np.where(full, s, n).astype(_INDEX), np.where(full, e, 0).astype(_INDEX), segment, next_full, prev_full
 
 
 def _shared_runs(off_s: np.ndarray, off_e: np.ndarray, n: int):

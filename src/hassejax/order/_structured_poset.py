@@ -146,26 +146,44 @@ def interval_depth_width(r: IntervalMask, cls: RowClasses) -> tuple[int, int]:
     hi = r.stops[reps, 0].astype(np.int64)
     order = np.lexsort((-hi, lo))
     ordered = hi[order]
-    steps = np.diff(ordered)
-    if (steps <= 0).all():  # one chain (e.g. causal-like masks): no increasing pair
-        return int(ordered.size), 1
-    if (steps > 0).all():  # one antichain
-        return 1, int(ordered.size)
-    seq = ordered.tolist()
-    # depth: longest non-increasing subsequence = longest non-decreasing of the negated values.
-    tails: list[int] = []
-    for v in seq:
-        i = bisect.bisect_right(tails, -v)
-        if i == len(tails):
-            tails.append(-v)
-        else:
-            tails[i] = -v
-    depth = len(tails)
-    tails = []
-    for v in seq:  # width: longest strictly increasing subsequence
-        i = bisect.bisect_left(tails, v)
-        if i == len(tails):
-            tails.append(v)
-        else:
-            tails[i] = v
-    return depth, len(tails)
+    # depth: longest non-increasing subsequence = longest non-decreasing of the negated values;
+    # width: longest strictly increasing subsequence.
+    return longest_increasing(-ordered, strict=False), longest_increasing(ordered, strict=True)
+
+
+def longest_increasing(seq: np.ndarray, *, strict: bool) -> int:
+    """Length of a longest (strictly, or weakly) increasing subsequence of the int array `seq`.
+
+    Patience sorting (Fredman, "On computing the length of longest increasing subsequences",
+    Discrete Math. 11, 1975). A block of consecutive values that cannot hold two elements of
+    such a subsequence (a non-increasing block when `strict`, a strictly decreasing one
+    otherwise) is placed in one vectorised step: each value's pile found against the piles
+    before the block is the pile the sequential algorithm finds, since the piles the block
+    changes only get values that compare the same way with the block's later, smaller values.
+    Blocks of one value fall back to the element loop.
+    """
+    n = int(seq.size)
+    if n == 0:
+        return 0
+    rising = seq[1:] > seq[:-1] if strict else seq[1:] >= seq[:-1]
+    cuts = np.flatnonzero(rising) + 1
+    side = "left" if strict else "right"
+    if cuts.size > n // 8:  # mostly one-value blocks: the plain loop is faster
+        tails: list[int] = []
+        pick = bisect.bisect_left if strict else bisect.bisect_right
+        for v in seq.tolist():
+            i = pick(tails, v)
+            if i == len(tails):
+                tails.append(v)
+            else:
+                tails[i] = v
+        return len(tails)
+    piles = np.full(n + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    size = 0
+    bounds = np.concatenate([[0], cuts, [n]])
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        block = seq[a:b]
+        pos = np.searchsorted(piles[:size], block, side=side)
+        np.minimum.at(piles, pos, block)
+        size = max(size, int(pos.max()) + 1)
+    return size
