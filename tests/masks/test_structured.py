@@ -425,7 +425,6 @@ def test_from_spec_combinations_equal_the_dense_union_and_intersection(spec):
 
 
 def test_from_spec_precedence_and_documented_examples():
-    n = 12
     a, b, c = "causal(n=12)", "sliding_window(n=12, left=2, right=2)", "attention_sinks(n=12, num=3)"
     dense = {p: np.asarray(M.from_spec(p)) for p in (a, b, c)}
     want = dense[a] | (dense[b] & dense[c])  # & binds tighter than |, as in Python
