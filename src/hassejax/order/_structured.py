@@ -169,11 +169,17 @@ def _minmax_query(lo0: np.ndarray, hi0: np.ndarray, p: IntervalMask, levels: int
     out_lo = np.full(p.starts.shape, n, _INDEX)
     out_hi = np.zeros(p.starts.shape, _INDEX)
     lo, hi = lo0.copy(), hi0.copy()
+    # Group the runs by level once (a radix sort of small keys), then answer group by group.
+    flat_level = np.where(valid, lev, levels).astype(np.int8).ravel()
+    order = np.argsort(flat_level, kind="stable")
+    bounds = np.searchsorted(flat_level[order], np.arange(levels + 1))
+    a_flat, right_flat = a.ravel(), right.ravel()
+    out_lo_flat, out_hi_flat = out_lo.ravel(), out_hi.ravel()
     for level in range(levels):
-        at = np.nonzero(valid & (lev == level))
-        if at[0].size:
-            out_lo[at] = np.minimum(lo[a[at]], lo[right[at]])
-            out_hi[at] = np.maximum(hi[a[at]], hi[right[at]])
+        at = order[bounds[level] : bounds[level + 1]]
+        if at.size:
+            out_lo_flat[at] = np.minimum(lo[a_flat[at]], lo[right_flat[at]])
+            out_hi_flat[at] = np.maximum(hi[a_flat[at]], hi[right_flat[at]])
         half = 1 << level
         if level + 1 < levels and half < n:
             np.minimum(lo[:-half], lo[half:], out=lo[:-half])

@@ -168,6 +168,8 @@ def longest_increasing(seq: np.ndarray, *, strict: bool) -> int:
     rising = seq[1:] > seq[:-1] if strict else seq[1:] >= seq[:-1]
     cuts = np.flatnonzero(rising) + 1
     side = "left" if strict else "right"
+    if cuts.size == n - 1:  # the whole sequence is increasing (e.g. a chain of classes)
+        return n
     if cuts.size > n // 8:  # mostly one-value blocks: the plain loop is faster
         tails: list[int] = []
         pick = bisect.bisect_left if strict else bisect.bisect_right
