@@ -257,3 +257,39 @@ def test_hasse_diagram_from_interval_mask():
         HasseDiagram.from_mask(m, num_layers=3)
     with pytest.raises(MaskError, match="QUOTIENT_LIMIT"):
         HasseDiagram.from_mask(_window_with_sinks(5000, 7, 2))
+
+
+def test_fresh_user_findings():
+    """Faults a fresh user found: wrap-around of int64 runs, negative rows, routes of many-run masks,
+    batches and traces on the structured route, the quotient limit in the message, huge dense scans."""
+    import jax
+
+    from hassejax.masks import structured
+
+    assert IntervalMask.from_runs(np.array([0, 0]), np.array([2**41, 2]), 2).row(0) == [(0, 2)]
+    assert IntervalMask.from_runs(np.array([2**32, 0]), np.array([2**32 + 2, 2]), 2).row(0) == []
+    m = structured.causal(5)
+    with pytest.raises(MaskError, match="`q`"):
+        m.row(-1)
+    with pytest.raises(MaskError, match="`q`"):
+        m.contains(np.array([5]), np.array([0]))
+    with pytest.raises(ValueError):
+        m.starts[0, 0] = 3  # read-only: the mask is immutable
+    # many runs a row at moderate n: the dense bit-packed routes, same answers
+    dilated = structured.dilated(1024, 16, 4)
+    s = flow_summary(dilated)
+    assert s.route in ("bitpacked", "matmul")
+    dense = np.asarray(dilated.to_dense())
+    assert s.convergence_depth == convergence_depth(dilated) == int(convergence_depth(dense, method="bitpacked"))
+    assert (reachability(dilated).to_dense() == np.asarray(reachability(dense, method="bitpacked"))).all()
+    # the structured route on dense batches, and under a trace
+    batch = np.stack([np.eye(6, k=-1, dtype=bool), np.eye(6, k=-2, dtype=bool)])
+    assert (np.asarray(reachability(batch, method="structured")) == np.asarray(reachability(batch))).all()
+    assert np.asarray(reachability(np.zeros((0, 4, 4), bool), method="structured")).shape == (0, 4, 4)
+    with pytest.raises(ParameterError, match="concrete"):
+        jax.jit(lambda x: reachability(x, method="structured"))(batch[0])
+    with pytest.raises(MaskError, match="quotient_limit = 3"):
+        flow_summary(structured.sliding_window(10, 2), quotient_limit=3).diagram()
+    with pytest.raises(MaskError, match="IntervalMask"):
+        flow_summary(np.broadcast_to(np.array(True), (70000, 70000)))
+    assert "median 524289 " in "\n".join(flow_summary(structured.causal(2**20 + 1)).lines())  # no exponent

@@ -199,6 +199,8 @@ class IntervalMask:
         if not _normal:
             starts, stops = _checked_runs(starts, stops, n)
             starts, stops = normalize_runs(starts, stops, n)
+        starts.flags.writeable = False  # immutable, like the dense jax.Array it stands for
+        stops.flags.writeable = False
         self.starts = starts
         self.stops = stops
         self.n = int(n)
@@ -248,8 +250,14 @@ class IntervalMask:
         n = a.shape[0]
         step = max(1, (1 << 24) // max(n, 1))
         parts_s, parts_e = [], []
+        k_seen = 1
         for r0 in range(0, n, step):
             s, e = _runs_of_rows(a[r0 : r0 + step])
+            if s.shape[1] > k_seen:  # the form grows with the widest row: check before keeping more
+                k_seen = s.shape[1]
+                check_host_memory(
+                    4 * 4 * n * k_seen, f"the interval form with at least {k_seen} runs a row (n = {n})", name
+                )
             parts_s.append(s)
             parts_e.append(e)
         k = max(p.shape[1] for p in parts_s)
@@ -299,13 +307,24 @@ class IntervalMask:
         return int(self.row_counts().sum())
 
     def row(self, q: int) -> list[tuple[int, int]]:
-        """The runs ``[(start, stop), …]`` of row `q` (half-open)."""
+        """The runs ``[(start, stop), …]`` of row `q` (half-open).
+
+        **Raises:** :class:`~hassejax.errors.MaskError` for `q` not an int in ``[0, n)``.
+        """
+        if isinstance(q, (bool, np.bool_)) or not isinstance(q, (int, np.integer)) or not 0 <= q < self.n:
+            raise MaskError(f"`q` must be a query position, an int in [0, {self.n}); got {q!r}.")
         keep = self.starts[q] < self.stops[q]
         return list(zip(self.starts[q][keep].tolist(), self.stops[q][keep].tolist()))
 
     def contains(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """``M[q, k]`` for broadcastable int arrays `q` and `k` (no dense array)."""
+        """``M[q, k]`` for broadcastable int arrays `q` and `k` (no dense array).
+
+        **Raises:** :class:`~hassejax.errors.MaskError` for positions outside ``[0, n)``.
+        """
         q, k = np.broadcast_arrays(np.asarray(q), np.asarray(k))
+        for name, x in (("q", q), ("k", k)):
+            if not np.issubdtype(x.dtype, np.integer) or (x.size and (x.min() < 0 or x.max() >= self.n)):
+                raise MaskError(f"`{name}` must hold int positions in [0, {self.n}); got dtype {x.dtype}.")
         s = self.starts[q]
         e = self.stops[q]
         return np.any((s <= k[..., None]) & (k[..., None] < e), axis=-1)
@@ -404,7 +423,7 @@ def _checked_runs(starts, stops, n) -> tuple[np.ndarray, np.ndarray]:
             a = a[:, None]
         if a.ndim != 2 or a.shape[0] != n:
             raise MaskError(f"`{name}` must have shape (n,) or (n, j) with n = {n}; got shape {np.shape(x)}.")
-        out.append(np.clip(a.astype(_INDEX), 0, n))
+        out.append(np.clip(a, 0, n).astype(_INDEX))  # clip first: no wrap-around in int32
     if out[0].shape != out[1].shape:
         raise MaskError(f"`starts` and `stops` must have the same shape; got {out[0].shape} and {out[1].shape}.")
     return out[0], out[1]

@@ -34,7 +34,7 @@ multi-source breadth-first search on packed rows that yields ``L*`` and ``R`` in
 (:func:`hassejax.order._bitpacked.depth_bitpacked`).
 
 ``method="auto"`` takes the structured route for an :class:`~hassejax.masks.IntervalMask` and for
-a concrete dense mask with ``n >= 1024`` whose rows are at most 16 runs of keys (the dense result
+a concrete dense mask with ``n >= 1024`` whose rows are at most 4 runs of keys (the dense result
 is returned); otherwise it picks by a cost estimate from ``n``, the number of nonzeros and the
 backend; inside a trace (``jit``/``vmap``) it always picks ``"matmul"``.
 
@@ -670,7 +670,18 @@ def _reachability_layers(layer_masks, num_layers: int | None, method: str) -> ja
 # ``method="auto"``: concrete dense masks at least this long whose rows are at most
 # ``_STRUCTURED_MAX_RUNS`` runs of keys take the structured route.
 _STRUCTURED_MIN_N = 1024
-_STRUCTURED_MAX_RUNS = 16
+_STRUCTURED_MAX_RUNS = 4
+
+
+# An IntervalMask with more runs a row than that, up to this n, takes the dense bit-packed routes
+# under ``method="auto"``: runs multiply under products (a dilated window's k runs become k² …),
+# while the packed rows stay n/64 words.
+_DENSE_FALLBACK_N = 16384
+
+
+def _prefer_dense(m: IntervalMask) -> bool:
+    """True for an interval mask with many runs a row that is short enough for the dense routes."""
+    return m.num_runs > _STRUCTURED_MAX_RUNS and m.n <= _DENSE_FALLBACK_N
 
 
 def _few_runs(flat: np.ndarray) -> np.ndarray:
@@ -698,6 +709,9 @@ def _reachability_structured(mask, num_layers, layer_masks, method) -> IntervalM
             f"`method` = {method!r} is a dense route; an IntervalMask takes method='structured' or 'auto' "
             "(convert with `np.asarray(mask)` first for a dense route)."
         )
+    if layer_masks is None and method == "auto" and _prefer_dense(mask):
+        dense = np.asarray(reachability(mask.to_dense(), num_layers, method="bitpacked"))
+        return IntervalMask.from_dense(dense, name="mask")
     if layer_masks is not None:
         if mask is not None:
             raise MaskError(
@@ -720,7 +734,7 @@ def _reachability_structured(mask, num_layers, layer_masks, method) -> IntervalM
 def _as_intervals(m, name: str) -> IntervalMask:
     if isinstance(m, IntervalMask):
         return m
-    a = as_mask(m, name, batched=False)
+    a = as_mask(m, name, batched=False, memory=_dense_memory(name, "the interval form", "bitpacked"))
     return IntervalMask.from_dense(np.asarray(a), name=name)
 
 
@@ -747,8 +761,17 @@ def _dense_via_structured(mask, num_layers, layer_masks) -> jax.Array:
         r = _reachability_structured(None, num_layers, [_as_intervals(m, "layer_masks") for m in layers], "structured")
     else:
         if mask is None:
-            raise MaskError("`mask` must be a Boolean array of shape (n, n) unless `layer_masks` is given; got None.")
-        r = _reachability_structured(_as_intervals(mask, "mask"), num_layers, None, "structured")
+            raise MaskError("`mask` must be a Boolean array of shape (*batch, n, n) unless `layer_masks` is given; got None.")
+        what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
+        a, traced = _prepare(mask, memory=_dense_memory("mask", what, "bitpacked"))
+        if traced:
+            raise ParameterError(
+                "`method` = 'structured' needs a concrete mask (it converts to an IntervalMask on the host); "
+                "got a traced one. Use method='matmul' or 'bitpacked' under jit/vmap."
+            )
+        if math.prod(a.shape[:-2]) == 0:
+            return jnp.asarray(a)
+        return _dense_via_structured_batch(a, num_layers)
     return jnp.asarray(r.to_dense())
 
 
@@ -903,6 +926,8 @@ def convergence_depth(
                 f"`method` = {method!r} is a dense route; an IntervalMask takes method='structured' or 'auto' "
                 "(convert with `np.asarray(mask)` first for a dense route)."
             )
+        if method == "auto" and _prefer_dense(mask):
+            return int(convergence_depth(mask.to_dense()))
         return PowerTable(mask.with_diagonal(), name="mask").depth()
 
     a, traced = _prepare(mask, memory=_depth_memory(method))

@@ -26,8 +26,12 @@ __all__ = ["FlowSummary", "ReachStats", "flow_summary", "choose_route", "ROUTES"
 #: Routes of :func:`flow_summary` (``"auto"`` picks one and says why in the result).
 ROUTES = ("auto", "structured", "matmul", "bitpacked")
 
-#: Dense masks with at most this many key runs in every row go the structured route.
-STRUCTURED_MAX_RUNS = 16
+#: Dense masks with at most this many key runs in every row go the structured route (runs
+#: multiply under products; beyond a few a row the bit-packed rows are cheaper).
+STRUCTURED_MAX_RUNS = 4
+
+#: Dense input longer than this is not scanned for runs (n² entries): build it as an IntervalMask.
+DENSE_SCAN_LIMIT = 65536
 
 #: Largest quotient (number of classes) for which the full Hasse diagram is built.
 QUOTIENT_LIMIT = 2048
@@ -96,6 +100,7 @@ class FlowSummary:
     num_hasse_edges: int | None
     not_computed: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    quotient_limit: int = QUOTIENT_LIMIT
     _diagram: Any = field(default=None, repr=False, compare=False)
 
     def diagram(self):
@@ -107,8 +112,9 @@ class FlowSummary:
         """
         if self._diagram is None:
             raise MaskError(
-                f"`mask` has {self.num_classes} classes, more than QUOTIENT_LIMIT = {QUOTIENT_LIMIT}: the Hasse "
-                "diagram was not built (too large to draw). Its depth, width and number of edges are in the summary."
+                f"`mask` has {self.num_classes} classes, more than quotient_limit = {self.quotient_limit} (default "
+                f"QUOTIENT_LIMIT = {QUOTIENT_LIMIT}): the Hasse diagram was not built (too large to draw). Its depth, "
+                "width and number of edges are in the summary; pass a larger quotient_limit to flow_summary to build it."
             )
         return self._diagram
 
@@ -157,7 +163,7 @@ class FlowSummary:
                        f"{100 * r.fraction_of_limit:.2f}% of the limit")
         out.append(f"limit R: keys per query {_spread(self.limit)}; {self.limit.pairs} dependent pairs")
         out.append(
-            f"classes: {self.num_classes} (sizes min {int(sizes.min())} / median {float(np.median(sizes)):g} / "
+            f"classes: {self.num_classes} (sizes min {int(sizes.min())} / median {_number(np.median(sizes))} / "
             f"max {int(sizes.max())})"
         )
         for name, value, what in (
@@ -171,8 +177,13 @@ class FlowSummary:
         return out
 
 
+def _number(x: float) -> str:
+    """An exact integer as one (no exponent at any size), else the float."""
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
 def _spread(r: ReachStats) -> str:
-    return f"min {r.min} / median {r.median:g} / max {r.max}"
+    return f"min {r.min} / median {_number(r.median)} / max {r.max}"
 
 
 def _stats(counts: np.ndarray, limit_total: int, num_layers: int | None, reached: bool) -> ReachStats:
@@ -216,13 +227,25 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
     """
     if not isinstance(method, str) or method not in ROUTES:
         raise ParameterError(f"`method` must be one of {ROUTES}; got {method!r}.")
+    from .closure import _prefer_dense
+
     if isinstance(mask, IntervalMask):
-        if method in ("auto", "structured"):
+        if method == "structured" or (method == "auto" and not _prefer_dense(mask)):
             return "structured", f"interval rows, at most {mask.num_runs} key run(s) a row", mask
-        return method, "requested", None
-    if method in ("matmul", "bitpacked"):
-        return method, "requested", None
-    intervals = IntervalMask.from_dense(np.asarray(mask), name="mask")
+        if method != "auto":
+            return method, "requested", None
+        intervals = mask
+    else:
+        if method in ("matmul", "bitpacked"):
+            return method, "requested", None
+        n = mask.shape[-1]
+        if n > DENSE_SCAN_LIMIT:
+            raise MaskError(
+                f"`mask` is a dense ({n}, {n}) array: too long to scan for its key runs ({float(n) * n:.2g} entries, "
+                f"more than DENSE_SCAN_LIMIT = {DENSE_SCAN_LIMIT} positions); build it as an IntervalMask "
+                "(hassejax.masks.structured, or from_spec(..., form='intervals'))."
+            )
+        intervals = IntervalMask.from_dense(np.asarray(mask), name="mask")
     if method == "structured" or intervals.num_runs <= STRUCTURED_MAX_RUNS:
         why = "requested" if method == "structured" else f"interval rows, at most {intervals.num_runs} key run(s) a row"
         return "structured", why, intervals
@@ -307,6 +330,8 @@ def flow_summary(
                 f"`mask` must be an IntervalMask or a Boolean array of shape (n, n); got "
                 f"{type(mask).__name__} of shape {shape}."
             )
+    if isinstance(mask, (list, tuple)):
+        mask = np.asarray(mask)
     route, reason, intervals = choose_route(mask, method)
     flow = _StructuredFlow(intervals) if route == "structured" else _DenseFlow(np.asarray(mask), route)
     return _summarize(flow, route, reason, layers, int(quotient_limit))
@@ -350,6 +375,7 @@ def _summarize(flow, route: str, reason: str, layers: tuple[int, ...], quotient_
         num_hasse_edges=edges,
         not_computed=not_computed,
         seconds=seconds,
+        quotient_limit=quotient_limit,
         _diagram=diagram,
     )
 
@@ -431,7 +457,7 @@ class _DenseFlow:
     def depth(self) -> int:
         from .closure import convergence_depth
 
-        return int(convergence_depth(self.dense))
+        return int(convergence_depth(self.dense, method=self.method))
 
     def counts(self, num_layers: int) -> np.ndarray:
         from .closure import reachability
