@@ -77,6 +77,7 @@ class FlowSummary:
     - `depth`: classes in a longest chain; `width`: classes in a largest antichain;
       `num_hasse_edges`: covering pairs of the quotient order. Each is ``None`` when not
       computed, with the reason in `not_computed`.
+    - `quotient_limit`: the largest quotient for which the diagram was built.
     - `seconds`: wall-clock seconds per stage (``"limit"``, ``"convergence_depth"``,
       ``"layers"``, ``"classes"``, ``"order"``).
 
