@@ -1,0 +1,297 @@
+"""A mask as one elementwise rule ``M[q, k] = rule(h, q, k)``: the form kernels take (private).
+
+A :class:`MaskRule` is a Python expression over ``q_idx``, ``kv_idx`` (and ``h`` for
+per-head masks) plus named 1-D lookup tables (document ids, run starts, ...). The
+expression uses only operators (``<=``, ``==``, ``//``, ``%``, ``&``, ``|``, ``abs``,
+indexing a table), so the same text runs with ``jax.numpy``, NumPy and PyTorch arrays:
+:func:`~hassejax.kernels.to_mask_mod` compiles it with ``jnp`` tables and
+:func:`~hassejax.kernels.mask_mod_source` prints it, so the callable and the printed source
+are one rule by construction. Each rule also keeps a *splash recipe*: the structured splash
+mask it is (causal, local window, chunked causal, full, their ``&``/``|``) or ``None``.
+
+Rules come from mask specs (every registered mask, written in closed form where the
+gallery gives one), from the closed forms of the derived masks (Block Two-Stream,
+Butterfly), or from any mask's key runs (``OR_t STARTS_t[q] <= k < STOPS_t[q]``: exact for
+every mask, tables of ``n`` entries per run). This module is pure NumPy (no JAX).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import MaskError
+from ..masks._intervals import IntervalMask
+
+__all__ = ["MaskRule", "rule_from_runs", "per_head_rule", "RULE_BUILDERS", "FAMILY_BUILDERS"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MaskRule:
+    """One elementwise mask rule over `n` positions (row = query, column = key, True = may attend).
+
+    - `n`: number of positions (square mask).
+    - `expr`: a Python expression in ``q_idx``, ``kv_idx``, ``h`` and the table names.
+    - `tables`: ``(NAME, array)`` pairs, each a 1-D int32 or bool NumPy array.
+    - `label`: where the rule came from (a spec, "key runs", ...).
+    - `splash`: the structured splash recipe, or ``None`` (then a dense ``NumpyMask``).
+    - `heads`: number of heads the rule distinguishes (``None``: the same for every head).
+    """
+
+    n: int
+    expr: str
+    tables: tuple[tuple[str, np.ndarray], ...] = ()
+    label: str = ""
+    splash: tuple | None = None
+    heads: int | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.n)
+
+    def _combine(self, other: MaskRule, op: str) -> MaskRule:
+        if not isinstance(other, MaskRule):
+            return NotImplemented
+        if other.n != self.n:
+            raise MaskError(f"rules to combine with {op} must have the same n; got {self.n} and {other.n}.")
+        tables = list(self.tables)
+        names = {name: arr for name, arr in tables}
+        expr = other.expr
+        for name, arr in other.tables:
+            if name in names and np.array_equal(names[name], arr) and names[name].dtype == arr.dtype:
+                continue  # the same table: share it
+            new = name
+            i = 2
+            while new in names:
+                new = f"{name}_{i}"
+                i += 1
+            if new != name:
+                expr = re.sub(rf"\b{name}\b", new, expr)
+            names[new] = arr
+            tables.append((new, arr))
+        splash = None
+        if self.splash is not None and other.splash is not None:
+            splash = ("and" if op == "&" else "or", self.splash, other.splash)
+        heads = self.heads if self.heads is not None else other.heads
+        return MaskRule(self.n, f"({self.expr}) {op} ({expr})", tuple(tables), f"{self.label} {op} {other.label}", splash, heads)
+
+    def __or__(self, other: MaskRule) -> MaskRule:
+        return self._combine(other, "|")
+
+    def __and__(self, other: MaskRule) -> MaskRule:
+        return self._combine(other, "&")
+
+    def evaluate(self, q: np.ndarray, k: np.ndarray, h: int = 0) -> np.ndarray:
+        """The rule on NumPy index arrays `q`, `k` (broadcast), head `h`: a Boolean NumPy array."""
+        namespace = {name: arr for name, arr in self.tables}
+        namespace.update(q_idx=np.asarray(q, np.int64), kv_idx=np.asarray(k, np.int64), h=h, abs=abs)
+        out = eval(self.expr, {"__builtins__": {}}, namespace)  # noqa: S307 - our own generated expression
+        return np.broadcast_to(np.asarray(out, dtype=bool), np.broadcast_shapes(np.shape(q), np.shape(k)))
+
+
+# ----------------------------------------------------------------------------- from runs
+
+
+def rule_from_runs(mask: IntervalMask, label: str = "key runs") -> MaskRule:
+    """The exact rule of any interval mask: ``OR_t (STARTS_t[q] <= k < STOPS_t[q])``.
+
+    A row with fewer runs than the widest pads with the empty run ``[n, n)``. Tables hold
+    ``n`` int32 entries per run slot. A mask whose every row is one run ``[0, STOPS[q])``
+    drops the starts.
+    """
+    starts, stops = mask.starts, mask.stops
+    terms, tables = [], []
+    for t in range(starts.shape[1]):
+        s, e = np.ascontiguousarray(starts[:, t]), np.ascontiguousarray(stops[:, t])
+        suffix = "" if starts.shape[1] == 1 else f"_{t}"
+        if not s.any():
+            terms.append(f"(kv_idx < STOPS{suffix}[q_idx])")
+            tables.append((f"STOPS{suffix}", e.astype(np.int32)))
+        else:
+            terms.append(f"(STARTS{suffix}[q_idx] <= kv_idx) & (kv_idx < STOPS{suffix}[q_idx])")
+            tables += [(f"STARTS{suffix}", s.astype(np.int32)), (f"STOPS{suffix}", e.astype(np.int32))]
+    expr = " | ".join(f"({term})" for term in terms) if len(terms) > 1 else terms[0]
+    return MaskRule(mask.n, expr, tuple(tables), label, _recognise_splash(mask))
+
+
+def _recognise_splash(mask: IntervalMask) -> tuple | None:
+    """The structured splash recipe of a one-run-a-row mask, if it is one (else ``None``)."""
+    if mask.num_runs != 1:
+        return None
+    n = mask.n
+    s, e = mask.starts[:, 0].astype(np.int64), mask.stops[:, 0].astype(np.int64)
+    q = np.arange(n, dtype=np.int64)
+    if (s == 0).all() and (e == n).all():
+        return ("full",)
+    # A local window q - left <= k <= q + right (either side unbounded), clipped to [0, n).
+    cut = s > 0
+    left = None
+    if cut.any():
+        lefts = np.unique(q[cut] - s[cut])
+        if lefts.size != 1 or not (q[~cut] - lefts[0] <= 0).all():
+            left = -1
+        else:
+            left = int(lefts[0])
+    open_ = e < n
+    right = None
+    if open_.any():
+        rights = np.unique(e[open_] - 1 - q[open_])
+        if rights.size != 1 or not (q[~open_] + rights[0] >= n - 1).all():
+            right = -1
+        else:
+            right = int(rights[0])
+    if left != -1 and right != -1 and (left is None or left >= 0) and (right is None or right >= 0):
+        if left is None and right == 0:
+            return ("causal",)
+        return ("local", left, right)
+    # Chunked causal: [(q // c) c, q + 1).
+    if (e == q + 1).all() and n > 1:
+        restart = np.flatnonzero(s == q)
+        if restart.size > 1:
+            c = int(restart[1])
+            if (s == (q // c) * c).all():
+                return ("chunked", c)
+    return None
+
+
+# -------------------------------------------------------------------- gallery closed forms
+
+_CAUSAL = "kv_idx <= q_idx"
+
+
+def _ids_of_segments(mask: IntervalMask) -> np.ndarray:
+    """Document id per position, from a document mask whose rows start at their document's start."""
+    s = mask.starts[:, 0].astype(np.int64)
+    first = np.r_[True, s[1:] != s[:-1]]
+    return (np.cumsum(first) - 1).astype(np.int32)
+
+
+def _document_rule(im, segments, inner=None, kind="lengths") -> MaskRule:
+    if callable(inner) and not isinstance(inner, str):
+        return rule_from_runs(im)
+    ids = _ids_of_segments(im)  # causal and full rows both start at their document's start
+    same = "DOC[q_idx] == DOC[kv_idx]"
+    expr = f"({same}) & ({_CAUSAL})" if inner in (None, "causal") else same
+    return MaskRule(im.n, expr, (("DOC", ids),))
+
+
+RULE_BUILDERS: dict[str, Callable[..., MaskRule]] = {
+    "causal": lambda im, n: MaskRule(n, _CAUSAL, splash=("causal",)),
+    "full": lambda im, n: MaskRule(n, "kv_idx >= 0", splash=("full",)),
+    "prefix_lm": lambda im, n, prefix: MaskRule(n, f"({_CAUSAL}) | (kv_idx < {prefix})"),
+    "sliding_window": lambda im, n, left, right=0: MaskRule(
+        n, f"(q_idx - kv_idx <= {left}) & (kv_idx - q_idx <= {right})", splash=("local", left, right)
+    ),
+    "attention_sinks": lambda im, n, num: MaskRule(n, f"(kv_idx < {num}) & ({_CAUSAL})"),
+    "block_causal": lambda im, n, block_size: MaskRule(n, f"kv_idx // {block_size} <= q_idx // {block_size}"),
+    "chunked_causal": lambda im, n, chunk: MaskRule(
+        n, f"(q_idx // {chunk} == kv_idx // {chunk}) & ({_CAUSAL})", splash=("chunked", chunk)
+    ),
+    "document": _document_rule,
+    "dilated": lambda im, n, window, dilation: MaskRule(
+        n, f"(abs(q_idx - kv_idx) <= {window}) & ((q_idx - kv_idx) % {dilation} == 0)"
+    ),
+    "block_diffusion": lambda im, n, block_size: MaskRule(
+        2 * n,
+        f"(((q_idx % {n}) // {block_size} == (kv_idx % {n}) // {block_size}) & ((q_idx < {n}) == (kv_idx < {n})))"
+        f" | (((q_idx % {n}) // {block_size} > (kv_idx % {n}) // {block_size}) & (q_idx < {n}) & (kv_idx >= {n}))"
+        f" | (((q_idx % {n}) // {block_size} >= (kv_idx % {n}) // {block_size}) & (q_idx >= {n}) & (kv_idx >= {n}))",
+    ),
+}
+"""Closed-form rule of each registered mask, from its structured mask `im` and its arguments.
+
+Masks without an entry (``global_sliding``, ``natten_2d``, ``tree_prefix``) and
+``document`` with a callable `inner` use :func:`rule_from_runs`.
+"""
+
+
+def _xlnet_rule(im, permutation, context=0, *, stream) -> MaskRule:
+    z = np.asarray(permutation, dtype=np.int64)
+    pos = np.empty(z.size, np.int32)
+    pos[z] = np.arange(z.size, dtype=np.int32)
+    cmp = "<=" if stream == "content" else "<"
+    c = int(context)
+    expr = (
+        f"((POS[q_idx] < {c}) & (POS[kv_idx] < {c}))"
+        f" | ((POS[q_idx] >= {c}) & (POS[kv_idx] {cmp} POS[q_idx]))"
+    )
+    return MaskRule(im.n, expr, (("POS", pos),))
+
+
+RULE_BUILDERS["xlnet_two_stream"] = _xlnet_rule
+
+
+# ------------------------------------------------------------------ derived-mask closed forms
+
+
+def _block_two_stream_rule(n, block_size, group="full", content="causal", keep_last_block=True) -> MaskRule:
+    """Closed form of :func:`hassejax.tasks.block_two_stream_mask` (spec hasse.md §3.2)."""
+    l = block_size
+    c = n if keep_last_block else n - l
+    size = c + n
+    cc = _CAUSAL if content == "causal" else f"kv_idx // {l} <= q_idx // {l}"
+    same_block = f"(q_idx - {c}) // {l} == (kv_idx - {c}) // {l}"
+    group_rule = {
+        "full": same_block,
+        "causal": f"({same_block}) & ({_CAUSAL})",
+        "diagonal": "kv_idx == q_idx",
+    }[group]
+    expr = (
+        f"((q_idx < {c}) & (kv_idx < {c}) & ({cc}))"
+        f" | ((q_idx >= {c}) & (kv_idx < {c}) & (kv_idx + 1 <= ((q_idx - {c}) // {l}) * {l}))"
+        f" | ((q_idx >= {c}) & (kv_idx >= {c}) & ({group_rule}))"
+    )
+    return MaskRule(size, expr)
+
+
+def _butterfly_rule(n, sparse=False) -> MaskRule:
+    """Closed form of :func:`hassejax.tasks.butterfly_mask` (spec hasse.md §3.3).
+
+    Slots ``[F_1..F_{n-1} | B_2..B_n | C_1..C_n]``: F at ``q < n - 1``, B at
+    ``n - 1 <= q < 2n - 2``, C at ``q >= 2n - 2``.
+    """
+    f_end, b_end = n - 1, 2 * n - 2
+    is_f = lambda v: f"({v} < {f_end})"  # noqa: E731
+    is_b = lambda v: f"({v} >= {f_end}) & ({v} < {b_end})"  # noqa: E731
+    if sparse:
+        ff = "(kv_idx == q_idx) | (kv_idx == q_idx - 1)"
+        bb = "(kv_idx == q_idx) | (kv_idx == q_idx + 1)"
+        cf = f"kv_idx == q_idx - {b_end + 1}"
+        cb = f"kv_idx == q_idx - {n - 1}"
+    else:
+        ff, bb = _CAUSAL, "kv_idx >= q_idx"
+        cf = f"kv_idx <= q_idx - {b_end + 1}"
+        cb = f"kv_idx >= q_idx - {n - 1}"
+    expr = (
+        f"({is_f('q_idx')} & {is_f('kv_idx')} & ({ff}))"
+        f" | ({is_b('q_idx')} & {is_b('kv_idx')} & ({bb}))"
+        f" | ((q_idx >= {b_end}) & (({is_f('kv_idx')} & ({cf})) | ({is_b('kv_idx')} & ({cb})) | (kv_idx == q_idx)))"
+    )
+    return MaskRule(3 * n - 2, expr)
+
+
+FAMILY_BUILDERS: dict[str, Callable[..., MaskRule]] = {
+    "block_two_stream_mask": _block_two_stream_rule,
+    "butterfly_mask": _butterfly_rule,
+}
+"""Closed-form rules of the derived masks, by the name of their :mod:`hassejax.tasks` function."""
+
+
+# ---------------------------------------------------------------------------- per head
+
+
+def per_head_rule(rules: list[MaskRule]) -> MaskRule:
+    """One rule for a layer whose head ``h`` has mask ``rules[h]``: ``OR_h (h == i) & rule_i``."""
+    n = rules[0].n
+    combined = None
+    for i, r in enumerate(rules):
+        if r.n != n:
+            raise MaskError(f"every head must have the same n; head 0 has n = {n}, head {i} has n = {r.n}.")
+        head = MaskRule(n, f"h == {i}", (), f"head {i}")
+        term = head & r
+        combined = term if combined is None else combined | term
+    splash = ("heads", tuple(r.splash for r in rules))
+    return dataclasses.replace(combined, splash=splash, heads=len(rules), label=f"{len(rules)} heads")

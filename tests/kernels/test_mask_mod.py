@@ -1,0 +1,172 @@
+"""to_mask_mod / mask_mod_source / mask_rule: exact round trips through from_mask_mod and exec'd source."""
+
+import doctest
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import hassejax.kernels.mask_mod as mask_mod_module
+from hassejax.errors import MaskError
+from hassejax.kernels import mask_mod_source, mask_rule, to_mask_mod
+from hassejax.masks import IntervalMask, from_mask_mod, from_spec, structured
+from hassejax.tasks import block_generation, block_two_stream_mask, butterfly, butterfly_mask
+
+# One or more specs per registered mask name (every name of hassejax.masks.MASKS appears).
+GALLERY = [
+    "causal(n=9)",
+    "full(n=7)",
+    "prefix_lm(n=9, prefix=3)",
+    "prefix_lm(n=5, prefix=0)",
+    "sliding_window(n=11, left=2, right=1)",
+    "sliding_window(n=11, left=0)",
+    "attention_sinks(n=9, num=2)",
+    "block_causal(n=10, block_size=3)",
+    "chunked_causal(n=10, chunk=4)",
+    "document(segments=[3, 2, 4])",
+    "document(segments=[3, 2, 4], inner='full')",
+    "document(segments=[0, 0, 1, 1, 1], kind='ids')",
+    "dilated(n=12, window=4, dilation=2)",
+    "global_sliding(n=10, window=1, global_positions=[0, 5])",
+    "natten_2d(height=3, width=4, kernel_h=3, kernel_w=3)",
+    "tree_prefix(parents=[-1, 0, 0, 1], prefix=2)",
+    "block_diffusion(n=6, block_size=2)",
+    "xlnet_two_stream(permutation=[2, 0, 3, 1], context=1, stream='query')",
+    "xlnet_two_stream(permutation=[2, 0, 3, 1], stream='content')",
+    "sliding_window(n=16, left=3) | attention_sinks(n=16, num=2)",
+    "document(segments=[3, 5]) & sliding_window(n=8, left=2)",
+    "(causal(n=8) & chunked_causal(n=8, chunk=4)) | full(n=8) & prefix_lm(n=8, prefix=2)",
+]
+
+DERIVED = [
+    ("block_two_stream_mask(n=6, block_size=2)", lambda: block_two_stream_mask(6, 2)),
+    (
+        "block_two_stream_mask(n=8, block_size=2, group='causal', content='block_causal', keep_last_block=False)",
+        lambda: block_two_stream_mask(8, 2, "causal", "block_causal", False),
+    ),
+    ("block_two_stream_mask(n=6, block_size=3, group='diagonal')", lambda: block_two_stream_mask(6, 3, "diagonal")),
+    ("butterfly_mask(n=5)", lambda: butterfly_mask(5)),
+    ("butterfly_mask(n=5, sparse=True)", lambda: butterfly_mask(5, True)),
+    ("butterfly_mask(n=2, sparse=True)", lambda: butterfly_mask(2, True)),
+]
+
+
+def _exec_source(mask, framework):
+    namespace = {}
+    exec(mask_mod_source(mask, framework=framework), namespace)
+    return namespace["mask_mod"]
+
+
+def _grid(fn, n):
+    q = np.arange(n)[:, None]
+    k = np.arange(n)[None, :]
+    return np.broadcast_to(np.asarray(fn(0, 0, q, k)), (n, n))
+
+
+def test_registry_is_covered():
+    from hassejax.masks import MASKS
+
+    named = {spec.split("(")[0] for spec in GALLERY}
+    assert set(MASKS) <= named
+
+
+@pytest.mark.parametrize("spec", GALLERY)
+def test_gallery_round_trip(spec):
+    want = np.asarray(from_spec(spec))
+    fn = to_mask_mod(spec)
+    assert fn.n == want.shape[0]
+    np.testing.assert_array_equal(np.asarray(from_mask_mod(fn, fn.n)), want)
+    np.testing.assert_array_equal(_grid(_exec_source(spec, "numpy"), fn.n), want)
+    # the interval form of the same mask takes the key-runs route: also exact
+    np.testing.assert_array_equal(
+        np.asarray(from_mask_mod(to_mask_mod(from_spec(spec, form="intervals")), fn.n)), want
+    )
+
+
+@pytest.mark.parametrize("spec,dense", DERIVED, ids=[s for s, _ in DERIVED])
+def test_derived_round_trip(spec, dense):
+    want = np.asarray(dense())
+    rule = mask_rule(spec)
+    assert not rule.tables  # a closed form, no lookup tables
+    np.testing.assert_array_equal(np.asarray(from_mask_mod(to_mask_mod(spec), rule.n)), want)
+    np.testing.assert_array_equal(_grid(_exec_source(spec, "jax"), rule.n), want)
+
+
+def test_merged_task_round_trip_through_slot_tables():
+    for family in (block_generation(4, 2), butterfly(3)):
+        task = family.merge()
+        want = np.asarray(task.mask)
+        fn = to_mask_mod(task)
+        np.testing.assert_array_equal(np.asarray(from_mask_mod(fn, task.n)), want)
+        np.testing.assert_array_equal(_grid(_exec_source(task, "numpy"), task.n), want)
+
+
+def test_long_derived_masks_need_no_tables_and_agree_with_their_intervals():
+    spec = "butterfly_mask(n=3000)"
+    rule = mask_rule(spec)
+    assert rule.n == 8998 and not rule.tables
+    got = from_mask_mod(to_mask_mod(spec), rule.n, form="intervals")
+    assert got == butterfly_mask(3000, form="intervals")
+
+
+def test_scalars_vmap_and_jit():
+    fn = to_mask_mod("sliding_window(n=64, left=8) | attention_sinks(n=64, num=4)")
+    assert bool(fn(0, 0, 20, 2)) and not bool(fn(0, 0, 20, 5)) and bool(fn(0, 0, 20, 12))
+    jitted = jax.jit(fn)
+    assert bool(jitted(0, 0, jnp.int32(20), jnp.int32(12)))
+    row = jax.vmap(lambda k: fn(0, 0, jnp.int32(20), k))(jnp.arange(64, dtype=jnp.int32))
+    np.testing.assert_array_equal(np.asarray(row), np.asarray(from_spec("sliding_window(n=64, left=8) | attention_sinks(n=64, num=4)"))[20])
+
+
+def test_per_head_masks_use_h():
+    heads = [from_spec("causal(n=8)"), from_spec("sliding_window(n=8, left=1)"), from_spec("document(segments=[4, 4])")]
+    fn = to_mask_mod(heads)
+    for h, want in enumerate(heads):
+        np.testing.assert_array_equal(np.asarray(from_mask_mod(fn, 8, h=h)), np.asarray(want))
+    stacked = to_mask_mod(np.stack([np.asarray(m) for m in heads]))
+    np.testing.assert_array_equal(np.asarray(from_mask_mod(stacked, 8, h=2)), np.asarray(heads[2]))
+
+
+@st.composite
+def interval_masks(draw):
+    n = draw(st.integers(1, 12))
+    dense = np.array(draw(st.lists(st.booleans(), min_size=n * n, max_size=n * n)), dtype=bool).reshape(n, n)
+    return dense
+
+
+@given(interval_masks())
+def test_any_mask_round_trips_through_its_key_runs(dense):
+    n = dense.shape[0]
+    fn = to_mask_mod(dense)
+    np.testing.assert_array_equal(np.asarray(from_mask_mod(fn, n)), dense)
+    np.testing.assert_array_equal(_grid(_exec_source(IntervalMask.from_dense(dense), "numpy"), n), dense)
+
+
+def test_source_is_readable_for_closed_forms():
+    text = mask_mod_source("document(segments=[3, 2]) & sliding_window(n=5, left=1)")
+    assert "import torch" in text and "DOC = torch.tensor([0, 0, 0, 1, 1], dtype=torch.int32)" in text
+    assert "def mask_mod(b, h, q_idx, kv_idx):" in text
+    assert "(DOC[q_idx] == DOC[kv_idx])" in text and "q_idx - kv_idx <= 1" in text
+
+
+def test_errors_name_the_argument():
+    with pytest.raises(MaskError, match="`mask`"):
+        to_mask_mod(3.5)
+    with pytest.raises(MaskError, match="`framework`"):
+        mask_mod_source("causal(n=4)", framework="tensorflow")
+    with pytest.raises(MaskError, match="`name`"):
+        mask_mod_source("causal(n=4)", name="not an identifier")
+    with pytest.raises(MaskError, match="unknown mask"):
+        to_mask_mod("causl(n=4)")
+    with pytest.raises(MaskError, match="square"):
+        to_mask_mod(np.ones((3, 4), bool))
+    with pytest.raises(MaskError, match="lookup tables"):
+        mask_mod_source(structured.dilated(1 << 15, 64, 2))
+
+
+def test_docstring_examples_run():
+    result = doctest.testmod(mask_mod_module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
