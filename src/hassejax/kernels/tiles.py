@@ -1,0 +1,351 @@
+"""Tile statistics of a mask: which ``(block_q, block_kv)`` tiles a block-sparse kernel computes.
+
+Block-sparse attention kernels cut the ``(n_q, n_k)`` score matrix into tiles and skip the
+tiles their mask leaves empty: JAX splash attention's ``MaskInfo.block_mask`` marks each
+tile 0 (empty: skipped), 1 (partial: computed, the mask applied inside) or 2 (full:
+computed, no mask needed), and PyTorch FlexAttention's ``BlockMask`` keeps the same split
+(``kv_num_blocks`` / ``full_kv_num_blocks``). :func:`tile_stats` gives these codes and
+their counts for a dense mask, an :class:`~hassejax.masks.IntervalMask` (no ``n × n``
+array: ``O(n · runs + tiles)``) or one interval mask per head, without either library.
+
+Convention: row = query, column = key, True = may attend.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Int8
+
+from .._checks import check_memory
+from ..errors import MaskError, ParameterError
+from ..masks._intervals import IntervalMask, check_host_memory
+from ..masks._validate import checked, describe, is_traced
+
+__all__ = ["EMPTY", "FULL", "PARTIAL", "TileStats", "tile_stats"]
+
+#: Tile codes of :attr:`TileStats.kind` (those of splash attention's ``MaskInfo.block_mask``).
+EMPTY, PARTIAL, FULL = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class TileStats:
+    """Empty, partial and full tiles of a mask, as computed by :func:`tile_stats`.
+
+    **Fields:**
+
+    - `kind`: ``Int8[np.ndarray, "*heads q_tiles kv_tiles"]`` (read-only), one code a tile:
+      0 empty (no True entry: a kernel skips it), 1 partial (some True entries: computed with
+      the mask applied), 2 full (every entry True: computed without the mask). The codes of
+      splash attention's ``MaskInfo.block_mask``. Leading axes are the mask's (heads).
+    - `block_size`: ``(block_q, block_kv)``.
+    - `shape`: the shape of the mask, ``(*heads, n_q, n_k)``.
+    - `empty`, `partial`, `full`: number of tiles of each kind (over all heads).
+    - `computed_fraction`: ``(partial + full) / tiles``, the fraction of tiles a block-sparse
+      kernel computes; `sparsity`: ``1 - computed_fraction`` (FlexAttention's
+      ``BlockMask.sparsity()`` / 100 over the ceil-divided tile grid; never negative).
+
+    Properties: `grid` ``(q_tiles, kv_tiles)``, `num_tiles`; :meth:`summary` (also ``str``)
+    and :meth:`to_dict`.
+
+    Source: (derived); splash attention ``splash_attention_mask_info.MaskInfo``, PyTorch
+    FlexAttention ``BlockMask``.
+    """
+
+    kind: Int8[np.ndarray, "*heads q_tiles kv_tiles"] = field(repr=False)
+    block_size: tuple[int, int]
+    shape: tuple[int, ...]
+    empty: int
+    partial: int
+    full: int
+    computed_fraction: float
+    sparsity: float
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """``(q_tiles, kv_tiles)``: ``(ceil(n_q / block_q), ceil(n_k / block_kv))``."""
+        return (int(self.kind.shape[-2]), int(self.kind.shape[-1]))
+
+    @property
+    def num_tiles(self) -> int:
+        """Tiles over all heads: ``empty + partial + full``."""
+        return int(self.kind.size)
+
+    def summary(self) -> str:
+        """One readable line: grid, counts and fractions."""
+        bq, bk = self.block_size
+        tq, tk = self.grid
+        heads = self.kind.shape[:-2]
+        over = f" x {' x '.join(str(h) for h in heads)} heads" if heads else ""
+        return (
+            f"TileStats: {tq} x {tk} tiles of {bq} x {bk}{over} over a mask of shape {self.shape}: "
+            f"{self.empty} empty, {self.partial} partial, {self.full} full; "
+            f"computed {100 * self.computed_fraction:.2f}%, sparsity {100 * self.sparsity:.2f}%"
+        )
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of the fields (without `kind`) and the grid."""
+        return {
+            "block_size": list(self.block_size),
+            "shape": list(self.shape),
+            "grid": list(self.grid),
+            "empty": self.empty,
+            "partial": self.partial,
+            "full": self.full,
+            "computed_fraction": self.computed_fraction,
+            "sparsity": self.sparsity,
+        }
+
+
+# ---------------------------------------------------------------------------------- arguments
+
+
+def _mask_arg(value, name: str):
+    """An IntervalMask, a tuple of IntervalMasks of one n, or a concrete Boolean array of rank >= 2."""
+    if isinstance(value, IntervalMask):
+        return value
+    if isinstance(value, (list, tuple)) and value and any(isinstance(v, IntervalMask) for v in value):
+        for i, v in enumerate(value):
+            if not isinstance(v, IntervalMask):
+                raise MaskError(
+                    f"`{name}` as a sequence must hold one IntervalMask per head; entry {i} is {describe(v)}."
+                )
+            if v.n != value[0].n:
+                raise MaskError(
+                    f"`{name}`: every head's IntervalMask must have the same n; entry 0 has n = {value[0].n}, "
+                    f"entry {i} has n = {v.n}."
+                )
+        return tuple(value)
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise MaskError(
+                f"`{name}` must be a Boolean array, an IntervalMask or a sequence of IntervalMasks; "
+                f"got an empty {type(value).__name__}."
+            )
+        value = np.asarray(value)
+    if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+        raise MaskError(
+            f"`{name}` must be a Boolean array of shape (..., n_q, n_k), an IntervalMask or a sequence of "
+            f"IntervalMasks (one per head); got {describe(value)}."
+        )
+    if is_traced(value):
+        raise MaskError(f"`{name}` must be concrete: tile_stats counts tiles on the host; call it outside jax.jit.")
+    shape = tuple(int(d) for d in value.shape)
+    if len(shape) < 2 or 0 in shape:
+        raise MaskError(
+            f"`{name}` must have rank >= 2, shape (..., n_q, n_k), and no empty axis (a tile grid to count); "
+            f"got shape {shape}."
+        )
+    if value.dtype != np.bool_:
+        raise MaskError(
+            f"`{name}` must have dtype bool (True = may attend); got dtype {value.dtype}. Convert explicitly "
+            "(`mask.astype(bool)` for 0/1 'may attend' masks, hassejax.masks.from_blocked, from_additive_bias)."
+        )
+    if not isinstance(value, (np.ndarray, jax.Array)):
+        check_host_memory(math.prod(shape), f"a NumPy copy of a {type(value).__name__} of shape {shape}", name)
+        value = np.asarray(value)
+    return value
+
+
+def _block_size_arg(value, name: str) -> tuple[int, int]:
+    expected = f"`{name}` must be an int >= 1 or a pair (block_q, block_kv) of ints >= 1"
+    items = tuple(value) if isinstance(value, (list, tuple)) else (value, value)
+    if len(items) != 2:
+        raise ParameterError(f"{expected}; got {describe(value)}.")
+    out = []
+    for item in items:
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)) or item < 1:
+            raise ParameterError(f"{expected}; got {describe(value)}.")
+        out.append(int(item))
+    return out[0], out[1]
+
+
+# ---------------------------------------------------------------------------------- tile codes
+
+
+def _dense_kind(xp, a, bq: int, bk: int):
+    """Tile codes of a Boolean ``(B, n_q, n_k)`` array `a` (``xp``: NumPy or jax.numpy); no padding copy.
+
+    The whole tiles are a reshape of the top-left corner (any / all over the tile axes); the
+    ragged last tile row and column (if any) only need `any`: a ragged tile is never full.
+    """
+    b, nq, nk = a.shape
+    fq, fk = nq // bq, nk // bk
+    qc, kc = fq * bq, fk * bk
+    core = a[:, :qc, :kc].reshape(b, fq, bq, fk, bk)
+    kind = xp.where(core.all(axis=(2, 4)), FULL, xp.where(core.any(axis=(2, 4)), PARTIAL, EMPTY)).astype(np.int8)
+    if kc < nk:
+        right = a[:, :qc, kc:].reshape(b, fq, bq, nk - kc).any(axis=(2, 3))
+        kind = xp.concatenate([kind, right.astype(np.int8)[:, :, None]], axis=2)
+    if qc < nq:
+        bottom = a[:, qc:, :kc].reshape(b, nq - qc, fk, bk).any(axis=(1, 3))
+        if kc < nk:
+            bottom = xp.concatenate([bottom, a[:, qc:, kc:].any(axis=(1, 2))[:, None]], axis=1)
+        kind = xp.concatenate([kind, bottom.astype(np.int8)[:, None, :]], axis=1)
+    return kind
+
+
+_dense_kind_jit = jax.jit(lambda a, bq, bk: _dense_kind(jnp, a, bq, bk), static_argnums=(1, 2))
+
+
+def _interval_kind(m: IntervalMask, bq: int, bk: int) -> np.ndarray:
+    """Tile codes of an IntervalMask from per-tile True counts, in ``O(n · runs + tiles)``.
+
+    A run ``[s, e)`` of a row in tile row ``r`` covers key tiles ``cs = s // bk`` to
+    ``ce = (e - 1) // bk``: it adds ``e - s`` to tile ``(r, cs)`` when ``cs == ce``, else
+    ``(cs + 1) · bk - s`` to ``(r, cs)``, ``e - ce · bk`` to ``(r, ce)`` and ``bk`` to every
+    tile strictly between (a difference array over the tile columns, summed along them).
+    A tile is full iff its count is ``bq · bk`` (a ragged tile holds fewer entries: never).
+    """
+    n = m.n
+    tq, tk = -(-n // bq), -(-n // bk)
+    s = m.starts.astype(np.int64)
+    e = m.stops.astype(np.int64)
+    keep = s < e
+    r = np.broadcast_to((np.arange(n, dtype=np.int64) // bq)[:, None], s.shape)[keep]
+    s, e = s[keep], e[keep]
+    cs, ce = s // bk, (e - 1) // bk
+    one = cs == ce
+    two = ~one
+    between = ce > cs + 1
+    # Direct amounts at the run's end tiles; the ``bk``s of the tiles between go to a difference array.
+    direct = np.bincount(
+        np.concatenate([r * tk + cs, (r * tk + ce)[two]]),
+        weights=np.concatenate([np.where(one, e - s, (cs + 1) * bk - s), (e - ce * bk)[two]]),
+        minlength=tq * tk,
+    )
+    diff = np.bincount(
+        np.concatenate([(r * tk + cs + 1)[between], (r * tk + ce)[between]]),
+        weights=np.concatenate([np.full(int(between.sum()), bk), np.full(int(between.sum()), -bk)]).astype(np.float64),
+        minlength=tq * tk,
+    )
+    counts = direct.reshape(tq, tk)
+    counts += np.cumsum(diff.reshape(tq, tk), axis=1, out=diff.reshape(tq, tk))
+    kind = (counts > 0).view(np.int8)  # PARTIAL where any entry is True
+    kind += counts == float(bq) * bk  # FULL = PARTIAL + 1 where every entry is
+    return kind
+
+
+# ---------------------------------------------------------------------------------- public
+
+
+@checked(mask=_mask_arg, block_size=_block_size_arg)
+def tile_stats(
+    mask: Bool[np.ndarray, "*heads n_q n_k"] | Bool[Array, "*heads n_q n_k"] | IntervalMask | tuple[IntervalMask, ...],
+    block_size: int | tuple[int, int] = (128, 128),
+) -> TileStats:
+    """Classify every ``(block_q, block_kv)`` tile of a mask as empty, partial or full.
+
+    Tile ``(i, j)`` holds queries ``i · block_q .. (i + 1) · block_q - 1`` and keys
+    ``j · block_kv .. (j + 1) · block_kv - 1``; its code is 0 (empty: no True entry, a
+    block-sparse kernel skips it), 1 (partial: some True entries, computed with the mask) or
+    2 (full: every entry True, computed without the mask): the codes of splash attention's
+    ``MaskInfo.block_mask``, and FlexAttention's split into ``kv_num_blocks`` (partial) and
+    ``full_kv_num_blocks`` (full).
+
+    **Ragged last tiles** (``n`` not a multiple of the block): as FlexAttention, the mask is
+    padded with False up to a multiple of the block before classifying, so the grid is
+    ``ceil(n_q / block_q) × ceil(n_k / block_kv)`` and a ragged tile is never full (partial if
+    it holds a True entry, else empty); `sparsity` is over that grid, so it is never negative
+    (attention-gym issue #93 printed -63.84% for n = 100 with 128-tiles; fixed in PyTorch PR
+    #188868). Splash attention itself requires the block to divide ``n``; for those sizes
+    `kind` equals its ``block_mask`` (expanded to one row per head).
+
+    **Arguments:**
+
+    - `mask`: the mask (row = query, column = key, True = may attend), one of
+
+      - a Boolean array of shape ``(n_q, n_k)`` or ``(*heads, n_q, n_k)`` (NumPy or JAX;
+        concrete, not traced). A JAX array is reduced where it lives (one jitted pass).
+      - an :class:`~hassejax.masks.IntervalMask`: counted from its key runs in
+        ``O(n · runs + tiles)`` time and memory, without an ``(n, n)`` array
+        (n = 131,072 with 128-tiles: tens of milliseconds).
+      - a tuple or list of IntervalMasks of one ``n``, one per head (equal heads are counted
+        once).
+
+    - `block_size`: ``block`` (square tiles) or ``(block_q, block_kv)``, ints >= 1 (default
+      ``(128, 128)``, splash's default block).
+
+    **Returns:** a :class:`TileStats` with `kind` of shape ``(*heads, q_tiles, kv_tiles)``.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` naming `mask` for anything else (wrong
+    dtype, rank < 2, an empty axis, a traced array, heads of different ``n``);
+    :class:`~hassejax.errors.ParameterError` naming `block_size` for a block that is not an
+    int >= 1 or a pair of them; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`)
+    when the tile grid does not fit in memory.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.kernels import tile_stats
+    >>> from hassejax.masks import structured
+    >>> s = tile_stats(structured.causal(256), block_size=128)
+    >>> s.kind.tolist()
+    [[1, 0], [2, 1]]
+    >>> print(s)
+    TileStats: 2 x 2 tiles of 128 x 128 over a mask of shape (256, 256): 1 empty, 2 partial, 1 full;
+    computed 75.00%, sparsity 25.00%
+    >>> tile_stats(structured.causal(100)).sparsity     # one ragged 128-tile: computed, not -63.84%
+    0.0
+
+    ```
+
+    Source: (derived); splash attention ``splash_attention_mask_info._process_mask``, PyTorch
+    FlexAttention ``create_block_mask`` / ``BlockMask.sparsity``.
+    """
+    bq, bk = block_size
+    if isinstance(mask, (IntervalMask, tuple)):
+        heads = mask if isinstance(mask, tuple) else (mask,)
+        n = heads[0].n
+        tq, tk = -(-n // bq), -(-n // bk)
+        runs = max(h.starts.size for h in heads)
+        check_host_memory(
+            32 * float(tq) * tk + len(heads) * float(tq) * tk + 80 * float(runs),
+            f"tile counts of a {tq} x {tk} tile grid ({len(heads)} head(s), n = {n}, blocks {bq} x {bk})",
+            "mask",
+        )
+        done: dict[IntervalMask, np.ndarray] = {}
+        kinds = []
+        for h in heads:
+            if h not in done:
+                done[h] = _interval_kind(h, bq, bk)
+            kinds.append(done[h])
+        kind = kinds[0] if isinstance(mask, IntervalMask) else np.stack(kinds)
+        shape = (n, n) if isinstance(mask, IntervalMask) else (len(heads), n, n)
+    else:
+        shape = tuple(int(d) for d in mask.shape)
+        nq, nk = shape[-2:]
+        lead = shape[:-2]
+        tiles = math.prod(lead) * -(-nq // bq) * -(-nk // bk)
+        if isinstance(mask, jax.Array):
+            check_memory(3 * tiles, f"the tile codes of a mask of shape {shape} (blocks {bq} x {bk})", "mask")
+            kind = np.asarray(_dense_kind_jit(mask.reshape((-1, nq, nk)), min(bq, nq), min(bk, nk)))
+        else:
+            check_host_memory(3 * tiles, f"the tile codes of a mask of shape {shape} (blocks {bq} x {bk})", "mask")
+            kind = _dense_kind(np, mask.reshape((-1, nq, nk)), min(bq, nq), min(bk, nk))
+        if bq > nq or bk > nk:  # one ragged tile along that axis: computed above with the clipped block
+            kind = np.minimum(kind, PARTIAL)
+        kind = kind.reshape(lead + kind.shape[-2:])
+    kind = np.ascontiguousarray(kind, dtype=np.int8)
+    kind.flags.writeable = False
+    counts = np.bincount(kind.reshape(-1), minlength=3)
+    total = int(kind.size)
+    computed = int(counts[PARTIAL] + counts[FULL])
+    return TileStats(
+        kind=kind,
+        block_size=(bq, bk),
+        shape=shape,
+        empty=int(counts[EMPTY]),
+        partial=int(counts[PARTIAL]),
+        full=int(counts[FULL]),
+        computed_fraction=computed / total,
+        sparsity=1.0 - computed / total,
+    )
