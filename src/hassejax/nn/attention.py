@@ -36,12 +36,27 @@ def _check_positive_int(value, name: str) -> int:
     return value
 
 
-def _check_attention_mask(mask, n: int, name: str = "mask") -> None:
-    """Static shape/dtype checks (they work on tracers)."""
+def _check_attention_mask(mask, n: int, name: str = "mask", num_heads: int | None = None) -> None:
+    """Static shape/dtype checks (they work on tracers).
+
+    Without `num_heads` only ``(n, n)`` is accepted; with it, also ``(num_heads, n, n)``.
+    """
     if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
         raise MaskError(f"`{name}` must be a Boolean array of shape ({n}, {n}); got an object of type {type(mask).__name__}.")
-    if tuple(mask.shape) != (n, n):
-        raise MaskError(f"`{name}` must have shape ({n}, {n}) to match the {n} positions of `x`; got shape {tuple(mask.shape)}.")
+    shape = tuple(mask.shape)
+    if num_heads is None and shape != (n, n):
+        raise MaskError(f"`{name}` must have shape ({n}, {n}) to match the {n} positions of `x`; got shape {shape}.")
+    if num_heads is not None and shape not in ((n, n), (num_heads, n, n)):
+        if len(shape) == 3 and shape[1:] == (n, n):
+            raise MaskError(
+                f"`{name}` holds {shape[0]} per-head masks (shape {shape}), but the attention has num_heads = "
+                f"{num_heads}: a per-head mask must have shape ({num_heads}, {n}, {n}), one (n, n) mask per head; "
+                f"or pass one ({n}, {n}) mask for all heads."
+            )
+        raise MaskError(
+            f"`{name}` must have shape ({n}, {n}) (one mask for all heads) or ({num_heads}, {n}, {n}) (one mask "
+            f"per head) to match the {n} positions of `x` and the {num_heads} heads; got shape {shape}."
+        )
     if mask.dtype != jnp.bool_:
         raise MaskError(f"`{name}` must have dtype bool (True = may attend); got dtype {mask.dtype}.")
 
@@ -115,7 +130,9 @@ class MaskedMultiHeadAttention(eqx.Module):
     ``out_i = W_o · concat_h Σ_j w^h_ij V^h x_j`` with ``w^h = masked_softmax(Q^h x · K^h x / √d_h,
     mask)``; projections have no bias, so a fully masked row gives exactly the zero update
     (documented in the module docstring). The mask is an argument of :meth:`__call__`, never a
-    static field.
+    static field: one `(n, n)` mask for all heads, or `(heads, n, n)`, one mask per head
+    (head `h` uses ``mask[h]``). A layer with per-head masks has the information flow of the
+    union of its heads' masks (:func:`hassejax.order.closure.heads_union`).
 
     **Arguments:**
 
@@ -155,25 +172,51 @@ class MaskedMultiHeadAttention(eqx.Module):
         self.num_heads = num_heads
         self.head_size = head_size
 
-    def weights(self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"]) -> Float[Array, "heads n n"]:
-        """Attention weights per head, `(heads, n, n)`; rows of empty mask rows are all 0."""
-        _check_attention_mask(mask, x.shape[0])
+    def weights(
+        self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"]
+    ) -> Float[Array, "heads n n"]:
+        """Attention weights per head, `(heads, n, n)`; rows of empty mask rows are all 0.
+
+        `mask` as in :meth:`__call__`: `(n, n)` for all heads or `(heads, n, n)` per head.
+        """
+        _check_attention_mask(mask, x.shape[0], num_heads=self.num_heads)
         q = jnp.einsum("hkd,nd->hnk", self.query_weight, x)
         k = jnp.einsum("hkd,nd->hnk", self.key_weight, x)
         logits = jnp.einsum("hik,hjk->hij", q, k) / math.sqrt(self.head_size)
-        return masked_softmax(logits, mask[None])
+        return masked_softmax(logits, mask[None] if mask.ndim == 2 else mask)
 
-    def __call__(self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"]) -> Float[Array, "n d_model"]:
+    def __call__(
+        self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"]
+    ) -> Float[Array, "n d_model"]:
         """The attention update of every position.
 
         **Arguments:**
 
         - `x`: float `(n, d_model)`, one row per position (slot).
-        - `mask`: bool `(n, n)`; row = query, column = key, True = may attend.
+        - `mask`: bool `(n, n)` (the same mask for every head) or `(num_heads, n, n)` (head `h`
+          uses ``mask[h]``); row = query, column = key, True = may attend.
 
-        **Returns:** float `(n, d_model)`; row `i` is exactly 0 where `mask[i]` is all False.
+        **Returns:** float `(n, d_model)`; row `i` is exactly 0 where every head's mask row `i`
+        is all False.
 
-        **Raises:** :class:`~hassejax.errors.MaskError` if `mask` is not a bool `(n, n)` array.
+        **Raises:** :class:`~hassejax.errors.MaskError` if `mask` is not bool, or of a shape
+        other than `(n, n)` and `(num_heads, n, n)` (a per-head mask with another head count
+        included).
+
+        **Example:**
+
+        ```python
+        >>> import jax, jax.numpy as jnp
+        >>> from hassejax.nn import MaskedMultiHeadAttention
+        >>> attn = MaskedMultiHeadAttention(4, 2, key=jax.random.key(0))
+        >>> x = jax.random.normal(jax.random.key(1), (3, 4))
+        >>> per_head = jnp.stack([jnp.eye(3, dtype=bool), jnp.tril(jnp.ones((3, 3), bool))])
+        >>> attn(x, per_head).shape                       # head 0: itself, head 1: causal
+        (3, 4)
+        >>> bool(jnp.allclose(attn(x, jnp.stack([per_head[1]] * 2)), attn(x, per_head[1])))
+        True
+
+        ```
         """
         w = self.weights(x, mask)
         v = jnp.einsum("hkd,nd->hnk", self.value_weight, x)

@@ -70,8 +70,9 @@ class TransformerBlock(eqx.Module):
         scales = (1 / math.sqrt(d_model), 1 / math.sqrt(mlp_width), 0.1, 0.1)
         self.mlp_in, self.mlp_out, self.mlp_in_bias, self.mlp_out_bias = _normal_tensors(km, shapes, dtype, scales)
 
-    def __call__(self, x: Float[Array, "n d"], mask: Bool[Array, "n n"]) -> Float[Array, "n d"]:
-        """`x` `(n, d)` and `mask` `(n, n)` (True = may attend) to the block's output `(n, d)`."""
+    def __call__(self, x: Float[Array, "n d"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"]) -> Float[Array, "n d"]:
+        """`x` `(n, d)` and `mask` `(n, n)` or `(heads, n, n)` (one mask per head; True = may
+        attend) to the block's output `(n, d)`."""
         x = x + self.attention(_layer_norm(self.attention_norm, x), mask)
         h = jax.nn.gelu(_layer_norm(self.mlp_norm, x) @ self.mlp_in.T + self.mlp_in_bias)
         return x + h @ self.mlp_out.T + self.mlp_out_bias
@@ -96,8 +97,11 @@ class Transformer(eqx.Module):
     Fields: `token_embedding` `(V + 1, d)`, `position_embedding` `(num_positions, d)`, `blocks`
     (one :class:`TransformerBlock` whose parameters are stacked on a leading layer axis `(L, …)`
     and run by :func:`jax.lax.scan`, so the compiled code does not grow with `L`), `final_norm`,
-    `unembed` `(V, d)`. The mask is never a field: every call takes it as an argument. A fully
-    masked mask row gives a zero attention update in every layer (:func:`masked_softmax`).
+    `unembed` `(V, d)`. The mask is never a field: every call takes it as an argument, either
+    `(n, n)` (every head of every layer) or `(num_heads, n, n)` (head `h` of every layer uses
+    ``mask[h]``; a layer's flow is then the union of its heads' masks, so `L` blocks give
+    ``reachability(mask, L, head_axis=0)``). A fully masked mask row gives a zero attention
+    update in every layer (:func:`masked_softmax`).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a non-positive size or a head
     count that does not divide `d_model`.
@@ -161,6 +165,11 @@ class Transformer(eqx.Module):
         return self.blocks.attention.query_weight.shape[0]
 
     @property
+    def num_heads(self) -> int:
+        """Heads per attention layer (the leading axis of a per-head mask)."""
+        return self.blocks.attention.num_heads
+
+    @property
     def d_model(self) -> int:
         """Residual width `d`."""
         return self.token_embedding.shape[1]
@@ -211,14 +220,39 @@ class Transformer(eqx.Module):
                 tok = jnp.einsum("nr,nrd->nd", token_weights.astype(table.dtype), table)
         return tok + self.position_embedding[position_ids]
 
-    def forward_embeddings(self, x: Float[Array, "n d"], mask: Bool[Array, "n n"]) -> Float[Array, "n d"]:
+    def forward_embeddings(
+        self, x: Float[Array, "n d"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"]
+    ) -> Float[Array, "n d"]:
         """The `L` blocks and the final LayerNorm: embeddings `(n, d)` to outputs `(n, d)`.
 
-        Output `i` depends on input `j` only if ``R^(L)[i, j]`` (spec hasse.md §1.2, §4).
+        Output `i` depends on input `j` only if ``R^(L)[i, j]`` (spec hasse.md §1.2, §4); for a
+        per-head mask `(num_heads, n, n)`, ``R^(L) = reachability(mask, L, head_axis=0)``, the
+        powers of the union of the heads' masks (with the diagonal).
 
-        **Raises:** :class:`~hassejax.errors.MaskError` if `mask` is not a bool `(n, n)` array.
+        **Arguments:**
+
+        - `x`: float `(n, d)`, embeddings (e.g. from :meth:`embed`).
+        - `mask`: bool `(n, n)` for every head, or `(num_heads, n, n)`, one mask per head (the
+          same in every layer); row = query, column = key, True = may attend.
+
+        **Returns:** float `(n, d)`.
+
+        **Raises:** :class:`~hassejax.errors.MaskError` if `mask` is not bool, or of a shape
+        other than `(n, n)` and `(num_heads, n, n)`.
+
+        **Example:**
+
+        ```python
+        >>> import jax, jax.numpy as jnp
+        >>> from hassejax.nn import Transformer
+        >>> model = Transformer(2, 8, 2, vocab_size=3, num_positions=4, key=jax.random.key(0))
+        >>> per_head = jnp.stack([jnp.eye(4, k=-1, dtype=bool), jnp.eye(4, k=1, dtype=bool)])
+        >>> model.forward_embeddings(jnp.ones((4, 8)), per_head).shape
+        (4, 8)
+
+        ```
         """
-        _check_attention_mask(mask, x.shape[0])
+        _check_attention_mask(mask, x.shape[0], num_heads=self.num_heads)
         params, static = eqx.partition(self.blocks, eqx.is_array)
 
         def layer(x, p):
@@ -235,13 +269,14 @@ class Transformer(eqx.Module):
         self,
         token_ids: Int[Array, "n *r"],
         position_ids: Int[Array, " n"],
-        mask: Bool[Array, "n n"],
+        mask: Bool[Array, "n n"] | Bool[Array, "heads n n"],
         token_weights: Float[Array, "n *r"] | None = None,
     ) -> Float[Array, "n vocab"]:
         """Logits of every slot.
 
-        **Arguments:** as :meth:`embed`, and `mask` bool `(n, n)` (row = query slot, column = key
-        slot, True = may attend; a fully masked row gets a zero attention update).
+        **Arguments:** as :meth:`embed`, and `mask` bool `(n, n)` or `(num_heads, n, n)` (one
+        mask per head, see :meth:`forward_embeddings`; row = query slot, column = key slot,
+        True = may attend; a fully masked row gets a zero attention update).
 
         **Returns:** float `(n, vocab_size)` logits.
         """

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Sequence
 
 import jax
@@ -56,11 +57,11 @@ from jaxtyping import Array, ArrayLike, Bool, Int
 
 from .._checks import as_mask, check_memory
 from ..errors import MaskError, ParameterError
-from ..masks._intervals import IntervalMask
+from ..masks._intervals import IntervalMask, check_host_memory
 from ._structured import PowerTable, product
 from ._bitpacked import bitpacked_bytes, closure_bitpacked, num_words, product_bitpacked
 
-__all__ = ["layer_adjacency", "reachability", "convergence_depth", "METHODS"]
+__all__ = ["layer_adjacency", "reachability", "convergence_depth", "heads_union", "METHODS"]
 
 #: The routes accepted by ``method``.
 METHODS = ("auto", "matmul", "bitpacked", "structured")
@@ -105,6 +106,160 @@ def _check_num_layers(num_layers) -> int | None:
             f"`num_layers` must be >= 1 (R^(1) = A is one layer); got {int(num_layers)}."
         )
     return int(num_layers)
+
+
+# --------------------------------------------------------------------------------------------
+# heads of one layer (spec hasse.md §1.1: a layer's adjacency is the OR of its heads' masks, | I)
+# --------------------------------------------------------------------------------------------
+
+
+def _check_head_axis(head_axis, shape: tuple[int, ...], name: str, *, layer_axis: bool = False) -> int:
+    """Normalise `head_axis`, an axis of one layer's mask, to an axis of `name` (shape `shape`).
+
+    With `layer_axis`, `shape` has a leading layer axis that `head_axis` does not count.
+    """
+    if isinstance(head_axis, (bool, np.bool_)) or not isinstance(head_axis, (int, np.integer)):
+        raise ParameterError(
+            f"`head_axis` must be None or an int (the axis of one layer's mask that holds its heads); got "
+            f"{head_axis!r} of type {type(head_axis).__name__}."
+        )
+    one = shape[1:] if layer_axis else shape
+    ndim = len(one)
+    whose = f"one layer's mask of `{name}`" if layer_axis else f"`{name}`"
+    where = f"shape {one} after the leading layer axis" if layer_axis else f"shape {one}"
+    if ndim < 3:
+        raise ParameterError(
+            f"`head_axis` = {int(head_axis)} needs {whose} to have a head axis before its last two (query, key) "
+            f"axes, i.e. rank >= 3 (heads, n, n); got {where} (rank {ndim})."
+        )
+    axis = int(head_axis) + ndim if head_axis < 0 else int(head_axis)
+    if not 0 <= axis < ndim - 2:
+        raise ParameterError(
+            f"`head_axis` must be an axis of {whose} before its last two (query, key) axes: one of 0 .. {ndim - 3} "
+            f"or {-ndim} .. -3 (counted like NumPy) for {where}; got {int(head_axis)}."
+        )
+    return axis + 1 if layer_axis else axis
+
+
+def _interval_heads_union(heads, head_axis, name: str) -> IntervalMask:
+    """OR of a sequence of heads at least one of which is an :class:`IntervalMask` (``head_axis=0``)."""
+    if isinstance(head_axis, (bool, np.bool_)) or not isinstance(head_axis, (int, np.integer)) or head_axis != 0:
+        raise ParameterError(
+            f"`head_axis` must be 0 for `{name}` given as a sequence of IntervalMask heads (the sequence is the "
+            f"head axis); got {head_axis!r}."
+        )
+    heads = [_as_intervals(m, f"{name}[{h}]") for h, m in enumerate(heads)]
+    ns = sorted({m.n for m in heads})
+    if len(ns) != 1:
+        raise MaskError(f"`{name}`: the heads of one layer must all have the same n; got n in {ns}.")
+    check_host_memory(3 * sum(m.nbytes for m in heads), f"the union of {len(heads)} interval heads", name)
+    return functools.reduce(operator.or_, heads)
+
+
+def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, layer_axis: bool = False, memory=None):
+    """The OR of the heads of `mask` along `head_axis` (the body of :func:`heads_union`).
+
+    Concrete NumPy input gives a NumPy result, a ``jax.Array`` or a tracer a ``jax.Array`` (no
+    full-size copy either way); a sequence holding an :class:`IntervalMask` gives an
+    :class:`IntervalMask`. `memory` (see :func:`_dense_memory`) runs on the shape of the union
+    before it is computed; with `layer_axis`, `mask` is a stack ``(L, …)`` of layers and
+    `head_axis` counts the axes of one layer. Without `batched`, one layer's mask must be
+    ``(heads, n, n)``.
+    """
+    if isinstance(mask, IntervalMask):
+        raise ParameterError(
+            f"`head_axis` = {head_axis!r} asks for the heads of `{name}`, but `{name}` is a single IntervalMask "
+            "(one head). Pass the heads of a layer as a tuple of IntervalMask with head_axis=0, or head_axis=None."
+        )
+    if isinstance(mask, (list, tuple)):
+        if len(mask) == 0:
+            raise MaskError(f"`{name}` must hold at least one head along `head_axis`; got an empty {type(mask).__name__}.")
+        if any(isinstance(m, IntervalMask) for m in mask):
+            if layer_axis:
+                raise MaskError(f"`{name}` must be a sequence of layers or a stacked array; got a sequence of IntervalMask.")
+            return _interval_heads_union(mask, head_axis, name)
+        mask = np.asarray(mask)
+    if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
+        raise MaskError(
+            f"`{name}` must be a Boolean array with a head axis, e.g. of shape (heads, n, n), or a sequence of "
+            f"IntervalMask heads; got an object of type {type(mask).__name__}."
+        )
+    shape = tuple(mask.shape)
+    axis = _check_head_axis(head_axis, shape, name, layer_axis=layer_axis)
+    if not batched and len(shape) != 3:
+        raise MaskError(
+            f"`{name}` with `head_axis` must have shape (heads, n, n) here (one layer's heads, no batch axes); "
+            f"got shape {shape}."
+        )
+    if shape[axis] == 0:
+        raise MaskError(f"`{name}` must hold at least one head along `head_axis` = {int(head_axis)}; got shape {shape}.")
+    if mask.dtype != np.bool_:
+        raise MaskError(
+            f"`{name}` must have dtype bool (True = may attend); got dtype {mask.dtype}. Convert explicitly, "
+            "e.g. `mask.astype(bool)` for 0/1 'may attend' masks."
+        )
+    reduced = shape[:axis] + shape[axis + 1 :]
+    if _is_traced(mask):
+        return jnp.any(mask, axis=axis)
+    if memory is not None and len(reduced) >= 2 and min(reduced[-2:]) > 0:
+        memory(reduced)  # the caller's estimate for the union's shape; shape errors come from as_mask later
+    if isinstance(mask, jax.Array):
+        check_memory(math.prod(reduced), f"the union of {shape[axis]} heads, shape {reduced}", name)
+        return jnp.any(mask, axis=axis)  # on the device; no host copy of the heads
+    check_host_memory(math.prod(reduced), f"the union of {shape[axis]} heads, shape {reduced}", name)
+    return np.any(np.asarray(mask), axis=axis)
+
+
+def heads_union(
+    mask: Bool[ArrayLike, "*batch_heads n n"] | Sequence[IntervalMask | Bool[ArrayLike, "n n"]], head_axis: int
+) -> Bool[Array, "*batch n n"] | IntervalMask:
+    """One layer's mask from its heads' masks: their OR along `head_axis` (spec hasse.md §1.1).
+
+    Output ``i`` of a multi-head layer depends on input ``j`` iff some head lets ``i`` attend
+    to ``j``, so a layer whose heads have masks ``M_1 … M_H`` has the adjacency
+    ``(M_1 | … | M_H) | I``: the union of the heads is the layer's mask for everything in
+    :mod:`hassejax.order`. :func:`reachability`, :func:`convergence_depth`,
+    :meth:`~hassejax.order.HasseDiagram.from_mask` and :func:`~hassejax.order.flow_summary`
+    call this for their `head_axis` argument.
+
+    **Arguments:**
+
+    - `mask`: bool array with a head axis, e.g. `(heads, n, n)` or `(*batch, heads, n, n)`;
+      row = query, column = key, True = may attend. Or a sequence of heads
+      ``[M_1, …, M_H]`` of which at least one is an :class:`~hassejax.masks.IntervalMask`
+      (the others, dense `(n, n)`, are converted), with ``head_axis=0``.
+    - `head_axis`: the axis of `mask` that holds the heads (negative counts from the end, as in
+      NumPy); never one of the last two (query, key) axes.
+
+    **Returns:** bool array of the shape of `mask` without `head_axis`; an
+    :class:`~hassejax.masks.IntervalMask` for interval heads.
+
+    **Raises:**
+
+    - :class:`~hassejax.errors.ParameterError`: `head_axis` not an int, out of range, one of the
+      last two axes, or not 0 for interval heads; a single :class:`~hassejax.masks.IntervalMask`.
+    - :class:`~hassejax.errors.MaskError`: no heads, a non-Boolean mask, interval heads of
+      different ``n``.
+    - :class:`~hassejax.errors.MemoryBudgetError`: the union and its copies would not fit in the
+      free memory (estimated from the shape before anything is copied).
+
+    **Example:**
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.order.closure import heads_union
+    >>> heads = np.stack([np.eye(3, k=-1, dtype=bool), np.eye(3, k=-2, dtype=bool)])
+    >>> heads_union(heads, 0).astype(int).tolist()    # head 0 sees i - 1, head 1 sees i - 2
+    [[0, 0, 0], [1, 0, 0], [1, 1, 0]]
+
+    ```
+
+    Source: spec hasse.md §1.1 (the union of a layer's heads is (derived) from the layer's
+    output being a sum over heads).
+    """
+    memory = _dense_memory("mask", "the union of the heads", route=False)
+    union = _heads_union(mask, head_axis, "mask", memory=memory)
+    return union if isinstance(union, IntervalMask) else jnp.asarray(union)
 
 
 def _adjacency(m):
@@ -519,11 +674,14 @@ def layer_adjacency(mask: Bool[ArrayLike, "*batch n n"]) -> Bool[Array, "*batch 
 
 
 def reachability(
-    mask: Bool[ArrayLike, "*batch n n"] | IntervalMask | None,
+    mask: Bool[ArrayLike, "*batch_heads n n"] | IntervalMask | Sequence[IntervalMask | Bool[ArrayLike, "n n"]] | None,
     num_layers: int | None = None,
     *,
-    layer_masks: Sequence[Bool[ArrayLike, "*batch n n"] | IntervalMask] | Bool[ArrayLike, "layers *batch n n"] | None = None,
+    layer_masks: Sequence[Bool[ArrayLike, "*batch_heads n n"] | IntervalMask | Sequence[IntervalMask | Bool[ArrayLike, "n n"]]]
+    | Bool[ArrayLike, "layers *batch_heads n n"]
+    | None = None,
     method: str = "auto",
+    head_axis: int | None = None,
 ) -> Bool[Array, "*batch n n"] | IntervalMask:
     """Information flow through an attention stack: ``R^(L) = A^L``, or the limit ``R`` (spec hasse.md §1.2–1.3).
 
@@ -545,6 +703,16 @@ def reachability(
       shape ``(*batch, n, n)`` or an array stacked along a leading layer axis
       ``(L, *batch, n, n)``; layer 1 acts first, giving ``A_L ⊗ … ⊗ A_1``. Per-layer masks
       come only through this argument, never through the batch axis.
+    - `head_axis`: ``None`` (default: each mask is one layer's mask), or the axis of one
+      layer's mask that holds the masks of that layer's heads ``M_1 … M_H``, OR-ed first
+      (:func:`heads_union`; the layer's adjacency is ``(M_1 | … | M_H) | I``). It counts the
+      axes of `mask`, or of each ``layer_masks[l]``, like NumPy (negative from the end) and is
+      never one of the last two: ``head_axis=0`` for `mask` `(heads, *batch, n, n)` or for a
+      stacked `layer_masks` `(L, heads, *batch, n, n)` (the leading layer axis of a stack is
+      not counted) or a sequence of `(heads, *batch, n, n)`; ``head_axis=-3`` for heads just
+      before the query axis. Interval heads: a tuple of
+      :class:`~hassejax.masks.IntervalMask` as `mask` (or as each ``layer_masks[l]``) with
+      ``head_axis=0``.
     - `method`: ``"matmul"`` (jitted float matmuls with threshold; repeated squaring for the
       limit, binary exponentiation for ``R^(L)``, a scan for `layer_masks`), ``"bitpacked"``
       (exact bit-packed propagation on the host: along a topological order of the strongly
@@ -563,7 +731,8 @@ def reachability(
       `layer_masks` empty, unstacked or of unequal shapes; both or neither of `mask` and
       `layer_masks`.
     - :class:`~hassejax.errors.ParameterError`: `num_layers` not a positive int, or disagreeing
-      with ``len(layer_masks)``; an unknown `method`.
+      with ``len(layer_masks)``; an unknown `method`; a `head_axis` that is not an int, out of
+      range or one of the last two axes (see :func:`heads_union`).
     - :class:`~hassejax.errors.MemoryBudgetError`: the estimated memory exceeds what is free.
       A first estimate from the shape alone (the input copies and the cheapest allowed dense
       route) runs before the mask is copied anywhere, so a huge mask, even a zero-stride
@@ -573,12 +742,17 @@ def reachability(
     **Example:**
 
     ```python
-    import numpy as np
-    from hassejax.order import reachability
+    >>> import numpy as np
+    >>> from hassejax.order import reachability
+    >>> chain = np.eye(4, k=-1, dtype=bool)           # i attends to i - 1
+    >>> reachability(chain, 2)[3]
+    Array([False,  True,  True,  True], dtype=bool)
+    >>> reachability(chain)[3]
+    Array([ True,  True,  True,  True], dtype=bool)
+    >>> heads = np.stack([chain, np.eye(4, k=-2, dtype=bool)])   # head 1 attends to i - 2
+    >>> reachability(heads, 1, head_axis=0)[3]                   # one layer: i, i - 1, i - 2
+    Array([False,  True,  True,  True], dtype=bool)
 
-    chain = np.eye(4, k=-1, dtype=bool)           # i attends to i - 1
-    reachability(chain, 2)[3]                     # [False, True, True, True]
-    reachability(chain)[3]                        # [True, True, True, True]
     ```
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.2–1.3; the bit-packed route is
@@ -586,6 +760,8 @@ def reachability(
     """
     method = _check_method(method)
     num_layers = _check_num_layers(num_layers)
+    if head_axis is not None:
+        mask, layer_masks = _union_layer_heads(mask, layer_masks, head_axis, num_layers, method)
     if isinstance(mask, IntervalMask) or (
         mask is None and isinstance(layer_masks, Sequence) and any(isinstance(m, IntervalMask) for m in layer_masks)
     ):
@@ -638,6 +814,31 @@ def reachability(
     else:
         r, _ = _power_matmul(padded, num_layers, dtype)
     return _unpad(r, n, traced)
+
+
+def _union_layer_heads(mask, layer_masks, head_axis, num_layers, method: str):
+    """:func:`reachability`'s `head_axis`: OR the heads of `mask` or of every layer of `layer_masks`.
+
+    Each union is checked against the memory the rest of :func:`reachability` will need for it,
+    from the shapes alone, before anything is computed. With both or neither of `mask` and
+    `layer_masks` nothing happens here (the caller raises).
+    """
+    dense = "bitpacked" if method == "structured" else method
+    if mask is not None and layer_masks is None:
+        what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
+        memory = _dense_memory("mask", what, dense, route=num_layers != 1)
+        return _heads_union(mask, head_axis, "mask", memory=memory), None
+    if layer_masks is None or mask is not None:
+        return mask, layer_masks
+    if isinstance(layer_masks, Sequence) and not isinstance(layer_masks, str):
+        num = len(layer_masks)
+        memory = _dense_memory("layer_masks", f"the product of {num} layer masks", dense, stored=num, layers=num)
+        return None, [
+            _heads_union(m, head_axis, f"layer_masks[{l}]", memory=memory if l == 0 else None)
+            for l, m in enumerate(layer_masks)
+        ]
+    memory = _dense_memory("layer_masks", "the product of {num} layer masks", dense, stacked=True)
+    return None, _heads_union(layer_masks, head_axis, "layer_masks", layer_axis=True, memory=memory)
 
 
 def _reachability_layers(layer_masks, num_layers: int | None, method: str) -> jax.Array:
@@ -855,7 +1056,10 @@ def _host_depth(a) -> np.ndarray:
 
 
 def convergence_depth(
-    mask: Bool[ArrayLike, "*batch n n"] | IntervalMask, *, method: str = "auto"
+    mask: Bool[ArrayLike, "*batch_heads n n"] | IntervalMask | Sequence[IntervalMask | Bool[ArrayLike, "n n"]],
+    *,
+    method: str = "auto",
+    head_axis: int | None = None,
 ) -> Int[Array, "*batch"] | int:
     """The convergence depth ``L*``: the smallest ``L`` with ``R^(L) = R`` (spec hasse.md §1.3).
 
@@ -890,6 +1094,10 @@ def convergence_depth(
     - `mask`: bool `(*batch, n, n)`; row = query, column = key, True = may attend. Or an
       :class:`~hassejax.masks.IntervalMask` (any ``n``; structured route).
     - `method`: ``"auto"``, ``"matmul"``, ``"bitpacked"`` or ``"structured"`` (see above).
+    - `head_axis`: ``None`` (default), or the axis of `mask` that holds the masks of one
+      layer's heads, OR-ed first (:func:`heads_union`): e.g. ``0`` for `(heads, *batch, n, n)`,
+      ``-3`` for `(*batch, heads, n, n)`; never one of the last two axes. With ``0``, `mask`
+      may be a tuple of :class:`~hassejax.masks.IntervalMask` heads.
 
     **Returns:** int32 array of shape `(*batch,)` (a 0-d array for a single mask, an empty one
     for an empty batch axis); a Python int for an :class:`~hassejax.masks.IntervalMask`.
@@ -898,7 +1106,8 @@ def convergence_depth(
 
     - :class:`~hassejax.errors.MaskError`: a mask that is not Boolean, not square, or of rank < 2.
     - :class:`~hassejax.errors.ParameterError`: an unknown `method`; a dense route for an
-      :class:`~hassejax.masks.IntervalMask`; ``"structured"`` under a trace.
+      :class:`~hassejax.masks.IntervalMask`; ``"structured"`` under a trace; a bad `head_axis`
+      (not an int, out of range, one of the last two axes; see :func:`heads_union`).
     - :class:`~hassejax.errors.MemoryBudgetError`: the route would not fit in the free memory:
       the input copies plus the cheapest allowed route (the matmul route's
       ``ceil(log2(n − 1)) + 2`` stored bool matrices per mask, or the bit-packed route's packed
@@ -909,17 +1118,23 @@ def convergence_depth(
     **Example:**
 
     ```python
-    import numpy as np
-    from hassejax.order import convergence_depth
+    >>> import numpy as np
+    >>> from hassejax.order import convergence_depth
+    >>> q, k = np.indices((9, 9))
+    >>> int(convergence_depth((k <= q) & (q - k <= 2)))   # sliding window, 2 previous keys: ceil(8 / 2)
+    4
+    >>> heads = np.stack([(k <= q) & (q - k <= 2), q - k == 4])   # head 1 attends 4 back
+    >>> int(convergence_depth(heads, head_axis=0))                # e.g. 8 -> 4 -> 2 -> 1
+    3
 
-    q, k = np.indices((9, 9))
-    convergence_depth((k <= q) & (q - k <= 2))   # sliding window, 2 previous keys: ceil(8 / 2) = 4
     ```
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.3; the doubling/binary search
     and the bit-packed level search are (derived).
     """
     method = _check_method(method)
+    if head_axis is not None:
+        mask = _heads_union(mask, head_axis, "mask", memory=_depth_memory(method))
     if isinstance(mask, IntervalMask):
         if method not in ("auto", "structured"):
             raise ParameterError(

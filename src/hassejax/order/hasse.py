@@ -29,7 +29,7 @@ from networkx.algorithms.isomorphism import DiGraphMatcher
 from .._checks import as_mask
 from ..errors import MaskError
 from ..masks._intervals import IntervalMask
-from .closure import _dense_memory
+from .closure import _dense_memory, _heads_union
 from .closure import reachability as _reachability
 from .poset import classes as _classes
 from .poset import cover_matrix as _cover_matrix
@@ -257,7 +257,13 @@ class HasseDiagram:
         return diagram
 
     @classmethod
-    def from_mask(cls, mask: Bool[ArrayLike, "n n"] | IntervalMask, num_layers: int | None = None) -> HasseDiagram:
+    def from_mask(
+        cls,
+        mask: Bool[ArrayLike, "n n"] | Bool[ArrayLike, "heads n n"] | IntervalMask | Sequence[IntervalMask | Bool[ArrayLike, "n n"]],
+        num_layers: int | None = None,
+        *,
+        head_axis: int | None = None,
+    ) -> HasseDiagram:
         """Diagram of the information flow of a mask (spec hasse.md §1).
 
         **Arguments:**
@@ -271,10 +277,17 @@ class HasseDiagram:
           `R^(L)` is returned only if `L` layers already realise the limit (`R^(L) = R`, i.e.
           `L >= L*`); otherwise `R^(L)` is not transitive, has no Hasse diagram, and this
           raises. (`R^(L)` is transitive exactly when it equals the limit.)
+        - `head_axis`: ``None`` (default), or ``0`` (equivalently ``-3``) for `mask` given as the
+          masks of one layer's heads, `(heads, n, n)` or a tuple of
+          :class:`~hassejax.masks.IntervalMask`: they are OR-ed first
+          (:func:`hassejax.order.closure.heads_union`; the layer's adjacency is
+          ``(M_1 | … | M_H) | I``, spec hasse.md §1.1).
 
         **Returns:** the :class:`HasseDiagram` of the closure.
 
-        **Raises:** :class:`~hassejax.errors.MaskError` for a bad mask, a non-positive
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a bad `head_axis` (not an int,
+        not the leading axis of a `(heads, n, n)` mask);
+        :class:`~hassejax.errors.MaskError` for a bad mask, a non-positive
         `num_layers`, or `num_layers` below the convergence depth, or a traced mask (the
         diagram is a host-side networkx graph: build it outside `jit`/`vmap`);
         :class:`~hassejax.errors.MemoryBudgetError` when the dense closure and the classes
@@ -282,7 +295,24 @@ class HasseDiagram:
         the message names `mask`, `n`, the estimated and the free GiB). For an
         :class:`~hassejax.masks.IntervalMask`, :class:`~hassejax.errors.MaskError` when the
         quotient is too large to build as a graph (use :func:`hassejax.order.flow_summary`).
+
+        **Example:**
+
+        ```python
+        >>> import numpy as np
+        >>> from hassejax.order import HasseDiagram
+        >>> heads = np.stack([np.eye(4, k=-1, dtype=bool), np.eye(4, k=1, dtype=bool)])  # back, forward
+        >>> HasseDiagram.from_mask(heads, head_axis=0).classes   # together: one class of all positions
+        ((0, 1, 2, 3),)
+        >>> HasseDiagram.from_mask(heads[0]).classes             # one head alone: a chain
+        ((0,), (1,), (2,), (3,))
+
+        ```
         """
+        # The closure plus about four more (n, n) matrices for the classes and the quotient.
+        memory = _dense_memory("mask", "the Hasse diagram (closure, classes, quotient)", extra=4)
+        if head_axis is not None:
+            mask = _heads_union(mask, head_axis, "mask", batched=False, memory=memory)
         if isinstance(mask, IntervalMask):
             return _from_intervals(mask, num_layers)
         if isinstance(mask, jax.core.Tracer):
@@ -290,8 +320,6 @@ class HasseDiagram:
                 "`mask` is a JAX tracer: HasseDiagram is a host-side networkx graph and cannot be built inside "
                 "jit/vmap; compute `reachability` there and build the diagram outside."
             )
-        # The closure plus about four more (n, n) matrices for the classes and the quotient.
-        memory = _dense_memory("mask", "the Hasse diagram (closure, classes, quotient)", extra=4)
         m = as_mask(mask, "mask", batched=False, memory=memory)
         n = m.shape[-1]
         # Small masks are padded with isolated positions to a bucket size (their closure is

@@ -263,11 +263,12 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
 
 
 def flow_summary(
-    mask: IntervalMask | np.ndarray,
+    mask: IntervalMask | np.ndarray | Sequence[IntervalMask],
     layers: Sequence[int] | int = (),
     *,
     method: str = "auto",
     quotient_limit: int = QUOTIENT_LIMIT,
+    head_axis: int | None = None,
 ) -> FlowSummary:
     """Exact information flow of one mask at any length, without ``n × n`` arrays on the structured route.
 
@@ -296,12 +297,17 @@ def flow_summary(
       ``"bitpacked"``.
     - `quotient_limit`: build the Hasse diagram (and the dense quotient order) only up to this
       many classes.
+    - `head_axis`: ``None`` (default), or ``0`` (equivalently ``-3``) for `mask` given as the
+      masks of one layer's heads, a Boolean `(heads, n, n)` array or a tuple of
+      :class:`~hassejax.masks.IntervalMask`: they are OR-ed first
+      (:func:`hassejax.order.closure.heads_union`; the layer's adjacency is
+      ``(M_1 | … | M_H) | I``, spec §1.1).
 
     **Returns:** a :class:`FlowSummary`.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a mask that is not square Boolean
-    `(n, n)`; :class:`~hassejax.errors.ParameterError` for bad `layers`, `method` or
-    `quotient_limit`; :class:`~hassejax.errors.MemoryBudgetError` when a step would not fit in
+    `(n, n)` (or `(heads, n, n)` with `head_axis`); :class:`~hassejax.errors.ParameterError`
+    for bad `layers`, `method`, `quotient_limit` or `head_axis`; :class:`~hassejax.errors.MemoryBudgetError` when a step would not fit in
     memory (estimated before allocating).
 
     **Example:**
@@ -315,6 +321,11 @@ def flow_summary(
     ('structured', 32, 131072, 131072)
     >>> [r.max for r in s.reach]
     [4101, 32773]
+    >>> heads = (from_spec("sliding_window(n=131072, left=4096)", form="intervals"),
+    ...          from_spec("attention_sinks(n=131072, num=4)", form="intervals"))
+    >>> t = flow_summary(heads, layers=(1, 8), head_axis=0)           # the heads' union is m
+    >>> t.convergence_depth, [r.max for r in t.reach]
+    (32, [4101, 32773])
 
     ```
 
@@ -324,6 +335,10 @@ def flow_summary(
     layers = _check_layers(layers)
     if isinstance(quotient_limit, bool) or not isinstance(quotient_limit, (int, np.integer)) or quotient_limit < 1:
         raise ParameterError(f"`quotient_limit` must be a positive int; got {quotient_limit!r}.")
+    if head_axis is not None:
+        from .closure import _heads_union
+
+        mask = _heads_union(mask, head_axis, "mask", batched=False)
     if not isinstance(mask, IntervalMask):
         shape = getattr(mask, "shape", None)
         if shape is None or len(shape) != 2:
