@@ -16,6 +16,16 @@ Subcommands (each one function ``_cmd_NAME(args) -> int`` plus a parser builder
   derive a mask from a task family (spec hasse.md §2–3): the merged slots, mask, labels,
   sparsest variant and leakage audit.
 
+- ``hassejax export SPEC_OR_FAMILY --to splash|mask_mod|npy [--out FILE] [--framework F]``: the
+  mask for a kernel (:mod:`hassejax.kernels`): Python source of a FlexAttention ``mask_mod``,
+  Python that builds the JAX splash attention mask, or the dense ``.npy`` array.
+  ``SPEC_OR_FAMILY`` is a mask spec (also ``block_two_stream_mask(...)``, ``butterfly_mask(...)``),
+  a ``.npy`` file, or a task family (``autoregressive``, ``block_generation``, ``butterfly``)
+  with ``--n`` (and ``--block-size`` ...), exported through its closed form.
+
+- ``hassejax tiles SPEC_OR_FAMILY [--block B] [--block-kv B] [--json FILE]``: empty, partial and
+  full tiles of the mask for a block-sparse kernel (:func:`hassejax.kernels.tile_stats`).
+
 Exit codes: 0 success, 2 bad input (mask spec, file, options, or a mask too large for the
 memory budget; one line on stderr, no traceback), 1 an output file that could not be written.
 """
@@ -365,9 +375,212 @@ def _cmd_derive(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------- export, tiles
+
+_FAMILY_SPECS = {
+    "autoregressive": "causal(n={n_minus_one})",
+    "block_generation": (
+        "block_two_stream_mask(n={n}, block_size={block_size}, group={group!r}, content={content!r}, "
+        "keep_last_block={keep_last_block})"
+    ),
+    "butterfly": "butterfly_mask(n={n})",
+}
+
+
+def _add_family_options(p) -> None:
+    p.add_argument("--n", type=_positive_int, default=None, help="sequence length (task families)")
+    p.add_argument("--block-size", type=_positive_int, default=None, help="block size l (block_generation)")
+    p.add_argument("--group", choices=["full", "causal", "diagonal"], default="full", help="block_generation query group")
+    p.add_argument("--content", choices=["causal", "block_causal"], default="causal", help="block_generation content stream")
+    p.add_argument("--no-keep-last-block", action="store_true", help="block_generation without the full content task")
+
+
+def _kernel_mask(args: argparse.Namespace):
+    """The mask named by SPEC_OR_FAMILY: a family's closed form (spec text), a .npy file, or a mask spec."""
+    target = args.spec_or_family
+    if target in _FAMILY_SPECS:
+        if args.n is None:
+            raise _UsageError(f"the {target} family needs --n N")
+        if target == "block_generation" and args.block_size is None:
+            raise _UsageError("the block_generation family needs --block-size L (a divisor of --n)")
+        if target == "autoregressive" and args.n < 2:
+            raise _UsageError("the autoregressive family needs --n >= 2")
+        return _FAMILY_SPECS[target].format(
+            n=args.n, n_minus_one=args.n - 1, block_size=args.block_size, group=args.group, content=args.content,
+            keep_last_block=not args.no_keep_last_block,
+        )
+    if args.n is not None or args.block_size is not None:
+        raise _UsageError(f"--n / --block-size apply to task families ({', '.join(_FAMILY_SPECS)}), not to a mask spec")
+    if target.endswith(".npy"):
+        return load_mask(target)
+    return target
+
+
+def _add_export(subparsers) -> None:
+    p = subparsers.add_parser(
+        "export",
+        help="write a mask for a kernel: splash attention, a FlexAttention mask_mod, or .npy",
+        description=(
+            "Export a mask (row = query, column = key, True = may attend) for the kernels people train with: "
+            "'--to mask_mod' prints Python source of mask_mod(b, h, q_idx, kv_idx) for FlexAttention (closed form "
+            "where the mask has one, lookup tables otherwise); '--to splash' prints Python that builds the JAX splash "
+            "attention mask (structured CausalMask / LocalMask / ChunkedCausalMask / FullMask and their & and |, else a "
+            "NumpyMask loaded from --out); '--to npy' writes the dense Boolean array to --out."
+        ),
+    )
+    p.add_argument(
+        "spec_or_family", metavar="SPEC_OR_FAMILY",
+        help="a mask spec ('sliding_window(n=4096, left=256)', 'butterfly_mask(n=100)'), a .npy file, or a task family "
+        "(autoregressive, block_generation, butterfly) with --n",
+    )
+    p.add_argument("--to", choices=["splash", "mask_mod", "npy"], required=True, help="the target kernel format")
+    p.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout (required for npy)")
+    p.add_argument("--framework", choices=["torch", "jax", "numpy"], default="torch", help="mask_mod tables (default torch)")
+    _add_family_options(p)
+    p.set_defaults(func=_cmd_export)
+
+
+def _splash_source(mask, npy: str | None) -> str:
+    """Python text that builds the splash mask `mask` (``mask_lib`` = splash_attention_mask)."""
+    kind = type(mask).__name__
+    if kind == "CausalMask":
+        return f"mask_lib.CausalMask(shape={mask.shape}, offset={mask.offset})"
+    if kind == "FullMask":
+        return f"mask_lib.FullMask(_shape={mask.shape})"
+    if kind == "LocalMask":
+        return f"mask_lib.LocalMask(shape={mask.shape}, window_size={mask.window_size}, offset={mask.offset})"
+    if kind == "ChunkedCausalMask":
+        return f"mask_lib.ChunkedCausalMask(shape={mask.shape}, chunk_size={mask.chunk_size})"
+    if kind in ("LogicalAnd", "LogicalOr"):
+        op = "&" if kind == "LogicalAnd" else "|"
+        return f"({_splash_source(mask.left, npy)} {op} {_splash_source(mask.right, npy)})"
+    if npy is None:
+        raise _UsageError(f"this mask has no structured splash form (it is a {kind}); give --out FILE.npy for its dense array")
+    return f"mask_lib.NumpyMask(np.load({npy!r}))"
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    mask = _kernel_mask(args)
+    try:
+        if args.to == "mask_mod":
+            from .kernels import mask_mod_source
+
+            _emit(args.out, mask_mod_source(mask, framework=args.framework))
+            return 0
+        from .kernels import mask_rule
+
+        rule = mask_rule(mask)
+        if args.to == "npy":
+            if args.out is None or not args.out.endswith(".npy"):
+                raise _UsageError("--to npy needs --out FILE.npy")
+            from .kernels.splash import _dense_rule
+
+            dense = _dense_rule(rule, 0, rule.n) if rule.heads is None else np.stack(
+                [_dense_rule(rule, h, rule.n) for h in range(rule.heads)]
+            )
+            _save_npy(args.out, dense)
+            print(f"wrote {args.out}: Boolean {dense.shape} (row = query, column = key, True = may attend)")
+            return 0
+        from .kernels import to_splash
+
+        splash = to_splash(rule)
+        structured = _structured_only(splash)
+        npy = None
+        if not structured:
+            if args.out is None or not args.out.endswith(".npy"):
+                raise _UsageError(
+                    f"{rule.label}: splash has no structured mask for this rule; give --out FILE.npy to write its NumpyMask array"
+                )
+            npy = args.out
+            _save_npy(npy, np.asarray(splash.array) if rule.heads is None else np.stack([np.asarray(m[:, :]) for m in splash.masks]))
+        lines = [
+            "import numpy as np",
+            "from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib",
+            "",
+            f"# {rule.label}: row = query, column = key, True = may attend",
+        ]
+        if rule.heads is None:
+            lines.append(f"mask = {_splash_source(splash, npy)}")
+        elif npy is not None:
+            lines.append(f"mask = mask_lib.MultiHeadMask([mask_lib.NumpyMask(a) for a in np.load({npy!r})])")
+        else:
+            lines.append("mask = mask_lib.MultiHeadMask([")
+            lines += [f"    {_splash_source(m, None)}," for m in splash.masks]
+            lines.append("])")
+        print("\n".join(lines))
+        return 0
+    except HassejaxError as err:
+        raise _UsageError(str(err)) from None
+
+
+def _structured_only(splash) -> bool:
+    kind = type(splash).__name__
+    if kind == "MultiHeadMask":
+        return all(_structured_only(m) for m in splash.masks)
+    if kind in ("LogicalAnd", "LogicalOr"):
+        return _structured_only(splash.left) and _structured_only(splash.right)
+    return kind in ("CausalMask", "FullMask", "LocalMask", "ChunkedCausalMask")
+
+
+def _emit(path: str | None, text: str) -> None:
+    if path is None:
+        print(text, end="")
+    else:
+        _write_text(path, text)
+
+
+def _save_npy(path: str, array: np.ndarray) -> None:
+    try:
+        np.save(path, array)
+    except OSError as err:
+        raise _OutputError(f"cannot write {path!r}: {_one_line(str(err))}") from None
+
+
+def _add_tiles(subparsers) -> None:
+    p = subparsers.add_parser(
+        "tiles",
+        help="empty / partial / full tiles of a mask for a block-sparse kernel",
+        description=(
+            "Count the (block_q, block_kv) tiles of a mask a block-sparse attention kernel skips (empty), masks "
+            "(partial) or computes whole (full), as splash attention's MaskInfo and FlexAttention's BlockMask do. "
+            "A ragged last tile is padded with False (FlexAttention): it is never full."
+        ),
+    )
+    p.add_argument("spec_or_family", metavar="SPEC_OR_FAMILY", help="a mask spec, a .npy file, or a task family with --n")
+    p.add_argument("--block", type=_positive_int, default=128, help="query tile size (default 128)")
+    p.add_argument("--block-kv", type=_positive_int, default=None, help="key tile size (default: --block)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the counts as JSON")
+    _add_family_options(p)
+    p.set_defaults(func=_cmd_tiles)
+
+
+def _cmd_tiles(args: argparse.Namespace) -> int:
+    mask = _kernel_mask(args)
+    block = (args.block, args.block_kv or args.block)
+    try:
+        if isinstance(mask, str):  # a spec: its interval form, built on the way to its rule (no n x n array)
+            from .kernels import mask_rule
+
+            mask = mask_rule(mask).intervals
+        from .kernels import tile_stats
+
+        stats = tile_stats(mask, block_size=block)
+    except HassejaxError as err:
+        raise _UsageError(str(err)) from None
+    print(str(stats))
+    if args.json:
+        payload = {
+            "shape": list(stats.shape), "block_size": list(stats.block_size), "empty": stats.empty,
+            "partial": stats.partial, "full": stats.full, "computed_fraction": stats.computed_fraction,
+            "sparsity": stats.sparsity,
+        }
+        _write_text(args.json, json.dumps(payload) + "\n")
+    return 0
+
+
 # ------------------------------------------------------------------------------- main
 
-_SUBCOMMANDS: list[Callable] = [_add_analyze, _add_derive]
+_SUBCOMMANDS: list[Callable] = [_add_analyze, _add_derive, _add_export, _add_tiles]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,8 @@ import sys
 import jax
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sm
 
 import hassejax.kernels.splash as splash_module
@@ -144,13 +146,54 @@ def test_local_mask_is_sliding_window(left, right):
     assert got == S.sliding_window(n, left=left, right=right)
 
 
-@pytest.mark.slow
+class Sliced(sm.Mask):
+    """A user subclass that only slices (hides the built-in type): forces the slicing route."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    @property
+    def shape(self):
+        return self.inner.shape
+
+    def __getitem__(self, idx):
+        return self.inner[idx]
+
+
 def test_long_context_local_mask():
-    # Reads all n² = 1.7e10 entries through LocalMask's slicing, 64 rows at a time (20-45 s on a shared CPU).
+    # Built-in masks are read from their parameters at long n (O(n)), sinks | window via |.
     n = 131072
+    mask = sm.LocalMask((n, n), (4096, 0), 0) | sm.ChunkedCausalMask((n, n), 8192)
     got = from_splash(sm.LocalMask((n, n), (4096, 0), 0))  # auto: above 2**26 entries, intervals
     assert isinstance(got, IntervalMask)
     assert got == S.sliding_window(n, left=4096)
+    assert from_splash(mask, form="intervals") == S.sliding_window(n, left=4096) | S.chunked_causal(n, 8192)
+
+
+def test_long_context_through_slicing():
+    # A mask known only through its slicing: all n² = 1.1e9 entries read, 256 rows at a time, no (n, n) array.
+    n = 32768
+    got = from_splash(Sliced(sm.LocalMask((n, n), (1024, 0), 0) | sm.ChunkedCausalMask((n, n), 4096)), form="intervals")
+    assert got == S.sliding_window(n, left=1024) | S.chunked_causal(n, 4096)
+
+
+@given(
+    n=st.integers(1, 48),
+    left=st.one_of(st.none(), st.integers(0, 50)),
+    right=st.one_of(st.none(), st.integers(0, 50)),
+    offset=st.integers(-5, 5),
+    chunk=st.integers(1, 50),
+)
+def test_parameter_route_equals_slicing_route(n, left, right, offset, chunk):
+    masks = [
+        sm.CausalMask((n, n), offset=offset),
+        sm.LocalMask((n, n), (left, right), offset),
+        sm.ChunkedCausalMask((n, n), chunk),
+        sm.FullMask((n, n)),
+    ]
+    masks.append((masks[0] & masks[2]) | masks[1])
+    for m in masks:
+        assert from_splash(m, form="intervals") == from_splash(Sliced(m), form="intervals")
 
 
 class WrongSlice(sm.Mask):

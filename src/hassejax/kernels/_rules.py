@@ -39,6 +39,8 @@ class MaskRule:
     - `label`: where the rule came from (a spec, "key runs", ...).
     - `splash`: the structured splash recipe, or ``None`` (then a dense ``NumpyMask``).
     - `heads`: number of heads the rule distinguishes (``None``: the same for every head).
+    - `intervals`: the same mask as an :class:`~hassejax.masks.IntervalMask` when it was
+      built on the way (specs), else ``None``.
     """
 
     n: int
@@ -47,6 +49,7 @@ class MaskRule:
     label: str = ""
     splash: tuple | None = None
     heads: int | None = None
+    intervals: IntervalMask | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -76,7 +79,11 @@ class MaskRule:
         if self.splash is not None and other.splash is not None:
             splash = ("and" if op == "&" else "or", self.splash, other.splash)
         heads = self.heads if self.heads is not None else other.heads
-        return MaskRule(self.n, f"({self.expr}) {op} ({expr})", tuple(tables), f"{self.label} {op} {other.label}", splash, heads)
+        intervals = None
+        if self.intervals is not None and other.intervals is not None:
+            intervals = self.intervals & other.intervals if op == "&" else self.intervals | other.intervals
+        label = f"{self.label} {op} {other.label}"
+        return MaskRule(self.n, f"({self.expr}) {op} ({expr})", tuple(tables), label, splash, heads, intervals)
 
     def __or__(self, other: MaskRule) -> MaskRule:
         return self._combine(other, "|")
@@ -114,7 +121,7 @@ def rule_from_runs(mask: IntervalMask, label: str = "key runs") -> MaskRule:
             terms.append(f"(STARTS{suffix}[q_idx] <= kv_idx) & (kv_idx < STOPS{suffix}[q_idx])")
             tables += [(f"STARTS{suffix}", s.astype(np.int32)), (f"STOPS{suffix}", e.astype(np.int32))]
     expr = " | ".join(f"({term})" for term in terms) if len(terms) > 1 else terms[0]
-    return MaskRule(mask.n, expr, tuple(tables), label, _recognise_splash(mask))
+    return MaskRule(mask.n, expr, tuple(tables), label, _recognise_splash(mask), intervals=mask)
 
 
 def _recognise_splash(mask: IntervalMask) -> tuple | None:
@@ -294,4 +301,4 @@ def per_head_rule(rules: list[MaskRule]) -> MaskRule:
         term = head & r
         combined = term if combined is None else combined | term
     splash = ("heads", tuple(r.splash for r in rules))
-    return dataclasses.replace(combined, splash=splash, heads=len(rules), label=f"{len(rules)} heads")
+    return dataclasses.replace(combined, splash=splash, heads=len(rules), label=f"{len(rules)} heads", intervals=None)

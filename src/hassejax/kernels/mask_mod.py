@@ -51,7 +51,7 @@ def _spec_registry() -> dict[str, Callable[..., MaskRule]]:
             label = _call_text(name, bound)
             closed = RULE_BUILDERS.get(name)
             rule = rule_from_runs(im, label) if closed is None else closed(im, **bound.arguments)
-            return _labelled(rule, label)
+            return dataclasses.replace(rule, label=label, intervals=im)
 
         return build
 
@@ -63,8 +63,9 @@ def _spec_registry() -> dict[str, Callable[..., MaskRule]]:
             bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
             bound.arguments.pop("form", None)
-            fn(**bound.arguments, form="intervals")  # validates the arguments (O(n), no n x n array)
-            return _labelled(FAMILY_BUILDERS[name](**bound.arguments), _call_text(name, bound))
+            im = fn(**bound.arguments, form="intervals")  # validates the arguments (O(n), no n x n array)
+            rule = FAMILY_BUILDERS[name](**bound.arguments)
+            return dataclasses.replace(rule, label=_call_text(name, bound), intervals=im)
 
         return build
 

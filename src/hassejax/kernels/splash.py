@@ -4,7 +4,9 @@ Splash attention describes its mask with lazy ``Mask`` objects (``CausalMask``,
 ``LocalMask``, ``ChunkedCausalMask``, ``FullMask``, ``NumpyMask``, their ``&`` / ``|`` and
 ``MultiHeadMask``), read through slicing: ``mask[q0:q1, k0:k1]`` is a NumPy Boolean block.
 :func:`from_splash` reads one into this package's form (a dense Boolean array, or the
-compressed exact :class:`~hassejax.masks.IntervalMask` at long contexts).
+compressed exact :class:`~hassejax.masks.IntervalMask` at long contexts); :func:`to_splash`
+writes any mask as the structured splash mask where one exists, else a ``NumpyMask`` (or a
+lazy splash mask evaluated per tile).
 
 Splash's convention is this package's: row = query, column = key, True = may attend.
 
@@ -14,7 +16,8 @@ import Pallas.
 
 from __future__ import annotations
 
-from typing import Literal
+import functools
+from typing import Any, Literal
 
 import jax.numpy as jnp
 import numpy as np
@@ -26,7 +29,7 @@ from ..masks._convert import _form_arg, _Unstructured
 from ..masks._intervals import _INDEX, IntervalMask, check_host_memory, runs_bytes
 from ..masks._validate import checked, describe
 
-__all__ = ["from_splash"]
+__all__ = ["from_splash", "to_splash"]
 
 _AUTO_DENSE_ENTRIES = 1 << 26
 """``form="auto"`` returns a dense array up to this many entries a head (n = 8192 square), intervals above."""
@@ -139,12 +142,50 @@ def _block_runs(a: np.ndarray, buffer: np.ndarray | None = None) -> tuple[np.nda
     return starts, stops
 
 
+def _known_intervals(m, n: int) -> IntervalMask | None:
+    """The IntervalMask of a built-in structured splash mask from its parameters, else ``None``.
+
+    ``CausalMask``, ``LocalMask``, ``ChunkedCausalMask``, ``FullMask`` (exact types, with
+    the default ``q_sequence``) and their ``&`` / ``|`` are one run a row given by their
+    rules (splash_attention_mask.py): ``O(n)`` instead of reading ``n²`` entries.
+    """
+    lib = _splash_masks()
+    kind = type(m)
+    if kind in (lib.LogicalAnd, lib.LogicalOr):
+        left, right = _known_intervals(m.left, n), _known_intervals(m.right, n)
+        if left is None or right is None:
+            return None
+        return left & right if kind is lib.LogicalAnd else left | right
+    if kind is lib.FullMask:
+        return IntervalMask.from_runs(np.zeros((n, 1), np.int64), np.full((n, 1), n, np.int64), n)
+    if kind not in (lib.CausalMask, lib.LocalMask, lib.ChunkedCausalMask):
+        return None
+    q = np.arange(n, dtype=np.int64)
+    if not np.array_equal(m.q_sequence, q):
+        return None
+    if kind is lib.CausalMask:  # q + offset >= k
+        start, stop = np.zeros(n, np.int64), q + m.offset + 1
+    elif kind is lib.ChunkedCausalMask:  # same chunk and q >= k
+        start, stop = (q // m.chunk_size) * m.chunk_size, q + 1
+    else:  # q + offset - left <= k <= q + offset + right, None = unbounded
+        left, right = m.window_size
+        start = np.zeros(n, np.int64) if left is None else q + m.offset - left
+        stop = np.full(n, n, np.int64) if right is None else q + m.offset + right + 1
+    start, stop = np.clip(start, 0, n), np.clip(stop, 0, n)
+    return IntervalMask.from_runs(start[:, None], stop[:, None], n)
+
+
 def _read_intervals(m, n: int, name: str, max_runs: int | None) -> IntervalMask:
     """The IntervalMask of a square 2-D splash mask, read a block of rows at a time.
+
+    Built-in structured masks (:func:`_known_intervals`) are read from their parameters.
 
     **Raises:** ``_Unstructured`` when a row needs more than `max_runs` runs;
     :class:`~hassejax.errors.MemoryBudgetError` before the runs outgrow memory.
     """
+    known = _known_intervals(m, n)
+    if known is not None:
+        return known
     rows = _block_rows(n)
     check_host_memory(runs_bytes(n, 1) + 48 * rows * n, f"the interval form of the splash mask (n = {n})", name)
     parts = []
@@ -207,12 +248,15 @@ def from_splash(
     """Read a splash attention ``Mask`` (any kind, ``MultiHeadMask`` included) into this package's form.
 
     The mask is read through its own slicing, ``mask[q0:q1, 0:n_kv]``, a block of rows at a
-    time (about 8 Mi entries: 64 rows at n = 131,072), so every splash mask (built-in,
-    combined with ``&`` / ``|``, ``NumpyMask`` or a user subclass) gives exactly the entries
-    the kernel sees, and the interval form never makes an ``(n, n)`` array: memory
+    time (about 8 Mi entries: 64 rows at n = 131,072), so every splash mask (combined with
+    ``&`` / ``|``, ``NumpyMask`` or a user subclass) gives exactly the entries the kernel
+    sees, and the interval form never makes an ``(n, n)`` array: memory
     ``O(block + n · runs)``. Time is one evaluation of every entry (the mask is a black
     box): about 25 s at n = 131,072 on a shared CPU core, two thirds of it in the mask's own
-    slicing. Splash's convention is this
+    slicing. For the interval form, the built-in structured masks (``CausalMask``,
+    ``LocalMask``, ``ChunkedCausalMask``, ``FullMask`` with their default ``q_sequence``, and
+    their ``&`` / ``|``) are read from their parameters by their documented rules instead:
+    ``O(n)``, milliseconds at n = 131,072 (tested equal to the slicing route). Splash's convention is this
     package's: row = query, column = key, True = may attend; ``LocalMask((n, n), (l, r),
     offset=0)`` is ``sliding_window(n, left=l, right=r)`` (``None``: unbounded).
 
@@ -280,3 +324,142 @@ def from_splash(
         else:
             return tuple(read[u] for u in index) if is_heads else read[0]
     return _read_dense(unique, index, n_q, n_kv, is_heads, "mask")
+
+
+# ----------------------------------------------------------------------------------- out
+
+
+def _fallback_arg(value, name: str) -> str:
+    if value in ("numpy", "lazy"):
+        return value
+    raise MaskError(f"`{name}` must be 'numpy' (a dense NumpyMask) or 'lazy' (evaluated per tile); got {describe(value)}.")
+
+
+def _dense_rule(rule, head: int, n: int) -> np.ndarray:
+    """The rule of one head as a dense NumPy bool `(n, n)`, row block by row block (memory checked first)."""
+    check_host_memory(float(n) * n, f"a NumpyMask of shape ({n}, {n}) (one byte an entry)", "mask")
+    out = np.empty((n, n), dtype=bool)
+    rows = max(1, (1 << 22) // n)
+    k = np.arange(n, dtype=np.int64)[None, :]
+    for q0 in range(0, n, rows):
+        q = np.arange(q0, min(n, q0 + rows), dtype=np.int64)[:, None]
+        out[q0 : q0 + q.shape[0]] = rule.evaluate(q, k, head)
+    return out
+
+
+@functools.cache
+def _lazy_mask_class():
+    """A splash ``Mask`` that evaluates a rule on each slice it is asked for (no ``(n, n)`` array)."""
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
+
+    class RuleMask(mask_lib.Mask):
+        """Splash mask of a hassejax rule, evaluated with NumPy on each requested ``[q_slice, kv_slice]``."""
+
+        def __init__(self, rule, head: int = 0):
+            self.rule = rule
+            self.head = head
+
+        @property
+        def shape(self) -> tuple[int, int]:
+            return (self.rule.n, self.rule.n)
+
+        def __getitem__(self, idx) -> np.ndarray:
+            if not (isinstance(idx, tuple) and len(idx) == 2 and all(isinstance(s, slice) for s in idx)):
+                raise NotImplementedError(f"Unsupported slice: {idx}")
+            q = np.arange(self.rule.n)[idx[0]][:, None]
+            k = np.arange(self.rule.n)[idx[1]][None, :]
+            return np.ascontiguousarray(self.rule.evaluate(q, k, self.head))
+
+        def _key(self):
+            return (self.rule.n, self.rule.expr, self.head, tuple((t, a.tobytes()) for t, a in self.rule.tables))
+
+        def __eq__(self, other):
+            return isinstance(other, RuleMask) and self._key() == other._key()
+
+        def __hash__(self):
+            return hash(self._key())
+
+    return RuleMask
+
+
+def _structured(recipe, n: int, mask_lib):
+    kind = recipe[0]
+    shape = (n, n)
+    if kind == "causal":
+        return mask_lib.CausalMask(shape)
+    if kind == "full":
+        return mask_lib.FullMask(shape)
+    if kind == "local":
+        return mask_lib.LocalMask(shape, window_size=(recipe[1], recipe[2]), offset=0)
+    if kind == "chunked":
+        return mask_lib.ChunkedCausalMask(shape, chunk_size=recipe[1])
+    left, right = _structured(recipe[1], n, mask_lib), _structured(recipe[2], n, mask_lib)
+    return left & right if kind == "and" else left | right
+
+
+@checked(fallback=_fallback_arg)
+def to_splash(mask: Any, *, fallback: Literal["numpy", "lazy"] = "numpy"):
+    """The splash attention mask of a hassejax mask: structured where splash has the structure.
+
+    The rule of :func:`~hassejax.kernels.mask_rule` becomes, where it is one of splash's
+    structured masks, that mask: causal ``kv_idx <= q_idx`` is ``CausalMask``;
+    ``sliding_window(n, left, right)`` (``q - left <= k <= q + right``) is
+    ``LocalMask(window_size=(left, right), offset=0)``; ``chunked_causal(n, chunk)`` is
+    ``ChunkedCausalMask(chunk_size=chunk)``; ``full`` is ``FullMask``; unions and
+    intersections of those (from a spec with ``|`` / ``&``) become splash's ``|`` / ``&``.
+    Interval masks and arrays whose rows are such a window, causal or chunked rule are
+    recognised too. Any other mask (sinks, prefix-LM, documents, Block Two-Stream, ...) is
+    one ``NumpyMask`` of the whole rule (``fallback="numpy"``, ``n²`` bytes, memory checked
+    first) or, with ``fallback="lazy"``, a splash ``Mask`` subclass that evaluates the rule
+    on each tile splash slices (no ``(n, n)`` array: any ``n``; splash builds its
+    ``MaskInfo`` by slicing, so the kernel sees the same partial blocks). Per-head input
+    gives a ``MultiHeadMask`` with one mask per head.
+
+    **Arguments:**
+
+    - `mask`: anything :func:`~hassejax.kernels.mask_rule` takes: a spec string (also
+      ``block_two_stream_mask(...)``, ``butterfly_mask(...)``), an IntervalMask, a Boolean
+      ``(n, n)`` or per-head ``(heads, n, n)`` array, a list of per-head masks, a Task.
+    - `fallback`: ``"numpy"`` (default) or ``"lazy"``, for masks splash has no structure for.
+
+    **Returns:** a ``jax.experimental.pallas.ops.tpu.splash_attention`` mask of shape
+    ``(n, n)``, or a ``MultiHeadMask`` of shape ``(heads, n, n)``; pass a 2-D one to
+    ``make_splash_mha`` as ``MultiHeadMask([m] * heads)``.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` as :func:`~hassejax.kernels.mask_rule` or
+    for a bad `fallback`; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if a
+    ``NumpyMask`` would not fit.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.kernels import to_splash
+    >>> type(to_splash("sliding_window(n=256, left=64)")).__name__
+    'LocalMask'
+    >>> type(to_splash("causal(n=256) & chunked_causal(n=256, chunk=64)")).__name__
+    'LogicalAnd'
+    >>> type(to_splash("attention_sinks(n=256, num=4)")).__name__
+    'NumpyMask'
+
+    ```
+
+    Source: splash attention's mask library (``splash_attention_mask.py``, JAX); the rules
+    as in :func:`~hassejax.kernels.mask_rule`.
+    """
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
+
+    from .mask_mod import mask_rule
+
+    rule = mask_rule(mask)
+    n = rule.n
+
+    def one(recipe, head: int):
+        if recipe is not None:
+            return _structured(recipe, n, mask_lib)
+        if fallback == "lazy":
+            return _lazy_mask_class()(rule, head)
+        return mask_lib.NumpyMask(_dense_rule(rule, head, n))
+
+    if rule.heads is None:
+        return one(rule.splash, 0)
+    return mask_lib.MultiHeadMask(tuple(one(recipe, h) for h, recipe in enumerate(rule.splash[1])))
