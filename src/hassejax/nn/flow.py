@@ -43,7 +43,7 @@ def _flow(fn, x, mask, mode):
 def jacobian_flow(
     model: Transformer | Callable,
     inputs: Float[Array, "n d"],
-    mask: Bool[Array, "n n"] | None = None,
+    mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | None = None,
     *,
     mode: Literal["fwd", "rev"] = "fwd",
 ) -> Bool[Array, "n n"]:
@@ -57,7 +57,9 @@ def jacobian_flow(
       ``model(inputs, mask)`` when `mask` is given).
     - `inputs`: float `(n, d)`, the embedding-level input (use random values: the result is
       exact for almost every input).
-    - `mask`: bool `(n, n)` (row = query, column = key, True = may attend).
+    - `mask`: bool `(n, n)` (row = query, column = key, True = may attend), or for a
+      Transformer one mask per head, bool `(num_heads, n, n)`; the predicted flow is then
+      ``reachability(mask, L, head_axis=0)`` (a layer's adjacency is the OR of its heads).
     - `mode`: ``"fwd"`` (:func:`jax.jacfwd`, default: input and output have the same size
       `n·d`, and it compiles faster) or ``"rev"`` (:func:`jax.jacrev`); both give the same result.
 
@@ -69,7 +71,7 @@ def jacobian_flow(
     - :class:`~hassejax.errors.ParameterError`: `inputs` not a floating `(n, d)` array, an
       unknown `mode`, or a callable whose output is not `(n, d_out)`.
     - :class:`~hassejax.errors.MaskError`: a Transformer without `mask`, or a mask that is
-      not bool `(n, n)`.
+      not bool `(n, n)` (or `(num_heads, n, n)` for a Transformer).
 
     Source: spec hasse.md §4 (paper: flow = ``R^(L)``; the exact-zero threshold is derived).
     """
@@ -90,7 +92,7 @@ def jacobian_flow(
     else:
         raise ParameterError(f"`model` must be a Transformer or a callable (n, d) -> (n, d'); got {type(model).__name__}.")
     if mask is not None:
-        _check_attention_mask(mask, n)
+        _check_attention_mask(mask, n, num_heads=model.num_heads if isinstance(model, Transformer) else None)
     out = jax.eval_shape(lambda x: fn(x) if mask is None else fn(x, mask), inputs)
     if len(out.shape) != 2 or out.shape[0] != n:
         raise ParameterError(f"`model` must map (n, d) to (n, d_out) with n = {n}; its output has shape {tuple(out.shape)}.")
