@@ -14,7 +14,6 @@ for Block Two-Stream and Butterfly.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import inspect
@@ -86,17 +85,11 @@ def _labelled(rule: MaskRule, label: str) -> MaskRule:
 
 
 def _rule_of_spec(text: str) -> MaskRule:
-    from ..masks._spec import _build
+    from ..masks._spec import build_spec
 
-    source = text.strip()
-    try:
-        tree = ast.parse(source, mode="eval")
-    except SyntaxError as exc:
-        raise MaskError(f"mask spec {text!r} is not valid syntax ({exc.msg}); expected NAME(arg=value, ...).") from None
-    except (RecursionError, MemoryError):
-        raise MaskError(f"mask spec {text!r} is nested too deeply to parse.") from None
-    rule, _ = _build(tree.body, source, text, _spec_registry())
-    return _labelled(rule, source) if isinstance(tree.body, ast.BinOp) else rule
+    rule = build_spec(text, _spec_registry())
+    combined = " | " in rule.label or " & " in rule.label  # parts joined: label with the spec as written
+    return _labelled(rule, text.strip()) if combined else rule
 
 
 def mask_rule(mask: Any) -> MaskRule:

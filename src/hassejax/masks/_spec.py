@@ -171,8 +171,16 @@ def from_spec(text: str, *, form: Literal["dense", "intervals"] = "dense") -> Bo
 
     ```
     """
+    return build_spec(text, MASKS if form == "dense" else structured.MASKS)
+
+
+def build_spec(text: str, registry: dict[str, Callable]):
+    """Parse a spec and build it from `registry` (name -> constructor): the body of :func:`from_spec`.
+
+    Any registry whose values return objects with ``|``, ``&`` and ``shape`` works (the
+    kernels module builds mask rules with it). **Raises:** as :func:`from_spec`.
+    """
     source = text.strip()
-    registry = MASKS if form == "dense" else structured.MASKS
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:
