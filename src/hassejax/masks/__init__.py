@@ -17,7 +17,9 @@ library rule it reproduces (mask gallery, /shared/cases/mask_gallery.md).
   ``from_spec(..., form="intervals")`` and ``from_mask_mod(..., form="intervals")`` give
   the same form.
 - Converters: :func:`from_mask_mod`, :func:`from_additive_bias`, :func:`from_blocked`.
-- Combinators: :func:`and_masks`, :func:`or_masks`.
+- Combinators: :func:`and_masks`, :func:`or_masks` (of arrays, or lazily of mask_mod callables).
+- Packed sequences: :func:`packed_document_ids` (Hugging Face ``position_ids`` or
+  flash-attn ``cu_seqlens`` -> the document ids that :func:`document` takes with ``kind="ids"``).
 - Registry: :data:`MASKS` and :func:`from_spec` (``"sliding_window(n=16, left=2)"``,
   combinations with ``|`` and ``&``: ``"sliding_window(n=64, left=8) | attention_sinks(n=64, num=4)"``).
 
@@ -33,6 +35,7 @@ from ._diffusion import block_diffusion
 from ._intervals import IntervalMask
 from ._document import document
 from ._natten import natten_2d
+from ._packed import packed_document_ids
 from ._sinks import attention_sinks
 from ._spec import MASKS, from_spec
 from ._tree import tree_prefix
@@ -48,6 +51,7 @@ __all__ = [
     "block_causal",
     "chunked_causal",
     "document",
+    "packed_document_ids",
     "dilated",
     "global_sliding",
     "natten_2d",
