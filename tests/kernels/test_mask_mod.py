@@ -56,7 +56,7 @@ DERIVED = [
 
 def _exec_source(mask, framework):
     namespace = {}
-    exec(mask_mod_source(mask, framework=framework), namespace)
+    exec(mask_mod_source(mask, framework=framework), namespace)  # noqa: S102 - running the exported source is the test
     return namespace["mask_mod"]
 
 

@@ -14,7 +14,7 @@ from hassejax.masks import IntervalMask, from_spec, structured
 
 pytest.importorskip("jax.experimental.pallas.ops.tpu.splash_attention.splash_attention_mask")
 
-from test_mask_mod import DERIVED, GALLERY  # noqa: E402  (same folder, the shared list of masks)
+from test_mask_mod import DERIVED, GALLERY
 
 
 @pytest.mark.parametrize("spec", GALLERY + [s for s, _ in DERIVED])

@@ -31,7 +31,8 @@ _EXPORTS = {
     "TileStats": ".tiles",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["TileStats", "from_splash", "mask_mod_source", "mask_rule", "tile_stats", "to_mask_mod", "to_splash"]
+assert sorted(_EXPORTS) == __all__
 
 
 def __getattr__(name: str):

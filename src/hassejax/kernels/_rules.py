@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import MaskError
 from ..masks._intervals import IntervalMask
 
-__all__ = ["MaskRule", "rule_from_runs", "per_head_rule", "RULE_BUILDERS", "FAMILY_BUILDERS"]
+__all__ = ["FAMILY_BUILDERS", "RULE_BUILDERS", "MaskRule", "per_head_rule", "rule_from_runs"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -95,7 +95,7 @@ class MaskRule:
         """The rule on NumPy index arrays `q`, `k` (broadcast), head `h`: a Boolean NumPy array."""
         namespace = {name: arr for name, arr in self.tables}
         namespace.update(q_idx=np.asarray(q, np.int64), kv_idx=np.asarray(k, np.int64), h=h, abs=abs)
-        out = eval(self.expr, {"__builtins__": {}}, namespace)  # noqa: S307 - our own generated expression
+        out = eval(self.expr, {"__builtins__": {}}, namespace)
         return np.broadcast_to(np.asarray(out, dtype=bool), np.broadcast_shapes(np.shape(q), np.shape(k)))
 
 
@@ -261,8 +261,8 @@ def _butterfly_rule(n, sparse=False) -> MaskRule:
     ``n - 1 <= q < 2n - 2``, C at ``q >= 2n - 2``.
     """
     f_end, b_end = n - 1, 2 * n - 2
-    is_f = lambda v: f"({v} < {f_end})"  # noqa: E731
-    is_b = lambda v: f"({v} >= {f_end}) & ({v} < {b_end})"  # noqa: E731
+    is_f = lambda v: f"({v} < {f_end})"
+    is_b = lambda v: f"({v} >= {f_end}) & ({v} < {b_end})"
     if sparse:
         ff = "(kv_idx == q_idx) | (kv_idx == q_idx - 1)"
         bb = "(kv_idx == q_idx) | (kv_idx == q_idx + 1)"

@@ -18,17 +18,17 @@ import dataclasses
 import functools
 import inspect
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 
 from ..errors import MaskError
-from ..masks._validate import checked, describe, is_traced
 from ..masks._intervals import IntervalMask
+from ..masks._validate import checked, describe, is_traced
 from ._rules import FAMILY_BUILDERS, RULE_BUILDERS, MaskRule, per_head_rule, rule_from_runs
 
-__all__ = ["mask_rule", "to_mask_mod", "mask_mod_source"]
+__all__ = ["mask_mod_source", "mask_rule", "to_mask_mod"]
 
 _TABLE_LIMIT = 1 << 22
 """Lookup-table entries :func:`mask_mod_source` prints before it refuses (4 Mi numbers of text)."""

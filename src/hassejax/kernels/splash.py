@@ -26,7 +26,7 @@ from jaxtyping import Array, Bool
 from .._checks import check_memory
 from ..errors import MaskError
 from ..masks._convert import _form_arg, _Unstructured
-from ..masks._intervals import _INDEX, IntervalMask, check_host_memory, runs_bytes
+from ..masks._intervals import _INDEX, IntervalMask, check_host_memory, runs_bytes, stack_row_blocks
 from ..masks._validate import checked, describe
 
 __all__ = ["from_splash", "to_splash"]
@@ -205,13 +205,7 @@ def _read_intervals(m, n: int, name: str, max_runs: int | None) -> IntervalMask:
                 name,
             )
         parts.append((s, e))
-    starts = np.full((n, widest), n, _INDEX)
-    stops = np.full((n, widest), n, _INDEX)
-    q0 = 0
-    for s, e in parts:
-        starts[q0 : q0 + s.shape[0], : s.shape[1]] = s
-        stops[q0 : q0 + s.shape[0], : s.shape[1]] = e
-        q0 += s.shape[0]
+    starts, stops = stack_row_blocks(parts, n, widest)
     return IntervalMask(starts, stops, n, _normal=True)
 
 

@@ -96,7 +96,7 @@ def _combine(masks: tuple, who: str, op: Callable):
 
 
 def and_masks(
-    *masks: Shaped[ArrayLike, "..."] | MaskMod,
+    *masks: Shaped[ArrayLike, ...] | MaskMod,
 ) -> Bool[Array, "*batch n_q n_k"] | MaskMod:
     """Intersection: ``M[q, k] = all(m[q, k] for m in masks)`` (attend only where every mask allows).
 
@@ -149,7 +149,7 @@ def and_masks(
 
 
 def or_masks(
-    *masks: Shaped[ArrayLike, "..."] | MaskMod,
+    *masks: Shaped[ArrayLike, ...] | MaskMod,
 ) -> Bool[Array, "*batch n_q n_k"] | MaskMod:
     """Union: ``M[q, k] = any(m[q, k] for m in masks)`` (attend where some mask allows).
 

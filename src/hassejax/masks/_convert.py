@@ -13,7 +13,7 @@ from jaxtyping import Array, ArrayLike, Bool, Shaped
 from .._checks import check_memory
 from ..errors import MaskError
 from ._args import checked, describe, integer, is_traced, positive, require
-from ._intervals import _INDEX, IntervalMask, check_host_memory, runs_bytes
+from ._intervals import _INDEX, IntervalMask, check_host_memory, runs_bytes, stack_row_blocks
 from ._mask_mod import (
     evaluate_mask_mod,
     evaluate_mask_mod_checked,
@@ -207,14 +207,7 @@ def mask_mod_runs(
         s[r[even], slot[even] // 2] = col[even]
         e[r[~even], slot[~even] // 2] = col[~even]
         parts.append((s, e))
-    starts = np.full((n, widest), n, _INDEX)
-    stops = np.full((n, widest), n, _INDEX)
-    r0 = 0
-    for s, e in parts:
-        starts[r0 : r0 + s.shape[0], : s.shape[1]] = s
-        stops[r0 : r0 + s.shape[0], : s.shape[1]] = e
-        r0 += s.shape[0]
-    return starts, stops
+    return stack_row_blocks(parts, n, widest)
 
 
 @checked(

@@ -445,6 +445,22 @@ def _runs_of_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, stops
 
 
+def stack_row_blocks(parts: list[tuple[np.ndarray, np.ndarray]], n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stack per-block runs ``(starts, stops)`` of consecutive row blocks into ``(n, k)`` arrays.
+
+    Blocks narrower than `k` runs are padded with the empty run ``[n, n)``; each block is
+    already in normal form, so the result is too.
+    """
+    starts = np.full((n, k), n, _INDEX)
+    stops = np.full((n, k), n, _INDEX)
+    r0 = 0
+    for s, e in parts:
+        starts[r0 : r0 + s.shape[0], : s.shape[1]] = s
+        stops[r0 : r0 + s.shape[0], : s.shape[1]] = e
+        r0 += s.shape[0]
+    return starts, stops
+
+
 def runs_bytes(n: int, k: int) -> int:
     """Bytes of an :class:`IntervalMask` with `k` runs a row."""
     return 2 * 4 * n * max(1, k)
