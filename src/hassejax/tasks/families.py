@@ -14,9 +14,11 @@ spec hasse.md §3.1–3.3 (the exact constructions and closed forms).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool
@@ -387,6 +389,13 @@ def block_two_stream_mask(
         stops = np.concatenate([np.stack([content_stop, none], 1), np.stack([prefix, group_stop], 1)])
         return _intervals(starts, stops, size)
     _check_closed_form_memory("block_two_stream_mask", n, size)
+    return _block_two_stream_dense(n, l, c, group, content)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _block_two_stream_dense(n: int, l: int, c: int, group: str, content: str) -> Bool[Array, "slots slots"]:
+    """The dense closed form of :func:`block_two_stream_mask` (one compiled program per configuration)."""
+    size = c + n
     q = jnp.arange(size)[:, None]
     k = jnp.arange(size)[None, :]
     q_content, k_content = q < c, k < c
@@ -459,6 +468,13 @@ def butterfly_mask(n: int, sparse: bool = False, form: str = "dense") -> Bool[Ar
         )
         return _intervals(starts, stops, size)
     _check_closed_form_memory("butterfly_mask", n, size)
+    return _butterfly_dense(n, sparse)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _butterfly_dense(n: int, sparse: bool) -> Bool[Array, "slots slots"]:
+    """The dense closed form of :func:`butterfly_mask` (one compiled program per configuration)."""
+    size = 3 * n - 2
     idx = jnp.arange(size)
     stream = jnp.where(idx < n - 1, 0, jnp.where(idx < 2 * n - 2, 1, 2))  # 0 = F, 1 = B, 2 = C
     pos = jnp.where(stream == 0, idx + 1, jnp.where(stream == 1, idx - (n - 1) + 2, idx - (2 * n - 2) + 1))
