@@ -3,11 +3,14 @@
 Runs every experiment script in ``EXPERIMENTS`` (each also runnable on its own) with a
 progress bar, then prints a summary table (experiment, status, seconds, key number).
 Exits non-zero if any experiment fails. ``--quick`` is a fast smoke run (smaller sizes),
-``--only NAME`` runs one (repeatable), ``--out DIR`` writes elsewhere.
+``--only NAME`` runs one (repeatable), ``--out DIR`` writes elsewhere. Compiled programs go to
+JAX's persistent compilation cache in ``~/.cache/hassejax/jax`` (``$HASSEJAX_CACHE_DIR``), so a
+second run skips the backend compiles; ``--no-compile-cache`` or ``HASSEJAX_COMPILE_CACHE=0``
+turns it off.
 
 Usage::
 
-    python experiments/reproduce.py [--quick] [--only NAME ...] [--out DIR]
+    python experiments/reproduce.py [--quick] [--only NAME ...] [--out DIR] [--no-compile-cache]
 """
 
 from __future__ import annotations
@@ -106,7 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: paper_figures/)")
     parser.add_argument("--quick", action="store_true", help="fast smoke run with smaller sizes")
     parser.add_argument("--only", action="append", metavar="NAME", help=f"run only this experiment (repeatable); one of {', '.join(EXPERIMENTS)}")
+    parser.add_argument(
+        "--no-compile-cache", action="store_true",
+        help="do not use JAX's persistent compilation cache (default: on, in ~/.cache/hassejax/jax or "
+        "$HASSEJAX_CACHE_DIR; HASSEJAX_COMPILE_CACHE=0 also turns it off)",
+    )
     args = parser.parse_args(argv)
+    if not args.no_compile_cache:
+        from hassejax._cache import enable_compilation_cache  # noqa: PLC0415
+
+        enable_compilation_cache()
     names = EXPERIMENTS
     if args.only:
         unknown = [n for n in args.only if n not in EXPERIMENTS]

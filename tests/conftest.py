@@ -4,6 +4,13 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 
+from hassejax._cache import enable_compilation_cache  # noqa: E402
+
+# Both xdist workers and the reproduce.py subprocess share JAX's persistent compilation cache
+# (~/.cache/hassejax/jax; HASSEJAX_COMPILE_CACHE=0 turns it off): a program compiled once is
+# not compiled again by another process or the next run.
+enable_compilation_cache()
+
 # Tests run in float64 so that closed forms can be checked to tight tolerances; the
 # library itself is dtype-explicit (closure matmuls are float32/bf16 whatever this says).
 jax.config.update("jax_enable_x64", True)

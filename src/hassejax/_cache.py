@@ -1,0 +1,48 @@
+"""JAX's persistent compilation cache in a user cache folder (private; used by the main job and the tests).
+
+Compiled XLA programs are written to ``$HASSEJAX_CACHE_DIR`` (default
+``$XDG_CACHE_HOME/hassejax/jax``, i.e. ``~/.cache/hassejax/jax``), so a second run of the
+same programs skips the backend compile. ``HASSEJAX_COMPILE_CACHE=0`` turns it off.
+Pure standard library until it configures JAX.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["compilation_cache_dir", "enable_compilation_cache"]
+
+_OFF = ("0", "false", "no", "off")
+
+
+def compilation_cache_dir() -> Path | None:
+    """The folder the cache uses, or ``None`` when ``HASSEJAX_COMPILE_CACHE`` turns it off."""
+    if os.environ.get("HASSEJAX_COMPILE_CACHE", "1").strip().lower() in _OFF:
+        return None
+    explicit = os.environ.get("HASSEJAX_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "hassejax" / "jax"
+
+
+def enable_compilation_cache() -> Path | None:
+    """Point JAX's persistent compilation cache at :func:`compilation_cache_dir` (every program cached).
+
+    **Returns:** the folder, or ``None`` when turned off (``HASSEJAX_COMPILE_CACHE=0``) or when
+    the folder cannot be created (then JAX compiles as usual; nothing else changes).
+    """
+    folder = compilation_cache_dir()
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return folder
