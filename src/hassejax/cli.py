@@ -412,7 +412,17 @@ def _kernel_mask(args: argparse.Namespace):
     if args.n is not None or args.block_size is not None:
         raise _UsageError(f"--n / --block-size apply to task families ({', '.join(_FAMILY_SPECS)}), not to a mask spec")
     if target.endswith(".npy"):
-        return load_mask(target)
+        path = Path(target)
+        try:
+            arr = np.load(path, allow_pickle=False, mmap_mode="r") if path.is_file() else None
+        except (OSError, ValueError):
+            arr = None
+        if arr is not None and arr.ndim == 3 and arr.dtype == np.bool_ and arr.shape[1] == arr.shape[2] > 0:
+            return [np.asarray(head) for head in arr]  # one (n, n) mask per head
+        try:
+            return load_mask(target)
+        except HassejaxError as err:
+            raise _UsageError(str(err)) from None
     return target
 
 
@@ -434,7 +444,11 @@ def _add_export(subparsers) -> None:
         "(autoregressive, block_generation, butterfly) with --n",
     )
     p.add_argument("--to", choices=["splash", "mask_mod", "npy"], required=True, help="the target kernel format")
-    p.add_argument("--out", metavar="FILE", default=None, help="write here instead of stdout (required for npy)")
+    p.add_argument(
+        "--out", metavar="FILE", default=None,
+        help="mask_mod: write the source here; npy: the .npy file (required); splash: the .npy file of a NumpyMask's "
+        "array (required when the mask has no structured splash form), or a .py file for the Python",
+    )
     p.add_argument("--framework", choices=["torch", "jax", "numpy"], default="torch", help="mask_mod tables (default torch)")
     _add_family_options(p)
     p.set_defaults(func=_cmd_export)
@@ -471,8 +485,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
         rule = mask_rule(mask)
         if args.to == "npy":
-            if args.out is None or not args.out.endswith(".npy"):
+            if args.out is None:
                 raise _UsageError("--to npy needs --out FILE.npy")
+            if not args.out.endswith(".npy"):
+                raise _UsageError(f"--out {args.out!r}: --to npy writes a .npy file; give a name ending in .npy")
             from .kernels.splash import _dense_rule
 
             dense = _dense_rule(rule, 0, rule.n) if rule.heads is None else np.stack(
@@ -483,22 +499,31 @@ def _cmd_export(args: argparse.Namespace) -> int:
             return 0
         from .kernels import to_splash
 
-        splash = to_splash(rule)
-        structured = _structured_only(splash)
+        structured = _structured_only(to_splash(rule, fallback="lazy"))
         npy = None
         if not structured:
             if args.out is None or not args.out.endswith(".npy"):
                 raise _UsageError(
-                    f"{rule.label}: splash has no structured mask for this rule; give --out FILE.npy to write its NumpyMask array"
+                    f"{rule.label}: splash has no structured mask for this rule; give --out FILE.npy to write the array of "
+                    "its NumpyMask (or use hassejax.kernels.to_splash(mask, fallback='lazy') in Python: no (n, n) array)"
                 )
             npy = args.out
+            splash = to_splash(rule)
             _save_npy(npy, np.asarray(splash.array) if rule.heads is None else np.stack([np.asarray(m[:, :]) for m in splash.masks]))
+        else:
+            if args.out is not None and args.out.endswith(".npy"):
+                raise _UsageError(
+                    f"--out {args.out!r}: {rule.label} is a structured splash mask (no array to write); give --out FILE.py "
+                    "for the Python, or no --out to print it"
+                )
+            splash = to_splash(rule)
         lines = [
-            "import numpy as np",
             "from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib",
             "",
             f"# {rule.label}: row = query, column = key, True = may attend",
         ]
+        if npy is not None:
+            lines.insert(0, "import numpy as np")
         if rule.heads is None:
             lines.append(f"mask = {_splash_source(splash, npy)}")
         elif npy is not None:
@@ -507,7 +532,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             lines.append("mask = mask_lib.MultiHeadMask([")
             lines += [f"    {_splash_source(m, None)}," for m in splash.masks]
             lines.append("])")
-        print("\n".join(lines))
+        _emit(None if npy is not None else args.out, "\n".join(lines) + "\n")
         return 0
     except HassejaxError as err:
         raise _UsageError(str(err)) from None
@@ -569,12 +594,7 @@ def _cmd_tiles(args: argparse.Namespace) -> int:
         raise _UsageError(str(err)) from None
     print(str(stats))
     if args.json:
-        payload = {
-            "shape": list(stats.shape), "block_size": list(stats.block_size), "empty": stats.empty,
-            "partial": stats.partial, "full": stats.full, "computed_fraction": stats.computed_fraction,
-            "sparsity": stats.sparsity,
-        }
-        _write_text(args.json, json.dumps(payload) + "\n")
+        _write_text(args.json, json.dumps(stats.to_dict()) + "\n")
     return 0
 
 

@@ -41,6 +41,7 @@ class MaskRule:
     - `heads`: number of heads the rule distinguishes (``None``: the same for every head).
     - `intervals`: the same mask as an :class:`~hassejax.masks.IntervalMask` when it was
       built on the way (specs), else ``None``.
+    - `parts`: for a per-head rule, each head's own rule (else empty).
     """
 
     n: int
@@ -50,6 +51,7 @@ class MaskRule:
     splash: tuple | None = None
     heads: int | None = None
     intervals: IntervalMask | None = None
+    parts: tuple[MaskRule, ...] = ()
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -109,6 +111,9 @@ def rule_from_runs(mask: IntervalMask, label: str = "key runs") -> MaskRule:
     ``n`` int32 entries per run slot. A mask whose every row is one run ``[0, STOPS[q])``
     drops the starts.
     """
+    recipe = _recognise_splash(mask)
+    if recipe is not None:  # a causal / window / chunked / full mask: its closed form, no tables
+        return MaskRule(mask.n, _recipe_expr(recipe), (), label, recipe, intervals=mask)
     starts, stops = mask.starts, mask.stops
     terms, tables = [], []
     for t in range(starts.shape[1]):
@@ -121,7 +126,21 @@ def rule_from_runs(mask: IntervalMask, label: str = "key runs") -> MaskRule:
             terms.append(f"(STARTS{suffix}[q_idx] <= kv_idx) & (kv_idx < STOPS{suffix}[q_idx])")
             tables += [(f"STARTS{suffix}", s.astype(np.int32)), (f"STOPS{suffix}", e.astype(np.int32))]
     expr = " | ".join(f"({term})" for term in terms) if len(terms) > 1 else terms[0]
-    return MaskRule(mask.n, expr, tuple(tables), label, _recognise_splash(mask), intervals=mask)
+    return MaskRule(mask.n, expr, tuple(tables), label, None, intervals=mask)
+
+
+def _recipe_expr(recipe: tuple) -> str:
+    """The closed-form expression of a recognised splash recipe (causal, local, chunked, full)."""
+    kind = recipe[0]
+    if kind == "full":
+        return "kv_idx >= 0"
+    if kind == "causal":
+        return _CAUSAL
+    if kind == "chunked":
+        return f"(q_idx // {recipe[1]} == kv_idx // {recipe[1]}) & ({_CAUSAL})"
+    left, right = recipe[1], recipe[2]
+    sides = ([] if left is None else [f"q_idx - kv_idx <= {left}"]) + ([] if right is None else [f"kv_idx - q_idx <= {right}"])
+    return " & ".join(f"({side})" for side in sides) if len(sides) > 1 else sides[0]
 
 
 def _recognise_splash(mask: IntervalMask) -> tuple | None:
@@ -296,9 +315,10 @@ def per_head_rule(rules: list[MaskRule]) -> MaskRule:
     combined = None
     for i, r in enumerate(rules):
         if r.n != n:
-            raise MaskError(f"every head must have the same n; head 0 has n = {n}, head {i} has n = {r.n}.")
+            raise MaskError(f"`mask`: every head must have the same n; head 0 has n = {n}, head {i} has n = {r.n}.")
         head = MaskRule(n, f"h == {i}", (), f"head {i}")
         term = head & r
         combined = term if combined is None else combined | term
     splash = ("heads", tuple(r.splash for r in rules))
-    return dataclasses.replace(combined, splash=splash, heads=len(rules), label=f"{len(rules)} heads", intervals=None)
+    label = f"{len(rules)} heads (h >= {len(rules)} attends nowhere)"
+    return dataclasses.replace(combined, splash=splash, heads=len(rules), label=label, intervals=None, parts=tuple(rules))

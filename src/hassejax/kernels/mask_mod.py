@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import keyword
 import textwrap
 from collections.abc import Callable
 from typing import Any, Literal
@@ -105,7 +106,9 @@ def mask_rule(mask: Any) -> MaskRule:
       concrete) or a :class:`hassejax.tasks.Task` (a merged task: its slot mask): the key
       runs as lookup tables, ``OR_t STARTS_t[q] <= k < STOPS_t[q]`` (exact for every mask);
     - **per-head** masks: a Boolean ``(heads, n, n)`` array or a list/tuple of any of the
-      above, one per head: ``OR_i (h == i) & rule_i``;
+      above, one per head: ``OR_i (h == i) & rule_i``. A head index ``h`` outside
+      ``0 .. heads - 1`` matches no term and attends nowhere (its rows are all False): export
+      one mask per head of the model;
     - a rule already made (returned as is).
 
     **Returns:** a ``MaskRule`` (fields ``n``, ``expr``, ``tables``, ``label``, ``splash``,
@@ -158,7 +161,10 @@ def _single(mask: Any, name: str) -> MaskRule:
     if is_traced(mask):
         raise MaskError(f"`{name}`: a rule is read from a concrete mask; call this outside jax.jit.")
     if mask.ndim != 2 or mask.shape[0] != mask.shape[1]:
-        raise MaskError(f"`{name}` must be a square Boolean array (n, n); got shape {tuple(mask.shape)}.")
+        raise MaskError(
+            f"`{name}` must be a square Boolean array (n, n), or (heads, n, n) for one mask per head; got shape "
+            f"{tuple(mask.shape)}."
+        )
     return rule_from_runs(IntervalMask.from_dense(mask, name=name))
 
 
@@ -177,9 +183,17 @@ def _framework_arg(value, name: str) -> str:
     return value
 
 
+_RESERVED = frozenset({"b", "h", "q_idx", "kv_idx", "abs", "np", "jnp", "torch"})
+
+
 def _name_arg(value, name: str) -> str:
-    if not (isinstance(value, str) and value.isidentifier()):
-        raise MaskError(f"`{name}` must be a Python identifier for the function; got {describe(value)}.")
+    if not (isinstance(value, str) and value.isidentifier()) or keyword.iskeyword(value):
+        raise MaskError(f"`{name}` must be a Python identifier (not a keyword) for the function; got {describe(value)}.")
+    if value in _RESERVED or value.isupper():
+        raise MaskError(
+            f"`{name}` must not shadow a name the source uses (arguments, abs, the array module, UPPER-CASE lookup "
+            f"tables); got {value!r}."
+        )
     return value
 
 

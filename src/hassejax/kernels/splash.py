@@ -17,6 +17,7 @@ import Pallas.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, Literal
 
 import jax.numpy as jnp
@@ -24,7 +25,8 @@ import numpy as np
 from jaxtyping import Array, Bool
 
 from .._checks import check_memory
-from ..errors import MaskError
+from .._memory import host_memory_bytes
+from ..errors import MaskError, MemoryBudgetError
 from ..masks._convert import _form_arg, _Unstructured
 from ..masks._intervals import _INDEX, IntervalMask, check_host_memory, runs_bytes, stack_row_blocks
 from ..masks._validate import checked, describe
@@ -99,7 +101,7 @@ def _read_rows(m, q0: int, q1: int, n_kv: int, name: str) -> np.ndarray:
     """Rows ``q0 .. q1 - 1`` of a 2-D splash mask, through its own slicing, checked."""
     try:
         block = np.asarray(m[q0:q1, 0:n_kv])
-    except (AssertionError, IndexError, NotImplementedError, TypeError, ValueError) as exc:
+    except Exception as exc:
         raise MaskError(f"`{name}`: reading rows {q0}:{q1} through the mask's slicing failed: {exc!r}.") from exc
     if block.shape != (q1 - q0, n_kv) or block.dtype != np.bool_:
         raise MaskError(
@@ -156,6 +158,9 @@ def _known_intervals(m, n: int) -> IntervalMask | None:
         if left is None or right is None:
             return None
         return left & right if kind is lib.LogicalAnd else left | right
+    rule = getattr(m, "rule", None)
+    if kind is _lazy_mask_class() and rule.intervals is not None:
+        return rule.intervals  # a lazy mask of to_splash carries its exact interval form
     if kind is lib.FullMask:
         return IntervalMask.from_runs(np.zeros((n, 1), np.int64), np.full((n, 1), n, np.int64), n)
     if kind not in (lib.CausalMask, lib.LocalMask, lib.ChunkedCausalMask):
@@ -246,10 +251,11 @@ def from_splash(
     ``&`` / ``|``, ``NumpyMask`` or a user subclass) gives exactly the entries the kernel
     sees, and the interval form never makes an ``(n, n)`` array: memory
     ``O(block + n · runs)``. Time is one evaluation of every entry (the mask is a black
-    box): about 25 s at n = 131,072 on a shared CPU core, two thirds of it in the mask's own
+    box): 25–70 s at n = 131,072 on a shared CPU core, most of it in the mask's own
     slicing. For the interval form, the built-in structured masks (``CausalMask``,
     ``LocalMask``, ``ChunkedCausalMask``, ``FullMask`` with their default ``q_sequence``, and
-    their ``&`` / ``|``) are read from their parameters by their documented rules instead:
+    their ``&`` / ``|``, and the lazy masks of :func:`to_splash`, which carry their key runs)
+    are read from their parameters by their documented rules instead:
     ``O(n)``, milliseconds at n = 131,072 (tested equal to the slicing route). Splash's convention is this
     package's: row = query, column = key, True = may attend; ``LocalMask((n, n), (l, r),
     offset=0)`` is ``sliding_window(n, left=l, right=r)`` (``None``: unbounded).
@@ -331,7 +337,14 @@ def _fallback_arg(value, name: str) -> str:
 
 def _dense_rule(rule, head: int, n: int) -> np.ndarray:
     """The rule of one head as a dense NumPy bool `(n, n)`, row block by row block (memory checked first)."""
-    check_host_memory(float(n) * n, f"a NumpyMask of shape ({n}, {n}) (one byte an entry)", "mask")
+    if float(n) * n > 0.8 * host_memory_bytes():
+        raise MemoryBudgetError(
+            f"`mask`: a NumpyMask of shape ({n}, {n}) needs {float(n) * n / 2**30:.2f} GiB (one byte an entry), more "
+            f"than this machine has free ({host_memory_bytes() / 2**30:.2f} GiB). Use to_splash(mask, "
+            "fallback='lazy') (a splash mask evaluated per tile: no (n, n) array) or a smaller n."
+        )
+    if rule.intervals is not None and rule.heads is None:
+        return rule.intervals.to_dense()
     out = np.empty((n, n), dtype=bool)
     rows = max(1, (1 << 22) // n)
     k = np.arange(n, dtype=np.int64)[None, :]
@@ -349,9 +362,8 @@ def _lazy_mask_class():
     class RuleMask(mask_lib.Mask):
         """Splash mask of a hassejax rule, evaluated with NumPy on each requested ``[q_slice, kv_slice]``."""
 
-        def __init__(self, rule, head: int = 0):
+        def __init__(self, rule):
             self.rule = rule
-            self.head = head
 
         @property
         def shape(self) -> tuple[int, int]:
@@ -362,10 +374,10 @@ def _lazy_mask_class():
                 raise NotImplementedError(f"Unsupported slice: {idx}")
             q = np.arange(self.rule.n)[idx[0]][:, None]
             k = np.arange(self.rule.n)[idx[1]][None, :]
-            return np.ascontiguousarray(self.rule.evaluate(q, k, self.head))
+            return np.ascontiguousarray(self.rule.evaluate(q, k))
 
         def _key(self):
-            return (self.rule.n, self.rule.expr, self.head, tuple((t, a.tobytes()) for t, a in self.rule.tables))
+            return (self.rule.n, self.rule.expr, tuple((t, a.tobytes()) for t, a in self.rule.tables))
 
         def __eq__(self, other):
             return isinstance(other, RuleMask) and self._key() == other._key()
@@ -422,7 +434,11 @@ def to_splash(mask: Any, *, fallback: Literal["numpy", "lazy"] = "numpy"):
 
     **Raises:** :class:`~hassejax.errors.MaskError` as :func:`~hassejax.kernels.mask_rule` or
     for a bad `fallback`; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if a
-    ``NumpyMask`` would not fit.
+    ``NumpyMask`` would not fit (the message points to ``fallback="lazy"``).
+
+    **Warns:** ``UserWarning`` when a query row has no allowed key: splash gives such a row a
+    uniform average over the keys of the tiles it visits (measured with the real kernel),
+    where hassejax's masked attention gives zero.
 
     **Example:**
 
@@ -446,14 +462,33 @@ def to_splash(mask: Any, *, fallback: Literal["numpy", "lazy"] = "numpy"):
 
     rule = mask_rule(mask)
     n = rule.n
+    heads = rule.parts if rule.heads is not None else (rule,)
+    for h, part in enumerate(heads):
+        _warn_empty_rows(part, h if rule.heads is not None else None)
 
-    def one(recipe, head: int):
-        if recipe is not None:
-            return _structured(recipe, n, mask_lib)
+    def one(part):
+        if part.splash is not None:
+            return _structured(part.splash, n, mask_lib)
         if fallback == "lazy":
-            return _lazy_mask_class()(rule, head)
-        return mask_lib.NumpyMask(_dense_rule(rule, head, n))
+            return _lazy_mask_class()(part)
+        return mask_lib.NumpyMask(_dense_rule(part, 0, n))
 
     if rule.heads is None:
-        return one(rule.splash, 0)
-    return mask_lib.MultiHeadMask(tuple(one(recipe, h) for h, recipe in enumerate(rule.splash[1])))
+        return one(rule)
+    return mask_lib.MultiHeadMask(tuple(one(part) for part in heads))
+
+
+def _warn_empty_rows(rule, head: int | None) -> None:
+    """Warn when a query row attends to nothing: splash averages over the visited tiles there, not zero."""
+    im = rule.intervals
+    if im is None:
+        return
+    empty = np.flatnonzero(im.row_counts() == 0)
+    if empty.size:
+        where = "" if head is None else f" of head {head}"
+        warnings.warn(
+            f"`mask`{where} has {empty.size} query row(s) with no allowed key (first: row {int(empty[0])}). Splash "
+            "attention gives such rows a uniform average over the keys of the tiles it visits, not zero as "
+            "hassejax.nn does; give every query a key (e.g. its own diagonal) before training with splash.",
+            stacklevel=3,
+        )

@@ -109,7 +109,23 @@ class TileStats:
 
 
 def _mask_arg(value, name: str):
-    """An IntervalMask, a tuple of IntervalMasks of one n, or a concrete Boolean array of rank >= 2."""
+    """An IntervalMask, a tuple of IntervalMasks of one n, or a concrete Boolean array of rank >= 2.
+
+    A mask spec string is built in its interval form; a splash attention ``Mask`` is read
+    with :func:`~hassejax.kernels.from_splash` (interval form where square).
+    """
+    if isinstance(value, str):
+        from .mask_mod import mask_rule
+
+        try:
+            return mask_rule(value).intervals
+        except MaskError as err:
+            raise MaskError(f"`{name}` as a mask spec: {err}") from None
+    if type(value).__module__.startswith("jax.experimental.pallas") or hasattr(value, "rule"):
+        from .splash import from_splash
+
+        square = len(value.shape) >= 2 and value.shape[-1] == value.shape[-2]
+        return _mask_arg(from_splash(value, form="intervals" if square else "dense"), name)
     if isinstance(value, IntervalMask):
         return value
     if isinstance(value, (list, tuple)) and value and any(isinstance(v, IntervalMask) for v in value):
@@ -129,6 +145,13 @@ def _mask_arg(value, name: str):
             raise MaskError(
                 f"`{name}` must be a Boolean array, an IntervalMask or a sequence of IntervalMasks; "
                 f"got an empty {type(value).__name__}."
+            )
+        shapes = [tuple(np.shape(v)) for v in value]
+        if any(sh != shapes[0] for sh in shapes[1:]):
+            bad = next(i for i, sh in enumerate(shapes) if sh != shapes[0])
+            raise MaskError(
+                f"`{name}`: every head must have the same shape; entry 0 has shape {shapes[0]}, entry {bad} has "
+                f"shape {shapes[bad]}."
             )
         value = np.asarray(value)
     if not (hasattr(value, "shape") and hasattr(value, "dtype")):
@@ -239,7 +262,7 @@ def _interval_kind(m: IntervalMask, bq: int, bk: int) -> np.ndarray:
 
 @checked(mask=_mask_arg, block_size=_block_size_arg)
 def tile_stats(
-    mask: Bool[np.ndarray, "*heads n_q n_k"] | Bool[Array, "*heads n_q n_k"] | IntervalMask | tuple[IntervalMask, ...],
+    mask: Bool[np.ndarray, "*heads n_q n_k"] | Bool[Array, "*heads n_q n_k"] | IntervalMask | tuple[IntervalMask, ...] | str,
     block_size: int | tuple[int, int] = (128, 128),
 ) -> TileStats:
     """Classify every ``(block_q, block_kv)`` tile of a mask as empty, partial or full.
@@ -269,7 +292,9 @@ def tile_stats(
         ``O(n · runs + tiles)`` time and memory, without an ``(n, n)`` array
         (n = 131,072 with 128-tiles: tens of milliseconds).
       - a tuple or list of IntervalMasks of one ``n``, one per head (equal heads are counted
-        once).
+        once), or of Boolean arrays of one shape.
+      - a mask spec string (``"sliding_window(n=131072, left=4096)"``; built in interval form)
+        or a splash attention ``Mask`` (read with :func:`~hassejax.kernels.from_splash`).
 
     - `block_size`: ``block`` (square tiles) or ``(block_q, block_kv)``, ints >= 1 (default
       ``(128, 128)``, splash's default block).
@@ -291,8 +316,7 @@ def tile_stats(
     >>> s.kind.tolist()
     [[1, 0], [2, 1]]
     >>> print(s)
-    TileStats: 2 x 2 tiles of 128 x 128 over a mask of shape (256, 256): 1 empty, 2 partial, 1 full;
-    computed 75.00%, sparsity 25.00%
+    TileStats: 2 x 2 tiles of 128 x 128 over a mask of shape (256, 256): 1 empty, 2 partial, 1 full; computed 75.00%, sparsity 25.00%
     >>> tile_stats(structured.causal(100)).sparsity     # one ragged 128-tile: computed, not -63.84%
     0.0
 

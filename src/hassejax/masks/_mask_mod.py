@@ -29,7 +29,10 @@ __all__ = ["evaluate_mask_mod", "evaluate_mask_mod_unchecked", "evaluate_mask_mo
 
 
 def _out_of_range(name: str) -> str:
-    return f"`{name}` indexed an array out of range (an index >= the size of the axis it indexes)"
+    return (
+        f"`{name}` indexed an array out of range (an index >= the size of the axis it indexes, or < -size; JAX "
+        "reports a negative index after adding the size once)"
+    )
 
 
 _HINT = (

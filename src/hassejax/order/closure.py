@@ -178,6 +178,13 @@ def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, l
             if layer_axis:
                 raise MaskError(f"`{name}` must be a sequence of layers or a stacked array; got a sequence of IntervalMask.")
             return _interval_heads_union(mask, head_axis, name)
+        shapes = [tuple(np.shape(m)) for m in mask]
+        if any(sh != shapes[0] for sh in shapes[1:]):
+            bad = next(i for i, sh in enumerate(shapes) if sh != shapes[0])
+            raise MaskError(
+                f"`{name}`: the heads of one layer must all have the same shape; `{name}[0]` has shape {shapes[0]} "
+                f"but `{name}[{bad}]` has shape {shapes[bad]}."
+            )
         mask = np.asarray(mask)
     if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
         raise MaskError(

@@ -1,0 +1,120 @@
+"""Edge cases a new user hit with hassejax.kernels, the per-head analysis and the export CLI."""
+
+import numpy as np
+import pytest
+
+from hassejax.cli import main
+from hassejax.errors import MaskError, MemoryBudgetError
+from hassejax.kernels import from_splash, mask_mod_source, mask_rule, tile_stats, to_mask_mod, to_splash
+from hassejax.masks import causal, from_mask_mod, from_spec, sliding_window, structured
+from hassejax.order import reachability
+
+sm = pytest.importorskip("jax.experimental.pallas.ops.tpu.splash_attention.splash_attention_mask")
+
+
+def test_heads_of_different_sizes_name_the_mask():
+    a, b = np.eye(4, dtype=bool), np.eye(5, dtype=bool)
+    with pytest.raises(MaskError, match="`mask`"):
+        reachability([a, b], 1, head_axis=0)
+    with pytest.raises(MaskError, match="`mask`"):
+        tile_stats([a, b], 2)
+    with pytest.raises(MaskError, match="`mask`"):
+        to_mask_mod([a, b])
+
+
+def test_source_names_that_would_break_the_source_are_refused():
+    for bad in ("def", "DOC", "abs", "np", "q_idx"):
+        with pytest.raises(MaskError, match="`name`"):
+            mask_mod_source("document(segments=[2, 2])", framework="numpy", name=bad)
+    namespace = {}
+    exec(mask_mod_source("document(segments=[2, 2])", framework="numpy", name="doc_mask"), namespace)  # noqa: S102
+    assert bool(namespace["doc_mask"](0, 0, 1, 0)) and not bool(namespace["doc_mask"](0, 0, 2, 1))
+
+
+def test_recognised_closed_forms_need_no_tables():
+    for dense, text in [
+        (np.asarray(causal(16)), "kv_idx <= q_idx"),
+        (np.asarray(sliding_window(16, 3, 1)), "q_idx - kv_idx <= 3"),
+    ]:
+        rule = mask_rule(dense)
+        assert not rule.tables and text in rule.expr
+        np.testing.assert_array_equal(np.asarray(from_mask_mod(to_mask_mod(dense), 16)), dense)
+    long = structured.sliding_window(1 << 21, 5)  # would be 35 MB of tables
+    assert len(mask_mod_source(long)) < 1000
+
+
+def test_slicing_failures_become_mask_errors():
+    class Raises(sm.Mask):
+        shape = property(lambda self: (4, 4))
+
+        def __getitem__(self, idx):
+            raise RuntimeError("boom")
+
+    with pytest.raises(MaskError, match="`mask`.*boom"):
+        from_splash(Raises())
+
+
+def test_numpy_fallback_refusal_points_to_lazy():
+    with pytest.raises(MemoryBudgetError, match="fallback='lazy'"):
+        to_splash(f"attention_sinks(n={1 << 20}, num=4)")
+
+
+def test_lazy_masks_read_back_from_their_runs_at_long_n():
+    n = 131072
+    spec = f"sliding_window(n={n}, left=4096) | attention_sinks(n={n}, num=4)"
+    lazy = to_splash(spec, fallback="lazy")
+    assert from_splash(lazy, form="intervals") == mask_rule(spec).intervals
+    tile = lazy[4096 * 3 : 4096 * 3 + 128, 0:256]  # and its slicing is the rule
+    assert tile[:, :4].all() and not tile[:, 4:].any()
+
+
+def test_rows_without_keys_warn_for_splash():
+    dense = np.asarray(causal(8)).copy()
+    dense[5] = False
+    with pytest.warns(UserWarning, match="row 5"):
+        to_splash(dense)
+
+
+def test_heads_beyond_the_exported_ones_attend_nowhere_and_say_so():
+    fn = to_mask_mod([causal(6), sliding_window(6, 1, 1)])
+    assert not np.asarray(from_mask_mod(fn, 6, h=2)).any()
+    assert "h >= 2 attends nowhere" in mask_mod_source([causal(6), sliding_window(6, 1, 1)], framework="numpy")
+
+
+def test_tile_stats_takes_specs_and_splash_masks():
+    spec = "sliding_window(n=256, left=16)"
+    want = tile_stats(from_spec(spec, form="intervals"), 128)
+    assert tile_stats(spec, 128).kind.tolist() == want.kind.tolist()
+    assert tile_stats(to_splash(spec), 128).kind.tolist() == want.kind.tolist()
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_bad_npy_is_a_clean_error(capsys, tmp_path):
+    code, _, err = _run(capsys, "tiles", str(tmp_path / "missing.npy"))
+    assert code == 2 and "Traceback" not in err and "no such .npy file" in err
+    np.save(tmp_path / "ints.npy", np.ones((4, 4), int))
+    code, _, err = _run(capsys, "export", str(tmp_path / "ints.npy"), "--to", "mask_mod")
+    assert code == 2 and "bool" in err
+
+
+def test_cli_per_head_npy_and_out_files(capsys, tmp_path):
+    heads = np.stack([np.asarray(causal(8)), np.asarray(sliding_window(8, 1))])
+    np.save(tmp_path / "heads.npy", heads)
+    code, out, _ = _run(capsys, "export", str(tmp_path / "heads.npy"), "--to", "mask_mod", "--framework", "numpy")
+    assert code == 0
+    namespace = {}
+    exec(out, namespace)  # noqa: S102
+    q, k = np.arange(8)[:, None], np.arange(8)[None, :]
+    for h in range(2):
+        np.testing.assert_array_equal(np.broadcast_to(namespace["mask_mod"](0, h, q, k), (8, 8)), heads[h])
+    assert _run(capsys, "tiles", str(tmp_path / "heads.npy"), "--block", "4")[0] == 0
+    # structured splash Python goes to --out when it is not a .npy
+    code, out, _ = _run(capsys, "export", "causal(n=256)", "--to", "splash", "--out", str(tmp_path / "m.py"))
+    assert code == 0 and "CausalMask" in (tmp_path / "m.py").read_text() and out == ""
+    code, _, err = _run(capsys, "export", "causal(n=4)", "--to", "npy", "--out", str(tmp_path / "noext"))
+    assert code == 2 and ".npy" in err
