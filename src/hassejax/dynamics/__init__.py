@@ -7,14 +7,33 @@ Public surface (re-exported here; the modules are one concept each):
   solution types :class:`GaussianSolution`, :class:`ParticleSolution`.
 - :mod:`.params`: :class:`AttentionParams`, :class:`MultiHeadParams`, :class:`MaskedParams`,
   :class:`PiecewiseConstant` (time-dependent parameters).
-- :mod:`.attention`: velocity fields by name (:data:`VELOCITY_FIELDS`).
+- :mod:`.attention`: attention kernels as Equinox modules, one a file
+  (:class:`AbstractAttention`; :class:`Softmax`, :class:`L2`, :class:`Sinkhorn`,
+  :class:`Sigmoid`, :class:`Linear`; :class:`MultiHead`, :class:`Masked`), each with its
+  velocity field and, where it has one, its Gaussian map; the legacy velocity fields by
+  name (:data:`VELOCITY_FIELDS`) and :func:`~hassejax.dynamics.attention.from_params`.
 - :mod:`.gaussian`: moment ODEs and :func:`solve_gaussian`.
 - :mod:`.particles`: :func:`solve_particles`.
 - :mod:`.closed_form`: softmax closed forms, blow-up times, clustering limits.
 """
 
 from . import attention
-from .attention import VELOCITY_FIELDS, attention_weights, sinkhorn_potential, velocity_field
+from .attention import (
+    L2,
+    VELOCITY_FIELDS,
+    AbstractAttention,
+    AbstractBilinearAttention,
+    Linear,
+    Masked,
+    MultiHead,
+    Sigmoid,
+    Sinkhorn,
+    Softmax,
+    attention_weights,
+    from_params,
+    sinkhorn_potential,
+    velocity_field,
+)
 from .closed_form import (
     blowup_time_closed_form,
     clustering_limit,
@@ -54,7 +73,18 @@ __all__ = [
     "MultiHeadParams",
     "PiecewiseConstant",
     "positions",
-    # attention
+    # attention kernels
+    "AbstractAttention",
+    "AbstractBilinearAttention",
+    "Softmax",
+    "L2",
+    "Sinkhorn",
+    "Sigmoid",
+    "Linear",
+    "MultiHead",
+    "Masked",
+    "from_params",
+    # attention (legacy functional API)
     "attention",
     "VELOCITY_FIELDS",
     "attention_weights",

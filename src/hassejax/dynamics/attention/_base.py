@@ -1,0 +1,303 @@
+"""The abstract attention kernel and the shared parts of the bilinear kernels (spec dynamics.md §1–§2).
+
+An attention kernel is an :class:`equinox.Module` (a pytree: ``jit``, ``vmap`` and the
+solvers take it as it is) that holds its own parameters and gives
+
+- :meth:`AbstractAttention.velocity`: the particle velocity field `Γ_μ(x_i)` of spec §1,
+  `μ = (1/n) Σ_j δ_{y_j}` the empirical measure of the keys (the queries themselves by
+  default, `j = i` included);
+- :meth:`AbstractAttention.weights`: the `(m, n)` matrix `W` with `Γ_μ(x_i) = V Σ_j W_ij y_j`,
+  for the kernels of that form (all single-head ones);
+- :meth:`AbstractAttention.gaussian_affine`: the affine map `Γ_μ(x) = Mx + c` on
+  `μ = N(α, Σ)` (spec §2), for the kernels that preserve Gaussians; the others raise.
+
+A new kernel is one subclass: fields for its parameters, :attr:`~AbstractAttention.d`, and
+either :meth:`~AbstractAttention.weights` with :meth:`~AbstractAttention.value` (the default
+velocity is then `(W y) Vᵀ`) or its own :meth:`~AbstractAttention.velocity`.
+:class:`AbstractBilinearAttention` holds what the kernels with logits `β yᵀAx`, `A = KᵀQ`
+share (softmax, L2, Sinkhorn, sigmoid, linear).
+
+Time-dependent parameters: every array parameter may instead be a callable `t ↦ array`
+(e.g. a small :class:`equinox.Module`) or a :class:`~hassejax.dynamics.PiecewiseConstant`
+(one value per layer); the kernels evaluate them at the `t` they are called with.
+Construction checks shapes only (statically, so it works on tracers) and accepts leading
+batch axes, so a batch of kernels can be built once and ``vmap`` ped over; the solvers call
+:meth:`~AbstractAttention.check_unbatched`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float, Real
+
+from ...errors import ParameterError
+from ...nn.attention import masked_softmax
+from ..params import _as_param, _shape_of, resolve
+
+__all__ = ["AbstractAttention", "AbstractBilinearAttention", "TimeParam"]
+
+TimeParam = Callable[[Real[ArrayLike, ""]], Array]
+"""A parameter given as a function of depth `t`: any callable, e.g. a
+:class:`~hassejax.dynamics.PiecewiseConstant` or a small :class:`equinox.Module`."""
+
+
+def check_queries(x, keys, mask, d: int) -> None:
+    """Raise :class:`ParameterError` unless `x` is `(m, d)`, `keys` `(n, d)` and `mask` `(m, n)`."""
+    if x.ndim != 2 or x.shape[-1] != d:
+        raise ParameterError(f"`x` must have shape (m, d) with d = {d}; got shape {x.shape}.")
+    if keys is not None and (keys.ndim != 2 or keys.shape[-1] != d):
+        raise ParameterError(f"`keys` must have shape (n, d) with d = {d}; got shape {keys.shape}.")
+    n = x.shape[0] if keys is None else keys.shape[0]
+    if mask is not None and mask.shape != (x.shape[0], n):
+        raise ParameterError(f"`mask` must have shape (m, n) = ({x.shape[0]}, {n}) (queries, keys); got shape {mask.shape}.")
+
+
+def softmax_weights(logits: Float[Array, "m n"], mask: Bool[Array, "m n"] | None) -> Float[Array, "m n"]:
+    """Row softmax over the allowed keys (:func:`hassejax.nn.masked_softmax`: an empty row is all zeros)."""
+    if mask is None:
+        return jax.nn.softmax(logits, axis=-1)
+    return masked_softmax(logits, mask)
+
+
+def mean_weights(raw: Float[Array, "m n"], mask: Bool[Array, "m n"] | None) -> Float[Array, "m n"]:
+    """`raw_ij / n_i` on the allowed keys, `n_i` their number (`n` without a mask), 0 elsewhere."""
+    if mask is None:
+        return raw / raw.shape[-1]
+    count = jnp.sum(mask, axis=-1, keepdims=True)
+    return jnp.where(mask, raw, 0.0) / jnp.maximum(count, 1)
+
+
+def scalar_param(value: Any, name: str, owner: str, *, positive: bool = False) -> Any:
+    """A scalar parameter (array, callable of `t`, leading batch axes allowed), checked > 0 when concrete and `positive`."""
+    value = _as_param(value, name)
+    concrete = not callable(value) and not isinstance(value, jax.core.Tracer)
+    if positive and concrete and not bool(np.all(np.asarray(value) > 0)):  # NumPy: under an outer jit, jnp would trace
+        raise ParameterError(f"`{name}` of {owner} must be > 0; got {value}.")
+    return value
+
+
+def bilinear_params(V, A, Q, K, beta, owner: str, *, need_qk: bool = False) -> tuple[Any, Any, Any, Any, Any]:
+    """Convert and shape-check `(V, A, Q, K, beta)`: `V` `(d, d)`; `A` `(d, d)` or `Q`, `K` `(k, d)`.
+
+    **Raises:** :class:`ParameterError` naming the field when `V` is not square, neither or
+    both of `A` and `(Q, K)` are given (or `A` at all when `need_qk`), only one of `Q`, `K`
+    is given, or shapes disagree.
+    """
+    V, A, Q, K = (_as_param(v, n) for v, n in ((V, "V"), (A, "A"), (Q, "Q"), (K, "K")))
+    beta = scalar_param(beta, "beta", owner)
+    v = _shape_of(V, "V")
+    if len(v) < 2 or v[-1] != v[-2]:
+        raise ParameterError(f"`V` of {owner} must have shape (d, d) (square); got shape {v}.")
+    d = v[-1]
+    has_qk = Q is not None or K is not None
+    if need_qk and (A is not None or Q is None or K is None):
+        raise ParameterError(
+            f"{owner} needs `Q` and `K` (k, d) (its logits are not a function of A = KᵀQ alone); got "
+            f"{'A' if A is not None else 'no A'}, {'Q' if Q is not None else 'no Q'}, {'K' if K is not None else 'no K'}."
+        )
+    if A is None and not has_qk:
+        raise ParameterError(f"{owner}: give the interaction matrix `A` (d, d) or both `Q` and `K` (k, d); got neither.")
+    if A is not None and has_qk:
+        raise ParameterError(f"{owner}: give either `A` or (`Q`, `K`), not both (A = KᵀQ would be ambiguous).")
+    if has_qk:
+        if Q is None or K is None:
+            raise ParameterError(f"{owner}: `Q` and `K` must be given together; `{'K' if K is None else 'Q'}` is missing.")
+        q, k = _shape_of(Q, "Q"), _shape_of(K, "K")
+        if len(q) < 2 or q[-1] != d:
+            raise ParameterError(f"`Q` of {owner} must have shape (k, d) with d = {d} (from V); got shape {q}.")
+        if len(k) < 2 or k[-2:] != q[-2:]:
+            raise ParameterError(f"`K` of {owner} must have the shape of `Q`, (k, d) = {q[-2:]}; got shape {k}.")
+    else:
+        a = _shape_of(A, "A")
+        if len(a) < 2 or a[-2:] != (d, d):
+            raise ParameterError(f"`A` of {owner} must have shape (d, d) = ({d}, {d}) (d from V); got shape {a}.")
+    return V, A, Q, K, beta
+
+
+def _not_gaussian(kernel, name: str) -> ParameterError:
+    return ParameterError(
+        f"`{name}` ({type(kernel).__name__}) does not preserve Gaussians (spec §2): its velocity is not affine "
+        "on N(α, Σ), so there is no moment ODE; solve the particles instead (solve_particles)."
+    )
+
+
+class AbstractAttention(eqx.Module):
+    """An attention kernel: its parameters, its particle velocity field and, where it has one, its Gaussian map.
+
+    Conventions (spec dynamics.md §1): tokens `x ∈ R^d`; the keys `y_1..y_n` define the
+    empirical measure `μ = (1/n) Σ_j δ_{y_j}`; masks are Boolean `(m, n)`, row = query,
+    column = key, True = may attend. Parameters may depend on depth `t` (arrays, callables
+    `t ↦ array`, :class:`~hassejax.dynamics.PiecewiseConstant`); methods take `t` first, as a
+    diffrax vector field does.
+
+    Subclasses set :attr:`d` and either :meth:`weights` and :meth:`value` or
+    :meth:`velocity`; kernels that preserve Gaussians (spec §2) override
+    :meth:`gaussian_affine`. `_ranks` maps each array field to its unbatched rank (used by
+    :meth:`check_unbatched`).
+
+    **Example:** a kernel defined in a few lines (uniform attention, `Γ(x_i) = V ȳ`):
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import AbstractAttention
+    >>> class Uniform(AbstractAttention):
+    ...     V: jnp.ndarray
+    ...     @property
+    ...     def d(self):
+    ...         return self.V.shape[-1]
+    ...     def weights(self, t, x, keys=None, mask=None):
+    ...         y = x if keys is None else keys
+    ...         return jnp.full((x.shape[0], y.shape[0]), 1.0 / y.shape[0])
+    ...     def value(self, t):
+    ...         return self.V
+    >>> Uniform(2.0 * jnp.eye(2)).velocity(0.0, jnp.array([[1.0, 0.0], [0.0, 3.0]])).tolist()
+    [[1.0, 3.0], [1.0, 3.0]]
+
+    ```
+    """
+
+    _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({})
+
+    @property
+    @abc.abstractmethod
+    def d(self) -> int:
+        """Token dimension `d`."""
+
+    def weights(
+        self,
+        t: Real[ArrayLike, ""],
+        x: Float[Array, "m d"],
+        keys: Float[Array, "n d"] | None = None,
+        mask: Bool[Array, "m n"] | None = None,
+    ) -> Float[Array, "m n"]:
+        """The `(m, n)` matrix `W` with `Γ_μ(x_i) = V Σ_j W_ij y_j` (`keys` None: `y = x`).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without that form
+        (e.g. :class:`MultiHead`).
+        """
+        raise ParameterError(f"{type(self).__name__} has no single weight matrix W (Γ(x_i) = V Σ_j W_ij y_j); use `velocity`.")
+
+    def value(self, t: Real[ArrayLike, ""]) -> Float[Array, "d d"]:
+        """The value matrix `V(t)` of the form `Γ_μ(x_i) = V Σ_j W_ij y_j`.
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without that form.
+        """
+        raise ParameterError(f"{type(self).__name__} has no single value matrix V; use `velocity`.")
+
+    def velocity(
+        self,
+        t: Real[ArrayLike, ""],
+        x: Float[Array, "m d"],
+        keys: Float[Array, "n d"] | None = None,
+        mask: Bool[Array, "m n"] | None = None,
+    ) -> Float[Array, "m d"]:
+        """`Γ_μ(x_i)` for every query `x_i`, `μ` the empirical measure of `keys` (default: `x`).
+
+        Default: `(W y) V(t)ᵀ` from :meth:`weights` and :meth:`value`.
+
+        **Arguments:** `t` depth; `x` `(m, d)` queries; `keys` `(n, d)` or None (`y = x`);
+        `mask` `(m, n)` Boolean (True = query `i` may attend to key `j`) or None.
+
+        **Returns:** `(m, d)` velocities.
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that do not match `d`.
+        """
+        check_queries(x, keys, mask, self.d)
+        y = x if keys is None else keys
+        w = self.weights(t, x, y, mask)
+        return (w @ y) @ jnp.asarray(self.value(t)).T
+
+    def gaussian_affine(
+        self,
+        t: Real[ArrayLike, ""],
+        mean: Float[Array, " d"],
+        cov: Float[Array, "d d"],
+        factor: Float[Array, "d r"] | None = None,
+    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+        """`(M, c)` with `Γ_μ(x) = Mx + c` on `μ = N(mean, cov)` (spec dynamics.md §2).
+
+        `factor` is any `U` with `cov = UUᵀ` (the solver's state; kernels that need a factor
+        take the PSD square root of `cov` when it is None).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` here: this kernel does not
+        preserve Gaussians (override in kernels that do).
+        """
+        raise _not_gaussian(self, "model")
+
+    def check_gaussian(self, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` unless the kernel has a Gaussian map (spec §2)."""
+        if type(self).gaussian_affine is AbstractAttention.gaussian_affine:
+            raise _not_gaussian(self, name)
+
+    def check_maskable(self, name: str = "kernel") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` if the kernel cannot be used under a mask (:class:`Masked`)."""
+
+    def check_unbatched(self, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` if an array field has leading batch axes (inside a solve)."""
+        for field, rank in self._ranks.items():
+            value = getattr(self, field)
+            if value is None:
+                continue
+            shp = _shape_of(value, field)
+            if len(shp) != rank:
+                raise ParameterError(
+                    f"`{name}.{field}` must have rank {rank} inside a solve (vmap over batched parameters "
+                    f"instead of passing them batched); got shape {shp}."
+                )
+
+
+class AbstractBilinearAttention(AbstractAttention):
+    """Shared fields and logits of the kernels with logits `β yᵀAx`, `A = KᵀQ` (spec dynamics.md §1).
+
+    Fields: `V` `(d, d)` value matrix; `A` `(d, d)` interaction matrix, or `Q`, `K` `(k, d)`
+    (then `A = KᵀQ`); `beta` the inverse temperature. Each may be an array, a callable of `t`
+    or a :class:`~hassejax.dynamics.PiecewiseConstant`, with leading batch axes outside a
+    solve. Subclasses build them with ``bilinear_params`` (the checks) and add their own
+    fields and :meth:`weights`.
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax
+    >>> Softmax(V=jnp.eye(2), Q=jnp.array([[1.0, 0.0]]), K=jnp.array([[0.0, 2.0]])).interaction(0.0).tolist()
+    [[0.0, 0.0], [2.0, 0.0]]
+
+    ```
+    """
+
+    V: Float[Array, "... d d"] | TimeParam
+    A: Float[Array, "... d d"] | TimeParam | None
+    Q: Float[Array, "... k d"] | TimeParam | None
+    K: Float[Array, "... k d"] | TimeParam | None
+    beta: Float[Array, "*_batch"] | TimeParam
+
+    _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({"V": 2, "A": 2, "Q": 2, "K": 2, "beta": 0})
+
+    @property
+    def d(self) -> int:
+        """Token dimension `d` (from `V`)."""
+        return _shape_of(self.V, "V")[-1]
+
+    def value(self, t: Real[ArrayLike, ""]) -> Float[Array, "d d"]:
+        """`V(t)`."""
+        return jnp.asarray(resolve(self.V, t))
+
+    def interaction(self, t: Real[ArrayLike, ""]) -> Float[Array, "d d"]:
+        """`A(t)`, or `K(t)ᵀQ(t)` when `A` was not given."""
+        if self.A is not None:
+            return jnp.asarray(resolve(self.A, t))
+        return jnp.swapaxes(resolve(self.K, t), -1, -2) @ resolve(self.Q, t)
+
+    def logits(self, t: Real[ArrayLike, ""], x: Float[Array, "m d"], y: Float[Array, "n d"]) -> Float[Array, "m n"]:
+        """`[i, j] = β y_jᵀ A x_i` at depth `t`."""
+        a = self.interaction(t)
+        return resolve(self.beta, t) * (x @ a.T @ y.T)

@@ -1,0 +1,103 @@
+"""L2 self-attention (paper arXiv:2501.18322; spec dynamics.md §1, §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import ClassVar
+
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Bool, Float, Real
+
+from ..params import resolve
+from ._base import (
+    AbstractBilinearAttention,
+    TimeParam,
+    bilinear_params,
+    scalar_param,
+    softmax_weights,
+)
+
+__all__ = ["L2"]
+
+
+class L2(AbstractBilinearAttention):
+    """L2 attention `Γ_μ(x_i) = Σ_j w_ij V y_j`, `w_i = softmax_j(−βc‖Qx_i − Ky_j‖²)` (paper; spec dynamics.md §1).
+
+    On `μ = N(α, Σ)` the velocity is affine (derived, spec §2):
+    `M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹A`, `c = V(I + 2βcΣKᵀK)⁻¹α` with `A = KᵀQ`. Under a mask the
+    softmax runs over the allowed keys (an empty row gets `Γ = 0`). The logits are not a
+    function of `A` alone, so `Q` and `K` are required (the field `A` is always None).
+
+    **Arguments** (arrays, callables of `t` or
+    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed outside a
+    solve):
+
+    - `V`: `(d, d)` value matrix.
+    - `Q`, `K`: `(k, d)` query and key matrices.
+    - `beta`: scalar inverse temperature (default 1).
+    - `c`: scalar kernel constant (default 1, the authors' code).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` naming the field when `Q` or `K`
+    is missing, `V` is not square or shapes disagree.
+
+    **Example:** one token attends only to itself, so `Γ(x) = Vx`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import L2
+    >>> model = L2(V=-jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2), c=0.5)
+    >>> model.velocity(0.0, jnp.array([[1.0, 2.0]])).tolist()
+    [[-1.0, -2.0]]
+    >>> M, c = model.gaussian_affine(0.0, jnp.zeros(2), jnp.zeros((2, 2)))  # Σ = 0: M = 0
+    >>> M.tolist()
+    [[0.0, 0.0], [0.0, 0.0]]
+
+    ```
+    """
+
+    c: Float[Array, "*_batch"] | TimeParam
+
+    _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({**AbstractBilinearAttention._ranks, "c": 0})
+
+    def __init__(
+        self,
+        V: Real[ArrayLike, "... d d"] | TimeParam,
+        Q: Real[ArrayLike, "... k d"] | TimeParam,
+        K: Real[ArrayLike, "... k d"] | TimeParam,
+        beta: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
+        c: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
+    ):
+        self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, None, Q, K, beta, "L2", need_qk=True)
+        self.c = scalar_param(c, "c", "L2")
+
+    def weights(
+        self,
+        t: Real[ArrayLike, ""],
+        x: Float[Array, "m d"],
+        keys: Float[Array, "n d"] | None = None,
+        mask: Bool[Array, "m n"] | None = None,
+    ) -> Float[Array, "m n"]:
+        """`W_ij = softmax_j(−βc‖Qx_i − Ky_j‖²)` over the allowed keys."""
+        y = x if keys is None else keys
+        qx = x @ resolve(self.Q, t).T
+        ky = y @ resolve(self.K, t).T
+        sq = jnp.sum(qx**2, -1)[:, None] + jnp.sum(ky**2, -1)[None, :] - 2.0 * qx @ ky.T
+        return softmax_weights(-resolve(self.beta, t) * resolve(self.c, t) * sq, mask)
+
+    def gaussian_affine(
+        self,
+        t: Real[ArrayLike, ""],
+        mean: Float[Array, " d"],
+        cov: Float[Array, "d d"],
+        factor: Float[Array, "d r"] | None = None,
+    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+        """`M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹A`, `c = V(I + 2βcΣKᵀK)⁻¹α` (derived; spec dynamics.md §2)."""
+        eye = jnp.eye(cov.shape[-1], dtype=cov.dtype)
+        k = resolve(self.K, t)
+        kk = k.T @ k
+        s = 2.0 * resolve(self.beta, t) * resolve(self.c, t)
+        a = self.interaction(t)
+        v = self.value(t)
+        m = s * v @ cov @ jnp.linalg.solve(eye + s * kk @ cov, a)
+        return m, v @ jnp.linalg.solve(eye + s * cov @ kk, mean)

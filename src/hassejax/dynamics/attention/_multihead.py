@@ -1,0 +1,107 @@
+"""Multi-head attention: the sum of its heads' velocity fields (paper arXiv:2501.18322; spec dynamics.md §1, §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jaxtyping import Array, ArrayLike, Bool, Float, Real
+
+from ...errors import ParameterError
+from ._base import AbstractAttention
+
+__all__ = ["MultiHead"]
+
+
+class MultiHead(AbstractAttention):
+    """Multi-head attention `Γ(x) = Σ_h Γ^h(x) = Σ_h C_h E_{w_h}[y]` (paper; spec dynamics.md §1).
+
+    Each head is any kernel; its value matrix is the head's value-output map
+    `C_h = W_{O,h} V_h` and its `beta` its own inverse temperature. The velocity and, when
+    every head has one, the Gaussian map `(M, c) = Σ_h (M_h, c_h)` (paper, spec §2) are sums
+    over the heads. The heads share the keys and the mask of a call; a head may be a
+    :class:`Masked` kernel (per-head masks) when the call passes no keys and no mask.
+
+    **Arguments:**
+
+    - `heads`: a non-empty sequence of :class:`AbstractAttention` kernels of one token
+      dimension `d` (stored as a tuple).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for no heads, a head that is not
+    a kernel, or heads of different `d`.
+
+    **Example:** two softmax heads with `A = 0` add their value maps:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import MultiHead, Softmax
+    >>> e = jnp.eye(2)
+    >>> model = MultiHead([Softmax(V=e[:, :1] * e[:1], A=0 * e), Softmax(V=3 * e, A=0 * e)])
+    >>> model.velocity(0.0, jnp.array([[1.0, 1.0], [1.0, 1.0]])).tolist()
+    [[4.0, 3.0], [4.0, 3.0]]
+
+    ```
+    """
+
+    heads: tuple[AbstractAttention, ...]
+
+    def __init__(self, heads: Sequence[AbstractAttention]):
+        heads = tuple(heads)
+        if len(heads) == 0:
+            raise ParameterError("`heads` must contain at least one attention kernel; got an empty sequence.")
+        for h, head in enumerate(heads):
+            if not isinstance(head, AbstractAttention):
+                raise ParameterError(f"`heads[{h}]` must be an attention kernel (AbstractAttention); got {type(head).__name__}.")
+        ds = [head.d for head in heads]
+        if len(set(ds)) != 1:
+            raise ParameterError(f"`heads` must share the token dimension d; got d = {ds}.")
+        self.heads = heads
+
+    @property
+    def d(self) -> int:
+        """Token dimension `d`."""
+        return self.heads[0].d
+
+    def velocity(
+        self,
+        t: Real[ArrayLike, ""],
+        x: Float[Array, "m d"],
+        keys: Float[Array, "n d"] | None = None,
+        mask: Bool[Array, "m n"] | None = None,
+    ) -> Float[Array, "m d"]:
+        """`Σ_h Γ^h(x_i)` (same keys and mask for every head)."""
+        out = None
+        for head in self.heads:
+            term = head.velocity(t, x, keys, mask)
+            out = term if out is None else out + term
+        return out
+
+    def gaussian_affine(
+        self,
+        t: Real[ArrayLike, ""],
+        mean: Float[Array, " d"],
+        cov: Float[Array, "d d"],
+        factor: Float[Array, "d r"] | None = None,
+    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+        """`(Σ_h M_h, Σ_h c_h)` (paper; spec dynamics.md §2). Raises if a head has no Gaussian map."""
+        self.check_gaussian()
+        m = c = None
+        for head in self.heads:
+            mh, ch = head.gaussian_affine(t, mean, cov, factor)
+            m = mh if m is None else m + mh
+            c = ch if c is None else c + ch
+        return m, c
+
+    def check_gaussian(self, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` naming the first head without a Gaussian map."""
+        for h, head in enumerate(self.heads):
+            head.check_gaussian(f"{name}.heads[{h}]")
+
+    def check_maskable(self, name: str = "kernel") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` naming the first head that cannot be masked."""
+        for h, head in enumerate(self.heads):
+            head.check_maskable(f"{name}.heads[{h}]")
+
+    def check_unbatched(self, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` if a head has batched parameters."""
+        for h, head in enumerate(self.heads):
+            head.check_unbatched(f"{name}.heads[{h}]")

@@ -1,0 +1,184 @@
+"""Sinkhorn attention: the doubly stochastic scaling of the softmax kernel (paper arXiv:2501.18322; spec dynamics.md §1, §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Bool, Float, Int, Real
+
+from ...errors import ParameterError
+from .._linalg import psd_sqrt, sym_funm
+from ..params import resolve
+from ._base import AbstractBilinearAttention, TimeParam, bilinear_params, scalar_param
+
+__all__ = ["Sinkhorn"]
+
+
+def _g(w):
+    return 2.0 / (1.0 + jnp.sqrt(1.0 + 4.0 * w))
+
+
+def _dg(w):
+    r = jnp.sqrt(1.0 + 4.0 * w)
+    return -4.0 / (r * (1.0 + r) ** 2)
+
+
+def _no_mask(name: str) -> ParameterError:
+    return ParameterError(f"`{name}`: kind 'sinkhorn' has no masked form (the plan is doubly stochastic over all tokens); got a mask.")
+
+
+class Sinkhorn(AbstractBilinearAttention):
+    """Sinkhorn attention `Γ_μ(x_i) = n Σ_j P_ij V y_j` (paper; spec dynamics.md §1).
+
+    `P` is the doubly stochastic scaling (row and column sums `1/n`) of the kernel
+    `exp(β y_jᵀAy_i/ε)` of the keys, computed in the log domain (:meth:`potential`) to
+    `tol` with at most `max_iter` iterations. For queries other than the keys the weights
+    use the keys' self-plan, `W_ij = softmax_j(β y_jᵀAx_i/ε + g_j)` with `g` the column
+    potential (derived); for `x = y_i` this is `n P_ij`. No masked form.
+
+    On `μ = N(α, Σ)` (derived, spec §2): `M = VS`, `c = V(α − Sα)`, `S` the slope of
+    `E_π[y | x] = α + S(x − α)` for the entropic self-plan π of `N(α, Σ)` (:meth:`slope`).
+
+    **Arguments** (arrays, callables of `t` or
+    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed outside a
+    solve):
+
+    - `V`: `(d, d)` value matrix.
+    - `A`: `(d, d)` interaction matrix, or `Q`, `K`: `(k, d)` with `A = KᵀQ`.
+    - `beta`: scalar inverse temperature (default 1).
+    - `eps`: scalar entropic regularisation `ε > 0` (default 1; the paper's figures use
+      unscaled `A` with `ε = 1`).
+    - `tol`: the iteration stops when the rows' log-marginal error is at most `tol`
+      (default 1e-10; use ~1e-6 in float32). Static.
+    - `max_iter`: iteration cap (default 1000). Static.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` naming the field for bad shapes
+    (as :class:`Softmax`), a concrete `eps <= 0`, `tol <= 0` or `max_iter < 1`.
+
+    **Example:** the columns of `nP` sum to one, so the mean moves as `x̄' = V x̄`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Sinkhorn
+    >>> model = Sinkhorn(V=jnp.eye(2), A=jnp.array([[0.5, 0.2], [0.0, -0.3]]))
+    >>> x = jnp.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 2.0]])
+    >>> bool(jnp.allclose(model.velocity(0.0, x).mean(axis=0), x.mean(axis=0)))
+    True
+
+    ```
+    """
+
+    eps: Float[Array, "*_batch"] | TimeParam
+    tol: float = eqx.field(static=True)
+    max_iter: int = eqx.field(static=True)
+
+    _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({**AbstractBilinearAttention._ranks, "eps": 0})
+
+    def __init__(
+        self,
+        V: Real[ArrayLike, "... d d"] | TimeParam,
+        A: Real[ArrayLike, "... d d"] | TimeParam | None = None,
+        Q: Real[ArrayLike, "... k d"] | TimeParam | None = None,
+        K: Real[ArrayLike, "... k d"] | TimeParam | None = None,
+        beta: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
+        eps: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
+        tol: float = 1e-10,
+        max_iter: int = 1000,
+    ):
+        self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, A, Q, K, beta, "Sinkhorn")
+        self.eps = scalar_param(eps, "eps", "Sinkhorn", positive=True)
+        if not (float(tol) > 0):
+            raise ParameterError(f"`tol` of Sinkhorn must be > 0; got {tol}.")
+        if isinstance(max_iter, bool) or int(max_iter) != max_iter or int(max_iter) < 1:
+            raise ParameterError(f"`max_iter` of Sinkhorn must be an integer >= 1; got {max_iter!r}.")
+        self.tol = float(tol)
+        self.max_iter = int(max_iter)
+
+    def check_maskable(self, name: str = "kernel") -> None:
+        """Always raises: the plan is doubly stochastic over all tokens, there is no masked form."""
+        raise _no_mask(name)
+
+    def potential(
+        self, t: Real[ArrayLike, ""], keys: Float[Array, "n d"]
+    ) -> tuple[Float[Array, " n"], Real[Array, ""], Int[Array, ""]]:
+        """Column potential `g` of the entropic self-plan of the keys (log domain).
+
+        Iterates `f_i = −log n − LSE_j(C_ij + g_j)`, `g_j = −log n − LSE_i(C_ij + f_i)` with
+        `C_ij = β y_jᵀAy_i/ε`, from `g = 0`, until the largest log-marginal error of the rows
+        is at most `tol` or `max_iter` iterations (``lax.while_loop``).
+
+        **Returns:** `(g, error, iterations)`; the plan is `P_ij = exp(f_i + g_j + C_ij)` with
+        `f` the row update of `g` (rows then sum to `1/n` exactly, columns to within `error`).
+        """
+        n = keys.shape[0]
+        logn = jnp.log(jnp.asarray(n, keys.dtype))
+        c = self.logits(t, keys, keys) / resolve(self.eps, t)
+        tol = jnp.asarray(self.tol, keys.dtype)
+        max_iter = self.max_iter
+
+        def cond(state):
+            _, _, err, it = state
+            return (it == 0) | ((err > tol) & (it < max_iter))
+
+        def body(state):
+            f, g, _, it = state
+            lse_row = jax.nn.logsumexp(c + g[None, :], axis=1)
+            err = jnp.max(jnp.abs(logn + f + lse_row))
+            f = -logn - lse_row
+            g = -logn - jax.nn.logsumexp(c + f[:, None], axis=0)
+            return f, g, err, it + 1
+
+        zeros = jnp.zeros((n,), keys.dtype)
+        init = (zeros, zeros, jnp.asarray(jnp.inf, keys.dtype), jnp.asarray(0))
+        _, g, err, it = jax.lax.while_loop(cond, body, init)
+        return g, err, it
+
+    def weights(
+        self,
+        t: Real[ArrayLike, ""],
+        x: Float[Array, "m d"],
+        keys: Float[Array, "n d"] | None = None,
+        mask: Bool[Array, "m n"] | None = None,
+    ) -> Float[Array, "m n"]:
+        """`W_ij = softmax_j(β y_jᵀAx_i/ε + g_j)`, `g` from :meth:`potential` (`n P` on the keys).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` if a mask is given.
+        """
+        if mask is not None:
+            raise _no_mask("mask")
+        y = x if keys is None else keys
+        g, _, _ = self.potential(t, y)
+        return jax.nn.softmax(self.logits(t, x, y) / resolve(self.eps, t) + g[None, :], axis=-1)
+
+    def slope(self, t: Real[ArrayLike, ""], factor: Float[Array, "d r"]) -> Float[Array, "d d"]:
+        """Slope `S` of `E_π[y | x] = α + S(x − α)` for the entropic self-plan of `N(α, UUᵀ)` (derived, spec §2).
+
+        `S = U g(CCᵀ) Uᵀ Ã` with `C = Uᵀ Ã U`, `Ã = βA/ε`, `g(w) = 2/(1 + √(1 + 4w))`, `U` the
+        `(d, r)` `factor` (any `U` with `Σ = UUᵀ`; equal to the spec's `Σ^{1/2}GΣ^{1/2}Ã` by
+        the polar decomposition `U = Σ^{1/2}R`). Needs no inverse of `A` or `Σ`.
+        Known limitation: `g(CCᵀ)` comes from ``eigh`` of the Gram matrix `CCᵀ`, whose
+        condition number is that of `C` squared, so the relative accuracy of `S` degrades as
+        `Σ` grows (measured: 1.6e-7 at `λ_max(Σ) = 3.4e5`, 2.7e-3 at `1.9e7`); long diverging
+        Sinkhorn solves then need a tight `rtol` (figure 9 uses 1e-8).
+        """
+        a_t = resolve(self.beta, t) * self.interaction(t) / resolve(self.eps, t)
+        c = factor.T @ a_t @ factor
+        g = sym_funm(c @ c.T, _g, _dg)
+        return factor @ g @ factor.T @ a_t
+
+    def gaussian_affine(
+        self,
+        t: Real[ArrayLike, ""],
+        mean: Float[Array, " d"],
+        cov: Float[Array, "d d"],
+        factor: Float[Array, "d r"] | None = None,
+    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+        """`M = VS`, `c = V(α − Sα)` with `S` from :meth:`slope` (derived; spec dynamics.md §2)."""
+        s = self.slope(t, psd_sqrt(cov) if factor is None else factor)
+        v = self.value(t)
+        return v @ s, v @ (mean - s @ mean)

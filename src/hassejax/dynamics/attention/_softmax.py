@@ -1,0 +1,87 @@
+"""Softmax self-attention (paper arXiv:2501.18322; spec dynamics.md §1, §2)."""
+
+from __future__ import annotations
+
+from jaxtyping import Array, ArrayLike, Bool, Float, Real
+
+from ..params import resolve
+from ._base import (
+    AbstractBilinearAttention,
+    TimeParam,
+    bilinear_params,
+    softmax_weights,
+)
+
+__all__ = ["Softmax"]
+
+
+class Softmax(AbstractBilinearAttention):
+    """Softmax attention `Γ_μ(x_i) = Σ_j w_ij V y_j`, `w_i = softmax_j(β y_jᵀAx_i)` (paper; spec dynamics.md §1).
+
+    On `μ = N(α, Σ)` the velocity is affine, `Γ_μ(x) = Mx + c` with `M = βVΣA`, `c = Vα`
+    (paper; spec §2), so Gaussians stay Gaussian. Under a mask the softmax runs over the
+    allowed keys; a query with no allowed key gets `Γ = 0`
+    (:func:`hassejax.nn.masked_softmax`). The paper's figures use `Q/√d` (per head
+    `Q_h/√k`): nothing here rescales, pass the scaled matrices.
+
+    **Arguments** (each array may instead be a callable `t ↦ array` or a
+    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes are allowed outside a
+    solve):
+
+    - `V`: `(d, d)` float value matrix (for a head of :class:`MultiHead`, its value-output
+      map `C_h = W_{O,h} V_h`).
+    - `A`: `(d, d)` interaction matrix: the logit of query `x` against key `y` is `β yᵀAx`.
+    - `Q`, `K`: `(k, d)` query and key matrices, `A = KᵀQ` (give `A` or both, not all three).
+    - `beta`: scalar inverse temperature (default 1).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` naming the field for a
+    non-square `V`, neither or both of `A` and `(Q, K)`, only one of `Q`, `K`, shapes that
+    disagree, or a non-real parameter.
+
+    **Example:** with `A = 0` the weights are uniform, so `Γ(x_i) = V x̄`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax
+    >>> model = Softmax(V=2.0 * jnp.eye(2), A=jnp.zeros((2, 2)))
+    >>> model.velocity(0.0, jnp.array([[1.0, 0.0], [0.0, 3.0]])).tolist()
+    [[1.0, 3.0], [1.0, 3.0]]
+    >>> M, c = model.gaussian_affine(0.0, jnp.array([1.0, 2.0]), jnp.eye(2))
+    >>> M.tolist(), c.tolist()
+    ([[0.0, 0.0], [0.0, 0.0]], [2.0, 4.0])
+
+    ```
+    """
+
+    def __init__(
+        self,
+        V: Real[ArrayLike, "... d d"] | TimeParam,
+        A: Real[ArrayLike, "... d d"] | TimeParam | None = None,
+        Q: Real[ArrayLike, "... k d"] | TimeParam | None = None,
+        K: Real[ArrayLike, "... k d"] | TimeParam | None = None,
+        beta: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
+    ):
+        self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, A, Q, K, beta, "Softmax")
+
+    def weights(
+        self,
+        t: Real[ArrayLike, ""],
+        x: Float[Array, "m d"],
+        keys: Float[Array, "n d"] | None = None,
+        mask: Bool[Array, "m n"] | None = None,
+    ) -> Float[Array, "m n"]:
+        """`W_ij = softmax_j(β y_jᵀAx_i)` over the allowed keys (rows sum to 1; an empty row is 0)."""
+        y = x if keys is None else keys
+        return softmax_weights(self.logits(t, x, y), mask)
+
+    def gaussian_affine(
+        self,
+        t: Real[ArrayLike, ""],
+        mean: Float[Array, " d"],
+        cov: Float[Array, "d d"],
+        factor: Float[Array, "d r"] | None = None,
+    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+        """`M = βVΣA`, `c = Vα` (paper; spec dynamics.md §2)."""
+        a = self.interaction(t)
+        v = self.value(t)
+        return resolve(self.beta, t) * v @ cov @ a, v @ mean
