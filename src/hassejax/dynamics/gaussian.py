@@ -1,5 +1,10 @@
 """Gaussian measures under attention dynamics: moment ODEs and their solve (spec dynamics.md §2, §4).
 
+The affine map of each kernel lives in its module
+(:meth:`AbstractAttention.gaussian_affine <hassejax.dynamics.AbstractAttention.gaussian_affine>`);
+this module solves the moment ODE for any kernel that has one. The legacy `(kind, params)`
+form is converted with :func:`~hassejax.dynamics.attention.from_params`.
+
 When the velocity field on `μ = N(α, Σ)` is affine, `Γ_μ(x) = Mx + c` (`M`, `c` depending
 on `α`, `Σ` only), `N(α, Σ)` stays Gaussian with `α' = Mα + c`, `Σ' = MΣ + ΣMᵀ`; the
 solver integrates a factor `U` (`Σ = UUᵀ`, `U' = MU`), which keeps `Σ` PSD and its rank
@@ -26,7 +31,7 @@ do not preserve Gaussians (use :func:`~hassejax.dynamics.solve_particles`).
 
 from __future__ import annotations
 
-from types import MappingProxyType
+from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -36,7 +41,9 @@ from jaxtyping import Array, ArrayLike, Float, Real
 
 from ..errors import ParameterError
 from . import _solve
-from ._linalg import psd_sqrt, sym_funm, symmetrize
+from ._linalg import psd_sqrt, symmetrize
+from .attention import AbstractAttention
+from .attention._convert import as_model, from_params, split_call
 from .params import AttentionParams, MultiHeadParams
 from .result import GaussianSolution, SolverStats
 
@@ -49,137 +56,97 @@ __all__ = [
 ]
 
 GAUSSIAN_KINDS: tuple[str, ...] = ("softmax", "l2", "linear", "sinkhorn", "multihead")
-"""Kinds whose velocity field is affine on Gaussians (spec §2)."""
+"""Legacy kinds whose velocity field is affine on Gaussians (spec §2)."""
 
 
-def _g(w):
-    return 2.0 / (1.0 + jnp.sqrt(1.0 + 4.0 * w))
-
-
-def _dg(w):
-    r = jnp.sqrt(1.0 + 4.0 * w)
-    return -4.0 / (r * (1.0 + r) ** 2)
-
-
-def _affine_softmax(alpha, sigma, u, p: AttentionParams):
-    a = p.interaction()
-    return p.beta * p.V @ sigma @ a, p.V @ alpha
-
-
-def _affine_l2(alpha, sigma, u, p: AttentionParams):
-    if p.Q is None or p.K is None:
-        raise ParameterError("kind 'l2' needs `Q` and `K` (the kernel is exp(−c‖Qx − Ky‖²)); got `A` only.")
-    d = sigma.shape[-1]
-    eye = jnp.eye(d, dtype=sigma.dtype)
-    kk = p.K.T @ p.K
-    s = 2.0 * p.beta * p.c
-    a = p.interaction()
-    m = s * p.V @ sigma @ jnp.linalg.solve(eye + s * kk @ sigma, a)
-    c = p.V @ jnp.linalg.solve(eye + s * sigma @ kk, alpha)
-    return m, c
-
-
-def _affine_linear(alpha, sigma, u, p: AttentionParams):
-    a = p.interaction()
-    return p.beta * p.V @ (sigma + jnp.outer(alpha, alpha)) @ a, jnp.zeros_like(alpha)
+def _gaussian_model(model, params) -> tuple[AbstractAttention, Any, str]:
+    """The kernel of a `(model)` or legacy `(kind, params)` call, checked to have a Gaussian map."""
+    if isinstance(model, str) and model not in GAUSSIAN_KINDS:
+        raise ParameterError(
+            f"`kind` must be one of {GAUSSIAN_KINDS} for Gaussian moments (sigmoid and masked attention do not "
+            f"preserve Gaussians, spec §2: use solve_particles); got {model!r}."
+        )
+    kernel, checked, label = as_model(model, params)
+    kernel.check_gaussian(label)
+    return kernel, checked, label
 
 
 def sinkhorn_slope(u: Float[Array, "d r"], p: AttentionParams) -> Float[Array, "d d"]:
-    """Slope `S` of `E_π[y | x] = α + S(x − α)` for the entropic self-plan of `N(α, UUᵀ)` (derived, spec §2).
+    """Slope `S` of the Sinkhorn self-plan of `N(α, UUᵀ)` (derived, spec §2): :meth:`Sinkhorn.slope <hassejax.dynamics.Sinkhorn.slope>` at `t = 0`.
 
-    `S = U g(CCᵀ) Uᵀ Ã` with `C = Uᵀ Ã U`, `Ã = βA/ε`, `g(w) = 2/(1 + √(1 + 4w))`, `U` `(d, r)`.
-    Known limitation: `g(CCᵀ)` comes from `eigh` of the Gram matrix `CCᵀ`, whose condition
-    number is that of `C` squared, so the relative accuracy of `S` degrades as `Σ` grows
-    (measured: 1.6e-7 at `λ_max(Σ) = 3.4e5`, 2.7e-3 at `1.9e7`); long diverging Sinkhorn
-    solves then need a tight `rtol` (figure 9 uses 1e-8). An SVD of `C` would avoid the squaring.
+    `S = U g(CCᵀ) Uᵀ Ã` with `C = Uᵀ Ã U`, `Ã = βA/ε`, `g(w) = 2/(1 + √(1 + 4w))`, `U` `(d, r)`;
+    `p` time-independent legacy parameters.
     """
-    a_t = p.beta * p.interaction() / p.eps
-    c = u.T @ a_t @ u
-    g = sym_funm(c @ c.T, _g, _dg)
-    return u @ g @ u.T @ a_t
-
-
-def _affine_sinkhorn(alpha, sigma, u, p: AttentionParams):
-    s = sinkhorn_slope(u, p)
-    m = p.V @ s
-    return m, p.V @ (alpha - s @ alpha)
-
-
-_HEAD_AFFINE = MappingProxyType(
-    {"softmax": _affine_softmax, "l2": _affine_l2, "linear": _affine_linear, "sinkhorn": _affine_sinkhorn}
-)
-
-
-def _affine(kind, t, alpha, sigma, u, params):
-    if kind == "multihead":
-        if not isinstance(params, MultiHeadParams):
-            raise ParameterError(f"`params` for kind 'multihead' must be a MultiHeadParams; got {type(params).__name__}.")
-        m = c = None
-        for hk, head in zip(params.kinds, params.heads):
-            if hk not in _HEAD_AFFINE:
-                raise ParameterError(
-                    f"head kind {hk!r} does not preserve Gaussians (spec §2); Gaussian heads may be {tuple(_HEAD_AFFINE)}."
-                )
-            mh, ch = _HEAD_AFFINE[hk](alpha, sigma, u, head.at(t))
-            m = mh if m is None else m + mh
-            c = ch if c is None else c + ch
-        return m, c
-    if kind not in _HEAD_AFFINE:
-        raise ParameterError(
-            f"`kind` must be one of {GAUSSIAN_KINDS} for Gaussian moments (sigmoid and masked attention do not "
-            f"preserve Gaussians, spec §2: use solve_particles); got {kind!r}."
-        )
-    if not isinstance(params, AttentionParams):
-        raise ParameterError(f"`params` for kind {kind!r} must be an AttentionParams; got {type(params).__name__}.")
-    return _HEAD_AFFINE[kind](alpha, sigma, u, params.at(t))
+    return from_params("sinkhorn", p).slope(0.0, u)
 
 
 def gaussian_affine(
-    kind: str,
+    model: AbstractAttention | str,
     t: Real[ArrayLike, ""],
     mean: Float[Array, " _d"],
     cov: Float[Array, "_d _d"],
-    params: AttentionParams | MultiHeadParams,
+    params: AttentionParams | MultiHeadParams | None = None,
 ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
     """The affine velocity `Γ_μ(x) = Mx + c` on `μ = N(mean, cov)` (spec §2; table in the module docstring).
 
-    **Arguments:** `kind` in :data:`GAUSSIAN_KINDS`; `t` depth (for time-dependent
-    parameters); `mean` `(d,)`; `cov` `(d, d)` symmetric PSD; `params`.
+    **Arguments:** `model` an attention kernel with a Gaussian map (legacy: a kind in
+    :data:`GAUSSIAN_KINDS`, then `params` last); `t` depth (for time-dependent
+    parameters); `mean` `(d,)`; `cov` `(d, d)` symmetric PSD.
 
     **Returns:** `(M, c)`, shapes `(d, d)` and `(d,)`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for a kind that does not preserve
-    Gaussians, mismatched parameters or shapes.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel or kind that does not
+    preserve Gaussians, mismatched parameters or shapes.
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax, gaussian_affine
+    >>> M, c = gaussian_affine(Softmax(V=jnp.eye(2), A=jnp.eye(2), beta=2.0), 0.0, jnp.ones(2), jnp.eye(2) / 2)
+    >>> M.tolist(), c.tolist()
+    ([[1.0, 0.0], [0.0, 1.0]], [1.0, 1.0])
+
+    ```
     """
-    _check_state(params, mean, cov)
+    model, _, label = _gaussian_model(model, params)
+    _check_state(model, label, mean, cov)
     cov = symmetrize(cov)
-    return _affine(kind, t, mean, cov, psd_sqrt(cov), params)
+    return model.gaussian_affine(t, mean, cov, psd_sqrt(cov))
 
 
 def moment_derivatives(
-    kind: str,
+    model: AbstractAttention | str,
     t: Real[ArrayLike, ""],
     mean: Float[Array, " _d"],
     cov: Float[Array, "_d _d"],
-    params: AttentionParams | MultiHeadParams,
+    params: AttentionParams | MultiHeadParams | None = None,
 ) -> tuple[Float[Array, " d"], Float[Array, "d d"]]:
     """`(α', Σ') = (Mα + c, MΣ + ΣMᵀ)` on `N(mean, cov)` (spec §2).
 
     Equal to `(E[Γ(X)], Cov(Γ(X), X) + Cov(Γ(X), X)ᵀ)` for `X ~ N(mean, cov)`.
     Arguments and errors as in :func:`gaussian_affine`.
+
+    **Example:** softmax with `V = I`, `A = −I`: `Σ' = −2Σ²`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax, moment_derivatives
+    >>> dmean, dcov = moment_derivatives(Softmax(V=jnp.eye(2), A=-jnp.eye(2)), 0.0, jnp.zeros(2), jnp.eye(2))
+    >>> bool(jnp.allclose(dcov, -2.0 * jnp.eye(2))), bool(jnp.allclose(dmean, 0.0))
+    (True, True)
+
+    ```
     """
-    m, c = gaussian_affine(kind, t, mean, cov, params)
+    m, c = gaussian_affine(model, t, mean, cov, params)
     cov = symmetrize(cov)
     return m @ mean + c, m @ cov + cov @ m.T
 
 
-def _check_state(params, mean, cov=None, factor=None):
-    if not isinstance(params, (AttentionParams, MultiHeadParams)):
-        raise ParameterError(f"`params` must be an AttentionParams or MultiHeadParams; got {type(params).__name__}.")
-    params.check_unbatched()
-    d = params.d
+def _check_state(model, label, mean, cov=None, factor=None):
+    d = model.d
     if jnp.ndim(mean) != 1 or jnp.shape(mean)[0] != d:
-        raise ParameterError(f"`mean0`/`mean` must have shape (d,) = ({d},) (d from params); got shape {jnp.shape(mean)}.")
+        raise ParameterError(f"`mean0`/`mean` must have shape (d,) = ({d},) (d from {label}); got shape {jnp.shape(mean)}.")
     if cov is not None and jnp.shape(cov) != (d, d):
         raise ParameterError(f"`cov0`/`cov` must have shape (d, d) = ({d}, {d}); got shape {jnp.shape(cov)}.")
     if factor is not None and (jnp.ndim(factor) != 2 or jnp.shape(factor)[0] != d):
@@ -199,7 +166,7 @@ def _check_psd(cov, name="cov0"):
 
 
 @eqx.filter_jit
-def _solve_core(kind, params, mean0, cov0, u0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, max_steps, extrapolate):
+def _solve_core(model, mean0, cov0, u0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, max_steps, extrapolate):
     if u0 is None:
         u0 = psd_sqrt(cov0)
     if threshold is None:
@@ -209,7 +176,7 @@ def _solve_core(kind, params, mean0, cov0, u0, t0, t1, ts, threshold, converge_t
     def f(t, y):
         alpha, u = y
         sigma = u @ u.T
-        m, c = _affine(kind, t, alpha, sigma, u, params)
+        m, c = model.gaussian_affine(t, alpha, sigma, u)
         return (m @ alpha + c, m @ u)
 
     def size(y):
@@ -258,11 +225,9 @@ def _solve_core(kind, params, mean0, cov0, u0, t0, t1, ts, threshold, converge_t
 
 
 def solve_gaussian(
-    kind: str,
-    params: AttentionParams | MultiHeadParams,
-    mean0: Float[ArrayLike, " _d"],
+    model: AbstractAttention | str,
+    *args: Any,
     cov0: Float[ArrayLike, "_d _d"] | None = None,
-    *,
     t1: Real[ArrayLike, ""],
     t0: Real[ArrayLike, ""] = 0.0,
     factor0: Float[ArrayLike, "_d _r"] | None = None,
@@ -277,7 +242,12 @@ def solve_gaussian(
     converge_tol: Real[ArrayLike, ""] | None = None,
     blowup_estimate: str = "extrapolated",
 ) -> GaussianSolution:
-    """Solve the moment ODE of `N(α, Σ)` under attention kind `kind` (spec dynamics.md §2, §4).
+    """Solve the moment ODE of `N(α, Σ)` under an attention kernel (spec dynamics.md §2, §4).
+
+    Call as ``solve_gaussian(model, mean0, cov0=None, *, t1, ...)`` with a kernel module that
+    has a Gaussian map, or in the legacy form ``solve_gaussian(kind, params, mean0, cov0=None,
+    *, t1, ...)`` (converted with :func:`~hassejax.dynamics.attention.from_params`; same
+    result).
 
     Integrates `α' = Mα + c`, `U' = MU` (`Σ = UUᵀ`) with diffrax (``throw=False``: every
     outcome is a status, see :class:`~hassejax.dynamics.Status`), stopping at the first of
@@ -300,12 +270,16 @@ def solve_gaussian(
 
     **Arguments:**
 
-    - `kind`: one of :data:`GAUSSIAN_KINDS`.
-    - `params`: :class:`AttentionParams` (or :class:`MultiHeadParams` for ``"multihead"``),
-      unbatched (vmap over batched ones).
+    - `model`: an attention kernel with a Gaussian map (:class:`~hassejax.dynamics.Softmax`,
+      :class:`~hassejax.dynamics.L2`, :class:`~hassejax.dynamics.Linear`,
+      :class:`~hassejax.dynamics.Sinkhorn`, a :class:`~hassejax.dynamics.MultiHead` of
+      those, or any kernel overriding ``gaussian_affine``), unbatched (vmap over a batched
+      one). Legacy form: one of :data:`GAUSSIAN_KINDS` followed by its
+      :class:`AttentionParams` (:class:`MultiHeadParams` for ``"multihead"``).
     - `mean0`: `(d,)` initial mean `α0`.
-    - `cov0`: `(d, d)` initial covariance `Σ0`, symmetric PSD, possibly singular (the factor
-      is its PSD square root). Give `cov0` or `factor0`, not both.
+    - `cov0`: `(d, d)` initial covariance `Σ0` (positional after `mean0`, or by keyword),
+      symmetric PSD, possibly singular (the factor is its PSD square root). Give `cov0` or
+      `factor0`, not both.
     - `t1`, `t0`: time interval.
     - `factor0`: `(d, r)` initial factor `U0` with `Σ0 = U0U0ᵀ`.
     - `ts`: `(T,)` save times in `[t0, t1]` (default `[t0, t1]`).
@@ -329,17 +303,34 @@ def solve_gaussian(
 
     **Returns:** a :class:`~hassejax.dynamics.GaussianSolution`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for an unknown kind, parameters of
-    the wrong type or batched, shape mismatches, a non-symmetric / non-PSD / non-finite
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a Gaussian
+    map ("does not preserve Gaussians (spec §2)"), an unknown kind, parameters of the
+    wrong type or batched, shape mismatches, a non-symmetric / non-PSD / non-finite
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
     `ts` outside `[t0, t1]`, a non-positive tolerance or threshold, an unknown
     `blowup_estimate`.
+
+    **Example:** softmax with `V = I`, `A = I`, `Σ0 = I/2` blows up at `t* = 1/(β λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})) = 1`
+    (spec §3):
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax, solve_gaussian, status_names
+    >>> sol = solve_gaussian(Softmax(V=jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, rtol=1e-6, atol=1e-6)
+    >>> status_names(sol.status), round(float(sol.t_blowup), 3)
+    ('blow_up', 1.0)
+
+    ```
     """
-    if kind not in GAUSSIAN_KINDS:
-        raise ParameterError(
-            f"`kind` must be one of {GAUSSIAN_KINDS} for Gaussian moments (sigmoid and masked attention do not "
-            f"preserve Gaussians, spec §2: use solve_particles); got {kind!r}."
-        )
+    if isinstance(model, str) and model not in GAUSSIAN_KINDS:  # the legacy kind check comes first
+        _gaussian_model(model, None)
+    model, checked, label, (mean0, cov_pos) = split_call(model, args, ("mean0", "cov0"), 1, "solve_gaussian")
+    model.check_gaussian(label)
+    checked.check_unbatched(label)
+    if cov_pos is not None:
+        if cov0 is not None:
+            raise ParameterError("`cov0` is given twice (positionally and by keyword); give it once.")
+        cov0 = cov_pos
     if blowup_estimate not in ("extrapolated", "threshold"):
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     if (cov0 is None) == (factor0 is None):
@@ -348,20 +339,20 @@ def solve_gaussian(
     if mean_c is not None and not np.all(np.isfinite(mean_c)):
         raise ParameterError("`mean0` must be finite; got NaN/inf entries.")
     mean0 = jnp.asarray(mean0)
-    dtype = _solve.state_dtype(params, mean0, None if cov0 is None else jnp.asarray(cov0), None if factor0 is None else jnp.asarray(factor0))
+    dtype = _solve.state_dtype(model, mean0, None if cov0 is None else jnp.asarray(cov0), None if factor0 is None else jnp.asarray(factor0))
     mean0 = mean0.astype(dtype)
     if cov0 is not None:
         cov0 = jnp.asarray(cov0, dtype)
-        _check_state(params, mean0, cov=cov0)
+        _check_state(model, label, mean0, cov=cov0)
         if cov_c is not None:
             _check_psd(cov_c)
         u0 = None
     else:
         u0 = jnp.asarray(factor0, dtype)
-        _check_state(params, mean0, factor=u0)
+        _check_state(model, label, mean0, factor=u0)
     _solve.check_times(t0, t1, ts)
     _solve.check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
-    _solve.check_finite_params(params)
+    _solve.check_finite_params(checked, label)
     _solve.check_positive(size_threshold, "size_threshold")
     _solve.check_positive(converge_tol, "converge_tol")
     t0 = jnp.asarray(t0, dtype)
@@ -371,10 +362,10 @@ def solve_gaussian(
     if converge_tol is not None:
         converge_tol = jnp.asarray(converge_tol, dtype)
     solver = diffrax.Tsit5() if solver is None else solver
-    controller = _solve.make_controller(stepsize_controller, rtol, atol, _solve.collect_jump_ts(params))
+    controller = _solve.make_controller(stepsize_controller, rtol, atol, _solve.collect_jump_ts(model))
     if dt0 is not None:
         dt0 = jnp.asarray(dt0, dtype)
     return _solve_core(
-        kind, params, mean0, cov0, u0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, int(max_steps),
+        model, mean0, cov0, u0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, int(max_steps),
         blowup_estimate == "extrapolated",
     )

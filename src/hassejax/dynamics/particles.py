@@ -1,11 +1,17 @@
 """Particle (token) systems `dx_i/dt = Γ_μ(x_i)` solved with diffrax (spec dynamics.md §1, §4).
 
+The velocity field is that of an attention kernel module
+(:class:`~hassejax.dynamics.AbstractAttention`); the legacy `(kind, params)` form is
+converted with :func:`~hassejax.dynamics.attention.from_params`.
+
 Optional variants: the sphere model `ẋ_i = P⊥_{x_i} Γ(x_i)`, `P⊥_x y = y − ⟨x, y⟩x`
 (GLPR comparison, arXiv:2312.10794), and an affine feed-forward term `Γ(x) + Wx + b`
 (Alcalde, Ji, Zuazua, arXiv:2606.07600).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -15,30 +21,16 @@ from jaxtyping import Array, ArrayLike, Float, Real
 
 from ..errors import ParameterError
 from . import _solve
-from .attention import velocity_field
+from .attention import AbstractAttention, Masked
+from .attention._convert import as_model, split_call
 from .params import AttentionParams, MaskedParams, MultiHeadParams
 from .result import ParticleSolution, SolverStats
 
-__all__ = ["solve_particles", "particle_velocity"]
+__all__ = ["particle_velocity", "solve_particles"]
 
 
-def particle_velocity(
-    kind: str,
-    t: Real[ArrayLike, ""],
-    x: Float[Array, "n d"],
-    params: AttentionParams | MultiHeadParams | MaskedParams,
-    *,
-    sphere: bool = False,
-    feedforward: tuple[Float[Array, "d d"], Float[Array, " d"]] | None = None,
-) -> Float[Array, "n d"]:
-    """`ẋ_i` of the particle system: `Γ_μ(x_i)` (+ `Wx_i + b`), projected on the sphere's tangent space if `sphere`.
-
-    **Arguments:** `kind` a name of :data:`~hassejax.dynamics.VELOCITY_FIELDS`; `t`; `x` `(n, d)`
-    tokens; `params`; `sphere`; `feedforward` `(W, b)` or None.
-
-    **Returns:** `(n, d)` velocities.
-    """
-    v = velocity_field(kind)(t, x, params)
+def _velocity(model, t, x, sphere, feedforward):
+    v = model.velocity(t, x)
     if feedforward is not None:
         w, b = feedforward
         v = v + x @ jnp.asarray(w).T + jnp.asarray(b)
@@ -47,10 +39,53 @@ def particle_velocity(
     return v
 
 
+def particle_velocity(
+    model: AbstractAttention | str,
+    t: Real[ArrayLike, ""],
+    x: Float[Array, "n d"],
+    params: AttentionParams | MultiHeadParams | MaskedParams | None = None,
+    *,
+    sphere: bool = False,
+    feedforward: tuple[Float[Array, "d d"], Float[Array, " d"]] | None = None,
+) -> Float[Array, "n d"]:
+    """`ẋ_i` of the particle system: `Γ_μ(x_i)` (+ `Wx_i + b`), projected on the sphere's tangent space if `sphere`.
+
+    **Arguments:**
+
+    - `model`: an attention kernel (:class:`~hassejax.dynamics.AbstractAttention`), or, in
+      the legacy form ``particle_velocity(kind, t, x, params)``, a name of
+      :data:`~hassejax.dynamics.VELOCITY_FIELDS` with its `params`.
+    - `t`: depth; `x`: `(n, d)` tokens.
+    - `params`: the legacy parameter container (only with a kind string).
+    - `sphere`: project on the tangent space of the unit sphere (GLPR).
+    - `feedforward`: `(W, b)` adds `Wx_i + b` (Alcalde et al.), or None.
+
+    **Returns:** `(n, d)` velocities.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a `model` that is not a kernel,
+    an unknown kind or parameters of the wrong type.
+
+    Source: spec dynamics.md §1.
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax, particle_velocity
+    >>> x = jnp.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> particle_velocity(Softmax(V=jnp.eye(2), A=jnp.zeros((2, 2))), 0.0, x, sphere=True).tolist()
+    [[0.0, 0.5], [0.5, 0.0]]
+
+    ```
+    """
+    model, _, _ = as_model(model, params)
+    return _velocity(model, t, x, sphere, feedforward)
+
+
 @eqx.filter_jit
-def _solve_core(kind, params, x0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, max_steps, extrapolate, sphere, feedforward):
+def _solve_core(model, x0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, max_steps, extrapolate, sphere, feedforward):
     def f(t, x):
-        return particle_velocity(kind, t, x, params, sphere=sphere, feedforward=feedforward)
+        return _velocity(model, t, x, sphere, feedforward)
 
     def size(x):
         xc = x - jnp.mean(x, axis=0, keepdims=True)
@@ -94,10 +129,8 @@ def _solve_core(kind, params, x0, t0, t1, ts, threshold, converge_tol, solver, c
 
 
 def solve_particles(
-    kind: str,
-    params: AttentionParams | MultiHeadParams | MaskedParams,
-    x0: Float[ArrayLike, "_n _d"],
-    *,
+    model: AbstractAttention | str,
+    *args: Any,
     t1: Real[ArrayLike, ""],
     t0: Real[ArrayLike, ""] = 0.0,
     ts: Float[ArrayLike, " T"] | None = None,
@@ -115,6 +148,10 @@ def solve_particles(
 ) -> ParticleSolution:
     """Solve the token system `dx_i/dt = Γ_μ(x_i)`, `μ = (1/n) Σ_j δ_{x_j}` (spec dynamics.md §1, §4).
 
+    Call as ``solve_particles(model, x0, *, t1, ...)`` with an attention kernel module, or in
+    the legacy form ``solve_particles(kind, params, x0, *, t1, ...)`` (converted with
+    :func:`~hassejax.dynamics.attention.from_params`; same result).
+
     Same events and statuses as :func:`~hassejax.dynamics.solve_gaussian`, with the size
     `λ = (1/n) Σ_i ‖x_i − x̄‖²` (trace of the empirical covariance) and the steady state
     `((1/n) Σ_i ‖ẋ_i‖²)^{1/2} < converge_tol`. A finite particle system with a bounded
@@ -123,10 +160,13 @@ def solve_particles(
 
     **Arguments:**
 
-    - `kind`: a name of :data:`~hassejax.dynamics.VELOCITY_FIELDS` (``"masked"`` takes
-      :class:`MaskedParams`, ``"multihead"`` :class:`MultiHeadParams`).
-    - `params`: unbatched parameters (vmap over batched ones).
-    - `x0`: `(n, d)` initial tokens (for ``sphere=True``, unit rows).
+    - `model`: an attention kernel (:class:`~hassejax.dynamics.AbstractAttention`: e.g.
+      :class:`~hassejax.dynamics.Softmax`, :class:`~hassejax.dynamics.MultiHead`,
+      :class:`~hassejax.dynamics.Masked`), unbatched (vmap over a batched one). Legacy
+      form: a name of :data:`~hassejax.dynamics.VELOCITY_FIELDS` followed by its `params`
+      (``"masked"`` takes :class:`MaskedParams`, ``"multihead"`` :class:`MultiHeadParams`).
+    - `x0`: `(n, d)` initial tokens (for ``sphere=True``, unit rows; for a
+      :class:`~hassejax.dynamics.Masked` model, `n` is the mask size).
     - `t1`, `t0`, `ts`, `solver`, `rtol`, `atol`, `dt0`, `stepsize_controller`, `max_steps`,
       `converge_tol`, `blowup_estimate`: as in :func:`~hassejax.dynamics.solve_gaussian`.
     - `size_threshold`: threshold on `λ` (default `1e8 · λ(x0)`, `1e8` if `λ(x0) = 0`; `1e4` in
@@ -136,29 +176,37 @@ def solve_particles(
 
     **Returns:** a :class:`~hassejax.dynamics.ParticleSolution`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for an unknown kind, parameters of
-    the wrong type or batched, `x0` of the wrong shape or non-finite (concrete), rows not
-    of unit norm with ``sphere=True`` (concrete), bad times, tolerances or thresholds.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a `model` that is not a
+    kernel, an unknown kind, parameters of the wrong type or batched, `x0` of the wrong
+    shape or non-finite (concrete), rows not of unit norm with ``sphere=True`` (concrete),
+    bad times, tolerances or thresholds.
+
+    **Example:** `V = −I`, `A = 0`: `ẋ_i = −x̄`, so the mean decays like `e^{−t}`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax, solve_particles, status_names
+    >>> sol = solve_particles(Softmax(V=-jnp.eye(2), A=jnp.zeros((2, 2))), jnp.array([[2.0, 0.0], [0.0, 2.0]]), t1=1.0)
+    >>> status_names(sol.status), round(float(sol.x_final.mean(axis=0)[0]), 5), round(float(jnp.exp(-1.0)), 5)
+    ('completed', 0.36788, 0.36788)
+
+    ```
     """
-    field = velocity_field(kind)  # raises for unknown kinds
-    del field
-    want = {"multihead": MultiHeadParams, "masked": MaskedParams}.get(kind, AttentionParams)
-    if not isinstance(params, want):
-        raise ParameterError(f"`params` for kind {kind!r} must be a {want.__name__}; got {type(params).__name__}.")
-    params.check_unbatched()
+    model, checked, label, (x0,) = split_call(model, args, ("x0",), 1, "solve_particles")
+    checked.check_unbatched(label)
     if blowup_estimate not in ("extrapolated", "threshold"):
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     xn = _solve.concrete(x0)
     x0 = jnp.asarray(x0)
-    dtype = _solve.state_dtype(params, x0)
+    dtype = _solve.state_dtype(model, x0)
     x0 = x0.astype(dtype)
-    d = params.d
+    d = model.d
     if x0.ndim != 2 or x0.shape[1] != d:
-        raise ParameterError(f"`x0` must have shape (n, d) with d = {d} (from params); got shape {x0.shape}.")
+        raise ParameterError(f"`x0` must have shape (n, d) with d = {d} (from {label}); got shape {x0.shape}.")
     if x0.shape[0] < 1:
         raise ParameterError(f"`x0` must hold at least one token (n >= 1); got shape {x0.shape}.")
-    if kind == "masked" and x0.shape[0] != params.n:
-        raise ParameterError(f"`x0` must have n = {params.n} rows (the mask size); got shape {x0.shape}.")
+    if isinstance(model, Masked) and x0.shape[0] != model.n:
+        raise ParameterError(f"`x0` must have n = {model.n} rows (the mask size); got shape {x0.shape}.")
     if xn is not None:
         if not np.all(np.isfinite(xn)):
             raise ParameterError("`x0` must be finite; got NaN/inf entries.")
@@ -175,7 +223,7 @@ def solve_particles(
         feedforward = (w, b)
     _solve.check_times(t0, t1, ts)
     _solve.check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
-    _solve.check_finite_params(params)
+    _solve.check_finite_params(checked, label)
     _solve.check_positive(size_threshold, "size_threshold")
     _solve.check_positive(converge_tol, "converge_tol")
     t0 = jnp.asarray(t0, dtype)
@@ -185,10 +233,10 @@ def solve_particles(
     if converge_tol is not None:
         converge_tol = jnp.asarray(converge_tol, dtype)
     solver = diffrax.Tsit5() if solver is None else solver
-    controller = _solve.make_controller(stepsize_controller, rtol, atol, _solve.collect_jump_ts(params))
+    controller = _solve.make_controller(stepsize_controller, rtol, atol, _solve.collect_jump_ts(model))
     if dt0 is not None:
         dt0 = jnp.asarray(dt0, dtype)
     return _solve_core(
-        kind, params, x0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, int(max_steps),
+        model, x0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, int(max_steps),
         blowup_estimate == "extrapolated", bool(sphere), feedforward,
     )
