@@ -1,0 +1,519 @@
+"""Attention kernels as Equinox modules (spec dynamics.md §1–§2).
+
+Each module's velocity field is compared with a NumPy loop written from the table of spec §1
+(hypothesis over shapes, masks, parameters), its Gaussian map with NumPy transcriptions of
+the spec §2 formulas (the Sinkhorn slope in its `Σ^{1/2}` form, not the factor form the
+module uses), and with the legacy ``(kind, AttentionParams)`` API; the solves through the
+module equal the legacy solves exactly (statuses and arrays); a batch of modules is
+``vmap`` ped; a kernel without a Gaussian map gets the clear error.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hassejax.dynamics import (
+    L2,
+    AbstractAttention,
+    AttentionParams,
+    Linear,
+    Masked,
+    MaskedParams,
+    MultiHead,
+    MultiHeadParams,
+    PiecewiseConstant,
+    Sigmoid,
+    Sinkhorn,
+    Softmax,
+    from_params,
+    gaussian_affine,
+    moment_derivatives,
+    particle_velocity,
+    solve_gaussian,
+    solve_particles,
+)
+from hassejax.dynamics import attention as att
+from hassejax.errors import EmptyRowError, MaskError, ParameterError
+
+SINGLE = ("softmax", "l2", "sinkhorn", "sigmoid", "linear")
+
+
+# ----------------------------------------------------------------------------- NumPy references
+def _np_softmax(z):
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def np_velocity(kind, x, y, mask, *, V, A, Q=None, K=None, beta=1.0, c=1.0, bias=0.0):
+    """Spec §1 table, one query at a time (softmax-type over the allowed keys, others / their count)."""
+    out = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        idx = np.flatnonzero(np.ones(y.shape[0], bool) if mask is None else mask[i])
+        if idx.size == 0:
+            continue  # a query with no allowed key: Γ = 0
+        if kind == "softmax":
+            w = _np_softmax(np.array([beta * y[j] @ A @ x[i] for j in idx]))
+        elif kind == "l2":
+            w = _np_softmax(np.array([-beta * c * np.sum((Q @ x[i] - K @ y[j]) ** 2) for j in idx]))
+        elif kind == "sigmoid":
+            w = np.array([1 / (1 + np.exp(-(beta * y[j] @ A @ x[i] + bias))) for j in idx]) / idx.size
+        elif kind == "linear":
+            w = np.array([beta * y[j] @ A @ x[i] for j in idx]) / idx.size
+        out[i] = sum(wj * (V @ y[j]) for wj, j in zip(w, idx))
+    return out
+
+
+def np_sinkhorn_velocity(x, V, A, beta, eps, iters=4000):
+    """`n P x Vᵀ` with `P` the plain Sinkhorn–Knopp scaling of `exp(β x_jᵀAx_i/ε)` to marginals `1/n`."""
+    n = x.shape[0]
+    kmat = np.exp(beta * (x @ A.T @ x.T) / eps)
+    u, v = np.ones(n), np.ones(n)
+    for _ in range(iters):
+        u = (1 / n) / (kmat @ v)
+        v = (1 / n) / (kmat.T @ u)
+    u = (1 / n) / (kmat @ v)
+    return n * (u[:, None] * kmat * v[None, :]) @ x @ V.T
+
+
+def np_gaussian_affine(kind, alpha, sigma, *, V, A, K=None, beta=1.0, c=1.0, eps=1.0):
+    """Spec §2 table, with β and the kernel constants as the modules define them."""
+    d = len(alpha)
+    eye = np.eye(d)
+    if kind == "softmax":
+        return beta * V @ sigma @ A, V @ alpha
+    if kind == "l2":
+        s = 2 * beta * c
+        return s * V @ sigma @ np.linalg.inv(eye + s * K.T @ K @ sigma) @ A, V @ np.linalg.inv(eye + s * sigma @ K.T @ K) @ alpha
+    if kind == "linear":
+        return beta * V @ (sigma + np.outer(alpha, alpha)) @ A, np.zeros(d)
+    if kind == "sinkhorn":  # S = Σ^{1/2} G Σ^{1/2} Ã, G = 2(I + (I + 4BBᵀ)^{1/2})⁻¹, B = Σ^{1/2}ÃΣ^{1/2}
+        w, q = np.linalg.eigh(sigma)
+        h = (q * np.sqrt(np.clip(w, 0, None))) @ q.T
+        at = beta * A / eps
+        b = h @ at @ h
+        g = 2 * np.linalg.inv(eye + scipy.linalg.sqrtm(eye + 4 * b @ b.T).real)
+        s = h @ g @ h @ at
+        return V @ s, V @ (alpha - s @ alpha)
+    raise AssertionError(kind)
+
+
+def _draw(seed, d=3, k=2):
+    r = np.random.default_rng(seed)
+    return {
+        "V": r.normal(size=(d, d)),
+        "Q": r.normal(size=(k, d)) / np.sqrt(d),
+        "K": r.normal(size=(k, d)) / np.sqrt(d),
+        "beta": float(r.uniform(0.3, 1.5)),
+        "c": float(r.uniform(0.5, 1.5)),
+        "bias": float(r.normal()),
+        "eps": float(r.uniform(0.5, 1.5)),
+    }
+
+
+def _module(kind, p, *, use_qk=True):
+    """The module for `kind` from the parameters `p` (`A = KᵀQ` given directly unless `use_qk`)."""
+    qk = {"Q": p["Q"], "K": p["K"]} if use_qk or kind == "l2" else {"A": p["K"].T @ p["Q"]}
+    if kind == "softmax":
+        return Softmax(p["V"], beta=p["beta"], **qk)
+    if kind == "l2":
+        return L2(p["V"], p["Q"], p["K"], beta=p["beta"], c=p["c"])
+    if kind == "sinkhorn":
+        return Sinkhorn(p["V"], beta=p["beta"], eps=p["eps"], **qk)
+    if kind == "sigmoid":
+        return Sigmoid(p["V"], beta=p["beta"], bias=p["bias"], **qk)
+    return Linear(p["V"], beta=p["beta"], **qk)
+
+
+def _legacy(p):
+    return AttentionParams(V=p["V"], Q=p["Q"], K=p["K"], beta=p["beta"], c=p["c"], bias=p["bias"], eps=p["eps"])
+
+
+def _np_kw(p):
+    return {"V": p["V"], "A": p["K"].T @ p["Q"], "Q": p["Q"], "K": p["K"], "beta": p["beta"], "c": p["c"], "bias": p["bias"]}
+
+
+# ----------------------------------------------------------------------------- velocity fields
+@settings(max_examples=30)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    kind=st.sampled_from(("softmax", "l2", "sigmoid", "linear")),
+    m=st.integers(1, 6),
+    n=st.integers(1, 7),
+    d=st.integers(1, 4),
+    k=st.integers(1, 3),
+    masked=st.booleans(),
+    use_qk=st.booleans(),
+)
+def test_velocity_matches_numpy_loop(seed, kind, m, n, d, k, masked, use_qk):
+    """Queries against separate keys, optional mask (empty rows allowed: Γ = 0 there)."""
+    r = np.random.default_rng(seed)
+    p = _draw(seed % 10_000, d, k)
+    x, y = r.normal(size=(m, d)), r.normal(size=(n, d))
+    mask = r.random((m, n)) < 0.6 if masked else None
+    model = _module(kind, p, use_qk=use_qk)
+    got = model.velocity(0.0, jnp.asarray(x), jnp.asarray(y), None if mask is None else jnp.asarray(mask))
+    np.testing.assert_allclose(np.asarray(got), np_velocity(kind, x, y, mask, **_np_kw(p)), rtol=1e-9, atol=1e-12)
+
+
+def test_self_attention_and_sinkhorn_match_numpy():
+    p = _draw(3)
+    x = np.random.default_rng(4).normal(size=(8, 3))
+    for kind in ("softmax", "l2", "sigmoid", "linear"):
+        got = _module(kind, p).velocity(0.0, jnp.asarray(x))
+        np.testing.assert_allclose(np.asarray(got), np_velocity(kind, x, x, None, **_np_kw(p)), rtol=1e-9, atol=1e-12)
+    model = Sinkhorn(p["V"], Q=p["Q"], K=p["K"], beta=p["beta"], eps=p["eps"], tol=1e-13)
+    want = np_sinkhorn_velocity(x, p["V"], p["K"].T @ p["Q"], p["beta"], p["eps"])
+    np.testing.assert_allclose(np.asarray(model.velocity(0.0, jnp.asarray(x))), want, rtol=1e-8, atol=1e-10)
+    w = np.asarray(model.weights(0.0, jnp.asarray(x)))
+    np.testing.assert_allclose(w.sum(axis=0), 1.0, atol=1e-10)  # columns of nP
+    _, err, it = model.potential(0.0, jnp.asarray(x))
+    assert float(err) <= 1e-13 and 1 <= int(it) < model.max_iter
+
+
+@pytest.mark.parametrize("kind", SINGLE)
+def test_module_equals_legacy_field_with_masks_and_time_dependence(kind):
+    """Same parameters through `AttentionParams` and the module: identical fields (several t, masks)."""
+    r = np.random.default_rng(5)
+    p = _draw(6)
+    vs = np.stack([p["V"], -p["V"], 0.5 * p["V"]])
+    betas = np.array([0.5, 1.0, 2.0])
+    pc_v, pc_b = PiecewiseConstant(vs, t_edges=[0.0, 0.5, 1.0, 3.0]), PiecewiseConstant(betas, t_edges=[0.0, 0.5, 1.0, 3.0])
+
+    def q_of_t(t):
+        return p["Q"] * (1.0 + t)
+
+    legacy = AttentionParams(V=pc_v, Q=q_of_t, K=p["K"], beta=pc_b, c=p["c"], bias=p["bias"], eps=p["eps"])
+    common = {"V": pc_v, "Q": q_of_t, "K": p["K"], "beta": pc_b}
+    model = {
+        "softmax": lambda: Softmax(**common),
+        "l2": lambda: L2(**common, c=p["c"]),
+        "sinkhorn": lambda: Sinkhorn(**common, eps=p["eps"]),
+        "sigmoid": lambda: Sigmoid(**common, bias=p["bias"]),
+        "linear": lambda: Linear(**common),
+    }[kind]()
+    assert type(from_params(kind, legacy)) is type(model)
+    x, y = jnp.asarray(r.normal(size=(5, 3))), jnp.asarray(r.normal(size=(6, 3)))
+    mask = jnp.asarray(r.random((5, 6)) < 0.5)
+    for t in (0.0, 0.7, 2.5):
+        np.testing.assert_array_equal(np.asarray(model.velocity(t, x)), np.asarray(att.velocity_field(kind)(t, x, legacy)))
+        if kind != "sinkhorn":
+            np.testing.assert_array_equal(
+                np.asarray(model.velocity(t, x, y, mask)), np.asarray(att.velocity_field(kind)(t, x, legacy, y, mask))
+            )
+        # the module at time t equals the time-independent module of the resolved parameters
+        frozen = Softmax(vs[min(int(t / 0.5), 2)], Q=q_of_t(t), K=p["K"], beta=betas[min(int(t / 0.5), 2)])
+        if kind == "softmax":
+            np.testing.assert_allclose(np.asarray(model.velocity(t, x)), np.asarray(frozen.velocity(0.0, x)), rtol=1e-13)
+
+
+def test_multihead_and_masked_equal_legacy_and_numpy():
+    r = np.random.default_rng(7)
+    p0, p1 = _draw(8), _draw(9)
+    x = r.normal(size=(6, 3))
+    mh = MultiHead([_module("softmax", p0), _module("l2", p1)])
+    mh_legacy = MultiHeadParams([_legacy(p0), _legacy(p1)], ("softmax", "l2"))
+    want = np_velocity("softmax", x, x, None, **_np_kw(p0)) + np_velocity("l2", x, x, None, **_np_kw(p1))
+    np.testing.assert_allclose(np.asarray(mh.velocity(0.0, jnp.asarray(x))), want, rtol=1e-10)
+    np.testing.assert_array_equal(np.asarray(mh.velocity(0.0, jnp.asarray(x))), np.asarray(att.multihead(0.0, jnp.asarray(x), mh_legacy)))
+    causal = np.tril(np.ones((6, 6), bool))
+    sink = np.array([1.0, -0.5, 0.2])
+    for kernel, legacy, kind in [
+        (_module("softmax", p0), _legacy(p0), "softmax"),
+        (_module("sigmoid", p0), _legacy(p0), "sigmoid"),
+        (mh, MultiHeadParams([_legacy(p0), _legacy(p1)], ("softmax", "l2")), "multihead"),
+    ]:
+        for s in (None, sink):
+            model = Masked(kernel, causal, sink=s)
+            got = np.asarray(model.velocity(0.0, jnp.asarray(x)))
+            np.testing.assert_array_equal(got, np.asarray(att.masked(0.0, jnp.asarray(x), MaskedParams(legacy, causal, kind=kind, sink=s))))
+            keys = x if s is None else np.vstack([s, x])
+            full = causal if s is None else np.hstack([np.ones((6, 1), bool), causal])
+            if kind == "multihead":
+                want = np_velocity("softmax", x, keys, full, **_np_kw(p0)) + np_velocity("l2", x, keys, full, **_np_kw(p1))
+            else:
+                want = np_velocity(kind, x, keys, full, **_np_kw(p0))
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    # causal softmax without a sink: the first token is autonomous, ẋ_1 = V x_1
+    first = np.asarray(Masked(_module("softmax", p0), causal).velocity(0.0, jnp.asarray(x)))[0]
+    np.testing.assert_allclose(first, p0["V"] @ x[0], rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- Gaussian maps
+@pytest.mark.parametrize("kind", ("softmax", "l2", "linear", "sinkhorn"))
+def test_gaussian_map_matches_spec_formula_and_legacy(kind):
+    r = np.random.default_rng(10)
+    p = _draw(11)
+    alpha = r.normal(size=3)
+    u = r.normal(size=(3, 3))
+    for sigma in (u @ u.T / 3, u[:, :1] @ u[:, :1].T):  # full rank and rank one
+        model = _module(kind, p)
+        m, c = model.gaussian_affine(0.0, jnp.asarray(alpha), jnp.asarray(sigma))
+        a = p["K"].T @ p["Q"]
+        m_np, c_np = np_gaussian_affine(kind, alpha, sigma, V=p["V"], A=a, K=p["K"], beta=p["beta"], c=p["c"], eps=p["eps"])
+        np.testing.assert_allclose(np.asarray(m), m_np, rtol=1e-8, atol=1e-11)
+        np.testing.assert_allclose(np.asarray(c), c_np, rtol=1e-8, atol=1e-11)
+        m2, c2 = gaussian_affine(model, 0.3, jnp.asarray(alpha), jnp.asarray(sigma))
+        m3, c3 = gaussian_affine(kind, 0.3, jnp.asarray(alpha), jnp.asarray(sigma), _legacy(p))
+        np.testing.assert_array_equal(np.asarray(m2), np.asarray(m3))
+        np.testing.assert_array_equal(np.asarray(c2), np.asarray(c3))
+        d2 = moment_derivatives(model, 0.3, jnp.asarray(alpha), jnp.asarray(sigma))
+        d3 = moment_derivatives(kind, 0.3, jnp.asarray(alpha), jnp.asarray(sigma), _legacy(p))
+        for z2, z3 in zip(d2, d3):
+            np.testing.assert_array_equal(np.asarray(z2), np.asarray(z3))
+
+
+def test_multihead_gaussian_map_is_the_sum_of_heads():
+    r = np.random.default_rng(12)
+    p0, p1 = _draw(13), _draw(14)
+    alpha, u = r.normal(size=3), r.normal(size=(3, 3))
+    sigma = u @ u.T / 3
+    heads = [_module("softmax", p0), _module("sinkhorn", p1)]
+    m, c = MultiHead(heads).gaussian_affine(0.0, jnp.asarray(alpha), jnp.asarray(sigma))
+    parts = [h.gaussian_affine(0.0, jnp.asarray(alpha), jnp.asarray(sigma)) for h in heads]
+    np.testing.assert_allclose(np.asarray(m), sum(np.asarray(z[0]) for z in parts), rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(c), sum(np.asarray(z[1]) for z in parts), rtol=1e-13)
+    legacy = MultiHeadParams([_legacy(p0), _legacy(p1)], ("softmax", "sinkhorn"))
+    m2, c2 = gaussian_affine(MultiHead(heads), 0.0, jnp.asarray(alpha), jnp.asarray(sigma))
+    m3, c3 = gaussian_affine("multihead", 0.0, jnp.asarray(alpha), jnp.asarray(sigma), legacy)
+    np.testing.assert_array_equal(np.asarray(m2), np.asarray(m3))
+    np.testing.assert_array_equal(np.asarray(c2), np.asarray(c3))
+
+
+def test_kernels_without_gaussian_map_raise_the_clear_error():
+    p = _draw(15)
+    sig = _module("sigmoid", p)
+    causal = np.tril(np.ones((4, 4), bool))
+    for model, name in [
+        (sig, r"`model` \(Sigmoid\)"),
+        (Masked(_module("softmax", p), causal), r"`model` \(Masked\)"),
+        (MultiHead([_module("softmax", p), sig]), r"`model.heads\[1\]` \(Sigmoid\)"),
+    ]:
+        with pytest.raises(ParameterError, match=name + r" does not preserve Gaussians \(spec §2\)"):
+            solve_gaussian(model, np.zeros(3), np.eye(3), t1=1.0)
+        with pytest.raises(ParameterError, match=r"does not preserve Gaussians \(spec §2\)"):
+            model.gaussian_affine(0.0, jnp.zeros(3), jnp.eye(3))
+    with pytest.raises(ParameterError, match=r"`model` \(Sigmoid\) does not preserve Gaussians"):
+        gaussian_affine(sig, 0.0, jnp.zeros(3), jnp.eye(3))
+
+
+# ----------------------------------------------------------------------------- solves
+def _same_solution(a, b):
+    for field in ("status", "ts", "valid", "t_final", "t_blowup", "blowup_method", "growth_exponent", "decade_ratio"):
+        np.testing.assert_array_equal(np.asarray(getattr(a, field)), np.asarray(getattr(b, field)), err_msg=field)
+    for field in ("num_steps", "num_accepted_steps", "num_rejected_steps"):
+        assert int(getattr(a.stats, field)) == int(getattr(b.stats, field)), field
+
+
+TS = jnp.linspace(0.0, 2.0, 5)
+
+
+def test_particle_solves_through_modules_equal_legacy_solves():
+    r = np.random.default_rng(16)
+    p0, p1 = _draw(17), _draw(18)
+    x0 = r.normal(size=(6, 3))
+    causal = np.tril(np.ones((6, 6), bool))
+    sink = np.array([1.0, 0.0, 0.0])
+    pc = PiecewiseConstant(np.stack([p0["V"], -p0["V"]]))
+    cases = [
+        (Softmax(p0["V"], Q=p0["Q"], K=p0["K"], beta=p0["beta"]), ("softmax", _legacy(p0))),
+        (Softmax(pc, Q=p0["Q"], K=p0["K"]), ("softmax", AttentionParams(V=pc, Q=p0["Q"], K=p0["K"]))),
+        (
+            MultiHead([_module("softmax", p0), _module("l2", p1)]),
+            ("multihead", MultiHeadParams([_legacy(p0), _legacy(p1)], ("softmax", "l2"))),
+        ),
+        (Masked(_module("softmax", p0), causal, sink=sink), ("masked", MaskedParams(_legacy(p0), causal, sink=sink))),
+    ]
+    for model, (kind, params) in cases:
+        a = solve_particles(model, x0, t1=2.0, ts=TS, rtol=1e-8, atol=1e-10)
+        b = solve_particles(kind, params, x0, t1=2.0, ts=TS, rtol=1e-8, atol=1e-10)
+        _same_solution(a, b)
+        np.testing.assert_array_equal(np.asarray(a.xs), np.asarray(b.xs))
+        np.testing.assert_array_equal(np.asarray(a.x_final), np.asarray(b.x_final))
+        assert int(a.status) == 0  # completed
+    # with the sink the first token is not autonomous; without it, it is (x_1(t) = e^{tV} x_1(0))
+    free = solve_particles(Masked(Softmax(p0["V"], A=np.zeros((3, 3))), causal), x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
+    want = np.stack([scipy.linalg.expm(float(t) * p0["V"]) @ x0[0] for t in TS])
+    np.testing.assert_allclose(np.asarray(free.xs[:, 0]), want, rtol=1e-7, atol=1e-9)
+
+
+def test_gaussian_solves_through_modules_equal_legacy_solves():
+    r = np.random.default_rng(19)
+    p0, p1 = _draw(20), _draw(21)
+    alpha, u = r.normal(size=3), r.normal(size=(3, 3))
+    sigma = u @ u.T / 3
+    cases = [
+        (_module("softmax", p0), ("softmax", _legacy(p0))),
+        (_module("sinkhorn", p1), ("sinkhorn", _legacy(p1))),
+        (
+            MultiHead([_module("softmax", p0), _module("l2", p1)]),
+            ("multihead", MultiHeadParams([_legacy(p0), _legacy(p1)], ("softmax", "l2"))),
+        ),
+    ]
+    for model, (kind, params) in cases:
+        a = solve_gaussian(model, alpha, sigma, t1=2.0, ts=TS, converge_tol=1e-9)
+        b = solve_gaussian(kind, params, alpha, sigma, t1=2.0, ts=TS, converge_tol=1e-9)
+        c = solve_gaussian(model, alpha, cov0=sigma, t1=2.0, ts=TS, converge_tol=1e-9)
+        _same_solution(a, b)
+        _same_solution(a, c)
+        for field in ("mean", "cov", "factor", "mean_final", "cov_final"):
+            np.testing.assert_array_equal(np.asarray(getattr(a, field)), np.asarray(getattr(b, field)), err_msg=field)
+    # blow-up: softmax V = I, A = I, Σ0 = I/2 blows up at t* = 1 (spec §3)
+    sol = solve_gaussian(Softmax(np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 2, t1=5.0)
+    assert int(sol.status) == 2 and float(sol.t_blowup) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_vmap_over_a_batch_of_modules():
+    """A Softmax built with a leading batch axis on every field, vmapped through both solvers."""
+    r = np.random.default_rng(22)
+    B = 3
+    vs = np.stack([np.eye(2), -np.eye(2), np.array([[0.5, 1.0], [-1.0, 0.5]])])
+    a_s = r.normal(size=(B, 2, 2)) * 0.5
+    betas = np.array([0.5, 1.0, 1.5])
+    batch = Softmax(vs, A=a_s, beta=betas)
+    assert batch.d == 2
+    with pytest.raises(ParameterError, match=r"`model.V` must have rank 2 inside a solve"):
+        solve_gaussian(batch, np.zeros(2), np.eye(2) / 2, t1=1.0)
+    mean0, cov0 = np.array([0.3, -0.2]), np.array([[0.5, 0.1], [0.1, 0.4]])
+    x0 = r.normal(size=(5, 2))
+    gs = jax.vmap(lambda m: solve_gaussian(m, mean0, cov0, t1=1.0, ts=TS[:3]))(batch)
+    ps = eqx.filter_vmap(lambda m: solve_particles(m, x0, t1=1.0, ts=TS[:3]))(batch)
+    for b in range(B):
+        member = Softmax(vs[b], A=a_s[b], beta=betas[b])
+        g1 = solve_gaussian(member, mean0, cov0, t1=1.0, ts=TS[:3])
+        p1 = solve_particles(member, x0, t1=1.0, ts=TS[:3])
+        assert int(gs.status[b]) == int(g1.status) and int(ps.status[b]) == int(p1.status)
+        np.testing.assert_allclose(np.asarray(gs.cov[b]), np.asarray(g1.cov), rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(np.asarray(ps.xs[b]), np.asarray(p1.xs), rtol=1e-10, atol=1e-13)
+    # a jitted velocity takes the module as an argument
+    f = eqx.filter_jit(lambda m, x: m.velocity(0.0, x))
+    np.testing.assert_allclose(
+        np.asarray(f(Softmax(vs[0], A=a_s[0]), jnp.asarray(x0))), np.asarray(Softmax(vs[0], A=a_s[0]).velocity(0.0, jnp.asarray(x0))), rtol=1e-14
+    )
+
+
+def test_particle_velocity_takes_a_module():
+    p = _draw(23)
+    x = jnp.asarray(np.random.default_rng(24).normal(size=(4, 3)))
+    model = _module("linear", p)
+    np.testing.assert_array_equal(
+        np.asarray(particle_velocity(model, 0.5, x, feedforward=(jnp.eye(3), jnp.ones(3)))),
+        np.asarray(particle_velocity("linear", 0.5, x, _legacy(p), feedforward=(jnp.eye(3), jnp.ones(3)))),
+    )
+
+
+# ----------------------------------------------------------------------------- errors
+def test_construction_errors_name_the_field(no_typecheck):
+    e = np.eye(2)
+    with pytest.raises(ParameterError, match=r"`V` of Softmax must have shape \(d, d\) \(square\); got shape \(2, 3\)"):
+        Softmax(np.zeros((2, 3)), A=e)
+    with pytest.raises(ParameterError, match=r"Softmax: give the interaction matrix `A` .* got neither"):
+        Softmax(e)
+    with pytest.raises(ParameterError, match=r"Sigmoid: give either `A` or \(`Q`, `K`\), not both"):
+        Sigmoid(e, A=e, Q=e, K=e)
+    with pytest.raises(ParameterError, match=r"Linear: `Q` and `K` must be given together; `K` is missing"):
+        Linear(e, Q=e)
+    with pytest.raises(ParameterError, match=r"`Q` of Softmax must have shape \(k, d\) with d = 2 \(from V\); got shape \(1, 3\)"):
+        Softmax(e, Q=np.zeros((1, 3)), K=np.zeros((1, 3)))
+    with pytest.raises(ParameterError, match=r"`A` of Sinkhorn must have shape \(d, d\) = \(2, 2\)"):
+        Sinkhorn(e, A=np.eye(3))
+    with pytest.raises(ParameterError, match=r"L2 needs `Q` and `K`"):
+        L2(e, None, None)
+    with pytest.raises(ParameterError, match=r"`eps` of Sinkhorn must be > 0"):
+        Sinkhorn(e, A=e, eps=0.0)
+    with pytest.raises(ParameterError, match=r"`tol` of Sinkhorn must be > 0"):
+        Sinkhorn(e, A=e, tol=0.0)
+    with pytest.raises(ParameterError, match=r"`max_iter` of Sinkhorn must be an integer >= 1"):
+        Sinkhorn(e, A=e, max_iter=0)
+    with pytest.raises(ParameterError, match=r"`beta` must be a real array; got dtype complex"):
+        Softmax(e, A=e, beta=1j)
+    with pytest.raises(ParameterError, match=r"`heads` must contain at least one"):
+        MultiHead([])
+    with pytest.raises(ParameterError, match=r"`heads\[1\]` must be an attention kernel"):
+        MultiHead([Softmax(e, A=e), AttentionParams(V=e, A=e)])
+    with pytest.raises(ParameterError, match=r"`heads` must share the token dimension d; got d = \[2, 3\]"):
+        MultiHead([Softmax(e, A=e), Softmax(np.eye(3), A=np.eye(3))])
+    causal = np.tril(np.ones((2, 2), bool))
+    with pytest.raises(ParameterError, match=r"`kernel`: kind 'sinkhorn' has no masked form"):
+        Masked(Sinkhorn(e, A=e), causal)
+    with pytest.raises(ParameterError, match=r"`kernel.heads\[1\]`: kind 'sinkhorn' has no masked form"):
+        Masked(MultiHead([Softmax(e, A=e), Sinkhorn(e, A=e)]), causal)
+    with pytest.raises(ParameterError, match=r"`kernel` is already Masked"):
+        Masked(Masked(Softmax(e, A=e), causal), causal)
+    with pytest.raises(ParameterError, match=r"`sink` must have shape \(d,\) = \(2,\)"):
+        Masked(Softmax(e, A=e), causal, sink=np.zeros(3))
+    with pytest.raises(MaskError, match=r"must have dtype bool"):
+        Masked(Softmax(e, A=e), np.ones((2, 2)))
+    with pytest.raises(EmptyRowError, match=r"1 empty row"):
+        Masked(Softmax(e, A=e), np.array([[True, False], [False, False]]))
+    with pytest.raises(ParameterError, match=r"'sinkhorn' has no masked form"):
+        Sinkhorn(e, A=e).velocity(0.0, jnp.zeros((2, 2)), mask=jnp.ones((2, 2), bool))
+
+
+def test_call_errors(no_typecheck):
+    e = np.eye(2)
+    model = Softmax(e, A=e)
+    x = jnp.zeros((3, 2))
+    with pytest.raises(ParameterError, match=r"`x` must have shape \(m, d\) with d = 2; got shape \(3, 3\)"):
+        model.velocity(0.0, jnp.zeros((3, 3)))
+    with pytest.raises(ParameterError, match=r"`mask` must have shape \(m, n\) = \(3, 3\)"):
+        model.velocity(0.0, x, mask=jnp.ones((3, 4), bool))
+    masked = Masked(model, np.tril(np.ones((3, 3), bool)))
+    with pytest.raises(ParameterError, match=r"pass keys=None, mask=None"):
+        masked.velocity(0.0, x, keys=x)
+    with pytest.raises(ParameterError, match=r"`x` must have shape \(n, d\) with n = 3 \(the mask size\)"):
+        masked.velocity(0.0, jnp.zeros((4, 2)))
+    with pytest.raises(ParameterError, match=r"`x0` must have n = 3 rows \(the mask size\)"):
+        solve_particles(masked, np.zeros((4, 2)), t1=1.0)
+    with pytest.raises(ParameterError, match=r"`x0` must have shape \(n, d\) with d = 2 \(from model\)"):
+        solve_particles(model, np.zeros((4, 3)), t1=1.0)
+    with pytest.raises(ParameterError, match=r"MultiHead has no single weight matrix"):
+        MultiHead([model]).weights(0.0, x)
+    with pytest.raises(ParameterError, match=r"`model` must be an attention kernel .* got AttentionParams"):
+        solve_particles(AttentionParams(V=e, A=e), np.zeros((3, 2)), t1=1.0)
+    with pytest.raises(ParameterError, match=r"solve_particles takes \(model, x0\) positionally"):
+        solve_particles(model, np.zeros((3, 2)), np.zeros((3, 2)), t1=1.0)
+    with pytest.raises(ParameterError, match=r"`cov0` is given twice"):
+        solve_gaussian(model, np.zeros(2), e, cov0=e, t1=1.0)
+    with pytest.raises(ParameterError, match=r"`params` goes only with a kind string"):
+        particle_velocity(model, 0.0, x, AttentionParams(V=e, A=e))
+    with pytest.raises(ParameterError, match=r"`model.V` must be finite"):
+        solve_particles(Softmax(np.full((2, 2), np.nan), A=e), np.zeros((3, 2)), t1=1.0)
+    with pytest.raises(ParameterError, match=r"`kind` must be one of .*got 'cosine'"):
+        from_params("cosine", AttentionParams(V=e, A=e))
+
+
+# ----------------------------------------------------------------------------- docstrings
+@pytest.mark.parametrize(
+    "module",
+    [
+        "hassejax.dynamics.attention._base",
+        "hassejax.dynamics.attention._softmax",
+        "hassejax.dynamics.attention._l2",
+        "hassejax.dynamics.attention._sinkhorn",
+        "hassejax.dynamics.attention._sigmoid",
+        "hassejax.dynamics.attention._linear",
+        "hassejax.dynamics.attention._multihead",
+        "hassejax.dynamics.attention._masked",
+        "hassejax.dynamics.attention._convert",
+        "hassejax.dynamics.gaussian",
+        "hassejax.dynamics.particles",
+    ],
+)
+def test_docstring_examples_run(module):
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_abstract_base_cannot_be_instantiated():
+    with pytest.raises(TypeError):
+        AbstractAttention()

@@ -1,0 +1,140 @@
+"""Adding a kernel is one subclass (issue 12 acceptance): toy kernels defined here alone solve
+through :func:`solve_particles` (and, with a Gaussian map, :func:`solve_gaussian`) and match a
+closed form or a NumPy RK4 integration written independently of the library."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+from jaxtyping import Array, ArrayLike, Bool, Float, Real
+
+from hassejax.dynamics import (
+    AbstractAttention,
+    Masked,
+    MultiHead,
+    Softmax,
+    solve_gaussian,
+    solve_particles,
+    status_names,
+)
+from hassejax.errors import ParameterError
+
+TS = jnp.linspace(0.0, 1.0, 6)
+
+
+class UniformAverage(AbstractAttention):
+    """`Γ(x_i) = V ȳ` (every allowed key weighs the same); on `N(α, Σ)`: `M = 0`, `c = Vα`."""
+
+    V: Float[Array, "d d"]
+
+    @property
+    def d(self) -> int:
+        return self.V.shape[-1]
+
+    def value(self, t: Real[ArrayLike, ""]) -> Float[Array, "d d"]:
+        return self.V
+
+    def weights(self, t, x, keys=None, mask=None):
+        y = x if keys is None else keys
+        allowed = jnp.ones((x.shape[0], y.shape[0]), bool) if mask is None else mask
+        return allowed / jnp.maximum(jnp.sum(allowed, axis=-1, keepdims=True), 1)
+
+    def gaussian_affine(self, t, mean, cov, factor=None):
+        return jnp.zeros_like(cov), self.V @ mean
+
+
+class Cosine(AbstractAttention):
+    """`Γ(x_i) = Σ_j softmax_j(β cos∠(x_i, y_j)) V y_j`: no Gaussian map."""
+
+    V: Float[Array, "d d"]
+    beta: float = eqx.field(static=True)
+
+    @property
+    def d(self) -> int:
+        return self.V.shape[-1]
+
+    def velocity(self, t, x, keys=None, mask: Bool[Array, "m n"] | None = None):
+        y = x if keys is None else keys
+        xn = x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+        yn = y / jnp.linalg.norm(y, axis=-1, keepdims=True)
+        logits = self.beta * xn @ yn.T
+        if mask is not None:
+            logits = jnp.where(mask, logits, -jnp.inf)
+        return jax.nn.softmax(logits, axis=-1) @ y @ self.V.T
+
+
+def _rk4(f, x0, ts, substeps=400):
+    out, x, t = [x0.copy()], x0.copy(), ts[0]
+    for t_next in ts[1:]:
+        h = (t_next - t) / substeps
+        for _ in range(substeps):
+            k1 = f(x)
+            k2 = f(x + h / 2 * k1)
+            k3 = f(x + h / 2 * k2)
+            k4 = f(x + h * k3)
+            x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        out.append(x.copy())
+        t = t_next
+    return np.stack(out)
+
+
+def _np_cosine(x, v, beta, mask=None):
+    xn = x / np.linalg.norm(x, axis=1, keepdims=True)
+    logits = beta * xn @ xn.T
+    if mask is not None:
+        logits = np.where(mask, logits, -np.inf)
+    w = np.exp(logits - logits.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return w @ x @ v.T
+
+
+def test_uniform_average_particles_match_closed_form():
+    """x̄' = V x̄, so x_i(t) = x_i(0) + (e^{tV} − I) x̄(0) (derived)."""
+    r = np.random.default_rng(0)
+    v = r.normal(size=(2, 2))
+    x0 = r.normal(size=(5, 2))
+    sol = solve_particles(UniformAverage(jnp.asarray(v)), x0, t1=1.0, ts=TS, rtol=1e-10, atol=1e-12)
+    assert status_names(sol.status) == "completed"
+    want = np.stack([x0 + (scipy.linalg.expm(float(t) * v) - np.eye(2)) @ x0.mean(axis=0) for t in TS])
+    np.testing.assert_allclose(np.asarray(sol.xs), want, rtol=1e-8, atol=1e-10)
+
+
+def test_uniform_average_gaussian_solve_uses_the_subclass_map():
+    """M = 0, c = Vα: α(t) = e^{tV}α0 and Σ stays Σ0."""
+    v = np.array([[0.0, 1.0], [-1.0, 0.2]])
+    alpha0, sigma0 = np.array([1.0, -0.5]), np.array([[0.6, 0.1], [0.1, 0.3]])
+    sol = solve_gaussian(UniformAverage(jnp.asarray(v)), alpha0, sigma0, t1=1.0, ts=TS, rtol=1e-10, atol=1e-12)
+    assert status_names(sol.status) == "completed"
+    np.testing.assert_allclose(np.asarray(sol.mean), np.stack([scipy.linalg.expm(float(t) * v) @ alpha0 for t in TS]), rtol=1e-8)
+    np.testing.assert_allclose(np.asarray(sol.cov), np.broadcast_to(sigma0, (len(TS), 2, 2)), rtol=1e-12)
+
+
+def test_cosine_particles_match_numpy_rk4_and_compose():
+    r = np.random.default_rng(1)
+    v = r.normal(size=(3, 3)) * 0.5
+    x0 = r.normal(size=(6, 3))
+    model = Cosine(jnp.asarray(v), beta=2.0)
+    sol = solve_particles(model, x0, t1=1.0, ts=TS, rtol=1e-10, atol=1e-12)
+    want = _rk4(lambda x: _np_cosine(x, v, 2.0), x0, np.asarray(TS))
+    np.testing.assert_allclose(np.asarray(sol.xs), want, rtol=1e-7, atol=1e-9)
+    # under a causal mask (the Masked composition passes the mask to the toy kernel)
+    causal = np.tril(np.ones((6, 6), bool))
+    sol_m = solve_particles(Masked(model, causal), x0, t1=1.0, ts=TS, rtol=1e-10, atol=1e-12)
+    want_m = _rk4(lambda x: _np_cosine(x, v, 2.0, causal), x0, np.asarray(TS))
+    np.testing.assert_allclose(np.asarray(sol_m.xs), want_m, rtol=1e-7, atol=1e-9)
+    # beside a library head
+    soft = Softmax(np.eye(3), A=np.zeros((3, 3)))
+    got = MultiHead([model, soft]).velocity(0.0, jnp.asarray(x0))
+    np.testing.assert_allclose(np.asarray(got), _np_cosine(x0, v, 2.0) + x0.mean(axis=0), rtol=1e-12)
+
+
+def test_a_kernel_without_gaussian_map_gets_the_clear_error():
+    model = Cosine(jnp.eye(2), beta=1.0)
+    with pytest.raises(ParameterError, match=r"`model` \(Cosine\) does not preserve Gaussians \(spec §2\).*solve_particles"):
+        solve_gaussian(model, np.zeros(2), np.eye(2), t1=1.0)
+    with pytest.raises(ParameterError, match=r"Cosine has no single weight matrix"):
+        model.weights(0.0, jnp.ones((2, 2)))
