@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._tracing import is_traced
 from ..errors import MaskError
 
 __all__ = ["checked", "describe", "integer", "positive", "nonnegative", "index_vector", "is_traced"]
@@ -43,15 +44,6 @@ def _bounds(minimum: int | None, maximum: int | None, maximum_label: str | None)
     if maximum is not None:
         return f" <= {top}"
     return ""
-
-
-def is_traced(value) -> bool:
-    """True when `value` is a JAX tracer (its values are unknown until run time).
-
-    Without JAX loaded nothing can be traced, so this never imports JAX.
-    """
-    jax = sys.modules.get("jax")
-    return jax is not None and isinstance(value, jax.core.Tracer)
 
 
 def _is_integer_dtype(dtype) -> bool:
