@@ -7,7 +7,12 @@
   (Castin et al., arXiv:2501.18322; spec dynamics.md).
 """
 
+from importlib import metadata as _metadata
+
 from . import errors
 
-__version__ = "0.1.0"
+try:  # one source of truth: the installed distribution's metadata (pyproject.toml)
+    __version__ = _metadata.version("hassejax")
+except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 __all__ = ["errors", "__version__"]
