@@ -42,7 +42,7 @@ def _two_by_two(x, name: str) -> np.ndarray:
     return x
 
 
-def trace_one_grid(n_u: int, n_w: int, lo: float, hi: float) -> Float[np.ndarray, "N 2 2"]:
+def trace_one_grid(n_u: int, n_w: int, lo: float | int, hi: float | int) -> Float[np.ndarray, "N 2 2"]:
     """The authors' ``init_grid``: trace-one covariances on a grid, kept where they are positive definite.
 
     `u, w` run over an `n_u × n_w` grid of `[lo, hi]²` (u major, w minor: the authors' order);

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import numpy as np
-from jaxtyping import ArrayLike, Bool, Float
+from jaxtyping import ArrayLike, Bool, Float, Real
 
 from ..errors import ParameterError
 
@@ -57,7 +57,7 @@ def loglog_slope(
     return out
 
 
-def loglog_fit(n: Float[ArrayLike, " k"], err: Float[ArrayLike, " k"]) -> tuple[float, float]:
+def loglog_fit(n: Real[ArrayLike, " k"], err: Real[ArrayLike, " k"]) -> tuple[float, float]:
     """Least-squares `(slope, intercept)` of `log err` against `log n`.
 
     **Arguments:** `n`, `err`: `(k,)` positive values, `k >= 2`.
@@ -74,7 +74,8 @@ def loglog_fit(n: Float[ArrayLike, " k"], err: Float[ArrayLike, " k"]) -> tuple[
     ```python
     >>> import numpy as np
     >>> from hassejax.dynamics.powerlaw import loglog_fit
-    >>> s, c = loglog_fit([64, 256, 1024], 3.0 * np.array([64, 256, 1024]) ** -0.5)
+    >>> n = np.array([64, 256, 1024])
+    >>> s, c = loglog_fit(n, 3.0 * n ** -0.5)
     >>> round(s, 9), round(float(np.exp(c)), 9)
     (-0.5, 3.0)
 
@@ -110,11 +111,11 @@ def rms(x: Float[ArrayLike, "..."], axis: int = -1) -> Float[np.ndarray, "..."]:
 
     ```
     """
-    return np.sqrt(np.mean(np.square(x), axis=axis))
+    return np.asarray(np.sqrt(np.mean(np.square(x), axis=axis)))
 
 
 def bootstrap_slope(
-    sizes: Float[ArrayLike, " k"], errors: list[Float[ArrayLike, " s"]], rng: np.random.Generator, reps: int = 2000
+    sizes: Real[ArrayLike, " k"], errors: list[Float[ArrayLike, " _s"]], rng: np.random.Generator, reps: int = 2000
 ) -> tuple[float, float]:
     """2.5% and 97.5% quantiles of the log-log slope of the RMS error when the seeds at each size are resampled.
 
@@ -151,5 +152,5 @@ def bootstrap_slope(
     slopes = np.empty(int(reps))
     for r in range(int(reps)):
         boot = [rms(e[rng.integers(0, len(e), len(e))]) for e in map(np.asarray, errors)]
-        slopes[r] = loglog_fit(sizes, boot)[0]
+        slopes[r] = loglog_fit(sizes, np.array(boot))[0]
     return float(np.quantile(slopes, 0.025)), float(np.quantile(slopes, 0.975))

@@ -87,8 +87,9 @@ def colors_from(values: Float[ArrayLike, " n"]):
     **Example:**
 
     ```python
+    >>> import numpy as np
     >>> from hassejax.plot.dynamics import CMAP, colors_from
-    >>> colors, sm = colors_from([0.0, 5.0, 10.0])
+    >>> colors, sm = colors_from(np.array([0.0, 5.0, 10.0]))
     >>> colors[0] == CMAP(0.0), colors[2] == CMAP(1.0), sm.norm.vmax
     (True, True, 10.0)
 
