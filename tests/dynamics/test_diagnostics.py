@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from jaxtyping import config as jaxtyping_config
 
 from hassejax.dynamics import (
-    AttentionParams,
+    L2,
+    Softmax,
     Status,
     blowup_time_closed_form,
     clustering_limit,
@@ -58,8 +59,8 @@ def no_typecheck():
     jaxtyping_config.update("jaxtyping_disable", False)
 
 
-def _solve(kind, params, t1, cov0=SIGMA0, **kw):
-    return solve_gaussian(kind, params, jnp.zeros(2), cov0, t1=t1, ts=jnp.linspace(0.0, t1, TS), **kw)
+def _solve(model, t1, cov0=SIGMA0, **kw):
+    return solve_gaussian(model, jnp.zeros(2), cov0, t1=t1, ts=jnp.linspace(0.0, t1, TS), **kw)
 
 
 def _field(m, name):
@@ -154,10 +155,10 @@ def test_growth_law_uses_last_three_valid_samples_and_rejects_non_growth():
 # --------------------------------------------------------------------------- classify solves
 def test_classify_blow_up_item5_matches_closed_form_t_star():
     A = K5.T @ Q5 / jnp.sqrt(2.0)
-    sol = _solve("softmax", AttentionParams(V=jnp.eye(2), A=A), 10.0, cov0=jnp.eye(2) / 2)
+    sol = _solve(Softmax(V=jnp.eye(2), A=A), 10.0, cov0=jnp.eye(2) / 2)
     dg = classify(sol)
     assert int(dg.outcome) == Outcome.blow_up and int(dg.status) == Status.blow_up
-    assert int(dg.growth_test) == GrowthTest.event_exponent
+    assert int(dg.growth_test) == GrowthTest.solver_event == GrowthTest.event_exponent  # the former name is an alias
     np.testing.assert_allclose(dg.growth_exponent, 2.0, atol=0.05)
     t_star = float(blowup_time_closed_form(jnp.eye(2) / 2, A, 1.0))
     np.testing.assert_allclose(t_star, 0.70234, atol=1e-5)
@@ -166,42 +167,41 @@ def test_classify_blow_up_item5_matches_closed_form_t_star():
 
 
 def test_classify_l2_item5_diverges():
-    p = AttentionParams(V=jnp.eye(2), Q=Q5 / jnp.sqrt(2.0), K=K5)
-    dg = classify(_solve("l2", p, 200.0, cov0=jnp.eye(2) / 2))
+    dg = classify(_solve(L2(V=jnp.eye(2), Q=Q5 / jnp.sqrt(2.0), K=K5), 200.0, cov0=jnp.eye(2) / 2))
     assert outcome_names(dg).item() == "diverge"
     assert float(dg.growth_exponent) < 1.5 and np.isinf(float(dg.t_blowup))
 
 
 # Softmax solves all take `A` (not Q, K), so they share one compiled solve.
-ITEM1 = AttentionParams(V=V1, A=-Q1.T @ Q1 / jnp.sqrt(2.0))
-ITEM2 = AttentionParams(V=jnp.eye(2), A=-Q2.T @ Q2)
+ITEM1 = Softmax(V=V1, A=-Q1.T @ Q1 / jnp.sqrt(2.0))
+ITEM2 = Softmax(V=jnp.eye(2), A=-Q2.T @ Q2)
 
 
 def test_classify_collapse_low_rank_and_bounded_with_horizon():
     item1, item2 = ITEM1, ITEM2
-    frozen = AttentionParams(V=jnp.eye(2), A=jnp.zeros((2, 2)))  # A = 0: Σ' = 0
+    frozen = Softmax(V=jnp.eye(2), A=jnp.zeros((2, 2)))  # A = 0: Σ' = 0
     # Item 1 converges to 0 like 1/t: read at t = 100 the paper's 0.1 rule still sees one
     # direction; at t = 1e4 it has collapsed.
-    assert outcome_names(classify(_solve("softmax", item1, 100.0))).item() == "low_rank(1)"
-    dg = classify(_solve("softmax", item1, 1e4))
+    assert outcome_names(classify(_solve(item1, 100.0))).item() == "low_rank(1)"
+    dg = classify(_solve(item1, 1e4))
     assert outcome_names(dg).item() == "collapse" and int(dg.rank_absolute) == 0
     # Item 2 converges to rank one; the relative rank needs the long horizon.
-    short, long_ = _solve("softmax", item2, 100.0), _solve("softmax", item2, 1e8)
+    short, long_ = _solve(item2, 100.0), _solve(item2, 1e8)
     assert outcome_names(classify(short)).item() == "low_rank(1)"
     assert outcome_names(classify(short, rank_rule="relative")).item() == "bounded"
     assert outcome_names(classify(long_, rank_rule="relative")).item() == "low_rank(1)"
     # Exact limit rank against the closed-form limit Σ∞ (V = I, spec §3).
-    limit = clustering_limit(SIGMA0, item2.interaction())
+    limit = clustering_limit(SIGMA0, -Q2.T @ Q2)
     assert int(limit_rank(long_.cov_final)) == int(limit_rank(limit)) == 1
     np.testing.assert_allclose(long_.cov_final, limit, atol=1e-6)
     assert int(limit_rank(short.cov_final)) == 2
-    dg = classify(_solve("softmax", frozen, 10.0))
+    dg = classify(_solve(frozen, 10.0))
     assert outcome_names(dg).item() == "bounded"
     np.testing.assert_allclose(dg.eigenvalues, np.linalg.eigvalsh(np.asarray(SIGMA0))[::-1], rtol=1e-10)
 
 
 def test_classify_reports_early_stops_as_undetermined():
-    sol = _solve("softmax", ITEM2, 1e4, max_steps=3)
+    sol = _solve(ITEM2, 1e4, max_steps=3)
     assert int(sol.status) == Status.max_steps_reached
     dg = classify(sol)
     assert int(dg.outcome) == Outcome.undetermined
@@ -211,8 +211,8 @@ def test_classify_reports_early_stops_as_undetermined():
 def _phase_member(p):
     """Spec §7b item 10(a): softmax, d = 2, Σ0 = sI/2 (s = 1), V = vI, A = [[a, 1], [0, −1]]."""
     A = jnp.array([[p["a"], 1.0], [0.0, -1.0]])
-    params = AttentionParams(V=p["v"] * jnp.eye(2), A=A)
-    sol = solve_gaussian("softmax", params, jnp.zeros(2), p["s"] * jnp.eye(2) / 2, t1=50.0, ts=jnp.linspace(0.0, 50.0, TS))
+    model = Softmax(V=p["v"] * jnp.eye(2), A=A)
+    sol = solve_gaussian(model, jnp.zeros(2), p["s"] * jnp.eye(2) / 2, t1=50.0, ts=jnp.linspace(0.0, 50.0, TS))
     return classify(sol)
 
 
@@ -242,7 +242,7 @@ def test_classify_under_sweep_matches_closed_form_phase_map():
 
 
 def test_classify_jit_matches_eager_and_homogeneity_under_sweep():
-    sol = _solve("softmax", ITEM2, 100.0)
+    sol = _solve(ITEM2, 100.0)
     for rule in ["absolute", "relative"]:
         eager = classify(sol, rank_rule=rule)
         jitted = jax.jit(functools.partial(classify, rank_rule=rule))(sol)
@@ -317,7 +317,7 @@ def test_classify_trajectory_non_finite_samples():
 # --------------------------------------------------------------------------- spectrum
 def test_spectrum_over_time_gaussian_and_particles():
     item2 = ITEM2
-    sol = _solve("softmax", item2, 1e3)
+    sol = _solve(item2, 1e3)
     sp = spectrum(sol)
     want = np.linalg.eigvalsh(np.asarray(sol.cov))[:, ::-1]
     np.testing.assert_allclose(sp.eigenvalues, want, atol=1e-12)
@@ -325,7 +325,7 @@ def test_spectrum_over_time_gaussian_and_particles():
     assert r[0] == 2 and r[-1] == 1 and np.all(np.diff(r) <= 0)
     np.testing.assert_array_equal(sp.rank_relative, np.sum(want > 1e-3 * want[:, :1], axis=1))
     x0 = jax.random.normal(jax.random.key(0), (64, 2)) @ jnp.linalg.cholesky(SIGMA0).T
-    psol = solve_particles("softmax", item2, x0, t1=10.0, ts=jnp.linspace(0.0, 10.0, 5))
+    psol = solve_particles(item2, x0, t1=10.0, ts=jnp.linspace(0.0, 10.0, 5))
     psp = spectrum(psol)
     emp = np.stack([np.cov(np.asarray(x).T, bias=True) for x in psol.xs])
     np.testing.assert_allclose(psp.eigenvalues, np.linalg.eigvalsh(emp)[:, ::-1], atol=1e-10)
@@ -362,8 +362,7 @@ def test_cluster_count_glpr_sphere_dynamics_single_cluster():
     """GLPR: on S^{d−1}, d >= 3, Q = K = V = I, tokens cluster to one point."""
     x0 = jax.random.normal(jax.random.key(1), (24, 3))
     x0 = x0 / jnp.linalg.norm(x0, axis=1, keepdims=True)
-    params = AttentionParams(V=jnp.eye(3), A=jnp.eye(3))
-    sol = solve_particles("softmax", params, x0, t1=60.0, ts=jnp.array([0.0, 60.0]), sphere=True)
+    sol = solve_particles(Softmax(V=jnp.eye(3), A=jnp.eye(3)), x0, t1=60.0, ts=jnp.array([0.0, 60.0]), sphere=True)
     assert int(sol.status) == Status.completed
     counts = cluster_count(sol.xs)
     assert int(counts[0]) == 24 and int(counts[-1]) == 1

@@ -15,7 +15,8 @@
   :func:`outcome_names`. :class:`~hassejax.dynamics.Status` stays the solver's stop reason.
 - :mod:`.classify` — :func:`classify` (a solve) and :func:`classify_trajectory` (samples).
 - :mod:`.clusters` — how many clusters? :func:`angular_clusters` (single linkage of
-  directions) and :func:`cluster_count` (the GLPR rank count).
+  directions) and :func:`cluster_count` (the GLPR rank count); :func:`token_angles`,
+  :func:`angular_spread` for planar tokens.
 
 Everything on arrays is a pure function with fixed output shapes, so it runs under ``jit``
 and ``vmap`` (and inside :func:`~hassejax.dynamics.sweep`), except the host-side NumPy
@@ -24,7 +25,7 @@ helpers marked so (:mod:`.limits`, :func:`angular_clusters`, :func:`naive_regime
 """
 
 from .classify import classify, classify_trajectory
-from .clusters import angular_clusters, cluster_count
+from .clusters import angular_clusters, angular_spread, cluster_count, token_angles
 from .growth import BLOWUP_EXPONENT, GrowthFit, GrowthTest, growth_law
 from .limits import LimitStructure, kernel_basis, kernel_limit, limit_structure
 from .naive import naive_regime, naive_rule, naive_spectrum, naive_spectrum_low_rank
@@ -74,4 +75,6 @@ __all__ = [
     # clusters
     "cluster_count",
     "angular_clusters",
+    "token_angles",
+    "angular_spread",
 ]

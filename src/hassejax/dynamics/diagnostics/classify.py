@@ -219,7 +219,7 @@ def _classify_trajectory(ts, cov, valid, escape_ratio, rank_rule, rel_threshold,
     first = jnp.argmax(usable, axis=-1)
     last = T - 1 - jnp.argmax(jnp.flip(usable, axis=-1), axis=-1)
     has_any = jnp.any(usable, axis=-1)
-    take = lambda a, i: jnp.take_along_axis(a, i[..., None], axis=-1)[..., 0]  # noqa: E731
+    take = lambda a, i: jnp.take_along_axis(a, i[..., None], axis=-1)[..., 0]
     lam_first, lam_last = take(lam, first), take(lam, last)
     escaped = has_any & (lam_first > 0) & (lam_last >= escape_ratio * lam_first)
     fit = growth_fit(ts, lam, usable)

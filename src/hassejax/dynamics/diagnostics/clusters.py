@@ -11,6 +11,9 @@ Two counts, both of *directions* (tokens are normalised first; a zero token has 
   (cosine `> 0.9999`, about `0.81°`). It equals the number of clusters only when every
   cluster is tighter than the threshold and the clusters are far apart: a bundle a few
   degrees wide gives a banded 0/1 matrix of high rank.
+
+For tokens in the plane, :func:`token_angles` gives their directions and
+:func:`angular_spread` the width of the smallest arc holding them.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ..._tracing import is_traced
 from ...errors import ParameterError
 from ._common import check_tokens
 
-__all__ = ["cluster_count", "angular_clusters"]
+__all__ = ["cluster_count", "angular_clusters", "token_angles", "angular_spread"]
 
 
 def _unit(x, xp):
@@ -139,3 +142,59 @@ def angular_clusters(x: Float[ArrayLike, "*batch n d"], theta_deg: float) -> np.
     flat = close.reshape((-1, n, n))
     counts = [connected_components(csr_matrix(c), directed=False)[0] for c in flat]
     return np.asarray(counts, dtype=int).reshape(shape[:-2])
+
+
+def token_angles(x: Float[ArrayLike, "*batch 2"]) -> np.ndarray:
+    """Direction of each planar token in degrees, in `(−180°, 180°]` (host side).
+
+    **Arguments:** `x`: `(*batch, 2)` float tokens in `R²`.
+
+    **Returns:** `(*batch,)` NumPy float64 angles `atan2(x_2, x_1)` in degrees.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` if the last axis is not 2.
+
+    Source: (derived).
+
+    **Example:**
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.dynamics.diagnostics import token_angles
+    >>> token_angles(np.array([[1.0, 0.0], [0.0, 2.0], [-1.0, -1e-12]])).round(6).tolist()
+    [0.0, 90.0, -180.0]
+
+    ```
+    """
+    x = np.asarray(x)
+    if x.ndim < 1 or x.shape[-1] != 2:
+        raise ParameterError(f"`x` must have shape (..., 2) (tokens in the plane); got shape {x.shape}.")
+    return np.degrees(np.arctan2(x[..., 1], x[..., 0]))
+
+
+def angular_spread(theta_deg: Float[ArrayLike, " n"]) -> float:
+    """Width in degrees of the smallest arc of the circle holding every direction `theta_deg` (host side).
+
+    **Arguments:** `theta_deg`: `(n,)` float directions in degrees (any range; taken modulo 360°), `n >= 1`.
+
+    **Returns:** the arc width in `[0°, 360°)`.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an empty or non-1-D input.
+
+    Source: (derived).
+
+    **Example:** directions across the wrap at ±180° span 20°:
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.dynamics.diagnostics import angular_spread
+    >>> angular_spread(np.array([170.0, -170.0, 175.0]))
+    20.0
+
+    ```
+    """
+    th = np.asarray(theta_deg, float)
+    if th.ndim != 1 or th.size == 0:
+        raise ParameterError(f"`theta_deg` must be a non-empty 1-D array of angles; got shape {th.shape}.")
+    th = np.sort(np.mod(th, 360.0))
+    gaps = np.diff(np.concatenate([th, th[:1] + 360.0]))
+    return float(360.0 - gaps.max())

@@ -1,0 +1,136 @@
+"""Drawing phase maps: an image of :class:`~hassejax.dynamics.diagnostics.Outcome` codes with a counted legend.
+
+Matplotlib only. One colour per outcome (:data:`OUTCOME_COLORS`), the same in every map, so
+two maps side by side read alike; a hatched overlay marks members where a prediction (e.g.
+the naive spectral rule) contradicts the solved outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from jaxtyping import ArrayLike, Bool, Int
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
+
+from ..dynamics.diagnostics import Outcome
+from ..errors import ParameterError
+
+__all__ = ["OUTCOME_COLORS", "draw_outcome_map", "draw_hatched"]
+
+OUTCOME_COLORS: dict[Outcome, str] = {
+    Outcome.blow_up: "#d62728",
+    Outcome.diverge: "#ff9896",
+    Outcome.low_rank: "#1f77b4",
+    Outcome.bounded: "#9edae5",
+    Outcome.contracts: "#2ca02c",
+    Outcome.collapse: "#98df8a",
+    Outcome.grows: "#ffbb78",
+    Outcome.undetermined: "#7f7f7f",
+    Outcome.stalled: "#8c6bb1",
+}
+"""Colour of each outcome in a phase map."""
+
+
+def draw_outcome_map(
+    ax,
+    codes: Int[ArrayLike, "rows cols"],
+    extent: tuple[float | int, float | int, float | int, float | int],
+    labels: Mapping[Outcome, str],
+    *,
+    notes: Mapping[Outcome, str] | None = None,
+    colors: Mapping[Outcome, str] = OUTCOME_COLORS,
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str = "",
+) -> list[Patch]:
+    """Draw an image of outcome codes on `ax`; return legend handles "label: count (note)" in `labels` order.
+
+    **Arguments:**
+
+    - `ax`: a matplotlib 2-D axes.
+    - `codes`: `(rows, cols)` int :class:`~hassejax.dynamics.diagnostics.Outcome` codes (row 0 at the bottom).
+    - `extent`: `(x0, x1, y0, y1)` of the image.
+    - `labels`: the legend label of each outcome that may occur (its order is the legend's).
+    - `notes`: optional text appended to an outcome's legend entry.
+    - `colors`: colour of each outcome (default :data:`OUTCOME_COLORS`).
+    - `xlabel`, `ylabel`, `title`: axes texts.
+
+    **Returns:** one :class:`matplotlib.patches.Patch` per outcome present in `codes`.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` if `codes` is not 2-D or holds an
+    outcome without a label.
+
+    Source: (derived).
+
+    **Example:**
+
+    ```python
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt, numpy as np
+    >>> from hassejax.dynamics.diagnostics import Outcome
+    >>> from hassejax.plot import draw_outcome_map
+    >>> fig, ax = plt.subplots()
+    >>> codes = np.array([[Outcome.blow_up, Outcome.low_rank], [Outcome.low_rank, Outcome.low_rank]])
+    >>> handles = draw_outcome_map(ax, codes, (0, 1, 0, 1), {Outcome.blow_up: "blow-up", Outcome.low_rank: "rank one"})
+    >>> [h.get_label() for h in handles]
+    ['blow-up: 1', 'rank one: 3']
+    >>> plt.close(fig)
+
+    ```
+    """
+    codes = np.asarray(codes)
+    if codes.ndim != 2:
+        raise ParameterError(f"`codes` must be a 2-D image of Outcome codes; got shape {codes.shape}.")
+    present = {int(c) for c in np.unique(codes)}
+    missing = sorted(present - {int(o) for o in labels})
+    if missing:
+        raise ParameterError(f"`labels` must name every outcome in `codes`; missing {[Outcome(m).name for m in missing]}.")
+    cmap = ListedColormap([colors[o] for o in Outcome])
+    n = len(Outcome)
+    ax.imshow(codes, origin="lower", extent=extent, aspect="auto", cmap=cmap, vmin=-0.5, vmax=n - 0.5, interpolation="nearest")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    notes = notes or {}
+    return [
+        Patch(color=colors[o], label=f"{label}: {int(np.sum(codes == o))}" + (f" ({notes[o]})" if o in notes else ""))
+        for o, label in labels.items()
+        if int(o) in present
+    ]
+
+
+def draw_hatched(ax, x: ArrayLike, y: ArrayLike, where: Bool[ArrayLike, "rows cols"], label: str, hatch: str = "///") -> Patch:
+    """Hatch the cells of a grid `(x, y)` where `where` is True; return the legend handle.
+
+    **Arguments:** `ax`; `x`, `y`: `(rows, cols)` grid coordinates (as from ``np.meshgrid``);
+    `where`: `(rows, cols)` Boolean; `label`: legend text; `hatch`: matplotlib hatch pattern.
+
+    **Returns:** a :class:`matplotlib.patches.Patch` for the legend.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that differ.
+
+    Source: (derived).
+
+    **Example:**
+
+    ```python
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt, numpy as np
+    >>> from hassejax.plot import draw_hatched
+    >>> fig, ax = plt.subplots()
+    >>> x, y = np.meshgrid(np.arange(3.0), np.arange(3.0))
+    >>> draw_hatched(ax, x, y, x > y, "rule ≠ solve").get_label()
+    'rule ≠ solve'
+    >>> plt.close(fig)
+
+    ```
+    """
+    x, y, where = np.asarray(x), np.asarray(y), np.asarray(where)
+    if not (x.shape == y.shape == where.shape) or where.ndim != 2:
+        raise ParameterError(f"`x`, `y`, `where` must be 2-D of one shape; got {x.shape}, {y.shape}, {where.shape}.")
+    ax.contourf(x, y, where.astype(float), levels=[0.5, 1.5], colors="none", hatches=[hatch])
+    return Patch(facecolor="none", edgecolor="k", hatch=hatch, label=label)
