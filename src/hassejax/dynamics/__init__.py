@@ -18,6 +18,7 @@ Public surface (re-exported here; the modules are one concept each):
 """
 
 from . import attention
+from . import geometry, paper, powerlaw, projected_euler, sampling  # the figures' helpers (issue 12 item 4)
 from .attention import (
     L2,
     VELOCITY_FIELDS,

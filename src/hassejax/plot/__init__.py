@@ -2,8 +2,10 @@
 
 - :func:`draw_mask`: a mask as a heat map with slot labels.
 - :func:`draw_hasse`: a Hasse diagram layered by topological generation.
+- :mod:`.dynamics`: covariance trajectories in the PSD cone and the unit disk, rank-one rays.
 """
 
+from . import dynamics
 from .hasse import draw_hasse, hasse_figsize, hasse_layout
 from .masks import draw_mask
 
