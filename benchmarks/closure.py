@@ -48,7 +48,7 @@ import scipy  # noqa: E402
 
 import hassejax  # noqa: E402
 from hassejax.order import reachability  # noqa: E402
-from hassejax.order import closure as _closure  # noqa: E402
+from hassejax.order import _routes as _closure  # noqa: E402
 
 WINDOW_LEFT = 64
 DENSITY = 0.01

@@ -15,7 +15,7 @@ import pytest
 import hassejax._checks
 from hassejax.errors import MaskError, MemoryBudgetError, ParameterError
 from hassejax.order import _bitpacked, convergence_depth, layer_adjacency, reachability
-from hassejax.order import closure as C
+from hassejax.order import _matmul, _routes
 
 ROUTES = ("matmul", "bitpacked")
 
@@ -116,7 +116,7 @@ def test_spec_figure_2_window_of_width_one_converges_to_causal():
 
 def test_depth_uses_logarithmically_many_products_on_a_chain_of_1000():
     a = jnp.asarray(chain(1000) | np.eye(1000, dtype=bool))
-    depth, products = C._depth_matmul(a[None], C._matmul_dtype())
+    depth, products = _matmul._depth_matmul(a[None], _matmul._matmul_dtype())
     assert int(depth[0]) == 999
     # doubling to A^1024 (10 squarings + 1 confirming), binary search below 2^9 (9 products)
     assert int(products[0]) == 20 == 2 * math.ceil(math.log2(999))
@@ -126,7 +126,7 @@ def test_depth_uses_logarithmically_many_products_on_a_chain_of_1000():
 def test_depth_product_count_is_exactly_two_ceil_log2_depth():
     lengths = np.arange(2, 65)
     stack = np.stack([_pad_chain(int(n), 64) for n in lengths])
-    depth, products = C._depth_matmul(jnp.asarray(stack), C._matmul_dtype())
+    depth, products = _matmul._depth_matmul(jnp.asarray(stack), _matmul._matmul_dtype())
     np.testing.assert_array_equal(np.asarray(depth), lengths - 1)
     expected = [1 if d == 1 else 2 * math.ceil(math.log2(d)) for d in lengths - 1]
     np.testing.assert_array_equal(np.asarray(products), expected)
@@ -142,7 +142,7 @@ def _pad_chain(length, size):
 def test_power_uses_binary_exponentiation():
     a = jnp.asarray(chain(1000) | np.eye(1000, dtype=bool))
     for num_layers in (1, 2, 3, 7, 64, 100, 513, 998, 999, 5000):
-        r, products = C._power_matmul(a, num_layers, C._matmul_dtype())
+        r, products = _matmul._power_matmul(a, num_layers, _matmul._matmul_dtype())
         row = np.asarray(r[999])
         assert row.sum() == min(num_layers, 999) + 1 and row[999 - min(num_layers, 999)]
         assert int(products) <= 2 * math.floor(math.log2(num_layers)), num_layers
@@ -150,7 +150,7 @@ def test_power_uses_binary_exponentiation():
 
 def test_closure_squarings_are_ceil_log2_depth_plus_one():
     for length in (2, 3, 5, 17, 33, 64):
-        r, products = C._closure_matmul(jnp.asarray(_pad_chain(length, 64)), C._matmul_dtype())
+        r, products = _matmul._closure_matmul(jnp.asarray(_pad_chain(length, 64)), _matmul._matmul_dtype())
         assert int(products) == math.ceil(math.log2(length - 1)) + 1
         np.testing.assert_array_equal(np.asarray(r)[:length, :length], causal(length))
 
@@ -246,16 +246,16 @@ def test_generations_match_networkx():
 def test_auto_prefers_bitpacked_for_large_sparse_masks_on_cpu():
     n = 2048
     for nnz in (n * 65, n * 21, n * (n + 1) // 2):  # window 64, random 1 %, causal
-        matmul, bitpacked = C._closure_costs(n, nnz)
+        matmul, bitpacked = _routes._closure_costs(n, nnz)
         assert bitpacked < matmul
-    matmul, bitpacked = C._closure_costs(8, 20)
+    matmul, bitpacked = _routes._closure_costs(8, 20)
     assert matmul < bitpacked
 
 
 def test_padding_changes_neither_closure_nor_depth():
     for n in (1, 5, 31, 32, 33, 200):
-        assert C._padded_size(n) >= n and C._padded_size(n) % 32 == 0
-    assert C._padded_size(2048) == 2048 and C._padded_size(1500) == 1500
+        assert _matmul._padded_size(n) >= n and _matmul._padded_size(n) % 32 == 0
+    assert _matmul._padded_size(2048) == 2048 and _matmul._padded_size(1500) == 1500
     m = window(37, 4)
     np.testing.assert_array_equal(np.asarray(reachability(m, method="matmul")), causal(37))
     assert int(convergence_depth(m)) == 9
@@ -282,8 +282,8 @@ def test_memory_estimate_raises_before_allocating(monkeypatch):
 def test_n_16384_fits_in_24_gib():
     """DESIGN.md "Scale": closures up to n = 16384 fit on a 24 GiB CPU machine."""
     n, budget = 16384, 0.8 * 24 * 2**30
-    assert C._matmul_bytes(n, 1, 0, jnp.float32) < budget
-    assert C._matmul_bytes(n, 1, C._num_stored_powers(n), jnp.float32) < budget
+    assert _routes._matmul_bytes(n, 1, 0, jnp.float32) < budget
+    assert _routes._matmul_bytes(n, 1, _matmul._num_stored_powers(n), jnp.float32) < budget
     assert _bitpacked.bitpacked_bytes(n, n * (n + 1) // 2) + 2 * n * n < budget
 
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from scipy.sparse.csgraph import shortest_path
 
 import hassejax.order._bitpacked as bp
-import hassejax.order.closure as closure
+import hassejax.order.depth as depth_module
 from hassejax.errors import MemoryBudgetError, ParameterError
 from hassejax.masks import structured
 from hassejax.order import convergence_depth, reachability
@@ -204,14 +204,14 @@ def test_convergence_depth_routes_agree_on_batches():
 def test_auto_route_per_mask_of_a_batch(monkeypatch):
     """``auto`` decides mask by mask: here odd nonzero counts go bit-packed, even ones matmul."""
     routes = []
-    real_host_depth = closure._host_depth
+    real_host_depth = depth_module._host_depth
 
     def host_depth(a):
         routes.append(np.asarray(a).shape[0])
         return real_host_depth(a)
 
-    monkeypatch.setattr(closure, "_depth_costs", lambda n, nnz: (0.0, 1.0) if nnz % 2 == 0 else (1.0, 0.0))
-    monkeypatch.setattr(closure, "_host_depth", host_depth)
+    monkeypatch.setattr(depth_module, "_depth_costs", lambda n, nnz: (0.0, 1.0) if nnz % 2 == 0 else (1.0, 0.0))
+    monkeypatch.setattr(depth_module, "_host_depth", host_depth)
     rng = np.random.default_rng(3)
     batch = np.stack([random_mask(rng, 24, "chain", 0.1) for _ in range(6)])
     nnz = np.count_nonzero(adjacency_batch(batch), axis=(-2, -1))
@@ -227,9 +227,9 @@ def adjacency_batch(batch: np.ndarray) -> np.ndarray:
 
 def test_cost_model_prefers_bitpacked_for_large_sparse_masks():
     n = 8192
-    matmul, bitpacked = closure._depth_costs(n, n + n * n // 200)  # random 1 % lower-triangular
+    matmul, bitpacked = depth_module._depth_costs(n, n + n * n // 200)  # random 1 % lower-triangular
     assert bitpacked < matmul
-    matmul, bitpacked = closure._depth_costs(16, 16 * 8)
+    matmul, bitpacked = depth_module._depth_costs(16, 16 * 8)
     assert matmul < bitpacked
 
 

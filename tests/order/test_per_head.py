@@ -297,7 +297,7 @@ def test_memory_is_checked_before_the_union():
         reachability(None, layer_masks=[huge, huge], head_axis=0)
 
 
-@pytest.mark.parametrize("module", ["hassejax.order.closure", "hassejax.order.hasse"])
+@pytest.mark.parametrize("module", ["hassejax.order.reach", "hassejax.order.depth", "hassejax.order.heads", "hassejax.order.hasse"])
 def test_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

@@ -29,7 +29,8 @@ from networkx.algorithms.isomorphism import DiGraphMatcher
 from .._checks import as_mask
 from ..errors import MaskError
 from ..masks._intervals import IntervalMask
-from .closure import _dense_memory, _heads_union
+from ._routes import _dense_memory
+from .heads import _heads_union
 from .closure import reachability as _reachability
 from .poset import classes as _classes
 from .poset import cover_matrix as _cover_matrix

@@ -228,7 +228,7 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
     """
     if not isinstance(method, str) or method not in ROUTES:
         raise ParameterError(f"`method` must be one of {ROUTES}; got {method!r}.")
-    from .closure import _prefer_dense
+    from ._routes import _prefer_dense
 
     if isinstance(mask, IntervalMask):
         if method == "structured" or (method == "auto" and not _prefer_dense(mask)):
@@ -250,7 +250,7 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
     if method == "structured" or intervals.num_runs <= STRUCTURED_MAX_RUNS:
         why = "requested" if method == "structured" else f"interval rows, at most {intervals.num_runs} key run(s) a row"
         return "structured", why, intervals
-    from .closure import _closure_costs
+    from ._routes import _closure_costs
 
     n = intervals.n
     matmul, bitpacked = _closure_costs(n, intervals.nnz())
@@ -336,7 +336,7 @@ def flow_summary(
     if isinstance(quotient_limit, bool) or not isinstance(quotient_limit, (int, np.integer)) or quotient_limit < 1:
         raise ParameterError(f"`quotient_limit` must be a positive int; got {quotient_limit!r}.")
     if head_axis is not None:
-        from .closure import _heads_union
+        from .heads import _heads_union
 
         mask = _heads_union(mask, head_axis, "mask", batched=False)
     if not isinstance(mask, IntervalMask):

@@ -1,0 +1,83 @@
+"""The bit-packed route of the closure on the host (private): one mask of a batch at a time.
+
+Wrappers of :mod:`hassejax.order._bitpacked` (the limit, finite products and the depth) over
+batch axes, and :func:`_on_host`, which runs them through :func:`jax.pure_callback` under a trace.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._tracing import is_traced as _is_traced
+from ._bitpacked import closure_bitpacked, product_bitpacked
+
+# --------------------------------------------------------------------------------------------
+# the bit-packed route (host)
+# --------------------------------------------------------------------------------------------
+
+
+def _host_closure(a) -> np.ndarray:
+    """Limit for ``a`` of shape ``(..., n, n)`` (adjacencies), one mask at a time."""
+    a = np.asarray(a, dtype=bool)
+    if a.ndim == 2:
+        return closure_bitpacked(a)[0]
+    n = a.shape[-1]
+    flat = a.reshape(-1, n, n)
+    out = np.empty_like(flat)
+    for b in range(flat.shape[0]):
+        out[b] = closure_bitpacked(flat[b])[0]
+    return out.reshape(a.shape)
+
+
+def _host_power(a, num_layers) -> np.ndarray:
+    """``A^num_layers`` for ``a`` of shape ``(..., n, n)`` (adjacencies), by sparse rounds.
+
+    `num_layers` may come as an array (it does through :func:`jax.pure_callback`).
+    """
+    a = np.asarray(a, dtype=bool)
+    num_layers = int(np.ravel(num_layers)[0])
+    n = a.shape[-1]
+    flat = a.reshape(-1, n, n)
+    out = np.empty_like(flat)
+    for b in range(flat.shape[0]):
+        out[b] = product_bitpacked([flat[b]] * num_layers)[0]
+    return out.reshape(a.shape)
+
+
+def _host_product(layers) -> np.ndarray:
+    """Per-layer product for ``layers`` of shape ``(..., L, n, n)`` (layer axis third from last)."""
+    layers = np.asarray(layers, dtype=bool)
+    num, n = layers.shape[-3], layers.shape[-1]
+    flat = layers.reshape(-1, num, n, n)
+    out = np.empty((flat.shape[0], n, n), dtype=bool)
+    for b in range(flat.shape[0]):
+        out[b] = product_bitpacked(list(flat[b]))[0]
+    return out.reshape(layers.shape[:-3] + (n, n))
+
+
+def _on_host(fn, x, out_shape, *args):
+    """Run a host kernel on a concrete array, or through :func:`jax.pure_callback` under a trace.
+
+    `fn` is a module-level function (a stable callback: no recompilation per call); extra
+    arguments travel as arrays.
+    """
+    if _is_traced(x):
+        spec = jax.ShapeDtypeStruct(out_shape, jnp.bool_)
+        extra = [jnp.asarray(v) for v in args]
+        return jax.pure_callback(fn, spec, x, *extra, vmap_method="expand_dims")
+    return jnp.asarray(fn(x, *args))
+
+
+def _host_depth(a) -> np.ndarray:
+    """``L*`` of every adjacency of ``a`` (``(..., n, n)``) by the bit-packed depth route, as int32."""
+    from ._bitpacked import depth_bitpacked  # noqa: PLC0415
+
+    a = np.asarray(a, dtype=bool)
+    n = a.shape[-1]
+    flat = a.reshape(-1, n, n)
+    out = np.empty(flat.shape[0], dtype=np.int32)
+    for b in range(flat.shape[0]):
+        out[b] = depth_bitpacked(flat[b], return_closure=False)[0]
+    return out.reshape(a.shape[:-2])

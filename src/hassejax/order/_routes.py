@@ -1,0 +1,255 @@
+"""Route choice and memory estimates of the closure routes (private).
+
+The cost model of ``method="auto"`` (seconds per mask of the matmul and bit-packed routes, and
+when a concrete dense mask takes the structured route), and the peak-memory estimates that run
+before anything large is allocated (:func:`_dense_memory` from the shape alone, then the
+chosen route's check with the nonzeros known). Calibrated on a 2-core x86 CPU
+(benchmarks/closure.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_memory
+from ..masks._intervals import IntervalMask
+from ._bitpacked import bitpacked_bytes, num_words
+from ._matmul import _matmul_dtype, _num_stored_powers, _padded_size
+
+# Cost model of ``method="auto"`` (seconds). Matmul throughput per backend in flop/s, and the
+# bit-packed route's costs per edge, per propagation batch (at most n of them) and per output
+# entry; calibrated on a 2-core x86 CPU (benchmarks/closure.py).
+_FLOPS = {"cpu": 1.0e11, "gpu": 1.0e14, "tpu": 1.0e14}
+_MATMUL_OVERHEAD_S = 5e-5
+_BP_PER_EDGE_S = 4e-8
+_BP_PER_BATCH_S = 3e-5
+_BP_PER_ENTRY_S = 1.5e-9
+_BP_PER_WORD_S = 1e-9
+_BP_OVERHEAD_S = 3e-4
+
+
+# --------------------------------------------------------------------------------------------
+# route choice and memory
+# --------------------------------------------------------------------------------------------
+
+
+def _matmul_bytes(n: int, batch: int, stored: int, dtype) -> int:
+    """Peak bytes of the matmul route: per mask ``stored`` bool matrices plus the working set
+    (four bool matrices, two input casts and one float32 product)."""
+    return batch * n * n * (stored + 4 + 2 * jnp.dtype(dtype).itemsize + 4)
+
+
+def _check_matmul_memory(n: int, batch: int, stored: int, what: str, name: str) -> None:
+    need = _matmul_bytes(_padded_size(n), batch, stored, _matmul_dtype())
+    check_memory(need, f"{what} (matmul route, n = {n}, batch = {batch})", name)
+
+
+def _check_bitpacked_memory(n: int, nnz: int, batch: int, what: str, name: str) -> None:
+    need = bitpacked_bytes(n, nnz) + 2 * batch * n * n
+    check_memory(need, f"{what} (bit-packed route, n = {n}, batch = {batch})", name)
+
+
+#: Advice of every dense-route memory error: structured masks need no (n, n) array.
+_STRUCTURED_HINT = (
+    "A mask whose rows are a few intervals of keys (causal, sliding windows, sink or global tokens, "
+    "prefix-LM, blocks, documents) needs no dense (n, n) array: build it with a structured constructor "
+    "in its interval form (an IntervalMask, hassejax.masks) instead of a dense array; otherwise use a "
+    "smaller n or batch."
+)
+
+
+def _dense_bytes(n: int, batch: int, method: str, stored: int, copies: int, route: bool = True) -> int:
+    """Least peak bytes of the dense routes for `batch` masks of `n` positions, from sizes alone.
+
+    `copies` bool ``(n, n)`` copies per mask made while preparing the input (the device copy of
+    :func:`as_mask`, the host adjacency ``M | I``), plus, with `route`, the cheaper of the routes
+    `method` allows: the matmul route with `stored` stored matrices (:func:`_matmul_bytes`) or the
+    bit-packed route with the fewest nonzeros (:func:`bitpacked_bytes`). A lower bound: the route
+    checks that follow, which know the nonzeros, can only ask for more.
+    """
+    if batch == 0:
+        return 0
+    need = copies * batch * n * n
+    if route:
+        matmul = _matmul_bytes(_padded_size(n), batch, stored, _matmul_dtype())
+        bitpacked = bitpacked_bytes(n, n) + 2 * batch * n * n
+        need += {"matmul": matmul, "bitpacked": bitpacked}.get(method, min(matmul, bitpacked))
+    return need
+
+
+def _dense_memory(
+    name: str,
+    what: str,
+    method: str = "auto",
+    stored: int = 0,
+    *,
+    layers: int = 1,
+    stacked: bool = False,
+    route: bool = True,
+    extra: int = 0,
+):
+    """A memory check for :func:`as_mask` (its `memory`): from the shape alone, before any copy.
+
+    The returned callable takes the validated shape ``(*batch, n, n)`` (``(L, *batch, n, n)``
+    with `stacked`, when ``{num}`` in `what` becomes ``L``; `layers` masks of that shape
+    otherwise) and raises
+    :class:`~hassejax.errors.MemoryBudgetError` naming `name`, `n`, the estimate and the free
+    memory, with :data:`_STRUCTURED_HINT`. `extra` bool ``(n, n)`` matrices per mask are added
+    for work done after the closure (e.g. the Hasse diagram's classes).
+    """
+
+    def check(shape: tuple[int, ...]) -> None:
+        if stacked and len(shape) < 3:
+            return  # not a stack: the caller's shape error comes next
+        num = shape[0] if stacked else layers
+        n = shape[-1]
+        batch = math.prod(shape[1:-2] if stacked else shape[:-2])
+        copies = 2 * num + extra
+        need = _dense_bytes(n, batch, method, stored if not stacked else num, copies, route)
+        check_memory(
+            need,
+            f"{what.format(num=num) if stacked else what} of n = {n} positions (batch {batch}) on the dense routes",
+            name,
+            hint=_STRUCTURED_HINT,
+        )
+
+    return check
+
+
+def _matmul_seconds(n: int, products: int) -> float:
+    return products * 2.0 * n**3 / _FLOPS.get(jax.default_backend(), _FLOPS["cpu"]) + _MATMUL_OVERHEAD_S
+
+
+def _closure_costs(n: int, nnz: int | float) -> tuple[float, float]:
+    """Estimated seconds per mask of the limit: (matmul, bitpacked).
+
+    Matmul: two products (a closed mask needs one; long chains up to log2(n) + 1).
+    Bit-packed: per edge, per batch (at most n of them) and per output entry.
+    """
+    matmul = _matmul_seconds(n, 2)
+    bitpacked = _BP_OVERHEAD_S + _BP_PER_EDGE_S * nnz + _BP_PER_BATCH_S * n + _BP_PER_ENTRY_S * n * n
+    return matmul, bitpacked
+
+
+def _rounds_costs(n: int, nnz: int | float, rounds: int, products: int) -> tuple[float, float]:
+    """Estimated seconds per mask of a finite product: (matmul, bit-packed rounds)."""
+    matmul = _matmul_seconds(n, products)
+    per_round = _BP_PER_WORD_S * (nnz + n) * num_words(n) + 2e-5
+    bitpacked = _BP_OVERHEAD_S + rounds * per_round + _BP_PER_ENTRY_S * n * n
+    return matmul, bitpacked
+
+
+def _nnz(a: np.ndarray) -> tuple[float, int]:
+    """Mean and largest number of nonzeros per mask of ``a`` (``(..., n, n)``)."""
+    per_mask = np.count_nonzero(a.reshape((-1,) + a.shape[-2:]), axis=(-2, -1))
+    return float(per_mask.mean()), int(per_mask.max())
+
+
+# ``method="auto"``: concrete dense masks at least this long whose rows are at most
+# ``_STRUCTURED_MAX_RUNS`` runs of keys take the structured route.
+_STRUCTURED_MIN_N = 1024
+_STRUCTURED_MAX_RUNS = 4
+
+
+# An IntervalMask with more runs a row than that, up to this n, takes the dense bit-packed routes
+# under ``method="auto"``: runs multiply under products (a dilated window's k runs become k² …),
+# while the packed rows stay n/64 words.
+_DENSE_FALLBACK_N = 16384
+
+
+def _prefer_dense(m: IntervalMask) -> bool:
+    """True for an interval mask with many runs a row that is short enough for the dense routes."""
+    return m.num_runs > _STRUCTURED_MAX_RUNS and m.n <= _DENSE_FALLBACK_N
+
+
+def _few_runs(flat: np.ndarray) -> np.ndarray:
+    """Per mask of ``flat`` ``(B, n, n)``: True iff every row has at most ``_STRUCTURED_MAX_RUNS`` runs.
+
+    Counted in row blocks (a run starts where a True follows a False), no ``n × n`` temporary.
+    """
+    b, n, _ = flat.shape
+    out = np.ones(b, dtype=bool)
+    step = max(1, (1 << 24) // n)
+    for i in range(b):
+        for r0 in range(0, n, step):
+            rows = flat[i, r0 : r0 + step]
+            runs = rows[:, 0].astype(np.int64) + np.count_nonzero(rows[:, 1:] & ~rows[:, :-1], axis=1)
+            if runs.max() > _STRUCTURED_MAX_RUNS:
+                out[i] = False
+                break
+    return out
+
+
+# Cost model of the convergence depth's route choice (seconds): the bit-packed depth route's
+# fixed cost per level and per packed word per level (flag scans); see :func:`_depth_costs`.
+_BP_DEPTH_PER_LEVEL_S = 3e-4
+_BP_DEPTH_PER_SCAN_WORD_S = 1e-8
+
+
+def _depth_levels_guess(n: int, nnz: int | float) -> int:
+    """A rough ``L*`` for the cost model: the diameter of a random graph with the mask's mean
+    out-degree, ``2 + log n / log degree``, within ``[1, max(1, n - 1)]`` (the real ``L*`` is
+    only known after the work)."""
+    degree = max(float(nnz) - n, 0.0) / max(n, 1)
+    guess = 2 + math.ceil(math.log(max(n, 2)) / math.log(max(degree, 1.5)))
+    return max(1, min(max(1, n - 1), guess))
+
+
+def _depth_costs(n: int, nnz: int | float) -> tuple[float, float]:
+    """Estimated seconds of ``L*`` for one mask with `nnz` nonzeros (diagonal included): (matmul, bit-packed).
+
+    Matmul: ``2 ceil(log2 L)`` products for a guessed ``L*`` (:func:`_depth_levels_guess`).
+    Bit-packed (:func:`hassejax.order._bitpacked.depth_bitpacked`): the closure without its
+    bool output, then per level a fixed cost and scans of the ``n * n / 64`` packed words, and
+    about three levels' worth of OR-ed words (``nnz * n / 64`` each; later levels are sparse).
+    """
+    levels = _depth_levels_guess(n, nnz)
+    matmul = _matmul_seconds(n, 1 if levels == 1 else 2 * math.ceil(math.log2(levels)))
+    words = num_words(n)
+    closure = _closure_costs(n, nnz)[1] - _BP_PER_ENTRY_S * n * n
+    per_level = _BP_DEPTH_PER_LEVEL_S + _BP_DEPTH_PER_SCAN_WORD_S * n * words
+    bitpacked = closure + levels * per_level + 3 * _BP_PER_WORD_S * nnz * words
+    return matmul, bitpacked
+
+
+def _depth_bitpacked_bytes(n: int, nnz: int) -> int:
+    """Peak host bytes of the bit-packed depth route for one mask (masks of a batch run one by one)."""
+    from ._bitpacked import depth_bitpacked_bytes  # noqa: PLC0415
+
+    return depth_bitpacked_bytes(n, nnz)
+
+
+def _depth_memory(method: str):
+    """The shape-only memory check of :func:`convergence_depth` (for :func:`as_mask`'s `memory`).
+
+    Input copies plus the cheapest route `method` allows: the matmul route's stored powers for
+    the whole batch, or the bit-packed route for one mask at a time with the fewest nonzeros
+    (``n``); ``"structured"`` counts the input copies only.
+    """
+
+    def check(shape: tuple[int, ...]) -> None:
+        n = shape[-1]
+        batch = math.prod(shape[:-2])
+        if batch == 0:
+            return
+        need = _dense_bytes(n, batch, method, 0, 2, route=False)
+        matmul = _matmul_bytes(_padded_size(n), batch, _num_stored_powers(_padded_size(n)), _matmul_dtype())
+        bitpacked = _depth_bitpacked_bytes(n, n)
+        need += {"matmul": matmul, "bitpacked": bitpacked, "structured": 0}.get(method, min(matmul, bitpacked))
+        check_memory(
+            need,
+            f"the convergence depth of n = {n} positions (batch {batch}) on the dense routes",
+            "mask",
+            hint=_STRUCTURED_HINT,
+        )
+
+    return check
+
+
+def _check_bitpacked_depth_memory(n: int, nnz: int, batch: int) -> None:
+    need = _depth_bitpacked_bytes(n, nnz)
+    check_memory(need, f"the convergence depth (bit-packed route, n = {n}, batch = {batch})", "mask")
