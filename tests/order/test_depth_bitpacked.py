@@ -20,11 +20,14 @@ from hypothesis import strategies as st
 from scipy.sparse.csgraph import shortest_path
 
 import hassejax.order._bitpacked as bp
+import hassejax.order._bitpacked_depth as bpd
+import hassejax.order._bitpacked_levels as bpl
 import hassejax.order.depth as depth_module
 from hassejax.errors import MemoryBudgetError, ParameterError
 from hassejax.masks import structured
 from hassejax.order import convergence_depth, reachability
-from hassejax.order._bitpacked import closure_bitpacked, depth_bitpacked
+from hassejax.order._bitpacked import closure_bitpacked
+from hassejax.order._bitpacked_depth import depth_bitpacked
 
 
 def adjacency(mask: np.ndarray) -> np.ndarray:
@@ -144,7 +147,9 @@ CONFIGS = {
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_kernel_paths_equal_scipy(config, monkeypatch):
     for name, value in CONFIGS[config].items():
-        monkeypatch.setattr(bp, name, value)
+        for module in (bp, bpl, bpd):  # every module that reads the constant
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, value)
     rng = np.random.default_rng(sorted(CONFIGS).index(config))
     for t, kind in enumerate(KINDS[:-1] + ["lower", "directed"]):
         n = int(rng.integers(60, 300)) if t % 2 else int(rng.integers(500, 1100))
@@ -179,9 +184,9 @@ def test_pruning_keeps_one_or_two_children_for_windows():
     n = 600
     dense = adjacency(np.asarray((structured.sliding_window(n, 40) | structured.attention_sinks(n, 3)).to_dense()))
     indptr, src, dst = bp._edges(dense)
-    frontier = np.zeros((n, bp.padded_words(n)), dtype=np.uint64)
-    bp._set_bits(frontier, src, dst)
-    kept_ptr, kept = bp._prune_children(indptr, dst, frontier)
+    frontier = np.zeros((n, bpd.padded_words(n)), dtype=np.uint64)
+    bpl._set_bits(frontier, src, dst)
+    kept_ptr, kept = bpl._prune_children(indptr, dst, frontier)
     assert np.diff(kept_ptr).max() <= 2 < np.diff(indptr).max()
     assert set(kept.tolist()) <= set(dst.tolist())
 
@@ -268,6 +273,6 @@ def test_huge_mask_raises_before_copying(method):
 
 
 def test_memory_estimate_grows_with_n_and_nnz():
-    assert bp.depth_bitpacked_bytes(8192, 10**6) > bp.depth_bitpacked_bytes(8192, 10**4) > bp.depth_bitpacked_bytes(1024, 10**4)
-    assert bp.padded_words(1) == 1 and bp.padded_words(300) == 8 and bp.padded_words(8192) == 128
-    assert bp.padded_words(3000) % 16 == 0
+    assert bpd.depth_bitpacked_bytes(8192, 10**6) > bpd.depth_bitpacked_bytes(8192, 10**4) > bpd.depth_bitpacked_bytes(1024, 10**4)
+    assert bpd.padded_words(1) == 1 and bpd.padded_words(300) == 8 and bpd.padded_words(8192) == 128
+    assert bpd.padded_words(3000) % 16 == 0

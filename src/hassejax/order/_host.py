@@ -1,6 +1,6 @@
 """The bit-packed route of the closure on the host (private): one mask of a batch at a time.
 
-Wrappers of :mod:`hassejax.order._bitpacked` (the limit, finite products and the depth) over
+Wrappers of :mod:`hassejax.order._bitpacked` and :mod:`hassejax.order._bitpacked_depth` over
 batch axes, and :func:`_on_host`, which runs them through :func:`jax.pure_callback` under a trace.
 """
 
@@ -72,7 +72,7 @@ def _on_host(fn, x, out_shape, *args):
 
 def _host_depth(a) -> np.ndarray:
     """``L*`` of every adjacency of ``a`` (``(..., n, n)``) by the bit-packed depth route, as int32."""
-    from ._bitpacked import depth_bitpacked  # noqa: PLC0415
+    from ._bitpacked_depth import depth_bitpacked  # noqa: PLC0415
 
     a = np.asarray(a, dtype=bool)
     n = a.shape[-1]
