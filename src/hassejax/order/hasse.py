@@ -15,9 +15,7 @@ Designing Transformer Masks", arXiv:2606.09951 (2026) (paper); spec hasse.md §1
 from __future__ import annotations
 
 import functools
-import json
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -29,59 +27,17 @@ from networkx.algorithms.isomorphism import DiGraphMatcher
 from .._checks import as_mask
 from ..errors import MaskError
 from ..masks._intervals import IntervalMask
+from ._hasse_build import _check_graph, _mask_closure
+from ._hasse_export import HasseExport, format_class
 from ._routes import _dense_memory
 from .heads import _heads_union
-from .closure import reachability as _reachability
 from .poset import classes as _classes
 from .poset import cover_matrix as _cover_matrix
 from .poset import longest_chain as _longest_chain
 from .poset import quotient_order as _quotient_order
-from .poset import _bucket, _pad_square, _unpad
 from .poset import width as _width
 
 __all__ = ["HasseDiagram", "format_class"]
-
-_JSON_FORMAT = "hassejax.HasseDiagram"
-_JSON_VERSION = 1
-
-
-def format_class(members: Iterable[int], names: Sequence[str] | None = None) -> str:
-    """Name a class by its member positions, compressing runs: ``{0..7, 9, 11}``.
-
-    **Arguments:**
-
-    - `members`: the positions of the class (any order; duplicates are an error).
-    - `names`: optional slot names (e.g. ``["w1", "w2", "m1"]``), indexed by position; when
-      given, the members are written by name, comma separated, without run compression.
-
-    **Returns:** a string in braces. Runs of three or more consecutive positions are written
-    ``a..b`` (both ends included); shorter runs are listed.
-    """
-    pos = sorted(int(p) for p in members)
-    if len(set(pos)) != len(pos):
-        raise MaskError(f"`members` must not repeat a position; got {list(members)}.")
-    if names is not None:
-        return "{" + ", ".join(str(names[p]) for p in pos) + "}"
-    parts: list[str] = []
-    i = 0
-    while i < len(pos):
-        j = i
-        while j + 1 < len(pos) and pos[j + 1] == pos[j] + 1:
-            j += 1
-        if j - i >= 2:
-            parts.append(f"{pos[i]}..{pos[j]}")
-        else:
-            parts.extend(str(p) for p in pos[i : j + 1])
-        i = j + 1
-    return "{" + ", ".join(parts) + "}"
-
-
-def _convergence_depth_or_none(mask) -> int | None:
-    try:
-        from .closure import convergence_depth  # being added to closure.py concurrently
-    except ImportError:
-        return None
-    return int(convergence_depth(mask))
 
 
 def _from_intervals(mask: IntervalMask, num_layers) -> HasseDiagram:
@@ -103,7 +59,7 @@ def _from_intervals(mask: IntervalMask, num_layers) -> HasseDiagram:
     return summary.diagram()
 
 
-class HasseDiagram:
+class HasseDiagram(HasseExport):
     """Hasse diagram of the quotient partial order of a mask's reachability (spec hasse.md §1.7).
 
     Build it with :meth:`from_mask` or :meth:`from_reachability`; the constructor takes a
@@ -151,62 +107,7 @@ class HasseDiagram:
         not covering `0 .. n-1`, a self-loop or an edge against the id order, or an edge
         implied by transitivity (not a cover).
         """
-        if not isinstance(graph, nx.DiGraph) or graph.is_multigraph():
-            raise MaskError(f"`graph` must be a networkx.DiGraph (not a multigraph); got {type(graph).__name__}.")
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise MaskError(f"`n` must be a positive int (the number of positions); got {n!r}.")
-        n = int(n)
-        c = graph.number_of_nodes()
-        if c < 1 or set(graph.nodes) != set(range(c)):
-            raise MaskError(
-                f"`graph` must have nodes 0 .. C-1 (class ids); got {c} node(s): {sorted(graph.nodes, key=repr)[:10]}."
-            )
-        labels = np.full(n, -1, dtype=np.int64)
-        classes = []
-        for node in range(c):
-            data = graph.nodes[node]
-            if "members" not in data:
-                raise MaskError(f"`graph` node {node} has no 'members' attribute (the positions of the class).")
-            try:
-                mem = tuple(sorted(int(p) for p in data["members"]))
-            except (TypeError, ValueError):
-                raise MaskError(
-                    f"`graph` node {node}: 'members' must be an iterable of int positions; got {data['members']!r}."
-                ) from None
-            if not mem:
-                raise MaskError(f"`graph` node {node} has no members; every class holds at least one position.")
-            if mem[0] < 0 or mem[-1] >= n:
-                raise MaskError(f"`graph` node {node} has members {list(mem)} outside 0 .. n-1 = {n - 1}.")
-            if len(set(mem)) != len(mem) or np.any(labels[list(mem)] >= 0):
-                dup = next(p for p in mem if labels[p] >= 0 or mem.count(p) > 1)
-                raise MaskError(f"`graph`: position {dup} belongs to more than one class (node {node}).")
-            labels[list(mem)] = node
-            classes.append(mem)
-        if np.any(labels < 0):
-            raise MaskError(
-                f"`graph`: the classes must cover every position 0 .. {n - 1}; position "
-                f"{int(np.flatnonzero(labels < 0)[0])} is in none."
-            )
-        cover = np.zeros((c, c), dtype=bool)
-        for u, v in graph.edges:
-            if not u < v:
-                raise MaskError(
-                    f"`graph` edge {u} -> {v}: node ids must be a topological order, so every edge goes from a smaller "
-                    "to a larger id (and there are no self-loops)."
-                )
-            cover[v, u] = True
-        # Order = reflexive-transitive closure of the covers (zero padding adds isolated
-        # elements and keeps the jitted closure to a few compiled shapes).
-        order = np.asarray(_reachability(_pad_square(cover, _bucket(c), "zeros")))[:c, :c]
-        reduced = np.asarray(_cover_matrix(order))
-        extra = cover & ~reduced
-        if np.any(extra):
-            v, u = (int(x) for x in np.argwhere(extra)[0])
-            raise MaskError(
-                f"`graph` must be transitively reduced (only covering pairs); edge {u} -> {v} is implied by a "
-                "longer path."
-            )
-        self._init(classes, labels, n, order, cover)
+        self._init(*_check_graph(graph, n))
 
     # ------------------------------------------------------------------ construction
 
@@ -321,26 +222,7 @@ class HasseDiagram:
                 "`mask` is a JAX tracer: HasseDiagram is a host-side networkx graph and cannot be built inside "
                 "jit/vmap; compute `reachability` there and build the diagram outside."
             )
-        m = as_mask(mask, "mask", batched=False, memory=memory)
-        n = m.shape[-1]
-        # Small masks are padded with isolated positions to a bucket size (their closure is
-        # the top-left block), so that varying n compiles the closure only a few times.
-        mp = _pad_square(m, _bucket(n), "zeros")
-        r = _unpad(_reachability(mp), n)
-        if num_layers is not None:
-            if isinstance(num_layers, bool) or not isinstance(num_layers, (int, np.integer)) or num_layers < 1:
-                raise MaskError(f"`num_layers` must be None or an int >= 1; got {num_layers!r}.")
-            r_l = _unpad(_reachability(mp, int(num_layers)), n)
-            if not bool(jnp.array_equal(r_l, r)):
-                missing = int(jnp.sum(r & ~r_l))
-                depth = _convergence_depth_or_none(m)
-                lstar = f" (the convergence depth is L* = {depth})" if depth is not None else ""
-                raise MaskError(
-                    f"`num_layers` = {int(num_layers)} is below the convergence depth of `mask`{lstar}: R^(L) still "
-                    f"misses {missing} dependent pair(s) of the limit R, is not transitive and has no Hasse diagram. "
-                    "Use num_layers=None (the limit) or num_layers >= L*."
-                )
-        return cls.from_reachability(r, check=False)
+        return cls.from_reachability(_mask_closure(mask, num_layers, memory), check=False)
 
     # ------------------------------------------------------------------ accessors
 
@@ -471,111 +353,3 @@ class HasseDiagram:
                 return len(a["members"]) == len(b["members"])
 
         return DiGraphMatcher(g1, g2, node_match=node_match).is_isomorphic()
-
-    # ------------------------------------------------------------------ export
-
-    def to_dot(self, name: str = "hasse", names: Sequence[str] | None = None) -> str:
-        """The diagram in Graphviz DOT, written directly (no pydot needed).
-
-        Nodes are the class ids, labelled by their members (runs compressed, see
-        :func:`format_class`, or by slot `names`); edges ``u -> v`` as in :attr:`graph`;
-        ``rankdir=BT`` puts minimal classes at the bottom.
-
-        **Arguments:**
-
-        - `name`: the graph name (letters, digits, underscores).
-        - `names`: optional slot names, one per position, used in the labels.
-
-        **Returns:** the DOT source as a string.
-        """
-        if not name or not name.replace("_", "a").isalnum() or name[0].isdigit():
-            raise MaskError(f"`name` must be a DOT identifier (letters, digits, underscores); got {name!r}.")
-        names = self._check_names(names)
-        lines = [
-            f"digraph {name} {{",
-            "  // edge u -> v: class u is covered by class v (information flows from u to v)",
-            "  rankdir=BT;",
-            '  node [shape=box, style=rounded, fontname="monospace"];',
-        ]
-        for c, mem in enumerate(self.classes):
-            label = format_class(mem, names).replace("\\", "\\\\").replace('"', '\\"')
-            lines.append(f'  {c} [label="{label}"];')
-        for u, v in self.edges:
-            lines.append(f"  {u} -> {v};")
-        lines.append("}")
-        return "\n".join(lines) + "\n"
-
-    def _check_names(self, names):
-        if names is None:
-            return None
-        names = [str(x) for x in names]
-        if len(names) != self._n:
-            raise MaskError(f"`names` must have one entry per position (n = {self._n}); got {len(names)}.")
-        return names
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: ``{"format", "version", "n", "classes", "edges"}``.
-
-        ``classes[c]`` lists the positions of class `c`; ``edges`` lists ``[u, v]`` pairs,
-        `[u] ⋖ [v]`.
-        """
-        return {
-            "format": _JSON_FORMAT,
-            "version": _JSON_VERSION,
-            "n": self._n,
-            "classes": [list(m) for m in self.classes],
-            "edges": [list(e) for e in self.edges],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HasseDiagram:
-        """Inverse of :meth:`to_dict`; validates like the constructor.
-
-        **Raises:** :class:`~hassejax.errors.MaskError` for a missing key, a wrong format tag
-        or version, or an invalid diagram.
-        """
-        if not isinstance(data, dict):
-            raise MaskError(f"`data` must be a dict as written by HasseDiagram.to_dict; got {type(data).__name__}.")
-        missing = [k for k in ("format", "version", "n", "classes", "edges") if k not in data]
-        if missing:
-            raise MaskError(f"`data` lacks the key(s) {missing} of a HasseDiagram dict.")
-        if data["format"] != _JSON_FORMAT or data["version"] != _JSON_VERSION:
-            raise MaskError(
-                f"`data` must have format {_JSON_FORMAT!r} version {_JSON_VERSION}; "
-                f"got {data['format']!r} version {data['version']!r}."
-            )
-        if isinstance(data["n"], bool) or not isinstance(data["n"], int):
-            raise MaskError(f"`data`: 'n' must be an int (the number of positions); got {data['n']!r}.")
-        if not isinstance(data["classes"], list) or not isinstance(data["edges"], list):
-            raise MaskError("`data`: 'classes' and 'edges' must be lists.")
-        g = nx.DiGraph()
-        for c, mem in enumerate(data["classes"]):
-            if not isinstance(mem, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in mem):
-                raise MaskError(f"`data`: class {c} must be a list of int positions; got {mem!r}.")
-            g.add_node(c, members=mem)
-        for e in data["edges"]:
-            if (
-                not isinstance(e, list)
-                or len(e) != 2
-                or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < len(data["classes"]) for x in e)
-            ):
-                raise MaskError(f"`data`: every edge must be a pair [u, v] of class ids; got {e!r}.")
-            g.add_edge(*e)
-        return cls(g, data["n"])
-
-    def to_json(self, indent: int | None = None) -> str:
-        """The diagram as a JSON string (see :meth:`to_dict`)."""
-        return json.dumps(self.to_dict(), indent=indent)
-
-    @classmethod
-    def from_json(cls, text: str) -> HasseDiagram:
-        """Inverse of :meth:`to_json`.
-
-        **Raises:** :class:`~hassejax.errors.MaskError` for text that is not JSON or not a
-        valid diagram.
-        """
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise MaskError(f"`text` is not valid JSON: {err}.") from None
-        return cls.from_dict(data)
