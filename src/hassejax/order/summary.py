@@ -7,21 +7,26 @@ growing?", at the lengths people train at (``n`` up to ``2**20`` and beyond), re
 whose rows are a few runs of keys) take the structured route of
 :mod:`hassejax.order._structured` (no ``n × n`` array anywhere); other dense masks take the
 dense routes of :func:`hassejax.order.reachability`.
+
+The result types :class:`FlowSummary` and :class:`ReachStats` live in
+:mod:`hassejax.order.summary_types`, the two routes' stages in ``_summary_routes``; all are
+importable from here.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask
+from ._summary_routes import _DenseFlow, _StructuredFlow
+from .summary_types import QUOTIENT_LIMIT, FlowSummary, ReachStats, _stats
 
 __all__ = ["FlowSummary", "ReachStats", "flow_summary", "choose_route", "ROUTES"]
+
 
 #: Routes of :func:`flow_summary` (``"auto"`` picks one and says why in the result).
 ROUTES = ("auto", "structured", "matmul", "bitpacked")
@@ -32,173 +37,6 @@ STRUCTURED_MAX_RUNS = 4
 
 #: Dense input longer than this is not scanned for runs (n² entries): build it as an IntervalMask.
 DENSE_SCAN_LIMIT = 65536
-
-#: Largest quotient (number of classes) for which the full Hasse diagram is built.
-QUOTIENT_LIMIT = 2048
-
-
-@dataclass(frozen=True)
-class ReachStats:
-    """Keys reached per query after ``num_layers`` layers (``None``: the limit ``R``).
-
-    Fields: `num_layers`; `pairs`: dependent pairs ``(i, j)`` of ``R^(L)`` (its True entries);
-    `min`, `median`, `max`, `mean` of the row counts of ``R^(L)``;
-    `fraction_of_limit`: dependent pairs of ``R^(L)`` over those of ``R`` (1.0 at the limit);
-    `limit_reached`: ``R^(L) = R``.
-    """
-
-    num_layers: int | None
-    pairs: int
-    min: int
-    median: float
-    max: int
-    mean: float
-    fraction_of_limit: float
-    limit_reached: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict of the fields."""
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class FlowSummary:
-    """The information flow of one mask (spec hasse.md §1), as computed by :func:`flow_summary`.
-
-    **Fields:**
-
-    - `n`: positions.
-    - `route`, `route_reason`: the closure route taken and why.
-    - `layers`: the requested ``L`` values; `reach`: one :class:`ReachStats` each; `limit`:
-      :class:`ReachStats` of ``R``.
-    - `convergence_depth`: ``L*``, the smallest ``L`` with ``R^(L) = R`` (exact).
-    - `num_classes`: classes of mutually reachable positions; `class_sizes`: int64 `(C,)`,
-      members per class, classes numbered as :func:`hassejax.order.classes`.
-    - `depth`: classes in a longest chain; `width`: classes in a largest antichain;
-      `num_hasse_edges`: covering pairs of the quotient order. Each is ``None`` when not
-      computed, with the reason in `not_computed`.
-    - `quotient_limit`: the largest quotient for which the diagram was built.
-    - `seconds`: wall-clock seconds per stage (``"limit"``, ``"convergence_depth"``,
-      ``"layers"``, ``"classes"``, ``"order"``).
-
-    :meth:`diagram` returns the :class:`~hassejax.order.HasseDiagram` when the quotient has at
-    most :data:`QUOTIENT_LIMIT` classes.
-
-    Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.2–1.7.
-    """
-
-    n: int
-    route: str
-    route_reason: str
-    layers: tuple[int, ...]
-    reach: tuple[ReachStats, ...]
-    limit: ReachStats
-    convergence_depth: int
-    num_classes: int
-    class_sizes: np.ndarray
-    depth: int | None
-    width: int | None
-    num_hasse_edges: int | None
-    not_computed: dict[str, str] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-    quotient_limit: int = QUOTIENT_LIMIT
-    _diagram: Any = field(default=None, repr=False, compare=False)
-
-    def diagram(self):
-        """The :class:`~hassejax.order.HasseDiagram` of the quotient.
-
-        **Raises:** :class:`~hassejax.errors.MaskError` when the quotient has more than
-        :data:`QUOTIENT_LIMIT` classes (too many to build and draw as a graph; the summary's
-        counts stand in for it).
-        """
-        if self._diagram is None:
-            raise MaskError(
-                f"`mask` has {self.num_classes} classes, more than quotient_limit = {self.quotient_limit} (default "
-                f"QUOTIENT_LIMIT = {QUOTIENT_LIMIT}): the Hasse diagram was not built (too large to draw). Its depth, "
-                "width and number of edges are in the summary; pass a larger quotient_limit to flow_summary to build it."
-            )
-        return self._diagram
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (class sizes summarised as min / median / max and a histogram)."""
-        sizes = self.class_sizes
-        values, counts = np.unique(sizes, return_counts=True)
-        return {
-            "n": self.n,
-            "route": self.route,
-            "route_reason": self.route_reason,
-            "convergence_depth": self.convergence_depth,
-            "reach": [r.to_dict() for r in self.reach],
-            "limit": self.limit.to_dict(),
-            "num_classes": self.num_classes,
-            "class_sizes": {
-                "min": int(sizes.min()),
-                "median": float(np.median(sizes)),
-                "max": int(sizes.max()),
-                "histogram": {str(int(v)): int(c) for v, c in zip(values[:64], counts[:64])},
-            },
-            "depth": self.depth,
-            "width": self.width,
-            "num_hasse_edges": self.num_hasse_edges,
-            "not_computed": dict(self.not_computed),
-            "seconds": dict(self.seconds),
-        }
-
-    def lines(self) -> list[str]:
-        """Human-readable lines (what ``hassejax analyze`` prints)."""
-        sizes = self.class_sizes
-        out = [
-            f"n (positions): {self.n}",
-            f"route: {self.route} ({self.route_reason})",
-            f"convergence depth L*: {self.convergence_depth}",
-        ]
-        for r in self.reach:
-            if r.limit_reached:
-                status = f"limit reached (R^({r.num_layers}) = R)"
-            else:
-                status = (
-                    f"limit not reached (R^({r.num_layers}) misses {self.limit.pairs - r.pairs} of "
-                    f"{self.limit.pairs} dependent pairs of R)"
-                )
-            out.append(f"layers L = {r.num_layers}: {status}; keys per query {_spread(r)}, "
-                       f"{100 * r.fraction_of_limit:.2f}% of the limit")
-        out.append(f"limit R: keys per query {_spread(self.limit)}; {self.limit.pairs} dependent pairs")
-        out.append(
-            f"classes: {self.num_classes} (sizes min {int(sizes.min())} / median {_number(np.median(sizes))} / "
-            f"max {int(sizes.max())})"
-        )
-        for name, value, what in (
-            ("depth", self.depth, "longest chain of classes"),
-            ("width", self.width, "largest antichain of classes"),
-            ("num_hasse_edges", self.num_hasse_edges, "covering pairs"),
-        ):
-            label = "Hasse edges" if name == "num_hasse_edges" else name
-            text = str(value) if value is not None else f"not computed ({self.not_computed[name]})"
-            out.append(f"{label} ({what}): {text}")
-        return out
-
-
-def _number(x: float) -> str:
-    """An exact integer as one (no exponent at any size), else the float."""
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-def _spread(r: ReachStats) -> str:
-    return f"min {r.min} / median {_number(r.median)} / max {r.max}"
-
-
-def _stats(counts: np.ndarray, limit_total: int, num_layers: int | None, reached: bool) -> ReachStats:
-    total = int(counts.sum())
-    return ReachStats(
-        num_layers=num_layers,
-        pairs=total,
-        min=int(counts.min()),
-        median=float(np.median(counts)),
-        max=int(counts.max()),
-        mean=float(counts.mean()),
-        fraction_of_limit=total / limit_total if limit_total else 1.0,
-        limit_reached=reached,
-    )
 
 
 def _check_layers(layers) -> tuple[int, ...]:
@@ -394,115 +232,3 @@ def _summarize(flow, route: str, reason: str, layers: tuple[int, ...], quotient_
         quotient_limit=quotient_limit,
         _diagram=diagram,
     )
-
-
-class _StructuredFlow:
-    """The structured route's stages on an :class:`IntervalMask` (no ``n × n`` array)."""
-
-    def __init__(self, mask: IntervalMask):
-        from ._structured import PowerTable
-
-        self.n = mask.n
-        self.table = PowerTable(mask.with_diagonal(), name="mask")
-
-    def limit_counts(self) -> np.ndarray:
-        self.limit = self.table.limit()
-        return self.limit.row_counts()
-
-    def depth(self) -> int:
-        return self.table.depth()
-
-    def counts(self, num_layers: int) -> np.ndarray:
-        return self.table.power(num_layers).row_counts()
-
-    def classes(self):
-        from ._structured_poset import row_classes
-
-        self.cls = row_classes(self.limit)
-        return self.cls.num_classes, self.cls.sizes
-
-    def order(self, quotient_limit: int):
-        from ._structured_poset import (
-            chain_depth,
-            covers_count,
-            interval_depth_width,
-            quotient_matrix,
-            strict_down_sets,
-        )
-
-        r, cls = self.limit, self.cls
-        if cls.num_classes <= quotient_limit:
-            diagram = _diagram_from_quotient(quotient_matrix(r, cls), cls, self.n)
-            return diagram.depth, diagram.width, len(diagram.edges), diagram, {}
-        depth = width = edges = None
-        if r.num_runs == 1:
-            depth, width = interval_depth_width(r, cls)
-        if cls.contiguous:
-            down = strict_down_sets(r, cls)
-            edges = covers_count(r, cls, down)
-            if depth is None:
-                depth = chain_depth(down)
-        big = f"{cls.num_classes} classes (> quotient_limit = {quotient_limit})"
-        not_computed = {}
-        if width is None:
-            not_computed["width"] = (
-                f"{big} and rows of R with {r.num_runs} runs: Dilworth's theorem needs the dense quotient order"
-            )
-        if not cls.contiguous:
-            why = f"{big} that are not all runs of consecutive positions"
-            not_computed["num_hasse_edges"] = why
-            if depth is None:
-                not_computed["depth"] = why
-        return depth, width, edges, None, not_computed
-
-
-class _DenseFlow:
-    """The dense routes' stages (``"matmul"`` or ``"bitpacked"``) on a Boolean ``(n, n)`` array."""
-
-    def __init__(self, dense: np.ndarray, method: str):
-        self.n = dense.shape[-1]
-        self.dense = dense
-        self.method = method
-
-    def limit_counts(self) -> np.ndarray:
-        from .closure import reachability
-
-        self.limit = np.asarray(reachability(self.dense, method=self.method))
-        return self.limit.sum(axis=1)
-
-    def depth(self) -> int:
-        from .closure import convergence_depth
-
-        return int(convergence_depth(self.dense, method=self.method))
-
-    def counts(self, num_layers: int) -> np.ndarray:
-        from .closure import reachability
-
-        return np.asarray(reachability(self.dense, num_layers, method=self.method)).sum(axis=1)
-
-    def classes(self):
-        from .poset import classes
-
-        labels, c = classes(self.limit, check=False)
-        self.num_classes = c
-        return c, np.bincount(np.asarray(labels), minlength=c).astype(np.int64)
-
-    def order(self, quotient_limit: int):
-        from .hasse import HasseDiagram
-
-        if self.num_classes <= quotient_limit:
-            diagram = HasseDiagram.from_reachability(self.limit, check=False)
-            return diagram.depth, diagram.width, len(diagram.edges), diagram, {}
-        why = f"{self.num_classes} classes (> quotient_limit = {quotient_limit}) on the dense route"
-        return None, None, None, None, {"depth": why, "width": why, "num_hasse_edges": why}
-
-
-def _diagram_from_quotient(order: np.ndarray, cls, n: int):
-    from .hasse import HasseDiagram
-    from .poset import cover_matrix
-
-    cover = np.asarray(cover_matrix(order))
-    members = np.split(np.argsort(cls.labels, kind="stable"), np.cumsum(cls.sizes)[:-1])
-    diagram = HasseDiagram.__new__(HasseDiagram)
-    diagram._init(members, cls.labels, n, order, cover)
-    return diagram
