@@ -10,7 +10,7 @@ import numpy as np
 
 from .._checks import as_mask
 from ..errors import MaskError
-from .poset import _bucket, _pad_square, _unpad
+from ._poset_common import _bucket, _pad_square, _unpad
 from .poset import cover_matrix as _cover_matrix
 from .reach import reachability as _reachability
 

@@ -10,7 +10,8 @@ input `j`, see :func:`hassejax.order.reachability`):
 - its **covering relation** (the Hasse diagram, the transitive reduction),
   `S & ~(S ⊗ S)` with `S` the strict order (:func:`cover_matrix`);
 - its **depth** (number of classes in a longest chain, :func:`longest_chain`) and **width**
-  (size of a largest antichain, by Dilworth's theorem, :func:`width`).
+  (size of a largest antichain, by Dilworth's theorem, :func:`width`), both in
+  :mod:`hassejax.order.poset_measures` and importable from here.
 
 Matrix convention everywhere (the same as for masks and `R`): **row = the later / upper
 element, column = the earlier / lower one**. ``order[a, b]`` is True iff `[b] ≤ [a]`;
@@ -31,146 +32,25 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import networkx as nx
 import numpy as np
-import scipy.sparse
-import scipy.sparse.csgraph
 from jaxtyping import Array, ArrayLike, Bool, Int
 
-from .._checks import as_mask, check_memory
+from .._checks import as_mask
 from ..errors import MaskError
+from ._poset_common import (
+    _bucket,
+    _check_partial_order,
+    _check_preorder,
+    _first,
+    _memory,
+    _order_parts,
+    _pad_square,
+    _preorder_violations,
+    _unpad,
+)
+from .poset_measures import longest_chain, width
 
 __all__ = ["classes", "quotient_order", "cover_matrix", "longest_chain", "width"]
-
-
-def _memory(name: str, what: str, matrices: int):
-    """A memory check for :func:`as_mask`: about `matrices` bytes per entry of the ``(n, n)``
-    input (its copies and the kernel's arrays), from the shape alone, before any copy."""
-
-    def check(shape: tuple[int, ...]) -> None:
-        n = shape[-1]
-        check_memory(matrices * n * n, f"{what} of n = {n} elements (about {matrices} bytes an entry)", name)
-
-    return check
-
-
-def _bool_matmul(x, y):
-    # Boolean product (X ⊗ Y)[i, j] = OR_k X[i, k] AND Y[k, j] as a float32 matmul with a
-    # threshold: exact, since the sums are integers <= n < 2**24.
-    return jnp.matmul(x.astype(jnp.float32), y.astype(jnp.float32)) > 0.5
-
-
-# ------------------------------------------------------------------- shape buckets
-# Small inputs are padded to a few bucket sizes so that varying n or C does not recompile
-# every jitted core (compilation dominates below a few hundred positions). Paddings are
-# chosen so that they change no result: an identity border adds isolated elements to a
-# partial order; a "reaches everything" border adds one extra top class to a preorder. Large
-# inputs keep their exact shapes (no host round trip, no wasted flops).
-
-_PAD_LIMIT = 256
-
-
-def _bucket(k: int) -> int:
-    if k > _PAD_LIMIT:
-        return k
-    if k <= 64:
-        return max(8, 1 << (k - 1).bit_length())  # 8, 16, 32, 64
-    return -(-k // 32) * 32  # 96, 128, ..., 256
-
-
-def _pad_square(x, size: int, fill: str) -> jax.Array:
-    """Pad a small square Boolean matrix to `size`: ``fill`` is "zeros", "identity" or "top"."""
-    k = x.shape[-1]
-    if size == k:
-        return jnp.asarray(x)
-    out = np.zeros((size, size), dtype=bool)
-    out[:k, :k] = np.asarray(x)
-    if fill == "identity":
-        out[np.arange(k, size), np.arange(k, size)] = True
-    elif fill == "top":
-        out[k:, :] = True
-    return jnp.asarray(out)
-
-
-def _unpad(x, k: int) -> jax.Array:
-    if x.shape[-1] == k:
-        return x
-    a = np.asarray(x)
-    return jnp.asarray(a[:k, :k] if a.ndim == 2 else a[:k])
-
-
-# ----------------------------------------------------------------------------- checks
-
-
-def _preorder_violations(r):
-    """Counts of reflexivity and transitivity violations of a square Boolean relation."""
-    not_reflexive = jnp.sum(~jnp.diagonal(r))
-    not_transitive = jnp.sum(_bool_matmul(r, r) & ~r)
-    return not_reflexive, not_transitive
-
-
-def _first(mask2d: np.ndarray) -> tuple[int, int]:
-    i, j = np.argwhere(mask2d)[0]
-    return int(i), int(j)
-
-
-_PREORDER = "a preorder (reflexive and transitive), e.g. the output of `reachability(mask)` with num_layers=None"
-_PARTIAL_ORDER = "a partial order (reflexive, antisymmetric, transitive), e.g. the output of `quotient_order`"
-
-
-def _raise_not_reflexive(r: np.ndarray, name: str, what: str) -> None:
-    bad = np.flatnonzero(~np.diagonal(r))
-    raise MaskError(
-        f"`{name}` must be {what}; got a relation that is not reflexive: "
-        f"{name}[{bad[0]}, {bad[0]}] is False ({bad.size} diagonal entr{'y' if bad.size == 1 else 'ies'} False)."
-    )
-
-
-def _raise_not_transitive(r: np.ndarray, name: str, what: str) -> None:
-    f = r.astype(np.float32)
-    i, k = _first(((f @ f) > 0.5) & ~r)  # BLAS float product: exact for 0/1 entries
-    j = int(np.flatnonzero(r[i] & r[:, k])[0])
-    hint = " (a finite-depth R^(L) with L below the convergence depth is not transitive)" if what == _PREORDER else ""
-    raise MaskError(
-        f"`{name}` must be {what}; got a relation that is not transitive: "
-        f"{name}[{i}, {j}] and {name}[{j}, {k}] are True but {name}[{i}, {k}] is False{hint}."
-    )
-
-
-def _check_preorder(r: jax.Array, violations, name: str) -> None:
-    not_reflexive, not_transitive = violations
-    if int(not_reflexive):
-        _raise_not_reflexive(np.asarray(r), name, _PREORDER)
-    if int(not_transitive):
-        _raise_not_transitive(np.asarray(r), name, _PREORDER)
-
-
-@jax.jit
-def _order_parts(order):
-    """Strict order `S`, the covers `S & ~(S ⊗ S)`, and the partial-order violation counts."""
-    c = order.shape[-1]
-    eye = jnp.eye(c, dtype=bool)
-    s = order & ~eye
-    ss = _bool_matmul(s, s)
-    not_reflexive = jnp.sum(~jnp.diagonal(order))
-    not_antisymmetric = jnp.sum(s & s.T) // 2
-    not_transitive = jnp.sum(ss & ~s)
-    return s, s & ~ss, not_reflexive, not_antisymmetric, not_transitive
-
-
-def _check_partial_order(order: jax.Array, nr, na, nt, name: str) -> None:
-    if int(nr):
-        _raise_not_reflexive(np.asarray(order), name, _PARTIAL_ORDER)
-    if int(na):
-        o = np.asarray(order)
-        a, b = _first(o & o.T & ~np.eye(o.shape[0], dtype=bool))
-        raise MaskError(
-            f"`{name}` must be {_PARTIAL_ORDER}; got a relation that is not antisymmetric: {name}[{a}, {b}] and "
-            f"{name}[{b}, {a}] are both True ({int(na)} such pair(s)). Pass the quotient by `classes`, "
-            "not the preorder R itself."
-        )
-    if int(nt):
-        _raise_not_transitive(np.asarray(order), name, _PARTIAL_ORDER)
 
 
 # ---------------------------------------------------------------------------- classes
@@ -359,111 +239,3 @@ def cover_matrix(order: Bool[ArrayLike, "c c"]) -> Bool[Array, "c c"]:
     _, cover, nr, na, nt = _order_parts(_pad_square(o, _bucket(c), "identity"))
     _check_partial_order(o, nr, na, nt, "order")
     return _unpad(cover, c)
-
-
-# ------------------------------------------------------------------------------ depth
-
-
-@jax.jit
-def _longest_chain_sorted(rel):
-    # rel strictly lower triangular: rel[i, j] => j < i. Dynamic programming in id order:
-    # h[i] = 1 + max{h[j] : rel[i, j]}, the number of elements in a longest chain ending at i.
-    c = rel.shape[-1]
-
-    def body(i, h):
-        best = jnp.max(jnp.where(rel[i], h, 0))
-        return h.at[i].set(best + 1)
-
-    h = jax.lax.fori_loop(0, c, body, jnp.zeros((c,), dtype=jnp.int32))
-    return jnp.max(h)
-
-
-def longest_chain(relation: Bool[ArrayLike, "c c"]) -> int:
-    """Depth of a poset: the number of elements in a longest chain (its height).
-
-    Works on the cover matrix (Hasse diagram) or on the order itself (both have the same
-    longest chains: every maximal chain of a finite poset is a path of covers); the
-    diagonal is ignored. For the quotient of a mask it is the number of classes on the
-    longest dependency path; it equals the number of topological generations (Mirsky's
-    theorem). A chain of `C` classes has depth `C`; an antichain has depth 1.
-
-    **Arguments:**
-
-    - `relation`: Boolean `(C, C)`, `relation[a, b]` True iff `[b] < [a]` (or `[b] ⋖ [a]`);
-      row = upper element. Must be acyclic off the diagonal.
-
-    **Returns:** a Python int in `1 .. C`.
-
-    **Raises:** :class:`~hassejax.errors.MaskError` if `relation` is not square Boolean or
-    has a directed cycle (then it is not a strict order).
-    :class:`~hassejax.errors.MemoryBudgetError` (naming `relation`) if its copies would not
-    fit in the free memory, estimated from its shape before anything is copied.
-
-    Complexity: `O(C²)` in one jitted loop when the ids are topologically ordered (the
-    relation strictly lower triangular, as for the quotient of :func:`classes`); otherwise
-    a topological order is computed first with networkx on the relation's edges.
-
-    Source: spec hasse.md §3 (last paragraph: depth is the longest chain); L. Mirsky,
-    "A dual of Dilworth's decomposition theorem", Amer. Math. Monthly 78 (1971).
-    """
-    rel = np.asarray(as_mask(relation, "relation", batched=False, memory=_memory("relation", "the longest chain", 5)))
-    c = rel.shape[0]
-    rel = rel & ~np.eye(c, dtype=bool)
-    if np.any(np.triu(rel)):
-        # Not in topological id order: sort with networkx on the (small) quotient graph.
-        g = nx.DiGraph()
-        g.add_nodes_from(range(c))
-        a, b = np.nonzero(rel)
-        g.add_edges_from(zip(b.tolist(), a.tolist()))  # lower -> upper
-        try:
-            topo = np.asarray(list(nx.topological_sort(g)), dtype=np.int64)
-        except nx.NetworkXUnfeasible:
-            cycle = nx.find_cycle(g)
-            raise MaskError(
-                "`relation` must be acyclic (a strict order or its cover relation); got a directed cycle "
-                f"through elements {[u for u, _ in cycle]}."
-            ) from None
-        rel = rel[np.ix_(topo, topo)]
-    return int(_longest_chain_sorted(_pad_square(rel, _bucket(c), "zeros")))
-
-
-# ------------------------------------------------------------------------------ width
-
-
-def width(order: Bool[ArrayLike, "c c"]) -> int:
-    """Width of a poset: the size of a largest antichain, by Dilworth's theorem.
-
-    Dilworth: the largest antichain has as many elements as a smallest partition into
-    chains, and (Fulkerson) a smallest chain partition has `C - ν` chains, `ν` the size of
-    a maximum matching in the bipartite graph with an edge `(a, b)` for every strict pair
-    `[b] < [a]`. The matching is scipy's Hopcroft–Karp; antichains are never enumerated.
-
-    **Arguments:**
-
-    - `order`: Boolean `(C, C)` partial order, `order[a, b]` True iff `[b] ≤ [a]`
-      (row = upper), e.g. from :func:`quotient_order`.
-
-    **Returns:** a Python int in `1 .. C`.
-
-    **Raises:** :class:`~hassejax.errors.MaskError` if `order` is not square Boolean or not
-    a partial order (the bipartite reduction needs the transitive relation: on the cover
-    relation alone it would count vertex-disjoint paths, not chains).
-    :class:`~hassejax.errors.MemoryBudgetError` (naming `order`) if the matmul would not fit
-    in the free memory, estimated from its shape before anything is copied.
-
-    Complexity `O(C³)` for the check (one matmul) and `O(E √C)` for the matching, `E` the
-    number of strict pairs.
-
-    Source: spec hasse.md §3 (last paragraph); R. P. Dilworth, "A decomposition theorem for
-    partially ordered sets", Ann. Math. 51 (1950); D. R. Fulkerson, "Note on Dilworth's
-    decomposition theorem for partially ordered sets", Proc. AMS 7 (1956); J. E. Hopcroft,
-    R. M. Karp, SIAM J. Comput. 2 (1973).
-    """
-    o = as_mask(order, "order", batched=False, memory=_memory("order", "the width", 18))
-    c = o.shape[-1]
-    s, _, nr, na, nt = _order_parts(_pad_square(o, _bucket(c), "identity"))
-    _check_partial_order(o, nr, na, nt, "order")
-    s_np = np.asarray(s)[:c, :c]
-    graph = scipy.sparse.csr_array(s_np.astype(np.int8))
-    match = scipy.sparse.csgraph.maximum_bipartite_matching(graph, perm_type="column")
-    return c - int(np.count_nonzero(match >= 0))
