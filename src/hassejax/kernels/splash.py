@@ -28,7 +28,8 @@ from .._checks import check_memory
 from .._memory import host_memory_bytes
 from ..errors import MaskError, MemoryBudgetError
 from ..masks._convert import _form_arg, _Unstructured
-from ..masks._intervals import _INDEX, IntervalMask, check_host_memory, runs_bytes, stack_row_blocks
+from ..masks._intervals import IntervalMask
+from ..masks._runs import _INDEX, check_host_memory, runs_bytes, stack_row_blocks
 from ..masks._validate import checked, describe
 
 __all__ = ["from_splash", "to_splash"]

@@ -13,7 +13,8 @@ from jaxtyping import Array, ArrayLike, Bool, Shaped
 from .._checks import check_memory
 from ..errors import MaskError
 from ._args import checked, describe, integer, is_traced, positive, require
-from ._intervals import _INDEX, IntervalMask, check_host_memory, runs_bytes, stack_row_blocks
+from ._intervals import IntervalMask
+from ._runs import _INDEX, check_host_memory, runs_bytes, stack_row_blocks
 from ._mask_mod import (
     evaluate_mask_mod,
     evaluate_mask_mod_checked,

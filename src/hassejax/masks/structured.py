@@ -40,7 +40,8 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from ..errors import MaskError
-from ._intervals import _INDEX, IntervalMask, _runs_of_rows, check_host_memory, normalize_runs
+from ._intervals import IntervalMask
+from ._runs import _INDEX, _runs_of_rows, check_host_memory, normalize_runs
 from ._validate import (
     check_contiguous_ids,
     check_document_lengths,
