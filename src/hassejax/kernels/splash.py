@@ -27,7 +27,7 @@ from jaxtyping import Array, Bool
 from .._checks import check_memory
 from .._memory import host_memory_bytes
 from ..errors import MaskError, MemoryBudgetError
-from ..masks._convert import _form_arg, _Unstructured
+from ..masks._convert_args import _form_arg, _Unstructured
 from ..masks._intervals import IntervalMask
 from ..masks._runs import _INDEX, check_host_memory, runs_bytes, stack_row_blocks
 from ..masks._validate import checked, describe

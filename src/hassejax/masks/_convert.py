@@ -1,4 +1,9 @@
-"""Converters from foreign mask conventions (spec hasse.md §0: converted explicitly, never guessed)."""
+"""Converters from foreign mask conventions (spec hasse.md §0: converted explicitly, never guessed).
+
+FlexAttention-style callables by :func:`from_mask_mod` (and the row runs of one by
+:func:`mask_mod_runs`) here; arrays (additive biases, "blocked" masks) in
+:mod:`hassejax.masks._from_arrays`, importable from here too.
+"""
 
 from __future__ import annotations
 
@@ -8,94 +13,30 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Shaped
+from jaxtyping import Array, Bool
 
 from .._checks import check_memory
 from ..errors import MaskError
-from ._args import checked, describe, integer, is_traced, positive, require
+from ._args import checked, positive
+from ._convert_args import _bool_arg, _callable_arg, _form_arg, _int_arg, _optional_positive, _Unstructured
+from ._from_arrays import from_additive_bias, from_blocked
 from ._intervals import IntervalMask
-from ._runs import _INDEX, check_host_memory, runs_bytes, stack_row_blocks
 from ._mask_mod import (
     evaluate_mask_mod,
     evaluate_mask_mod_checked,
     evaluate_mask_mod_unchecked,
     raise_index_error,
 )
+from ._runs import _INDEX, check_host_memory, runs_bytes, stack_row_blocks
 
 __all__ = ["from_mask_mod", "from_additive_bias", "from_blocked", "mask_mod_runs"]
+
 
 _AUTO_DENSE_ENTRIES = 1 << 26
 """``form="auto"`` returns a dense array up to this many entries (n = 8192 square), intervals above."""
 
 _BLOCK_ENTRIES = 1 << 23
 """Entries of one block of rows evaluated at a time by :func:`mask_mod_runs` (8 Mi: 8 MiB of bool)."""
-
-
-def _optional_positive(value, name: str):
-    return None if value is None else positive(value, name)
-
-
-def _int_arg(value, name: str) -> int:
-    return integer(value, name)
-
-
-def _array_arg(value, name: str):
-    if isinstance(value, (list, tuple)):
-        value = np.asarray(value)
-    if not (hasattr(value, "shape") and hasattr(value, "dtype")):
-        raise MaskError(f"`{name}` must be an array of shape (..., n_q, n_k); got {describe(value)}.")
-    if value.ndim < 2:
-        raise MaskError(
-            f"`{name}` must have rank >= 2, shape (..., n_q, n_k); got shape {tuple(value.shape)} (rank {value.ndim}). "
-            "A key-padding vector `pad` of shape (n_k,) is a mask after broadcasting: "
-            "`jnp.broadcast_to(pad, (n_q, n_k))`."
-        )
-    if value.shape[-1] == 0 or value.shape[-2] == 0:
-        raise MaskError(f"`{name}` must have at least one query and one key; got shape {tuple(value.shape)}.")
-    return value
-
-
-def _check_array_memory(value, name: str, who: str) -> None:
-    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `name` before `value` is copied.
-
-    Counts its device copy (its itemsize an entry) and four bool temporaries of its shape.
-    """
-    shape = tuple(int(d) for d in value.shape)
-    entries = int(np.prod(shape, dtype=object))
-    check_memory(
-        entries * (np.dtype(value.dtype).itemsize + 4),
-        f"{who} of an array of shape {shape} (its device copy and bool temporaries)",
-        name,
-    )
-
-
-def _first_bad(bad, value) -> str:
-    """Index and value of the first True entry of `bad` in a concrete array."""
-    bad_np = np.asarray(bad)
-    where = tuple(int(i) for i in np.argwhere(bad_np)[0])
-    return f"{int(bad_np.sum())} such entr{'y' if bad_np.sum() == 1 else 'ies'}, first at index {where}: {np.asarray(value)[where].item()!r}"
-
-
-def _callable_arg(value, name: str):
-    if not callable(value):
-        raise MaskError(f"`{name}` must be a callable (b, h, q_idx, kv_idx) -> bool; got {describe(value)}.")
-    return value
-
-
-def _bool_arg(value, name: str) -> bool:
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise MaskError(f"`{name}` must be True or False; got {describe(value)}.")
-
-
-def _form_arg(value, name: str):
-    if isinstance(value, str) and value in ("dense", "intervals", "auto"):
-        return value
-    raise MaskError(f"`{name}` must be 'dense', 'intervals' or 'auto'; got {describe(value)}.")
-
-
-class _Unstructured(Exception):
-    """Raised by :func:`mask_mod_runs` when the rows need more than `max_runs` runs."""
 
 
 def _block_rows(n_kv: int) -> int:
@@ -325,96 +266,3 @@ def from_mask_mod(
     kv_idx = jnp.arange(n_kv, dtype=jnp.int32)
     grid = f"q_idx in [0, {n}), kv_idx in [0, {n_kv}), b={b}, h={h}"
     return evaluate_mask_mod(fn, q_idx, kv_idx, b, h, "fn", grid=grid, check=check_indices)
-
-
-def _threshold_arg(value, name: str):
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise MaskError(f"`{name}` must be None or a negative number (entries <= it are blocked); got {describe(value)}.")
-    value = float(value)
-    if not value < 0:
-        raise MaskError(f"`{name}` must be None or a negative number (entries <= it are blocked); got {value}.")
-    return value
-
-
-@checked(bias=_array_arg, threshold=_threshold_arg)
-def from_additive_bias(
-    bias: Shaped[ArrayLike, "*batch n_q n_k"], threshold: float | None = None
-) -> Bool[Array, "*batch n_q n_k"]:
-    """Boolean mask from an additive attention bias: ``M = (bias == 0)``, blocked where ``bias == -inf``.
-
-    Softmax attention adds the bias to the logits: `0` keeps a key, `-inf` removes it.
-    Only a *binary* bias is a mask; every entry must be exactly `0` (True) or `-inf`
-    (False). Libraries that block with a large finite negative number instead (HF
-    transformers uses ``torch.finfo(dtype).min``, others `-1e9`) need `threshold`: then
-    every entry ``<= threshold`` counts as blocked. Anything else (positive values,
-    small negative values such as ALiBi distances, NaN) is not a mask and an error.
-
-    **Arguments:**
-
-    - `bias`: real array of shape `(..., n_q, n_k)` (any float or integer dtype).
-    - `threshold`: ``None`` (default: only `-inf` blocks) or a negative number: entries
-      ``<= threshold`` block.
-
-    **Returns:** a Boolean array of the same shape (True = may attend).
-
-    **Raises:** :class:`~hassejax.errors.MaskError` for a Boolean or complex dtype, a rank
-    below 2, a non-negative `threshold`, or an entry that is neither `0` nor blocked
-    (the message gives how many, the first index and its value). Traced inputs are
-    checked with :func:`equinox.error_if`. :class:`~hassejax.errors.MemoryBudgetError`
-    (naming `bias`) if its copy and the Boolean temporaries would not fit, estimated from
-    its shape and dtype before anything is copied.
-    """
-    dtype = bias.dtype
-    if dtype == np.bool_ or not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
-        raise MaskError(
-            f"`bias` must have a real (float or integer) dtype; got dtype {dtype}. "
-            "A Boolean array is already a mask (True = may attend); use it directly."
-        )
-    _check_array_memory(bias, "bias", "from_additive_bias")
-    x = jnp.asarray(bias)
-    allowed = x == 0
-    blocked = (x == -jnp.inf) if threshold is None else (x <= threshold)
-    bad = ~(allowed | blocked)
-    rule = "exactly 0 (may attend) or -inf (blocked)" if threshold is None else f"exactly 0 or <= threshold={threshold}"
-    if not is_traced(bad) and bool(jnp.any(bad)):
-        hint = "" if threshold is not None else " For a finite blocking value (e.g. finfo.min or -1e9) pass `threshold`."
-        raise MaskError(f"`bias` entries must be {rule}; got {_first_bad(bad, x)}.{hint}")
-    return require(allowed, ~jnp.any(bad), f"`bias` entries must be {rule}.")
-
-
-@checked(blocked=_array_arg)
-def from_blocked(blocked: Shaped[ArrayLike, "*batch n_q n_k"]) -> Bool[Array, "*batch n_q n_k"]:
-    """Boolean mask from a "1 = cannot attend" mask: ``M = (blocked == 0)``.
-
-    The convention of XLNet's ``perm_mask`` (``perm_mask[i, j] = 1``: `i` cannot attend
-    to `j`), of padding masks and of PyTorch ``nn.MultiheadAttention``'s Boolean
-    ``attn_mask`` (True = not allowed). Values must be 0/1 only (bool, integer or float
-    dtype), so that a 0/1 "may attend" mask or a bias is never taken for one silently.
-
-    **Arguments:**
-
-    - `blocked`: array of shape `(..., n_q, n_k)` holding only 0 and 1 (or False/True);
-      1 = blocked.
-
-    **Returns:** a Boolean array of the same shape, ``~blocked`` (True = may attend).
-
-    **Raises:** :class:`~hassejax.errors.MaskError` for a rank below 2, a complex or
-    non-numeric dtype, or a value other than 0/1 (the message gives the first one).
-    Traced inputs are checked with :func:`equinox.error_if`.
-    :class:`~hassejax.errors.MemoryBudgetError` (naming `blocked`) if its copy and the
-    Boolean temporaries would not fit, estimated from its shape and dtype before anything
-    is copied.
-    """
-    dtype = blocked.dtype
-    if not (dtype == np.bool_ or jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
-        raise MaskError(f"`blocked` must have a bool, integer or float dtype holding 0/1; got dtype {dtype}.")
-    _check_array_memory(blocked, "blocked", "from_blocked")
-    x = jnp.asarray(blocked)
-    if dtype == np.bool_:
-        return ~x
-    bad = ~((x == 0) | (x == 1))
-    if not is_traced(bad) and bool(jnp.any(bad)):
-        raise MaskError(f"`blocked` must hold only 0 (may attend) and 1 (blocked); got {_first_bad(bad, x)}.")
-    return require(x == 0, ~jnp.any(bad), "`blocked` must hold only 0 (may attend) and 1 (blocked).")
