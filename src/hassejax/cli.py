@@ -489,7 +489,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 raise _UsageError("--to npy needs --out FILE.npy")
             if not args.out.endswith(".npy"):
                 raise _UsageError(f"--out {args.out!r}: --to npy writes a .npy file; give a name ending in .npy")
-            from .kernels.splash import _dense_rule
+            from .kernels._splash_write import _dense_rule
 
             dense = _dense_rule(rule, 0, rule.n) if rule.heads is None else np.stack(
                 [_dense_rule(rule, h, rule.n) for h in range(rule.heads)]

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import hassejax.kernels._splash_write as splash_write_module
 import hassejax.kernels.splash as splash_module
 from hassejax.errors import MaskError
 from hassejax.kernels import from_splash, mask_rule, to_splash
@@ -79,6 +80,7 @@ def test_bad_fallback_names_the_argument():
         to_splash("causal(n=8)", fallback="dense")
 
 
-def test_docstring_examples_run():
-    result = doctest.testmod(splash_module, optionflags=doctest.NORMALIZE_WHITESPACE)
+@pytest.mark.parametrize("module", [splash_module, splash_write_module])
+def test_docstring_examples_run(module):
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

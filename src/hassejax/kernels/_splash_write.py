@@ -1,0 +1,188 @@
+"""Masks into JAX splash attention: :func:`to_splash` (re-exported by :mod:`hassejax.kernels.splash`).
+
+Writes the exact structured splash mask where one exists (``CausalMask``, ``LocalMask``,
+``ChunkedCausalMask``, ``FullMask`` and their ``&`` / ``|``), a ``NumpyMask`` (or a lazy mask)
+otherwise. Convention: row = query, column = key, True = may attend.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any, Literal
+
+import numpy as np
+
+from .._memory import host_memory_bytes
+from ..errors import MaskError, MemoryBudgetError
+from ..masks._validate import checked, describe
+
+__all__ = ["to_splash"]
+
+
+# ----------------------------------------------------------------------------------- out
+
+
+def _fallback_arg(value, name: str) -> str:
+    if value in ("numpy", "lazy"):
+        return value
+    raise MaskError(f"`{name}` must be 'numpy' (a dense NumpyMask) or 'lazy' (evaluated per tile); got {describe(value)}.")
+
+
+def _dense_rule(rule, head: int, n: int) -> np.ndarray:
+    """The rule of one head as a dense NumPy bool `(n, n)`, row block by row block (memory checked first)."""
+    if float(n) * n > 0.8 * host_memory_bytes():
+        raise MemoryBudgetError(
+            f"`mask`: a NumpyMask of shape ({n}, {n}) needs {float(n) * n / 2**30:.2f} GiB (one byte an entry), more "
+            f"than this machine has free ({host_memory_bytes() / 2**30:.2f} GiB). Use to_splash(mask, "
+            "fallback='lazy') (a splash mask evaluated per tile: no (n, n) array) or a smaller n."
+        )
+    if rule.intervals is not None and rule.heads is None:
+        return rule.intervals.to_dense()
+    out = np.empty((n, n), dtype=bool)
+    rows = max(1, (1 << 22) // n)
+    k = np.arange(n, dtype=np.int64)[None, :]
+    for q0 in range(0, n, rows):
+        q = np.arange(q0, min(n, q0 + rows), dtype=np.int64)[:, None]
+        out[q0 : q0 + q.shape[0]] = rule.evaluate(q, k, head)
+    return out
+
+
+@functools.cache
+def _lazy_mask_class():
+    """A splash ``Mask`` that evaluates a rule on each slice it is asked for (no ``(n, n)`` array)."""
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
+
+    class RuleMask(mask_lib.Mask):
+        """Splash mask of a hassejax rule, evaluated with NumPy on each requested ``[q_slice, kv_slice]``."""
+
+        def __init__(self, rule):
+            self.rule = rule
+
+        @property
+        def shape(self) -> tuple[int, int]:
+            return (self.rule.n, self.rule.n)
+
+        def __getitem__(self, idx) -> np.ndarray:
+            if not (isinstance(idx, tuple) and len(idx) == 2 and all(isinstance(s, slice) for s in idx)):
+                raise NotImplementedError(f"Unsupported slice: {idx}")
+            q = np.arange(self.rule.n)[idx[0]][:, None]
+            k = np.arange(self.rule.n)[idx[1]][None, :]
+            return np.ascontiguousarray(self.rule.evaluate(q, k))
+
+        def _key(self):
+            return (self.rule.n, self.rule.expr, tuple((t, a.tobytes()) for t, a in self.rule.tables))
+
+        def __eq__(self, other):
+            return isinstance(other, RuleMask) and self._key() == other._key()
+
+        def __hash__(self):
+            return hash(self._key())
+
+    return RuleMask
+
+
+def _structured(recipe, n: int, mask_lib):
+    kind = recipe[0]
+    shape = (n, n)
+    if kind == "causal":
+        return mask_lib.CausalMask(shape)
+    if kind == "full":
+        return mask_lib.FullMask(shape)
+    if kind == "local":
+        return mask_lib.LocalMask(shape, window_size=(recipe[1], recipe[2]), offset=0)
+    if kind == "chunked":
+        return mask_lib.ChunkedCausalMask(shape, chunk_size=recipe[1])
+    left, right = _structured(recipe[1], n, mask_lib), _structured(recipe[2], n, mask_lib)
+    return left & right if kind == "and" else left | right
+
+
+@checked(fallback=_fallback_arg)
+def to_splash(mask: Any, *, fallback: Literal["numpy", "lazy"] = "numpy"):
+    """The splash attention mask of a hassejax mask: structured where splash has the structure.
+
+    The rule of :func:`~hassejax.kernels.mask_rule` becomes, where it is one of splash's
+    structured masks, that mask: causal ``kv_idx <= q_idx`` is ``CausalMask``;
+    ``sliding_window(n, left, right)`` (``q - left <= k <= q + right``) is
+    ``LocalMask(window_size=(left, right), offset=0)``; ``chunked_causal(n, chunk)`` is
+    ``ChunkedCausalMask(chunk_size=chunk)``; ``full`` is ``FullMask``; unions and
+    intersections of those (from a spec with ``|`` / ``&``) become splash's ``|`` / ``&``.
+    Interval masks and arrays whose rows are such a window, causal or chunked rule are
+    recognised too. Any other mask (sinks, prefix-LM, documents, Block Two-Stream, ...) is
+    one ``NumpyMask`` of the whole rule (``fallback="numpy"``, ``n²`` bytes, memory checked
+    first) or, with ``fallback="lazy"``, a splash ``Mask`` subclass that evaluates the rule
+    on each tile splash slices (no ``(n, n)`` array: any ``n``; splash builds its
+    ``MaskInfo`` by slicing, so the kernel sees the same partial blocks). Per-head input
+    gives a ``MultiHeadMask`` with one mask per head.
+
+    **Arguments:**
+
+    - `mask`: anything :func:`~hassejax.kernels.mask_rule` takes: a spec string (also
+      ``block_two_stream_mask(...)``, ``butterfly_mask(...)``), an IntervalMask, a Boolean
+      ``(n, n)`` or per-head ``(heads, n, n)`` array, a list of per-head masks, a Task.
+    - `fallback`: ``"numpy"`` (default) or ``"lazy"``, for masks splash has no structure for.
+
+    **Returns:** a ``jax.experimental.pallas.ops.tpu.splash_attention`` mask of shape
+    ``(n, n)``, or a ``MultiHeadMask`` of shape ``(heads, n, n)``; pass a 2-D one to
+    ``make_splash_mha`` as ``MultiHeadMask([m] * heads)``.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` as :func:`~hassejax.kernels.mask_rule` or
+    for a bad `fallback`; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if a
+    ``NumpyMask`` would not fit (the message points to ``fallback="lazy"``).
+
+    **Warns:** ``UserWarning`` when a query row has no allowed key: splash gives such a row a
+    uniform average over the keys of the tiles it visits (measured with the real kernel),
+    where hassejax's masked attention gives zero.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.kernels import to_splash
+    >>> type(to_splash("sliding_window(n=256, left=64)")).__name__
+    'LocalMask'
+    >>> type(to_splash("causal(n=256) & chunked_causal(n=256, chunk=64)")).__name__
+    'LogicalAnd'
+    >>> type(to_splash("attention_sinks(n=256, num=4)")).__name__
+    'NumpyMask'
+
+    ```
+
+    Source: splash attention's mask library (``splash_attention_mask.py``, JAX); the rules
+    as in :func:`~hassejax.kernels.mask_rule`.
+    """
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
+
+    from .mask_mod import mask_rule
+
+    rule = mask_rule(mask)
+    n = rule.n
+    heads = rule.parts if rule.heads is not None else (rule,)
+    for h, part in enumerate(heads):
+        _warn_empty_rows(part, h if rule.heads is not None else None)
+
+    def one(part):
+        if part.splash is not None:
+            return _structured(part.splash, n, mask_lib)
+        if fallback == "lazy":
+            return _lazy_mask_class()(part)
+        return mask_lib.NumpyMask(_dense_rule(part, 0, n))
+
+    if rule.heads is None:
+        return one(rule)
+    return mask_lib.MultiHeadMask(tuple(one(part) for part in heads))
+
+
+def _warn_empty_rows(rule, head: int | None) -> None:
+    """Warn when a query row attends to nothing: splash averages over the visited tiles there, not zero."""
+    im = rule.intervals
+    if im is None:
+        return
+    empty = np.flatnonzero(im.row_counts() == 0)
+    if empty.size:
+        where = "" if head is None else f" of head {head}"
+        warnings.warn(
+            f"`mask`{where} has {empty.size} query row(s) with no allowed key (first: row {int(empty[0])}). Splash "
+            "attention gives such rows a uniform average over the keys of the tiles it visits, not zero as "
+            "hassejax.nn does; give every query a key (e.g. its own diagonal) before training with splash.",
+            stacklevel=3,
+        )
