@@ -301,7 +301,7 @@ def test_cli_raw_out_of_memory_is_one_line(capsys, monkeypatch, exc):
     def boom(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(hassejax.cli, "analyze", boom)
+    monkeypatch.setattr(importlib.import_module("hassejax.cli._analyze"), "analyze", boom)
     rc, out, err = _cli(capsys, "analyze", "causal(n=8)")
     assert rc == 2 and out == ""
     assert err.startswith("hassejax: error: out of memory") and err.count("\n") == 1, err
@@ -312,6 +312,6 @@ def test_cli_other_runtime_errors_are_not_hidden(monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(hassejax.cli, "analyze", boom)
+    monkeypatch.setattr(importlib.import_module("hassejax.cli._analyze"), "analyze", boom)
     with pytest.raises(RuntimeError, match="a bug"):
         main(["analyze", "causal(n=8)"])

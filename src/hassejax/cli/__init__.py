@@ -1,0 +1,95 @@
+"""The ``hassejax`` command line.
+
+Subcommands (each one function ``_cmd_NAME(args) -> int`` in its own module ``_NAME.py``,
+plus a parser builder ``_add_NAME(subparsers)`` in :mod:`hassejax.cli._parser`, registered in
+``_SUBCOMMANDS``). The parser imports neither JAX nor a command module: ``hassejax --help``
+and argument errors start no JAX; a command imports what it needs when it runs.
+
+- ``hassejax analyze MASK_SPEC [--layers L [L ...]] [--dot FILE] [--png FILE] [--json FILE]``:
+  the information flow of a mask (spec hasse.md §1) at any length: n, the closure route,
+  the convergence depth L*, the reach after each requested L (keys per query, share of the
+  limit), classes, depth and width of the quotient order, the number of Hasse edges and,
+  for a quotient small enough to draw, the edges themselves. ``MASK_SPEC`` is a mask spec
+  such as ``"sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)"``
+  (:func:`hassejax.masks.from_spec`, built in interval form: no ``n × n`` array) or the path
+  of a ``.npy`` file holding a Boolean `(n, n)` array.
+
+- ``hassejax derive FAMILY --n N [--block-size L] [--group G] [--content C] [--png [FILE]] [--json [FILE]]``:
+  derive a mask from a task family (spec hasse.md §2–3): the merged slots, mask, labels,
+  sparsest variant and leakage audit.
+
+- ``hassejax export SPEC_OR_FAMILY --to splash|mask_mod|npy [--out FILE] [--framework F]``: the
+  mask for a kernel (:mod:`hassejax.kernels`): Python source of a FlexAttention ``mask_mod``,
+  Python that builds the JAX splash attention mask, or the dense ``.npy`` array.
+  ``SPEC_OR_FAMILY`` is a mask spec (also ``block_two_stream_mask(...)``, ``butterfly_mask(...)``),
+  a ``.npy`` file, or a task family (``autoregressive``, ``block_generation``, ``butterfly``)
+  with ``--n`` (and ``--block-size`` ...), exported through its closed form.
+
+- ``hassejax tiles SPEC_OR_FAMILY [--block B] [--block-kv B] [--json FILE]``: empty, partial and
+  full tiles of the mask for a block-sparse kernel (:func:`hassejax.kernels.tile_stats`).
+
+Exit codes: 0 success, 2 bad input (mask spec, file, options, or a mask too large for the
+memory budget; one line on stderr, no traceback), 1 an output file that could not be written.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ._parser import PROG, _one_line, _OutputError, _UsageError, build_parser
+
+__all__ = ["main", "build_parser", "analyze", "derive", "load_mask"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hassejax`` console script.
+
+    **Arguments:**
+
+    - `argv`: the arguments without the program name (default: ``sys.argv[1:]``).
+
+    **Returns:** the exit code: 0 on success, 2 for bad input (argparse usage errors, a bad
+    mask spec or file, a computation over the memory budget: the library's
+    :class:`~hassejax.errors.MemoryBudgetError`, or as a last resort a raw ``MemoryError``
+    or XLA ``RESOURCE_EXHAUSTED`` that no estimate caught), 1 if an output file cannot be
+    written. Errors are one line on stderr, ``hassejax: error: ...``, without a traceback.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed usage and the error
+        return int(exc.code or 0)
+    try:
+        return int(args.func(args))
+    except _UsageError as err:
+        print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
+        return 2
+    except _OutputError as err:
+        print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
+        return 1
+    except (MemoryError, RuntimeError) as err:
+        # Every entry point estimates memory before allocating (MemoryBudgetError, reported
+        # above as bad input); this is the last resort for an allocation no estimate foresaw.
+        text = _one_line(str(err))
+        if isinstance(err, RuntimeError) and "RESOURCE_EXHAUSTED" not in text:
+            raise
+        print(
+            f"{PROG}: error: out of memory, over the memory budget of this machine ({type(err).__name__}: "
+            f"{text[:300]}); use a smaller n, or a mask spec with fewer key runs a row.",
+            file=sys.stderr,
+        )
+        return 2
+
+
+_LAZY = {"analyze": "._analyze", "derive": "._derive", "load_mask": "._common"}
+
+
+def __getattr__(name: str):
+    """``analyze``, ``derive`` and ``load_mask`` load their command module on first use."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,102 @@
+"""``hassejax analyze``: the information flow of a mask at any length (spec hasse.md §1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+
+from ..errors import HassejaxError
+from ._common import _check_figure_path, _write_text, load_mask
+from ._parser import _one_line, _OutputError, _UsageError
+
+
+def analyze(mask, layers: Sequence[int] | int | None = None) -> dict:
+    """The numbers printed by ``hassejax analyze`` (spec hasse.md §1), at any ``n``.
+
+    **Arguments:**
+
+    - `mask`: an :class:`~hassejax.masks.IntervalMask` or a Boolean `(n, n)` array (row =
+      query, column = key, True = may attend).
+    - `layers`: layer counts ``L`` whose reach is reported (an int or a sequence).
+
+    **Returns:** the dict of :meth:`hassejax.order.FlowSummary.to_dict` (``n``, ``route``,
+    ``convergence_depth``, ``reach``, ``limit``, ``num_classes``, ``class_sizes``, ``depth``,
+    ``width``, ``num_hasse_edges``, ``not_computed``, ``seconds``) plus ``layers`` and
+    ``summary`` (the :class:`~hassejax.order.FlowSummary`).
+
+    **Raises:** as :func:`hassejax.order.flow_summary`.
+    """
+    from ..order import flow_summary
+
+    layers = () if layers is None else layers
+    summary = flow_summary(mask, layers)
+    out = summary.to_dict()
+    out["layers"] = list(summary.layers)
+    out["summary"] = summary
+    return out
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from ..order import format_class
+
+    _check_figure_path(args.png)
+    try:
+        mask = load_mask(args.mask_spec)
+        result = analyze(mask, args.layers)
+    except HassejaxError as err:
+        raise _UsageError(str(err)) from None
+    summary = result["summary"]
+    diagram = summary._diagram
+    if diagram is None and (args.dot or args.png):
+        raise _UsageError(
+            f"--dot/--png: the quotient has {summary.num_classes} classes, too many to draw (the limit is "
+            f"{_quotient_limit()}); the counts are printed, --json writes them."
+        )
+    lines = [f"mask: {args.mask_spec}"]
+    for line in summary.lines():
+        if diagram is None or not line.startswith("Hasse edges"):  # with a diagram: listed below
+            lines.append(line)
+    if diagram is not None:
+        names = [format_class(m) for m in diagram.classes]
+        edges = diagram.edges
+        lines.append(f"Hasse edges ({len(edges)}; u -> v: u is covered by v, information flows u -> v):")
+        for u, v in edges[: args.max_edges]:
+            lines.append(f"  {names[u]} -> {names[v]}")
+        if len(edges) > args.max_edges:
+            lines.append(f"  ... and {len(edges) - args.max_edges} more (all in --json / --dot)")
+        if not edges:
+            singles = [names[c] for c in range(diagram.num_classes)][: args.max_edges]
+            more = " ..." if diagram.num_classes > len(singles) else ""
+            lines.append("  (none; classes: " + " ".join(singles) + more + ")")
+    print("\n".join(lines))
+
+    if args.dot:
+        _write_text(args.dot, diagram.to_dot())
+    if args.json:
+        payload = {k: v for k, v in result.items() if k != "summary"}
+        payload["mask_spec"] = args.mask_spec
+        if diagram is not None:
+            payload["diagram"] = diagram.to_dict()
+        # One top-level key a line, values compact (the class lists stay on one line each key).
+        body = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in payload.items())
+        _write_text(args.json, "{\n" + body + "\n}\n")
+    if args.png:
+        from matplotlib.figure import Figure
+
+        from ..plot import draw_hasse, hasse_figsize
+
+        fig = Figure(figsize=hasse_figsize(diagram, title=args.mask_spec))
+        draw_hasse(diagram, fig.add_subplot(), title=args.mask_spec)
+        try:
+            fig.savefig(args.png, dpi=120, bbox_inches="tight")
+        except OSError as err:
+            raise _OutputError(f"cannot write {args.png!r}: {_one_line(str(err))}") from None
+    return 0
+
+
+def _quotient_limit() -> int:
+    from ..order.summary import QUOTIENT_LIMIT
+
+    return QUOTIENT_LIMIT

@@ -1,0 +1,132 @@
+"""Helpers shared by the ``hassejax`` commands: reading masks, writing files.
+
+Imports of the library (and so of JAX) happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import HassejaxError, MaskError
+from ._parser import _one_line, _OutputError, _UsageError
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def load_mask(spec: str):
+    """The mask named by `spec`: a ``.npy`` file path (dense) or a mask spec (interval form).
+
+    A spec such as ``"sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)"``
+    is built with :func:`hassejax.masks.from_spec` in its interval form
+    (:class:`~hassejax.masks.IntervalMask`): no ``n × n`` array, any ``n``.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` for an unreadable file, a non-Boolean or
+    non-square array, or a bad spec (the message of :func:`hassejax.masks.from_spec`);
+    :class:`~hassejax.errors.MemoryBudgetError` for an array too large for the memory.
+    """
+    if spec.endswith(".npy"):
+        path = Path(spec)
+        if not path.is_file():
+            raise MaskError(f"MASK_SPEC {spec!r}: no such .npy file.")
+        try:
+            arr = np.load(path, allow_pickle=False, mmap_mode="r")
+        except (OSError, ValueError) as err:
+            raise MaskError(f"MASK_SPEC {spec!r}: cannot read it as a .npy array ({_one_line(str(err))}).") from None
+        if arr.ndim != 2 or 0 in arr.shape:
+            raise MaskError(f"`mask` must have rank 2, shape (n, n) with n >= 1; got shape {arr.shape} (rank {arr.ndim}).")
+        if arr.shape[0] != arr.shape[1]:
+            raise MaskError(f"`mask` must be square (n, n): queries and keys are the same positions; got shape {arr.shape}.")
+        if arr.dtype != np.bool_:
+            raise MaskError(
+                f"`mask` must have dtype bool (True = may attend); got dtype {arr.dtype}. Convert it first, e.g. "
+                "`mask.astype(bool)` for 0/1 'may attend' masks."
+            )
+        from ..masks import IntervalMask
+
+        return IntervalMask.from_dense(arr, name="mask") if arr.shape[0] > _DENSE_NPY_LIMIT else np.asarray(arr)
+    from ..masks import from_spec
+
+    return from_spec(spec, form="intervals")
+
+
+# A .npy mask larger than this is read row block by row block into its interval form.
+_DENSE_NPY_LIMIT = 4096
+
+
+def _check_figure_path(path: str | None) -> None:
+    """Reject a ``--png`` path whose extension matplotlib cannot write, before any output."""
+    if path is None:
+        return
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if ext not in formats:
+        raise _UsageError(f"--png {path!r}: the file name must end in an image format matplotlib writes ({', '.join('.' + f for f in sorted(formats))}).")
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text)
+    except OSError as err:
+        raise _OutputError(f"cannot write {path!r}: {_one_line(str(err))}") from None
+
+
+# ----------------------------------------------------------------------- export, tiles
+
+_FAMILY_SPECS = {
+    "autoregressive": "causal(n={n_minus_one})",
+    "block_generation": (
+        "block_two_stream_mask(n={n}, block_size={block_size}, group={group!r}, content={content!r}, "
+        "keep_last_block={keep_last_block})"
+    ),
+    "butterfly": "butterfly_mask(n={n})",
+}
+
+
+def _kernel_mask(args: argparse.Namespace):
+    """The mask named by SPEC_OR_FAMILY: a family's closed form (spec text), a .npy file, or a mask spec."""
+    target = args.spec_or_family
+    if target in _FAMILY_SPECS:
+        if args.n is None:
+            raise _UsageError(f"the {target} family needs --n N")
+        if target == "block_generation" and args.block_size is None:
+            raise _UsageError("the block_generation family needs --block-size L (a divisor of --n)")
+        if target == "autoregressive" and args.n < 2:
+            raise _UsageError("the autoregressive family needs --n >= 2")
+        return _FAMILY_SPECS[target].format(
+            n=args.n, n_minus_one=args.n - 1, block_size=args.block_size, group=args.group, content=args.content,
+            keep_last_block=not args.no_keep_last_block,
+        )
+    if args.n is not None or args.block_size is not None:
+        raise _UsageError(f"--n / --block-size apply to task families ({', '.join(_FAMILY_SPECS)}), not to a mask spec")
+    if target.endswith(".npy"):
+        path = Path(target)
+        try:
+            arr = np.load(path, allow_pickle=False, mmap_mode="r") if path.is_file() else None
+        except (OSError, ValueError):
+            arr = None
+        if arr is not None and arr.ndim == 3 and arr.dtype == np.bool_ and arr.shape[1] == arr.shape[2] > 0:
+            return [np.asarray(head) for head in arr]  # one (n, n) mask per head
+        try:
+            return load_mask(target)
+        except HassejaxError as err:
+            raise _UsageError(str(err)) from None
+    return target
+
+
+def _emit(path: str | None, text: str) -> None:
+    if path is None:
+        print(text, end="")
+    else:
+        _write_text(path, text)
+
+
+def _save_npy(path: str, array: np.ndarray) -> None:
+    try:
+        np.save(path, array)
+    except OSError as err:
+        raise _OutputError(f"cannot write {path!r}: {_one_line(str(err))}") from None

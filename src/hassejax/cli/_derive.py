@@ -1,0 +1,118 @@
+"""``hassejax derive``: a mask derived from a task family (spec hasse.md §2–3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from ..errors import HassejaxError
+from ._common import _check_figure_path, _write_text
+from ._parser import _one_line, _OutputError, _UsageError
+
+# ----------------------------------------------------------------------------- derive
+
+
+_DERIVE_MAX_N = 128
+_DERIVE_MAX_PRINTED_SLOTS = 64
+
+
+def derive(family: str, n: int, **options) -> dict:
+    """The numbers printed by ``hassejax derive``: merged task, sparse variant and audit.
+
+    **Arguments:** `family` (``"autoregressive"``, ``"block_generation"``, ``"butterfly"``), `n`,
+    and the family's options (e.g. ``block_size``, ``group``, ``content``, ``keep_last_block``,
+    ``boundary``), as in :mod:`hassejax.tasks`.
+
+    **Returns:** a dict with ``merged`` (:class:`~hassejax.tasks.MergedTask`), ``sparse``
+    (:class:`~hassejax.tasks.Sparsified`) and ``audit`` (:class:`~hassejax.tasks.AuditReport`).
+
+    **Raises:** :class:`~hassejax.errors.TaskError` for bad family options.
+    """
+    from ..tasks import FAMILIES, audit, sparsify
+
+    merged = FAMILIES[family](n, **options).merge()
+    return {"merged": merged, "sparse": sparsify(merged), "audit": audit(merged)}
+
+
+def _cmd_derive(args: argparse.Namespace) -> int:
+    _check_figure_path(args.png)
+    given = {
+        "--block-size": args.block_size is not None,
+        "--group": args.group is not None,
+        "--content": args.content is not None,
+        "--no-keep-last-block": args.no_keep_last_block,
+        "--boundary": args.boundary is not None,
+    }
+    allowed = {
+        "autoregressive": (),
+        "block_generation": ("--block-size", "--group", "--content", "--no-keep-last-block"),
+        "butterfly": ("--boundary",),
+    }[args.family]
+    ignored = [k for k, v in given.items() if v and k not in allowed]
+    if ignored:
+        raise _UsageError(f"{', '.join(ignored)} do(es) not apply to the {args.family} family (its options: {', '.join(allowed) or 'none'})")
+    if args.n > _DERIVE_MAX_N:
+        raise _UsageError(
+            f"--n {args.n} is too large for derive, which merges one Hasse diagram per task (at most {_DERIVE_MAX_N}); "
+            "for large n use the closed forms hassejax.tasks.block_two_stream_mask / butterfly_mask"
+        )
+    options: dict = {}
+    if args.family == "block_generation":
+        if args.block_size is None:
+            raise _UsageError("derive block_generation needs --block-size L (a divisor of --n)")
+        options = dict(block_size=args.block_size, group=args.group or "full", content=args.content or "causal",
+                       keep_last_block=not args.no_keep_last_block)
+    elif args.family == "butterfly":
+        options = dict(boundary=args.boundary or "neighbour")
+    try:
+        result = derive(args.family, args.n, **options)
+    except HassejaxError as err:
+        raise _UsageError(str(err)) from None
+    merged, sparse, report = result["merged"], result["sparse"], result["audit"]
+    names = [str(t) for t in merged.inputs]
+    width = max(len(x) for x in names)
+    lines = [f"family: {args.family} (n = {args.n}{''.join(f', {k} = {v}' for k, v in options.items())})",
+             f"slots: {merged.n} (merged from {len(merged.tasks)} tasks; {int(merged.node.max()) + 1} Hasse nodes)",
+             "slot  input" + " " * max(0, width - 5) + "  stream   position  label"]
+    for p, (tok, stream, lab) in enumerate(zip(merged.inputs, merged.streams, merged.labels)):
+        lines.append(f"{p:>4}  {str(tok):<{max(width, 5)}}  {stream:<7}  {tok.position:>8}  {'-' if lab is None else lab}")
+    mask = np.asarray(merged.mask)
+    if merged.n <= _DERIVE_MAX_PRINTED_SLOTS:
+        lines.append("mask (row = query slot, column = key slot, 1 = may attend):")
+        for p in range(merged.n):
+            lines.append(f"  {names[p]:>{width}} " + " ".join("1" if x else "." for x in mask[p]))
+    else:
+        lines.append(f"mask: {merged.n} x {merged.n} (not printed above {_DERIVE_MAX_PRINTED_SLOTS} slots; see --json / --png)")
+    from ..order import convergence_depth
+
+    lines.append(f"dense: {int(mask.sum())} nonzeros, L* = {int(convergence_depth(mask))}; sparsest variant: {sparse.nonzeros} nonzeros, L* = {sparse.depth}")
+    lines.append("audit: " + report.summary())
+    print("\n".join(lines))
+    if args.json:
+        payload = {
+            "family": args.family, "n": args.n, "options": options,
+            "slots": [{"input": [str(t.symbol), t.position], "stream": s, "label": None if y is None else [str(y.symbol), y.position]}
+                      for t, s, y in zip(merged.inputs, merged.streams, merged.labels)],
+            "mask": mask.astype(int).tolist(), "sparse_mask": sparse.mask.astype(int).tolist(), "sparse_depth": sparse.depth,
+            "audit": {"leaks": list(report.leaks), "mismatches": list(report.mismatches),
+                      "token_density": report.token_density, "slot_density": report.slot_density},
+        }
+        _write_text(args.json, json.dumps(payload) + "\n")
+    if args.png:
+        from matplotlib.figure import Figure
+
+        from ..order import HasseDiagram
+        from ..plot import draw_hasse, draw_mask
+
+        fig = Figure(figsize=(14, 7), layout="constrained")
+        ax_mask, ax_hasse = fig.subplots(1, 2)
+        draw_mask(mask, ax=ax_mask, labels=names, title=f"{args.family} merged mask ({merged.n} slots)")
+        draw_hasse(HasseDiagram.from_mask(mask), ax=ax_hasse, names=names, title="Hasse diagram")
+        try:
+            fig.savefig(args.png, dpi=120)
+        except OSError as err:
+            raise _OutputError(f"cannot write {args.png!r}: {_one_line(str(err))}") from None
+    return 0

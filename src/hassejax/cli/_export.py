@@ -1,0 +1,105 @@
+"""``hassejax export``: a mask for a kernel (FlexAttention ``mask_mod``, JAX splash attention, ``.npy``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from ..errors import HassejaxError
+from ._common import _emit, _kernel_mask, _save_npy
+from ._parser import _UsageError
+
+
+def _splash_source(mask, npy: str | None) -> str:
+    """Python text that builds the splash mask `mask` (``mask_lib`` = splash_attention_mask)."""
+    kind = type(mask).__name__
+    if kind == "CausalMask":
+        return f"mask_lib.CausalMask(shape={mask.shape}, offset={mask.offset})"
+    if kind == "FullMask":
+        return f"mask_lib.FullMask(_shape={mask.shape})"
+    if kind == "LocalMask":
+        return f"mask_lib.LocalMask(shape={mask.shape}, window_size={mask.window_size}, offset={mask.offset})"
+    if kind == "ChunkedCausalMask":
+        return f"mask_lib.ChunkedCausalMask(shape={mask.shape}, chunk_size={mask.chunk_size})"
+    if kind in ("LogicalAnd", "LogicalOr"):
+        op = "&" if kind == "LogicalAnd" else "|"
+        return f"({_splash_source(mask.left, npy)} {op} {_splash_source(mask.right, npy)})"
+    if npy is None:
+        raise _UsageError(f"this mask has no structured splash form (it is a {kind}); give --out FILE.npy for its dense array")
+    return f"mask_lib.NumpyMask(np.load({npy!r}))"
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    mask = _kernel_mask(args)
+    try:
+        if args.to == "mask_mod":
+            from ..kernels import mask_mod_source
+
+            _emit(args.out, mask_mod_source(mask, framework=args.framework))
+            return 0
+        from ..kernels import mask_rule
+
+        rule = mask_rule(mask)
+        if args.to == "npy":
+            if args.out is None:
+                raise _UsageError("--to npy needs --out FILE.npy")
+            if not args.out.endswith(".npy"):
+                raise _UsageError(f"--out {args.out!r}: --to npy writes a .npy file; give a name ending in .npy")
+            from ..kernels._splash_write import _dense_rule
+
+            dense = _dense_rule(rule, 0, rule.n) if rule.heads is None else np.stack(
+                [_dense_rule(rule, h, rule.n) for h in range(rule.heads)]
+            )
+            _save_npy(args.out, dense)
+            print(f"wrote {args.out}: Boolean {dense.shape} (row = query, column = key, True = may attend)")
+            return 0
+        from ..kernels import to_splash
+
+        structured = _structured_only(to_splash(rule, fallback="lazy"))
+        npy = None
+        if not structured:
+            if args.out is None or not args.out.endswith(".npy"):
+                raise _UsageError(
+                    f"{rule.label}: splash has no structured mask for this rule; give --out FILE.npy to write the array of "
+                    "its NumpyMask (or use hassejax.kernels.to_splash(mask, fallback='lazy') in Python: no (n, n) array)"
+                )
+            npy = args.out
+            splash = to_splash(rule)
+            _save_npy(npy, np.asarray(splash.array) if rule.heads is None else np.stack([np.asarray(m[:, :]) for m in splash.masks]))
+        else:
+            if args.out is not None and args.out.endswith(".npy"):
+                raise _UsageError(
+                    f"--out {args.out!r}: {rule.label} is a structured splash mask (no array to write); give --out FILE.py "
+                    "for the Python, or no --out to print it"
+                )
+            splash = to_splash(rule)
+        lines = [
+            "from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib",
+            "",
+            f"# {rule.label}: row = query, column = key, True = may attend",
+        ]
+        if npy is not None:
+            lines.insert(0, "import numpy as np")
+        if rule.heads is None:
+            lines.append(f"mask = {_splash_source(splash, npy)}")
+        elif npy is not None:
+            lines.append(f"mask = mask_lib.MultiHeadMask([mask_lib.NumpyMask(a) for a in np.load({npy!r})])")
+        else:
+            lines.append("mask = mask_lib.MultiHeadMask([")
+            lines += [f"    {_splash_source(m, None)}," for m in splash.masks]
+            lines.append("])")
+        _emit(None if npy is not None else args.out, "\n".join(lines) + "\n")
+        return 0
+    except HassejaxError as err:
+        raise _UsageError(str(err)) from None
+
+
+def _structured_only(splash) -> bool:
+    kind = type(splash).__name__
+    if kind == "MultiHeadMask":
+        return all(_structured_only(m) for m in splash.masks)
+    if kind in ("LogicalAnd", "LogicalOr"):
+        return _structured_only(splash.left) and _structured_only(splash.right)
+    return kind in ("CausalMask", "FullMask", "LocalMask", "ChunkedCausalMask")

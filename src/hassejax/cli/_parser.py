@@ -1,0 +1,164 @@
+"""The ``hassejax`` argument parser and its argument checks (imports no JAX and no command module).
+
+Each subcommand's function is imported by :func:`_command` only when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+
+PROG = "hassejax"
+
+
+class _UsageError(Exception):
+    """Bad input to a subcommand: reported on one line, exit code 2."""
+
+
+class _OutputError(Exception):
+    """An output file could not be written: reported on one line, exit code 1."""
+
+
+def _command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """The function ``hassejax.cli.<module>.<name>``, imported only when the command runs.
+
+    The parser imports no command module, so ``hassejax --help`` and argument errors never
+    import JAX.
+    """
+
+    def run(args: argparse.Namespace) -> int:
+        return getattr(importlib.import_module(f"hassejax.cli.{module}"), name)(args)
+
+    run.__name__ = name
+    return run
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
+# ---------------------------------------------------------------------------- analyze
+
+
+def _add_analyze(subparsers) -> None:
+    p = subparsers.add_parser(
+        "analyze",
+        help="classes, convergence depth and Hasse diagram of a mask",
+        description=(
+            "Analyse the information flow of an attention mask (spec hasse.md §1): positions, classes "
+            "of mutual reachability, convergence depth L*, depth and width of the quotient order and "
+            "the Hasse diagram edges (u -> v: class u is covered by class v, information flows u -> v)."
+        ),
+    )
+    p.add_argument("mask_spec", metavar="MASK_SPEC", help="e.g. 'sliding_window(n=16, left=2)' or a .npy file")
+    p.add_argument(
+        "--layers", type=_positive_int, nargs="+", metavar="L",
+        help="report the reach after L layers and whether it is the limit flow (several: --layers 1 2 4 8)",
+    )  # fmt: skip
+    p.add_argument("--dot", metavar="FILE", help="write the Hasse diagram as Graphviz DOT")
+    p.add_argument("--png", metavar="FILE", help="draw the Hasse diagram (matplotlib)")
+    p.add_argument("--json", metavar="FILE", help="write the numbers and the diagram as JSON")
+    p.add_argument(
+        "--max-edges", type=_positive_int, default=100, metavar="K", help="print at most K edges (default 100)"
+    )
+    p.set_defaults(func=_command("_analyze", "_cmd_analyze"))
+
+
+def _add_derive(subparsers) -> None:
+    p = subparsers.add_parser(
+        "derive",
+        help="derive a mask from a task family (merge of its Hasse diagrams)",
+        description=(
+            "Derive an attention mask from a task family (spec hasse.md §2-3): the minimal merged task's "
+            "slots, dense mask and labels, its sparsest variant, and the leakage audit."
+        ),
+    )
+    p.add_argument("family", choices=["autoregressive", "block_generation", "butterfly"], help="the task family")
+    p.add_argument("--n", type=_positive_int, required=True, help="sequence length")
+    p.add_argument("--block-size", type=_positive_int, default=None, help="block size l (block_generation; divides n)")
+    p.add_argument("--group", choices=["full", "causal", "diagonal"], default=None, help="attention inside a query group (block_generation; default full)")
+    p.add_argument("--content", choices=["causal", "block_causal"], default=None, help="content stream mask (block_generation; default causal)")
+    p.add_argument("--no-keep-last-block", action="store_true", help="leave out the full-sequence content task (block_generation; 2n - l slots)")
+    p.add_argument("--boundary", choices=["neighbour", "pad"], default=None, help="boundary aggregate (butterfly; default neighbour)")
+    p.add_argument("--png", nargs="?", const="derived_mask.png", metavar="FILE", help="draw the mask and Hasse diagram (default FILE: derived_mask.png)")
+    p.add_argument("--json", nargs="?", const="derived_mask.json", metavar="FILE", help="write slots, mask, labels and audit (default FILE: derived_mask.json)")
+    p.set_defaults(func=_command("_derive", "_cmd_derive"))
+
+
+def _add_family_options(p) -> None:
+    p.add_argument("--n", type=_positive_int, default=None, help="sequence length (task families)")
+    p.add_argument("--block-size", type=_positive_int, default=None, help="block size l (block_generation)")
+    p.add_argument("--group", choices=["full", "causal", "diagonal"], default="full", help="block_generation query group")
+    p.add_argument("--content", choices=["causal", "block_causal"], default="causal", help="block_generation content stream")
+    p.add_argument("--no-keep-last-block", action="store_true", help="block_generation without the full content task")
+
+
+def _add_export(subparsers) -> None:
+    p = subparsers.add_parser(
+        "export",
+        help="write a mask for a kernel: splash attention, a FlexAttention mask_mod, or .npy",
+        description=(
+            "Export a mask (row = query, column = key, True = may attend) for the kernels people train with: "
+            "'--to mask_mod' prints Python source of mask_mod(b, h, q_idx, kv_idx) for FlexAttention (closed form "
+            "where the mask has one, lookup tables otherwise); '--to splash' prints Python that builds the JAX splash "
+            "attention mask (structured CausalMask / LocalMask / ChunkedCausalMask / FullMask and their & and |, else a "
+            "NumpyMask loaded from --out); '--to npy' writes the dense Boolean array to --out."
+        ),
+    )
+    p.add_argument(
+        "spec_or_family", metavar="SPEC_OR_FAMILY",
+        help="a mask spec ('sliding_window(n=4096, left=256)', 'butterfly_mask(n=100)'), a .npy file, or a task family "
+        "(autoregressive, block_generation, butterfly) with --n",
+    )
+    p.add_argument("--to", choices=["splash", "mask_mod", "npy"], required=True, help="the target kernel format")
+    p.add_argument(
+        "--out", metavar="FILE", default=None,
+        help="mask_mod: write the source here; npy: the .npy file (required); splash: the .npy file of a NumpyMask's "
+        "array (required when the mask has no structured splash form), or a .py file for the Python",
+    )
+    p.add_argument("--framework", choices=["torch", "jax", "numpy"], default="torch", help="mask_mod tables (default torch)")
+    _add_family_options(p)
+    p.set_defaults(func=_command("_export", "_cmd_export"))
+
+
+def _add_tiles(subparsers) -> None:
+    p = subparsers.add_parser(
+        "tiles",
+        help="empty / partial / full tiles of a mask for a block-sparse kernel",
+        description=(
+            "Count the (block_q, block_kv) tiles of a mask a block-sparse attention kernel skips (empty), masks "
+            "(partial) or computes whole (full), as splash attention's MaskInfo and FlexAttention's BlockMask do. "
+            "A ragged last tile is padded with False (FlexAttention): it is never full."
+        ),
+    )
+    p.add_argument("spec_or_family", metavar="SPEC_OR_FAMILY", help="a mask spec, a .npy file, or a task family with --n")
+    p.add_argument("--block", type=_positive_int, default=128, help="query tile size (default 128)")
+    p.add_argument("--block-kv", type=_positive_int, default=None, help="key tile size (default: --block)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the counts as JSON")
+    _add_family_options(p)
+    p.set_defaults(func=_command("_tiles", "_cmd_tiles"))
+
+
+# ------------------------------------------------------------------------------- main
+
+_SUBCOMMANDS: list[Callable] = [_add_analyze, _add_derive, _add_export, _add_tiles]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``hassejax`` argument parser with one subparser per entry of :data:`_SUBCOMMANDS`."""
+    parser = argparse.ArgumentParser(prog=PROG, description="hassejax: attention masks as partial orders.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in _SUBCOMMANDS:
+        add(sub)
+    return parser
