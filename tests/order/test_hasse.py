@@ -326,10 +326,11 @@ def test_json_errors():
 
 
 def _nodes_and_arrows(ax):
-    from matplotlib.text import Annotation
+    """The node texts and the edge arrows (FancyArrowPatch, in the order of the diagram's edges)."""
+    from matplotlib.patches import FancyArrowPatch
 
-    nodes = [t for t in ax.texts if not isinstance(t, Annotation)]
-    arrows = [t for t in ax.texts if isinstance(t, Annotation)]
+    nodes = list(ax.texts)
+    arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
     return nodes, arrows
 
 
@@ -427,7 +428,7 @@ def test_draw_hasse_edges_cross_no_other_node(case):
     boxes = [t.get_bbox_patch().get_window_extent(renderer) for t in nodes]
     assert len(arrows) == len(d.edges)
     for (u, v), arrow in zip(d.edges, arrows):
-        path = arrow.arrow_patch.get_path().interpolated(40)  # display coordinates
+        path = arrow.get_transform().transform_path(arrow.get_path().interpolated(40))  # display coordinates
         for c, bb in enumerate(boxes):
             if c in (u, v):
                 continue

@@ -1,0 +1,231 @@
+"""The layered layout of a Hasse diagram (private; used by :mod:`hassejax.plot.hasse`).
+
+A small Sugiyama-style layout: layers are topological generations, long edges get a dummy
+slot in every layer they cross, layers are ordered by barycenter sweeps (small drawings: a
+few seeded restarts and neighbour swaps) and nodes are pulled towards the weighted median of
+their neighbours. Computed per call from the diagram alone (no cache).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..order.hasse import HasseDiagram, format_class
+
+# Advance width of a monospace glyph (DejaVu Sans Mono) in units of the font size, and the
+# rounded box padding (fraction of the font size) used for the node boxes.
+_CHAR_EM = 0.61
+_PAD = 0.3
+_GAP = 2.0  # empty character cells between neighbouring node slots
+_HALF_HEIGHT_EM = 0.62  # half the height of a line of text, in units of the font size
+_REFINE_MAX_NODES = 60  # layouts with more (real + dummy) nodes skip the swap refinement
+_RESTARTS = 4  # shuffled restarts of the layer ordering for small drawings
+_DUMMY_WIDTH = 2.0  # character cells reserved in a layer for an edge passing through it
+
+
+def _node_labels(diagram: HasseDiagram, names, max_label_chars: int) -> list[str]:
+    out = []
+    for mem in diagram.classes:
+        text = format_class(mem, names)
+        if len(text) > max_label_chars:
+            text = text[: max_label_chars - 1] + "…"
+        out.append(text)
+    return out
+
+
+def _weighted_median(values, weights) -> float:
+    """Weighted median; the midpoint of the two middle values when the weights split evenly."""
+    if len(values) == 1:
+        return float(values[0])
+    pairs = sorted(zip(values, weights))
+    half = sum(weights) / 2
+    cum = 0.0
+    for i, (v, w) in enumerate(pairs):
+        cum += w
+        if cum >= half - 1e-9:
+            if abs(cum - half) < 1e-9 and i + 1 < len(pairs):
+                return (v + pairs[i + 1][0]) / 2
+            return float(v)
+    return float(pairs[-1][0])
+
+
+def _isotonic_l1(targets, weights) -> list[float]:
+    """Nondecreasing fit minimising the weighted sum of |fit - target| (pooled weighted medians)."""
+    blocks: list[tuple[list[float], list[float], float]] = []  # (targets, weights, value)
+    for t, w in zip(targets, weights):
+        blocks.append(([float(t)], [float(w)], float(t)))
+        while len(blocks) > 1 and blocks[-2][2] > blocks[-1][2]:
+            t2, w2, _ = blocks.pop()
+            t1, w1, _ = blocks.pop()
+            blocks.append((t1 + t2, w1 + w2, _weighted_median(t1 + t2, w1 + w2)))
+    return [value for ts, _, value in blocks for _ in ts]
+
+
+def _place(widths: list[float], desired: list[float], weights: list[float]) -> list[float]:
+    """x positions in the given order, neighbours ``(w_a + w_b) / 2`` apart, closest to `desired`.
+
+    Closest in the weighted L1 sense: when neighbours compete for room, the heavier one (more
+    edges) keeps its place and the lighter ones move aside.
+    """
+    offsets = [0.0]
+    for i in range(1, len(widths)):
+        offsets.append(offsets[-1] + (widths[i - 1] + widths[i]) / 2)
+    fit = _isotonic_l1([d - o for d, o in zip(desired, offsets)], weights)
+    return [f + o for f, o in zip(fit, offsets)]
+
+
+def _crossings(layers, succ, order_of) -> int:
+    total = 0
+    for k in range(len(layers) - 1):
+        pairs = np.array([(order_of[a], order_of[b]) for a in layers[k] for b in succ[a]], dtype=float)
+        if len(pairs) > 1:
+            da = pairs[:, 0, None] - pairs[None, :, 0]
+            db = pairs[:, 1, None] - pairs[None, :, 1]
+            total += int((da * db < 0).sum()) // 2
+    return total
+
+
+def _layout(diagram: HasseDiagram, labels: list[str], sweeps: int = 4):
+    """Sugiyama-style layout: positions of classes and dummy bends, and each edge's route.
+
+    An edge spanning several generations is routed through one dummy slot per generation it
+    passes, so that every drawn segment joins adjacent layers and no edge runs through a
+    node box it does not connect. Returns ``(pos, width, routes)``: `pos` and `width` keyed
+    by class id (int) or dummy key (tuple), and ``routes[(u, v)]`` the dummy keys in order.
+    """
+    gen_of = {}
+    for k, gen in enumerate(diagram.generations):
+        for c in gen:
+            gen_of[c] = k
+    layers: list[list] = [list(g) for g in diagram.generations]
+    width: dict = {c: len(labels[c]) + _GAP for c in range(diagram.num_classes)}
+    succ: dict = {c: [] for c in width}
+    pred: dict = {c: [] for c in width}
+    routes = {}
+    for u, v in diagram.edges:
+        chain = [u] + [("dummy", u, v, k) for k in range(gen_of[u] + 1, gen_of[v])] + [v]
+        for k, d in enumerate(chain[1:-1], start=gen_of[u] + 1):
+            layers[k].append(d)
+            width[d] = _DUMMY_WIDTH
+            succ[d], pred[d] = [], []
+        for a, b in zip(chain, chain[1:]):
+            succ[a].append(b)
+            pred[b].append(a)
+        routes[(u, v)] = chain[1:-1]
+
+    # Order within each layer: barycenter sweeps, keeping the order with fewest crossings.
+    def barycenter(layers):
+        layers = [list(x) for x in layers]
+        order_of = {c: i for layer in layers for i, c in enumerate(layer)}
+
+        def reorder(layer, neighbours):
+            keys = []
+            for c in layer:
+                nb = [order_of[d] for d in neighbours[c]]
+                keys.append(float(np.mean(nb)) if nb else float(order_of[c]))
+            new = [c for _, c in sorted(zip(keys, layer), key=lambda t: t[0])]
+            for i, c in enumerate(new):
+                order_of[c] = i
+            return new
+
+        best = ([list(x) for x in layers], _crossings(layers, succ, order_of))
+        for _ in range(max(0, sweeps)):
+            for k in range(1, len(layers)):
+                layers[k] = reorder(layers[k], pred)
+            for k in range(len(layers) - 2, -1, -1):
+                layers[k] = reorder(layers[k], succ)
+            count = _crossings(layers, succ, order_of)
+            if count < best[1]:
+                best = ([list(x) for x in layers], count)
+        return best[0]
+
+    # Horizontal positions: start packed, then move every node towards the median of its
+    # neighbours (alternating upward and downward sweeps), keeping the order and the minimum
+    # spacing. The median (not the mean) keeps chains straight and centres a node between
+    # two neighbours; bends of long edges pull harder, so long edges stay nearly straight.
+    def weight(a, b):
+        return 1.0 + isinstance(a, tuple) + isinstance(b, tuple)
+
+    nbrs = {c: pred[c] + succ[c] for c in width}
+    nbr_w = {c: [weight(c, d) for d in nbrs[c]] for c in width}
+    strength = {c: sum(nbr_w[c]) or 0.5 for c in width}  # who keeps its place when room is short
+    edge_w = [(a, b, weight(a, b)) for a in succ for b in succ[a]]
+
+    def lengths(pos_x):
+        dx = [(w, abs(pos_x[a] - pos_x[b])) for a, b, w in edge_w]
+        slanted = sum(d > 1e-6 for _, d in dx)
+        return (slanted, round(sum(w * d * d for w, d in dx), 6), round(sum(w * d for w, d in dx), 6))
+
+    def place_from(layers, align):
+        pos_x = {}
+        for layer in layers:
+            total = sum(width[c] for c in layer)
+            x = {"centre": -total / 2, "left": 0.0, "right": -total}[align]
+            for c in layer:
+                pos_x[c] = x + width[c] / 2
+                x += width[c]
+
+        def relax(layer):
+            desired = [_weighted_median([pos_x[d] for d in nbrs[c]], nbr_w[c]) if nbrs[c] else pos_x[c] for c in layer]
+            for c, x in zip(layer, _place([width[c] for c in layer], desired, [strength[c] for c in layer])):
+                pos_x[c] = x
+
+        for _ in range(max(1, 2 * sweeps)):
+            before = dict(pos_x)
+            for layer in layers:
+                relax(layer)
+            for layer in reversed(layers):
+                relax(layer)
+            if all(abs(pos_x[c] - before[c]) < 1e-9 for c in pos_x):
+                break
+        return lengths(pos_x), pos_x
+
+    def place(layers):
+        # Packed starts centred, flush left and flush right; keep the one with the fewest
+        # slanted edges, then the shortest ones.
+        return min((place_from(layers, a) for a in ("centre", "left", "right")), key=lambda t: t[0])
+
+    def crossings(layers):
+        return _crossings(layers, succ, {c: i for layer in layers for i, c in enumerate(layer)})
+
+    def cost(layers):
+        length, pos_x = place(layers)
+        return (crossings(layers), *length), pos_x
+
+    def refine(layers):
+        # Swap neighbours in a layer while that removes crossings or, at equal crossings,
+        # makes fewer slanted and shorter edges (e.g. a butterfly comes out symmetric).
+        current, pos_x = cost(layers)
+        for _ in range(max(0, sweeps)):
+            improved = False
+            for layer in layers:
+                for i in range(len(layer) - 1):
+                    layer[i], layer[i + 1] = layer[i + 1], layer[i]
+                    if crossings(layers) <= current[0]:
+                        trial, trial_x = cost(layers)
+                        if trial < current:
+                            current, pos_x, improved = trial, trial_x, True
+                            continue
+                    layer[i], layer[i + 1] = layer[i + 1], layer[i]
+            if not improved:
+                break
+        return current, layers, pos_x
+
+    if len(width) > _REFINE_MAX_NODES:
+        layers = barycenter(layers)
+        _, pos_x = place(layers)
+    else:  # small drawings: a few restarts from shuffled layers (seeded), each refined
+        rng = np.random.default_rng(0)
+        starts = [layers] + [[[x[i] for i in rng.permutation(len(x))] for x in layers] for _ in range(_RESTARTS)]
+        _, layers, pos_x = min((refine(barycenter(st)) for st in starts), key=lambda t: t[0])
+    lo = min(pos_x[c] - width[c] / 2 for c in pos_x)
+    hi = max(pos_x[c] + width[c] / 2 for c in pos_x)
+    shift = (lo + hi) / 2
+    pos = {c: (pos_x[c] - shift, float(gen_of[c] if isinstance(c, (int, np.integer)) else c[3])) for c in pos_x}
+    return pos, width, routes
+
+
+def _extent(pos, width) -> tuple[float, float]:
+    half = max(max(abs(pos[c][0] - width[c] / 2), abs(pos[c][0] + width[c] / 2)) for c in pos)
+    num_layers = int(max(y for _, y in pos.values())) + 1
+    return 2 * half + 1.0, float(num_layers)
