@@ -17,6 +17,7 @@ from scipy.integrate import solve_ivp
 from hassejax.dynamics import (
     AttentionParams,
     BlowupMethod,
+    Softmax,
     Status,
     blowup_time_closed_form,
     moment_derivatives,
@@ -228,3 +229,28 @@ def test_counterexample_negative_definite_yet_blows_up():
     lam, dlam = s_e[0] + s_e[3], (lambda d: d[0] + d[3])(rhs(t_e, s_e))
     assert t_b == pytest.approx(t_e + lam / dlam, rel=1e-6)
     assert float(sol.t_final) == pytest.approx(t_e, rel=1e-6)
+
+
+def test_constant_step_non_finite_with_default_ts_reports_the_last_finite_state():
+    """Default `ts`, constant step past t* = 1 (softmax, V = A = I, Σ0 = I/2): the solve reports the last
+    finite state and its time (t ≈ 1), not t_final = 0 and cov_final = Σ0. The reference is the same
+    constant-step Tsit5 solve of `U' = UUᵀU` in plain diffrax, read at its last finite step."""
+    s0 = np.eye(2) / 2
+    sol = solve_gaussian(
+        Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), s0, t1=2.0, dt0=0.01, stepsize_controller=diffrax.ConstantStepSize()
+    )
+    assert status_names(sol.status) == "non_finite"
+    raw = diffrax.diffeqsolve(
+        diffrax.ODETerm(lambda t, u, args: u @ u.T @ u), diffrax.Tsit5(), 0.0, 2.0, 0.01, jnp.sqrt(jnp.asarray(s0)),
+        saveat=diffrax.SaveAt(steps=True), stepsize_controller=diffrax.ConstantStepSize(), throw=False,
+    )  # fmt: skip
+    us, ts = np.asarray(raw.ys), np.asarray(raw.ts)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ok = np.isfinite(ts) & np.all(np.isfinite(us), axis=(1, 2)) & np.isfinite(np.sum(us**2, axis=(1, 2)))
+    last = np.flatnonzero(ok)[-1]
+    assert 0.95 <= ts[last] <= 1.0
+    assert float(sol.t_final) == pytest.approx(ts[last], abs=1e-12)
+    np.testing.assert_allclose(np.asarray(sol.cov_final), us[last] @ us[last].T, rtol=1e-9)
+    assert np.trace(np.asarray(sol.cov_final)) > 100.0
+    np.testing.assert_array_equal(np.asarray(sol.ts), [0.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(sol.valid), [True, False])

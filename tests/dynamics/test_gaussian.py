@@ -21,6 +21,7 @@ from hassejax.dynamics import (
     AttentionParams,
     MultiHeadParams,
     PiecewiseConstant,
+    Softmax,
     Status,
     clustering_limit,
     gaussian_affine,
@@ -363,3 +364,19 @@ def test_softmax_solve_reproduces_spec_energy_values():
     want = [0.50178, 0.42221, 0.34832, 0.24405, 0.10895, 0.01376, 4.4e-5]
     np.testing.assert_allclose(got[:6], want[:6], atol=5e-6)
     assert got[6] == pytest.approx(want[6], abs=5e-7)
+
+
+def test_requested_save_times_and_validity_mask_for_every_status():
+    """`ts` holds the requested times whatever the status (never inf after an event); `valid` marks the
+    points at or before the stop. Softmax, A = I, Σ0 = I/2: V = I blows up at t* = 1, V = −I does not."""
+    ts = jnp.linspace(0.0, 5.0, 6)
+    sols = jax.vmap(
+        lambda v: solve_gaussian(Softmax(V=v * jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, ts=ts)
+    )(jnp.array([1.0, -1.0]))
+    assert list(status_names(sols.status)) == ["blow_up", "completed"]
+    np.testing.assert_array_equal(np.asarray(sols.ts), np.broadcast_to(np.asarray(ts), (2, 6)))
+    np.testing.assert_array_equal(np.asarray(sols.valid), [[True, True, False, False, False, False], [True] * 6])
+    max_steps = solve_gaussian(Softmax(V=jnp.eye(2), A=-jnp.eye(2)), jnp.zeros(2), jnp.eye(2), t1=5.0, ts=ts, max_steps=3)
+    assert status_names(max_steps.status) == "max_steps_reached"
+    np.testing.assert_array_equal(np.asarray(max_steps.ts), np.asarray(ts))
+    np.testing.assert_array_equal(np.asarray(max_steps.valid), np.asarray(ts) <= float(max_steps.t_final))

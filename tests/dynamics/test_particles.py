@@ -13,6 +13,7 @@ from hassejax.dynamics import (
     AttentionParams,
     MaskedParams,
     PiecewiseConstant,
+    Softmax,
     Status,
     particle_velocity,
     solve_particles,
@@ -161,3 +162,29 @@ def test_particle_errors():
         solve_particles("softmax", p, x0, t1=-1.0)
     with pytest.raises(ParameterError, match=r"`converge_tol` must be > 0"):
         solve_particles("softmax", p, x0, t1=1.0, converge_tol=0.0)
+
+
+@pytest.mark.parametrize("form", ["callable", "piecewise"])
+def test_nan_vector_field_is_non_finite_at_the_time_it_appears(form):
+    """V(t) = I until t = 0.3, then NaN (a callable) or an overflowing 1e300·I (a layer): `non_finite` at
+    t_final ≈ 0.3 within a few hundred steps (was: 100,000 rejected steps and max_steps_reached).
+
+    Before 0.3, V = I, A = 0 gives ẋ_i = x̄, so x̄(t) = x̄0 e^t and x_i − x̄ is constant (derived).
+    """
+    if form == "callable":
+        v = lambda t: jnp.where(t < 0.3, 1.0, jnp.nan) * jnp.eye(2)  # noqa: E731
+    else:
+        v = PiecewiseConstant(np.stack([np.eye(2), 1e300 * np.eye(2)]), t_edges=np.array([0.0, 0.3, 1.0]))
+    x0 = R.normal(size=(4, 2))
+    ts = jnp.linspace(0.0, 1.0, 11)
+    sol = solve_particles(Softmax(V=v, A=np.zeros((2, 2))), x0, t1=1.0, ts=ts)
+    assert status_names(sol.status) == "non_finite"
+    assert float(sol.t_final) == pytest.approx(0.3, abs=1e-9)
+    assert int(sol.stats.num_steps) < 1000
+    mean0 = x0.mean(axis=0)
+    want = x0 - mean0 + mean0 * np.exp(float(sol.t_final))
+    np.testing.assert_allclose(np.asarray(sol.x_final), want, rtol=1e-5)
+    # the requested save times, valid up to the stop
+    np.testing.assert_array_equal(np.asarray(sol.ts), np.asarray(ts))
+    np.testing.assert_array_equal(np.asarray(sol.valid), np.asarray(ts) < 0.3 - 1e-9)
+    assert float(sol.t_blowup) == np.inf and bool(jnp.all(jnp.isfinite(sol.xs)))

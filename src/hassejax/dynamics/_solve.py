@@ -14,7 +14,11 @@ solver and the particle solver. It
 3. maps the diffrax result, the event and the finiteness of the state to one
    :class:`~hassejax.dynamics.result.Status`;
 4. replaces saved points after the stop or holding NaN/inf by the last finite state and
-   marks them invalid, so no NaN/inf is ever returned as a state.
+   marks them invalid, so no NaN/inf is ever returned as a state; the save times returned
+   are the requested ones, whatever the status;
+5. stops at the first step whose state would be NaN/inf (:class:`~._guard.FiniteGuard`
+   around the step-size controller: a NaN vector field, or a constant step past a
+   blow-up), reporting `non_finite` with the last finite state and its time.
 
 Blow-up versus divergence (spec §4), the *decade test* (derived): the solve also integrates
 the time spent below `L_a = threshold/100`, i.e. the time `t_a` at which the size entered its
@@ -43,9 +47,19 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
-import numpy as np
 import optimistix as optx
 
+from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.pretrained call them as _solve.*
+    check_finite_params,
+    check_positive,
+    check_solver_settings,
+    check_times,
+    concrete,
+    is_concrete,
+    real_array,
+    state_dtype,
+)
+from ._guard import guard, tree_finite
 from .result import BlowupMethod, Status
 
 DECADES = 2.0
@@ -53,15 +67,6 @@ DECADES = 2.0
 
 DECADE_RATIO_THRESHOLD = 0.05
 """`ρ < 0.05` at the threshold event ⇒ finite-time blow-up (see module docstring)."""
-
-
-def _tree_finite(tree, batch_ndim: int = 0):
-    leaves = jtu.tree_leaves(tree)
-    out = None
-    for leaf in leaves:
-        ok = jnp.all(jnp.isfinite(leaf), axis=tuple(range(batch_ndim, leaf.ndim)))
-        out = ok if out is None else out & ok
-    return out
 
 
 class IntegrateOut(eqx.Module):
@@ -155,7 +160,7 @@ def integrate(
         dt0=dt0,
         y0=(y0_user, jnp.zeros((), dtype)),
         saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
-        stepsize_controller=stepsize_controller,
+        stepsize_controller=guard(stepsize_controller, t0, t1, finite=lambda z: tree_finite(z) & jnp.isfinite(size(z[0]))),
         max_steps=max_steps,
         event=event,
         throw=False,
@@ -165,11 +170,10 @@ def integrate(
     time_below = sol.ys[1][1][0]
     y_end = jtu.tree_map(lambda a: a[0], sol.ys[1][0])
     t_end = sol.ts[1][0]
-    save_ts = sol.ts[0]
 
     # Saved points: valid when finite and not after the stop.
-    finite_rows = _tree_finite(ys, batch_ndim=1)
-    end_finite = _tree_finite(y_end) & jnp.isfinite(t_end)
+    finite_rows = tree_finite(ys, batch_ndim=1)
+    end_finite = tree_finite(y_end) & jnp.isfinite(t_end)
     valid = finite_rows & (ts <= jnp.where(jnp.isfinite(t_end), t_end, t1))
     idx = jnp.arange(n_save)
     last = jax.lax.cummax(jnp.where(valid, idx, -1), axis=0)
@@ -216,8 +220,9 @@ def integrate(
     result = sol.result
     successful = result == diffrax.RESULTS.successful
     max_steps_hit = result == diffrax.RESULTS.max_steps_reached
+    stopped_non_finite = result == diffrax.RESULTS.nonfinite  # FiniteGuard: the next step was NaN/inf
     status = jnp.where(
-        ~end_finite,
+        ~end_finite | stopped_non_finite,
         Status.non_finite,
         jnp.where(
             blow_ev,
@@ -243,7 +248,7 @@ def integrate(
     t_blowup = jnp.where(blow, t_est, jnp.inf).astype(dtype)
     blowup_method = jnp.where(blow, int(method), int(BlowupMethod.none)).astype(jnp.int32)
     return IntegrateOut(
-        ts=save_ts,
+        ts=ts,
         ys=ys_clean,
         valid=valid,
         y_final=y_final,
@@ -289,27 +294,6 @@ def collect_jump_ts(params):
     return jnp.sort(jnp.concatenate([jnp.ravel(e) for e in edges]))
 
 
-def is_concrete(*xs) -> bool:
-    """True when none of `xs` is a tracer (value checks are possible)."""
-    return not any(isinstance(x, jax.core.Tracer) for x in xs)
-
-
-def concrete(x):
-    """`x` as a NumPy array when it is concrete (not a tracer), else None (value checks only)."""
-    if x is None or isinstance(x, jax.core.Tracer):
-        return None
-    return np.asarray(x)
-
-
-def check_positive(x, name: str) -> None:
-    """Raise :class:`ParameterError` if a concrete `x` is not > 0."""
-    from ..errors import ParameterError
-
-    v = concrete(x)
-    if v is not None and not bool(np.all(v > 0)):
-        raise ParameterError(f"`{name}` must be > 0; got {v}.")
-
-
 def default_size_factor(dtype) -> float:
     """Default size threshold as a multiple of the initial size: `1e8` in float64, `1e4` below.
 
@@ -318,82 +302,3 @@ def default_size_factor(dtype) -> float:
     `1e4` keeps the decade test (which needs >= 1e3) in reach.
     """
     return 1e8 if jnp.finfo(dtype).bits >= 64 else 1e4
-
-
-def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, dtype=None) -> None:
-    """Raise :class:`ParameterError` for an `rtol` that is negative or non-finite, an `atol`
-    that is not finite and > 0, a `max_steps` that is not a positive integer, or a `dt0`
-    that is not finite and > 0 (concrete values; the tolerances only when the default PID
-    controller is used).
-
-    Warns (``RuntimeWarning``) when `rtol` is below what the state's `dtype` resolves (under
-    5 ulps, e.g. the default 1e-8 in float32): the controller would shrink the step until
-    `max_steps_reached`. Enable float64 (``jax_enable_x64``) or loosen `rtol`.
-    """
-    import numbers
-    import warnings
-
-    from ..errors import ParameterError
-
-    if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
-        raise ParameterError(f"`max_steps` must be a positive integer; got {max_steps!r}.")
-    if stepsize_controller is None:  # the tolerances feed the default PID controller
-        tol = {}
-        for name, value in (("rtol", rtol), ("atol", atol)):
-            v = concrete(value)
-            if v is not None:
-                if v.ndim != 0 or not np.isfinite(v) or v < 0:
-                    raise ParameterError(f"`{name}` must be a finite number >= 0; got {value!r}.")
-                tol[name] = float(v)
-        if tol.get("atol") == 0:  # a state component that is exactly 0 would get a zero error budget
-            raise ParameterError("`atol` must be > 0 (with atol = 0 an exactly-zero state component, e.g. a zero mean, admits no step); got 0.")
-        if dtype is not None and "rtol" in tol and 0 < tol["rtol"] < 5 * float(jnp.finfo(dtype).eps):
-            warnings.warn(
-                f"`rtol` = {tol['rtol']:g} is below what {jnp.dtype(dtype).name} resolves (eps {float(jnp.finfo(dtype).eps):.1e}): "
-                "the solve will likely end in max_steps_reached. Enable float64 (jax.config.update('jax_enable_x64', True)) "
-                "or use rtol >= 1e-6 in float32.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-    v = concrete(dt0)
-    if v is not None and (v.ndim != 0 or not np.isfinite(v) or v <= 0):
-        raise ParameterError(f"`dt0` must be a finite number > 0 (or None: the controller picks it); got {dt0!r}.")
-
-
-def state_dtype(params, *arrays) -> jnp.dtype:
-    """The floating dtype of a solve: the widest of the state arrays and the parameters' array leaves.
-
-    Mixing, say, a float32 mean with float64 parameters would otherwise give a float64
-    velocity for a float32 state, which diffrax cannot store.
-    """
-    leaves = [x for x in jax.tree_util.tree_leaves(params) if isinstance(x, (jax.Array, np.ndarray))]
-    floats = [x for x in (*arrays, *leaves) if x is not None and jnp.issubdtype(jnp.result_type(x), jnp.floating)]
-    return jnp.result_type(*floats, float)  # the arrays themselves: weakly typed leaves (beta = 1.0) do not widen
-
-
-def check_finite_params(params, name: str = "params") -> None:
-    """Raise :class:`ParameterError` if a concrete floating-point leaf of `params` has NaN/inf entries."""
-    from ..errors import ParameterError
-
-    leaves = jax.tree_util.tree_leaves_with_path(params)
-    for path, leaf in leaves:
-        v = concrete(leaf) if isinstance(leaf, (jax.Array, np.ndarray, float)) else None
-        if v is not None and np.issubdtype(v.dtype, np.floating) and not np.all(np.isfinite(v)):
-            raise ParameterError(f"`{name}{jax.tree_util.keystr(path)}` must be finite; got NaN/inf entries.")
-
-
-def check_times(t0, t1, ts) -> None:
-    """Static shape check of `ts`; value checks (`t1 > t0`, `ts` sorted within `[t0, t1]`) when concrete."""
-    from ..errors import ParameterError
-
-    if ts is not None and (jnp.ndim(ts) != 1 or jnp.shape(ts)[0] < 1):
-        raise ParameterError(f"`ts` must have shape (T,) with T >= 1; got shape {jnp.shape(ts)}.")
-    c0, c1, cts = concrete(t0), concrete(t1), concrete(ts)
-    for name, v in (("t0", c0), ("t1", c1), ("ts", cts)):
-        if v is not None and not np.all(np.isfinite(v)):
-            raise ParameterError(f"`{name}` must be finite; got {v}.")
-    if c0 is not None and c1 is not None and not bool(c1 > c0):
-        raise ParameterError(f"`t1` must be > `t0`; got t0 = {float(c0)}, t1 = {float(c1)}.")
-    if cts is not None and c0 is not None and c1 is not None:
-        if np.any(np.diff(cts) < 0) or cts[0] < c0 or cts[-1] > c1:
-            raise ParameterError(f"`ts` must be non-decreasing within [t0, t1] = [{float(c0)}, {float(c1)}]; got {cts}.")
