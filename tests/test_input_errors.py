@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hassejax.cli import main as cli_main
-from hassejax.dynamics import AttentionParams, blowup_time_closed_form, solve_gaussian, solve_particles, status_names
+from hassejax.dynamics import AbstractAttention, Softmax, blowup_time_closed_form, solve_gaussian, solve_particles, status_names
 from hassejax.errors import MaskError, ParameterError, TaskError
 from hassejax.masks import causal
 from hassejax.nn.attention import masked_softmax
@@ -22,7 +22,7 @@ from hassejax.tasks import audit, block_generation, butterfly, sparsify
 
 A = jnp.array([[1.0, 0.5], [0.0, -1.0]])
 S0 = jnp.eye(2) / 2
-P = AttentionParams(V=jnp.eye(2), A=A)
+P = Softmax(V=jnp.eye(2), A=A)
 
 
 @pytest.mark.parametrize(
@@ -40,39 +40,106 @@ P = AttentionParams(V=jnp.eye(2), A=A)
 )
 def test_solver_settings_are_checked(kwargs, message, no_typecheck):
     with pytest.raises(ParameterError, match=message):
-        solve_gaussian("softmax", P, jnp.zeros(2), S0, t1=1.0, **kwargs)
+        solve_gaussian(P, jnp.zeros(2), S0, t1=1.0, **kwargs)
     x0 = jnp.array([[1.0, 0.0], [0.0, 1.0]])
     with pytest.raises(ParameterError, match=message):
-        solve_particles("softmax", P, x0, t1=1.0, **kwargs)
+        solve_particles(P, x0, t1=1.0, **kwargs)
 
 
 @pytest.mark.parametrize(
     ("params", "name"),
     [
-        (AttentionParams(V=jnp.eye(2), A=A, beta=jnp.nan), "params.beta"),
-        (AttentionParams(V=jnp.eye(2), A=A.at[0, 0].set(jnp.inf)), "params.A"),
-        (AttentionParams(V=jnp.eye(2).at[1, 1].set(jnp.nan), A=A), "params.V"),
+        (Softmax(V=jnp.eye(2), A=A, beta=jnp.nan), "model.beta"),
+        (Softmax(V=jnp.eye(2), A=A.at[0, 0].set(jnp.inf)), "model.A"),
+        (Softmax(V=jnp.eye(2).at[1, 1].set(jnp.nan), A=A), "model.V"),
     ],
 )
 def test_non_finite_parameters_are_rejected(params, name):
     with pytest.raises(ParameterError, match=rf"`{name}` must be finite"):
-        solve_gaussian("softmax", params, jnp.zeros(2), S0, t1=1.0)
+        solve_gaussian(params, jnp.zeros(2), S0, t1=1.0)
 
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"t1": "1.0"}, "`t1` must be a real number; got the string '1.0'"),
+        ({"t0": "0"}, "`t0` must be a real number"),
+        ({"rtol": "1e-6"}, "`rtol` must be a finite number >= 0; got the string '1e-6'"),
+        ({"atol": "1e-6"}, "`atol` must be a finite number >= 0"),
+        ({"dt0": "0.1"}, "`dt0` must be a finite number > 0"),
+        ({"ts": "0 1"}, "`ts` must be an array of real save times"),
+        ({"size_threshold": "1e3"}, "`size_threshold` must be a real number > 0"),
+        ({"converge_tol": True}, "`converge_tol` must be a real number > 0"),
+    ],
+)
+def test_solver_arguments_of_the_wrong_type_are_named(kwargs, message, no_typecheck):
+    """Strings for times and tolerances were a NumPy ufunc TypeError; now the argument is named."""
+    kwargs = {"t1": 1.0, **kwargs}
+    with pytest.raises(ParameterError, match=message):
+        solve_gaussian(P, jnp.zeros(2), S0, **kwargs)
+    with pytest.raises(ParameterError, match=message):
+        solve_particles(P, jnp.eye(2), **kwargs)
+
+
+class _ZeroDim(AbstractAttention):
+    """A kernel with no token dimension (d = 0): the solvers must refuse it by name."""
+
+    @property
+    def d(self):
+        return 0
+
+    def velocity(self, t, x, keys=None, mask=None):
+        return x
+
+    def gaussian_affine(self, t, mean, cov, factor=None):
+        return cov, mean
+
+
+def test_kernel_and_state_inputs_are_named(no_typecheck):
+    """`V="I"` was `invalid literal for int()`, d = 0 a `zero-size array` deep in the solve."""
+    with pytest.raises(ParameterError, match="`V` must be a real array.*the string 'I'"):
+        Softmax(V="I", A=A)
+    with pytest.raises(ParameterError, match=r"`V` of Softmax must have shape \(d, d\) \(square, d >= 1\); got shape \(0, 0\)"):
+        Softmax(V=jnp.zeros((0, 0)), A=jnp.zeros((0, 0)))
+    with pytest.raises(ParameterError, match="token dimension d of model must be >= 1"):
+        solve_gaussian(_ZeroDim(), jnp.zeros(0), jnp.zeros((0, 0)), t1=1.0)
+    with pytest.raises(ParameterError, match="token dimension d of model must be >= 1"):
+        solve_particles(_ZeroDim(), jnp.zeros((3, 0)), t1=1.0)
+    with pytest.raises(ParameterError, match="`x0` must be a real array of tokens"):
+        solve_particles(P, "abc", t1=1.0)
+    with pytest.raises(ParameterError, match="`mean0` must be a real array"):
+        solve_gaussian(P, "0 0", S0, t1=1.0)
+
+
+def test_transformer_refuses_float_token_ids(no_typecheck):
+    """Float ids were `Indexer must have integer or boolean type` from inside JAX."""
+    import jax
+
+    from hassejax.nn import Transformer
+
+    model = Transformer(1, 8, 2, 5, 4, key=jax.random.PRNGKey(0))
+    mask = jnp.tril(jnp.ones((4, 4), bool))
+    with pytest.raises(ParameterError, match="`token_ids` must be integer ids.*float"):
+        model(jnp.array([0.0, 1.0, 2.0, 3.0]), jnp.arange(4), mask)
+    with pytest.raises(ParameterError, match="`position_ids` must be integer ids"):
+        model(jnp.arange(4), jnp.arange(4.0), mask)
+    assert model(jnp.arange(4), jnp.arange(4), mask).shape == (4, 5)
 
 def test_valid_settings_still_solve_and_jit():
     """The checks skip tracers: a jitted solve is unchanged (t* = 0.97014 for this A, Σ0 = I/2)."""
     import jax
 
-    sol = solve_gaussian("softmax", P, jnp.zeros(2), S0, t1=10.0)
+    sol = solve_gaussian(P, jnp.zeros(2), S0, t1=10.0)
     want = float(blowup_time_closed_form(S0, A, 1.0))
     assert abs(float(sol.t_blowup) - want) / want < 1e-5
-    f = jax.jit(lambda a: solve_gaussian("softmax", AttentionParams(V=jnp.eye(2), A=a), jnp.zeros(2), S0, t1=10.0).t_blowup)
+    f = jax.jit(lambda a: solve_gaussian(Softmax(V=jnp.eye(2), A=a), jnp.zeros(2), S0, t1=10.0).t_blowup)
     assert abs(float(f(A)) - want) / want < 1e-5
 
 
 def test_particles_need_a_token():
     with pytest.raises(ParameterError, match="at least one token"):
-        solve_particles("softmax", P, jnp.zeros((0, 2)), t1=1.0)
+        solve_particles(P, jnp.zeros((0, 2)), t1=1.0)
 
 
 @pytest.mark.parametrize(
@@ -149,23 +216,23 @@ def test_float32_blow_up_is_found_and_tight_rtol_warns():
     size event is 1e4 x tr Σ0 there, and rtol below ~5 ulps warns instead of silently ending
     in max_steps_reached."""
     a32, s32 = A.astype(jnp.float32), S0.astype(jnp.float32)
-    p32 = AttentionParams(V=jnp.eye(2, dtype=jnp.float32), A=a32)
-    sol = solve_gaussian("softmax", p32, jnp.zeros(2, jnp.float32), s32, t1=10.0, rtol=1e-6, atol=1e-6)
+    p32 = Softmax(V=jnp.eye(2, dtype=jnp.float32), A=a32)
+    sol = solve_gaussian(p32, jnp.zeros(2, jnp.float32), s32, t1=10.0, rtol=1e-6, atol=1e-6)
     assert sol.cov.dtype == jnp.float32
     assert status_names(sol.status) == "blow_up"
     want = float(blowup_time_closed_form(S0, A, 1.0))
     assert abs(float(sol.t_blowup) - want) / want < 1e-5
     with pytest.warns(RuntimeWarning, match="below what float32 resolves"):
-        solve_gaussian("softmax", p32, jnp.zeros(2, jnp.float32), s32, t1=10.0, max_steps=50)
+        solve_gaussian(p32, jnp.zeros(2, jnp.float32), s32, t1=10.0, max_steps=50)
 
 
 def test_mixed_precision_inputs_take_the_widest_dtype():
     """A float32 mean or float32 tokens with float64 parameters solve in float64 (it used to crash in diffrax)."""
-    sol = solve_gaussian("softmax", P, jnp.zeros(2, jnp.float32), S0, t1=10.0)
+    sol = solve_gaussian(P, jnp.zeros(2, jnp.float32), S0, t1=10.0)
     assert sol.cov.dtype == jnp.float64 and status_names(sol.status) == "blow_up"
     want = float(blowup_time_closed_form(S0, A, 1.0))
     assert abs(float(sol.t_blowup) - want) / want < 1e-6
-    ps = solve_particles("softmax", AttentionParams(V=-jnp.eye(2), A=jnp.eye(2)), jnp.ones((4, 2), jnp.float32), t1=1.0)
+    ps = solve_particles(Softmax(V=-jnp.eye(2), A=jnp.eye(2)), jnp.ones((4, 2), jnp.float32), t1=1.0)
     assert ps.xs.dtype == jnp.float64
     assert status_names(ps.status) in ("completed", "converged")
 

@@ -335,7 +335,11 @@ def solve_gaussian(
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     if (cov0 is None) == (factor0 is None):
         raise ParameterError("Give exactly one of `cov0` (d, d) and `factor0` (d, r); got " + ("neither." if cov0 is None else "both."))
-    mean_c, cov_c = _solve.concrete(mean0), _solve.concrete(cov0)
+    if model.d < 1:
+        raise ParameterError(f"The token dimension d of {label} must be >= 1; got d = {model.d}.")
+    mean_c = _solve.real_array(mean0, "mean0", "a real array, shape (d,)")
+    cov_c = _solve.real_array(cov0, "cov0", "a real array, shape (d, d)")
+    _solve.real_array(factor0, "factor0", "a real array, shape (d, r)")
     if mean_c is not None and not np.all(np.isfinite(mean_c)):
         raise ParameterError("`mean0` must be finite; got NaN/inf entries.")
     mean0 = jnp.asarray(mean0)

@@ -111,9 +111,11 @@ def _shape_of(value: Any, name: str) -> tuple[int, ...]:
 def _as_param(value: Any, name: str) -> Any:
     if value is None or callable(value):
         return value
+    if isinstance(value, (str, bytes)):
+        raise ParameterError(f"`{name}` must be a real array, a callable of t or a PiecewiseConstant; got the string {value!r}.")
     try:
         arr = jnp.asarray(value)
-    except TypeError as err:
+    except (TypeError, ValueError) as err:
         raise ParameterError(f"`{name}` must be an array, a callable of t or a PiecewiseConstant; got {type(value).__name__}.") from err
     if not jnp.issubdtype(arr.dtype, jnp.number) or jnp.issubdtype(arr.dtype, jnp.complexfloating):
         raise ParameterError(f"`{name}` must be a real array; got dtype {arr.dtype}.")

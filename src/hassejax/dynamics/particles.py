@@ -196,11 +196,13 @@ def solve_particles(
     checked.check_unbatched(label)
     if blowup_estimate not in ("extrapolated", "threshold"):
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
-    xn = _solve.concrete(x0)
+    xn = _solve.real_array(x0, "x0", "a real array of tokens, shape (n, d)")
     x0 = jnp.asarray(x0)
     dtype = _solve.state_dtype(model, x0)
     x0 = x0.astype(dtype)
     d = model.d
+    if d < 1:
+        raise ParameterError(f"The token dimension d of {label} must be >= 1; got d = {d}.")
     if x0.ndim != 2 or x0.shape[1] != d:
         raise ParameterError(f"`x0` must have shape (n, d) with d = {d} (from {label}); got shape {x0.shape}.")
     if x0.shape[0] < 1:

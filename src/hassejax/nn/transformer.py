@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from .._tracing import is_traced
 from ..errors import ParameterError
 from .attention import MaskedMultiHeadAttention, _check_attention_mask, _check_positive_int, _normal_tensors
 
@@ -175,7 +176,10 @@ class Transformer(eqx.Module):
         return self.token_embedding.shape[1]
 
     def _check_ids(self, ids, upper: int, name: str):
-        if isinstance(ids, jax.core.Tracer):
+        dtype = jnp.result_type(ids) if hasattr(ids, "dtype") else np.asarray(ids).dtype
+        if not jnp.issubdtype(dtype, jnp.integer):
+            raise ParameterError(f"`{name}` must be integer ids (e.g. int32); got dtype {dtype}.")
+        if is_traced(ids):
             bad = jnp.any((ids < 0) | (ids >= upper))
             return eqx.error_if(ids, bad, f"`{name}` holds an id outside [0, {upper}).")
         arr = np.asarray(ids)

@@ -94,8 +94,8 @@ def bilinear_params(V, A, Q, K, beta, owner: str, *, need_qk: bool = False) -> t
     V, A, Q, K = (_as_param(v, n) for v, n in ((V, "V"), (A, "A"), (Q, "Q"), (K, "K")))
     beta = scalar_param(beta, "beta", owner)
     v = _shape_of(V, "V")
-    if len(v) < 2 or v[-1] != v[-2]:
-        raise ParameterError(f"`V` of {owner} must have shape (d, d) (square); got shape {v}.")
+    if len(v) < 2 or v[-1] != v[-2] or v[-1] < 1:
+        raise ParameterError(f"`V` of {owner} must have shape (d, d) (square, d >= 1); got shape {v}.")
     d = v[-1]
     has_qk = Q is not None or K is not None
     if need_qk and (A is not None or Q is None or K is None):

@@ -1,0 +1,144 @@
+"""Argument checks shared by the solvers (private; spec dynamics.md §4).
+
+Value checks run on concrete arguments only: under ``jit``/``vmap`` (a tracer, see
+:func:`hassejax._tracing.is_traced`) they skip themselves. Every error is a
+:class:`~hassejax.errors.ParameterError` that names the argument, says what was expected
+and what came.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._tracing import is_traced
+from ..errors import ParameterError
+
+__all__ = [
+    "is_concrete",
+    "concrete",
+    "real_array",
+    "check_positive",
+    "check_solver_settings",
+    "state_dtype",
+    "check_finite_params",
+    "check_times",
+]
+
+
+def is_concrete(*xs) -> bool:
+    """True when none of `xs` is a tracer (value checks are possible)."""
+    return not is_traced(*xs)
+
+
+def concrete(x):
+    """`x` as a NumPy array when it is concrete (not a tracer), else None (value checks only)."""
+    if x is None or is_traced(x):
+        return None
+    return np.asarray(x)
+
+
+def real_array(x, name: str, what: str = "a real number"):
+    """`x` as a NumPy array when concrete (None for None or a tracer); raise unless it holds real numbers.
+
+    **Raises:** :class:`ParameterError` naming `name` for strings, booleans, complex numbers or
+    anything else NumPy does not read as a real integer or float array.
+    """
+    if x is None or is_traced(x):
+        return None
+    if isinstance(x, (str, bytes)):
+        raise ParameterError(f"`{name}` must be {what}; got the string {x!r}.")
+    try:
+        v = np.asarray(x)
+    except Exception as err:  # noqa: BLE001 - any failure to read the value is the caller's input
+        raise ParameterError(f"`{name}` must be {what}; got {type(x).__name__}.") from err
+    if v.dtype.kind not in "iuf":
+        raise ParameterError(f"`{name}` must be {what}; got {x!r:.80} (dtype {v.dtype}).")
+    return v
+
+
+def check_positive(x, name: str) -> None:
+    """Raise :class:`ParameterError` if a concrete `x` is not a real number > 0."""
+    v = real_array(x, name, "a real number > 0")
+    if v is not None and not bool(np.all(v > 0)):
+        raise ParameterError(f"`{name}` must be > 0; got {v}.")
+
+
+def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, dtype=None) -> None:
+    """Raise :class:`ParameterError` for an `rtol` that is negative or non-finite, an `atol`
+    that is not finite and > 0, a `max_steps` that is not a positive integer, or a `dt0`
+    that is not finite and > 0 (concrete values; the tolerances' values only when the default
+    PID controller is used, their type always).
+
+    Warns (``RuntimeWarning``) when `rtol` is below what the state's `dtype` resolves (under
+    5 ulps, e.g. the default 1e-8 in float32): the controller would shrink the step until
+    `max_steps_reached`. Enable float64 (``jax_enable_x64``) or loosen `rtol`.
+    """
+    if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
+        raise ParameterError(f"`max_steps` must be a positive integer; got {max_steps!r}.")
+    tol = {}
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        v = real_array(value, name, "a finite number >= 0")
+        if v is not None and stepsize_controller is None:  # the tolerances feed the default PID controller
+            if v.ndim != 0 or not np.isfinite(v) or v < 0:
+                raise ParameterError(f"`{name}` must be a finite number >= 0; got {value!r}.")
+            tol[name] = float(v)
+    if tol.get("atol") == 0:  # a state component that is exactly 0 would get a zero error budget
+        raise ParameterError(
+            "`atol` must be > 0 (with atol = 0 an exactly-zero state component, e.g. a zero mean, admits no step); got 0."
+        )
+    if dtype is not None and "rtol" in tol and 0 < tol["rtol"] < 5 * float(jnp.finfo(dtype).eps):
+        warnings.warn(
+            f"`rtol` = {tol['rtol']:g} is below what {jnp.dtype(dtype).name} resolves "
+            f"(eps {float(jnp.finfo(dtype).eps):.1e}): the solve will likely end in max_steps_reached. "
+            "Enable float64 (jax.config.update('jax_enable_x64', True)) or use rtol >= 1e-6 in float32.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    v = real_array(dt0, "dt0", "a finite number > 0 (or None: the controller picks it)")
+    if v is not None and (v.ndim != 0 or not np.isfinite(v) or v <= 0):
+        raise ParameterError(f"`dt0` must be a finite number > 0 (or None: the controller picks it); got {dt0!r}.")
+
+
+def state_dtype(params, *arrays) -> jnp.dtype:
+    """The floating dtype of a solve: the widest of the state arrays and the parameters' array leaves.
+
+    Mixing, say, a float32 mean with float64 parameters would otherwise give a float64
+    velocity for a float32 state, which diffrax cannot store.
+    """
+    leaves = [x for x in jax.tree_util.tree_leaves(params) if isinstance(x, (jax.Array, np.ndarray))]
+    floats = [x for x in (*arrays, *leaves) if x is not None and jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    return jnp.result_type(*floats, float)  # the arrays themselves: weakly typed leaves (beta = 1.0) do not widen
+
+
+def check_finite_params(params, name: str = "params") -> None:
+    """Raise :class:`ParameterError` if a concrete floating-point leaf of `params` has NaN/inf entries."""
+    leaves = jax.tree_util.tree_leaves_with_path(params)
+    for path, leaf in leaves:
+        v = concrete(leaf) if isinstance(leaf, (jax.Array, np.ndarray, float)) else None
+        if v is not None and np.issubdtype(v.dtype, np.floating) and not np.all(np.isfinite(v)):
+            raise ParameterError(f"`{name}{jax.tree_util.keystr(path)}` must be finite; got NaN/inf entries.")
+
+
+def check_times(t0, t1, ts) -> None:
+    """Types and shape of `t0`, `t1`, `ts`; value checks (finite, `t1 > t0`, `ts` sorted within `[t0, t1]`) when concrete."""
+    c0 = real_array(t0, "t0")
+    c1 = real_array(t1, "t1")
+    cts = real_array(ts, "ts", "an array of real save times, shape (T,)")
+    if ts is not None and (jnp.ndim(ts) != 1 or jnp.shape(ts)[0] < 1):
+        raise ParameterError(f"`ts` must have shape (T,) with T >= 1; got shape {jnp.shape(ts)}.")
+    for name, v in (("t0", c0), ("t1", c1)):
+        if v is not None and v.ndim != 0:
+            raise ParameterError(f"`{name}` must be a scalar time; got shape {v.shape}.")
+    for name, v in (("t0", c0), ("t1", c1), ("ts", cts)):
+        if v is not None and not np.all(np.isfinite(v)):
+            raise ParameterError(f"`{name}` must be finite; got {v}.")
+    if c0 is not None and c1 is not None and not bool(c1 > c0):
+        raise ParameterError(f"`t1` must be > `t0`; got t0 = {float(c0)}, t1 = {float(c1)}.")
+    if cts is not None and c0 is not None and c1 is not None:
+        if np.any(np.diff(cts) < 0) or cts[0] < c0 or cts[-1] > c1:
+            raise ParameterError(f"`ts` must be non-decreasing within [t0, t1] = [{float(c0)}, {float(c1)}]; got {cts}.")
