@@ -3,8 +3,7 @@
 Softmax and L2 attention in d = 3, 4, 5 with `Q` standard normal `⌊d/2⌋ × d`, `K = −Q`, so
 `A = −QᵀQ/√d ⪯ 0` with a kernel of dimension `⌈d/2⌉`; rows `V = I` and `V = GᵀG` random
 SPD; `Σ0 = SSᵀ`, `S` standard normal; 100 parameter sets per panel, drawn with the
-authors' NumPy seeds (``np.random.seed``: 40 for `Q`, 26 / 27 for the softmax / L2 `V`, 41
-for `Σ0` in each dimension), so the parameter sets are theirs. Each (kind, d) is one
+authors' NumPy seeds (:mod:`hassejax.dynamics.figure7`), so the parameter sets are theirs. Each (kind, d) is one
 compiled vmapped diffrax program for its 200 members (the stop solve runs as two chunks of
 100, `V = I` and `V` random), stopped at the authors' `‖Σ'‖_F < 1e-4` (`V = I`) or
 `5e-5` (`V` random) within their horizon (iterations × step); the rank there counts
@@ -26,12 +25,11 @@ import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
 import _dynamics_common as dc  # noqa: E402
-from hassejax.dynamics import Status, clustering_limit  # noqa: E402
-from hassejax.dynamics.diagnostics import limit_rank, rank_absolute  # noqa: E402
+from hassejax.dynamics import Status, clustering_limit, figure7, paper  # noqa: E402
+from hassejax.dynamics.diagnostics import kernel_limit, limit_rank, limit_structure, rank_absolute  # noqa: E402
 
 NAME = "rank_histograms"
-DIMS = (3, 4, 5)
-ROWS = ("V = I", "V random SPD")
+DIMS, ROWS, SEEDS = figure7.DIMS, figure7.ROWS, figure7.SEEDS
 TOL = {"V = I": 1e-4, "V random SPD": 5e-5}
 THRESHOLD = 1e3
 T_LONG = 1e6  # V = I only; V random is stiff (see the notes in the JSON): its exact rank is read at the stop
@@ -43,88 +41,17 @@ HORIZON = {
     ("l2", "V = I"): 60000 * np.array([0.09, 0.06, 0.02]),
     ("l2", "V random SPD"): 50000 * np.array([0.15, 0.15, 0.15]),
 }
-SEEDS = {"Q": 40, "V_softmax": 26, "V_l2": 27, "Sigma0_per_dim": 41}
-KINDS = {"softmax": ("softmax", dc.softmax_params), "L2": ("l2", dc.l2_params)}
+KINDS = {"softmax": ("softmax", paper.softmax_model), "L2": ("l2", paper.l2_model)}
 
 
-def parameter_sets(kind: str, per_dim: int) -> list[dict]:
-    """The authors' draws (legacy NumPy ``RandomState``, same order as their ``histograms.py``).
-
-    Returns one dict per member with `d`, `row`, `index`, raw `Q` (`⌊d/2⌋ × d`), `V`, `Σ0`.
-    The authors draw 100 `Q` (and `V`) per dimension; with `per_dim < 100` the first
-    `per_dim` of each dimension are used. Each parameter set gets the next `Σ0` of the seed-41
-    stream of its dimension (what their loop does when every solve converges).
-    """
-    dims_all = np.repeat(DIMS, 100)
-    rs = np.random.RandomState(SEEDS["Q"])
-    Qs = [rs.randn(d // 2, d) for d in dims_all]
-    rs = np.random.RandomState(SEEDS["V_softmax" if kind == "softmax" else "V_l2"])
-    Vs = [rs.randn(d, d) for d in dims_all]
-    Vs = [v.T @ v for v in Vs]
-    sigma0 = {}
-    for d in DIMS:
-        rs = np.random.RandomState(SEEDS["Sigma0_per_dim"])
-        draws = [rs.randn(d, d) for _ in range(per_dim)]
-        sigma0[d] = [s @ s.T for s in draws]
-    members = []
-    for row in ROWS:
-        for j, d in enumerate(DIMS):
-            for i in range(per_dim):
-                k = 100 * j + i
-                V = np.eye(d) if row == "V = I" else Vs[k]
-                members.append({"d": d, "row": row, "index": i, "Q": Qs[k], "V": V, "Sigma0": sigma0[d][i]})
-    return members
-
-
-def stack_params(kind: str, make, members: list[dict]) -> tuple[dict, np.ndarray]:
-    """Parameters and `Σ0` of members of one dimension `d`, stacked (`Q`, `K` zero-padded to `K_ROWS` rows)."""
-    d = members[0]["d"]
-    shapes = dc.param_shapes(kind, d)
-    params = {key: [] for key in shapes}
-    for m in members:
-        p = make(m["V"], m["Q"], -m["Q"])
-        for key in shapes:
-            params[key].append(dc.embed(p[key], shapes[key]))
-    return {k: np.stack(v) for k, v in params.items()}, np.stack([m["Sigma0"] for m in members])
+def stack_params(kind: str, make, members: list[dict]) -> tuple[object, np.ndarray]:
+    """Kernel modules (stacked: one leading member axis) and `Σ0` of members of one dimension `d`
+    (L2: `Q`, `K` zero-padded to two rows by :func:`hassejax.dynamics.paper.l2_model`)."""
+    return dc.stack_models([make(m["V"], m["Q"], -m["Q"]) for m in members]), np.stack([m["Sigma0"] for m in members])
 
 
 def rank_counts(ranks: np.ndarray, d: int) -> list[int]:
     return [int(np.sum(ranks == r)) for r in range(d + 1)]
-
-
-def kernel_limit(Sigma0: np.ndarray, A: np.ndarray) -> np.ndarray:
-    """`Σ∞ = U_K(U_KᵀΣ0⁻¹U_K)⁻¹U_Kᵀ`, `U_K` a basis of `ker A`: the `V = I` limit for softmax (paper, spec §3)
-    and for L2 (derived: `(Σ⁻¹)' = −2[(I + 2KᵀKΣ)⁻¹A + Aᵀ(I + 2ΣKᵀK)⁻¹]` vanishes between vectors of
-    `ker A`, so `U_KᵀΣ⁻¹U_K` is conserved, and the limit lies in `ker A`)."""
-    U = kernel_basis(A)
-    return U @ np.linalg.inv(U.T @ np.linalg.solve(Sigma0, U)) @ U.T
-
-
-def kernel_basis(A: np.ndarray) -> np.ndarray:
-    """Orthonormal basis `(d, k)` of `ker A` for symmetric `A` (eigenvalues below 1e-10 of the scale)."""
-    w, q = np.linalg.eigh(0.5 * (A + A.T))
-    return q[:, np.abs(w) <= 1e-10 * max(1.0, np.abs(w).max())]
-
-
-def limit_structure(cov: np.ndarray, A: np.ndarray, rtol: float = 1e-6) -> tuple[int, int, float, float]:
-    """`(rank of Σ, rank of its ker-A block P = U_KᵀΣU_K, off-block residual ‖Σ − U_KPU_Kᵀ‖_F/‖Σ‖_F,
-    smallest eigenvalue of P / λ_max(Σ))`; ranks count eigenvalues above `rtol · λ_max(Σ)`.
-
-    The limit of the covariance lies in `ker A` (derived, softmax: with `V` SPD, `Σ' = VY + YV`,
-    `Y = ΣAΣ`, vanishes iff `Y = 0` since `Y ↦ VY + YV` is invertible, and `ΣAΣ = 0` with
-    `A ⪯ 0` means range `Σ ⊆ ker A`; L2: the spec's stationarity `ΣAΣ = 0`), so the limit's
-    rank is `rank lim P <= dim ker A`, equal to it when `P` stays well away from singular.
-    For `Σ ≻ 0`, `P ≻ 0` at every finite time: the block's rank alone is not a measurement,
-    its smallest relative eigenvalue and the off-block residual are.
-    """
-    lam_max = np.linalg.eigvalsh(cov)[-1]
-    U = kernel_basis(A)
-    block = U.T @ cov @ U
-    w_block = np.linalg.eigvalsh(block)
-    full = int(np.sum(np.linalg.eigvalsh(cov) > rtol * lam_max))
-    ker = int(np.sum(w_block > rtol * lam_max))
-    off = float(np.linalg.norm(cov - U @ block @ U.T) / np.linalg.norm(cov))
-    return full, ker, off, float(w_block[0] / lam_max)
 
 
 def main(out: Path, quick: bool = False) -> dict:
@@ -136,7 +63,7 @@ def main(out: Path, quick: bool = False) -> dict:
     results = {}
     key_parts = []
     for label, (kind, make) in KINDS.items():
-        members = parameter_sets(kind, per_dim)
+        members = figure7.parameter_sets(kind, per_dim)
         n = len(members)
         rows = np.array([m["row"] for m in members])
         dims = np.array([m["d"] for m in members])
@@ -148,9 +75,9 @@ def main(out: Path, quick: bool = False) -> dict:
             params, cov0 = stack_params(kind, make, [members[i] for i in idx])
             tol = np.array([TOL[rows[i]] for i in idx])
             t1 = np.array([HORIZON[(kind, rows[i])][DIMS.index(d)] for i in idx])
-            sol = dc.solve(kind, params, cov0, t1=t1, threshold=THRESHOLD, tol=tol, capacity=capacity)
+            sol = dc.solve(params, cov0, t1=t1, threshold=THRESHOLD, tol=tol, capacity=capacity)
             eye = rows[idx] == "V = I"
-            long = dc.solve(kind, {k: v[eye] for k, v in params.items()}, cov0[eye], t1=T_LONG, threshold=THRESHOLD,
+            long = dc.solve(dc.take_members(params, eye), cov0[eye], t1=T_LONG, threshold=THRESHOLD,
                             tol=dc.NO_STOP_TOL, capacity=capacity)  # fmt: skip
             for j, i in enumerate(idx):
                 stop_final[i] = late_final[i] = sol["cov_final"][j]
