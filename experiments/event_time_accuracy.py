@@ -1,6 +1,6 @@
 """Blow-up event time against the closed form over the phase-map sweep (spec dynamics.md §7b item 11).
 
-The sweep of figure 10a (:mod:`phase_maps`: softmax, `d = 2`, `Σ0 = I/2`, `V = vI`,
+The sweep of figure 10a (:mod:`hassejax.dynamics.phase_map`, as in :mod:`phase_maps`: softmax, `d = 2`, `Σ0 = I/2`, `V = vI`,
 `A = [[a, 1], [0, −1]]`, `v ∈ [−2, 2]`, `a ∈ [−3, 3]`, one vmapped solve) against
 `t* = 1/λ_max(v Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})` (spec §3), for every member whose closed-form
 `t*` lies before the horizon. Three estimates of `t*` (spec §4):
@@ -28,8 +28,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
-import phase_maps as pm  # noqa: E402
 from hassejax.dynamics import Status  # noqa: E402
+from hassejax.dynamics import phase_map as pm  # noqa: E402
+from hassejax.plot import log_bins  # noqa: E402
 
 NAME = "event_time_accuracy"
 TIGHT_RTOL, TIGHT_ATOL = 1e-10, 1e-12
@@ -47,14 +48,6 @@ def member_tight(p):
 def relative_errors(t_est: np.ndarray, t_star: np.ndarray) -> np.ndarray:
     """`|t_est/t* − 1|`."""
     return np.abs(np.asarray(t_est) / np.asarray(t_star) - 1.0)
-
-
-def log_bins(*samples: np.ndarray, per_decade: int = 5) -> np.ndarray:
-    """Common logarithmic histogram bins covering every (positive) sample; zeros are floored at 1e-17."""
-    lo = min(np.log10(max(np.min(s), 1e-17)) for s in samples)
-    hi = max(np.log10(max(np.max(s), 1e-17)) for s in samples)
-    lo, hi = np.floor(lo), np.ceil(hi) + (1 if np.ceil(hi) == np.floor(lo) else 0)
-    return np.logspace(lo, hi, int((hi - lo) * per_decade) + 1)
 
 
 def main(out: Path, quick: bool = False) -> dict:
