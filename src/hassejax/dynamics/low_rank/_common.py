@@ -1,0 +1,103 @@
+"""The shared part of the exact rank-`k` solves: reduced coordinates, settings, one call of the shared solve (private).
+
+A reduction (:class:`AbstractReduction`) holds the `k`-dimensional constants of one solve
+and gives its initial state, vector field, size `λ` (the trace of the covariance in `R^d`,
+computed from `k×k` products) and the solution type built from the output of
+:func:`hassejax.dynamics._solve.integrate` (events, statuses, decade test, spec §4).
+"""
+
+from __future__ import annotations
+
+import abc
+
+import diffrax
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ...errors import ParameterError
+from .. import _solve
+
+__all__ = ["AbstractReduction", "check_blowup_estimate", "solve_settings", "solve_reduction"]
+
+
+def check_blowup_estimate(blowup_estimate) -> bool:
+    """Raise :class:`ParameterError` unless ``"extrapolated"`` or ``"threshold"``; True for ``"extrapolated"``."""
+    if blowup_estimate not in ("extrapolated", "threshold"):
+        raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
+    return blowup_estimate == "extrapolated"
+
+
+class AbstractReduction(eqx.Module):
+    """Exact `k`-dimensional coordinates of the dynamics of a rank-`k` head (see the subclasses)."""
+
+    trace0: eqx.AbstractVar[Float[Array, ""]]
+
+    @abc.abstractmethod
+    def initial_state(self):
+        """The reduced state at `t0` (zeros: the tokens or moments at `t0`)."""
+
+    @abc.abstractmethod
+    def vector_field(self, t, y):
+        """`y'` of the reduced state."""
+
+    @abc.abstractmethod
+    def size(self, y) -> Array:
+        """The size `λ` of the event (trace of the covariance in `R^d`)."""
+
+    @abc.abstractmethod
+    def solution(self, out):
+        """The solution type from the output of the shared solve."""
+
+
+def solve_settings(
+    dtype, *, t0, t1, ts, solver, rtol, atol, dt0, stepsize_controller, max_steps, size_threshold, blowup_estimate
+) -> dict:
+    """Check the solver arguments once and convert them for :func:`solve_reduction` (keyword arguments).
+
+    The default controller is ``diffrax.PIDController(rtol, atol)`` (error norm over the whole
+    solver state, the decade test's auxiliary scalar included, as these solves always had).
+    """
+    extrapolate = check_blowup_estimate(blowup_estimate)
+    _solve.check_times(t0, t1, ts)
+    _solve.check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
+    _solve.check_positive(size_threshold, "size_threshold")
+    t0 = jnp.asarray(t0, dtype)
+    t1 = jnp.asarray(t1, dtype)
+    return dict(
+        t0=t0,
+        t1=t1,
+        ts=jnp.stack([t0, t1]) if ts is None else jnp.asarray(ts, dtype),
+        threshold=None if size_threshold is None else jnp.asarray(size_threshold, dtype),
+        solver=diffrax.Tsit5() if solver is None else solver,
+        controller=diffrax.PIDController(rtol=rtol, atol=atol) if stepsize_controller is None else stepsize_controller,
+        dt0=None if dt0 is None else jnp.asarray(dt0, dtype),
+        max_steps=int(max_steps),
+        extrapolate=extrapolate,
+    )
+
+
+@eqx.filter_jit
+def solve_reduction(reduction: AbstractReduction, *, t0, t1, ts, threshold, solver, controller, dt0, max_steps, extrapolate):
+    """Solve the reduced system with :func:`~hassejax.dynamics._solve.integrate` (size event at `threshold`,
+    default `default_size_factor · λ(t0)`; no steady-state event) and build its solution type."""
+    if threshold is None:
+        tr0 = reduction.trace0
+        threshold = _solve.default_size_factor(tr0.dtype) * jnp.where(tr0 > 0, tr0, 1.0)
+    out = _solve.integrate(
+        reduction.vector_field,
+        reduction.initial_state(),
+        t0=t0,
+        t1=t1,
+        ts=ts,
+        size=reduction.size,
+        speed=None,
+        threshold=threshold,
+        converge_tol=None,
+        solver=solver,
+        stepsize_controller=controller,
+        dt0=dt0,
+        max_steps=max_steps,
+        extrapolate=extrapolate,
+    )
+    return reduction.solution(out)

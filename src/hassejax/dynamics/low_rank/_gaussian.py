@@ -1,0 +1,179 @@
+"""Exact `k×k` form of the Gaussian moment ODE of a rank-`k` softmax head (derived; spec dynamics.md §2, §4).
+
+With `μ = N(α, Σ)`, spec §2 gives `M = VΣA = W_O G Q` with the `k×k` matrix
+`G = W_V Σ Kᵀ`, and `Σ(t) = Φ(t)Σ0Φ(t)ᵀ`, `Φ' = MΦ`, `Φ(0) = I`. Then
+
+    `Φ(t) = I + W_O Ψ(t) Q`,   `Ψ' = G (I + QW_O Ψ)`,   `Ψ(0) = 0`   (`Ψ ∈ R^{k×k}`),
+    `G = (W_V + VO Ψ Q) Σ0 (K + KO Ψ Q)ᵀ = S_VK + VO Ψ S_QK + S_VQ Ψᵀ KOᵀ + VO Ψ S_QQ Ψᵀ KOᵀ`,
+
+with `VO = W_V W_O`, `KO = K W_O`, `S_XY = X Σ0 Yᵀ` (all `k×k`); the mean is
+`α(t) = α0 + W_O b(t)`, `b' = G(Qα0 + QW_O b) + W_V α0 + VO b`. So the `d×d` moment ODE
+of a rank-`k` head is a `k×k` ODE, exactly: every quantity the solver needs is a `k×k`
+product, e.g. `tr Σ = tr Σ0 + 2⟨Ψ, W_OᵀΣ0Qᵀ⟩ + ⟨W_OᵀW_O Ψ, Ψ S_QQ⟩`. Since `Φ(t) − I` has
+rank `≤ k`, `Σ(t)` differs from `Σ0` only on `range W_O` and its row space: at any finite
+time `rank Σ(t) = rank Σ0`, and in the limit at most `k` directions can be lost.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Real
+
+from ...errors import ParameterError
+from .. import _solve
+from ._common import AbstractReduction, solve_reduction, solve_settings
+from ._kernel import LowRankSoftmax
+from ._solution import LowRankGaussianSolution
+
+__all__ = ["GaussianReduction", "solve_low_rank_gaussian"]
+
+
+class GaussianReduction(AbstractReduction):
+    """The `k×k` constants of the reduced moment ODE of one head on `N(α0, Σ0)` (module docstring).
+
+    Build with :meth:`from_head`; the state is `(b, Ψ)`, shapes `(k,)`, `(k, k)`.
+    """
+
+    QO: Float[Array, "k k"]
+    KO: Float[Array, "k k"]
+    VO: Float[Array, "k k"]
+    OO: Float[Array, "k k"]
+    S_VK: Float[Array, "k k"]
+    S_VQ: Float[Array, "k k"]
+    S_QK: Float[Array, "k k"]
+    S_QQ: Float[Array, "k k"]
+    C_OQ: Float[Array, "k k"]
+    q_alpha: Float[Array, " k"]
+    v_alpha: Float[Array, " k"]
+    trace0: Float[Array, ""]
+
+    @classmethod
+    def from_head(cls, model: LowRankSoftmax, mean0: Float[ArrayLike, " d"], cov0: Float[ArrayLike, "d d"]) -> GaussianReduction:
+        """The constants for head `model` (unbatched) from `N(mean0, cov0)` (jittable; no value checks)."""
+        Q, K, W_V, W_O = model.Q, model.K, model.W_V, model.W_O
+        s0 = 0.5 * (jnp.asarray(cov0) + jnp.asarray(cov0).T)
+        a0 = jnp.asarray(mean0)
+        qs, ks, vs = Q @ s0, K @ s0, W_V @ s0
+        return cls(
+            QO=Q @ W_O,
+            KO=K @ W_O,
+            VO=W_V @ W_O,
+            OO=W_O.T @ W_O,
+            S_VK=vs @ K.T,
+            S_VQ=vs @ Q.T,
+            S_QK=qs @ K.T,
+            S_QQ=qs @ Q.T,
+            C_OQ=(qs @ W_O).T,
+            q_alpha=Q @ a0,
+            v_alpha=W_V @ a0,
+            trace0=jnp.trace(s0),
+        )
+
+    def initial_state(self):
+        """`(b, Ψ) = (0, 0)`."""
+        k = self.QO.shape[0]
+        return jnp.zeros((k,), self.QO.dtype), jnp.zeros((k, k), self.QO.dtype)
+
+    def vector_field(self, t, y):
+        """`(b', Ψ')` (module docstring)."""
+        b, psi = y
+        vp = self.VO @ psi
+        g = self.S_VK + vp @ self.S_QK + self.S_VQ @ psi.T @ self.KO.T + vp @ self.S_QQ @ psi.T @ self.KO.T
+        dpsi = g + g @ self.QO @ psi
+        db = g @ (self.q_alpha + self.QO @ b) + self.v_alpha + self.VO @ b
+        return db, dpsi
+
+    def size(self, y) -> Array:
+        """`tr Σ` from `Ψ` (module docstring)."""
+        _, psi = y
+        return self.trace0 + 2.0 * jnp.sum(psi * self.C_OQ) + jnp.sum((self.OO @ psi) * (psi @ self.S_QQ))
+
+    def solution(self, out) -> LowRankGaussianSolution:
+        """The solution type."""
+        (b, psi), (b_f, psi_f) = out.ys, out.y_final
+        return LowRankGaussianSolution.from_integrate(out, b=b, psi=psi, b_final=b_f, psi_final=psi_f)
+
+
+def solve_low_rank_gaussian(
+    model: LowRankSoftmax,
+    mean0: Float[ArrayLike, " _d"],
+    cov0: Float[ArrayLike, "_d _d"],
+    *,
+    t1: Real[ArrayLike, ""],
+    t0: Real[ArrayLike, ""] = 0.0,
+    ts: Float[ArrayLike, " T"] | None = None,
+    solver: diffrax.AbstractSolver | None = None,
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    dt0: Real[ArrayLike, ""] | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    max_steps: int = 100_000,
+    size_threshold: Real[ArrayLike, ""] | None = None,
+    blowup_estimate: str = "extrapolated",
+) -> LowRankGaussianSolution:
+    """The Gaussian moment ODE (spec §2) of a rank-`k` softmax head from `N(mean0, cov0)`, solved in `k×k` form.
+
+    Exactly the solve of :func:`~hassejax.dynamics.solve_gaussian` ``(model, mean0, cov0)``
+    (same events: the size event on `tr Σ` at `size_threshold`, classified by the decade
+    test as `blow_up` (with `t*`) or `diverge`; statuses of spec §4), but the state is
+    `(b, Ψ)` (`k + k²` numbers, module docstring) instead of a `d×d` factor: `d = 384 → k = 32`
+    for all-MiniLM-L6-v2. No steady-state event: converging solves run to `t1`. Jit-compiled,
+    vmappable over heads and initial conditions.
+
+    **Arguments:**
+
+    - `model`: the head (:class:`~hassejax.dynamics.LowRankSoftmax`, unbatched: ``vmap`` over heads).
+    - `mean0`: `(d,)` float; `cov0`: `(d, d)` symmetric PSD (may be singular).
+    - `t1`, `t0` (default 0): time interval; `ts`: `(T,)` save times in `[t0, t1]` (default `[t0, t1]`).
+    - `solver`: a diffrax solver (default ``Tsit5()``).
+    - `rtol`, `atol`: tolerances of the default controller ``PIDController(rtol, atol)``.
+    - `dt0`: initial (or constant) step; `stepsize_controller`: replaces the default controller.
+    - `max_steps`: step budget.
+    - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · tr Σ0`, `1e4 ·` in float32).
+    - `blowup_estimate`: ``"extrapolated"`` (default) or ``"threshold"``.
+
+    **Returns:** a :class:`~hassejax.dynamics.LowRankGaussianSolution` (state `b`, `psi`;
+    :meth:`~hassejax.dynamics.LowRankGaussianSolution.moments` gives `α(t)`, `Σ(t)`).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a model that is not a
+    :class:`~hassejax.dynamics.LowRankSoftmax` or is batched, inconsistent shapes,
+    non-finite (concrete) `mean0` or `cov0`, bad times, tolerances or thresholds, an unknown `blowup_estimate`.
+
+    Source: (derived), module docstring; spec dynamics.md §2, §4.
+
+    **Example:** a head with `A = V = diag(1, 0)` blows up at `t* = 1/(2 Σ0[0, 0]) = 1` (spec §3):
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import LowRankSoftmax, solve_low_rank_gaussian, status_names
+    >>> e = jnp.array([[1.0, 0.0]])
+    >>> sol = solve_low_rank_gaussian(LowRankSoftmax(e, e, e, e.T), jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, rtol=1e-6, atol=1e-6)
+    >>> status_names(sol.status), round(float(sol.t_blowup), 3), sol.psi.shape
+    ('blow_up', 1.0, (2, 1, 1))
+
+    ```
+    """
+    model = _check_model(model)
+    d = model.d
+    if jnp.shape(mean0) != (d,) or jnp.shape(cov0) != (d, d):
+        raise ParameterError(f"`mean0` must have shape ({d},) and `cov0` ({d}, {d}); got {jnp.shape(mean0)} and {jnp.shape(cov0)}.")
+    for name, value in (("mean0", mean0), ("cov0", cov0)):
+        v = _solve.concrete(value)
+        if v is not None and not np.all(np.isfinite(v)):
+            raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
+    dtype = model.Q.dtype
+    settings = solve_settings(
+        dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0, stepsize_controller=stepsize_controller,
+        max_steps=max_steps, size_threshold=size_threshold, blowup_estimate=blowup_estimate,
+    )
+    reduction = GaussianReduction.from_head(model, jnp.asarray(mean0, dtype), jnp.asarray(cov0, dtype))
+    return solve_reduction(reduction, **settings)
+
+
+def _check_model(model) -> LowRankSoftmax:
+    if not isinstance(model, LowRankSoftmax):
+        raise ParameterError(f"`model` must be a LowRankSoftmax (a rank-k head: Q, K, W_V, W_O); got {type(model).__name__}.")
+    model.check_unbatched("model")
+    return model

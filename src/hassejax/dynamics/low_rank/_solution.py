@@ -1,0 +1,101 @@
+"""Solution types of the exact rank-`k` solves: the ordinary status fields plus the reduced state."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float
+
+from ...errors import ParameterError
+from .._linalg import psd_sqrt
+from ..result import AbstractSolution, GaussianSolution, ParticleSolution
+from ._kernel import LowRankSoftmax
+
+__all__ = ["LowRankGaussianSolution", "LowRankParticleSolution"]
+
+
+class LowRankGaussianSolution(AbstractSolution):
+    """A :func:`~hassejax.dynamics.solve_low_rank_gaussian` solve: the fields of
+    :class:`~hassejax.dynamics.AbstractSolution` (status, `ts`, `valid`, `t_final`,
+    `t_blowup`, ..., `stats`) and the reduced state (fields gain batch axes under ``vmap``):
+
+    - `b`: `(*batch, T, k)` and `psi`: `(*batch, T, k, k)` at `ts`, with
+      `α(t) = α0 + W_O b(t)`, `Φ(t) = I + W_O Ψ(t) Q`, `Σ(t) = Φ(t) Σ0 Φ(t)ᵀ` (derived);
+    - `b_final`, `psi_final`: the state at `t_final`.
+
+    :meth:`moments` gives `α`, `Σ` at `ts`; :meth:`to_gaussian` the ordinary
+    :class:`~hassejax.dynamics.GaussianSolution` (`d×d` per saved time: small problems).
+    """
+
+    b: Float[Array, "*batch T k"]
+    psi: Float[Array, "*batch T k k"]
+    b_final: Float[Array, "*batch k"]
+    psi_final: Float[Array, "*batch k k"]
+
+    def moments(
+        self, model: LowRankSoftmax, mean0: Float[ArrayLike, " d"], cov0: Float[ArrayLike, "d d"]
+    ) -> tuple[Float[Array, "T d"], Float[Array, "T d d"]]:
+        """`(α, Σ)` at `ts`, shapes `(T, d)`, `(T, d, d)`, from the head and the initial moments of the solve (unbatched)."""
+        return _moments(model, mean0, cov0, self.b, self.psi)
+
+    def to_gaussian(
+        self, model: LowRankSoftmax, mean0: Float[ArrayLike, " d"], cov0: Float[ArrayLike, "d d"]
+    ) -> GaussianSolution:
+        """The ordinary :class:`~hassejax.dynamics.GaussianSolution` (factor `U(t) = Φ(t) Σ0^{1/2}`, as
+        :func:`~hassejax.dynamics.solve_gaussian` starts from `Σ0^{1/2}`); same status fields (unbatched)."""
+        s0 = jnp.asarray(cov0, self.psi.dtype)
+        u0 = psd_sqrt(s0)
+        eye = jnp.eye(model.d, dtype=self.psi.dtype)
+        u = (eye + model.W_O @ self.psi @ model.Q) @ u0
+        u_f = (eye + model.W_O @ self.psi_final @ model.Q) @ u0
+        fields = {name: getattr(self, name) for name in AbstractSolution.__dataclass_fields__}
+        return GaussianSolution(
+            **fields,
+            mean=jnp.asarray(mean0) + self.b @ model.W_O.T,
+            cov=u @ jnp.swapaxes(u, -1, -2),
+            factor=u,
+            mean_final=jnp.asarray(mean0) + model.W_O @ self.b_final,
+            cov_final=u_f @ u_f.T,
+            factor_final=u_f,
+        )
+
+
+def _moments(model, mean0, cov0, b, psi):
+    s0 = jnp.asarray(cov0)
+    phi = jnp.eye(s0.shape[-1], dtype=psi.dtype) + model.W_O @ psi @ model.Q
+    cov = phi @ s0 @ jnp.swapaxes(phi, -1, -2)
+    return jnp.asarray(mean0) + b @ model.W_O.T, 0.5 * (cov + jnp.swapaxes(cov, -1, -2))
+
+
+class LowRankParticleSolution(AbstractSolution):
+    """A :func:`~hassejax.dynamics.solve_low_rank_particles` solve: the fields of
+    :class:`~hassejax.dynamics.AbstractSolution` and the reduced state (batch axes in front under ``vmap``):
+
+    - `z`: `(*batch, T, S, N, k)` at `ts`, tokens `x = x0 + z W_Oᵀ` (:meth:`tokens`);
+    - `z_final`: `(*batch, S, N, k)` at `t_final`.
+
+    :meth:`to_particles` gives the ordinary :class:`~hassejax.dynamics.ParticleSolution` of
+    the real tokens.
+    """
+
+    z: Float[Array, "*batch T S N k"]
+    z_final: Float[Array, "*batch S N k"]
+
+    def tokens(self, model: LowRankSoftmax, x0: Float[ArrayLike, "S N d"]) -> Float[Array, "T S N d"]:
+        """Tokens `x = x0 + z W_Oᵀ` at `ts`, shape `(T, S, N, d)` (padding stays at `x0`; unbatched)."""
+        return jnp.asarray(x0) + self.z @ model.W_O.T.astype(self.z.dtype)
+
+    def to_particles(
+        self, model: LowRankSoftmax, x0: Float[ArrayLike, "S N d"], mask: Bool[ArrayLike, "S N"]
+    ) -> ParticleSolution:
+        """The ordinary :class:`~hassejax.dynamics.ParticleSolution` of the real tokens `x0[mask]`
+        (`n` = their number, in row-major order; unbatched, concrete `mask`).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a mask of another shape than `x0`'s `(S, N)`.
+        """
+        m = np.asarray(mask)
+        if m.shape != jnp.shape(x0)[:2]:
+            raise ParameterError(f"`mask` must have shape (S, N) = {jnp.shape(x0)[:2]}; got {m.shape}.")
+        fields = {name: getattr(self, name) for name in AbstractSolution.__dataclass_fields__}
+        x_final = jnp.asarray(x0) + self.z_final @ model.W_O.T.astype(self.z.dtype)
+        return ParticleSolution(**fields, xs=self.tokens(model, x0)[:, m], x_final=x_final[m])
