@@ -32,6 +32,10 @@ __all__ = [
 class Status(enum.IntEnum):
     """Why a solve stopped (spec dynamics.md §4). Values are the ``int32`` codes used inside ``jit``.
 
+    Not the long-time outcome: :class:`~hassejax.dynamics.diagnostics.Outcome` (blow-up,
+    collapse, low rank, still growing, …) is derived from the status and the final state by
+    :func:`~hassejax.dynamics.diagnostics.outcome_of` / :func:`~hassejax.dynamics.diagnostics.classify`.
+
     - `completed` (0): reached `t1`; the state is finite.
     - `converged` (1): the steady-state event fired (`‖Σ'‖_F < tol`, or the particle analogue).
     - `blow_up` (2): the size threshold was crossed *and* the growth law is that of a
