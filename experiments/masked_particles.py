@@ -3,11 +3,11 @@
 `n = 64` tokens in `d = 2`, softmax attention with `Q = K = V = I` (`A = I`, `β = 1`), a
 causal mask (token `i` sees the keys `j ≤ i`, :func:`hassejax.masks.causal`), tokens i.i.d.
 `N(0, I)`; optionally an attention sink: a key at `s = 0` that every query sees and that does
-not move, held at its initial value `e_1` (:class:`hassejax.dynamics.MaskedParams` with
-``sink``). Solved with :func:`hassejax.dynamics.solve_particles` (kind ``"masked"``).
+not move, held at its initial value `e_1` (:class:`hassejax.dynamics.Masked` with ``sink``).
+Solved with :func:`hassejax.dynamics.solve_particles`.
 
 Clusters of directions are counted over depth as connected components (single linkage,
-:func:`angular_clusters`): two tokens are in the same cluster if a chain of tokens joins
+:func:`hassejax.dynamics.diagnostics.angular_clusters`): two tokens are in the same cluster if a chain of tokens joins
 them with consecutive directions less than `θ` apart, at `θ = 1°` and `θ = 5°`. The GLPR
 count (:func:`hassejax.dynamics.diagnostics.cluster_count`: rank of the Gram matrix of the
 normalised tokens thresholded at cosine 0.9999, i.e. `θ ≈ 0.81°`) is drawn for reference
@@ -39,12 +39,11 @@ import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
-from scipy.sparse import csr_matrix  # noqa: E402
-from scipy.sparse.csgraph import connected_components  # noqa: E402
 
 from hassejax import masks  # noqa: E402
-from hassejax.dynamics import AttentionParams, MaskedParams, solve_particles, status_names  # noqa: E402
-from hassejax.dynamics.diagnostics import cluster_count  # noqa: E402
+from hassejax.dynamics import Masked, Softmax, solve_particles, status_names  # noqa: E402
+from hassejax.dynamics.diagnostics import angular_clusters, angular_spread, cluster_count, token_angles  # noqa: E402
+from hassejax.plot import break_wraps  # noqa: E402
 
 NAME = "masked_particles"
 SEED = 0
@@ -61,47 +60,10 @@ GLPR_THRESHOLD = 0.9999
 GLPR_ANGLE_DEG = float(np.degrees(np.arccos(GLPR_THRESHOLD)))
 
 
-def angular_clusters(x: np.ndarray, theta_deg: float) -> np.ndarray:
-    """Single-linkage clusters of directions: connected components of the graph "angle < θ".
-
-    `x` is `(*batch, n, d)`; tokens are normalised (a zero token is its own cluster). Two
-    tokens are in the same cluster iff a chain of tokens joins them with consecutive angles
-    below `theta_deg`. Returns `(*batch,)` integer counts.
-    """
-    x = np.asarray(x, float)
-    norms = np.linalg.norm(x, axis=-1, keepdims=True)
-    unit = x / np.where(norms > 0, norms, 1.0)
-    close = np.einsum("...id,...jd->...ij", unit, unit) > np.cos(np.radians(theta_deg))
-    flat = close.reshape((-1,) + close.shape[-2:])
-    counts = [connected_components(csr_matrix(c), directed=False)[0] for c in flat]
-    return np.asarray(counts, dtype=int).reshape(close.shape[:-2])
-
-
-def angles_deg(x: np.ndarray) -> np.ndarray:
-    """Direction of each token in degrees, in `(−180°, 180°]`."""
-    x = np.asarray(x)
-    return np.degrees(np.arctan2(x[..., 1], x[..., 0]))
-
-
-def break_wraps(t: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Insert NaN between consecutive samples whose angle jumps by more than 180° (a wrap at ±180°), for line plots."""
-    t, theta = np.asarray(t, float), np.asarray(theta, float)
-    jumps = np.nonzero(np.abs(np.diff(theta)) > 180.0)[0] + 1
-    return np.insert(t, jumps, np.nan), np.insert(theta, jumps, np.nan)
-
-
-def _spread_deg(theta: np.ndarray) -> float:
-    """Width (degrees) of the smallest arc of the circle holding every direction `theta`."""
-    th = np.sort(np.mod(np.asarray(theta, float), 360.0))
-    gaps = np.diff(np.concatenate([th, th[:1] + 360.0]))
-    return float(360.0 - gaps.max())
-
-
-def model(sink: bool) -> MaskedParams:
+def model(sink: bool) -> Masked:
     """Causal softmax with `Q = K = V = I`, with or without the fixed sink at `e_1`."""
     eye = jnp.eye(D)
-    base = AttentionParams(V=eye, Q=eye, K=eye)
-    return MaskedParams(base, masks.causal(N), "softmax", sink=jnp.asarray(SINK) if sink else None)
+    return Masked(Softmax(V=eye, Q=eye, K=eye), masks.causal(N), sink=jnp.asarray(SINK) if sink else None)
 
 
 def main(out: Path, quick: bool = False) -> dict:
@@ -116,7 +78,7 @@ def main(out: Path, quick: bool = False) -> dict:
         sphere = space == "unit circle"
         ts = np.linspace(0.0, t1, n_save)
         for with_sink in (False, True):
-            params = model(with_sink)
+            kernel = model(with_sink)
             counts, statuses, finals = [], [], []
             links = {th: [] for th in CLUSTER_ANGLES_DEG}
             first = None
@@ -124,13 +86,13 @@ def main(out: Path, quick: bool = False) -> dict:
                 if sphere:
                     x0 = x0 / np.linalg.norm(x0, axis=1, keepdims=True)
                 # size_threshold=inf: in R² the tokens grow like e^t by design; no size event.
-                sol = solve_particles("masked", params, x0, t1=t1, ts=ts, size_threshold=np.inf, sphere=sphere)
+                sol = solve_particles(kernel, x0, t1=t1, ts=ts, size_threshold=np.inf, sphere=sphere)
                 statuses.append(status_names(sol.status))
                 xs = np.asarray(sol.xs)
                 counts.append(np.asarray(cluster_count(xs, GLPR_THRESHOLD)))
                 for th in CLUSTER_ANGLES_DEG:
                     links[th].append(angular_clusters(xs, th))
-                finals.append(angles_deg(xs[-1]))
+                finals.append(token_angles(xs[-1]))
                 if first is None:
                     first = xs
             counts = np.array(counts)
@@ -138,10 +100,10 @@ def main(out: Path, quick: bool = False) -> dict:
             finals = np.array(finals)
             near_sink = np.mean(np.abs(finals) < SINK_ANGLE_TOL_DEG, axis=1)
             runs[(space, with_sink)] = {
-                "ts": ts, "counts": counts, "links": links, "statuses": statuses, "angles_seed0": angles_deg(first),
+                "ts": ts, "counts": counts, "links": links, "statuses": statuses, "angles_seed0": token_angles(first),
                 "final_clusters": links[CLUSTER_ANGLES_DEG[0]][:, -1], "final_glpr_rank": counts[:, -1],
                 "fraction_within_1deg_of_sink_direction": near_sink,
-                "angular_spread_seed0": np.array([_spread_deg(a) for a in angles_deg(first)]),
+                "angular_spread_seed0": np.array([angular_spread(a) for a in token_angles(first)]),
                 "norm_range_final_seed0": [float(np.min(np.linalg.norm(first[-1], axis=1))), float(np.max(np.linalg.norm(first[-1], axis=1)))],
             }
     bad = {k: v["statuses"] for k, v in runs.items() if set(v["statuses"]) != {"completed"}}

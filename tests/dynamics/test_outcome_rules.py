@@ -33,7 +33,7 @@ from hassejax.dynamics.diagnostics import (
 from hassejax.errors import ParameterError
 
 S = Status
-O = Outcome  # noqa: E741
+O = Outcome
 
 
 def reference_rule(status, lam, rate, rank, d, rate_tol=1e-3):

@@ -5,16 +5,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
 
-from hassejax.dynamics import Status  # noqa: E402
-from hassejax.dynamics import phase_map as pm  # noqa: E402
-from hassejax.dynamics.diagnostics import Outcome  # noqa: E402
-from hassejax.dynamics.figure7 import parameter_sets  # noqa: E402
-from hassejax.errors import ParameterError  # noqa: E402
-from hassejax.plot import break_wraps, draw_hatched, draw_outcome_map, log_bins  # noqa: E402
+from hassejax.dynamics import Status
+from hassejax.dynamics import phase_map as pm
+from hassejax.dynamics.diagnostics import Outcome
+from hassejax.dynamics.figure7 import parameter_sets
+from hassejax.errors import ParameterError
+from hassejax.plot import break_wraps, draw_hatched, draw_outcome_map, log_bins
 
 
 def test_family_and_rotation():
@@ -68,15 +68,15 @@ def test_member_sweep_matches_closed_form_blowup_time():
 
 def test_figure_7_parameter_sets_are_the_authors_draws(no_typecheck):
     members = parameter_sets("softmax", 3)
-    np.random.seed(40)  # the authors' code, verbatim order
+    np.random.seed(40)  # the authors' code, verbatim order  # noqa: NPY002 (the authors' legacy global stream, verbatim)
     dims = np.repeat([3, 4, 5], 100)
-    Q_list = [np.random.randn(d // 2, d) for d in dims]
-    np.random.seed(26)
-    V_list = [np.random.randn(d, d) for d in dims]
+    Q_list = [np.random.randn(d // 2, d) for d in dims]  # noqa: NPY002 (the authors' legacy global stream, verbatim)
+    np.random.seed(26)  # noqa: NPY002 (the authors' legacy global stream, verbatim)
+    V_list = [np.random.randn(d, d) for d in dims]  # noqa: NPY002 (the authors' legacy global stream, verbatim)
     first = {}
     for d in [3, 4, 5]:
-        np.random.seed(41)
-        first[d] = [np.random.randn(d, d) for _ in range(3)]
+        np.random.seed(41)  # noqa: NPY002 (the authors' legacy global stream, verbatim)
+        first[d] = [np.random.randn(d, d) for _ in range(3)]  # noqa: NPY002 (the authors' legacy global stream, verbatim)
     by = {(m["row"], m["d"], m["index"]): m for m in members}
     assert len(members) == 2 * 3 * 3
     for j, d in enumerate([3, 4, 5]):
@@ -86,7 +86,7 @@ def test_figure_7_parameter_sets_are_the_authors_draws(no_typecheck):
             np.testing.assert_array_equal(m["V"], V_list[100 * j + i].T @ V_list[100 * j + i])
             np.testing.assert_array_equal(m["Sigma0"], first[d][i] @ first[d][i].T)
             np.testing.assert_array_equal(by[("V = I", d, i)]["V"], np.eye(d))
-    with pytest.raises(ParameterError, match="`per_dim` must be an integer in 1..100"):
+    with pytest.raises(ParameterError, match=r"`per_dim` must be an integer in 1\.\.100"):
         parameter_sets("softmax", 101)
     with pytest.raises(ParameterError, match="`kind` must be 'softmax' or 'l2'"):
         parameter_sets("sigmoid", 3)

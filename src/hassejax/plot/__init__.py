@@ -3,6 +3,8 @@
 - :func:`draw_mask`: a mask as a heat map with slot labels.
 - :func:`draw_hasse`: a Hasse diagram layered by topological generation.
 - :mod:`.dynamics`: covariance trajectories in the PSD cone and the unit disk, rank-one rays.
+- :func:`draw_outcome_map`, :func:`draw_hatched`: phase maps of dynamics outcomes; :func:`log_bins`,
+  :func:`break_wraps`: histogram bins and wrapped angles for the dynamics figures.
 """
 
 from . import dynamics
@@ -11,8 +13,8 @@ from .masks import draw_mask
 
 __all__ = ["draw_hasse", "hasse_figsize", "hasse_layout", "draw_mask"]
 
-from .angles import break_wraps  # noqa: E402
-from .histogram import log_bins  # noqa: E402
-from .phase_map import OUTCOME_COLORS, draw_hatched, draw_outcome_map  # noqa: E402
+from .angles import break_wraps
+from .histogram import log_bins
+from .phase_map import OUTCOME_COLORS, draw_hatched, draw_outcome_map
 
 __all__ += ["OUTCOME_COLORS", "draw_outcome_map", "draw_hatched", "log_bins", "break_wraps"]

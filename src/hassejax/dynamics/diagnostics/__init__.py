@@ -41,40 +41,10 @@ from .spectrum import (
 )
 
 __all__ = [
-    # spectrum
-    "Spectrum",
-    "covariance_eigenvalues",
-    "empirical_covariance",
-    "rank_relative",
-    "rank_absolute",
-    "limit_rank",
-    "spectrum",
-    # limits
-    "LimitStructure",
-    "kernel_basis",
-    "kernel_limit",
-    "limit_structure",
-    # naive rule
-    "naive_spectrum",
-    "naive_spectrum_low_rank",
-    "naive_rule",
-    "naive_regime",
-    # growth
-    "BLOWUP_EXPONENT",
-    "GrowthFit",
-    "GrowthTest",
-    "growth_law",
-    # outcome
-    "Outcome",
-    "OUTCOME_NAMES",
-    "Diagnosis",
-    "outcome_of",
-    "outcome_names",
-    "classify",
-    "classify_trajectory",
-    # clusters
-    "cluster_count",
-    "angular_clusters",
-    "token_angles",
-    "angular_spread",
-]
+    "Spectrum", "covariance_eigenvalues", "empirical_covariance", "rank_relative", "rank_absolute", "limit_rank", "spectrum",
+    "LimitStructure", "kernel_basis", "kernel_limit", "limit_structure",
+    "naive_spectrum", "naive_spectrum_low_rank", "naive_rule", "naive_regime",
+    "BLOWUP_EXPONENT", "GrowthFit", "GrowthTest", "growth_law",
+    "Outcome", "OUTCOME_NAMES", "Diagnosis", "outcome_of", "outcome_names", "classify", "classify_trajectory",
+    "cluster_count", "angular_clusters", "token_angles", "angular_spread",
+]  # fmt: skip (one line per module: spectrum, limits, naive, growth, outcome/classify, clusters)

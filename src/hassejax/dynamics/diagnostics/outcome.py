@@ -57,15 +57,8 @@ class Outcome(enum.IntEnum):
       approach to a low-rank state; not decided (rate test only).
     """
 
-    bounded = 0
-    low_rank = 1
-    collapse = 2
-    diverge = 3
-    blow_up = 4
-    undetermined = 5
-    contracts = 6
-    grows = 7
-    stalled = 8
+    # codes 0..8 in the order of the list above
+    bounded, low_rank, collapse, diverge, blow_up, undetermined, contracts, grows, stalled = range(9)
 
 
 OUTCOME_NAMES: tuple[str, ...] = tuple(o.name for o in Outcome)

@@ -162,13 +162,14 @@ def limit_rank(cov: Float[ArrayLike, "*batch d d"], rtol: Real[ArrayLike, ""] = 
 
     Source: spec dynamics.md §7a.
 
-    **Example:**
+    **Example:** a direction at `1e-8 · λ_max` has vanished, one at `1e-5` has not:
 
     ```python
     >>> import jax.numpy as jnp
     >>> from hassejax.dynamics.diagnostics import limit_rank
-    >>> limit_rank(jnp.diag(jnp.array([1.0, 1e-5, 1e-8]))).item()
-    2
+    >>> sigma = jnp.diag(jnp.array([1.0, 1e-5, 1e-8]))
+    >>> limit_rank(sigma).item(), limit_rank(sigma, rtol=1e-4).item()
+    (2, 1)
 
     ```
     """
