@@ -114,17 +114,17 @@ def test_diagonal_forms_match_general_form_and_each_other():
     a = np.array([0.3, -0.2, 0.1])
     v = 1.5
     t = 0.4
-    got = np.asarray(diagonal_covariance_closed_form(sigma0, v * np.ones(3), a, t))
+    got = np.asarray(diagonal_covariance_closed_form(sigma0, a=a, v=v * np.ones(3), t=t))
     full = np.asarray(softmax_covariance_closed_form(np.diag(sigma0), np.diag(a), v, t))
     np.testing.assert_allclose(got, np.diag(full), rtol=1e-12)
     np.testing.assert_allclose(full - np.diag(np.diag(full)), 0.0, atol=1e-15)  # stays diagonal
-    tb = float(diagonal_blowup_time(sigma0, v * np.ones(3), a))
+    tb = float(diagonal_blowup_time(sigma0, a=a, v=v * np.ones(3)))
     assert tb == pytest.approx(min(1 / (2 * v * a[i] * sigma0[i]) for i in range(3) if a[i] > 0), rel=1e-12)
     assert tb == pytest.approx(float(blowup_time_closed_form(np.diag(sigma0), np.diag(a), v)), rel=1e-12)
-    assert float(diagonal_blowup_time(sigma0, -np.ones(3), np.abs(a))) == np.inf
+    assert float(diagonal_blowup_time(sigma0, a=np.abs(a), v=-np.ones(3))) == np.inf
     # per-coordinate V (not a multiple of I): each coordinate blows up on its own clock
     vv = np.array([1.0, -2.0, 0.5])
-    out = np.asarray(diagonal_covariance_closed_form(sigma0, vv, a, 0.3))
+    out = np.asarray(diagonal_covariance_closed_form(sigma0, a=a, v=vv, t=0.3))
     np.testing.assert_allclose(out, sigma0 / (1 - 2 * vv * a * sigma0 * 0.3), rtol=1e-12)
 
 

@@ -322,7 +322,7 @@ def test_solve_errors():
         solve_gaussian("softmax", p, z, np.eye(3), t1=1.0)
     with pytest.raises(ParameterError, match=r"`cov0` must be symmetric"):
         solve_gaussian("softmax", p, z, np.array([[1.0, 0.5], [0.0, 1.0]]), t1=1.0)
-    with pytest.raises(ParameterError, match=r"`cov0` must be positive semidefinite; got smallest eigenvalue -1"):
+    with pytest.raises(ParameterError, match=r"`cov0` must be positive semidefinite \(a covariance\); got smallest eigenvalue -1"):
         solve_gaussian("softmax", p, z, np.diag([1.0, -1.0]), t1=1.0)
     with pytest.raises(ParameterError, match=r"`t1` must be > `t0`"):
         solve_gaussian("softmax", p, z, i2, t1=0.0)

@@ -54,7 +54,7 @@ def real_array(x, name: str, what: str = "a real number"):
         raise ParameterError(f"`{name}` must be {what}; got the string {x!r}.")
     try:
         v = np.asarray(x)
-    except Exception as err:  # noqa: BLE001 - any failure to read the value is the caller's input
+    except Exception as err:
         raise ParameterError(f"`{name}` must be {what}; got {type(x).__name__}.") from err
     if v.dtype.kind not in "iuf":
         raise ParameterError(f"`{name}` must be {what}; got {x!r:.80} (dtype {v.dtype}).")
@@ -139,6 +139,5 @@ def check_times(t0, t1, ts) -> None:
             raise ParameterError(f"`{name}` must be finite; got {v}.")
     if c0 is not None and c1 is not None and not bool(c1 > c0):
         raise ParameterError(f"`t1` must be > `t0`; got t0 = {float(c0)}, t1 = {float(c1)}.")
-    if cts is not None and c0 is not None and c1 is not None:
-        if np.any(np.diff(cts) < 0) or cts[0] < c0 or cts[-1] > c1:
-            raise ParameterError(f"`ts` must be non-decreasing within [t0, t1] = [{float(c0)}, {float(c1)}]; got {cts}.")
+    if cts is not None and c0 is not None and c1 is not None and (np.any(np.diff(cts) < 0) or cts[0] < c0 or cts[-1] > c1):
+        raise ParameterError(f"`ts` must be non-decreasing within [t0, t1] = [{float(c0)}, {float(c1)}]; got {cts}.")

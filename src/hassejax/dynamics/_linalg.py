@@ -1,7 +1,10 @@
 """Small symmetric-matrix functions used by the dynamics (private).
 
 - :func:`psd_sqrt`: symmetric square root of a PSD matrix via ``eigh`` (eigenvalues clipped
-  at zero, so singular and slightly indefinite round-off inputs are fine).
+  at zero, so singular and slightly indefinite round-off inputs are fine); the one PSD
+  square root of the dynamics (solvers, closed forms, energies).
+- :func:`check_psd` with :data:`PSD_RTOL`: the one covariance check (symmetric and PSD up to
+  round-off) of the solvers and the closed forms.
 - :func:`sym_funm`: `f(Y)` for symmetric `Y` via ``eigh``, with a forward-mode derivative
   from the Daleckii–Krein formula that stays finite at repeated eigenvalues (``eigh``'s own
   JVP divides by eigenvalue gaps and returns inf/NaN there).
@@ -14,6 +17,12 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from ..errors import ParameterError
+
+PSD_RTOL = 1e-8
+"""Asymmetry and negative eigenvalues up to `PSD_RTOL · max|C|` count as round-off in a covariance `C`."""
 
 
 def symmetrize(x):
@@ -25,6 +34,21 @@ def psd_sqrt(sigma):
     """Symmetric PSD square root `Σ^{1/2}` (eigenvalues below zero are clipped to zero)."""
     w, q = jnp.linalg.eigh(symmetrize(sigma))
     return (q * jnp.sqrt(jnp.clip(w, 0.0, None))[..., None, :]) @ jnp.swapaxes(q, -1, -2)
+
+
+def check_psd(cov, name: str) -> None:
+    """Raise :class:`ParameterError` naming `name` unless the concrete `cov` `(..., d, d)` is finite,
+    symmetric and positive semidefinite up to :data:`PSD_RTOL` (relative to its largest entry)."""
+    c = np.asarray(cov, dtype=float)
+    if not np.all(np.isfinite(c)):
+        raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
+    scale = max(float(np.max(np.abs(c), initial=0.0)), np.finfo(float).tiny)
+    asym = float(np.max(np.abs(c - np.swapaxes(c, -1, -2)), initial=0.0))
+    if asym > PSD_RTOL * scale:
+        raise ParameterError(f"`{name}` must be symmetric (a covariance); got max |C − Cᵀ| = {asym:.3g}.")
+    lam_min = float(np.min(np.linalg.eigvalsh(0.5 * (c + np.swapaxes(c, -1, -2)))))
+    if lam_min < -PSD_RTOL * scale:
+        raise ParameterError(f"`{name}` must be positive semidefinite (a covariance); got smallest eigenvalue {lam_min:.3g}.")
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(1, 2))

@@ -8,17 +8,21 @@ For softmax attention with `V = vI` the precision obeys `(Σ⁻¹)' = −βv(A +
 written with `Σ0^{1/2}` so that a singular `Σ0` works (spec §3, derived). It blows up in
 finite time iff `λ* = λ_max(βv Σ0^{1/2}(A + Aᵀ)Σ0^{1/2}) > 0`, at `t* = 1/λ*`. All functions
 are pure jnp (jittable, vmappable over leading batch axes where stated).
+
+Argument order, the same in every function: the initial state (mean, covariance), then the
+interaction `A`, then the value scale `v` (`V = vI`), then the time `t`, then `β`.
 """
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
+from .._tracing import is_traced
 from ..errors import ParameterError
-from ._linalg import psd_sqrt, symmetrize
+from ._arguments import concrete
+from ._linalg import check_psd, psd_sqrt, symmetrize
 
 __all__ = [
     "softmax_covariance_closed_form",
@@ -37,22 +41,13 @@ def _check_square(x, name):
 
 def _check_values(sigma0, a, v, beta) -> None:
     """Concrete inputs only (tracers pass): finite entries, `Sigma0` symmetric positive semidefinite."""
-    from ._solve import concrete  # noqa: PLC0415
-
     for name, x in (("Sigma0", sigma0), ("A", a), ("v", v), ("beta", beta)):
         c = concrete(x)
         if c is not None and not np.all(np.isfinite(c)):
             raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
     c = concrete(sigma0)
-    if c is None:
-        return
-    c = c.astype(float)
-    scale = max(float(np.max(np.abs(c))), 1e-300)
-    if np.max(np.abs(c - np.swapaxes(c, -1, -2))) > 1e-10 * scale:
-        raise ParameterError("`Sigma0` must be symmetric (a covariance); got an asymmetric matrix.")
-    lam_min = float(np.min(np.linalg.eigvalsh(c)))
-    if lam_min < -1e-10 * scale:
-        raise ParameterError(f"`Sigma0` must be positive semidefinite (a covariance); its smallest eigenvalue is {lam_min:.3g}.")
+    if c is not None:
+        check_psd(c, "Sigma0")
 
 
 def _scaled_interaction(sigma0, a, v, beta):
@@ -116,18 +111,19 @@ def blowup_time_closed_form(
 
 def diagonal_covariance_closed_form(
     sigma0: Float[ArrayLike, "*#batch d"],
-    v: Float[ArrayLike, "*#batch d"],
     a: Float[ArrayLike, "*#batch d"],
+    v: Float[ArrayLike, "*#batch d"],
     t: Real[ArrayLike, "*#batch"],
     beta: Real[ArrayLike, "*#batch"] = 1.0,
 ) -> Float[Array, "*#batch d"]:
     """Commuting case (`V`, `A`, `Σ0` diagonal): `σ_i(t) = σ_i0/(1 − 2βv_ia_iσ_i0 t)` (spec §3).
 
-    **Arguments:** the diagonals `sigma0`, `v`, `a` (`(…, d)`); `t`; `beta`.
+    **Arguments:** the diagonals `sigma0`, `a`, `v` (`(…, d)`; the order of every closed form here:
+    covariance, `A`, `V`); `t`; `beta`.
 
     **Returns:** `(…, d)` variances; `+inf` for coordinates past their own blow-up.
     """
-    sigma0, v, a = jnp.asarray(sigma0), jnp.asarray(v), jnp.asarray(a)
+    sigma0, a, v = jnp.asarray(sigma0), jnp.asarray(a), jnp.asarray(v)
     t = jnp.asarray(t)[..., None]
     beta = jnp.asarray(beta)[..., None]
     den = 1.0 - 2.0 * beta * v * a * sigma0 * t
@@ -136,12 +132,12 @@ def diagonal_covariance_closed_form(
 
 def diagonal_blowup_time(
     sigma0: Float[ArrayLike, "*#batch d"],
-    v: Float[ArrayLike, "*#batch d"],
     a: Float[ArrayLike, "*#batch d"],
+    v: Float[ArrayLike, "*#batch d"],
     beta: Real[ArrayLike, "*#batch"] = 1.0,
 ) -> Float[Array, "*#batch"]:
     """`min_i 1/(2βv_ia_iσ_i0)` over the coordinates with `βv_ia_iσ_i0 > 0`; `inf` if none (spec §3)."""
-    sigma0, v, a = jnp.asarray(sigma0), jnp.asarray(v), jnp.asarray(a)
+    sigma0, a, v = jnp.asarray(sigma0), jnp.asarray(a), jnp.asarray(v)
     rate = 2.0 * jnp.asarray(beta)[..., None] * v * a * sigma0
     times = jnp.where(rate > 0, 1.0 / jnp.where(rate > 0, rate, 1.0), jnp.inf)
     return jnp.min(times, axis=-1)
@@ -196,7 +192,7 @@ def clustering_limit(
     r, n = _scaled_interaction(sigma0, a, v, beta)
     s = symmetrize(jnp.asarray(beta)[..., None, None] * jnp.asarray(v)[..., None, None] * (a + jnp.swapaxes(a, -1, -2)))
     bad = False
-    if not isinstance(s, jax.core.Tracer):  # value check on concrete inputs only
+    if not is_traced(s):  # value check on concrete inputs only
         lam_s = jnp.linalg.eigvalsh(s)
         bad = bool(jnp.any(lam_s[..., -1] > rtol * jnp.maximum(jnp.max(jnp.abs(lam_s), axis=-1), 1e-300)))
     if bad:

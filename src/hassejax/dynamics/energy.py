@@ -29,7 +29,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
+from .._tracing import is_traced
 from ..errors import ParameterError
+from ._linalg import psd_sqrt
 
 __all__ = [
     "interaction_energy",
@@ -61,14 +63,6 @@ def _check_gaussian(mean, cov) -> int:
             f"(same leading axes, then (d, d)); got shape {cs}."
         )
     return d
-
-
-def _psd_sqrt(cov: Array) -> Array:
-    """Symmetric square root of a PSD matrix (negative rounding-error eigenvalues clipped to 0)."""
-    cov = 0.5 * (cov + jnp.swapaxes(cov, -1, -2))
-    w, q = jnp.linalg.eigh(cov)
-    w = jnp.sqrt(jnp.clip(w, 0.0, None))
-    return (q * w[..., None, :]) @ jnp.swapaxes(q, -1, -2)
 
 
 # --------------------------------------------------------------------------- particles
@@ -159,7 +153,7 @@ def gaussian_interaction_energy(
 def _gaussian_interaction_energy(mean, cov, A):
     d, dtype = mean.shape[-1], mean.dtype
     eye = jnp.eye(d, dtype=dtype)
-    root = _psd_sqrt(cov)
+    root = psd_sqrt(cov)
     B = root @ A @ root
     smax = jnp.linalg.svd(B, compute_uv=False)[..., 0]  # spectral norm ‖B‖₂
     finite = smax < 1.0
@@ -211,7 +205,7 @@ def gaussian_sinkhorn_energy(
     """
     d = _check_gaussian(mean, cov)
     _check_square(A, "A", d)
-    if not isinstance(epsilon, jax.core.Tracer) and not float(epsilon) > 0.0:
+    if not is_traced(epsilon) and not float(epsilon) > 0.0:
         raise ParameterError(f"`epsilon` must be a positive number; got {epsilon!r}.")
     dtype = jnp.result_type(mean, cov, A, jnp.float32)
     mean, cov, A = (jnp.asarray(v, dtype) for v in (mean, cov, A))
@@ -220,7 +214,7 @@ def gaussian_sinkhorn_energy(
 
 @jax.jit
 def _gaussian_sinkhorn_energy(mean, cov, A, epsilon):
-    root = _psd_sqrt(cov)
+    root = psd_sqrt(cov)
     B = root @ A @ root / epsilon
     lam = jnp.clip(jnp.linalg.eigvalsh(B @ jnp.swapaxes(B, -1, -2)), 0.0, None)
     s = jnp.sqrt(1.0 + 4.0 * lam)

@@ -41,7 +41,7 @@ from jaxtyping import Array, ArrayLike, Float, Real
 
 from ..errors import ParameterError
 from . import _solve
-from ._linalg import psd_sqrt, symmetrize
+from ._linalg import check_psd, psd_sqrt, symmetrize
 from .attention import AbstractAttention
 from .attention._convert import as_model, from_params, split_call
 from .params import AttentionParams, MultiHeadParams
@@ -151,18 +151,6 @@ def _check_state(model, label, mean, cov=None, factor=None):
         raise ParameterError(f"`cov0`/`cov` must have shape (d, d) = ({d}, {d}); got shape {jnp.shape(cov)}.")
     if factor is not None and (jnp.ndim(factor) != 2 or jnp.shape(factor)[0] != d):
         raise ParameterError(f"`factor0` must have shape (d, r) with d = {d}; got shape {jnp.shape(factor)}.")
-
-
-def _check_psd(cov, name="cov0"):
-    c = np.asarray(cov, dtype=float)
-    if not np.all(np.isfinite(c)):
-        raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
-    scale = max(1.0, float(np.max(np.abs(c))))
-    if np.max(np.abs(c - c.T)) > 1e-8 * scale:
-        raise ParameterError(f"`{name}` must be symmetric; got max |C − Cᵀ| = {np.max(np.abs(c - c.T)):.3g}.")
-    w = np.linalg.eigvalsh(0.5 * (c + c.T))
-    if w[0] < -1e-8 * scale:
-        raise ParameterError(f"`{name}` must be positive semidefinite; got smallest eigenvalue {w[0]:.3g}.")
 
 
 @eqx.filter_jit
@@ -349,7 +337,7 @@ def solve_gaussian(
         cov0 = jnp.asarray(cov0, dtype)
         _check_state(model, label, mean0, cov=cov0)
         if cov_c is not None:
-            _check_psd(cov_c)
+            check_psd(cov_c, "cov0")
         u0 = None
     else:
         u0 = jnp.asarray(factor0, dtype)

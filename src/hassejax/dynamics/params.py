@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
+from .._tracing import is_traced
 from ..errors import ParameterError
 
 __all__ = [
@@ -351,7 +352,7 @@ class MaskedParams(eqx.Module):
             sink = _as_param(sink, "sink")
             if jnp.shape(sink)[-1:] != (d,):
                 raise ParameterError(f"`sink` must have shape (d,) = ({d},); got shape {jnp.shape(sink)}.")
-        elif not isinstance(mask, jax.core.Tracer):  # value check only on concrete masks
+        elif not is_traced(mask):  # value check only on concrete masks
             check_rows_nonempty(mask, "mask")
         self.base = base
         self.mask = mask

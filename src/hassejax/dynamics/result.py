@@ -74,7 +74,7 @@ def status_names(codes) -> np.ndarray | str:
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer codes or codes outside
     ``0 .. len(STATUS_NAMES) - 1``.
     """
-    from ..errors import ParameterError  # noqa: PLC0415
+    from ..errors import ParameterError
 
     raw = np.asarray(codes)
     if not (np.issubdtype(raw.dtype, np.integer) or (np.issubdtype(raw.dtype, np.floating) and np.all(raw == np.round(raw)))):

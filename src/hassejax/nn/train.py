@@ -24,6 +24,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+from .._tracing import is_traced
 from ..errors import ParameterError
 from .layouts import Layout
 from .transformer import Transformer
@@ -140,7 +141,7 @@ def layout_loss(model: Transformer, layout: Layout, sequences: Int[Array, "batch
             f"`sequences` must have shape (batch, {layout.sequence_length}) for layout {layout.name!r}; got {tuple(sequences.shape)}."
         )
     count = jnp.sum(layout.labelled)
-    if not isinstance(count, jax.core.Tracer) and int(count) == 0:
+    if not is_traced(count) and int(count) == 0:
         raise ParameterError(f"`layout` {layout.name!r} has no labelled slot: there is nothing to train on.")
     per_seq = jax.vmap(_sequence_loss, in_axes=(None, None, 0))(model, layout, sequences)
     return jnp.sum(per_seq) / (sequences.shape[0] * count)

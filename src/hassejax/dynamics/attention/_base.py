@@ -38,8 +38,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
+from ..._softmax import masked_softmax
+from ..._tracing import is_traced
 from ...errors import ParameterError
-from ...nn.attention import masked_softmax
 from ..params import _as_param, _shape_of, resolve
 
 __all__ = ["AbstractAttention", "AbstractBilinearAttention", "TimeParam"]
@@ -78,7 +79,7 @@ def mean_weights(raw: Float[Array, "m n"], mask: Bool[Array, "m n"] | None) -> F
 def scalar_param(value: Any, name: str, owner: str, *, positive: bool = False) -> Any:
     """A scalar parameter (array, callable of `t`, leading batch axes allowed), checked > 0 when concrete and `positive`."""
     value = _as_param(value, name)
-    concrete = not callable(value) and not isinstance(value, jax.core.Tracer)
+    concrete = not callable(value) and not is_traced(value)
     if positive and concrete and not bool(np.all(np.asarray(value) > 0)):  # NumPy: under an outer jit, jnp would trace
         raise ParameterError(f"`{name}` of {owner} must be > 0; got {value}.")
     return value

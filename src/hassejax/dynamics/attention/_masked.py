@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
 from ..._checks import as_mask, check_rows_nonempty
+from ..._tracing import is_traced
 from ...errors import ParameterError
 from ..params import _as_param
 from ._base import AbstractAttention
@@ -75,7 +75,7 @@ class Masked(AbstractAttention):
             sink = _as_param(sink, "sink")
             if jnp.shape(sink)[-1:] != (d,):
                 raise ParameterError(f"`sink` must have shape (d,) = ({d},); got shape {jnp.shape(sink)}.")
-        elif not isinstance(mask, jax.core.Tracer):  # value check only on concrete masks
+        elif not is_traced(mask):  # value check only on concrete masks
             check_rows_nonempty(mask, "mask")
         self.kernel = kernel
         self.mask = mask
