@@ -228,3 +228,37 @@ def test_sharded_over_four_fake_cpu_devices_equals_unsharded():
     assert res["shards"] == [[0, 3], [1, 3], [2, 3], [3, 3]]
     p = _params(10)
     assert res["blew_up"] == (np.asarray(p["a"]) * np.asarray(p["y0"]) * 2 > 1).tolist()
+
+
+def test_one_program_whatever_the_batch_size_and_no_cache_between_calls():
+    """A batch that is not a multiple of chunk_size, or smaller than it, traces `fn` once per call
+    (one program: the last chunk is padded inside sweep) and equals the unchunked sweep; nothing is
+    kept between calls (a second call traces again)."""
+    traces = []
+
+    def member(p):
+        traces.append(1)  # runs once per trace, never per member
+        return riccati_member_step_end(p)
+
+    for B in (10, 3):
+        p = _params(B)
+        ref = sweep(riccati_member_step_end, p, progress=False)
+        traces.clear()
+        out = sweep(member, p, chunk_size=4, progress=False)
+        assert len(traces) == 1, B
+        assert_same(out, ref)
+        assert np.asarray(out["steps"]).shape == (B,)
+    traces.clear()
+    sweep(member, _params(5), chunk_size=4, progress=False)
+    assert len(traces) == 1
+    assert "tensor<4xf64>" in sweep_program(_square, _params(3), chunk_size=4).as_text()  # B = 3 < 4: width 4
+
+
+def test_sweep_docstring_example_runs():
+    """The module's examples run as doctests (the sweep example solves three Gaussians)."""
+    import doctest
+
+    from hassejax.dynamics import sweeps
+
+    result = doctest.testmod(sweeps, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0

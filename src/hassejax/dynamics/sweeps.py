@@ -2,10 +2,9 @@
 
 (spec dynamics.md §4 "Sweeps"; DESIGN.md "Scale".)
 
-A sweep runs one per-member function (typically a jitted solve with ``throw=False``, so
-that a member which blows up or stops early reports it in its own status instead of
-raising) over a batch of parameters, a pytree whose every leaf has the batch axis in
-front. Three levels:
+A sweep runs one per-member function (typically a solve, which reports a member that blows
+up or stops early in its own status instead of raising) over a batch of parameters, a
+pytree whose every leaf has the batch axis in front. Three levels:
 
 1. **vmap** inside one compiled program: no host round trip within a chunk. Under
    `vmap` a `while_loop` (an adaptive ODE solve) runs until the slowest member stops;
@@ -19,25 +18,29 @@ front. Three levels:
    stops, as under `vmap` on one device). The chunk is padded to a multiple of the device count by repeating the last member (a
    valid parameter set, never zeros that might be singular) and the padding is
    stripped. The same call runs on one CPU, several GPUs or a TPU slice.
-3. **Chunks**: for long sweeps the batch is cut on the host into equal chunks (the last
-   one padded, so everything compiles once), dispatched one after the other with a
-   tqdm progress bar; the next chunk is dispatched before the previous one is waited
-   for.
+3. **Chunks**: the batch is cut on the host into chunks of exactly `chunk_size` members
+   (the last one, or a batch smaller than `chunk_size`, padded by repeating the last
+   member and the padding dropped from the results), so one call compiles one program,
+   and every batch size with the same `chunk_size` runs the same program; chunks are
+   dispatched one after the other with a tqdm progress bar, the next before the previous
+   one is waited for.
+
+No state is kept between calls: each call builds its jitted runner (with JAX's persistent
+compilation cache on, a repeated call retraces but does not recompile). To run many
+batches of one shape through one compiled program, use :func:`sweep_program`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
-
-from jaxtyping import PyTree
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jaxtyping import PyTree
 from tqdm.auto import tqdm
 
 from ..errors import ParameterError
@@ -86,15 +89,8 @@ def batch_size(batch_params: PyTree, name: str = "batch_params") -> int:
     return distinct[0]
 
 
-def _is_hashable(obj) -> bool:
-    try:
-        hash(obj)
-    except TypeError:
-        return False
-    return True
-
-
 def _build_runner(fn: Callable, devices: tuple | None) -> tuple[Callable, NamedSharding | None]:
+    """The jitted, vmapped per-chunk program of `fn` (sharded over `devices` when given); built per call."""
     batched = jax.vmap(fn)
     if devices is None:
         return jax.jit(batched), None
@@ -105,17 +101,6 @@ def _build_runner(fn: Callable, devices: tuple | None) -> tuple[Callable, NamedS
     # its own members. (Not `shard_map`: equinox/lineax closure conversion, used by
     # diffrax's event root finder, rejects the manual-axis avals inside it.)
     return jax.jit(batched, in_shardings=(sharding,), out_shardings=sharding), sharding
-
-
-_cached_runner = functools.lru_cache(maxsize=64)(_build_runner)
-
-
-def _runner(fn, devices):
-    # Cache the compiled program per (function, devices) so repeated sweeps of the same
-    # function reuse it (keyed on the function object, never on arrays).
-    if _is_hashable(fn):
-        return _cached_runner(fn, devices)
-    return _build_runner(fn, devices)
 
 
 def _pad_rows(leaf, total: int):
@@ -141,12 +126,12 @@ def _plan(fn, batch_params, chunk_size, shard, devices):
         devs = None
     ndev = len(devs) if devs is not None else 1
 
-    chunk = B if chunk_size is None else min(int(chunk_size), B)
+    chunk = B if chunk_size is None else int(chunk_size)  # a fixed program size, even for B < chunk_size
     chunk = math.ceil(chunk / ndev) * ndev
     n_chunks = math.ceil(B / chunk)
     total = n_chunks * chunk
 
-    run, sharding = _runner(fn, devs)
+    run, sharding = _build_runner(fn, devs)
     return B, chunk, n_chunks, total, run, sharding
 
 
@@ -163,28 +148,24 @@ def sweep(
     """Run `fn` on every member of a batch of parameters (vmap, chunks, device sharding).
 
     `fn(params) -> out` takes one member (the pytree `batch_params` without its batch
-    axis) and returns a pytree of arrays. It must be traceable (jit/vmap-safe); a solve
-    should be called with ``throw=False`` so a member that blows up or stops reports it in
-    its status instead of raising: then one bad member never fails the sweep. (A value
-    check with ``eqx.error_if`` inside `fn` would still abort the whole chunk; keep those
-    outside.)
-
-    Example::
-
-        params = {"v": jnp.linspace(-2, 2, 1000), "a": jnp.linspace(-3, 3, 1000)}
-        out = sweep(lambda p: solve_member(p["v"], p["a"]), params, chunk_size=256)
-        out["status"].shape   # (1000,)
+    axis) and returns a pytree of arrays. It must be traceable (jit/vmap-safe). The solvers
+    (:func:`~hassejax.dynamics.solve_gaussian`, :func:`~hassejax.dynamics.solve_particles`)
+    never raise on a member's outcome: a member that blows up, stops early or turns NaN
+    reports it in its `status`, so one bad member never fails the sweep. (Their argument
+    checks skip traced values; a value check with ``eqx.error_if`` inside `fn` would still
+    abort the whole chunk: keep those outside.)
 
     **Arguments:**
 
     - `fn`: the per-member function. Constants shared by all members are closed over
-      (``functools.partial``), not put in `batch_params`. The compiled program is cached
-      per `(fn, devices)`, so reuse the same function object across calls to skip
-      recompilation.
+      (``functools.partial``), not put in `batch_params`. Each call compiles one program
+      (see the module docstring); nothing is cached between calls.
     - `batch_params`: pytree of arrays with a common leading batch length `B`.
-    - `chunk_size`: members per host-side chunk (rounded up to a multiple of the device
-      count); `None` runs the whole batch as one chunk. Chunks bound memory and give the
-      progress bar something to count; there is no host round trip inside a chunk.
+    - `chunk_size`: members per compiled chunk (rounded up to a multiple of the device
+      count); the last chunk, or a batch of fewer members, is padded to it, so every call
+      with this `chunk_size` runs one program of that width. `None` runs the whole batch as
+      one chunk. Chunks bound memory and give the progress bar something to count; there is
+      no host round trip inside a chunk.
     - `progress`: show a tqdm bar when there is more than one chunk.
     - `shard`: split each chunk's batch axis across `devices` (all of `jax.devices()` by
       default) with a 1-D mesh; `False` runs on the default device only.
@@ -200,6 +181,24 @@ def sweep(
     **Raises:** :class:`~hassejax.errors.ParameterError` for an ill-formed batch (see
     :func:`batch_size`), a `chunk_size` that is not a positive integer, or an empty
     `devices`.
+
+    Source: (derived) spec dynamics.md §4 "Sweeps".
+
+    **Example:** softmax with `V = vI`, `A = I`, `Σ0 = I/2` blows up at `t* = 1/v` for `v > 0`
+    (spec §3); three members in chunks of two (the last chunk padded, one program):
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax, solve_gaussian, status_names, sweep
+    >>> def member(v):
+    ...     model = Softmax(V=v * jnp.eye(2), A=jnp.eye(2))
+    ...     sol = solve_gaussian(model, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, rtol=1e-6, atol=1e-6)
+    ...     return {"status": sol.status, "t_blowup": sol.t_blowup}
+    >>> out = sweep(member, jnp.array([1.0, 2.0, -1.0]), chunk_size=2, progress=False)
+    >>> list(status_names(out["status"])), [round(float(t), 3) for t in out["t_blowup"]]
+    (['blow_up', 'blow_up', 'completed'], [1.0, 0.5, inf])
+
+    ```
     """
     B, chunk, n_chunks, total, run, sharding = _plan(fn, batch_params, chunk_size, shard, devices)
     leaves, treedef = jax.tree_util.tree_flatten(batch_params)
@@ -247,8 +246,8 @@ def sweep_program(
     computation takes one chunk (the first, padded) and returns its padded outputs.
     ``sweep_program(...).compile()`` measures the compile time on its own (benchmarks
     report it separately from run times), ``.as_text()`` shows the program and
-    ``.compile().cost_analysis()`` XLA's estimate. The compiled executable is not shared
-    with :func:`sweep`'s cache.
+    ``.compile().cost_analysis()`` XLA's estimate; the compiled program can be called on
+    any chunk of the same shape (e.g. many batches through one compile).
 
     **Arguments:** as :func:`sweep`.
 
@@ -256,7 +255,7 @@ def sweep_program(
 
     **Raises:** as :func:`sweep`.
     """
-    B, chunk, n_chunks, total, run, sharding = _plan(fn, batch_params, chunk_size, shard, devices)
+    _, chunk, _, total, run, sharding = _plan(fn, batch_params, chunk_size, shard, devices)
     leaves, treedef = jax.tree_util.tree_flatten(batch_params)
     part = [_pad_rows(jnp.asarray(leaf), total)[:chunk] for leaf in leaves]
     if sharding is not None:
