@@ -33,23 +33,24 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import importlib.util  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import importlib.util
+import time
+from pathlib import Path
 
-import jax.numpy as jnp  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import Output, cli
+from matplotlib.colors import ListedColormap
 
-from hassejax.dynamics import (  # noqa: E402
+from hassejax.dynamics import (
     LowRankSoftmax,
     Status,
     solve_low_rank_gaussian,
     solve_low_rank_particles_each,
 )
-from hassejax.dynamics.low_rank import gaussian_covariances, particle_covariances  # noqa: E402
+from hassejax.dynamics.diagnostics import Outcome, naive_regime, naive_spectrum_low_rank, outcome_of
+from hassejax.dynamics.low_rank import gaussian_covariances, initial_rates, particle_covariances
 
 NAME = "real_heads"
 SEED = 0
@@ -114,7 +115,10 @@ RANK_TOL = 1e-9  # eigenvalues above 1e-9 · λ_max(Σ0) count (absolute, fixed 
 FINE_FRACTIONS = np.linspace(0.0, 1.0, 11)  # depths saved for every head, as fractions of its horizon
 MAIN = np.array([0, 2, 5, 8, 10])  # of those, the depths whose spectra are computed for every head
 FRACTIONS = FINE_FRACTIONS[MAIN]
-REGIMES = ("blow_up", "diverge", "low_rank", "bounded", "undetermined")
+SHOWN = (Outcome.blow_up, Outcome.diverge, Outcome.low_rank, Outcome.bounded, Outcome.undetermined)
+"""The outcomes (of the one list, :class:`~hassejax.dynamics.diagnostics.Outcome`) that ``outcome_of`` gives here
+without a rate test (`collapse` would need `λ_max(Σ)` below the rank threshold); counted and drawn in this order."""
+REGIMES = tuple(o.name for o in SHOWN)
 REGIME_COLORS = ("#d7301f", "#fc8d59", "#4575b4", "#91bfdb", "#bdbdbd")
 
 
@@ -162,7 +166,7 @@ def token_statistics(xl: np.ndarray, ln_weight: np.ndarray | None) -> dict:
     kurt = np.mean(proj**4, axis=0) - 3.0  # excess kurtosis of the top-10 principal components
     sq = np.sum(xc**2, axis=1)  # ‖x − α‖²: a Gaussian has mean tr Σ, std √(2 tr Σ²)
     out = {
-        "n_tokens": int(len(xl)),
+        "n_tokens": len(xl),
         "n_distinct": int(np.unique(np.round(xl, 6), axis=0).shape[0]),
         "trace": float(ev.sum()),
         "top_eigenvalues": ev[:10],
@@ -197,50 +201,8 @@ def particle_runs(heads: LowRankSoftmax, x0, mask, t1, ts):
     return solve_low_rank_particles_each(heads, x0, mask, t1=t1, ts=ts, rtol=1e-6, atol=1e-6, max_steps=20000)
 
 
-def initial_rates(q: np.ndarray, kk: np.ndarray, wv: np.ndarray, wo: np.ndarray, x: np.ndarray) -> dict:
-    """`Σ'(0)` of the pooled particle system on tokens `x` `(n, d)` against the Gaussian closure at their own moments.
-
-    Particles: `Σ' = Cov(Γ(x_i), x_i) + transpose` with `Γ(x_i) = V Σ_j softmax_j((Qx_i)·(Kx_j)) x_j`
-    (exact for the empirical measure); Gaussian: `Σ' = MΣ + ΣMᵀ`, `M = VΣA` (spec §2) with the
-    tokens' own mean and covariance. Also the logit spread and the effective number of
-    keys `1/Σ_j w_ij²` of the attention weights (the Gaussian closure needs many keys per query).
-    """
-    n = len(x)
-    xc = x - x.mean(0)
-    cov = xc.T @ xc / n
-    logits = (x @ q.T) @ (x @ kk.T).T  # [i, j]: query i, key j
-    w = np.exp(logits - logits.max(1, keepdims=True))
-    w /= w.sum(1, keepdims=True)
-    gamma = ((w @ x) @ wv.T) @ wo.T
-    gc = gamma - gamma.mean(0)
-    rate_p = gc.T @ xc / n
-    rate_p = rate_p + rate_p.T
-    m = wo @ ((wv @ cov @ kk.T) @ q)
-    rate_g = m @ cov + cov @ m.T
-    n_eff = 1.0 / np.sum(w**2, axis=1)
-    return {
-        "relative_error": float(np.linalg.norm(rate_p - rate_g) / np.linalg.norm(rate_g)),
-        "trace_rate_particles": float(np.trace(rate_p)),
-        "trace_rate_gaussian": float(np.trace(rate_g)),
-        "logit_std": float(np.sqrt(np.mean(np.var(logits, axis=1)))),
-        "median_effective_keys": float(np.median(n_eff)),
-        "n": n,
-    }
-
-
 def eig_desc(c: np.ndarray) -> np.ndarray:
     return np.linalg.eigvalsh(c)[..., ::-1]
-
-
-def regime_of(status: int, collapsed: int) -> str:
-    s = Status(status)
-    if s is Status.blow_up:
-        return "blow_up"
-    if s is Status.diverge:
-        return "diverge"
-    if s in (Status.completed, Status.converged):
-        return "low_rank" if collapsed > 0 else "bounded"
-    return "undetermined"
 
 
 def snap_times(grid: np.ndarray, valid: np.ndarray, t_end: float, fractions: np.ndarray) -> np.ndarray:
@@ -303,8 +265,8 @@ def main(out: Path, quick: bool = False) -> dict:
 
     # --- naive spectral reading (the 2k eigenvalues that can be non-zero)
     t0 = time.perf_counter()
-    naive = np.asarray(jax.jit(pt.naive_spectrum_low_rank)(heads.Q, heads.K, heads.W_V, heads.W_O))  # (L, H, 2k)
-    naive_reading = pt.naive_regime(naive)
+    naive = np.asarray(jax.jit(naive_spectrum_low_rank)(heads.Q, heads.K, heads.W_V, heads.W_O))  # (L, H, 2k)
+    naive_reading = naive_regime(naive)
     scale = np.abs(naive).max(axis=-1, keepdims=True)
     n_pos = (naive > 1e-9 * scale).sum(-1)
     n_neg = (naive < -1e-9 * scale).sum(-1)
@@ -327,8 +289,6 @@ def main(out: Path, quick: bool = False) -> dict:
         lam0 = eig_desc(cov0)
         tol = RANK_TOL * lam0[0]
         rank0 = int(np.sum(lam0 > tol))
-        hq, hk, hv, ho = heads.Q[layer], heads.K[layer], heads.W_V[layer], heads.W_O[layer]
-        q_np, wo_np = np.asarray(hq), np.asarray(ho)
         layer_heads = heads.head(layer)
         head_of = [heads.head(layer, h) for h in range(n_heads)]
 
@@ -368,11 +328,10 @@ def main(out: Path, quick: bool = False) -> dict:
         p_status = np.asarray(ps.status)
         p_valid = np.asarray(ps.valid)  # (H, 11): False after a per-sentence solve stopped (size threshold)
         sample = np.random.default_rng([SEED, layer]).multivariate_normal(mean0, cov0, size=len(xl), method="eigh")
-        hv_np, hk_np = np.asarray(hv), np.asarray(hk)
         rates = [
             {
-                "pooled_tokens": initial_rates(q_np[h], hk_np[h], hv_np[h], wo_np[h], xl),
-                "gaussian_sample": initial_rates(q_np[h], hk_np[h], hv_np[h], wo_np[h], sample),
+                "pooled_tokens": initial_rates(head_of[h], xl).as_dict(),
+                "gaussian_sample": initial_rates(head_of[h], sample).as_dict(),
             }
             for h in range(n_heads)
         ]
@@ -381,9 +340,12 @@ def main(out: Path, quick: bool = False) -> dict:
         del z
         timings[f"particles_post_layer{layer}"] = time.perf_counter() - t0
 
+        outcome, rank_end = (np.asarray(a) for a in outcome_of(status, eig_end, abs_threshold=tol, full_rank=rank0))
         for h in range(n_heads):
-            collapsed = int(rank0 - np.sum(eig_end[h] > tol))
-            regime = regime_of(int(status[h]), collapsed)
+            collapsed = int(rank0 - rank_end[h])
+            if Outcome(int(outcome[h])) not in SHOWN:
+                raise RuntimeError(f"layer {layer} head {h}: outcome {Outcome(int(outcome[h])).name} is not among {REGIMES}")
+            regime = Outcome(int(outcome[h])).name
             flat.append(
                 {
                     "layer": layer,
@@ -405,7 +367,7 @@ def main(out: Path, quick: bool = False) -> dict:
                         "decade_ratio": float(gs.decade_ratio[h]),
                         "num_steps": int(gs.stats.num_steps[h]),
                         "rank_initial": rank0,
-                        "rank_final": int(np.sum(eig_end[h] > tol)),
+                        "rank_final": int(rank_end[h]),
                         "collapsed_directions": collapsed,
                         "rank_relative_1e-6_final": int(np.sum(eig_end[h] > 1e-6 * eig_end[h, 0])),
                         "trace_final": float(eig_end[h].sum()),
@@ -519,9 +481,8 @@ def representatives(heads, hs, mask, reps, fine, rng) -> list[dict]:
         mean0, cov0 = (np.asarray(z) for z in pt.empirical_moments(xl))
         sample = rng.multivariate_normal(mean0, cov0, size=len(xl), method="eigh")
         ones = np.ones((1, len(xl)), bool)
-        for x0 in (xl, sample):
-            batch.append((layer, h, x0[None], fine[(layer, h)]["times"]))
-    sel = lambda a: jnp.asarray(np.stack([np.asarray(a[l_, h_]) for l_, h_, _, _ in batch]))  # noqa: E731
+        batch.extend((layer, h, x0[None], fine[(layer, h)]["times"]) for x0 in (xl, sample))
+    sel = lambda a: jnp.asarray(np.stack([np.asarray(a[l_, h_]) for l_, h_, _, _ in batch]))
     runs = particle_runs(
         LowRankSoftmax(sel(heads.Q), sel(heads.K), sel(heads.W_V), sel(heads.W_O)),
         jnp.asarray(np.stack([b[2] for b in batch])), jnp.asarray(ones),
@@ -676,7 +637,7 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
         "tokens' non-Gaussianity.",
         "",
         "**Where they agree.** "
-        + "Best at early depth: {0} heads, median error of ΔΣ {1:.2g} at 20 % of the horizon; ".format(
+        + "Best at early depth: {} heads, median error of ΔΣ {:.2g} at 20 % of the horizon; ".format(
             *min(
                 ((r, v["median_relative_error_by_fraction"][1]) for r, v in s["per_regime"].items() if v["median_relative_error_by_fraction"][1] is not None),
                 key=lambda z: z[1],

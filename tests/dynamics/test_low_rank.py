@@ -36,7 +36,7 @@ from hassejax.dynamics import (
     solve_particles,
 )
 from hassejax.dynamics.closed_form import diagonal_blowup_time, diagonal_covariance_closed_form
-from hassejax.dynamics.low_rank import gaussian_covariances, particle_covariances
+from hassejax.dynamics.low_rank import gaussian_covariances, initial_rates, particle_covariances
 from hassejax.errors import ParameterError
 
 
@@ -63,7 +63,9 @@ def test_kernel_velocity_equals_numpy_loop(seed, d, k, n, masked):
     x = rng.normal(size=(n, d))
     mask = rng.random((n, n)) < 0.6 if masked else np.ones((n, n), bool)
     mask[:, 0] = True
-    got = np.asarray(LowRankSoftmax(Q, K, Wv, Wo).velocity(0.0, jnp.asarray(x), mask=jnp.asarray(mask) if masked else None))
+    got = np.asarray(
+        LowRankSoftmax(Q, K, Wv, Wo).velocity(0.0, jnp.asarray(x), mask=jnp.asarray(mask) if masked else None)
+    )
     want = np.zeros((n, d))
     for i in range(n):
         logits = np.array([(Q @ x[i]) @ (K @ x[j]) if mask[i, j] else -np.inf for j in range(n)])
@@ -99,7 +101,7 @@ def test_kernel_errors(no_typecheck):
 def test_reduced_gaussian_equals_full_solve(seed):
     head, S0, a0 = _head(seed)  # S0 singular (rank d − 1)
     ts = jnp.linspace(0.0, 4.0, 9)
-    kw = dict(t1=4.0, ts=ts, rtol=1e-10, atol=1e-10)
+    kw = {"t1": 4.0, "ts": ts, "rtol": 1e-10, "atol": 1e-10}
     full = solve_gaussian(_softmax(head), a0, S0, **kw)
     red = solve_low_rank_gaussian(head, a0, S0, **kw)
     assert isinstance(red, LowRankGaussianSolution) and red.psi.shape == (9, 2, 2) and red.b.shape == (9, 2)
@@ -108,12 +110,16 @@ def test_reduced_gaussian_equals_full_solve(seed):
     assert int(as_gauss.status) == int(full.status)
     np.testing.assert_array_equal(np.asarray(as_gauss.valid), np.asarray(full.valid))
     for name in ("cov", "mean", "factor", "cov_final", "mean_final"):
-        np.testing.assert_allclose(np.asarray(getattr(as_gauss, name)), np.asarray(getattr(full, name)), rtol=1e-7, atol=1e-8)
+        np.testing.assert_allclose(
+            np.asarray(getattr(as_gauss, name)), np.asarray(getattr(full, name)), rtol=1e-7, atol=1e-8
+        )
     mean, cov = red.moments(head, a0, S0)
     np.testing.assert_allclose(np.asarray(cov), np.asarray(full.cov), rtol=1e-7, atol=1e-8)
     np.testing.assert_allclose(np.asarray(mean), np.asarray(full.mean), rtol=1e-7, atol=1e-8)
     # the host-side expanded form (used by the real-heads figure) agrees with the Φ form
-    np.testing.assert_allclose(gaussian_covariances(head, S0, np.asarray(red.psi)), np.asarray(cov), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        gaussian_covariances(head, S0, np.asarray(red.psi)), np.asarray(cov), rtol=1e-10, atol=1e-12
+    )
 
 
 def _commuting_head(sign, d=5, k=2, seed=4):
@@ -130,7 +136,7 @@ def _commuting_head(sign, d=5, k=2, seed=4):
 
 
 def test_reduced_gaussian_blowup_time_commuting_closed_form():
-    head, S0, basis, sigma0, a_diag, v_diag = _commuting_head(+1.0)
+    head, S0, _basis, sigma0, a_diag, v_diag = _commuting_head(+1.0)
     t_star = float(diagonal_blowup_time(sigma0, v_diag, a_diag))
     red = solve_low_rank_gaussian(head, np.zeros(5), S0, t1=3 * t_star)
     assert Status(int(red.status)) is Status.blow_up
@@ -143,15 +149,19 @@ def test_reduced_gaussian_contraction_commuting_closed_form():
     red = solve_low_rank_gaussian(head, np.zeros(5), S0, t1=100.0, ts=ts)
     assert Status(int(red.status)) is Status.completed
     _, cov = red.moments(head, np.zeros(5), S0)
-    want = np.stack([(basis * np.asarray(diagonal_covariance_closed_form(sigma0, v_diag, a_diag, t))) @ basis.T for t in ts])
+    want = np.stack(
+        [(basis * np.asarray(diagonal_covariance_closed_form(sigma0, v_diag, a_diag, t))) @ basis.T for t in ts]
+    )
     np.testing.assert_allclose(np.asarray(cov), want, rtol=1e-6, atol=1e-9)
 
 
 def test_solver_and_controller_are_choosable():
     head, S0, a0 = _head(3)
-    kw = dict(t1=0.4, ts=jnp.linspace(0.0, 0.4, 3))  # this head blows up at t ≈ 0.54
+    kw = {"t1": 0.4, "ts": jnp.linspace(0.0, 0.4, 3)}  # this head blows up at t ≈ 0.54
     ref = solve_low_rank_gaussian(head, a0, S0, rtol=1e-10, atol=1e-10, **kw)
-    const = solve_low_rank_gaussian(head, a0, S0, solver=diffrax.Heun(), stepsize_controller=diffrax.ConstantStepSize(), dt0=0.01, **kw)
+    const = solve_low_rank_gaussian(
+        head, a0, S0, solver=diffrax.Heun(), stepsize_controller=diffrax.ConstantStepSize(), dt0=0.01, **kw
+    )
     assert int(const.stats.num_steps) == 40 and Status(int(const.status)) is Status.completed
     np.testing.assert_allclose(np.asarray(const.psi), np.asarray(ref.psi), rtol=1e-3, atol=1e-4)
     dopri = solve_low_rank_gaussian(head, a0, S0, solver=diffrax.Dopri5(), rtol=1e-10, atol=1e-10, **kw)
@@ -180,7 +190,7 @@ def test_reduced_particles_equal_full_solves():
     mask = np.ones((3, 5), bool)
     mask[1, 3:] = False
     mask[2, 4] = False
-    kw = dict(t1=2.0, ts=jnp.linspace(0.0, 2.0, 5), rtol=1e-10, atol=1e-10)
+    kw = {"t1": 2.0, "ts": jnp.linspace(0.0, 2.0, 5), "rtol": 1e-10, "atol": 1e-10}
     # per group (the padding mask) == the block-diagonal mask over the real tokens
     red = solve_low_rank_particles(head, x, mask, **kw)
     assert isinstance(red, LowRankParticleSolution) and red.z.shape == (5, 3, 5, 2)
@@ -202,7 +212,9 @@ def test_reduced_particles_equal_full_solves():
     # one group: the pooled measure, against the ordinary softmax kernel
     red1 = solve_low_rank_particles(head, x[mask][None], np.ones((1, mask.sum()), bool), **kw)
     full1 = solve_particles(_softmax(head), x[mask], **kw)
-    np.testing.assert_allclose(np.asarray(red1.tokens(head, x[mask][None]))[:, 0], np.asarray(full1.xs), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(
+        np.asarray(red1.tokens(head, x[mask][None]))[:, 0], np.asarray(full1.xs), rtol=1e-7, atol=1e-8
+    )
 
 
 def test_particles_each_equals_one_by_one():
@@ -248,7 +260,27 @@ def test_reduced_solve_errors(no_typecheck):
         solve_low_rank_particles_each(head, x, np.ones((2, 3), bool), t1=jnp.ones(1), ts=jnp.ones((1, 2)))
 
 
-@pytest.mark.parametrize("name", ["_kernel", "_gaussian", "_particles", "_covariance"])
+def test_initial_rates_against_the_kernel():
+    head, _, _ = _head(13)
+    x = np.random.default_rng(14).normal(size=(7, 6))
+    r = initial_rates(head, x)
+    g = np.asarray(head.velocity(0.0, jnp.asarray(x)))
+    xc, gc = x - x.mean(0), g - g.mean(0)
+    c = gc.T @ xc / 7
+    rate_p = c + c.T
+    cov = xc.T @ xc / 7
+    m, _ = head.gaussian_affine(0.0, jnp.asarray(x.mean(0)), jnp.asarray(cov))
+    rate_g = np.asarray(m) @ cov + cov @ np.asarray(m).T
+    assert r.n == 7
+    np.testing.assert_allclose(r.trace_rate_particles, np.trace(rate_p), rtol=1e-10)
+    np.testing.assert_allclose(r.trace_rate_gaussian, np.trace(rate_g), rtol=1e-10)
+    np.testing.assert_allclose(r.relative_error, np.linalg.norm(rate_p - rate_g) / np.linalg.norm(rate_g), rtol=1e-10)
+    w = np.asarray(head.weights(0.0, jnp.asarray(x)))
+    np.testing.assert_allclose(r.median_effective_keys, np.median(1.0 / (w**2).sum(1)), rtol=1e-10)
+    assert list(r.as_dict()) == ["relative_error", "trace_rate_particles", "trace_rate_gaussian", "logit_std", "median_effective_keys", "n"]
+
+
+@pytest.mark.parametrize("name", ["_kernel", "_gaussian", "_particles", "_covariance", "_rates"])
 def test_doctests(name):
     module = importlib.import_module(f"hassejax.dynamics.low_rank.{name}")
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)

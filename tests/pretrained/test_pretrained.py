@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from hassejax.dynamics import LowRankSoftmax, Masked, MultiHead, Softmax
+from hassejax.dynamics.diagnostics import naive_regime, naive_spectrum, naive_spectrum_low_rank
 from hassejax.errors import HassejaxError, ParameterError
 from hassejax.pretrained import bert as rb
 from hassejax.pretrained import heads as rh
@@ -32,25 +33,25 @@ from hassejax.pretrained import weights as rw
 safetensors_numpy = pytest.importorskip("safetensors.numpy", reason="the [real] extra (safetensors) is not installed")
 
 # --------------------------------------------------------------------------- a tiny fake BERT
-CFG = dict(
-    model_type="bert",
-    hidden_size=8,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=12,
-    vocab_size=20,
-    max_position_embeddings=10,
-    type_vocab_size=2,
-    layer_norm_eps=1e-12,
-    hidden_act="gelu",
-    pad_token_id=0,
-)
+CFG = {
+    "model_type": "bert",
+    "hidden_size": 8,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 12,
+    "vocab_size": 20,
+    "max_position_embeddings": 10,
+    "type_vocab_size": 2,
+    "layer_norm_eps": 1e-12,
+    "hidden_act": "gelu",
+    "pad_token_id": 0,
+}
 
 
 def fake_tensors(cfg=CFG, seed=0, zero_bias=False):
     rng = np.random.default_rng(seed)
     d, f, n_l = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
-    r = lambda *s: rng.normal(size=s).astype(np.float32) * 0.5  # noqa: E731
+    r = lambda *s: rng.normal(size=s).astype(np.float32) * 0.5
     b = (lambda *s: np.zeros(s, np.float32)) if zero_bias else r
     t = {
         "embeddings.word_embeddings.weight": r(cfg["vocab_size"], d),
@@ -149,7 +150,7 @@ def test_config_disagrees_with_file(tmp_path):
     with pytest.raises(rl.ModelFileError, match=r"has encoder layers \[1\], but config.json says num_hidden_layers = 1"):
         rw.load_weights(folder, sha256=None)
     folder = write_model(tmp_path / "m2", cfg={**CFG, "num_hidden_layers": 3}, tensors=fake_tensors())
-    with pytest.raises(rl.ModelFileError, match="lacks the tensor 'embeddings|lacks the tensor 'encoder.layer.2"):
+    with pytest.raises(rl.ModelFileError, match=r"lacks the tensor 'embeddings|lacks the tensor 'encoder\.layer\.2"):
         rw.load_weights(folder, sha256=None)
     folder = write_model(tmp_path / "m3", cfg={**CFG, "hidden_size": 6, "num_attention_heads": 3}, tensors=fake_tensors())
     with pytest.raises(rl.ModelFileError, match=r"has shape \(20, 8\), but config.json implies \(20, 6\)"):
@@ -181,7 +182,7 @@ def test_config_missing_field_and_bad_json(tmp_path):
         rl.load_config(write_model(tmp_path / "a", cfg=cfg, tensors=fake_tensors()), sha256=None)
     folder = write_model(tmp_path / "b")
     (folder / "config.json").write_text("{not json")
-    with pytest.raises(rl.ModelFileError, match="config.json in .* is not valid JSON"):
+    with pytest.raises(rl.ModelFileError, match=r"config\.json in .* is not valid JSON"):
         rl.load_config(folder, sha256=None)
 
 
@@ -191,7 +192,7 @@ def test_checksum_mismatch(fake_dir):
     with pytest.raises(rl.ModelFileError, match=f"model.safetensors in .* has SHA-256 {got}, expected {want}"):
         rw.load_weights(fake_dir, sha256={"model.safetensors": want})
     # the published digests reject these fake files (config.json is checked first)
-    with pytest.raises(rl.ModelFileError, match="config.json in .* has SHA-256"):
+    with pytest.raises(rl.ModelFileError, match=r"config\.json in .* has SHA-256"):
         rw.load_weights(fake_dir)
 
 
@@ -204,11 +205,11 @@ def test_not_a_safetensors_file(fake_dir):
 def test_non_float_and_non_finite_tensors(tmp_path):
     t = fake_tensors()
     t["embeddings.LayerNorm.bias"] = np.zeros(8, np.int32)
-    with pytest.raises(rl.ModelFileError, match="'embeddings.LayerNorm.bias' must be floating point; got dtype int32"):
+    with pytest.raises(rl.ModelFileError, match=r"'embeddings\.LayerNorm\.bias' must be floating point; got dtype int32"):
         rw.load_weights(write_model(tmp_path / "a", tensors=t), sha256=None)
     t = fake_tensors()
     t["encoder.layer.0.output.dense.bias"][3] = np.nan
-    with pytest.raises(rl.ModelFileError, match="'encoder.layer.0.output.dense.bias' holds NaN or inf"):
+    with pytest.raises(rl.ModelFileError, match=r"'encoder\.layer\.0\.output\.dense\.bias' holds NaN or inf"):
         rw.load_weights(write_model(tmp_path / "b", tensors=t), sha256=None)
 
 
@@ -237,7 +238,7 @@ def numpy_bert(t, cfg, ids, mask):
         x = _np_layer_norm(x + t["embeddings.token_type_embeddings.weight"][0], t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"], eps)
         states = [x]
         for i in range(cfg["num_hidden_layers"]):
-            p = lambda name: t[f"encoder.layer.{i}.{name}"]  # noqa: B023, E731
+            p = lambda name: t[f"encoder.layer.{i}.{name}"]  # noqa: B023
             a = np.zeros_like(x)
             for head in range(h):
                 rows = slice(head * k, (head + 1) * k)
@@ -369,16 +370,16 @@ def test_naive_spectrum_signature_of_rank_k_heads():
     d, k = 9, 2
     V = rng.normal(size=(d, k)) @ rng.normal(size=(k, d))
     A = rng.normal(size=(d, k)) @ rng.normal(size=(k, d))
-    e = np.asarray(rh.naive_spectrum(V, A))
+    e = np.asarray(naive_spectrum(V, A))
     np.testing.assert_allclose(e, np.sort(np.linalg.eigvalsh(V @ A + A.T @ V.T))[::-1], atol=1e-10)
     tol = 1e-9 * np.abs(e).max()
     assert (e > tol).sum() == k and (e < -tol).sum() == k  # signature (k, k), module docstring
-    low = np.asarray(rh.naive_spectrum_low_rank(*(_qkvo := _factors(d, k, 3))))
-    full = np.asarray(rh.naive_spectrum(_qkvo[3] @ _qkvo[2], _qkvo[1].T @ _qkvo[0]))
+    low = np.asarray(naive_spectrum_low_rank(*(_qkvo := _factors(d, k, 3))))
+    full = np.asarray(naive_spectrum(_qkvo[3] @ _qkvo[2], _qkvo[1].T @ _qkvo[0]))
     np.testing.assert_allclose(low, np.concatenate([full[:k], full[-k:]]), atol=1e-10)
     np.testing.assert_allclose(full[k:-k], 0.0, atol=1e-10)
-    assert rh.naive_regime(e) == "blow_up"
-    assert rh.naive_regime(-np.abs(e)) == "cluster"
+    assert naive_regime(e) == "blow_up"
+    assert naive_regime(-np.abs(e)) == "cluster"
 
 
 # --------------------------------------------------------------------------- the real model
@@ -439,7 +440,7 @@ def test_minilm_heads_and_particles(minilm):
     hp = rh.head_parameters(w)
     assert hp.shape == (6, 12)
     np.testing.assert_array_equal(rh.output_rank(hp.W_O), np.full((6, 12), 32))
-    e = np.asarray(rh.naive_spectrum(hp.V[0, :3], hp.A[0, :3]))
+    e = np.asarray(naive_spectrum(hp.V[0, :3], hp.A[0, :3]))
     tol = 1e-9 * np.abs(e).max(axis=1, keepdims=True)
     assert ((e > tol).sum(1) == 32).all() and ((e < -tol).sum(1) == 32).all()
     # LayerNorm outputs lie on an affine hyperplane: Σ0 diag(1/γ) 1 = 0, so rank Σ0 <= d − 1

@@ -40,9 +40,6 @@ from .heads import (
     HeadParameters,
     empirical_moments,
     head_parameters,
-    naive_regime,
-    naive_spectrum,
-    naive_spectrum_low_rank,
     output_rank,
 )
 from .loader import (
@@ -94,8 +91,5 @@ __all__ = [
     "HeadParameters",
     "empirical_moments",
     "head_parameters",
-    "naive_regime",
-    "naive_spectrum",
-    "naive_spectrum_low_rank",
     "output_rank",
 ]

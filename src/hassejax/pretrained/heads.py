@@ -39,9 +39,6 @@ __all__ = [
     "HeadParameters",
     "head_parameters",
     "output_rank",
-    "naive_spectrum",
-    "naive_spectrum_low_rank",
-    "naive_regime",
     "empirical_moments",
 ]
 
@@ -124,7 +121,7 @@ def head_parameters(weights: BertWeights, dtype=jnp.float64) -> HeadParameters:
     kk = rows(weights.key_weight)
     wv = rows(weights.value_weight)
     wo = np.asarray(weights.output_weight, np.float64).reshape(n_l, d, h, k).transpose(0, 2, 1, 3)
-    cv = lambda a: jnp.asarray(a, dtype)  # noqa: E731
+    cv = lambda a: jnp.asarray(a, dtype)
     return HeadParameters(Q=cv(q), K=cv(kk), W_V=cv(wv), W_O=cv(wo))
 
 
@@ -144,53 +141,6 @@ def output_rank(W_O: Float[ArrayLike, "*batch d k"], rtol: float = 1e-6) -> np.n
     """
     s = np.linalg.svd(np.asarray(W_O), compute_uv=False)
     return np.sum(s > rtol * s[..., :1], axis=-1)
-
-
-def naive_spectrum(V: Float[ArrayLike, "*batch d d"], A: Float[ArrayLike, "*batch d d"]) -> Float[Array, "*batch d"]:
-    """Eigenvalues of `VA + AᵀVᵀ`, decreasing (the naive spectral reading, spec dynamics.md §3).
-
-    The rule "`VA + AᵀVᵀ ⪯ 0` ⇒ clustering, a positive eigenvalue ⇒ blow-up" is exact only
-    when `V`, `A`, `Σ0` commute (spec §3) and false in general (spec §3 has a
-    counterexample); it is shown beside the solved regime, never used as a verdict. For a
-    rank-`k` head `VA = W_O(W_V Kᵀ)Q` has rank `≤ k`, and the symmetric part `S + Sᵀ` of a
-    rank-`k` matrix `S = FGᵀ` is `[F G] [[0, I], [I, 0]] [F G]ᵀ`: it has `k` positive and `k`
-    negative eigenvalues whenever `[F G]` has rank `2k` (derived), so the naive rule reads
-    "blow-up" for every generic low-rank head.
-    """
-    V, A = jnp.asarray(V), jnp.asarray(A)
-    s = V @ A
-    s = s + jnp.swapaxes(s, -1, -2)
-    return jnp.flip(jnp.linalg.eigvalsh(s), axis=-1)
-
-
-def naive_spectrum_low_rank(
-    Q: Float[ArrayLike, "*batch k d"], K: Float[ArrayLike, "*batch k d"], W_V: Float[ArrayLike, "*batch k d"], W_O: Float[ArrayLike, "*batch d k"]
-) -> Float[Array, "*batch m"]:
-    """The `m = 2k` eigenvalues of `VA + AᵀVᵀ` that can be non-zero, decreasing, from `2k×2k` matrices (derived).
-
-    `VA = FGᵀ` with `F = W_O W_V Kᵀ` and `G = Qᵀ` (`d×k`), so `VA + AᵀVᵀ = BJBᵀ` with
-    `B = [F G]` and `J = [[0, I], [I, 0]]`; its non-zero eigenvalues are those of `JBᵀB`,
-    i.e. of the symmetric `RJR` with `R = (BᵀB)^{1/2}`. The remaining `d − 2k` eigenvalues
-    are zero. Same values as :func:`naive_spectrum` at `O(dk²)` instead of `O(d³)`.
-    """
-    Q, K, W_V, W_O = (jnp.asarray(z) for z in (Q, K, W_V, W_O))
-    f = W_O @ (W_V @ jnp.swapaxes(K, -1, -2))
-    b = jnp.concatenate([f, jnp.swapaxes(Q, -1, -2)], axis=-1)
-    k = Q.shape[-2]
-    gram = jnp.swapaxes(b, -1, -2) @ b
-    w, u = jnp.linalg.eigh(0.5 * (gram + jnp.swapaxes(gram, -1, -2)))
-    r = (u * jnp.sqrt(jnp.clip(w, 0.0, None))[..., None, :]) @ jnp.swapaxes(u, -1, -2)
-    j = jnp.roll(jnp.eye(2 * k, dtype=r.dtype), k, axis=-1)
-    m = r @ j @ r
-    return jnp.flip(jnp.linalg.eigvalsh(0.5 * (m + jnp.swapaxes(m, -1, -2))), axis=-1)
-
-
-def naive_regime(eigenvalues: Float[ArrayLike, "*batch d"], rtol: float = 1e-9) -> np.ndarray:
-    """The naive reading of :func:`naive_spectrum`: ``"blow_up"`` where `λ_max > rtol · max|λ|`, else ``"cluster"`` (host side)."""
-    e = np.asarray(eigenvalues)
-    scale = np.max(np.abs(e), axis=-1)
-    out = np.where(e[..., 0] > rtol * np.maximum(scale, np.finfo(float).tiny), "blow_up", "cluster")
-    return out.astype(object)
 
 
 def empirical_moments(

@@ -105,7 +105,9 @@ def model_directory(model_dir: str | Path | None = None) -> Path:
         try:
             root = resources.files(MINILM_PACKAGE)
         except ModuleNotFoundError as err:
-            raise ModelNotFoundError(f"`model_dir`: the package {MINILM_DISTRIBUTION!r} is not installed; {INSTALL_HINT}.") from err
+            raise ModelNotFoundError(
+                f"`model_dir`: the package {MINILM_DISTRIBUTION!r} is not installed; {INSTALL_HINT}."
+            ) from err
         path = Path(str(root / "model"))
         where = f"the `model/` folder of the installed package {MINILM_DISTRIBUTION!r}"
     else:
@@ -121,7 +123,9 @@ def model_directory(model_dir: str | Path | None = None) -> Path:
 def _file(model_dir: Path, name: str) -> Path:
     path = model_dir / name
     if not path.is_file():
-        raise ModelNotFoundError(f"the model folder {model_dir} has no file {name!r} (expected config.json, model.safetensors, tokenizer.json).")
+        raise ModelNotFoundError(
+            f"the model folder {model_dir} has no file {name!r} (expected config.json, model.safetensors, tokenizer.json)."
+        )
     return path
 
 
@@ -206,7 +210,15 @@ class BertConfig:
         return self.hidden_size // self.num_attention_heads
 
 
-_INT_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size", "max_position_embeddings", "type_vocab_size")
+_INT_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
 
 
 def load_config(model_dir: str | Path | None = None, *, sha256: Mapping[str, str] | None = MINILM_SHA256) -> BertConfig:
@@ -242,11 +254,17 @@ def load_config(model_dir: str | Path | None = None, *, sha256: Mapping[str, str
     if not isinstance(raw, dict):
         raise ModelFileError(f"config.json in {folder} must hold a JSON object; got {type(raw).__name__}.")
     if raw.get("model_type", "bert") != "bert":
-        raise ModelFileError(f"config.json: `model_type` must be 'bert' (a post-LayerNorm BERT encoder); got {raw.get('model_type')!r}.")
+        raise ModelFileError(
+            f"config.json: `model_type` must be 'bert' (a post-LayerNorm BERT encoder); got {raw.get('model_type')!r}."
+        )
     if raw.get("position_embedding_type", "absolute") != "absolute":
-        raise ModelFileError(f"config.json: `position_embedding_type` must be 'absolute'; got {raw.get('position_embedding_type')!r}.")
+        raise ModelFileError(
+            f"config.json: `position_embedding_type` must be 'absolute'; got {raw.get('position_embedding_type')!r}."
+        )
     if raw.get("hidden_act", "gelu") != "gelu":
-        raise ModelFileError(f"config.json: `hidden_act` must be 'gelu' (the exact, erf-based GELU); got {raw.get('hidden_act')!r}.")
+        raise ModelFileError(
+            f"config.json: `hidden_act` must be 'gelu' (the exact, erf-based GELU); got {raw.get('hidden_act')!r}."
+        )
     values = {}
     for name in _INT_FIELDS:
         if name not in raw:
@@ -279,7 +297,12 @@ def load_config(model_dir: str | Path | None = None, *, sha256: Mapping[str, str
 
 
 # --------------------------------------------------------------------------- tokenizer
-def load_tokenizer(model_dir: str | Path | None = None, *, sha256: Mapping[str, str] | None = MINILM_SHA256, max_length: int | None = None):
+def load_tokenizer(
+    model_dir: str | Path | None = None,
+    *,
+    sha256: Mapping[str, str] | None = MINILM_SHA256,
+    max_length: int | None = None,
+):
     """Read ``tokenizer.json`` with ``tokenizers``; padding to the longest sentence, truncation at `max_length`.
 
     The file ships with fixed padding to 128; here padding is to the longest sentence of a
@@ -296,13 +319,15 @@ def load_tokenizer(model_dir: str | Path | None = None, *, sha256: Mapping[str, 
     try:
         from tokenizers import Tokenizer
     except ImportError as err:  # pragma: no cover - the tests importorskip tokenizers
-        raise ModelNotFoundError('reading tokenizer.json needs the `tokenizers` package; install the extra: pip install -e ".[real]"') from err
+        raise ModelNotFoundError(
+            'reading tokenizer.json needs the `tokenizers` package; install the extra: pip install -e ".[real]"'
+        ) from err
     folder = model_directory(model_dir)
     path = _file(folder, "tokenizer.json")
     _check_sha256(path, sha256)
     try:
         tok = Tokenizer.from_file(str(path))
-    except Exception as err:  # noqa: BLE001 - tokenizers raises a plain Exception
+    except Exception as err:
         raise ModelFileError(f"tokenizer.json in {folder} could not be read: {err}.") from err
     if max_length is None:
         max_length = load_config(folder, sha256=sha256).max_seq_length

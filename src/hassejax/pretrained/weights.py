@@ -30,16 +30,15 @@ from .loader import (
 
 __all__ = ["BertWeights", "load_weights"]
 
+
 def _require_safetensors():
     try:
         from safetensors import safe_open
     except ImportError as err:  # pragma: no cover - the tests importorskip safetensors
         raise ModelNotFoundError(
-            "reading model.safetensors needs the `safetensors` package; install the extra: "
-            'pip install -e ".[real]"'
+            'reading model.safetensors needs the `safetensors` package; install the extra: pip install -e ".[real]"'
         ) from err
     return safe_open
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +91,10 @@ class BertWeights:
 
 _EMBEDDING_KEYS = {
     "word_embeddings": ("embeddings.word_embeddings.weight", lambda c: (c.vocab_size, c.hidden_size)),
-    "position_embeddings": ("embeddings.position_embeddings.weight", lambda c: (c.max_position_embeddings, c.hidden_size)),
+    "position_embeddings": (
+        "embeddings.position_embeddings.weight",
+        lambda c: (c.max_position_embeddings, c.hidden_size),
+    ),
     "token_type_embeddings": ("embeddings.token_type_embeddings.weight", lambda c: (c.type_vocab_size, c.hidden_size)),
     "embedding_ln_weight": ("embeddings.LayerNorm.weight", lambda c: (c.hidden_size,)),
     "embedding_ln_bias": ("embeddings.LayerNorm.bias", lambda c: (c.hidden_size,)),
@@ -171,7 +173,7 @@ def load_weights(
     _check_sha256(path, sha256)
     try:
         handle = safe_open(str(path), framework="np")
-    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types
+    except Exception as err:
         raise ModelFileError(f"model.safetensors in {folder} could not be read as a safetensors file: {err}.") from err
     out: dict[str, np.ndarray] = {}
     with handle as f:
@@ -193,7 +195,9 @@ def load_weights(
                 )
             arr = np.asarray(f.get_tensor(full))
             if not np.issubdtype(arr.dtype, np.floating):
-                raise ModelFileError(f"model.safetensors: tensor {full!r} must be floating point; got dtype {arr.dtype}.")
+                raise ModelFileError(
+                    f"model.safetensors: tensor {full!r} must be floating point; got dtype {arr.dtype}."
+                )
             arr = arr.astype(np.float32)
             if not np.all(np.isfinite(arr)):
                 raise ModelFileError(f"model.safetensors: tensor {full!r} holds NaN or inf entries.")
@@ -209,7 +213,9 @@ def load_weights(
                 f"model.safetensors has encoder layers {extra}, but config.json says num_hidden_layers = {config.num_hidden_layers}."
             )
         for field, (key, shape) in _LAYER_KEYS.items():
-            out[field] = np.stack([get(f"encoder.layer.{i}.{key}", shape(config)) for i in range(config.num_hidden_layers)])
+            out[field] = np.stack(
+                [get(f"encoder.layer.{i}.{key}", shape(config)) for i in range(config.num_hidden_layers)]
+            )
     source = {
         "model_dir": str(folder),
         "package": MINILM_DISTRIBUTION if model_dir is None else None,
@@ -219,5 +225,3 @@ def load_weights(
         "model_sha256": sha256.get("model.safetensors") if sha256 is not None else None,
     }
     return BertWeights(config=config, source=source, **out)
-
-

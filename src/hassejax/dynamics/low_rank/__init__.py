@@ -17,7 +17,8 @@ test; solver and step-size controller choosable) and return the solution types
 :class:`LowRankGaussianSolution`, :class:`LowRankParticleSolution` (subclasses of
 :class:`~hassejax.dynamics.AbstractSolution`; ``to_gaussian`` / ``to_particles`` give the
 ordinary ones). :func:`gaussian_covariances`, :func:`particle_covariances` map many reduced
-states back to `d×d` covariances on the host.
+states back to `d×d` covariances on the host; :func:`initial_rates` compares `Σ'(0)` of
+tokens with the Gaussian closure at their own moments.
 """
 
 from ._common import AbstractReduction
@@ -25,6 +26,7 @@ from ._covariance import gaussian_covariances, particle_covariances
 from ._gaussian import GaussianReduction, solve_low_rank_gaussian
 from ._kernel import LowRankSoftmax
 from ._particles import ParticleReduction, solve_low_rank_particles, solve_low_rank_particles_each
+from ._rates import InitialRates, initial_rates
 from ._solution import LowRankGaussianSolution, LowRankParticleSolution
 
 __all__ = [
@@ -39,4 +41,6 @@ __all__ = [
     "solve_low_rank_particles_each",
     "gaussian_covariances",
     "particle_covariances",
+    "InitialRates",
+    "initial_rates",
 ]

@@ -64,21 +64,25 @@ def solve_settings(
     _solve.check_positive(size_threshold, "size_threshold")
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
-    return dict(
-        t0=t0,
-        t1=t1,
-        ts=jnp.stack([t0, t1]) if ts is None else jnp.asarray(ts, dtype),
-        threshold=None if size_threshold is None else jnp.asarray(size_threshold, dtype),
-        solver=diffrax.Tsit5() if solver is None else solver,
-        controller=diffrax.PIDController(rtol=rtol, atol=atol) if stepsize_controller is None else stepsize_controller,
-        dt0=None if dt0 is None else jnp.asarray(dt0, dtype),
-        max_steps=int(max_steps),
-        extrapolate=extrapolate,
-    )
+    return {
+        "t0": t0,
+        "t1": t1,
+        "ts": jnp.stack([t0, t1]) if ts is None else jnp.asarray(ts, dtype),
+        "threshold": None if size_threshold is None else jnp.asarray(size_threshold, dtype),
+        "solver": diffrax.Tsit5() if solver is None else solver,
+        "controller": diffrax.PIDController(rtol=rtol, atol=atol)
+        if stepsize_controller is None
+        else stepsize_controller,
+        "dt0": None if dt0 is None else jnp.asarray(dt0, dtype),
+        "max_steps": int(max_steps),
+        "extrapolate": extrapolate,
+    }
 
 
 @eqx.filter_jit
-def solve_reduction(reduction: AbstractReduction, *, t0, t1, ts, threshold, solver, controller, dt0, max_steps, extrapolate):
+def solve_reduction(
+    reduction: AbstractReduction, *, t0, t1, ts, threshold, solver, controller, dt0, max_steps, extrapolate
+):
     """Solve the reduced system with :func:`~hassejax.dynamics._solve.integrate` (size event at `threshold`,
     default `default_size_factor · λ(t0)`; no steady-state event) and build its solution type."""
     if threshold is None:

@@ -10,7 +10,9 @@ from ._kernel import LowRankSoftmax
 __all__ = ["gaussian_covariances", "particle_covariances"]
 
 
-def gaussian_covariances(model: LowRankSoftmax, cov0: Float[ArrayLike, "d d"], psi: Float[ArrayLike, "*T k k"]) -> np.ndarray:
+def gaussian_covariances(
+    model: LowRankSoftmax, cov0: Float[ArrayLike, "d d"], psi: Float[ArrayLike, "*T k k"]
+) -> np.ndarray:
     """`Σ = ΦΣ0Φᵀ`, `Φ = I + W_O Ψ Q`, for reduced Gaussian states `psi` `(..., k, k)`, as `(..., d, d)` float64 NumPy.
 
     Expanded as `Σ0 + PQΣ0 + (PQΣ0)ᵀ + P(QΣ0Qᵀ)Pᵀ` with `P = W_OΨ`, then symmetrised (derived;

@@ -50,12 +50,14 @@ class GaussianReduction(AbstractReduction):
     trace0: Float[Array, ""]
 
     @classmethod
-    def from_head(cls, model: LowRankSoftmax, mean0: Float[ArrayLike, " d"], cov0: Float[ArrayLike, "d d"]) -> GaussianReduction:
+    def from_head(
+        cls, model: LowRankSoftmax, mean0: Float[ArrayLike, " d"], cov0: Float[ArrayLike, "d d"]
+    ) -> GaussianReduction:
         """The constants for head `model` (unbatched) from `N(mean0, cov0)` (jittable; no value checks)."""
         Q, K, W_V, W_O = model.Q, model.K, model.W_V, model.W_O
         s0 = 0.5 * (jnp.asarray(cov0) + jnp.asarray(cov0).T)
         a0 = jnp.asarray(mean0)
-        qs, ks, vs = Q @ s0, K @ s0, W_V @ s0
+        qs, vs = Q @ s0, W_V @ s0
         return cls(
             QO=Q @ W_O,
             KO=K @ W_O,
@@ -158,15 +160,27 @@ def solve_low_rank_gaussian(
     model = _check_model(model)
     d = model.d
     if jnp.shape(mean0) != (d,) or jnp.shape(cov0) != (d, d):
-        raise ParameterError(f"`mean0` must have shape ({d},) and `cov0` ({d}, {d}); got {jnp.shape(mean0)} and {jnp.shape(cov0)}.")
+        raise ParameterError(
+            f"`mean0` must have shape ({d},) and `cov0` ({d}, {d}); got {jnp.shape(mean0)} and {jnp.shape(cov0)}."
+        )
     for name, value in (("mean0", mean0), ("cov0", cov0)):
         v = _solve.concrete(value)
         if v is not None and not np.all(np.isfinite(v)):
             raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
     dtype = model.Q.dtype
     settings = solve_settings(
-        dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0, stepsize_controller=stepsize_controller,
-        max_steps=max_steps, size_threshold=size_threshold, blowup_estimate=blowup_estimate,
+        dtype,
+        t0=t0,
+        t1=t1,
+        ts=ts,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        stepsize_controller=stepsize_controller,
+        max_steps=max_steps,
+        size_threshold=size_threshold,
+        blowup_estimate=blowup_estimate,
     )
     reduction = GaussianReduction.from_head(model, jnp.asarray(mean0, dtype), jnp.asarray(cov0, dtype))
     return solve_reduction(reduction, **settings)
@@ -174,6 +188,8 @@ def solve_low_rank_gaussian(
 
 def _check_model(model) -> LowRankSoftmax:
     if not isinstance(model, LowRankSoftmax):
-        raise ParameterError(f"`model` must be a LowRankSoftmax (a rank-k head: Q, K, W_V, W_O); got {type(model).__name__}.")
+        raise ParameterError(
+            f"`model` must be a LowRankSoftmax (a rank-k head: Q, K, W_V, W_O); got {type(model).__name__}."
+        )
     model.check_unbatched("model")
     return model

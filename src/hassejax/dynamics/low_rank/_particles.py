@@ -50,7 +50,9 @@ class ParticleReduction(AbstractReduction):
     trace0: Float[Array, ""]
 
     @classmethod
-    def from_tokens(cls, model: LowRankSoftmax, x0: Float[Array, "S N d"], mask: Bool[Array, "S N"]) -> ParticleReduction:
+    def from_tokens(
+        cls, model: LowRankSoftmax, x0: Float[Array, "S N d"], mask: Bool[Array, "S N"]
+    ) -> ParticleReduction:
         """The constants for head `model` (unbatched, in the dtype of `x0`) on tokens `x0` with `mask` (no value checks)."""
         Q, K, W_V, W_O = model.Q, model.K, model.W_V, model.W_O
         m = mask.astype(x0.dtype)[..., None]
@@ -175,17 +177,33 @@ def solve_low_rank_particles(
         raise ParameterError(f"`mask` must be Boolean of shape (S, N) = {x0.shape[:2]}; got {mask.dtype} {mask.shape}.")
     mask_c, x0_c = _solve.concrete(mask), _solve.concrete(x0)
     if mask_c is not None and not bool(np.all(mask_c.any(axis=1))):
-        raise ParameterError(f"`mask`: every group needs at least one real token; groups {np.flatnonzero(~mask_c.any(axis=1)).tolist()} are empty.")
+        raise ParameterError(
+            f"`mask`: every group needs at least one real token; groups {np.flatnonzero(~mask_c.any(axis=1)).tolist()} are empty."
+        )
     if x0_c is not None and not np.all(np.isfinite(x0_c)):
         raise ParameterError("`x0` must be finite; got NaN/inf entries.")
     dtype = jnp.result_type(x0.dtype, jnp.float32)
     x0 = x0.astype(dtype)
     model = jax.tree.map(lambda a: a.astype(dtype), model)
     settings = solve_settings(
-        dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0, stepsize_controller=stepsize_controller,
-        max_steps=max_steps, size_threshold=size_threshold, blowup_estimate=blowup_estimate,
+        dtype,
+        t0=t0,
+        t1=t1,
+        ts=ts,
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt0=dt0,
+        stepsize_controller=stepsize_controller,
+        max_steps=max_steps,
+        size_threshold=size_threshold,
+        blowup_estimate=blowup_estimate,
     )
     return solve_reduction(ParticleReduction.from_tokens(model, x0, mask), **settings)
+
+
+def _run(models: LowRankSoftmax, i: int) -> LowRankSoftmax:
+    return jax.tree.map(lambda a: a[i], models)
 
 
 @eqx.filter_jit
@@ -235,17 +253,23 @@ def solve_low_rank_particles_each(
     ```
     """
     if not isinstance(models, LowRankSoftmax) or models.Q.ndim != 3:
-        raise ParameterError(f"`models` must be a LowRankSoftmax with one leading run axis (R, k, d); got {type(models).__name__}.")
+        raise ParameterError(
+            f"`models` must be a LowRankSoftmax with one leading run axis (R, k, d); got {type(models).__name__}."
+        )
     runs = models.Q.shape[0]
     per_run = jnp.ndim(x0) == 4
-    if jnp.shape(t1) != (runs,) or jnp.ndim(ts) != 2 or jnp.shape(ts)[0] != runs or (per_run and jnp.shape(x0)[0] != runs):
+    if (
+        jnp.shape(t1) != (runs,)
+        or jnp.ndim(ts) != 2
+        or jnp.shape(ts)[0] != runs
+        or (per_run and jnp.shape(x0)[0] != runs)
+    ):
         raise ParameterError(
             f"`t1` must have shape (R,), `ts` (R, T) and a per-run `x0` (R, S, N, d) with R = {runs} (from `models`); "
             f"got {jnp.shape(t1)}, {jnp.shape(ts)}, {jnp.shape(x0)}."
         )
     x0, mask, t1, ts = jnp.asarray(x0), jnp.asarray(mask), jnp.asarray(t1), jnp.asarray(ts)
     sols = [
-        _solve_jit(jax.tree.map(lambda a: a[i], models), x0[i] if per_run else x0, mask, t1=t1[i], ts=ts[i], **options)
-        for i in range(runs)
+        _solve_jit(_run(models, i), x0[i] if per_run else x0, mask, t1=t1[i], ts=ts[i], **options) for i in range(runs)
     ]
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *sols)
