@@ -17,20 +17,21 @@ jax.config.update("jax_enable_x64", True)
 
 from pathlib import Path  # noqa: E402
 
+import _dynamics_common as dc  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
-import _dynamics_common as dc  # noqa: E402
-from hassejax.dynamics import Status, blowup_time_closed_form  # noqa: E402
+import hassejax.plot.dynamics as dplot  # noqa: E402
+from hassejax.dynamics import Status, blowup_time_closed_form, geometry, paper  # noqa: E402
 
 NAME = "blowup_or_divergence"
 V = np.eye(2)
 # kind label -> (library kind, parameter builder, authors' tr Σ stop, authors' ‖Σ'‖_F tol, expected status)
 KINDS = {
-    "softmax": ("softmax", dc.softmax_params, 1e3, 1e-4, Status.blow_up),
-    "multi-head (H = 2)": ("multihead", dc.multihead_params, 1e3, 1e-4, Status.blow_up),
-    "L2": ("l2", dc.l2_params, 1e4, 1e-5, Status.diverge),
-    "Sinkhorn (ε = 1)": ("sinkhorn", dc.sinkhorn_params, 1e4, 1e-5, Status.diverge),
+    "softmax": ("softmax", paper.softmax_model, 1e3, 1e-4, Status.blow_up),
+    "multi-head (H = 2)": ("multihead", paper.multihead_model, 1e3, 1e-4, Status.blow_up),
+    "L2": ("l2", paper.l2_model, 1e4, 1e-5, Status.diverge),
+    "Sinkhorn (ε = 1)": ("sinkhorn", paper.sinkhorn_model, 1e4, 1e-5, Status.diverge),
 }
 T1 = 1e3
 ACCURATE_THRESHOLD = 1e8  # spec §4: threshold >= 1e8 · λ_max(Σ0) for t* to 1e-6 (tr Σ0 = 1)
@@ -42,22 +43,22 @@ def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
     n_side = 12 if quick else 40
     capacity = dc.CAPACITY_QUICK if quick else dc.CAPACITY_FULL
-    grid = dc.trace_one_grid(n_side, n_side, -1.0, 1.0)
+    grid = geometry.trace_one_grid(n_side, n_side, -1.0, 1.0)
     n = grid.shape[0]
-    colors, sm = dc.colors_from(dc.cone_coords(grid)[:, 1])
-    A = dc.softmax_params(V, dc.FIG5_Q, dc.FIG5_K)["A"]
+    colors, sm = dplot.colors_from(geometry.cone_coords(grid)[:, 1])
+    A = np.asarray(paper.softmax_model(V, paper.FIG5_Q, paper.FIG5_K).A)
     t_closed = np.asarray(blowup_time_closed_form(grid, A, 1.0))
     t_closed_half = float(blowup_time_closed_form(np.eye(2) / 2, A, 1.0))
 
-    fig, axes = dc.new_figure(2, 3, (15.5, 10.2), [[None, None, None], [None, None, None]])
+    fig, axes = dplot.new_figure(2, 3, (15.5, 10.2), [[None, None, None], [None, None, None]])
     disk_axes = [axes[0, 0], axes[0, 1], axes[0, 2], axes[1, 0]]
     ax_t = axes[1, 1]
     ax_mh = axes[1, 2]
     results = {}
     as_expected = True
     for ax, (label, (kind, make, threshold, tol, expected)) in zip(disk_axes, KINDS.items()):
-        params = make(V, dc.FIG5_Q, dc.FIG5_K)
-        sol = dc.solve_for_plot(kind, params, grid, t1=T1, threshold=threshold, tol=tol, capacity=capacity)
+        model = make(V, paper.FIG5_Q, paper.FIG5_K)
+        sol = dc.solve_for_plot(model, grid, t1=T1, threshold=threshold, tol=tol, capacity=capacity)
         ok = sol["status"] == expected
         as_expected &= bool(ok.all())
         rec = {
@@ -70,18 +71,18 @@ def main(out: Path, quick: bool = False) -> dict:
             "decade_ratio_range": dc.minmax(sol["decade_ratio"]),
             "decade_test": "ρ = τ/(t_e − t_a): ≈ 1/99 for 1/(t* − t) blow-up, ≈ 0.22 for exponential growth; blow_up iff ρ < 0.05",
             "growth_exponent_range": dc.minmax(sol["growth_exponent"]),
-            "disk_radius_at_stop_range": dc.minmax(np.linalg.norm(dc.disk_coords(sol["cov_final"]), axis=-1)),
+            "disk_radius_at_stop_range": dc.minmax(np.linalg.norm(geometry.disk_coords(sol["cov_final"]), axis=-1)),
             "solver": dc.solver_record(sol),
         }
         if expected is Status.blow_up:
             rec["t_blowup_at_authors_stop_extrapolated_range"] = dc.minmax(sol["t_blowup"])
-            acc = dc.solve(kind, params, grid, t1=T1, threshold=ACCURATE_THRESHOLD, tol=tol, capacity=capacity)
+            acc = dc.solve(model, grid, t1=T1, threshold=ACCURATE_THRESHOLD, tol=tol, capacity=capacity)
             rec["accurate_run"] = {"threshold": ACCURATE_THRESHOLD, "status": dc.status_counts(acc["status"]),
                                    "t_blowup_range": dc.minmax(acc["t_blowup"]), "method": "extrapolated t_e + λ/λ' at tr Σ = 1e8"}  # fmt: skip
             if kind == "softmax":
                 rel = np.abs(acc["t_blowup"] / t_closed - 1.0)
                 rel_authors = np.abs(sol["t_blowup"] / t_closed - 1.0)
-                half = dc.solve(kind, params, (np.eye(2) / 2)[None], t1=T1, threshold=ACCURATE_THRESHOLD, tol=tol, capacity=capacity)
+                half = dc.solve(model, (np.eye(2) / 2)[None], t1=T1, threshold=ACCURATE_THRESHOLD, tol=tol, capacity=capacity)
                 rec["t_star_closed_form_range"] = dc.minmax(t_closed)
                 rec["t_star_max_rel_error_accurate"] = float(rel.max())
                 rec["t_star_max_rel_error_at_authors_stop_1e3"] = float(rel_authors.max())
@@ -106,7 +107,7 @@ def main(out: Path, quick: bool = False) -> dict:
                 ax_mh.loglog(lim, lim, "k--", lw=0.8, zorder=1, label="y = x (equal to the softmax t*)")
         results[label] = rec
         trajs = dc.trajectories(sol)
-        dc.draw_disk(ax, trajs, colors)
+        dplot.draw_disk(ax, trajs, colors)
         verdict = {Status.blow_up: "blow up", Status.diverge: "diverge"}[expected]
         extra = f"t* ∈ [{sol['t_blowup'].min():.3f}, {sol['t_blowup'].max():.3f}]" if expected is Status.blow_up else (
             f"stop times ∈ [{sol['t_final'].min():.2f}, {sol['t_final'].max():.2f}] (exponential growth)")  # fmt: skip
@@ -152,7 +153,7 @@ def main(out: Path, quick: bool = False) -> dict:
         {
             "figure": "dynamics.md §7a item 5 (blow-up or divergence)",
             "claim": "every trajectory blows up (softmax, multi-head) or diverges (L2, Sinkhorn)",
-            "parameters": {"Q": dc.FIG5_Q, "K": dc.FIG5_K, "V": V, "A_softmax": A,
+            "parameters": {"Q": paper.FIG5_Q, "K": paper.FIG5_K, "V": V, "A_softmax": A,
                            "scalings": "softmax, L2: A = KᵀQ/√2 (L2: K unscaled, c = 1); multi-head: head h = row h of Q, K, "
                                        "scale 1, C_h = e_h e_hᵀ; Sinkhorn: A = KᵀQ unscaled, ε = 1"},  # fmt: skip
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-1.0, 1.0], "members": n},

@@ -22,13 +22,14 @@ jax.config.update("jax_enable_x64", True)
 
 from pathlib import Path  # noqa: E402
 
-import jax.numpy as jnp  # noqa: E402
+import _dynamics_common as dc  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
-import _dynamics_common as dc  # noqa: E402
-from hassejax.dynamics import Status  # noqa: E402
+import hassejax.plot.dynamics as dplot  # noqa: E402
+from hassejax.dynamics import Status, geometry, paper  # noqa: E402
 from hassejax.dynamics.diagnostics import limit_rank  # noqa: E402
+from hassejax.dynamics.projected_euler import projected_euler_l2  # noqa: E402
 
 NAME = "convergence_or_blowup"
 TOL = 1e-4  # the authors' tol for figure 6
@@ -43,68 +44,12 @@ SPEC = {"softmax_converge": 591, "softmax_blow_up": 57, "l2_authors_converge": 6
 COLORS = {"converged": "tab:blue", "blow_up": "tab:red", "diverge": "tab:red", "completed": "0.45"}
 
 
-# ----------------------------------------------------------------------------- the authors' integrator (a check)
-def _l2_rhs_2x2(S, V, A, KK):
-    """The authors' ``rhs_L2``: `2VS(I + 2KᵀKS)⁻¹AS` + transpose, batched over `(N, 2, 2)`, 2×2 inverse in closed form."""
-    B = jnp.eye(2) + 2.0 * KK @ S
-    det = B[:, 0, 0] * B[:, 1, 1] - B[:, 0, 1] * B[:, 1, 0]
-    inv = jnp.stack([jnp.stack([B[:, 1, 1], -B[:, 0, 1]], -1), jnp.stack([-B[:, 1, 0], B[:, 0, 0]], -1)], -2) / det[:, None, None]
-    r = 2.0 * V @ S @ inv @ A @ S
-    return r + jnp.swapaxes(r, -1, -2)
-
-
-def _psd_projection_2x2(S, floor=1e-14):
-    """The authors' ``psd_projection`` (negative eigenvalues set to 1e-14), for symmetric 2×2 in closed form."""
-    a, b, c = S[:, 0, 0], S[:, 1, 1], S[:, 0, 1]
-    m = 0.5 * (a + b)
-    r = jnp.sqrt((0.5 * (a - b)) ** 2 + c**2)
-    lo, hi = m - r, m + r
-    safe_r = jnp.where(r > 0, r, 1.0)
-    N = (S - m[:, None, None] * jnp.eye(2)) / safe_r[:, None, None]
-    P_hi, P_lo = 0.5 * (jnp.eye(2) + N), 0.5 * (jnp.eye(2) - N)
-    lo2, hi2 = jnp.where(lo < 0, floor, lo), jnp.where(hi < 0, floor, hi)
-    rebuilt = jnp.where((r > 0)[:, None, None], hi2[:, None, None] * P_hi + lo2[:, None, None] * P_lo, jnp.where(m < 0, floor, m)[:, None, None] * jnp.eye(2))
-    return jnp.where((lo < 0)[:, None, None], rebuilt, S)
-
-
-@jax.jit
-def authors_projected_euler(S0, V, A, KK, step, tol_low, tol_high):
-    """The authors' ``evolution`` (projected explicit Euler) for L2, all members at once: outcome per member
-    (1 converged: ‖rhs‖_F < tol_low; 2 diverged: tr S > tol_high after the step; 0 neither within the
-    iteration cap), the iteration it stopped at and the largest trace seen. Not a diffrax solve: it
-    re-runs the authors' integrator to explain their count, as spec §7a item 6 asks."""
-
-    def cond(state):
-        i, _, outcome, _, _ = state
-        return (i < EULER_MAX_ITER) & jnp.any(outcome == 0)
-
-    def body(state):
-        i, S, outcome, stop, peak = state
-        rhs = _l2_rhs_2x2(S, V, A, KK)
-        norm = jnp.sqrt(jnp.sum(rhs**2, axis=(-2, -1)))
-        S_new = _psd_projection_2x2(S + step * rhs)
-        tr = S_new[:, 0, 0] + S_new[:, 1, 1]
-        running = outcome == 0
-        conv = running & (norm < tol_low)
-        div = running & ~conv & (tr > tol_high)
-        outcome = jnp.where(conv, 1, jnp.where(div, 2, outcome))
-        stop = jnp.where(conv | div, i, stop)
-        S = jnp.where(running[:, None, None], S_new, S)
-        peak = jnp.where(running, jnp.maximum(peak, tr), peak)
-        return i + 1, S, outcome, stop, peak
-
-    n = S0.shape[0]
-    init = (0, S0, jnp.zeros(n, jnp.int32), jnp.full(n, -1), jnp.trace(S0, axis1=-2, axis2=-1))
-    _, _, outcome, stop, peak = jax.lax.while_loop(cond, body, init)
-    return outcome, stop, peak
-
-
 # ----------------------------------------------------------------------------- the figure
 def _draw(ax, sol, status_names, title):
     trajs = dc.trajectories(sol)
     colors = [COLORS[s] for s in status_names]
     order = np.argsort([s == "converged" for s in status_names])[::-1]  # escapes drawn last, on top
-    dc.draw_disk(ax, [trajs[i] for i in order], [colors[i] for i in order])
+    dplot.draw_disk(ax, [trajs[i] for i in order], [colors[i] for i in order])
     ax.set_title(title, fontsize=10)
 
 
@@ -112,24 +57,24 @@ def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
     n_side = 10 if quick else 30
     capacity = dc.CAPACITY_QUICK if quick else dc.CAPACITY_FULL
-    grid = dc.trace_one_grid(n_side, n_side, -1.0, 1.0)
+    grid = geometry.trace_one_grid(n_side, n_side, -1.0, 1.0)
     n = grid.shape[0]
-    A = dc.softmax_params(dc.FIG6_V, dc.FIG4_Q, dc.FIG4_K)["A"]
-    rays = dc.isotropic_angles(A)
+    A = np.asarray(paper.softmax_model(paper.FIG6_V, paper.FIG4_Q, paper.FIG4_K).A)
+    rays = geometry.isotropic_angles(A)
     names = lambda s: [Status(int(x)).name for x in s]  # noqa: E731
 
-    fig, axes = dc.new_figure(2, 3, (16.0, 10.4), [[None, None, None], [None, None, "skip"]])
+    fig, axes = dplot.new_figure(2, 3, (16.0, 10.4), [[None, None, None], [None, None, "skip"]])
     results = {}
 
     # softmax
-    p_soft = dc.softmax_params(dc.FIG6_V, dc.FIG4_Q, dc.FIG4_K)
-    soft = dc.solve_for_plot("softmax", p_soft, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
-    soft_long = dc.solve("softmax", p_soft, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity)
+    p_soft = paper.softmax_model(paper.FIG6_V, paper.FIG4_Q, paper.FIG4_K)
+    soft = dc.solve_for_plot(p_soft, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
+    soft_long = dc.solve(p_soft, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity)
     conv = soft["status"] == Status.converged
     blow = soft["status"] == Status.blow_up
-    ang_stop = dc.rank_one_direction_angle(soft["cov_final"][conv])
+    ang_stop = geometry.rank_one_direction_angle(soft["cov_final"][conv])
     conv_long = soft_long["status"] == Status.completed
-    ang_long = dc.rank_one_direction_angle(soft_long["cov_final"][conv_long])
+    ang_long = geometry.rank_one_direction_angle(soft_long["cov_final"][conv_long])
     results["softmax"] = {
         "status": dc.status_counts(soft["status"]),
         "converged": int(conv.sum()),
@@ -151,14 +96,16 @@ def main(out: Path, quick: bool = False) -> dict:
           f"{int(blow.sum())} blow up (red) (spec: 591 / 57)")  # fmt: skip
 
     # L2, the authors' reading (tr Σ > 1e3 stop) and the accurate one (no such stop)
-    p_l2 = dc.l2_params(dc.FIG6_V, dc.FIG4_Q, dc.FIG4_K)
-    l2_a = dc.solve_for_plot("l2", p_l2, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
-    l2_b = dc.solve_for_plot("l2", p_l2, grid, t1=T1, threshold=ACCURATE_THRESHOLD, tol=TOL, capacity=capacity)
+    p_l2 = paper.l2_model(paper.FIG6_V, paper.FIG4_Q, paper.FIG4_K)
+    l2_a = dc.solve_for_plot(p_l2, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
+    l2_b = dc.solve_for_plot(p_l2, grid, t1=T1, threshold=ACCURATE_THRESHOLD, tol=TOL, capacity=capacity)
     stopped = l2_a["status"] != Status.converged
+    l2_V, l2_Q, l2_K = (np.asarray(x) for x in (p_l2.V, p_l2.Q, p_l2.K))
     peak = np.max(np.where(l2_b["valid"], np.trace(l2_b["cov"], axis1=-2, axis2=-1), 0.0), axis=1)
-    euler_out, euler_stop, euler_peak = (np.asarray(x) for x in authors_projected_euler(
-        jnp.asarray(grid), jnp.asarray(p_l2["V"]), jnp.asarray(p_l2["K"].T @ p_l2["Q"]), jnp.asarray(p_l2["K"].T @ p_l2["K"]),
-        EULER_STEP, TOL, THRESHOLD))  # fmt: skip
+    # the authors' integrator re-run as a check (spec §7a item 6: it explains their L2 count)
+    euler = projected_euler_l2(grid, l2_V, l2_K.T @ l2_Q, l2_K.T @ l2_K, step=EULER_STEP, tol_low=TOL, tol_high=THRESHOLD,
+                               max_iter=EULER_MAX_ITER)  # fmt: skip
+    euler_out = np.asarray(euler.outcome)
     euler_div = euler_out == 2
     results["L2"] = {
         "authors_reading_diffrax": {
@@ -210,8 +157,8 @@ def main(out: Path, quick: bool = False) -> dict:
     ax_pk.grid(alpha=0.3, which="both")
 
     # multi-head, H = 2
-    p_mh = dc.multihead_params(dc.FIG6_V, dc.FIG4_Q, dc.FIG4_K)
-    mh = dc.solve_for_plot("multihead", p_mh, grid, t1=T1_MULTIHEAD, threshold=THRESHOLD, tol=TOL, capacity=capacity)
+    p_mh = paper.multihead_model(paper.FIG6_V, paper.FIG4_Q, paper.FIG4_K)
+    mh = dc.solve_for_plot(p_mh, grid, t1=T1_MULTIHEAD, threshold=THRESHOLD, tol=TOL, capacity=capacity)
     mh_counts = dc.status_counts(mh["status"])
     results["multi-head (H = 2)"] = {
         "t1": T1_MULTIHEAD,
@@ -253,7 +200,7 @@ def main(out: Path, quick: bool = False) -> dict:
     o.write_json(
         {
             "figure": "dynamics.md §7a item 6 (convergence or blow-up depending on the initial condition)",
-            "parameters": {"Q": dc.FIG4_Q, "K": dc.FIG4_K, "V": dc.FIG6_V, "A_softmax": A,
+            "parameters": {"Q": paper.FIG4_Q, "K": paper.FIG4_K, "V": paper.FIG6_V, "A_softmax": A,
                            "scalings": "softmax: A = KᵀQ/√2; L2: Q/√2, K unscaled, c = 1; multi-head: scale 1"},  # fmt: skip
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-1.0, 1.0], "members": n},
             "events_note": dc.EVENTS_NOTE,

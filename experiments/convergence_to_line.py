@@ -16,12 +16,13 @@ jax.config.update("jax_enable_x64", True)
 
 from pathlib import Path  # noqa: E402
 
+import _dynamics_common as dc  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
-import _dynamics_common as dc  # noqa: E402
-from hassejax.dynamics import Status, clustering_limit  # noqa: E402
+import hassejax.plot.dynamics as dplot  # noqa: E402
+from hassejax.dynamics import Status, clustering_limit, geometry, paper, powerlaw  # noqa: E402
 from hassejax.dynamics.diagnostics import limit_rank, rank_absolute  # noqa: E402
 
 NAME = "convergence_to_line"
@@ -30,36 +31,26 @@ THRESHOLD = 1e3
 T1 = 1e5
 T_LONG = 1e8
 
-Q = dc.FIG2_Q_ROW[None, :]
+Q = paper.FIG2_Q_ROW[None, :]
 K = -Q
 V = np.eye(2)
-Q_PERP = dc.FIG2_Q_PERP
-KINDS = {"softmax": ("softmax", dc.softmax_params), "L2": ("l2", dc.l2_params)}
+Q_PERP = paper.FIG2_Q_PERP
+KINDS = {"softmax": ("softmax", paper.softmax_model), "L2": ("l2", paper.l2_model)}
 VIEW = (22, -58)
 """(elevation, azimuth) of both cones (the same view): oblique, so the axes' ticks do not line up."""
-
-
-def sigma_inf(cov0: np.ndarray) -> np.ndarray:
-    """`q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥)` for each `Σ0` (spec §7a item 2)."""
-    w = np.linalg.solve(cov0, np.broadcast_to(Q_PERP, cov0.shape[:-1])[..., None])[..., 0]
-    return np.outer(Q_PERP, Q_PERP)[None] / (w @ Q_PERP)[:, None, None]
-
-
-def rel_err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.linalg.norm(a - b, axis=(-2, -1)) / np.linalg.norm(b, axis=(-2, -1))
 
 
 def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
     n_side = 5 if quick else 10
     capacity = dc.CAPACITY_QUICK if quick else dc.CAPACITY_FULL
-    grid = dc.trace_one_grid(n_side, n_side, -0.5, 0.5)
+    grid = geometry.trace_one_grid(n_side, n_side, -0.5, 0.5)
     n = grid.shape[0]
-    target = sigma_inf(grid)
-    a_soft = dc.softmax_params(V, Q, K)["A"]
+    target = geometry.rank_one_limit(grid, Q_PERP)  # Σ∞ = q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥), spec §7a item 2
+    a_soft = np.asarray(paper.softmax_model(V, Q, K).A)
     library_limit = np.asarray(clustering_limit(grid, a_soft, 1.0))
-    closed_vs_library = float(np.max(rel_err(library_limit, target)))
-    colors, sm = dc.colors_from(dc.cone_coords(grid)[:, 1])
+    closed_vs_library = float(np.max(geometry.rel_frobenius(library_limit, target)))
+    colors, sm = dplot.colors_from(geometry.cone_coords(grid)[:, 1])
     perp_angle = float(np.degrees(np.arctan2(Q_PERP[1], Q_PERP[0])))
 
     fig = plt.figure(figsize=(17.0, 6.8), layout="constrained")
@@ -68,21 +59,21 @@ def main(out: Path, quick: bool = False) -> dict:
     ax_err = axes[0, 2]
     results = {}
     for ax, (label, (kind, make)) in zip(axes[0, :2], KINDS.items()):
-        params = make(V, Q, K)
-        sol = dc.solve_for_plot(kind, params, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
+        model = make(V, Q, K)
+        sol = dc.solve_for_plot(model, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
         long = dc.solve(
-            kind, params, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity, ts=dc.log_times(T_LONG, n)
+            model, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity, ts=dc.log_times(T_LONG, n)
         )
         conv = sol["status"] == Status.converged
-        err_stop = rel_err(sol["cov_final"], target)
-        err_long = rel_err(long["cov_final"], target)
+        err_stop = geometry.rel_frobenius(sol["cov_final"], target)
+        err_long = geometry.rel_frobenius(long["cov_final"], target)
         results[label] = {
             "kind": kind,
             "status": dc.status_counts(sol["status"]),
             "converged": int(conv.sum()),
             "rel_error_to_sigma_inf_at_stop": dc.minmax(err_stop),
             "rank_above_0.1_at_stop": dc.value_counts(np.asarray(rank_absolute(sol["cov_final"], 0.1))),
-            "top_eigenvector_angle_at_stop_deg": dc.minmax(dc.rank_one_direction_angle(sol["cov_final"])),
+            "top_eigenvector_angle_at_stop_deg": dc.minmax(geometry.rank_one_direction_angle(sol["cov_final"])),
             "long_horizon": {
                 "t1": T_LONG,
                 "status": dc.status_counts(long["status"]),
@@ -92,9 +83,9 @@ def main(out: Path, quick: bool = False) -> dict:
             "solver": dc.solver_record(sol),
         }
         trajs = dc.trajectories(sol)
-        z_max = dc.draw_cone(ax, trajs, colors)
-        tgt = dc.cone_coords(target)
-        dc.draw_ray(ax, perp_angle, z_max, "crimson", "rank one along q⊥", text=f"q⊥ ({perp_angle:.2f}°)")
+        z_max = dplot.draw_cone(ax, trajs, colors)
+        tgt = geometry.cone_coords(target)
+        dplot.draw_ray(ax, perp_angle, z_max, "crimson", "rank one along q⊥", text=f"q⊥ ({perp_angle:.2f}°)")
         ax.scatter(tgt[:, 0], tgt[:, 1], tgt[:, 2], marker="x", color="k", s=14, zorder=13, label="Σ∞ (closed form)")
         ax.view_init(elev=VIEW[0], azim=VIEW[1])
         ax.xaxis.labelpad, ax.yaxis.labelpad, ax.zaxis.labelpad = 6, 6, 6
@@ -104,8 +95,8 @@ def main(out: Path, quick: bool = False) -> dict:
             f"‖Σ − Σ∞‖/‖Σ∞‖ ≤ {err_stop.max():.1e} at ‖Σ'‖_F < {TOL:g}, ≤ {err_long.max():.1e} at t = 1e8",
             fontsize=10,
         )
-        tr = np.linalg.norm(long["cov"] - target[:, None], axis=(-2, -1)) / np.linalg.norm(target, axis=(-2, -1))[:, None]
-        slope = dc.loglog_slope(long["ts"], tr, long["valid"], last_decades=2.0)
+        tr = geometry.rel_frobenius(long["cov"], target[:, None])
+        slope = powerlaw.loglog_slope(long["ts"], tr, long["valid"], last_decades=2.0)
         med = np.argsort(err_stop)[n // 2]
         v = long["valid"][med] & (long["ts"][med] > 0)
         ax_err.loglog(long["ts"][med][v], tr[med][v], lw=1.5, label=f"{label} (slope {slope[med]:.3f} on [1e6, 1e8])")
@@ -132,7 +123,7 @@ def main(out: Path, quick: bool = False) -> dict:
             "figure": "dynamics.md §7a item 2 (convergence to a line)",
             "claim": "all trajectories converge to rank one along q⊥, Σ∞ = q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥)",
             "parameters": {
-                "q": dc.FIG2_Q_ROW,
+                "q": paper.FIG2_Q_ROW,
                 "q_perp": Q_PERP,
                 "V": V,
                 "scalings": "softmax: A = KᵀQ/√2; L2: Q/√2, K unscaled, c = 1",

@@ -17,11 +17,12 @@ jax.config.update("jax_enable_x64", True)
 
 from pathlib import Path  # noqa: E402
 
+import _dynamics_common as dc  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
-import _dynamics_common as dc  # noqa: E402
-from hassejax.dynamics import Status  # noqa: E402
+import hassejax.plot.dynamics as dplot  # noqa: E402
+from hassejax.dynamics import MultiHead, Softmax, Status, geometry, paper  # noqa: E402
 from hassejax.dynamics.diagnostics import limit_rank, rank_absolute  # noqa: E402
 
 NAME = "convergence_to_plane"
@@ -30,13 +31,13 @@ THRESHOLD = 1e3
 T1 = 1e5
 T_LONG = 1e3  # the limits have full rank: convergence is exponential, done by t ≈ 200 (and an explicit
 # solver's step stays bounded by the stable mode, so a longer horizon only costs steps)
-q = dc.FIG2_Q_ROW
+q = paper.FIG2_Q_ROW
 
 
-def params() -> dict:
+def model() -> MultiHead:
     """Head 0: `A_0 = K_0ᵀQ_0 = −qᵀq` (k = 1, scale 1), `C_0 = e_1e_1ᵀ`; head 1: `A_1 = 0`, `C_1 = e_2e_2ᵀ`."""
     e = np.eye(2)
-    return {"A": np.stack([-np.outer(q, q), np.zeros((2, 2))]), "C": np.stack([np.outer(e[0], e[0]), np.outer(e[1], e[1])])}
+    return MultiHead([Softmax(V=np.outer(e[0], e[0]), A=-np.outer(q, q)), Softmax(V=np.outer(e[1], e[1]), A=np.zeros((2, 2)))])
 
 
 def plane_residual(cov: np.ndarray) -> np.ndarray:
@@ -57,11 +58,11 @@ def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
     n_side = 5 if quick else 10
     capacity = dc.CAPACITY_QUICK if quick else dc.CAPACITY_FULL
-    grid = dc.trace_one_grid(n_side, n_side, -0.5, 0.5)
+    grid = geometry.trace_one_grid(n_side, n_side, -0.5, 0.5)
     n = grid.shape[0]
-    p = params()
-    sol = dc.solve_for_plot("multihead", p, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
-    long = dc.solve("multihead", p, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity)
+    m = model()
+    sol = dc.solve_for_plot(m, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
+    long = dc.solve(m, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity)
     conv = sol["status"] == Status.converged
     s22_drift = max(
         float(np.max(np.abs(np.where(s["valid"], s["cov"][..., 1, 1] - grid[:, None, 1, 1], 0.0)))) for s in (sol, long)
@@ -71,10 +72,10 @@ def main(out: Path, quick: bool = False) -> dict:
     res_long = plane_residual(long["cov_final"])
     ranks_long = np.asarray(limit_rank(long["cov_final"]))
 
-    fig, axes = dc.new_figure(1, 2, (13.0, 5.8), [["3d", None]])
+    fig, axes = dplot.new_figure(1, 2, (13.0, 5.8), [["3d", None]])
     ax, ax_res = axes[0]
-    colors, sm = dc.colors_from(dc.cone_coords(grid)[:, 1])
-    z_max = dc.draw_cone(ax, dc.trajectories(sol), colors)
+    colors, sm = dplot.colors_from(geometry.cone_coords(grid)[:, 1])
+    z_max = dplot.draw_cone(ax, dc.trajectories(sol), colors)
     draw_plane(ax, z_max)
     ax.view_init(elev=20, azim=-45)
     ax.set_title(
@@ -110,7 +111,7 @@ def main(out: Path, quick: bool = False) -> dict:
         {
             "figure": "dynamics.md §7a item 3 (convergence to a plane)",
             "claim": "Σ_22 is conserved; limits satisfy Σ_11 q_1 + Σ_12 q_2 = 0",
-            "parameters": {"q": q, "A_heads": p["A"], "C_heads": p["C"], "V": np.eye(2)},
+            "parameters": {"q": q, "A_heads": np.stack([h.A for h in m.heads]), "C_heads": np.stack([h.V for h in m.heads]), "V": np.eye(2)},
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-0.5, 0.5], "members": n},
             "events": {"converged": f"‖Σ'‖_F < {TOL:g}", "diverged": f"tr Σ > {THRESHOLD:g}", "t1": T1, "note": dc.EVENTS_NOTE},
             "status": dc.status_counts(sol["status"]),

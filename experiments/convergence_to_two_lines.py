@@ -16,11 +16,12 @@ jax.config.update("jax_enable_x64", True)
 
 from pathlib import Path  # noqa: E402
 
+import _dynamics_common as dc  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
-import _dynamics_common as dc  # noqa: E402
-from hassejax.dynamics import Status  # noqa: E402
+import hassejax.plot.dynamics as dplot  # noqa: E402
+from hassejax.dynamics import Status, geometry, paper  # noqa: E402
 from hassejax.dynamics.diagnostics import limit_rank, rank_absolute  # noqa: E402
 
 NAME = "convergence_to_two_lines"
@@ -31,7 +32,7 @@ T_LONG = 1e4  # rank-one limits off V's invariant lines are approached exponenti
 # vanishing eigenvalue has linear rate 2s(vᵀAw)(wᵀVv)), so an explicit solver's step stays bounded: a
 # longer horizon costs steps linearly and gains nothing
 SPEC_ANGLES = (-58.14, -7.60)
-KINDS = {"softmax": ("softmax", dc.softmax_params), "L2": ("l2", dc.l2_params)}
+KINDS = {"softmax": ("softmax", paper.softmax_model), "L2": ("l2", paper.l2_model)}
 VIEW = (22, -58)
 """(elevation, azimuth) of both cones: an oblique view, so the three axes' ticks do not line up."""
 
@@ -46,20 +47,20 @@ def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
     n_side = 8 if quick else 20
     capacity = dc.CAPACITY_QUICK if quick else dc.CAPACITY_FULL
-    grid = dc.trace_one_grid(n_side, n_side, -1.0, 1.0)
+    grid = geometry.trace_one_grid(n_side, n_side, -1.0, 1.0)
     n = grid.shape[0]
-    A = dc.softmax_params(dc.FIG4_V, dc.FIG4_Q, dc.FIG4_K)["A"]
-    rays = dc.isotropic_angles(A)
+    A = np.asarray(paper.softmax_model(paper.FIG4_V, paper.FIG4_Q, paper.FIG4_K).A)
+    rays = geometry.isotropic_angles(A)
 
-    fig, axes = dc.new_figure(1, 2, (14.0, 6.4), [["3d", "3d"]])
+    fig, axes = dplot.new_figure(1, 2, (14.0, 6.4), [["3d", "3d"]])
     results = {}
     for ax, (label, (kind, make)) in zip(axes[0], KINDS.items()):
-        params = make(dc.FIG4_V, dc.FIG4_Q, dc.FIG4_K)
-        sol = dc.solve_for_plot(kind, params, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
-        long = dc.solve(kind, params, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity)
+        model = make(paper.FIG4_V, paper.FIG4_Q, paper.FIG4_K)
+        sol = dc.solve_for_plot(model, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
+        long = dc.solve(model, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity)
         conv = sol["status"] == Status.converged
-        ang_stop = dc.rank_one_direction_angle(sol["cov_final"])
-        ang_long = dc.rank_one_direction_angle(long["cov_final"])
+        ang_stop = geometry.rank_one_direction_angle(sol["cov_final"])
+        ang_long = geometry.rank_one_direction_angle(long["cov_final"])
         gaps_long = np.stack([angle_gap(ang_long, r) for r in rays], -1)
         nearest = np.argmin(gaps_long, -1)
         gaps_stop = np.take_along_axis(np.stack([angle_gap(ang_stop, r) for r in rays], -1), nearest[:, None], -1)[:, 0]
@@ -81,10 +82,10 @@ def main(out: Path, quick: bool = False) -> dict:
             "solver": dc.solver_record(sol),
         }
         final_trace = np.trace(sol["cov_final"], axis1=-2, axis2=-1)
-        colors, sm = dc.colors_from(final_trace)
-        z_max = dc.draw_cone(ax, dc.trajectories(sol), colors)
+        colors, sm = dplot.colors_from(final_trace)
+        z_max = dplot.draw_cone(ax, dc.trajectories(sol), colors)
         for r, col in zip(rays, ("crimson", "darkorange")):
-            dc.draw_ray(ax, r, z_max, col, f"rank-one ray {r:.2f}°: {per_ray[f'{r:.2f}°']} limits")
+            dplot.draw_ray(ax, r, z_max, col, f"rank-one ray {r:.2f}°: {per_ray[f'{r:.2f}°']} limits")
         ax.view_init(elev=VIEW[0], azim=VIEW[1])
         ax.xaxis.labelpad, ax.yaxis.labelpad, ax.zaxis.labelpad = 6, 6, 6
         ax.legend(fontsize=8, loc="upper left")
@@ -107,7 +108,7 @@ def main(out: Path, quick: bool = False) -> dict:
         {
             "figure": "dynamics.md §7a item 4 (convergence to two lines)",
             "claim": "limits are rank one on the isotropic directions vᵀAv = 0, at −58.14° and −7.60°",
-            "parameters": {"Q": dc.FIG4_Q, "K": dc.FIG4_K, "V": dc.FIG4_V, "A": A,
+            "parameters": {"Q": paper.FIG4_Q, "K": paper.FIG4_K, "V": paper.FIG4_V, "A": A,
                            "scalings": "softmax: A = KᵀQ/√2; L2: Q/√2, K unscaled, c = 1"},  # fmt: skip
             "isotropic_angles_deg": rays,
             "spec_angles_deg": SPEC_ANGLES,

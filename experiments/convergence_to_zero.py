@@ -16,12 +16,13 @@ jax.config.update("jax_enable_x64", True)
 
 from pathlib import Path  # noqa: E402
 
+import _dynamics_common as dc  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
-import _dynamics_common as dc  # noqa: E402
-from hassejax.dynamics import Status  # noqa: E402
+import hassejax.plot.dynamics as dplot  # noqa: E402
+from hassejax.dynamics import Status, geometry, paper, powerlaw  # noqa: E402
 
 NAME = "convergence_to_zero"
 TOL = 1e-5  # the authors' tol for figure 1
@@ -30,10 +31,10 @@ T1 = 1e5
 T_LONG = 1e8
 
 KINDS = {
-    "softmax": ("softmax", dc.softmax_params),
-    "L2": ("l2", dc.l2_params),
-    "multi-head (H = 2)": ("multihead", dc.multihead_params),
-    "Sinkhorn (ε = 1)": ("sinkhorn", dc.sinkhorn_params),
+    "softmax": ("softmax", paper.softmax_model),
+    "L2": ("l2", paper.l2_model),
+    "multi-head (H = 2)": ("multihead", paper.multihead_model),
+    "Sinkhorn (ε = 1)": ("sinkhorn", paper.sinkhorn_model),
 }
 
 
@@ -41,10 +42,10 @@ def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
     n_side = 5 if quick else 10
     capacity = dc.CAPACITY_QUICK if quick else dc.CAPACITY_FULL
-    grid = dc.trace_one_grid(n_side, n_side, -0.5, 0.5)
+    grid = geometry.trace_one_grid(n_side, n_side, -0.5, 0.5)
     n = grid.shape[0]
-    color_by = dc.cone_coords(grid)[:, 1]
-    colors, sm = dc.colors_from(color_by)
+    color_by = geometry.cone_coords(grid)[:, 1]
+    colors, sm = dplot.colors_from(color_by)
 
     fig = plt.figure(figsize=(18.0, 9.6), layout="constrained")
     gs = fig.add_gridspec(2, 4, height_ratios=[1.0, 1.0])
@@ -53,15 +54,15 @@ def main(out: Path, quick: bool = False) -> dict:
     results = {}
     all_converged = True
     for ax, (label, (kind, make)) in zip(cone_axes, KINDS.items()):
-        params = make(dc.FIG1_V, dc.FIG1_Q, dc.FIG1_K)
-        sol = dc.solve_for_plot(kind, params, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
+        model = make(paper.FIG1_V, paper.FIG1_Q, paper.FIG1_K)
+        sol = dc.solve_for_plot(model, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
         long = dc.solve(
-            kind, params, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity, ts=dc.log_times(T_LONG, n)
+            model, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity, ts=dc.log_times(T_LONG, n)
         )
         conv = sol["status"] == Status.converged
         all_converged &= bool(conv.all())
         tr_long = np.trace(long["cov"], axis1=-2, axis2=-1)
-        slope = dc.loglog_slope(long["ts"], tr_long, long["valid"], last_decades=2.0)
+        slope = powerlaw.loglog_slope(long["ts"], tr_long, long["valid"], last_decades=2.0)
         lam_long = np.linalg.eigvalsh(long["cov_final"])[:, -1]
         results[label] = {
             "kind": kind,
@@ -79,10 +80,10 @@ def main(out: Path, quick: bool = False) -> dict:
             "replay_max_rel_dt": sol["replay_max_rel_dt"],
         }
         trajs = dc.trajectories(sol)
-        dc.draw_cone(ax, trajs, colors, end_markers=False)
+        dplot.draw_cone(ax, trajs, colors, end_markers=False)
         # stop points in one colour in every panel (per-member colours all meet at the apex, and
         # which one shows on top depends on the 3-D depth sort)
-        ends = dc.cone_coords(np.stack([t[-1] for t in trajs]))
+        ends = geometry.cone_coords(np.stack([t[-1] for t in trajs]))
         ax.scatter(ends[:, 0], ends[:, 1], ends[:, 2], color="k", s=8, depthshade=False, label="stop points (‖Σ'‖_F < 1e-5)")
         ax.view_init(elev=20, azim=-174)
         # the 3-D box leaves a wide margin inside its axes: zoom in (less empty space under the
@@ -127,9 +128,9 @@ def main(out: Path, quick: bool = False) -> dict:
             "figure": "dynamics.md §7a item 1 (convergence to zero)",
             "claim": "all trajectories converge to Σ = 0, slowly, like 1/t",
             "parameters": {
-                "Q": dc.FIG1_Q,
-                "K": dc.FIG1_K,
-                "V": dc.FIG1_V,
+                "Q": paper.FIG1_Q,
+                "K": paper.FIG1_K,
+                "V": paper.FIG1_V,
                 "scalings": "softmax, L2: A = KᵀQ/√2 (L2: KᵀK unscaled, c = 1); multi-head: head h = row h of Q, K, "
                 "scale 1, C_h = e_h (row h of V); Sinkhorn: A = KᵀQ unscaled, ε = 1",
             },

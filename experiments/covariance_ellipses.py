@@ -29,17 +29,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
-import _dynamics_common as dc  # noqa: E402
 from hassejax.dynamics import (  # noqa: E402
-    AttentionParams,
     blowup_time_closed_form,
     clustering_limit,
+    paper,
     softmax_covariance_closed_form,
     solve_gaussian,
     solve_particles,
     status_names,
 )
 from hassejax.dynamics.diagnostics import empirical_covariance  # noqa: E402
+from hassejax.dynamics.geometry import ellipse, rel_frobenius  # noqa: E402
+from hassejax.dynamics.sampling import antithetic_sample  # noqa: E402
 
 NAME = "covariance_ellipses"
 SEED = 0
@@ -52,49 +53,13 @@ K_SIGMA = 2.0
 
 
 def cases() -> dict[str, dict]:
-    """The two set-ups: softmax parameters (`V = I`, `A = KᵀQ/√2`), `Σ0` and the save times."""
+    """The two set-ups: softmax models (`V = I`, `A = KᵀQ/√2`), `Σ0` and the save times."""
     eye = np.eye(2)
-    q = dc.FIG2_Q_ROW[None, :]
+    q = paper.FIG2_Q_ROW[None, :]
     return {
-        "contraction (item 2)": {"params": dc.softmax_params(eye, q, -q), "cov0": SIGMA0_LINE, "times": TIMES_LINE},
-        "blow-up (item 5)": {"params": dc.softmax_params(eye, dc.FIG5_Q, dc.FIG5_K), "cov0": SIGMA0_BLOWUP, "times": TIMES_BLOWUP},
+        "contraction (item 2)": {"model": paper.softmax_model(eye, q, -q), "cov0": SIGMA0_LINE, "times": TIMES_LINE},
+        "blow-up (item 5)": {"model": paper.softmax_model(eye, paper.FIG5_Q, paper.FIG5_K), "cov0": SIGMA0_BLOWUP, "times": TIMES_BLOWUP},
     }
-
-
-def antithetic_sample(key, mean: np.ndarray, cov: np.ndarray, n: int) -> np.ndarray:
-    """`n` points (n even) with empirical mean exactly `mean` and covariance exactly `cov`.
-
-    Draw `n/2` standard normal points `z`, whiten them so that `(2/n) Σ zzᵀ = I`, take the
-    pairs `±z` (empirical mean 0, covariance `I` with the `1/n` normalisation of
-    :func:`hassejax.dynamics.diagnostics.empirical_covariance`) and map by a square root of
-    `cov`. The set is symmetric about `mean`.
-    """
-    if n % 2:
-        raise ValueError(f"n must be even for an antithetic sample; got {n}")
-    d = len(mean)
-    z = np.asarray(jax.random.normal(key, (n // 2, d)))
-    c = z.T @ z / (n // 2)
-    z = z @ np.linalg.inv(np.linalg.cholesky(c)).T
-    x = np.concatenate([z, -z])
-    root = np.linalg.cholesky(np.asarray(cov, float)) if np.all(np.linalg.eigvalsh(cov) > 0) else _psd_root(cov)
-    return np.asarray(mean, float) + x @ root.T
-
-
-def _psd_root(cov):
-    w, q = np.linalg.eigh(cov)
-    return q * np.sqrt(np.clip(w, 0, None))
-
-
-def ellipse(mean: np.ndarray, cov: np.ndarray, k: float = K_SIGMA, m: int = 200) -> np.ndarray:
-    """`(m, 2)` points of the ellipse `{x : (x − mean)ᵀ cov⁻¹ (x − mean) = k²}` (a segment for rank one)."""
-    th = np.linspace(0.0, 2.0 * np.pi, m)
-    circle = np.stack([np.cos(th), np.sin(th)], -1)
-    return np.asarray(mean, float) + k * circle @ _psd_root(np.asarray(cov, float)).T
-
-
-def rel_frobenius(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """`‖a − b‖_F / ‖b‖_F` over the last two axes."""
-    return np.linalg.norm(a - b, axis=(-2, -1)) / np.linalg.norm(b, axis=(-2, -1))
 
 
 def main(out: Path, quick: bool = False) -> dict:
@@ -108,16 +73,16 @@ def main(out: Path, quick: bool = False) -> dict:
     # rows explicit room for the top row's x₁ labels and the bottom row's two-line titles
     fig.get_layout_engine().set(h_pad=0.06, hspace=0.06)
     for row, (label, case) in enumerate(cases().items()):
-        p, cov0, times = case["params"], case["cov0"], case["times"]
-        params = AttentionParams(V=p["V"], A=p["A"])
+        model, cov0, times = case["model"], case["cov0"], case["times"]
+        A = np.asarray(model.A)
         mean0 = np.zeros(2)
         t1 = float(times[-1])
-        gauss = solve_gaussian("softmax", params, mean0, cov0, t1=t1, ts=times, rtol=1e-10, atol=1e-12)
+        gauss = solve_gaussian(model, mean0, cov0, t1=t1, ts=times, rtol=1e-10, atol=1e-12)
         cov_g = np.asarray(gauss.cov)
-        closed = np.asarray(softmax_covariance_closed_form(np.broadcast_to(cov0, (len(times), 2, 2)), p["A"], 1.0, times))
+        closed = np.asarray(softmax_covariance_closed_form(np.broadcast_to(cov0, (len(times), 2, 2)), A, 1.0, times))
         key, sub = jax.random.split(key)
         x0 = antithetic_sample(sub, mean0, cov0, n)
-        part = solve_particles("softmax", params, x0, t1=t1, ts=times, rtol=1e-8, atol=1e-8)
+        part = solve_particles(model, x0, t1=t1, ts=times, rtol=1e-8, atol=1e-8)
         xs = np.asarray(part.xs)
         cov_p = np.asarray(empirical_covariance(xs))
         mean_p = xs.mean(axis=1)
@@ -128,7 +93,7 @@ def main(out: Path, quick: bool = False) -> dict:
         lam_p = np.linalg.eigvalsh(cov_p)[:, -1]
         rec = {
             "Sigma0": cov0,
-            "A": p["A"],
+            "A": A,
             "times": times,
             "gaussian_status": status_names(gauss.status),
             "particle_status": status_names(part.status),
@@ -139,24 +104,24 @@ def main(out: Path, quick: bool = False) -> dict:
             "particle_mean_max_abs": float(np.max(np.abs(mean_p))),
         }
         if row == 0:
-            limit = np.asarray(clustering_limit(cov0, p["A"], 1.0))
+            limit = np.asarray(clustering_limit(cov0, A, 1.0))
             rec["Sigma_inf_closed_form"] = limit
-            rec["Sigma_inf_direction_deg"] = float(np.degrees(np.arctan2(dc.FIG2_Q_PERP[1], dc.FIG2_Q_PERP[0])))
+            rec["Sigma_inf_direction_deg"] = float(np.degrees(np.arctan2(paper.FIG2_Q_PERP[1], paper.FIG2_Q_PERP[0])))
         else:
-            rec["t_star_closed_form"] = float(blowup_time_closed_form(cov0, p["A"], 1.0))
+            rec["t_star_closed_form"] = float(blowup_time_closed_form(cov0, A, 1.0))
         results[label] = rec
 
         # shared limits in the contraction row; per-panel limits for the growing blow-up row
-        span_row = 1.12 * max(np.max(np.abs(ellipse(mean0, c))) for c in cov_g)
+        span_row = 1.12 * max(np.max(np.abs(ellipse(mean0, c, K_SIGMA))) for c in cov_g)
         for j, t in enumerate(times):
             ax = axes[row, j]
             ax.scatter(xs[j, :, 0], xs[j, :, 1], s=3, color="0.45", alpha=0.55, lw=0, label=f"particles (n = {n})")
-            ge = ellipse(mean0, cov_g[j])
-            pe = ellipse(mean_p[j], cov_p[j])
+            ge = ellipse(mean0, cov_g[j], K_SIGMA)
+            pe = ellipse(mean_p[j], cov_p[j], K_SIGMA)
             ax.plot(ge[:, 0], ge[:, 1], color="C0", lw=2.0, label="Gaussian ODE, 2σ")
             ax.plot(pe[:, 0], pe[:, 1], color="C1", lw=1.6, ls="--", label="particles' covariance, 2σ")
             if row == 0:
-                le = ellipse(mean0, rec["Sigma_inf_closed_form"])
+                le = ellipse(mean0, rec["Sigma_inf_closed_form"], K_SIGMA)
                 ax.plot(le[:, 0], le[:, 1], color="k", lw=1.0, ls=":", label="limit Σ∞ (closed form), 2σ")
                 span = span_row
             else:

@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
-from hassejax.dynamics import AttentionParams, solve_gaussian, solve_particles, status_names  # noqa: E402
+from hassejax.dynamics import Sinkhorn, Softmax, solve_gaussian, solve_particles, status_names  # noqa: E402
 from hassejax.dynamics.energy import gaussian_interaction_energy, gaussian_sinkhorn_energy, interaction_energy  # noqa: E402
 
 NAME = "energies"
@@ -74,8 +74,8 @@ def main(out: Path, quick: bool = False) -> dict:
     ts = np.linspace(0.0, T1, N_SAVE)
 
     # twisted softmax energy: V = −A
-    softmax = AttentionParams(V=-A_SPEC, A=A_SPEC)
-    gauss = solve_gaussian("softmax", softmax, MEAN0, SIGMA0, t1=T1, ts=ts, rtol=1e-10, atol=1e-12)
+    softmax = Softmax(V=-A_SPEC, A=A_SPEC)
+    gauss = solve_gaussian(softmax, MEAN0, SIGMA0, t1=T1, ts=ts, rtol=1e-10, atol=1e-12)
     e_gauss = gaussian_interaction_energy(gauss.mean, gauss.cov, A_SPEC)
     if not bool(np.all(e_gauss.finite)):
         raise RuntimeError("the Gaussian energy left its domain ‖Σ^½AΣ^½‖ < 1")
@@ -85,7 +85,7 @@ def main(out: Path, quick: bool = False) -> dict:
     e_part, part_status = [], []
     for s in range(n_seeds):
         x0 = jax.random.multivariate_normal(jax.random.fold_in(key, s), MEAN0, SIGMA0, (n,))
-        sol = solve_particles("softmax", softmax, x0, t1=T1, ts=ts, rtol=1e-8, atol=1e-8)
+        sol = solve_particles(softmax, x0, t1=T1, ts=ts, rtol=1e-8, atol=1e-8)
         part_status.append(status_names(sol.status))
         e_part.append(np.asarray(interaction_energy(sol.xs, A_SPEC)))
     e_part = np.array(e_part)
@@ -94,7 +94,7 @@ def main(out: Path, quick: bool = False) -> dict:
     # Sinkhorn F: V = A = Aᵀ
     sink = {}
     for label, A in [("A of §6 (negative definite)", A_SPEC), ("indefinite A", A_INDEFINITE)]:
-        sol = solve_gaussian("sinkhorn", AttentionParams(V=A, A=A, eps=1.0), MEAN0, SIGMA0, t1=T1, ts=ts, rtol=1e-8, atol=1e-10)
+        sol = solve_gaussian(Sinkhorn(V=A, A=A, eps=1.0), MEAN0, SIGMA0, t1=T1, ts=ts, rtol=1e-8, atol=1e-10)
         F = np.asarray(gaussian_sinkhorn_energy(sol.mean, sol.cov, A, 1.0))
         sink[label] = {"A": A, "status": status_names(sol.status), "F": F, "max_increase": max_increase(F),
                        "lambda_max_final": float(np.linalg.eigvalsh(np.asarray(sol.cov_final))[-1])}

@@ -23,8 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
-import _dynamics_common as dc  # noqa: E402
-from hassejax.dynamics import AttentionParams, blowup_time_closed_form, solve_gaussian, status_names  # noqa: E402
+from hassejax.dynamics import AbstractAttention, blowup_time_closed_form, paper, solve_gaussian, status_names  # noqa: E402
 
 NAME = "lambda_max_growth"
 SIGMA0 = 0.5 * np.eye(2)
@@ -38,16 +37,13 @@ COLORS = {"softmax": "C3", "l2": "C0", "sinkhorn": "C2"}
 LABELS = {"softmax": "softmax", "l2": "L2 (c = 1)", "sinkhorn": "Sinkhorn (ε = 1)"}
 
 
-def item5_params() -> dict[str, AttentionParams]:
-    """The three kinds on the item 5 parameters with the paper's scalings (spec §1, §7a)."""
+def item5_models() -> dict[str, AbstractAttention]:
+    """The three kernels on the item 5 parameters with the paper's scalings (spec §1, §7a)."""
     eye = np.eye(2)
-    sm = dc.softmax_params(eye, dc.FIG5_Q, dc.FIG5_K)
-    l2 = dc.l2_params(eye, dc.FIG5_Q, dc.FIG5_K)
-    sk = dc.sinkhorn_params(eye, dc.FIG5_Q, dc.FIG5_K)
     return {
-        "softmax": AttentionParams(V=sm["V"], A=sm["A"]),
-        "l2": AttentionParams(V=l2["V"], Q=l2["Q"], K=l2["K"]),
-        "sinkhorn": AttentionParams(V=sk["V"], A=sk["A"], eps=1.0),
+        "softmax": paper.softmax_model(eye, paper.FIG5_Q, paper.FIG5_K),
+        "l2": paper.l2_model(eye, paper.FIG5_Q, paper.FIG5_K),
+        "sinkhorn": paper.sinkhorn_model(eye, paper.FIG5_Q, paper.FIG5_K),
     }
 
 
@@ -66,13 +62,13 @@ def softmax_inverse_lambda(t: np.ndarray, A: np.ndarray, sigma0_scale: float = 0
 def main(out: Path, quick: bool = False) -> dict:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     o = Output(out, NAME)
-    params = item5_params()
-    A_sm = np.asarray(params["softmax"].A)
+    models = item5_models()
+    A_sm = np.asarray(models["softmax"].A)
     t_star = float(blowup_time_closed_form(SIGMA0, A_sm, 1.0))
     ts = save_times(t_star, T1, 201 if quick else 801, 20 if quick else 60)
     results, curves = {}, {}
-    for kind, p in params.items():
-        sol = solve_gaussian(kind, p, np.zeros(2), SIGMA0, t1=T1, ts=ts, rtol=RTOL[kind], atol=1e-2 * RTOL[kind])
+    for kind, model in models.items():
+        sol = solve_gaussian(model, np.zeros(2), SIGMA0, t1=T1, ts=ts, rtol=RTOL[kind], atol=1e-2 * RTOL[kind])
         valid = np.asarray(sol.valid)
         lam = np.linalg.eigvalsh(np.asarray(sol.cov))[:, -1]
         lam_f = float(np.linalg.eigvalsh(np.asarray(sol.cov_final))[-1])
@@ -130,7 +126,7 @@ def main(out: Path, quick: bool = False) -> dict:
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     o.write_json(
         {
-            "setup": {"Sigma0": SIGMA0, "mean0": [0.0, 0.0], "V": "I", "Q": dc.FIG5_Q, "K": dc.FIG5_K,
+            "setup": {"Sigma0": SIGMA0, "mean0": [0.0, 0.0], "V": "I", "Q": paper.FIG5_Q, "K": paper.FIG5_K,
                       "scalings": "softmax, L2: Q/sqrt(2); Sinkhorn: A = K^T Q unscaled, eps = 1",
                       "t1": T1, "rtol": RTOL, "atol": "1e-2 rtol", "size_threshold": "1e8 tr Sigma0 (library default)",
                       "blow_up_test": "library decade test: rho < 0.05 => blow_up"},

@@ -20,15 +20,14 @@ jax.config.update("jax_enable_x64", True)
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import Output, cli  # noqa: E402
 
-import _dynamics_common as dc  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-
-from hassejax.dynamics import AttentionParams, solve_gaussian, solve_particles, status_names  # noqa: E402
+from hassejax.dynamics import Softmax, paper, solve_gaussian, solve_particles, status_names  # noqa: E402
 from hassejax.dynamics.diagnostics import empirical_covariance  # noqa: E402
+from hassejax.dynamics.powerlaw import bootstrap_slope, loglog_fit, rms  # noqa: E402
 from hassejax.dynamics.sweeps import sweep  # noqa: E402
 
 NAME = "mean_field"
@@ -52,38 +51,17 @@ def chunk_for(n: int) -> int:
     return int(max(1, min(64, 4096 // n)))
 
 
-def params() -> AttentionParams:
+def model() -> Softmax:
     """Item 4 parameters with the paper's softmax scaling."""
-    p = dc.softmax_params(dc.FIG4_V, dc.FIG4_Q, dc.FIG4_K)
-    return AttentionParams(V=p["V"], A=p["A"])
+    return paper.softmax_model(paper.FIG4_V, paper.FIG4_Q, paper.FIG4_K)
 
 
-def loglog_fit(n: np.ndarray, err: np.ndarray) -> tuple[float, float]:
-    """Least-squares `(slope, intercept)` of `log err` against `log n`."""
-    slope, intercept = np.polyfit(np.log(np.asarray(n, float)), np.log(np.asarray(err, float)), 1)
-    return float(slope), float(intercept)
-
-
-def rms(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Root mean square along `axis`."""
-    return np.sqrt(np.mean(np.square(x), axis=axis))
-
-
-def bootstrap_slope(sizes, errors: list[np.ndarray], rng: np.random.Generator, reps: int = BOOTSTRAP) -> tuple[float, float]:
-    """2.5% and 97.5% quantiles of the log-log slope of the RMS error when the seeds at each size are resampled."""
-    slopes = np.empty(reps)
-    for r in range(reps):
-        boot = [rms(e[rng.integers(0, len(e), len(e))]) for e in errors]
-        slopes[r] = loglog_fit(sizes, boot)[0]
-    return float(np.quantile(slopes, 0.025)), float(np.quantile(slopes, 0.975))
-
-
-PARAMS = params()
+MODEL = model()
 
 
 def particle_member(p):
     """One seed, `p = {"x0": (n, d)}`: the particle solve to `t = T` (module level: :func:`sweep` compiles once per `n`)."""
-    sol = solve_particles("softmax", PARAMS, p["x0"], t1=T, ts=jnp.array([0.0, T]))
+    sol = solve_particles(MODEL, p["x0"], t1=T, ts=jnp.array([0.0, T]))
     return {"xs": sol.xs, "status": sol.status}
 
 
@@ -91,8 +69,8 @@ def main(out: Path, quick: bool = False) -> dict:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     o = Output(out, NAME)
     sizes = SIZES_QUICK if quick else SIZES_FULL
-    p = PARAMS
-    gauss = solve_gaussian("softmax", p, MEAN0, SIGMA0, t1=T, rtol=1e-10, atol=1e-12)
+    p = MODEL
+    gauss = solve_gaussian(p, MEAN0, SIGMA0, t1=T, rtol=1e-10, atol=1e-12)
     mean_t, cov_t = np.asarray(gauss.mean_final), np.asarray(gauss.cov_final)
     err = {k: [] for k in ("mean_t0", "cov_t0", "mean_t1", "cov_t1")}
     statuses = set()
@@ -114,7 +92,7 @@ def main(out: Path, quick: bool = False) -> dict:
     rms_err = {k: np.array([rms(e) for e in v]) for k, v in err.items()}
     fits = {k: loglog_fit(sizes_a, v) for k, v in rms_err.items()}
     rng = np.random.default_rng(SEED)
-    intervals = {k: bootstrap_slope(sizes_a, v, rng) for k, v in err.items()}
+    intervals = {k: bootstrap_slope(sizes_a, v, rng, reps=BOOTSTRAP) for k, v in err.items()}
     n_seeds_list = [seeds_for(n, quick) for n in sizes]
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 6.6), layout="constrained")
@@ -149,7 +127,7 @@ def main(out: Path, quick: bool = False) -> dict:
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     o.write_json(
         {
-            "setup": {"kind": "softmax", "V": dc.FIG4_V, "A": np.asarray(p.A), "mean0": MEAN0, "Sigma0": SIGMA0, "t": T,
+            "setup": {"kind": "softmax", "V": paper.FIG4_V, "A": np.asarray(p.A), "mean0": MEAN0, "Sigma0": SIGMA0, "t": T,
                       "sizes": sizes, "seeds_per_size": n_seeds_list, "particle_solver": "Tsit5 rtol 1e-6 (library default)",
                       "gaussian_solver": "Tsit5 rtol 1e-10", "covariance": "empirical, normalised by n"},
             "gaussian_at_t": {"mean": mean_t, "cov": cov_t, "status": status_names(gauss.status)},

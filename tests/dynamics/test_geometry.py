@@ -114,7 +114,9 @@ def test_rank_one_limit_equals_the_library_clustering_limit():
     g = trace_one_grid(10, 10, -0.5, 0.5)
     q = paper.FIG2_Q_ROW[None]
     A = np.asarray(paper.softmax_model(np.eye(2), q, -q).A)
-    np.testing.assert_allclose(np.asarray(clustering_limit(g, A, 1.0)), rank_one_limit(g, paper.FIG2_Q_PERP), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(clustering_limit(g, A, 1.0)), rank_one_limit(g, paper.FIG2_Q_PERP), rtol=1e-9, atol=1e-12
+    )
 
 
 # ----------------------------------------------------------------------------- ellipses and factors
@@ -155,7 +157,13 @@ def test_errors_name_the_argument(no_typecheck):
 
 # ----------------------------------------------------------------------------- antithetic sample
 @settings(max_examples=25)
-@given(seed=st.integers(0, 2**31 - 1), n_half=st.sampled_from([2, 5, 16]), c=st.floats(-0.9, 0.9), s1=st.floats(0.05, 3.0), s2=st.floats(0.05, 3.0))
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n_half=st.sampled_from([2, 5, 16]),
+    c=st.floats(-0.9, 0.9),
+    s1=st.floats(0.05, 3.0),
+    s2=st.floats(0.05, 3.0),
+)
 def test_antithetic_sample_has_exact_moments(seed, n_half, c, s1, s2):
     cov = np.array([[s1, c * np.sqrt(s1 * s2)], [c * np.sqrt(s1 * s2), s2]])
     mean = np.array([0.3, -1.0])
@@ -175,7 +183,7 @@ def test_antithetic_sample_of_a_singular_covariance():
 
 
 def test_antithetic_sample_rejects_odd_or_small_n(no_typecheck):
-    with pytest.raises(ParameterError, match="`n`.*even"):
+    with pytest.raises(ParameterError, match=r"`n`.*even"):
         antithetic_sample(jax.random.key(0), np.zeros(2), np.eye(2), 5)
     with pytest.raises(ParameterError, match="`n`"):
         antithetic_sample(jax.random.key(0), np.zeros(3), np.eye(3), 4)

@@ -74,7 +74,9 @@ def authors_rhs_sinkhorn(S, Q, K, V):
     S_sqrt = scipy.linalg.sqrtm(S).real
     A = K.T @ Q
     prod = S_sqrt @ A.T
-    C_S = 0.5 * (S_sqrt @ scipy.linalg.sqrtm(4 * prod @ S @ prod.T + np.eye(d)).real @ np.linalg.pinv(S_sqrt) - np.eye(d))
+    C_S = 0.5 * (
+        S_sqrt @ scipy.linalg.sqrtm(4 * prod @ S @ prod.T + np.eye(d)).real @ np.linalg.pinv(S_sqrt) - np.eye(d)
+    )
     r = V @ np.linalg.pinv(A.T) @ np.linalg.pinv(S) @ C_S @ S
     return r + r.T
 
@@ -142,7 +144,9 @@ def test_figure_3_plane():
     q = paper.FIG2_Q_ROW
     model = paper.multihead_model(np.eye(2), np.stack([q, np.zeros(2)]), np.stack([-q, np.zeros(2)]))
     e = np.eye(2)
-    explicit = MultiHead([Softmax(V=np.outer(e[0], e[0]), A=-np.outer(q, q)), Softmax(V=np.outer(e[1], e[1]), A=np.zeros((2, 2)))])
+    explicit = MultiHead(
+        [Softmax(V=np.outer(e[0], e[0]), A=-np.outer(q, q)), Softmax(V=np.outer(e[1], e[1]), A=np.zeros((2, 2)))]
+    )
     rng = np.random.default_rng(3)
     for _ in range(5):
         S = _random_spd(rng, 2)
@@ -220,7 +224,9 @@ def test_projected_euler_against_a_numpy_loop():
 
 def test_projected_euler_names_the_argument():
     with pytest.raises(ParameterError, match="`step`"):
-        projected_euler.projected_euler_l2(np.eye(2)[None], np.eye(2), np.eye(2), np.eye(2), step=0.0, tol_low=1.0, tol_high=2.0)
+        projected_euler.projected_euler_l2(
+            np.eye(2)[None], np.eye(2), np.eye(2), np.eye(2), step=0.0, tol_low=1.0, tol_high=2.0
+        )
 
 
 # ----------------------------------------------------------------------------- a sweep over a stacked module
@@ -243,5 +249,7 @@ def test_sweep_over_stacked_softmax_modules_matches_the_closed_form():
     assert out["cov"].shape == (n, len(ts), d, d)
     assert set(status_names(np.asarray(out["status"])).tolist()) == {"completed"}
     for j, m in enumerate(models):
-        want = np.asarray(softmax_covariance_closed_form(np.broadcast_to(cov0[j], (len(ts), d, d)), np.asarray(m.A), 1.0, ts))
+        want = np.asarray(
+            softmax_covariance_closed_form(np.broadcast_to(cov0[j], (len(ts), d, d)), np.asarray(m.A), 1.0, ts)
+        )
         np.testing.assert_allclose(out["cov"][j], want, rtol=1e-7, atol=1e-9)

@@ -8,14 +8,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
 
-from hassejax.dynamics.geometry import cone_coords, disk_coords, trace_one_grid  # noqa: E402
-from hassejax.errors import ParameterError  # noqa: E402
-from hassejax.plot import dynamics  # noqa: E402
-from hassejax.plot.dynamics import CMAP, colors_from, draw_cone, draw_disk, draw_ray, new_figure  # noqa: E402
+from hassejax.dynamics.geometry import cone_coords, disk_coords, trace_one_grid
+from hassejax.errors import ParameterError
+from hassejax.plot import dynamics
+from hassejax.plot.dynamics import CMAP, colors_from, draw_cone, draw_disk, draw_ray, new_figure
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +49,7 @@ def test_colors_from_scales_to_the_range():
 
 
 def test_draw_cone_puts_the_trajectories_in_cone_coordinates():
-    fig, axes = new_figure(1, 1, (3.0, 3.0), [["3d"]])
+    _fig, axes = new_figure(1, 1, (3.0, 3.0), [["3d"]])
     ax = axes[0, 0]
     trajs = [trace_one_grid(3, 3, -0.5, 0.5)[:4] * s for s in (1.0, 2.0)]
     z = draw_cone(ax, trajs, ["r", "b"])
@@ -63,7 +63,7 @@ def test_draw_cone_puts_the_trajectories_in_cone_coordinates():
 
 
 def test_draw_ray_ends_on_the_rank_one_boundary():
-    fig, axes = new_figure(1, 1, (3.0, 3.0), [["3d"]])
+    _fig, axes = new_figure(1, 1, (3.0, 3.0), [["3d"]])
     ax = axes[0, 0]
     draw_ray(ax, -30.0, 2.0, "crimson", "ray", text="here")
     x, y, z = ax.lines[-1].get_data_3d()
@@ -73,7 +73,7 @@ def test_draw_ray_ends_on_the_rank_one_boundary():
 
 
 def test_draw_disk_puts_the_trajectories_in_disk_coordinates():
-    fig, axes = new_figure(1, 1, (3.0, 3.0), [[None]])
+    _fig, axes = new_figure(1, 1, (3.0, 3.0), [[None]])
     ax = axes[0, 0]
     t = trace_one_grid(4, 4, -0.9, 0.9) * 3.0
     draw_disk(ax, [t], ["k"], end_markers=False)

@@ -221,7 +221,9 @@ def isotropic_angles(A: Float[ArrayLike, "2 2"]) -> Float[np.ndarray, " k"]:
     return np.sort(np.degrees(np.arctan(roots)))
 
 
-def rank_one_limit(cov0: Float[ArrayLike, "*batch d d"], direction: Float[ArrayLike, " d"]) -> Float[np.ndarray, "*batch d d"]:
+def rank_one_limit(
+    cov0: Float[ArrayLike, "*batch d d"], direction: Float[ArrayLike, " d"]
+) -> Float[np.ndarray, "*batch d d"]:
     """`Σ∞ = vvᵀ/(vᵀΣ0⁻¹v)`: the rank-one limit on `v` of a flow that conserves `vᵀΣ⁻¹v`.
 
     Softmax attention with `V = I` and `A ⪯ 0` of kernel `span(v)` converges to it (paper,
@@ -284,7 +286,9 @@ def psd_factor(cov: Float[ArrayLike, "*batch d d"]) -> Float[np.ndarray, "*batch
     return q * np.sqrt(np.clip(w, 0, None))[..., None, :]
 
 
-def ellipse(mean: Float[ArrayLike, "2"], cov: Float[ArrayLike, "2 2"], k: float = 2.0, m: int = 200) -> Float[np.ndarray, "m 2"]:
+def ellipse(
+    mean: Float[ArrayLike, 2], cov: Float[ArrayLike, "2 2"], k: float = 2.0, m: int = 200
+) -> Float[np.ndarray, "m 2"]:
     """`m` points of the ellipse `{x : (x − mean)ᵀ Σ⁻¹ (x − mean) = k²}` (a segment for rank one).
 
     **Arguments:** `mean`: `(2,)`; `cov`: `(2, 2)` PSD; `k`: the number of standard deviations;

@@ -44,7 +44,9 @@ def loglog_slope(
     """
     ts, y, valid = np.asarray(ts, float), np.asarray(y, float), np.asarray(valid, bool)
     if ts.ndim != 2 or y.shape != ts.shape or valid.shape != ts.shape:
-        raise ParameterError(f"`ts`, `y` and `valid` must all be (N, T); got shapes {ts.shape}, {y.shape}, {valid.shape}.")
+        raise ParameterError(
+            f"`ts`, `y` and `valid` must all be (N, T); got shapes {ts.shape}, {y.shape}, {valid.shape}."
+        )
     if not last_decades > 0:
         raise ParameterError(f"`last_decades` must be > 0; got {last_decades!r}.")
     out = np.empty(ts.shape[0])
@@ -52,7 +54,9 @@ def loglog_slope(
         t_end = t[v].max() if v.any() else np.nan
         sel = v & (t >= t_end * 10.0 ** (-last_decades)) & (t > 0) & (yy > 0)
         if sel.sum() < 2:
-            raise ParameterError(f"`y`: member {i} has {int(sel.sum())} positive valid point(s) in its last {last_decades} decades; need 2.")
+            raise ParameterError(
+                f"`y`: member {i} has {int(sel.sum())} positive valid point(s) in its last {last_decades} decades; need 2."
+            )
         out[i] = np.polyfit(np.log(t[sel]), np.log(yy[sel]), 1)[0]
     return out
 
@@ -90,7 +94,7 @@ def loglog_fit(n: Real[ArrayLike, " k"], err: Real[ArrayLike, " k"]) -> tuple[fl
     return float(slope), float(intercept)
 
 
-def rms(x: Float[ArrayLike, "..."], axis: int = -1) -> Float[np.ndarray, "..."]:
+def rms(x: Float[ArrayLike, ...], axis: int = -1) -> Float[np.ndarray, ...]:
     """Root mean square `√mean(x²)` along `axis`.
 
     **Arguments:** `x`: a float array; `axis`: the axis to reduce.

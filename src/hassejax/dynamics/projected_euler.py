@@ -63,7 +63,10 @@ def l2_rhs_2x2(
     S = jnp.asarray(S)
     B = jnp.eye(2) + 2.0 * KK @ S
     det = B[:, 0, 0] * B[:, 1, 1] - B[:, 0, 1] * B[:, 1, 0]
-    inv = jnp.stack([jnp.stack([B[:, 1, 1], -B[:, 0, 1]], -1), jnp.stack([-B[:, 1, 0], B[:, 0, 0]], -1)], -2) / det[:, None, None]
+    inv = (
+        jnp.stack([jnp.stack([B[:, 1, 1], -B[:, 0, 1]], -1), jnp.stack([-B[:, 1, 0], B[:, 0, 0]], -1)], -2)
+        / det[:, None, None]
+    )
     r = 2.0 * V @ S @ inv @ A @ S
     return r + jnp.swapaxes(r, -1, -2)
 

@@ -104,7 +104,9 @@ def colors_from(values: Float[ArrayLike, " n"]):
     return [CMAP(norm(v)) for v in values], sm
 
 
-def draw_cone(ax, trajs: Sequence[Float[ArrayLike, "T 2 2"]], colors, *, z_max: float | None = None, end_markers: bool = True) -> float:
+def draw_cone(
+    ax, trajs: Sequence[Float[ArrayLike, "T 2 2"]], colors, *, z_max: float | None = None, end_markers: bool = True
+) -> float:
     """Trajectories in cone coordinates `(a − b, 2c, a + b)` on a 3-D axis, with the PSD cone `z ≥ √(x² + y²)`.
 
     **Arguments:**
@@ -137,7 +139,9 @@ def draw_cone(ax, trajs: Sequence[Float[ArrayLike, "T 2 2"]], colors, *, z_max: 
     ```
     """
     if len(trajs) != len(colors):
-        raise ParameterError(f"`trajs` and `colors` must have one entry per member; got {len(trajs)} and {len(colors)}.")
+        raise ParameterError(
+            f"`trajs` and `colors` must have one entry per member; got {len(trajs)} and {len(colors)}."
+        )
     pts = [cone_coords(t) for t in trajs]
     if z_max is None:
         if not pts:
@@ -158,7 +162,9 @@ def draw_cone(ax, trajs: Sequence[Float[ArrayLike, "T 2 2"]], colors, *, z_max: 
     return z_max
 
 
-def draw_ray(ax, angle_deg: float, z_max: float, color, label: str, *, lw: float = 2.4, text: str | None = None) -> None:
+def draw_ray(
+    ax, angle_deg: float, z_max: float, color, label: str, *, lw: float = 2.4, text: str | None = None
+) -> None:
     """The rank-one ray `s vvᵀ`, `v = (cos θ, sin θ)`, on a 3-D cone axis, drawn above everything before it.
 
     Turns off the axis' depth sort (later artists are drawn above earlier ones), draws the
@@ -223,7 +229,9 @@ def draw_disk(ax, trajs: Sequence[Float[ArrayLike, "T 2 2"]], colors, *, end_mar
     ```
     """
     if len(trajs) != len(colors):
-        raise ParameterError(f"`trajs` and `colors` must have one entry per member; got {len(trajs)} and {len(colors)}.")
+        raise ParameterError(
+            f"`trajs` and `colors` must have one entry per member; got {len(trajs)} and {len(colors)}."
+        )
     for t, col in zip(trajs, colors):
         p = disk_coords(t)
         ax.plot(p[:, 0], p[:, 1], color=col, lw=0.7, alpha=0.7)
