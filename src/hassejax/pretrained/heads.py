@@ -140,7 +140,7 @@ def output_rank(W_O: Float[ArrayLike, "*batch d k"], rtol: float = 1e-6) -> np.n
     ```
     """
     s = np.linalg.svd(np.asarray(W_O), compute_uv=False)
-    return np.sum(s > rtol * s[..., :1], axis=-1)
+    return np.asarray(np.sum(s > rtol * s[..., :1], axis=-1))
 
 
 def empirical_moments(
