@@ -2,7 +2,7 @@
 
 Each head `h` of layer `l` of the sentence encoder all-MiniLM-L6-v2 becomes a softmax
 dynamics in residual space, `A_h = W_{K,h}ᵀW_{Q,h}/√32`, `V_h = W_{O,h}W_{V,h}` (rank 32,
-`d = 384`, biases left out; :mod:`hassejax.dynamics.real.heads`). Its particles are the
+`d = 384`, biases left out; :mod:`hassejax.pretrained.heads`). Its particles are the
 tokens entering layer `l` for 50 sentences written below, computed by the model's own
 forward pass in JAX (checked against the model card: paraphrases well above unrelated
 pairs). Per head:
