@@ -14,7 +14,7 @@ factor `U` (`Σ = UUᵀ`, `U' = VΣA U`, `α' = V(I + ΣA)α`):
 Columns:
 
 - ``hassejax``: :func:`hassejax.dynamics.sweeps.sweep` of
-  ``solve_gaussian("softmax", ..., rtol=1e-6, atol=1e-9)`` (Tsit5, PID controller, the
+  ``solve_gaussian(Softmax(...), ..., rtol=1e-6, atol=1e-9)`` (Tsit5, PID controller, the
   size event root-found, ``throw=False``), all members in one vmapped chunk on all local
   devices. Compile time is measured on its own, ahead of time
   (``sweep_program(...).compile()``); the run time is the median of ``--repeats`` calls
@@ -69,7 +69,7 @@ from scipy.integrate import solve_ivp  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 import hassejax  # noqa: E402
-from hassejax.dynamics import AttentionParams, Status, solve_gaussian, solve_particles  # noqa: E402
+from hassejax.dynamics import Softmax, Status, solve_gaussian, solve_particles  # noqa: E402
 from hassejax.dynamics.sweeps import sweep, sweep_program  # noqa: E402
 
 RTOL, ATOL = 1e-6, 1e-9
@@ -107,8 +107,8 @@ def closed_form_t_star(A, cov0):
 # --------------------------------------------------------------------------- hassejax
 def make_member(d: int, t1: float):
     def member(p):
-        params = AttentionParams(V=jnp.eye(d), A=p["A"])
-        sol = solve_gaussian("softmax", params, jnp.zeros(d), p["cov0"], t1=t1, rtol=RTOL, atol=ATOL)
+        model = Softmax(V=jnp.eye(d), A=p["A"])
+        sol = solve_gaussian(model, jnp.zeros(d), p["cov0"], t1=t1, rtol=RTOL, atol=ATOL)
         return {"status": sol.status, "t_final": sol.t_final, "t_blowup": sol.t_blowup, "steps": sol.stats.num_steps}
 
     return member
@@ -183,11 +183,11 @@ def particles(repeats: int):
     x0 = rng.normal(size=(n, d))
     A = np.eye(d) / np.sqrt(d)
     V = -0.5 * np.eye(d)
-    params = AttentionParams(V=jnp.asarray(V), A=jnp.asarray(A))
+    model = Softmax(V=jnp.asarray(V), A=jnp.asarray(A))
     ts = jnp.array([0.0, t1])
 
     def run():
-        sol = solve_particles("softmax", params, jnp.asarray(x0), t1=t1, ts=ts, rtol=RTOL, atol=ATOL)
+        sol = solve_particles(model, jnp.asarray(x0), t1=t1, ts=ts, rtol=RTOL, atol=ATOL)
         return jax.block_until_ready(sol)
 
     load0 = os.getloadavg()[0]

@@ -15,8 +15,9 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from hassejax.dynamics import (
-    AttentionParams,
+    L2,
     BlowupMethod,
+    Sinkhorn,
     Softmax,
     Status,
     blowup_time_closed_form,
@@ -50,9 +51,9 @@ def _random_cases(n, d, seed):
 def _solve_batch(a, s0, v, threshold):
     def one(a_i, s_i, v_i, th_i):
         d = a_i.shape[-1]
-        p = AttentionParams(V=v_i * jnp.eye(d), A=a_i)
+        p = Softmax(V=v_i * jnp.eye(d), A=a_i)
         return solve_gaussian(
-            "softmax", p, jnp.zeros(d), s_i, t1=60.0, ts=jnp.array([0.0]), rtol=1e-10, atol=1e-12, size_threshold=th_i
+            p, jnp.zeros(d), s_i, t1=60.0, ts=jnp.array([0.0]), rtol=1e-10, atol=1e-12, size_threshold=th_i
         )
 
     return jax.vmap(one)(a, s0, v, threshold)
@@ -95,7 +96,7 @@ def test_constant_step_past_blowup_reports_non_finite():
     """Diffrax alone says 'successful' with NaN/inf; the solve says non_finite and returns no NaN."""
     a = np.array([[1.0, 0.0], [0.0, -1.0]])
     s0 = np.diag([1.0, 0.5])  # t* = 1/(2·1·1) = 0.5
-    p = AttentionParams(V=np.eye(2), A=a)
+    p = Softmax(V=np.eye(2), A=a)
     ts = jnp.linspace(0.0, 3.0, 31)
     raw = diffrax.diffeqsolve(
         diffrax.ODETerm(lambda t, y, args: y @ (a + a.T) @ y),
@@ -110,7 +111,7 @@ def test_constant_step_past_blowup_reports_non_finite():
     )
     assert raw.result == diffrax.RESULTS.successful and not bool(jnp.all(jnp.isfinite(raw.ys)))
     sol = solve_gaussian(
-        "softmax", p, np.zeros(2), s0, t1=3.0, ts=ts, dt0=0.05,
+        p, np.zeros(2), s0, t1=3.0, ts=ts, dt0=0.05,
         stepsize_controller=diffrax.ConstantStepSize(), size_threshold=np.inf,
     )  # fmt: skip
     assert status_names(sol.status) == "non_finite"
@@ -140,12 +141,12 @@ def _fig_grid(n, lo=-1.0, hi=1.0):
     return np.stack([np.stack([(1 + u) / 2, w / 2], -1), np.stack([w / 2, (1 - u) / 2], -1)], -2)
 
 
-def _fig5_solve(kind, params_fn, s0, t1, threshold, mean0):
+def _fig5_solve(model_fn, s0, t1, threshold, mean0):
     @jax.jit
     def run(s):
         return jax.vmap(
-            lambda si: solve_gaussian(kind, params_fn(), mean0, si, t1=t1, ts=jnp.linspace(0.0, t1, 41),
-                                      rtol=1e-10, atol=1e-12, size_threshold=threshold)  # fmt: skip
+            lambda si: solve_gaussian(model_fn(), mean0, si, t1=t1, ts=jnp.linspace(0.0, t1, 41),
+                                      rtol=1e-10, atol=1e-12, size_threshold=threshold)
         )(s)
 
     return run(jnp.asarray(s0))
@@ -162,19 +163,19 @@ def test_figure5_softmax_blows_up_everywhere_l2_and_sinkhorn_diverge():
     sub = np.arange(0, 1184, 8)  # 148 of the 1184 initial conditions (the experiment runs all)
     s0 = grid[sub]
 
-    soft = _fig5_solve("softmax", lambda: AttentionParams(V=jnp.eye(2), A=jnp.asarray(a5)), s0, 20.0, 1e8, jnp.zeros(2))
+    soft = _fig5_solve(lambda: Softmax(V=jnp.eye(2), A=jnp.asarray(a5)), s0, 20.0, 1e8, jnp.zeros(2))
     assert np.all(np.asarray(soft.status) == Status.blow_up)
     assert np.max(np.abs(np.asarray(soft.t_blowup) / t_star[sub] - 1)) <= 1e-6
 
     alpha0 = jnp.array([0.3, -0.4])
     cases = {
         # L2 with the paper's scaling Q/√d, kernel constant c = 1; Sinkhorn unscaled, ε = 1
-        "l2": (lambda: AttentionParams(V=jnp.eye(2), Q=jnp.asarray(Q5) / np.sqrt(2), K=jnp.asarray(K5)),
+        "l2": (lambda: L2(V=jnp.eye(2), Q=jnp.asarray(Q5) / np.sqrt(2), K=jnp.asarray(K5)),
                2 * np.linalg.norm(K5.T @ Q5 / np.sqrt(2), 2) / np.linalg.eigvalsh(K5.T @ K5).min()),
-        "sinkhorn": (lambda: AttentionParams(V=jnp.eye(2), A=jnp.asarray(K5.T @ Q5)), 2.0),
+        "sinkhorn": (lambda: Sinkhorn(V=jnp.eye(2), A=jnp.asarray(K5.T @ Q5)), 2.0),
     }  # fmt: skip
     for kind, (pf, rate_bound) in cases.items():
-        sol = _fig5_solve(kind, pf, s0, 200.0, 1e4, alpha0)
+        sol = _fig5_solve(pf, s0, 200.0, 1e4, alpha0)
         status = np.asarray(sol.status)
         assert np.all(status == Status.diverge), (kind, np.unique(status_names(status)))
         assert np.all(np.asarray(sol.t_blowup) == np.inf)
@@ -186,7 +187,7 @@ def test_figure5_softmax_blows_up_everywhere_l2_and_sinkhorn_diverge():
         # d log tr Σ/dt stays below a proven bound along the saved trajectory (no finite-time blow-up):
         # L2: 2‖M‖ ≤ 2‖V‖‖A‖/λ_min(KᵀK); Sinkhorn: 2‖V‖ (the plan's cross-covariance is a contraction)
         p = pf()
-        rates = jax.vmap(jax.vmap(lambda m, c: jnp.trace(moment_derivatives(kind, 0.0, m, c, p)[1]) / jnp.trace(c)))(
+        rates = jax.vmap(jax.vmap(lambda m, c, p=p: jnp.trace(moment_derivatives(p, 0.0, m, c)[1]) / jnp.trace(c)))(
             sol.mean, sol.cov
         )
         rates = np.where(np.asarray(sol.valid), np.asarray(rates), 0.0)
@@ -207,7 +208,7 @@ def test_counterexample_negative_definite_yet_blows_up():
     """Spec §3: VA + AᵀVᵀ ≺ 0 and A + Aᵀ ≺ 0, yet softmax blows up at t ≈ 19.68."""
     assert np.linalg.eigvalsh(V_CE @ A_CE + A_CE.T @ V_CE.T).max() < 0
     assert np.linalg.eigvalsh(A_CE + A_CE.T).max() < 0
-    sol = solve_gaussian("softmax", AttentionParams(V=V_CE, A=A_CE), np.zeros(2), S_CE, t1=100.0, rtol=1e-10, atol=1e-12)
+    sol = solve_gaussian(Softmax(V=V_CE, A=A_CE), np.zeros(2), S_CE, t1=100.0, rtol=1e-10, atol=1e-12)
     assert status_names(sol.status) == "blow_up"
     # tr Σ grows in bursts (V rotates): a local exponent test is unreliable here, the decade test is not
     assert float(sol.decade_ratio) < 0.05

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from jax.scipy.special import logsumexp
 from jaxtyping import config as jaxtyping_config
 
-from hassejax.dynamics import AttentionParams, Status, solve_gaussian, solve_particles
+from hassejax.dynamics import Sinkhorn, Softmax, Status, solve_gaussian, solve_particles
 from hassejax.dynamics.energy import (
     GaussianEnergy,
     gaussian_interaction_energy,
@@ -38,8 +38,8 @@ def _sqrtm(S):
     return (q * jnp.sqrt(jnp.clip(w, 0.0, None))) @ q.T
 
 
-def _gaussian_flow(kind, params, ts, mean0=ALPHA6, cov0=SIGMA6):
-    sol = solve_gaussian(kind, params, mean0, cov0, t1=float(ts[-1]), ts=ts, rtol=1e-10, atol=1e-10)
+def _gaussian_flow(model, ts, mean0=ALPHA6, cov0=SIGMA6):
+    sol = solve_gaussian(model, mean0, cov0, t1=float(ts[-1]), ts=ts, rtol=1e-10, atol=1e-10)
     assert int(sol.status) == Status.completed and bool(jnp.all(sol.valid))
     return sol.mean, sol.cov
 
@@ -66,7 +66,7 @@ def test_particle_energy_decreases_along_softmax_flow_every_seed():
     for seed in range(5):
         z = jax.random.normal(jax.random.key(seed), (200, 3))
         x0 = ALPHA6 + z @ L.T
-        sol = solve_particles("softmax", AttentionParams(V=-A6, A=A6), x0, t1=3.0, ts=ts, rtol=1e-9, atol=1e-9)
+        sol = solve_particles(Softmax(V=-A6, A=A6), x0, t1=3.0, ts=ts, rtol=1e-9, atol=1e-9)
         assert int(sol.status) == Status.completed
         e = np.asarray(interaction_energy(sol.xs, A6))
         assert np.all(np.diff(e) < 0), (seed, e)
@@ -77,7 +77,7 @@ def test_particle_energy_decreases_along_softmax_flow_every_seed():
 def test_gaussian_energy_spec_values_along_gaussian_flow():
     """Spec §6 deterministic values at t = 0, 0.5, …, 3 along the softmax Gaussian flow, V = −A."""
     ts = jnp.linspace(0.0, 3.0, 7)
-    a, S = _gaussian_flow("softmax", AttentionParams(V=-A6, A=A6), ts)
+    a, S = _gaussian_flow(Softmax(V=-A6, A=A6), ts)
     res = gaussian_interaction_energy(a, S, A6)
     assert isinstance(res, GaussianEnergy) and bool(jnp.all(res.finite))
     np.testing.assert_allclose(res.value[:-1], SPEC_VALUES[:-1], rtol=0, atol=5e-6)
@@ -233,7 +233,7 @@ def test_sinkhorn_energy_non_increasing_along_sinkhorn_gaussian_ode():
         S0 = jnp.asarray(G @ G.T / 3 + 0.1 * np.eye(3))
         a0 = jnp.asarray(rng.normal(size=3))
         for eps in [1.0, 0.5]:
-            a, S = _gaussian_flow("sinkhorn", AttentionParams(V=A, A=A, eps=eps), ts, a0, S0)
+            a, S = _gaussian_flow(Sinkhorn(V=A, A=A, eps=eps), ts, a0, S0)
             F = np.asarray(gaussian_sinkhorn_energy(a, S, A, eps))
             assert np.all(np.isfinite(F))
             assert np.all(np.diff(F) <= 1e-10 * np.abs(F[:-1]).max()), F

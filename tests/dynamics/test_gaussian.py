@@ -18,21 +18,22 @@ import pytest
 import scipy.linalg
 
 from hassejax.dynamics import (
-    AttentionParams,
-    MultiHeadParams,
+    L2,
+    Linear,
+    MultiHead,
     PiecewiseConstant,
+    Sigmoid,
+    Sinkhorn,
     Softmax,
     Status,
     clustering_limit,
     gaussian_affine,
     moment_derivatives,
-    sinkhorn_slope,
     softmax_1d_closed_form,
     softmax_covariance_closed_form,
     solve_gaussian,
     status_names,
 )
-from hassejax.dynamics import attention as att
 from hassejax.errors import ParameterError
 
 D = 2
@@ -78,31 +79,29 @@ def _quad_kernel(kind, x, p, y, w):
 def _quad_kernel_body(kind, x, p, y, w):
     Vm, beta = jnp.asarray(p.V), p.beta
     if kind == "softmax":
-        A = p.interaction()
+        A = p.interaction(0.0)
         avg = _quad_logsoftmax_average(beta * (x @ A.T @ y.T) + jnp.log(w)[None, :], y)
     elif kind == "l2":
         qx, ky = x @ p.Q.T, y @ p.K.T
         sq = jnp.sum(qx**2, -1)[:, None] + jnp.sum(ky**2, -1)[None, :] - 2 * qx @ ky.T
         avg = _quad_logsoftmax_average(-beta * p.c * sq + jnp.log(w)[None, :], y)
     elif kind == "linear":
-        A = p.interaction()
+        A = p.interaction(0.0)
         avg = (beta * (x @ A.T @ y.T) * w[None, :]) @ y
     return avg @ Vm.T
 
 
 def quad_multihead(mh, x, mean, cov, nodes=60):
-    return sum(quad_field(kind, x, h, mean, cov, nodes) for kind, h in zip(mh.kinds, mh.heads))
+    kinds = {Softmax: "softmax", L2: "l2", Linear: "linear"}
+    return sum(quad_field(kinds[type(h)], x, h, mean, cov, nodes) for h in mh.heads)
 
 
 CASES = {
-    "softmax": (AttentionParams(V=V, Q=Q, K=K, beta=1.3), lambda p, x, n=60: quad_field("softmax", x, p, ALPHA, SIGMA, n)),
-    "l2": (AttentionParams(V=V, Q=Q, K=K, c=0.8), lambda p, x, n=60: quad_field("l2", x, p, ALPHA, SIGMA, n)),
-    "linear": (AttentionParams(V=V, Q=Q, K=K, beta=0.7), lambda p, x, n=60: quad_field("linear", x, p, ALPHA, SIGMA, n)),
+    "softmax": (Softmax(V=V, Q=Q, K=K, beta=1.3), lambda p, x, n=60: quad_field("softmax", x, p, ALPHA, SIGMA, n)),
+    "l2": (L2(V=V, Q=Q, K=K, c=0.8), lambda p, x, n=60: quad_field("l2", x, p, ALPHA, SIGMA, n)),
+    "linear": (Linear(V=V, Q=Q, K=K, beta=0.7), lambda p, x, n=60: quad_field("linear", x, p, ALPHA, SIGMA, n)),
     "multihead": (
-        MultiHeadParams(
-            [AttentionParams(V=V, Q=Q[:1], K=K[:1], beta=0.9), AttentionParams(V=V.T, Q=Q[1:], K=K[1:])],
-            ("softmax", "l2"),
-        ),
+        MultiHead([Softmax(V=V, Q=Q[:1], K=K[:1], beta=0.9), L2(V=V.T, Q=Q[1:], K=K[1:])]),
         lambda p, x, n=60: quad_multihead(p, x, ALPHA, SIGMA, n),
     ),
 }
@@ -112,7 +111,7 @@ CASES = {
 def test_affine_map_equals_quadrature_pointwise(kind):
     """Γ_μ(x) = Mx + c at 25 points, μ = N(α, Σ) integrated by quadrature (tight, deterministic)."""
     p, quad = CASES[kind]
-    m, c = gaussian_affine(kind, 0.0, jnp.asarray(ALPHA), jnp.asarray(SIGMA), p)
+    m, c = gaussian_affine(p, 0.0, jnp.asarray(ALPHA), jnp.asarray(SIGMA))
     x = R.normal(size=(25, D)) * 1.5
     np.testing.assert_allclose(quad(p, x), x @ np.asarray(m).T + np.asarray(c), rtol=1e-7, atol=1e-9)
 
@@ -125,7 +124,7 @@ def test_moment_derivatives_match_monte_carlo(kind):
     x = np.random.default_rng(7).multivariate_normal(ALPHA, SIGMA, size=n)
     # 40 nodes a dimension: quadrature error < 1e-6, far below the MC standard error (~1e-3)
     g = np.concatenate([quad(p, chunk, 40) for chunk in np.array_split(x, 20)])
-    dalpha, dsigma = moment_derivatives(kind, 0.0, jnp.asarray(ALPHA), jnp.asarray(SIGMA), p)
+    dalpha, dsigma = moment_derivatives(p, 0.0, jnp.asarray(ALPHA), jnp.asarray(SIGMA))
     se_mean = g.std(axis=0, ddof=1) / np.sqrt(n)
     assert np.all(np.abs(g.mean(axis=0) - np.asarray(dalpha)) <= 4 * se_mean)
     gc, xc = g - g.mean(axis=0), x - x.mean(axis=0)
@@ -157,20 +156,20 @@ def test_sinkhorn_factor_form_equals_spec_form_including_singular_cases():
     for u in [r.normal(size=(3, 3)), r.normal(size=(3, 1)), r.normal(size=(3, 5))]:
         sigma = u @ u.T
         for aa, eps in [(a, 1.0), (a, 0.3), (np.outer(a[0], a[1]), 1.0), (np.zeros((3, 3)), 1.0)]:
-            p = AttentionParams(V=np.eye(3), A=aa, eps=eps)
-            got = np.asarray(sinkhorn_slope(jnp.asarray(u), p))
+            p = Sinkhorn(V=np.eye(3), A=aa, eps=eps)
+            got = np.asarray(p.slope(0.0, jnp.asarray(u)))
             np.testing.assert_allclose(got, _sinkhorn_slope_spec(sigma, aa, eps), rtol=1e-9, atol=1e-12)
 
 
 def test_sinkhorn_and_l2_one_dimensional_laws():
     """Spec §3: Sinkhorn σ' = 4vaσ²/(1 + √(1 + 4a²σ²)) (ε = 1); L2 σ' = 4vaσ²/(1 + 2k²σ) (c = 1, a = kq)."""
     for s, a, v in [(0.5, 1.3, 0.7), (2.0, -0.4, 1.1), (0.1, 2.0, -0.5)]:
-        p = AttentionParams(V=[[v]], A=[[a]])
-        _, ds = moment_derivatives("sinkhorn", 0.0, jnp.zeros(1), jnp.array([[s]]), p)
+        p = Sinkhorn(V=np.array([[v]]), A=np.array([[a]]))
+        _, ds = moment_derivatives(p, 0.0, jnp.zeros(1), jnp.array([[s]]))
         assert float(ds[0, 0]) == pytest.approx(4 * v * a * s**2 / (1 + np.sqrt(1 + 4 * a**2 * s**2)), rel=1e-12)
         k, q = 0.8, a / 0.8
-        pl = AttentionParams(V=[[v]], Q=[[q]], K=[[k]])
-        _, ds = moment_derivatives("l2", 0.0, jnp.zeros(1), jnp.array([[s]]), pl)
+        pl = L2(V=np.array([[v]]), Q=np.array([[q]]), K=np.array([[k]]))
+        _, ds = moment_derivatives(pl, 0.0, jnp.zeros(1), jnp.array([[s]]))
         assert float(ds[0, 0]) == pytest.approx(4 * v * a * s**2 / (1 + 2 * k**2 * s), rel=1e-12)
 
 
@@ -182,9 +181,9 @@ def test_sinkhorn_moments_match_particle_sinkhorn_plan():
     (b) sharper, with the sampling noise of the moments removed: each seed's estimate minus
     the Gaussian formula at that sample's own mean and covariance, within 4 SE of zero.
     """
-    p = AttentionParams(V=V, A=np.asarray(K).T @ np.asarray(Q), sinkhorn_tol=1e-9, sinkhorn_max_iter=2000)
-    dalpha, dsigma = (np.asarray(z) for z in moment_derivatives("sinkhorn", 0.0, jnp.asarray(ALPHA), jnp.asarray(SIGMA), p))
-    field = jax.jit(lambda x: att.sinkhorn(0.0, x, p))
+    p = Sinkhorn(V=V, A=np.asarray(K).T @ np.asarray(Q), tol=1e-9, max_iter=2000)
+    dalpha, dsigma = (np.asarray(z) for z in moment_derivatives(p, 0.0, jnp.asarray(ALPHA), jnp.asarray(SIGMA)))
+    field = jax.jit(lambda x: p.velocity(0.0, x))
     est_a, est_s, resid = [], [], []
     for seed in range(5):
         x = np.random.default_rng(100 + seed).multivariate_normal(ALPHA, SIGMA, size=2000)
@@ -192,28 +191,28 @@ def test_sinkhorn_moments_match_particle_sinkhorn_plan():
         est_a.append(g.mean(axis=0))
         c = (g - g.mean(0)).T @ (x - x.mean(0)) / len(x)
         est_s.append(c + c.T)
-        _, ds_emp = moment_derivatives("sinkhorn", 0.0, jnp.asarray(x.mean(0)), jnp.asarray(np.cov(x.T, bias=True)), p)
+        _, ds_emp = moment_derivatives(p, 0.0, jnp.asarray(x.mean(0)), jnp.asarray(np.cov(x.T, bias=True)))
         resid.append(est_s[-1] - np.asarray(ds_emp))
         # α' = V x̄ exactly for the particle plan (columns sum to 1/n)
         np.testing.assert_allclose(g.mean(axis=0), V @ x.mean(axis=0), atol=1e-7)
     est_a, est_s, resid = np.array(est_a), np.array(est_s), np.array(resid)
-    se = lambda z: z.std(axis=0, ddof=1) / np.sqrt(len(z))  # noqa: E731
+    se = lambda z: z.std(axis=0, ddof=1) / np.sqrt(len(z))
     assert np.all(np.abs(est_a.mean(0) - dalpha) <= 4 * se(est_a))
     assert np.all(np.abs(est_s.mean(0) - dsigma) <= 4 * se(est_s))
     assert np.all(np.abs(resid.mean(0)) <= 4 * se(resid))
     # informative: the tolerance (b) is far below the softmax/Sinkhorn difference
-    _, ds_soft = moment_derivatives("softmax", 0.0, jnp.asarray(ALPHA), jnp.asarray(SIGMA), p)
+    _, ds_soft = moment_derivatives(Softmax(V=p.V, A=p.A), 0.0, jnp.asarray(ALPHA), jnp.asarray(SIGMA))
     assert np.max(np.abs(np.asarray(ds_soft) - dsigma)) > 100 * 4 * np.max(se(resid))
 
 
 def test_sinkhorn_jvp_finite_at_repeated_eigenvalues():
     """The Daleckii–Krein JVP stays finite where eigh's own would divide by zero (Σ = I, A = I)."""
-    p = AttentionParams(V=np.eye(3), A=np.eye(3))
+    p = Sinkhorn(V=np.eye(3), A=np.eye(3))
     u = jnp.eye(3)
     tangent = jnp.asarray(np.random.default_rng(0).normal(size=(3, 3)))
-    val, dval = jax.jvp(lambda uu: sinkhorn_slope(uu, p), (u,), (tangent,))
+    val, dval = jax.jvp(lambda uu: p.slope(0.0, uu), (u,), (tangent,))
     h = 1e-6
-    fd = (np.asarray(sinkhorn_slope(u + h * tangent, p)) - np.asarray(sinkhorn_slope(u - h * tangent, p))) / (2 * h)
+    fd = (np.asarray(p.slope(0.0, u + h * tangent)) - np.asarray(p.slope(0.0, u - h * tangent))) / (2 * h)
     assert np.all(np.isfinite(np.asarray(dval)))
     np.testing.assert_allclose(np.asarray(dval), fd, rtol=1e-6, atol=1e-8)
 
@@ -224,8 +223,8 @@ TS = jnp.linspace(0.0, 1.0, 6)
 
 def test_softmax_1d_solve_matches_closed_form():
     a0, s0, a, v = 0.7, 0.4, 0.9, -1.2
-    p = AttentionParams(V=[[v]], A=[[a]])
-    sol = solve_gaussian("softmax", p, np.array([a0]), np.array([[s0]]), t1=1.0, ts=TS, rtol=1e-11, atol=1e-12)
+    p = Softmax(V=np.array([[v]]), A=np.array([[a]]))
+    sol = solve_gaussian(p, np.array([a0]), np.array([[s0]]), t1=1.0, ts=TS, rtol=1e-11, atol=1e-12)
     assert int(sol.status) == Status.completed and bool(jnp.all(sol.valid))
     al, sg = softmax_1d_closed_form(a0, s0, a, v, TS)
     np.testing.assert_allclose(np.asarray(sol.mean[:, 0]), np.asarray(al), rtol=1e-8)
@@ -237,9 +236,9 @@ def test_sinkhorn_mean_is_exponential_whatever_sigma():
     r = np.random.default_rng(3)
     v3, a3 = r.normal(size=(3, 3)), r.normal(size=(3, 3))
     g = r.normal(size=(3, 3))
-    p = AttentionParams(V=v3, A=a3)
+    p = Sinkhorn(V=v3, A=a3)
     alpha0 = r.normal(size=3)
-    sol = solve_gaussian("sinkhorn", p, alpha0, g @ g.T, t1=1.0, ts=TS, rtol=1e-10, atol=1e-10)
+    sol = solve_gaussian(p, alpha0, g @ g.T, t1=1.0, ts=TS, rtol=1e-10, atol=1e-10)
     assert int(sol.status) == Status.completed
     want = np.stack([scipy.linalg.expm(float(t) * v3) @ alpha0 for t in TS])
     np.testing.assert_allclose(np.asarray(sol.mean), want, rtol=1e-7, atol=1e-9)
@@ -251,7 +250,7 @@ def test_piecewise_constant_value_matrix_composes_closed_forms():
     a = r.normal(size=(2, 2)) * 0.3
     s0 = np.array([[0.5, 0.1], [0.1, 0.3]])
     vpc = PiecewiseConstant(np.stack([np.eye(2), -2.0 * np.eye(2)]), t_edges=[0.0, 0.5, 1.0])
-    sol = solve_gaussian("softmax", AttentionParams(V=vpc, A=a), np.zeros(2), s0, t1=1.0, ts=TS, rtol=1e-11, atol=1e-12)
+    sol = solve_gaussian(Softmax(V=vpc, A=a), np.zeros(2), s0, t1=1.0, ts=TS, rtol=1e-11, atol=1e-12)
     mid = softmax_covariance_closed_form(s0, a, 1.0, 0.5)
     want = softmax_covariance_closed_form(mid, a, -2.0, 0.5)
     np.testing.assert_allclose(np.asarray(sol.cov_final), np.asarray(want), rtol=1e-8)
@@ -264,43 +263,43 @@ def test_clustering_converges_to_projection_limit_and_keeps_rank():
     a = -g.T @ g + np.array([[0.0, 0.4, 0.0], [-0.4, 0.0, 0.0], [0.0, 0.0, 0.0]])  # sym part -gᵀg, kernel dim 2
     b = r.normal(size=(3, 3))
     s0 = b @ b.T / 3 + 0.1 * np.eye(3)
-    p = AttentionParams(V=np.eye(3), A=a)
+    p = Softmax(V=np.eye(3), A=a)
     ts = jnp.array([0.0, 1.0, 10.0, 100.0, 1000.0, 1e4])
-    sol = solve_gaussian("softmax", p, np.zeros(3), s0, t1=1e4, ts=ts, rtol=1e-10, atol=1e-12)
+    sol = solve_gaussian(p, np.zeros(3), s0, t1=1e4, ts=ts, rtol=1e-10, atol=1e-12)
     assert int(sol.status) == Status.completed
     want_t = np.stack([np.asarray(softmax_covariance_closed_form(s0, a, 1.0, t)) for t in ts])
     np.testing.assert_allclose(np.asarray(sol.cov), want_t, rtol=1e-6, atol=1e-9)
     limit = np.asarray(clustering_limit(s0, a))
     assert np.linalg.norm(np.asarray(sol.cov_final) - limit) < 1e-3  # O(1/t) at t = 1e4
     # steady-state event: stops on its own with status converged
-    sol_c = solve_gaussian("softmax", p, np.zeros(3), s0, t1=1e9, ts=ts, converge_tol=1e-8)
+    sol_c = solve_gaussian(p, np.zeros(3), s0, t1=1e9, ts=ts, converge_tol=1e-8)
     assert int(sol_c.status) == Status.converged and float(sol_c.t_final) < 1e9
-    _, ds = moment_derivatives("softmax", 0.0, sol_c.mean_final, sol_c.cov_final, p)
+    _, ds = moment_derivatives(p, 0.0, sol_c.mean_final, sol_c.cov_final)
     assert float(jnp.linalg.norm(ds)) == pytest.approx(1e-8, rel=1e-3)
     # rank-deficient Σ0 (rank one), given as a factor (d, 1): rank one at every time
     u = r.normal(size=(3, 1))
-    sol_r = solve_gaussian("softmax", p, np.zeros(3), factor0=u, t1=1e4, ts=ts, rtol=1e-10, atol=1e-12)
+    sol_r = solve_gaussian(p, np.zeros(3), factor0=u, t1=1e4, ts=ts, rtol=1e-10, atol=1e-12)
     eig = np.linalg.eigvalsh(np.asarray(sol_r.cov))
     assert np.all(eig[:, :2] <= 1e-12 * eig[:, 2:])
     # the same from a singular cov0 (the PSD square root is computed inside)
-    sol_s = solve_gaussian("softmax", p, np.zeros(3), u @ u.T, t1=1e4, ts=ts, rtol=1e-10, atol=1e-12)
+    sol_s = solve_gaussian(p, np.zeros(3), u @ u.T, t1=1e4, ts=ts, rtol=1e-10, atol=1e-12)
     eig_s = np.linalg.eigvalsh(np.asarray(sol_s.cov))
     assert np.all(np.abs(eig_s[:, :2]) <= 1e-10 * eig_s[:, 2:])
     np.testing.assert_allclose(np.asarray(sol_s.cov), np.asarray(sol_r.cov), rtol=1e-7, atol=1e-12)
 
 
 def test_max_steps_is_not_a_blow_up():
-    p = AttentionParams(V=np.eye(2), A=-np.eye(2))
-    sol = solve_gaussian("softmax", p, np.zeros(2), np.eye(2), t1=1e6, ts=TS, max_steps=5)
+    p = Softmax(V=np.eye(2), A=-np.eye(2))
+    sol = solve_gaussian(p, np.zeros(2), np.eye(2), t1=1e6, ts=TS, max_steps=5)
     assert status_names(sol.status) == "max_steps_reached"
     assert float(sol.t_blowup) == np.inf and bool(jnp.all(jnp.isfinite(sol.cov)))
     assert not bool(sol.valid[-1]) and bool(sol.valid[0])
 
 
 def test_vmap_over_initial_conditions_gives_per_member_statuses():
-    p = AttentionParams(V=np.eye(2), A=np.array([[1.0, 0.0], [0.0, -1.0]]))
+    p = Softmax(V=np.eye(2), A=np.array([[1.0, 0.0], [0.0, -1.0]]))
     covs = jnp.stack([jnp.diag(jnp.array([1.0, 0.1])), jnp.diag(jnp.array([0.0, 1.0]))])
-    sols = jax.vmap(lambda c: solve_gaussian("softmax", p, jnp.zeros(2), c, t1=5.0, ts=TS))(covs)
+    sols = jax.vmap(lambda c: solve_gaussian(p, jnp.zeros(2), c, t1=5.0, ts=TS))(covs)
     # first: blow-up at 1/(2·1·1) = 0.5; second: the unstable direction is empty, Σ → 0 along e2
     assert list(status_names(sols.status)) == ["blow_up", "completed"]
     assert float(sols.t_blowup[0]) == pytest.approx(0.5, rel=1e-6)
@@ -308,38 +307,36 @@ def test_vmap_over_initial_conditions_gives_per_member_statuses():
 
 
 def test_solve_errors():
-    p = AttentionParams(V=np.eye(2), A=np.eye(2))
+    p = Softmax(V=np.eye(2), A=np.eye(2))
     z, i2 = np.zeros(2), np.eye(2)
-    with pytest.raises(ParameterError, match=r"do not preserve Gaussians.*got 'sigmoid'"):
-        solve_gaussian("sigmoid", p, z, i2, t1=1.0)
+    with pytest.raises(ParameterError, match=r"`model` \(Sigmoid\) does not preserve Gaussians \(spec §2\)"):
+        solve_gaussian(Sigmoid(V=np.eye(2), A=np.eye(2)), z, i2, t1=1.0)
     with pytest.raises(ParameterError, match=r"Give exactly one of `cov0`.*got both"):
-        solve_gaussian("softmax", p, z, i2, factor0=i2, t1=1.0)
+        solve_gaussian(p, z, i2, factor0=i2, t1=1.0)
     with pytest.raises(ParameterError, match=r"got neither"):
-        solve_gaussian("softmax", p, z, t1=1.0)
+        solve_gaussian(p, z, t1=1.0)
     with pytest.raises(ParameterError, match=r"`mean0`/`mean` must have shape \(d,\) = \(2,\)"):
-        solve_gaussian("softmax", p, np.zeros(3), i2, t1=1.0)
+        solve_gaussian(p, np.zeros(3), i2, t1=1.0)
     with pytest.raises(ParameterError, match=r"`cov0`/`cov` must have shape \(d, d\) = \(2, 2\)"):
-        solve_gaussian("softmax", p, z, np.eye(3), t1=1.0)
+        solve_gaussian(p, z, np.eye(3), t1=1.0)
     with pytest.raises(ParameterError, match=r"`cov0` must be symmetric"):
-        solve_gaussian("softmax", p, z, np.array([[1.0, 0.5], [0.0, 1.0]]), t1=1.0)
+        solve_gaussian(p, z, np.array([[1.0, 0.5], [0.0, 1.0]]), t1=1.0)
     with pytest.raises(ParameterError, match=r"`cov0` must be positive semidefinite \(a covariance\); got smallest eigenvalue -1"):
-        solve_gaussian("softmax", p, z, np.diag([1.0, -1.0]), t1=1.0)
+        solve_gaussian(p, z, np.diag([1.0, -1.0]), t1=1.0)
     with pytest.raises(ParameterError, match=r"`t1` must be > `t0`"):
-        solve_gaussian("softmax", p, z, i2, t1=0.0)
+        solve_gaussian(p, z, i2, t1=0.0)
     with pytest.raises(ParameterError, match=r"`ts` must be non-decreasing within \[t0, t1\]"):
-        solve_gaussian("softmax", p, z, i2, t1=1.0, ts=np.array([0.0, 2.0]))
+        solve_gaussian(p, z, i2, t1=1.0, ts=np.array([0.0, 2.0]))
     with pytest.raises(ParameterError, match=r"`size_threshold` must be > 0"):
-        solve_gaussian("softmax", p, z, i2, t1=1.0, size_threshold=0.0)
+        solve_gaussian(p, z, i2, t1=1.0, size_threshold=0.0)
     with pytest.raises(ParameterError, match=r"`converge_tol` must be > 0"):
-        solve_gaussian("softmax", p, z, i2, t1=1.0, converge_tol=-1.0)
+        solve_gaussian(p, z, i2, t1=1.0, converge_tol=-1.0)
     with pytest.raises(ParameterError, match=r"`blowup_estimate` must be 'extrapolated' or 'threshold'"):
-        solve_gaussian("softmax", p, z, i2, t1=1.0, blowup_estimate="guess")
-    with pytest.raises(ParameterError, match=r"`params.V` must have rank 2 inside a solve"):
-        solve_gaussian("softmax", AttentionParams(V=np.stack([i2, i2]), A=i2), z, i2, t1=1.0)
+        solve_gaussian(p, z, i2, t1=1.0, blowup_estimate="guess")
+    with pytest.raises(ParameterError, match=r"`model.V` must have rank 2 inside a solve"):
+        solve_gaussian(Softmax(V=np.stack([i2, i2]), A=i2), z, i2, t1=1.0)
     with pytest.raises(ParameterError, match=r"`mean0` must be finite"):
-        solve_gaussian("softmax", p, np.array([np.nan, 0.0]), i2, t1=1.0)
-    with pytest.raises(ParameterError, match=r"kind 'l2' needs `Q` and `K`"):
-        gaussian_affine("l2", 0.0, jnp.zeros(2), jnp.eye(2), p)
+        solve_gaussian(p, np.array([np.nan, 0.0]), i2, t1=1.0)
 
 
 def test_softmax_solve_reproduces_spec_energy_values():
@@ -351,7 +348,7 @@ def test_softmax_solve_reproduces_spec_energy_values():
     alpha0 = np.array([0.3, -0.2, 0.5])
     sigma0 = np.diag([0.3, 0.2, 0.4]) + 0.05 * np.ones((3, 3))
     ts = jnp.linspace(0.0, 3.0, 7)
-    sol = solve_gaussian("softmax", AttentionParams(V=-a, A=a), alpha0, sigma0, t1=3.0, ts=ts, rtol=1e-10, atol=1e-12)
+    sol = solve_gaussian(Softmax(V=-a, A=a), alpha0, sigma0, t1=3.0, ts=ts, rtol=1e-10, atol=1e-12)
     assert int(sol.status) == Status.completed
 
     def energy(al, s):

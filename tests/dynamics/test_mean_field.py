@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hassejax.dynamics import AttentionParams, Status, solve_gaussian, solve_particles
+from hassejax.dynamics import Softmax, Status, solve_gaussian, solve_particles
 
 pytestmark = pytest.mark.slow  # n up to 2048, 5 seeds each (about 15 s on a quiet CPU)
 
@@ -19,8 +19,8 @@ SIGMA0 = np.array([[0.7, 0.1], [0.1, 0.5]])
 
 
 def test_particle_moments_converge_to_gaussian_ode_at_rate_one_half():
-    p = AttentionParams(V=V, A=A)
-    ref = solve_gaussian("softmax", p, ALPHA0, SIGMA0, t1=1.0, rtol=1e-10, atol=1e-12)
+    p = Softmax(V=V, A=A)
+    ref = solve_gaussian(p, ALPHA0, SIGMA0, t1=1.0, rtol=1e-10, atol=1e-12)
     assert int(ref.status) == Status.completed
     alpha1, sigma1 = np.asarray(ref.mean_final), np.asarray(ref.cov_final)
     lower = np.linalg.cholesky(SIGMA0)
@@ -31,7 +31,7 @@ def test_particle_moments_converge_to_gaussian_ode_at_rate_one_half():
         for seed in range(5):
             z = jax.random.normal(jax.random.PRNGKey(1000 * int(n) + seed), (int(n), 2), dtype=jnp.float64)
             x0 = ALPHA0 + z @ lower.T
-            sol = solve_particles("softmax", p, x0, t1=1.0, rtol=1e-7, atol=1e-9)
+            sol = solve_particles(p, x0, t1=1.0, rtol=1e-7, atol=1e-9)
             assert int(sol.status) == Status.completed
             x1 = np.asarray(sol.x_final)
             err = np.linalg.norm(x1.mean(0) - alpha1) + np.linalg.norm(np.cov(x1.T, bias=True) - sigma1)

@@ -10,9 +10,10 @@ import pytest
 import scipy.linalg
 
 from hassejax.dynamics import (
-    AttentionParams,
-    MaskedParams,
+    Linear,
+    Masked,
     PiecewiseConstant,
+    Sinkhorn,
     Softmax,
     Status,
     particle_velocity,
@@ -29,9 +30,9 @@ TS = jnp.linspace(0.0, 2.0, 9)
 def test_single_token_with_layerwise_value_matrix_is_matrix_exponential():
     """n = 1: the softmax weight is 1, so ẋ = V(t)x; with V piecewise constant x(2) = e^{V_2}e^{V_1}x0."""
     v1, v2 = R.normal(size=(2, 2)), R.normal(size=(2, 2))
-    p = AttentionParams(V=PiecewiseConstant(np.stack([v1, v2])), A=R.normal(size=(2, 2)))
+    p = Softmax(V=PiecewiseConstant(np.stack([v1, v2])), A=R.normal(size=(2, 2)))
     x0 = R.normal(size=(1, 2))
-    sol = solve_particles("softmax", p, x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
+    sol = solve_particles(p, x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
     assert int(sol.status) == Status.completed and bool(jnp.all(sol.valid))
     want = np.stack(
         [(scipy.linalg.expm(t * v1) if t <= 1 else scipy.linalg.expm((t - 1) * v2) @ scipy.linalg.expm(v1)) @ x0[0] for t in np.asarray(TS)]
@@ -43,20 +44,20 @@ def test_causal_mask_first_token_autonomous_and_sink_fixed():
     """Spec §7b item 14 (small): causal softmax, Q = K = V = I; with a sink at e_1 the sink never moves."""
     n, d = 12, 2
     x0 = R.normal(size=(n, d))
-    base = AttentionParams(V=np.eye(d), Q=np.eye(d), K=np.eye(d))
+    base = Softmax(V=np.eye(d), Q=np.eye(d), K=np.eye(d))
     causal = np.tril(np.ones((n, n), bool))
-    sol = solve_particles("masked", MaskedParams(base, causal), x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
+    sol = solve_particles(Masked(base, causal), x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
     assert int(sol.status) == Status.completed
     # ẋ_1 = V x_1 = x_1
     np.testing.assert_allclose(np.asarray(sol.xs[:, 0]), np.exp(np.asarray(TS))[:, None] * x0[0], rtol=1e-8)
     # token i only sees j <= i: the first k tokens evolve as a causal system of k tokens
-    sol3 = solve_particles("masked", MaskedParams(base, causal[:3, :3]), x0[:3], t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
+    sol3 = solve_particles(Masked(base, causal[:3, :3]), x0[:3], t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(np.asarray(sol.xs[:, :3]), np.asarray(sol3.xs), rtol=1e-7, atol=1e-9)
     # with the sink: the first token now sees the sink and is no longer autonomous; the sink
     # is a fixed key, so the velocities are those of the masked field with the sink prepended
     sink = np.array([1.0, 0.0])
-    ps = MaskedParams(base, causal, sink=sink)
-    sol_s = solve_particles("masked", ps, x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
+    ps = Masked(base, causal, sink=sink)
+    sol_s = solve_particles(ps, x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
     assert int(sol_s.status) == Status.completed
     assert not np.allclose(np.asarray(sol_s.xs[-1, 0]), np.asarray(sol.xs[-1, 0]))
     np.testing.assert_array_equal(np.asarray(ps.sink), sink)  # not part of the state
@@ -66,8 +67,8 @@ def test_causal_mask_first_token_autonomous_and_sink_fixed():
 def test_sphere_model_keeps_unit_norm():
     x0 = R.normal(size=(10, 3))
     x0 /= np.linalg.norm(x0, axis=1, keepdims=True)
-    p = AttentionParams(V=np.eye(3), A=2.0 * np.eye(3))
-    sol = solve_particles("softmax", p, x0, t1=2.0, ts=TS, sphere=True, rtol=1e-10, atol=1e-12)
+    p = Softmax(V=np.eye(3), A=2.0 * np.eye(3))
+    sol = solve_particles(p, x0, t1=2.0, ts=TS, sphere=True, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(np.linalg.norm(np.asarray(sol.xs), axis=-1), 1.0, atol=1e-8)
     # and the tokens cluster (GLPR): the mean pairwise inner product increases
     g0 = x0 @ x0.T
@@ -78,9 +79,9 @@ def test_sphere_model_keeps_unit_norm():
 def test_sinkhorn_particles_mean_is_exponential():
     """Columns of the plan sum to 1/n, so x̄' = V x̄ exactly: x̄(t) = e^{tV} x̄0 (spec §2)."""
     v = R.normal(size=(2, 2)) * 0.5
-    p = AttentionParams(V=v, A=R.normal(size=(2, 2)), sinkhorn_tol=1e-12)
+    p = Sinkhorn(V=v, A=R.normal(size=(2, 2)), tol=1e-12)
     x0 = R.normal(size=(16, 2))
-    sol = solve_particles("sinkhorn", p, x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
+    sol = solve_particles(p, x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
     want = np.stack([scipy.linalg.expm(t * v) @ x0.mean(0) for t in np.asarray(TS)])
     np.testing.assert_allclose(np.asarray(sol.xs.mean(axis=1)), want, rtol=1e-7, atol=1e-9)
 
@@ -88,10 +89,10 @@ def test_sinkhorn_particles_mean_is_exponential():
 def test_linear_attention_two_particle_blowup_and_constant_step():
     """d = 1, x2 = −x1: ẋ1 = (a v) x1³, so x1² = x0²/(1 − 2avx0²t), t* = 1/(2avx0²) (derived)."""
     a, v, x = 0.8, 1.5, 0.7
-    p = AttentionParams(V=np.array([[v]]), A=np.array([[a]]))
+    p = Linear(V=np.array([[v]]), A=np.array([[a]]))
     x0 = np.array([[x], [-x]])
     t_star = 1 / (2 * a * v * x**2)
-    sol = solve_particles("linear", p, x0, t1=5.0, ts=TS, rtol=1e-10, atol=1e-12)
+    sol = solve_particles(p, x0, t1=5.0, ts=TS, rtol=1e-10, atol=1e-12)
     assert status_names(sol.status) == "blow_up"
     assert float(sol.t_blowup) == pytest.approx(t_star, rel=1e-6)
     assert float(sol.decade_ratio) < 0.05
@@ -101,7 +102,7 @@ def test_linear_attention_two_particle_blowup_and_constant_step():
     assert not ok[-1] and bool(jnp.all(jnp.isfinite(sol.xs)))
     # constant step past t*, no event: non_finite, never a NaN trajectory
     sol_c = solve_particles(
-        "linear", p, x0, t1=5.0, ts=TS, dt0=0.05, stepsize_controller=diffrax.ConstantStepSize(), size_threshold=np.inf
+        p, x0, t1=5.0, ts=TS, dt0=0.05, stepsize_controller=diffrax.ConstantStepSize(), size_threshold=np.inf
     )
     assert status_names(sol_c.status) == "non_finite"
     assert bool(jnp.all(jnp.isfinite(sol_c.xs))) and bool(jnp.all(jnp.isfinite(sol_c.x_final)))
@@ -111,17 +112,17 @@ def test_linear_attention_two_particle_blowup_and_constant_step():
 def test_vmap_over_seeds_converges_with_per_member_status():
     """V = −I, A = 0 (uniform attention): ẋ_i = −x̄, so x̄ decays like e^{−t} and the tokens stop
     (the spread is conserved); the steady-state event stops each member on its own clock."""
-    p = AttentionParams(V=-np.eye(2), A=np.zeros((2, 2)))
+    p = Softmax(V=-np.eye(2), A=np.zeros((2, 2)))
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     x0s = jax.vmap(lambda k: jax.random.normal(k, (8, 2)))(keys)
     scale = jnp.array([1.0, 2.0, 0.5, 1.0])[:, None, None]
 
     def run(x0, t1):
-        return solve_particles("softmax", p, x0, t1=t1, ts=jnp.linspace(0.0, 1.0, 9), converge_tol=1e-6, rtol=1e-10, atol=1e-12)
+        return solve_particles(p, x0, t1=t1, ts=jnp.linspace(0.0, 1.0, 9), converge_tol=1e-6, rtol=1e-10, atol=1e-12)
 
     sols = jax.vmap(run)(x0s * scale, jnp.array([100.0, 100.0, 100.0, 1.0]))
     assert list(status_names(sols.status)) == ["converged", "converged", "converged", "completed"]
-    speeds = jax.vmap(lambda x: jnp.sqrt(jnp.mean(jnp.sum(particle_velocity("softmax", 0.0, x, p) ** 2, -1))))(sols.x_final)
+    speeds = jax.vmap(lambda x: jnp.sqrt(jnp.mean(jnp.sum(particle_velocity(p, 0.0, x) ** 2, -1))))(sols.x_final)
     np.testing.assert_allclose(np.asarray(speeds[:3]), 1e-6, rtol=1e-3)
     # speed = |x̄0| e^{−t}: the event time is log(|x̄0| / 1e-6)
     xbar = np.linalg.norm(np.asarray((x0s * scale).mean(axis=1)), axis=-1)
@@ -133,35 +134,33 @@ def test_feedforward_term():
     """V = 0: ẋ = Wx + b, so x(t) = e^{tW}x0 + W⁻¹(e^{tW} − I)b (Alcalde et al. affine term)."""
     w = R.normal(size=(2, 2))
     b = R.normal(size=2)
-    p = AttentionParams(V=np.zeros((2, 2)), A=np.eye(2))
+    p = Softmax(V=np.zeros((2, 2)), A=np.eye(2))
     x0 = R.normal(size=(3, 2))
-    sol = solve_particles("softmax", p, x0, t1=2.0, ts=TS, feedforward=(w, b), rtol=1e-10, atol=1e-12)
+    sol = solve_particles(p, x0, t1=2.0, ts=TS, feedforward=(w, b), rtol=1e-10, atol=1e-12)
     e = scipy.linalg.expm(2.0 * w)
     want = x0 @ e.T + np.linalg.solve(w, (e - np.eye(2)) @ b)
     np.testing.assert_allclose(np.asarray(sol.x_final), want, rtol=1e-8)
 
 
-def test_particle_errors():
-    p = AttentionParams(V=np.eye(2), A=np.eye(2))
+def test_particle_errors(no_typecheck):
+    p = Softmax(V=np.eye(2), A=np.eye(2))
     x0 = np.zeros((4, 2))
-    with pytest.raises(ParameterError, match=r"`kind` must be one of .*got 'tanh'"):
-        solve_particles("tanh", p, x0, t1=1.0)
-    with pytest.raises(ParameterError, match=r"`params` for kind 'masked' must be a MaskedParams; got AttentionParams"):
-        solve_particles("masked", p, x0, t1=1.0)
-    with pytest.raises(ParameterError, match=r"`x0` must have shape \(n, d\) with d = 2 \(from params\); got shape \(4, 3\)"):
-        solve_particles("softmax", p, np.zeros((4, 3)), t1=1.0)
+    with pytest.raises(ParameterError, match=r"`model` must be an attention kernel .*got dict"):
+        solve_particles({"V": np.eye(2)}, x0, t1=1.0)
+    with pytest.raises(ParameterError, match=r"`x0` must have shape \(n, d\) with d = 2 \(from model\); got shape \(4, 3\)"):
+        solve_particles(p, np.zeros((4, 3)), t1=1.0)
     with pytest.raises(ParameterError, match=r"`x0` must have n = 3 rows \(the mask size\)"):
-        solve_particles("masked", MaskedParams(p, np.tril(np.ones((3, 3), bool))), x0, t1=1.0)
+        solve_particles(Masked(p, np.tril(np.ones((3, 3), bool))), x0, t1=1.0)
     with pytest.raises(ParameterError, match=r"unit norm for sphere=True"):
-        solve_particles("softmax", p, np.ones((4, 2)), t1=1.0, sphere=True)
+        solve_particles(p, np.ones((4, 2)), t1=1.0, sphere=True)
     with pytest.raises(ParameterError, match=r"`x0` must be finite"):
-        solve_particles("softmax", p, np.full((4, 2), np.inf), t1=1.0)
+        solve_particles(p, np.full((4, 2), np.inf), t1=1.0)
     with pytest.raises(ParameterError, match=r"`feedforward` must be \(W, b\)"):
-        solve_particles("softmax", p, x0, t1=1.0, feedforward=(np.eye(3), np.zeros(2)))
+        solve_particles(p, x0, t1=1.0, feedforward=(np.eye(3), np.zeros(2)))
     with pytest.raises(ParameterError, match=r"`t1` must be > `t0`"):
-        solve_particles("softmax", p, x0, t1=-1.0)
+        solve_particles(p, x0, t1=-1.0)
     with pytest.raises(ParameterError, match=r"`converge_tol` must be > 0"):
-        solve_particles("softmax", p, x0, t1=1.0, converge_tol=0.0)
+        solve_particles(p, x0, t1=1.0, converge_tol=0.0)
 
 
 @pytest.mark.parametrize("form", ["callable", "piecewise"])
@@ -172,7 +171,7 @@ def test_nan_vector_field_is_non_finite_at_the_time_it_appears(form):
     Before 0.3, V = I, A = 0 gives ẋ_i = x̄, so x̄(t) = x̄0 e^t and x_i − x̄ is constant (derived).
     """
     if form == "callable":
-        v = lambda t: jnp.where(t < 0.3, 1.0, jnp.nan) * jnp.eye(2)  # noqa: E731
+        v = lambda t: jnp.where(t < 0.3, 1.0, jnp.nan) * jnp.eye(2)
     else:
         v = PiecewiseConstant(np.stack([np.eye(2), 1e300 * np.eye(2)]), t_edges=np.array([0.0, 0.3, 1.0]))
     x0 = R.normal(size=(4, 2))
