@@ -79,6 +79,16 @@ def softmax_covariance_closed_form(
     exists) every entry is `+inf`.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes.
+
+    **Example:** `Σ0 = I/2`, `A = I`, `v = 1` blows up at `t* = 1`; at `t = 1/2`, `Σ = I`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import softmax_covariance_closed_form
+    >>> jnp.round(softmax_covariance_closed_form(jnp.eye(2) / 2, jnp.eye(2), 1.0, 0.5), 6).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+
+    ```
     """
     sigma0 = jnp.asarray(Sigma0)
     r, n = _scaled_interaction(sigma0, jnp.asarray(A), v, beta)
@@ -103,6 +113,16 @@ def blowup_time_closed_form(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes,
     NaN/inf entries, or a `Sigma0` that is not symmetric positive semidefinite (concrete inputs).
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import blowup_time_closed_form
+    >>> round(float(blowup_time_closed_form(jnp.eye(2) / 2, jnp.eye(2), 1.0)), 6)
+    1.0
+
+    ```
     """
     _, n = _scaled_interaction(jnp.asarray(Sigma0), jnp.asarray(A), v, beta)
     lam = jnp.linalg.eigvalsh(n)[..., -1]
@@ -122,6 +142,17 @@ def diagonal_covariance_closed_form(
     covariance, `A`, `V`); `t`; `beta`.
 
     **Returns:** `(…, d)` variances; `+inf` for coordinates past their own blow-up.
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import diagonal_covariance_closed_form
+    >>> out = diagonal_covariance_closed_form(jnp.array([0.5, 1.0]), a=jnp.array([1.0, -1.0]), v=jnp.ones(2), t=0.25)
+    >>> [round(float(z), 4) for z in out]  # 0.5/(1 − 2·0.5·0.25), 1/(1 + 2·0.25)
+    [0.6667, 0.6667]
+
+    ```
     """
     sigma0, a, v = jnp.asarray(sigma0), jnp.asarray(a), jnp.asarray(v)
     t = jnp.asarray(t)[..., None]
@@ -136,7 +167,22 @@ def diagonal_blowup_time(
     v: Float[ArrayLike, "*#batch d"],
     beta: Real[ArrayLike, "*#batch"] = 1.0,
 ) -> Float[Array, "*#batch"]:
-    """`min_i 1/(2βv_ia_iσ_i0)` over the coordinates with `βv_ia_iσ_i0 > 0`; `inf` if none (spec §3)."""
+    """`min_i 1/(2βv_ia_iσ_i0)` over the coordinates with `βv_ia_iσ_i0 > 0`; `inf` if none (spec §3).
+
+    **Arguments:** the diagonals `sigma0`, `a`, `v` (`(…, d)`); `beta`.
+
+    **Returns:** `(…)` the first blow-up time.
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import diagonal_blowup_time
+    >>> float(diagonal_blowup_time(jnp.array([0.5, 1.0]), a=jnp.array([1.0, -1.0]), v=jnp.ones(2)))
+    1.0
+
+    ```
+    """
     sigma0, a, v = jnp.asarray(sigma0), jnp.asarray(a), jnp.asarray(v)
     rate = 2.0 * jnp.asarray(beta)[..., None] * v * a * sigma0
     times = jnp.where(rate > 0, 1.0 / jnp.where(rate > 0, rate, 1.0), jnp.inf)
@@ -155,6 +201,15 @@ def softmax_1d_closed_form(
 
     **Returns:** `(α(t), σ(t))`; both `+inf` (α: `±inf`, or 0 when `α0 = 0`) past the blow-up.
     For `σ0 = 0`: `σ = 0`, `α = α0 e^{vt}`.
+
+    **Example:** `σ0 = 1/2`, `a = v = 1`: `t* = 1`, `σ(1/2) = 1`:
+
+    ```python
+    >>> from hassejax.dynamics import softmax_1d_closed_form
+    >>> [round(float(z), 6) for z in softmax_1d_closed_form(0.0, 0.5, 1.0, 1.0, 0.5)]
+    [0.0, 1.0]
+
+    ```
     """
     alpha0, sigma0, a, v, t, beta = (jnp.asarray(z) for z in (alpha0, sigma0, a, v, t, beta))
     den = 1.0 - 2.0 * beta * v * a * sigma0 * t
@@ -186,6 +241,16 @@ def clustering_limit(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for shapes, or (concrete inputs) when
     `βv(A + Aᵀ)` has an eigenvalue above `rtol` times its scale (no limit: possible blow-up).
+
+    **Example:** `A = diag(−1, 0)`: the covariance collapses onto `ker(A + Aᵀ) = span(e₂)`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import clustering_limit
+    >>> jnp.round(clustering_limit(jnp.eye(2), jnp.diag(jnp.array([-1.0, 0.0]))), 6).tolist()
+    [[0.0, 0.0], [0.0, 1.0]]
+
+    ```
     """
     sigma0 = jnp.asarray(Sigma0)
     a = jnp.asarray(A)

@@ -251,7 +251,8 @@ def solve_gaussian(
       condition, the smaller of the two log-margins) ⇒ `converged`; a solve that reaches
       `t1` with `‖Σ'‖_F < converge_tol` (e.g. already stationary at `t0`) is `converged` too;
     - `t1` ⇒ `completed`; step budget ⇒ `max_steps_reached`; integrator failure ⇒
-      `dt_min_reached`; NaN/inf state (e.g. a constant step past a blow-up) ⇒ `non_finite`.
+      `dt_min_reached`; a step that would make the state NaN/inf (a NaN vector field, a
+      constant step past a blow-up) ⇒ `non_finite`, stopped at the last finite state.
 
     Jit-compiled; works under ``jax.vmap`` over parameters and initial conditions (each
     member gets its own status; the loop runs until the slowest member stops).

@@ -156,7 +156,9 @@ def solve_particles(
     `λ = (1/n) Σ_i ‖x_i − x̄‖²` (trace of the empirical covariance) and the steady state
     `((1/n) Σ_i ‖ẋ_i‖²)^{1/2} < converge_tol`. A finite particle system with a bounded
     attention kernel grows at most exponentially, so a threshold crossing is usually
-    reported as `diverge`; the growth test (`p > 1.5`) decides. Jit-compiled, vmappable.
+    reported as `diverge`; the decade test (`decade_ratio < 0.05`, see
+    :attr:`~hassejax.dynamics.AbstractSolution.decade_ratio`) decides. A velocity that turns
+    NaN/inf stops the solve as `non_finite` at the time it does. Jit-compiled, vmappable.
 
     **Arguments:**
 

@@ -46,8 +46,10 @@ class Status(enum.IntEnum):
     - `max_steps_reached` (4): the step budget ran out. Not a blow-up.
     - `dt_min_reached` (5): the integrator could not advance (minimum step size, or any
       other integrator failure such as too many rejected steps).
-    - `non_finite` (6): the state became NaN/inf without an event (e.g. a constant-step
-      solve stepping past a blow-up, which diffrax itself reports as successful).
+    - `non_finite` (6): the next step would make the state NaN/inf (a vector field that
+      turns NaN, e.g. a parameter NaN from some depth on, or a constant-step solve stepping
+      past a blow-up, which diffrax itself reports as successful): the solve stops there and
+      reports the last finite state, `t_final` the time it was reached.
     """
 
     completed = 0
@@ -115,10 +117,10 @@ class SolverStats(eqx.Module):
 class AbstractSolution(eqx.Module):
     """Fields shared by every solution type.
 
-    - `ts`: `(*batch, T)` save times (the requested `saveat` times).
+    - `ts`: `(*batch, T)` the requested save times, whatever the status (never `inf`).
     - `valid`: `(*batch, T)` True where the saved point lies at or before the stop
-      (`ts <= t_final`) and is finite. Saved points after the stop hold the final state
-      (copied, never NaN/inf) and are marked invalid.
+      (`ts <= t_final`) and is finite, the same rule for every status. Saved points after
+      the stop hold the final state (copied, never NaN/inf) and are marked invalid.
     - `status`: `(*batch,)` int32 code of :class:`Status`.
     - `t_final`: `(*batch,)` time at which the solve stopped (event time, `t1`, or the
       last time reached).
