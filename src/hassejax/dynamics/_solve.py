@@ -280,6 +280,36 @@ def make_controller(stepsize_controller, rtol: float, atol: float, jump_ts):
     return diffrax.ClipStepSizeController(pid, jump_ts=jump_ts)
 
 
+def solve_settings(
+    model, dtype, *, t0, t1, ts, solver, rtol, atol, dt0, stepsize_controller, max_steps, size_threshold, converge_tol
+):
+    """Check the solver arguments shared by the solvers and convert them to `dtype`.
+
+    **Returns:** `(t0, t1, ts, threshold, converge_tol, solver, controller, dt0)`: `ts`
+    defaults to `[t0, t1]`, `solver` to ``Tsit5()``, the controller to
+    :func:`make_controller`'s (with the layer boundaries of `model`'s
+    :class:`~hassejax.dynamics.PiecewiseConstant` parameters as ``jump_ts``).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`check_times`,
+    :func:`check_solver_settings` and :func:`check_positive`.
+    """
+    check_times(t0, t1, ts)
+    check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
+    check_positive(size_threshold, "size_threshold")
+    check_positive(converge_tol, "converge_tol")
+    t0 = jnp.asarray(t0, dtype)
+    t1 = jnp.asarray(t1, dtype)
+    ts = jnp.stack([t0, t1]) if ts is None else jnp.asarray(ts, dtype)
+    threshold = None if size_threshold is None else jnp.asarray(size_threshold, dtype)
+    if converge_tol is not None:
+        converge_tol = jnp.asarray(converge_tol, dtype)
+    solver = diffrax.Tsit5() if solver is None else solver
+    controller = make_controller(stepsize_controller, rtol, atol, collect_jump_ts(model))
+    if dt0 is not None:
+        dt0 = jnp.asarray(dt0, dtype)
+    return t0, t1, ts, threshold, converge_tol, solver, controller, dt0
+
+
 def collect_jump_ts(params):
     """Layer boundaries of every :class:`PiecewiseConstant` inside `params` (sorted), or None."""
     from .params import PiecewiseConstant

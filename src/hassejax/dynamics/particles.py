@@ -24,7 +24,7 @@ from . import _solve
 from .attention import AbstractAttention, Masked
 from .attention._convert import as_model, split_call
 from .params import AttentionParams, MaskedParams, MultiHeadParams
-from .result import ParticleSolution, SolverStats
+from .result import ParticleSolution
 
 __all__ = ["particle_velocity", "solve_particles"]
 
@@ -113,19 +113,7 @@ def _solve_core(model, x0, t0, t1, ts, threshold, converge_tol, solver, controll
         max_steps=max_steps,
         extrapolate=extrapolate,
     )
-    return ParticleSolution(
-        ts=out.ts,
-        valid=out.valid,
-        status=out.status,
-        t_final=out.t_final,
-        t_blowup=out.t_blowup,
-        blowup_method=out.blowup_method,
-        growth_exponent=out.growth_exponent,
-        decade_ratio=out.decade_ratio,
-        stats=SolverStats(out.num_steps, out.num_accepted_steps, out.num_rejected_steps),
-        xs=out.ys,
-        x_final=out.y_final,
-    )
+    return ParticleSolution.from_integrate(out, xs=out.ys, x_final=out.y_final)
 
 
 def solve_particles(
@@ -225,21 +213,12 @@ def solve_particles(
         if w.shape != (d, d) or b.shape != (d,):
             raise ParameterError(f"`feedforward` must be (W, b) with shapes ({d}, {d}) and ({d},); got {w.shape} and {b.shape}.")
         feedforward = (w, b)
-    _solve.check_times(t0, t1, ts)
-    _solve.check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
     _solve.check_finite_params(checked, label)
-    _solve.check_positive(size_threshold, "size_threshold")
-    _solve.check_positive(converge_tol, "converge_tol")
-    t0 = jnp.asarray(t0, dtype)
-    t1 = jnp.asarray(t1, dtype)
-    ts = jnp.stack([t0, t1]) if ts is None else jnp.asarray(ts, dtype)
-    threshold = None if size_threshold is None else jnp.asarray(size_threshold, dtype)
-    if converge_tol is not None:
-        converge_tol = jnp.asarray(converge_tol, dtype)
-    solver = diffrax.Tsit5() if solver is None else solver
-    controller = _solve.make_controller(stepsize_controller, rtol, atol, _solve.collect_jump_ts(model))
-    if dt0 is not None:
-        dt0 = jnp.asarray(dt0, dtype)
+    t0, t1, ts, threshold, converge_tol, solver, controller, dt0 = _solve.solve_settings(
+        model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
+        stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
+        converge_tol=converge_tol,
+    )  # fmt: skip
     return _solve_core(
         model, x0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, int(max_steps),
         blowup_estimate == "extrapolated", bool(sphere), feedforward,
