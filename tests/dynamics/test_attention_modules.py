@@ -417,6 +417,7 @@ def test_call_errors(no_typecheck):
         "hassejax.dynamics.gaussian",
         "hassejax.dynamics.particles",
         "hassejax.dynamics.closed_form",
+        "hassejax.dynamics.params",
         "hassejax._softmax",
     ],
 )

@@ -54,6 +54,19 @@ class PiecewiseConstant(eqx.Module):
 
     **Raises:** :class:`~hassejax.errors.ParameterError` if `t_edges` does not have length
     `L + 1` or `values` has no layer axis.
+
+    **Example:** a value matrix `I` on layer 0 (`0 <= t < 1`), `−I` on layer 1:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import PiecewiseConstant, Softmax
+    >>> v = PiecewiseConstant(jnp.stack([jnp.eye(2), -jnp.eye(2)]))
+    >>> v(0.5)[0, 0].item(), v(1.5)[0, 0].item(), v(7.0)[0, 0].item()
+    (1.0, -1.0, -1.0)
+    >>> Softmax(V=v, A=jnp.zeros((2, 2))).velocity(1.5, jnp.ones((1, 2))).tolist()
+    [[-1.0, -1.0]]
+
+    ```
     """
 
     values: Float[Array, "L *shape"]
@@ -89,7 +102,17 @@ class PiecewiseConstant(eqx.Module):
 
 
 def resolve(value: Any, t: Real[ArrayLike, ""]) -> Any:
-    """Evaluate a parameter at depth `t`: call it if callable, else return it unchanged."""
+    """Evaluate a parameter at depth `t`: call it if callable, else return it unchanged.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.dynamics.params import resolve
+    >>> resolve(lambda t: 2.0 * t, 3.0).item(), resolve(5.0, 3.0)
+    (6.0, 5.0)
+
+    ```
+    """
     if value is None:
         return None
     if callable(value):
@@ -386,6 +409,17 @@ def positions(n: int, dtype=float) -> Float[Array, " n"]:
     """Token positions `s_i = i/n`, `i = 0, …, n−1` (spec dynamics.md §1, masked attention).
 
     The attention sink, when present, sits at `s = 0` before token 0.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for `n < 1`.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.dynamics import positions
+    >>> positions(4).tolist()
+    [0.0, 0.25, 0.5, 0.75]
+
+    ```
     """
     if n < 1:
         raise ParameterError(f"`n` must be >= 1; got {n}.")
