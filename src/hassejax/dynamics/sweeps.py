@@ -62,6 +62,16 @@ def batch_size(batch_params: PyTree, name: str = "batch_params") -> int:
 
     **Raises:** :class:`~hassejax.errors.ParameterError` if the pytree has no array leaf,
     a leaf is not an array or has no leading axis, the leading lengths differ, or `B = 0`.
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import batch_size
+    >>> batch_size({"v": jnp.ones(5), "cov0": jnp.ones((5, 2, 2))})
+    5
+
+    ```
     """
     leaves, _ = jax.tree_util.tree_flatten_with_path(batch_params)
     if not leaves:
@@ -254,6 +264,17 @@ def sweep_program(
     **Returns:** a :class:`jax.stages.Lowered`.
 
     **Raises:** as :func:`sweep`.
+
+    **Example:** five members in chunks of four: one program of width 4:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import sweep_program
+    >>> compiled = sweep_program(lambda a: a**2, jnp.arange(5.0), chunk_size=4).compile()
+    >>> compiled(jnp.arange(4.0)).tolist()
+    [0.0, 1.0, 4.0, 9.0]
+
+    ```
     """
     _, chunk, _, total, run, sharding = _plan(fn, batch_params, chunk_size, shard, devices)
     leaves, treedef = jax.tree_util.tree_flatten(batch_params)
