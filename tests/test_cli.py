@@ -169,7 +169,9 @@ def test_derive_block_generation_prints_the_spec_mask(tmp_path, capsys):
     from hassejax.tasks import block_two_stream_mask
 
     png, js = tmp_path / "d.png", tmp_path / "d.json"
-    assert main(["derive", "block_generation", "--n", "6", "--block-size", "2", "--png", str(png), "--json", str(js)]) == 0
+    assert (
+        main(["derive", "block_generation", "--n", "6", "--block-size", "2", "--png", str(png), "--json", str(js)]) == 0
+    )
     out = capsys.readouterr().out
     assert "slots: 12" in out and "0 leak(s)" in out and "100.0% of sequence tokens" in out
     assert "  mask3 1 1 . . . . . . 1 1 . ." in out
@@ -200,8 +202,14 @@ def test_derive_rejects_options_of_other_families_and_large_n(capsys):
 
 @pytest.mark.parametrize(
     "argv",
-    [["--help"], ["analyze", "--help"], ["analyze"], ["analyze", "causal(n=8)", "--layers", "0"], ["nosuch"],
-     ["tiles", "causal(n=8)", "--block", "x"]],
+    [
+        ["--help"],
+        ["analyze", "--help"],
+        ["analyze"],
+        ["analyze", "causal(n=8)", "--layers", "0"],
+        ["nosuch"],
+        ["tiles", "causal(n=8)", "--block", "x"],
+    ],
 )
 def test_help_and_argument_errors_import_no_jax(argv):
     """The parser module imports no JAX: --help and argument errors leave 'jax' out of sys.modules.

@@ -20,12 +20,22 @@ def _run(capsys, *argv):
 
 
 def test_export_mask_mod_source_runs(capsys):
-    code, out, _ = _run(capsys, "export", "sliding_window(n=32, left=4) | attention_sinks(n=32, num=2)", "--to", "mask_mod", "--framework", "jax")
+    code, out, _ = _run(
+        capsys,
+        "export",
+        "sliding_window(n=32, left=4) | attention_sinks(n=32, num=2)",
+        "--to",
+        "mask_mod",
+        "--framework",
+        "jax",
+    )
     assert code == 0
     namespace = {}
-    exec(out, namespace)  # noqa: S102 - running the exported source is the test
+    exec(out, namespace)
     got = from_mask_mod(namespace["mask_mod"], 32)
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(from_spec("sliding_window(n=32, left=4) | attention_sinks(n=32, num=2)")))
+    np.testing.assert_array_equal(
+        np.asarray(got), np.asarray(from_spec("sliding_window(n=32, left=4) | attention_sinks(n=32, num=2)"))
+    )
 
 
 @pytest.mark.parametrize(
@@ -40,7 +50,7 @@ def test_export_families_through_their_closed_forms(capsys, tmp_path, argv, want
     code, out, _ = _run(capsys, "export", *argv, "--to", "mask_mod", "--framework", "numpy")
     assert code == 0
     namespace = {}
-    exec(out, namespace)  # noqa: S102 - running the exported source is the test
+    exec(out, namespace)
     dense = np.asarray(want())
     n = dense.shape[0]
     q, k = np.arange(n)[:, None], np.arange(n)[None, :]
@@ -54,7 +64,7 @@ def test_export_splash_structured_and_numpy(capsys, tmp_path):
     code, out, _ = _run(capsys, "export", "sliding_window(n=256, left=16) & causal(n=256)", "--to", "splash")
     assert code == 0 and "LocalMask" in out and "NumpyMask" not in out
     namespace = {}
-    exec(out, namespace)  # noqa: S102 - running the exported source is the test
+    exec(out, namespace)
     np.testing.assert_array_equal(namespace["mask"][:, :], np.asarray(from_spec("sliding_window(n=256, left=16)")))
     # no structured splash form: needs --out for the NumpyMask array
     code, _, err = _run(capsys, "export", "document(segments=[3, 2])", "--to", "splash")
@@ -63,7 +73,7 @@ def test_export_splash_structured_and_numpy(capsys, tmp_path):
     code, out, _ = _run(capsys, "export", "document(segments=[3, 2])", "--to", "splash", "--out", str(path))
     assert code == 0
     namespace = {}
-    exec(out, namespace)  # noqa: S102 - running the exported source is the test
+    exec(out, namespace)
     np.testing.assert_array_equal(namespace["mask"][:, :], np.asarray(from_spec("document(segments=[3, 2])")))
 
 

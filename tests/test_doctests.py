@@ -17,7 +17,9 @@ import pytest
 import hassejax
 
 MODULES = sorted(
-    info.name for info in pkgutil.walk_packages(hassejax.__path__, prefix="hassejax.") if not info.name.endswith("__main__")
+    info.name
+    for info in pkgutil.walk_packages(hassejax.__path__, prefix="hassejax.")
+    if not info.name.endswith("__main__")
 )
 EXTRAS = {"hassejax.pretrained": ("safetensors", "tokenizers")}
 
@@ -43,7 +45,9 @@ def test_docstring_examples(name):
         pytest.skip(reason)
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS, verbose=False)
-    assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed (run: python -m doctest -v)"
+    assert result.failed == 0, (
+        f"{result.failed} of {result.attempted} examples in {name} failed (run: python -m doctest -v)"
+    )
 
 
 def test_version_is_the_installed_distributions():

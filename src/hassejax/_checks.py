@@ -47,7 +47,9 @@ def as_mask(
     if isinstance(mask, (list, tuple)):
         mask = np.asarray(mask)
     if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
-        raise MaskError(f"`{name}` must be a Boolean array of shape (n, n); got an object of type {type(mask).__name__}.")
+        raise MaskError(
+            f"`{name}` must be a Boolean array of shape (n, n); got an object of type {type(mask).__name__}."
+        )
     shape = tuple(mask.shape)
     if len(shape) < 2 or (not batched and len(shape) != 2):
         want = "rank 2 (n, n) or rank >= 2 (..., n, n)" if batched else "rank 2, shape (n, n)"
@@ -100,7 +102,7 @@ def available_memory_bytes() -> int:
             stats = dev.memory_stats() or {}
             if "bytes_limit" in stats:
                 return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
-        except Exception:  # noqa: BLE001 - backends without memory_stats
+        except Exception:
             pass
     return host_memory_bytes()
 

@@ -36,8 +36,10 @@ SPLASH_MASKS = {
     "chunked": lambda n: sm.ChunkedCausalMask((n, n), 16),
     "full": lambda n: sm.FullMask((n, n)),
     "numpy_random": lambda n: sm.NumpyMask(RANDOM[n]),
-    "or_and": lambda n: (sm.CausalMask((n, n)) & sm.LocalMask((n, n), (4, None), 0))
-    | sm.NumpyMask(RANDOM[n] & (RNG.random((n, n)) < 0.1)),
+    "or_and": lambda n: (
+        (sm.CausalMask((n, n)) & sm.LocalMask((n, n), (4, None), 0))
+        | sm.NumpyMask(RANDOM[n] & (RNG.random((n, n)) < 0.1))
+    ),
 }
 
 

@@ -27,7 +27,7 @@ def test_source_names_that_would_break_the_source_are_refused():
         with pytest.raises(MaskError, match="`name`"):
             mask_mod_source("document(segments=[2, 2])", framework="numpy", name=bad)
     namespace = {}
-    exec(mask_mod_source("document(segments=[2, 2])", framework="numpy", name="doc_mask"), namespace)  # noqa: S102
+    exec(mask_mod_source("document(segments=[2, 2])", framework="numpy", name="doc_mask"), namespace)
     assert bool(namespace["doc_mask"](0, 0, 1, 0)) and not bool(namespace["doc_mask"](0, 0, 2, 1))
 
 
@@ -108,7 +108,7 @@ def test_cli_per_head_npy_and_out_files(capsys, tmp_path):
     code, out, _ = _run(capsys, "export", str(tmp_path / "heads.npy"), "--to", "mask_mod", "--framework", "numpy")
     assert code == 0
     namespace = {}
-    exec(out, namespace)  # noqa: S102
+    exec(out, namespace)
     q, k = np.arange(8)[:, None], np.arange(8)[None, :]
     for h in range(2):
         np.testing.assert_array_equal(np.broadcast_to(namespace["mask_mod"](0, h, q, k), (8, 8)), heads[h])

@@ -56,7 +56,7 @@ DERIVED = [
 
 def _exec_source(mask, framework):
     namespace = {}
-    exec(mask_mod_source(mask, framework=framework), namespace)  # noqa: S102 - running the exported source is the test
+    exec(mask_mod_source(mask, framework=framework), namespace)
     return namespace["mask_mod"]
 
 
@@ -81,9 +81,7 @@ def test_gallery_round_trip(spec):
     np.testing.assert_array_equal(np.asarray(from_mask_mod(fn, fn.n)), want)
     np.testing.assert_array_equal(_grid(_exec_source(spec, "numpy"), fn.n), want)
     # the interval form of the same mask takes the key-runs route: also exact
-    np.testing.assert_array_equal(
-        np.asarray(from_mask_mod(to_mask_mod(from_spec(spec, form="intervals")), fn.n)), want
-    )
+    np.testing.assert_array_equal(np.asarray(from_mask_mod(to_mask_mod(from_spec(spec, form="intervals")), fn.n)), want)
 
 
 @pytest.mark.parametrize("spec,dense", DERIVED, ids=[s for s, _ in DERIVED])
@@ -118,7 +116,9 @@ def test_scalars_vmap_and_jit():
     jitted = jax.jit(fn)
     assert bool(jitted(0, 0, jnp.int32(20), jnp.int32(12)))
     row = jax.vmap(lambda k: fn(0, 0, jnp.int32(20), k))(jnp.arange(64, dtype=jnp.int32))
-    np.testing.assert_array_equal(np.asarray(row), np.asarray(from_spec("sliding_window(n=64, left=8) | attention_sinks(n=64, num=4)"))[20])
+    np.testing.assert_array_equal(
+        np.asarray(row), np.asarray(from_spec("sliding_window(n=64, left=8) | attention_sinks(n=64, num=4)"))[20]
+    )
 
 
 def test_per_head_masks_use_h():

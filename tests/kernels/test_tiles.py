@@ -59,8 +59,9 @@ SPLASH_MASKS = {
     "local_40_offset": lambda n: sm.LocalMask((n, n), (40, 40), 9),
     "local_left_only": lambda n: sm.LocalMask((n, n), (None, 2), -3),
     "chunked_24": lambda n: sm.ChunkedCausalMask((n, n), 24),
-    "or_and": lambda n: (sm.LocalMask((n, n), (10, None), 0) & sm.CausalMask((n, n)))
-    | sm.ChunkedCausalMask((n, n), 32),
+    "or_and": lambda n: (
+        (sm.LocalMask((n, n), (10, None), 0) & sm.CausalMask((n, n))) | sm.ChunkedCausalMask((n, n), 32)
+    ),
     "numpy_random": lambda n: sm.NumpyMask(RANDOM[n]),
     "full": lambda n: sm.FullMask((n, n)),
 }

@@ -54,7 +54,10 @@ def test_long_context_lazy_export_needs_no_dense_array():
     tile = lazy[4096 * 3 : 4096 * 3 + 128, 0:256]
     assert tile[:, :4].all() and not tile[:, 4:].any()
     small = 8192  # reading every entry back through the lazy mask's slicing
-    back = from_splash(to_splash(f"sliding_window(n={small}, left=512) | attention_sinks(n={small}, num=4)", fallback="lazy"), form="intervals")
+    back = from_splash(
+        to_splash(f"sliding_window(n={small}, left=512) | attention_sinks(n={small}, num=4)", fallback="lazy"),
+        form="intervals",
+    )
     assert back == structured.sliding_window(small, 512) | structured.attention_sinks(small, 4)
 
 

@@ -82,7 +82,13 @@ def test_callable_combination_equals_array_combination(picks, which, bh):
 def test_combination_on_scalars(q, k):
     for combinator, op in COMBINATORS:
         fn = combinator(causal_mod, window_mod, doc_mod)
-        want = functools.reduce(op, [bool(NUMPY[m.__name__](0, 0, np.array([[q]]), np.array([[k]]))[0, 0]) for m in (causal_mod, window_mod, doc_mod)])
+        want = functools.reduce(
+            op,
+            [
+                bool(NUMPY[m.__name__](0, 0, np.array([[q]]), np.array([[k]]))[0, 0])
+                for m in (causal_mod, window_mod, doc_mod)
+            ],
+        )
         assert bool(fn(0, 0, q, k)) == want  # Python ints
         assert bool(fn(jnp.int32(0), jnp.int32(0), jnp.int32(q), jnp.int32(k))) == want  # JAX scalars
 
@@ -119,9 +125,18 @@ def test_single_callable_and_array_behaviour_unchanged():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: M.and_masks(causal_mod, M.causal(3)), "and_masks: masks[0] is a mask_mod callable, so every mask must be one (combined lazily); masks[1] is an array of shape (3, 3)"),
-        (lambda: M.or_masks(M.causal(3), M.causal(3), causal_mod), "or_masks: masks[0] is an array, so every mask must be one; masks[2] is a mask_mod callable (causal_mod)"),
-        (lambda: M.from_mask_mod(M.and_masks(causal_mod, lambda b, h, q, k: q - k), 3), "and_masks: masks[1] (<lambda>) must return a Boolean (True = may attend); it returned dtype int32"),
+        (
+            lambda: M.and_masks(causal_mod, M.causal(3)),
+            "and_masks: masks[0] is a mask_mod callable, so every mask must be one (combined lazily); masks[1] is an array of shape (3, 3)",
+        ),
+        (
+            lambda: M.or_masks(M.causal(3), M.causal(3), causal_mod),
+            "or_masks: masks[0] is an array, so every mask must be one; masks[2] is a mask_mod callable (causal_mod)",
+        ),
+        (
+            lambda: M.from_mask_mod(M.and_masks(causal_mod, lambda b, h, q, k: q - k), 3),
+            "and_masks: masks[1] (<lambda>) must return a Boolean (True = may attend); it returned dtype int32",
+        ),
         (lambda: M.and_masks(), "and_masks needs at least one mask; got none"),
     ],
 )
@@ -198,16 +213,34 @@ def test_packed_ids_batched_and_under_jit_with_document():
     [
         ({}, "pass exactly one of `position_ids` and `cu_seqlens` (as keywords); got neither"),
         ({"position_ids": [0, 1], "cu_seqlens": [0, 2]}, "got both"),
-        ({"position_ids": [0, 1, -1]}, "`position_ids` must be >= 0 (positions inside each document); got -1 at index 2"),
+        (
+            {"position_ids": [0, 1, -1]},
+            "`position_ids` must be >= 0 (positions inside each document); got -1 at index 2",
+        ),
         ({"position_ids": [[0, 1], [0, -2]]}, "got -2 at index (1, 1)"),
-        ({"position_ids": np.zeros((1, 1, 2), int)}, "`position_ids` must have shape (n,) or (batch, n); got shape (1, 1, 2) (rank 3)"),
-        ({"position_ids": np.zeros(3)}, "`position_ids` must have an integer dtype (positions 0, 1, 2, ...); got dtype float64"),
+        (
+            {"position_ids": np.zeros((1, 1, 2), int)},
+            "`position_ids` must have shape (n,) or (batch, n); got shape (1, 1, 2) (rank 3)",
+        ),
+        (
+            {"position_ids": np.zeros(3)},
+            "`position_ids` must have an integer dtype (positions 0, 1, 2, ...); got dtype float64",
+        ),
         ({"position_ids": [0.0, 1.0]}, "`position_ids` must hold integers"),
         ({"position_ids": []}, "`position_ids` must hold at least one position"),
-        ({"position_ids": np.zeros((2, 0), int)}, "`position_ids` must hold at least one position a row; got shape (2, 0)"),
+        (
+            {"position_ids": np.zeros((2, 0), int)},
+            "`position_ids` must hold at least one position a row; got shape (2, 0)",
+        ),
         ({"position_ids": [[0, 1], [0]]}, "`position_ids` must be a rectangular (n,) or (batch, n) array"),
-        ({"cu_seqlens": [1, 3]}, "`cu_seqlens` must start at 0 (cumulative lengths [0, l1, l1 + l2, ..., n]); got [1, 3]"),
-        ({"cu_seqlens": [0, 2, 2, 5]}, "`cu_seqlens` must be strictly increasing (every document at least one position); got cu_seqlens[1] = 2 and cu_seqlens[2] = 2"),
+        (
+            {"cu_seqlens": [1, 3]},
+            "`cu_seqlens` must start at 0 (cumulative lengths [0, l1, l1 + l2, ..., n]); got [1, 3]",
+        ),
+        (
+            {"cu_seqlens": [0, 2, 2, 5]},
+            "`cu_seqlens` must be strictly increasing (every document at least one position); got cu_seqlens[1] = 2 and cu_seqlens[2] = 2",
+        ),
         ({"cu_seqlens": [0, 3, 1]}, "cu_seqlens[1] = 3 and cu_seqlens[2] = 1"),
         ({"cu_seqlens": [0]}, "`cu_seqlens` must hold at least two entries"),
         ({"cu_seqlens": np.zeros((2, 2), int)}, "`cu_seqlens` must be a 1-D vector of integers; got shape (2, 2)"),

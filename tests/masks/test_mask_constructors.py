@@ -114,8 +114,8 @@ def natten_by_loops(h, w, kh, kw):
 @given(h=st.integers(1, 6), w=st.integers(1, 6), data=st.data())
 @settings(max_examples=25)
 def test_natten_2d(h, w, data):
-    kh = data.draw(st.sampled_from([k for k in range(1, h + 1, 2)]))
-    kw = data.draw(st.sampled_from([k for k in range(1, w + 1, 2)]))
+    kh = data.draw(st.sampled_from(list(range(1, h + 1, 2))))
+    kw = data.draw(st.sampled_from(list(range(1, w + 1, 2))))
     mask = np.asarray(M.natten_2d(h, w, kh, kw))
     check(mask, natten_by_loops(h, w, kh, kw))
     # every row has exactly kh * kw keys and sees itself
@@ -126,12 +126,14 @@ def test_natten_2d(h, w, data):
 def test_natten_matches_attention_gym_on_square_canvas():
     # attention-gym's generate_natten written as it is (x = idx // W clamped with canvas_w, kernel_w)
     size, kern = 5, 3
+
     def gym(q, k):
         qx, qy = divmod(q, size)
         kx, ky = divmod(k, size)
         cx = min(max(qx, kern // 2), size - 1 - kern // 2)
         cy = min(max(qy, kern // 2), size - 1 - kern // 2)
         return abs(cx - kx) <= kern // 2 and abs(cy - ky) <= kern // 2
+
     check(M.natten_2d(size, size, kern, kern), by_loops(size * size, size * size, gym))
 
 
@@ -171,7 +173,7 @@ def test_document_ids_equal_lengths_and_any_labels():
 
 def test_document_inner_sees_offsets_not_positions():
     # inner = "only offset 0 may be attended": each query sees the first token of its document
-    inner = lambda b, h, q, k: k == 0  # noqa: E731
+    inner = lambda b, h, q, k: k == 0
     check(M.document([2, 3], inner), document_by_loops([0, 0, 1, 1, 1], lambda qo, ko: ko == 0))
 
 

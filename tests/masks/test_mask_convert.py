@@ -9,9 +9,7 @@ from hypothesis.extra.numpy import arrays
 
 import hassejax.masks as M
 
-bool_masks = st.tuples(st.integers(1, 2), st.integers(1, 4), st.integers(1, 4)).flatmap(
-    lambda s: arrays(np.bool_, s)
-)
+bool_masks = st.tuples(st.integers(1, 2), st.integers(1, 4), st.integers(1, 4)).flatmap(lambda s: arrays(np.bool_, s))
 
 
 @given(m=bool_masks)
@@ -99,8 +97,8 @@ def test_and_masks_builds_library_masks():
     n = 8
     causal_band = M.and_masks(M.sliding_window(n, 3, 3), M.causal(n))
     np.testing.assert_array_equal(np.asarray(causal_band), np.asarray(M.sliding_window(n, 3)))
-    np.testing.assert_array_equal(
-        np.asarray(M.or_masks(M.causal(n), M.prefix_lm(n, 3))), np.asarray(M.prefix_lm(n, 3))
-    )
+    np.testing.assert_array_equal(np.asarray(M.or_masks(M.causal(n), M.prefix_lm(n, 3))), np.asarray(M.prefix_lm(n, 3)))
     batched = np.stack([np.asarray(M.causal(3)), np.eye(3, dtype=bool)])
-    np.testing.assert_array_equal(np.asarray(M.or_masks(batched, batched[::-1])), batched.any(axis=0)[None].repeat(2, 0))
+    np.testing.assert_array_equal(
+        np.asarray(M.or_masks(batched, batched[::-1])), batched.any(axis=0)[None].repeat(2, 0)
+    )

@@ -39,12 +39,24 @@ CASES = [
     # global tokens
     (lambda: M.global_sliding(5, 1, [0, 5]), "`global_positions` must hold indices in [0, n-1] = [0, 4]"),
     (lambda: M.global_sliding(5, 1, [-1]), "got out-of-range index -1 in [-1]"),
-    (lambda: M.global_sliding(5, 1, [True, False]), "`global_positions` given as Boolean flags must have shape (n,) = (5,); got shape (2,)"),
+    (
+        lambda: M.global_sliding(5, 1, [True, False]),
+        "`global_positions` given as Boolean flags must have shape (n,) = (5,); got shape (2,)",
+    ),
     (lambda: M.global_sliding(3, 1, np.ones((3, 3), bool)), "`global_positions` given as Boolean flags must be 1-D"),
-    (lambda: M.global_sliding(5, 1, [0.5]), "`global_positions` must be a sequence of integers; entry 0 is 0.5 (float)"),
-    (lambda: M.global_sliding(5, 1, np.array([0.0])), "`global_positions` must have an integer dtype; got dtype float64"),
+    (
+        lambda: M.global_sliding(5, 1, [0.5]),
+        "`global_positions` must be a sequence of integers; entry 0 is 0.5 (float)",
+    ),
+    (
+        lambda: M.global_sliding(5, 1, np.array([0.0])),
+        "`global_positions` must have an integer dtype; got dtype float64",
+    ),
     # documents
-    (lambda: M.document([3, 0, 2]), "`segments` (document lengths) must all be integers >= 1; entry 1 is 0 in [3, 0, 2]"),
+    (
+        lambda: M.document([3, 0, 2]),
+        "`segments` (document lengths) must all be integers >= 1; entry 1 is 0 in [3, 0, 2]",
+    ),
     (lambda: M.document([]), "`segments` must have at least one entry; got an empty vector"),
     (lambda: M.document([1.5]), "`segments` must be a sequence of integers; entry 0 is 1.5 (float)"),
     (lambda: M.document([[1, 2]]), "`segments` must be a sequence of integers; entry 0 is [1, 2] (list)"),
@@ -52,48 +64,114 @@ CASES = [
     (lambda: M.document("abc"), "`segments` must be a sequence or 1-D array of integers; got 'abc' (str)"),
     (lambda: M.document([0, 1, 0], kind="ids"), "id 0 reappears at position 2 after another document: [0, 1, 0]"),
     (lambda: M.document([2, 2], kind="id"), "`kind` must be 'lengths' or 'ids'; got 'id' (str)"),
-    (lambda: M.document([2, 2], inner="bidirectional"), "`inner` must be None (causal), one of ['causal', 'full'], or a mask_mod callable"),
-    (lambda: M.document([2, 2], inner=lambda b, h, q, k: q - k), "`inner` must return a Boolean (True = may attend); it returned dtype int32"),
+    (
+        lambda: M.document([2, 2], inner="bidirectional"),
+        "`inner` must be None (causal), one of ['causal', 'full'], or a mask_mod callable",
+    ),
+    (
+        lambda: M.document([2, 2], inner=lambda b, h, q, k: q - k),
+        "`inner` must return a Boolean (True = may attend); it returned dtype int32",
+    ),
     # trees
     (lambda: M.tree_prefix([0, 0], 1), "got parents[0] = 0 in [0, 0]"),
-    (lambda: M.tree_prefix([-1, 1], 1), "parents[i] is -1 (a root) or an index in [0, i-1]; got parents[1] = 1 in [-1, 1]"),
+    (
+        lambda: M.tree_prefix([-1, 1], 1),
+        "parents[i] is -1 (a root) or an index in [0, i-1]; got parents[1] = 1 in [-1, 1]",
+    ),
     (lambda: M.tree_prefix([-1, 0, -2], 0), "got parents[2] = -2"),
     (lambda: M.tree_prefix([-1, 0], -1), "`prefix` must be an integer >= 0; got -1"),
     (lambda: M.tree_prefix([], 2), "`parents` must have at least one entry"),
     # XLNet
-    (lambda: M.xlnet_two_stream([0, 0, 2]), "`permutation` must be a permutation of 0..2 (each index exactly once); got [0, 0, 2]: 0 appears 2 times, 1 is missing."),
+    (
+        lambda: M.xlnet_two_stream([0, 0, 2]),
+        "`permutation` must be a permutation of 0..2 (each index exactly once); got [0, 0, 2]: 0 appears 2 times, 1 is missing.",
+    ),
     (lambda: M.xlnet_two_stream([0, 3]), "got [0, 3]: out-of-range value 3, 1 is missing."),
     (lambda: M.xlnet_two_stream([1, 0], context=3), "`context` must be an integer in [0, n=2]; got 3"),
     (lambda: M.xlnet_two_stream([True, False]), "`permutation` must be a sequence of integers; entry 0 is True (bool)"),
     # from_mask_mod
     (lambda: M.from_mask_mod("causal", 3), "`fn` must be a callable (b, h, q_idx, kv_idx) -> bool; got 'causal' (str)"),
-    (lambda: M.from_mask_mod(lambda b, h, q, k: (q >= k).astype(jnp.int32), 3), "`fn` must return a Boolean (True = may attend); it returned dtype int32"),
-    (lambda: M.from_mask_mod(lambda b, h, q, k: jnp.stack([q >= k, q <= k]), 3), "gave shape (3, 3, 2) instead of (3, 3) (per pair: shape (2,))"),
-    (lambda: M.from_mask_mod(lambda b, h, q, k: True if q >= k else False, 3), "`fn` raised TracerBoolConversionError when evaluated on traced int32 scalar indices"),
+    (
+        lambda: M.from_mask_mod(lambda b, h, q, k: (q >= k).astype(jnp.int32), 3),
+        "`fn` must return a Boolean (True = may attend); it returned dtype int32",
+    ),
+    (
+        lambda: M.from_mask_mod(lambda b, h, q, k: jnp.stack([q >= k, q <= k]), 3),
+        "gave shape (3, 3, 2) instead of (3, 3) (per pair: shape (2,))",
+    ),
+    (
+        lambda: M.from_mask_mod(lambda b, h, q, k: True if q >= k else False, 3),
+        "`fn` raised TracerBoolConversionError when evaluated on traced int32 scalar indices",
+    ),
     (lambda: M.from_mask_mod(lambda b, h, q: q >= 0, 3), "`fn` raised TypeError"),
     (lambda: M.from_mask_mod(lambda b, h, q, k: q >= k, 3, n_kv=0), "`n_kv` must be an integer >= 1; got 0"),
     (lambda: M.from_mask_mod(lambda b, h, q, k: q >= k, 3, b=0.5), "`b` must be an integer; got 0.5 (float)"),
     # from_additive_bias
-    (lambda: M.from_additive_bias(np.zeros((2, 2), bool)), "`bias` must have a real (float or integer) dtype; got dtype bool. A Boolean array is already a mask"),
-    (lambda: M.from_additive_bias(np.zeros((2, 2), np.complex64)), "`bias` must have a real (float or integer) dtype; got dtype complex64"),
-    (lambda: M.from_additive_bias(np.zeros(3)), "`bias` must have rank >= 2, shape (..., n_q, n_k); got shape (3,) (rank 1)"),
-    (lambda: M.from_additive_bias(np.zeros((2, 0))), "`bias` must have at least one query and one key; got shape (2, 0)"),
+    (
+        lambda: M.from_additive_bias(np.zeros((2, 2), bool)),
+        "`bias` must have a real (float or integer) dtype; got dtype bool. A Boolean array is already a mask",
+    ),
+    (
+        lambda: M.from_additive_bias(np.zeros((2, 2), np.complex64)),
+        "`bias` must have a real (float or integer) dtype; got dtype complex64",
+    ),
+    (
+        lambda: M.from_additive_bias(np.zeros(3)),
+        "`bias` must have rank >= 2, shape (..., n_q, n_k); got shape (3,) (rank 1)",
+    ),
+    (
+        lambda: M.from_additive_bias(np.zeros((2, 0))),
+        "`bias` must have at least one query and one key; got shape (2, 0)",
+    ),
     (lambda: M.from_additive_bias("0"), "`bias` must be an array of shape (..., n_q, n_k); got '0' (str)"),
-    (lambda: M.from_additive_bias(np.array([[0.0, -1e9], [0.0, 0.0]])), "`bias` entries must be exactly 0 (may attend) or -inf (blocked); got 1 such entry, first at index (0, 1): -1000000000.0. For a finite blocking value (e.g. finfo.min or -1e9) pass `threshold`."),
-    (lambda: M.from_additive_bias(np.array([[0.0, 0.5], [np.nan, np.inf]])), "got 3 such entries, first at index (0, 1): 0.5"),
-    (lambda: M.from_additive_bias(np.array([[0.0, -3.0]]), threshold=-10.0), "`bias` entries must be exactly 0 or <= threshold=-10.0; got 1 such entry, first at index (0, 1): -3.0"),
-    (lambda: M.from_additive_bias(np.zeros((2, 2)), threshold=0), "`threshold` must be None or a negative number (entries <= it are blocked); got 0.0"),
-    (lambda: M.from_additive_bias(np.zeros((2, 2)), threshold=True), "`threshold` must be None or a negative number (entries <= it are blocked); got True (bool)"),
+    (
+        lambda: M.from_additive_bias(np.array([[0.0, -1e9], [0.0, 0.0]])),
+        "`bias` entries must be exactly 0 (may attend) or -inf (blocked); got 1 such entry, first at index (0, 1): -1000000000.0. For a finite blocking value (e.g. finfo.min or -1e9) pass `threshold`.",
+    ),
+    (
+        lambda: M.from_additive_bias(np.array([[0.0, 0.5], [np.nan, np.inf]])),
+        "got 3 such entries, first at index (0, 1): 0.5",
+    ),
+    (
+        lambda: M.from_additive_bias(np.array([[0.0, -3.0]]), threshold=-10.0),
+        "`bias` entries must be exactly 0 or <= threshold=-10.0; got 1 such entry, first at index (0, 1): -3.0",
+    ),
+    (
+        lambda: M.from_additive_bias(np.zeros((2, 2)), threshold=0),
+        "`threshold` must be None or a negative number (entries <= it are blocked); got 0.0",
+    ),
+    (
+        lambda: M.from_additive_bias(np.zeros((2, 2)), threshold=True),
+        "`threshold` must be None or a negative number (entries <= it are blocked); got True (bool)",
+    ),
     # from_blocked
-    (lambda: M.from_blocked(np.array([[0, 2], [1, 0]])), "`blocked` must hold only 0 (may attend) and 1 (blocked); got 1 such entry, first at index (0, 1): 2"),
+    (
+        lambda: M.from_blocked(np.array([[0, 2], [1, 0]])),
+        "`blocked` must hold only 0 (may attend) and 1 (blocked); got 1 such entry, first at index (0, 1): 2",
+    ),
     (lambda: M.from_blocked(np.array([[0.0, -np.inf]])), "first at index (0, 1): -inf"),
-    (lambda: M.from_blocked(np.zeros(4, int)), "A key-padding vector `pad` of shape (n_k,) is a mask after broadcasting"),
-    (lambda: M.from_blocked(np.zeros((2, 2), np.complex64)), "`blocked` must have a bool, integer or float dtype holding 0/1; got dtype complex64"),
+    (
+        lambda: M.from_blocked(np.zeros(4, int)),
+        "A key-padding vector `pad` of shape (n_k,) is a mask after broadcasting",
+    ),
+    (
+        lambda: M.from_blocked(np.zeros((2, 2), np.complex64)),
+        "`blocked` must have a bool, integer or float dtype holding 0/1; got dtype complex64",
+    ),
     # combinators
     (lambda: M.and_masks(), "and_masks needs at least one mask; got none"),
-    (lambda: M.or_masks(M.causal(2), M.causal(3)), "or_masks: every mask must have the shape of masks[0], (2, 2); masks[1] has shape (3, 3)"),
-    (lambda: M.and_masks(M.causal(2), np.ones((2, 2), int)), "`masks[1]` must have dtype bool (True = may attend); got dtype int"),
-    (lambda: M.and_masks(np.ones(2, bool)), "`masks[0]` must have rank 2 (n, n) or rank >= 2 (..., n, n); got shape (2,)"),
+    (
+        lambda: M.or_masks(M.causal(2), M.causal(3)),
+        "or_masks: every mask must have the shape of masks[0], (2, 2); masks[1] has shape (3, 3)",
+    ),
+    (
+        lambda: M.and_masks(M.causal(2), np.ones((2, 2), int)),
+        "`masks[1]` must have dtype bool (True = may attend); got dtype int",
+    ),
+    (
+        lambda: M.and_masks(np.ones(2, bool)),
+        "`masks[0]` must have rank 2 (n, n) or rank >= 2 (..., n, n); got shape (2,)",
+    ),
 ]
 
 

@@ -73,7 +73,10 @@ def test_traced_document_ids_and_parents_and_globals():
     [
         (lambda: jax.jit(functools.partial(M.document, kind="ids"))(jnp.array([0, 1, 0])), "one contiguous run"),
         (lambda: jax.jit(M.tree_prefix, static_argnums=1)(jnp.array([-1, 2, 0]), 0), "parents before children"),
-        (lambda: jax.jit(M.global_sliding, static_argnums=(0, 1))(4, 1, jnp.array([7])), "indices in [0, n-1] = [0, 3]"),
+        (
+            lambda: jax.jit(M.global_sliding, static_argnums=(0, 1))(4, 1, jnp.array([7])),
+            "indices in [0, n-1] = [0, 3]",
+        ),
         (lambda: jax.jit(M.from_additive_bias)(jnp.array([[0.0, 1.0]])), "exactly 0 (may attend) or -inf"),
         (lambda: jax.jit(M.from_blocked)(jnp.array([[0, 2]])), "only 0 (may attend) and 1 (blocked)"),
     ],

@@ -57,7 +57,7 @@ def test_a_table_of_the_right_size_works(form):
 def test_raises_exactly_when_the_table_is_shorter_than_the_grid(length, n, form):
     ids = np.arange(length) // 2
     d = jnp.asarray(ids)
-    fn = lambda b, h, q, k: (d[q] == d[k]) & (k <= q)  # noqa: E731
+    fn = lambda b, h, q, k: (d[q] == d[k]) & (k <= q)
     if length < n:
         with pytest.raises(MaskError, match=f"index {length} is out of bounds for axis 0 with size {length}"):
             M.from_mask_mod(fn, n, form=form)
@@ -86,10 +86,14 @@ def test_two_dimensional_table_and_rectangular_grid():
 
 def test_batch_and_head_indices_are_checked_too():
     per_head = jnp.asarray([[True, False], [False, True]])  # (heads, n_kv)
-    np.testing.assert_array_equal(np.asarray(M.from_mask_mod(lambda b, h, q, k: per_head[h, k], 2, h=1)), [[False, True]] * 2)
+    np.testing.assert_array_equal(
+        np.asarray(M.from_mask_mod(lambda b, h, q, k: per_head[h, k], 2, h=1)), [[False, True]] * 2
+    )
     with pytest.raises(MaskError) as info:
         M.from_mask_mod(lambda b, h, q, k: per_head[h, k], 2, h=2)
-    assert "b=0, h=2: out-of-bounds indexing for array of shape (2, 2): index 2 is out of bounds for axis 0" in str(info.value)
+    assert "b=0, h=2: out-of-bounds indexing for array of shape (2, 2): index 2 is out of bounds for axis 0" in str(
+        info.value
+    )
 
 
 def test_negative_indices_count_from_the_end_and_are_not_errors():
@@ -104,7 +108,7 @@ def test_negative_indices_count_from_the_end_and_are_not_errors():
 
 def test_check_indices_false_keeps_the_clamped_result():
     d = jnp.array([0, 0, 1])
-    fn = lambda b, h, q, k: d[q] == d[k]  # noqa: E731
+    fn = lambda b, h, q, k: d[q] == d[k]
     clamped = np.array([0, 0, 1, 1, 1])  # what JAX reads at 0..4
     q, k = grid(5)
     for form in ("dense", "intervals"):
@@ -137,7 +141,7 @@ def test_under_jit_correct_tables_work_and_bad_ones_fail_at_run_time():
 
 def test_document_inner_mask_mods_are_checked_and_named():
     short = jnp.array([True, True])
-    inner = lambda b, h, q, k: short[q] & (k <= q)  # noqa: E731  offsets reach 2 in a document of 3
+    inner = lambda b, h, q, k: short[q] & (k <= q)
     for build in (lambda: M.document([3, 1], inner), lambda: S.document([3, 1], inner)):
         with pytest.raises(MaskError) as info:
             build()

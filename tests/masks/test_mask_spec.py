@@ -78,7 +78,10 @@ def test_registry_values_are_the_public_constructors():
         ("block_diffusion(n=4, block_size=5)", ["`block_size` must be an integer in [1, n=4]; got 5"]),
         ("xlnet_two_stream(permutation=[1, 0])", ["missing a required argument: 'stream'"]),
         ("xlnet_two_stream(permutation=[1, 0], stream='key')", ["`stream` must be 'content' or 'query'", "'key'"]),
-        ("xlnet_two_stream(permutation=[1, 1], stream='query')", ["`permutation` must be a permutation of 0..1", "1 appears 2 times", "0 is missing"]),
+        (
+            "xlnet_two_stream(permutation=[1, 1], stream='query')",
+            ["`permutation` must be a permutation of 0..1", "1 appears 2 times", "0 is missing"],
+        ),
     ],
 )
 def test_from_spec_errors(text, fragments):

@@ -11,7 +11,7 @@ import hassejax.masks as M
 def gallery_rule(z, c):
     n = len(z)
     pos = {token: rank for rank, token in enumerate(z)}
-    ctx = {token for token in z[:c]}
+    ctx = set(z[:c])
     content = np.zeros((n, n), dtype=bool)
     query = np.zeros((n, n), dtype=bool)
     for q in range(n):
@@ -92,7 +92,7 @@ def test_context_variant(c):
     n = len(z)
     content, query = (np.asarray(m) for m in M.xlnet_two_stream(z, context=c))
     ctx = z[:c]
-    targets = [t for t in z[c:]]
+    targets = list(z[c:])
     for stream in (content, query):
         # context tokens see each other bidirectionally and never a target
         assert stream[np.ix_(ctx, ctx)].all()

@@ -8,6 +8,7 @@ arrays themselves are checked, not only the entries).
 import doctest
 import functools
 import inspect
+import itertools
 import operator
 import subprocess
 import sys
@@ -221,7 +222,14 @@ def test_edge_cases(name, args):
 
 
 def test_xlnet_edge_cases_and_empty_query_row():
-    for z, c in [([0], 0), ([0], 1), ([3, 1, 0, 2, 4], 0), ([3, 1, 0, 2, 4], 5), (list(range(24)), 2), (list(range(23, -1, -1)), 0)]:
+    for z, c in [
+        ([0], 0),
+        ([0], 1),
+        ([3, 1, 0, 2, 4], 0),
+        ([3, 1, 0, 2, 4], 5),
+        (list(range(24)), 2),
+        (list(range(23, -1, -1)), 0),
+    ]:
         got, want = S.xlnet_two_stream(z, c), M.xlnet_two_stream(z, c)
         assert_same(got.content, want.content)
         assert_same(got.query, want.query)
@@ -372,15 +380,31 @@ def test_attention_sinks_dense_rule():
         assert got.dtype == jnp.bool_ and got.shape == (n, n)
         np.testing.assert_array_equal(np.asarray(got), (k < num) & (k <= q))
     assert M.MASKS["attention_sinks"] is M.attention_sinks
-    np.testing.assert_array_equal(np.asarray(M.from_spec("attention_sinks(n=5, num=2)")), np.asarray(M.attention_sinks(5, 2)))
+    np.testing.assert_array_equal(
+        np.asarray(M.from_spec("attention_sinks(n=5, num=2)")), np.asarray(M.attention_sinks(5, 2))
+    )
 
 
 # ------------------------------------------------------------------ from_spec combinations
 
 
 def _spec_part(draw, n):
-    kind = draw(st.sampled_from(["causal", "sliding_window", "attention_sinks", "prefix_lm", "block_causal",
-                                 "chunked_causal", "document", "dilated", "global_sliding", "full"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "causal",
+                "sliding_window",
+                "attention_sinks",
+                "prefix_lm",
+                "block_causal",
+                "chunked_causal",
+                "document",
+                "dilated",
+                "global_sliding",
+                "full",
+            ]
+        )
+    )
     if kind in ("causal", "full"):
         return f"{kind}(n={n})"
     if kind == "sliding_window":
@@ -450,13 +474,23 @@ def test_from_spec_precedence_and_documented_examples():
     [
         (
             "sliding_window(n=8, left=1) | attention_sinks(n=16, num=4)",
-            ["a union (|) must have the same n", "`sliding_window(n=8, left=1)` has n = 8", "`attention_sinks(n=16, num=4)` has n = 16"],
+            [
+                "a union (|) must have the same n",
+                "`sliding_window(n=8, left=1)` has n = 8",
+                "`attention_sinks(n=16, num=4)` has n = 16",
+            ],
         ),
-        ("(causal(4) | causal(4)) & full(5)", ["an intersection (&) must have the same n", "`causal(4) | causal(4)` has n = 4", "`full(5)` has n = 5"]),
+        (
+            "(causal(4) | causal(4)) & full(5)",
+            ["an intersection (&) must have the same n", "`causal(4) | causal(4)` has n = 4", "`full(5)` has n = 5"],
+        ),
         ("block_diffusion(n=2, block_size=1) | causal(2)", ["has n = 4", "has n = 2"]),
         ("causal(4) or causal(4)", ["combine masks with | (union) and & (intersection), not `or`"]),
         ("causal(4) and causal(4)", ["not `and`"]),
-        ("causal(4) ^ causal(4)", ["single call", "combined with | (union), & (intersection)", "`causal(4) ^ causal(4)`"]),
+        (
+            "causal(4) ^ causal(4)",
+            ["single call", "combined with | (union), & (intersection)", "`causal(4) ^ causal(4)`"],
+        ),
         ("~causal(4)", ["single call"]),
         ("causal(4) | foo(4)", ["unknown mask 'foo'"]),
         ("causal(4) | causal", ["without arguments"]),
@@ -529,18 +563,18 @@ def test_from_mask_mod_intervals_in_many_small_blocks_with_growing_runs(monkeypa
     # 3 rows a block: the run count grows down the rows, so the kernel is rebuilt with a
     # larger k mid-way and earlier blocks (fewer columns) are padded when assembled
     monkeypatch.setattr(convert, "_BLOCK_ENTRIES", 3 * N_GALLERY)
-    fn = lambda b, h, q, k: (k < q) & (k % 2 == 0)  # noqa: E731
+    fn = lambda b, h, q, k: (k < q) & (k % 2 == 0)
     dense = np.asarray(M.from_mask_mod(fn, N_GALLERY))
     got = M.from_mask_mod(fn, N_GALLERY, form="intervals")
     assert got.num_runs == 15
     assert_same(got, dense)
-    g = lambda b, h, q, k: (q + k + b + h) % 2 == 0  # noqa: E731  b and h reach fn
+    g = lambda b, h, q, k: (q + k + b + h) % 2 == 0
     assert_same(M.from_mask_mod(g, 7, b=1, h=2, form="intervals"), np.asarray(M.from_mask_mod(g, 7, b=1, h=2)))
 
 
 def test_from_mask_mod_auto(monkeypatch):
-    causal = lambda b, h, q, k: k <= q  # noqa: E731
-    checker = lambda b, h, q, k: (q + k) % 2 == 0  # noqa: E731  n / 2 runs a row: unstructured
+    causal = lambda b, h, q, k: k <= q
+    checker = lambda b, h, q, k: (q + k) % 2 == 0
     small = M.from_mask_mod(causal, 16, form="auto")
     assert isinstance(small, jax.Array)  # small: the dense array, as before
     assert isinstance(M.from_mask_mod(causal, 4, n_kv=6, form="auto"), jax.Array)  # rectangular: dense
@@ -559,7 +593,10 @@ def test_from_mask_mod_intervals_errors(no_typecheck):
     with pytest.raises(MaskError, match="`form` must be 'dense', 'intervals' or 'auto'; got 'runs'"):
         M.from_mask_mod(lambda b, h, q, k: q >= k, 3, form="runs")
     bad = [
-        (lambda b, h, q, k: (q >= k).astype(jnp.int32), "`fn` must return a Boolean (True = may attend); it returned dtype int32"),
+        (
+            lambda b, h, q, k: (q >= k).astype(jnp.int32),
+            "`fn` must return a Boolean (True = may attend); it returned dtype int32",
+        ),
         (lambda b, h, q, k: jnp.stack([q >= k, q <= k]), "(per pair: shape (2,))"),
         (lambda b, h, q, k: True if q >= k else False, "`fn` raised TracerBoolConversionError"),
     ]
@@ -604,7 +641,13 @@ def test_long_context_family_sizes_build_without_a_dense_array():
         assert m.n >= n // 2 and m.num_runs == runs and m.nbytes <= 2 * 8 * m.n * runs
     assert S.chunked_causal(n, 8192).row(8192 + 5) == [(8192, 8198)]
     assert S.document(np.full(256, n // 256)).row(n - 1) == [(n - n // 256, n)]
-    assert S.dilated(n, 16, 4).row(n - 1) == [(n - 17, n - 16), (n - 13, n - 12), (n - 9, n - 8), (n - 5, n - 4), (n - 1, n)]
+    assert S.dilated(n, 16, 4).row(n - 1) == [
+        (n - 17, n - 16),
+        (n - 13, n - 12),
+        (n - 9, n - 8),
+        (n - 5, n - 4),
+        (n - 1, n),
+    ]
 
 
 def test_random_permutation_xlnet_is_exact_and_reports_its_runs():
@@ -628,5 +671,5 @@ def test_unions_and_intersections_of_structured_masks_match_dense():
     structured_masks = [p[0] for p in pairs]
     dense = [np.asarray(p[1]) for p in pairs]
     assert_same(functools.reduce(operator.or_, structured_masks), functools.reduce(operator.or_, dense))
-    for (a, da), (b, db) in zip(pairs, pairs[1:]):
+    for (a, da), (b, db) in itertools.pairwise(pairs):
         assert_same(a & b, np.asarray(da) & np.asarray(db))

@@ -14,8 +14,7 @@ import pytest
 
 import hassejax._checks
 from hassejax.errors import MaskError, MemoryBudgetError, ParameterError
-from hassejax.order import _bitpacked, convergence_depth, layer_adjacency, reachability
-from hassejax.order import _matmul, _routes
+from hassejax.order import _bitpacked, _matmul, _routes, convergence_depth, layer_adjacency, reachability
 
 ROUTES = ("matmul", "bitpacked")
 
@@ -345,13 +344,13 @@ def test_bad_num_layers(no_runtime_typecheck, num_layers, fragment):
 def test_num_layers_must_match_layer_masks(no_runtime_typecheck):
     with pytest.raises(ParameterError, match=r"equal to the number of `layer_masks` \(2\); got 3"):
         reachability(None, 3, layer_masks=[causal(4), causal(4)])
-    np.testing.assert_array_equal(
-        np.asarray(reachability(None, 2, layer_masks=[chain(4), chain(4)])), window(4, 2)
-    )
+    np.testing.assert_array_equal(np.asarray(reachability(None, 2, layer_masks=[chain(4), chain(4)])), window(4, 2))
 
 
 def test_bad_method(no_runtime_typecheck):
-    with pytest.raises(ParameterError, match=r"`method` must be one of \('auto', 'matmul', 'bitpacked', 'structured'\); got 'fast'"):
+    with pytest.raises(
+        ParameterError, match=r"`method` must be one of \('auto', 'matmul', 'bitpacked', 'structured'\); got 'fast'"
+    ):
         reachability(causal(4), method="fast")
 
 

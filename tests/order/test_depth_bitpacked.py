@@ -273,6 +273,10 @@ def test_huge_mask_raises_before_copying(method):
 
 
 def test_memory_estimate_grows_with_n_and_nnz():
-    assert bpd.depth_bitpacked_bytes(8192, 10**6) > bpd.depth_bitpacked_bytes(8192, 10**4) > bpd.depth_bitpacked_bytes(1024, 10**4)
+    assert (
+        bpd.depth_bitpacked_bytes(8192, 10**6)
+        > bpd.depth_bitpacked_bytes(8192, 10**4)
+        > bpd.depth_bitpacked_bytes(1024, 10**4)
+    )
     assert bpd.padded_words(1) == 1 and bpd.padded_words(300) == 8 and bpd.padded_words(8192) == 128
     assert bpd.padded_words(3000) % 16 == 0

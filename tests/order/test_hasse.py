@@ -13,11 +13,11 @@ from hypothesis import given, settings
 
 matplotlib.use("Agg")
 
-from hassejax.errors import MaskError  # noqa: E402
-from hassejax.order import HasseDiagram, format_class  # noqa: E402
-from hassejax.plot import draw_hasse, draw_mask, hasse_figsize  # noqa: E402
+from test_poset import mask_graph, masks, nx_reach
 
-from test_poset import mask_graph, masks, nx_reach  # noqa: E402  (tests/order is on sys.path)
+from hassejax.errors import MaskError
+from hassejax.order import HasseDiagram, format_class
+from hassejax.plot import draw_hasse, draw_mask, hasse_figsize
 
 # --------------------------------------------------------------------------- helpers
 
@@ -54,7 +54,7 @@ BUTTERFLY_4 = np.array(
     ],
     dtype=bool,
 )
-BUTTERFLY_4_NAMES = "F1 F2 F3 B2 B3 B4 C1 C2 C3 C4".split()
+BUTTERFLY_4_NAMES = ["F1", "F2", "F3", "B2", "B3", "B4", "C1", "C2", "C3", "C4"]
 
 
 def block_two_stream(n=6, l=2):
@@ -186,7 +186,8 @@ def test_isomorphism_respects_direction():
     down = _graph([2, 1], [(0, 1)])
     assert not up.is_isomorphic(down) and not down.is_isomorphic(up)
     assert nx.is_isomorphic(
-        up.graph.to_undirected(), down.graph.to_undirected(),
+        up.graph.to_undirected(),
+        down.graph.to_undirected(),
         node_match=lambda a, b: len(a["members"]) == len(b["members"]),
     )  # fmt: skip  (so only the direction separates them)
     # In-star (three minimal classes below one) vs out-star (one below three).
@@ -317,9 +318,7 @@ def test_json_errors():
     with pytest.raises(MaskError, match=r"'n' must be an int"):
         HasseDiagram.from_json(json.dumps({**data, "n": "3"}))
     with pytest.raises(MaskError, match=r"transitively reduced"):
-        HasseDiagram.from_json(
-            json.dumps({**data, "classes": [[0], [1], [2]], "edges": [[0, 1], [1, 2], [0, 2]]})
-        )
+        HasseDiagram.from_json(json.dumps({**data, "classes": [[0], [1], [2]], "edges": [[0, 1], [1, 2], [0, 2]]}))
 
 
 # ------------------------------------------------------------------------------- plots
@@ -400,7 +399,9 @@ def test_draw_mask(tmp_path):
     assert path.stat().st_size > 1000
     rect = draw_mask(jnp.asarray(np.ones((2, 5), bool)))  # cross-attention masks may be drawn
     assert rect.images[0].get_array().shape == (2, 5)
-    with pytest.raises(MaskError, match=r"`labels` must name every slot .*got 3 label\(s\) for a mask of shape \(10, 10\)"):
+    with pytest.raises(
+        MaskError, match=r"`labels` must name every slot .*got 3 label\(s\) for a mask of shape \(10, 10\)"
+    ):
         draw_mask(jnp.asarray(BUTTERFLY_4), labels=["a", "b", "c"])
     plt.close("all")
 

@@ -262,7 +262,10 @@ def test_bad_heads(no_typecheck):
         reachability(np.ones((2, 4, 5), bool), head_axis=0)
     with pytest.raises(MaskError, match=r"must hold at least one head.*empty tuple"):
         reachability((), head_axis=0)
-    with pytest.raises(ParameterError, match=r"`head_axis` must be an axis of one layer's mask of `layer_masks`.*\(3, 4, 4\) after the leading"):
+    with pytest.raises(
+        ParameterError,
+        match=r"`head_axis` must be an axis of one layer's mask of `layer_masks`.*\(3, 4, 4\) after the leading",
+    ):
         reachability(None, layer_masks=np.ones((2, 3, 4, 4), bool), head_axis=1)  # one layer is (3, 4, 4)
     with pytest.raises(ParameterError, match=r"`head_axis` = 0 needs one layer's mask of `layer_masks`.*rank 2"):
         reachability(None, layer_masks=np.ones((2, 4, 4), bool), head_axis=0)
@@ -297,7 +300,9 @@ def test_memory_is_checked_before_the_union():
         reachability(None, layer_masks=[huge, huge], head_axis=0)
 
 
-@pytest.mark.parametrize("module", ["hassejax.order.reach", "hassejax.order.depth", "hassejax.order.heads", "hassejax.order.hasse"])
+@pytest.mark.parametrize(
+    "module", ["hassejax.order.reach", "hassejax.order.depth", "hassejax.order.heads", "hassejax.order.hasse"]
+)
 def test_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

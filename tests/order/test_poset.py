@@ -116,9 +116,7 @@ def test_quotient_and_cover_match_networkx_condensation(m):
     # Independent: transitive reduction of networkx's condensation (no self-loops there).
     cond = nx.condensation(mask_graph(m))
     tr = nx.transitive_reduction(cond)
-    ref_edges = {
-        (frozenset(cond.nodes[u]["members"]), frozenset(cond.nodes[v]["members"])) for u, v in tr.edges
-    }
+    ref_edges = {(frozenset(cond.nodes[u]["members"]), frozenset(cond.nodes[v]["members"])) for u, v in tr.edges}
     a_idx, b_idx = np.nonzero(cov)
     ours = {(sets[b], sets[a]) for a, b in zip(a_idx, b_idx)}  # cover[a, b]: b -> a
     assert ours == ref_edges

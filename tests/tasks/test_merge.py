@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hassejax.errors import LabelConflictError, MaskError, TaskError
-from hassejax.tasks import Task, Token, audit, merge_tasks, reached_tokens, sparsify
 from hassejax.order import reachability
+from hassejax.tasks import Task, Token, audit, merge_tasks, reached_tokens, sparsify
 
 
 def _closure(mask):
@@ -48,7 +48,7 @@ def _equivalence_classes(tasks):
             all_nodes.append(((t_idx, c), inputs, [(t_idx, d) for d in red.successors(c)]))
     info = {key: (inputs, below) for key, inputs, below in all_nodes}
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def equiv(u, v):
         (iu, bu), (iv, bv) = info[u], info[v]
         if iu != iv or len(bu) != len(bv):

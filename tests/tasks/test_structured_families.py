@@ -44,12 +44,20 @@ def test_block_two_stream_intervals_equal_dense(layout, group, content, keep_las
 def test_block_two_stream_spec_table_and_edge_layouts():
     m = block_two_stream_mask(6, 2, form="intervals")  # the n = 6, l = 2 table of spec hasse.md §3.2
     assert [m.row(q) for q in (0, 5, 6, 7, 8, 10, 11)] == [
-        [(0, 1)], [(0, 6)], [(6, 8)], [(6, 8)], [(0, 2), (8, 10)], [(0, 4), (10, 12)], [(0, 4), (10, 12)]
+        [(0, 1)],
+        [(0, 6)],
+        [(6, 8)],
+        [(6, 8)],
+        [(0, 2), (8, 10)],
+        [(0, 4), (10, 12)],
+        [(0, 4), (10, 12)],
     ]
     for n, l in [(1, 1), (2, 2), (4, 4), (5, 1)]:  # one block only; without the last block c = 0
         for keep in (True, False):
-            assert_same(block_two_stream_mask(n, l, keep_last_block=keep, form="intervals"),
-                        block_two_stream_mask(n, l, keep_last_block=keep))
+            assert_same(
+                block_two_stream_mask(n, l, keep_last_block=keep, form="intervals"),
+                block_two_stream_mask(n, l, keep_last_block=keep),
+            )
 
 
 @given(n=st.sampled_from([2, 3, 7, 16]), sparse=st.booleans())

@@ -1,5 +1,4 @@
-"""``hassejax analyze``: the information flow of a mask at any length (spec hasse.md §1).
-"""
+"""``hassejax analyze``: the information flow of a mask at any length (spec hasse.md §1)."""
 
 from __future__ import annotations
 

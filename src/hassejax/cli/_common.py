@@ -36,9 +36,13 @@ def load_mask(spec: str):
         except (OSError, ValueError) as err:
             raise MaskError(f"MASK_SPEC {spec!r}: cannot read it as a .npy array ({_one_line(str(err))}).") from None
         if arr.ndim != 2 or 0 in arr.shape:
-            raise MaskError(f"`mask` must have rank 2, shape (n, n) with n >= 1; got shape {arr.shape} (rank {arr.ndim}).")
+            raise MaskError(
+                f"`mask` must have rank 2, shape (n, n) with n >= 1; got shape {arr.shape} (rank {arr.ndim})."
+            )
         if arr.shape[0] != arr.shape[1]:
-            raise MaskError(f"`mask` must be square (n, n): queries and keys are the same positions; got shape {arr.shape}.")
+            raise MaskError(
+                f"`mask` must be square (n, n): queries and keys are the same positions; got shape {arr.shape}."
+            )
         if arr.dtype != np.bool_:
             raise MaskError(
                 f"`mask` must have dtype bool (True = may attend); got dtype {arr.dtype}. Convert it first, e.g. "
@@ -65,7 +69,9 @@ def _check_figure_path(path: str | None) -> None:
     ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
     formats = FigureCanvasBase.get_supported_filetypes()
     if ext not in formats:
-        raise _UsageError(f"--png {path!r}: the file name must end in an image format matplotlib writes ({', '.join('.' + f for f in sorted(formats))}).")
+        raise _UsageError(
+            f"--png {path!r}: the file name must end in an image format matplotlib writes ({', '.join('.' + f for f in sorted(formats))})."
+        )
 
 
 def _write_text(path: str, text: str) -> None:
@@ -98,7 +104,11 @@ def _kernel_mask(args: argparse.Namespace):
         if target == "autoregressive" and args.n < 2:
             raise _UsageError("the autoregressive family needs --n >= 2")
         return _FAMILY_SPECS[target].format(
-            n=args.n, n_minus_one=args.n - 1, block_size=args.block_size, group=args.group, content=args.content,
+            n=args.n,
+            n_minus_one=args.n - 1,
+            block_size=args.block_size,
+            group=args.group,
+            content=args.content,
             keep_last_block=not args.no_keep_last_block,
         )
     if args.n is not None or args.block_size is not None:

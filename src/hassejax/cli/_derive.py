@@ -1,5 +1,4 @@
-"""``hassejax derive``: a mask derived from a task family (spec hasse.md §2–3).
-"""
+"""``hassejax derive``: a mask derived from a task family (spec hasse.md §2–3)."""
 
 from __future__ import annotations
 
@@ -53,7 +52,9 @@ def _cmd_derive(args: argparse.Namespace) -> int:
     }[args.family]
     ignored = [k for k, v in given.items() if v and k not in allowed]
     if ignored:
-        raise _UsageError(f"{', '.join(ignored)} do(es) not apply to the {args.family} family (its options: {', '.join(allowed) or 'none'})")
+        raise _UsageError(
+            f"{', '.join(ignored)} do(es) not apply to the {args.family} family (its options: {', '.join(allowed) or 'none'})"
+        )
     if args.n > _DERIVE_MAX_N:
         raise _UsageError(
             f"--n {args.n} is too large for derive, which merges one Hasse diagram per task (at most {_DERIVE_MAX_N}); "
@@ -63,8 +64,12 @@ def _cmd_derive(args: argparse.Namespace) -> int:
     if args.family == "block_generation":
         if args.block_size is None:
             raise _UsageError("derive block_generation needs --block-size L (a divisor of --n)")
-        options = dict(block_size=args.block_size, group=args.group or "full", content=args.content or "causal",
-                       keep_last_block=not args.no_keep_last_block)
+        options = dict(
+            block_size=args.block_size,
+            group=args.group or "full",
+            content=args.content or "causal",
+            keep_last_block=not args.no_keep_last_block,
+        )
     elif args.family == "butterfly":
         options = dict(boundary=args.boundary or "neighbour")
     try:
@@ -74,31 +79,51 @@ def _cmd_derive(args: argparse.Namespace) -> int:
     merged, sparse, report = result["merged"], result["sparse"], result["audit"]
     names = [str(t) for t in merged.inputs]
     width = max(len(x) for x in names)
-    lines = [f"family: {args.family} (n = {args.n}{''.join(f', {k} = {v}' for k, v in options.items())})",
-             f"slots: {merged.n} (merged from {len(merged.tasks)} tasks; {int(merged.node.max()) + 1} Hasse nodes)",
-             "slot  input" + " " * max(0, width - 5) + "  stream   position  label"]
+    lines = [
+        f"family: {args.family} (n = {args.n}{''.join(f', {k} = {v}' for k, v in options.items())})",
+        f"slots: {merged.n} (merged from {len(merged.tasks)} tasks; {int(merged.node.max()) + 1} Hasse nodes)",
+        "slot  input" + " " * max(0, width - 5) + "  stream   position  label",
+    ]
     for p, (tok, stream, lab) in enumerate(zip(merged.inputs, merged.streams, merged.labels)):
-        lines.append(f"{p:>4}  {str(tok):<{max(width, 5)}}  {stream:<7}  {tok.position:>8}  {'-' if lab is None else lab}")
+        lines.append(f"{p:>4}  {tok!s:<{max(width, 5)}}  {stream:<7}  {tok.position:>8}  {'-' if lab is None else lab}")
     mask = np.asarray(merged.mask)
     if merged.n <= _DERIVE_MAX_PRINTED_SLOTS:
         lines.append("mask (row = query slot, column = key slot, 1 = may attend):")
         for p in range(merged.n):
             lines.append(f"  {names[p]:>{width}} " + " ".join("1" if x else "." for x in mask[p]))
     else:
-        lines.append(f"mask: {merged.n} x {merged.n} (not printed above {_DERIVE_MAX_PRINTED_SLOTS} slots; see --json / --png)")
+        lines.append(
+            f"mask: {merged.n} x {merged.n} (not printed above {_DERIVE_MAX_PRINTED_SLOTS} slots; see --json / --png)"
+        )
     from ..order import convergence_depth
 
-    lines.append(f"dense: {int(mask.sum())} nonzeros, L* = {int(convergence_depth(mask))}; sparsest variant: {sparse.nonzeros} nonzeros, L* = {sparse.depth}")
+    lines.append(
+        f"dense: {int(mask.sum())} nonzeros, L* = {int(convergence_depth(mask))}; sparsest variant: {sparse.nonzeros} nonzeros, L* = {sparse.depth}"
+    )
     lines.append("audit: " + report.summary())
     print("\n".join(lines))
     if args.json:
         payload = {
-            "family": args.family, "n": args.n, "options": options,
-            "slots": [{"input": [str(t.symbol), t.position], "stream": s, "label": None if y is None else [str(y.symbol), y.position]}
-                      for t, s, y in zip(merged.inputs, merged.streams, merged.labels)],
-            "mask": mask.astype(int).tolist(), "sparse_mask": sparse.mask.astype(int).tolist(), "sparse_depth": sparse.depth,
-            "audit": {"leaks": list(report.leaks), "mismatches": list(report.mismatches),
-                      "token_density": report.token_density, "slot_density": report.slot_density},
+            "family": args.family,
+            "n": args.n,
+            "options": options,
+            "slots": [
+                {
+                    "input": [str(t.symbol), t.position],
+                    "stream": s,
+                    "label": None if y is None else [str(y.symbol), y.position],
+                }
+                for t, s, y in zip(merged.inputs, merged.streams, merged.labels)
+            ],
+            "mask": mask.astype(int).tolist(),
+            "sparse_mask": sparse.mask.astype(int).tolist(),
+            "sparse_depth": sparse.depth,
+            "audit": {
+                "leaks": list(report.leaks),
+                "mismatches": list(report.mismatches),
+                "token_density": report.token_density,
+                "slot_density": report.slot_density,
+            },
         }
         _write_text(args.json, json.dumps(payload) + "\n")
     if args.png:

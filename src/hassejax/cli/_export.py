@@ -1,5 +1,4 @@
-"""``hassejax export``: a mask for a kernel (FlexAttention ``mask_mod``, JAX splash attention, ``.npy``).
-"""
+"""``hassejax export``: a mask for a kernel (FlexAttention ``mask_mod``, JAX splash attention, ``.npy``)."""
 
 from __future__ import annotations
 
@@ -27,7 +26,9 @@ def _splash_source(mask, npy: str | None) -> str:
         op = "&" if kind == "LogicalAnd" else "|"
         return f"({_splash_source(mask.left, npy)} {op} {_splash_source(mask.right, npy)})"
     if npy is None:
-        raise _UsageError(f"this mask has no structured splash form (it is a {kind}); give --out FILE.npy for its dense array")
+        raise _UsageError(
+            f"this mask has no structured splash form (it is a {kind}); give --out FILE.npy for its dense array"
+        )
     return f"mask_lib.NumpyMask(np.load({npy!r}))"
 
 
@@ -49,8 +50,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 raise _UsageError(f"--out {args.out!r}: --to npy writes a .npy file; give a name ending in .npy")
             from ..kernels._splash_write import _dense_rule
 
-            dense = _dense_rule(rule, 0, rule.n) if rule.heads is None else np.stack(
-                [_dense_rule(rule, h, rule.n) for h in range(rule.heads)]
+            dense = (
+                _dense_rule(rule, 0, rule.n)
+                if rule.heads is None
+                else np.stack([_dense_rule(rule, h, rule.n) for h in range(rule.heads)])
             )
             _save_npy(args.out, dense)
             print(f"wrote {args.out}: Boolean {dense.shape} (row = query, column = key, True = may attend)")
@@ -67,7 +70,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 )
             npy = args.out
             splash = to_splash(rule)
-            _save_npy(npy, np.asarray(splash.array) if rule.heads is None else np.stack([np.asarray(m[:, :]) for m in splash.masks]))
+            _save_npy(
+                npy,
+                np.asarray(splash.array)
+                if rule.heads is None
+                else np.stack([np.asarray(m[:, :]) for m in splash.masks]),
+            )
         else:
             if args.out is not None and args.out.endswith(".npy"):
                 raise _UsageError(

@@ -87,20 +87,55 @@ def _add_derive(subparsers) -> None:
     p.add_argument("family", choices=["autoregressive", "block_generation", "butterfly"], help="the task family")
     p.add_argument("--n", type=_positive_int, required=True, help="sequence length")
     p.add_argument("--block-size", type=_positive_int, default=None, help="block size l (block_generation; divides n)")
-    p.add_argument("--group", choices=["full", "causal", "diagonal"], default=None, help="attention inside a query group (block_generation; default full)")
-    p.add_argument("--content", choices=["causal", "block_causal"], default=None, help="content stream mask (block_generation; default causal)")
-    p.add_argument("--no-keep-last-block", action="store_true", help="leave out the full-sequence content task (block_generation; 2n - l slots)")
-    p.add_argument("--boundary", choices=["neighbour", "pad"], default=None, help="boundary aggregate (butterfly; default neighbour)")
-    p.add_argument("--png", nargs="?", const="derived_mask.png", metavar="FILE", help="draw the mask and Hasse diagram (default FILE: derived_mask.png)")
-    p.add_argument("--json", nargs="?", const="derived_mask.json", metavar="FILE", help="write slots, mask, labels and audit (default FILE: derived_mask.json)")
+    p.add_argument(
+        "--group",
+        choices=["full", "causal", "diagonal"],
+        default=None,
+        help="attention inside a query group (block_generation; default full)",
+    )
+    p.add_argument(
+        "--content",
+        choices=["causal", "block_causal"],
+        default=None,
+        help="content stream mask (block_generation; default causal)",
+    )
+    p.add_argument(
+        "--no-keep-last-block",
+        action="store_true",
+        help="leave out the full-sequence content task (block_generation; 2n - l slots)",
+    )
+    p.add_argument(
+        "--boundary",
+        choices=["neighbour", "pad"],
+        default=None,
+        help="boundary aggregate (butterfly; default neighbour)",
+    )
+    p.add_argument(
+        "--png",
+        nargs="?",
+        const="derived_mask.png",
+        metavar="FILE",
+        help="draw the mask and Hasse diagram (default FILE: derived_mask.png)",
+    )
+    p.add_argument(
+        "--json",
+        nargs="?",
+        const="derived_mask.json",
+        metavar="FILE",
+        help="write slots, mask, labels and audit (default FILE: derived_mask.json)",
+    )
     p.set_defaults(func=_command("_derive", "_cmd_derive"))
 
 
 def _add_family_options(p) -> None:
     p.add_argument("--n", type=_positive_int, default=None, help="sequence length (task families)")
     p.add_argument("--block-size", type=_positive_int, default=None, help="block size l (block_generation)")
-    p.add_argument("--group", choices=["full", "causal", "diagonal"], default="full", help="block_generation query group")
-    p.add_argument("--content", choices=["causal", "block_causal"], default="causal", help="block_generation content stream")
+    p.add_argument(
+        "--group", choices=["full", "causal", "diagonal"], default="full", help="block_generation query group"
+    )
+    p.add_argument(
+        "--content", choices=["causal", "block_causal"], default="causal", help="block_generation content stream"
+    )
     p.add_argument("--no-keep-last-block", action="store_true", help="block_generation without the full content task")
 
 
@@ -117,17 +152,22 @@ def _add_export(subparsers) -> None:
         ),
     )
     p.add_argument(
-        "spec_or_family", metavar="SPEC_OR_FAMILY",
+        "spec_or_family",
+        metavar="SPEC_OR_FAMILY",
         help="a mask spec ('sliding_window(n=4096, left=256)', 'butterfly_mask(n=100)'), a .npy file, or a task family "
         "(autoregressive, block_generation, butterfly) with --n",
     )
     p.add_argument("--to", choices=["splash", "mask_mod", "npy"], required=True, help="the target kernel format")
     p.add_argument(
-        "--out", metavar="FILE", default=None,
+        "--out",
+        metavar="FILE",
+        default=None,
         help="mask_mod: write the source here; npy: the .npy file (required); splash: the .npy file of a NumpyMask's "
         "array (required when the mask has no structured splash form), or a .py file for the Python",
     )
-    p.add_argument("--framework", choices=["torch", "jax", "numpy"], default="torch", help="mask_mod tables (default torch)")
+    p.add_argument(
+        "--framework", choices=["torch", "jax", "numpy"], default="torch", help="mask_mod tables (default torch)"
+    )
     _add_family_options(p)
     p.set_defaults(func=_command("_export", "_cmd_export"))
 
@@ -142,7 +182,9 @@ def _add_tiles(subparsers) -> None:
             "A ragged last tile is padded with False (FlexAttention): it is never full."
         ),
     )
-    p.add_argument("spec_or_family", metavar="SPEC_OR_FAMILY", help="a mask spec, a .npy file, or a task family with --n")
+    p.add_argument(
+        "spec_or_family", metavar="SPEC_OR_FAMILY", help="a mask spec, a .npy file, or a task family with --n"
+    )
     p.add_argument("--block", type=_positive_int, default=128, help="query tile size (default 128)")
     p.add_argument("--block-kv", type=_positive_int, default=None, help="key tile size (default: --block)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the counts as JSON")

@@ -1,5 +1,4 @@
-"""``hassejax tiles``: empty, partial and full tiles of a mask for a block-sparse kernel.
-"""
+"""``hassejax tiles``: empty, partial and full tiles of a mask for a block-sparse kernel."""
 
 from __future__ import annotations
 

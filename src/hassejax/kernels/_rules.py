@@ -63,7 +63,7 @@ class MaskRule:
         if other.n != self.n:
             raise MaskError(f"rules to combine with {op} must have the same n; got {self.n} and {other.n}.")
         tables = list(self.tables)
-        names = {name: arr for name, arr in tables}
+        names = dict(tables)
         expr = other.expr
         for name, arr in other.tables:
             if name in names and np.array_equal(names[name], arr) and names[name].dtype == arr.dtype:
@@ -95,7 +95,7 @@ class MaskRule:
 
     def evaluate(self, q: np.ndarray, k: np.ndarray, h: int = 0) -> np.ndarray:
         """The rule on NumPy index arrays `q`, `k` (broadcast), head `h`: a Boolean NumPy array."""
-        namespace = {name: arr for name, arr in self.tables}
+        namespace = dict(self.tables)
         namespace.update(q_idx=np.asarray(q, np.int64), kv_idx=np.asarray(k, np.int64), h=h, abs=abs)
         out = eval(self.expr, {"__builtins__": {}}, namespace)
         return np.broadcast_to(np.asarray(out, dtype=bool), np.broadcast_shapes(np.shape(q), np.shape(k)))
@@ -139,7 +139,9 @@ def _recipe_expr(recipe: tuple) -> str:
     if kind == "chunked":
         return f"(q_idx // {recipe[1]} == kv_idx // {recipe[1]}) & ({_CAUSAL})"
     left, right = recipe[1], recipe[2]
-    sides = ([] if left is None else [f"q_idx - kv_idx <= {left}"]) + ([] if right is None else [f"kv_idx - q_idx <= {right}"])
+    sides = ([] if left is None else [f"q_idx - kv_idx <= {left}"]) + (
+        [] if right is None else [f"kv_idx - q_idx <= {right}"]
+    )
     return " & ".join(f"({side})" for side in sides) if len(sides) > 1 else sides[0]
 
 
@@ -240,10 +242,7 @@ def _xlnet_rule(im, permutation, context=0, *, stream) -> MaskRule:
     pos[z] = np.arange(z.size, dtype=np.int32)
     cmp = "<=" if stream == "content" else "<"
     c = int(context)
-    expr = (
-        f"((POS[q_idx] < {c}) & (POS[kv_idx] < {c}))"
-        f" | ((POS[q_idx] >= {c}) & (POS[kv_idx] {cmp} POS[q_idx]))"
-    )
+    expr = f"((POS[q_idx] < {c}) & (POS[kv_idx] < {c})) | ((POS[q_idx] >= {c}) & (POS[kv_idx] {cmp} POS[q_idx]))"
     return MaskRule(im.n, expr, (("POS", pos),))
 
 
@@ -321,4 +320,6 @@ def per_head_rule(rules: list[MaskRule]) -> MaskRule:
         combined = term if combined is None else combined | term
     splash = ("heads", tuple(r.splash for r in rules))
     label = f"{len(rules)} heads (h >= {len(rules)} attends nowhere)"
-    return dataclasses.replace(combined, splash=splash, heads=len(rules), label=label, intervals=None, parts=tuple(rules))
+    return dataclasses.replace(
+        combined, splash=splash, heads=len(rules), label=label, intervals=None, parts=tuple(rules)
+    )

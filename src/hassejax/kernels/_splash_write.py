@@ -26,7 +26,9 @@ __all__ = ["to_splash"]
 def _fallback_arg(value, name: str) -> str:
     if value in ("numpy", "lazy"):
         return value
-    raise MaskError(f"`{name}` must be 'numpy' (a dense NumpyMask) or 'lazy' (evaluated per tile); got {describe(value)}.")
+    raise MaskError(
+        f"`{name}` must be 'numpy' (a dense NumpyMask) or 'lazy' (evaluated per tile); got {describe(value)}."
+    )
 
 
 def _dense_rule(rule, head: int, n: int) -> np.ndarray:

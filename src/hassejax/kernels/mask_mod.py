@@ -137,7 +137,9 @@ def mask_rule(mask: Any) -> MaskRule:
     from ..tasks.task import Task
 
     if isinstance(mask, Task):
-        return rule_from_runs(IntervalMask.from_dense(np.asarray(mask.mask), name="mask"), f"slots of {mask.name or 'task'}")
+        return rule_from_runs(
+            IntervalMask.from_dense(np.asarray(mask.mask), name="mask"), f"slots of {mask.name or 'task'}"
+        )
     if isinstance(mask, (list, tuple)):
         if not mask:
             raise MaskError("`mask` given as per-head masks must hold at least one head; got an empty sequence.")
@@ -188,7 +190,9 @@ _RESERVED = frozenset({"b", "h", "q_idx", "kv_idx", "abs", "np", "jnp", "torch"}
 
 def _name_arg(value, name: str) -> str:
     if not (isinstance(value, str) and value.isidentifier()) or keyword.iskeyword(value):
-        raise MaskError(f"`{name}` must be a Python identifier (not a keyword) for the function; got {describe(value)}.")
+        raise MaskError(
+            f"`{name}` must be a Python identifier (not a keyword) for the function; got {describe(value)}."
+        )
     if value in _RESERVED or value.isupper():
         raise MaskError(
             f"`{name}` must not shadow a name the source uses (arguments, abs, the array module, UPPER-CASE lookup "
@@ -305,9 +309,8 @@ def to_mask_mod(mask: Any) -> Callable[..., Any]:
     namespace: dict[str, Any] = {"jnp": jnp}
     for table, arr in rule.tables:
         namespace[table] = jnp.asarray(arr, dtype=jnp.bool_ if arr.dtype == np.bool_ else jnp.int32)
-    exec(compile(_function_source(rule, "mask_mod"), f"<hassejax mask_mod: {rule.label}>", "exec"), namespace)  # noqa: S102
+    exec(compile(_function_source(rule, "mask_mod"), f"<hassejax mask_mod: {rule.label}>", "exec"), namespace)
     fn = namespace["mask_mod"]
     fn.rule = rule
     fn.n = rule.n
     return fn
-

@@ -316,9 +316,7 @@ def from_splash(
         )
     if form == "intervals" or (form == "auto" and n_q == n_kv and n_q * n_kv > _AUTO_DENSE_ENTRIES):
         try:
-            read = [
-                _read_intervals(m, n_q, "mask", None if form == "intervals" else max(1, n_q // 8)) for m in unique
-            ]
+            read = [_read_intervals(m, n_q, "mask", None if form == "intervals" else max(1, n_q // 8)) for m in unique]
         except _Unstructured:
             pass  # auto: runs would outweigh the dense mask; fall through to the dense array
         else:

@@ -262,7 +262,11 @@ def _interval_kind(m: IntervalMask, bq: int, bk: int) -> np.ndarray:
 
 @checked(mask=_mask_arg, block_size=_block_size_arg)
 def tile_stats(
-    mask: Bool[np.ndarray, "*heads n_q n_k"] | Bool[Array, "*heads n_q n_k"] | IntervalMask | tuple[IntervalMask, ...] | str,
+    mask: Bool[np.ndarray, "*heads n_q n_k"]
+    | Bool[Array, "*heads n_q n_k"]
+    | IntervalMask
+    | tuple[IntervalMask, ...]
+    | str,
     block_size: int | tuple[int, int] = (128, 128),
 ) -> TileStats:
     """Classify every ``(block_q, block_kv)`` tile of a mask as empty, partial or full.

@@ -32,8 +32,8 @@ from ._causal import block_causal, causal, causal_bottom_right, chunked_causal, 
 from ._combine import and_masks, or_masks
 from ._convert import from_additive_bias, from_blocked, from_mask_mod
 from ._diffusion import block_diffusion
-from ._intervals import IntervalMask
 from ._document import document
+from ._intervals import IntervalMask
 from ._natten import natten_2d
 from ._packed import packed_document_ids
 from ._sinks import attention_sinks

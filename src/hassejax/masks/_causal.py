@@ -47,7 +47,6 @@ def _chunked_causal(n, chunk):
     return (q // chunk == k // chunk) & (k <= q)
 
 
-
 @checked(n=positive)
 def causal(n: int) -> Bool[Array, "n n"]:
     """Causal (autoregressive) mask: ``M[q, k] = k <= q``.

@@ -23,6 +23,7 @@ MaskMod = Callable[..., object]
 def _same_shape(masks: tuple, who: str) -> list:
     if not masks:
         raise MaskError(f"{who} needs at least one mask; got none (the shape of the result would be unknown).")
+
     def memory(shape: tuple[int, ...]) -> None:  # every input's device copy and the result, before any copy
         entries = int(np.prod(shape, dtype=object))
         check_memory((len(masks) + 1) * entries, f"{who} of {len(masks)} masks of shape {shape}", "masks")
@@ -58,7 +59,7 @@ class _CombinedMaskMod:
         self._op = op
         self.mask_mods = mods
         self.__name__ = self.__qualname__ = f"{who}({', '.join(_mod_name(m) for m in mods)})"
-        self.__doc__ = f"{'AND' if who == 'and_masks' else 'OR'} of the mask_mods {self.__name__[len(who) + 1:-1]}."
+        self.__doc__ = f"{'AND' if who == 'and_masks' else 'OR'} of the mask_mods {self.__name__[len(who) + 1 : -1]}."
 
     def __call__(self, b, h, q_idx, kv_idx):
         out = None

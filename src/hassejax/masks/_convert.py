@@ -80,7 +80,7 @@ def _edge_positions(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Scans 8 entries at a time as uint64 words (edges are sparse), then opens only the words
     that hold an edge: about ``rows · width / 8`` word reads instead of ``rows · width``.
     """
-    rows, width = edges.shape
+    _rows, width = edges.shape
     words = np.ascontiguousarray(edges).view(np.uint64).reshape(-1)
     hit = np.flatnonzero(words)
     if hit.size == 0:
@@ -153,7 +153,13 @@ def mask_mod_runs(
 
 
 @checked(
-    fn=_callable_arg, n=positive, n_kv=_optional_positive, b=_int_arg, h=_int_arg, form=_form_arg, check_indices=_bool_arg
+    fn=_callable_arg,
+    n=positive,
+    n_kv=_optional_positive,
+    b=_int_arg,
+    h=_int_arg,
+    form=_form_arg,
+    check_indices=_bool_arg,
 )
 def from_mask_mod(
     fn: Callable,

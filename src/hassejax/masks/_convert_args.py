@@ -82,7 +82,9 @@ def _threshold_arg(value, name: str):
     if value is None:
         return None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise MaskError(f"`{name}` must be None or a negative number (entries <= it are blocked); got {describe(value)}.")
+        raise MaskError(
+            f"`{name}` must be None or a negative number (entries <= it are blocked); got {describe(value)}."
+        )
     value = float(value)
     if not value < 0:
         raise MaskError(f"`{name}` must be None or a negative number (entries <= it are blocked); got {value}.")

@@ -58,7 +58,9 @@ def from_additive_bias(
     bad = ~(allowed | blocked)
     rule = "exactly 0 (may attend) or -inf (blocked)" if threshold is None else f"exactly 0 or <= threshold={threshold}"
     if not is_traced(bad) and bool(jnp.any(bad)):
-        hint = "" if threshold is not None else " For a finite blocking value (e.g. finfo.min or -1e9) pass `threshold`."
+        hint = (
+            "" if threshold is not None else " For a finite blocking value (e.g. finfo.min or -1e9) pass `threshold`."
+        )
         raise MaskError(f"`bias` entries must be {rule}; got {_first_bad(bad, x)}.{hint}")
     return require(allowed, ~jnp.any(bad), f"`bias` entries must be {rule}.")
 

@@ -70,7 +70,7 @@ class IntervalMask:
     Source: (derived), spec hasse.md §0–1; DESIGN.md "Scale".
     """
 
-    __slots__ = ("starts", "stops", "n")
+    __slots__ = ("n", "starts", "stops")
     __array_priority__ = 100  # ``ndarray | IntervalMask`` defers to IntervalMask.__ror__
 
     def __init__(self, starts: np.ndarray, stops: np.ndarray, n: int, *, _normal: bool = False):
@@ -87,9 +87,7 @@ class IntervalMask:
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def from_runs(
-        cls, starts: np.ndarray | Sequence, stops: np.ndarray | Sequence, n: int
-    ) -> IntervalMask:
+    def from_runs(cls, starts: np.ndarray | Sequence, stops: np.ndarray | Sequence, n: int) -> IntervalMask:
         """A mask from per-row runs ``[starts[q, t], stops[q, t])`` in any order.
 
         **Arguments:**
@@ -278,8 +276,10 @@ class IntervalMask:
     def __eq__(self, other) -> bool:
         if not isinstance(other, IntervalMask):
             return NotImplemented
-        return self.n == other.n and self.starts.shape == other.starts.shape and bool(
-            np.array_equal(self.starts, other.starts) and np.array_equal(self.stops, other.stops)
+        return (
+            self.n == other.n
+            and self.starts.shape == other.starts.shape
+            and bool(np.array_equal(self.starts, other.starts) and np.array_equal(self.stops, other.stops))
         )
 
     def __hash__(self):

@@ -65,7 +65,7 @@ def evaluate_mask_mod_unchecked(
         out = jax.vmap(row)(q_idx)
     except MaskError:
         raise
-    except Exception as exc:  # noqa: BLE001 - re-raised with context below
+    except Exception as exc:
         raise MaskError(
             f"`{name}` raised {type(exc).__name__} when evaluated on traced int32 scalar indices "
             f"(b, h, q_idx, kv_idx) under jax.vmap: {exc}. Write it with jnp operations "

@@ -27,7 +27,9 @@ def _position_ids_arg(value, name: str):
         try:
             arr = np.asarray(value)
         except ValueError:  # ragged nested lists
-            raise MaskError(f"`{name}` must be a rectangular (n,) or (batch, n) array of integers; got ragged lists.") from None
+            raise MaskError(
+                f"`{name}` must be a rectangular (n,) or (batch, n) array of integers; got ragged lists."
+            ) from None
         if arr.size == 0:
             raise MaskError(f"`{name}` must hold at least one position; got an empty {type(value).__name__}.")
         if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
@@ -57,9 +59,7 @@ def _cu_seqlens_arg(value, name: str):
             "concrete (not traced under jax.jit); under jit pass `position_ids` instead, or build the ids outside."
         )
     if cu.shape[0] < 2:
-        raise MaskError(
-            f"`{name}` must hold at least two entries [0, l1, ...] (one document); got {cu.tolist()}."
-        )
+        raise MaskError(f"`{name}` must hold at least two entries [0, l1, ...] (one document); got {cu.tolist()}.")
     if cu[0] != 0:
         raise MaskError(f"`{name}` must start at 0 (cumulative lengths [0, l1, l1 + l2, ..., n]); got {cu.tolist()}.")
     bad = np.flatnonzero(np.diff(cu) < 1)
@@ -168,8 +168,6 @@ def packed_document_ids(
         start = np.ones(pos.shape, dtype=bool)
         start[..., 1:] = pos[..., 1:] != pos[..., :-1] + 1
         return jnp.asarray(np.cumsum(start, axis=-1, dtype=np.int32) - 1)
-    start = jnp.concatenate(
-        [jnp.ones(pos.shape[:-1] + (1,), dtype=bool), pos[..., 1:] != pos[..., :-1] + 1], axis=-1
-    )
+    start = jnp.concatenate([jnp.ones(pos.shape[:-1] + (1,), dtype=bool), pos[..., 1:] != pos[..., :-1] + 1], axis=-1)
     ids = jnp.cumsum(start, axis=-1, dtype=jnp.int32) - 1
     return require(ids, ~jnp.any(pos < 0), "`position_ids` must be >= 0 (positions inside each document).")

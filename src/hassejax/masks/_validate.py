@@ -103,9 +103,7 @@ def index_vector(value, name: str, *, allow_empty: bool = False):
     if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
-                raise MaskError(
-                    f"`{name}` must be a sequence of integers; entry {i} is {describe(item)}."
-                )
+                raise MaskError(f"`{name}` must be a sequence of integers; entry {i} is {describe(item)}.")
         arr = np.asarray([int(item) for item in value], dtype=np.int64).reshape(len(value))
     elif hasattr(value, "shape") and hasattr(value, "dtype"):
         if value.ndim != 1:
@@ -212,7 +210,9 @@ def global_positions_arg(value, name: str):
     """
     if hasattr(value, "dtype") and value.dtype == np.bool_:
         if value.ndim != 1:
-            raise MaskError(f"`{name}` given as Boolean flags must be 1-D of shape (n,); got shape {tuple(value.shape)}.")
+            raise MaskError(
+                f"`{name}` given as Boolean flags must be 1-D of shape (n,); got shape {tuple(value.shape)}."
+            )
         return value if is_traced(value) else np.asarray(value)
     if isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(x, (bool, np.bool_)) for x in value):
         return np.asarray(value, dtype=bool)

@@ -119,7 +119,7 @@ def _choose_block(missing: np.ndarray, frontier: np.ndarray, outdeg: np.ndarray)
     ``parent_flags`` marks the virtual rows (node, block) whose missing bits are not all zero,
     ``child_flags`` those whose frontier is not all zero (flat, ``n * (wp // bw)`` each).
     """
-    n, wp = missing.shape
+    _n, wp = missing.shape
     sizes = [b for b in _DEPTH_BLOCKS if wp % b == 0 and b < wp] + [wp]
     mb, fb = missing.reshape(-1) != 0, frontier.reshape(-1) != 0
     levels = []
@@ -167,7 +167,7 @@ def _dense_level(indptr, dst, outdeg, frontier, missing, nxt, written) -> int:
     Writes ``F^(L+1)`` into `nxt` (zero before), clears those bits from `missing`, appends the
     written virtual rows to `written`. Returns the number of new nonzero frontier words.
     """
-    n, wp = frontier.shape
+    _n, wp = frontier.shape
     bw, mb, fb = _choose_block(missing, frontier, outdeg)
     nb = wp // bw
     fv, mv, nv = frontier.reshape(-1, bw), missing.reshape(-1, bw), nxt.reshape(-1, bw)

@@ -1,5 +1,4 @@
-"""Building a Hasse diagram (private; spec hasse.md §1.4–1.7): the checks of a given graph, the closure of a dense mask.
-"""
+"""Building a Hasse diagram (private; spec hasse.md §1.4–1.7): the checks of a given graph, the closure of a dense mask."""
 
 from __future__ import annotations
 
@@ -75,8 +74,7 @@ def _check_graph(graph: nx.DiGraph, n: int) -> tuple[list, np.ndarray, int, np.n
     if np.any(extra):
         v, u = (int(x) for x in np.argwhere(extra)[0])
         raise MaskError(
-            f"`graph` must be transitively reduced (only covering pairs); edge {u} -> {v} is implied by a "
-            "longer path."
+            f"`graph` must be transitively reduced (only covering pairs); edge {u} -> {v} is implied by a longer path."
         )
     return classes, labels, n, order, cover
 

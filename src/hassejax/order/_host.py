@@ -72,7 +72,7 @@ def _on_host(fn, x, out_shape, *args):
 
 def _host_depth(a) -> np.ndarray:
     """``L*`` of every adjacency of ``a`` (``(..., n, n)``) by the bit-packed depth route, as int32."""
-    from ._bitpacked_depth import depth_bitpacked  # noqa: PLC0415
+    from ._bitpacked_depth import depth_bitpacked
 
     a = np.asarray(a, dtype=bool)
     n = a.shape[-1]

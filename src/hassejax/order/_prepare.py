@@ -37,9 +37,7 @@ def _check_num_layers(num_layers) -> int | None:
             f"got {num_layers!r} of type {type(num_layers).__name__}."
         )
     if num_layers < 1:
-        raise ParameterError(
-            f"`num_layers` must be >= 1 (R^(1) = A is one layer); got {int(num_layers)}."
-        )
+        raise ParameterError(f"`num_layers` must be >= 1 (R^(1) = A is one layer); got {int(num_layers)}.")
     return int(num_layers)
 
 
@@ -75,7 +73,9 @@ def _stack_layer_masks(layer_masks, method: str = "auto"):
             raise MaskError("`layer_masks` must hold at least one mask (one per layer); got an empty sequence.")
         num = len(layer_masks)
         memory = _dense_memory("layer_masks", f"the product of {num} layer masks", method, stored=num, layers=num)
-        layers = [as_mask(m, name=f"layer_masks[{l}]", memory=memory if l == 0 else None) for l, m in enumerate(layer_masks)]
+        layers = [
+            as_mask(m, name=f"layer_masks[{l}]", memory=memory if l == 0 else None) for l, m in enumerate(layer_masks)
+        ]
         shape = layers[0].shape
         for l, m in enumerate(layers):
             if m.shape != shape:

@@ -218,7 +218,7 @@ def _depth_costs(n: int, nnz: int | float) -> tuple[float, float]:
 
 def _depth_bitpacked_bytes(n: int, nnz: int) -> int:
     """Peak host bytes of the bit-packed depth route for one mask (masks of a batch run one by one)."""
-    from ._bitpacked_depth import depth_bitpacked_bytes  # noqa: PLC0415
+    from ._bitpacked_depth import depth_bitpacked_bytes
 
     return depth_bitpacked_bytes(n, nnz)
 

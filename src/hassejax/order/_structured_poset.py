@@ -28,7 +28,15 @@ import numpy as np
 from ..masks._intervals import IntervalMask, normalize_runs
 from ._structured import compose
 
-__all__ = ["RowClasses", "row_classes", "quotient_matrix", "strict_down_sets", "covers_count", "chain_depth", "interval_depth_width"]
+__all__ = [
+    "RowClasses",
+    "row_classes",
+    "quotient_matrix",
+    "strict_down_sets",
+    "covers_count",
+    "chain_depth",
+    "interval_depth_width",
+]
 
 
 @dataclass(frozen=True)

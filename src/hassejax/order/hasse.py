@@ -161,7 +161,10 @@ class HasseDiagram(HasseExport):
     @classmethod
     def from_mask(
         cls,
-        mask: Bool[ArrayLike, "n n"] | Bool[ArrayLike, "heads n n"] | IntervalMask | Sequence[IntervalMask | Bool[ArrayLike, "n n"]],
+        mask: Bool[ArrayLike, "n n"]
+        | Bool[ArrayLike, "heads n n"]
+        | IntervalMask
+        | Sequence[IntervalMask | Bool[ArrayLike, "n n"]],
         num_layers: int | None = None,
         *,
         head_axis: int | None = None,
@@ -311,10 +314,7 @@ class HasseDiagram(HasseExport):
         return hash(self._flow_key())
 
     def __repr__(self) -> str:
-        return (
-            f"HasseDiagram(n={self._n}, num_classes={self.num_classes}, "
-            f"num_edges={self._graph.number_of_edges()})"
-        )
+        return f"HasseDiagram(n={self._n}, num_classes={self.num_classes}, num_edges={self._graph.number_of_edges()})"
 
     def is_isomorphic(self, other: HasseDiagram, match_members: bool = False) -> bool:
         """Whether two diagrams are isomorphic as directed graphs with class sizes.

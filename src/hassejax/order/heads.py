@@ -93,10 +93,14 @@ def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, l
         )
     if isinstance(mask, (list, tuple)):
         if len(mask) == 0:
-            raise MaskError(f"`{name}` must hold at least one head along `head_axis`; got an empty {type(mask).__name__}.")
+            raise MaskError(
+                f"`{name}` must hold at least one head along `head_axis`; got an empty {type(mask).__name__}."
+            )
         if any(isinstance(m, IntervalMask) for m in mask):
             if layer_axis:
-                raise MaskError(f"`{name}` must be a sequence of layers or a stacked array; got a sequence of IntervalMask.")
+                raise MaskError(
+                    f"`{name}` must be a sequence of layers or a stacked array; got a sequence of IntervalMask."
+                )
             return _interval_heads_union(mask, head_axis, name)
         shapes = [tuple(np.shape(m)) for m in mask]
         if any(sh != shapes[0] for sh in shapes[1:]):
@@ -119,7 +123,9 @@ def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, l
             f"got shape {shape}."
         )
     if shape[axis] == 0:
-        raise MaskError(f"`{name}` must hold at least one head along `head_axis` = {int(head_axis)}; got shape {shape}.")
+        raise MaskError(
+            f"`{name}` must hold at least one head along `head_axis` = {int(head_axis)}; got shape {shape}."
+        )
     if mask.dtype != np.bool_:
         raise MaskError(
             f"`{name}` must have dtype bool (True = may attend); got dtype {mask.dtype}. Convert explicitly, "

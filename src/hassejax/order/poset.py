@@ -134,9 +134,7 @@ def _labels_consistency(r, labels, reps, n):
     return r[reps[:, None], reps[None, :]], mismatch, not_constant
 
 
-def quotient_order(
-    reach: Bool[ArrayLike, "n n"], labels: Int[ArrayLike, " n"], num_classes: int
-) -> Bool[Array, "c c"]:
+def quotient_order(reach: Bool[ArrayLike, "n n"], labels: Int[ArrayLike, " n"], num_classes: int) -> Bool[Array, "c c"]:
     """The quotient partial order `[j] ≤ [i] ⟺ R[i, j]` on the classes (spec hasse.md §1.6).
 
     **Arguments:**

@@ -69,7 +69,9 @@ def reachability(
     mask: Bool[ArrayLike, "*batch_heads n n"] | IntervalMask | Sequence[IntervalMask | Bool[ArrayLike, "n n"]] | None,
     num_layers: int | None = None,
     *,
-    layer_masks: Sequence[Bool[ArrayLike, "*batch_heads n n"] | IntervalMask | Sequence[IntervalMask | Bool[ArrayLike, "n n"]]]
+    layer_masks: Sequence[
+        Bool[ArrayLike, "*batch_heads n n"] | IntervalMask | Sequence[IntervalMask | Bool[ArrayLike, "n n"]]
+    ]
     | Bool[ArrayLike, "layers *batch_heads n n"]
     | None = None,
     method: str = "auto",
@@ -168,7 +170,9 @@ def reachability(
             )
         return _reachability_layers(layer_masks, num_layers, method)
     if mask is None:
-        raise MaskError("`mask` must be a Boolean array of shape (*batch, n, n) unless `layer_masks` is given; got None.")
+        raise MaskError(
+            "`mask` must be a Boolean array of shape (*batch, n, n) unless `layer_masks` is given; got None."
+        )
 
     what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
     a, traced = _prepare(mask, memory=_dense_memory("mask", what, method, route=num_layers != 1))
@@ -312,7 +316,9 @@ def _dense_via_structured(mask, num_layers, layer_masks) -> jax.Array:
         r = _reachability_structured(None, num_layers, [_as_intervals(m, "layer_masks") for m in layers], "structured")
     else:
         if mask is None:
-            raise MaskError("`mask` must be a Boolean array of shape (*batch, n, n) unless `layer_masks` is given; got None.")
+            raise MaskError(
+                "`mask` must be a Boolean array of shape (*batch, n, n) unless `layer_masks` is given; got None."
+            )
         what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
         a, traced = _prepare(mask, memory=_dense_memory("mask", what, "bitpacked"))
         if traced:

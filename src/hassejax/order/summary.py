@@ -47,7 +47,9 @@ def _check_layers(layers) -> tuple[int, ...]:
     out = []
     for value in layers:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ParameterError(f"`layers` must hold positive ints (layer counts L >= 1); got {value!r} in {layers!r}.")
+            raise ParameterError(
+                f"`layers` must hold positive ints (layer counts L >= 1); got {value!r} in {layers!r}."
+            )
         out.append(int(value))
     return tuple(out)
 
@@ -207,8 +209,7 @@ def _summarize(flow, route: str, reason: str, layers: tuple[int, ...], quotient_
 
     def reach_stats():
         return [
-            _stats(limit_counts if num >= lstar else flow.counts(num), limit_total, num, num >= lstar)
-            for num in layers
+            _stats(limit_counts if num >= lstar else flow.counts(num), limit_total, num, num >= lstar) for num in layers
         ]
 
     reach = stage("layers", reach_stats)

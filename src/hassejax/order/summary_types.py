@@ -143,8 +143,10 @@ class FlowSummary:
                     f"limit not reached (R^({r.num_layers}) misses {self.limit.pairs - r.pairs} of "
                     f"{self.limit.pairs} dependent pairs of R)"
                 )
-            out.append(f"layers L = {r.num_layers}: {status}; keys per query {_spread(r)}, "
-                       f"{100 * r.fraction_of_limit:.2f}% of the limit")
+            out.append(
+                f"layers L = {r.num_layers}: {status}; keys per query {_spread(r)}, "
+                f"{100 * r.fraction_of_limit:.2f}% of the limit"
+            )
         out.append(f"limit R: keys per query {_spread(self.limit)}; {self.limit.pairs} dependent pairs")
         out.append(
             f"classes: {self.num_classes} (sizes min {int(sizes.min())} / median {_number(np.median(sizes))} / "

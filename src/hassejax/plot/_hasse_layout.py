@@ -8,6 +8,8 @@ their neighbours. Computed per call from the diagram alone (no cache).
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..order.hasse import HasseDiagram, format_class
@@ -108,7 +110,7 @@ def _layout(diagram: HasseDiagram, labels: list[str], sweeps: int = 4):
             layers[k].append(d)
             width[d] = _DUMMY_WIDTH
             succ[d], pred[d] = [], []
-        for a, b in zip(chain, chain[1:]):
+        for a, b in itertools.pairwise(chain):
             succ[a].append(b)
             pred[b].append(a)
         routes[(u, v)] = chain[1:-1]

@@ -73,7 +73,11 @@ class AuditReport:
 
     def summary(self) -> str:
         """One line: labelled slots, leaks, mismatches and both densities."""
-        extra = f", {len(self.mismatches)} differ from their source" if any(a.matches_source is not None for a in self.slots) else ""
+        extra = (
+            f", {len(self.mismatches)} differ from their source"
+            if any(a.matches_source is not None for a in self.slots)
+            else ""
+        )
         depth = "limit" if self.num_layers is None else f"L={self.num_layers}"
         return (
             f"{len(self.slots)} labelled slots, {len(self.leaks)} leak(s){extra} ({depth}); "

@@ -87,9 +87,7 @@ class MergedTask(Task):
         return f"MergedTask({self.name!r}, slots={self.n}, nodes={int(self.node.max()) + 1}, labelled={lab}, tasks={len(self.tasks)})"
 
 
-def merge_tasks(
-    tasks: Sequence[Task], stream_order: Sequence[str] | None = None, name: str = "merged"
-) -> MergedTask:
+def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None, name: str = "merged") -> MergedTask:
     """Merge a task family into its minimal common supergraph (spec hasse.md §2; Li & Guo, Thm 3.7).
 
     Takes the disjoint union of the tasks' Hasse diagrams, identifies equivalent nodes (equal
@@ -123,7 +121,9 @@ def merge_tasks(
     for t_idx, task in enumerate(tasks):
         for s in task.streams:
             if s not in rank:
-                raise TaskError(f"`stream_order` {tuple(stream_order)} lacks the stream tag {s!r} of task {t_idx} ({task.name!r}).")
+                raise TaskError(
+                    f"`stream_order` {tuple(stream_order)} lacks the stream tag {s!r} of task {t_idx} ({task.name!r})."
+                )
 
     slot_ids, local_nodes, table = _signatures(tasks)
     num_nodes = len(table)
@@ -238,7 +238,7 @@ def sparsify(task: Task) -> Sparsified:
     its convergence depth would not fit, estimated before each is allocated.
     """
     check_task(task)
-    from ..order import convergence_depth  # noqa: PLC0415 (closure module loads lazily)
+    from ..order import convergence_depth
 
     st = task.structure()
     n = task.n

@@ -73,7 +73,9 @@ def _as_token(value: Any, name: str) -> Token:
             pass
         else:
             return Token(value[0], int(value[1]))
-    raise TaskError(f"`{name}` must be a Token(symbol, position) or a (hashable symbol, int position) pair; got {value!r}.")
+    raise TaskError(
+        f"`{name}` must be a Token(symbol, position) or a (hashable symbol, int position) pair; got {value!r}."
+    )
 
 
 class TaskStructure(NamedTuple):
@@ -144,9 +146,7 @@ class Task:
             labs = [None] * n
             for slot, target in labels.items():
                 if not isinstance(slot, (int, np.integer)) or not 0 <= int(slot) < n:
-                    raise TaskError(
-                        f"`labels` points to slot {slot!r}, which does not exist: slots are 0 .. {n - 1}."
-                    )
+                    raise TaskError(f"`labels` points to slot {slot!r}, which does not exist: slots are 0 .. {n - 1}.")
                 labs[int(slot)] = _as_token(target, f"labels[{slot}]")
         else:
             labels = list(labels)
