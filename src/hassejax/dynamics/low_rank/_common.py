@@ -53,27 +53,27 @@ class AbstractReduction(eqx.Module):
 def solve_settings(
     dtype, *, t0, t1, ts, solver, rtol, atol, dt0, stepsize_controller, max_steps, size_threshold, blowup_estimate
 ) -> dict:
-    """Check the solver arguments once and convert them for :func:`solve_reduction` (keyword arguments).
+    """Check the solver arguments (:func:`hassejax.dynamics._solve.solve_settings`, shared with the ordinary
+    solvers) and convert them for :func:`solve_reduction` (keyword arguments).
 
     The default controller is ``diffrax.PIDController(rtol, atol)`` (error norm over the whole
     solver state, the decade test's auxiliary scalar included, as these solves always had).
     """
     extrapolate = check_blowup_estimate(blowup_estimate)
-    _solve.check_times(t0, t1, ts)
-    _solve.check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
-    _solve.check_positive(size_threshold, "size_threshold")
-    t0 = jnp.asarray(t0, dtype)
-    t1 = jnp.asarray(t1, dtype)
+    t0, t1, ts, threshold, _, solver, controller, dt0 = _solve.solve_settings(
+        None, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
+        stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold, converge_tol=None,
+    )  # fmt: skip
+    if stepsize_controller is None:
+        controller = diffrax.PIDController(rtol=rtol, atol=atol)
     return {
         "t0": t0,
         "t1": t1,
-        "ts": jnp.stack([t0, t1]) if ts is None else jnp.asarray(ts, dtype),
-        "threshold": None if size_threshold is None else jnp.asarray(size_threshold, dtype),
-        "solver": diffrax.Tsit5() if solver is None else solver,
-        "controller": diffrax.PIDController(rtol=rtol, atol=atol)
-        if stepsize_controller is None
-        else stepsize_controller,
-        "dt0": None if dt0 is None else jnp.asarray(dt0, dtype),
+        "ts": ts,
+        "threshold": threshold,
+        "solver": solver,
+        "controller": controller,
+        "dt0": dt0,
         "max_steps": int(max_steps),
         "extrapolate": extrapolate,
     }
