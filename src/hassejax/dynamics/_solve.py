@@ -310,6 +310,15 @@ def solve_settings(
     return t0, t1, ts, threshold, converge_tol, solver, controller, dt0
 
 
+def check_blowup_estimate(blowup_estimate) -> bool:
+    """Raise :class:`ParameterError` unless ``"extrapolated"`` or ``"threshold"``; True for ``"extrapolated"``."""
+    from ..errors import ParameterError
+
+    if blowup_estimate not in ("extrapolated", "threshold"):
+        raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
+    return blowup_estimate == "extrapolated"
+
+
 def collect_jump_ts(params):
     """Layer boundaries of every :class:`PiecewiseConstant` inside `params` (sorted), or None."""
     from .params import PiecewiseConstant

@@ -15,17 +15,9 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ...errors import ParameterError
 from .. import _solve
 
-__all__ = ["AbstractReduction", "check_blowup_estimate", "solve_settings", "solve_reduction"]
-
-
-def check_blowup_estimate(blowup_estimate) -> bool:
-    """Raise :class:`ParameterError` unless ``"extrapolated"`` or ``"threshold"``; True for ``"extrapolated"``."""
-    if blowup_estimate not in ("extrapolated", "threshold"):
-        raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
-    return blowup_estimate == "extrapolated"
+__all__ = ["AbstractReduction", "solve_settings", "solve_reduction"]
 
 
 class AbstractReduction(eqx.Module):
@@ -59,7 +51,7 @@ def solve_settings(
     The default controller is ``diffrax.PIDController(rtol, atol)`` (error norm over the whole
     solver state, the decade test's auxiliary scalar included, as these solves always had).
     """
-    extrapolate = check_blowup_estimate(blowup_estimate)
+    extrapolate = _solve.check_blowup_estimate(blowup_estimate)
     t0, t1, ts, threshold, _, solver, controller, dt0 = _solve.solve_settings(
         None, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold, converge_tol=None,
