@@ -4,12 +4,12 @@ The library holds the pieces: the parameter sets and the paper's scalings as ker
 (:mod:`hassejax.dynamics.paper`), the trace-one grid and the cone/disk coordinates
 (:mod:`hassejax.dynamics.geometry`), the drawing (:mod:`hassejax.plot.dynamics`). Here:
 
-- **One vmapped solve per model and size** (:func:`solve`): every batch goes through
-  :func:`hassejax.dynamics.sweeps.sweep` over :func:`hassejax.dynamics.solve_gaussian`, the
-  kernel module itself batched (an Equinox module is a pytree: its array leaves get the member
-  axis), in chunks of a fixed number of members (`capacity`; ``sweep`` pads the last one), so
-  that each (kernel type, d) has one program shape whatever the figure: figures 1–6 share the
-  2×2 programs (compiled once, through JAX's persistent compilation cache). Dimensions are not embedded in a larger `d` (tried for figure 7: one program
+- **One vmapped solve per model and size** (:func:`solve`): every batch runs through the
+  program of :func:`hassejax.dynamics.sweeps.sweep_program` over
+  :func:`hassejax.dynamics.solve_gaussian`, the kernel module itself batched (an Equinox
+  module is a pytree: its array leaves get the member axis), in chunks of a fixed number of
+  members (`capacity`, the last one padded), so that each (kernel type, d) compiles once per
+  process whatever the figure: figures 1–6 share the 2×2 programs. Dimensions are not embedded in a larger `d` (tried for figure 7: one program
   for d = 3, 4, 5, but a 5×5 step costs 4–20× a 3×3 or 2×2 one).
 - **Events** meaning the same as the authors' stops (their projected explicit Euler stopped
   when `‖Σ'‖_F < tol`, "converged", or `tr Σ > 1e3` / `1e4`, "diverged"): the library's
@@ -30,7 +30,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from hassejax.dynamics import AbstractAttention, Status, solve_gaussian  # noqa: E402
-from hassejax.dynamics.sweeps import sweep  # noqa: E402
+from hassejax.dynamics.sweeps import sweep_program  # noqa: E402
 from hassejax.errors import ParameterError  # noqa: E402
 
 # ----------------------------------------------------------------------------- solver settings
@@ -99,6 +99,30 @@ def _member(m: dict) -> dict:
     }
 
 
+_PROGRAMS: dict = {}
+"""Compiled chunk programs of :func:`_member` by (tree structure, leaf shapes and dtypes, chunk width).
+
+:func:`hassejax.dynamics.sweeps.sweep` builds and compiles its program on every call, and JAX's
+persistent compilation cache never hits for a solve (its cache key holds the address of the
+solver's host callbacks, the error checks, new on every trace), so the figures' ~140 solves of a
+few shapes would compile ~140 times (figure 1: 191 s became > 15 min). One program per shape is compiled here with
+:func:`~hassejax.dynamics.sweeps.sweep_program` and run chunk by chunk."""
+
+
+def _run(batch: dict, capacity: int) -> dict:
+    """`_member` on every member of `batch`, `capacity` members per compiled call (the last chunk padded)."""
+    leaves, treedef = jax.tree_util.tree_flatten(batch)
+    n = leaves[0].shape[0]
+    total = -(-n // capacity) * capacity
+    leaves = [np.concatenate([x, np.repeat(x[-1:], total - n, axis=0)]) for x in leaves]
+    chunks = [jax.tree_util.tree_unflatten(treedef, [x[k : k + capacity] for x in leaves]) for k in range(0, total, capacity)]
+    key = (treedef, tuple((x.shape[1:], x.dtype.str) for x in leaves), capacity)
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = sweep_program(_member, chunks[0], chunk_size=capacity, shard=False).compile()
+    outs = [_PROGRAMS[key](chunk) for chunk in chunks]
+    return jax.tree_util.tree_map(lambda *xs: np.concatenate([np.asarray(x) for x in xs])[:n], *outs)
+
+
 class Timer:
     """Accumulated wall and process-CPU seconds of the solves (CPU time: the figure without other load)."""
 
@@ -134,8 +158,8 @@ def solve(
     - `cov0`: `(N, d, d)` initial covariances.
     - `t1`: horizon; `threshold`: the `tr Σ` stop; `tol`: the `‖Σ'‖_F` stop (scalars, or one
       value per member).
-    - `capacity`: members per compiled program (:func:`~hassejax.dynamics.sweeps.sweep` pads
-      the last chunk, or a smaller batch, to it by repeating the last member).
+    - `capacity`: members per compiled program (the last chunk, or a smaller batch, padded to
+      it by repeating the last member; one program per shape, see :data:`_PROGRAMS`).
     - `ts`: `(N, T)` save times per member (`T = N_SAVE`; default `linspace(0, t1, T)`).
 
     **Returns:** NumPy arrays, member axis first: ``status, t_final, t_blowup, decade_ratio,
@@ -153,10 +177,7 @@ def solve(
         "tol": np.broadcast_to(np.asarray(tol, float), (n,)),
     }
     t0w, t0c = time.perf_counter(), time.process_time()
-    # Shard only over several devices: on one device the sharding annotations only add compile time.
-    out = sweep(_member, batch, chunk_size=capacity, progress=False, shard=len(jax.devices()) > 1,
-                desc=type(model).__name__)  # fmt: skip
-    out = jax.tree_util.tree_map(np.asarray, out)
+    out = _run(batch, capacity)
     TIMER.wall += time.perf_counter() - t0w
     TIMER.cpu += time.process_time() - t0c
     TIMER.solves += 1
