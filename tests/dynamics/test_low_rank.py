@@ -137,7 +137,7 @@ def _commuting_head(sign, d=5, k=2, seed=4):
 
 def test_reduced_gaussian_blowup_time_commuting_closed_form():
     head, S0, _basis, sigma0, a_diag, v_diag = _commuting_head(+1.0)
-    t_star = float(diagonal_blowup_time(sigma0, v_diag, a_diag))
+    t_star = float(diagonal_blowup_time(sigma0, a=a_diag, v=v_diag))
     red = solve_low_rank_gaussian(head, np.zeros(5), S0, t1=3 * t_star)
     assert Status(int(red.status)) is Status.blow_up
     assert abs(float(red.t_blowup) - t_star) < 1e-6 * t_star
@@ -150,7 +150,7 @@ def test_reduced_gaussian_contraction_commuting_closed_form():
     assert Status(int(red.status)) is Status.completed
     _, cov = red.moments(head, np.zeros(5), S0)
     want = np.stack(
-        [(basis * np.asarray(diagonal_covariance_closed_form(sigma0, v_diag, a_diag, t))) @ basis.T for t in ts]
+        [(basis * np.asarray(diagonal_covariance_closed_form(sigma0, a=a_diag, v=v_diag, t=t))) @ basis.T for t in ts]
     )
     np.testing.assert_allclose(np.asarray(cov), want, rtol=1e-6, atol=1e-9)
 
