@@ -5,13 +5,11 @@ Public surface (re-exported here; the modules are one concept each):
 
 - :mod:`.result`: :class:`Status` (the one status list of spec §4), :class:`BlowupMethod`,
   solution types :class:`GaussianSolution`, :class:`ParticleSolution`.
-- :mod:`.params`: :class:`AttentionParams`, :class:`MultiHeadParams`, :class:`MaskedParams`,
-  :class:`PiecewiseConstant` (time-dependent parameters).
+- :mod:`.params`: :class:`PiecewiseConstant` (time-dependent parameters), :func:`positions`.
 - :mod:`.attention`: attention kernels as Equinox modules, one a file
   (:class:`AbstractAttention`; :class:`Softmax`, :class:`L2`, :class:`Sinkhorn`,
   :class:`Sigmoid`, :class:`Linear`; :class:`MultiHead`, :class:`Masked`), each with its
-  velocity field and, where it has one, its Gaussian map; the legacy velocity fields by
-  name (:data:`VELOCITY_FIELDS`) and :func:`~hassejax.dynamics.attention.from_params`.
+  velocity field and, where it has one, its Gaussian map.
 - :mod:`.gaussian`: moment ODEs and :func:`solve_gaussian`.
 - :mod:`.particles`: :func:`solve_particles`.
 - :mod:`.closed_form`: softmax closed forms, blow-up times, clustering limits.
@@ -21,7 +19,6 @@ from . import attention
 from . import geometry, paper, powerlaw, projected_euler, sampling  # the figures' helpers (issue 12 item 4)
 from .attention import (
     L2,
-    VELOCITY_FIELDS,
     AbstractAttention,
     AbstractBilinearAttention,
     Linear,
@@ -30,10 +27,6 @@ from .attention import (
     Sigmoid,
     Sinkhorn,
     Softmax,
-    attention_weights,
-    from_params,
-    sinkhorn_potential,
-    velocity_field,
 )
 from .closed_form import (
     blowup_time_closed_form,
@@ -43,8 +36,8 @@ from .closed_form import (
     softmax_1d_closed_form,
     softmax_covariance_closed_form,
 )
-from .gaussian import GAUSSIAN_KINDS, gaussian_affine, moment_derivatives, sinkhorn_slope, solve_gaussian
-from .params import HEAD_KINDS, AttentionParams, MaskedParams, MultiHeadParams, PiecewiseConstant, positions
+from .gaussian import gaussian_affine, moment_derivatives, solve_gaussian
+from .params import PiecewiseConstant, positions
 from .particles import particle_velocity, solve_particles
 from .result import (
     STATUS_NAMES,
@@ -68,10 +61,6 @@ __all__ = [
     "Status",
     "status_names",
     # params
-    "HEAD_KINDS",
-    "AttentionParams",
-    "MaskedParams",
-    "MultiHeadParams",
     "PiecewiseConstant",
     "positions",
     # attention kernels
@@ -84,18 +73,10 @@ __all__ = [
     "Linear",
     "MultiHead",
     "Masked",
-    "from_params",
-    # attention (legacy functional API)
     "attention",
-    "VELOCITY_FIELDS",
-    "attention_weights",
-    "sinkhorn_potential",
-    "velocity_field",
     # gaussian
-    "GAUSSIAN_KINDS",
     "gaussian_affine",
     "moment_derivatives",
-    "sinkhorn_slope",
     "solve_gaussian",
     # particles
     "particle_velocity",

@@ -2,8 +2,7 @@
 
 The affine map of each kernel lives in its module
 (:meth:`AbstractAttention.gaussian_affine <hassejax.dynamics.AbstractAttention.gaussian_affine>`);
-this module solves the moment ODE for any kernel that has one. The legacy `(kind, params)`
-form is converted with :func:`~hassejax.dynamics.attention.from_params`.
+this module solves the moment ODE for any kernel that has one.
 
 When the velocity field on `μ = N(α, Σ)` is affine, `Γ_μ(x) = Mx + c` (`M`, `c` depending
 on `α`, `Σ` only), `N(α, Σ)` stays Gaussian with `α' = Mα + c`, `Σ' = MΣ + ΣMᵀ`; the
@@ -31,8 +30,6 @@ do not preserve Gaussians (use :func:`~hassejax.dynamics.solve_particles`).
 
 from __future__ import annotations
 
-from typing import Any
-
 import diffrax
 import equinox as eqx
 import jax.numpy as jnp
@@ -42,60 +39,36 @@ from jaxtyping import Array, ArrayLike, Float, Real
 from ..errors import ParameterError
 from . import _solve
 from ._linalg import check_psd, psd_sqrt, symmetrize
-from .attention import AbstractAttention
-from .attention._convert import as_model, from_params, split_call
-from .params import AttentionParams, MultiHeadParams
+from .attention import AbstractAttention, check_model
 from .result import GaussianSolution
 
 __all__ = [
-    "GAUSSIAN_KINDS",
     "gaussian_affine",
     "moment_derivatives",
-    "sinkhorn_slope",
     "solve_gaussian",
 ]
 
-GAUSSIAN_KINDS: tuple[str, ...] = ("softmax", "l2", "linear", "sinkhorn", "multihead")
-"""Legacy kinds whose velocity field is affine on Gaussians (spec §2)."""
-
-
-def _gaussian_model(model, params) -> tuple[AbstractAttention, Any, str]:
-    """The kernel of a `(model)` or legacy `(kind, params)` call, checked to have a Gaussian map."""
-    if isinstance(model, str) and model not in GAUSSIAN_KINDS:
-        raise ParameterError(
-            f"`kind` must be one of {GAUSSIAN_KINDS} for Gaussian moments (sigmoid and masked attention do not "
-            f"preserve Gaussians, spec §2: use solve_particles); got {model!r}."
-        )
-    kernel, checked, label = as_model(model, params)
-    kernel.check_gaussian(label)
-    return kernel, checked, label
-
-
-def sinkhorn_slope(u: Float[Array, "d r"], p: AttentionParams) -> Float[Array, "d d"]:
-    """Slope `S` of the Sinkhorn self-plan of `N(α, UUᵀ)` (derived, spec §2): :meth:`Sinkhorn.slope <hassejax.dynamics.Sinkhorn.slope>` at `t = 0`.
-
-    `S = U g(CCᵀ) Uᵀ Ã` with `C = Uᵀ Ã U`, `Ã = βA/ε`, `g(w) = 2/(1 + √(1 + 4w))`, `U` `(d, r)`;
-    `p` time-independent legacy parameters.
-    """
-    return from_params("sinkhorn", p).slope(0.0, u)
+def _gaussian_model(model) -> AbstractAttention:
+    """`model`, checked to be a kernel with a Gaussian map."""
+    check_model(model)
+    model.check_gaussian("model")
+    return model
 
 
 def gaussian_affine(
-    model: AbstractAttention | str,
+    model: AbstractAttention,
     t: Real[ArrayLike, ""],
     mean: Float[Array, " _d"],
     cov: Float[Array, "_d _d"],
-    params: AttentionParams | MultiHeadParams | None = None,
 ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
     """The affine velocity `Γ_μ(x) = Mx + c` on `μ = N(mean, cov)` (spec §2; table in the module docstring).
 
-    **Arguments:** `model` an attention kernel with a Gaussian map (legacy: a kind in
-    :data:`GAUSSIAN_KINDS`, then `params` last); `t` depth (for time-dependent
+    **Arguments:** `model` an attention kernel with a Gaussian map; `t` depth (for time-dependent
     parameters); `mean` `(d,)`; `cov` `(d, d)` symmetric PSD.
 
     **Returns:** `(M, c)`, shapes `(d, d)` and `(d,)`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel or kind that does not
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel that does not
     preserve Gaussians, mismatched parameters or shapes.
 
     **Example:**
@@ -109,18 +82,17 @@ def gaussian_affine(
 
     ```
     """
-    model, _, label = _gaussian_model(model, params)
-    _check_state(model, label, mean, cov)
+    model = _gaussian_model(model)
+    _check_state(model, "model", mean, cov)
     cov = symmetrize(cov)
     return model.gaussian_affine(t, mean, cov, psd_sqrt(cov))
 
 
 def moment_derivatives(
-    model: AbstractAttention | str,
+    model: AbstractAttention,
     t: Real[ArrayLike, ""],
     mean: Float[Array, " _d"],
     cov: Float[Array, "_d _d"],
-    params: AttentionParams | MultiHeadParams | None = None,
 ) -> tuple[Float[Array, " d"], Float[Array, "d d"]]:
     """`(α', Σ') = (Mα + c, MΣ + ΣMᵀ)` on `N(mean, cov)` (spec §2).
 
@@ -138,7 +110,7 @@ def moment_derivatives(
 
     ```
     """
-    m, c = gaussian_affine(model, t, mean, cov, params)
+    m, c = gaussian_affine(model, t, mean, cov)
     cov = symmetrize(cov)
     return m @ mean + c, m @ cov + cov @ m.T
 
@@ -205,9 +177,10 @@ def _solve_core(model, mean0, cov0, u0, t0, t1, ts, threshold, converge_tol, sol
 
 
 def solve_gaussian(
-    model: AbstractAttention | str,
-    *args: Any,
+    model: AbstractAttention,
+    mean0: Float[ArrayLike, " _d"],
     cov0: Float[ArrayLike, "_d _d"] | None = None,
+    *,
     t1: Real[ArrayLike, ""],
     t0: Real[ArrayLike, ""] = 0.0,
     factor0: Float[ArrayLike, "_d _r"] | None = None,
@@ -225,9 +198,7 @@ def solve_gaussian(
     """Solve the moment ODE of `N(α, Σ)` under an attention kernel (spec dynamics.md §2, §4).
 
     Call as ``solve_gaussian(model, mean0, cov0=None, *, t1, ...)`` with a kernel module that
-    has a Gaussian map, or in the legacy form ``solve_gaussian(kind, params, mean0, cov0=None,
-    *, t1, ...)`` (converted with :func:`~hassejax.dynamics.attention.from_params`; same
-    result).
+    has a Gaussian map.
 
     Integrates `α' = Mα + c`, `U' = MU` (`Σ = UUᵀ`) with diffrax (``throw=False``: every
     outcome is a status, see :class:`~hassejax.dynamics.Status`), stopping at the first of
@@ -255,8 +226,7 @@ def solve_gaussian(
       :class:`~hassejax.dynamics.L2`, :class:`~hassejax.dynamics.Linear`,
       :class:`~hassejax.dynamics.Sinkhorn`, a :class:`~hassejax.dynamics.MultiHead` of
       those, or any kernel overriding ``gaussian_affine``), unbatched (vmap over a batched
-      one). Legacy form: one of :data:`GAUSSIAN_KINDS` followed by its
-      :class:`AttentionParams` (:class:`MultiHeadParams` for ``"multihead"``).
+      one).
     - `mean0`: `(d,)` initial mean `α0`.
     - `cov0`: `(d, d)` initial covariance `Σ0` (positional after `mean0`, or by keyword),
       symmetric PSD, possibly singular (the factor is its PSD square root). Give `cov0` or
@@ -285,8 +255,7 @@ def solve_gaussian(
     **Returns:** a :class:`~hassejax.dynamics.GaussianSolution`.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a Gaussian
-    map ("does not preserve Gaussians (spec §2)"), an unknown kind, parameters of the
-    wrong type or batched, shape mismatches, a non-symmetric / non-PSD / non-finite
+    map ("does not preserve Gaussians (spec §2)"), a batched kernel, shape mismatches, a non-symmetric / non-PSD / non-finite
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
     `ts` outside `[t0, t1]`, a non-positive tolerance or threshold, an unknown
     `blowup_estimate`.
@@ -303,15 +272,9 @@ def solve_gaussian(
 
     ```
     """
-    if isinstance(model, str) and model not in GAUSSIAN_KINDS:  # the legacy kind check comes first
-        _gaussian_model(model, None)
-    model, checked, label, (mean0, cov_pos) = split_call(model, args, ("mean0", "cov0"), 1, "solve_gaussian")
-    model.check_gaussian(label)
-    checked.check_unbatched(label)
-    if cov_pos is not None:
-        if cov0 is not None:
-            raise ParameterError("`cov0` is given twice (positionally and by keyword); give it once.")
-        cov0 = cov_pos
+    model = _gaussian_model(model)
+    label = "model"
+    model.check_unbatched(label)
     if blowup_estimate not in ("extrapolated", "threshold"):
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     if (cov0 is None) == (factor0 is None):
@@ -335,7 +298,7 @@ def solve_gaussian(
     else:
         u0 = jnp.asarray(factor0, dtype)
         _check_state(model, label, mean0, factor=u0)
-    _solve.check_finite_params(checked, label)
+    _solve.check_finite_params(model, label)
     t0, t1, ts, threshold, converge_tol, solver, controller, dt0 = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,

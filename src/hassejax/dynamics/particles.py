@@ -1,8 +1,7 @@
 """Particle (token) systems `dx_i/dt = Γ_μ(x_i)` solved with diffrax (spec dynamics.md §1, §4).
 
 The velocity field is that of an attention kernel module
-(:class:`~hassejax.dynamics.AbstractAttention`); the legacy `(kind, params)` form is
-converted with :func:`~hassejax.dynamics.attention.from_params`.
+(:class:`~hassejax.dynamics.AbstractAttention`).
 
 Optional variants: the sphere model `ẋ_i = P⊥_{x_i} Γ(x_i)`, `P⊥_x y = y − ⟨x, y⟩x`
 (GLPR comparison, arXiv:2312.10794), and an affine feed-forward term `Γ(x) + Wx + b`
@@ -10,8 +9,6 @@ Optional variants: the sphere model `ẋ_i = P⊥_{x_i} Γ(x_i)`, `P⊥_x y = y 
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -21,9 +18,7 @@ from jaxtyping import Array, ArrayLike, Float, Real
 
 from ..errors import ParameterError
 from . import _solve
-from .attention import AbstractAttention, Masked
-from .attention._convert import as_model, split_call
-from .params import AttentionParams, MaskedParams, MultiHeadParams
+from .attention import AbstractAttention, Masked, check_model
 from .result import ParticleSolution
 
 __all__ = ["particle_velocity", "solve_particles"]
@@ -40,10 +35,9 @@ def _velocity(model, t, x, sphere, feedforward):
 
 
 def particle_velocity(
-    model: AbstractAttention | str,
+    model: AbstractAttention,
     t: Real[ArrayLike, ""],
     x: Float[Array, "n d"],
-    params: AttentionParams | MultiHeadParams | MaskedParams | None = None,
     *,
     sphere: bool = False,
     feedforward: tuple[Float[Array, "d d"], Float[Array, " d"]] | None = None,
@@ -52,18 +46,15 @@ def particle_velocity(
 
     **Arguments:**
 
-    - `model`: an attention kernel (:class:`~hassejax.dynamics.AbstractAttention`), or, in
-      the legacy form ``particle_velocity(kind, t, x, params)``, a name of
-      :data:`~hassejax.dynamics.VELOCITY_FIELDS` with its `params`.
+    - `model`: an attention kernel (:class:`~hassejax.dynamics.AbstractAttention`).
     - `t`: depth; `x`: `(n, d)` tokens.
-    - `params`: the legacy parameter container (only with a kind string).
     - `sphere`: project on the tangent space of the unit sphere (GLPR).
     - `feedforward`: `(W, b)` adds `Wx_i + b` (Alcalde et al.), or None.
 
     **Returns:** `(n, d)` velocities.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for a `model` that is not a kernel,
-    an unknown kind or parameters of the wrong type.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a `model` that is not a kernel
+    or `x` of the wrong shape.
 
     Source: spec dynamics.md §1.
 
@@ -78,7 +69,7 @@ def particle_velocity(
 
     ```
     """
-    model, _, _ = as_model(model, params)
+    check_model(model)
     return _velocity(model, t, x, sphere, feedforward)
 
 
@@ -117,8 +108,9 @@ def _solve_core(model, x0, t0, t1, ts, threshold, converge_tol, solver, controll
 
 
 def solve_particles(
-    model: AbstractAttention | str,
-    *args: Any,
+    model: AbstractAttention,
+    x0: Float[ArrayLike, "n d"],
+    *,
     t1: Real[ArrayLike, ""],
     t0: Real[ArrayLike, ""] = 0.0,
     ts: Float[ArrayLike, " T"] | None = None,
@@ -136,10 +128,6 @@ def solve_particles(
 ) -> ParticleSolution:
     """Solve the token system `dx_i/dt = Γ_μ(x_i)`, `μ = (1/n) Σ_j δ_{x_j}` (spec dynamics.md §1, §4).
 
-    Call as ``solve_particles(model, x0, *, t1, ...)`` with an attention kernel module, or in
-    the legacy form ``solve_particles(kind, params, x0, *, t1, ...)`` (converted with
-    :func:`~hassejax.dynamics.attention.from_params`; same result).
-
     Same events and statuses as :func:`~hassejax.dynamics.solve_gaussian`, with the size
     `λ = (1/n) Σ_i ‖x_i − x̄‖²` (trace of the empirical covariance) and the steady state
     `((1/n) Σ_i ‖ẋ_i‖²)^{1/2} < converge_tol`. A finite particle system with a bounded
@@ -152,9 +140,7 @@ def solve_particles(
 
     - `model`: an attention kernel (:class:`~hassejax.dynamics.AbstractAttention`: e.g.
       :class:`~hassejax.dynamics.Softmax`, :class:`~hassejax.dynamics.MultiHead`,
-      :class:`~hassejax.dynamics.Masked`), unbatched (vmap over a batched one). Legacy
-      form: a name of :data:`~hassejax.dynamics.VELOCITY_FIELDS` followed by its `params`
-      (``"masked"`` takes :class:`MaskedParams`, ``"multihead"`` :class:`MultiHeadParams`).
+      :class:`~hassejax.dynamics.Masked`), unbatched (vmap over a batched one).
     - `x0`: `(n, d)` initial tokens (for ``sphere=True``, unit rows; for a
       :class:`~hassejax.dynamics.Masked` model, `n` is the mask size).
     - `t1`, `t0`, `ts`, `solver`, `rtol`, `atol`, `dt0`, `stepsize_controller`, `max_steps`,
@@ -167,7 +153,7 @@ def solve_particles(
     **Returns:** a :class:`~hassejax.dynamics.ParticleSolution`.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a `model` that is not a
-    kernel, an unknown kind, parameters of the wrong type or batched, `x0` of the wrong
+    kernel, a batched kernel, `x0` of the wrong
     shape or non-finite (concrete), rows not of unit norm with ``sphere=True`` (concrete),
     bad times, tolerances or thresholds.
 
@@ -182,8 +168,9 @@ def solve_particles(
 
     ```
     """
-    model, checked, label, (x0,) = split_call(model, args, ("x0",), 1, "solve_particles")
-    checked.check_unbatched(label)
+    check_model(model)
+    label = "model"
+    model.check_unbatched(label)
     if blowup_estimate not in ("extrapolated", "threshold"):
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     xn = _solve.real_array(x0, "x0", "a real array of tokens, shape (n, d)")
@@ -213,7 +200,7 @@ def solve_particles(
         if w.shape != (d, d) or b.shape != (d,):
             raise ParameterError(f"`feedforward` must be (W, b) with shapes ({d}, {d}) and ({d},); got {w.shape} and {b.shape}.")
         feedforward = (w, b)
-    _solve.check_finite_params(checked, label)
+    _solve.check_finite_params(model, label)
     t0, t1, ts, threshold, converge_tol, solver, controller, dt0 = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,

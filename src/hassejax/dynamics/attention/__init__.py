@@ -6,34 +6,14 @@
 - one file per kernel: :class:`Softmax`, :class:`L2`, :class:`Sinkhorn`, :class:`Sigmoid`,
   :class:`Linear`; the compositions :class:`MultiHead` (sum over heads) and :class:`Masked`
   (a kernel under a fixed mask, optional attention sink).
-- :func:`from_params`: the legacy `(kind, AttentionParams | MultiHeadParams | MaskedParams)`
-  form as a module.
-- the legacy functional API by kind name (:func:`softmax`, :func:`l2`, :func:`sinkhorn`,
-  :func:`sigmoid`, :func:`linear`, :func:`multihead`, :func:`masked`,
-  :func:`attention_weights`, :func:`sinkhorn_potential`, :data:`VELOCITY_FIELDS`,
-  :func:`velocity_field`), each a thin call of the modules.
 
 A new kernel is one subclass of :class:`AbstractAttention` (see its example); the solvers
 :func:`~hassejax.dynamics.solve_particles` and :func:`~hassejax.dynamics.solve_gaussian`
 take any kernel.
 """
 
-from ._base import AbstractAttention, AbstractBilinearAttention, TimeParam
-from ._convert import KINDS, from_params
+from ._base import AbstractAttention, AbstractBilinearAttention, TimeParam, check_model
 from ._l2 import L2
-from ._legacy import (
-    VELOCITY_FIELDS,
-    attention_weights,
-    l2,
-    linear,
-    masked,
-    multihead,
-    sigmoid,
-    sinkhorn,
-    sinkhorn_potential,
-    softmax,
-    velocity_field,
-)
 from ._linear import Linear
 from ._masked import Masked
 from ._multihead import MultiHead
@@ -53,18 +33,5 @@ __all__ = [
     "Linear",
     "MultiHead",
     "Masked",
-    "KINDS",
-    "from_params",
-    # legacy functional API
-    "attention_weights",
-    "softmax",
-    "l2",
-    "sinkhorn",
-    "sinkhorn_potential",
-    "sigmoid",
-    "linear",
-    "multihead",
-    "masked",
-    "VELOCITY_FIELDS",
-    "velocity_field",
+    "check_model",
 ]

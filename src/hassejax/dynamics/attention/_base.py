@@ -43,7 +43,7 @@ from ..._tracing import is_traced
 from ...errors import ParameterError
 from ..params import _as_param, _shape_of, resolve
 
-__all__ = ["AbstractAttention", "AbstractBilinearAttention", "TimeParam"]
+__all__ = ["AbstractAttention", "AbstractBilinearAttention", "TimeParam", "check_model"]
 
 TimeParam = Callable[[Real[ArrayLike, ""]], Array]
 """A parameter given as a function of depth `t`: any callable, e.g. a
@@ -121,6 +121,15 @@ def bilinear_params(V, A, Q, K, beta, owner: str, *, need_qk: bool = False) -> t
         if len(a) < 2 or a[-2:] != (d, d):
             raise ParameterError(f"`A` of {owner} must have shape (d, d) = ({d}, {d}) (d from V); got shape {a}.")
     return V, A, Q, K, beta
+
+
+def check_model(model: Any, name: str = "model") -> None:
+    """Raise :class:`ParameterError` naming `name` unless `model` is an attention kernel (:class:`AbstractAttention`)."""
+    if not isinstance(model, AbstractAttention):
+        raise ParameterError(
+            f"`{name}` must be an attention kernel (an AbstractAttention such as Softmax(V=..., A=...)); "
+            f"got {type(model).__name__}."
+        )
 
 
 def _not_gaussian(kernel, name: str) -> ParameterError:
