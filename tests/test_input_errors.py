@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 
 from hassejax.cli import main as cli_main
-from hassejax.dynamics import AbstractAttention, Softmax, blowup_time_closed_form, solve_gaussian, solve_particles, status_names
+from hassejax.dynamics import (
+    AbstractAttention,
+    Softmax,
+    blowup_time_closed_form,
+    solve_gaussian,
+    solve_particles,
+    status_names,
+)
 from hassejax.errors import MaskError, ParameterError, TaskError
 from hassejax.masks import causal
 from hassejax.nn.attention import masked_softmax

@@ -15,8 +15,7 @@ Public surface (re-exported here; the modules are one concept each):
 - :mod:`.closed_form`: softmax closed forms, blow-up times, clustering limits.
 """
 
-from . import attention
-from . import geometry, paper, powerlaw, projected_euler, sampling  # the figures' helpers (issue 12 item 4)
+from . import attention, geometry, paper, powerlaw, projected_euler, sampling  # the figures' helpers (issue 12 item 4)
 from .attention import (
     L2,
     AbstractAttention,
@@ -74,6 +73,12 @@ __all__ = [
     "MultiHead",
     "Masked",
     "attention",
+    # the figures' helpers (modules)
+    "geometry",
+    "paper",
+    "powerlaw",
+    "projected_euler",
+    "sampling",
     # gaussian
     "gaussian_affine",
     "moment_derivatives",
@@ -147,7 +152,7 @@ __all__ += [
 ]
 
 # --- exact rank-k solves of trained heads (low_rank) -------------------------------------
-from .low_rank import (
+from .low_rank import (  # noqa: E402 - grouped with its __all__ entries
     LowRankGaussianSolution,
     LowRankParticleSolution,
     LowRankSoftmax,
