@@ -5,7 +5,7 @@ The library holds the pieces: the parameter sets and the paper's scalings as ker
 (:mod:`hassejax.dynamics.geometry`), the drawing (:mod:`hassejax.plot.dynamics`). Here:
 
 - **One vmapped solve per model and size** (:func:`solve`): every batch runs through the
-  program of :func:`hassejax.dynamics.sweeps.sweep_program` over
+  held :class:`hassejax.dynamics.sweeps.Sweep` over
   :func:`hassejax.dynamics.solve_gaussian`, the kernel module itself batched (an Equinox
   module is a pytree: its array leaves get the member axis), in chunks of a fixed number of
   members (`capacity`, the last one padded), so that each (kernel type, d) compiles once per
@@ -30,7 +30,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from hassejax.dynamics import AbstractAttention, Status, solve_gaussian  # noqa: E402
-from hassejax.dynamics.sweeps import sweep_program  # noqa: E402
+from hassejax.dynamics.sweeps import Sweep  # noqa: E402
 from hassejax.errors import ParameterError  # noqa: E402
 
 # ----------------------------------------------------------------------------- solver settings
@@ -99,28 +99,17 @@ def _member(m: dict) -> dict:
     }
 
 
-_PROGRAMS: dict = {}
-"""Compiled chunk programs of :func:`_member` by (tree structure, leaf shapes and dtypes, chunk width).
-
-:func:`hassejax.dynamics.sweeps.sweep` builds and compiles its program on every call, and JAX's
-persistent compilation cache never hits for a solve (its cache key holds the address of the
-solver's host callbacks, the error checks, new on every trace), so the figures' ~140 solves of a
-few shapes would compile ~140 times (figure 1: 191 s became > 15 min). One program per shape is compiled here with
-:func:`~hassejax.dynamics.sweeps.sweep_program` and run chunk by chunk."""
+_SWEEPS: dict[int, Sweep] = {}
+"""One held :class:`~hassejax.dynamics.sweeps.Sweep` of :func:`_member` per chunk width: the
+figures' ~140 solves of a few shapes run through a few compiled programs (a solve is not
+reused from JAX's persistent cache, so a fresh :func:`~hassejax.dynamics.sweeps.sweep` per
+solve would compile ~140 times; figure 1: 191 s became > 15 min)."""
 
 
 def _run(batch: dict, capacity: int) -> dict:
     """`_member` on every member of `batch`, `capacity` members per compiled call (the last chunk padded)."""
-    leaves, treedef = jax.tree_util.tree_flatten(batch)
-    n = leaves[0].shape[0]
-    total = -(-n // capacity) * capacity
-    leaves = [np.concatenate([x, np.repeat(x[-1:], total - n, axis=0)]) for x in leaves]
-    chunks = [jax.tree_util.tree_unflatten(treedef, [x[k : k + capacity] for x in leaves]) for k in range(0, total, capacity)]
-    key = (treedef, tuple((x.shape[1:], x.dtype.str) for x in leaves), capacity)
-    if key not in _PROGRAMS:
-        _PROGRAMS[key] = sweep_program(_member, chunks[0], chunk_size=capacity, shard=False).compile()
-    outs = [_PROGRAMS[key](chunk) for chunk in chunks]
-    return jax.tree_util.tree_map(lambda *xs: np.concatenate([np.asarray(x) for x in xs])[:n], *outs)
+    runner = _SWEEPS.setdefault(capacity, Sweep(_member, chunk_size=capacity, shard=False))
+    return jax.tree_util.tree_map(np.asarray, runner(batch, progress=False))
 
 
 class Timer:
@@ -159,7 +148,7 @@ def solve(
     - `t1`: horizon; `threshold`: the `tr Σ` stop; `tol`: the `‖Σ'‖_F` stop (scalars, or one
       value per member).
     - `capacity`: members per compiled program (the last chunk, or a smaller batch, padded to
-      it by repeating the last member; one program per shape, see :data:`_PROGRAMS`).
+      it by repeating the last member; one program per shape, see :data:`_SWEEPS`).
     - `ts`: `(N, T)` save times per member (`T = N_SAVE`; default `linspace(0, t1, T)`).
 
     **Returns:** NumPy arrays, member axis first: ``status, t_final, t_blowup, decade_ratio,

@@ -14,7 +14,7 @@ import optimistix as optx
 import pytest
 from jaxtyping import config as jaxtyping_config
 
-from hassejax.dynamics.sweeps import batch_size, sweep, sweep_program
+from hassejax.dynamics.sweeps import Sweep, batch_size, sweep, sweep_program
 from hassejax.errors import ParameterError
 
 THRESHOLD = 1e6
@@ -252,6 +252,28 @@ def test_one_program_whatever_the_batch_size_and_no_cache_between_calls():
     sweep(member, _params(5), chunk_size=4, progress=False)
     assert len(traces) == 1
     assert "tensor<4xf64>" in sweep_program(_square, _params(3), chunk_size=4).as_text()  # B = 3 < 4: width 4
+
+
+def test_held_sweep_compiles_once_across_calls_and_equals_sweep(no_typecheck):
+    """A held Sweep traces `fn` once for batches of 10, 3 and 5 members (chunks of 4) and gives
+    what sweep gives; a fresh Sweep traces again (the state is the object's, not the module's)."""
+    traces = []
+
+    def member(p):
+        traces.append(1)
+        return riccati_member_step_end(p)
+
+    held = Sweep(member, chunk_size=4)
+    for B in (10, 3, 5):
+        p = _params(B)
+        assert_same(held(p, progress=False), sweep(riccati_member_step_end, p, chunk_size=4, progress=False))
+    assert len(traces) == 1
+    Sweep(member, chunk_size=4)(_params(3), progress=False)
+    assert len(traces) == 2
+    with pytest.raises(ParameterError, match="chunk_size"):
+        Sweep(member, chunk_size=0)
+    with pytest.raises(ParameterError, match="fn"):
+        Sweep("member")
 
 
 def test_sweep_docstring_example_runs():

@@ -118,7 +118,7 @@ from .diagnostics import (
     spectrum,
 )
 from .energy import GaussianEnergy, gaussian_interaction_energy, gaussian_sinkhorn_energy, interaction_energy
-from .sweeps import batch_size, sweep, sweep_program
+from .sweeps import Sweep, batch_size, sweep, sweep_program
 
 __all__ += [
     # diagnostics
@@ -149,6 +149,7 @@ __all__ += [
     "batch_size",
     "sweep",
     "sweep_program",
+    "Sweep",
 ]
 
 # --- exact rank-k solves of trained heads (low_rank) -------------------------------------
