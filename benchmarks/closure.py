@@ -41,14 +41,14 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
-import networkx as nx  # noqa: E402
-import numpy as np  # noqa: E402
-import scipy  # noqa: E402
+import jax
+import networkx as nx
+import numpy as np
+import scipy
 
-import hassejax  # noqa: E402
-from hassejax.order import reachability  # noqa: E402
-from hassejax.order import _routes as _closure  # noqa: E402
+import hassejax
+from hassejax.order import _routes as _closure
+from hassejax.order import reachability
 
 WINDOW_LEFT = 64
 DENSITY = 0.01
@@ -132,7 +132,10 @@ def large_rows(n: int) -> list[dict]:
         )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         r = rows[-1]
-        print(f"{name:>9} n={n}: {fmt(r['seconds'])} ({r['auto_route']}), peak RSS {r['peak_rss_gib']:.1f} GiB", flush=True)
+        print(
+            f"{name:>9} n={n}: {fmt(r['seconds'])} ({r['auto_route']}), peak RSS {r['peak_rss_gib']:.1f} GiB",
+            flush=True,
+        )
     return rows
 
 
@@ -233,7 +236,7 @@ def main(argv=None) -> None:
             row["auto_route"] = "bitpacked" if bp_cost < mm_cost else "matmul"
             row["auto_s"], row["auto_repeats"], r_auto = timed(ours(mask, "auto"))
 
-            row["numpy_s"], row["numpy_repeats"], r_np = timed(lambda: numpy_closure(mask), budget=10.0)
+            row["numpy_s"], row["numpy_repeats"], r_np = timed(lambda mask=mask: numpy_closure(mask), budget=10.0)
             for label, r in (("matmul", r_mm), ("bitpacked", r_bp), ("auto", r_auto)):
                 if not np.array_equal(np.asarray(r), r_np):
                     raise AssertionError(f"{label} route disagrees with NumPy on {name}, n = {n}")

@@ -218,8 +218,12 @@ def main() -> None:
             growth[name] = (by_n[1048576] / by_n[131072]) ** (1 / 3)
     report = {
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
-        "versions": {"python": sys.version.split()[0], "numpy": np.__version__, "jax": jax.__version__,
-                     "hassejax": hassejax.__version__},
+        "versions": {
+            "python": sys.version.split()[0],
+            "numpy": np.__version__,
+            "jax": jax.__version__,
+            "hassejax": hassejax.__version__,
+        },
         "load_average": {"before": load_before, "after": load_after},
         "layers": LAYERS,
         "results": results,
@@ -230,15 +234,21 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
 
     print(f"\nload average before {load_before}, after {load_after}\n")
-    print("| mask | n | L* | structured (s) | peak (GiB) | R (s) | (R + L*) / R | dense routes (s) | NumPy bit-set loop (s) |")
+    print(
+        "| mask | n | L* | structured (s) | peak (GiB) | R (s) | (R + L*) / R | dense routes (s) | NumPy bit-set loop (s) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         dense = f"{r['dense_s']:.2f}" if "dense_s" in r else "—"
         numpy_s = f"{r['numpy_s']:.2f}" if "numpy_s" in r else "—"
-        print(f"| {r['mask']} | {r['n']} | {r['lstar']} | {r['structured_s']:.2f} | {r['peak_rss_gib']:.2f} | "
-              f"{r['r_s']:.2f} | {r['lstar_over_r']:.2f} | {dense} | {numpy_s} |")
-    print("\ngrowth of the structured time per doubling of n, 131072 -> 1048576:",
-          ", ".join(f"{k} {v:.2f}x" for k, v in growth.items()))
+        print(
+            f"| {r['mask']} | {r['n']} | {r['lstar']} | {r['structured_s']:.2f} | {r['peak_rss_gib']:.2f} | "
+            f"{r['r_s']:.2f} | {r['lstar_over_r']:.2f} | {dense} | {numpy_s} |"
+        )
+    print(
+        "\ngrowth of the structured time per doubling of n, 131072 -> 1048576:",
+        ", ".join(f"{k} {v:.2f}x" for k, v in growth.items()),
+    )
     print("\n| dense mask, n = 8192 | R: reachability (s) | L*: convergence_depth (s) | L* / R | L* |")
     print("|---|---|---|---|---|")
     for r in depth_rows:

@@ -56,7 +56,7 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
+import jax
 
 jax.config.update("jax_enable_x64", True)
 
@@ -128,8 +128,13 @@ def time_hassejax(member, batch, repeats: int):
         out = jax.block_until_ready(sweep(member, batch, progress=False))
         runs.append(time.perf_counter() - t)
     run = statistics.median(runs)
-    return out, {"run_s": run, "runs_s": runs, "compile_s": compile_s, "first_call_s": first,
-                 "load_start_end": [load0, os.getloadavg()[0]]}
+    return out, {
+        "run_s": run,
+        "runs_s": runs,
+        "compile_s": compile_s,
+        "first_call_s": first,
+        "load_start_end": [load0, os.getloadavg()[0]],
+    }
 
 
 # --------------------------------------------------------------------------- SciPy
@@ -172,8 +177,16 @@ def time_scipy(A, cov0, t1, m: int, desc: str, cap_s: float):
         if done >= 20 and time.perf_counter() - t > cap_s:
             break
     elapsed = time.perf_counter() - t
-    return fired[:done], t_end[:done], {"seconds_measured": elapsed, "members_run": done, "nfev": int(nfev),
-                                        "load_start_end": [load0, os.getloadavg()[0]]}
+    return (
+        fired[:done],
+        t_end[:done],
+        {
+            "seconds_measured": elapsed,
+            "members_run": done,
+            "nfev": int(nfev),
+            "load_start_end": [load0, os.getloadavg()[0]],
+        },
+    )
 
 
 # --------------------------------------------------------------------------- particles
@@ -216,9 +229,17 @@ def particles(repeats: int):
     x_ref = ref.y[:, -1].reshape(n, d)
     x_jax = np.asarray(sol.x_final)
     return {
-        "n": n, "d": d, "t1": t1,
-        "hassejax": {"run_s": jax_run, "runs_s": runs, "compile_s": max(first - jax_run, 0.0), "first_call_s": first,
-                     "steps": int(sol.stats.num_steps), "status": Status(int(sol.status)).name},
+        "n": n,
+        "d": d,
+        "t1": t1,
+        "hassejax": {
+            "run_s": jax_run,
+            "runs_s": runs,
+            "compile_s": max(first - jax_run, 0.0),
+            "first_call_s": first,
+            "steps": int(sol.stats.num_steps),
+            "status": Status(int(sol.status)).name,
+        },
         "scipy_numpy_rhs": {"seconds": scipy_s, "nfev": int(ref.nfev), "status": int(ref.status)},
         "max_abs_diff_final": float(np.max(np.abs(x_jax - x_ref))),
         "max_abs_final": float(np.max(np.abs(x_ref))),
@@ -245,8 +266,13 @@ def machine_info():
         "devices": [str(dv) for dv in jax.devices()],
         "python": sys.version.split()[0],
         "versions": {
-            "hassejax": hassejax.__version__, "jax": jax.__version__, "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else None,
-            "diffrax": diffrax.__version__, "equinox": equinox.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
+            "hassejax": hassejax.__version__,
+            "jax": jax.__version__,
+            "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else None,
+            "diffrax": diffrax.__version__,
+            "equinox": equinox.__version__,
+            "numpy": np.__version__,
+            "scipy": scipy.__version__,
         },
     }
 
@@ -256,9 +282,15 @@ def main(argv=None):
     parser.add_argument("--members", type=int, default=1000)
     parser.add_argument("--dims", type=int, nargs="+", default=[2, 8, 32])
     parser.add_argument("--families", nargs="+", default=["stable", "blowup"])
-    parser.add_argument("--scipy-members", type=int, default=None, help="run the SciPy loop on this many members and scale")
-    parser.add_argument("--scipy-cap", type=float, default=float("inf"),
-                        help="stop a SciPy loop after this many seconds (>= 20 members) and scale its time")
+    parser.add_argument(
+        "--scipy-members", type=int, default=None, help="run the SciPy loop on this many members and scale"
+    )
+    parser.add_argument(
+        "--scipy-cap",
+        type=float,
+        default=float("inf"),
+        help="stop a SciPy loop after this many seconds (>= 20 members) and scale its time",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-particles", action="store_true")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "sweeps.json")
@@ -279,9 +311,16 @@ def main(argv=None):
             status = np.asarray(out["status"])
             hj_fired = (status == Status.blow_up) | (status == Status.diverge)
             row = {
-                "d": d, "family": fam, "members": args.members, "t1": t1,
-                "hassejax": {**hj, "max_steps": int(np.max(out["steps"])), "mean_steps": float(np.mean(out["steps"])),
-                             "statuses": {Status(s).name: int(np.sum(status == s)) for s in np.unique(status)}},
+                "d": d,
+                "family": fam,
+                "members": args.members,
+                "t1": t1,
+                "hassejax": {
+                    **hj,
+                    "max_steps": int(np.max(out["steps"])),
+                    "mean_steps": float(np.mean(out["steps"])),
+                    "statuses": {Status(s).name: int(np.sum(status == s)) for s in np.unique(status)},
+                },
                 "scipy": {**sc, "events": int(fired.sum())},
                 "same_outcome": int(np.sum(hj_fired[:m] == fired)),
                 "speedup": sc["seconds"] / hj["run_s"],
@@ -293,15 +332,35 @@ def main(argv=None):
                 row["closed_form_blowups"] = int(ok.sum())
                 row["hassejax"]["t_blowup_max_rel_err"] = float(np.max(np.abs(hb[ok] - ts_cf[ok]) / ts_cf[ok]))
                 okm = ok[:m] & fired
-                row["scipy"]["t_event_max_rel_err"] = float(np.max(np.abs(t_end[okm] - ts_cf[:m][okm]) / ts_cf[:m][okm]))
+                row["scipy"]["t_event_max_rel_err"] = float(
+                    np.max(np.abs(t_end[okm] - ts_cf[:m][okm]) / ts_cf[:m][okm])
+                )
             rows.append(row)
-            print(json.dumps({k: row[k] for k in ("d", "family", "speedup")} | {
-                "hassejax_run_s": round(hj["run_s"], 3), "compile_s": round(hj["compile_s"], 2),
-                "scipy_s": round(sc["seconds"], 2), "load": hj["load_start_end"] + sc["load_start_end"]}), flush=True)
+            print(
+                json.dumps(
+                    {k: row[k] for k in ("d", "family", "speedup")}
+                    | {
+                        "hassejax_run_s": round(hj["run_s"], 3),
+                        "compile_s": round(hj["compile_s"], 2),
+                        "scipy_s": round(sc["seconds"], 2),
+                        "load": hj["load_start_end"] + sc["load_start_end"],
+                    }
+                ),
+                flush=True,
+            )
 
-    result = {"machine": machine_info(), "settings": {"rtol": RTOL, "atol": ATOL, "threshold_factor": THRESHOLD_FACTOR,
-                                                      "t1": T1, "dtype": "float64", "seed": 0},
-              "covariance_sweeps": rows}
+    result = {
+        "machine": machine_info(),
+        "settings": {
+            "rtol": RTOL,
+            "atol": ATOL,
+            "threshold_factor": THRESHOLD_FACTOR,
+            "t1": T1,
+            "dtype": "float64",
+            "seed": 0,
+        },
+        "covariance_sweeps": rows,
+    }
     if not args.skip_particles:
         result["particles"] = particles(args.repeats)
         print(json.dumps({"particles_speedup": result["particles"]["speedup"]}), flush=True)
@@ -318,7 +377,9 @@ def table(result) -> str:
     ]
     for r in result["covariance_sweeps"]:
         sc = r["scipy"]
-        scipy_s = f"{sc['seconds']:.2f}" + (f" (×{r['members'] / sc['members_run']:.0f} of {sc['members_run']})" if sc["extrapolated"] else "")
+        scipy_s = f"{sc['seconds']:.2f}" + (
+            f" (×{r['members'] / sc['members_run']:.0f} of {sc['members_run']})" if sc["extrapolated"] else ""
+        )
         err = "–"
         if r["family"] == "blowup":
             err = f"{r['hassejax']['t_blowup_max_rel_err']:.1e} / {sc['t_event_max_rel_err']:.1e}"

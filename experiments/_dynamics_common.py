@@ -26,12 +26,12 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
+import jax.numpy as jnp
+import numpy as np
 
-from hassejax.dynamics import AbstractAttention, Status, solve_gaussian  # noqa: E402
-from hassejax.dynamics.sweeps import Sweep  # noqa: E402
-from hassejax.errors import ParameterError  # noqa: E402
+from hassejax.dynamics import AbstractAttention, Status, solve_gaussian
+from hassejax.dynamics.sweeps import Sweep
+from hassejax.errors import ParameterError
 
 # ----------------------------------------------------------------------------- solver settings
 RTOL, ATOL = 1e-10, 1e-12
@@ -177,7 +177,9 @@ def _template() -> np.ndarray:
     """Save-time fractions of `[0, t_stop]`: log-spaced at the start (1/t convergence), near the
     end (blow-up), and uniform; `N_SAVE` points, sorted, the last just below 1."""
     k = (N_SAVE - 1) // 3
-    s = np.concatenate([[0.0], np.geomspace(1e-6, 0.5, k), 1.0 - np.geomspace(0.5, 1e-7, k), np.linspace(0, 1, k)[1:-1]])
+    s = np.concatenate(
+        [[0.0], np.geomspace(1e-6, 0.5, k), 1.0 - np.geomspace(0.5, 1e-7, k), np.linspace(0, 1, k)[1:-1]]
+    )
     s = np.unique(np.clip(s, 0.0, 1.0 - 1e-9))
     return np.concatenate([s, np.full(N_SAVE - s.size, s[-1])])
 

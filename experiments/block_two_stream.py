@@ -33,7 +33,12 @@ def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
 
     fig, ax = plt.subplots(figsize=(6.5, 6.5))
-    draw_hasse(diagram, ax=ax, names=names, title=f"Block Two-Stream Hasse diagram (n = {n}, l = {l}): {diagram.num_classes} classes")
+    draw_hasse(
+        diagram,
+        ax=ax,
+        names=names,
+        title=f"Block Two-Stream Hasse diagram (n = {n}, l = {l}): {diagram.num_classes} classes",
+    )
     o.savefig(fig, "block_two_stream_hasse")
 
     fig, ax = plt.subplots(figsize=(6.2, 6.2))
@@ -48,8 +53,20 @@ def main(out: Path, quick: bool = False) -> dict:
         ((n, 0), "content → query (empty)", "#7f7f7f", (0, (4, 2))),
     ]
     for (x, y), label, color, ls in quads:
-        ax.add_patch(Rectangle((x - 0.5 + inset, y - 0.5 + inset), n - 2 * inset, n - 2 * inset, fill=False, lw=2.6, ls=ls,
-                               ec=color, label=label, zorder=5, clip_on=False))
+        ax.add_patch(
+            Rectangle(
+                (x - 0.5 + inset, y - 0.5 + inset),
+                n - 2 * inset,
+                n - 2 * inset,
+                fill=False,
+                lw=2.6,
+                ls=ls,
+                ec=color,
+                label=label,
+                zorder=5,
+                clip_on=False,
+            )
+        )
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=2, fontsize=8, frameon=False)
     o.savefig(fig, "block_two_stream_mask")
     o.write_json(

@@ -15,14 +15,14 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import _dynamics_common as dc  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import _dynamics_common as dc
+import numpy as np
+from _common import Output, cli
 
-import hassejax.plot.dynamics as dplot  # noqa: E402
-from hassejax.dynamics import Status, blowup_time_closed_form, geometry, paper  # noqa: E402
+import hassejax.plot.dynamics as dplot
+from hassejax.dynamics import Status, blowup_time_closed_form, geometry, paper
 
 NAME = "blowup_or_divergence"
 V = np.eye(2)
@@ -82,7 +82,9 @@ def main(out: Path, quick: bool = False) -> dict:
             if kind == "softmax":
                 rel = np.abs(acc["t_blowup"] / t_closed - 1.0)
                 rel_authors = np.abs(sol["t_blowup"] / t_closed - 1.0)
-                half = dc.solve(model, (np.eye(2) / 2)[None], t1=T1, threshold=ACCURATE_THRESHOLD, tol=tol, capacity=capacity)
+                half = dc.solve(
+                    model, (np.eye(2) / 2)[None], t1=T1, threshold=ACCURATE_THRESHOLD, tol=tol, capacity=capacity
+                )
                 rec["t_star_closed_form_range"] = dc.minmax(t_closed)
                 rec["t_star_max_rel_error_accurate"] = float(rel.max())
                 rec["t_star_max_rel_error_at_authors_stop_1e3"] = float(rel_authors.max())
@@ -148,14 +150,21 @@ def main(out: Path, quick: bool = False) -> dict:
         "the 1e-6 check uses a second solve with the event at tr Σ = 1e8 (spec §4).",
     ]
     if quick:
-        notes.append("quick run: coarser grid, so the t* range is inside the spec's [0.353, 8.94] rather than equal to it")
+        notes.append(
+            "quick run: coarser grid, so the t* range is inside the spec's [0.353, 8.94] rather than equal to it"
+        )
     o.write_json(
         {
             "figure": "dynamics.md §7a item 5 (blow-up or divergence)",
             "claim": "every trajectory blows up (softmax, multi-head) or diverges (L2, Sinkhorn)",
-            "parameters": {"Q": paper.FIG5_Q, "K": paper.FIG5_K, "V": V, "A_softmax": A,
-                           "scalings": "softmax, L2: A = KᵀQ/√2 (L2: K unscaled, c = 1); multi-head: head h = row h of Q, K, "
-                                       "scale 1, C_h = e_h e_hᵀ; Sinkhorn: A = KᵀQ unscaled, ε = 1"},  # fmt: skip
+            "parameters": {
+                "Q": paper.FIG5_Q,
+                "K": paper.FIG5_K,
+                "V": V,
+                "A_softmax": A,
+                "scalings": "softmax, L2: A = KᵀQ/√2 (L2: K unscaled, c = 1); multi-head: head h = row h of Q, K, "
+                "scale 1, C_h = e_h e_hᵀ; Sinkhorn: A = KᵀQ unscaled, ε = 1",
+            },
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-1.0, 1.0], "members": n},
             "events_note": dc.EVENTS_NOTE,
             "all_as_expected": as_expected,

@@ -32,13 +32,30 @@ def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
 
     fig, ax = plt.subplots(figsize=(7, 5))
-    draw_hasse(diagram, ax=ax, names=names, title=f"Butterfly Hasse diagram (n = {n}): forward wing F, backward wing B, centres C")
+    draw_hasse(
+        diagram,
+        ax=ax,
+        names=names,
+        title=f"Butterfly Hasse diagram (n = {n}): forward wing F, backward wing B, centres C",
+    )
     o.savefig(fig, "butterfly_hasse")
 
     fig, axes = plt.subplots(1, 2, layout="constrained", figsize=(11, 5.6))
-    draw_mask(merged.mask, ax=axes[0], labels=names, title=f"dense: {int(merged.mask.sum())} nonzeros (2n²−n), L* = {int(convergence_depth(merged.mask))}")
-    draw_mask(sparse.mask, ax=axes[1], labels=names, title=f"sparse: {sparse.nonzeros} nonzeros (7n−8), L* = {sparse.depth} (n−1)")
-    fig.suptitle("Butterfly attention and its sparse variant: the same closure, so the same deep information flow", fontsize=11)
+    draw_mask(
+        merged.mask,
+        ax=axes[0],
+        labels=names,
+        title=f"dense: {int(merged.mask.sum())} nonzeros (2n²−n), L* = {int(convergence_depth(merged.mask))}",
+    )
+    draw_mask(
+        sparse.mask,
+        ax=axes[1],
+        labels=names,
+        title=f"sparse: {sparse.nonzeros} nonzeros (7n−8), L* = {sparse.depth} (n−1)",
+    )
+    fig.suptitle(
+        "Butterfly attention and its sparse variant: the same closure, so the same deep information flow", fontsize=11
+    )
     o.savefig(fig, "butterfly_masks")
     o.write_json(
         {
@@ -57,7 +74,9 @@ def main(out: Path, quick: bool = False) -> dict:
             "token_density": report.token_density,
         }
     )
-    return {"key": f"{merged.n} slots, sparse {sparse.nonzeros} nonzeros at L* = {sparse.depth}, leaks: {len(report.leaks)}"}
+    return {
+        "key": f"{merged.n} slots, sparse {sparse.nonzeros} nonzeros at L* = {sparse.depth}, leaks: {len(report.leaks)}"
+    }
 
 
 if __name__ == "__main__":

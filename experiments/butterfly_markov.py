@@ -95,8 +95,14 @@ def _consistency_float32(model, layout, seqs, block_size: int) -> dict:
         gen = np.asarray(generate_blocks(model, seq[:0], n // block_size, teacher=seq, block_size=block_size).logits)
         worst = max(worst, float(np.abs(gen - par).max()))
         scale = max(scale, float(np.abs(par).max()))
-    return {"max_abs_diff": worst, "logit_scale": scale, "relative": worst / scale, "sequences": len(seqs),
-            "dtype": "float32", "passes_1e-5_relative": worst <= 1e-5 * scale}
+    return {
+        "max_abs_diff": worst,
+        "logit_scale": scale,
+        "relative": worst / scale,
+        "sequences": len(seqs),
+        "dtype": "float32",
+        "passes_1e-5_relative": worst <= 1e-5 * scale,
+    }
 
 
 def _leak_check(model, layout, seq, positions) -> dict:
@@ -109,8 +115,12 @@ def _leak_check(model, layout, seq, positions) -> dict:
         out = np.asarray(_logits(model, layout, other))
         identical += int(np.array_equal(out[slot_of[k]], base[slot_of[k]]))
         elsewhere += int(np.any(out != base))
-    return {"positions": len(positions), "bit_identical": identical, "changed_elsewhere": elsewhere,
-            "passes": identical == len(positions) and elsewhere > 0}
+    return {
+        "positions": len(positions),
+        "bit_identical": identical,
+        "changed_elsewhere": elsewhere,
+        "passes": identical == len(positions) and elsewhere > 0,
+    }
 
 
 def _plot(results: dict, h: dict, out_dir: Path) -> list[str]:
@@ -135,8 +145,11 @@ def _plot(results: dict, h: dict, out_dir: Path) -> list[str]:
     ax.set_ylabel("per-token cross-entropy (nats)")
     top = max(h["H_pi"], h["H1"]) * 1.25
     ax.set_ylim(h["H2"] * 0.85, top)
-    ax.set_title("Markov chain (V = 8): held-out loss vs exact entropies\n"
-                 "dotted: each layout's exact floor; faint: training batch loss (smoothed)", fontsize=9)
+    ax.set_title(
+        "Markov chain (V = 8): held-out loss vs exact entropies\n"
+        "dotted: each layout's exact floor; faint: training batch loss (smoothed)",
+        fontsize=9,
+    )
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     paths = []
@@ -161,7 +174,12 @@ def main(out: Path, quick: bool = False) -> dict:
 
     seed, chain, tried = _pick_chain(vocab, concentration, seeds["chain_first"], 0.2)
     pi = stationary_distribution(chain.transition)
-    h = {"H1": entropy_rate(chain), "H2": two_sided_entropy(chain), "H_pi": float(-(pi * np.log(pi)).sum()), "log_V": float(np.log(vocab))}
+    h = {
+        "H1": entropy_rate(chain),
+        "H2": two_sided_entropy(chain),
+        "H_pi": float(-(pi * np.log(pi)).sum()),
+        "log_V": float(np.log(vocab)),
+    }
     print(f"chain seed {seed}: H1 = {h['H1']:.4f}, H2 = {h['H2']:.4f}, H(pi) = {h['H_pi']:.4f} nats", flush=True)
 
     t0 = time.time()
@@ -176,16 +194,30 @@ def main(out: Path, quick: bool = False) -> dict:
     results, models = {}, {}
     for name, lay in layouts.items():
         t0 = time.time()
-        model = Transformer(model_cfg["num_layers"], model_cfg["d_model"], model_cfg["num_heads"], vocab_size=vocab,
-                            num_positions=n + 1, key=jax.random.key(seeds["model"]), mlp_ratio=model_cfg["mlp_ratio"],
-                            dtype=jnp.float32)
+        model = Transformer(
+            model_cfg["num_layers"],
+            model_cfg["d_model"],
+            model_cfg["num_heads"],
+            vocab_size=vocab,
+            num_positions=n + 1,
+            key=jax.random.key(seeds["model"]),
+            mlp_ratio=model_cfg["mlp_ratio"],
+            dtype=jnp.float32,
+        )
         opt = optimal_loss(chain, lay, num_layers=model_cfg["num_layers"])
 
         def report(step, loss, name=name, opt=opt):
             print(f"  {name:17s} step {step:5d}  held-out {loss:.4f}  (floor {opt:.4f})", flush=True)
 
-        model, hist = train(model, lay, lambda k: chain.sample(k, cfg.batch_size, n), cfg,
-                            key=jax.random.key(seeds["train"]), held_out=held, callback=report)
+        model, hist = train(
+            model,
+            lay,
+            lambda k: chain.sample(k, cfg.batch_size, n),
+            cfg,
+            key=jax.random.key(seeds["train"]),
+            held_out=held,
+            callback=report,
+        )
         models[name] = model
         per_seq = np.asarray(_per_sequence_loss(model, lay, held), dtype=np.float64)
         bayes = bayes_loss(chain, lay, held, num_layers=model_cfg["num_layers"])
@@ -219,8 +251,12 @@ def main(out: Path, quick: bool = False) -> dict:
     t0 = time.time()
     check_seqs = chain.sample(jax.random.key(seeds["checks"]), 4, n)
     checks = {
-        "block_two_stream_consistency": _consistency_float32(models["block_two_stream"], layouts["block_two_stream"], check_seqs, block_size),
-        "leak_block_two_stream": _leak_check(models["block_two_stream"], layouts["block_two_stream"], check_seqs[0], range(n)),
+        "block_two_stream_consistency": _consistency_float32(
+            models["block_two_stream"], layouts["block_two_stream"], check_seqs, block_size
+        ),
+        "leak_block_two_stream": _leak_check(
+            models["block_two_stream"], layouts["block_two_stream"], check_seqs[0], range(n)
+        ),
         "leak_butterfly": _leak_check(models["butterfly"], layouts["butterfly"], check_seqs[1], range(n)),
     }
 
@@ -232,8 +268,14 @@ def main(out: Path, quick: bool = False) -> dict:
         "experiment": NAME,
         "quick": quick,
         "entropies_nats": h,
-        "chain": {"vocab_size": vocab, "concentration": concentration, "seed": seed, "seeds_tried": tried,
-                  "transition": np.asarray(chain.transition).tolist(), "stationary": pi.tolist()},
+        "chain": {
+            "vocab_size": vocab,
+            "concentration": concentration,
+            "seed": seed,
+            "seeds_tried": tried,
+            "transition": np.asarray(chain.transition).tolist(),
+            "stationary": pi.tolist(),
+        },
         "sequence_length": n,
         "block_size": block_size,
         "model": model_cfg,
@@ -251,8 +293,10 @@ def main(out: Path, quick: bool = False) -> dict:
     path = Output(out, NAME).write_json({"platform": _versions(), **payload}, seeds=seeds)
     print(f"wrote {path} and {', '.join(figures)}")
     fin = {k: v["final_held_out_loss"] for k, v in results.items()}
-    record["key"] = (f"butterfly {fin['butterfly']:.3f} vs H2 {h['H2']:.3f} (x{fin['butterfly'] / h['H2']:.3f}); "
-                     f"causal {fin['causal']:.3f} vs H1 {h['H1']:.3f} (x{fin['causal'] / h['H1']:.3f})")
+    record["key"] = (
+        f"butterfly {fin['butterfly']:.3f} vs H2 {h['H2']:.3f} (x{fin['butterfly'] / h['H2']:.3f}); "
+        f"causal {fin['causal']:.3f} vs H1 {h['H1']:.3f} (x{fin['causal'] / h['H1']:.3f})"
+    )
     return record
 
 

@@ -43,7 +43,10 @@ def main(out: Path, quick: bool = False) -> dict:
     fig, axes = plt.subplots(1, 2, layout="constrained", figsize=(9, 4.2), gridspec_kw={"width_ratios": [0.7, 1]})
     draw_hasse(HasseDiagram.from_mask(merged.mask), ax=axes[0], names=names, title="merged Hasse diagram (a chain)")
     draw_mask(merged.mask, ax=axes[1], labels=names, title="merged mask (slot: input→target)")
-    title = fig.suptitle(f"Causal attention is the minimal merged autoregressive family (n = {n}): {merged.n} slots, next-token labels", fontsize=10)
+    title = fig.suptitle(
+        f"Causal attention is the minimal merged autoregressive family (n = {n}): {merged.n} slots, next-token labels",
+        fontsize=10,
+    )
     _centre_suptitle(fig, title)
     o.savefig(fig, "causal_merge")
     o.write_json(

@@ -20,16 +20,16 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import _dynamics_common as dc  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import _dynamics_common as dc
+import numpy as np
+from _common import Output, cli
 
-import hassejax.plot.dynamics as dplot  # noqa: E402
-from hassejax.dynamics import Status, geometry, paper  # noqa: E402
-from hassejax.dynamics.diagnostics import limit_rank  # noqa: E402
-from hassejax.dynamics.projected_euler import projected_euler_l2  # noqa: E402
+import hassejax.plot.dynamics as dplot
+from hassejax.dynamics import Status, geometry, paper
+from hassejax.dynamics.diagnostics import limit_rank
+from hassejax.dynamics.projected_euler import projected_euler_l2
 
 NAME = "convergence_or_blowup"
 TOL = 1e-4  # the authors' tol for figure 6
@@ -40,7 +40,13 @@ T1_MULTIHEAD = 100.0
 T_LONG = 300.0  # as in figure 4: exponential approach of the rank-one limits with bounded explicit steps
 # (~3000 steps to t = 300, ~90000 to 1e4); every converged member has rank one (1e-6 λ_max) by t = 300
 EULER_STEP, EULER_MAX_ITER = 0.002, 50_000  # the authors' L2 call in figure 6 (max_iter: their default)
-SPEC = {"softmax_converge": 591, "softmax_blow_up": 57, "l2_authors_converge": 642, "l2_authors_diverge": 6, "l2_accurate_converge": 648}
+SPEC = {
+    "softmax_converge": 591,
+    "softmax_blow_up": 57,
+    "l2_authors_converge": 642,
+    "l2_authors_diverge": 6,
+    "l2_accurate_converge": 648,
+}
 COLORS = {"converged": "tab:blue", "blow_up": "tab:red", "diverge": "tab:red", "completed": "0.45"}
 
 
@@ -61,7 +67,7 @@ def main(out: Path, quick: bool = False) -> dict:
     n = grid.shape[0]
     A = np.asarray(paper.softmax_model(paper.FIG6_V, paper.FIG4_Q, paper.FIG4_K).A)
     rays = geometry.isotropic_angles(A)
-    names = lambda s: [Status(int(x)).name for x in s]  # noqa: E731
+    names = lambda s: [Status(int(x)).name for x in s]
 
     fig, axes = dplot.new_figure(2, 3, (16.0, 10.4), [[None, None, None], [None, None, "skip"]])
     results = {}
@@ -85,7 +91,9 @@ def main(out: Path, quick: bool = False) -> dict:
             "t1": T_LONG,
             "status": dc.status_counts(soft_long["status"]),
             "limit_angle_deg_range": dc.minmax(ang_long),
-            "exact_limit_rank_(eigenvalues > 1e-6 λ_max)": dc.value_counts(np.asarray(limit_rank(soft_long["cov_final"][conv_long]))),
+            "exact_limit_rank_(eigenvalues > 1e-6 λ_max)": dc.value_counts(
+                np.asarray(limit_rank(soft_long["cov_final"][conv_long]))
+            ),
             "same_members_converge": bool(np.array_equal(conv, conv_long)),
         },
         "t_blowup_range": dc.minmax(soft["t_blowup"][blow]),
@@ -151,8 +159,11 @@ def main(out: Path, quick: bool = False) -> dict:
     ax_pk.axhline(THRESHOLD, color="k", ls="--", lw=0.8, label="the authors' stop tr Σ = 1e3")
     ax_pk.set_xlabel("member index (the authors' grid order)")
     ax_pk.set_ylabel("peak of tr Σ(t) along the trajectory")
-    ax_pk.set_title(f"L2, accurate diffrax (no 1e3 stop): every trajectory converges;\n{int(np.sum(peak > THRESHOLD))} overshoot tr Σ = 1e3 first "
-                    f"(circles: the {int(euler_div.sum())} stopped by the authors' Euler)", fontsize=10)
+    ax_pk.set_title(
+        f"L2, accurate diffrax (no 1e3 stop): every trajectory converges;\n{int(np.sum(peak > THRESHOLD))} overshoot tr Σ = 1e3 first "
+        f"(circles: the {int(euler_div.sum())} stopped by the authors' Euler)",
+        fontsize=10,
+    )
     ax_pk.legend(fontsize=8, loc="center right")
     ax_pk.grid(alpha=0.3, which="both")
 
@@ -200,8 +211,13 @@ def main(out: Path, quick: bool = False) -> dict:
     o.write_json(
         {
             "figure": "dynamics.md §7a item 6 (convergence or blow-up depending on the initial condition)",
-            "parameters": {"Q": paper.FIG4_Q, "K": paper.FIG4_K, "V": paper.FIG6_V, "A_softmax": A,
-                           "scalings": "softmax: A = KᵀQ/√2; L2: Q/√2, K unscaled, c = 1; multi-head: scale 1"},  # fmt: skip
+            "parameters": {
+                "Q": paper.FIG4_Q,
+                "K": paper.FIG4_K,
+                "V": paper.FIG6_V,
+                "A_softmax": A,
+                "scalings": "softmax: A = KᵀQ/√2; L2: Q/√2, K unscaled, c = 1; multi-head: scale 1",
+            },
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-1.0, 1.0], "members": n},
             "events_note": dc.EVENTS_NOTE,
             "spec": SPEC,

@@ -14,16 +14,16 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import _dynamics_common as dc  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import _dynamics_common as dc
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import Output, cli
 
-import hassejax.plot.dynamics as dplot  # noqa: E402
-from hassejax.dynamics import Status, clustering_limit, geometry, paper, powerlaw  # noqa: E402
-from hassejax.dynamics.diagnostics import limit_rank, rank_absolute  # noqa: E402
+import hassejax.plot.dynamics as dplot
+from hassejax.dynamics import Status, clustering_limit, geometry, paper, powerlaw
+from hassejax.dynamics.diagnostics import limit_rank, rank_absolute
 
 NAME = "convergence_to_line"
 TOL = 1e-4  # the authors' tol for figure 2
@@ -55,14 +55,28 @@ def main(out: Path, quick: bool = False) -> dict:
 
     fig = plt.figure(figsize=(17.0, 6.8), layout="constrained")
     gs = fig.add_gridspec(1, 3, width_ratios=[1.25, 1.25, 1.0])
-    axes = np.array([[fig.add_subplot(gs[0, 0], projection="3d"), fig.add_subplot(gs[0, 1], projection="3d"), fig.add_subplot(gs[0, 2])]])
+    axes = np.array(
+        [
+            [
+                fig.add_subplot(gs[0, 0], projection="3d"),
+                fig.add_subplot(gs[0, 1], projection="3d"),
+                fig.add_subplot(gs[0, 2]),
+            ]
+        ]
+    )
     ax_err = axes[0, 2]
     results = {}
     for ax, (label, (kind, make)) in zip(axes[0, :2], KINDS.items()):
         model = make(V, Q, K)
         sol = dc.solve_for_plot(model, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
         long = dc.solve(
-            model, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity, ts=dc.log_times(T_LONG, n)
+            model,
+            grid,
+            t1=T_LONG,
+            threshold=THRESHOLD,
+            tol=dc.NO_STOP_TOL,
+            capacity=capacity,
+            ts=dc.log_times(T_LONG, n),
         )
         conv = sol["status"] == Status.converged
         err_stop = geometry.rel_frobenius(sol["cov_final"], target)
@@ -78,7 +92,9 @@ def main(out: Path, quick: bool = False) -> dict:
                 "t1": T_LONG,
                 "status": dc.status_counts(long["status"]),
                 "rel_error_to_sigma_inf": dc.minmax(err_long),
-                "exact_limit_rank_(eigenvalues > 1e-6 λ_max)": dc.value_counts(np.asarray(limit_rank(long["cov_final"]))),
+                "exact_limit_rank_(eigenvalues > 1e-6 λ_max)": dc.value_counts(
+                    np.asarray(limit_rank(long["cov_final"]))
+                ),
             },
             "solver": dc.solver_record(sol),
         }
@@ -131,7 +147,12 @@ def main(out: Path, quick: bool = False) -> dict:
             "sigma_inf_source": "softmax, V = I: closed form (paper); L2: q⊥ᵀΣ⁻¹q⊥ is conserved since Aq⊥ = 0 (derived)",
             "closed_form_vs_library_clustering_limit_max_rel": closed_vs_library,
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-0.5, 0.5], "members": n},
-            "events": {"converged": f"‖Σ'‖_F < {TOL:g}", "diverged": f"tr Σ > {THRESHOLD:g}", "t1": T1, "note": dc.EVENTS_NOTE},
+            "events": {
+                "converged": f"‖Σ'‖_F < {TOL:g}",
+                "diverged": f"tr Σ > {THRESHOLD:g}",
+                "t1": T1,
+                "note": dc.EVENTS_NOTE,
+            },
             "all_converged": all_conv,
             "kinds": results,
             "timing": dc.TIMER.as_dict(),

@@ -15,15 +15,15 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import _dynamics_common as dc  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import _dynamics_common as dc
+import numpy as np
+from _common import Output, cli
 
-import hassejax.plot.dynamics as dplot  # noqa: E402
-from hassejax.dynamics import MultiHead, Softmax, Status, geometry, paper  # noqa: E402
-from hassejax.dynamics.diagnostics import limit_rank, rank_absolute  # noqa: E402
+import hassejax.plot.dynamics as dplot
+from hassejax.dynamics import MultiHead, Softmax, Status, geometry, paper
+from hassejax.dynamics.diagnostics import limit_rank, rank_absolute
 
 NAME = "convergence_to_plane"
 TOL = 1e-4  # the authors' tol for figure 3
@@ -37,7 +37,9 @@ q = paper.FIG2_Q_ROW
 def model() -> MultiHead:
     """Head 0: `A_0 = K_0ᵀQ_0 = −qᵀq` (k = 1, scale 1), `C_0 = e_1e_1ᵀ`; head 1: `A_1 = 0`, `C_1 = e_2e_2ᵀ`."""
     e = np.eye(2)
-    return MultiHead([Softmax(V=np.outer(e[0], e[0]), A=-np.outer(q, q)), Softmax(V=np.outer(e[1], e[1]), A=np.zeros((2, 2)))])
+    return MultiHead(
+        [Softmax(V=np.outer(e[0], e[0]), A=-np.outer(q, q)), Softmax(V=np.outer(e[1], e[1]), A=np.zeros((2, 2)))]
+    )
 
 
 def plane_residual(cov: np.ndarray) -> np.ndarray:
@@ -87,7 +89,9 @@ def main(out: Path, quick: bool = False) -> dict:
     cb.set_label("initial 2Σ₁₂")
     for i in range(n):
         v = long["valid"][i]
-        ax_res.semilogy(long["ts"][i][v], np.maximum(plane_residual(long["cov"][i][v]), 1e-18), color=colors[i], lw=0.6, alpha=0.7)
+        ax_res.semilogy(
+            long["ts"][i][v], np.maximum(plane_residual(long["cov"][i][v]), 1e-18), color=colors[i], lw=0.6, alpha=0.7
+        )
     ax_res.axvline(np.median(sol["t_final"]), color="0.3", ls=":", lw=1, label="median authors' stop (‖Σ'‖_F < 1e-4)")
     ax_res.set_xlim(0, 400)
     ax_res.set_xlabel("depth t")
@@ -111,9 +115,19 @@ def main(out: Path, quick: bool = False) -> dict:
         {
             "figure": "dynamics.md §7a item 3 (convergence to a plane)",
             "claim": "Σ_22 is conserved; limits satisfy Σ_11 q_1 + Σ_12 q_2 = 0",
-            "parameters": {"q": q, "A_heads": np.stack([h.A for h in m.heads]), "C_heads": np.stack([h.V for h in m.heads]), "V": np.eye(2)},
+            "parameters": {
+                "q": q,
+                "A_heads": np.stack([h.A for h in m.heads]),
+                "C_heads": np.stack([h.V for h in m.heads]),
+                "V": np.eye(2),
+            },
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-0.5, 0.5], "members": n},
-            "events": {"converged": f"‖Σ'‖_F < {TOL:g}", "diverged": f"tr Σ > {THRESHOLD:g}", "t1": T1, "note": dc.EVENTS_NOTE},
+            "events": {
+                "converged": f"‖Σ'‖_F < {TOL:g}",
+                "diverged": f"tr Σ > {THRESHOLD:g}",
+                "t1": T1,
+                "note": dc.EVENTS_NOTE,
+            },
             "status": dc.status_counts(sol["status"]),
             "all_converged": all_conv,
             "sigma22_max_drift": s22_drift,

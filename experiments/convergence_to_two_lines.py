@@ -14,15 +14,15 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import _dynamics_common as dc  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import _dynamics_common as dc
+import numpy as np
+from _common import Output, cli
 
-import hassejax.plot.dynamics as dplot  # noqa: E402
-from hassejax.dynamics import Status, geometry, paper  # noqa: E402
-from hassejax.dynamics.diagnostics import limit_rank, rank_absolute  # noqa: E402
+import hassejax.plot.dynamics as dplot
+from hassejax.dynamics import Status, geometry, paper
+from hassejax.dynamics.diagnostics import limit_rank, rank_absolute
 
 NAME = "convergence_to_two_lines"
 TOL = 1e-7  # the authors' tol for figure 4
@@ -76,7 +76,9 @@ def main(out: Path, quick: bool = False) -> dict:
             "long_horizon": {
                 "t1": T_LONG,
                 "status": dc.status_counts(long["status"]),
-                "exact_limit_rank_(eigenvalues > 1e-6 λ_max)": dc.value_counts(np.asarray(limit_rank(long["cov_final"]))),
+                "exact_limit_rank_(eigenvalues > 1e-6 λ_max)": dc.value_counts(
+                    np.asarray(limit_rank(long["cov_final"]))
+                ),
                 "trace_range": dc.minmax(np.trace(long["cov_final"], axis1=-2, axis2=-1)),
             },
             "solver": dc.solver_record(sol),
@@ -108,13 +110,23 @@ def main(out: Path, quick: bool = False) -> dict:
         {
             "figure": "dynamics.md §7a item 4 (convergence to two lines)",
             "claim": "limits are rank one on the isotropic directions vᵀAv = 0, at −58.14° and −7.60°",
-            "parameters": {"Q": paper.FIG4_Q, "K": paper.FIG4_K, "V": paper.FIG4_V, "A": A,
-                           "scalings": "softmax: A = KᵀQ/√2; L2: Q/√2, K unscaled, c = 1"},  # fmt: skip
+            "parameters": {
+                "Q": paper.FIG4_Q,
+                "K": paper.FIG4_K,
+                "V": paper.FIG4_V,
+                "A": A,
+                "scalings": "softmax: A = KᵀQ/√2; L2: Q/√2, K unscaled, c = 1",
+            },
             "isotropic_angles_deg": rays,
             "spec_angles_deg": SPEC_ANGLES,
             "angles_match_spec_to_0.005deg": bool(np.all(np.abs(rays - np.array(SPEC_ANGLES)) < 0.005)),
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-1.0, 1.0], "members": n},
-            "events": {"converged": f"‖Σ'‖_F < {TOL:g}", "diverged": f"tr Σ > {THRESHOLD:g}", "t1": T1, "note": dc.EVENTS_NOTE},
+            "events": {
+                "converged": f"‖Σ'‖_F < {TOL:g}",
+                "diverged": f"tr Σ > {THRESHOLD:g}",
+                "t1": T1,
+                "note": dc.EVENTS_NOTE,
+            },
             "all_converged": all_conv,
             "kinds": results,
             "timing": dc.TIMER.as_dict(),

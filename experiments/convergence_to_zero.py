@@ -14,15 +14,15 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import _dynamics_common as dc  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import _dynamics_common as dc
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import Output, cli
 
-import hassejax.plot.dynamics as dplot  # noqa: E402
-from hassejax.dynamics import Status, geometry, paper, powerlaw  # noqa: E402
+import hassejax.plot.dynamics as dplot
+from hassejax.dynamics import Status, geometry, paper, powerlaw
 
 NAME = "convergence_to_zero"
 TOL = 1e-5  # the authors' tol for figure 1
@@ -57,7 +57,13 @@ def main(out: Path, quick: bool = False) -> dict:
         model = make(paper.FIG1_V, paper.FIG1_Q, paper.FIG1_K)
         sol = dc.solve_for_plot(model, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
         long = dc.solve(
-            model, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity, ts=dc.log_times(T_LONG, n)
+            model,
+            grid,
+            t1=T_LONG,
+            threshold=THRESHOLD,
+            tol=dc.NO_STOP_TOL,
+            capacity=capacity,
+            ts=dc.log_times(T_LONG, n),
         )
         conv = sol["status"] == Status.converged
         all_converged &= bool(conv.all())
@@ -84,7 +90,9 @@ def main(out: Path, quick: bool = False) -> dict:
         # stop points in one colour in every panel (per-member colours all meet at the apex, and
         # which one shows on top depends on the 3-D depth sort)
         ends = geometry.cone_coords(np.stack([t[-1] for t in trajs]))
-        ax.scatter(ends[:, 0], ends[:, 1], ends[:, 2], color="k", s=8, depthshade=False, label="stop points (‖Σ'‖_F < 1e-5)")
+        ax.scatter(
+            ends[:, 0], ends[:, 1], ends[:, 2], color="k", s=8, depthshade=False, label="stop points (‖Σ'‖_F < 1e-5)"
+        )
         ax.view_init(elev=20, azim=-174)
         # the 3-D box leaves a wide margin inside its axes: zoom in (less empty space under the
         # titles) and keep the axes transparent so that no neighbour hides an axis label
@@ -100,7 +108,9 @@ def main(out: Path, quick: bool = False) -> dict:
         )
         med = np.argsort(slope)[len(slope) // 2]
         v = long["valid"][med] & (long["ts"][med] > 0)
-        ax_law.loglog(long["ts"][med][v], tr_long[med][v], lw=1.5, label=f"{label}: slope {slope[med]:.4f} on [1e6, 1e8]")
+        ax_law.loglog(
+            long["ts"][med][v], tr_long[med][v], lw=1.5, label=f"{label}: slope {slope[med]:.4f} on [1e6, 1e8]"
+        )
         ax_law.axvline(np.median(sol["t_final"]), color=ax_law.lines[-1].get_color(), lw=0.6, ls=":")
 
     t_ref = np.geomspace(1e2, 1e8, 10)
@@ -135,7 +145,12 @@ def main(out: Path, quick: bool = False) -> dict:
                 "scale 1, C_h = e_h (row h of V); Sinkhorn: A = KᵀQ unscaled, ε = 1",
             },
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-0.5, 0.5], "members": n},
-            "events": {"converged": f"‖Σ'‖_F < {TOL:g}", "diverged": f"tr Σ > {THRESHOLD:g}", "t1": T1, "note": dc.EVENTS_NOTE},
+            "events": {
+                "converged": f"‖Σ'‖_F < {TOL:g}",
+                "diverged": f"tr Σ > {THRESHOLD:g}",
+                "t1": T1,
+                "note": dc.EVENTS_NOTE,
+            },
             "all_converged": all_converged,
             "exact_limit_rank": 0,
             "exact_limit_rank_evidence": "Σ → 0: λ_max(t = 1e8) ≈ 1e-8 and t·λ_max(t) bounded (long_horizon), slope of "

@@ -22,14 +22,14 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import time
+from pathlib import Path
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import Output, cli
 
-from hassejax.dynamics import (  # noqa: E402
+from hassejax.dynamics import (
     blowup_time_closed_form,
     clustering_limit,
     paper,
@@ -38,9 +38,9 @@ from hassejax.dynamics import (  # noqa: E402
     solve_particles,
     status_names,
 )
-from hassejax.dynamics.diagnostics import empirical_covariance  # noqa: E402
-from hassejax.dynamics.geometry import ellipse, rel_frobenius  # noqa: E402
-from hassejax.dynamics.sampling import antithetic_sample  # noqa: E402
+from hassejax.dynamics.diagnostics import empirical_covariance
+from hassejax.dynamics.geometry import ellipse, rel_frobenius
+from hassejax.dynamics.sampling import antithetic_sample
 
 NAME = "covariance_ellipses"
 SEED = 0
@@ -58,7 +58,11 @@ def cases() -> dict[str, dict]:
     q = paper.FIG2_Q_ROW[None, :]
     return {
         "contraction (item 2)": {"model": paper.softmax_model(eye, q, -q), "cov0": SIGMA0_LINE, "times": TIMES_LINE},
-        "blow-up (item 5)": {"model": paper.softmax_model(eye, paper.FIG5_Q, paper.FIG5_K), "cov0": SIGMA0_BLOWUP, "times": TIMES_BLOWUP},
+        "blow-up (item 5)": {
+            "model": paper.softmax_model(eye, paper.FIG5_Q, paper.FIG5_K),
+            "cov0": SIGMA0_BLOWUP,
+            "times": TIMES_BLOWUP,
+        },
     }
 
 
@@ -148,9 +152,16 @@ def main(out: Path, quick: bool = False) -> dict:
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     o.write_json(
         {
-            "setup": {"kind": "softmax", "V": "I", "scaling": "A = K^T Q / sqrt(2)", "n_particles": n, "ellipse": "2 sigma",
-                      "sample": "antithetic (+-z), whitened: exact mean 0 and covariance Sigma0 at t = 0",
-                      "gaussian_solver": "Tsit5, rtol 1e-10, atol 1e-12", "particle_solver": "Tsit5, rtol 1e-8, atol 1e-8"},
+            "setup": {
+                "kind": "softmax",
+                "V": "I",
+                "scaling": "A = K^T Q / sqrt(2)",
+                "n_particles": n,
+                "ellipse": "2 sigma",
+                "sample": "antithetic (+-z), whitened: exact mean 0 and covariance Sigma0 at t = 0",
+                "gaussian_solver": "Tsit5, rtol 1e-10, atol 1e-12",
+                "particle_solver": "Tsit5, rtol 1e-8, atol 1e-8",
+            },
             "cases": results,
             "timing": {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)},
         },

@@ -21,15 +21,15 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import time
+from pathlib import Path
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import Output, cli
 
-from hassejax.dynamics import Sinkhorn, Softmax, solve_gaussian, solve_particles, status_names  # noqa: E402
-from hassejax.dynamics.energy import gaussian_interaction_energy, gaussian_sinkhorn_energy, interaction_energy  # noqa: E402
+from hassejax.dynamics import Sinkhorn, Softmax, solve_gaussian, solve_particles, status_names
+from hassejax.dynamics.energy import gaussian_interaction_energy, gaussian_sinkhorn_energy, interaction_energy
 
 NAME = "energies"
 SEED = 0
@@ -96,38 +96,63 @@ def main(out: Path, quick: bool = False) -> dict:
     for label, A in [("A of §6 (negative definite)", A_SPEC), ("indefinite A", A_INDEFINITE)]:
         sol = solve_gaussian(Sinkhorn(V=A, A=A, eps=1.0), MEAN0, SIGMA0, t1=T1, ts=ts, rtol=1e-8, atol=1e-10)
         F = np.asarray(gaussian_sinkhorn_energy(sol.mean, sol.cov, A, 1.0))
-        sink[label] = {"A": A, "status": status_names(sol.status), "F": F, "max_increase": max_increase(F),
-                       "lambda_max_final": float(np.linalg.eigvalsh(np.asarray(sol.cov_final))[-1])}
+        sink[label] = {
+            "A": A,
+            "status": status_names(sol.status),
+            "F": F,
+            "max_increase": max_increase(F),
+            "lambda_max_final": float(np.linalg.eigvalsh(np.asarray(sol.cov_final))[-1]),
+        }
 
     fig, axes = plt.subplots(1, 3, figsize=(17, 5.4), layout="constrained")
     ax = axes[0]
     for s, e in enumerate(e_part):
-        ax.plot(ts, e, color="C0", lw=1.0, alpha=0.7, label=f"particles E_n, n = {n} ({n_seeds} seeds)" if s == 0 else None)
+        ax.plot(
+            ts, e, color="C0", lw=1.0, alpha=0.7, label=f"particles E_n, n = {n} ({n_seeds} seeds)" if s == 0 else None
+        )
     ax.plot(ts, e_gauss, color="k", lw=2.0, label="Gaussian closed form E(N(α(t), Σ(t)))")
     ax.plot(SPEC_TIMES, SPEC_VALUES, "x", color="C3", ms=9, mew=2, label="spec §6 check values")
     ax.set_yscale("log")
     ax.set_xlabel("depth t")
     ax.set_ylabel("E = ½ ∬ exp(xᵀAy) dμ dμ")
-    ax.set_title(f"Twisted softmax energy, V = −A: decreasing for {sum(i < 0 for i in part_increase)}/{n_seeds} particle runs;\n"
-                 f"Gaussian closed form agrees with {int(spec_ok.sum())}/{len(spec_ok)} spec check values to their printed digits", fontsize=10)
+    ax.set_title(
+        f"Twisted softmax energy, V = −A: decreasing for {sum(i < 0 for i in part_increase)}/{n_seeds} particle runs;\n"
+        f"Gaussian closed form agrees with {int(spec_ok.sum())}/{len(spec_ok)} spec check values to their printed digits",
+        fontsize=10,
+    )
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="lower left")
     for ax, (label, r) in zip(axes[1:], sink.items()):
         ax.plot(ts, r["F"], color="C2", lw=2.0)
         ax.set_xlabel("depth t")
         ax.set_ylabel("F = ½ OT_ε(μ, μ),  ε = 1")
-        ax.set_title(f"Sinkhorn F along the Gaussian ODE, V = A = Aᵀ, {label}:\nlargest step-to-step increase {r['max_increase']:.2e} "
-                     f"({'non-increasing' if r['max_increase'] <= 0 else 'INCREASES'})", fontsize=10)
+        ax.set_title(
+            f"Sinkhorn F along the Gaussian ODE, V = A = Aᵀ, {label}:\nlargest step-to-step increase {r['max_increase']:.2e} "
+            f"({'non-increasing' if r['max_increase'] <= 0 else 'INCREASES'})",
+            fontsize=10,
+        )
         ax.grid(alpha=0.3)
-    fig.suptitle("Gradient-flow structure (spec §6): the twisted softmax energy and the Sinkhorn functional F decrease along the dynamics", fontsize=11)
+    fig.suptitle(
+        "Gradient-flow structure (spec §6): the twisted softmax energy and the Sinkhorn functional F decrease along the dynamics",
+        fontsize=11,
+    )
     o.savefig(fig, "energies")
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     o.write_json(
         {
-            "setup": {"A": A_SPEC, "V_softmax": "-A", "mean0": MEAN0, "Sigma0": SIGMA0, "n": n, "seeds": n_seeds, "ts": ts,
-                      "A_indefinite": A_INDEFINITE, "sinkhorn": "V = A, eps = 1"},
+            "setup": {
+                "A": A_SPEC,
+                "V_softmax": "-A",
+                "mean0": MEAN0,
+                "Sigma0": SIGMA0,
+                "n": n,
+                "seeds": n_seeds,
+                "ts": ts,
+                "A_indefinite": A_INDEFINITE,
+                "sinkhorn": "V = A, eps = 1",
+            },
             "softmax": {
-                "gaussian_energy_at_spec_times": e_gauss[[int(round(t / (T1 / (N_SAVE - 1)))) for t in SPEC_TIMES]],
+                "gaussian_energy_at_spec_times": e_gauss[[round(t / (T1 / (N_SAVE - 1))) for t in SPEC_TIMES]],
                 "spec_values": SPEC_VALUES,
                 "spec_abs_diff": spec_diff,
                 "spec_agrees_to_printed_digits": spec_ok,
@@ -144,8 +169,10 @@ def main(out: Path, quick: bool = False) -> dict:
     )
     dec = sum(i < 0 for i in part_increase)
     f_inc = max(r["max_increase"] for r in sink.values())
-    return {"key": f"E_n decreasing for {dec}/{n_seeds} seeds; Gaussian E agrees with {int(spec_ok.sum())}/{len(spec_ok)} spec check values to the printed digits; "
-            f"Sinkhorn F {'non-increasing' if f_inc <= 0 else 'INCREASES'} (largest step change {f_inc:.1e})"}
+    return {
+        "key": f"E_n decreasing for {dec}/{n_seeds} seeds; Gaussian E agrees with {int(spec_ok.sum())}/{len(spec_ok)} spec check values to the printed digits; "
+        f"Sinkhorn F {'non-increasing' if f_inc <= 0 else 'INCREASES'} (largest step change {f_inc:.1e})"
+    }
 
 
 if __name__ == "__main__":

@@ -21,16 +21,16 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import time
+from pathlib import Path
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import Output, cli
 
-from hassejax.dynamics import Status  # noqa: E402
-from hassejax.dynamics import phase_map as pm  # noqa: E402
-from hassejax.plot import log_bins  # noqa: E402
+from hassejax.dynamics import Status
+from hassejax.dynamics import phase_map as pm
+from hassejax.plot import log_bins
 
 NAME = "event_time_accuracy"
 TIGHT_RTOL, TIGHT_ATOL = 1e-10, 1e-12
@@ -41,7 +41,13 @@ TIGHT_MAX_STEPS = 4000
 def member_tight(p):
     """A member of map (a) solved with rtol 1e-10 and the size event at `1e8 · tr Σ0`."""
     return pm.solve_member(
-        p["V"], pm.family_A(p["a"]), p["t1"], rtol=TIGHT_RTOL, atol=TIGHT_ATOL, threshold=TIGHT_THRESHOLD, max_steps=TIGHT_MAX_STEPS
+        p["V"],
+        pm.family_A(p["a"]),
+        p["t1"],
+        rtol=TIGHT_RTOL,
+        atol=TIGHT_ATOL,
+        threshold=TIGHT_THRESHOLD,
+        max_steps=TIGHT_MAX_STEPS,
     )
 
 
@@ -77,10 +83,15 @@ def main(out: Path, quick: bool = False) -> dict:
     errs = {
         "extrapolated t_e + λ/λ' (rtol 1e-10, threshold 1e8·tr Σ0)": relative_errors(tight["t_blowup"][both], ts),
         "threshold time t_e (rtol 1e-10, threshold 1e8·tr Σ0)": relative_errors(tight["t_final"][both], ts),
-        "extrapolated (phase-map settings: rtol 1e-8, threshold 1e6·tr Σ0)": relative_errors(loose["t_blowup"][both], ts),
+        "extrapolated (phase-map settings: rtol 1e-8, threshold 1e6·tr Σ0)": relative_errors(
+            loose["t_blowup"][both], ts
+        ),
     }
     colors = ["C0", "C1", "C2"]
-    summary = {k: {"max": float(v.max()), "median": float(np.median(v)), "p99": float(np.percentile(v, 99))} for k, v in errs.items()}
+    summary = {
+        k: {"max": float(v.max()), "median": float(np.median(v)), "p99": float(np.percentile(v, 99))}
+        for k, v in errs.items()
+    }
     key_err = next(iter(errs.values()))
     n_members = int(both.sum())
 
@@ -105,10 +116,13 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.grid(alpha=0.3, which="both")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=9)
-    wrong = checks["tight"]["closed_form_blow_up_not_reported"] + checks["tight"]["reported_blow_up_without_closed_form"]
+    wrong = (
+        checks["tight"]["closed_form_blow_up_not_reported"] + checks["tight"]["reported_blow_up_without_closed_form"]
+    )
     fig.suptitle(
         "Blow-up time of the vmapped Gaussian solves (phase map (a): softmax, V = vI, Σ0 = I/2) against the closed form "
-        r"t* = 1/λ_max(v $\Sigma_0^{1/2}$ (A + Aᵀ) $\Sigma_0^{1/2}$):" "\n"
+        r"t* = 1/λ_max(v $\Sigma_0^{1/2}$ (A + Aᵀ) $\Sigma_0^{1/2}$):"
+        "\n"
         f"max relative error {key_err.max():.1e} over {n_members} members (extrapolated t_e + λ/λ', rtol 1e-10); "
         f"blow-up verdicts against the closed form: {wrong} wrong",
         fontsize=11,
@@ -117,9 +131,18 @@ def main(out: Path, quick: bool = False) -> dict:
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     o.write_json(
         {
-            "setup": {"sweep": "phase_maps map (a)", "grid": [n, n], "t1": pm.T1_A, "tight": {"rtol": TIGHT_RTOL, "atol": TIGHT_ATOL,
-                      "size_threshold_trace": TIGHT_THRESHOLD, "max_steps": TIGHT_MAX_STEPS},
-                      "phase_map_settings": {"rtol": pm.RTOL, "atol": pm.ATOL, "size_threshold_trace": pm.THRESHOLD}},
+            "setup": {
+                "sweep": "phase_maps map (a)",
+                "grid": [n, n],
+                "t1": pm.T1_A,
+                "tight": {
+                    "rtol": TIGHT_RTOL,
+                    "atol": TIGHT_ATOL,
+                    "size_threshold_trace": TIGHT_THRESHOLD,
+                    "max_steps": TIGHT_MAX_STEPS,
+                },
+                "phase_map_settings": {"rtol": pm.RTOL, "atol": pm.ATOL, "size_threshold_trace": pm.THRESHOLD},
+            },
             "members_compared": n_members,
             "relative_error": summary,
             "verdicts": checks,
@@ -128,8 +151,10 @@ def main(out: Path, quick: bool = False) -> dict:
         },
         seeds={},
     )
-    return {"key": f"max relative error {key_err.max():.1e} over {n_members} members (extrapolated, rtol 1e-10); "
-            f"threshold time {errs[list(errs)[1]].max():.1e}; phase-map settings {errs[list(errs)[2]].max():.1e}"}
+    return {
+        "key": f"max relative error {key_err.max():.1e} over {n_members} members (extrapolated, rtol 1e-10); "
+        f"threshold time {errs[list(errs)[1]].max():.1e}; phase-map settings {errs[list(errs)[2]].max():.1e}"
+    }
 
 
 if __name__ == "__main__":

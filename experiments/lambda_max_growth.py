@@ -16,14 +16,14 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import time
+from pathlib import Path
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import Output, cli
 
-from hassejax.dynamics import AbstractAttention, blowup_time_closed_form, paper, solve_gaussian, status_names  # noqa: E402
+from hassejax.dynamics import AbstractAttention, blowup_time_closed_form, paper, solve_gaussian, status_names
 
 NAME = "lambda_max_growth"
 SIGMA0 = 0.5 * np.eye(2)
@@ -86,13 +86,21 @@ def main(out: Path, quick: bool = False) -> dict:
     sm["t_star_closed_form"] = t_star
     sm["t_blowup_rel_error"] = abs(sm["t_blowup"] / t_star - 1.0) if sm["t_blowup"] is not None else None
     t_sm, lam_sm = curves["softmax"]
-    sm["inverse_lambda_max_abs_error_vs_closed_form"] = float(np.max(np.abs(1.0 / lam_sm - softmax_inverse_lambda(t_sm, A_sm))))
+    sm["inverse_lambda_max_abs_error_vs_closed_form"] = float(
+        np.max(np.abs(1.0 / lam_sm - softmax_inverse_lambda(t_sm, A_sm)))
+    )
 
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.6), layout="constrained")
     ax = axes[0]
     for kind, (t, lam) in curves.items():
         r = results[kind]
-        ax.plot(t, lam, color=COLORS[kind], lw=1.8, label=f"{LABELS[kind]}: {r['status']} at t = {r['t_final']:.4g} (decade ratio ρ = {r['decade_ratio']:.3f})")
+        ax.plot(
+            t,
+            lam,
+            color=COLORS[kind],
+            lw=1.8,
+            label=f"{LABELS[kind]}: {r['status']} at t = {r['t_final']:.4g} (decade ratio ρ = {r['decade_ratio']:.3f})",
+        )
         ax.plot(t[-1], lam[-1], "o", color=COLORS[kind], ms=6)
     ax.axvline(t_star, color="k", ls="--", lw=1, label=f"closed-form t* = {t_star:.6f}")
     ax.set_yscale("log")
@@ -108,13 +116,22 @@ def main(out: Path, quick: bool = False) -> dict:
         sel = t <= t_zoom
         ax.plot(t[sel], 1.0 / lam[sel], color=COLORS[kind], lw=1.8, label=LABELS[kind])
     tt = np.linspace(0, t_star, 50)
-    ax.plot(tt, softmax_inverse_lambda(tt, A_sm), color="k", ls=":", lw=1.5, label="closed form 2 − t λ_max(A + Aᵀ) (softmax)")
+    ax.plot(
+        tt,
+        softmax_inverse_lambda(tt, A_sm),
+        color="k",
+        ls=":",
+        lw=1.5,
+        label="closed form 2 − t λ_max(A + Aᵀ) (softmax)",
+    )
     ax.axvline(t_star, color="k", ls="--", lw=1)
     ax.axhline(0.0, color="0.5", lw=0.8)
     ax.set_xlim(0, t_zoom)
     ax.set_xlabel("depth t")
     ax.set_ylabel("1 / λ_max(Σ(t))")
-    ax.set_title("1/λ_max: a line hitting zero at t* (finite-time blow-up) vs exponential decay (divergence)", fontsize=10)
+    ax.set_title(
+        "1/λ_max: a line hitting zero at t* (finite-time blow-up) vs exponential decay (divergence)", fontsize=10
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
     fig.suptitle(
@@ -126,10 +143,19 @@ def main(out: Path, quick: bool = False) -> dict:
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     o.write_json(
         {
-            "setup": {"Sigma0": SIGMA0, "mean0": [0.0, 0.0], "V": "I", "Q": paper.FIG5_Q, "K": paper.FIG5_K,
-                      "scalings": "softmax, L2: Q/sqrt(2); Sinkhorn: A = K^T Q unscaled, eps = 1",
-                      "t1": T1, "rtol": RTOL, "atol": "1e-2 rtol", "size_threshold": "1e8 tr Sigma0 (library default)",
-                      "blow_up_test": "library decade test: rho < 0.05 => blow_up"},
+            "setup": {
+                "Sigma0": SIGMA0,
+                "mean0": [0.0, 0.0],
+                "V": "I",
+                "Q": paper.FIG5_Q,
+                "K": paper.FIG5_K,
+                "scalings": "softmax, L2: Q/sqrt(2); Sinkhorn: A = K^T Q unscaled, eps = 1",
+                "t1": T1,
+                "rtol": RTOL,
+                "atol": "1e-2 rtol",
+                "size_threshold": "1e8 tr Sigma0 (library default)",
+                "blow_up_test": "library decade test: rho < 0.05 => blow_up",
+            },
             "results": results,
             "timing": {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)},
         },

@@ -34,7 +34,9 @@ def main(out: Path, quick: bool = False) -> dict:
                 if not a[i, j]:
                     continue
                 style = dict(color="#999999", lw=2.2, zorder=1) if i == j else dict(color="#1f77b4", lw=1.2, zorder=2)
-                ax.annotate("", xy=(i, layer - 0.12), xytext=(j, layer - 0.88), arrowprops=dict(arrowstyle="->", **style))
+                ax.annotate(
+                    "", xy=(i, layer - 0.12), xytext=(j, layer - 0.88), arrowprops=dict(arrowstyle="->", **style)
+                )
                 residual += i == j
                 attention += i != j
     for layer in range(num_layers + 1):
@@ -51,7 +53,9 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.spines[side].set_visible(False)
     ax.tick_params(length=0)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False, fontsize=8)
-    ax.set_title("Causal mask, 3 layers × 4 positions: A = M | I per layer,\nflow after 3 layers is A³ (= causal)", fontsize=10)
+    ax.set_title(
+        "Causal mask, 3 layers × 4 positions: A = M | I per layer,\nflow after 3 layers is A³ (= causal)", fontsize=10
+    )
     o.savefig(fig, "layer_graph")
     o.write_json(
         {
@@ -64,7 +68,9 @@ def main(out: Path, quick: bool = False) -> dict:
             "reachability_equals_causal": bool(np.array_equal(r, np.tril(np.ones((n, n), bool)))),
         }
     )
-    return {"key": f"{residual} residual + {attention} attention edges; A^3 == causal: {np.array_equal(r, np.tril(np.ones((n, n), bool)))}"}
+    return {
+        "key": f"{residual} residual + {attention} attention edges; A^3 == causal: {np.array_equal(r, np.tril(np.ones((n, n), bool)))}"
+    }
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def gallery(n: int, rng: np.random.Generator) -> list[dict]:
     """The gallery's masks at size n: name, convention note, mask, closed-form L* (or None)."""
     w = max(2, n // 16)  # window parameter
     c = max(2, n // 8)  # chunk / block / prefix size
-    side = int(math.isqrt(n))
+    side = math.isqrt(n)
     k = 3 if side < 16 else 7
     perm = rng.permutation(n)
     xl = masks.xlnet_two_stream(perm)
@@ -42,23 +42,78 @@ def gallery(n: int, rng: np.random.Generator) -> list[dict]:
     two_stream[n:, :n] = np.asarray(xl.query)
     two_stream[n:, n:] = np.eye(n, dtype=bool)
     doc_lengths = [n // 2, n // 4, n - n // 2 - n // 4]
-    ceil = lambda a, b: -(-a // b)  # noqa: E731
+    ceil = lambda a, b: -(-a // b)
     rows = [
         ("causal", "everywhere: k <= q", masks.causal(n), 1),
-        ("causal, bottom-right (square case)", "FlashAttention >= 2.1: k <= q + (n_k − n_q); n_q = n_k here", masks.causal_bottom_right(n, n), 1),
-        (f"sliding window W={w}", f"attention-gym generate_sliding_window({w}): W+1 keys -> left={w}", masks.sliding_window(n, left=w), ceil(n - 1, w)),
-        (f"causal local W={w}", f"xformers BlockDiagonalCausalLocalAttentionMask({w}) / HF: W keys -> left={w - 1}", masks.sliding_window(n, left=w - 1), ceil(n - 1, w - 1)),
-        (f"local ({w}, {w})", f"JAX local_window_size=({w}, {w}): left={w}, right={w}", masks.sliding_window(n, left=w, right=w), ceil(n - 1, w)),
-        (f"dilated W={2 * w}, d=2", "attention-gym generate_dilated_sliding_window: |q−k| <= W, |q−k| % d == 0", masks.dilated(n, 2 * w, 2), None),
-        (f"global + sliding W={w}", "attention-gym generate_global_sliding_window, global token 0", masks.global_sliding(n, w, [0]), None),
+        (
+            "causal, bottom-right (square case)",
+            "FlashAttention >= 2.1: k <= q + (n_k − n_q); n_q = n_k here",
+            masks.causal_bottom_right(n, n),
+            1,
+        ),
+        (
+            f"sliding window W={w}",
+            f"attention-gym generate_sliding_window({w}): W+1 keys -> left={w}",
+            masks.sliding_window(n, left=w),
+            ceil(n - 1, w),
+        ),
+        (
+            f"causal local W={w}",
+            f"xformers BlockDiagonalCausalLocalAttentionMask({w}) / HF: W keys -> left={w - 1}",
+            masks.sliding_window(n, left=w - 1),
+            ceil(n - 1, w - 1),
+        ),
+        (
+            f"local ({w}, {w})",
+            f"JAX local_window_size=({w}, {w}): left={w}, right={w}",
+            masks.sliding_window(n, left=w, right=w),
+            ceil(n - 1, w),
+        ),
+        (
+            f"dilated W={2 * w}, d=2",
+            "attention-gym generate_dilated_sliding_window: |q−k| <= W, |q−k| % d == 0",
+            masks.dilated(n, 2 * w, 2),
+            None,
+        ),
+        (
+            f"global + sliding W={w}",
+            "attention-gym generate_global_sliding_window, global token 0",
+            masks.global_sliding(n, w, [0]),
+            None,
+        ),
         (f"prefix LM P={c}", f"attention-gym generate_prefix_lm_mask({c}): k < P or k <= q", masks.prefix_lm(n, c), 1),
-        (f"document {doc_lengths}", "attention-gym generate_doc_mask_mod(causal) / xformers BlockDiagonalCausalMask", masks.document(doc_lengths), 1),
+        (
+            f"document {doc_lengths}",
+            "attention-gym generate_doc_mask_mod(causal) / xformers BlockDiagonalCausalMask",
+            masks.document(doc_lengths),
+            1,
+        ),
         (f"chunked causal c={c}", f"JAX ChunkedCausalMask({c}) / Llama-4", masks.chunked_causal(n, c), 1),
         (f"block causal b={c}", "q // b >= k // b", masks.block_causal(n, c), 1),
-        (f"block diffusion B={c} (2n slots)", "attention-gym generate_block_diffusion_mask / bd3lms, over [x_t ; x_0]", masks.block_diffusion(n, c), None),
-        ("XLNet two-stream (2n slots)", "zihangdai/xlnet perm_mask (1 = cannot attend); content | query, random z", two_stream, None),
-        (f"NATTEN {side}×{side}, kernel {k}×{k}", "attention-gym generate_natten: clamped centre, |centre − k| <= K//2 per axis", masks.natten_2d(side, side, k, k), None),
-        (f"tree (P={n // 2}, binary tree of {n - n // 2})", "attention-gym jetspec squared: prefix rows causal, tree rows k < P or ancestor", masks.tree_prefix(_binary_tree(n - n // 2), n // 2), None),
+        (
+            f"block diffusion B={c} (2n slots)",
+            "attention-gym generate_block_diffusion_mask / bd3lms, over [x_t ; x_0]",
+            masks.block_diffusion(n, c),
+            None,
+        ),
+        (
+            "XLNet two-stream (2n slots)",
+            "zihangdai/xlnet perm_mask (1 = cannot attend); content | query, random z",
+            two_stream,
+            None,
+        ),
+        (
+            f"NATTEN {side}×{side}, kernel {k}×{k}",
+            "attention-gym generate_natten: clamped centre, |centre − k| <= K//2 per axis",
+            masks.natten_2d(side, side, k, k),
+            None,
+        ),
+        (
+            f"tree (P={n // 2}, binary tree of {n - n // 2})",
+            "attention-gym jetspec squared: prefix rows causal, tree rows k < P or ancestor",
+            masks.tree_prefix(_binary_tree(n - n // 2), n // 2),
+            None,
+        ),
     ]
     return [dict(name=a, convention=b, mask=np.asarray(m), closed_form=d) for a, b, m, d in rows]
 
@@ -119,22 +174,38 @@ def main(out: Path, quick: bool = False) -> dict:
         }
 
     # Markdown table.
-    lines = ["# Mask gallery through the closure", "", "Row = query, column = key, True = may attend. "
-             "`L*` = convergence depth (closed form in brackets where one exists); reach@L = |R^(L)| / |R|.", ""]
+    lines = [
+        "# Mask gallery through the closure",
+        "",
+        "Row = query, column = key, True = may attend. "
+        "`L*` = convergence depth (closed form in brackets where one exists); reach@L = |R^(L)| / |R|.",
+        "",
+    ]
     head = "| n | mask | convention | slots | L* | classes | Hasse depth | width | empty rows | reach@1 | reach@2 | reach@4 | reach@8 |"
     for n in sizes:
         lines += [f"## n = {n}", "", head, "|" + "---|" * 13]
         for r in results[n]:
-            lstar = f"{r['convergence_depth']}" + ("" if r["closed_form_depth"] is None else f" ({r['closed_form_depth']} ✓)" if r["closed_form_ok"] else f" ({r['closed_form_depth']} ✗)")
+            lstar = f"{r['convergence_depth']}" + (
+                ""
+                if r["closed_form_depth"] is None
+                else f" ({r['closed_form_depth']} ✓)"
+                if r["closed_form_ok"]
+                else f" ({r['closed_form_depth']} ✗)"
+            )
             empty = f"**{r['empty_rows']}** ⚠ ({r['note']})" if r.get("note") else str(r["empty_rows"])
             fr = r["reach_fraction"]
-            cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731 - a literal pipe inside a table cell
+            cell = lambda text: str(text).replace("|", "\\|")
             lines.append(
                 f"| {n} | {cell(r['name'])} | {cell(r['convention'])} | {r['n_slots']} | {lstar} | {r['classes']} | {r['hasse_depth']} | "
                 f"{r['hasse_width']} | {empty} | {fr[1]:.3f} | {fr[2]:.3f} | {fr[4]:.3f} | {fr[8]:.3f} |"
             )
         lines.append("")
-    lines += ["## Leak audit", "", "| n | task | labelled slots | slots that see their own target |", "|---|---|---|---|"]
+    lines += [
+        "## Leak audit",
+        "",
+        "| n | task | labelled slots | slots that see their own target |",
+        "|---|---|---|---|",
+    ]
     for n, a in audits.items():
         for task, v in a.items():
             flag = " ⚠ leaky" if v["leaks"] else ""
@@ -147,7 +218,16 @@ def main(out: Path, quick: bool = False) -> dict:
     fig, ax = plt.subplots(figsize=(8.5, 5.2), layout="constrained")
     # Distinct marker and line style per curve; a curve that (nearly) coincides with one drawn
     # before gets large hollow markers on top and says so in the legend.
-    styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", (0, (5, 1.5))), ("P", (0, (3, 1, 1, 1, 1, 1))), ("X", "-"), ("*", "--")]
+    styles = [
+        ("o", "-"),
+        ("s", "--"),
+        ("^", "-."),
+        ("D", ":"),
+        ("v", (0, (5, 1.5))),
+        ("P", (0, (3, 1, 1, 1, 1, 1))),
+        ("X", "-"),
+        ("*", "--"),
+    ]
     drawn: list[dict] = []
     max_depth = 1
     for r in results[n]:
@@ -159,7 +239,10 @@ def main(out: Path, quick: bool = False) -> dict:
         close = None
         for q in drawn:
             common = sorted(set(q["curve_depths"]) & set(r["curve_depths"]))
-            gap = max((abs(q["curve"][q["curve_depths"].index(L)] - r["curve"][r["curve_depths"].index(L)]) for L in common), default=1.0)
+            gap = max(
+                (abs(q["curve"][q["curve_depths"].index(L)] - r["curve"][r["curve_depths"].index(L)]) for L in common),
+                default=1.0,
+            )
             if gap < 0.01:
                 close = (q, gap)
                 break
@@ -168,8 +251,18 @@ def main(out: Path, quick: bool = False) -> dict:
         else:
             q, gap = close
             note = f"identical to {q['name']}" if gap < 1e-9 else f"overlaps {q['name']} (max gap {max(gap, 1e-3):.3f})"
-            ax.plot(r["curve_depths"], r["curve"], marker=marker, ms=8, mfc="none", mew=1.3, lw=1.4, ls=ls, zorder=3,
-                    label=f"{label}, {note}")
+            ax.plot(
+                r["curve_depths"],
+                r["curve"],
+                marker=marker,
+                ms=8,
+                mfc="none",
+                mew=1.3,
+                lw=1.4,
+                ls=ls,
+                zorder=3,
+                label=f"{label}, {note}",
+            )
         drawn.append(r)
     ax.set_xscale("log", base=2)
     ticks = [2**k for k in range(int(math.log2(max_depth)) + 1)]
@@ -181,16 +274,24 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7.5, loc="lower right")
-    ax.set_title(f"Receptive-field growth with depth, n = {n}: windowed masks need L* layers; closed masks (L* = 1) are not shown")
+    ax.set_title(
+        f"Receptive-field growth with depth, n = {n}: windowed masks need L* layers; closed masks (L* = 1) are not shown"
+    )
     o.savefig(fig, "receptive_field_growth")
     mismatches = [r["name"] for rs in results.values() for r in rs if r["closed_form_ok"] is False]
     o.write_json(
-        {"sizes": sizes, "results": {str(k): [{kk: vv for kk, vv in r.items()} for r in v] for k, v in results.items()}, "audits": audits,
-         "closed_form_mismatches": mismatches},
+        {
+            "sizes": sizes,
+            "results": {str(k): [dict(r.items()) for r in v] for k, v in results.items()},
+            "audits": audits,
+            "closed_form_mismatches": mismatches,
+        },
         seeds={"permutations": SEED},
     )
     num = sum(len(v) for v in results.values())
-    return {"key": f"{num} masks analysed, closed-form L* mismatches: {len(mismatches)}; leaky XLNet flagged: {all(a['xlnet_leaky_query_uses_content_mask']['leaks'] == a['xlnet_leaky_query_uses_content_mask']['labelled'] for a in audits.values())}"}
+    return {
+        "key": f"{num} masks analysed, closed-form L* mismatches: {len(mismatches)}; leaky XLNet flagged: {all(a['xlnet_leaky_query_uses_content_mask']['leaks'] == a['xlnet_leaky_query_uses_content_mask']['labelled'] for a in audits.values())}"
+    }
 
 
 if __name__ == "__main__":

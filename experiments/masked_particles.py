@@ -32,18 +32,18 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import time
+from pathlib import Path
 
-import jax.numpy as jnp  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import Output, cli
 
-from hassejax import masks  # noqa: E402
-from hassejax.dynamics import Masked, Softmax, solve_particles, status_names  # noqa: E402
-from hassejax.dynamics.diagnostics import angular_clusters, angular_spread, cluster_count, token_angles  # noqa: E402
-from hassejax.plot import break_wraps  # noqa: E402
+from hassejax import masks
+from hassejax.dynamics import Masked, Softmax, solve_particles, status_names
+from hassejax.dynamics.diagnostics import angular_clusters, angular_spread, cluster_count, token_angles
+from hassejax.plot import break_wraps
 
 NAME = "masked_particles"
 SEED = 0
@@ -100,11 +100,19 @@ def main(out: Path, quick: bool = False) -> dict:
             finals = np.array(finals)
             near_sink = np.mean(np.abs(finals) < SINK_ANGLE_TOL_DEG, axis=1)
             runs[(space, with_sink)] = {
-                "ts": ts, "counts": counts, "links": links, "statuses": statuses, "angles_seed0": token_angles(first),
-                "final_clusters": links[CLUSTER_ANGLES_DEG[0]][:, -1], "final_glpr_rank": counts[:, -1],
+                "ts": ts,
+                "counts": counts,
+                "links": links,
+                "statuses": statuses,
+                "angles_seed0": token_angles(first),
+                "final_clusters": links[CLUSTER_ANGLES_DEG[0]][:, -1],
+                "final_glpr_rank": counts[:, -1],
                 "fraction_within_1deg_of_sink_direction": near_sink,
                 "angular_spread_seed0": np.array([angular_spread(a) for a in token_angles(first)]),
-                "norm_range_final_seed0": [float(np.min(np.linalg.norm(first[-1], axis=1))), float(np.max(np.linalg.norm(first[-1], axis=1)))],
+                "norm_range_final_seed0": [
+                    float(np.min(np.linalg.norm(first[-1], axis=1))),
+                    float(np.max(np.linalg.norm(first[-1], axis=1))),
+                ],
             }
     bad = {k: v["statuses"] for k, v in runs.items() if set(v["statuses"]) != {"completed"}}
     if bad:
@@ -128,8 +136,15 @@ def main(out: Path, quick: bool = False) -> dict:
             ax.set_ylabel("token direction (degrees)")
             frac = r["fraction_within_1deg_of_sink_direction"][0]
             k = int(r["final_clusters"][0])
-            ax.set_title(f"{space}, {'with' if with_sink else 'no'} sink (seed 0): {k} cluster{'s' if k != 1 else ''} (1° linkage) at t = {r['ts'][-1]:g}"
-                         + (f",\n{100 * frac:.0f}% of tokens within 1° of e₁" if with_sink else "\n(colour: token position i = 0 … 63)"), fontsize=10)
+            ax.set_title(
+                f"{space}, {'with' if with_sink else 'no'} sink (seed 0): {k} cluster{'s' if k != 1 else ''} (1° linkage) at t = {r['ts'][-1]:g}"
+                + (
+                    f",\n{100 * frac:.0f}% of tokens within 1° of e₁"
+                    if with_sink
+                    else "\n(colour: token position i = 0 … 63)"
+                ),
+                fontsize=10,
+            )
         ax = axes[row, 2]
         th1, th5 = CLUSTER_ANGLES_DEG
         for with_sink, color in ((False, "C0"), (True, "C3")):
@@ -137,8 +152,21 @@ def main(out: Path, quick: bool = False) -> dict:
             which = "with" if with_sink else "no"
             c1 = r["links"][th1]
             ax.fill_between(r["ts"], c1.min(0), c1.max(0), color=color, alpha=0.2, lw=0)
-            ax.plot(r["ts"], np.median(c1, axis=0), color=color, lw=2, label=f"{which} sink: linkage < {th1:g}° (band: min–max)")
-            ax.plot(r["ts"], np.median(r["links"][th5], axis=0), color=color, lw=1.4, ls="--", label=f"{which} sink: linkage < {th5:g}°")
+            ax.plot(
+                r["ts"],
+                np.median(c1, axis=0),
+                color=color,
+                lw=2,
+                label=f"{which} sink: linkage < {th1:g}° (band: min–max)",
+            )
+            ax.plot(
+                r["ts"],
+                np.median(r["links"][th5], axis=0),
+                color=color,
+                lw=1.4,
+                ls="--",
+                label=f"{which} sink: linkage < {th5:g}°",
+            )
             ax.plot(r["ts"], np.median(r["counts"], axis=0), color=color, lw=0.9, ls=":",
                     label=f"{which} sink: GLPR rank (cos > {GLPR_THRESHOLD:g})")  # fmt: skip
         ax.set_ylim(0, N + 2)
@@ -152,7 +180,15 @@ def main(out: Path, quick: bool = False) -> dict:
         )
         ax.grid(alpha=0.3)
     handles, labels = axes[0, 2].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower right", ncol=2, fontsize=8, title="cluster panels (right column)", title_fontsize=8)
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower right",
+        ncol=2,
+        fontsize=8,
+        title="cluster panels (right column)",
+        title_fontsize=8,
+    )
     fig.suptitle(
         "Causal softmax particles, n = 64, d = 2, Q = K = V = I, tokens i.i.d. N(0, I), attention sink fixed at e₁. "
         "In R² (top) tokens grow like eᵗ and the sink's pull fades: clusters on rays either way.\n"
@@ -167,7 +203,9 @@ def main(out: Path, quick: bool = False) -> dict:
             "t1": float(r["ts"][-1]),
             "ts": r["ts"],
             "final_clusters_1deg_linkage_per_seed": r["final_clusters"],
-            "cluster_counts_median_over_seeds": {f"linkage_{th:g}deg": np.median(r["links"][th], axis=0) for th in CLUSTER_ANGLES_DEG},
+            "cluster_counts_median_over_seeds": {
+                f"linkage_{th:g}deg": np.median(r["links"][th], axis=0) for th in CLUSTER_ANGLES_DEG
+            },
             "final_glpr_rank_count_per_seed": r["final_glpr_rank"],
             "glpr_rank_count_median_over_seeds": np.median(r["counts"], axis=0),
             "angular_spread_deg_seed0": r["angular_spread_seed0"],
@@ -177,17 +215,28 @@ def main(out: Path, quick: bool = False) -> dict:
         }
     o.write_json(
         {
-            "setup": {"n": N, "d": D, "kind": "softmax under a causal mask", "Q": "I", "K": "I", "V": "I", "beta": 1.0, "sink": SINK,
-                      "tokens": "iid N(0, I) (normalised on the unit circle for the sphere runs)", "seeds": n_seeds,
-                      "cluster_count": "connected components of the graph 'angle between token directions < θ' (single linkage), "
-                                       f"θ = {', '.join(f'{th:g}°' for th in CLUSTER_ANGLES_DEG)}; final counts and titles use θ = 1°",
-                      "glpr_rank_count": "diagnostics.cluster_count: rank of the Gram matrix of normalised tokens thresholded at "
-                                         f"cos > {GLPR_THRESHOLD:g} (≈ {GLPR_ANGLE_DEG:.3f}°), drawn for reference only",
-                      "why_not_the_glpr_rank": "the rank counts clusters only when every cluster is tighter than 0.81° and the clusters are "
-                                               "far apart; on the unit circle the tokens first gather into one bundle a few degrees wide, "
-                                               "whose banded 0/1 similarity matrix has a high rank, so the rank climbs back (t ≈ 12–18) "
-                                               "while the 1° linkage count is 1–3; both reach 1 once the bundle is narrower than 0.81°",
-                      "size_threshold": "inf (no size event)", "solver": "Tsit5 rtol 1e-6 (library default)"},
+            "setup": {
+                "n": N,
+                "d": D,
+                "kind": "softmax under a causal mask",
+                "Q": "I",
+                "K": "I",
+                "V": "I",
+                "beta": 1.0,
+                "sink": SINK,
+                "tokens": "iid N(0, I) (normalised on the unit circle for the sphere runs)",
+                "seeds": n_seeds,
+                "cluster_count": "connected components of the graph 'angle between token directions < θ' (single linkage), "
+                f"θ = {', '.join(f'{th:g}°' for th in CLUSTER_ANGLES_DEG)}; final counts and titles use θ = 1°",
+                "glpr_rank_count": "diagnostics.cluster_count: rank of the Gram matrix of normalised tokens thresholded at "
+                f"cos > {GLPR_THRESHOLD:g} (≈ {GLPR_ANGLE_DEG:.3f}°), drawn for reference only",
+                "why_not_the_glpr_rank": "the rank counts clusters only when every cluster is tighter than 0.81° and the clusters are "
+                "far apart; on the unit circle the tokens first gather into one bundle a few degrees wide, "
+                "whose banded 0/1 similarity matrix has a high rank, so the rank climbs back (t ≈ 12–18) "
+                "while the 1° linkage count is 1–3; both reach 1 once the bundle is narrower than 0.81°",
+                "size_threshold": "inf (no size event)",
+                "solver": "Tsit5 rtol 1e-6 (library default)",
+            },
             "runs": record,
             "timing": {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)},
         },

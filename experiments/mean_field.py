@@ -17,18 +17,18 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import time
+from pathlib import Path
 
-import jax.numpy as jnp  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import Output, cli
 
-from hassejax.dynamics import Softmax, paper, solve_gaussian, solve_particles, status_names  # noqa: E402
-from hassejax.dynamics.diagnostics import empirical_covariance  # noqa: E402
-from hassejax.dynamics.powerlaw import bootstrap_slope, loglog_fit, rms  # noqa: E402
-from hassejax.dynamics.sweeps import sweep  # noqa: E402
+from hassejax.dynamics import Softmax, paper, solve_gaussian, solve_particles, status_names
+from hassejax.dynamics.diagnostics import empirical_covariance
+from hassejax.dynamics.powerlaw import bootstrap_slope, loglog_fit, rms
+from hassejax.dynamics.sweeps import sweep
 
 NAME = "mean_field"
 SEED = 0
@@ -77,7 +77,12 @@ def main(out: Path, quick: bool = False) -> dict:
     key = jax.random.key(SEED)
     for n in sizes:
         n_seeds = seeds_for(n, quick)
-        x0 = jnp.stack([jax.random.multivariate_normal(jax.random.fold_in(jax.random.fold_in(key, n), s), MEAN0, SIGMA0, (n,)) for s in range(n_seeds)])
+        x0 = jnp.stack(
+            [
+                jax.random.multivariate_normal(jax.random.fold_in(jax.random.fold_in(key, n), s), MEAN0, SIGMA0, (n,))
+                for s in range(n_seeds)
+            ]
+        )
         out = sweep(particle_member, {"x0": x0}, chunk_size=chunk_for(n), progress=False, shard=len(jax.devices()) > 1)
         statuses.update(status_names(np.asarray(out["status"])).tolist())
         xs = np.asarray(out["xs"])  # (seeds, 2, n, d)
@@ -96,7 +101,9 @@ def main(out: Path, quick: bool = False) -> dict:
     n_seeds_list = [seeds_for(n, quick) for n in sizes]
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 6.6), layout="constrained")
-    for ax, (what, label) in zip(axes, [("mean", "‖mean of particles − α(t)‖₂"), ("cov", "‖covariance of particles − Σ(t)‖_F")]):
+    for ax, (what, label) in zip(
+        axes, [("mean", "‖mean of particles − α(t)‖₂"), ("cov", "‖covariance of particles − Σ(t)‖_F")]
+    ):
         s1, c1 = fits[f"{what}_t1"]
         s0, _ = fits[f"{what}_t0"]
         lo, hi = intervals[f"{what}_t1"]
@@ -104,17 +111,33 @@ def main(out: Path, quick: bool = False) -> dict:
             e = err[f"{what}_t1"][i]
             jitter = np.exp(np.linspace(-0.08, 0.08, len(e)))
             ax.scatter(n * jitter, e, s=6, color="C0", alpha=0.3, lw=0, label="t = 1, one seed" if i == 0 else None)
-        ax.plot(sizes_a, rms_err[f"{what}_t1"], "o-", color="C0", lw=1.8,
-                label=f"t = {T:g}, RMS over seeds: slope {s1:.3f} (95% bootstrap {lo:.2f} … {hi:.2f})")
-        ax.plot(sizes_a, rms_err[f"{what}_t0"], "s--", color="C1", lw=1.2, ms=4, label=f"t = 0 (the sample), RMS: slope {s0:.3f}")
-        ax.plot(sizes_a, np.exp(c1) * sizes_a ** -0.5, ":", color="k", lw=1.2, label="reference slope −1/2")
+        ax.plot(
+            sizes_a,
+            rms_err[f"{what}_t1"],
+            "o-",
+            color="C0",
+            lw=1.8,
+            label=f"t = {T:g}, RMS over seeds: slope {s1:.3f} (95% bootstrap {lo:.2f} … {hi:.2f})",
+        )
+        ax.plot(
+            sizes_a,
+            rms_err[f"{what}_t0"],
+            "s--",
+            color="C1",
+            lw=1.2,
+            ms=4,
+            label=f"t = 0 (the sample), RMS: slope {s0:.3f}",
+        )
+        ax.plot(sizes_a, np.exp(c1) * sizes_a**-0.5, ":", color="k", lw=1.2, label="reference slope −1/2")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel(f"number of tokens n  (seeds per n: {', '.join(map(str, n_seeds_list))})")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3, which="both")
         # limits fitted to everything drawn (seeds, RMS at t = 0 and 1, reference); legend below the axes
-        pts = np.concatenate([*err[f"{what}_t1"], rms_err[f"{what}_t0"], rms_err[f"{what}_t1"], np.exp(c1) * sizes_a**-0.5])
+        pts = np.concatenate(
+            [*err[f"{what}_t1"], rms_err[f"{what}_t0"], rms_err[f"{what}_t1"], np.exp(c1) * sizes_a**-0.5]
+        )
         ax.set_ylim(pts.min() / 1.4, pts.max() * 1.4)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1)
         ax.set_title(f"{'Mean' if what == 'mean' else 'Covariance'} error at t = {T:g}", fontsize=10)
@@ -127,9 +150,19 @@ def main(out: Path, quick: bool = False) -> dict:
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     o.write_json(
         {
-            "setup": {"kind": "softmax", "V": paper.FIG4_V, "A": np.asarray(p.A), "mean0": MEAN0, "Sigma0": SIGMA0, "t": T,
-                      "sizes": sizes, "seeds_per_size": n_seeds_list, "particle_solver": "Tsit5 rtol 1e-6 (library default)",
-                      "gaussian_solver": "Tsit5 rtol 1e-10", "covariance": "empirical, normalised by n"},
+            "setup": {
+                "kind": "softmax",
+                "V": paper.FIG4_V,
+                "A": np.asarray(p.A),
+                "mean0": MEAN0,
+                "Sigma0": SIGMA0,
+                "t": T,
+                "sizes": sizes,
+                "seeds_per_size": n_seeds_list,
+                "particle_solver": "Tsit5 rtol 1e-6 (library default)",
+                "gaussian_solver": "Tsit5 rtol 1e-10",
+                "covariance": "empirical, normalised by n",
+            },
             "gaussian_at_t": {"mean": mean_t, "cov": cov_t, "status": status_names(gauss.status)},
             "errors": err,
             "rms_errors": rms_err,
@@ -139,7 +172,9 @@ def main(out: Path, quick: bool = False) -> dict:
         },
         seeds={"base": SEED, "per_run": "fold_in(fold_in(key(0), n), seed)"},
     )
-    return {"key": f"log-log slope at t = {T:g}: {fits['mean_t1'][0]:.3f} (mean), {fits['cov_t1'][0]:.3f} (covariance) over n = {sizes[0]}…{sizes[-1]}, {min(n_seeds_list)}–{max(n_seeds_list)} seeds per n"}
+    return {
+        "key": f"log-log slope at t = {T:g}: {fits['mean_t1'][0]:.3f} (mean), {fits['cov_t1'][0]:.3f} (covariance) over n = {sizes[0]}…{sizes[-1]}, {min(n_seeds_list)}–{max(n_seeds_list)} seeds per n"
+    }
 
 
 if __name__ == "__main__":

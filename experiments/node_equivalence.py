@@ -9,6 +9,7 @@ that contains it, so the merge identifies them: the merged diagram is one chain 
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -23,7 +24,14 @@ PREDICTING, CONTEXT = "#fde0c5", "#dbe9f6"  # node colours: has a target / conte
 
 def _node(ax, x, y, text, labelled):
     ax.text(
-        x, y, text, ha="center", va="center", fontsize=10, family="monospace", zorder=3,
+        x,
+        y,
+        text,
+        ha="center",
+        va="center",
+        fontsize=10,
+        family="monospace",
+        zorder=3,
         bbox=dict(boxstyle="round,pad=0.3", facecolor=PREDICTING if labelled else CONTEXT, edgecolor="#333333"),
     )
 
@@ -44,11 +52,13 @@ def main(out: Path, quick: bool = False) -> dict:
             _node(ax, x, s, str(task.inputs[s]), task.labels[s] is not None)
             places.setdefault(int(sig[s]), []).append((x, s))
             if s:
-                ax.annotate("", xy=(x, s - 0.25), xytext=(x, s - 0.75), arrowprops=dict(arrowstyle="->", color="#333333"))
+                ax.annotate(
+                    "", xy=(x, s - 0.25), xytext=(x, s - 0.75), arrowprops=dict(arrowstyle="->", color="#333333")
+                )
     # Equivalent nodes (equal signatures) joined by dashed lines.
     joins = 0
-    for sig_id, pts in places.items():
-        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+    for pts in places.values():
+        for (x0, y0), (x1, y1) in itertools.pairwise(pts):
             ax.plot([x0 + 0.28, x1 - 0.28], [y0, y1], ls="--", color="#2ca02c", lw=1.0, zorder=1)
             joins += 1
     xm = len(tasks) * gap + 0.6
@@ -70,7 +80,9 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.set_xlim(-0.8, xm + 1.0)
     ax.set_ylim(-1.9, 4.2)
     ax.set_axis_off()
-    ax.set_title("Autoregressive tasks T1..T4: node w_j is equivalent across tasks; the merge is one causal chain", fontsize=10)
+    ax.set_title(
+        "Autoregressive tasks T1..T4: node w_j is equivalent across tasks; the merge is one causal chain", fontsize=10
+    )
     o.savefig(fig, "node_equivalence")
     num_nodes = sum(t.n for t in tasks)
     o.write_json(

@@ -124,7 +124,12 @@ def main(out: Path, quick: bool = False) -> dict:
     fig, axes = plt.subplots(1, 2, figsize=(16.5, 9.0), layout="constrained")
     ax = axes[0]
     handles = draw_outcome_map(
-        ax, codes_a, (*pm.V_RANGE, *pm.A_RANGE), LABELS, xlabel="v  (V = v I)", ylabel=YLABEL,
+        ax,
+        codes_a,
+        (*pm.V_RANGE, *pm.A_RANGE),
+        LABELS,
+        xlabel="v  (V = v I)",
+        ylabel=YLABEL,
         title=f"(a) V = vI: solved outcome (t1 = {pm.T1_A:g}) against the closed form\n"
         f"black: closed-form boundary λ_max(v(A + Aᵀ)) = 0; white: closed-form t* contours; "
         f"disagreements: {int(disagree_a.sum())} of {n * n}",
@@ -133,7 +138,9 @@ def main(out: Path, quick: bool = False) -> dict:
     t_fine, lam_fine = pm.closed_form_map(fine_v, fine_a)
     ax.contour(fine_v, fine_a, lam_fine, levels=[0.0], colors="k", linewidths=1.6)
     levels = [0.25, 0.5, 1.0, 2.0, 5.0, pm.T1_A]
-    cs = ax.contour(fine_v, fine_a, np.where(np.isfinite(t_fine), t_fine, 1e9), levels=levels, colors="w", linewidths=0.9)
+    cs = ax.contour(
+        fine_v, fine_a, np.where(np.isfinite(t_fine), t_fine, 1e9), levels=levels, colors="w", linewidths=0.9
+    )
     labels = ax.clabel(cs, fmt=lambda x: f"t* = {x:g}", fontsize=7, inline_spacing=2)
     for text in labels:  # white on red, and readable on the light orange near t* = t1 too
         text.set_path_effects([patheffects.withStroke(linewidth=2.2, foreground="k")])
@@ -148,9 +155,16 @@ def main(out: Path, quick: bool = False) -> dict:
     und_statuses = {Status(int(k)).name: int(v) for k, v in zip(*np.unique(und, return_counts=True))}
     notes_b = dict(NOT_DECIDED_NOTE)
     if und_statuses:
-        notes_b[Outcome.undetermined] = "not decided; solver status " + ", ".join(f"{k} {v}" for k, v in und_statuses.items())
+        notes_b[Outcome.undetermined] = "not decided; solver status " + ", ".join(
+            f"{k} {v}" for k, v in und_statuses.items()
+        )
     handles = draw_outcome_map(
-        ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), LABELS, xlabel="φ  (V = R(φ), rotation by φ; radians)", ylabel=YLABEL,
+        ax,
+        codes_b,
+        (*pm.PHI_RANGE, *pm.A_RANGE),
+        LABELS,
+        xlabel="φ  (V = R(φ), rotation by φ; radians)",
+        ylabel=YLABEL,
         title=f"(b) V = R(φ): solved outcome (t1 = {pm.T1_B:g}). Naive rule (sign of λ_max(VA + AᵀVᵀ)): no blow-up only\n"
         "inside the black curve λ_max = 0 (lower left), blow-up everywhere else, all of a > 0 included.\n"
         f"Hatched: rule ≠ solve, {int(disagree_b.sum())} of {int(decided.sum())} decided members; "
@@ -175,10 +189,25 @@ def main(out: Path, quick: bool = False) -> dict:
     o.write_json(
         {
             "setup": {
-                "kind": "softmax", "beta": 1.0, "Sigma0": pm.SIGMA0, "mean0": [0.0, 0.0], "A": "[[a, 1], [0, -1]]",
-                "grid": [n, n], "v_range": pm.V_RANGE, "phi_range": pm.PHI_RANGE, "a_range": pm.A_RANGE, "t1_a": pm.T1_A,
-                "t1_b": pm.T1_B, "size_threshold_trace": pm.THRESHOLD, "rtol": pm.RTOL, "atol": pm.ATOL,
-                "max_steps": pm.MAX_STEPS, "max_steps_retry": pm.MAX_STEPS_RETRY, "rate_tol": pm.RATE_TOL, "rank_rtol": pm.RANK_RTOL, "solver": "diffrax Tsit5 + PID (library default), float64",
+                "kind": "softmax",
+                "beta": 1.0,
+                "Sigma0": pm.SIGMA0,
+                "mean0": [0.0, 0.0],
+                "A": "[[a, 1], [0, -1]]",
+                "grid": [n, n],
+                "v_range": pm.V_RANGE,
+                "phi_range": pm.PHI_RANGE,
+                "a_range": pm.A_RANGE,
+                "t1_a": pm.T1_A,
+                "t1_b": pm.T1_B,
+                "size_threshold_trace": pm.THRESHOLD,
+                "rtol": pm.RTOL,
+                "atol": pm.ATOL,
+                "max_steps": pm.MAX_STEPS,
+                "max_steps_retry": pm.MAX_STEPS_RETRY,
+                "rate_tol": pm.RATE_TOL,
+                "rank_rtol": pm.RANK_RTOL,
+                "solver": "diffrax Tsit5 + PID (library default), float64",
             },
             "map_a": {
                 "outcome_counts": counts_a,

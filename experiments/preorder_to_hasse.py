@@ -27,7 +27,9 @@ def main(out: Path, quick: bool = False) -> dict:
     diagram = HasseDiagram.from_mask(mask)
     labels = np.asarray(diagram.labels)
     o = Output(out, NAME)
-    fig, axes = plt.subplots(1, 4, layout="constrained", figsize=(14, 3.8), gridspec_kw={"width_ratios": [1, 1, 1, 0.8]})
+    fig, axes = plt.subplots(
+        1, 4, layout="constrained", figsize=(14, 3.8), gridspec_kw={"width_ratios": [1, 1, 1, 0.8]}
+    )
     draw_mask(mask, ax=axes[0], title="mask M (block-causal, 3 × 2)")
     draw_mask(r, ax=axes[1], title="closure R: j ⪯ i iff R[i, j]")
     cmap = plt.get_cmap("tab10")

@@ -19,14 +19,14 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-import numpy as np  # noqa: E402
-from _common import Output, cli  # noqa: E402
+import _dynamics_common as dc
+import numpy as np
+from _common import Output, cli
 
-import _dynamics_common as dc  # noqa: E402
-from hassejax.dynamics import Status, clustering_limit, figure7, paper  # noqa: E402
-from hassejax.dynamics.diagnostics import kernel_limit, limit_rank, limit_structure, rank_absolute  # noqa: E402
+from hassejax.dynamics import Status, clustering_limit, figure7, paper
+from hassejax.dynamics.diagnostics import kernel_limit, limit_rank, limit_structure, rank_absolute
 
 NAME = "rank_histograms"
 DIMS, ROWS, SEEDS = figure7.DIMS, figure7.ROWS, figure7.SEEDS
@@ -59,7 +59,9 @@ def main(out: Path, quick: bool = False) -> dict:
 
     o = Output(out, NAME)
     per_dim = 10 if quick else 100
-    capacity = per_dim  # one program per (kind, d): the stop solve runs as two chunks (V = I, V random), the long one as one
+    capacity = (
+        per_dim  # one program per (kind, d): the stop solve runs as two chunks (V = I, V random), the long one as one
+    )
     results = {}
     key_parts = []
     for label, (kind, make) in KINDS.items():
@@ -67,7 +69,10 @@ def main(out: Path, quick: bool = False) -> dict:
         n = len(members)
         rows = np.array([m["row"] for m in members])
         dims = np.array([m["d"] for m in members])
-        stop_final, late_final = [None] * n, [None] * n  # the late state: Σ(t = 1e6) for V = I, Σ at the stop for V random
+        stop_final, late_final = (
+            [None] * n,
+            [None] * n,
+        )  # the late state: Σ(t = 1e6) for V = I, Σ at the stop for V random
         status, late_status = np.zeros(n, int), np.zeros(n, int)
         steps = {}
         for d in DIMS:
@@ -92,7 +97,12 @@ def main(out: Path, quick: bool = False) -> dict:
         # A = KᵀQ/√d = −QᵀQ/√d for both kinds (L2 scales Q, not K)
         A_all = [-m["Q"].T @ m["Q"] / np.sqrt(m["d"]) for m in members]
         structure = np.array([limit_structure(c, A) for c, A in zip(late_final, A_all)])
-        rank_full, rank_ker, off_block, ker_min = structure[:, 0].astype(int), structure[:, 1].astype(int), structure[:, 2], structure[:, 3]
+        rank_full, rank_ker, off_block, ker_min = (
+            structure[:, 0].astype(int),
+            structure[:, 1].astype(int),
+            structure[:, 2],
+            structure[:, 3],
+        )
         # V = I: the closed-form limit (checked against the solve at t = 1e6 and, for softmax, against the
         # library's clustering_limit); V random (stiff): the ker-A block of the state at the stop
         closed = np.full(n, -1)
@@ -105,7 +115,9 @@ def main(out: Path, quick: bool = False) -> dict:
                 d = m["d"]
                 closed_err[i] = np.linalg.norm(late_final[i] - lim) / np.linalg.norm(lim)
                 if kind == "softmax":
-                    library_err.append(np.linalg.norm(np.asarray(clustering_limit(m["Sigma0"], A, 1.0)) - lim) / np.linalg.norm(lim))
+                    library_err.append(
+                        np.linalg.norm(np.asarray(clustering_limit(m["Sigma0"], A, 1.0)) - lim) / np.linalg.norm(lim)
+                    )
         rank_exact = np.where(rows == "V = I", closed, rank_ker)
         kernel_dim = np.array([d - d // 2 for d in dims])
 
@@ -119,8 +131,20 @@ def main(out: Path, quick: bool = False) -> dict:
                 hist_exact = rank_counts(rank_exact[sel], d)
                 ax = axes[r, c]
                 x = np.arange(d + 1)
-                ax.bar(x - 0.2, hist_stop, width=0.4, color="tab:blue", label="paper's rule: eigenvalues > 0.1 at ‖Σ'‖_F < tol")
-                ax.bar(x + 0.2, hist_exact, width=0.4, color="tab:orange", label="exact limit rank: closed-form Σ∞ (V = I), ker-A block of Σ at the stop (V random)")
+                ax.bar(
+                    x - 0.2,
+                    hist_stop,
+                    width=0.4,
+                    color="tab:blue",
+                    label="paper's rule: eigenvalues > 0.1 at ‖Σ'‖_F < tol",
+                )
+                ax.bar(
+                    x + 0.2,
+                    hist_exact,
+                    width=0.4,
+                    color="tab:orange",
+                    label="exact limit rank: closed-form Σ∞ (V = I), ker-A block of Σ at the stop (V random)",
+                )
                 for xi, (hs, he) in enumerate(zip(hist_stop, hist_exact)):
                     if hs:
                         ax.text(xi - 0.2, hs, str(hs), ha="center", va="bottom", fontsize=7)
@@ -153,7 +177,9 @@ def main(out: Path, quick: bool = False) -> dict:
                     "off_block_residual_at_late_state_max": float(off_block[sel].max()),
                     "ker_block_min_eigenvalue_over_lambda_max_at_late_state": float(ker_min[sel].min()),
                     "rank_of_ker_block_agrees_with_rank_of_sigma": bool(np.array_equal(rank_ker[sel], rank_full[sel])),
-                    "closed_form_limit_rel_error_of_solve_at_t_1e6_max": float(np.nanmax(closed_err[sel])) if row == "V = I" else None,
+                    "closed_form_limit_rel_error_of_solve_at_t_1e6_max": float(np.nanmax(closed_err[sel]))
+                    if row == "V = I"
+                    else None,
                     "late_state_status": dc.status_counts(late_status[sel]),
                 }
         handles, labels = axes[0, 0].get_legend_handles_labels()
@@ -204,7 +230,11 @@ def main(out: Path, quick: bool = False) -> dict:
                 "(an implicit Kvaerno5 solve also ran out of steps in a trial); the exact rank is the rank bound dim ker A, "
                 "with the ker-A block's smallest relative eigenvalue at the stop showing it is attained.",
             ],
-            "events": {"converged": "‖Σ'‖_F < 1e-4 (V = I), 5e-5 (V random)", "diverged": f"tr Σ > {THRESHOLD:g}", "note": dc.EVENTS_NOTE},
+            "events": {
+                "converged": "‖Σ'‖_F < 1e-4 (V = I), 5e-5 (V random)",
+                "diverged": f"tr Σ > {THRESHOLD:g}",
+                "note": dc.EVENTS_NOTE,
+            },
             "per_dim": per_dim,
             "kinds": results,
             "timing": dc.TIMER.as_dict(),

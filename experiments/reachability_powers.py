@@ -33,7 +33,10 @@ def main(out: Path, quick: bool = False) -> dict:
         draw_mask(r, ax=ax, title=f"R^({L}): {int(r.sum())} pairs")
         ax.set_xlabel("key j", fontsize=8)
         ax.set_ylabel("query i" if L == 1 else "", fontsize=8)
-    fig.suptitle(f"Width-1 causal window, n = {n}: R^(L) grows by one diagonal per layer and equals causal at L* = {depth}", fontsize=11)
+    fig.suptitle(
+        f"Width-1 causal window, n = {n}: R^(L) grows by one diagonal per layer and equals causal at L* = {depth}",
+        fontsize=11,
+    )
     o.savefig(fig, "reachability_powers")
     o.write_json(
         {

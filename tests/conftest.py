@@ -2,9 +2,9 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
+import jax
 
-from hassejax._cache import enable_compilation_cache  # noqa: E402
+from hassejax._cache import enable_compilation_cache
 
 # Both xdist workers and the reproduce.py subprocess share JAX's persistent compilation cache
 # (~/.cache/hassejax/jax; HASSEJAX_COMPILE_CACHE=0 turns it off): a program compiled once is

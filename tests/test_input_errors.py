@@ -66,7 +66,6 @@ def test_non_finite_parameters_are_rejected(params, name):
         solve_gaussian(params, jnp.zeros(2), S0, t1=1.0)
 
 
-
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -107,7 +106,9 @@ def test_kernel_and_state_inputs_are_named(no_typecheck):
     """`V="I"` was `invalid literal for int()`, d = 0 a `zero-size array` deep in the solve."""
     with pytest.raises(ParameterError, match="`V` must be a real array.*the string 'I'"):
         Softmax(V="I", A=A)
-    with pytest.raises(ParameterError, match=r"`V` of Softmax must have shape \(d, d\) \(square, d >= 1\); got shape \(0, 0\)"):
+    with pytest.raises(
+        ParameterError, match=r"`V` of Softmax must have shape \(d, d\) \(square, d >= 1\); got shape \(0, 0\)"
+    ):
         Softmax(V=jnp.zeros((0, 0)), A=jnp.zeros((0, 0)))
     with pytest.raises(ParameterError, match="token dimension d of model must be >= 1"):
         solve_gaussian(_ZeroDim(), jnp.zeros(0), jnp.zeros((0, 0)), t1=1.0)
@@ -132,6 +133,7 @@ def test_transformer_refuses_float_token_ids(no_typecheck):
     with pytest.raises(ParameterError, match="`position_ids` must be integer ids"):
         model(jnp.arange(4), jnp.arange(4.0), mask)
     assert model(jnp.arange(4), jnp.arange(4), mask).shape == (4, 5)
+
 
 def test_valid_settings_still_solve_and_jit():
     """The checks skip tracers: a jitted solve is unchanged (t* = 0.97014 for this A, Σ0 = I/2)."""
@@ -196,7 +198,9 @@ def test_task_checks(no_typecheck):
         sparsify(butterfly(4))
 
 
-@pytest.mark.parametrize("argv", [["analyze", "causal(n=4)", "--png", "out.txt"], ["derive", "butterfly", "--n", "4", "--png", "out.json"]])
+@pytest.mark.parametrize(
+    "argv", [["analyze", "causal(n=4)", "--png", "out.txt"], ["derive", "butterfly", "--n", "4", "--png", "out.json"]]
+)
 def test_cli_rejects_a_figure_path_it_cannot_write(argv, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli_main(argv) == 2

@@ -50,6 +50,7 @@ def at_most_64_gib(monkeypatch):
     """Report at most 64 GiB free, so that no test allocates on a machine with terabytes."""
     monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: min(_REAL_AVAILABLE(), 64 * 2**30))
 
+
 BIG = np.broadcast_to(np.array(True), (N, N))  # zero strides: costs nothing
 BIG_PREFIX = np.broadcast_to(np.arange(N) < 1024, (N, N))  # prefix keys only: one row, 300 kB
 
@@ -208,7 +209,14 @@ def test_empty_batch_convergence_depth_and_adjacency(shape, out):
         (lambda: block_two_stream_mask(N, 1000), "block_two_stream_mask with n = 300000"),
         (lambda: block_diffusion_task(N, 100), "600000 slots"),
     ],
-    ids=["butterfly", "autoregressive", "block_generation", "butterfly_mask", "block_two_stream_mask", "block_diffusion"],
+    ids=[
+        "butterfly",
+        "autoregressive",
+        "block_generation",
+        "butterfly_mask",
+        "block_two_stream_mask",
+        "block_diffusion",
+    ],
 )
 def test_huge_task_families_raise_naming_n(call, fragment):
     _budget_error(call, "n", fragment)

@@ -87,19 +87,25 @@ def test_reproduce_quick_writes_every_figure(tmp_path):
         files = [f"{name}.json"]
         for item in items:
             files += [item] if "." in item else [f"{item}.png", f"{item}.pdf"]
-        missing += [f"{name}/{f}" for f in files if not (out / name / f).is_file() or (out / name / f).stat().st_size == 0]
+        missing += [
+            f"{name}/{f}" for f in files if not (out / name / f).is_file() or (out / name / f).stat().st_size == 0
+        ]
     assert not missing, f"missing or empty outputs: {missing}"
     for name in expected:
         data = json.loads((out / name / f"{name}.json").read_text(), parse_constant=_strict_constant)
         assert data, f"{name}.json is empty"
         bad = [(p, v) for p, v in _numbers(data) if isinstance(v, float) and not math.isfinite(v)]
         assert not bad, f"{name}.json has non-finite numbers: {bad[:5]}"
-        assert isinstance(data.get("versions"), dict) and "seeds" in data, f"{name}.json lacks the package versions or seeds"
+        assert isinstance(data.get("versions"), dict) and "seeds" in data, (
+            f"{name}.json lacks the package versions or seeds"
+        )
 
     # the summary table: one row per experiment, the compile share at the end
     table = proc.stdout
     for name in EXPECTED:
-        assert any(line.startswith(name + " ") and " ok " in line for line in table.splitlines()), f"no ok row for {name}"
+        assert any(line.startswith(name + " ") and " ok " in line for line in table.splitlines()), (
+            f"no ok row for {name}"
+        )
     real_row = [line for line in table.splitlines() if line.startswith("real_heads ")]
     assert len(real_row) == 1
     assert (" ok " if _real_available() else " skipped ") in real_row[0]
@@ -118,7 +124,7 @@ def test_reproduce_rejects_unknown_experiment(tmp_path):
 def _reproduce_module():
     sys.path.insert(0, str(ROOT / "experiments"))
     try:
-        import reproduce  # noqa: PLC0415
+        import reproduce
     finally:
         sys.path.remove(str(ROOT / "experiments"))
     return reproduce
@@ -131,10 +137,16 @@ def test_skipped_and_failing_experiments_are_reported(tmp_path, monkeypatch):
         "def main(out, quick):\n    raise AssertionError('main must not run when skipped')\n"
     )
     (tmp_path / "fake_broken.py").write_text("def main(out, quick):\n    raise ValueError('boom')\n")
-    (tmp_path / "fake_fine.py").write_text("def skip_reason():\n    return None\ndef main(out, quick):\n    return {'key': 'answer 42'}\n")
+    (tmp_path / "fake_fine.py").write_text(
+        "def skip_reason():\n    return None\ndef main(out, quick):\n    return {'key': 'answer 42'}\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    rows = {r["name"]: r for r in _reproduce_module().run(["fake_needs_extra", "fake_broken", "fake_fine"], tmp_path, True)}
-    assert rows["fake_needs_extra"]["status"] == "skipped" and rows["fake_needs_extra"]["key"] == "needs the [real] extra"
+    rows = {
+        r["name"]: r for r in _reproduce_module().run(["fake_needs_extra", "fake_broken", "fake_fine"], tmp_path, True)
+    }
+    assert (
+        rows["fake_needs_extra"]["status"] == "skipped" and rows["fake_needs_extra"]["key"] == "needs the [real] extra"
+    )
     assert rows["fake_broken"]["status"] == "FAILED: ValueError" and "boom" in rows["fake_broken"]["key"]
     assert rows["fake_fine"]["status"] == "ok" and rows["fake_fine"]["key"] == "answer 42"
     assert all(r["seconds"] >= 0 and r["compile"] >= 0 for r in rows.values())

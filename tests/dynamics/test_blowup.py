@@ -145,8 +145,16 @@ def _fig5_solve(model_fn, s0, t1, threshold, mean0):
     @jax.jit
     def run(s):
         return jax.vmap(
-            lambda si: solve_gaussian(model_fn(), mean0, si, t1=t1, ts=jnp.linspace(0.0, t1, 41),
-                                      rtol=1e-10, atol=1e-12, size_threshold=threshold)
+            lambda si: solve_gaussian(
+                model_fn(),
+                mean0,
+                si,
+                t1=t1,
+                ts=jnp.linspace(0.0, t1, 41),
+                rtol=1e-10,
+                atol=1e-12,
+                size_threshold=threshold,
+            )
         )(s)
 
     return run(jnp.asarray(s0))
@@ -238,7 +246,12 @@ def test_constant_step_non_finite_with_default_ts_reports_the_last_finite_state(
     constant-step Tsit5 solve of `U' = UUᵀU` in plain diffrax, read at its last finite step."""
     s0 = np.eye(2) / 2
     sol = solve_gaussian(
-        Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), s0, t1=2.0, dt0=0.01, stepsize_controller=diffrax.ConstantStepSize()
+        Softmax(V=np.eye(2), A=np.eye(2)),
+        np.zeros(2),
+        s0,
+        t1=2.0,
+        dt0=0.01,
+        stepsize_controller=diffrax.ConstantStepSize(),
     )
     assert status_names(sol.status) == "non_finite"
     raw = diffrax.diffeqsolve(

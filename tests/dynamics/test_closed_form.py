@@ -33,7 +33,9 @@ def test_closed_form_solves_the_softmax_ode():
     v, beta = -0.7, 1.3
     t_star = float(blowup_time_closed_form(s0, a, v, beta))
     for t in [0.0, 0.3 * min(t_star, 5.0), 0.9 * min(t_star, 5.0)]:
-        sig, dsig = jax.jvp(lambda tt: softmax_covariance_closed_form(s0, a, v, tt, beta), (jnp.asarray(t),), (jnp.asarray(1.0),))
+        sig, dsig = jax.jvp(
+            lambda tt: softmax_covariance_closed_form(s0, a, v, tt, beta), (jnp.asarray(t),), (jnp.asarray(1.0),)
+        )
         sig = np.asarray(sig)
         np.testing.assert_allclose(np.asarray(dsig), beta * v * sig @ (a + a.T) @ sig, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(np.asarray(softmax_covariance_closed_form(s0, a, v, 0.0, beta)), s0, atol=1e-13)
@@ -106,7 +108,9 @@ def test_batched_closed_forms():
     t = np.where(np.isfinite(tb), 0.5 * tb, 1.0)
     sb = np.asarray(softmax_covariance_closed_form(s0, a, v, t))
     for i in range(5):
-        np.testing.assert_allclose(sb[i], np.asarray(softmax_covariance_closed_form(s0[i], a[i], v[i], t[i])), rtol=1e-12)
+        np.testing.assert_allclose(
+            sb[i], np.asarray(softmax_covariance_closed_form(s0[i], a[i], v[i], t[i])), rtol=1e-12
+        )
 
 
 def test_diagonal_forms_match_general_form_and_each_other():

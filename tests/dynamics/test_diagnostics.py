@@ -390,7 +390,9 @@ def test_errors_name_argument(no_typecheck):
         classify_trajectory(jnp.ones(4), jnp.ones((5, 2, 2)))
     with pytest.raises(ParameterError, match=r"`escape_ratio` must be a finite number > 0; got 0"):
         classify_trajectory(jnp.ones(5), jnp.ones((5, 2, 2)), escape_ratio=0)
-    with pytest.raises(ParameterError, match=r"`x` must have shape \(\.\.\., n, d\) with n >= 1 tokens; got shape \(3,\)"):
+    with pytest.raises(
+        ParameterError, match=r"`x` must have shape \(\.\.\., n, d\) with n >= 1 tokens; got shape \(3,\)"
+    ):
         cluster_count(jnp.ones(3))
     with pytest.raises(ParameterError, match=r"`threshold` must be a cosine similarity in \(-1, 1\); got 1.5"):
         cluster_count(jnp.ones((3, 2)), 1.5)

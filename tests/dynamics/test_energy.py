@@ -197,9 +197,7 @@ def _discrete_self_ot(x, w, A, eps, iters):
     return float(jnp.sum(pi * C) + eps * kl)
 
 
-@pytest.mark.parametrize(
-    "a, s, alpha, eps", [(0.7, 0.5, 0.3, 1.0), (-1.2, 0.8, -0.4, 0.5), (0.0, 0.6, 1.0, 1.0)]
-)
+@pytest.mark.parametrize("a, s, alpha, eps", [(0.7, 0.5, 0.3, 1.0), (-1.2, 0.8, -0.4, 0.5), (0.0, 0.6, 1.0, 1.0)])
 def test_sinkhorn_energy_d1_against_discretised_sinkhorn(a, s, alpha, eps):
     x = jnp.linspace(alpha - 9 * np.sqrt(s), alpha + 9 * np.sqrt(s), 600)[:, None]
     w = jnp.exp(-((x[:, 0] - alpha) ** 2) / (2 * s))

@@ -321,7 +321,9 @@ def test_solve_errors():
         solve_gaussian(p, z, np.eye(3), t1=1.0)
     with pytest.raises(ParameterError, match=r"`cov0` must be symmetric"):
         solve_gaussian(p, z, np.array([[1.0, 0.5], [0.0, 1.0]]), t1=1.0)
-    with pytest.raises(ParameterError, match=r"`cov0` must be positive semidefinite \(a covariance\); got smallest eigenvalue -1"):
+    with pytest.raises(
+        ParameterError, match=r"`cov0` must be positive semidefinite \(a covariance\); got smallest eigenvalue -1"
+    ):
         solve_gaussian(p, z, np.diag([1.0, -1.0]), t1=1.0)
     with pytest.raises(ParameterError, match=r"`t1` must be > `t0`"):
         solve_gaussian(p, z, i2, t1=0.0)
@@ -355,7 +357,11 @@ def test_softmax_solve_reproduces_spec_energy_values():
         mq, b = a.T @ s @ a, a.T @ al
         u = b + mq @ al
         p_mat = np.linalg.inv(s) - mq
-        return 0.5 * np.linalg.det(np.eye(3) - s @ mq) ** -0.5 * np.exp(b @ al + 0.5 * al @ mq @ al + 0.5 * u @ np.linalg.solve(p_mat, u))
+        return (
+            0.5
+            * np.linalg.det(np.eye(3) - s @ mq) ** -0.5
+            * np.exp(b @ al + 0.5 * al @ mq @ al + 0.5 * u @ np.linalg.solve(p_mat, u))
+        )
 
     got = [energy(np.asarray(m), np.asarray(c)) for m, c in zip(sol.mean, sol.cov)]
     want = [0.50178, 0.42221, 0.34832, 0.24405, 0.10895, 0.01376, 4.4e-5]
@@ -373,7 +379,9 @@ def test_requested_save_times_and_validity_mask_for_every_status():
     assert list(status_names(sols.status)) == ["blow_up", "completed"]
     np.testing.assert_array_equal(np.asarray(sols.ts), np.broadcast_to(np.asarray(ts), (2, 6)))
     np.testing.assert_array_equal(np.asarray(sols.valid), [[True, True, False, False, False, False], [True] * 6])
-    max_steps = solve_gaussian(Softmax(V=jnp.eye(2), A=-jnp.eye(2)), jnp.zeros(2), jnp.eye(2), t1=5.0, ts=ts, max_steps=3)
+    max_steps = solve_gaussian(
+        Softmax(V=jnp.eye(2), A=-jnp.eye(2)), jnp.zeros(2), jnp.eye(2), t1=5.0, ts=ts, max_steps=3
+    )
     assert status_names(max_steps.status) == "max_steps_reached"
     np.testing.assert_array_equal(np.asarray(max_steps.ts), np.asarray(ts))
     np.testing.assert_array_equal(np.asarray(max_steps.valid), np.asarray(ts) <= float(max_steps.t_final))

@@ -6,8 +6,6 @@ the library's clustering limit for the rank-one limit, explicit moments for the 
 
 from __future__ import annotations
 
-import doctest
-
 import jax
 import numpy as np
 import pytest
@@ -16,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from hassejax.dynamics import clustering_limit, geometry, sampling
+from hassejax.dynamics import clustering_limit
 from hassejax.dynamics.geometry import (
     cone_coords,
     disk_coords,
@@ -31,12 +29,6 @@ from hassejax.dynamics.geometry import (
 )
 from hassejax.dynamics.sampling import antithetic_sample
 from hassejax.errors import ParameterError
-
-
-@pytest.mark.parametrize("module", [geometry, sampling])
-def test_doctests(module):
-    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
 
 
 # ----------------------------------------------------------------------------- grids and coordinates

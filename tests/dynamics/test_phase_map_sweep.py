@@ -114,7 +114,12 @@ def test_break_wraps():
 def test_draw_outcome_map_colours_counts_and_errors(no_typecheck):
     fig, ax = plt.subplots()
     codes = np.array([[Outcome.blow_up, Outcome.stalled], [Outcome.contracts, Outcome.blow_up]])
-    labels = {Outcome.blow_up: "blow-up", Outcome.contracts: "contracts", Outcome.stalled: "stalled", Outcome.grows: "grows"}
+    labels = {
+        Outcome.blow_up: "blow-up",
+        Outcome.contracts: "contracts",
+        Outcome.stalled: "stalled",
+        Outcome.grows: "grows",
+    }
     handles = draw_outcome_map(ax, codes, (0, 1, 0, 1), labels, notes={Outcome.stalled: "not decided"})
     assert [h.get_label() for h in handles] == ["blow-up: 2", "contracts: 1", "stalled: 1 (not decided)"]
     image = ax.get_images()[0]

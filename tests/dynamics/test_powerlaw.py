@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import doctest
-
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hassejax.dynamics import powerlaw
 from hassejax.dynamics.powerlaw import bootstrap_slope, loglog_fit, loglog_slope, rms
 from hassejax.errors import ParameterError
-
-
-def test_doctests():
-    result = doctest.testmod(powerlaw, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
 
 
 @given(slope=st.floats(-2.0, 1.0), scale=st.floats(1e-3, 1e3))

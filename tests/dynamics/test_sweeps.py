@@ -274,13 +274,3 @@ def test_held_sweep_compiles_once_across_calls_and_equals_sweep(no_typecheck):
         Sweep(member, chunk_size=0)
     with pytest.raises(ParameterError, match="fn"):
         Sweep("member")
-
-
-def test_sweep_docstring_example_runs():
-    """The module's examples run as doctests (the sweep example solves three Gaussians)."""
-    import doctest
-
-    from hassejax.dynamics import sweeps
-
-    result = doctest.testmod(sweeps, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

@@ -109,7 +109,9 @@ def test_uniform_average_gaussian_solve_uses_the_subclass_map():
     alpha0, sigma0 = np.array([1.0, -0.5]), np.array([[0.6, 0.1], [0.1, 0.3]])
     sol = solve_gaussian(UniformAverage(jnp.asarray(v)), alpha0, sigma0, t1=1.0, ts=TS, rtol=1e-10, atol=1e-12)
     assert status_names(sol.status) == "completed"
-    np.testing.assert_allclose(np.asarray(sol.mean), np.stack([scipy.linalg.expm(float(t) * v) @ alpha0 for t in TS]), rtol=1e-8)
+    np.testing.assert_allclose(
+        np.asarray(sol.mean), np.stack([scipy.linalg.expm(float(t) * v) @ alpha0 for t in TS]), rtol=1e-8
+    )
     np.testing.assert_allclose(np.asarray(sol.cov), np.broadcast_to(sigma0, (len(TS), 2, 2)), rtol=1e-12)
 
 
@@ -134,7 +136,9 @@ def test_cosine_particles_match_numpy_rk4_and_compose():
 
 def test_a_kernel_without_gaussian_map_gets_the_clear_error():
     model = Cosine(jnp.eye(2), beta=1.0)
-    with pytest.raises(ParameterError, match=r"`model` \(Cosine\) does not preserve Gaussians \(spec §2\).*solve_particles"):
+    with pytest.raises(
+        ParameterError, match=r"`model` \(Cosine\) does not preserve Gaussians \(spec §2\).*solve_particles"
+    ):
         solve_gaussian(model, np.zeros(2), np.eye(2), t1=1.0)
     with pytest.raises(ParameterError, match=r"Cosine has no single weight matrix"):
         model.weights(0.0, jnp.ones((2, 2)))

@@ -1,7 +1,5 @@
 """to_mask_mod / mask_mod_source / mask_rule: exact round trips through from_mask_mod and exec'd source."""
 
-import doctest
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +7,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import hassejax.kernels.mask_mod as mask_mod_module
 from hassejax.errors import MaskError
 from hassejax.kernels import mask_mod_source, mask_rule, to_mask_mod
 from hassejax.masks import IntervalMask, from_mask_mod, from_spec, structured
@@ -165,8 +162,3 @@ def test_errors_name_the_argument():
         to_mask_mod(np.ones((3, 4), bool))
     with pytest.raises(MaskError, match="lookup tables"):
         mask_mod_source(structured.dilated(1 << 15, 64, 2))
-
-
-def test_docstring_examples_run():
-    result = doctest.testmod(mask_mod_module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

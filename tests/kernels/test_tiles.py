@@ -6,7 +6,6 @@ time through the mask's slicing) and a plain pad-reshape-sum of the dense mask.
 """
 
 import dataclasses
-import doctest
 import json
 
 import jax
@@ -18,7 +17,6 @@ from hypothesis import strategies as st
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sm
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask_info as smi
 
-import hassejax.kernels.tiles as tiles_module
 from hassejax.errors import MaskError, ParameterError
 from hassejax.kernels import TileStats, tile_stats
 from hassejax.masks import IntervalMask
@@ -239,8 +237,3 @@ def test_bad_mask(bad):
 def test_traced_mask_is_refused():
     with pytest.raises(MaskError, match="outside jax.jit"):
         jax.jit(lambda m: tile_stats(m).kind)(jnp.ones((8, 8), bool))
-
-
-def test_doctests():
-    result = doctest.testmod(tiles_module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

@@ -1,14 +1,10 @@
 """to_splash / from_splash round trips on every gallery and derived mask, and the lazy fallback at long n."""
 
-import doctest
-
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import hassejax.kernels._splash_write as splash_write_module
-import hassejax.kernels.splash as splash_module
 from hassejax.errors import MaskError
 from hassejax.kernels import from_splash, mask_rule, to_splash
 from hassejax.masks import IntervalMask, from_spec, structured
@@ -81,9 +77,3 @@ def test_per_head_arrays_and_interval_heads():
 def test_bad_fallback_names_the_argument():
     with pytest.raises(MaskError, match="`fallback`"):
         to_splash("causal(n=8)", fallback="dense")
-
-
-@pytest.mark.parametrize("module", [splash_module, splash_write_module])
-def test_docstring_examples_run(module):
-    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

@@ -5,7 +5,6 @@ transcription of ``transformers.masking_utils.find_packed_sequence_indices`` /
 ``np.repeat`` over the lengths for the packed ids.
 """
 
-import doctest
 import functools
 import operator
 
@@ -17,8 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hassejax.masks as M
-import hassejax.masks._combine as combine
-import hassejax.masks._packed as packed
 from hassejax.errors import MaskError
 from hassejax.masks import structured as S
 
@@ -256,9 +253,3 @@ def test_packed_ids_errors_name_the_argument(kwargs, message):
 def test_traced_cu_seqlens_are_refused():
     with pytest.raises(MaskError, match="`cu_seqlens` fixes the number of positions"):
         jax.jit(lambda c: M.packed_document_ids(cu_seqlens=c))(jnp.asarray([0, 2, 3]))
-
-
-@pytest.mark.parametrize("module", [packed, combine])
-def test_docstring_examples_run(module):
-    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

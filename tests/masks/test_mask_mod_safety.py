@@ -4,8 +4,6 @@ The reference for every mask is NumPy on the grid (``np.add.outer``-style broadc
 NumPy's own indexing, which raises on an out-of-range index instead of clamping).
 """
 
-import doctest
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -154,8 +152,3 @@ def test_combined_mask_mods_are_checked():
     fn = M.and_masks(lambda b, h, q, k: k <= q, lambda b, h, q, k: d[q] == d[k])
     with pytest.raises(MaskError, match="index 3 is out of bounds for axis 0 with size 3"):
         M.from_mask_mod(fn, 4, form="intervals")
-
-
-def test_convert_docstring_examples_run():
-    result = doctest.testmod(convert, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

@@ -346,20 +346,6 @@ def test_structured_module_imports_no_jax():
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
-@pytest.mark.parametrize(
-    "module",
-    ["hassejax.masks.structured", "hassejax.masks._sinks"]
-    + [
-        f"hassejax.masks.structured._{name}"
-        for name in ("causal", "window", "document", "tree", "natten", "diffusion", "xlnet")
-    ],
-)
-def test_docstring_examples_run(module):
-    mod = sys.modules[module] if module in sys.modules else __import__(module, fromlist=["_"])
-    result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
-
-
 def test_from_spec_and_from_mask_mod_docstring_examples_run():
     for fn in (M.from_spec, M.from_mask_mod):
         finder = doctest.DocTestFinder()

@@ -98,7 +98,7 @@ def test_fwd_and_rev_agree_and_callables_work():
     rev = np.asarray(jacobian_flow(model, x, mask, mode="rev"))
     np.testing.assert_array_equal(rev, fwd)
     # a callable: token shift (out_i depends on x_i and x_{i-1}) is a non-attention mixer
-    shift = lambda y: y + jnp.roll(y, 1, axis=0).at[0].set(0.0)  # noqa: E731
+    shift = lambda y: y + jnp.roll(y, 1, axis=0).at[0].set(0.0)
     q, k = np.indices((n, n))
     np.testing.assert_array_equal(np.asarray(jacobian_flow(shift, x)), (q == k) | (q - k == 1))
     np.testing.assert_array_equal(np.asarray(jacobian_flow(model.forward_embeddings, x, mask)), rev)

@@ -74,8 +74,17 @@ def test_mask_is_a_leaf_not_a_static_field(bts):
     assert any(leaf is bts.mask for leaf in leaves)
     # the same compiled function serves two different masks of the same shape
     f = jax.jit(lambda lay: jnp.sum(lay.mask))
-    other = type(bts)(~bts.mask, bts.token_sources, bts.token_weights, bts.position_ids, bts.target_index,
-                      bts.sequence_length, bts.streams, bts.slot_names, bts.name)
+    other = type(bts)(
+        ~bts.mask,
+        bts.token_sources,
+        bts.token_weights,
+        bts.position_ids,
+        bts.target_index,
+        bts.sequence_length,
+        bts.streams,
+        bts.slot_names,
+        bts.name,
+    )
     assert int(f(bts)) + int(f(other)) == bts.num_slots**2
 
 

@@ -33,7 +33,7 @@ def _joint(chain: MarkovChain, n: int) -> np.ndarray:
     joint = np.zeros((v,) * n)
     for seq in itertools.product(range(v), repeat=n):
         prob = mu[seq[0]]
-        for a, b in zip(seq, seq[1:]):
+        for a, b in itertools.pairwise(seq):
             prob *= p[a, b]
         joint[seq] = prob
     return joint
@@ -73,7 +73,9 @@ def test_h1_h2_against_enumeration(chain):
     h2 = two_sided_entropy(chain)
     for t in range(1, n):
         assert _brute_conditional(joint, t, [t - 1]) == pytest.approx(h1, rel=1e-9)
-        assert _brute_conditional(joint, t, range(t)) == pytest.approx(h1, rel=1e-9)  # Markov: the past = the last state
+        assert _brute_conditional(joint, t, range(t)) == pytest.approx(
+            h1, rel=1e-9
+        )  # Markov: the past = the last state
     for t in range(1, n - 1):
         assert _brute_conditional(joint, t, [t - 1, t + 1]) == pytest.approx(h2, rel=1e-9)
         others = [s for s in range(n) if s != t]
@@ -126,7 +128,9 @@ def test_bayes_loss_against_enumeration_and_its_expectation(chain):
     bts = -np.mean([np.log(cond_prob(s, t, range(2 * (t // 2)))) for s in seqs for t in range(n)])
     assert bayes_loss(chain, block_two_stream_layout(n, 2), seqs) == pytest.approx(bts, rel=1e-9)
     many = chain.sample(jax.random.key(9), 20000, n)
-    assert bayes_loss(chain, butterfly_layout(n), many) == pytest.approx(optimal_loss(chain, butterfly_layout(n)), abs=0.02)
+    assert bayes_loss(chain, butterfly_layout(n), many) == pytest.approx(
+        optimal_loss(chain, butterfly_layout(n)), abs=0.02
+    )
 
 
 def test_sampling_statistics():
@@ -163,8 +167,17 @@ def test_markov_errors(no_runtime_typecheck):
     with pytest.raises(ParameterError, match=r"positions must lie in \[0, 4\)"):
         conditional_entropy(chain, 4, [0], 4)
     lay = causal_layout(3)
-    lay = type(lay)(lay.mask, lay.token_sources, lay.token_weights, lay.position_ids, -jnp.ones_like(lay.target_index),
-                    lay.sequence_length, lay.streams, lay.slot_names, lay.name)
+    lay = type(lay)(
+        lay.mask,
+        lay.token_sources,
+        lay.token_weights,
+        lay.position_ids,
+        -jnp.ones_like(lay.target_index),
+        lay.sequence_length,
+        lay.streams,
+        lay.slot_names,
+        lay.name,
+    )
     with pytest.raises(ParameterError, match="has no labelled slot"):
         optimal_loss(chain, lay)
     with pytest.raises(ParameterError, match=r"`sequences` must have shape \(m, 3\)"):

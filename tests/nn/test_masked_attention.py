@@ -11,7 +11,9 @@ from hassejax.nn import MaskedMultiHeadAttention, masked_softmax
 
 def _numpy_attention(attn, x, mask):
     """Independent reference: per head, per query, a softmax over the allowed keys only."""
-    wq, wk, wv, wo = (np.asarray(a) for a in (attn.query_weight, attn.key_weight, attn.value_weight, attn.output_weight))
+    wq, wk, wv, wo = (
+        np.asarray(a) for a in (attn.query_weight, attn.key_weight, attn.value_weight, attn.output_weight)
+    )
     x = np.asarray(x)
     n = x.shape[0]
     heads = np.zeros((n, attn.num_heads, attn.head_size))

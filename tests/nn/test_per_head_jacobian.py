@@ -2,9 +2,7 @@
 ``reachability(mask, L, head_axis=0)``, the powers of the union of the heads' masks with the
 diagonal (spec hasse.md §1.1–1.2, §4)."""
 
-import doctest
 import functools
-import importlib
 
 import equinox as eqx
 import jax
@@ -124,9 +122,3 @@ def test_annotations_accept_both_mask_shapes():
     assert model.forward_embeddings(x, jnp.ones((4, 4), bool)).shape == (4, D)
     assert model.forward_embeddings(x, jnp.ones((2, 4, 4), bool)).shape == (4, D)
     assert model.blocks.attention.num_heads == 2
-
-
-@pytest.mark.parametrize("module", ["hassejax.nn.attention", "hassejax.nn.transformer"])
-def test_docstring_examples_run(module):
-    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

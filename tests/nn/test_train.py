@@ -73,8 +73,15 @@ def test_tiny_causal_training_learns():
     held = chain.sample(jax.random.key(7), 256, n)
     cfg = TrainConfig(steps=60, batch_size=32, learning_rate=1e-2, warmup_steps=5, eval_every=30)
     seen = []
-    model, hist = train(model, lay, lambda k: chain.sample(k, 32, n), cfg, key=jax.random.key(2), held_out=held,
-                        callback=lambda s, l: seen.append(s))
+    model, hist = train(
+        model,
+        lay,
+        lambda k: chain.sample(k, 32, n),
+        cfg,
+        key=jax.random.key(2),
+        held_out=held,
+        callback=lambda s, l: seen.append(s),
+    )
     assert hist.train_loss.shape == (60,) and np.all(np.isfinite(hist.train_loss))
     np.testing.assert_array_equal(hist.eval_steps, [0, 30, 60])
     assert seen == [0, 30, 60]
@@ -95,12 +102,23 @@ def test_train_errors(no_runtime_typecheck):
     model = Transformer(1, 8, 2, vocab_size=3, num_positions=4, key=jax.random.key(0))
     cfg = TrainConfig(steps=2, batch_size=4, warmup_steps=0, eval_every=1)
     held = jnp.zeros((2, 3), jnp.int32)
-    with pytest.raises(ParameterError, match=r"`sample` must return an int array of shape \(4, 3\); it returns int32\(4, 5\)"):
+    with pytest.raises(
+        ParameterError, match=r"`sample` must return an int array of shape \(4, 3\); it returns int32\(4, 5\)"
+    ):
         train(model, lay, lambda k: jnp.zeros((4, 5), jnp.int32), cfg, key=jax.random.key(0), held_out=held)
     with pytest.raises(ParameterError, match=r"`sequences` must have shape \(batch, 3\)"):
         layout_loss(model, lay, jnp.zeros((2, 4), jnp.int32))
-    empty = type(lay)(lay.mask, lay.token_sources, lay.token_weights, lay.position_ids, -jnp.ones_like(lay.target_index),
-                      lay.sequence_length, lay.streams, lay.slot_names, lay.name)
+    empty = type(lay)(
+        lay.mask,
+        lay.token_sources,
+        lay.token_weights,
+        lay.position_ids,
+        -jnp.ones_like(lay.target_index),
+        lay.sequence_length,
+        lay.streams,
+        lay.slot_names,
+        lay.name,
+    )
     with pytest.raises(ParameterError, match="has no labelled slot"):
         train(model, empty, lambda k: jnp.zeros((4, 3), jnp.int32), cfg, key=jax.random.key(0), held_out=held)
     with pytest.raises(ParameterError, match="training diverged: non-finite loss at step 12"):

@@ -36,10 +36,14 @@ def test_embed_weights(model):
     E, P = np.asarray(model.token_embedding), np.asarray(model.position_embedding)
     ids = jnp.asarray([[1, 3], [2, 2], [5, 5]])
     pos = jnp.asarray([4, 0, 9])
-    np.testing.assert_allclose(np.asarray(model.embed(ids, pos)), np.stack([(E[1] + E[3]) / 2, E[2], E[5]]) + P[[4, 0, 9]], rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(model.embed(ids, pos)), np.stack([(E[1] + E[3]) / 2, E[2], E[5]]) + P[[4, 0, 9]], rtol=1e-12
+    )
     w = jnp.asarray([[0.25, 0.75], [1.0, 0.0], [0.0, 1.0]])
     np.testing.assert_allclose(
-        np.asarray(model.embed(ids, pos, w)), np.stack([0.25 * E[1] + 0.75 * E[3], E[2], E[5]]) + P[[4, 0, 9]], rtol=1e-12
+        np.asarray(model.embed(ids, pos, w)),
+        np.stack([0.25 * E[1] + 0.75 * E[3], E[2], E[5]]) + P[[4, 0, 9]],
+        rtol=1e-12,
     )
     np.testing.assert_allclose(np.asarray(model.embed(ids[:, 0], pos)), E[[1, 2, 5]] + P[[4, 0, 9]], rtol=1e-12)
     assert model.mask_id == 5 and model.num_layers == 2 and model.d_model == 8
@@ -76,4 +80,6 @@ def test_transformer_errors(no_runtime_typecheck, model):
     with pytest.raises(MaskError, match=r"`mask` must have shape \(2, 2\)"):
         model(jnp.asarray([0, 1]), jnp.asarray([0, 1]), jnp.ones((3, 3), bool))
     with pytest.raises(Exception, match=r"`position_ids` holds an id outside \[0, 10\)"):
-        jax.block_until_ready(eqx.filter_jit(lambda m, p: m(jnp.asarray([0, 1]), p, jnp.ones((2, 2), bool)))(model, jnp.asarray([0, 12])))
+        jax.block_until_ready(
+            eqx.filter_jit(lambda m, p: m(jnp.asarray([0, 1]), p, jnp.ones((2, 2), bool)))(model, jnp.asarray([0, 12]))
+        )

@@ -5,9 +5,6 @@ entry point with `head_axis` is checked against the same call on the OR-ed mask 
 independent networkx / NumPy references on small random masks.
 """
 
-import doctest
-import importlib
-
 import jax
 import jax.numpy as jnp
 import networkx as nx
@@ -298,11 +295,3 @@ def test_memory_is_checked_before_the_union():
         heads_union(huge, 0)
     with pytest.raises(MemoryBudgetError, match="`layer_masks`"):
         reachability(None, layer_masks=[huge, huge], head_axis=0)
-
-
-@pytest.mark.parametrize(
-    "module", ["hassejax.order.reach", "hassejax.order.depth", "hassejax.order.heads", "hassejax.order.hasse"]
-)
-def test_docstring_examples_run(module):
-    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

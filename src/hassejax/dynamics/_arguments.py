@@ -139,5 +139,10 @@ def check_times(t0, t1, ts) -> None:
             raise ParameterError(f"`{name}` must be finite; got {v}.")
     if c0 is not None and c1 is not None and not bool(c1 > c0):
         raise ParameterError(f"`t1` must be > `t0`; got t0 = {float(c0)}, t1 = {float(c1)}.")
-    if cts is not None and c0 is not None and c1 is not None and (np.any(np.diff(cts) < 0) or cts[0] < c0 or cts[-1] > c1):
+    if (
+        cts is not None
+        and c0 is not None
+        and c1 is not None
+        and (np.any(np.diff(cts) < 0) or cts[0] < c0 or cts[-1] > c1)
+    ):
         raise ParameterError(f"`ts` must be non-decreasing within [t0, t1] = [{float(c0)}, {float(c1)}]; got {cts}.")

@@ -48,7 +48,9 @@ def check_psd(cov, name: str) -> None:
         raise ParameterError(f"`{name}` must be symmetric (a covariance); got max |C − Cᵀ| = {asym:.3g}.")
     lam_min = float(np.min(np.linalg.eigvalsh(0.5 * (c + np.swapaxes(c, -1, -2)))))
     if lam_min < -PSD_RTOL * scale:
-        raise ParameterError(f"`{name}` must be positive semidefinite (a covariance); got smallest eigenvalue {lam_min:.3g}.")
+        raise ParameterError(
+            f"`{name}` must be positive semidefinite (a covariance); got smallest eigenvalue {lam_min:.3g}."
+        )
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(1, 2))

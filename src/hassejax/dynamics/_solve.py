@@ -160,7 +160,9 @@ def integrate(
         dt0=dt0,
         y0=(y0_user, jnp.zeros((), dtype)),
         saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
-        stepsize_controller=guard(stepsize_controller, t0, t1, finite=lambda z: tree_finite(z) & jnp.isfinite(size(z[0]))),
+        stepsize_controller=guard(
+            stepsize_controller, t0, t1, finite=lambda z: tree_finite(z) & jnp.isfinite(size(z[0]))
+        ),
         max_steps=max_steps,
         event=event,
         throw=False,

@@ -54,7 +54,9 @@ def _scaled_interaction(sigma0, a, v, beta):
     _check_square(sigma0, "Sigma0")
     _check_square(a, "A")
     if jnp.shape(a)[-1] != jnp.shape(sigma0)[-1]:
-        raise ParameterError(f"`A` must have the size of `Sigma0`, d = {jnp.shape(sigma0)[-1]}; got shape {jnp.shape(a)}.")
+        raise ParameterError(
+            f"`A` must have the size of `Sigma0`, d = {jnp.shape(sigma0)[-1]}; got shape {jnp.shape(a)}."
+        )
     _check_values(sigma0, a, v, beta)
     r = psd_sqrt(sigma0)
     v = jnp.asarray(v)[..., None, None]

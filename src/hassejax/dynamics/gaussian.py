@@ -48,6 +48,7 @@ __all__ = [
     "solve_gaussian",
 ]
 
+
 def _gaussian_model(model) -> AbstractAttention:
     """`model`, checked to be a kernel with a Gaussian map."""
     check_model(model)
@@ -118,7 +119,9 @@ def moment_derivatives(
 def _check_state(model, label, mean, cov=None, factor=None):
     d = model.d
     if jnp.ndim(mean) != 1 or jnp.shape(mean)[0] != d:
-        raise ParameterError(f"`mean0`/`mean` must have shape (d,) = ({d},) (d from {label}); got shape {jnp.shape(mean)}.")
+        raise ParameterError(
+            f"`mean0`/`mean` must have shape (d,) = ({d},) (d from {label}); got shape {jnp.shape(mean)}."
+        )
     if cov is not None and jnp.shape(cov) != (d, d):
         raise ParameterError(f"`cov0`/`cov` must have shape (d, d) = ({d}, {d}); got shape {jnp.shape(cov)}.")
     if factor is not None and (jnp.ndim(factor) != 2 or jnp.shape(factor)[0] != d):
@@ -126,7 +129,9 @@ def _check_state(model, label, mean, cov=None, factor=None):
 
 
 @eqx.filter_jit
-def _solve_core(model, mean0, cov0, u0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, max_steps, extrapolate):
+def _solve_core(
+    model, mean0, cov0, u0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, max_steps, extrapolate
+):
     if u0 is None:
         u0 = psd_sqrt(cov0)
     if threshold is None:
@@ -278,7 +283,9 @@ def solve_gaussian(
     if blowup_estimate not in ("extrapolated", "threshold"):
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     if (cov0 is None) == (factor0 is None):
-        raise ParameterError("Give exactly one of `cov0` (d, d) and `factor0` (d, r); got " + ("neither." if cov0 is None else "both."))
+        raise ParameterError(
+            "Give exactly one of `cov0` (d, d) and `factor0` (d, r); got " + ("neither." if cov0 is None else "both.")
+        )
     if model.d < 1:
         raise ParameterError(f"The token dimension d of {label} must be >= 1; got d = {model.d}.")
     mean_c = _solve.real_array(mean0, "mean0", "a real array, shape (d,)")
@@ -287,7 +294,9 @@ def solve_gaussian(
     if mean_c is not None and not np.all(np.isfinite(mean_c)):
         raise ParameterError("`mean0` must be finite; got NaN/inf entries.")
     mean0 = jnp.asarray(mean0)
-    dtype = _solve.state_dtype(model, mean0, None if cov0 is None else jnp.asarray(cov0), None if factor0 is None else jnp.asarray(factor0))
+    dtype = _solve.state_dtype(
+        model, mean0, None if cov0 is None else jnp.asarray(cov0), None if factor0 is None else jnp.asarray(factor0)
+    )
     mean0 = mean0.astype(dtype)
     if cov0 is not None:
         cov0 = jnp.asarray(cov0, dtype)
@@ -305,6 +314,18 @@ def solve_gaussian(
         converge_tol=converge_tol,
     )  # fmt: skip
     return _solve_core(
-        model, mean0, cov0, u0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, int(max_steps),
+        model,
+        mean0,
+        cov0,
+        u0,
+        t0,
+        t1,
+        ts,
+        threshold,
+        converge_tol,
+        solver,
+        controller,
+        dt0,
+        int(max_steps),
         blowup_estimate == "extrapolated",
     )

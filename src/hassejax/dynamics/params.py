@@ -54,15 +54,17 @@ class PiecewiseConstant(eqx.Module):
     values: Float[Array, " L *shape"]
     t_edges: Float[Array, " L1"]
 
-    def __init__(self, values: Float[ArrayLike, " L *shape"], t_edges: Float[ArrayLike, " L1"] | Sequence[float] | None = None):
+    def __init__(
+        self, values: Float[ArrayLike, " L *shape"], t_edges: Float[ArrayLike, " L1"] | Sequence[float] | None = None
+    ):
         values = jnp.asarray(values)
         if values.ndim < 1 or values.shape[0] < 1:
-            raise ParameterError(
-                f"`values` must have a leading layer axis of length L >= 1; got shape {values.shape}."
-            )
+            raise ParameterError(f"`values` must have a leading layer axis of length L >= 1; got shape {values.shape}.")
         n_layers = values.shape[0]
         if t_edges is None:
-            t_edges = jnp.arange(n_layers + 1, dtype=values.dtype if jnp.issubdtype(values.dtype, jnp.floating) else float)
+            t_edges = jnp.arange(
+                n_layers + 1, dtype=values.dtype if jnp.issubdtype(values.dtype, jnp.floating) else float
+            )
         t_edges = jnp.asarray(t_edges)
         if t_edges.shape != (n_layers + 1,):
             raise ParameterError(
@@ -118,11 +120,15 @@ def _as_param(value: Any, name: str) -> Any:
     if value is None or callable(value):
         return value
     if isinstance(value, (str, bytes)):
-        raise ParameterError(f"`{name}` must be a real array, a callable of t or a PiecewiseConstant; got the string {value!r}.")
+        raise ParameterError(
+            f"`{name}` must be a real array, a callable of t or a PiecewiseConstant; got the string {value!r}."
+        )
     try:
         arr = jnp.asarray(value)
     except (TypeError, ValueError) as err:
-        raise ParameterError(f"`{name}` must be an array, a callable of t or a PiecewiseConstant; got {type(value).__name__}.") from err
+        raise ParameterError(
+            f"`{name}` must be an array, a callable of t or a PiecewiseConstant; got {type(value).__name__}."
+        ) from err
     if not jnp.issubdtype(arr.dtype, jnp.number) or jnp.issubdtype(arr.dtype, jnp.complexfloating):
         raise ParameterError(f"`{name}` must be a real array; got dtype {arr.dtype}.")
     if not jnp.issubdtype(arr.dtype, jnp.floating):

@@ -74,7 +74,9 @@ def particle_velocity(
 
 
 @eqx.filter_jit
-def _solve_core(model, x0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, max_steps, extrapolate, sphere, feedforward):
+def _solve_core(
+    model, x0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, max_steps, extrapolate, sphere, feedforward
+):
     def f(t, x):
         return _velocity(model, t, x, sphere, feedforward)
 
@@ -198,7 +200,9 @@ def solve_particles(
     if feedforward is not None:
         w, b = (jnp.asarray(z, dtype) for z in feedforward)
         if w.shape != (d, d) or b.shape != (d,):
-            raise ParameterError(f"`feedforward` must be (W, b) with shapes ({d}, {d}) and ({d},); got {w.shape} and {b.shape}.")
+            raise ParameterError(
+                f"`feedforward` must be (W, b) with shapes ({d}, {d}) and ({d},); got {w.shape} and {b.shape}."
+            )
         feedforward = (w, b)
     _solve.check_finite_params(model, label)
     t0, t1, ts, threshold, converge_tol, solver, controller, dt0 = _solve.solve_settings(
@@ -207,6 +211,18 @@ def solve_particles(
         converge_tol=converge_tol,
     )  # fmt: skip
     return _solve_core(
-        model, x0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, int(max_steps),
-        blowup_estimate == "extrapolated", bool(sphere), feedforward,
+        model,
+        x0,
+        t0,
+        t1,
+        ts,
+        threshold,
+        converge_tol,
+        solver,
+        controller,
+        dt0,
+        int(max_steps),
+        blowup_estimate == "extrapolated",
+        bool(sphere),
+        feedforward,
     )

@@ -166,7 +166,9 @@ def solve_member(V, A, t1, *, rtol: float = RTOL, atol: float = ATOL, threshold:
     model = Softmax(V=V, A=A)
     sol = solve_gaussian(model, jnp.zeros(2), jnp.asarray(SIGMA0), t1=t1, rtol=rtol, atol=atol, max_steps=max_steps,
                          size_threshold=threshold)  # fmt: skip
-    diag = classify(sol, model=model, rate_tol=RATE_TOL, rank_rule="relative", rel_threshold=RANK_RTOL, collapse_threshold=0.0)
+    diag = classify(
+        sol, model=model, rate_tol=RATE_TOL, rank_rule="relative", rel_threshold=RANK_RTOL, collapse_threshold=0.0
+    )
     return {
         "status": sol.status,
         "outcome": diag.outcome,

@@ -79,11 +79,15 @@ def status_names(codes) -> np.ndarray | str:
     from ..errors import ParameterError
 
     raw = np.asarray(codes)
-    if not (np.issubdtype(raw.dtype, np.integer) or (np.issubdtype(raw.dtype, np.floating) and np.all(raw == np.round(raw)))):
+    if not (
+        np.issubdtype(raw.dtype, np.integer) or (np.issubdtype(raw.dtype, np.floating) and np.all(raw == np.round(raw)))
+    ):
         raise ParameterError(f"`codes` must be integer Status codes; got {raw!r:.120}.")
     arr = raw.astype(np.int64)
     if arr.size and (arr.min() < 0 or arr.max() >= len(STATUS_NAMES)):
-        raise ParameterError(f"`codes` must lie in 0..{len(STATUS_NAMES) - 1} (Status values); got {arr.min()}..{arr.max()}.")
+        raise ParameterError(
+            f"`codes` must lie in 0..{len(STATUS_NAMES) - 1} (Status values); got {arr.min()}..{arr.max()}."
+        )
     table = np.array(STATUS_NAMES, dtype=object)
     if arr.ndim == 0:
         return str(table[int(arr)])

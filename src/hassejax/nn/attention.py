@@ -43,7 +43,9 @@ def _check_attention_mask(mask, n: int, name: str = "mask", num_heads: int | Non
     Without `num_heads` only ``(n, n)`` is accepted; with it, also ``(num_heads, n, n)``.
     """
     if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
-        raise MaskError(f"`{name}` must be a Boolean array of shape ({n}, {n}); got an object of type {type(mask).__name__}.")
+        raise MaskError(
+            f"`{name}` must be a Boolean array of shape ({n}, {n}); got an object of type {type(mask).__name__}."
+        )
     shape = tuple(mask.shape)
     if num_heads is None and shape != (n, n):
         raise MaskError(f"`{name}` must have shape ({n}, {n}) to match the {n} positions of `x`; got shape {shape}.")

@@ -83,17 +83,25 @@ def jacobian_flow(
     n = inputs.shape[0]
     if isinstance(model, Transformer):
         if mask is None:
-            raise MaskError("`mask` is required when `model` is a Transformer: its forward pass consumes a (n, n) mask.")
+            raise MaskError(
+                "`mask` is required when `model` is a Transformer: its forward pass consumes a (n, n) mask."
+            )
         if inputs.shape[1] != model.d_model:
-            raise ParameterError(f"`inputs` must have d = d_model = {model.d_model} features; got shape {tuple(inputs.shape)}.")
+            raise ParameterError(
+                f"`inputs` must have d = d_model = {model.d_model} features; got shape {tuple(inputs.shape)}."
+            )
         fn = model.forward_embeddings
     elif callable(model):
         fn = model
     else:
-        raise ParameterError(f"`model` must be a Transformer or a callable (n, d) -> (n, d'); got {type(model).__name__}.")
+        raise ParameterError(
+            f"`model` must be a Transformer or a callable (n, d) -> (n, d'); got {type(model).__name__}."
+        )
     if mask is not None:
         _check_attention_mask(mask, n, num_heads=model.num_heads if isinstance(model, Transformer) else None)
     out = jax.eval_shape(lambda x: fn(x) if mask is None else fn(x, mask), inputs)
     if len(out.shape) != 2 or out.shape[0] != n:
-        raise ParameterError(f"`model` must map (n, d) to (n, d_out) with n = {n}; its output has shape {tuple(out.shape)}.")
+        raise ParameterError(
+            f"`model` must map (n, d) to (n, d_out) with n = {n}; its output has shape {tuple(out.shape)}."
+        )
     return _flow(fn, inputs, mask, mode)

@@ -102,14 +102,20 @@ def generate_blocks(
         raise TaskError(f"`prompt` length must be a multiple of block_size = {l}; got {p}.")
     total = p + num_blocks * l
     if total + 1 > model.num_positions:
-        raise ParameterError(f"the model has {model.num_positions} position ids (0..{model.num_positions - 1}); generating up to position {total} needs {total + 1}.")
+        raise ParameterError(
+            f"the model has {model.num_positions} position ids (0..{model.num_positions - 1}); generating up to position {total} needs {total + 1}."
+        )
     if teacher is not None:
         _int_vector(teacher, "teacher")
         if teacher.shape[0] != num_blocks * l:
-            raise ParameterError(f"`teacher` must hold num_blocks·block_size = {num_blocks * l} tokens; got {teacher.shape[0]}.")
+            raise ParameterError(
+                f"`teacher` must hold num_blocks·block_size = {num_blocks * l} tokens; got {teacher.shape[0]}."
+            )
     for name, x in (("prompt", prompt), ("teacher", teacher)):
         if x is not None and x.shape[0] and (int(jnp.min(x)) < 0 or int(jnp.max(x)) >= model.vocab_size):
-            raise ParameterError(f"`{name}` must hold token ids in [0, {model.vocab_size}); got values in [{int(jnp.min(x))}, {int(jnp.max(x))}].")
+            raise ParameterError(
+                f"`{name}` must hold token ids in [0, {model.vocab_size}); got values in [{int(jnp.min(x))}, {int(jnp.max(x))}]."
+            )
     if not temperature > 0:
         raise ParameterError(f"`temperature` must be > 0; got {temperature!r}.")
 

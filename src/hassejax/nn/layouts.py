@@ -142,15 +142,22 @@ def layout_from_task(task: Task, sequence_length: int | None = None, sequence_sy
             raise TaskError(f"`task.inputs[{s}]` = {tok} has a negative position id.")
         if tok in task.sources:
             srcs = task.sources[tok]
-            sources.append([_sequence_index(t, sequence_symbol, f"a source of `task.inputs[{s}]` ({tok})") for t in srcs] or [-1])
+            sources.append(
+                [_sequence_index(t, sequence_symbol, f"a source of `task.inputs[{s}]` ({tok})") for t in srcs] or [-1]
+            )
         else:
             sources.append([_sequence_index(tok, sequence_symbol, f"`task.inputs[{s}]`")])
-    targets = [-1 if y is None else _sequence_index(y, sequence_symbol, f"`task.labels[{s}]`") for s, y in enumerate(task.labels)]
+    targets = [
+        -1 if y is None else _sequence_index(y, sequence_symbol, f"`task.labels[{s}]`")
+        for s, y in enumerate(task.labels)
+    ]
     used = max([i for row in sources for i in row] + targets + [-1]) + 1
     if sequence_length is None:
         sequence_length = used
     if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or sequence_length < max(used, 1):
-        raise TaskError(f"`sequence_length` must be an int >= {max(used, 1)} (the largest position the task refers to); got {sequence_length!r}.")
+        raise TaskError(
+            f"`sequence_length` must be an int >= {max(used, 1)} (the largest position the task refers to); got {sequence_length!r}."
+        )
     r = max(len(row) for row in sources)
     idx = np.zeros((task.n, r), dtype=np.int32)
     wts = np.zeros((task.n, r), dtype=np.float64)

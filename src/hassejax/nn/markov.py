@@ -100,7 +100,9 @@ class MarkovChain(eqx.Module):
         _check_stochastic(t)
         i = np.asarray(initial, dtype=np.float64)
         if i.shape != (t.shape[0],) or np.any(i < 0) or not np.isclose(i.sum(), 1.0, atol=1e-5):
-            raise ParameterError(f"`initial` must be a probability vector of shape ({t.shape[0]},); got shape {i.shape}, sum {i.sum()}.")
+            raise ParameterError(
+                f"`initial` must be a probability vector of shape ({t.shape[0]},); got shape {i.shape}, sum {i.sum()}."
+            )
         self.transition = jnp.asarray(transition)
         self.initial = jnp.asarray(initial)
 

@@ -60,7 +60,9 @@ class TrainConfig:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ParameterError(f"`{name}` must be a positive int; got {v!r}.")
         if not isinstance(self.warmup_steps, int) or not 0 <= self.warmup_steps < self.steps:
-            raise ParameterError(f"`warmup_steps` must be an int in [0, steps = {self.steps}); got {self.warmup_steps!r}.")
+            raise ParameterError(
+                f"`warmup_steps` must be an int in [0, steps = {self.steps}); got {self.warmup_steps!r}."
+            )
         for name in ("learning_rate", "clip_norm"):
             if not getattr(self, name) > 0:
                 raise ParameterError(f"`{name}` must be > 0; got {getattr(self, name)!r}.")
@@ -106,7 +108,7 @@ def make_schedule(config: TrainConfig) -> optax.Schedule:
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     """Global-norm clipping, then AdamW with :func:`make_schedule` (weight decay on `ndim >= 2` only)."""
     schedule = make_schedule(config)
-    decay_mask = lambda params: jax.tree.map(lambda x: x.ndim >= 2, params)  # noqa: E731
+    decay_mask = lambda params: jax.tree.map(lambda x: x.ndim >= 2, params)
     return optax.chain(
         optax.clip_by_global_norm(config.clip_norm),
         optax.adamw(schedule, weight_decay=config.weight_decay, mask=decay_mask),
@@ -172,7 +174,9 @@ def _check_finite(losses: np.ndarray, start: int) -> np.ndarray:
     """Stop a diverged run: never pass a NaN loss or model on as a result."""
     bad = np.flatnonzero(~np.isfinite(losses))
     if bad.size:
-        raise ParameterError(f"training diverged: non-finite loss at step {start + int(bad[0])}; lower `learning_rate` or `clip_norm`.")
+        raise ParameterError(
+            f"training diverged: non-finite loss at step {start + int(bad[0])}; lower `learning_rate` or `clip_norm`."
+        )
     return losses
 
 
@@ -210,7 +214,9 @@ def train(
     expect = (config.batch_size, layout.sequence_length)
     got = jax.eval_shape(sample, key)
     if tuple(got.shape) != expect or not jnp.issubdtype(got.dtype, jnp.integer):
-        raise ParameterError(f"`sample` must return an int array of shape {expect}; it returns {got.dtype}{tuple(got.shape)}.")
+        raise ParameterError(
+            f"`sample` must return an int array of shape {expect}; it returns {got.dtype}{tuple(got.shape)}."
+        )
     optimizer = make_optimizer(config)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     keys = jax.random.split(key, config.steps)

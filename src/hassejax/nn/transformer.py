@@ -71,7 +71,9 @@ class TransformerBlock(eqx.Module):
         scales = (1 / math.sqrt(d_model), 1 / math.sqrt(mlp_width), 0.1, 0.1)
         self.mlp_in, self.mlp_out, self.mlp_in_bias, self.mlp_out_bias = _normal_tensors(km, shapes, dtype, scales)
 
-    def __call__(self, x: Float[Array, "n d"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"]) -> Float[Array, "n d"]:
+    def __call__(
+        self, x: Float[Array, "n d"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"]
+    ) -> Float[Array, "n d"]:
         """`x` `(n, d)` and `mask` `(n, n)` or `(heads, n, n)` (one mask per head; True = may
         attend) to the block's output `(n, d)`."""
         x = x + self.attention(_layer_norm(self.attention_norm, x), mask)
@@ -189,9 +191,9 @@ class Transformer(eqx.Module):
 
     def embed(
         self,
-        token_ids: Int[Array, "n *r"],
+        token_ids: Int[Array, " n *r"],
         position_ids: Int[Array, " n"],
-        token_weights: Float[Array, "n *r"] | None = None,
+        token_weights: Float[Array, " n *r"] | None = None,
     ) -> Float[Array, "n d"]:
         """Slot embeddings: ``Σ_r token_weights[s, r] · E[token_ids[s, r]] + P[position_ids[s]]``.
 
@@ -271,10 +273,10 @@ class Transformer(eqx.Module):
 
     def __call__(
         self,
-        token_ids: Int[Array, "n *r"],
+        token_ids: Int[Array, " n *r"],
         position_ids: Int[Array, " n"],
         mask: Bool[Array, "n n"] | Bool[Array, "heads n n"],
-        token_weights: Float[Array, "n *r"] | None = None,
+        token_weights: Float[Array, " n *r"] | None = None,
     ) -> Float[Array, "n vocab"]:
         """Logits of every slot.
 

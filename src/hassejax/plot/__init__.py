@@ -8,13 +8,21 @@
 """
 
 from . import dynamics
-from .hasse import draw_hasse, hasse_figsize, hasse_layout
-from .masks import draw_mask
-
-__all__ = ["draw_hasse", "hasse_figsize", "hasse_layout", "draw_mask"]
-
 from .angles import break_wraps
+from .hasse import draw_hasse, hasse_figsize, hasse_layout
 from .histogram import log_bins
+from .masks import draw_mask
 from .phase_map import OUTCOME_COLORS, draw_hatched, draw_outcome_map
 
-__all__ += ["OUTCOME_COLORS", "draw_outcome_map", "draw_hatched", "log_bins", "break_wraps"]
+__all__ = [
+    "dynamics",
+    "draw_hasse",
+    "hasse_figsize",
+    "hasse_layout",
+    "draw_mask",
+    "OUTCOME_COLORS",
+    "draw_outcome_map",
+    "draw_hatched",
+    "log_bins",
+    "break_wraps",
+]

@@ -37,7 +37,9 @@ def log_bins(*samples: Float[ArrayLike, " _n"], per_decade: int = 5, floor: floa
     ```
     """
     if not samples or any(np.size(s) == 0 for s in samples):
-        raise ParameterError(f"`samples` must be one or more non-empty arrays; got sizes {[np.size(s) for s in samples]}.")
+        raise ParameterError(
+            f"`samples` must be one or more non-empty arrays; got sizes {[np.size(s) for s in samples]}."
+        )
     lo = min(np.log10(max(np.min(s), floor)) for s in samples)
     hi = max(np.log10(max(np.max(s), floor)) for s in samples)
     lo, hi = np.floor(lo), np.ceil(hi) + (1 if np.ceil(hi) == np.floor(lo) else 0)

@@ -87,10 +87,14 @@ def draw_outcome_map(
     present = {int(c) for c in np.unique(codes)}
     missing = sorted(present - {int(o) for o in labels})
     if missing:
-        raise ParameterError(f"`labels` must name every outcome in `codes`; missing {[Outcome(m).name for m in missing]}.")
+        raise ParameterError(
+            f"`labels` must name every outcome in `codes`; missing {[Outcome(m).name for m in missing]}."
+        )
     cmap = ListedColormap([colors[o] for o in Outcome])
     n = len(Outcome)
-    ax.imshow(codes, origin="lower", extent=extent, aspect="auto", cmap=cmap, vmin=-0.5, vmax=n - 0.5, interpolation="nearest")
+    ax.imshow(
+        codes, origin="lower", extent=extent, aspect="auto", cmap=cmap, vmin=-0.5, vmax=n - 0.5, interpolation="nearest"
+    )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
@@ -102,7 +106,9 @@ def draw_outcome_map(
     ]
 
 
-def draw_hatched(ax, x: ArrayLike, y: ArrayLike, where: Bool[ArrayLike, "rows cols"], label: str, hatch: str = "///") -> Patch:
+def draw_hatched(
+    ax, x: ArrayLike, y: ArrayLike, where: Bool[ArrayLike, "rows cols"], label: str, hatch: str = "///"
+) -> Patch:
     """Hatch the cells of a grid `(x, y)` where `where` is True; return the legend handle.
 
     **Arguments:** `ax`; `x`, `y`: `(rows, cols)` grid coordinates (as from ``np.meshgrid``);

@@ -58,7 +58,9 @@ def check_queries(x, keys, mask, d: int) -> None:
         raise ParameterError(f"`keys` must have shape (n, d) with d = {d}; got shape {keys.shape}.")
     n = x.shape[0] if keys is None else keys.shape[0]
     if mask is not None and mask.shape != (x.shape[0], n):
-        raise ParameterError(f"`mask` must have shape (m, n) = ({x.shape[0]}, {n}) (queries, keys); got shape {mask.shape}.")
+        raise ParameterError(
+            f"`mask` must have shape (m, n) = ({x.shape[0]}, {n}) (queries, keys); got shape {mask.shape}."
+        )
 
 
 def softmax_weights(logits: Float[Array, "m n"], mask: Bool[Array, "m n"] | None) -> Float[Array, "m n"]:
@@ -105,12 +107,16 @@ def bilinear_params(V, A, Q, K, beta, owner: str, *, need_qk: bool = False) -> t
             f"{'A' if A is not None else 'no A'}, {'Q' if Q is not None else 'no Q'}, {'K' if K is not None else 'no K'}."
         )
     if A is None and not has_qk:
-        raise ParameterError(f"{owner}: give the interaction matrix `A` (d, d) or both `Q` and `K` (k, d); got neither.")
+        raise ParameterError(
+            f"{owner}: give the interaction matrix `A` (d, d) or both `Q` and `K` (k, d); got neither."
+        )
     if A is not None and has_qk:
         raise ParameterError(f"{owner}: give either `A` or (`Q`, `K`), not both (A = KᵀQ would be ambiguous).")
     if has_qk:
         if Q is None or K is None:
-            raise ParameterError(f"{owner}: `Q` and `K` must be given together; `{'K' if K is None else 'Q'}` is missing.")
+            raise ParameterError(
+                f"{owner}: `Q` and `K` must be given together; `{'K' if K is None else 'Q'}` is missing."
+            )
         q, k = _shape_of(Q, "Q"), _shape_of(K, "K")
         if len(q) < 2 or q[-1] != d:
             raise ParameterError(f"`Q` of {owner} must have shape (k, d) with d = {d} (from V); got shape {q}.")
@@ -193,7 +199,9 @@ class AbstractAttention(eqx.Module):
         **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without that form
         (e.g. :class:`MultiHead`).
         """
-        raise ParameterError(f"{type(self).__name__} has no single weight matrix W (Γ(x_i) = V Σ_j W_ij y_j); use `velocity`.")
+        raise ParameterError(
+            f"{type(self).__name__} has no single weight matrix W (Γ(x_i) = V Σ_j W_ij y_j); use `velocity`."
+        )
 
     def value(self, t: Real[ArrayLike, ""]) -> Float[Array, "d d"]:
         """The value matrix `V(t)` of the form `Γ_μ(x_i) = V Σ_j W_ij y_j`.

@@ -67,7 +67,9 @@ class Masked(AbstractAttention):
         sink: Real[ArrayLike, "... d"] | None = None,
     ):
         if not isinstance(kernel, AbstractAttention):
-            raise ParameterError(f"`kernel` must be an attention kernel (AbstractAttention); got {type(kernel).__name__}.")
+            raise ParameterError(
+                f"`kernel` must be an attention kernel (AbstractAttention); got {type(kernel).__name__}."
+            )
         kernel.check_maskable("kernel")
         mask = as_mask(mask, "mask", square=True, batched=True)
         d = kernel.d
@@ -93,7 +95,9 @@ class Masked(AbstractAttention):
 
     def check_maskable(self, name: str = "kernel") -> None:
         """Always raises: a masked kernel takes its own mask."""
-        raise ParameterError(f"`{name}` is already Masked; give the inner kernel a combined mask instead (`mask1 & mask2`).")
+        raise ParameterError(
+            f"`{name}` is already Masked; give the inner kernel a combined mask instead (`mask1 & mask2`)."
+        )
 
     def velocity(
         self,
@@ -108,7 +112,9 @@ class Masked(AbstractAttention):
         or `x` does not have `n` rows.
         """
         if keys is not None or mask is not None:
-            raise ParameterError("A Masked kernel takes its mask from `self.mask` and uses the tokens as keys; pass keys=None, mask=None.")
+            raise ParameterError(
+                "A Masked kernel takes its mask from `self.mask` and uses the tokens as keys; pass keys=None, mask=None."
+            )
         n = self.n
         if x.ndim != 2 or x.shape[0] != n:
             raise ParameterError(f"`x` must have shape (n, d) with n = {n} (the mask size); got shape {x.shape}.")
@@ -126,4 +132,6 @@ class Masked(AbstractAttention):
         if self.mask.ndim != 2:
             raise ParameterError(f"`{name}.mask` must have shape (n, n) inside a solve; got shape {self.mask.shape}.")
         if self.sink is not None and jnp.ndim(self.sink) != 1:
-            raise ParameterError(f"`{name}.sink` must have shape (d,) inside a solve; got shape {jnp.shape(self.sink)}.")
+            raise ParameterError(
+                f"`{name}.sink` must have shape (d,) inside a solve; got shape {jnp.shape(self.sink)}."
+            )

@@ -50,7 +50,9 @@ class MultiHead(AbstractAttention):
             raise ParameterError("`heads` must contain at least one attention kernel; got an empty sequence.")
         for h, head in enumerate(heads):
             if not isinstance(head, AbstractAttention):
-                raise ParameterError(f"`heads[{h}]` must be an attention kernel (AbstractAttention); got {type(head).__name__}.")
+                raise ParameterError(
+                    f"`heads[{h}]` must be an attention kernel (AbstractAttention); got {type(head).__name__}."
+                )
         ds = [head.d for head in heads]
         if len(set(ds)) != 1:
             raise ParameterError(f"`heads` must share the token dimension d; got d = {ds}.")

@@ -29,7 +29,9 @@ def _dg(w):
 
 
 def _no_mask(name: str) -> ParameterError:
-    return ParameterError(f"`{name}`: kind 'sinkhorn' has no masked form (the plan is doubly stochastic over all tokens); got a mask.")
+    return ParameterError(
+        f"`{name}`: kind 'sinkhorn' has no masked form (the plan is doubly stochastic over all tokens); got a mask."
+    )
 
 
 class Sinkhorn(AbstractBilinearAttention):

@@ -99,9 +99,13 @@ def classify(
                 f"batch); got a {type(solution).__name__} with batch shape {jnp.shape(solution.status)}."
             )
         if not isinstance(model, AbstractAttention):
-            raise ParameterError(f"`model` must be an attention kernel (AbstractAttention) or None; got {type(model).__name__}.")
+            raise ParameterError(
+                f"`model` must be an attention kernel (AbstractAttention) or None; got {type(model).__name__}."
+            )
         rate = _rate(model, solution)
-    return _classify(solution, cov, rate, rank_rule, rel_threshold, abs_threshold, collapse_threshold, rate_tol, full_rank)
+    return _classify(
+        solution, cov, rate, rank_rule, rel_threshold, abs_threshold, collapse_threshold, rate_tol, full_rank
+    )
 
 
 def _rate(model, solution):
@@ -113,7 +117,9 @@ def _rate(model, solution):
 
 
 @functools.partial(jax.jit, static_argnums=(3,))
-def _classify(solution, cov_final, rate, rank_rule, rel_threshold, abs_threshold, collapse_threshold, rate_tol, full_rank):
+def _classify(
+    solution, cov_final, rate, rank_rule, rel_threshold, abs_threshold, collapse_threshold, rate_tol, full_rank
+):
     eig = eigvals_desc(cov_final)
     status = solution.status
     outcome, rank, r_rel, r_abs = decide(
@@ -202,7 +208,9 @@ def classify_trajectory(
     valid = jnp.ones(ts.shape, bool) if valid is None else jnp.asarray(valid)
     if valid.shape != ts.shape:
         raise ParameterError(f"`valid` must have the shape of `ts`, {ts.shape}; got {valid.shape}.")
-    return _classify_trajectory(ts, cov, valid, escape_ratio, rank_rule, rel_threshold, abs_threshold, collapse_threshold)
+    return _classify_trajectory(
+        ts, cov, valid, escape_ratio, rank_rule, rel_threshold, abs_threshold, collapse_threshold
+    )
 
 
 @functools.partial(jax.jit, static_argnums=(4,))

@@ -134,7 +134,9 @@ def limit_structure(cov: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"], rt
         raise ParameterError(f"`cov` and `A` must have the same shape (d, d); got {cov.shape} and {A.shape}.")
     U = kernel_basis(A)
     if U.shape[1] == 0:
-        raise ParameterError("`A` must have a non-trivial kernel (dim ker A >= 1) for limit_structure; got dim ker A = 0.")
+        raise ParameterError(
+            "`A` must have a non-trivial kernel (dim ker A >= 1) for limit_structure; got dim ker A = 0."
+        )
     lam_max = np.linalg.eigvalsh(cov)[-1]
     block = U.T @ cov @ U
     w_block = np.linalg.eigvalsh(block)

@@ -20,7 +20,9 @@ __all__ = ["naive_spectrum", "naive_spectrum_low_rank", "naive_rule", "naive_reg
 def _square_pair(V, A):
     V, A = jnp.asarray(V), jnp.asarray(A)
     if V.ndim < 2 or A.ndim < 2 or V.shape[-2:] != V.shape[-1:] * 2 or A.shape[-2:] != V.shape[-2:]:
-        raise ParameterError(f"`V` and `A` must both have shape (..., d, d) with the same d; got {V.shape} and {A.shape}.")
+        raise ParameterError(
+            f"`V` and `A` must both have shape (..., d, d) with the same d; got {V.shape} and {A.shape}."
+        )
     return V, A
 
 

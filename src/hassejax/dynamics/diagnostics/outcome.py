@@ -189,7 +189,9 @@ def decide(status, eig, rate, rank_rule, rel_threshold, abs_threshold, collapse_
     lam = eig[..., 0]
     partial = (rank > 0) & (rank < full)
     spectral = jnp.where(
-        (lam <= collapse_threshold) | (rank == 0), Outcome.collapse, jnp.where(partial, Outcome.low_rank, Outcome.bounded)
+        (lam <= collapse_threshold) | (rank == 0),
+        Outcome.collapse,
+        jnp.where(partial, Outcome.low_rank, Outcome.bounded),
     )
     stopped = (status == Status.completed) | (status == Status.converged)
     stalled = jnp.zeros(jnp.shape(status), bool)
@@ -198,7 +200,9 @@ def decide(status, eig, rate, rank_rule, rel_threshold, abs_threshold, collapse_
     else:
         rho = rate / jnp.where(lam > 0, lam, 1.0)
         settled = jnp.abs(rho) <= rate_tol
-        trend = jnp.where(rho < -rate_tol, Outcome.contracts, jnp.where(rho > rate_tol, Outcome.grows, Outcome.undetermined))
+        trend = jnp.where(
+            rho < -rate_tol, Outcome.contracts, jnp.where(rho > rate_tol, Outcome.grows, Outcome.undetermined)
+        )
         normal = jnp.where(settled, spectral, trend)
         stalled = (status == Status.max_steps_reached) & settled & partial
     outcome = jnp.where(
