@@ -49,51 +49,20 @@ from .result import (
     status_names,
 )
 
+# one line per topic: result, params, attention kernels, the figures' helpers (modules), gaussian, particles,
+# closed forms
 __all__ = [
-    # result
-    "STATUS_NAMES",
-    "AbstractSolution",
-    "BlowupMethod",
-    "GaussianSolution",
-    "ParticleSolution",
-    "SolverStats",
-    "Status",
+    "STATUS_NAMES", "AbstractSolution", "BlowupMethod", "GaussianSolution", "ParticleSolution", "SolverStats", "Status",
     "status_names",
-    # params
-    "PiecewiseConstant",
-    "positions",
-    # attention kernels
-    "AbstractAttention",
-    "AbstractBilinearAttention",
-    "Softmax",
-    "L2",
-    "Sinkhorn",
-    "Sigmoid",
-    "Linear",
-    "MultiHead",
-    "Masked",
-    "attention",
-    # the figures' helpers (modules)
-    "geometry",
-    "paper",
-    "powerlaw",
-    "projected_euler",
-    "sampling",
-    # gaussian
-    "gaussian_affine",
-    "moment_derivatives",
-    "solve_gaussian",
-    # particles
-    "particle_velocity",
-    "solve_particles",
-    # closed forms
-    "blowup_time_closed_form",
-    "clustering_limit",
-    "diagonal_blowup_time",
-    "diagonal_covariance_closed_form",
-    "softmax_1d_closed_form",
-    "softmax_covariance_closed_form",
-]
+    "PiecewiseConstant", "positions",
+    "AbstractAttention", "AbstractBilinearAttention", "Softmax", "L2", "Sinkhorn", "Sigmoid", "Linear", "MultiHead",
+    "Masked", "attention",
+    "geometry", "paper", "powerlaw", "projected_euler", "sampling",
+    "gaussian_affine", "moment_derivatives", "solve_gaussian",
+    "particle_velocity", "solve_particles",
+    "blowup_time_closed_form", "clustering_limit", "diagonal_blowup_time", "diagonal_covariance_closed_form",
+    "softmax_1d_closed_form", "softmax_covariance_closed_form",
+]  # fmt: skip
 
 # --- diagnostics / energy / sweeps (owned by the sweeps & diagnostics engineer) ---------
 # Re-exports of diagnostics, energy and sweeps.

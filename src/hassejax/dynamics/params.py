@@ -10,7 +10,7 @@ on tracers) for the kernel constructors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import equinox as eqx
@@ -21,6 +21,15 @@ from jaxtyping import Array, ArrayLike, Float, Real
 from ..errors import ParameterError
 
 __all__ = ["PiecewiseConstant", "resolve", "positions"]
+
+TimeParam = Callable[[Real[ArrayLike, ""]], Array]
+"""A parameter given as a function of depth `t`: any callable, e.g. a
+:class:`~hassejax.dynamics.PiecewiseConstant` or a small :class:`equinox.Module`."""
+
+# What the kernel constructors take (leading batch axes allowed outside a solve).
+MatrixParam = Real[ArrayLike, "... d d"] | TimeParam
+ProjParam = Real[ArrayLike, "... k d"] | TimeParam
+ScalarParam = Real[ArrayLike, "*_batch"] | TimeParam
 
 
 class PiecewiseConstant(eqx.Module):

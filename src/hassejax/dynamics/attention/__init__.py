@@ -21,17 +21,8 @@ from ._sigmoid import Sigmoid
 from ._sinkhorn import Sinkhorn
 from ._softmax import Softmax
 
+# the base, one kernel a file, the model check
 __all__ = [
-    # modules
-    "AbstractAttention",
-    "AbstractBilinearAttention",
-    "TimeParam",
-    "Softmax",
-    "L2",
-    "Sinkhorn",
-    "Sigmoid",
-    "Linear",
-    "MultiHead",
-    "Masked",
-    "check_model",
-]
+    "AbstractAttention", "AbstractBilinearAttention", "TimeParam",
+    "Softmax", "L2", "Sinkhorn", "Sigmoid", "Linear", "MultiHead", "Masked", "check_model",
+]  # fmt: skip

@@ -28,7 +28,7 @@ batch axes, so a batch of kernels can be built once and ``vmap`` ped over; the s
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -36,18 +36,15 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Float, Real
+from jaxtyping import Array, Float
 
 from ..._softmax import masked_softmax
 from ..._tracing import is_traced
 from ...errors import ParameterError
-from ..params import _as_param, _shape_of, resolve
+from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, _as_param, _shape_of, resolve
+from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, Time, Velocities, Weights
 
 __all__ = ["AbstractAttention", "AbstractBilinearAttention", "TimeParam", "check_model"]
-
-TimeParam = Callable[[Real[ArrayLike, ""]], Array]
-"""A parameter given as a function of depth `t`: any callable, e.g. a
-:class:`~hassejax.dynamics.PiecewiseConstant` or a small :class:`equinox.Module`."""
 
 
 def check_queries(x, keys, mask, d: int) -> None:
@@ -63,14 +60,14 @@ def check_queries(x, keys, mask, d: int) -> None:
         )
 
 
-def softmax_weights(logits: Float[Array, "m n"], mask: Bool[Array, "m n"] | None) -> Float[Array, "m n"]:
+def softmax_weights(logits: Weights, mask: KeyMask | None) -> Weights:
     """Row softmax over the allowed keys (:func:`hassejax.nn.masked_softmax`: an empty row is all zeros)."""
     if mask is None:
         return jax.nn.softmax(logits, axis=-1)
     return masked_softmax(logits, mask)
 
 
-def mean_weights(raw: Float[Array, "m n"], mask: Bool[Array, "m n"] | None) -> Float[Array, "m n"]:
+def mean_weights(raw: Weights, mask: KeyMask | None) -> Weights:
     """`raw_ij / n_i` on the allowed keys, `n_i` their number (`n` without a mask), 0 elsewhere."""
     if mask is None:
         return raw / raw.shape[-1]
@@ -187,13 +184,7 @@ class AbstractAttention(eqx.Module):
     def d(self) -> int:
         """Token dimension `d`."""
 
-    def weights(
-        self,
-        t: Real[ArrayLike, ""],
-        x: Float[Array, "m d"],
-        keys: Float[Array, "n d"] | None = None,
-        mask: Bool[Array, "m n"] | None = None,
-    ) -> Float[Array, "m n"]:
+    def weights(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Weights:
         """The `(m, n)` matrix `W` with `Γ_μ(x_i) = V Σ_j W_ij y_j` (`keys` None: `y = x`).
 
         **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without that form
@@ -203,20 +194,14 @@ class AbstractAttention(eqx.Module):
             f"{type(self).__name__} has no single weight matrix W (Γ(x_i) = V Σ_j W_ij y_j); use `velocity`."
         )
 
-    def value(self, t: Real[ArrayLike, ""]) -> Float[Array, "d d"]:
+    def value(self, t: Time) -> Matrix:
         """The value matrix `V(t)` of the form `Γ_μ(x_i) = V Σ_j W_ij y_j`.
 
         **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without that form.
         """
         raise ParameterError(f"{type(self).__name__} has no single value matrix V; use `velocity`.")
 
-    def velocity(
-        self,
-        t: Real[ArrayLike, ""],
-        x: Float[Array, "m d"],
-        keys: Float[Array, "n d"] | None = None,
-        mask: Bool[Array, "m n"] | None = None,
-    ) -> Float[Array, "m d"]:
+    def velocity(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Velocities:
         """`Γ_μ(x_i)` for every query `x_i`, `μ` the empirical measure of `keys` (default: `x`).
 
         Default: `(W y) V(t)ᵀ` from :meth:`weights` and :meth:`value`.
@@ -233,13 +218,7 @@ class AbstractAttention(eqx.Module):
         w = self.weights(t, x, y, mask)
         return (w @ y) @ jnp.asarray(self.value(t)).T
 
-    def gaussian_affine(
-        self,
-        t: Real[ArrayLike, ""],
-        mean: Float[Array, " d"],
-        cov: Float[Array, "d d"],
-        factor: Float[Array, "d r"] | None = None,
-    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+    def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`(M, c)` with `Γ_μ(x) = Mx + c` on `μ = N(mean, cov)` (spec dynamics.md §2).
 
         `factor` is any `U` with `cov = UUᵀ` (the solver's state; kernels that need a factor
@@ -278,8 +257,10 @@ class AbstractBilinearAttention(AbstractAttention):
     Fields: `V` `(d, d)` value matrix; `A` `(d, d)` interaction matrix, or `Q`, `K` `(k, d)`
     (then `A = KᵀQ`); `beta` the inverse temperature. Each may be an array, a callable of `t`
     or a :class:`~hassejax.dynamics.PiecewiseConstant`, with leading batch axes outside a
-    solve. Subclasses build them with ``bilinear_params`` (the checks) and add their own
-    fields and :meth:`weights`.
+    solve. The constructor checks them with ``bilinear_params``; subclasses with more
+    fields write their own. :meth:`weights` applies the subclass's :meth:`normalise` to
+    :meth:`logits`; kernels whose weights are not a function of the logits override
+    :meth:`weights` instead.
 
     **Example:**
 
@@ -300,22 +281,39 @@ class AbstractBilinearAttention(AbstractAttention):
 
     _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({"V": 2, "A": 2, "Q": 2, "K": 2, "beta": 0})
 
+    def __init__(self, V: MatrixParam, A: MatrixParam | None = None, Q: ProjParam | None = None,
+                 K: ProjParam | None = None, beta: ScalarParam = 1.0):  # fmt: skip
+        self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, A, Q, K, beta, type(self).__name__)
+
     @property
     def d(self) -> int:
         """Token dimension `d` (from `V`)."""
         return _shape_of(self.V, "V")[-1]
 
-    def value(self, t: Real[ArrayLike, ""]) -> Float[Array, "d d"]:
+    def value(self, t: Time) -> Matrix:
         """`V(t)`."""
         return jnp.asarray(resolve(self.V, t))
 
-    def interaction(self, t: Real[ArrayLike, ""]) -> Float[Array, "d d"]:
+    def interaction(self, t: Time) -> Matrix:
         """`A(t)`, or `K(t)ᵀQ(t)` when `A` was not given."""
         if self.A is not None:
             return jnp.asarray(resolve(self.A, t))
         return jnp.swapaxes(resolve(self.K, t), -1, -2) @ resolve(self.Q, t)
 
-    def logits(self, t: Real[ArrayLike, ""], x: Float[Array, "m d"], y: Float[Array, "n d"]) -> Float[Array, "m n"]:
+    def logits(self, t: Time, x: Queries, y: Keys) -> Weights:
         """`[i, j] = β y_jᵀ A x_i` at depth `t`."""
         a = self.interaction(t)
         return resolve(self.beta, t) * (x @ a.T @ y.T)
+
+    def weights(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Weights:
+        """:meth:`normalise` of the logits `β y_jᵀAx_i` over the allowed keys (`keys` None: `y = x`)."""
+        y = x if keys is None else keys
+        return self.normalise(t, self.logits(t, x, y), mask)
+
+    def normalise(self, t: Time, logits: Weights, mask: KeyMask | None) -> Weights:
+        """The weights `W` from the logits `β yᵀAx` (and `mask`); kernels that use :meth:`weights` override it."""
+        raise NotImplementedError(f"{type(self).__name__} defines neither `normalise` nor `weights`.")
+
+    def bilinear_map(self, t: Time, moment: Matrix) -> Matrix:
+        """`βV(t) S A(t)` for a second-moment matrix `S` (the `M` of softmax, `S = Σ`, and linear, `S = Σ + ααᵀ`)."""
+        return resolve(self.beta, t) * self.value(t) @ moment @ self.interaction(t)

@@ -7,16 +7,11 @@ from types import MappingProxyType
 from typing import ClassVar
 
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Bool, Float, Real
+from jaxtyping import Array, Float
 
-from ..params import resolve
-from ._base import (
-    AbstractBilinearAttention,
-    TimeParam,
-    bilinear_params,
-    scalar_param,
-    softmax_weights,
-)
+from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, resolve
+from ._base import AbstractBilinearAttention, bilinear_params, scalar_param, softmax_weights
+from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, Time, Weights
 
 __all__ = ["L2"]
 
@@ -60,24 +55,11 @@ class L2(AbstractBilinearAttention):
 
     _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({**AbstractBilinearAttention._ranks, "c": 0})
 
-    def __init__(
-        self,
-        V: Real[ArrayLike, "... d d"] | TimeParam,
-        Q: Real[ArrayLike, "... k d"] | TimeParam,
-        K: Real[ArrayLike, "... k d"] | TimeParam,
-        beta: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
-        c: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
-    ):
+    def __init__(self, V: MatrixParam, Q: ProjParam, K: ProjParam, beta: ScalarParam = 1.0, c: ScalarParam = 1.0):
         self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, None, Q, K, beta, "L2", need_qk=True)
         self.c = scalar_param(c, "c", "L2")
 
-    def weights(
-        self,
-        t: Real[ArrayLike, ""],
-        x: Float[Array, "m d"],
-        keys: Float[Array, "n d"] | None = None,
-        mask: Bool[Array, "m n"] | None = None,
-    ) -> Float[Array, "m n"]:
+    def weights(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Weights:
         """`W_ij = softmax_j(−βc‖Qx_i − Ky_j‖²)` over the allowed keys."""
         y = x if keys is None else keys
         qx = x @ resolve(self.Q, t).T
@@ -85,13 +67,7 @@ class L2(AbstractBilinearAttention):
         sq = jnp.sum(qx**2, -1)[:, None] + jnp.sum(ky**2, -1)[None, :] - 2.0 * qx @ ky.T
         return softmax_weights(-resolve(self.beta, t) * resolve(self.c, t) * sq, mask)
 
-    def gaussian_affine(
-        self,
-        t: Real[ArrayLike, ""],
-        mean: Float[Array, " d"],
-        cov: Float[Array, "d d"],
-        factor: Float[Array, "d r"] | None = None,
-    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+    def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹A`, `c = V(I + 2βcΣKᵀK)⁻¹α` (derived; spec dynamics.md §2)."""
         eye = jnp.eye(cov.shape[-1], dtype=cov.dtype)
         k = resolve(self.K, t)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
-from ..params import resolve
-from ._base import AbstractBilinearAttention, TimeParam, bilinear_params, mean_weights
+from ._base import AbstractBilinearAttention, mean_weights
+from ._shapes import Factor, GaussianMap, KeyMask, Matrix, Mean, Time, Weights
 
 __all__ = ["Linear"]
 
@@ -44,34 +43,10 @@ class Linear(AbstractBilinearAttention):
     ```
     """
 
-    def __init__(
-        self,
-        V: Real[ArrayLike, "... d d"] | TimeParam,
-        A: Real[ArrayLike, "... d d"] | TimeParam | None = None,
-        Q: Real[ArrayLike, "... k d"] | TimeParam | None = None,
-        K: Real[ArrayLike, "... k d"] | TimeParam | None = None,
-        beta: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
-    ):
-        self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, A, Q, K, beta, "Linear")
-
-    def weights(
-        self,
-        t: Real[ArrayLike, ""],
-        x: Float[Array, "m d"],
-        keys: Float[Array, "n d"] | None = None,
-        mask: Bool[Array, "m n"] | None = None,
-    ) -> Float[Array, "m n"]:
+    def normalise(self, t: Time, logits: Weights, mask: KeyMask | None) -> Weights:
         """`W_ij = β(y_jᵀAx_i) / n_i` on the allowed keys (`n_i` their number), 0 elsewhere."""
-        y = x if keys is None else keys
-        return mean_weights(self.logits(t, x, y), mask)
+        return mean_weights(logits, mask)
 
-    def gaussian_affine(
-        self,
-        t: Real[ArrayLike, ""],
-        mean: Float[Array, " d"],
-        cov: Float[Array, "d d"],
-        factor: Float[Array, "d r"] | None = None,
-    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+    def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`M = βV(Σ + ααᵀ)A`, `c = 0` (derived; spec dynamics.md §2)."""
-        a = self.interaction(t)
-        return resolve(self.beta, t) * self.value(t) @ (cov + jnp.outer(mean, mean)) @ a, jnp.zeros_like(mean)
+        return self.bilinear_map(t, cov + jnp.outer(mean, mean)), jnp.zeros_like(mean)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jaxtyping import Array, ArrayLike, Bool, Float, Real
-
 from ...errors import ParameterError
 from ._base import AbstractAttention
+from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, Time, Velocities
 
 __all__ = ["MultiHead"]
 
@@ -63,13 +62,7 @@ class MultiHead(AbstractAttention):
         """Token dimension `d`."""
         return self.heads[0].d
 
-    def velocity(
-        self,
-        t: Real[ArrayLike, ""],
-        x: Float[Array, "m d"],
-        keys: Float[Array, "n d"] | None = None,
-        mask: Bool[Array, "m n"] | None = None,
-    ) -> Float[Array, "m d"]:
+    def velocity(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Velocities:
         """`Σ_h Γ^h(x_i)` (same keys and mask for every head)."""
         out = None
         for head in self.heads:
@@ -77,13 +70,7 @@ class MultiHead(AbstractAttention):
             out = term if out is None else out + term
         return out
 
-    def gaussian_affine(
-        self,
-        t: Real[ArrayLike, ""],
-        mean: Float[Array, " d"],
-        cov: Float[Array, "d d"],
-        factor: Float[Array, "d r"] | None = None,
-    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+    def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`(Σ_h M_h, Σ_h c_h)` (paper; spec dynamics.md §2). Raises if a head has no Gaussian map."""
         self.check_gaussian()
         m = c = None

@@ -7,16 +7,11 @@ from types import MappingProxyType
 from typing import ClassVar
 
 import jax
-from jaxtyping import Array, ArrayLike, Bool, Float, Real
+from jaxtyping import Array, Float
 
-from ..params import resolve
-from ._base import (
-    AbstractBilinearAttention,
-    TimeParam,
-    bilinear_params,
-    mean_weights,
-    scalar_param,
-)
+from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, resolve
+from ._base import AbstractBilinearAttention, bilinear_params, mean_weights, scalar_param
+from ._shapes import KeyMask, Time, Weights
 
 __all__ = ["Sigmoid"]
 
@@ -56,25 +51,11 @@ class Sigmoid(AbstractBilinearAttention):
 
     _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({**AbstractBilinearAttention._ranks, "bias": 0})
 
-    def __init__(
-        self,
-        V: Real[ArrayLike, "... d d"] | TimeParam,
-        A: Real[ArrayLike, "... d d"] | TimeParam | None = None,
-        Q: Real[ArrayLike, "... k d"] | TimeParam | None = None,
-        K: Real[ArrayLike, "... k d"] | TimeParam | None = None,
-        beta: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
-        bias: Real[ArrayLike, "*_batch"] | TimeParam = 0.0,
-    ):
+    def __init__(self, V: MatrixParam, A: MatrixParam | None = None, Q: ProjParam | None = None,
+                 K: ProjParam | None = None, beta: ScalarParam = 1.0, bias: ScalarParam = 0.0):  # fmt: skip
         self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, A, Q, K, beta, "Sigmoid")
         self.bias = scalar_param(bias, "bias", "Sigmoid")
 
-    def weights(
-        self,
-        t: Real[ArrayLike, ""],
-        x: Float[Array, "m d"],
-        keys: Float[Array, "n d"] | None = None,
-        mask: Bool[Array, "m n"] | None = None,
-    ) -> Float[Array, "m n"]:
+    def normalise(self, t: Time, logits: Weights, mask: KeyMask | None) -> Weights:
         """`W_ij = σ(β y_jᵀAx_i + b) / n_i` on the allowed keys (`n_i` their number), 0 elsewhere."""
-        y = x if keys is None else keys
-        return mean_weights(jax.nn.sigmoid(self.logits(t, x, y) + resolve(self.bias, t)), mask)
+        return mean_weights(jax.nn.sigmoid(logits + resolve(self.bias, t)), mask)

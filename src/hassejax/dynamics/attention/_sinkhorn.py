@@ -9,12 +9,13 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Bool, Float, Int, Real
+from jaxtyping import Array, Float, Int, Real
 
 from ...errors import ParameterError
 from .._linalg import psd_sqrt, sym_funm
-from ..params import resolve
-from ._base import AbstractBilinearAttention, TimeParam, bilinear_params, scalar_param
+from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, resolve
+from ._base import AbstractBilinearAttention, bilinear_params, scalar_param
+from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, Time, Weights
 
 __all__ = ["Sinkhorn"]
 
@@ -81,17 +82,9 @@ class Sinkhorn(AbstractBilinearAttention):
 
     _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({**AbstractBilinearAttention._ranks, "eps": 0})
 
-    def __init__(
-        self,
-        V: Real[ArrayLike, "... d d"] | TimeParam,
-        A: Real[ArrayLike, "... d d"] | TimeParam | None = None,
-        Q: Real[ArrayLike, "... k d"] | TimeParam | None = None,
-        K: Real[ArrayLike, "... k d"] | TimeParam | None = None,
-        beta: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
-        eps: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
-        tol: float = 1e-10,
-        max_iter: int = 1000,
-    ):
+    def __init__(self, V: MatrixParam, A: MatrixParam | None = None, Q: ProjParam | None = None,
+                 K: ProjParam | None = None, beta: ScalarParam = 1.0, eps: ScalarParam = 1.0,
+                 tol: float = 1e-10, max_iter: int = 1000):  # fmt: skip
         self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, A, Q, K, beta, "Sinkhorn")
         self.eps = scalar_param(eps, "eps", "Sinkhorn", positive=True)
         if not (float(tol) > 0):
@@ -105,9 +98,7 @@ class Sinkhorn(AbstractBilinearAttention):
         """Always raises: the plan is doubly stochastic over all tokens, there is no masked form."""
         raise _no_mask(name)
 
-    def potential(
-        self, t: Real[ArrayLike, ""], keys: Float[Array, "n d"]
-    ) -> tuple[Float[Array, " n"], Real[Array, ""], Int[Array, ""]]:
+    def potential(self, t: Time, keys: Keys) -> tuple[Float[Array, " n"], Real[Array, ""], Int[Array, ""]]:
         """Column potential `g` of the entropic self-plan of the keys (log domain).
 
         Iterates `f_i = −log n − LSE_j(C_ij + g_j)`, `g_j = −log n − LSE_i(C_ij + f_i)` with
@@ -140,13 +131,7 @@ class Sinkhorn(AbstractBilinearAttention):
         _, g, err, it = jax.lax.while_loop(cond, body, init)
         return g, err, it
 
-    def weights(
-        self,
-        t: Real[ArrayLike, ""],
-        x: Float[Array, "m d"],
-        keys: Float[Array, "n d"] | None = None,
-        mask: Bool[Array, "m n"] | None = None,
-    ) -> Float[Array, "m n"]:
+    def weights(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Weights:
         """`W_ij = softmax_j(β y_jᵀAx_i/ε + g_j)`, `g` from :meth:`potential` (`n P` on the keys).
 
         **Raises:** :class:`~hassejax.errors.ParameterError` if a mask is given.
@@ -157,7 +142,7 @@ class Sinkhorn(AbstractBilinearAttention):
         g, _, _ = self.potential(t, y)
         return jax.nn.softmax(self.logits(t, x, y) / resolve(self.eps, t) + g[None, :], axis=-1)
 
-    def slope(self, t: Real[ArrayLike, ""], factor: Float[Array, "d r"]) -> Float[Array, "d d"]:
+    def slope(self, t: Time, factor: Factor) -> Matrix:
         """Slope `S` of `E_π[y | x] = α + S(x − α)` for the entropic self-plan of `N(α, UUᵀ)` (derived, spec §2).
 
         `S = U g(CCᵀ) Uᵀ Ã` with `C = Uᵀ Ã U`, `Ã = βA/ε`, `g(w) = 2/(1 + √(1 + 4w))`, `U` the
@@ -173,13 +158,7 @@ class Sinkhorn(AbstractBilinearAttention):
         g = sym_funm(c @ c.T, _g, _dg)
         return factor @ g @ factor.T @ a_t
 
-    def gaussian_affine(
-        self,
-        t: Real[ArrayLike, ""],
-        mean: Float[Array, " d"],
-        cov: Float[Array, "d d"],
-        factor: Float[Array, "d r"] | None = None,
-    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+    def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`M = VS`, `c = V(α − Sα)` with `S` from :meth:`slope` (derived; spec dynamics.md §2)."""
         s = self.slope(t, psd_sqrt(cov) if factor is None else factor)
         v = self.value(t)

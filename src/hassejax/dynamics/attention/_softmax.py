@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from jaxtyping import Array, ArrayLike, Bool, Float, Real
-
-from ..params import resolve
-from ._base import (
-    AbstractBilinearAttention,
-    TimeParam,
-    bilinear_params,
-    softmax_weights,
-)
+from ._base import AbstractBilinearAttention, softmax_weights
+from ._shapes import Factor, GaussianMap, KeyMask, Matrix, Mean, Time, Weights
 
 __all__ = ["Softmax"]
 
@@ -53,35 +46,10 @@ class Softmax(AbstractBilinearAttention):
     ```
     """
 
-    def __init__(
-        self,
-        V: Real[ArrayLike, "... d d"] | TimeParam,
-        A: Real[ArrayLike, "... d d"] | TimeParam | None = None,
-        Q: Real[ArrayLike, "... k d"] | TimeParam | None = None,
-        K: Real[ArrayLike, "... k d"] | TimeParam | None = None,
-        beta: Real[ArrayLike, "*_batch"] | TimeParam = 1.0,
-    ):
-        self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, A, Q, K, beta, "Softmax")
-
-    def weights(
-        self,
-        t: Real[ArrayLike, ""],
-        x: Float[Array, "m d"],
-        keys: Float[Array, "n d"] | None = None,
-        mask: Bool[Array, "m n"] | None = None,
-    ) -> Float[Array, "m n"]:
+    def normalise(self, t: Time, logits: Weights, mask: KeyMask | None) -> Weights:
         """`W_ij = softmax_j(β y_jᵀAx_i)` over the allowed keys (rows sum to 1; an empty row is 0)."""
-        y = x if keys is None else keys
-        return softmax_weights(self.logits(t, x, y), mask)
+        return softmax_weights(logits, mask)
 
-    def gaussian_affine(
-        self,
-        t: Real[ArrayLike, ""],
-        mean: Float[Array, " d"],
-        cov: Float[Array, "d d"],
-        factor: Float[Array, "d r"] | None = None,
-    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+    def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`M = βVΣA`, `c = Vα` (paper; spec dynamics.md §2)."""
-        a = self.interaction(t)
-        v = self.value(t)
-        return resolve(self.beta, t) * v @ cov @ a, v @ mean
+        return self.bilinear_map(t, cov), self.value(t) @ mean

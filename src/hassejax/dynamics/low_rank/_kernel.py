@@ -7,11 +7,12 @@ from types import MappingProxyType
 from typing import ClassVar
 
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Bool, Float, Real
+from jaxtyping import Array, ArrayLike, Float, Real
 
 from ...errors import ParameterError
 from ..attention import AbstractAttention
 from ..attention._base import check_queries, softmax_weights
+from ..attention._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, Time, Velocities, Weights
 
 __all__ = ["LowRankSoftmax"]
 
@@ -91,43 +92,25 @@ class LowRankSoftmax(AbstractAttention):
         """Head dimension `k` (the rank bound of `A` and `V`)."""
         return self.Q.shape[-2]
 
-    def value(self, t: Real[ArrayLike, ""]) -> Float[Array, "... d d"]:
+    def value(self, t: Time) -> Float[Array, "... d d"]:
         """`V = W_O W_V` (`d×d`, rank ≤ `k`)."""
         return self.W_O @ self.W_V
 
-    def interaction(self, t: Real[ArrayLike, ""]) -> Float[Array, "... d d"]:
+    def interaction(self, t: Time) -> Float[Array, "... d d"]:
         """`A = KᵀQ` (logit of query `x` against key `y`: `yᵀAx`)."""
         return jnp.swapaxes(self.K, -1, -2) @ self.Q
 
-    def weights(
-        self,
-        t: Real[ArrayLike, ""],
-        x: Float[Array, "m d"],
-        keys: Float[Array, "n d"] | None = None,
-        mask: Bool[Array, "m n"] | None = None,
-    ) -> Float[Array, "m n"]:
+    def weights(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Weights:
         """`W_ij = softmax_j((Qx_i)·(Ky_j))` over the allowed keys (an empty row is 0)."""
         y = x if keys is None else keys
         return softmax_weights((x @ self.Q.T) @ (y @ self.K.T).T, mask)
 
-    def velocity(
-        self,
-        t: Real[ArrayLike, ""],
-        x: Float[Array, "m d"],
-        keys: Float[Array, "n d"] | None = None,
-        mask: Bool[Array, "m n"] | None = None,
-    ) -> Float[Array, "m d"]:
+    def velocity(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Velocities:
         """`Γ_μ(x_i) = W_O Σ_j W_ij W_V y_j` without forming `V` (`keys` None: `y = x`)."""
         check_queries(x, keys, mask, self.d)
         y = x if keys is None else keys
         return (self.weights(t, x, y, mask) @ (y @ self.W_V.T)) @ self.W_O.T
 
-    def gaussian_affine(
-        self,
-        t: Real[ArrayLike, ""],
-        mean: Float[Array, " d"],
-        cov: Float[Array, "d d"],
-        factor: Float[Array, "d r"] | None = None,
-    ) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+    def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`M = W_O (W_V Σ Kᵀ) Q = VΣA`, `c = W_O W_V α = Vα` (paper; spec dynamics.md §2)."""
         return self.W_O @ ((self.W_V @ cov @ self.K.T) @ self.Q), self.W_O @ (self.W_V @ mean)
