@@ -11,12 +11,20 @@ from __future__ import annotations
 import numbers
 import warnings
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import ArrayLike, Float, Real
 
 from .._tracing import is_traced
 from ..errors import ParameterError
+
+# The types of the solvers' shared keyword options, written once (as diffrax's `RealScalarLike`).
+Scalar = Real[ArrayLike, ""]
+SaveTimes = Float[ArrayLike, " T"]
+Solver = diffrax.AbstractSolver
+Controller = diffrax.AbstractStepSizeController
 
 __all__ = [
     "is_concrete",

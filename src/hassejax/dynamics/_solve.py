@@ -283,33 +283,53 @@ def make_controller(stepsize_controller, rtol: float, atol: float, jump_ts):
 
 
 def solve_settings(
-    model, dtype, *, t0, t1, ts, solver, rtol, atol, dt0, stepsize_controller, max_steps, size_threshold, converge_tol
-):
+    model, dtype, *, t0, t1, ts, solver, rtol, atol, dt0, stepsize_controller, max_steps, size_threshold, converge_tol,
+    extrapolate: bool,
+) -> dict:  # fmt: skip
     """Check the solver arguments shared by the solvers and convert them to `dtype`.
 
-    **Returns:** `(t0, t1, ts, threshold, converge_tol, solver, controller, dt0)`: `ts`
-    defaults to `[t0, t1]`, `solver` to ``Tsit5()``, the controller to
+    **Returns:** the keyword arguments of :func:`integrate_events` (`t0`, `t1`, `ts`,
+    `threshold`, `converge_tol`, `solver`, `stepsize_controller`, `dt0`, `max_steps`,
+    `extrapolate`): `ts` defaults to `[t0, t1]`, `solver` to ``Tsit5()``, the controller to
     :func:`make_controller`'s (with the layer boundaries of `model`'s
     :class:`~hassejax.dynamics.PiecewiseConstant` parameters as ``jump_ts``).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`check_times`,
-    :func:`check_solver_settings` and :func:`check_positive`.
+    **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`check_finite_params` (on
+    `model`, unless None), :func:`check_times`, :func:`check_solver_settings` and
+    :func:`check_positive`.
     """
+    if model is not None:
+        check_finite_params(model, "model")
     check_times(t0, t1, ts)
     check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
     check_positive(size_threshold, "size_threshold")
     check_positive(converge_tol, "converge_tol")
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
-    ts = jnp.stack([t0, t1]) if ts is None else jnp.asarray(ts, dtype)
-    threshold = None if size_threshold is None else jnp.asarray(size_threshold, dtype)
-    if converge_tol is not None:
-        converge_tol = jnp.asarray(converge_tol, dtype)
-    solver = diffrax.Tsit5() if solver is None else solver
-    controller = make_controller(stepsize_controller, rtol, atol, collect_jump_ts(model))
-    if dt0 is not None:
-        dt0 = jnp.asarray(dt0, dtype)
-    return t0, t1, ts, threshold, converge_tol, solver, controller, dt0
+    return {
+        "t0": t0,
+        "t1": t1,
+        "ts": jnp.stack([t0, t1]) if ts is None else jnp.asarray(ts, dtype),
+        "threshold": None if size_threshold is None else jnp.asarray(size_threshold, dtype),
+        "converge_tol": None if converge_tol is None else jnp.asarray(converge_tol, dtype),
+        "solver": diffrax.Tsit5() if solver is None else solver,
+        "stepsize_controller": make_controller(stepsize_controller, rtol, atol, collect_jump_ts(model)),
+        "dt0": None if dt0 is None else jnp.asarray(dt0, dtype),
+        "max_steps": int(max_steps),
+        "extrapolate": extrapolate,
+    }
+
+
+def integrate_events(f: Callable, y0, size: Callable, speed: Callable | None = None, size0=None, *, threshold,
+                     converge_tol, **settings) -> IntegrateOut:  # fmt: skip
+    """:func:`integrate` with the settings of :func:`solve_settings`: the size event at `threshold`
+    (None: ``default_size_factor · λ0``, `λ0 = size0` or `size(y0)`, `1` in place of a zero
+    `λ0`) and the steady-state event on `speed` when `converge_tol` is given."""
+    if threshold is None:
+        s0 = size(y0) if size0 is None else size0
+        threshold = default_size_factor(s0.dtype) * jnp.where(s0 > 0, s0, 1.0)
+    speed = None if converge_tol is None else speed
+    return integrate(f, y0, size=size, speed=speed, threshold=threshold, converge_tol=converge_tol, **settings)
 
 
 def check_blowup_estimate(blowup_estimate) -> bool:

@@ -30,16 +30,17 @@ do not preserve Gaussians (use :func:`~hassejax.dynamics.solve_particles`).
 
 from __future__ import annotations
 
-import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Real
+from jaxtyping import Array, ArrayLike, Float
 
 from ..errors import ParameterError
 from . import _solve
+from ._arguments import Controller, SaveTimes, Scalar, Solver
 from ._linalg import check_psd, psd_sqrt, symmetrize
 from .attention import AbstractAttention, check_model
+from .attention._shapes import GaussianMap, Matrix, Mean
 from .result import GaussianSolution
 
 __all__ = [
@@ -47,6 +48,10 @@ __all__ = [
     "moment_derivatives",
     "solve_gaussian",
 ]
+
+# A state of any dimension (`_d` binds nothing: the returned shapes bind `d`).
+AnyMean = Float[Array, " _d"]
+AnyCov = Float[Array, "_d _d"]
 
 
 def _gaussian_model(model) -> AbstractAttention:
@@ -56,12 +61,7 @@ def _gaussian_model(model) -> AbstractAttention:
     return model
 
 
-def gaussian_affine(
-    model: AbstractAttention,
-    t: Real[ArrayLike, ""],
-    mean: Float[Array, " _d"],
-    cov: Float[Array, "_d _d"],
-) -> tuple[Float[Array, "d d"], Float[Array, " d"]]:
+def gaussian_affine(model: AbstractAttention, t: Scalar, mean: AnyMean, cov: AnyCov) -> GaussianMap:
     """The affine velocity `Γ_μ(x) = Mx + c` on `μ = N(mean, cov)` (spec §2; table in the module docstring).
 
     **Arguments:** `model` an attention kernel with a Gaussian map; `t` depth (for time-dependent
@@ -89,12 +89,7 @@ def gaussian_affine(
     return model.gaussian_affine(t, mean, cov, psd_sqrt(cov))
 
 
-def moment_derivatives(
-    model: AbstractAttention,
-    t: Real[ArrayLike, ""],
-    mean: Float[Array, " _d"],
-    cov: Float[Array, "_d _d"],
-) -> tuple[Float[Array, " d"], Float[Array, "d d"]]:
+def moment_derivatives(model: AbstractAttention, t: Scalar, mean: AnyMean, cov: AnyCov) -> tuple[Mean, Matrix]:
     """`(α', Σ') = (Mα + c, MΣ + ΣMᵀ)` on `N(mean, cov)` (spec §2).
 
     Equal to `(E[Γ(X)], Cov(Γ(X), X) + Cov(Γ(X), X)ᵀ)` for `X ~ N(mean, cov)`.
@@ -129,14 +124,9 @@ def _check_state(model, label, mean, cov=None, factor=None):
 
 
 @eqx.filter_jit
-def _solve_core(
-    model, mean0, cov0, u0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, max_steps, extrapolate
-):
+def _solve_core(model, mean0, cov0, u0, settings):
     if u0 is None:
         u0 = psd_sqrt(cov0)
-    if threshold is None:
-        tr0 = jnp.sum(u0**2)
-        threshold = _solve.default_size_factor(tr0.dtype) * jnp.where(tr0 > 0, tr0, 1.0)
 
     def f(t, y):
         alpha, u = y
@@ -152,22 +142,7 @@ def _solve_core(
         g = du @ u.T
         return jnp.sqrt(jnp.sum((g + g.T) ** 2))
 
-    out = _solve.integrate(
-        f,
-        (mean0, u0),
-        t0=t0,
-        t1=t1,
-        ts=ts,
-        size=size,
-        speed=None if converge_tol is None else speed,
-        threshold=threshold,
-        converge_tol=converge_tol,
-        solver=solver,
-        stepsize_controller=controller,
-        dt0=dt0,
-        max_steps=max_steps,
-        extrapolate=extrapolate,
-    )
+    out = _solve.integrate_events(f, (mean0, u0), size, speed, **settings)
     means, us = out.ys
     mean_f, u_f = out.y_final
     return GaussianSolution.from_integrate(
@@ -182,24 +157,12 @@ def _solve_core(
 
 
 def solve_gaussian(
-    model: AbstractAttention,
-    mean0: Float[ArrayLike, " _d"],
-    cov0: Float[ArrayLike, "_d _d"] | None = None,
-    *,
-    t1: Real[ArrayLike, ""],
-    t0: Real[ArrayLike, ""] = 0.0,
-    factor0: Float[ArrayLike, "_d _r"] | None = None,
-    ts: Float[ArrayLike, " T"] | None = None,
-    solver: diffrax.AbstractSolver | None = None,
-    rtol: float = 1e-8,
-    atol: float = 1e-8,
-    dt0: Real[ArrayLike, ""] | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    max_steps: int = 100_000,
-    size_threshold: Real[ArrayLike, ""] | None = None,
-    converge_tol: Real[ArrayLike, ""] | None = None,
-    blowup_estimate: str = "extrapolated",
-) -> GaussianSolution:
+    model: AbstractAttention, mean0: Float[ArrayLike, " _d"], cov0: Float[ArrayLike, "_d _d"] | None = None, *,
+    t1: Scalar, t0: Scalar = 0.0, factor0: Float[ArrayLike, "_d _r"] | None = None,
+    ts: SaveTimes | None = None, solver: Solver | None = None, rtol: float = 1e-8, atol: float = 1e-8,
+    dt0: Scalar | None = None, stepsize_controller: Controller | None = None, max_steps: int = 100_000,
+    size_threshold: Scalar | None = None, converge_tol: Scalar | None = None, blowup_estimate: str = "extrapolated",
+) -> GaussianSolution:  # fmt: skip
     """Solve the moment ODE of `N(α, Σ)` under an attention kernel (spec dynamics.md §2, §4).
 
     Call as ``solve_gaussian(model, mean0, cov0=None, *, t1, ...)`` with a kernel module that
@@ -280,8 +243,7 @@ def solve_gaussian(
     model = _gaussian_model(model)
     label = "model"
     model.check_unbatched(label)
-    if blowup_estimate not in ("extrapolated", "threshold"):
-        raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
+    extrapolate = _solve.check_blowup_estimate(blowup_estimate)
     if (cov0 is None) == (factor0 is None):
         raise ParameterError(
             "Give exactly one of `cov0` (d, d) and `factor0` (d, r); got " + ("neither." if cov0 is None else "both.")
@@ -307,25 +269,9 @@ def solve_gaussian(
     else:
         u0 = jnp.asarray(factor0, dtype)
         _check_state(model, label, mean0, factor=u0)
-    _solve.check_finite_params(model, label)
-    t0, t1, ts, threshold, converge_tol, solver, controller, dt0 = _solve.solve_settings(
+    settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
-        converge_tol=converge_tol,
+        converge_tol=converge_tol, extrapolate=extrapolate,
     )  # fmt: skip
-    return _solve_core(
-        model,
-        mean0,
-        cov0,
-        u0,
-        t0,
-        t1,
-        ts,
-        threshold,
-        converge_tol,
-        solver,
-        controller,
-        dt0,
-        int(max_steps),
-        blowup_estimate == "extrapolated",
-    )
+    return _solve_core(model, mean0, cov0, u0, settings)

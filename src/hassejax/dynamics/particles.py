@@ -10,7 +10,6 @@ Optional variants: the sphere model `ẋ_i = P⊥_{x_i} Γ(x_i)`, `P⊥_x y = y 
 
 from __future__ import annotations
 
-import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +17,7 @@ from jaxtyping import Array, ArrayLike, Float, Real
 
 from ..errors import ParameterError
 from . import _solve
+from ._arguments import Controller, SaveTimes, Scalar, Solver
 from .attention import AbstractAttention, Masked, check_model
 from .result import ParticleSolution
 
@@ -74,9 +74,7 @@ def particle_velocity(
 
 
 @eqx.filter_jit
-def _solve_core(
-    model, x0, t0, t1, ts, threshold, converge_tol, solver, controller, dt0, max_steps, extrapolate, sphere, feedforward
-):
+def _solve_core(model, x0, sphere, feedforward, settings):
     def f(t, x):
         return _velocity(model, t, x, sphere, feedforward)
 
@@ -87,47 +85,17 @@ def _solve_core(
     def speed(t, x, dx):
         return jnp.sqrt(jnp.sum(dx**2) / x.shape[0])
 
-    if threshold is None:
-        s0 = size(x0)
-        threshold = _solve.default_size_factor(s0.dtype) * jnp.where(s0 > 0, s0, 1.0)
-    out = _solve.integrate(
-        f,
-        x0,
-        t0=t0,
-        t1=t1,
-        ts=ts,
-        size=size,
-        speed=None if converge_tol is None else speed,
-        threshold=threshold,
-        converge_tol=converge_tol,
-        solver=solver,
-        stepsize_controller=controller,
-        dt0=dt0,
-        max_steps=max_steps,
-        extrapolate=extrapolate,
-    )
+    out = _solve.integrate_events(f, x0, size, speed, **settings)
     return ParticleSolution.from_integrate(out, xs=out.ys, x_final=out.y_final)
 
 
 def solve_particles(
-    model: AbstractAttention,
-    x0: Float[ArrayLike, "n d"],
-    *,
-    t1: Real[ArrayLike, ""],
-    t0: Real[ArrayLike, ""] = 0.0,
-    ts: Float[ArrayLike, " T"] | None = None,
-    solver: diffrax.AbstractSolver | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-6,
-    dt0: Real[ArrayLike, ""] | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    max_steps: int = 100_000,
-    size_threshold: Real[ArrayLike, ""] | None = None,
-    converge_tol: Real[ArrayLike, ""] | None = None,
-    blowup_estimate: str = "extrapolated",
-    sphere: bool = False,
-    feedforward: tuple[Float[ArrayLike, "_d _d"], Float[ArrayLike, " _d"]] | None = None,
-) -> ParticleSolution:
+    model: AbstractAttention, x0: Float[ArrayLike, "n d"], *, t1: Scalar, t0: Scalar = 0.0,
+    ts: SaveTimes | None = None, solver: Solver | None = None, rtol: float = 1e-6, atol: float = 1e-6,
+    dt0: Scalar | None = None, stepsize_controller: Controller | None = None, max_steps: int = 100_000,
+    size_threshold: Scalar | None = None, converge_tol: Scalar | None = None, blowup_estimate: str = "extrapolated",
+    sphere: bool = False, feedforward: tuple[Float[ArrayLike, "_d _d"], Float[ArrayLike, " _d"]] | None = None,
+) -> ParticleSolution:  # fmt: skip
     """Solve the token system `dx_i/dt = Γ_μ(x_i)`, `μ = (1/n) Σ_j δ_{x_j}` (spec dynamics.md §1, §4).
 
     Same events and statuses as :func:`~hassejax.dynamics.solve_gaussian`, with the size
@@ -173,8 +141,7 @@ def solve_particles(
     check_model(model)
     label = "model"
     model.check_unbatched(label)
-    if blowup_estimate not in ("extrapolated", "threshold"):
-        raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
+    extrapolate = _solve.check_blowup_estimate(blowup_estimate)
     xn = _solve.real_array(x0, "x0", "a real array of tokens, shape (n, d)")
     x0 = jnp.asarray(x0)
     dtype = _solve.state_dtype(model, x0)
@@ -204,25 +171,9 @@ def solve_particles(
                 f"`feedforward` must be (W, b) with shapes ({d}, {d}) and ({d},); got {w.shape} and {b.shape}."
             )
         feedforward = (w, b)
-    _solve.check_finite_params(model, label)
-    t0, t1, ts, threshold, converge_tol, solver, controller, dt0 = _solve.solve_settings(
+    settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
-        converge_tol=converge_tol,
+        converge_tol=converge_tol, extrapolate=extrapolate,
     )  # fmt: skip
-    return _solve_core(
-        model,
-        x0,
-        t0,
-        t1,
-        ts,
-        threshold,
-        converge_tol,
-        solver,
-        controller,
-        dt0,
-        int(max_steps),
-        blowup_estimate == "extrapolated",
-        bool(sphere),
-        feedforward,
-    )
+    return _solve_core(model, x0, bool(sphere), feedforward, settings)

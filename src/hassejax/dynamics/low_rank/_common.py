@@ -12,17 +12,31 @@ import abc
 
 import diffrax
 import equinox as eqx
-import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .. import _solve
 
-__all__ = ["AbstractReduction", "solve_settings", "solve_reduction"]
+__all__ = ["AbstractReduction", "head_products", "solve_settings", "solve_reduction"]
+
+
+def head_products(model) -> dict:
+    """The `k×k` products of a head's factors that every reduction needs (keyword arguments of its fields):
+    `QO = QW_O`, `KO = KW_O`, `VO = W_VW_O`, `OO = W_OᵀW_O`."""
+    W_O = model.W_O
+    return {"QO": model.Q @ W_O, "KO": model.K @ W_O, "VO": model.W_V @ W_O, "OO": W_O.T @ W_O}
 
 
 class AbstractReduction(eqx.Module):
-    """Exact `k`-dimensional coordinates of the dynamics of a rank-`k` head (see the subclasses)."""
+    """Exact `k`-dimensional coordinates of the dynamics of a rank-`k` head (see the subclasses).
 
+    Fields shared by the subclasses: the head's products `QO`, `KO`, `VO`, `OO` `(k, k)`
+    (:func:`head_products`); each subclass adds its constants and `trace0`, `tr Σ` at `t0`.
+    """
+
+    QO: Float[Array, "k k"]
+    KO: Float[Array, "k k"]
+    VO: Float[Array, "k k"]
+    OO: Float[Array, "k k"]
     trace0: eqx.AbstractVar[Float[Array, ""]]
 
     @abc.abstractmethod
@@ -42,58 +56,28 @@ class AbstractReduction(eqx.Module):
         """The solution type from the output of the shared solve."""
 
 
-def solve_settings(
-    dtype, *, t0, t1, ts, solver, rtol, atol, dt0, stepsize_controller, max_steps, size_threshold, blowup_estimate
-) -> dict:
+def solve_settings(dtype, *, rtol, atol, stepsize_controller, blowup_estimate, **kwargs) -> dict:
     """Check the solver arguments (:func:`hassejax.dynamics._solve.solve_settings`, shared with the ordinary
-    solvers) and convert them for :func:`solve_reduction` (keyword arguments).
+    solvers; no steady-state event) and convert them for :func:`solve_reduction` (keyword arguments).
 
     The default controller is ``diffrax.PIDController(rtol, atol)`` (error norm over the whole
     solver state, the decade test's auxiliary scalar included, as these solves always had).
     """
     extrapolate = _solve.check_blowup_estimate(blowup_estimate)
-    t0, t1, ts, threshold, _, solver, controller, dt0 = _solve.solve_settings(
-        None, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
-        stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold, converge_tol=None,
+    settings = _solve.solve_settings(
+        None, dtype, rtol=rtol, atol=atol, stepsize_controller=stepsize_controller, converge_tol=None,
+        extrapolate=extrapolate, **kwargs,
     )  # fmt: skip
     if stepsize_controller is None:
-        controller = diffrax.PIDController(rtol=rtol, atol=atol)
-    return {
-        "t0": t0,
-        "t1": t1,
-        "ts": ts,
-        "threshold": threshold,
-        "solver": solver,
-        "controller": controller,
-        "dt0": dt0,
-        "max_steps": int(max_steps),
-        "extrapolate": extrapolate,
-    }
+        settings["stepsize_controller"] = diffrax.PIDController(rtol=rtol, atol=atol)
+    return settings
 
 
 @eqx.filter_jit
-def solve_reduction(
-    reduction: AbstractReduction, *, t0, t1, ts, threshold, solver, controller, dt0, max_steps, extrapolate
-):
-    """Solve the reduced system with :func:`~hassejax.dynamics._solve.integrate` (size event at `threshold`,
-    default `default_size_factor · λ(t0)`; no steady-state event) and build its solution type."""
-    if threshold is None:
-        tr0 = reduction.trace0
-        threshold = _solve.default_size_factor(tr0.dtype) * jnp.where(tr0 > 0, tr0, 1.0)
-    out = _solve.integrate(
-        reduction.vector_field,
-        reduction.initial_state(),
-        t0=t0,
-        t1=t1,
-        ts=ts,
-        size=reduction.size,
-        speed=None,
-        threshold=threshold,
-        converge_tol=None,
-        solver=solver,
-        stepsize_controller=controller,
-        dt0=dt0,
-        max_steps=max_steps,
-        extrapolate=extrapolate,
+def solve_reduction(reduction: AbstractReduction, settings: dict):
+    """Solve the reduced system with :func:`~hassejax.dynamics._solve.integrate_events` (size event at
+    `threshold`, default `default_size_factor · λ(t0)`; no steady-state event) and build its solution type."""
+    out = _solve.integrate_events(
+        reduction.vector_field, reduction.initial_state(), reduction.size, size0=reduction.trace0, **settings
     )
     return reduction.solution(out)

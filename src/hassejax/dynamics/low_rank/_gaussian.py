@@ -16,14 +16,14 @@ time `rank Σ(t) = rank Σ0`, and in the limit at most `k` directions can be los
 
 from __future__ import annotations
 
-import diffrax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Real
+from jaxtyping import Array, ArrayLike, Float
 
 from ...errors import ParameterError
 from .. import _solve
-from ._common import AbstractReduction, solve_reduction, solve_settings
+from .._arguments import Controller, SaveTimes, Scalar, Solver
+from ._common import AbstractReduction, head_products, solve_reduction, solve_settings
 from ._kernel import LowRankSoftmax
 from ._solution import LowRankGaussianSolution
 
@@ -36,10 +36,6 @@ class GaussianReduction(AbstractReduction):
     Build with :meth:`from_head`; the state is `(b, Ψ)`, shapes `(k,)`, `(k, k)`.
     """
 
-    QO: Float[Array, "k k"]
-    KO: Float[Array, "k k"]
-    VO: Float[Array, "k k"]
-    OO: Float[Array, "k k"]
     S_VK: Float[Array, "k k"]
     S_VQ: Float[Array, "k k"]
     S_QK: Float[Array, "k k"]
@@ -59,10 +55,7 @@ class GaussianReduction(AbstractReduction):
         a0 = jnp.asarray(mean0)
         qs, vs = Q @ s0, W_V @ s0
         return cls(
-            QO=Q @ W_O,
-            KO=K @ W_O,
-            VO=W_V @ W_O,
-            OO=W_O.T @ W_O,
+            **head_products(model),
             S_VK=vs @ K.T,
             S_VQ=vs @ Q.T,
             S_QK=qs @ K.T,
@@ -99,22 +92,11 @@ class GaussianReduction(AbstractReduction):
 
 
 def solve_low_rank_gaussian(
-    model: LowRankSoftmax,
-    mean0: Float[ArrayLike, " _d"],
-    cov0: Float[ArrayLike, "_d _d"],
-    *,
-    t1: Real[ArrayLike, ""],
-    t0: Real[ArrayLike, ""] = 0.0,
-    ts: Float[ArrayLike, " T"] | None = None,
-    solver: diffrax.AbstractSolver | None = None,
-    rtol: float = 1e-8,
-    atol: float = 1e-8,
-    dt0: Real[ArrayLike, ""] | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    max_steps: int = 100_000,
-    size_threshold: Real[ArrayLike, ""] | None = None,
-    blowup_estimate: str = "extrapolated",
-) -> LowRankGaussianSolution:
+    model: LowRankSoftmax, mean0: Float[ArrayLike, " _d"], cov0: Float[ArrayLike, "_d _d"], *, t1: Scalar,
+    t0: Scalar = 0.0, ts: SaveTimes | None = None, solver: Solver | None = None, rtol: float = 1e-8, atol: float = 1e-8,
+    dt0: Scalar | None = None, stepsize_controller: Controller | None = None, max_steps: int = 100_000,
+    size_threshold: Scalar | None = None, blowup_estimate: str = "extrapolated",
+) -> LowRankGaussianSolution:  # fmt: skip
     """The Gaussian moment ODE (spec §2) of a rank-`k` softmax head from `N(mean0, cov0)`, solved in `k×k` form.
 
     Exactly the solve of :func:`~hassejax.dynamics.solve_gaussian` ``(model, mean0, cov0)``
@@ -169,21 +151,12 @@ def solve_low_rank_gaussian(
             raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
     dtype = model.Q.dtype
     settings = solve_settings(
-        dtype,
-        t0=t0,
-        t1=t1,
-        ts=ts,
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        dt0=dt0,
-        stepsize_controller=stepsize_controller,
-        max_steps=max_steps,
-        size_threshold=size_threshold,
+        dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
+        stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
         blowup_estimate=blowup_estimate,
-    )
+    )  # fmt: skip
     reduction = GaussianReduction.from_head(model, jnp.asarray(mean0, dtype), jnp.asarray(cov0, dtype))
-    return solve_reduction(reduction, **settings)
+    return solve_reduction(reduction, settings)
 
 
 def _check_model(model) -> LowRankSoftmax:

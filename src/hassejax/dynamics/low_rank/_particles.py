@@ -11,7 +11,6 @@ instead of `O(n²d + nd²)`.
 
 from __future__ import annotations
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -20,7 +19,8 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
 from ...errors import ParameterError
 from .. import _solve
-from ._common import AbstractReduction, solve_reduction, solve_settings
+from .._arguments import Controller, SaveTimes, Scalar, Solver
+from ._common import AbstractReduction, head_products, solve_reduction, solve_settings
 from ._gaussian import _check_model
 from ._kernel import LowRankSoftmax
 from ._solution import LowRankParticleSolution
@@ -40,10 +40,6 @@ class ParticleReduction(AbstractReduction):
     q0: Float[Array, "S N k"]
     k0: Float[Array, "S N k"]
     v0: Float[Array, "S N k"]
-    QO: Float[Array, "k k"]
-    KO: Float[Array, "k k"]
-    VO: Float[Array, "k k"]
-    OO: Float[Array, "k k"]
     x0c_O: Float[Array, "S N k"]
     mask: Bool[Array, "S N"]
     count: Float[Array, ""]
@@ -54,20 +50,16 @@ class ParticleReduction(AbstractReduction):
         cls, model: LowRankSoftmax, x0: Float[Array, "S N d"], mask: Bool[Array, "S N"]
     ) -> ParticleReduction:
         """The constants for head `model` (unbatched, in the dtype of `x0`) on tokens `x0` with `mask` (no value checks)."""
-        Q, K, W_V, W_O = model.Q, model.K, model.W_V, model.W_O
         m = mask.astype(x0.dtype)[..., None]
         count = jnp.sum(m)
         xbar = jnp.sum(x0 * m, axis=(0, 1)) / count
         x0c = (x0 - xbar) * m
         return cls(
-            q0=x0 @ Q.T,
-            k0=x0 @ K.T,
-            v0=x0 @ W_V.T,
-            QO=Q @ W_O,
-            KO=K @ W_O,
-            VO=W_V @ W_O,
-            OO=W_O.T @ W_O,
-            x0c_O=x0c @ W_O,
+            q0=x0 @ model.Q.T,
+            k0=x0 @ model.K.T,
+            v0=x0 @ model.W_V.T,
+            **head_products(model),
+            x0c_O=x0c @ model.W_O,
             mask=mask,
             count=count,
             trace0=jnp.sum(x0c**2) / count,
@@ -103,22 +95,11 @@ class ParticleReduction(AbstractReduction):
 
 
 def solve_low_rank_particles(
-    model: LowRankSoftmax,
-    x0: Float[ArrayLike, "S N _d"],
-    mask: Bool[ArrayLike, "S N"],
-    *,
-    t1: Real[ArrayLike, ""],
-    t0: Real[ArrayLike, ""] = 0.0,
-    ts: Float[ArrayLike, " T"] | None = None,
-    solver: diffrax.AbstractSolver | None = None,
-    rtol: float = 1e-6,
-    atol: float = 1e-6,
-    dt0: Real[ArrayLike, ""] | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    max_steps: int = 100_000,
-    size_threshold: Real[ArrayLike, ""] | None = None,
-    blowup_estimate: str = "extrapolated",
-) -> LowRankParticleSolution:
+    model: LowRankSoftmax, x0: Float[ArrayLike, "S N _d"], mask: Bool[ArrayLike, "S N"], *,
+    t1: Scalar, t0: Scalar = 0.0, ts: SaveTimes | None = None, solver: Solver | None = None,
+    rtol: float = 1e-6, atol: float = 1e-6, dt0: Scalar | None = None, stepsize_controller: Controller | None = None,
+    max_steps: int = 100_000, size_threshold: Scalar | None = None, blowup_estimate: str = "extrapolated",
+) -> LowRankParticleSolution:  # fmt: skip
     """The softmax particle system (spec §1) of a rank-`k` head on padded groups of tokens, solved in rank-`k` form.
 
     Tokens come in `S` groups of up to `N` (the padded batch layout of a tokenizer): token
@@ -186,20 +167,11 @@ def solve_low_rank_particles(
     x0 = x0.astype(dtype)
     model = jax.tree.map(lambda a: a.astype(dtype), model)
     settings = solve_settings(
-        dtype,
-        t0=t0,
-        t1=t1,
-        ts=ts,
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        dt0=dt0,
-        stepsize_controller=stepsize_controller,
-        max_steps=max_steps,
-        size_threshold=size_threshold,
+        dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
+        stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
         blowup_estimate=blowup_estimate,
-    )
-    return solve_reduction(ParticleReduction.from_tokens(model, x0, mask), **settings)
+    )  # fmt: skip
+    return solve_reduction(ParticleReduction.from_tokens(model, x0, mask), settings)
 
 
 def _run(models: LowRankSoftmax, i: int) -> LowRankSoftmax:
