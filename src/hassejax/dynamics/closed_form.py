@@ -33,6 +33,11 @@ __all__ = [
     "clustering_limit",
 ]
 
+# Argument shapes (leading batch axes broadcast): a `(d, d)` matrix (`_d`: the result binds `d`), a diagonal, a scalar.
+Matrices = Float[ArrayLike, "*#batch _d _d"]
+Diagonals = Float[ArrayLike, "*#batch d"]
+Scalars = Real[ArrayLike, "*#batch"]
+
 
 def _check_square(x, name):
     if jnp.ndim(x) < 2 or jnp.shape(x)[-1] != jnp.shape(x)[-2]:
@@ -66,11 +71,7 @@ def _scaled_interaction(sigma0, a, v, beta):
 
 
 def softmax_covariance_closed_form(
-    Sigma0: Float[ArrayLike, "*#batch _d _d"],
-    A: Float[ArrayLike, "*#batch _d _d"],
-    v: Real[ArrayLike, "*#batch"],
-    t: Real[ArrayLike, "*#batch"],
-    beta: Real[ArrayLike, "*#batch"] = 1.0,
+    Sigma0: Matrices, A: Matrices, v: Scalars, t: Scalars, beta: Scalars = 1.0
 ) -> Float[Array, "*#batch d d"]:
     """`Σ(t)` for softmax attention with `V = vI` (spec §3; derived, singular-safe form).
 
@@ -103,12 +104,7 @@ def softmax_covariance_closed_form(
     return jnp.where(alive, symmetrize(out), jnp.inf)
 
 
-def blowup_time_closed_form(
-    Sigma0: Float[ArrayLike, "*#batch _d _d"],
-    A: Float[ArrayLike, "*#batch _d _d"],
-    v: Real[ArrayLike, "*#batch"],
-    beta: Real[ArrayLike, "*#batch"] = 1.0,
-) -> Float[Array, "*#batch"]:
+def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Scalars = 1.0) -> Float[Array, "*#batch"]:
     """Blow-up time `t* = 1/λ*`, `λ* = λ_max(βv Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})`, `inf` when `λ* <= 0` (spec §3).
 
     For `β = 1` this is `1/(β λ_max(vΣ0^{1/2}(A + Aᵀ)Σ0^{1/2}))` of the spec; singular `Σ0` allowed.
@@ -132,11 +128,7 @@ def blowup_time_closed_form(
 
 
 def diagonal_covariance_closed_form(
-    sigma0: Float[ArrayLike, "*#batch d"],
-    a: Float[ArrayLike, "*#batch d"],
-    v: Float[ArrayLike, "*#batch d"],
-    t: Real[ArrayLike, "*#batch"],
-    beta: Real[ArrayLike, "*#batch"] = 1.0,
+    sigma0: Diagonals, a: Diagonals, v: Diagonals, t: Scalars, beta: Scalars = 1.0
 ) -> Float[Array, "*#batch d"]:
     """Commuting case (`V`, `A`, `Σ0` diagonal): `σ_i(t) = σ_i0/(1 − 2βv_ia_iσ_i0 t)` (spec §3).
 
@@ -163,12 +155,7 @@ def diagonal_covariance_closed_form(
     return jnp.where(den > 0, sigma0 / jnp.where(den > 0, den, 1.0), jnp.inf)
 
 
-def diagonal_blowup_time(
-    sigma0: Float[ArrayLike, "*#batch d"],
-    a: Float[ArrayLike, "*#batch d"],
-    v: Float[ArrayLike, "*#batch d"],
-    beta: Real[ArrayLike, "*#batch"] = 1.0,
-) -> Float[Array, "*#batch"]:
+def diagonal_blowup_time(sigma0: Diagonals, a: Diagonals, v: Diagonals, beta: Scalars = 1.0) -> Float[Array, "*#batch"]:
     """`min_i 1/(2βv_ia_iσ_i0)` over the coordinates with `βv_ia_iσ_i0 > 0`; `inf` if none (spec §3).
 
     **Arguments:** the diagonals `sigma0`, `a`, `v` (`(…, d)`); `beta`.
@@ -192,12 +179,7 @@ def diagonal_blowup_time(
 
 
 def softmax_1d_closed_form(
-    alpha0: Real[ArrayLike, "*#batch"],
-    sigma0: Real[ArrayLike, "*#batch"],
-    a: Real[ArrayLike, "*#batch"],
-    v: Real[ArrayLike, "*#batch"],
-    t: Real[ArrayLike, "*#batch"],
-    beta: Real[ArrayLike, "*#batch"] = 1.0,
+    alpha0: Scalars, sigma0: Scalars, a: Scalars, v: Scalars, t: Scalars, beta: Scalars = 1.0
 ) -> tuple[Float[Array, "*#batch"], Float[Array, "*#batch"]]:
     """Softmax in `d = 1`: `σ(t) = σ0/(1 − 2βvaσ0 t)`, `α(t) = α0 e^{vt}(σ(t)/σ0)^{1/2}` (spec §3).
 
@@ -223,11 +205,7 @@ def softmax_1d_closed_form(
 
 
 def clustering_limit(
-    Sigma0: Float[ArrayLike, "*#batch _d _d"],
-    A: Float[ArrayLike, "*#batch _d _d"],
-    v: Real[ArrayLike, "*#batch"] = 1.0,
-    beta: Real[ArrayLike, "*#batch"] = 1.0,
-    rtol: float = 1e-10,
+    Sigma0: Matrices, A: Matrices, v: Scalars = 1.0, beta: Scalars = 1.0, rtol: float = 1e-10
 ) -> Float[Array, "*#batch d d"]:
     """`Σ∞ = lim_{t→∞} Σ(t)` for softmax, `V = vI`, when `βv(A + Aᵀ) ⪯ 0` (spec §3).
 
