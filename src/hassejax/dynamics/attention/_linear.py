@@ -43,10 +43,10 @@ class Linear(AbstractBilinearAttention):
     ```
     """
 
-    def normalise(self, t: Time, logits: Weights, mask: KeyMask | None) -> Weights:
-        """`W_ij = β(y_jᵀAx_i) / n_i` on the allowed keys (`n_i` their number), 0 elsewhere."""
-        return mean_weights(logits, mask)
-
     def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`M = βV(Σ + ααᵀ)A`, `c = 0` (derived; spec dynamics.md §2)."""
         return self.bilinear_map(t, cov + jnp.outer(mean, mean)), jnp.zeros_like(mean)
+
+    def normalise(self, t: Time, logits: Weights, mask: KeyMask | None) -> Weights:
+        """`W_ij = β(y_jᵀAx_i) / n_i` on the allowed keys (`n_i` their number), 0 elsewhere."""
+        return mean_weights(logits, mask)

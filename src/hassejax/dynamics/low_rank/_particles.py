@@ -27,6 +27,13 @@ from ._solution import LowRankParticleSolution
 
 __all__ = ["ParticleReduction", "solve_low_rank_particles", "solve_low_rank_particles_each"]
 
+Tokens = Float[Array, "S N d"]
+"""`S` sequences of `N` tokens (padding included) in `R^d`."""
+TokenMask = Bool[Array, "S N"]
+"""True on the real tokens, False on padding."""
+Projected = Float[Array, "S N k"]
+"""The tokens projected to the head's `k` dimensions."""
+
 
 class ParticleReduction(AbstractReduction):
     """The constants of the reduced particle system of one head on groups of tokens (module docstring).
@@ -37,18 +44,16 @@ class ParticleReduction(AbstractReduction):
     `mask` `(S, N)`; `count` the number of real tokens; `trace0` their initial covariance trace.
     """
 
-    q0: Float[Array, "S N k"]
-    k0: Float[Array, "S N k"]
-    v0: Float[Array, "S N k"]
-    x0c_O: Float[Array, "S N k"]
-    mask: Bool[Array, "S N"]
+    q0: Projected
+    k0: Projected
+    v0: Projected
+    x0c_O: Projected
+    mask: TokenMask
     count: Float[Array, ""]
     trace0: Float[Array, ""]
 
     @classmethod
-    def from_tokens(
-        cls, model: LowRankSoftmax, x0: Float[Array, "S N d"], mask: Bool[Array, "S N"]
-    ) -> ParticleReduction:
+    def from_tokens(cls, model: LowRankSoftmax, x0: Tokens, mask: TokenMask) -> ParticleReduction:
         """The constants for head `model` (unbatched, in the dtype of `x0`) on tokens `x0` with `mask` (no value checks)."""
         m = mask.astype(x0.dtype)[..., None]
         count = jnp.sum(m)
