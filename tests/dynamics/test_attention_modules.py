@@ -315,7 +315,7 @@ def test_vmap_over_a_batch_of_modules():
     betas = np.array([0.5, 1.0, 1.5])
     batch = Softmax(vs, A=a_s, beta=betas)
     assert batch.d == 2
-    with pytest.raises(ParameterError, match=r"`model.V` must have rank 2 inside a solve"):
+    with pytest.raises(ParameterError, match=r"`model.V` must have rank 2 in a solve"):
         solve_gaussian(batch, np.zeros(2), np.eye(2) / 2, t1=1.0)
     mean0, cov0 = np.array([0.3, -0.2]), np.array([[0.5, 0.1], [0.1, 0.4]])
     x0 = r.normal(size=(5, 2))
@@ -435,3 +435,32 @@ def test_call_errors(no_typecheck):
 def test_abstract_base_cannot_be_instantiated():
     with pytest.raises(TypeError):
         AbstractAttention()
+
+
+@pytest.mark.parametrize("kind", ["Softmax", "Sigmoid", "Linear", "L2", "Sinkhorn"])
+def test_batched_kernel_called_directly_raises_and_vmap_gives_each_member(kind):
+    """A kernel built with a batch axis raises when called (it used to return the members'
+    velocities with the axes scrambled); vmapped over, it gives each member's velocity."""
+    from hassejax import dynamics
+
+    cls = getattr(dynamics, kind)
+    eye = jnp.eye(2)
+    x = jnp.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.5]])
+    qa = {"Q": eye, "K": eye} if kind == "L2" else {"A": eye}
+    for kw in ({"V": jnp.stack([eye, 2 * eye]), **qa}, {"V": eye, **qa, "beta": jnp.array([1.0, 2.0, 3.0])}):
+        with pytest.raises(ParameterError, match=r"`model\.(V|beta)` must have rank"):
+            cls(**kw).velocity(0.0, x)
+    if kind in ("Softmax", "Linear"):
+        batch = cls(V=jnp.stack([eye, 2 * eye]), A=jnp.stack([eye, eye]), beta=jnp.ones(2))
+        out = jax.vmap(lambda m: m.velocity(0.0, x))(batch)
+        ref = jnp.stack([cls(V=eye, A=eye).velocity(0.0, x), cls(V=2 * eye, A=eye).velocity(0.0, x)])
+        np.testing.assert_allclose(out, ref, rtol=1e-12)
+
+
+def test_piecewise_constant_edges_must_increase():
+    values = jnp.stack([jnp.eye(2), -jnp.eye(2)])
+    for edges in ([0.0, 2.0, 1.0], [0.0, 1.0, 1.0]):
+        with pytest.raises(ParameterError, match="`t_edges` must be strictly increasing"):
+            PiecewiseConstant(values, t_edges=jnp.array(edges))
+    v = PiecewiseConstant(values, t_edges=jnp.array([0.0, 1.0, 2.0]))
+    assert [float(v(t)[0, 0]) for t in (0.5, 1.5)] == [1.0, -1.0]

@@ -335,7 +335,7 @@ def test_solve_errors():
         solve_gaussian(p, z, i2, t1=1.0, converge_tol=-1.0)
     with pytest.raises(ParameterError, match=r"`blowup_estimate` must be 'extrapolated' or 'threshold'"):
         solve_gaussian(p, z, i2, t1=1.0, blowup_estimate="guess")
-    with pytest.raises(ParameterError, match=r"`model.V` must have rank 2 inside a solve"):
+    with pytest.raises(ParameterError, match=r"`model.V` must have rank 2 in a solve"):
         solve_gaussian(Softmax(V=np.stack([i2, i2]), A=i2), z, i2, t1=1.0)
     with pytest.raises(ParameterError, match=r"`mean0` must be finite"):
         solve_gaussian(p, np.array([np.nan, 0.0]), i2, t1=1.0)

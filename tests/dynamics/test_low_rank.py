@@ -87,7 +87,7 @@ def test_kernel_errors(no_typecheck):
     with pytest.raises(ParameterError, match=r"`W_O` shape \(d, k\)"):
         LowRankSoftmax(head.Q, head.K, head.W_V, head.W_O.T)
     batched = LowRankSoftmax(*(jnp.stack([a, a]) for a in (head.Q, head.K, head.W_V, head.W_O)))
-    with pytest.raises(ParameterError, match=r"`model.Q` must have rank 2 inside a solve"):
+    with pytest.raises(ParameterError, match=r"`model.Q` must have rank 2 in a solve"):
         solve_low_rank_gaussian(batched, np.zeros(6), np.eye(6), t1=1.0)
     with pytest.raises(ParameterError, match="`model` must be a LowRankSoftmax"):
         solve_low_rank_gaussian(_softmax(head), np.zeros(6), np.eye(6), t1=1.0)

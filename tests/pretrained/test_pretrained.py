@@ -498,3 +498,15 @@ def test_imports_need_no_extra():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "needs"
+
+
+def test_head_index_out_of_range_raises(fake_dir, no_typecheck):
+    """JAX indexing clamps: layer 2 of a 2-layer model used to give layer 1's head silently."""
+    hp = rh.head_parameters(rw.load_weights(fake_dir, sha256=None))
+    n_layers, n_heads = hp.shape
+    np.testing.assert_array_equal(hp.head(n_layers - 1, n_heads - 1).Q, hp.Q[n_layers - 1, n_heads - 1])
+    for layer, head, name in ((n_layers, 0, "layer"), (-1, 0, "layer"), (0, n_heads, "head"), (0.5, 0, "layer")):
+        with pytest.raises(ParameterError, match=f"`{name}` must be an integer in"):
+            hp.head(layer, head)
+    with pytest.raises(ParameterError, match="`layer`"):
+        hp.head(n_layers)

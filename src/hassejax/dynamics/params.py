@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Real
 
+from .._tracing import is_traced
 from ..errors import ParameterError
 
 __all__ = ["PiecewiseConstant", "resolve", "positions"]
@@ -44,7 +45,7 @@ class PiecewiseConstant(eqx.Module):
       depth per layer).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` if `t_edges` does not have length
-    `L + 1` or `values` has no layer axis.
+    `L + 1` or is not strictly increasing (checked when concrete), or `values` has no layer axis.
 
     **Example:** a value matrix `I` on layer 0 (`0 <= t < 1`), `−I` on layer 1:
 
@@ -79,6 +80,8 @@ class PiecewiseConstant(eqx.Module):
             raise ParameterError(
                 f"`t_edges` must have shape (L + 1,) = ({n_layers + 1},) for {n_layers} layers; got shape {t_edges.shape}."
             )
+        if not is_traced(t_edges) and not bool(jnp.all(jnp.diff(t_edges) > 0)):
+            raise ParameterError(f"`t_edges` must be strictly increasing layer boundaries; got {t_edges.tolist()}.")
         self.values = values
         self.t_edges = t_edges
 

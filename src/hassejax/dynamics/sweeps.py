@@ -165,9 +165,10 @@ class Sweep:
 
     Source: (derived) spec dynamics.md §4 "Sweeps".
 
-    **Example:** two batches of three members, one program:
+    **Example:** batches of three and two members, one program:
 
     >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Sweep
     >>> traces = []
     >>> def member(v):
     ...     traces.append(1)  # runs once per trace, not per member

@@ -82,7 +82,14 @@ class HeadParameters(eqx.Module):
 
     def head(self, layer: int, head: int | None = None) -> LowRankSoftmax:
         """Head `head` of layer `layer` as a :class:`~hassejax.dynamics.LowRankSoftmax` kernel in `R^d`
-        (`A = KᵀQ`, `V = W_O W_V`, `β = 1`); all heads of the layer (a leading head axis, for ``vmap``) when `head` is None."""
+        (`A = KᵀQ`, `V = W_O W_V`, `β = 1`); all heads of the layer (a leading head axis, for ``vmap``) when `head` is None.
+        Raises :class:`~hassejax.errors.ParameterError` for an index out of range (JAX indexing would clamp it)."""
+        n_layers, n_heads = self.Q.shape[0], self.Q.shape[1]
+        for name, value, size in (("layer", layer, n_layers), ("head", head, n_heads)):
+            if value is None and name == "head":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < size:
+                raise ParameterError(f"`{name}` must be an integer in [0, {size}); got {value!r}.")
         pick = (layer,) if head is None else (layer, head)
         return LowRankSoftmax(self.Q[pick], self.K[pick], self.W_V[pick], self.W_O[pick])
 

@@ -152,7 +152,8 @@ class AbstractAttention(eqx.Module):
     diffrax vector field does.
 
     Subclasses set :attr:`d` and either :meth:`weights` and :meth:`value` or
-    :meth:`velocity`; kernels that preserve Gaussians (spec §2) override
+    :meth:`velocity`, honouring `mask` (False = may not attend: :class:`Masked` passes its
+    mask there, so a kernel that ignores it is not masked); kernels that preserve Gaussians (spec §2) override
     :meth:`gaussian_affine`. `_ranks` maps each array field to its unbatched rank (used by
     :meth:`check_unbatched`).
 
@@ -168,11 +169,15 @@ class AbstractAttention(eqx.Module):
     ...         return self.V.shape[-1]
     ...     def weights(self, t, x, keys=None, mask=None):
     ...         y = x if keys is None else keys
-    ...         return jnp.full((x.shape[0], y.shape[0]), 1.0 / y.shape[0])
+    ...         allowed = jnp.ones((x.shape[0], y.shape[0])) if mask is None else mask.astype(x.dtype)
+    ...         return allowed / jnp.maximum(allowed.sum(axis=1, keepdims=True), 1.0)
     ...     def value(self, t):
     ...         return self.V
-    >>> Uniform(2.0 * jnp.eye(2)).velocity(0.0, jnp.array([[1.0, 0.0], [0.0, 3.0]])).tolist()
+    >>> x = jnp.array([[1.0, 0.0], [0.0, 3.0]])
+    >>> Uniform(2.0 * jnp.eye(2)).velocity(0.0, x).tolist()
     [[1.0, 3.0], [1.0, 3.0]]
+    >>> Uniform(2.0 * jnp.eye(2)).velocity(0.0, x, mask=jnp.tril(jnp.ones((2, 2), bool))).tolist()
+    [[2.0, 0.0], [1.0, 3.0]]
 
     ```
     """
@@ -246,7 +251,7 @@ class AbstractAttention(eqx.Module):
             shp = _shape_of(value, field)
             if len(shp) != rank:
                 raise ParameterError(
-                    f"`{name}.{field}` must have rank {rank} inside a solve (vmap over batched parameters "
+                    f"`{name}.{field}` must have rank {rank} in a solve or a kernel call (vmap over batched parameters "
                     f"instead of passing them batched); got shape {shp}."
                 )
 
@@ -256,8 +261,8 @@ class AbstractBilinearAttention(AbstractAttention):
 
     Fields: `V` `(d, d)` value matrix; `A` `(d, d)` interaction matrix, or `Q`, `K` `(k, d)`
     (then `A = KᵀQ`); `beta` the inverse temperature. Each may be an array, a callable of `t`
-    or a :class:`~hassejax.dynamics.PiecewiseConstant`, with leading batch axes outside a
-    solve. The constructor checks them with ``bilinear_params``; subclasses with more
+    or a :class:`~hassejax.dynamics.PiecewiseConstant`, with leading batch axes
+    for ``vmap``. The constructor checks them with ``bilinear_params``; subclasses with more
     fields write their own. :meth:`weights` applies the subclass's :meth:`normalise` to
     :meth:`logits`; kernels whose weights are not a function of the logits override
     :meth:`weights` instead.
@@ -291,11 +296,13 @@ class AbstractBilinearAttention(AbstractAttention):
         return _shape_of(self.V, "V")[-1]
 
     def value(self, t: Time) -> Matrix:
-        """`V(t)`."""
+        """`V(t)` (a kernel built with batched parameters raises: ``vmap`` over it instead)."""
+        self.check_unbatched("model")
         return jnp.asarray(resolve(self.V, t))
 
     def interaction(self, t: Time) -> Matrix:
-        """`A(t)`, or `K(t)ᵀQ(t)` when `A` was not given."""
+        """`A(t)`, or `K(t)ᵀQ(t)` when `A` was not given (batched parameters raise, as :meth:`value`)."""
+        self.check_unbatched("model")
         if self.A is not None:
             return jnp.asarray(resolve(self.A, t))
         return jnp.swapaxes(resolve(self.K, t), -1, -2) @ resolve(self.Q, t)

@@ -25,8 +25,8 @@ class L2(AbstractBilinearAttention):
     function of `A` alone, so `Q` and `K` are required (the field `A` is always None).
 
     **Arguments** (arrays, callables of `t` or
-    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed outside a
-    solve):
+    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed
+    for ``vmap`` (a call or a solve takes one kernel)):
 
     - `V`: `(d, d)` value matrix.
     - `Q`, `K`: `(k, d)` query and key matrices.

@@ -18,8 +18,8 @@ class Linear(AbstractBilinearAttention):
     (derived, spec §2; α and Σ are coupled).
 
     **Arguments** (arrays, callables of `t` or
-    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed outside a
-    solve):
+    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed
+    for ``vmap`` (a call or a solve takes one kernel)):
 
     - `V`: `(d, d)` value matrix.
     - `A`: `(d, d)` interaction matrix, or `Q`, `K`: `(k, d)` with `A = KᵀQ`.

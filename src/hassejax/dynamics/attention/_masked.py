@@ -32,7 +32,7 @@ class Masked(AbstractAttention):
       not :class:`Sinkhorn`, not another :class:`Masked`; a :class:`MultiHead` shares the
       mask across its heads).
     - `mask`: `(n, n)` Boolean, row = query, column = key, True = may attend (e.g. from
-      :mod:`hassejax.masks`); leading batch axes allowed outside a solve.
+      :mod:`hassejax.masks`); leading batch axes allowed for ``vmap`` (a call or a solve takes one kernel).
     - `sink`: `(d,)` position of the attention-sink token, or None (no sink).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a masked

@@ -24,8 +24,8 @@ class Sigmoid(AbstractBilinearAttention):
     (spec §2).
 
     **Arguments** (arrays, callables of `t` or
-    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed outside a
-    solve):
+    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed
+    for ``vmap`` (a call or a solve takes one kernel)):
 
     - `V`: `(d, d)` value matrix.
     - `A`: `(d, d)` interaction matrix, or `Q`, `K`: `(k, d)` with `A = KᵀQ`.

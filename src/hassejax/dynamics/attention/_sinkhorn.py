@@ -48,8 +48,8 @@ class Sinkhorn(AbstractBilinearAttention):
     `E_π[y | x] = α + S(x − α)` for the entropic self-plan π of `N(α, Σ)` (:meth:`slope`).
 
     **Arguments** (arrays, callables of `t` or
-    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed outside a
-    solve):
+    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed
+    for ``vmap`` (a call or a solve takes one kernel)):
 
     - `V`: `(d, d)` value matrix.
     - `A`: `(d, d)` interaction matrix, or `Q`, `K`: `(k, d)` with `A = KᵀQ`.

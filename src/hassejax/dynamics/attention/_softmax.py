@@ -18,8 +18,8 @@ class Softmax(AbstractBilinearAttention):
     `Q_h/√k`): nothing here rescales, pass the scaled matrices.
 
     **Arguments** (each array may instead be a callable `t ↦ array` or a
-    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes are allowed outside a
-    solve):
+    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed
+    for ``vmap`` (a call or a solve takes one kernel)):
 
     - `V`: `(d, d)` float value matrix (for a head of :class:`MultiHead`, its value-output
       map `C_h = W_{O,h} V_h`).
