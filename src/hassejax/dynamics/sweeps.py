@@ -47,6 +47,7 @@ from jaxtyping import PyTree
 from tqdm.auto import tqdm
 
 from ..errors import ParameterError
+from . import _processes
 
 __all__ = ["Sweep", "sweep", "sweep_program", "batch_size"]
 
@@ -134,7 +135,7 @@ def _check_config(fn, chunk_size, shard, devices) -> tuple | None:
         raise ParameterError(f"`chunk_size` must be a positive integer or None; got {chunk_size!r}.")
     if not shard:
         return None
-    devs = tuple(jax.devices() if devices is None else devices)
+    devs = _processes.sweep_devices(devices)  # jax.devices(); this process's own when there are several
     if not devs:
         raise ParameterError("`devices` must hold at least one device; got an empty sequence.")
     return devs
@@ -196,8 +197,10 @@ class Sweep:
     def __call__(self, batch_params: PyTree, *, progress: bool = True, desc: str = "sweep") -> PyTree:
         """Run the held program on every member of `batch_params`; see :func:`sweep`."""
         B = batch_size(batch_params)
-        chunk, n_chunks, total = _layout(B, self.chunk_size, self._devices)
-        return _execute(self._run, self._sharding, batch_params, B, chunk, n_chunks, total, progress, desc)
+        mine, n = _processes.local_share(batch_params, B)  # (batch_params, B) with one process
+        chunk, n_chunks, total = _layout(n, self.chunk_size, self._devices)
+        out = _execute(self._run, self._sharding, mine, n, chunk, n_chunks, total, progress, desc)
+        return _processes.gather(out, B)  # out with one process
 
 
 def _execute(run, sharding, batch_params, B, chunk, n_chunks, total, progress, desc):
@@ -299,9 +302,10 @@ def sweep(
     """
     devs = _check_config(fn, chunk_size, shard, devices)
     B = batch_size(batch_params)
-    chunk, n_chunks, total = _layout(B, chunk_size, devs)
+    mine, n = _processes.local_share(batch_params, B)  # (batch_params, B) with one process
+    chunk, n_chunks, total = _layout(n, chunk_size, devs)
     run, sharding = _build_runner(fn, devs)
-    return _execute(run, sharding, batch_params, B, chunk, n_chunks, total, progress, desc)
+    return _processes.gather(_execute(run, sharding, mine, n, chunk, n_chunks, total, progress, desc), B)
 
 
 def sweep_program(
@@ -339,7 +343,8 @@ def sweep_program(
     ```
     """
     devs = _check_config(fn, chunk_size, shard, devices)
-    chunk, _, total = _layout(batch_size(batch_params), chunk_size, devs)
+    batch_params, n = _processes.local_share(batch_params, batch_size(batch_params), check=False)
+    chunk, _, total = _layout(n, chunk_size, devs)
     run, sharding = _build_runner(fn, devs)
     leaves, treedef = jax.tree_util.tree_flatten(batch_params)
     part = [_pad_rows(jnp.asarray(leaf), total)[:chunk] for leaf in leaves]

@@ -1,0 +1,172 @@
+"""Sweeps across processes: each process's share of the members, and the gather of the results.
+
+Under JAX's multi-controller runtime (``jax.distributed.initialize``; one Python process per
+host, or per GPU, each addressing its own local devices) every process calls :func:`sweep`
+with the same batch of `B` members. With `P = jax.process_count()` processes, process `p`
+takes the members ``p, p + P, p + 2P, ...`` (a stride, not a contiguous block: a sweep over a
+parameter grid usually has its cost rising along the grid, and a stride gives every process
+the same mix of cheap and expensive members), padded by repeating the last member to
+``ceil(B / P)`` members, so every process runs the same number of members. It runs them on
+its own devices (the sweep's vmap, chunks and sharding over ``jax.local_devices()``); the
+results are gathered across processes (:func:`jax.experimental.multihost_utils.process_allgather`,
+an all-gather over the global devices, gloo on CPU) and put back in the caller's member
+order, so every process returns the same full result.
+
+With one process (``jax.process_count() == 1``, the default without
+``jax.distributed.initialize``) nothing here runs: :func:`local_share` and :func:`gather`
+return their input unchanged and the sweep's default devices stay ``jax.devices()``.
+
+Source: (derived) JAX's multi-process guide (docs.jax.dev, "Multi-host and multi-process").
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import PyTree
+
+from ..errors import ParameterError
+
+__all__ = ["sweep_devices", "share_indices", "local_share", "gather"]
+
+
+def sweep_devices(devices: Sequence[jax.Device] | None) -> tuple:
+    """The devices a sweep shards over: `devices`, or by default all devices of this process.
+
+    With one process the default is ``jax.devices()`` (as before); with several it is
+    ``jax.local_devices()``, and every given device must belong to this process.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` in a multi-process run if a device of
+    `devices` belongs to another process.
+
+    **Example:**
+
+    >>> import jax
+    >>> from hassejax.dynamics._processes import sweep_devices
+    >>> sweep_devices(None) == tuple(jax.devices())
+    True
+    """
+    if jax.process_count() == 1:
+        return tuple(jax.devices() if devices is None else devices)
+    devs = tuple(jax.local_devices() if devices is None else devices)
+    here = jax.process_index()
+    foreign = [d for d in devs if d.process_index != here]
+    if foreign:
+        raise ParameterError(
+            f"`devices`: in a run of {jax.process_count()} processes each process shards its share of the "
+            f"members over its own devices (jax.local_devices(), the default); got {len(foreign)} device(s) of "
+            f"other processes, e.g. {foreign[0]} of process {foreign[0].process_index} (this is process {here})."
+        )
+    return devs
+
+
+def share_indices(B: int, process_index: int, process_count: int) -> np.ndarray:
+    """Members of a batch of `B` that process `process_index` of `process_count` runs.
+
+    The stride ``p, p + P, ...``, padded to ``ceil(B / P)`` entries by repeating the last
+    member ``B - 1``.
+
+    **Returns:** int64 array of shape ``(ceil(B / P),)``.
+
+    **Example:** eleven members over two processes (process 1 repeats member 10 once):
+
+    >>> from hassejax.dynamics._processes import share_indices
+    >>> share_indices(11, 0, 2).tolist(), share_indices(11, 1, 2).tolist()
+    ([0, 2, 4, 6, 8, 10], [1, 3, 5, 7, 9, 10])
+    """
+    per = math.ceil(B / process_count)
+    return np.minimum(process_index + process_count * np.arange(per, dtype=np.int64), B - 1)
+
+
+def _fingerprint(batch_params: PyTree, B: int) -> np.ndarray:
+    """(B, crc32 of the tree structure, shapes and dtypes, crc32 of the values) as uint32."""
+    leaves, treedef = jax.tree_util.tree_flatten(batch_params)
+    layout = str(treedef) + "".join(f"|{leaf.shape}{leaf.dtype}" for leaf in leaves)
+    values = 0
+    for leaf in leaves:
+        values = zlib.crc32(np.ascontiguousarray(leaf).tobytes(), values)
+    return np.array([B, zlib.crc32(layout.encode()), values], dtype=np.uint32)
+
+
+def _check_same_everywhere(batch_params: PyTree, B: int) -> None:
+    """Raise on every process alike if the processes were given different batches."""
+    from jax.experimental.multihost_utils import process_allgather
+
+    table = np.asarray(process_allgather(_fingerprint(batch_params, B)))  # (P, 3), the same on every process
+    odd = [p for p in range(table.shape[0]) if not np.array_equal(table[p], table[0])]
+    if odd:
+        p = odd[0]
+        what = ["the batch size B", "the tree structure, shapes or dtypes", "the values"]
+        differs = next(w for w, a, b in zip(what, table[0], table[p]) if a != b)
+        raise ParameterError(
+            f"`batch_params` must be the same on every process of a multi-process sweep; process {p} differs "
+            f"from process 0 in {differs} (B: {int(table[p][0])} vs {int(table[0][0])}). Build the batch "
+            "identically on every process (same seed), not per process."
+        )
+
+
+def local_share(batch_params: PyTree, B: int, *, check: bool = True) -> tuple[PyTree, int]:
+    """This process's members of a batch of `B`: (the batch restricted to them, their number).
+
+    With one process: ``(batch_params, B)`` unchanged. With `P` processes: every leaf
+    indexed by :func:`share_indices` (leading length ``ceil(B / P)``, host NumPy arrays),
+    after checking (one small all-gather; `check`) that every process holds the same batch.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError`, on every process alike, if a leaf
+    is a global array spread over processes, or the processes' batches differ in size,
+    structure, shapes, dtypes or values.
+
+    **Example:**
+
+    >>> import numpy as np
+    >>> from hassejax.dynamics._processes import local_share
+    >>> local_share({"v": np.arange(3.0)}, 3)
+    ({'v': array([0., 1., 2.])}, 3)
+    """
+    if jax.process_count() == 1:
+        return batch_params, B
+    leaves, treedef = jax.tree_util.tree_flatten(batch_params)
+    for leaf in leaves:
+        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+            raise ParameterError(
+                "`batch_params`: in a multi-process sweep every process passes the whole batch as host-local "
+                f"arrays (NumPy or arrays of its own devices); got a global array of shape {leaf.shape} spread "
+                "over several processes."
+            )
+    leaves = [np.asarray(leaf) for leaf in leaves]
+    if check:
+        _check_same_everywhere(jax.tree_util.tree_unflatten(treedef, leaves), B)
+    idx = share_indices(B, jax.process_index(), jax.process_count())
+    return jax.tree_util.tree_unflatten(treedef, [leaf[idx] for leaf in leaves]), len(idx)
+
+
+def gather(local_out: PyTree, B: int) -> PyTree:
+    """Every process's results, gathered on every process, in the caller's member order.
+
+    With one process: `local_out` unchanged. With `P` processes each leaf of `local_out` has
+    ``ceil(B / P)`` rows (this process's share, see :func:`share_indices`); the result's leaves
+    have `B` rows, member `i` from process ``i % P``, as JAX arrays on the default device.
+    Every process must call it (a collective).
+
+    **Example:**
+
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics._processes import gather
+    >>> gather({"y": jnp.arange(3)}, 3)["y"].tolist()
+    [0, 1, 2]
+    """
+    if jax.process_count() == 1:
+        return local_out
+    from jax.experimental.multihost_utils import process_allgather
+
+    def interleave(stacked):  # (P, per, ...) -> (per * P, ...) in member order -> the first B
+        stacked = np.asarray(stacked)
+        rows = np.swapaxes(stacked, 0, 1).reshape((stacked.shape[0] * stacked.shape[1],) + stacked.shape[2:])
+        return jnp.asarray(rows[:B])
+
+    return jax.tree_util.tree_map(interleave, process_allgather(local_out, tiled=False))
