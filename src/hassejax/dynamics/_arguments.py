@@ -25,6 +25,7 @@ Scalar = Real[ArrayLike, ""]
 SaveTimes = Float[ArrayLike, " T"]
 Solver = diffrax.AbstractSolver
 Controller = diffrax.AbstractStepSizeController
+ProgressMeter = diffrax.AbstractProgressMeter
 
 __all__ = [
     "is_concrete",
@@ -130,6 +131,15 @@ def check_finite_params(params, name: str = "params") -> None:
         v = concrete(leaf) if isinstance(leaf, (jax.Array, np.ndarray, float)) else None
         if v is not None and np.issubdtype(v.dtype, np.floating) and not np.all(np.isfinite(v)):
             raise ParameterError(f"`{name}{jax.tree_util.keystr(path)}` must be finite; got NaN/inf entries.")
+
+
+def check_progress_meter(progress_meter) -> None:
+    """Raise :class:`ParameterError` unless `progress_meter` is None or a ``diffrax.AbstractProgressMeter``."""
+    if progress_meter is not None and not isinstance(progress_meter, diffrax.AbstractProgressMeter):
+        raise ParameterError(
+            "`progress_meter` must be a diffrax progress meter (e.g. diffrax.TqdmProgressMeter()) or None; "
+            f"got {type(progress_meter).__name__}."
+        )
 
 
 def check_times(t0, t1, ts) -> None:

@@ -49,9 +49,11 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import optimistix as optx
 
+from .._tracing import is_traced
 from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.pretrained call them as _solve.*
     check_finite_params,
     check_positive,
+    check_progress_meter,
     check_solver_settings,
     check_times,
     concrete,
@@ -59,6 +61,7 @@ from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.
     real_array,
     state_dtype,
 )
+from ._checked_saveat import saveat_checks_skipped
 from ._guard import guard, tree_finite
 from .result import BlowupMethod, Status
 
@@ -113,11 +116,16 @@ def integrate(
     dt0,
     max_steps: int,
     extrapolate: bool,
+    ts_checked: bool = False,
+    progress_meter: diffrax.AbstractProgressMeter | None = None,
 ) -> IntegrateOut:
     """Solve `y' = f(t, y)` with the size-threshold (and steady-state) events; see module docstring.
 
     `size(y)` is the scalar size `λ` (e.g. `tr Σ`), `speed(t, y, dy)` the scalar whose falling
-    below `converge_tol` means steady state (None: no steady-state event).
+    below `converge_tol` means steady state (None: no steady-state event). `ts_checked`: `t0`,
+    `t1`, `ts` were concrete and checked (:func:`check_times`), so diffrax's own save-time checks
+    are skipped (:mod:`._checked_saveat`: no host callback, the program is persistently
+    cacheable). `progress_meter`: a diffrax progress meter (None: ``NoProgressMeter()``).
     """
     dtype = jnp.result_type(*jtu.tree_leaves(y0))
     tiny = jnp.finfo(dtype).tiny
@@ -152,21 +160,23 @@ def integrate(
     root_tol = max(1e-6, 1e4 * float(jnp.finfo(dtype).eps))
     event = diffrax.Event(cond, root_finder=optx.Bisection(rtol=root_tol, atol=root_tol, flip=True), direction=False)
     term = diffrax.ODETerm(lambda t, z, args: f_aug(t, z))
-    sol = diffrax.diffeqsolve(
-        term,
-        solver,
-        t0=t0,
-        t1=t1,
-        dt0=dt0,
-        y0=(y0_user, jnp.zeros((), dtype)),
-        saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
-        stepsize_controller=guard(
-            stepsize_controller, t0, t1, finite=lambda z: tree_finite(z) & jnp.isfinite(size(z[0]))
-        ),
-        max_steps=max_steps,
-        event=event,
-        throw=False,
-    )
+    with saveat_checks_skipped(ts_checked):
+        sol = diffrax.diffeqsolve(
+            term,
+            solver,
+            t0=t0,
+            t1=t1,
+            dt0=dt0,
+            y0=(y0_user, jnp.zeros((), dtype)),
+            saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
+            stepsize_controller=guard(
+                stepsize_controller, t0, t1, finite=lambda z: tree_finite(z) & jnp.isfinite(size(z[0]))
+            ),
+            max_steps=max_steps,
+            event=event,
+            throw=False,
+            progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
+        )
     n_save = ts.shape[0]
     ys = sol.ys[0][0]
     time_below = sol.ys[1][1][0]
@@ -284,15 +294,16 @@ def make_controller(stepsize_controller, rtol: float, atol: float, jump_ts):
 
 def solve_settings(
     model, dtype, *, t0, t1, ts, solver, rtol, atol, dt0, stepsize_controller, max_steps, size_threshold, converge_tol,
-    extrapolate: bool,
+    extrapolate: bool, progress_meter: diffrax.AbstractProgressMeter | None = None,
 ) -> dict:  # fmt: skip
     """Check the solver arguments shared by the solvers and convert them to `dtype`.
 
     **Returns:** the keyword arguments of :func:`integrate_events` (`t0`, `t1`, `ts`,
     `threshold`, `converge_tol`, `solver`, `stepsize_controller`, `dt0`, `max_steps`,
-    `extrapolate`): `ts` defaults to `[t0, t1]`, `solver` to ``Tsit5()``, the controller to
-    :func:`make_controller`'s (with the layer boundaries of `model`'s
-    :class:`~hassejax.dynamics.PiecewiseConstant` parameters as ``jump_ts``).
+    `extrapolate`, `ts_checked`, `progress_meter`): `ts` defaults to `[t0, t1]`, `solver` to
+    ``Tsit5()``, the controller to :func:`make_controller`'s (with the layer boundaries of
+    `model`'s :class:`~hassejax.dynamics.PiecewiseConstant` parameters as ``jump_ts``);
+    `ts_checked` is True when `t0`, `t1`, `ts` were concrete, so checked here.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`check_finite_params` (on
     `model`, unless None), :func:`check_times`, :func:`check_solver_settings` and
@@ -301,9 +312,11 @@ def solve_settings(
     if model is not None:
         check_finite_params(model, "model")
     check_times(t0, t1, ts)
+    check_progress_meter(progress_meter)
     check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
     check_positive(size_threshold, "size_threshold")
     check_positive(converge_tol, "converge_tol")
+    ts_checked = not is_traced(t0, t1, ts)
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
     return {
@@ -317,6 +330,8 @@ def solve_settings(
         "dt0": None if dt0 is None else jnp.asarray(dt0, dtype),
         "max_steps": int(max_steps),
         "extrapolate": extrapolate,
+        "ts_checked": ts_checked,
+        "progress_meter": progress_meter,
     }
 
 

@@ -37,7 +37,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ..errors import ParameterError
 from . import _solve
-from ._arguments import Controller, SaveTimes, Scalar, Solver
+from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
 from ._linalg import check_psd, psd_sqrt, symmetrize
 from .attention import AbstractAttention, check_model
 from .attention._shapes import GaussianMap, Matrix, Mean
@@ -162,6 +162,7 @@ def solve_gaussian(
     ts: SaveTimes | None = None, solver: Solver | None = None, rtol: float = 1e-8, atol: float = 1e-8,
     dt0: Scalar | None = None, stepsize_controller: Controller | None = None, max_steps: int = 100_000,
     size_threshold: Scalar | None = None, converge_tol: Scalar | None = None, blowup_estimate: str = "extrapolated",
+    progress_meter: ProgressMeter | None = None,
 ) -> GaussianSolution:  # fmt: skip
     """Solve the moment ODE of `N(α, Σ)` under an attention kernel (spec dynamics.md §2, §4).
 
@@ -219,6 +220,8 @@ def solve_gaussian(
       for the softmax closed form.
     - `converge_tol`: steady-state tolerance on `‖Σ'‖_F` (None: no steady-state event).
     - `blowup_estimate`: ``"extrapolated"`` (default) or ``"threshold"``.
+    - `progress_meter`: a diffrax progress meter, e.g. ``diffrax.TqdmProgressMeter()`` (None:
+      none). It adds a host callback, so the compiled program is not persistently cached.
 
     **Returns:** a :class:`~hassejax.dynamics.GaussianSolution`.
 
@@ -272,6 +275,6 @@ def solve_gaussian(
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
-        converge_tol=converge_tol, extrapolate=extrapolate,
+        converge_tol=converge_tol, extrapolate=extrapolate, progress_meter=progress_meter,
     )  # fmt: skip
     return _solve_core(model, mean0, cov0, u0, settings)

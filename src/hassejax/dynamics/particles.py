@@ -17,7 +17,7 @@ from jaxtyping import Array, ArrayLike, Float, Real
 
 from ..errors import ParameterError
 from . import _solve
-from ._arguments import Controller, SaveTimes, Scalar, Solver
+from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
 from .attention import AbstractAttention, Masked, check_model
 from .result import ParticleSolution
 
@@ -94,7 +94,7 @@ def solve_particles(
     ts: SaveTimes | None = None, solver: Solver | None = None, rtol: float = 1e-6, atol: float = 1e-6,
     dt0: Scalar | None = None, stepsize_controller: Controller | None = None, max_steps: int = 100_000,
     size_threshold: Scalar | None = None, converge_tol: Scalar | None = None, blowup_estimate: str = "extrapolated",
-    sphere: bool = False, feedforward: tuple[Float[ArrayLike, "_d _d"], Float[ArrayLike, " _d"]] | None = None,
+    progress_meter: ProgressMeter | None = None, sphere: bool = False, feedforward: tuple[Float[ArrayLike, "_d _d"], Float[ArrayLike, " _d"]] | None = None,
 ) -> ParticleSolution:  # fmt: skip
     """Solve the token system `dx_i/dt = Γ_μ(x_i)`, `μ = (1/n) Σ_j δ_{x_j}` (spec dynamics.md §1, §4).
 
@@ -114,7 +114,7 @@ def solve_particles(
     - `x0`: `(n, d)` initial tokens (for ``sphere=True``, unit rows; for a
       :class:`~hassejax.dynamics.Masked` model, `n` is the mask size).
     - `t1`, `t0`, `ts`, `solver`, `rtol`, `atol`, `dt0`, `stepsize_controller`, `max_steps`,
-      `converge_tol`, `blowup_estimate`: as in :func:`~hassejax.dynamics.solve_gaussian`.
+      `converge_tol`, `blowup_estimate`, `progress_meter`: as in :func:`~hassejax.dynamics.solve_gaussian`.
     - `size_threshold`: threshold on `λ` (default `1e8 · λ(x0)`, `1e8` if `λ(x0) = 0`; `1e4` in
       place of `1e8` in float32, see :func:`~hassejax.dynamics._solve.default_size_factor`).
     - `sphere`: project the velocity on the tangent space of the unit sphere (GLPR).
@@ -174,6 +174,6 @@ def solve_particles(
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
-        converge_tol=converge_tol, extrapolate=extrapolate,
+        converge_tol=converge_tol, extrapolate=extrapolate, progress_meter=progress_meter,
     )  # fmt: skip
     return _solve_core(model, x0, bool(sphere), feedforward, settings)

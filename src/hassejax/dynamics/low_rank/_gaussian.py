@@ -22,7 +22,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ...errors import ParameterError
 from .. import _solve
-from .._arguments import Controller, SaveTimes, Scalar, Solver
+from .._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
 from ._common import AbstractReduction, head_products, solve_reduction, solve_settings
 from ._kernel import LowRankSoftmax
 from ._solution import LowRankGaussianSolution
@@ -96,6 +96,7 @@ def solve_low_rank_gaussian(
     t0: Scalar = 0.0, ts: SaveTimes | None = None, solver: Solver | None = None, rtol: float = 1e-8, atol: float = 1e-8,
     dt0: Scalar | None = None, stepsize_controller: Controller | None = None, max_steps: int = 100_000,
     size_threshold: Scalar | None = None, blowup_estimate: str = "extrapolated",
+    progress_meter: ProgressMeter | None = None,
 ) -> LowRankGaussianSolution:  # fmt: skip
     """The Gaussian moment ODE (spec §2) of a rank-`k` softmax head from `N(mean0, cov0)`, solved in `k×k` form.
 
@@ -117,6 +118,8 @@ def solve_low_rank_gaussian(
     - `max_steps`: step budget.
     - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · tr Σ0`, `1e4 ·` in float32).
     - `blowup_estimate`: ``"extrapolated"`` (default) or ``"threshold"``.
+    - `progress_meter`: a diffrax progress meter, e.g. ``diffrax.TqdmProgressMeter()`` (None:
+      none). It adds a host callback, so the compiled program is not persistently cached.
 
     **Returns:** a :class:`~hassejax.dynamics.LowRankGaussianSolution` (state `b`, `psi`;
     :meth:`~hassejax.dynamics.LowRankGaussianSolution.moments` gives `α(t)`, `Σ(t)`).
@@ -153,7 +156,7 @@ def solve_low_rank_gaussian(
     settings = solve_settings(
         dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
-        blowup_estimate=blowup_estimate,
+        blowup_estimate=blowup_estimate, progress_meter=progress_meter,
     )  # fmt: skip
     reduction = GaussianReduction.from_head(model, jnp.asarray(mean0, dtype), jnp.asarray(cov0, dtype))
     return solve_reduction(reduction, settings)

@@ -19,7 +19,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
 from ...errors import ParameterError
 from .. import _solve
-from .._arguments import Controller, SaveTimes, Scalar, Solver
+from .._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
 from ._common import AbstractReduction, head_products, solve_reduction, solve_settings
 from ._gaussian import _check_model
 from ._kernel import LowRankSoftmax
@@ -104,6 +104,7 @@ def solve_low_rank_particles(
     t1: Scalar, t0: Scalar = 0.0, ts: SaveTimes | None = None, solver: Solver | None = None,
     rtol: float = 1e-6, atol: float = 1e-6, dt0: Scalar | None = None, stepsize_controller: Controller | None = None,
     max_steps: int = 100_000, size_threshold: Scalar | None = None, blowup_estimate: str = "extrapolated",
+    progress_meter: ProgressMeter | None = None,
 ) -> LowRankParticleSolution:  # fmt: skip
     """The softmax particle system (spec §1) of a rank-`k` head on padded groups of tokens, solved in rank-`k` form.
 
@@ -125,7 +126,8 @@ def solve_low_rank_particles(
       particles cannot blow up).
     - `mask`: `(S, N)` Boolean, True at real tokens, at least one per group.
     - `t1`, `t0`, `ts`, `solver`, `rtol`, `atol` (default 1e-6), `dt0`, `stepsize_controller`,
-      `max_steps`, `blowup_estimate`: as in :func:`~hassejax.dynamics.solve_low_rank_gaussian`.
+      `max_steps`, `blowup_estimate`, `progress_meter`: as in
+      :func:`~hassejax.dynamics.solve_low_rank_gaussian`.
     - `size_threshold`: threshold on `λ` (default `1e8 · λ(x0)`, `1e4 ·` in float32).
 
     **Returns:** a :class:`~hassejax.dynamics.LowRankParticleSolution` (state `z`
@@ -174,7 +176,7 @@ def solve_low_rank_particles(
     settings = solve_settings(
         dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
-        blowup_estimate=blowup_estimate,
+        blowup_estimate=blowup_estimate, progress_meter=progress_meter,
     )  # fmt: skip
     return solve_reduction(ParticleReduction.from_tokens(model, x0, mask), settings)
 
