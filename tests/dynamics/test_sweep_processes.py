@@ -132,8 +132,8 @@ def test_both_processes_return_the_same_full_result(children):
 def test_two_processes_equal_the_one_process_sweep(children):
     """Statuses and step counts exactly; floats to 1e-12 relative, not bitwise.
 
-    The two-process run vmaps 3 members per device (chunks of 4 per process), the reference
-    all 11 in one program: XLA vectorises each width differently, so floats may differ in
+    Each process runs its 6 members in two chunks of 4 (2 a device), the reference all 11
+    in one program: XLA vectorises each width differently, so floats may differ in
     the last bits, and the blow-up event's bisection, which under vmap iterates until the
     whole chunk has converged, may take a different number of halvings for a member. (On
     this machine the results came out bitwise equal; a one-process sweep in chunks of 4

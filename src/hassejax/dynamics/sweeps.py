@@ -25,6 +25,11 @@ pytree whose every leaf has the batch axis in front. Three levels:
    dispatched one after the other with a tqdm progress bar, the next before the previous
    one is waited for.
 
+**Across processes** (after ``jax.distributed.initialize``, one process per host or GPU):
+process `p` of `P` runs its share, members ``p, p + P, ...`` padded to ``ceil(B / P)``,
+through levels 1-3 on its own devices, and the results are all-gathered, so every process
+returns the same full result in batch order (:mod:`hassejax.dynamics._processes`).
+
 No module-level state: :func:`sweep` builds its jitted runner per call, and a solve, whose
 program holds host callbacks (diffrax's error checks), is not reused from JAX's persistent
 compilation cache, so each call compiles. To run many batches through one compiled
@@ -269,18 +274,22 @@ def sweep(
     - `progress`: show a tqdm bar when there is more than one chunk.
     - `shard`: split each chunk's batch axis across `devices` (all of `jax.devices()` by
       default) with a 1-D mesh; `False` runs on the default device only.
-    - `devices`: the devices to shard over (default: all; on several hosts after
-      ``jax.distributed.initialize()`` every process must make the same call with the same
-      `batch_params`, and the outputs are global arrays; only the single-process path is
-      tested here).
+    - `devices`: the devices to shard over (default: all of ``jax.devices()``; with several
+      processes this process's own, ``jax.local_devices()``, and only those are allowed:
+      every process makes the same call with the same `batch_params`, host-local arrays, and
+      runs its share of ``ceil(B / P)`` members on them; see the module docstring).
     - `desc`: label of the progress bar.
 
     **Returns:** the pytree of `fn`'s outputs, each leaf with the batch axis `B` in front
-    (padding stripped), in batch order, as JAX arrays.
+    (padding stripped), in batch order, as JAX arrays. With `P` processes every process
+    returns this same full pytree (leaves of `B` rows on its default device).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for an ill-formed batch (see
     :func:`batch_size`), a `chunk_size` that is not a positive integer, or an empty
-    `devices`.
+    `devices`; with several processes also, on every process alike (never a hang), for a
+    device of another process in `devices`, a leaf that is a global array spread over
+    processes, or `batch_params` that differ between the processes (batch size, structure,
+    shapes, dtypes or values: build the batch identically, with the same seed, everywhere).
 
     Source: (derived) spec dynamics.md §4 "Sweeps".
 
@@ -297,6 +306,20 @@ def sweep(
     >>> out = sweep(member, jnp.array([1.0, 2.0, -1.0]), chunk_size=2, progress=False)
     >>> list(status_names(out["status"])), [round(float(t), 3) for t in out["t_blowup"]]
     (['blow_up', 'blow_up', 'completed'], [1.0, 0.5, inf])
+
+    ```
+
+    On several hosts the same script runs once per host, with
+    ``jax.distributed.initialize(coordinator_address="host0:1234", num_processes=P,
+    process_id=p)`` (no arguments on Cloud TPU or under Slurm) before anything else touches
+    JAX; each process then computes its share and gets the whole result. Run as one process,
+    the same lines give the one-process result:
+
+    ```python
+    >>> import jax
+    >>> out = sweep(lambda v: {"square": v * v, "process": jax.process_index()}, jnp.arange(5.0), progress=False)
+    >>> jax.process_count(), out["square"].tolist(), out["process"].tolist()  # with 2: [0, 1, 0, 1, 0]
+    (1, [0.0, 1.0, 4.0, 9.0, 16.0], [0, 0, 0, 0, 0])
 
     ```
     """
