@@ -61,7 +61,7 @@ except ParameterError as e:
 gauss = sweep(gaussian_member, jnp.asarray(SPEEDS), chunk_size=CHUNK, progress=False)
 
 def who(x):  # jax.process_index() is a constant of the traced program: which process ran the member
-    return {"square": x * x, "process": jnp.int32(jax.process_index())}
+    return {"square": x * x, "odd": x % 2 == 1, "process": jnp.int32(jax.process_index())}
 
 held = Sweep(who, chunk_size=3)  # a held Sweep, two batches; of 3 members, process 0 runs 0, 2 and process 1 runs 1, 2
 first, second = held(jnp.arange(float(B)), progress=False), held(jnp.arange(3.0), progress=False)
@@ -157,6 +157,7 @@ def test_each_member_is_computed_by_its_process_and_returned_in_order(children):
     out, _ = children[0]
     np.testing.assert_array_equal(out["first_square"], np.arange(B, dtype=float) ** 2)
     np.testing.assert_array_equal(out["first_process"], np.arange(B) % 2)  # member i on process i % 2
+    np.testing.assert_array_equal(out["first_odd"], np.arange(B) % 2 == 1)  # a bool leaf gathered too
     np.testing.assert_array_equal(out["second_square"], [0.0, 1.0, 4.0])
     np.testing.assert_array_equal(out["second_process"], [0, 1, 0])
 
