@@ -27,20 +27,41 @@ Bad arguments raise :class:`~hassejax.errors.MaskError` naming the argument, wha
 expected and what came.
 """
 
-from . import structured
-from ._causal import block_causal, causal, causal_bottom_right, chunked_causal, full, prefix_lm
-from ._combine import and_masks, or_masks
-from ._convert import from_additive_bias, from_blocked, from_mask_mod
-from ._diffusion import block_diffusion
-from ._document import document
-from ._intervals import IntervalMask
-from ._natten import natten_2d
-from ._packed import packed_document_ids
-from ._sinks import attention_sinks
-from ._spec import MASKS, from_spec
-from ._tree import tree_prefix
-from ._window import dilated, global_sliding, sliding_window
-from ._xlnet import TwoStreamMasks, xlnet_two_stream
+from __future__ import annotations
+
+import importlib
+
+# Names load their module on first use (PEP 562): the structured route (IntervalMask,
+# structured, from_spec(..., form="intervals")) is pure NumPy, and ``import hassejax.masks``
+# starts no JAX; the dense constructors import JAX when first named.
+_LAZY = {
+    "structured": ".structured",
+    "block_causal": "._causal",
+    "causal": "._causal",
+    "causal_bottom_right": "._causal",
+    "chunked_causal": "._causal",
+    "full": "._causal",
+    "prefix_lm": "._causal",
+    "and_masks": "._combine",
+    "or_masks": "._combine",
+    "from_additive_bias": "._convert",
+    "from_blocked": "._convert",
+    "from_mask_mod": "._convert",
+    "block_diffusion": "._diffusion",
+    "document": "._document",
+    "IntervalMask": "._intervals",
+    "natten_2d": "._natten",
+    "packed_document_ids": "._packed",
+    "attention_sinks": "._sinks",
+    "MASKS": "._registry",
+    "from_spec": "._spec",
+    "tree_prefix": "._tree",
+    "dilated": "._window",
+    "global_sliding": "._window",
+    "sliding_window": "._window",
+    "TwoStreamMasks": "._xlnet",
+    "xlnet_two_stream": "._xlnet",
+}
 
 __all__ = [
     "causal",
@@ -70,3 +91,23 @@ __all__ = [
     "MASKS",
     "from_spec",
 ]
+
+
+def __getattr__(name: str):
+    """A public name from its module (:data:`_LAZY`), or a submodule, imported on first use."""
+    if name in _LAZY:
+        module = importlib.import_module(_LAZY[name], __name__)
+        value = module if name == "structured" else getattr(module, name)
+        globals()[name] = value
+        return value
+    if not name.startswith("__"):  # a submodule, as when this package imported them all eagerly
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,79 +1,26 @@
-"""Mask registry and a safe parser for mask specifications such as ``"sliding_window(n=16, left=2)"``."""
+"""A safe parser for mask specifications such as ``"sliding_window(n=16, left=2)"`` (imports no JAX).
+
+The dense registry :data:`~hassejax.masks.MASKS` lives in :mod:`hassejax.masks._registry` and
+is imported only for ``form="dense"``: ``from_spec(..., form="intervals")`` builds from
+:data:`hassejax.masks.structured.MASKS` (pure NumPy) and never starts JAX.
+"""
 
 from __future__ import annotations
 
 import ast
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Literal
 
-from jaxtyping import Array, ArrayLike, Bool, Int
+import jaxtyping as jt
+from jaxtyping import Bool
 
 from ..errors import MaskError
 from . import structured
-from ._args import checked, describe
-from ._causal import block_causal, causal, chunked_causal, full, prefix_lm
-from ._diffusion import block_diffusion
-from ._document import document
 from ._intervals import IntervalMask
-from ._natten import natten_2d
-from ._sinks import attention_sinks
-from ._tree import tree_prefix
-from ._validate import stream_arg
-from ._window import dilated, global_sliding, sliding_window
-from ._xlnet import xlnet_two_stream
+from ._validate import checked, describe
 
-__all__ = ["MASKS", "from_spec"]
-
-
-@checked(stream=stream_arg)
-def _xlnet_stream(
-    permutation: Sequence[int] | Int[ArrayLike, " n"],
-    context: int = 0,
-    *,
-    stream: Literal["content", "query"],
-) -> Bool[Array, "n n"]:
-    """One stream of :func:`~hassejax.masks.xlnet_two_stream` (the registry's ``xlnet_two_stream``).
-
-    **Arguments:** `permutation` and `context` as in :func:`~hassejax.masks.xlnet_two_stream`;
-    `stream`: ``"content"`` or ``"query"`` (required, keyword only).
-
-    **Returns:** the Boolean `(n, n)` mask of that stream.
-
-    **Raises:** :class:`~hassejax.errors.MaskError` as :func:`~hassejax.masks.xlnet_two_stream`,
-    or for a `stream` other than ``"content"``/``"query"``.
-    """
-    return getattr(xlnet_two_stream(permutation, context), stream)
-
-
-_xlnet_stream.__name__ = "xlnet_two_stream"
-
-MASKS: dict[str, Callable[..., Bool[Array, "n n"]]] = {
-    "causal": causal,
-    "full": full,
-    "prefix_lm": prefix_lm,
-    "sliding_window": sliding_window,
-    "attention_sinks": attention_sinks,
-    "block_causal": block_causal,
-    "chunked_causal": chunked_causal,
-    "document": document,
-    "dilated": dilated,
-    "global_sliding": global_sliding,
-    "natten_2d": natten_2d,
-    "tree_prefix": tree_prefix,
-    "block_diffusion": block_diffusion,
-    "xlnet_two_stream": _xlnet_stream,
-}
-"""Square mask constructors by name, for users who pick by string (the CLI's ``MASK_SPEC``).
-
-Each value returns one Boolean `(n, n)` mask. ``MASKS["xlnet_two_stream"]`` selects one
-of the two XLNet streams with a required keyword ``stream="content"`` or ``"query"``
-(``xlnet_two_stream(permutation=[2, 0, 1], stream="query")``); call
-:func:`hassejax.masks.xlnet_two_stream` directly for both. ``causal_bottom_right`` is
-not registered: it is rectangular, and closures need square masks (spec hasse.md §0).
-:data:`hassejax.masks.structured.MASKS` has the same names and signatures and returns
-:class:`~hassejax.masks.IntervalMask` (``from_spec(..., form="intervals")``).
-"""
+__all__ = ["from_spec", "build_spec"]
 
 
 def _signature_text(name: str, fn: Callable) -> str:
@@ -120,11 +67,11 @@ def _segment(source: str, node: ast.AST) -> str:
 
 
 @checked(text=_text_arg, form=_form_arg)
-def from_spec(text: str, *, form: Literal["dense", "intervals"] = "dense") -> Bool[Array, "n n"] | IntervalMask:
+def from_spec(text: str, *, form: Literal["dense", "intervals"] = "dense") -> Bool[jt.Array, "n n"] | IntervalMask:
     """Build a registered mask, or a union/intersection of them, from a specification string.
 
     The string is one call ``NAME(arg, ..., key=value, ...)`` of a constructor in
-    :data:`MASKS`, or such calls combined with ``|`` (union: attend where some part
+    :data:`~hassejax.masks.MASKS`, or such calls combined with ``|`` (union: attend where some part
     allows), ``&`` (intersection: attend where every part allows) and parentheses
     (``&`` binds tighter than ``|``, as in Python). It is parsed with :mod:`ast` and every
     argument must be a Python literal (numbers, strings, True/False/None, lists and tuples
@@ -171,7 +118,11 @@ def from_spec(text: str, *, form: Literal["dense", "intervals"] = "dense") -> Bo
 
     ```
     """
-    return build_spec(text, MASKS if form == "dense" else structured.MASKS)
+    if form == "dense":
+        from ._registry import MASKS
+
+        return build_spec(text, MASKS)
+    return build_spec(text, structured.MASKS)
 
 
 def build_spec(text: str, registry: dict[str, Callable]):
