@@ -38,14 +38,16 @@ def analyze(mask, layers: Sequence[int] | int | None = None) -> dict:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from ..order import format_class
-
+    # Imports no JAX for a structured spec (interval form, structured route; the diagram on NumPy):
+    # only a dense route (a .npy mask, or a spec with many key runs a row) starts it.
     _check_figure_path(args.png)
     try:
         mask = load_mask(args.mask_spec)
         result = analyze(mask, args.layers)
     except HassejaxError as err:
         raise _UsageError(str(err)) from None
+    from ..order import format_class
+
     summary = result["summary"]
     diagram = summary._diagram
     if diagram is None and (args.dot or args.png):

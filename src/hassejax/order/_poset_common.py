@@ -1,7 +1,8 @@
 """Helpers of the poset functions (private): memory checks, shape buckets, order checks.
 
 Small inputs are padded to a few bucket sizes (:func:`_bucket`, :func:`_pad_square`) so that
-varying ``n`` or ``C`` compiles each jitted core only a few times; the checks raise
+varying ``n`` or ``C`` compiles each jitted core only a few times; the checks
+(:mod:`hassejax.order._poset_checks`, NumPy, re-exported here) raise
 :class:`~hassejax.errors.MaskError` naming the first pair that breaks reflexivity,
 transitivity or antisymmetry (spec hasse.md §1.4–1.7).
 """
@@ -13,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_memory
-from ..errors import MaskError
+from ._poset_checks import _check_partial_order, _check_preorder, _first  # noqa: F401 (re-exported)
 
 
 def _memory(name: str, what: str, matrices: int):
@@ -82,42 +83,6 @@ def _preorder_violations(r):
     return not_reflexive, not_transitive
 
 
-def _first(mask2d: np.ndarray) -> tuple[int, int]:
-    i, j = np.argwhere(mask2d)[0]
-    return int(i), int(j)
-
-
-_PREORDER = "a preorder (reflexive and transitive), e.g. the output of `reachability(mask)` with num_layers=None"
-_PARTIAL_ORDER = "a partial order (reflexive, antisymmetric, transitive), e.g. the output of `quotient_order`"
-
-
-def _raise_not_reflexive(r: np.ndarray, name: str, what: str) -> None:
-    bad = np.flatnonzero(~np.diagonal(r))
-    raise MaskError(
-        f"`{name}` must be {what}; got a relation that is not reflexive: "
-        f"{name}[{bad[0]}, {bad[0]}] is False ({bad.size} diagonal entr{'y' if bad.size == 1 else 'ies'} False)."
-    )
-
-
-def _raise_not_transitive(r: np.ndarray, name: str, what: str) -> None:
-    f = r.astype(np.float32)
-    i, k = _first(((f @ f) > 0.5) & ~r)  # BLAS float product: exact for 0/1 entries
-    j = int(np.flatnonzero(r[i] & r[:, k])[0])
-    hint = " (a finite-depth R^(L) with L below the convergence depth is not transitive)" if what == _PREORDER else ""
-    raise MaskError(
-        f"`{name}` must be {what}; got a relation that is not transitive: "
-        f"{name}[{i}, {j}] and {name}[{j}, {k}] are True but {name}[{i}, {k}] is False{hint}."
-    )
-
-
-def _check_preorder(r: jax.Array, violations, name: str) -> None:
-    not_reflexive, not_transitive = violations
-    if int(not_reflexive):
-        _raise_not_reflexive(np.asarray(r), name, _PREORDER)
-    if int(not_transitive):
-        _raise_not_transitive(np.asarray(r), name, _PREORDER)
-
-
 @jax.jit
 def _order_parts(order):
     """Strict order `S`, the covers `S & ~(S ⊗ S)`, and the partial-order violation counts."""
@@ -129,18 +94,3 @@ def _order_parts(order):
     not_antisymmetric = jnp.sum(s & s.T) // 2
     not_transitive = jnp.sum(ss & ~s)
     return s, s & ~ss, not_reflexive, not_antisymmetric, not_transitive
-
-
-def _check_partial_order(order: jax.Array, nr, na, nt, name: str) -> None:
-    if int(nr):
-        _raise_not_reflexive(np.asarray(order), name, _PARTIAL_ORDER)
-    if int(na):
-        o = np.asarray(order)
-        a, b = _first(o & o.T & ~np.eye(o.shape[0], dtype=bool))
-        raise MaskError(
-            f"`{name}` must be {_PARTIAL_ORDER}; got a relation that is not antisymmetric: {name}[{a}, {b}] and "
-            f"{name}[{b}, {a}] are both True ({int(na)} such pair(s)). Pass the quotient by `classes`, "
-            "not the preorder R itself."
-        )
-    if int(nt):
-        _raise_not_transitive(np.asarray(order), name, _PARTIAL_ORDER)

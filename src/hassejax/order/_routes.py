@@ -16,9 +16,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_memory
-from ..masks._intervals import IntervalMask
 from ._bitpacked import bitpacked_bytes, num_words
 from ._matmul import _matmul_dtype, _num_stored_powers, _padded_size
+from ._route_rules import (  # noqa: F401 (re-exported: the structured-route rules, in a JAX-free module)
+    _DENSE_FALLBACK_N,
+    _STRUCTURED_MAX_RUNS,
+    _STRUCTURED_MIN_N,
+    _few_runs,
+    _prefer_dense,
+)
 
 # Cost model of ``method="auto"`` (seconds). Matmul throughput per backend in flop/s, and the
 # bit-packed route's costs per edge, per propagation batch (at most n of them) and per output
@@ -147,41 +153,6 @@ def _nnz(a: np.ndarray) -> tuple[float, int]:
     """Mean and largest number of nonzeros per mask of ``a`` (``(..., n, n)``)."""
     per_mask = np.count_nonzero(a.reshape((-1,) + a.shape[-2:]), axis=(-2, -1))
     return float(per_mask.mean()), int(per_mask.max())
-
-
-# ``method="auto"``: concrete dense masks at least this long whose rows are at most
-# ``_STRUCTURED_MAX_RUNS`` runs of keys take the structured route.
-_STRUCTURED_MIN_N = 1024
-_STRUCTURED_MAX_RUNS = 4
-
-
-# An IntervalMask with more runs a row than that, up to this n, takes the dense bit-packed routes
-# under ``method="auto"``: runs multiply under products (a dilated window's k runs become k² …),
-# while the packed rows stay n/64 words.
-_DENSE_FALLBACK_N = 16384
-
-
-def _prefer_dense(m: IntervalMask) -> bool:
-    """True for an interval mask with many runs a row that is short enough for the dense routes."""
-    return m.num_runs > _STRUCTURED_MAX_RUNS and m.n <= _DENSE_FALLBACK_N
-
-
-def _few_runs(flat: np.ndarray) -> np.ndarray:
-    """Per mask of ``flat`` ``(B, n, n)``: True iff every row has at most ``_STRUCTURED_MAX_RUNS`` runs.
-
-    Counted in row blocks (a run starts where a True follows a False), no ``n × n`` temporary.
-    """
-    b, n, _ = flat.shape
-    out = np.ones(b, dtype=bool)
-    step = max(1, (1 << 24) // n)
-    for i in range(b):
-        for r0 in range(0, n, step):
-            rows = flat[i, r0 : r0 + step]
-            runs = rows[:, 0].astype(np.int64) + np.count_nonzero(rows[:, 1:] & ~rows[:, :-1], axis=1)
-            if runs.max() > _STRUCTURED_MAX_RUNS:
-                out[i] = False
-                break
-    return out
 
 
 # Cost model of the convergence depth's route choice (seconds): the bit-packed depth route's

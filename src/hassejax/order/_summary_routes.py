@@ -114,10 +114,10 @@ class _DenseFlow:
 
 
 def _diagram_from_quotient(order: np.ndarray, cls, n: int):
+    from ._poset_host import covers
     from .hasse import HasseDiagram
-    from .poset import cover_matrix
 
-    cover = np.asarray(cover_matrix(order))
+    cover = covers(np.asarray(order, dtype=bool))  # NumPy: the structured route starts no JAX
     members = np.split(np.argsort(cls.labels, kind="stable"), np.cumsum(cls.sizes)[:-1])
     diagram = HasseDiagram.__new__(HasseDiagram)
     diagram._init(members, cls.labels, n, order, cover)

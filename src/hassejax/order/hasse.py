@@ -17,25 +17,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-import jax
-import jax.numpy as jnp
+import jaxtyping as jt
 import networkx as nx
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Int
+from jaxtyping import Bool, Int
 from networkx.algorithms.isomorphism import DiGraphMatcher
 
-from .._checks import as_mask
 from ..errors import MaskError
 from ..masks._intervals import IntervalMask
-from ._hasse_build import _check_graph, _mask_closure
 from ._hasse_export import HasseExport, format_class
-from ._routes import _dense_memory
-from .heads import _heads_union
-from .poset import classes as _classes
-from .poset import cover_matrix as _cover_matrix
-from .poset import longest_chain as _longest_chain
-from .poset import quotient_order as _quotient_order
-from .poset import width as _width
+from ._poset_host import dilworth_width
+
+# JAX is imported by the methods that need it (dense masks, JAX results): a diagram built on
+# the structured route (:func:`hassejax.order.flow_summary`) and its export start no JAX.
 
 __all__ = ["HasseDiagram", "format_class"]
 
@@ -107,6 +101,8 @@ class HasseDiagram(HasseExport):
         not covering `0 .. n-1`, a self-loop or an edge against the id order, or an edge
         implied by transitivity (not a cover).
         """
+        from ._hasse_build import _check_graph
+
         self._init(*_check_graph(graph, n))
 
     # ------------------------------------------------------------------ construction
@@ -126,7 +122,7 @@ class HasseDiagram(HasseExport):
         self._cover = cover
 
     @classmethod
-    def from_reachability(cls, reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> HasseDiagram:
+    def from_reachability(cls, reach: Bool[jt.ArrayLike, "n n"], *, check: bool = True) -> HasseDiagram:
         """Diagram of a reachability preorder `R` (spec hasse.md §1.4–1.7).
 
         **Arguments:**
@@ -143,6 +139,12 @@ class HasseDiagram(HasseExport):
         the classes and the quotient would not fit, estimated from its shape before anything
         is copied.
         """
+        from .._checks import as_mask
+        from ._routes import _dense_memory
+        from .poset import classes as _classes
+        from .poset import cover_matrix as _cover_matrix
+        from .poset import quotient_order as _quotient_order
+
         # Copies of `reach` and about four (n, n) arrays for the classes and the quotient (the
         # check's matmul: four more).
         memory = _dense_memory("reach", "the Hasse diagram of a preorder", extra=8 if check else 4, route=False)
@@ -161,10 +163,10 @@ class HasseDiagram(HasseExport):
     @classmethod
     def from_mask(
         cls,
-        mask: Bool[ArrayLike, "n n"]
-        | Bool[ArrayLike, "heads n n"]
+        mask: Bool[jt.ArrayLike, "n n"]
+        | Bool[jt.ArrayLike, "heads n n"]
         | IntervalMask
-        | Sequence[IntervalMask | Bool[ArrayLike, "n n"]],
+        | Sequence[IntervalMask | Bool[jt.ArrayLike, "n n"]],
         num_layers: int | None = None,
         *,
         head_axis: int | None = None,
@@ -214,6 +216,12 @@ class HasseDiagram(HasseExport):
 
         ```
         """
+        import jax
+
+        from ._hasse_build import _mask_closure
+        from ._routes import _dense_memory
+        from .heads import _heads_union
+
         # The closure plus about four more (n, n) matrices for the classes and the quotient.
         memory = _dense_memory("mask", "the Hasse diagram (closure, classes, quotient)", extra=4)
         if head_axis is not None:
@@ -255,35 +263,49 @@ class HasseDiagram(HasseExport):
         return tuple(sorted(self._graph.edges))
 
     @property
-    def labels(self) -> Int[Array, " n"]:
+    def labels(self) -> Int[jt.Array, " n"]:
         """Class id of every position, shape `(n,)`."""
+        import jax.numpy as jnp
+
         return jnp.asarray(self._labels)
 
-    def order_matrix(self) -> Bool[Array, "c c"]:
+    def order_matrix(self) -> Bool[jt.Array, "c c"]:
         """Quotient order, `(C, C)`: entry `[a, b]` True iff `[b] ≤ [a]` (row = upper class)."""
+        import jax.numpy as jnp
+
         return jnp.asarray(self._order)
 
-    def cover_matrix(self) -> Bool[Array, "c c"]:
+    def cover_matrix(self) -> Bool[jt.Array, "c c"]:
         """Covering relation, `(C, C)`: entry `[a, b]` True iff `[b] ⋖ [a]` (edge ``b -> a``)."""
+        import jax.numpy as jnp
+
         return jnp.asarray(self._cover)
 
-    def reachability(self) -> Bool[Array, "n n"]:
+    def reachability(self) -> Bool[jt.Array, "n n"]:
         """Close the diagram back to the `n × n` reachability `R` (spec hasse.md §1.7).
 
         `R[i, j] = order[class(i), class(j)]`, the order being the reflexive–transitive
         closure of the covers. The diagram determines `R` uniquely.
         """
+        import jax.numpy as jnp
+
         return jnp.asarray(self._order[np.ix_(self._labels, self._labels)])
 
     @functools.cached_property
     def depth(self) -> int:
-        """Number of classes in a longest chain (:func:`hassejax.order.longest_chain`)."""
-        return _longest_chain(self._cover)
+        """Number of classes in a longest chain (:func:`hassejax.order.longest_chain` of the covers).
+
+        The longest path of covers in :attr:`graph` plus one (networkx, on the host).
+        """
+        return nx.dag_longest_path_length(self._graph) + 1
 
     @functools.cached_property
     def width(self) -> int:
-        """Size of a largest antichain of classes, by Dilworth's theorem (:func:`hassejax.order.width`)."""
-        return _width(self._order)
+        """Size of a largest antichain of classes, by Dilworth's theorem (:func:`hassejax.order.width`).
+
+        On the host (the order is a partial order by construction): a matching on its strict part.
+        """
+        return dilworth_width(self._order & ~np.eye(self.num_classes, dtype=bool))
 
     @property
     def generations(self) -> tuple[tuple[int, ...], ...]:

@@ -12,13 +12,12 @@ import jax
 import jax.numpy as jnp
 import networkx as nx
 import numpy as np
-import scipy.sparse
-import scipy.sparse.csgraph
 from jaxtyping import ArrayLike, Bool
 
 from .._checks import as_mask
 from ..errors import MaskError
 from ._poset_common import _bucket, _check_partial_order, _memory, _order_parts, _pad_square
+from ._poset_host import dilworth_width
 
 __all__ = ["longest_chain", "width"]
 
@@ -125,7 +124,4 @@ def width(order: Bool[ArrayLike, "c c"]) -> int:
     c = o.shape[-1]
     s, _, nr, na, nt = _order_parts(_pad_square(o, _bucket(c), "identity"))
     _check_partial_order(o, nr, na, nt, "order")
-    s_np = np.asarray(s)[:c, :c]
-    graph = scipy.sparse.csr_array(s_np.astype(np.int8))
-    match = scipy.sparse.csgraph.maximum_bipartite_matching(graph, perm_type="column")
-    return c - int(np.count_nonzero(match >= 0))
+    return dilworth_width(np.asarray(s)[:c, :c])

@@ -68,7 +68,7 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
     """
     if not isinstance(method, str) or method not in ROUTES:
         raise ParameterError(f"`method` must be one of {ROUTES}; got {method!r}.")
-    from ._routes import _prefer_dense
+    from ._route_rules import _prefer_dense
 
     if isinstance(mask, IntervalMask):
         if method == "structured" or (method == "auto" and not _prefer_dense(mask)):

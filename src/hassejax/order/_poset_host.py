@@ -1,0 +1,66 @@
+"""Covers and width of a small partial order on the host (private; NumPy and SciPy, imports no JAX).
+
+A :class:`~hassejax.order.HasseDiagram` keeps its quotient order and covers as NumPy arrays:
+its width, and on the structured route of :func:`hassejax.order.flow_summary` its covers, are
+computed here, so that the structured route (and ``hassejax analyze`` of a structured spec)
+never starts JAX. The results are those of the jitted :func:`~hassejax.order.cover_matrix` and
+:func:`~hassejax.order.width`: the Boolean product is a float32 BLAS product of 0/1 matrices,
+exact while the sums (at most ``C``) stay below ``2**24``.
+
+Matrix convention (as in :mod:`hassejax.order.poset`): row = the upper element, column = the
+lower one; ``order[a, b]`` True iff ``[b] ≤ [a]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse
+import scipy.sparse.csgraph
+from jaxtyping import Bool
+
+from ..masks._runs import check_host_memory
+from ._poset_checks import _check_partial_order
+
+__all__ = ["covers", "dilworth_width"]
+
+
+def covers(order: Bool[np.ndarray, "c c"], name: str = "order") -> Bool[np.ndarray, "c c"]:
+    """The covering relation ``S & ~(S ⊗ S)`` of a partial order, ``S = order & ~I`` (spec hasse.md §1.7).
+
+    **Arguments:** `order`: Boolean NumPy `(C, C)` partial order; `name`: its name in errors.
+
+    **Returns:** Boolean NumPy `(C, C)`, ``cover[a, b]`` True iff `a` covers `b`.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` if `order` is not reflexive, antisymmetric
+    and transitive (checked from the same product); :class:`~hassejax.errors.MemoryBudgetError`
+    (naming `name`) when the product would not fit in the free host memory.
+
+    Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.7 (the matrix formula).
+    """
+    c = order.shape[-1]
+    # order, S, the float32 operand and product, S ⊗ S, the covers and a temporary: ~14 bytes an entry
+    check_host_memory(14.0 * c * c, f"the covers of a partial order on C = {c} classes", name)
+    strict = order & ~np.eye(c, dtype=bool)
+    f = strict.astype(np.float32)
+    two_step = (f @ f) > 0.5
+    not_reflexive = np.count_nonzero(~np.diagonal(order))
+    not_antisymmetric = np.count_nonzero(strict & strict.T) // 2
+    not_transitive = np.count_nonzero(two_step & ~strict)
+    _check_partial_order(order, not_reflexive, not_antisymmetric, not_transitive, name)
+    return strict & ~two_step
+
+
+def dilworth_width(strict: Bool[np.ndarray, "c c"]) -> int:
+    """Width of a partial order from its strict part `S` (``S[a, b]`` iff ``[b] < [a]``), by Dilworth's theorem.
+
+    ``C - ν``, with ``ν`` the size of a maximum matching of the bipartite graph with an edge
+    ``(a, b)`` for every strict pair (Fulkerson); the matching is scipy's Hopcroft–Karp. `S`
+    must be transitive (the strict part of a partial order), which is not checked here.
+
+    **Returns:** a Python int in ``1 .. C``.
+
+    Source: R. P. Dilworth, Ann. Math. 51 (1950); D. R. Fulkerson, Proc. AMS 7 (1956).
+    """
+    graph = scipy.sparse.csr_array(strict.astype(np.int8))
+    match = scipy.sparse.csgraph.maximum_bipartite_matching(graph, perm_type="column")
+    return strict.shape[-1] - int(np.count_nonzero(match >= 0))

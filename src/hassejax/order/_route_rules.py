@@ -1,0 +1,45 @@
+"""Which masks take the structured route under ``method="auto"`` (private; imports no JAX).
+
+The rules of :mod:`hassejax.order._routes` that :func:`hassejax.order.flow_summary` needs on
+its structured route, which starts no JAX; :mod:`hassejax.order._routes` re-exports them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..masks._intervals import IntervalMask
+
+# ``method="auto"``: concrete dense masks at least this long whose rows are at most
+# ``_STRUCTURED_MAX_RUNS`` runs of keys take the structured route.
+_STRUCTURED_MIN_N = 1024
+_STRUCTURED_MAX_RUNS = 4
+
+
+# An IntervalMask with more runs a row than that, up to this n, takes the dense bit-packed routes
+# under ``method="auto"``: runs multiply under products (a dilated window's k runs become k² …),
+# while the packed rows stay n/64 words.
+_DENSE_FALLBACK_N = 16384
+
+
+def _prefer_dense(m: IntervalMask) -> bool:
+    """True for an interval mask with many runs a row that is short enough for the dense routes."""
+    return m.num_runs > _STRUCTURED_MAX_RUNS and m.n <= _DENSE_FALLBACK_N
+
+
+def _few_runs(flat: np.ndarray) -> np.ndarray:
+    """Per mask of ``flat`` ``(B, n, n)``: True iff every row has at most ``_STRUCTURED_MAX_RUNS`` runs.
+
+    Counted in row blocks (a run starts where a True follows a False), no ``n × n`` temporary.
+    """
+    b, n, _ = flat.shape
+    out = np.ones(b, dtype=bool)
+    step = max(1, (1 << 24) // n)
+    for i in range(b):
+        for r0 in range(0, n, step):
+            rows = flat[i, r0 : r0 + step]
+            runs = rows[:, 0].astype(np.int64) + np.count_nonzero(rows[:, 1:] & ~rows[:, :-1], axis=1)
+            if runs.max() > _STRUCTURED_MAX_RUNS:
+                out[i] = False
+                break
+    return out
