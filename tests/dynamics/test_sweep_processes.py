@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import jax.numpy as jnp
 import numpy as np
@@ -26,6 +27,7 @@ from hassejax.dynamics import Softmax, solve_gaussian, sweep
 B = 11  # odd: process 1 repeats the last member once, and chunks of 4 pad each share of 6 to 8
 CHUNK = 4
 SPEEDS = np.linspace(-1.0, 3.0, B)  # V = vI blows up at t* = 1/v for v > 0 (spec §3)
+TIMEOUT_S = 240  # a guard against a hang; the two processes take ~20 s on an idle 2-core machine
 
 
 def gaussian_member(v):
@@ -88,37 +90,32 @@ def children(tmp_path_factory):
     env["JAX_PLATFORMS"] = "cpu"
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
     port = _free_port()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(i), str(port), str(folder / f"out{i}"), os.path.dirname(__file__)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(2)
-    ]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=240))
-    except subprocess.TimeoutExpired:
-        for p in procs:
+    procs, logs = [], [folder / f"stderr{i}.txt" for i in range(2)]
+    for i in range(2):  # output to files, not pipes: a child never blocks on a full pipe
+        with open(logs[i], "w") as err:
+            args = [sys.executable, str(script), str(i), str(port), str(folder / f"out{i}"), os.path.dirname(__file__)]
+            procs.append(subprocess.Popen(args, env=env, stdout=err, stderr=subprocess.STDOUT))
+    deadline = time.monotonic() + TIMEOUT_S
+    # A child that fails leaves the other waiting in a collective: stop it at once.
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        if any(p.poll() not in (None, 0) for p in procs):
+            break
+        time.sleep(0.1)
+    hung = [p.poll() is None for p in procs]
+    for p in procs:
+        if p.poll() is None:
             p.kill()
-        logs = [p.communicate() for p in procs]
-        pytest.fail("two-process sweep timed out after 240 s:\n" + _report(procs, logs))
+        p.wait()
     if any(p.returncode != 0 for p in procs):
-        pytest.fail("a process of the two-process sweep failed:\n" + _report(procs, logs))
+        why = f"timed out after {TIMEOUT_S} s" if time.monotonic() >= deadline else "failed (the other one killed)"
+        report = "\n".join(
+            f"--- process {i} (exit {p.returncode}{', killed' if hung[i] else ''}), output:\n{logs[i].read_text()[-4000:]}"
+            for i, p in enumerate(procs)
+        )
+        pytest.fail(f"the two-process sweep {why}:\n{report}")
     return [
         (dict(np.load(folder / f"out{i}.npz")), json.loads((folder / f"out{i}.json").read_text())) for i in range(2)
     ]
-
-
-def _report(procs, logs) -> str:
-    return "\n".join(
-        f"--- process {i} (exit {p.returncode}) stderr:\n{err[-4000:]}"
-        for i, (p, (_, err)) in enumerate(zip(procs, logs))
-    )
 
 
 def test_both_processes_return_the_same_full_result(children):
