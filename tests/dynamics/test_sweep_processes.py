@@ -4,9 +4,10 @@ Two fresh interpreters (CPU, two fake devices each) call ``jax.distributed.initi
 coordinator on a free local port and run the same sweeps (hassejax.dynamics._processes: each
 process takes the members ``p, p + 2, ...`` and the results are all-gathered). Each writes what
 it got to a file; the test checks that both got the same full result, equal to the sweep of
-the test's own single process, that each member was computed by the process that owns it, and
-that a batch that differs between the processes, or devices of another process, raise
-ParameterError on both processes instead of hanging.
+the test's own single process, that each member was computed by the process that owns it,
+that sweep_program lowers a process's share, and that a batch that differs between the
+processes, or devices of another process, raise ParameterError on both processes instead of
+hanging.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from hassejax.dynamics import Softmax, solve_gaussian, sweep
 B = 11  # odd: process 1 repeats the last member once, and chunks of 4 pad each share of 6 to 8
 CHUNK = 4
 SPEEDS = np.linspace(-1.0, 3.0, B)  # V = vI blows up at t* = 1/v for v > 0 (spec §3)
-TIMEOUT_S = 240  # a guard against a hang; the two processes take ~20 s on an idle 2-core machine
+TIMEOUT_S = 240  # a guard against a hang; each process takes about 15 CPU seconds (mostly compiling the solve)
 
 
 def gaussian_member(v):
@@ -47,19 +48,21 @@ import jax.numpy as jnp
 import numpy as np
 sys.path.insert(0, testdir)
 from test_sweep_processes import B, CHUNK, SPEEDS, gaussian_member
-from hassejax.dynamics import Sweep, sweep
+from hassejax.dynamics import Sweep, sweep, sweep_program
 from hassejax.errors import ParameterError
 
 assert jax.process_count() == 2 and len(jax.local_devices()) == 2 and len(jax.devices()) == 4, jax.devices()
-errors = {}
+notes = {}  # error messages and the lowered program, for the test
 try:  # devices of the other process: refused on both processes before any collective
     sweep(lambda x: x, jnp.arange(3.0), devices=jax.devices(), progress=False)
 except ParameterError as e:
-    errors["devices"] = str(e)
+    notes["devices"] = str(e)
 try:  # process 1 holds another batch: both processes raise
     sweep(lambda x: x, jnp.arange(3.0) + process_id, progress=False)
 except ParameterError as e:
-    errors["values"] = str(e)
+    notes["values"] = str(e)
+# sweep_program lowers this process's share: 6 of the 11 members, 3 a device
+notes["program"] = sweep_program(lambda x: x * x, jnp.arange(float(B))).as_text()
 gauss = sweep(gaussian_member, jnp.asarray(SPEEDS), chunk_size=CHUNK, progress=False)
 
 def who(x):  # jax.process_index() is a constant of the traced program: which process ran the member
@@ -70,7 +73,7 @@ first, second = held(jnp.arange(float(B)), progress=False), held(jnp.arange(3.0)
 arrays = {f"gauss_{k}": v for k, v in gauss.items()}
 arrays |= {f"first_{k}": v for k, v in first.items()} | {f"second_{k}": v for k, v in second.items()}
 np.savez(out + ".npz", **{k: np.asarray(v) for k, v in arrays.items()})
-json.dump(errors, open(out + ".json", "w"))
+json.dump(notes, open(out + ".json", "w"))
 """
 
 
@@ -161,5 +164,10 @@ def test_each_member_is_computed_by_its_process_and_returned_in_order(children):
 
 def test_errors_are_raised_on_every_process(children):
     for i, (_, errors) in enumerate(children):
-        assert "device(s) of other processes" in errors.get("devices", ""), (i, errors)
-        assert "process 1 differs from process 0 in the values" in errors.get("values", ""), (i, errors)
+        assert "device(s) of other processes" in errors.get("devices", ""), (i, errors.get("devices"))
+        assert "process 1 differs from process 0 in the values" in errors.get("values", ""), (i, errors.get("values"))
+
+
+def test_sweep_program_lowers_the_share_of_a_process(children):
+    for _, notes in children:
+        assert "tensor<6xf64>" in notes["program"] and "tensor<11xf64>" not in notes["program"]
