@@ -3,7 +3,10 @@
 Subcommands (each one function ``_cmd_NAME(args) -> int`` in its own module ``_NAME.py``,
 plus a parser builder ``_add_NAME(subparsers)`` in :mod:`hassejax.cli._parser`, registered in
 ``_SUBCOMMANDS``). The parser imports neither JAX nor a command module: ``hassejax --help``
-and argument errors start no JAX; a command imports what it needs when it runs.
+and argument errors start no JAX; a command imports what it needs when it runs. ``analyze`` of
+a mask spec (a bad one included) or ``.npy`` mask whose rows are at most 4 key runs never imports
+JAX either: the mask is closed on the structured route, classes and diagram on NumPy; only the
+dense routes (more key runs a row) start it.
 
 - ``hassejax analyze MASK_SPEC [--layers L [L ...]] [--dot FILE] [--png FILE] [--json FILE]``:
   the information flow of a mask (spec hasse.md §1) at any length: n, the closure route,
