@@ -10,6 +10,7 @@ Equinox and Diffrax out of ``sys.modules``; each case runs in a fresh interprete
 import contextlib
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -193,3 +194,29 @@ def test_analyze_without_jax_prints_what_the_dense_jax_route_prints(fresh_report
     # The diagram's depth and width (host NumPy/networkx) agree with the jitted poset functions.
     d = HasseDiagram.from_mask(np.asarray(from_spec(argv[0])))
     assert (d.depth, d.width) == (longest_chain(d.cover_matrix()), width(d.order_matrix()))
+
+
+def test_compile_cache_is_requested_without_importing_jax(tmp_path):
+    """The CLI turns JAX's persistent cache on through JAX's environment variables (no JAX import);
+    a dense route then writes its programs there, and ``--no-compile-cache`` leaves the folder empty."""
+    code = (
+        "import os, sys, json\n"
+        "from hassejax._cache import request_compilation_cache\n"
+        "folder = request_compilation_cache()\n"
+        "print(json.dumps([str(folder), os.environ.get('JAX_COMPILATION_CACHE_DIR'), 'jax' in sys.modules]))\n"
+    )
+    env = {**os.environ, "HASSEJAX_CACHE_DIR": str(tmp_path / "c0")}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [str(tmp_path / "c0"), str(tmp_path / "c0"), False]
+
+    spec = "dilated(n=64, window=8, dilation=2)"  # 8 key runs a row: the dense (JAX) route
+    for flag, folder in (([], tmp_path / "on"), (["--no-compile-cache"], tmp_path / "off")):
+        env["HASSEJAX_CACHE_DIR"] = str(folder)
+        argv = [sys.executable, "-m", "hassejax.cli", *flag, "analyze", spec]
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert "route: matmul" in proc.stdout
+        written = list(folder.iterdir()) if folder.exists() else []
+        assert (len(written) > 0) == (not flag), (flag, written)

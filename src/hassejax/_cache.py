@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["compilation_cache_dir", "enable_compilation_cache"]
+__all__ = ["compilation_cache_dir", "enable_compilation_cache", "request_compilation_cache"]
 
 _OFF = ("0", "false", "no", "off")
 
@@ -45,4 +45,32 @@ def enable_compilation_cache() -> Path | None:
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return folder
+
+
+def request_compilation_cache() -> Path | None:
+    """Turn the persistent cache on for this process without importing JAX (the CLI's start-up).
+
+    If JAX is already imported, as :func:`enable_compilation_cache`. Otherwise JAX's own
+    environment variables are set (``JAX_COMPILATION_CACHE_DIR``,
+    ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0``,
+    ``JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0``; values the user set win), which JAX reads
+    if and when it is imported: a command that never needs JAX never starts it.
+
+    **Returns:** the folder, or ``None`` when turned off or not creatable.
+    """
+    import sys
+
+    if "jax" in sys.modules:
+        return enable_compilation_cache()
+    folder = compilation_cache_dir()
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(folder))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
     return folder

@@ -31,6 +31,11 @@ dense routes (more key runs a row) start it.
 - ``hassejax tiles SPEC_OR_FAMILY [--block B] [--block-kv B] [--json FILE]``: empty, partial and
   full tiles of the mask for a block-sparse kernel (:func:`hassejax.kernels.tile_stats`).
 
+JAX's persistent compilation cache is on by default (``~/.cache/hassejax/jax`` or
+``$HASSEJAX_CACHE_DIR``; ``--no-compile-cache`` or ``HASSEJAX_COMPILE_CACHE=0`` turn it off):
+a command that compiles the same programs again loads them instead. It is set up through
+JAX's environment variables, so a command that needs no JAX still starts none.
+
 Exit codes: 0 success, 2 bad input (mask spec, file, options, or a mask too large for the
 memory budget; one line on stderr, no traceback), 1 an output file that could not be written.
 """
@@ -64,6 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed usage and the error
         return int(exc.code or 0)
+    if not args.no_compile_cache:  # JAX's persistent cache, set up without importing JAX
+        from .._cache import request_compilation_cache
+
+        request_compilation_cache()
     try:
         return int(args.func(args))
     except _UsageError as err:

@@ -200,6 +200,12 @@ _SUBCOMMANDS: list[Callable] = [_add_analyze, _add_derive, _add_export, _add_til
 def build_parser() -> argparse.ArgumentParser:
     """The ``hassejax`` argument parser with one subparser per entry of :data:`_SUBCOMMANDS`."""
     parser = argparse.ArgumentParser(prog=PROG, description="hassejax: attention masks as partial orders.")
+    parser.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="do not keep JAX's compiled programs in the persistent cache (default: on, in "
+        "~/.cache/hassejax/jax or $HASSEJAX_CACHE_DIR; HASSEJAX_COMPILE_CACHE=0 also turns it off)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in _SUBCOMMANDS:
         add(sub)
