@@ -30,3 +30,28 @@ def no_typecheck():
     _jaxtyping_config.update("jaxtyping_disable", True)
     yield
     _jaxtyping_config.update("jaxtyping_disable", False)
+
+
+# ----------------------------------------------------------------------------- scheduling
+FIRST = ("tests/test_reproduce.py::test_reproduce_quick_writes_every_figure",)
+"""Tests that start first: the main job's smoke run takes minutes in one subprocess; started
+last (its place in collection order), it would run alone at the end while the other worker idles."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Move :data:`FIRST` to the front; the rest keeps pytest's order (module fixtures stay shared).
+
+    Every xdist worker applies the same reordering, so their collections stay identical."""
+    items.sort(key=lambda item: 0 if item.nodeid in FIRST else 1)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``-n N`` with the default ``--dist load``, schedule by work stealing: the tests are
+    split evenly at the start and an idle worker takes half of another's queue, so no worker sits
+    behind the long first test with a queue the others could run."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)
