@@ -11,24 +11,35 @@ factor `U` (`Σ = UUᵀ`, `U' = VΣA U`, `α' = V(I + ΣA)α`):
 
 `G` standard normal, `Σ0 = WWᵀ/d + 0.1 I`, `α0 = 0` (seed 0 for everything).
 
-Columns:
+Columns (all in one process, one after the other, for each family and d):
 
-- ``hassejax``: :func:`hassejax.dynamics.sweeps.sweep` of
+- ``hassejax``: a held :class:`hassejax.dynamics.sweeps.Sweep` of
   ``solve_gaussian(Softmax(...), ..., rtol=1e-6, atol=1e-9)`` (Tsit5, PID controller, the
   size event root-found, ``throw=False``), all members in one vmapped chunk on all local
   devices. Compile time is measured on its own, ahead of time
   (``sweep_program(...).compile()``); the run time is the median of ``--repeats`` calls
   after a warm-up call, ``block_until_ready``.
+- ``plain``: plain diffrax, ``jax.jit(jax.vmap(solve_one))`` where ``solve_one`` is one
+  ``diffrax.diffeqsolve`` of the same state and right-hand side written out by hand for
+  ``V = I``, ``β = 1`` (`M = (UUᵀ)A`, `α' = Mα + α`, `U' = MU`: three `d×d` products per
+  evaluation), ``Tsit5()``, ``PIDController(rtol=1e-6, atol=1e-9)``, ``SaveAt(t1=True)``,
+  ``throw=False``, `U0 = Σ0^{1/2}` (``eigh``) and, for the blow-up family only, a
+  ``diffrax.Event`` on the real-valued condition `log(1e8 tr Σ0) − log tr Σ` located by
+  ``optimistix.Newton(rtol=1e-8, atol=1e-8)``. Compile: ``.lower(batch).compile()``; run: the
+  median of ``--repeats`` calls of the compiled program after a warm-up call.
+- ratios ``hassejax / plain`` of the compile and run times, wall clock and process CPU time
+  (``time.process_time``, all threads: less sensitive to other jobs on a shared machine than
+  the wall clock).
 - ``scipy``: a Python loop of ``scipy.integrate.solve_ivp(method="RK45", rtol=1e-6,
   atol=1e-9)`` with the same right-hand side in NumPy and a terminal event
   `log tr Σ − log(1e8 tr Σ0)` (direction +1). With ``--scipy-members m < members`` the loop
   runs on the first `m` members and its time is scaled by `members / m` (marked); so does
   ``--scipy-cap S``, which stops a loop after `S` seconds (at least 20 members).
 
-Both are checked: same outcome (event or not) per member; for the blow-up family the
+All are checked: same outcome (event or not) per member; for the blow-up family the
 relative error of `t_blowup` against the closed form (hassejax reports `t_e + λ/λ'`
-extrapolated from the event; SciPy's event time is the threshold crossing, a lower bound
-too early by about `tr Σ0 / threshold`).
+extrapolated from the event; plain diffrax's and SciPy's event time is the threshold
+crossing, a lower bound too early by about `tr Σ0 / threshold`).
 
 Particles: one softmax solve, n = 1024 tokens, d = 16, `A = I/√d`, `V = −I/2`, `t1 = 2`,
 ``solve_particles`` (Tsit5) against ``solve_ivp`` RK45 with a NumPy right-hand side, same
@@ -36,8 +47,8 @@ tolerances; the final states are compared. (Compile time here: first call minus 
 median run.)
 
 Writes ``benchmarks/results/sweeps.json`` (machine, versions, load averages) and prints a
-Markdown table. Other processes share the CPUs: the load average before and after each
-measurement is recorded; rerun when it is above the core count.
+Markdown table. Other processes share the CPUs: the load averages (1, 5, 15 min) before and
+after each measurement are recorded; rerun when they are above the core count.
 
 Usage: ``python benchmarks/sweeps.py [--members 1000] [--dims 2 8 32] [--scipy-members M]
 [--scipy-cap S] [--repeats 3] [--skip-particles] [--out PATH]``.
@@ -46,6 +57,7 @@ Usage: ``python benchmarks/sweeps.py [--members 1000] [--dims 2 8 32] [--scipy-m
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -64,13 +76,14 @@ import diffrax  # noqa: E402
 import equinox  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import optimistix as optx  # noqa: E402
 import scipy  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 import hassejax  # noqa: E402
 from hassejax.dynamics import Softmax, Status, solve_gaussian, solve_particles  # noqa: E402
-from hassejax.dynamics.sweeps import sweep, sweep_program  # noqa: E402
+from hassejax.dynamics.sweeps import Sweep, sweep_program  # noqa: E402
 
 RTOL, ATOL = 1e-6, 1e-9
 THRESHOLD_FACTOR = 1e8
@@ -114,27 +127,98 @@ def make_member(d: int, t1: float):
     return member
 
 
-def time_hassejax(member, batch, repeats: int):
-    load0 = os.getloadavg()[0]
-    t = time.perf_counter()
-    sweep_program(member, batch).compile()  # the compile time on its own (ahead of time)
-    compile_s = time.perf_counter() - t
-    t = time.perf_counter()
-    out = jax.block_until_ready(sweep(member, batch, progress=False))  # warm-up: compiles again, runs
-    first = time.perf_counter() - t
-    runs = []
+def loads() -> list[float]:
+    """The 1, 5 and 15 minute load averages."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def timed(fn):
+    """`(result, wall seconds, process CPU seconds)` of `fn()` (``block_until_ready``)."""
+    w, c = time.perf_counter(), time.process_time()
+    out = jax.block_until_ready(fn())
+    return out, time.perf_counter() - w, time.process_time() - c
+
+
+def measure(compile_fn, run_fn, repeats: int):
+    """Compile time (ahead of time) and the median run time of `repeats` calls after a warm-up call.
+
+    `compile_fn()` returns the compiled program; `run_fn(compiled)` runs it on the batch.
+    """
+    load0 = loads()
+    compiled, compile_s, compile_cpu_s = timed(compile_fn)
+    out, first_s, _ = timed(lambda: run_fn(compiled))  # warm-up
+    runs, cpus = [], []
     for _ in range(repeats):
-        t = time.perf_counter()
-        out = jax.block_until_ready(sweep(member, batch, progress=False))
-        runs.append(time.perf_counter() - t)
-    run = statistics.median(runs)
+        out, w, c = timed(lambda: run_fn(compiled))
+        runs.append(w)
+        cpus.append(c)
     return out, {
-        "run_s": run,
+        "run_s": statistics.median(runs) if runs else first_s,
+        "run_cpu_s": statistics.median(cpus) if cpus else None,
         "runs_s": runs,
+        "runs_cpu_s": cpus,
         "compile_s": compile_s,
-        "first_call_s": first,
-        "load_start_end": [load0, os.getloadavg()[0]],
+        "compile_cpu_s": compile_cpu_s,
+        "first_call_s": first_s,
+        "load_before_after": [load0, loads()],
     }
+
+
+def time_hassejax(member, batch, repeats: int):
+    """A held :class:`Sweep` (one compiled program, reused by every call) and its AOT compile time."""
+    held = Sweep(member)
+    return measure(
+        lambda: sweep_program(member, batch).compile(),  # the compile time on its own (ahead of time)
+        lambda _: held(batch, progress=False),  # the first call compiles the held program (warm-up)
+        repeats,
+    )
+
+
+# --------------------------------------------------------------------------- plain diffrax
+def make_plain(d: int, t1: float, family_name: str):
+    """`solve_one(p)`: one plain ``diffrax.diffeqsolve`` of the same ODE (V = I, β = 1), see the module docstring."""
+    del d
+
+    def rhs(t, y, A):
+        alpha, U = y
+        M = (U @ U.T) @ A  # V = I, β = 1
+        return (M @ alpha + alpha, M @ U)
+
+    def solve_one(p):
+        A, cov0 = p["A"], p["cov0"]
+        w, q = jnp.linalg.eigh(cov0)
+        U0 = (q * jnp.sqrt(jnp.clip(w, 0.0, None))) @ q.T
+        event = None
+        if family_name == "blowup":
+            log_threshold = jnp.log(THRESHOLD_FACTOR * jnp.trace(cov0))
+
+            def cond(t, y, args, **kwargs):
+                return log_threshold - jnp.log(jnp.sum(y[1] ** 2))
+
+            event = diffrax.Event(cond, root_finder=optx.Newton(rtol=1e-8, atol=1e-8))
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(rhs),
+            diffrax.Tsit5(),
+            t0=0.0,
+            t1=t1,
+            dt0=None,
+            y0=(jnp.zeros_like(cov0[0]), U0),
+            args=A,
+            saveat=diffrax.SaveAt(t1=True),
+            stepsize_controller=diffrax.PIDController(rtol=RTOL, atol=ATOL),
+            event=event,
+            max_steps=100_000,
+            throw=False,
+        )
+        fired = jnp.asarray(False) if sol.event_mask is None else jnp.asarray(sol.event_mask)
+        return {"fired": fired, "t_final": sol.ts[-1], "steps": sol.stats["num_steps"], "result": sol.result._value}
+
+    return solve_one
+
+
+def time_plain(solve_one, batch, repeats: int):
+    program = jax.jit(jax.vmap(solve_one))
+    return measure(lambda: program.lower(batch).compile(), lambda compiled: compiled(batch), repeats)
 
 
 # --------------------------------------------------------------------------- SciPy
@@ -164,7 +248,7 @@ def scipy_member(A, cov0, t1):
 
 def time_scipy(A, cov0, t1, m: int, desc: str, cap_s: float):
     """Loop over the first `m` members; stop early (after at least 20) once `cap_s` seconds have passed."""
-    load0 = os.getloadavg()[0]
+    load0 = loads()
     fired = np.zeros(m, bool)
     t_end = np.zeros(m)
     nfev = 0
@@ -184,7 +268,7 @@ def time_scipy(A, cov0, t1, m: int, desc: str, cap_s: float):
             "seconds_measured": elapsed,
             "members_run": done,
             "nfev": int(nfev),
-            "load_start_end": [load0, os.getloadavg()[0]],
+            "load_before_after": [load0, loads()],
         },
     )
 
@@ -203,7 +287,7 @@ def particles(repeats: int):
         sol = solve_particles(model, jnp.asarray(x0), t1=t1, ts=ts, rtol=RTOL, atol=ATOL)
         return jax.block_until_ready(sol)
 
-    load0 = os.getloadavg()[0]
+    load0 = loads()
     t = time.perf_counter()
     sol = run()  # first call: compile + run
     first = time.perf_counter() - t
@@ -213,7 +297,7 @@ def particles(repeats: int):
         sol = run()
         runs.append(time.perf_counter() - t)
     jax_run = statistics.median(runs)
-    load1 = os.getloadavg()[0]
+    load1 = loads()
 
     def rhs(t, y):
         x = y.reshape(n, d)
@@ -244,11 +328,22 @@ def particles(repeats: int):
         "max_abs_diff_final": float(np.max(np.abs(x_jax - x_ref))),
         "max_abs_final": float(np.max(np.abs(x_ref))),
         "speedup": scipy_s / jax_run,
-        "load_start_end": [load0, load1, os.getloadavg()[0]],
+        "load_before_between_after": [load0, load1, loads()],
     }
 
 
 # --------------------------------------------------------------------------- main
+def git_commit() -> str | None:
+    """The repository's HEAD commit (None outside a git checkout)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True)
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
 def machine_info():
     cpu = platform.processor()
     try:
@@ -265,12 +360,14 @@ def machine_info():
         "cpu_count": os.cpu_count(),
         "devices": [str(dv) for dv in jax.devices()],
         "python": sys.version.split()[0],
+        "git_commit": git_commit(),
         "versions": {
             "hassejax": hassejax.__version__,
             "jax": jax.__version__,
-            "jaxlib": jax.lib.__version__ if hasattr(jax.lib, "__version__") else None,
+            "jaxlib": importlib.metadata.version("jaxlib"),
             "diffrax": diffrax.__version__,
             "equinox": equinox.__version__,
+            "optimistix": optx.__version__,
             "numpy": np.__version__,
             "scipy": scipy.__version__,
         },
@@ -292,9 +389,18 @@ def main(argv=None):
         help="stop a SciPy loop after this many seconds (>= 20 members) and scale its time",
     )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-scipy", action="store_true", help="only the hassejax and plain-diffrax columns")
     parser.add_argument("--skip-particles", action="store_true")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "sweeps.json")
     args = parser.parse_args(argv)
+
+    # One-off process costs (JAX's, diffrax's and hassejax's first traces) before any measurement:
+    # a throw-away run of both columns on a d that is not measured.
+    for fam in args.families:
+        A, cov0 = family(fam, 3, 2)
+        warm = {"A": jnp.asarray(A), "cov0": jnp.asarray(cov0)}
+        time_hassejax(make_member(3, T1[fam]), warm, 0)
+        time_plain(make_plain(3, T1[fam], fam), warm, 0)
 
     rows = []
     for d in args.dims:
@@ -303,13 +409,10 @@ def main(argv=None):
             t1 = T1[fam]
             batch = {"A": jnp.asarray(A), "cov0": jnp.asarray(cov0)}
             out, hj = time_hassejax(make_member(d, t1), batch, args.repeats)
-            m = min(args.members, args.scipy_members or args.members)
-            fired, t_end, sc = time_scipy(A, cov0, t1, m, f"scipy d={d} {fam}", args.scipy_cap)
-            m = sc["members_run"]
-            sc["seconds"] = sc["seconds_measured"] * args.members / m
-            sc["extrapolated"] = m < args.members
+            pout, pl = time_plain(make_plain(d, t1, fam), batch, args.repeats)
             status = np.asarray(out["status"])
             hj_fired = (status == Status.blow_up) | (status == Status.diverge)
+            p_fired = np.asarray(pout["fired"])
             row = {
                 "d": d,
                 "family": fam,
@@ -321,30 +424,50 @@ def main(argv=None):
                     "mean_steps": float(np.mean(out["steps"])),
                     "statuses": {Status(s).name: int(np.sum(status == s)) for s in np.unique(status)},
                 },
-                "scipy": {**sc, "events": int(fired.sum())},
-                "same_outcome": int(np.sum(hj_fired[:m] == fired)),
-                "speedup": sc["seconds"] / hj["run_s"],
+                "plain_diffrax": {
+                    **pl,
+                    "max_steps": int(np.max(pout["steps"])),
+                    "mean_steps": float(np.mean(pout["steps"])),
+                    "events": int(p_fired.sum()),
+                    "same_outcome_as_hassejax": int(np.sum(p_fired == hj_fired)),
+                },
+                "ratio_hassejax_over_plain": {
+                    k: hj[k] / pl[k] for k in ("run_s", "run_cpu_s", "compile_s", "compile_cpu_s")
+                },
             }
+            if not args.skip_scipy:
+                m = min(args.members, args.scipy_members or args.members)
+                fired, t_end, sc = time_scipy(A, cov0, t1, m, f"scipy d={d} {fam}", args.scipy_cap)
+                m = sc["members_run"]
+                sc["seconds"] = sc["seconds_measured"] * args.members / m
+                sc["extrapolated"] = m < args.members
+                row["scipy"] = {**sc, "events": int(fired.sum())}
+                row["same_outcome"] = int(np.sum(hj_fired[:m] == fired))
+                row["speedup"] = sc["seconds"] / hj["run_s"]
             if fam == "blowup":
                 ts_cf = closed_form_t_star(A, cov0)
                 ok = np.isfinite(ts_cf) & (ts_cf < t1)
                 hb = np.asarray(out["t_blowup"])
                 row["closed_form_blowups"] = int(ok.sum())
                 row["hassejax"]["t_blowup_max_rel_err"] = float(np.max(np.abs(hb[ok] - ts_cf[ok]) / ts_cf[ok]))
-                okm = ok[:m] & fired
-                row["scipy"]["t_event_max_rel_err"] = float(
-                    np.max(np.abs(t_end[okm] - ts_cf[:m][okm]) / ts_cf[:m][okm])
-                )
+                okp = ok & p_fired
+                pt = np.asarray(pout["t_final"])
+                row["plain_diffrax"]["t_event_max_rel_err"] = float(np.max(np.abs(pt[okp] - ts_cf[okp]) / ts_cf[okp]))
+                if not args.skip_scipy:
+                    okm = ok[:m] & fired
+                    row["scipy"]["t_event_max_rel_err"] = float(
+                        np.max(np.abs(t_end[okm] - ts_cf[:m][okm]) / ts_cf[:m][okm])
+                    )
             rows.append(row)
+            ratio = row["ratio_hassejax_over_plain"]
             print(
                 json.dumps(
-                    {k: row[k] for k in ("d", "family", "speedup")}
-                    | {
-                        "hassejax_run_s": round(hj["run_s"], 3),
-                        "compile_s": round(hj["compile_s"], 2),
-                        "scipy_s": round(sc["seconds"], 2),
-                        "load": hj["load_start_end"] + sc["load_start_end"],
-                    }
+                    {"d": d, "family": fam}
+                    | {f"hassejax_{k}": round(hj[k], 3) for k in ("run_s", "run_cpu_s", "compile_s")}
+                    | {f"plain_{k}": round(pl[k], 3) for k in ("run_s", "run_cpu_s", "compile_s")}
+                    | {f"ratio_{k}": round(v, 3) for k, v in ratio.items()}
+                    | ({"scipy_s": round(row["scipy"]["seconds"], 2)} if "scipy" in row else {})
+                    | {"load": hj["load_before_after"] + pl["load_before_after"]}
                 ),
                 flush=True,
             )
@@ -371,22 +494,47 @@ def main(argv=None):
 
 
 def table(result) -> str:
+    """Markdown tables: hassejax against plain diffrax (ratios), and against the SciPy loop."""
     lines = [
-        "| d | family | members | hassejax run (s) | compile (s) | SciPy RK45 loop (s) | speed-up | same outcome | t* max rel. err (hassejax / SciPy) | load avg |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| d | family | members | hassejax run (s) | plain diffrax run (s) | run ratio (wall / CPU) "
+        "| hassejax compile (s) | plain compile (s) | compile ratio (wall / CPU) | steps max / mean (hassejax) "
+        "| load avg before → after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["covariance_sweeps"]:
+        h, p, q = r["hassejax"], r["plain_diffrax"], r["ratio_hassejax_over_plain"]
+        load0 = max(h["load_before_after"][0][0], p["load_before_after"][0][0])
+        load1 = max(h["load_before_after"][1][0], p["load_before_after"][1][0])
+        lines.append(
+            f"| {r['d']} | {r['family']} | {r['members']} | {h['run_s']:.3f} | {p['run_s']:.3f} "
+            f"| {q['run_s']:.2f} / {q['run_cpu_s']:.2f} | {h['compile_s']:.1f} | {p['compile_s']:.1f} "
+            f"| {q['compile_s']:.2f} / {q['compile_cpu_s']:.2f} | {h['max_steps']} / {h['mean_steps']:.0f} "
+            f"| {load0:.1f} → {load1:.1f} |"
+        )
+    if any("scipy" in r for r in result["covariance_sweeps"]):
+        lines += [
+            "",
+            "| d | family | members | hassejax run (s) | SciPy RK45 loop (s) | speed-up | same outcome "
+            "| t* max rel. err (hassejax / plain / SciPy) | load avg |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+    for r in result["covariance_sweeps"]:
+        if "scipy" not in r:
+            continue
         sc = r["scipy"]
         scipy_s = f"{sc['seconds']:.2f}" + (
             f" (×{r['members'] / sc['members_run']:.0f} of {sc['members_run']})" if sc["extrapolated"] else ""
         )
         err = "–"
         if r["family"] == "blowup":
-            err = f"{r['hassejax']['t_blowup_max_rel_err']:.1e} / {sc['t_event_max_rel_err']:.1e}"
-        load = r["hassejax"]["load_start_end"] + sc["load_start_end"]
+            err = (
+                f"{r['hassejax']['t_blowup_max_rel_err']:.1e} / {r['plain_diffrax']['t_event_max_rel_err']:.1e} "
+                f"/ {sc['t_event_max_rel_err']:.1e}"
+            )
+        load = max(x[0] for x in r["hassejax"]["load_before_after"] + sc["load_before_after"])
         lines.append(
-            f"| {r['d']} | {r['family']} | {r['members']} | {r['hassejax']['run_s']:.3f} | {r['hassejax']['compile_s']:.1f} | "
-            f"{scipy_s} | {r['speedup']:.0f}× | {r['same_outcome']}/{sc['members_run']} | {err} | {max(load):.1f} |"
+            f"| {r['d']} | {r['family']} | {r['members']} | {r['hassejax']['run_s']:.3f} | {scipy_s} "
+            f"| {r['speedup']:.0f}× | {r['same_outcome']}/{sc['members_run']} | {err} | {load:.1f} |"
         )
     p = result.get("particles")
     if p:
@@ -395,7 +543,7 @@ def table(result) -> str:
             "| particles | hassejax `solve_particles` (s) | compile (s) | SciPy RK45 + NumPy RHS (s) | speed-up | max abs diff of final state | load avg |",
             "|---|---|---|---|---|---|---|",
             f"| n = {p['n']}, d = {p['d']}, t1 = {p['t1']} | {p['hassejax']['run_s']:.2f} | {p['hassejax']['compile_s']:.1f} | "
-            f"{p['scipy_numpy_rhs']['seconds']:.2f} | {p['speedup']:.1f}× | {p['max_abs_diff_final']:.1e} (of {p['max_abs_final']:.1f}) | {max(p['load_start_end']):.1f} |",
+            f"{p['scipy_numpy_rhs']['seconds']:.2f} | {p['speedup']:.1f}× | {p['max_abs_diff_final']:.1e} (of {p['max_abs_final']:.1f}) | {max(max(x) for x in p['load_before_between_after']):.1f} |",
         ]
     return "\n".join(lines)
 
