@@ -4,7 +4,7 @@
 compiles to a ``pure_callback``, and JAX never writes a program holding a host callback to
 its persistent compilation cache. The solvers check concrete save times themselves and
 skip those two checks (``hassejax.dynamics._checked_saveat``); with traced save times the
-checks stay on.
+checks are made in the program instead (status `invalid_times`).
 """
 
 from __future__ import annotations
@@ -55,11 +55,25 @@ def test_results_equal_with_and_without_the_checks():
     assert float(fixed.t_blowup) == float(traced.t_blowup)
 
 
-def test_traced_unsorted_save_times_are_still_refused():
-    """With save times unknown at trace time, diffrax's own check stays and raises."""
-    f = jax.jit(lambda t: _gaussian_at(t).t_final)
-    with pytest.raises(Exception, match="saveat.ts must be increasing or decreasing"):
-        jax.block_until_ready(f(jnp.array([0.5, 0.2])))
+def test_traced_bad_save_times_flag_the_member_without_a_callback():
+    """Save times unknown at trace time are checked in the program: a bad member gets
+    `invalid_times` (initial state, nothing valid), a good one solves as usual, and the program
+    holds no host callback (diffrax's check would be one)."""
+    from hassejax.dynamics import Status
+
+    f = jax.jit(jax.vmap(_gaussian_at))
+    batch = jnp.array([[0.0, 0.5, 1.0], [0.5, 0.2, 1.0], [0.0, 1.0, 6.0], [0.2, 0.4, 5.0]])
+    assert "callback" not in f.lower(batch).as_text()
+    sol = f(batch)
+    good = _gaussian_at(np.asarray(batch[0]))
+    status = np.asarray(sol.status)
+    assert status.tolist()[1:3] == [Status.invalid_times, Status.invalid_times]
+    assert status[0] == int(good.status) and status[3] == Status.blow_up
+    for i in (1, 2):
+        assert not np.asarray(sol.valid[i]).any() and float(sol.t_final[i]) == 0.0
+        np.testing.assert_allclose(np.asarray(sol.cov_final[i]), np.eye(2) / 2, rtol=1e-6)  # U0 U0ᵀ
+        assert float(sol.t_blowup[i]) == np.inf
+    np.testing.assert_allclose(np.asarray(sol.cov[0]), np.asarray(good.cov), rtol=1e-6)
 
 
 def _gaussian_at(ts):

@@ -1,4 +1,4 @@
-"""Skip diffrax's two save-time checks when ours already ran on concrete values (private).
+"""Skip diffrax's two save-time checks: the solvers make them without a host callback (private).
 
 ``diffrax.diffeqsolve`` checks ``SaveAt(ts=...)`` with :func:`equinox.internal.error_if`
 ("saveat.ts must be increasing or decreasing", "saveat.ts must lie between t0 and t1").
@@ -7,13 +7,14 @@ Inside its ``filter_jit`` the save times are always traced, so each check become
 callback to its persistent compilation cache (jax 0.10: "Not writing persistent cache
 entry ... because it uses host callbacks"): every solve recompiled in every process.
 
-The solvers check `t0`, `t1`, `ts` themselves (:func:`~._arguments.check_times`) when they
-are concrete. Then, and only then, :func:`saveat_checks_skipped` hides exactly those two
-messages from diffrax while it traces: ``diffrax._integrate.eqxi`` (its handle on
+The solvers check `t0`, `t1`, `ts` themselves: on the host when they are concrete
+(:func:`~._arguments.check_times`, a ``ParameterError``), in the program when they are traced
+(``_solve.integrate``: the member's status becomes ``invalid_times``, so a bad member does not
+abort a sweep). :func:`saveat_checks_skipped` hides exactly those two messages from diffrax
+while it traces: ``diffrax._integrate.eqxi`` (its handle on
 ``equinox.internal``) is swapped for a proxy whose ``error_if`` returns its argument for
 these two messages and delegates everything else; the module attribute is restored on exit.
-Any other check (in diffrax, optimistix, or a user's kernel) is untouched. With traced save
-times diffrax's checks stay on. If diffrax's layout changes (no ``eqxi`` attribute), nothing
+Any other check (in diffrax, optimistix, or a user's kernel) is untouched. If diffrax's layout changes (no ``eqxi`` attribute), nothing
 is skipped: the solve still runs, only uncached. ``tests/dynamics/test_compile_cache.py``
 checks that a solve's program holds no host callback.
 """
@@ -49,7 +50,7 @@ class _EqxiProxy:
 def saveat_checks_skipped(skip: bool) -> Iterator[None]:
     """While active (and `skip` is True), diffrax's two save-time checks are not traced.
 
-    **Arguments:** `skip`: True only when `t0`, `t1` and `ts` were concrete and checked.
+    **Arguments:** `skip`: True when the caller checks `t0`, `t1` and `ts` itself.
     """
     if not skip:
         yield

@@ -123,9 +123,11 @@ def integrate(
 
     `size(y)` is the scalar size `λ` (e.g. `tr Σ`), `speed(t, y, dy)` the scalar whose falling
     below `converge_tol` means steady state (None: no steady-state event). `ts_checked`: `t0`,
-    `t1`, `ts` were concrete and checked (:func:`check_times`), so diffrax's own save-time checks
-    are skipped (:mod:`._checked_saveat`: no host callback, the program is persistently
-    cacheable). `progress_meter`: a diffrax progress meter (None: ``NoProgressMeter()``).
+    `t1`, `ts` were concrete and checked (:func:`check_times`); otherwise they are checked in
+    the program and a member with times that are not finite and sorted within `[t0, t1]` gets
+    status ``invalid_times`` (initial state, nothing valid). Diffrax's own save-time checks are
+    skipped either way (:mod:`._checked_saveat`: no host callback, so the program is
+    persistently cacheable). `progress_meter`: a diffrax progress meter (None: ``NoProgressMeter()``).
     """
     dtype = jnp.result_type(*jtu.tree_leaves(y0))
     tiny = jnp.finfo(dtype).tiny
@@ -160,7 +162,7 @@ def integrate(
     root_tol = max(1e-6, 1e4 * float(jnp.finfo(dtype).eps))
     event = diffrax.Event(cond, root_finder=optx.Bisection(rtol=root_tol, atol=root_tol, flip=True), direction=False)
     term = diffrax.ODETerm(lambda t, z, args: f_aug(t, z))
-    with saveat_checks_skipped(ts_checked):
+    with saveat_checks_skipped(True):  # ours: check_times (concrete) or times_ok below (traced)
         sol = diffrax.diffeqsolve(
             term,
             solver,
@@ -250,6 +252,13 @@ def integrate(
             ),
         ),
     ).astype(jnp.int32)
+    if not ts_checked:  # traced times: checked here, in the program (no host callback); a bad member is flagged
+        times_ok = jnp.all(jnp.isfinite(ts)) & jnp.all(ts[1:] >= ts[:-1]) & (ts[0] >= t0) & (ts[-1] <= t1) & (t1 > t0)
+        status = jnp.where(times_ok, status, Status.invalid_times).astype(jnp.int32)
+        valid = valid & times_ok
+        ys_clean = jtu.tree_map(lambda a, a0: jnp.where(times_ok, a, jnp.broadcast_to(a0, a.shape)), ys_clean, y0)
+        y_final = jtu.tree_map(lambda a, a0: jnp.where(times_ok, a, a0), y_final, y0)
+        t_final = jnp.where(times_ok, t_final, t0)
     blow = status == Status.blow_up
     if extrapolate:
         t_est = t_final + jnp.where(jnp.isfinite(tau), tau, 0.0)

@@ -50,6 +50,12 @@ class Status(enum.IntEnum):
       turns NaN, e.g. a parameter NaN from some depth on, or a constant-step solve stepping
       past a blow-up, which diffrax itself reports as successful): the solve stops there and
       reports the last finite state, `t_final` the time it was reached.
+    - `invalid_times` (7): the times were traced (under ``jit``/``vmap``, e.g. per-member
+      `t1`/`ts` in a sweep) and are not finite with `ts` sorted within `[t0, t1]` and
+      `t1 > t0`. Nothing is solved: the state is the initial one, no save point is valid.
+      (Concrete times are checked before the solve and raise
+      :class:`~hassejax.errors.ParameterError`; traced ones are checked in the program, so a
+      bad member does not abort a sweep and the program holds no host callback.)
     """
 
     completed = 0
@@ -59,6 +65,7 @@ class Status(enum.IntEnum):
     max_steps_reached = 4
     dt_min_reached = 5
     non_finite = 6
+    invalid_times = 7
 
 
 STATUS_NAMES: tuple[str, ...] = tuple(s.name for s in Status)
