@@ -101,10 +101,48 @@ class Layout(eqx.Module):
         self._check_sequence(sequence)
         return jnp.where(self.labelled, jnp.asarray(sequence)[jnp.maximum(self.target_index, 0)], 0)
 
-    def logits(self, model, sequence: Int[Array, " n"]) -> Float[Array, "slots vocab"]:
-        """Logits of every slot: ``model(*slot_inputs, mask)`` for one sequence `(n,)`."""
+    def logits(self, model, sequence: Int[Array, " n"], *, check_ids: bool = True) -> Float[Array, "slots vocab"]:
+        """Logits of every slot: ``model(*slot_inputs, mask)`` for one sequence `(n,)`.
+
+        `check_ids=False` skips the model's id range check (for sequences known valid, e.g.
+        sampled inside ``jit`` or checked by :meth:`check_inputs`; see :meth:`Transformer.embed`).
+        """
         s = self.slot_inputs(sequence, model.mask_id)
-        return model(s.token_ids, s.position_ids, self.mask, s.token_weights)
+        return model(s.token_ids, s.position_ids, self.mask, s.token_weights, check_ids=check_ids)
+
+    def check_inputs(self, model, sequences, name: str = "sequences") -> None:
+        """Host check of concrete inputs before a jitted call that skips the runtime id check.
+
+        **Arguments:** `model` (a :class:`~hassejax.nn.Transformer`), `sequences` int `(..., n)`
+        token ids (concrete), `name` (the argument named in an error).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` if `sequences` is not integer or
+        holds an id outside ``[0, model.vocab_size)``, or if the layout's position ids reach
+        ``model.num_positions``.
+
+        **Example:**
+
+        >>> import jax, jax.numpy as jnp
+        >>> from hassejax.nn import Transformer, causal_layout
+        >>> model = Transformer(1, 8, 2, vocab_size=3, num_positions=5, key=jax.random.key(0))
+        >>> causal_layout(4).check_inputs(model, jnp.asarray([[0, 1, 2, 3]]))
+        Traceback (most recent call last):
+        ...
+        hassejax.errors.ParameterError: `sequences` must hold token ids in [0, 3); got values in [0, 3].
+        """
+        arr = np.asarray(sequences)
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise ParameterError(f"`{name}` must be integer token ids (e.g. int32); got dtype {arr.dtype}.")
+        if arr.size and (arr.min() < 0 or arr.max() >= model.vocab_size):
+            raise ParameterError(
+                f"`{name}` must hold token ids in [0, {model.vocab_size}); got values in [{arr.min()}, {arr.max()}]."
+            )
+        top = int(np.max(np.asarray(self.position_ids), initial=-1))
+        if top >= model.num_positions:
+            raise ParameterError(
+                f"`layout` {self.name!r} uses position ids up to {top}; the model has num_positions = "
+                f"{model.num_positions} (ids 0..{model.num_positions - 1})."
+            )
 
 
 def _sequence_index(token: Token, symbol, what: str) -> int:

@@ -37,6 +37,16 @@ from .attention import MaskedMultiHeadAttention, _check_attention_mask, _check_p
 __all__ = ["TransformerBlock", "Transformer"]
 
 
+def _check_id_range(ids, upper: int, name: str) -> None:
+    """Host check that concrete integer `ids` lie in ``[0, upper)``.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` naming `name` and the range found.
+    """
+    arr = np.asarray(ids)
+    if arr.size and (arr.min() < 0 or arr.max() >= upper):
+        raise ParameterError(f"`{name}` must hold ids in [0, {upper}); got values in [{arr.min()}, {arr.max()}].")
+
+
 def _layer_norm(norm: eqx.nn.LayerNorm, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
     return jax.vmap(norm)(x)
 
@@ -177,16 +187,19 @@ class Transformer(eqx.Module):
         """Residual width `d`."""
         return self.token_embedding.shape[1]
 
-    def _check_ids(self, ids, upper: int, name: str):
+    def _check_ids(self, ids, upper: int, name: str, check_range: bool = True):
+        # the dtype check is free (trace time); the range check of traced ids is an
+        # `eqx.error_if`, i.e. a host callback, which keeps the program out of JAX's persistent
+        # compilation cache: the package's own jitted code checks on the host and skips it
         dtype = jnp.result_type(ids) if hasattr(ids, "dtype") else np.asarray(ids).dtype
         if not jnp.issubdtype(dtype, jnp.integer):
             raise ParameterError(f"`{name}` must be integer ids (e.g. int32); got dtype {dtype}.")
+        if not check_range:
+            return ids
         if is_traced(ids):
             bad = jnp.any((ids < 0) | (ids >= upper))
             return eqx.error_if(ids, bad, f"`{name}` holds an id outside [0, {upper}).")
-        arr = np.asarray(ids)
-        if arr.size and (arr.min() < 0 or arr.max() >= upper):
-            raise ParameterError(f"`{name}` must hold ids in [0, {upper}); got values in [{arr.min()}, {arr.max()}].")
+        _check_id_range(ids, upper, name)
         return ids
 
     def embed(
@@ -194,6 +207,8 @@ class Transformer(eqx.Module):
         token_ids: Int[Array, " n *r"],
         position_ids: Int[Array, " n"],
         token_weights: Float[Array, " n *r"] | None = None,
+        *,
+        check_ids: bool = True,
     ) -> Float[Array, "n d"]:
         """Slot embeddings: ``Σ_r token_weights[s, r] · E[token_ids[s, r]] + P[position_ids[s]]``.
 
@@ -204,14 +219,20 @@ class Transformer(eqx.Module):
         - `position_ids`: int `(n,)`, ids in `[0, num_positions)`; independent of slot order.
         - `token_weights`: float, same shape as `token_ids`; default 1 for `(n,)` ids and
           `1/r` for `(n, r)` ids.
+        - `check_ids`: default True; False skips the range check for ids known valid (e.g.
+          sampled inside ``jit``, or checked on the host before entering it). Under ``jit`` the
+          check is an :func:`equinox.error_if`, a host callback, and JAX never writes a program
+          holding a callback to its persistent compilation cache. Out-of-range ids are then
+          not caught (gathers clamp them).
 
         **Returns:** float `(n, d)`.
 
-        **Raises:** :class:`~hassejax.errors.ParameterError` for ids out of range (concrete
-        inputs; under ``jit`` an :func:`equinox.error_if` check).
+        **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer ids, and with
+        `check_ids` for ids out of range (concrete inputs; traced ids, under ``jit``, get an
+        :func:`equinox.error_if` check that fails when the program runs).
         """
-        token_ids = self._check_ids(token_ids, self.vocab_size + 1, "token_ids")
-        position_ids = self._check_ids(position_ids, self.num_positions, "position_ids")
+        token_ids = self._check_ids(token_ids, self.vocab_size + 1, "token_ids", check_ids)
+        position_ids = self._check_ids(position_ids, self.num_positions, "position_ids", check_ids)
         if token_ids.shape[0] != position_ids.shape[0]:
             raise ParameterError(
                 f"`token_ids` and `position_ids` must have one entry per slot; got {token_ids.shape[0]} and {position_ids.shape[0]}."
@@ -277,14 +298,19 @@ class Transformer(eqx.Module):
         position_ids: Int[Array, " n"],
         mask: Bool[Array, "n n"] | Bool[Array, "heads n n"],
         token_weights: Float[Array, " n *r"] | None = None,
+        *,
+        check_ids: bool = True,
     ) -> Float[Array, "n vocab"]:
         """Logits of every slot.
 
-        **Arguments:** as :meth:`embed`, and `mask` bool `(n, n)` or `(num_heads, n, n)` (one
-        mask per head, see :meth:`forward_embeddings`; row = query slot, column = key slot,
-        True = may attend; a fully masked row gets a zero attention update).
+        **Arguments:** as :meth:`embed` (`check_ids=False` skips the range check for ids known
+        valid, e.g. sampled inside ``jit``), and `mask` bool `(n, n)` or `(num_heads, n, n)`
+        (one mask per head, see :meth:`forward_embeddings`; row = query slot, column = key
+        slot, True = may attend; a fully masked row gets a zero attention update).
 
         **Returns:** float `(n, vocab_size)` logits.
+
+        **Raises:** as :meth:`embed` and :meth:`forward_embeddings`.
         """
-        x = self.embed(token_ids, position_ids, token_weights)
+        x = self.embed(token_ids, position_ids, token_weights, check_ids=check_ids)
         return self.unembed_logits(self.forward_embeddings(x, mask))
