@@ -115,15 +115,17 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     )
 
 
-def _sequence_loss(model: Transformer, layout: Layout, sequence):
-    logits = layout.logits(model, sequence)
+def _sequence_loss(model: Transformer, layout: Layout, sequence, check_ids: bool = True):
+    logits = layout.logits(model, sequence, check_ids=check_ids)
     logp = jax.nn.log_softmax(logits, axis=-1)
     tgt = layout.targets(sequence)
     nll = -jnp.take_along_axis(logp, tgt[:, None], axis=-1)[:, 0]
     return jnp.sum(jnp.where(layout.labelled, nll, 0.0))
 
 
-def layout_loss(model: Transformer, layout: Layout, sequences: Int[Array, "batch n"]) -> Float[Array, ""]:
+def layout_loss(
+    model: Transformer, layout: Layout, sequences: Int[Array, "batch n"], *, check_ids: bool = True
+) -> Float[Array, ""]:
     """Mean cross-entropy (nats per predicted token) over the labelled slots of a batch.
 
     **Arguments:**
@@ -132,11 +134,16 @@ def layout_loss(model: Transformer, layout: Layout, sequences: Int[Array, "batch
       largest position id.
     - `layout`: a :class:`~hassejax.nn.Layout` with at least one labelled slot.
     - `sequences`: int `(batch, n)`, token ids `0..V−1`, `n = layout.sequence_length`.
+    - `check_ids`: default True: concrete `sequences` are checked on the host
+      (:meth:`Layout.check_inputs`), traced ones (under ``jit``) by the model's
+      :func:`equinox.error_if`, a host callback that keeps the program out of JAX's persistent
+      compilation cache. False skips the check, for ids known valid (e.g. sampled inside ``jit``).
 
     **Returns:** a 0-d float array (``Σ NLL / (batch · labelled slots)``); vmapped over the batch.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a batch of the wrong shape or a
-    layout with no labelled slot.
+    layout with no labelled slot; with `check_ids`, for ids out of range (concrete inputs;
+    under ``jit``, a runtime error).
     """
     if sequences.ndim != 2 or sequences.shape[1] != layout.sequence_length:
         raise ParameterError(
@@ -145,14 +152,46 @@ def layout_loss(model: Transformer, layout: Layout, sequences: Int[Array, "batch
     count = jnp.sum(layout.labelled)
     if not is_traced(count) and int(count) == 0:
         raise ParameterError(f"`layout` {layout.name!r} has no labelled slot: there is nothing to train on.")
-    per_seq = jax.vmap(_sequence_loss, in_axes=(None, None, 0))(model, layout, sequences)
+    if check_ids and not is_traced(sequences, layout.position_ids):
+        layout.check_inputs(model, sequences)  # on the host: the vmapped model need not check
+        check_ids = False
+    per_seq = jax.vmap(_sequence_loss, in_axes=(None, None, 0, None))(model, layout, sequences, check_ids)
     return jnp.sum(per_seq) / (sequences.shape[0] * count)
 
 
 @eqx.filter_jit
+def _evaluate(model: Transformer, layout: Layout, sequences):
+    return layout_loss(model, layout, sequences, check_ids=False)  # checked on the host by the caller
+
+
 def evaluate(model: Transformer, layout: Layout, sequences: Int[Array, "batch n"]) -> Float[Array, ""]:
-    """Held-out loss: :func:`layout_loss` under :func:`equinox.filter_jit` (no gradients)."""
-    return layout_loss(model, layout, sequences)
+    """Held-out loss: :func:`layout_loss` under :func:`equinox.filter_jit` (no gradients).
+
+    Concrete `sequences` are checked on the host (:meth:`Layout.check_inputs`) before the jitted
+    program, which holds no host callback (so JAX's persistent compilation cache keeps it);
+    under the caller's ``jit`` the model's :func:`equinox.error_if` check stays.
+
+    **Arguments:** as :func:`layout_loss`.
+
+    **Returns:** a 0-d float array, the mean cross-entropy over the labelled slots.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`layout_loss` (ids out of
+    range: naming `sequences`, or `layout` for position ids the model lacks).
+
+    Source: (derived).
+
+    **Example:**
+
+    >>> import jax, jax.numpy as jnp
+    >>> from hassejax.nn import Transformer, causal_layout, evaluate
+    >>> model = Transformer(1, 8, 2, vocab_size=3, num_positions=5, key=jax.random.key(0))
+    >>> float(evaluate(model, causal_layout(4), jnp.asarray([[0, 1, 2, 0], [2, 2, 1, 0]]))) > 0
+    True
+    """
+    if is_traced(sequences, *jax.tree.leaves(layout)):
+        return layout_loss(model, layout, sequences)
+    layout.check_inputs(model, sequences)
+    return _evaluate(model, layout, sequences)
 
 
 @eqx.filter_jit
@@ -162,12 +201,26 @@ def _train_chunk(model, opt_state, keys, layout, sample, optimizer):
     def step(carry, key):
         params, opt_state = carry
         batch = sample(key)
-        loss, grads = jax.value_and_grad(lambda p: layout_loss(eqx.combine(p, static), layout, batch))(params)
+        # no eqx.error_if (a host callback: the program would never be cached); a flag per step
+        # instead, checked on the host after the chunk
+        bad = jnp.any((batch < 0) | (batch >= model.vocab_size))
+        loss_fn = lambda p: layout_loss(eqx.combine(p, static), layout, batch, check_ids=False)
+        loss, grads = jax.value_and_grad(loss_fn)(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), loss
+        return (optax.apply_updates(params, updates), opt_state), (loss, bad)
 
-    (params, opt_state), losses = jax.lax.scan(step, (params, opt_state), keys)
-    return eqx.combine(params, static), opt_state, losses
+    (params, opt_state), (losses, bad) = jax.lax.scan(step, (params, opt_state), keys)
+    return eqx.combine(params, static), opt_state, losses, bad
+
+
+def _check_sampled(bad: np.ndarray, start: int, vocab_size: int) -> None:
+    """Stop a run whose `sample` returned token ids outside ``[0, vocab_size)``."""
+    hit = np.flatnonzero(bad)
+    if hit.size:
+        raise ParameterError(
+            f"`sample` must return token ids in [0, {vocab_size}); it returned an id outside at step "
+            f"{start + int(hit[0])}."
+        )
 
 
 def _check_finite(losses: np.ndarray, start: int) -> np.ndarray:
@@ -206,8 +259,10 @@ def train(
     **Returns:** `(trained model, TrainHistory)`.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` if `sample` returns the wrong shape,
-    or as :func:`layout_loss`; the run stops with a ParameterError if the loss becomes
-    non-finite (never a NaN result).
+    for `held_out` ids out of range (checked on the host), or as :func:`layout_loss`; the run
+    stops with a ParameterError if the loss becomes non-finite (never a NaN result) or `sample`
+    returns a token id outside ``[0, vocab_size)`` (flagged inside the jitted chunk, no host
+    callback).
     """
     if not np.any(np.asarray(layout.labelled)):
         raise ParameterError(f"`layout` {layout.name!r} has no labelled slot: there is nothing to train on.")
@@ -217,20 +272,23 @@ def train(
         raise ParameterError(
             f"`sample` must return an int array of shape {expect}; it returns {got.dtype}{tuple(got.shape)}."
         )
+    layout.check_inputs(model, held_out, "held_out")  # once, on the host: `_evaluate` skips it
     optimizer = make_optimizer(config)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     keys = jax.random.split(key, config.steps)
-    losses, eval_steps, eval_loss = [], [0], [float(evaluate(model, layout, held_out))]
+    losses, eval_steps, eval_loss = [], [0], [float(_evaluate(model, layout, held_out))]
     if callback is not None:
         callback(0, eval_loss[0])
     done = 0
     while done < config.steps:
         size = min(config.eval_every, config.steps - done)
-        model, opt_state, chunk = _train_chunk(model, opt_state, keys[done : done + size], layout, sample, optimizer)
+        chunk_keys = keys[done : done + size]
+        model, opt_state, chunk, bad = _train_chunk(model, opt_state, chunk_keys, layout, sample, optimizer)
         done += size
+        _check_sampled(np.asarray(bad), done - size, model.vocab_size)
         losses.append(_check_finite(np.asarray(chunk), done - size))
         eval_steps.append(done)
-        eval_loss.append(float(evaluate(model, layout, held_out)))
+        eval_loss.append(float(_evaluate(model, layout, held_out)))
         if callback is not None:
             callback(done, eval_loss[-1])
     return model, TrainHistory(np.concatenate(losses), np.asarray(eval_steps), np.asarray(eval_loss))
