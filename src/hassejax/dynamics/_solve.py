@@ -117,6 +117,7 @@ def integrate(
     max_steps: int,
     extrapolate: bool,
     ts_checked: bool = False,
+    ts_default: bool = False,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
 ) -> IntegrateOut:
     """Solve `y' = f(t, y)` with the size-threshold (and steady-state) events; see module docstring.
@@ -127,7 +128,9 @@ def integrate(
     the program and a member with times that are not finite and sorted within `[t0, t1]` gets
     status ``invalid_times`` (initial state, nothing valid). Diffrax's own save-time checks are
     skipped either way (:mod:`._checked_saveat`: no host callback, so the program is
-    persistently cacheable). `progress_meter`: a diffrax progress meter (None: ``NoProgressMeter()``).
+    persistently cacheable). `ts_default`: `ts` is `[t0, t1]`, whose rows are the initial state and the
+    end state when the solve reaches `t1` (saved without interpolating: one ``SaveAt(t1=True)``).
+    `progress_meter`: a diffrax progress meter (None: ``NoProgressMeter()``).
     """
     dtype = jnp.result_type(*jtu.tree_leaves(y0))
     tiny = jnp.finfo(dtype).tiny
@@ -170,7 +173,9 @@ def integrate(
             t1=t1,
             dt0=dt0,
             y0=(y0_user, jnp.zeros((), dtype)),
-            saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
+            saveat=diffrax.SaveAt(t1=True)
+            if ts_default
+            else diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
             stepsize_controller=guard(
                 stepsize_controller, t0, t1, finite=lambda z: tree_finite(z) & jnp.isfinite(size(z[0]))
             ),
@@ -180,10 +185,10 @@ def integrate(
             progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
         )
     n_save = ts.shape[0]
-    ys = sol.ys[0][0]
-    time_below = sol.ys[1][1][0]
-    y_end = jtu.tree_map(lambda a: a[0], sol.ys[1][0])
-    t_end = sol.ts[1][0]
+    (y_ends, time_below), t_end = (sol.ys, sol.ts) if ts_default else (sol.ys[1], sol.ts[1])
+    y_end, time_below, t_end = jtu.tree_map(lambda a: a[0], y_ends), time_below[0], t_end[0]
+    # rows at ts = [t0, t1]: the initial state and the end state (valid below when the solve reached t1)
+    ys = jtu.tree_map(lambda a, b: jnp.stack([a, b]), y0, y_end) if ts_default else sol.ys[0][0]
 
     # Saved points: valid when finite and not after the stop.
     finite_rows = tree_finite(ys, batch_ndim=1)
@@ -309,7 +314,7 @@ def solve_settings(
 
     **Returns:** the keyword arguments of :func:`integrate_events` (`t0`, `t1`, `ts`,
     `threshold`, `converge_tol`, `solver`, `stepsize_controller`, `dt0`, `max_steps`,
-    `extrapolate`, `ts_checked`, `progress_meter`): `ts` defaults to `[t0, t1]`, `solver` to
+    `extrapolate`, `ts_checked`, `ts_default`, `progress_meter`): `ts` defaults to `[t0, t1]`, `solver` to
     ``Tsit5()``, the controller to :func:`make_controller`'s (with the layer boundaries of
     `model`'s :class:`~hassejax.dynamics.PiecewiseConstant` parameters as ``jump_ts``);
     `ts_checked` is True when `t0`, `t1`, `ts` were concrete, so checked here.
@@ -340,6 +345,7 @@ def solve_settings(
         "max_steps": int(max_steps),
         "extrapolate": extrapolate,
         "ts_checked": ts_checked,
+        "ts_default": ts is None,
         "progress_meter": progress_meter,
     }
 
