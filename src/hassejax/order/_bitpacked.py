@@ -48,6 +48,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from ._progress import NO_BAR, Bar
+
 __all__ = ["closure_bitpacked", "product_bitpacked", "bitpacked_bytes", "num_words"]
 
 
@@ -225,21 +227,22 @@ def _pack(dense: np.ndarray) -> np.ndarray:
     return out.view(_WORD)
 
 
-def closure_bitpacked(adj: np.ndarray) -> tuple[np.ndarray, int]:
+def closure_bitpacked(adj: np.ndarray, bar: Bar = NO_BAR) -> tuple[np.ndarray, int]:
     """Reflexive-transitive closure of one bool ``(n, n)`` matrix (edge i -> j iff ``adj[i, j]``).
 
     Returns the closure as bool ``(n, n)`` (``R[i, j]`` iff j is reachable from i) and the
-    number of batches of the propagation.
+    number of batches of the propagation; `bar` counts the batches.
     """
-    rows, cls, batches = _closure_rows(adj)
+    rows, cls, batches = _closure_rows(adj, bar=bar)
     return _unpack(rows[cls], adj.shape[0]), batches
 
 
-def _closure_rows(adj: np.ndarray, edges=None) -> tuple[np.ndarray, np.ndarray, int]:
+def _closure_rows(adj: np.ndarray, edges=None, bar: Bar = NO_BAR) -> tuple[np.ndarray, np.ndarray, int]:
     """The body of :func:`closure_bitpacked`: ``(rows, cls, batches)`` with the closure still packed.
 
     ``rows[cls[i]]`` is the bit-packed row of node i (one row per class); `batches` the number
-    of batches of the propagation. `edges` is ``_edges(adj)`` when the caller has it already.
+    of batches of the propagation. `edges` is ``_edges(adj)`` when the caller has it already;
+    `bar` counts the batches.
     """
     n = adj.shape[0]
     cls, cptr, cind, bounds, rep = _topological_condensation(adj, edges)
@@ -263,7 +266,10 @@ def _closure_rows(adj: np.ndarray, edges=None) -> tuple[np.ndarray, np.ndarray, 
     pb = np.searchsorted(parent, bounds).tolist()
     eb = cptr[bounds].tolist()
 
+    bar.add_total(len(pb) - 1)
+    bar.begin()
     for b in range(len(pb) - 1):
+        bar.update()  # counts the batches begun (each is short)
         p0, p1, e0, e1 = pb[b], pb[b + 1], eb[b], eb[b + 1]
         if p0 == p1:
             continue
@@ -287,19 +293,21 @@ def _closure_rows(adj: np.ndarray, edges=None) -> tuple[np.ndarray, np.ndarray, 
     return rows, cls, bounds.shape[0] - 1
 
 
-def product_bitpacked(layers: list[np.ndarray]) -> tuple[np.ndarray, int]:
+def product_bitpacked(layers: list[np.ndarray], bar: Bar = NO_BAR) -> tuple[np.ndarray, int]:
     """Boolean product ``A_L ⊗ … ⊗ A_1`` of bool ``(n, n)`` matrices ``layers = [A_1, …, A_L]``.
 
     Every ``A_l`` must have its diagonal set (a layer with the residual). When a round changes
     nothing and all remaining layers are that same matrix (the same object), the product has
     reached the closure and the remaining rounds are skipped. Returns the product as bool
-    ``(n, n)`` and the number of rounds run.
+    ``(n, n)`` and the number of rounds run; `bar` counts the rounds.
     """
     n = layers[0].shape[0]
     rows = _pack(layers[0])
     rounds = 0
     cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    bar.add_total(len(layers) - 1)
     for l in range(1, len(layers)):
+        bar.begin()
         a = layers[l]
         if id(a) not in cache:
             indptr, _, dst = _edges(a)
@@ -308,10 +316,13 @@ def product_bitpacked(layers: list[np.ndarray]) -> tuple[np.ndarray, int]:
         dst, seg, has = cache[id(a)]
         rounds += 1
         if dst.size == 0:
+            bar.update()
             continue
         new = rows.copy()
         _or_segments(new, has, rows, dst, seg)
+        bar.update()
         if np.array_equal(new, rows) and all(layers[k] is a for k in range(l, len(layers))):
+            bar.note("limit reached")
             break
         rows = new
     return _unpack(rows, n), rounds

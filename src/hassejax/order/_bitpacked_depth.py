@@ -19,6 +19,7 @@ from ._bitpacked_levels import (
     _set_bits,
     _sparse_level,
 )
+from ._progress import NO_BAR, Bar
 
 __all__ = ["depth_bitpacked", "depth_bitpacked_bytes", "padded_words"]
 
@@ -52,7 +53,9 @@ def depth_bitpacked_bytes(n: int, nnz: int) -> int:
     return closure + 6 * n * wp * 8 + 3 * n * wp + 16 * nnz + 64 * pairs + gathered
 
 
-def _depth_levels(indptr: np.ndarray, dst: np.ndarray, frontier: np.ndarray, missing: np.ndarray) -> int:
+def _depth_levels(
+    indptr: np.ndarray, dst: np.ndarray, frontier: np.ndarray, missing: np.ndarray, bar: Bar = NO_BAR
+) -> int:
     """Frontier propagation from every node at once, level by level; returns ``L*``.
 
     `frontier` holds ``F^1`` (the nodes at distance 1: the off-diagonal edges), `missing` the
@@ -61,6 +64,7 @@ def _depth_levels(indptr: np.ndarray, dst: np.ndarray, frontier: np.ndarray, mis
     ``M^(L+1)_i = M^L_i & ~F^(L+1)_i``. A level runs dense (:func:`_dense_level`, from the
     parents' side) or sparse (:func:`_sparse_level`, from the frontier words) by size. The
     first level without new bits ends it: ``L*`` is the last level with a non-empty frontier.
+    `bar` counts the levels.
     """
     n, wp = frontier.shape
     outdeg = np.diff(indptr)
@@ -84,6 +88,7 @@ def _depth_levels(indptr: np.ndarray, dst: np.ndarray, frontier: np.ndarray, mis
     if indptr[-1] * mean_indeg <= sparse_max:
         fwords = np.flatnonzero(frontier.reshape(-1))
     while True:
+        bar.begin()
         if fwords is not None:
             if reverse is None:
                 tptr, tsrc = _csr_from_pairs(dst, np.repeat(np.arange(n, dtype=np.int64), outdeg), n)
@@ -101,6 +106,8 @@ def _depth_levels(indptr: np.ndarray, dst: np.ndarray, frontier: np.ndarray, mis
                 fwords = _frontier_words(nxt, written)
                 if not sparse_enough(fwords):
                     fwords = None
+        bar.note(f"L* >= {depth + grew}")
+        bar.update()
         if not grew:
             return depth
         depth += 1
@@ -114,7 +121,9 @@ def _depth_levels(indptr: np.ndarray, dst: np.ndarray, frontier: np.ndarray, mis
         old, written = written, []
 
 
-def depth_bitpacked(adj: np.ndarray, *, return_closure: bool = True) -> tuple[int, np.ndarray | None]:
+def depth_bitpacked(
+    adj: np.ndarray, *, return_closure: bool = True, bar: Bar = NO_BAR
+) -> tuple[int, np.ndarray | None]:
     """Convergence depth ``L*`` and closure ``R`` of one bool ``(n, n)`` adjacency (diagonal set).
 
     ``L*`` is the smallest ``L`` with ``A^L = R``: the largest shortest-path length over the
@@ -143,7 +152,8 @@ def depth_bitpacked(adj: np.ndarray, *, return_closure: bool = True) -> tuple[in
     the OR-ed words (about ``nnz · n / 64`` on the early levels of a random sparse mask, far
     fewer later), per sparse level ``O(pairs log pairs)``.
 
-    Returns ``(L*, R)``: ``R`` as bool ``(n, n)``, or None with ``return_closure=False``.
+    Returns ``(L*, R)``: ``R`` as bool ``(n, n)``, or None with ``return_closure=False``. `bar`
+    counts the levels (the closure before them is not counted).
     """
     n = adj.shape[0]
     edges = _edges(adj)
@@ -158,5 +168,5 @@ def depth_bitpacked(adj: np.ndarray, *, return_closure: bool = True) -> tuple[in
     node = np.arange(n, dtype=np.int64)
     missing = closure & ~frontier
     missing.reshape(-1)[node * wp + (node >> 6)] &= ~np.left_shift(_WORD(1), (node & 63).astype(_WORD))
-    depth = _depth_levels(*_prune_children(indptr, dst, frontier), frontier, missing)
+    depth = _depth_levels(*_prune_children(indptr, dst, frontier), frontier, missing, bar)
     return depth, (_unpack(closure[:, :w], n) if return_closure else None)

@@ -130,6 +130,23 @@ def _matmul_seconds(n: int, products: int) -> float:
     return products * 2.0 * n**3 / _FLOPS.get(jax.default_backend(), _FLOPS["cpu"]) + _MATMUL_OVERHEAD_S
 
 
+def _matmul_bar(delay: float | None, desc: str, n: int, batch: int, products: int):
+    """A progress bar around one jitted matmul loop, which reports nothing while it runs (no host
+    callback in it): `desc` with the estimated seconds a product of `batch` masks of `n` positions;
+    it opens at once when `products` of them are estimated to take at least `delay` seconds.
+    Count the products done with :func:`_count_products` once the loop returns."""
+    from ._progress import progress_bar
+
+    per = batch * (_matmul_seconds(n, 1) - _MATMUL_OVERHEAD_S) + _MATMUL_OVERHEAD_S
+    return progress_bar(delay, f"{desc} (matmul, ~{per:.2g} s a product)", " products", estimate=products * per)
+
+
+def _count_products(bar, count) -> None:
+    """Add the products a matmul kernel reports (`count`, a scalar or one per mask: the most) to `bar`."""
+    if bar.on:
+        bar.update(int(np.max(np.asarray(count))))
+
+
 def _closure_costs(n: int, nnz: int | float) -> tuple[float, float]:
     """Estimated seconds per mask of the limit: (matmul, bitpacked).
 

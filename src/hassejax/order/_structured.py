@@ -34,6 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..masks._intervals import IntervalMask, check_host_memory, normalize_runs
+from ._progress import NO_BAR, Bar
 
 __all__ = ["compose", "PowerTable", "product"]
 
@@ -295,7 +296,8 @@ def _union_table(starts: np.ndarray, stops: np.ndarray, n: int, levels: int) -> 
 class PowerTable:
     """The stored powers ``P_k = A^(2^k)`` of one adjacency ``A = M | I``, computed on demand.
 
-    `adjacency` must contain the diagonal. ``products`` counts the Boolean products done.
+    `adjacency` must contain the diagonal. ``products`` counts the Boolean products done. Each
+    method takes a progress `bar` (:class:`~hassejax.order._progress.Bar`), updated once a product.
     """
 
     def __init__(self, adjacency: IntervalMask, *, name: str = "mask"):
@@ -307,53 +309,68 @@ class PowerTable:
             self.closed_at = 1
             self.powers.append(adjacency)
 
-    def _square(self) -> None:
+    def _square(self, bar: Bar) -> None:
+        bar.begin()
         last = self.powers[-1]
         nxt = compose(last, last, name=self.name)
         self.products += 1
         self.powers.append(nxt)
         if nxt == last:
             self.closed_at = len(self.powers) - 1
+        bar.note(f"A^{1 << (len(self.powers) - 1)}" + (" = R" if self.closed_at is not None else ""))
+        bar.update()
 
-    def limit(self) -> IntervalMask:
+    def limit(self, bar: Bar = NO_BAR) -> IntervalMask:
         """The reachability limit ``R`` (squaring until a square changes nothing)."""
         while self.closed_at is None:
-            self._square()
+            self._square(bar)
         return self.powers[self.closed_at]
 
-    def power(self, num_layers: int) -> IntervalMask:
+    def power(self, num_layers: int, bar: Bar = NO_BAR) -> IntervalMask:
         """``R^(L) = A^L`` for ``L >= 1``: stored powers of the bits of ``L`` (``R`` once they reach it)."""
         top = int(num_layers).bit_length() - 1
+        if self.closed_at is None or top < self.closed_at - 1:  # at most this many products
+            squarings = 0 if self.closed_at is not None else max(0, top + 1 - len(self.powers))
+            bar.add_total(squarings + int(num_layers).bit_count() - 1)
         while len(self.powers) <= top and self.closed_at is None:
-            self._square()
+            self._square(bar)
         if self.closed_at is not None and top >= self.closed_at - 1:
             return self.powers[self.closed_at]
         result = self.powers[top]
         for bit in range(top - 1, -1, -1):
             if (num_layers >> bit) & 1:
+                bar.begin()
                 result = compose(result, self.powers[bit], name=self.name)
                 self.products += 1
+                bar.update()
         return result
 
-    def depth(self) -> int:
+    def depth(self, bar: Bar = NO_BAR) -> int:
         """``L*``, the smallest ``L`` with ``A^L = R``: doubling, then a binary search."""
-        limit = self.limit()
+        limit = self.limit(bar)
         k = self.closed_at
         if k == 1:
             return 1
         # 2^(k-2) < L* <= 2^(k-1): keep X = A^c != R and try X ⊗ P_j for j = k-3 .. 0.
+        bar.set_total(bar.n + k - 2)
         x, c = self.powers[k - 2], 1 << (k - 2)
         for j in range(k - 3, -1, -1):
+            bar.begin()
             y = compose(x, self.powers[j], name=self.name)
             self.products += 1
             if y != limit:
                 x, c = y, c + (1 << j)
+            bar.note(f"{c + 1} <= L* <= {c + (1 << j)}")
+            bar.update()
         return c + 1
 
 
-def product(adjacencies: Sequence[IntervalMask], *, name: str = "layer_masks") -> IntervalMask:
-    """``A_L ⊗ … ⊗ A_1`` for ``adjacencies = [A_1, …, A_L]`` (layer 1 acts first)."""
+def product(adjacencies: Sequence[IntervalMask], *, name: str = "layer_masks", bar: Bar = NO_BAR) -> IntervalMask:
+    """``A_L ⊗ … ⊗ A_1`` for ``adjacencies = [A_1, …, A_L]`` (layer 1 acts first); `bar` counts the products."""
+    bar.add_total(len(adjacencies) - 1)
     result = adjacencies[0]
     for a in adjacencies[1:]:
+        bar.begin()
         result = compose(a, result, name=name)
+        bar.update()
     return result

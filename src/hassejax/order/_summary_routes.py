@@ -15,21 +15,30 @@ from ..masks._intervals import IntervalMask
 class _StructuredFlow:
     """The structured route's stages on an :class:`IntervalMask` (no ``n × n`` array)."""
 
-    def __init__(self, mask: IntervalMask):
+    def __init__(self, mask: IntervalMask, delay: float | None = None):
         from ._structured import PowerTable
 
         self.n = mask.n
         self.table = PowerTable(mask.with_diagonal(), name="mask")
+        self.delay = delay  # progress: a bar per stage that runs products (see _progress)
+
+    def _bar(self, what: str):
+        from ._progress import progress_bar
+
+        return progress_bar(self.delay, f"{what} (structured)", " products")
 
     def limit_counts(self) -> np.ndarray:
-        self.limit = self.table.limit()
+        with self._bar("R") as bar:
+            self.limit = self.table.limit(bar)
         return self.limit.row_counts()
 
     def depth(self) -> int:
-        return self.table.depth()
+        with self._bar("L*") as bar:
+            return self.table.depth(bar)
 
     def counts(self, num_layers: int) -> np.ndarray:
-        return self.table.power(num_layers).row_counts()
+        with self._bar(f"R^({num_layers})") as bar:
+            return self.table.power(num_layers, bar).row_counts()
 
     def classes(self):
         from ._structured_poset import row_classes
@@ -75,26 +84,28 @@ class _StructuredFlow:
 class _DenseFlow:
     """The dense routes' stages (``"matmul"`` or ``"bitpacked"``) on a Boolean ``(n, n)`` array."""
 
-    def __init__(self, dense: np.ndarray, method: str):
+    def __init__(self, dense: np.ndarray, method: str, delay: float | None = None):
         self.n = dense.shape[-1]
         self.dense = dense
         self.method = method
+        self.progress = False if delay is None else delay  # the `progress` of the closure functions
 
     def limit_counts(self) -> np.ndarray:
         from .reach import reachability
 
-        self.limit = np.asarray(reachability(self.dense, method=self.method))
+        self.limit = np.asarray(reachability(self.dense, method=self.method, progress=self.progress))
         return self.limit.sum(axis=1)
 
     def depth(self) -> int:
         from .depth import convergence_depth
 
-        return int(convergence_depth(self.dense, method=self.method))
+        return int(convergence_depth(self.dense, method=self.method, progress=self.progress))
 
     def counts(self, num_layers: int) -> np.ndarray:
         from .reach import reachability
 
-        return np.asarray(reachability(self.dense, num_layers, method=self.method)).sum(axis=1)
+        r = reachability(self.dense, num_layers, method=self.method, progress=self.progress)
+        return np.asarray(r).sum(axis=1)
 
     def classes(self):
         from .poset import classes

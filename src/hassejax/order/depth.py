@@ -20,13 +20,17 @@ from ..masks._intervals import IntervalMask
 from ._host import _host_depth
 from ._matmul import _depth_matmul, _matmul_dtype, _num_stored_powers, _pad, _padded_size
 from ._prepare import _check_method, _prepare
+from ._progress import check_progress, progress_bar
 from ._routes import (
     _STRUCTURED_MIN_N,
     _check_bitpacked_depth_memory,
     _check_matmul_memory,
+    _count_products,
     _depth_costs,
+    _depth_levels_guess,
     _depth_memory,
     _few_runs,
+    _matmul_bar,
     _prefer_dense,
 )
 from ._structured import PowerTable
@@ -40,6 +44,7 @@ def convergence_depth(
     *,
     method: str = "auto",
     head_axis: int | None = None,
+    progress: bool | int | float = False,
 ) -> Int[Array, "*batch"] | int:
     """The convergence depth ``L*``: the smallest ``L`` with ``R^(L) = R`` (spec hasse.md §1.3).
 
@@ -78,6 +83,12 @@ def convergence_depth(
       layer's heads, OR-ed first (:func:`heads_union`): e.g. ``0`` for `(heads, *batch, n, n)`,
       ``-3`` for `(*batch, heads, n, n)`; never one of the last two axes. With ``0``, `mask`
       may be a tuple of :class:`~hassejax.masks.IntervalMask` heads.
+    - `progress`: ``False`` (default: silent), ``True`` for a tqdm progress bar on stderr, or a
+      number of seconds ``d >= 0``: a bar once the work has run ``d`` seconds. It counts the
+      products of interval rows (structured; the total is known once the doubling has found
+      ``R``) or the breadth-first levels (bit-packed); the matmul route, one jitted loop with no
+      host callback inside, shows the estimated seconds a product when it starts and the
+      products done when it ends. No bar under a trace.
 
     **Returns:** int32 array of shape `(*batch,)` (a 0-d array for a single mask, an empty one
     for an empty batch axis); a Python int for an :class:`~hassejax.masks.IntervalMask`.
@@ -87,7 +98,8 @@ def convergence_depth(
     - :class:`~hassejax.errors.MaskError`: a mask that is not Boolean, not square, or of rank < 2.
     - :class:`~hassejax.errors.ParameterError`: an unknown `method`; a dense route for an
       :class:`~hassejax.masks.IntervalMask`; ``"structured"`` under a trace; a bad `head_axis`
-      (not an int, out of range, one of the last two axes; see :func:`heads_union`).
+      (not an int, out of range, one of the last two axes; see :func:`heads_union`); a
+      `progress` that is not a bool or a number of seconds >= 0.
     - :class:`~hassejax.errors.MemoryBudgetError`: the route would not fit in the free memory:
       the input copies plus the cheapest allowed route (the matmul route's
       ``ceil(log2(n − 1)) + 2`` stored bool matrices per mask, or the bit-packed route's packed
@@ -113,6 +125,7 @@ def convergence_depth(
     and the bit-packed level search are (derived).
     """
     method = _check_method(method)
+    delay = check_progress(progress)
     if head_axis is not None:
         mask = _heads_union(mask, head_axis, "mask", memory=_depth_memory(method))
     if isinstance(mask, IntervalMask):
@@ -122,8 +135,9 @@ def convergence_depth(
                 "(convert with `np.asarray(mask)` first for a dense route)."
             )
         if method == "auto" and _prefer_dense(mask):
-            return int(convergence_depth(mask.to_dense()))
-        return PowerTable(mask.with_diagonal(), name="mask").depth()
+            return int(convergence_depth(mask.to_dense(), progress=False if delay is None else delay))
+        with progress_bar(delay, "L* (structured)", " products") as bar:
+            return PowerTable(mask.with_diagonal(), name="mask").depth(bar)
 
     a, traced = _prepare(mask, memory=_depth_memory(method))
     n = a.shape[-1]
@@ -139,6 +153,7 @@ def convergence_depth(
 
     if method == "auto" and traced:
         method = "matmul"
+    delay = None if traced else delay
     if traced and method == "bitpacked":
         _check_bitpacked_depth_memory(n, n * n, batch)
         spec = jax.ShapeDtypeStruct(batch_shape, jnp.int32)
@@ -148,10 +163,11 @@ def convergence_depth(
     if method == "auto" and n >= _STRUCTURED_MIN_N and _few_runs(flat).all():
         method = "structured"
     if method == "structured":
-        depths = [
-            PowerTable(IntervalMask.from_dense(flat[b], name="mask").with_diagonal(), name="mask").depth()
-            for b in range(batch)
-        ]
+        depths = []
+        with progress_bar(delay, "L* (structured)", " products") as bar:
+            for b in range(batch):
+                table = PowerTable(IntervalMask.from_dense(flat[b], name="mask").with_diagonal(), name="mask")
+                depths.append(table.depth(bar))
         return jnp.asarray(np.asarray(depths, dtype=np.int32).reshape(batch_shape))
     if method == "auto":
         per_mask = np.count_nonzero(flat, axis=(-2, -1))
@@ -164,12 +180,17 @@ def convergence_depth(
     if use_bp.any():
         nnz_max = n * n if per_mask is None else int(per_mask[use_bp].max())
         _check_bitpacked_depth_memory(n, nnz_max, int(use_bp.sum()))
-        depth[use_bp] = _host_depth(flat[use_bp])
+        with progress_bar(delay, "L* (bit-packed)", " levels") as bar:
+            depth[use_bp] = _host_depth(flat[use_bp], bar) if bar.on else _host_depth(flat[use_bp])
     if not use_bp.all():
         rest = flat if not use_bp.any() else flat[~use_bp]
         size = _padded_size(n)
         _check_matmul_memory(n, rest.shape[0], _num_stored_powers(size), "the convergence depth", "mask")
-        mm, _ = _depth_matmul(_pad(rest, size), _matmul_dtype())
+        guess = _depth_levels_guess(n, float(np.count_nonzero(rest)) / rest.shape[0] if delay is not None else n * n)
+        products = 1 if guess == 1 else 2 * math.ceil(math.log2(guess))
+        with _matmul_bar(delay, "L*", size, rest.shape[0], products) as bar:
+            mm, count = _depth_matmul(_pad(rest, size), _matmul_dtype())
+            _count_products(bar, count)
         if traced:
             return mm.reshape(batch_shape)
         depth[~use_bp] = np.asarray(mm)

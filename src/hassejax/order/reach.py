@@ -20,13 +20,16 @@ from ..masks._intervals import IntervalMask
 from ._host import _host_closure, _host_power, _host_product, _on_host
 from ._matmul import _closure_matmul, _matmul_dtype, _pad, _padded_size, _power_matmul, _product_matmul, _unpad
 from ._prepare import _as_intervals, _check_method, _check_num_layers, _prepare, _stack_layer_masks
+from ._progress import check_progress, progress_bar
 from ._routes import (
     _STRUCTURED_MIN_N,
     _check_bitpacked_memory,
     _check_matmul_memory,
     _closure_costs,
+    _count_products,
     _dense_memory,
     _few_runs,
+    _matmul_bar,
     _nnz,
     _prefer_dense,
     _rounds_costs,
@@ -76,6 +79,7 @@ def reachability(
     | None = None,
     method: str = "auto",
     head_axis: int | None = None,
+    progress: bool | int | float = False,
 ) -> Bool[Array, "*batch n n"] | IntervalMask:
     """Information flow through an attention stack: ``R^(L) = A^L``, or the limit ``R`` (spec hasse.md §1.2–1.3).
 
@@ -115,6 +119,12 @@ def reachability(
       nonzeros and the backend; always ``"matmul"`` under a trace; ``"structured"`` for
       :class:`~hassejax.masks.IntervalMask` input), or ``"structured"`` (interval rows; dense
       input converted there and back).
+    - `progress`: ``False`` (default: silent), ``True`` for a tqdm progress bar on stderr, or a
+      number of seconds ``d >= 0``: a bar once the work has run ``d`` seconds. It counts the
+      products of interval rows (structured), the batches of classes or the rounds
+      (bit-packed); the matmul route, one jitted loop with no host callback inside, shows the
+      estimated seconds a product when it starts and the products done when it ends. No bar
+      under a trace.
 
     **Returns:** bool array of shape `(*batch, n, n)` (an empty one for an empty batch axis,
     on every route); an :class:`~hassejax.masks.IntervalMask` for interval input.
@@ -126,7 +136,8 @@ def reachability(
       `layer_masks`.
     - :class:`~hassejax.errors.ParameterError`: `num_layers` not a positive int, or disagreeing
       with ``len(layer_masks)``; an unknown `method`; a `head_axis` that is not an int, out of
-      range or one of the last two axes (see :func:`heads_union`).
+      range or one of the last two axes (see :func:`heads_union`); a `progress` that is not a
+      bool or a number of seconds >= 0.
     - :class:`~hassejax.errors.MemoryBudgetError`: the estimated memory exceeds what is free.
       A first estimate from the shape alone (the input copies and the cheapest allowed dense
       route) runs before the mask is copied anywhere, so a huge mask, even a zero-stride
@@ -154,21 +165,22 @@ def reachability(
     """
     method = _check_method(method)
     num_layers = _check_num_layers(num_layers)
+    delay = check_progress(progress)
     if head_axis is not None:
         mask, layer_masks = _union_layer_heads(mask, layer_masks, head_axis, num_layers, method)
     if isinstance(mask, IntervalMask) or (
         mask is None and isinstance(layer_masks, Sequence) and any(isinstance(m, IntervalMask) for m in layer_masks)
     ):
-        return _reachability_structured(mask, num_layers, layer_masks, method)
+        return _reachability_structured(mask, num_layers, layer_masks, method, delay)
     if method == "structured":
-        return _dense_via_structured(mask, num_layers, layer_masks)
+        return _dense_via_structured(mask, num_layers, layer_masks, delay)
     if layer_masks is not None:
         if mask is not None:
             raise MaskError(
                 "Pass either `mask` (the same mask in every layer) or `layer_masks` (one per layer), not both; "
                 "got both."
             )
-        return _reachability_layers(layer_masks, num_layers, method)
+        return _reachability_layers(layer_masks, num_layers, method, delay)
     if mask is None:
         raise MaskError(
             "`mask` must be a Boolean array of shape (*batch, n, n) unless `layer_masks` is given; got None."
@@ -178,13 +190,14 @@ def reachability(
     a, traced = _prepare(mask, memory=_dense_memory("mask", what, method, route=num_layers != 1))
     n = a.shape[-1]
     batch = math.prod(a.shape[:-2])
+    delay = None if traced else delay
     if num_layers is not None and num_layers >= max(1, n - 1):
         num_layers = None  # L* <= max(1, n - 1): the flow has converged
     if num_layers == 1 or batch == 0:  # one layer is A; an empty batch gives an empty result
         return jnp.asarray(a)
 
     if method == "auto" and not traced and n >= _STRUCTURED_MIN_N and _few_runs(a.reshape(-1, n, n)).all():
-        return _dense_via_structured_batch(a, num_layers)
+        return _dense_via_structured_batch(a, num_layers, delay)
     nnz, nnz_max = (float(n * n), n * n) if traced or method == "matmul" else _nnz(a)
     if method == "auto" and traced:
         method = "matmul"
@@ -196,19 +209,26 @@ def reachability(
         method = "bitpacked" if bp < mm else "matmul"
 
     what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
+    short = "R" if num_layers is None else f"R^({num_layers})"
     if method == "bitpacked":
         _check_bitpacked_memory(n, nnz_max, batch, what, "mask")
         if num_layers is None:
-            return _on_host(_host_closure, a, a.shape)
-        return _on_host(_host_power, a, a.shape, num_layers)
+            with progress_bar(delay, f"{short} (bit-packed)", " batches") as bar:
+                return _on_host(_host_closure, a, a.shape, bar=bar)
+        with progress_bar(delay, f"{short} (bit-packed)", " rounds") as bar:
+            return _on_host(_host_power, a, a.shape, num_layers, bar=bar)
 
     dtype = _matmul_dtype()
     _check_matmul_memory(n, batch, 0 if num_layers is None else 1, what, "mask")
-    padded = _pad(a, _padded_size(n))
-    if num_layers is None:
-        r, _ = _closure_matmul(padded, dtype)
-    else:
-        r, _ = _power_matmul(padded, num_layers, dtype)
+    size = _padded_size(n)
+    padded = _pad(a, size)
+    products = 2 if num_layers is None else 2 * math.ceil(math.log2(num_layers))
+    with _matmul_bar(delay, short, size, batch, products) as bar:
+        if num_layers is None:
+            r, count = _closure_matmul(padded, dtype)
+        else:
+            r, count = _power_matmul(padded, num_layers, dtype)
+        _count_products(bar, count)
     return _unpad(r, n, traced)
 
 
@@ -237,9 +257,10 @@ def _union_layer_heads(mask, layer_masks, head_axis, num_layers, method: str):
     return None, _heads_union(layer_masks, head_axis, "layer_masks", layer_axis=True, memory=memory)
 
 
-def _reachability_layers(layer_masks, num_layers: int | None, method: str) -> jax.Array:
-    """``A_L ⊗ … ⊗ A_1`` for per-layer masks (the body of :func:`reachability`)."""
+def _reachability_layers(layer_masks, num_layers: int | None, method: str, delay: float | None) -> jax.Array:
+    """``A_L ⊗ … ⊗ A_1`` for per-layer masks (the body of :func:`reachability`; `delay`: its progress)."""
     stacked, traced = _stack_layer_masks(layer_masks, method)
+    delay = None if traced else delay
     num, n = stacked.shape[0], stacked.shape[-1]
     if num_layers is not None and num_layers != num:
         raise ParameterError(
@@ -258,21 +279,25 @@ def _reachability_layers(layer_masks, num_layers: int | None, method: str) -> ja
     if method == "bitpacked":
         _check_bitpacked_memory(n, nnz_max, batch, what, "layer_masks")
         layers_last = jnp.moveaxis(stacked, 0, -3) if traced else np.moveaxis(stacked, 0, -3)
-        return _on_host(_host_product, layers_last, stacked.shape[1:])
+        with progress_bar(delay, f"product of {num} layers (bit-packed)", " rounds") as bar:
+            return _on_host(_host_product, layers_last, stacked.shape[1:], bar=bar)
     _check_matmul_memory(n, batch, num, what, "layer_masks")
-    r, _ = _product_matmul(_pad(stacked, _padded_size(n)), _matmul_dtype())
+    size = _padded_size(n)
+    with _matmul_bar(delay, f"product of {num} layers", size, batch, num - 1) as bar:
+        r, count = _product_matmul(_pad(stacked, size), _matmul_dtype())
+        _count_products(bar, count)
     return _unpad(r, n, traced)
 
 
-def _reachability_structured(mask, num_layers, layer_masks, method) -> IntervalMask:
-    """The structured route for :class:`IntervalMask` input (the body of :func:`reachability`)."""
+def _reachability_structured(mask, num_layers, layer_masks, method, delay: float | None = None) -> IntervalMask:
+    """The structured route for :class:`IntervalMask` input (the body of :func:`reachability`; `delay`: progress)."""
     if method not in ("auto", "structured"):
         raise ParameterError(
             f"`method` = {method!r} is a dense route; an IntervalMask takes method='structured' or 'auto' "
             "(convert with `np.asarray(mask)` first for a dense route)."
         )
     if layer_masks is None and method == "auto" and _prefer_dense(mask):
-        dense = np.asarray(reachability(mask.to_dense(), num_layers, method="bitpacked"))
+        dense = np.asarray(reachability(mask.to_dense(), num_layers, method="bitpacked", progress=_off(delay)))
         return IntervalMask.from_dense(dense, name="mask")
     if layer_masks is not None:
         if mask is not None:
@@ -288,23 +313,38 @@ def _reachability_structured(mask, num_layers, layer_masks, method) -> IntervalM
             raise ParameterError(
                 f"`num_layers` must be None or equal to the number of `layer_masks` ({len(layers)}); got {num_layers}."
             )
-        return product([m.with_diagonal() for m in layers])
+        with progress_bar(delay, f"product of {len(layers)} layers (structured)", " products") as bar:
+            return product([m.with_diagonal() for m in layers], bar=bar)
     table = PowerTable(mask.with_diagonal(), name="mask")
-    return table.limit() if num_layers is None else table.power(num_layers)
+    return _structured_power(table, num_layers, delay)
 
 
-def _dense_via_structured_batch(a: np.ndarray, num_layers) -> jax.Array:
+def _off(delay: float | None) -> bool | float:
+    """A `delay` as the `progress` argument of a public function (False for None)."""
+    return False if delay is None else delay
+
+
+def _structured_power(table: PowerTable, num_layers, delay: float | None, note: str = "") -> IntervalMask:
+    """``R`` or ``R^(num_layers)`` from `table`, with a progress bar counting the products."""
+    what = "R" if num_layers is None else f"R^({num_layers})"
+    with progress_bar(delay, f"{what} (structured)", " products") as bar:
+        bar.note(note)
+        return table.limit(bar) if num_layers is None else table.power(num_layers, bar)
+
+
+def _dense_via_structured_batch(a: np.ndarray, num_layers, delay: float | None = None) -> jax.Array:
     """The structured route for a concrete dense stack ``(*batch, n, n)`` (adjacencies), mask by mask."""
     n = a.shape[-1]
     flat = a.reshape(-1, n, n)
     out = np.empty_like(flat)
     for b in range(flat.shape[0]):
         table = PowerTable(IntervalMask.from_dense(flat[b], name="mask"), name="mask")
-        out[b] = (table.limit() if num_layers is None else table.power(num_layers)).to_dense()
+        note = f"mask {b + 1}/{flat.shape[0]}" if flat.shape[0] > 1 else ""
+        out[b] = _structured_power(table, num_layers, delay, note).to_dense()
     return jnp.asarray(out.reshape(a.shape))
 
 
-def _dense_via_structured(mask, num_layers, layer_masks) -> jax.Array:
+def _dense_via_structured(mask, num_layers, layer_masks, delay: float | None = None) -> jax.Array:
     """``method="structured"`` for dense input: convert, run the structured route, return dense."""
     if layer_masks is not None:
         if mask is not None:
@@ -313,7 +353,9 @@ def _dense_via_structured(mask, num_layers, layer_masks) -> jax.Array:
                 "got both."
             )
         layers = layer_masks if isinstance(layer_masks, Sequence) else list(np.asarray(layer_masks))
-        r = _reachability_structured(None, num_layers, [_as_intervals(m, "layer_masks") for m in layers], "structured")
+        r = _reachability_structured(
+            None, num_layers, [_as_intervals(m, "layer_masks") for m in layers], "structured", delay
+        )
     else:
         if mask is None:
             raise MaskError(
@@ -328,5 +370,5 @@ def _dense_via_structured(mask, num_layers, layer_masks) -> jax.Array:
             )
         if math.prod(a.shape[:-2]) == 0:
             return jnp.asarray(a)
-        return _dense_via_structured_batch(a, num_layers)
+        return _dense_via_structured_batch(a, num_layers, delay)
     return jnp.asarray(r.to_dense())

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask
+from ._progress import check_progress
 from ._summary_routes import _DenseFlow, _StructuredFlow
 from .summary_types import QUOTIENT_LIMIT, FlowSummary, ReachStats, _stats
 
@@ -109,6 +110,7 @@ def flow_summary(
     method: str = "auto",
     quotient_limit: int = QUOTIENT_LIMIT,
     head_axis: int | None = None,
+    progress: bool | int | float = False,
 ) -> FlowSummary:
     """Exact information flow of one mask at any length, without ``n × n`` arrays on the structured route.
 
@@ -142,12 +144,18 @@ def flow_summary(
       :class:`~hassejax.masks.IntervalMask`: they are OR-ed first
       (:func:`hassejax.order.closure.heads_union`; the layer's adjacency is
       ``(M_1 | … | M_H) | I``, spec §1.1).
+    - `progress`: ``False`` (default: silent), ``True`` for a tqdm progress bar on stderr for
+      each stage that loops (``R``, ``L*``, each ``R^(L)`` below ``L*``), or a number of seconds
+      ``d >= 0``: a stage's bar shows once it has run ``d`` seconds (``hassejax analyze`` uses
+      2 on a terminal). The bars count products of interval rows on the structured route, and
+      as :func:`hassejax.order.reachability` and :func:`hassejax.order.convergence_depth` on
+      the dense routes.
 
     **Returns:** a :class:`FlowSummary`.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a mask that is not square Boolean
     `(n, n)` (or `(heads, n, n)` with `head_axis`); :class:`~hassejax.errors.ParameterError`
-    for bad `layers`, `method`, `quotient_limit` or `head_axis`; :class:`~hassejax.errors.MemoryBudgetError` when a step would not fit in
+    for bad `layers`, `method`, `quotient_limit`, `head_axis` or `progress`; :class:`~hassejax.errors.MemoryBudgetError` when a step would not fit in
     memory (estimated before allocating).
 
     **Example:**
@@ -173,6 +181,7 @@ def flow_summary(
     is (derived), DESIGN.md "Scale".
     """
     layers = _check_layers(layers)
+    delay = check_progress(progress)
     if isinstance(quotient_limit, bool) or not isinstance(quotient_limit, (int, np.integer)) or quotient_limit < 1:
         raise ParameterError(f"`quotient_limit` must be a positive int; got {quotient_limit!r}.")
     if head_axis is not None:
@@ -189,7 +198,7 @@ def flow_summary(
     if isinstance(mask, (list, tuple)):
         mask = np.asarray(mask)
     route, reason, intervals = choose_route(mask, method)
-    flow = _StructuredFlow(intervals) if route == "structured" else _DenseFlow(np.asarray(mask), route)
+    flow = _StructuredFlow(intervals, delay) if route == "structured" else _DenseFlow(np.asarray(mask), route, delay)
     return _summarize(flow, route, reason, layers, int(quotient_limit))
 
 

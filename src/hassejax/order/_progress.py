@@ -1,0 +1,152 @@
+"""Progress bars of the long closure and depth computations (private; imports no JAX, tqdm only once a bar shows).
+
+The public functions of :mod:`hassejax.order` take ``progress``: ``False`` (default: silent),
+``True`` (a tqdm bar on stderr from the start) or a number of seconds ``d >= 0`` (the bar shows
+once the work has run ``d`` seconds, or at once when its estimated cost is at least ``d``;
+``hassejax analyze`` passes 2 on a terminal). :func:`check_progress` validates it and
+:func:`progress_bar` opens a :class:`Bar`.
+
+Host loops (products of interval rows, bit-packed batches of classes, rounds and
+breadth-first levels) update the bar once an iteration. A loop inside one jitted
+:func:`jax.lax.while_loop` (the matmul route) gets no host callback, which would keep its
+program out of JAX's persistent compilation cache and cost a round trip an iteration: its bar
+shows the estimated seconds a product when it starts and the products done and the elapsed
+time when it ends.
+
+Source: (derived).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from ..errors import ParameterError
+
+__all__ = ["Bar", "NO_BAR", "check_progress", "progress_bar"]
+
+
+def check_progress(progress) -> float | None:
+    """``progress`` as the delay in seconds before a bar shows, or None for no bar.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` unless `progress` is a bool or a finite
+    number of seconds ``>= 0``.
+    """
+    if isinstance(progress, (bool, np.bool_)):
+        return 0.0 if progress else None
+    if isinstance(progress, (int, float, np.integer, np.floating)) and math.isfinite(progress) and progress >= 0:
+        return float(progress)
+    raise ParameterError(
+        "`progress` must be True (a progress bar on stderr), False (none) or a number of seconds >= 0 "
+        f"(a bar once the work has run that long); got {progress!r}."
+    )
+
+
+class Bar:
+    """A tqdm bar on stderr that opens once the work has run `delay` seconds; does nothing for ``delay=None``.
+
+    Counts ``n`` iterations of `unit` (plural, with a leading space: tqdm writes it after the
+    count) out of `total` (None: unknown) whether open or not, so that the bar opened late
+    starts at the right count and elapsed time.
+    """
+
+    __slots__ = ("_bar", "_t0", "delay", "desc", "n", "note_text", "total", "unit")
+
+    def __init__(self, delay: float | None, desc: str = "", unit: str = "it", total: int | None = None):
+        self.delay, self.desc, self.unit, self.total = delay, desc, unit, total
+        self.n = 0
+        self.note_text = ""
+        self._t0 = time.perf_counter()
+        self._bar = None
+
+    @property
+    def on(self) -> bool:
+        """True unless progress is off."""
+        return self.delay is not None
+
+    def update(self, k: int = 1) -> None:
+        """`k` more iterations done."""
+        if self.delay is None:
+            return
+        self.n += k
+        if self._bar is not None:
+            self._bar.update(k)
+        elif time.perf_counter() - self._t0 >= self.delay:
+            self.show()
+
+    def begin(self) -> None:
+        """An iteration starts: open the bar if it is due (at once for a zero delay)."""
+        if self.delay is not None and self._bar is None and time.perf_counter() - self._t0 >= self.delay:
+            self.show()
+
+    def show(self) -> None:
+        """Open the bar now (the start line of a long step, before it runs)."""
+        if self.delay is None or self._bar is not None:
+            return
+        from tqdm import tqdm
+
+        bar = tqdm(
+            total=self.total, initial=self.n, desc=self.desc, unit=self.unit, file=sys.stderr, dynamic_ncols=True
+        )
+        late = time.perf_counter() - self._t0
+        bar.start_t -= late  # elapsed time and rate from the start of the work
+        if self.note_text:
+            bar.set_postfix_str(self.note_text, refresh=False)
+        if self.note_text or late >= 0.1:  # tqdm has shown the bar as it was at creation
+            bar.refresh()
+        self._bar = bar
+
+    def add_total(self, k: int) -> None:
+        """`k` more iterations expected (the total becomes known as the work goes)."""
+        self.set_total((self.total or 0) + k)
+
+    def set_total(self, total: int | None) -> None:
+        if self.delay is None:
+            return
+        self.total = total
+        if self._bar is not None:
+            self._bar.total = total
+            self._bar.refresh()
+
+    def note(self, text: str) -> None:
+        """Text after the counts (e.g. the power reached), shown at the next refresh."""
+        if self.delay is None:
+            return
+        self.note_text = text
+        if self._bar is not None:
+            self._bar.set_postfix_str(text, refresh=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> Bar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+#: The bar of progress off: every method does nothing.
+NO_BAR = Bar(None)
+
+
+def progress_bar(
+    delay: float | None, desc: str, unit: str, *, total: int | None = None, estimate: float | None = None
+) -> Bar:
+    """A :class:`Bar` (use it as a context manager, so that it closes); :data:`NO_BAR` for ``delay=None``.
+
+    The bar opens at the first :meth:`Bar.begin` or :meth:`Bar.update` after `delay` seconds
+    (so a stage with nothing to do shows none), or at once when `estimate`, the estimated
+    seconds of a step that reports nothing while it runs (a jitted loop), is at least `delay`.
+    """
+    if delay is None:
+        return NO_BAR
+    bar = Bar(delay, desc, unit, total)
+    if estimate is not None and estimate >= delay:
+        bar.show()
+    return bar
