@@ -173,8 +173,8 @@ def convergence_depth(
         per_mask = np.count_nonzero(flat, axis=(-2, -1))
         costs = {int(nnz): _depth_costs(n, int(nnz)) for nnz in np.unique(per_mask)}
         use_bp = np.array([costs[int(nnz)][1] < costs[int(nnz)][0] for nnz in per_mask], dtype=bool)
-    else:
-        per_mask = None
+    else:  # the bit-packed route's memory grows with the nonzeros: count them (not n * n)
+        per_mask = np.count_nonzero(flat, axis=(-2, -1)) if method == "bitpacked" else None
         use_bp = np.full(batch, method == "bitpacked")
     depth = np.empty(batch, dtype=np.int32)
     if use_bp.any():
