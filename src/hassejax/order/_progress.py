@@ -48,9 +48,8 @@ def check_progress(progress) -> float | None:
 class Bar:
     """A tqdm bar on stderr that opens once the work has run `delay` seconds; does nothing for ``delay=None``.
 
-    Counts ``n`` iterations of `unit` (plural, with a leading space: tqdm writes it after the
-    count) out of `total` (None: unknown) whether open or not, so that the bar opened late
-    starts at the right count and elapsed time.
+    Counts ``n`` iterations of `unit` (a plural noun) out of `total` (None: unknown) whether
+    open or not, so that the bar opened late starts at the right count and elapsed time.
     """
 
     __slots__ = ("_bar", "_t0", "delay", "desc", "n", "note_text", "total", "unit")
@@ -89,7 +88,13 @@ class Bar:
         from tqdm import tqdm
 
         bar = tqdm(
-            total=self.total, initial=self.n, desc=self.desc, unit=self.unit, file=sys.stderr, dynamic_ncols=True
+            total=self.total,
+            initial=self.n,
+            desc=self.desc,
+            unit=self.unit,
+            file=sys.stderr,
+            dynamic_ncols=True,
+            bar_format=_bar_format(self.total, self.unit),
         )
         late = time.perf_counter() - self._t0
         bar.start_t -= late  # elapsed time and rate from the start of the work
@@ -109,6 +114,7 @@ class Bar:
         self.total = total
         if self._bar is not None:
             self._bar.total = total
+            self._bar.bar_format = _bar_format(total, self.unit)
             self._bar.refresh()
 
     def note(self, text: str) -> None:
@@ -129,6 +135,13 @@ class Bar:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _bar_format(total: int | None, unit: str) -> str:
+    """tqdm's format without the rate (a few slow iterations): ``desc: 3/7 products [00:02<00:03, note]``."""
+    if total is None:
+        return "{desc}: {n_fmt} " + unit + " [{elapsed}{postfix}]"
+    return "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} " + unit + " [{elapsed}<{remaining}{postfix}]"
 
 
 #: The bar of progress off: every method does nothing.

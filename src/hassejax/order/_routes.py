@@ -138,7 +138,8 @@ def _matmul_bar(delay: float | None, desc: str, n: int, batch: int, products: in
     from ._progress import progress_bar
 
     per = batch * (_matmul_seconds(n, 1) - _MATMUL_OVERHEAD_S) + _MATMUL_OVERHEAD_S
-    return progress_bar(delay, f"{desc} (matmul, ~{per:.2g} s a product)", " products", estimate=products * per)
+    cost = "< 0.01 s" if per < 0.01 else f"~{per:.2g} s"
+    return progress_bar(delay, f"{desc} (matmul, {cost} a product)", "products", estimate=products * per)
 
 
 def _count_products(bar, count) -> None:

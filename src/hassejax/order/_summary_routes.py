@@ -25,7 +25,7 @@ class _StructuredFlow:
     def _bar(self, what: str):
         from ._progress import progress_bar
 
-        return progress_bar(self.delay, f"{what} (structured)", " products")
+        return progress_bar(self.delay, f"{what} (structured)", "products")
 
     def limit_counts(self) -> np.ndarray:
         with self._bar("R") as bar:

@@ -136,7 +136,7 @@ def convergence_depth(
             )
         if method == "auto" and _prefer_dense(mask):
             return int(convergence_depth(mask.to_dense(), progress=False if delay is None else delay))
-        with progress_bar(delay, "L* (structured)", " products") as bar:
+        with progress_bar(delay, "L* (structured)", "products") as bar:
             return PowerTable(mask.with_diagonal(), name="mask").depth(bar)
 
     a, traced = _prepare(mask, memory=_depth_memory(method))
@@ -164,7 +164,7 @@ def convergence_depth(
         method = "structured"
     if method == "structured":
         depths = []
-        with progress_bar(delay, "L* (structured)", " products") as bar:
+        with progress_bar(delay, "L* (structured)", "products") as bar:
             for b in range(batch):
                 table = PowerTable(IntervalMask.from_dense(flat[b], name="mask").with_diagonal(), name="mask")
                 depths.append(table.depth(bar))
@@ -180,7 +180,7 @@ def convergence_depth(
     if use_bp.any():
         nnz_max = n * n if per_mask is None else int(per_mask[use_bp].max())
         _check_bitpacked_depth_memory(n, nnz_max, int(use_bp.sum()))
-        with progress_bar(delay, "L* (bit-packed)", " levels") as bar:
+        with progress_bar(delay, "L* (bit-packed)", "levels") as bar:
             depth[use_bp] = _host_depth(flat[use_bp], bar) if bar.on else _host_depth(flat[use_bp])
     if not use_bp.all():
         rest = flat if not use_bp.any() else flat[~use_bp]

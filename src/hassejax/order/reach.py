@@ -213,9 +213,9 @@ def reachability(
     if method == "bitpacked":
         _check_bitpacked_memory(n, nnz_max, batch, what, "mask")
         if num_layers is None:
-            with progress_bar(delay, f"{short} (bit-packed)", " batches") as bar:
+            with progress_bar(delay, f"{short} (bit-packed)", "batches") as bar:
                 return _on_host(_host_closure, a, a.shape, bar=bar)
-        with progress_bar(delay, f"{short} (bit-packed)", " rounds") as bar:
+        with progress_bar(delay, f"{short} (bit-packed)", "rounds") as bar:
             return _on_host(_host_power, a, a.shape, num_layers, bar=bar)
 
     dtype = _matmul_dtype()
@@ -279,7 +279,7 @@ def _reachability_layers(layer_masks, num_layers: int | None, method: str, delay
     if method == "bitpacked":
         _check_bitpacked_memory(n, nnz_max, batch, what, "layer_masks")
         layers_last = jnp.moveaxis(stacked, 0, -3) if traced else np.moveaxis(stacked, 0, -3)
-        with progress_bar(delay, f"product of {num} layers (bit-packed)", " rounds") as bar:
+        with progress_bar(delay, f"product of {num} layers (bit-packed)", "rounds") as bar:
             return _on_host(_host_product, layers_last, stacked.shape[1:], bar=bar)
     _check_matmul_memory(n, batch, num, what, "layer_masks")
     size = _padded_size(n)
@@ -313,7 +313,7 @@ def _reachability_structured(mask, num_layers, layer_masks, method, delay: float
             raise ParameterError(
                 f"`num_layers` must be None or equal to the number of `layer_masks` ({len(layers)}); got {num_layers}."
             )
-        with progress_bar(delay, f"product of {len(layers)} layers (structured)", " products") as bar:
+        with progress_bar(delay, f"product of {len(layers)} layers (structured)", "products") as bar:
             return product([m.with_diagonal() for m in layers], bar=bar)
     table = PowerTable(mask.with_diagonal(), name="mask")
     return _structured_power(table, num_layers, delay)
@@ -327,7 +327,7 @@ def _off(delay: float | None) -> bool | float:
 def _structured_power(table: PowerTable, num_layers, delay: float | None, note: str = "") -> IntervalMask:
     """``R`` or ``R^(num_layers)`` from `table`, with a progress bar counting the products."""
     what = "R" if num_layers is None else f"R^({num_layers})"
-    with progress_bar(delay, f"{what} (structured)", " products") as bar:
+    with progress_bar(delay, f"{what} (structured)", "products") as bar:
         bar.note(note)
         return table.limit(bar) if num_layers is None else table.power(num_layers, bar)
 
