@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 
 from ..errors import HassejaxError
 from ._common import _check_figure_path, _write_text, load_mask
 from ._parser import _one_line, _OutputError, _UsageError
 
+#: ``hassejax analyze`` shows the progress bar of a closure stage once it has run this many seconds.
+_PROGRESS_DELAY = 2.0
 
-def analyze(mask, layers: Sequence[int] | int | None = None) -> dict:
+
+def analyze(mask, layers: Sequence[int] | int | None = None, progress: bool | int | float = False) -> dict:
     """The numbers printed by ``hassejax analyze`` (spec hasse.md §1), at any ``n``.
 
     **Arguments:**
@@ -19,6 +23,8 @@ def analyze(mask, layers: Sequence[int] | int | None = None) -> dict:
     - `mask`: an :class:`~hassejax.masks.IntervalMask` or a Boolean `(n, n)` array (row =
       query, column = key, True = may attend).
     - `layers`: layer counts ``L`` whose reach is reported (an int or a sequence).
+    - `progress`: progress bars on stderr, as in :func:`hassejax.order.flow_summary` (``False``,
+      ``True`` or a number of seconds before a stage's bar shows).
 
     **Returns:** the dict of :meth:`hassejax.order.FlowSummary.to_dict` (``n``, ``route``,
     ``convergence_depth``, ``reach``, ``limit``, ``num_classes``, ``class_sizes``, ``depth``,
@@ -30,7 +36,7 @@ def analyze(mask, layers: Sequence[int] | int | None = None) -> dict:
     from ..order import flow_summary
 
     layers = () if layers is None else layers
-    summary = flow_summary(mask, layers)
+    summary = flow_summary(mask, layers, progress=progress)
     out = summary.to_dict()
     out["layers"] = list(summary.layers)
     out["summary"] = summary
@@ -43,7 +49,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     _check_figure_path(args.png)
     try:
         mask = load_mask(args.mask_spec)
-        result = analyze(mask, args.layers)
+        progress = _progress(args.progress)
+        result = analyze(mask, args.layers) if progress is False else analyze(mask, args.layers, progress=progress)
     except HassejaxError as err:
         raise _UsageError(str(err)) from None
     from ..order import format_class
@@ -95,6 +102,13 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         except OSError as err:
             raise _OutputError(f"cannot write {args.png!r}: {_one_line(str(err))}") from None
     return 0
+
+
+def _progress(flag: bool | None) -> float | bool:
+    """``--progress``/``--no-progress``, by default on when stderr is a terminal: bars (on stderr,
+    never stdout) for the stages that run longer than :data:`_PROGRESS_DELAY` seconds."""
+    on = flag if flag is not None else sys.stderr.isatty()
+    return _PROGRESS_DELAY if on else False
 
 
 def _quotient_limit() -> int:

@@ -72,6 +72,11 @@ def _add_analyze(subparsers) -> None:
     p.add_argument(
         "--max-edges", type=_positive_int, default=100, metavar="K", help="print at most K edges (default 100)"
     )
+    p.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        help="progress bars on stderr for the closure stages (R, L*, R^(L)) that run longer than 2 s "
+        "(default: on when stderr is a terminal; --no-progress: never)",
+    )  # fmt: skip
     p.set_defaults(func=_command("_analyze", "_cmd_analyze"))
 
 

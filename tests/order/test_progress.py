@@ -1,0 +1,162 @@
+"""Progress bars of the long closure and depth computations (issue 13 item 6).
+
+With ``progress`` the results are identical and the bar on stderr reports the iterations the
+route runs: checked against the closed forms of the product counts (``ceil(log2 L*) + 1``
+squarings for ``R``, ``ceil(log2 L*) - 1`` search products for ``L*`` on interval rows), the
+bit-packed kernels' own batch counts, ``L*`` breadth-first levels and the matmul kernel's
+product count. ``hassejax analyze`` prints the same stdout with bars on.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from hassejax.cli import _analyze, main
+from hassejax.errors import ParameterError
+from hassejax.masks import from_spec
+from hassejax.order import convergence_depth, flow_summary, reachability
+from hassejax.order._bitpacked import closure_bitpacked, product_bitpacked
+from hassejax.order._progress import Bar
+
+N, LEFT = 100, 3  # sliding window: L* = ceil((N - 1) / LEFT) = 33
+LSTAR = math.ceil((N - 1) / LEFT)
+SPEC = f"sliding_window(n={N}, left={LEFT})"
+
+
+def final(err: str, desc: str) -> str:
+    """The last state of the bar named `desc` in captured stderr (tqdm rewrites its line with \\r)."""
+    lines = [x.strip() for x in re.split(r"[\r\n]", err) if x.strip().startswith(desc)]
+    assert lines, f"no bar {desc!r} in {err!r}"
+    return lines[-1]
+
+
+def count(line: str, unit: str) -> tuple[int, int | None]:
+    """``(n, total)`` from ``"... 3/7 products [...]"`` or ``"... 3 products [...]"``."""
+    m = re.search(r"(\d+)(?:/(\d+))? " + unit + r" \[", line)
+    assert m, line
+    return int(m.group(1)), None if m.group(2) is None else int(m.group(2))
+
+
+def test_structured_products_are_counted_and_results_unchanged(capsys):
+    m = from_spec(SPEC, form="intervals")
+    r_off, d_off = reachability(m), convergence_depth(m)
+    assert capsys.readouterr().err == ""
+    r_on = reachability(m, progress=True)
+    err = capsys.readouterr().err
+    assert r_on == r_off
+    assert count(final(err, "R (structured)"), "products") == (math.ceil(math.log2(LSTAR)) + 1, None)
+    d_on = convergence_depth(m, progress=True)
+    err = capsys.readouterr().err
+    assert d_on == d_off == LSTAR
+    # doubling, then a binary search whose length is known once R is: 2 ceil(log2 L*) products in all
+    k = math.ceil(math.log2(LSTAR))
+    assert count(final(err, "L* (structured)"), "products") == (2 * k, 2 * k)
+    assert f"{LSTAR} <= L* <= {LSTAR}" in final(err, "L* (structured)")
+
+
+def test_flow_summary_same_numbers_with_a_bar_per_stage(capsys):
+    m = from_spec(SPEC, form="intervals")
+    off = flow_summary(m, layers=(1, 5, 40)).to_dict()
+    on = flow_summary(m, layers=(1, 5, 40), progress=True).to_dict()
+    err = capsys.readouterr().err
+    off.pop("seconds"), on.pop("seconds")
+    assert on == off
+    k = math.ceil(math.log2(LSTAR))
+    assert count(final(err, "R (structured)"), "products")[0] == k + 1
+    assert count(final(err, "L* (structured)"), "products") == (k - 1, k - 1)
+    assert count(final(err, "R^(5) (structured)"), "products") == (1, 1)  # A^4 ⊗ A, both stored
+    assert "R^(1)" not in err and "R^(40)" not in err  # nothing to compute: no bar
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bitpacked_batches_rounds_and_levels(capsys, seed):
+    rng = np.random.default_rng(seed)
+    mask = (rng.random((60, 60)) < 0.04) & (np.tri(60, k=-1, dtype=bool) if seed == 0 else True)
+    adj = mask | np.eye(60, dtype=bool)
+    ref_r, batches = closure_bitpacked(adj)
+    r = reachability(mask, method="bitpacked", progress=True)
+    err = capsys.readouterr().err
+    np.testing.assert_array_equal(np.asarray(r), ref_r)
+    assert count(final(err, "R (bit-packed)"), "batches") == (batches, batches)
+    r3 = reachability(mask, 3, method="bitpacked", progress=True)
+    err = capsys.readouterr().err
+    np.testing.assert_array_equal(np.asarray(r3), np.asarray(reachability(mask, 3, method="matmul")))
+    rounds = product_bitpacked([adj] * 3)[1]  # 2, or 1 when the first round already closes it
+    assert count(final(err, "R^(3) (bit-packed)"), "rounds") == (rounds, 2)
+    depth = int(convergence_depth(mask, method="bitpacked", progress=True))
+    err = capsys.readouterr().err
+    assert depth == int(convergence_depth(mask, method="matmul"))
+    assert count(final(err, "L* (bit-packed)"), "levels") == (depth, None)  # levels 2 .. L* + 1
+
+
+def test_matmul_bar_around_the_jitted_loop(capsys):
+    """The jitted loop reports nothing inside; the bar opens at the start (estimate in its title) and
+    ends with the kernel's product count: 2 ceil(log2 L*) for L*, ceil(log2 L*) + 1 for R."""
+    chain = np.eye(40, k=-1, dtype=bool)  # L* = 39
+    depth = convergence_depth(chain, method="matmul", progress=True)
+    err = capsys.readouterr().err
+    assert int(depth) == 39
+    assert "s a product" in final(err, "L* (matmul")
+    assert count(final(err, "L* (matmul"), "products") == (2 * math.ceil(math.log2(39)), None)
+    r = reachability(chain, method="matmul", progress=True)
+    err = capsys.readouterr().err
+    np.testing.assert_array_equal(np.asarray(r), np.tri(40, dtype=bool))
+    assert count(final(err, "R (matmul"), "products") == (math.ceil(math.log2(39)) + 1, None)
+
+
+def test_a_delay_hides_short_work_and_a_late_bar_counts_from_the_start(capsys):
+    m = from_spec(SPEC, form="intervals")
+    assert flow_summary(m, layers=(4,), progress=1e6).convergence_depth == LSTAR
+    assert capsys.readouterr().err == ""
+    bar = Bar(0.05, "work", "steps")
+    bar.update()
+    assert capsys.readouterr().err == ""
+    time.sleep(0.06)
+    bar.update()  # due now: opens at 2 steps
+    bar.close()
+    assert count(final(capsys.readouterr().err, "work"), "steps") == (2, None)
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), float("inf")])
+def test_bad_progress_raises(bad):
+    with pytest.raises(ParameterError, match="`progress`"):
+        reachability(np.eye(3, dtype=bool), progress=bad)
+
+
+def test_bad_progress_type_raises(no_typecheck):
+    with pytest.raises(ParameterError, match="`progress` must be True"):
+        flow_summary(np.eye(3, dtype=bool), progress="yes")
+
+
+def test_analyze_stdout_unchanged_with_progress(capsys, monkeypatch):
+    monkeypatch.setattr(_analyze, "_PROGRESS_DELAY", 0.0)
+    assert main(["analyze", SPEC, "--layers", "1", "5", "--no-progress"]) == 0
+    quiet = capsys.readouterr()
+    assert quiet.err == ""
+    assert main(["analyze", SPEC, "--layers", "1", "5", "--progress"]) == 0
+    loud = capsys.readouterr()
+    assert loud.out == quiet.out
+    assert count(final(loud.err, "L* (structured)"), "products")[0] == math.ceil(math.log2(LSTAR)) - 1
+    assert main(["analyze", SPEC, "--layers", "1", "5"]) == 0  # default: stderr is not a terminal here
+    assert capsys.readouterr().err == ""
+
+
+def test_structured_analyze_with_progress_imports_no_jax():
+    code = (
+        "import sys\n"
+        "import hassejax.cli._analyze as a\n"
+        "from hassejax.cli import main\n"
+        "a._PROGRESS_DELAY = 0.0\n"
+        f"rc = main(['analyze', {SPEC!r}, '--progress'])\n"
+        "print(rc, sorted(m for m in sys.modules if m == 'jax' or m.startswith('jax.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-1] == "0 []"
+    assert "R (structured)" in out.stderr
