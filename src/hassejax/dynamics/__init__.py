@@ -87,6 +87,7 @@ from .diagnostics import (
     spectrum,
 )
 from .energy import GaussianEnergy, gaussian_interaction_energy, gaussian_sinkhorn_energy, interaction_energy
+from .sweep_cost import softmax_gaussian_cost
 from .sweeps import Sweep, batch_size, sweep, sweep_program
 
 __all__ += [
@@ -119,6 +120,7 @@ __all__ += [
     "sweep",
     "sweep_program",
     "Sweep",
+    "softmax_gaussian_cost",
 ]
 
 # --- exact rank-k solves of trained heads (low_rank) -------------------------------------
