@@ -13,6 +13,7 @@ import math
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -23,7 +24,7 @@ from hassejax.errors import ParameterError
 from hassejax.masks import from_spec
 from hassejax.order import convergence_depth, flow_summary, reachability
 from hassejax.order._bitpacked import closure_bitpacked, product_bitpacked
-from hassejax.order._progress import Bar
+from hassejax.order._progress import Bar, progress_bar
 
 N, LEFT = 100, 3  # sliding window: L* = ceil((N - 1) / LEFT) = 33
 LSTAR = math.ceil((N - 1) / LEFT)
@@ -122,6 +123,21 @@ def test_a_delay_hides_short_work_and_a_late_bar_counts_from_the_start(capsys):
     bar.update()  # due now: opens at 2 steps
     bar.close()
     assert count(final(capsys.readouterr().err, "work"), "steps") == (2, None)
+
+
+def test_a_ticking_bar_shows_a_silent_step_and_stops_with_it(capsys):
+    """A step that reports nothing (a jitted loop, one large array operation): the bar opens from
+    a host thread once due, with the elapsed time, and the thread ends when the bar closes."""
+    before = {t.name for t in threading.enumerate()}
+    with progress_bar(0.05, "silent step", "", tick=True):
+        time.sleep(0.3)  # no update: only the thread can open the bar
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"silent step \[00:00\]", final(err, "silent step"))
+    time.sleep(0.05)
+    assert "hassejax-progress" not in {t.name for t in threading.enumerate()} - before
+    with progress_bar(10.0, "short step", "", tick=True):
+        pass
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("bad", [-1, float("nan"), float("inf")])

@@ -133,13 +133,14 @@ def _matmul_seconds(n: int, products: int) -> float:
 def _matmul_bar(delay: float | None, desc: str, n: int, batch: int, products: int):
     """A progress bar around one jitted matmul loop, which reports nothing while it runs (no host
     callback in it): `desc` with the estimated seconds a product of `batch` masks of `n` positions;
-    it opens at once when `products` of them are estimated to take at least `delay` seconds.
-    Count the products done with :func:`_count_products` once the loop returns."""
+    it opens at once when `products` of them are estimated to take at least `delay` seconds, else
+    when the loop has run `delay` seconds, and its clock runs meanwhile (a host thread). Count
+    the products done with :func:`_count_products` once the loop returns."""
     from ._progress import progress_bar
 
     per = batch * (_matmul_seconds(n, 1) - _MATMUL_OVERHEAD_S) + _MATMUL_OVERHEAD_S
     cost = "< 0.01 s" if per < 0.01 else f"~{per:.2g} s"
-    return progress_bar(delay, f"{desc} (matmul, {cost} a product)", "products", estimate=products * per)
+    return progress_bar(delay, f"{desc} (matmul, {cost} a product)", "products", estimate=products * per, tick=True)
 
 
 def _count_products(bar, count) -> None:

@@ -88,6 +88,7 @@ class _DenseFlow:
         self.n = dense.shape[-1]
         self.dense = dense
         self.method = method
+        self.delay = delay
         self.progress = False if delay is None else delay  # the `progress` of the closure functions
 
     def limit_counts(self) -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask
-from ._progress import check_progress
+from ._progress import check_progress, progress_bar
 from ._summary_routes import _DenseFlow, _StructuredFlow
 from .summary_types import QUOTIENT_LIMIT, FlowSummary, ReachStats, _stats
 
@@ -149,7 +149,9 @@ def flow_summary(
       ``d >= 0``: a stage's bar shows once it has run ``d`` seconds (``hassejax analyze`` uses
       2 on a terminal). The bars count products of interval rows on the structured route, and
       as :func:`hassejax.order.reachability` and :func:`hassejax.order.convergence_depth` on
-      the dense routes.
+      the dense routes; the steps without iterations (choosing the route with a dense
+      conversion, the classes, the quotient order) show their elapsed time once they have run
+      1 s (or ``d``).
 
     **Returns:** a :class:`FlowSummary`.
 
@@ -197,18 +199,29 @@ def flow_summary(
             )
     if isinstance(mask, (list, tuple)):
         mask = np.asarray(mask)
-    route, reason, intervals = choose_route(mask, method)
-    flow = _StructuredFlow(intervals, delay) if route == "structured" else _DenseFlow(np.asarray(mask), route, delay)
+    with progress_bar(_step_delay(delay), "choosing the route", "", tick=True):
+        route, reason, intervals = choose_route(mask, method)
+        if route == "structured":
+            flow = _StructuredFlow(intervals, delay)
+        else:
+            flow = _DenseFlow(np.asarray(mask), route, delay)  # a dense copy of an IntervalMask
     return _summarize(flow, route, reason, layers, int(quotient_limit))
+
+
+def _step_delay(delay: float | None) -> float | None:
+    """The delay of a step without iterations: its ticking bar shows once it has run 1 s or `delay`."""
+    return None if delay is None else max(delay, 1.0)
 
 
 def _summarize(flow, route: str, reason: str, layers: tuple[int, ...], quotient_limit: int) -> FlowSummary:
     """Run the stages of one route, timing each, and collect the :class:`FlowSummary`."""
     seconds: dict[str, float] = {}
 
-    def stage(name, fn, *args):
+    def stage(name, fn, *args, bar: str | None = None):
         t = time.perf_counter()
-        out = fn(*args)
+        # the stages that loop have their own bars; the others a ticking one (elapsed time)
+        with progress_bar(_step_delay(flow.delay) if bar else None, f"{bar} ({route})", "", tick=True):
+            out = fn(*args)
         seconds[name] = time.perf_counter() - t
         return out
 
@@ -222,8 +235,8 @@ def _summarize(flow, route: str, reason: str, layers: tuple[int, ...], quotient_
         ]
 
     reach = stage("layers", reach_stats)
-    num_classes, sizes = stage("classes", flow.classes)
-    depth, width, edges, diagram, not_computed = stage("order", flow.order, quotient_limit)
+    num_classes, sizes = stage("classes", flow.classes, bar="classes")
+    depth, width, edges, diagram, not_computed = stage("order", flow.order, quotient_limit, bar="quotient order")
     return FlowSummary(
         n=flow.n,
         route=route,
