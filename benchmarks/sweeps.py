@@ -27,6 +27,12 @@ Columns (all in one process, one after the other, for each family and d):
   ``diffrax.Event`` on the real-valued condition `log(1e8 tr Σ0) − log tr Σ` located by
   ``optimistix.Newton(rtol=1e-8, atol=1e-8)``. Compile: ``.lower(batch).compile()``; run: the
   median of ``--repeats`` calls of the compiled program after a warm-up call.
+- ``hassejax ordered``: the same held sweep given per-member cost estimates,
+  ``cost=lambda p: softmax_gaussian_cost(p["cov0"], p["A"], t1=t1)`` (closed form of spec
+  §3): the members run sorted by cost in chunks of the automatic width (the fewest equal
+  chunks whose estimated lockstep efficiency reaches 90 %), results in the caller's order
+  (checked equal to the unordered sweep's). "Lockstep steps" is `Σ_chunks width × max steps`
+  over the member-steps actually needed (1.00: no member waits for a slower one).
 - ratios ``hassejax / plain`` of the compile and run times, wall clock and process CPU time
   (``time.process_time``, all threads: less sensitive to other jobs on a shared machine than
   the wall clock).
@@ -82,7 +88,7 @@ from scipy.integrate import solve_ivp  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 import hassejax  # noqa: E402
-from hassejax.dynamics import Softmax, Status, solve_gaussian, solve_particles  # noqa: E402
+from hassejax.dynamics import Softmax, Status, softmax_gaussian_cost, solve_gaussian, solve_particles  # noqa: E402
 from hassejax.dynamics.sweeps import Sweep, sweep_program  # noqa: E402
 
 RTOL, ATOL = 1e-6, 1e-9
@@ -164,14 +170,32 @@ def measure(compile_fn, run_fn, repeats: int):
     }
 
 
-def time_hassejax(member, batch, repeats: int):
-    """A held :class:`Sweep` (one compiled program, reused by every call) and its AOT compile time."""
-    held = Sweep(member)
-    return measure(
-        lambda: sweep_program(member, batch).compile(),  # the compile time on its own (ahead of time)
+def time_hassejax(member, batch, repeats: int, cost=None):
+    """A held :class:`Sweep` (one compiled program, reused by every call) and its AOT compile time.
+
+    With `cost` (a callable on the batch) the members run sorted by cost in chunks of the
+    automatic width; the compile time is that of the chunk program.
+    """
+    held = Sweep(member, cost=cost)
+    out, stats = measure(
+        lambda: sweep_program(member, batch, cost=cost).compile(),  # the compile time on its own (ahead of time)
         lambda _: held(batch, progress=False),  # the first call compiles the held program (warm-up)
         repeats,
     )
+    steps = np.asarray(out["steps"])
+    width = steps.size
+    order = np.arange(steps.size)
+    if cost is not None:
+        costs = np.asarray(cost(batch))
+        order = np.argsort(costs, kind="stable")
+        width = sweep_program(lambda p: p["A"][0, 0], batch, cost=cost).out_info.shape[0]
+    stats["chunk_width"] = int(width)
+    # member-steps run in lockstep: each chunk steps until its slowest member stops
+    stats["lockstep_member_steps"] = int(
+        width * np.maximum.reduceat(steps[order], np.arange(0, steps.size, width)).sum()
+    )
+    stats["member_steps"] = int(steps.sum())
+    return out, stats
 
 
 # --------------------------------------------------------------------------- plain diffrax
@@ -409,6 +433,14 @@ def main(argv=None):
             t1 = T1[fam]
             batch = {"A": jnp.asarray(A), "cov0": jnp.asarray(cov0)}
             out, hj = time_hassejax(make_member(d, t1), batch, args.repeats)
+            out_ordered, hjo = time_hassejax(
+                make_member(d, t1),
+                batch,
+                args.repeats,
+                cost=lambda p, t1=t1: softmax_gaussian_cost(p["cov0"], p["A"], t1=t1),
+            )
+            for k in ("status", "steps"):  # the ordered sweep returns the same results in the caller's order
+                np.testing.assert_array_equal(np.asarray(out_ordered[k]), np.asarray(out[k]))
             pout, pl = time_plain(make_plain(d, t1, fam), batch, args.repeats)
             status = np.asarray(out["status"])
             hj_fired = (status == Status.blow_up) | (status == Status.diverge)
@@ -431,8 +463,12 @@ def main(argv=None):
                     "events": int(p_fired.sum()),
                     "same_outcome_as_hassejax": int(np.sum(p_fired == hj_fired)),
                 },
+                "hassejax_cost_ordered": hjo,
                 "ratio_hassejax_over_plain": {
                     k: hj[k] / pl[k] for k in ("run_s", "run_cpu_s", "compile_s", "compile_cpu_s")
+                },
+                "ratio_hassejax_cost_ordered_over_plain": {
+                    k: hjo[k] / pl[k] for k in ("run_s", "run_cpu_s", "compile_s", "compile_cpu_s")
                 },
             }
             if not args.skip_scipy:
@@ -464,6 +500,7 @@ def main(argv=None):
                 json.dumps(
                     {"d": d, "family": fam}
                     | {f"hassejax_{k}": round(hj[k], 3) for k in ("run_s", "run_cpu_s", "compile_s")}
+                    | {f"ordered_{k}": round(hjo[k], 3) for k in ("run_s", "run_cpu_s", "compile_s", "chunk_width")}
                     | {f"plain_{k}": round(pl[k], 3) for k in ("run_s", "run_cpu_s", "compile_s")}
                     | {f"ratio_{k}": round(v, 3) for k, v in ratio.items()}
                     | ({"scipy_s": round(row["scipy"]["seconds"], 2)} if "scipy" in row else {})
@@ -496,19 +533,25 @@ def main(argv=None):
 def table(result) -> str:
     """Markdown tables: hassejax against plain diffrax (ratios), and against the SciPy loop."""
     lines = [
-        "| d | family | members | hassejax run (s) | plain diffrax run (s) | run ratio (wall / CPU) "
-        "| hassejax compile (s) | plain compile (s) | compile ratio (wall / CPU) | steps max / mean (hassejax) "
+        "| d | family | members | plain diffrax run (s) | hassejax run (s) | ratio wall / CPU "
+        "| hassejax ordered run (s) | ratio wall / CPU | chunks | plain compile (s) | hassejax compile (s) "
+        "| ratio wall / CPU | ordered compile ratio wall / CPU | lockstep steps / member-steps (hassejax → ordered) "
         "| load avg before → after |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["covariance_sweeps"]:
-        h, p, q = r["hassejax"], r["plain_diffrax"], r["ratio_hassejax_over_plain"]
-        load0 = max(h["load_before_after"][0][0], p["load_before_after"][0][0])
-        load1 = max(h["load_before_after"][1][0], p["load_before_after"][1][0])
+        h, o, p = r["hassejax"], r["hassejax_cost_ordered"], r["plain_diffrax"]
+        q, qo = r["ratio_hassejax_over_plain"], r["ratio_hassejax_cost_ordered_over_plain"]
+        cells = [h, o, p]
+        load0 = max(c["load_before_after"][0][0] for c in cells)
+        load1 = max(c["load_before_after"][1][0] for c in cells)
+        chunks = -(-r["members"] // o["chunk_width"])
         lines.append(
-            f"| {r['d']} | {r['family']} | {r['members']} | {h['run_s']:.3f} | {p['run_s']:.3f} "
-            f"| {q['run_s']:.2f} / {q['run_cpu_s']:.2f} | {h['compile_s']:.1f} | {p['compile_s']:.1f} "
-            f"| {q['compile_s']:.2f} / {q['compile_cpu_s']:.2f} | {h['max_steps']} / {h['mean_steps']:.0f} "
+            f"| {r['d']} | {r['family']} | {r['members']} | {p['run_s']:.3f} | {h['run_s']:.3f} "
+            f"| {q['run_s']:.2f} / {q['run_cpu_s']:.2f} | {o['run_s']:.3f} | {qo['run_s']:.2f} / {qo['run_cpu_s']:.2f} "
+            f"| {chunks} × {o['chunk_width']} | {p['compile_s']:.1f} | {h['compile_s']:.1f} "
+            f"| {q['compile_s']:.2f} / {q['compile_cpu_s']:.2f} | {qo['compile_s']:.2f} / {qo['compile_cpu_s']:.2f} "
+            f"| {h['lockstep_member_steps'] / h['member_steps']:.2f} → {o['lockstep_member_steps'] / o['member_steps']:.2f} "
             f"| {load0:.1f} → {load1:.1f} |"
         )
     if any("scipy" in r for r in result["covariance_sweeps"]):

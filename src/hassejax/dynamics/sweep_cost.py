@@ -2,7 +2,7 @@
 
 Under ``vmap`` a chunk of members steps until its slowest member stops, so a sweep runs
 faster when members of similar cost share a chunk. The estimates here are cheap (host
-NumPy, one ``eigh`` per member) and only need the right order and rough ratios.
+NumPy: a Cholesky factor and the eigenvalues of one symmetric matrix per member) and only need the right order and rough ratios.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def softmax_gaussian_cost(
     **Returns:** float64 NumPy array of shape `(B,)` (`()` broadcast to `(1,)`).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched
-    shapes, non-finite entries, or `t1 <= t0`.
+    shapes, non-finite entries, a `cov0` that is not positive semidefinite, or `t1 <= t0`.
 
     **Example:** a member that blows up before `t1` costs more than one that decays:
 
@@ -78,9 +78,18 @@ def softmax_gaussian_cost(
         scale = np.broadcast_to(beta * np.asarray(v, dtype=np.float64).reshape(-1), (cov0.shape[0],))
     except ValueError as err:
         raise ParameterError(f"`cov0`, `A` and `v` must share the batch size B; got {err}.") from None
-    w, q = np.linalg.eigh(0.5 * (cov0 + np.swapaxes(cov0, -1, -2)))
-    root = (q * np.sqrt(np.clip(w, 0.0, None))[..., None, :]) @ np.swapaxes(q, -1, -2)
-    lam = np.linalg.eigvalsh(scale[:, None, None] * (root @ (A + np.swapaxes(A, -1, -2)) @ root))
+    # Lᵀ(A + Aᵀ)L with Σ0 = LLᵀ has the eigenvalues of Σ0^{1/2}(A + Aᵀ)Σ0^{1/2} (L = Σ0^{1/2}Q, Q
+    # orthogonal); a Cholesky factor of Σ0 + 1e-12 (tr Σ0/d) I is cheap (NumPy's batched eigh is not).
+    sym = 0.5 * (cov0 + np.swapaxes(cov0, -1, -2))
+    d = sym.shape[-1]
+    jitter = 1e-12 * np.maximum(np.trace(sym, axis1=-2, axis2=-1) / d, np.finfo(np.float64).tiny)
+    try:
+        root = np.linalg.cholesky(sym + jitter[:, None, None] * np.eye(d))
+    except np.linalg.LinAlgError:
+        raise ParameterError(
+            "`cov0` must be symmetric positive semidefinite; a member's Cholesky factor failed."
+        ) from None
+    lam = np.linalg.eigvalsh(scale[:, None, None] * (np.swapaxes(root, -1, -2) @ (A + np.swapaxes(A, -1, -2)) @ root))
     lam_min, lam_max = lam[:, 0], lam[:, -1]
     horizon = float(t1) - float(t0)
     t_star = np.where(lam_max > 0, 1.0 / np.where(lam_max > 0, lam_max, 1.0), np.inf)
