@@ -27,18 +27,26 @@ def compilation_cache_dir() -> Path | None:
     return Path(base) / "hassejax" / "jax"
 
 
-def enable_compilation_cache() -> Path | None:
-    """Point JAX's persistent compilation cache at :func:`compilation_cache_dir` (every program cached).
-
-    **Returns:** the folder, or ``None`` when turned off (``HASSEJAX_COMPILE_CACHE=0``) or when
-    the folder cannot be created (then JAX compiles as usual; nothing else changes).
-    """
+def _created_folder() -> Path | None:
+    """:func:`compilation_cache_dir`, created; ``None`` when turned off or not creatable."""
     folder = compilation_cache_dir()
     if folder is None:
         return None
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
+        return None
+    return folder
+
+
+def enable_compilation_cache() -> Path | None:
+    """Point JAX's persistent compilation cache at :func:`compilation_cache_dir` (every program cached).
+
+    **Returns:** the folder, or ``None`` when turned off (``HASSEJAX_COMPILE_CACHE=0``) or when
+    the folder cannot be created (then JAX compiles as usual; nothing else changes).
+    """
+    folder = _created_folder()
+    if folder is None:
         return None
     import jax
 
@@ -63,12 +71,8 @@ def request_compilation_cache() -> Path | None:
 
     if "jax" in sys.modules:
         return enable_compilation_cache()
-    folder = compilation_cache_dir()
+    folder = _created_folder()
     if folder is None:
-        return None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
         return None
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(folder))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
