@@ -59,13 +59,14 @@ def main(out: Path, quick: bool = False) -> dict:
 
     o = Output(out, NAME)
     per_dim = 10 if quick else 100
+    panel_dims = DIMS[:1] if quick else DIMS  # quick: d = 3 only (each (kind, d) is one compiled program)
     capacity = (
         per_dim  # one program per (kind, d): the stop solve runs as two chunks (V = I, V random), the long one as one
     )
     results = {}
     key_parts = []
     for label, (kind, make) in KINDS.items():
-        members = figure7.parameter_sets(kind, per_dim)
+        members = [m for m in figure7.parameter_sets(kind, per_dim) if m["d"] in panel_dims]
         n = len(members)
         rows = np.array([m["row"] for m in members])
         dims = np.array([m["d"] for m in members])
@@ -75,7 +76,7 @@ def main(out: Path, quick: bool = False) -> dict:
         )  # the late state: Σ(t = 1e6) for V = I, Σ at the stop for V random
         status, late_status = np.zeros(n, int), np.zeros(n, int)
         steps = {}
-        for d in DIMS:
+        for d in panel_dims:
             idx = np.flatnonzero(dims == d)  # the V = I members, then the V random ones (parameter_sets' order)
             params, cov0 = stack_params(kind, make, [members[i] for i in idx])
             tol = np.array([TOL[rows[i]] for i in idx])
@@ -121,10 +122,12 @@ def main(out: Path, quick: bool = False) -> dict:
         rank_exact = np.where(rows == "V = I", closed, rank_ker)
         kernel_dim = np.array([d - d // 2 for d in dims])
 
-        fig, axes = plt.subplots(2, 3, figsize=(13.5, 7.8), layout="constrained")
+        fig, axes = plt.subplots(
+            2, len(panel_dims), figsize=(4.5 * len(panel_dims), 7.8), layout="constrained", squeeze=False
+        )
         panels = {}
         for r, row in enumerate(ROWS):
-            for c, d in enumerate(DIMS):
+            for c, d in enumerate(panel_dims):
                 sel = (rows == row) & (dims == d)
                 ok = sel & conv
                 hist_stop = rank_counts(rank_stop[ok], d)
