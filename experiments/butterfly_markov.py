@@ -173,6 +173,8 @@ def main(out: Path, quick: bool = False) -> dict:
     steps = 40 if quick else 500
     cfg = TrainConfig(steps=steps, batch_size=64, learning_rate=3e-3, warmup_steps=steps // 10, eval_every=steps // 10)
     model_cfg = {"num_layers": 2, "d_model": 64, "num_heads": 4, "mlp_ratio": 4, "dtype": "float32"}
+    if quick:  # smoke run: one small layer (the compiled training step is about half the size)
+        model_cfg.update(num_layers=1, d_model=16, num_heads=2, mlp_ratio=1)
     held_out_size = 256 if quick else 4096
 
     seed, chain, tried = _pick_chain(vocab, concentration, seeds["chain_first"], 0.2)
