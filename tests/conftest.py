@@ -2,9 +2,21 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax
+# One thread per process for OpenBLAS and XLA's CPU kernels: under `-n N` the N xdist workers
+# (and the reproduce.py subprocess) already keep the cores busy, and threaded BLAS next to another
+# busy process spin-waits (reproduce.py --quick --only real_heads beside a second process: 226
+# CPU-s with OpenBLAS's default threads, 50 with one). Set here, before the workers start, so
+# they and every subprocess inherit it; a value already set wins.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+if "multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    ).strip()
 
-from hassejax._cache import enable_compilation_cache
+import jax  # noqa: E402
+
+from hassejax._cache import enable_compilation_cache  # noqa: E402
 
 # Both xdist workers and the reproduce.py subprocess share JAX's persistent compilation cache
 # (~/.cache/hassejax/jax; HASSEJAX_COMPILE_CACHE=0 turns it off): a program compiled once is
