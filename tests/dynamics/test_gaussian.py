@@ -238,9 +238,10 @@ def test_sinkhorn_mean_is_exponential_whatever_sigma():
     g = r.normal(size=(3, 3))
     p = Sinkhorn(V=v3, A=a3)
     alpha0 = r.normal(size=3)
-    sol = solve_gaussian(p, alpha0, g @ g.T, t1=1.0, ts=TS, rtol=1e-10, atol=1e-10)
+    ts = jnp.linspace(0.0, 1.0, 41)  # 41 points and these tolerances: the solve test_energy's Sinkhorn flow compiles
+    sol = solve_gaussian(p, alpha0, g @ g.T, t1=1.0, ts=ts, rtol=1e-10, atol=1e-10)
     assert int(sol.status) == Status.completed
-    want = np.stack([scipy.linalg.expm(float(t) * v3) @ alpha0 for t in TS])
+    want = np.stack([scipy.linalg.expm(float(t) * v3) @ alpha0 for t in ts])
     np.testing.assert_allclose(np.asarray(sol.mean), want, rtol=1e-7, atol=1e-9)
 
 
@@ -264,7 +265,8 @@ def test_clustering_converges_to_projection_limit_and_keeps_rank():
     b = r.normal(size=(3, 3))
     s0 = b @ b.T / 3 + 0.1 * np.eye(3)
     p = Softmax(V=np.eye(3), A=a)
-    ts = jnp.array([0.0, 1.0, 10.0, 100.0, 1000.0, 1e4])
+    # 7 save times, like the spec-energy solve below (and test_energy's): one compiled d = 3 solve for all
+    ts = jnp.array([0.0, 1.0, 10.0, 100.0, 1000.0, 3000.0, 1e4])
     sol = solve_gaussian(p, np.zeros(3), s0, t1=1e4, ts=ts, rtol=1e-10, atol=1e-12)
     assert int(sol.status) == Status.completed
     want_t = np.stack([np.asarray(softmax_covariance_closed_form(s0, a, 1.0, t)) for t in ts])
@@ -290,16 +292,17 @@ def test_clustering_converges_to_projection_limit_and_keeps_rank():
 
 def test_max_steps_is_not_a_blow_up():
     p = Softmax(V=np.eye(2), A=-np.eye(2))
-    sol = solve_gaussian(p, np.zeros(2), np.eye(2), t1=1e6, ts=TS, max_steps=5)
+    sol = solve_gaussian(p, np.zeros(2), np.eye(2), t1=1e6, ts=TS, max_steps=3)  # as below: one compiled program
     assert status_names(sol.status) == "max_steps_reached"
     assert float(sol.t_blowup) == np.inf and bool(jnp.all(jnp.isfinite(sol.cov)))
     assert not bool(sol.valid[-1]) and bool(sol.valid[0])
 
 
 def test_vmap_over_initial_conditions_gives_per_member_statuses():
-    p = Softmax(V=np.eye(2), A=np.array([[1.0, 0.0], [0.0, -1.0]]))
+    a = jnp.array([[1.0, 0.0], [0.0, -1.0]])
     covs = jnp.stack([jnp.diag(jnp.array([1.0, 0.1])), jnp.diag(jnp.array([0.0, 1.0]))])
-    sols = jax.vmap(lambda c: solve_gaussian(p, jnp.zeros(2), c, t1=5.0, ts=TS))(covs)
+    vs = jnp.stack([jnp.eye(2), jnp.eye(2)])  # V mapped too (both V = I), as in the save-times test: one program
+    sols = jax.vmap(lambda v, c: solve_gaussian(Softmax(V=v, A=a), jnp.zeros(2), c, t1=5.0, ts=TS))(vs, covs)
     # first: blow-up at 1/(2·1·1) = 0.5; second: the unstable direction is empty, Σ → 0 along e2
     assert list(status_names(sols.status)) == ["blow_up", "completed"]
     assert float(sols.t_blowup[0]) == pytest.approx(0.5, rel=1e-6)
@@ -373,9 +376,10 @@ def test_requested_save_times_and_validity_mask_for_every_status():
     """`ts` holds the requested times whatever the status (never inf after an event); `valid` marks the
     points at or before the stop. Softmax, A = I, Σ0 = I/2: V = I blows up at t* = 1, V = −I does not."""
     ts = jnp.linspace(0.0, 5.0, 6)
-    sols = jax.vmap(
-        lambda v: solve_gaussian(Softmax(V=v * jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, ts=ts)
-    )(jnp.array([1.0, -1.0]))
+    covs = jnp.stack([jnp.eye(2) / 2, jnp.eye(2) / 2])  # Σ0 mapped too, as in the vmap test above: one program
+    sols = jax.vmap(lambda v, c: solve_gaussian(Softmax(V=v, A=jnp.eye(2)), jnp.zeros(2), c, t1=5.0, ts=ts))(
+        jnp.stack([jnp.eye(2), -jnp.eye(2)]), covs
+    )
     assert list(status_names(sols.status)) == ["blow_up", "completed"]
     np.testing.assert_array_equal(np.asarray(sols.ts), np.broadcast_to(np.asarray(ts), (2, 6)))
     np.testing.assert_array_equal(np.asarray(sols.valid), [[True, True, False, False, False, False], [True] * 6])
