@@ -135,7 +135,8 @@ def _commuting_head(sign, d=5, k=2, seed=4):
 def test_reduced_gaussian_blowup_time_commuting_closed_form():
     head, S0, _basis, sigma0, a_diag, v_diag = _commuting_head(+1.0)
     t_star = float(diagonal_blowup_time(sigma0, a=a_diag, v=v_diag))
-    red = solve_low_rank_gaussian(head, np.zeros(5), S0, t1=3 * t_star)
+    ts = jnp.linspace(0.0, 3 * t_star, 5)  # 5 save times, as the contraction test: one compiled solve
+    red = solve_low_rank_gaussian(head, np.zeros(5), S0, t1=3 * t_star, ts=ts)
     assert Status(int(red.status)) is Status.blow_up
     assert abs(float(red.t_blowup) - t_star) < 1e-6 * t_star
 
@@ -154,7 +155,7 @@ def test_reduced_gaussian_contraction_commuting_closed_form():
 
 def test_solver_and_controller_are_choosable():
     head, S0, a0 = _head(3)
-    kw = {"t1": 0.4, "ts": jnp.linspace(0.0, 0.4, 3)}  # this head blows up at t ≈ 0.54
+    kw = {"t1": 0.4, "ts": jnp.linspace(0.0, 0.4, 9)}  # this head blows up at t ≈ 0.54; 9 save times: see below
     ref = solve_low_rank_gaussian(head, a0, S0, rtol=1e-10, atol=1e-10, **kw)
     const = solve_low_rank_gaussian(
         head, a0, S0, solver=diffrax.Heun(), stepsize_controller=diffrax.ConstantStepSize(), dt0=0.01, **kw
@@ -167,11 +168,12 @@ def test_reduced_solves_vmap_over_heads():
     heads = [_head(s) for s in (7, 8, 9)]
     batch = jax.tree.map(lambda *a: jnp.stack(a), *[h for h, _, _ in heads])
     s0, a0 = np.stack([s for _, s, _ in heads]), np.stack([a for _, _, a in heads])
-    ts = jnp.linspace(0, 2.0, 3)
-    sol = jax.vmap(lambda m, s, a: solve_low_rank_gaussian(m, a, s, t1=2.0, ts=ts))(batch, s0, a0)
-    assert sol.psi.shape == (3, 3, 2, 2) and sol.status.shape == (3,)
+    # 9 save times at rtol = atol = 1e-10, as the other d = 6 reduced solves: the one-head solves share their program
+    ts, tol = jnp.linspace(0, 2.0, 9), {"rtol": 1e-10, "atol": 1e-10}
+    sol = jax.vmap(lambda m, s, a: solve_low_rank_gaussian(m, a, s, t1=2.0, ts=ts, **tol))(batch, s0, a0)
+    assert sol.psi.shape == (3, 9, 2, 2) and sol.status.shape == (3,)
     for i, (head, S0, a) in enumerate(heads):
-        one = solve_low_rank_gaussian(head, a, S0, t1=2.0, ts=ts)
+        one = solve_low_rank_gaussian(head, a, S0, t1=2.0, ts=ts, **tol)
         np.testing.assert_allclose(np.asarray(sol.psi[i]), np.asarray(one.psi), rtol=1e-7, atol=1e-10)
 
 
