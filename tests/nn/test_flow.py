@@ -53,7 +53,9 @@ def _masks(draw, n: int) -> list[np.ndarray]:
 
 
 @settings(max_examples=10)
-@given(n=st.integers(1, 12), num_layers=st.integers(1, 4), data=st.data())
+# A few (n, L) only, those of the tests below where they can be: every new pair is a new compiled
+# Jacobian (and reachability) program; the masks, model and inputs vary freely.
+@given(n=st.sampled_from([5, 6]), num_layers=st.sampled_from([1, 2, 5]), data=st.data())
 def test_jacobian_flow_equals_reachability(n, num_layers, data):
     model = _model(num_layers, data.draw(st.integers(0, 1000)))
     x = _inputs(n, data.draw(st.integers(0, 1000)))

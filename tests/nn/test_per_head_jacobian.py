@@ -47,7 +47,7 @@ def _walks_at_most(mask: np.ndarray, num_layers: int) -> np.ndarray:
 
 @settings(max_examples=8)
 @given(
-    n=st.integers(5, 7),
+    n=st.sampled_from([5]),  # one n (that of the tests below): each new (heads, n) is a new compiled Jacobian
     heads=st.integers(2, 3),
     seed=st.integers(0, 2**32 - 1),
     density=st.sampled_from([0.15, 0.3]),
