@@ -144,10 +144,12 @@ def _np_kw(p):
 @given(
     seed=st.integers(0, 2**31 - 1),
     kind=st.sampled_from(("softmax", "l2", "sigmoid", "linear")),
-    m=st.integers(1, 6),
-    n=st.integers(1, 7),
-    d=st.integers(1, 4),
-    k=st.integers(1, 3),
+    # two sizes per axis (1, the broadcasting edge, and a larger one): the kernels run op by op, and
+    # every new shape compiles each op again; values, kinds, masks and flags stay random
+    m=st.sampled_from([1, 5]),
+    n=st.sampled_from([1, 6]),
+    d=st.sampled_from([1, 3]),
+    k=st.sampled_from([1, 2]),
     masked=st.booleans(),
     use_qk=st.booleans(),
 )

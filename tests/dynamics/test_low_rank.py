@@ -52,7 +52,14 @@ def _softmax(head):
 
 
 # --------------------------------------------------------------------------- kernel
-@given(seed=st.integers(0, 2**16), d=st.integers(1, 5), k=st.integers(1, 3), n=st.integers(1, 5), masked=st.booleans())
+# two sizes per axis (1, the edge, and a larger one): the kernel runs op by op, each new shape compiles each op again
+@given(
+    seed=st.integers(0, 2**16),
+    d=st.sampled_from([1, 4]),
+    k=st.sampled_from([1, 3]),
+    n=st.sampled_from([1, 5]),
+    masked=st.booleans(),
+)
 def test_kernel_velocity_equals_numpy_loop(seed, d, k, n, masked):
     rng = np.random.default_rng(seed)
     Q, K, Wv = (rng.normal(size=(k, d)) for _ in range(3))
