@@ -25,6 +25,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from hassejax.plot.style import paper_style
+
+paper_style()  # every figure at print size: at most 7 in wide, no text under 8 pt
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "paper_figures"
 PACKAGES = ("hassejax", "jax", "jaxlib", "equinox", "diffrax", "optax", "networkx", "numpy", "scipy", "matplotlib")

@@ -5,6 +5,7 @@
 - :mod:`.dynamics`: covariance trajectories in the PSD cone and the unit disk, rank-one rays.
 - :func:`draw_outcome_map`, :func:`draw_hatched`: phase maps of dynamics outcomes; :func:`log_bins`,
   :func:`break_wraps`: histogram bins and wrapped angles for the dynamics figures.
+- :mod:`.style`: print sizes (at most 7 in wide) and fonts (at least 8 pt) of a paper figure.
 """
 
 from . import dynamics
@@ -13,6 +14,7 @@ from .hasse import draw_hasse, hasse_figsize, hasse_layout
 from .histogram import log_bins
 from .masks import draw_mask
 from .phase_map import OUTCOME_COLORS, draw_hatched, draw_outcome_map
+from .style import COLUMN_WIDTH, MAX_WIDTH, MIN_FONT_PT, TEXT_WIDTH, figsize, paper_style
 
 __all__ = [
     "dynamics",
@@ -25,4 +27,10 @@ __all__ = [
     "draw_hatched",
     "log_bins",
     "break_wraps",
+    "figsize",
+    "paper_style",
+    "MAX_WIDTH",
+    "TEXT_WIDTH",
+    "COLUMN_WIDTH",
+    "MIN_FONT_PT",
 ]

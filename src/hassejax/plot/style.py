@@ -1,0 +1,79 @@
+"""Print sizes and fonts of a paper figure: at most 7 inches wide, no text under 8 pt.
+
+A figure drawn at its print width needs no scaling, so the font sizes set here are the sizes
+a reader sees. :data:`PAPER_RC` is a matplotlib ``rcParams`` dictionary;
+:func:`paper_style` applies it (the experiment scripts call it once at import).
+"""
+
+from __future__ import annotations
+
+__all__ = ["TEXT_WIDTH", "COLUMN_WIDTH", "MAX_WIDTH", "MIN_FONT_PT", "PAPER_RC", "paper_style", "figsize"]
+
+MAX_WIDTH = 7.0
+"""Widest figure in inches (a full page of text, margins included)."""
+TEXT_WIDTH = 6.5
+"""A page's text width in inches (two-column figures)."""
+COLUMN_WIDTH = 3.3
+"""One column of a two-column paper, in inches."""
+MIN_FONT_PT = 8.0
+"""Smallest font size in points at print size."""
+
+PAPER_RC: dict[str, object] = {
+    "font.size": 8.5,
+    "axes.titlesize": 9.0,
+    "axes.labelsize": 8.5,
+    "xtick.labelsize": 8.0,
+    "ytick.labelsize": 8.0,
+    "legend.fontsize": 8.0,
+    "legend.title_fontsize": 8.0,
+    "figure.titlesize": 9.5,
+    "figure.labelsize": 8.5,
+    "mathtext.fontset": "dejavusans",
+    "axes.linewidth": 0.6,
+    "lines.linewidth": 1.0,
+    "lines.markersize": 4.0,
+    "xtick.major.width": 0.6,
+    "ytick.major.width": 0.6,
+    "savefig.dpi": 300,
+    "pdf.fonttype": 42,
+}
+"""``rcParams`` of a paper figure: fonts 8–9.5 pt, thin lines, TrueType fonts in the PDF."""
+
+
+def figsize(width: float = TEXT_WIDTH, aspect: float = 0.62) -> tuple[float, float]:
+    """A figure size ``(width, width * aspect)`` in inches, checked against :data:`MAX_WIDTH`.
+
+    **Arguments:**
+
+    - `width`: width in inches, at most :data:`MAX_WIDTH`.
+    - `aspect`: height over width (positive).
+
+    **Returns:** ``(width, height)`` in inches.
+
+    **Raises:** `ValueError` if `width` is not in ``(0, MAX_WIDTH]`` or `aspect` is not positive.
+
+    **Example:**
+
+    >>> figsize(6.5, 0.5)
+    (6.5, 3.25)
+    """
+    if not 0 < width <= MAX_WIDTH:
+        raise ValueError(f"width must be in (0, {MAX_WIDTH}] inches for a paper figure; got {width}")
+    if not aspect > 0:
+        raise ValueError(f"aspect must be positive (height / width); got {aspect}")
+    return (float(width), float(width) * float(aspect))
+
+
+def paper_style() -> None:
+    """Apply :data:`PAPER_RC` to matplotlib's global ``rcParams``.
+
+    **Example:**
+
+    >>> import matplotlib as mpl
+    >>> paper_style()
+    >>> mpl.rcParams["xtick.labelsize"] >= MIN_FONT_PT
+    True
+    """
+    import matplotlib as mpl
+
+    mpl.rcParams.update(PAPER_RC)
