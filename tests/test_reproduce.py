@@ -2,8 +2,9 @@
 
 Runs the real command line in a subprocess into a temporary folder, then checks that every
 figure the specs list (hasse.md §5, dynamics.md §7) exists as PNG and PDF, that every JSON
-parses without ``NaN``/``Infinity`` and holds only finite numbers, and that the summary
-table reports each experiment with its tracing and XLA compile seconds.
+parses without ``NaN``/``Infinity`` and holds only finite numbers, that the summary
+table reports each experiment with its tracing and XLA compile seconds, and that every PDF
+is at most 7 in wide with no text under 8 pt (read from the files: tests/test_figure_sizes.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_figure_sizes import figure_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,6 +112,10 @@ def test_reproduce_quick_writes_every_figure(tmp_path):
     assert len(real_row) == 1
     assert (" ok " if _real_available() else " skipped ") in real_row[0]
     assert "compiling (XLA)" in table and "tracing and lowering" in table
+
+    # print size, read from every PDF written (tests/test_figure_sizes.py): <= 7 in wide, no text under 8 pt
+    too_big = figure_problems(out)
+    assert not too_big, "figures wider than 7 in or with text under 8 pt:\n" + "\n".join(too_big)
 
 
 def test_reproduce_rejects_unknown_experiment(tmp_path):
