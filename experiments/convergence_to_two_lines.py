@@ -1,9 +1,11 @@
-"""Figure 4 of Castin et al. (spec dynamics.md §7a item 4): convergence to two lines.
+"""Figure 4 of Castin et al., arXiv:2501.18322 (spec dynamics.md §7a item 4): convergence to two lines.
 
 Softmax and L2 attention with a general `V` and an indefinite `A = KᵀQ/√2`: from 276
 trace-one initial covariances (20 × 20 grid on [−1, 1]²) every trajectory converges to a
 rank-one `s vvᵀ` on one of the two isotropic directions `vᵀAv = 0` (the stationary rank-one
-covariances, spec §3), at −58.14° and −7.60°. One vmapped diffrax solve per kind, stopped at
+covariances, spec §3), at −58.14° and −7.60°. On the cone and disk plots `s vvᵀ` has coordinates
+`s (cos 2θ, sin 2θ)`, so these rays lie at twice those angles (−116.29°, −15.20°). Each
+trajectory is coloured by the ray it reaches; every 4th grid member is drawn. One vmapped diffrax solve per kind, stopped at
 the authors' `‖Σ'‖_F < 1e-7`; a longer solve (t = 1e4, past the exponential approach) gives the exact limit rank.
 (The authors' script overwrote its softmax panel with the L2 result; both are drawn here.)
 """
@@ -17,12 +19,15 @@ jax.config.update("jax_enable_x64", True)
 from pathlib import Path
 
 import _dynamics_common as dc
+import matplotlib.ticker as mticker
 import numpy as np
 from _common import Output, cli
 
 import hassejax.plot.dynamics as dplot
 from hassejax.dynamics import Status, geometry, paper
 from hassejax.dynamics.diagnostics import limit_rank, rank_absolute
+from hassejax.plot.angles import cone_angle
+from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "convergence_to_two_lines"
 TOL = 1e-7  # the authors' tol for figure 4
@@ -43,7 +48,30 @@ def angle_gap(a: np.ndarray, b: float) -> np.ndarray:
     return np.abs(d)
 
 
+RAY_COLORS = ("tab:red", "tab:blue")
+"""Colour of each isotropic ray and of the trajectories that reach it."""
+DRAW_EVERY = 4
+"""Draw every 4th member of the grid (all members are solved and counted)."""
+
+
+def _deg(x: float, digits: int = 2) -> str:
+    """An angle in degrees with a true minus sign."""
+    return f"{x:.{digits}f}°".replace("-", "−")
+
+
+def _axis_labels(ax) -> None:
+    """Mathtext axis labels and 8-pt ticks on a cone axis (drawn by :func:`hassejax.plot.dynamics.draw_cone`)."""
+    ax.set_xlabel(r"$\Sigma_{11} - \Sigma_{22}$", labelpad=-4)
+    ax.set_ylabel(r"$2\Sigma_{12}$", labelpad=-4)
+    ax.set_zlabel(r"tr $\Sigma$", labelpad=-6)
+    ax.tick_params(labelsize=8, pad=-2)
+    for axis in (ax.xaxis, ax.yaxis, ax.zaxis):
+        axis.set_major_locator(mticker.MaxNLocator(3))
+
+
 def main(out: Path, quick: bool = False) -> dict:
+    import matplotlib.pyplot as plt
+
     o = Output(out, NAME)
     n_side = 8 if quick else 20
     capacity = dc.CAPACITY_QUICK if quick else dc.CAPACITY_FULL
@@ -51,25 +79,34 @@ def main(out: Path, quick: bool = False) -> dict:
     n = grid.shape[0]
     A = np.asarray(paper.softmax_model(paper.FIG4_V, paper.FIG4_Q, paper.FIG4_K).A)
     rays = geometry.isotropic_angles(A)
+    doubled = cone_angle(rays)
+    drawn = np.arange(0, n, DRAW_EVERY)
 
-    fig, axes = dplot.new_figure(1, 2, (14.0, 6.4), [["3d", "3d"]])
+    fig = plt.figure(figsize=figsize(TEXT_WIDTH, 1.02), layout="constrained")
+    gs = fig.add_gridspec(2, 2, width_ratios=[1.25, 1.0])
     results = {}
-    for ax, (label, (kind, make)) in zip(axes[0], KINDS.items()):
+    for r, (label, (kind, make)) in enumerate(KINDS.items()):
+        ax_c = fig.add_subplot(gs[r, 0], projection="3d")
+        ax_d = fig.add_subplot(gs[r, 1])
         model = make(paper.FIG4_V, paper.FIG4_Q, paper.FIG4_K)
         sol = dc.solve_for_plot(model, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
         long = dc.solve(model, grid, t1=T_LONG, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity)
         conv = sol["status"] == Status.converged
         ang_stop = geometry.rank_one_direction_angle(sol["cov_final"])
         ang_long = geometry.rank_one_direction_angle(long["cov_final"])
-        gaps_long = np.stack([angle_gap(ang_long, r) for r in rays], -1)
+        gaps_long = np.stack([angle_gap(ang_long, r_) for r_ in rays], -1)
         nearest = np.argmin(gaps_long, -1)
-        gaps_stop = np.take_along_axis(np.stack([angle_gap(ang_stop, r) for r in rays], -1), nearest[:, None], -1)[:, 0]
+        gaps_stop = np.take_along_axis(np.stack([angle_gap(ang_stop, r_) for r_ in rays], -1), nearest[:, None], -1)[
+            :, 0
+        ]
         per_ray = {f"{rays[k]:.2f}°": int(np.sum(conv & (nearest == k))) for k in range(2)}
+        drawn_per_ray = {f"{rays[k]:.2f}°": int(np.sum(nearest[drawn] == k)) for k in range(2)}
         results[label] = {
             "kind": kind,
             "status": dc.status_counts(sol["status"]),
             "converged": int(conv.sum()),
             "limits_per_ray": per_ray,
+            "drawn_members_per_ray": drawn_per_ray,
             "max_angle_gap_to_ray_at_stop_deg": float(gaps_stop[conv].max()) if conv.any() else None,
             "max_angle_gap_to_ray_at_t_long_deg": float(np.min(gaps_long, -1).max()),
             "rank_above_0.1_at_stop": dc.value_counts(np.asarray(rank_absolute(sol["cov_final"], 0.1))),
@@ -83,33 +120,46 @@ def main(out: Path, quick: bool = False) -> dict:
             },
             "solver": dc.solver_record(sol),
         }
-        final_trace = np.trace(sol["cov_final"], axis1=-2, axis2=-1)
-        colors, sm = dplot.colors_from(final_trace)
-        z_max = dplot.draw_cone(ax, dc.trajectories(sol), colors)
-        for r, col in zip(rays, ("crimson", "darkorange")):
-            dplot.draw_ray(ax, r, z_max, col, f"rank-one ray {r:.2f}°: {per_ray[f'{r:.2f}°']} limits")
-        ax.view_init(elev=VIEW[0], azim=VIEW[1])
-        ax.xaxis.labelpad, ax.yaxis.labelpad, ax.zaxis.labelpad = 6, 6, 6
-        ax.legend(fontsize=8, loc="upper left")
-        ax.set_title(
-            f"{label}: {int(conv.sum())}/{n} converge to rank one on vᵀAv = 0\n"
-            f"max angle to the ray {gaps_stop.max():.1e}° at ‖Σ'‖_F < {TOL:g}, {np.min(gaps_long, -1).max():.1e}° at t = {T_LONG:g}",
-            fontsize=10,
-        )
-        cb = fig.colorbar(sm, ax=ax, location="bottom", shrink=0.6, pad=0.02)
-        cb.set_label(f"final tr Σ ({label})")
-    all_conv = all(r["converged"] == n for r in results.values())
+        trajs = dc.trajectories(sol)
+        sub = [trajs[i] for i in drawn]
+        colors = [RAY_COLORS[k] for k in nearest[drawn]]
+        z_max = dplot.draw_cone(ax_c, sub, colors)
+        for k, (r_, col) in enumerate(zip(rays, RAY_COLORS)):
+            dplot.draw_ray(ax_c, r_, z_max, col, "_", lw=1.8, text=_deg(doubled[k], 1))
+        ax_c.view_init(elev=VIEW[0], azim=VIEW[1])
+        _axis_labels(ax_c)
+        ax_c.set_title(f"{label}: cone, {int(conv.sum())}/{n} converge", pad=0)
+        dplot.draw_disk(ax_d, sub, colors)
+        for k, col in enumerate(RAY_COLORS):
+            ph = np.radians(doubled[k])
+            ax_d.plot([0, np.cos(ph)], [0, np.sin(ph)], color=col, lw=1.0, ls="--")
+            ax_d.text(0.5 * np.cos(ph), 0.5 * np.sin(ph) + 0.12, _deg(doubled[k], 1), color=col, ha="center",
+                      va="center", fontweight="bold", bbox=dict(fc="w", ec="none", alpha=0.8, pad=0.5))  # fmt: skip
+        ax_d.set_xlabel(r"$(\Sigma_{11} - \Sigma_{22})\,/\,\mathrm{tr}\,\Sigma$")
+        ax_d.set_ylabel(r"$2\Sigma_{12}\,/\,\mathrm{tr}\,\Sigma$")
+        ax_d.set_title(f"{label}: disk " + r"$\Sigma/\mathrm{tr}\,\Sigma$" + f", {len(drawn)} of {n} drawn")
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], color=col, lw=1.8, label=rf"$v$ at $\theta$ = {_deg(rays[k])}, drawn at 2$\theta$ = {_deg(doubled[k])}: "
+               + ", ".join(f"{lab} {res['limits_per_ray'][f'{rays[k]:.2f}°']}" for lab, res in results.items()) + " limits")
+        for k, col in enumerate(RAY_COLORS)
+    ]  # fmt: skip
+    fig.legend(handles=handles, loc="outside lower center", ncol=1, title="trajectory colour = the isotropic ray "
+               r"$v^\top A v = 0$ it reaches (rank one $s\,vv^\top$)")  # fmt: skip
+    all_conv = all(r_["converged"] == n for r_ in results.values())
     fig.suptitle(
-        f"Figure 4 — convergence to two lines: {'all' if all_conv else 'NOT all'} {n} trajectories converge to rank one on the "
-        f"isotropic directions of A, {rays[0]:.2f}° and {rays[1]:.2f}° (spec: −58.14°, −7.60°)",
-        fontsize=12,
-    )
+        f"Fig. 4 of Castin et al. (arXiv:2501.18322): {'all' if all_conv else 'NOT all'} {n} trajectories converge to rank one\n"
+        rf"on $v^\top A v = 0$; $v$ at $\theta$ lies at 2$\theta$ on cone and disk ($\Sigma_{{11}} - \Sigma_{{22}}, 2\Sigma_{{12}}$"
+        r"$) = s(\cos 2\theta, \sin 2\theta)$"
+    )  # fmt: skip
     o.savefig(fig, NAME)
 
     o.write_json(
         {
-            "figure": "dynamics.md §7a item 4 (convergence to two lines)",
-            "claim": "limits are rank one on the isotropic directions vᵀAv = 0, at −58.14° and −7.60°",
+            "figure": "Castin et al., arXiv:2501.18322, fig. 4 (convergence to two lines); spec dynamics.md §7a item 4",
+            "claim": "limits are rank one on the isotropic directions vᵀAv = 0 of v at −58.14° and −7.60°; on the cone "
+            "and disk plots, whose coordinates (Σ11 − Σ22, 2Σ12) of s vvᵀ are s(cos 2θ, sin 2θ), they appear at 2θ",
             "parameters": {
                 "Q": paper.FIG4_Q,
                 "K": paper.FIG4_K,
@@ -118,9 +168,15 @@ def main(out: Path, quick: bool = False) -> dict:
                 "scalings": "softmax: A = KᵀQ/√2; L2: Q/√2, K unscaled, c = 1",
             },
             "isotropic_angles_deg": rays,
+            "isotropic_angles_on_cone_and_disk_deg_(2θ)": doubled,
             "spec_angles_deg": SPEC_ANGLES,
             "angles_match_spec_to_0.005deg": bool(np.all(np.abs(rays - np.array(SPEC_ANGLES)) < 0.005)),
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-1.0, 1.0], "members": n},
+            "drawing": {
+                "members_drawn": len(drawn),
+                "rule": f"every {DRAW_EVERY}th grid member drawn; every member solved and counted",
+                "colour": "the isotropic ray nearest the member's direction at t = T_LONG (the ray it reaches)",
+            },
             "events": {
                 "converged": f"‖Σ'‖_F < {TOL:g}",
                 "diverged": f"tr Σ > {THRESHOLD:g}",
@@ -133,8 +189,9 @@ def main(out: Path, quick: bool = False) -> dict:
         },
         seeds={"none": "deterministic grid and parameters"},
     )
-    split = "; ".join(f"{k}: {r['limits_per_ray']}" for k, r in results.items())
-    return {"key": f"rays {rays[0]:.2f}°, {rays[1]:.2f}°; converged limits per ray: {split}"}
+    split = "; ".join(f"{k}: {r_['limits_per_ray']}" for k, r_ in results.items())
+    return {"key": f"rays {rays[0]:.2f}°, {rays[1]:.2f}° (at {doubled[0]:.2f}°, {doubled[1]:.2f}° on the cone); "
+            f"converged limits per ray: {split}"}  # fmt: skip
 
 
 if __name__ == "__main__":
