@@ -40,6 +40,8 @@ EXPERIMENTS = [
     "butterfly_attention",
     "mask_gallery",
     "butterfly_markov",
+    "butterfly_depth",
+    "jacobian_support",
     "convergence_to_zero",
     "convergence_to_line",
     "convergence_to_plane",

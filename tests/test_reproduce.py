@@ -33,6 +33,8 @@ EXPECTED = {
     "butterfly_attention": ["butterfly_hasse", "butterfly_masks"],
     "mask_gallery": ["receptive_field_growth", "mask_gallery.md"],
     "butterfly_markov": ["training_curves"],
+    "butterfly_depth": ["butterfly_depth"],
+    "jacobian_support": ["jacobian_support"],
     "convergence_to_zero": ["convergence_to_zero"],
     "convergence_to_line": ["convergence_to_line"],
     "convergence_to_plane": ["convergence_to_plane"],
