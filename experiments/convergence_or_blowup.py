@@ -10,8 +10,10 @@ grid on [−1, 1]²), each kind ONE vmapped diffrax solve with the authors' stop
   here as a check, gives their 642 / 6. (b) accurate, no `1e3` stop: all 648 converge
   (the crossers peak at tr Σ up to ~8.4e4 and come back).
 - Multi-head: the authors' panel ran with one head (the softmax panel again); drawn here
-  with `H = 2` (head h = row h of Q, K, scale 1, `C_h = e_h (row h of V)`): it does not
-  settle by t = 100.
+  with `H = 2` (head h = row h of Q, K, scale 1, `C_h = e_h (row h of V)`) and run to a
+  verdict (figure ``convergence_or_blowup_multihead``): every member collapses to 0 like
+  `S*/t`, `S*` the rank-two self-similar profile (`S* + F(S*) = 0`,
+  :mod:`hassejax.dynamics.self_similar`); the authors' stop `‖Σ'‖_F < 1e-4` fires late.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ jax.config.update("jax_enable_x64", True)
 from pathlib import Path
 
 import _dynamics_common as dc
+import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
 
@@ -30,13 +33,15 @@ import hassejax.plot.dynamics as dplot
 from hassejax.dynamics import Status, geometry, paper
 from hassejax.dynamics.diagnostics import limit_rank
 from hassejax.dynamics.projected_euler import projected_euler_l2
+from hassejax.dynamics.self_similar import self_similar_profile
+from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "convergence_or_blowup"
 TOL = 1e-4  # the authors' tol for figure 6
 THRESHOLD = 1e3  # the authors' default tr Σ stop
 ACCURATE_THRESHOLD = 1e8
 T1 = 1e4
-T1_MULTIHEAD = 100.0
+T_MH_LONG, T_MH_LONG_QUICK = 1e8, 1e4  # multi-head: tΣ(t) → S* in log time (time constant ~10 in log t)
 T_LONG = 300.0  # as in figure 4: exponential approach of the rank-one limits with bounded explicit steps
 # (~3000 steps to t = 300, ~90000 to 1e4); every converged member has rank one (1e-6 λ_max) by t = 300
 EULER_STEP, EULER_MAX_ITER = 0.002, 50_000  # the authors' L2 call in figure 6 (max_iter: their default)
@@ -56,7 +61,92 @@ def _draw(ax, sol, status_names, title):
     colors = [COLORS[s] for s in status_names]
     order = np.argsort([s == "converged" for s in status_names])[::-1]  # escapes drawn last, on top
     dplot.draw_disk(ax, [trajs[i] for i in order], [colors[i] for i in order])
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title)
+
+
+def _multihead(grid: np.ndarray, capacity: int, quick: bool) -> tuple[dict, dict, dict]:
+    """Multi-head H = 2 run to a verdict: the authors' stop at t = 1e4, a long solve, the profile S*."""
+    n = grid.shape[0]
+    p_mh = paper.multihead_model(paper.FIG6_V, paper.FIG4_Q, paper.FIG4_K)
+    stop = dc.solve(p_mh, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
+    t_long = T_MH_LONG_QUICK if quick else T_MH_LONG
+    ts = dc.log_times(t_long, n)
+    long = dc.solve(p_mh, grid, t1=t_long, threshold=THRESHOLD, tol=dc.NO_STOP_TOL, capacity=capacity, ts=ts)
+    prof = self_similar_profile(p_mh, long["cov_final"][0] * t_long)
+    s_star = np.asarray(prof.profile)
+    ev = np.linalg.eigvalsh(s_star)
+    # distance of tΣ(t) to S*, relative, per member and saved time (t > 0)
+    scaled = long["ts"][:, 1:, None, None] * long["cov"][:, 1:]
+    dist = np.linalg.norm(scaled - s_star, axis=(-2, -1)) / np.linalg.norm(s_star)
+    dist = np.where(long["valid"][:, 1:], dist, np.nan)
+    t_axis = long["ts"][0, 1:]
+    checkpoints = [t for t in (1e2, 1e4, 1e6, 1e8) if t <= t_long]
+    at = {f"{t:g}": dc.minmax(dist[:, int(np.argmin(np.abs(t_axis - t)))]) for t in checkpoints}
+    conv = stop["status"] == Status.converged
+    rec = {
+        "heads": "head h = row h of Q, K (k = 1, scale 1), C_h = e_h (row h of V); the authors' panel ran with H = 1",
+        "authors_stop": {
+            "t1": T1,
+            "events": {"converged": f"‖Σ'‖_F < {TOL:g}", "diverged": f"tr Σ > {THRESHOLD:g}"},
+            "status": dc.status_counts(stop["status"]),
+            "converged": int(conv.sum()),
+            "t_converged_range": dc.minmax(stop["t_final"][conv]) if conv.any() else None,
+            "trace_at_stop_range": dc.minmax(np.trace(stop["cov_final"][conv], axis1=-2, axis2=-1))
+            if conv.any()
+            else None,
+        },
+        "long_horizon": {
+            "t1": t_long,
+            "save_times": "0 and geomspace(1e-2, t1, 96)",
+            "status": dc.status_counts(long["status"]),
+            "t_times_trace_at_t1_range": dc.minmax(t_long * np.trace(long["cov_final"], axis1=-2, axis2=-1)),
+            "rel_distance_tSigma_to_profile_range_at_t": at,
+            "solver": dc.solver_record(long),
+        },
+        "self_similar_profile": {
+            "definition": "S* + F(S*) = 0, so Σ(t) = S*/(t + τ) solves the ODE; dS/ds = S + F(S) in s = log t, "
+            "S = tΣ; found by Newton from t1·Σ(t1) of member 0",
+            "S_star": s_star,
+            "trace": float(np.trace(s_star)),
+            "eigenvalues": ev,
+            "eigenvalue_ratio_min_over_max": float(ev[0] / ev[1]),
+            "major_axis_angle_deg": float(geometry.rank_one_direction_angle(s_star)),
+            "exponents_real_parts": np.asarray(prof.exponents),
+            "newton_residual": prof.residual,
+        },
+        "verdict": "collapse to 0 like S*/t with a fixed rank-two shape: every member's tΣ(t) approaches S* "
+        "(the profile's exponents are all negative)",
+    }
+    return rec, long, {"dist": dist, "t": t_axis, "s_star": s_star}
+
+
+def _draw_multihead(o: Output, rec: dict, long: dict, extra: dict, n: int) -> None:
+    s_rec, l_rec, a_rec = rec["self_similar_profile"], rec["long_horizon"], rec["authors_stop"]
+    fig, axes = plt.subplots(1, 2, figsize=figsize(TEXT_WIDTH, 0.5), layout="constrained")
+    trajs = dc.trajectories(long)
+    dplot.draw_disk(axes[0], trajs, ["tab:blue"] * n, end_markers=False)
+    p = geometry.disk_coords(extra["s_star"])
+    axes[0].plot(p[0], p[1], "*", color="tab:red", ms=9, mec="k", mew=0.5, zorder=5, label=r"$S^*/\mathrm{tr}\,S^*$")
+    axes[0].legend(loc="lower left")
+    axes[0].set_title(f"$\\Sigma/\\mathrm{{tr}}\\,\\Sigma$, $t \\leq$ {l_rec['t1']:.0e}".replace("e+0", "e"))
+    ax = axes[1]
+    for row in extra["dist"][:: max(1, n // 40)]:  # a subset of the members, thin
+        ax.loglog(extra["t"], row, color="tab:blue", lw=0.4, alpha=0.4)
+    ax.loglog(extra["t"], np.nanmax(extra["dist"], axis=0), color="k", lw=1.2, label=f"max over all {n}")
+    ax.loglog(extra["t"], np.nanmedian(extra["dist"], axis=0), color="tab:orange", lw=1.2, label="median")
+    ax.legend(loc="lower left")
+    lo, hi = l_rec["rel_distance_tSigma_to_profile_range_at_t"][f"{l_rec['t1']:g}"]
+    ax.set_xlabel("$t$")
+    ax.set_ylabel(r"$\|t\Sigma(t) - S^*\|_F\,/\,\|S^*\|_F$")
+    ax.set_title(f"at $t$ = {l_rec['t1']:.0e}: {lo:.1e} to {hi:.1e}".replace("e+0", "e"))
+    ax.grid(alpha=0.3, which="major")
+    ev = s_rec["eigenvalues"]
+    fig.suptitle(
+        f"Castin et al. (arXiv:2501.18322) fig. 6, multi-head $H$ = 2: all {n} collapse like $S^*/t$,\n"
+        f"tr $S^*$ = {s_rec['trace']:.4f}, eigenvalues {ev[0]:.4f}, {ev[1]:.4f} (rank two); "
+        f"the authors' stop fires for {a_rec['converged']}/{n} by $t$ = {a_rec['t1']:.0e}".replace("e+0", "e")
+    )
+    o.savefig(fig, f"{NAME}_multihead")
 
 
 def main(out: Path, quick: bool = False) -> dict:
@@ -69,7 +159,7 @@ def main(out: Path, quick: bool = False) -> dict:
     rays = geometry.isotropic_angles(A)
     names = lambda s: [Status(int(x)).name for x in s]
 
-    fig, axes = dplot.new_figure(2, 3, (16.0, 10.4), [[None, None, None], [None, None, "skip"]])
+    fig, axes = plt.subplots(2, 2, figsize=figsize(TEXT_WIDTH, 1.08), layout="constrained")
     results = {}
 
     # softmax
@@ -100,8 +190,8 @@ def main(out: Path, quick: bool = False) -> dict:
         "solver": dc.solver_record(soft),
     }
     _draw(axes[0, 0], soft, names(soft["status"]),
-          f"softmax: {int(conv.sum())} converge (blue) to rank one on the {rays[1]:.2f}° ray,\n"
-          f"{int(blow.sum())} blow up (red) (spec: 591 / 57)")  # fmt: skip
+          f"(a) softmax: {int(conv.sum())} converge (blue) to\nrank one on the {rays[1]:.2f}° ray, "
+          f"{int(blow.sum())} blow up (red)")  # fmt: skip
 
     # L2, the authors' reading (tr Σ > 1e3 stop) and the accurate one (no such stop)
     p_l2 = paper.l2_model(paper.FIG6_V, paper.FIG4_Q, paper.FIG4_K)
@@ -143,56 +233,34 @@ def main(out: Path, quick: bool = False) -> dict:
         },
         "solver": dc.solver_record(l2_b),
     }
+    e_conv = int(np.sum(euler_out == 1))
     _draw(axes[0, 1], l2_a, ["converged" if not s else "diverge" for s in stopped],
-          f"L2, the authors' stop tr Σ > 1e3 (converge / stopped): diffrax {int((~stopped).sum())} / {int(stopped.sum())}\n"
-          f"(drawn; red: stopped), the authors' projected Euler {int(np.sum(euler_out == 1))} / "
-          f"{int(euler_div.sum())} (spec: 642 / 6)")  # fmt: skip
-    _draw(axes[0, 2], l2_b, names(l2_b["status"]),
-          f"L2, accurate (no 1e3 stop): {int(np.sum(l2_b['status'] == Status.converged))}/{n} converge;\n"
-          f"{int(np.sum(peak > THRESHOLD))} pass tr Σ = 1e3 on the way (peak {peak.max():.2g})")  # fmt: skip
+          f"(b) L2, stop at tr $\\Sigma$ > 1e3 (red: stopped):\ndiffrax {int((~stopped).sum())} / "
+          f"{int(stopped.sum())}, authors' Euler {e_conv} / {int(euler_div.sum())}")  # fmt: skip
+    _draw(axes[1, 0], l2_b, names(l2_b["status"]),
+          f"(c) L2, accurate (no 1e3 stop):\n{int(np.sum(l2_b['status'] == Status.converged))}/{n} converge")  # fmt: skip
 
     # the peaks of tr Σ along the accurate L2 trajectories
     ax_pk = axes[1, 1]
-    ax_pk.semilogy(np.arange(n), peak, ".", ms=3, color="tab:blue", label="peak tr Σ(t), accurate solve")
-    ax_pk.semilogy(np.flatnonzero(euler_div), peak[euler_div], "o", mfc="none", ms=9, color="tab:red",
-                   label=f"stopped by the authors' Euler at tr Σ > 1e3 ({int(euler_div.sum())})")  # fmt: skip
-    ax_pk.axhline(THRESHOLD, color="k", ls="--", lw=0.8, label="the authors' stop tr Σ = 1e3")
-    ax_pk.set_xlabel("member index (the authors' grid order)")
-    ax_pk.set_ylabel("peak of tr Σ(t) along the trajectory")
-    ax_pk.set_title(
-        f"L2, accurate diffrax (no 1e3 stop): every trajectory converges;\n{int(np.sum(peak > THRESHOLD))} overshoot tr Σ = 1e3 first "
-        f"(circles: the {int(euler_div.sum())} stopped by the authors' Euler)",
-        fontsize=10,
-    )
-    ax_pk.legend(fontsize=8, loc="center right")
-    ax_pk.grid(alpha=0.3, which="both")
-
-    # multi-head, H = 2
-    p_mh = paper.multihead_model(paper.FIG6_V, paper.FIG4_Q, paper.FIG4_K)
-    mh = dc.solve_for_plot(p_mh, grid, t1=T1_MULTIHEAD, threshold=THRESHOLD, tol=TOL, capacity=capacity)
-    mh_counts = dc.status_counts(mh["status"])
-    results["multi-head (H = 2)"] = {
-        "t1": T1_MULTIHEAD,
-        "status": mh_counts,
-        "settled_by_t1": int(mh_counts.get("converged", 0)),
-        "trace_at_t1_range": dc.minmax(np.trace(mh["cov_final"], axis1=-2, axis2=-1)),
-        "solver": dc.solver_record(mh),
-        "note": "the authors' multi-head panel ran with H = 1 (identical to softmax); with H = 2 the heads are rows of Q, K (k = 1, scale 1), C_h = e_h (row h of V)",
-    }
-    settled = results["multi-head (H = 2)"]["settled_by_t1"]
-    escaped = int(np.sum(np.isin(mh["status"], [Status.blow_up, Status.diverge])))
-    _draw(axes[1, 0], mh, names(mh["status"]),
-          f"multi-head, H = 2 (the authors ran H = 1): {settled}/{n} settle by t = {T1_MULTIHEAD:g}\n"
-          f"(‖Σ'‖_F < {TOL:g}), {escaped} escape; {n - settled - escaped} still moving at t = {T1_MULTIHEAD:g} (grey)")  # fmt: skip
+    ax_pk.semilogy(np.arange(n), peak, ".", ms=2, color="tab:blue", label=r"peak tr $\Sigma(t)$, accurate")
+    ax_pk.semilogy(np.flatnonzero(euler_div), peak[euler_div], "o", mfc="none", ms=7, color="tab:red",
+                   label=f"stopped by the authors'\nEuler ({int(euler_div.sum())})")  # fmt: skip
+    ax_pk.axhline(THRESHOLD, color="k", ls="--", lw=0.8, label=r"stop tr $\Sigma$ = 1e3")
+    ax_pk.set_xlabel("member (the authors' grid order)")
+    ax_pk.set_ylabel(r"peak of tr $\Sigma(t)$")
+    ax_pk.set_title(f"(d) L2, accurate: {int(np.sum(peak > THRESHOLD))} pass tr $\\Sigma$ = 1e3\n"
+                    f"on the way (peak {peak.max():.1e})".replace("e+0", "e"))  # fmt: skip
+    ax_pk.legend(loc="upper right")
+    ax_pk.grid(alpha=0.3, which="major")
 
     fig.suptitle(
-        f"Figure 6 — convergence or blow-up depending on Σ0 ({n} trace-one Σ0): softmax {int(conv.sum())} converge / "
-        f"{int(blow.sum())} blow up.\nL2 converge / stopped under the authors' tr Σ > 1e3 stop: the authors' Euler "
-        f"{results['L2']['authors_reading_projected_euler']['converged']} / {int(euler_div.sum())}, diffrax with the same stop "
-        f"{int((~stopped).sum())} / {int(stopped.sum())}; without that stop all {results['L2']['accurate_reading']['converged']} converge (diffrax)",
-        fontsize=11,
+        f"Castin et al. (arXiv:2501.18322) fig. 6: the outcome depends on $\\Sigma_0$ ({n} trace-one $\\Sigma_0$)"
     )
     o.savefig(fig, NAME)
+
+    # multi-head, H = 2, run to a verdict
+    results["multi-head (H = 2)"], mh_long, mh_extra = _multihead(grid, capacity, quick)
+    _draw_multihead(o, results["multi-head (H = 2)"], mh_long, mh_extra, n)
 
     notes = []
     if int(stopped.sum()) != int(euler_div.sum()):
@@ -204,13 +272,14 @@ def main(out: Path, quick: bool = False) -> dict:
         )
     if not quick:
         for key, got in (("softmax_converge", int(conv.sum())), ("softmax_blow_up", int(blow.sum())),
-                         ("l2_authors_converge", int(np.sum(euler_out == 1))), ("l2_authors_diverge", int(euler_div.sum())),
+                         ("l2_authors_converge", e_conv), ("l2_authors_diverge", int(euler_div.sum())),
                          ("l2_accurate_converge", results["L2"]["accurate_reading"]["converged"])):  # fmt: skip
             if got != SPEC[key]:
                 notes.append(f"{key}: got {got}, spec {SPEC[key]}")
     o.write_json(
         {
-            "figure": "dynamics.md §7a item 6 (convergence or blow-up depending on the initial condition)",
+            "figure": "Castin et al., arXiv:2501.18322, figure 6 (convergence or blow-up depending on the initial "
+            "condition); the multi-head panel with H = 2 in convergence_or_blowup_multihead",
             "parameters": {
                 "Q": paper.FIG4_Q,
                 "K": paper.FIG4_K,
@@ -228,10 +297,11 @@ def main(out: Path, quick: bool = False) -> dict:
         seeds={"none": "deterministic grid and parameters"},
     )
     e = results["L2"]["authors_reading_projected_euler"]
+    mh = results["multi-head (H = 2)"]
     return {
         "key": f"softmax {int(conv.sum())}/{int(blow.sum())} (converge/blow-up); L2 authors' 1e3 stop: Euler {e['converged']}/{e['diverged']}, "
         f"diffrax {int((~stopped).sum())}/{int(stopped.sum())}; L2 accurate {results['L2']['accurate_reading']['converged']}/{n}; "
-        f"multi-head H=2 at t=100: {mh_counts}"
+        f"multi-head H=2: collapse like S*/t, tr S* = {mh['self_similar_profile']['trace']:.4f}"
     }
 
 

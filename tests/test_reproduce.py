@@ -40,7 +40,7 @@ EXPECTED = {
     "convergence_to_plane": ["convergence_to_plane"],
     "convergence_to_two_lines": ["convergence_to_two_lines"],
     "blowup_or_divergence": ["blowup_or_divergence"],
-    "convergence_or_blowup": ["convergence_or_blowup"],
+    "convergence_or_blowup": ["convergence_or_blowup", "convergence_or_blowup_multihead"],
     "rank_histograms": ["rank_histograms_softmax", "rank_histograms_l2"],
     "covariance_ellipses": ["covariance_ellipses"],
     "lambda_max_growth": ["lambda_max_growth"],
