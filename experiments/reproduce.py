@@ -56,6 +56,7 @@ EXPERIMENTS = [
     "mean_field",
     "energies",
     "masked_particles",
+    "homogeneity",
     "real_heads",
 ]
 """Run in this order. An experiment whose module has ``skip_reason()`` returning a string

@@ -49,6 +49,7 @@ EXPECTED = {
     "mean_field": ["mean_field"],
     "energies": ["energies"],
     "masked_particles": ["masked_particles"],
+    "homogeneity": ["homogeneity"],
 }
 REAL = {"real_heads": ["regimes", "spectra", "real_heads.md"]}
 
