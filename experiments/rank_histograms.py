@@ -1,4 +1,4 @@
-"""Figure 7 of Castin et al. (spec dynamics.md §7a item 7): ranks of the limit covariances.
+"""Figure 7 of Castin et al., arXiv:2501.18322 (spec dynamics.md §7a item 7): ranks of the limit covariances.
 
 Softmax and L2 attention in d = 3, 4, 5 with `Q` standard normal `⌊d/2⌋ × d`, `K = −Q`, so
 `A = −QᵀQ/√d ⪯ 0` with a kernel of dimension `⌈d/2⌉`; rows `V = I` and `V = GᵀG` random
@@ -7,10 +7,14 @@ authors' NumPy seeds (:mod:`hassejax.dynamics.figure7`), so the parameter sets a
 compiled vmapped diffrax program for its 200 members (the stop solve runs as two chunks of
 100, `V = I` and `V` random), stopped at the authors' `‖Σ'‖_F < 1e-4` (`V = I`) or
 `5e-5` (`V` random) within their horizon (iterations × step); the rank there counts
-eigenvalues `> 0.1` (the paper's rule). The exact limit rank: for `V = I` the rank of the
-closed-form limit `U_K(U_KᵀΣ0⁻¹U_K)⁻¹U_Kᵀ` (`U_K` a basis of `ker A`), checked against a
-solve to t = 1e6; for `V` random (stiff) the rank of the ker-A block of `Σ` at the stop (the
-limit lies in `ker A`).
+eigenvalues `> 0.1` (the paper's rule; members that do not stop are read at the horizon and
+drawn hatched, so both bars of a panel count the same members). For `V = I` the exact limit
+rank: the closed-form limit `U_K(U_KᵀΣ0⁻¹U_K)⁻¹U_Kᵀ` (`U_K` a basis of `ker A`, checked
+against a solve to t = 1e6) has rank `dim ker A` exactly when `Σ0 ≻ 0`
+(:func:`hassejax.dynamics.kernel_limit_rank.kernel_limit_rank`; no threshold, which the
+`1e-6 · λ_max` rule needs and misses at draw 72 of d = 3). For `V` random (stiff) the solve
+has not converged at the stop, so only the bound `rank ≤ dim ker A` (the limit lies in
+`ker A`) is drawn, hatched.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from _common import Output, cli
 
 from hassejax.dynamics import Status, clustering_limit, figure7, paper
 from hassejax.dynamics.diagnostics import kernel_limit, limit_rank, limit_structure, rank_absolute
+from hassejax.dynamics.kernel_limit_rank import kernel_limit_rank
+from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "rank_histograms"
 DIMS, ROWS, SEEDS = figure7.DIMS, figure7.ROWS, figure7.SEEDS
@@ -41,6 +47,10 @@ HORIZON = {
     ("l2", "V = I"): 60000 * np.array([0.09, 0.06, 0.02]),
     ("l2", "V random SPD"): 50000 * np.array([0.15, 0.15, 0.15]),
 }
+LABEL_STOP = "the paper's rule: eigenvalues > 0.1 at the stop ‖Σ'‖$_F$ < tol"
+LABEL_HORIZON = "the same rule at the authors' horizon, for members that did not stop there"
+LABEL_EXACT = "$V = I$: exact limit rank (closed form; Σ0 ≻ 0, so rank = dim ker $A$)"
+LABEL_BOUND = "$V$ random: upper bound on the limit rank, dim ker $A$ (the limit lies in ker $A$)"
 KINDS = {"softmax": ("softmax", paper.softmax_model), "L2": ("l2", paper.l2_model)}
 
 
@@ -48,6 +58,15 @@ def stack_params(kind: str, make, members: list[dict]) -> tuple[object, np.ndarr
     """Kernel modules (stacked: one leading member axis) and `Σ0` of members of one dimension `d`
     (L2: `Q`, `K` zero-padded to two rows by :func:`hassejax.dynamics.paper.l2_model`)."""
     return dc.stack_models([make(m["V"], m["Q"], -m["Q"]) for m in members]), np.stack([m["Sigma0"] for m in members])
+
+
+def _bars(ax, x, heights, bottom=None, **kw) -> None:
+    """Bars of the non-zero `heights` only (a zero-height hatched bar would still draw its edge); no legend label."""
+    kw.pop("label", None)
+    h = np.asarray(heights)
+    b = np.zeros_like(h) if bottom is None else np.asarray(bottom)
+    nz = h > 0
+    ax.bar(np.asarray(x)[nz], h[nz], width=0.4, bottom=b[nz], **kw)
 
 
 def rank_counts(ranks: np.ndarray, d: int) -> list[int]:
@@ -105,65 +124,70 @@ def main(out: Path, quick: bool = False) -> dict:
             structure[:, 3],
         )
         # V = I: the closed-form limit (checked against the solve at t = 1e6 and, for softmax, against the
-        # library's clustering_limit); V random (stiff): the ker-A block of the state at the stop
-        closed = np.full(n, -1)
+        # library's clustering_limit); its exact rank is dim ker A for Σ0 ≻ 0 (kernel_limit_rank, no threshold).
+        # V random (stiff, not converged at the stop): the limit lies in ker A, so dim ker A is an upper bound.
+        closed = np.full(n, -1)  # the 1e-6 λ_max rule on the computed closed-form limit
+        exact = np.full(n, -1)
+        floor = np.full(n, np.nan)
         closed_err = np.full(n, np.nan)
         library_err = []
         for i, (m, A) in enumerate(zip(members, A_all)):
             if m["row"] == "V = I":
                 lim = kernel_limit(m["Sigma0"], A)
                 closed[i] = int(limit_rank(lim))
-                d = m["d"]
+                exact[i], floor[i] = kernel_limit_rank(m["Sigma0"], A)
                 closed_err[i] = np.linalg.norm(late_final[i] - lim) / np.linalg.norm(lim)
                 if kind == "softmax":
                     library_err.append(
                         np.linalg.norm(np.asarray(clustering_limit(m["Sigma0"], A, 1.0)) - lim) / np.linalg.norm(lim)
                     )
-        rank_exact = np.where(rows == "V = I", closed, rank_ker)
         kernel_dim = np.array([d - d // 2 for d in dims])
+        rank_limit = np.where(rows == "V = I", exact, kernel_dim)  # exact (V = I) or the upper bound (V random)
+        eye_all = rows == "V = I"
+        rule_low = np.flatnonzero(eye_all & (closed != exact))
+        rule_low_members = [
+            {"d": int(dims[i]), "draw": int(members[i]["index"]), "lambda_min_Sigma0": float(floor[i]),
+             "closed_form_limit_eigenvalues": np.linalg.eigvalsh(kernel_limit(members[i]["Sigma0"], A_all[i]))[::-1][
+                 : kernel_dim[i]], "rank_by_1e-6_rule": int(closed[i]), "exact_rank": int(exact[i])}
+            for i in rule_low
+        ]  # fmt: skip
 
         fig, axes = plt.subplots(
-            2, len(panel_dims), figsize=(4.5 * len(panel_dims), 7.8), layout="constrained", squeeze=False
+            2, len(panel_dims), figsize=figsize(TEXT_WIDTH, 0.78), layout="constrained", squeeze=False, sharey=True
         )
         panels = {}
         for r, row in enumerate(ROWS):
             for c, d in enumerate(panel_dims):
                 sel = (rows == row) & (dims == d)
                 ok = sel & conv
-                hist_stop = rank_counts(rank_stop[ok], d)
-                hist_exact = rank_counts(rank_exact[sel], d)
+                hist_conv = rank_counts(rank_stop[ok], d)
+                hist_nc = rank_counts(rank_stop[sel & ~conv], d)
+                hist_limit = rank_counts(rank_limit[sel], d)
                 ax = axes[r, c]
                 x = np.arange(d + 1)
-                ax.bar(
-                    x - 0.2,
-                    hist_stop,
-                    width=0.4,
-                    color="tab:blue",
-                    label="paper's rule: eigenvalues > 0.1 at ‖Σ'‖_F < tol",
-                )
-                ax.bar(
-                    x + 0.2,
-                    hist_exact,
-                    width=0.4,
-                    color="tab:orange",
-                    label="exact limit rank: closed-form Σ∞ (V = I), ker-A block of Σ at the stop (V random)",
-                )
-                for xi, (hs, he) in enumerate(zip(hist_stop, hist_exact)):
+                _bars(ax, x - 0.2, hist_conv, color="tab:blue", label=LABEL_STOP)
+                _bars(ax, x - 0.2, hist_nc, bottom=hist_conv, color="lightsteelblue", hatch="xxx", edgecolor="tab:blue",
+                      lw=0, label=LABEL_HORIZON)  # fmt: skip
+                if row == "V = I":
+                    _bars(ax, x + 0.2, hist_limit, color="tab:orange", label=LABEL_EXACT)
+                else:
+                    _bars(ax, x + 0.2, hist_limit, color="none", edgecolor="tab:orange", hatch="///", label=LABEL_BOUND)
+                for xi in range(d + 1):
+                    hs = hist_conv[xi] + hist_nc[xi]
                     if hs:
-                        ax.text(xi - 0.2, hs, str(hs), ha="center", va="bottom", fontsize=7)
-                    if he:
-                        ax.text(xi + 0.2, he, str(he), ha="center", va="bottom", fontsize=7)
+                        ax.text(xi - 0.2, hs + 1, str(hs), ha="center", va="bottom", fontsize=8)
+                    if hist_limit[xi]:
+                        ax.text(xi + 0.2, hist_limit[xi] + 1, str(hist_limit[xi]), ha="center", va="bottom", fontsize=8)
                 ax.set_xticks(x)
                 ax.set_xlim(-0.6, d + 0.6)
-                ax.set_ylim(0, 1.18 * per_dim)
-                ax.set_xlabel("rank of the limit covariance")
-                ax.set_ylabel(f"{row}\nnumber of parameter sets" if c == 0 else "number of parameter sets")
-                exact_ok = int(np.sum(rank_exact[sel] == kernel_dim[sel]))
-                ax.set_title(
-                    f"d = {d}, {row}: {int(ok.sum())}/{int(sel.sum())} stop within the authors' horizon;\n"
-                    f"exact rank = dim ker A = {d - d // 2} for {exact_ok}/{int(sel.sum())}",
-                    fontsize=9,
-                )
+                ax.set_ylim(0, 1.3 * per_dim)
+                if r == 1:
+                    ax.set_xlabel("rank")
+                if c == 0:
+                    ax.set_ylabel(("$V = I$" if row == "V = I" else "$V$ random SPD") + "\nparameter sets")
+                off = float(off_block[sel].max())
+                sub = f"{int(ok.sum())}/{int(sel.sum())} stop" + ("" if row == "V = I" else f"\noff-block ≤ {off:.2f}")
+                ax.set_title(f"$d$ = {d}: {sub}")
                 ax.grid(alpha=0.3, axis="y")
                 panels[f"{row}, d = {d}"] = {
                     "members": int(sel.sum()),
@@ -171,13 +195,26 @@ def main(out: Path, quick: bool = False) -> dict:
                     "not_converged_within_authors_horizon": int((sel & ~conv).sum()),
                     "authors_horizon_t": float(HORIZON[(kind, row)][DIMS.index(d)]),
                     "tol": TOL[row],
-                    "rank_above_0.1_histogram": hist_stop,
+                    "rank_above_0.1_histogram": [a + b for a, b in zip(hist_conv, hist_nc)],
+                    "rank_above_0.1_histogram_converged": hist_conv,
+                    "rank_above_0.1_histogram_not_converged_(at_the_horizon)": hist_nc,
                     "rank_above_0.1_too_high_(authors_dropped_rank>ceil(d/2))": int(np.sum(rank_stop[ok] > d - d // 2)),
-                    "exact_limit_rank_histogram": hist_exact,
-                    "exact_rank_equals_kernel_dim": exact_ok,
-                    "late_state": f"Σ(t = {T_LONG:g})" if row == "V = I" else "Σ at the authors' stop",
+                    (
+                        "exact_limit_rank_histogram_(closed_form, Σ0 ≻ 0: dim ker A)"
+                        if row == "V = I"
+                        else "limit_rank_upper_bound_histogram_(dim ker A: the limit lies in ker A)"
+                    ): hist_limit,
+                    "exact_rank_equals_kernel_dim": int(np.sum(exact[sel] == kernel_dim[sel]))
+                    if row == "V = I"
+                    else None,
+                    "closed_form_limit_rank_by_1e-6_rule_histogram": rank_counts(closed[sel], d)
+                    if row == "V = I"
+                    else None,
+                    "sigma0_lambda_min_min": float(np.nanmin(floor[sel])) if row == "V = I" else None,
+                    "late_state": f"Σ(t = {T_LONG:g})" if row == "V = I" else "Σ at the authors' stop (not converged)",
                     "rank_of_sigma_above_1e-6_at_late_state_histogram": rank_counts(rank_full[sel], d),
-                    "off_block_residual_at_late_state_max": float(off_block[sel].max()),
+                    "rank_of_ker_block_above_1e-6_at_late_state_histogram": rank_counts(rank_ker[sel], d),
+                    "off_block_residual_at_late_state_max": off,
                     "ker_block_min_eigenvalue_over_lambda_max_at_late_state": float(ker_min[sel].min()),
                     "rank_of_ker_block_agrees_with_rank_of_sigma": bool(np.array_equal(rank_ker[sel], rank_full[sel])),
                     "closed_form_limit_rel_error_of_solve_at_t_1e6_max": float(np.nanmax(closed_err[sel]))
@@ -185,13 +222,23 @@ def main(out: Path, quick: bool = False) -> dict:
                     else None,
                     "late_state_status": dc.status_counts(late_status[sel]),
                 }
-        handles, labels = axes[0, 0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=9)
-        total_exact = int(np.sum(rank_exact == kernel_dim))
+        from matplotlib.patches import Patch
+
+        legend = [
+            Patch(color="tab:blue", label=LABEL_STOP),
+            Patch(facecolor="lightsteelblue", edgecolor="tab:blue", hatch="xxx", lw=0, label=LABEL_HORIZON),
+            Patch(color="tab:orange", label=LABEL_EXACT),
+            Patch(facecolor="none", edgecolor="tab:orange", hatch="///", label=LABEL_BOUND),
+        ]
+        fig.legend(handles=legend, loc="outside lower center", ncol=1)
+        exact_eye = int(np.sum(exact[eye_all] == kernel_dim[eye_all]))
+        n_eye = int(eye_all.sum())
+        off_rand = float(off_block[~eye_all].max())
         fig.suptitle(
-            f"Figure 7 — {label}, A = −QᵀQ/√d ⪯ 0, {per_dim} parameter sets per panel: the exact limit rank is dim ker A = ⌈d/2⌉ "
-            f"for {total_exact}/{n};\nthe paper's 0.1-threshold rank at the stop is lower wherever Σ is small along ker A",
-            fontsize=11,
+            f"Fig. 7 of Castin et al. (arXiv:2501.18322), {label}, $A = -Q^\\top Q/\\sqrt{{d}}$: {per_dim} parameter sets "
+            f"per panel.\n$V = I$: exact limit rank = dim ker $A$ = ⌈d/2⌉ for {exact_eye}/{n_eye}. $V$ random: at the stop $\\Sigma$ is "
+            f"still off ker $A$\n(off-block residual up to {off_rand:.2f}): the limit is not reached, only rank ≤ dim ker $A$ "
+            "is known."
         )
         o.savefig(fig, f"rank_histograms_{kind}")
         results[label] = {
@@ -199,29 +246,37 @@ def main(out: Path, quick: bool = False) -> dict:
             "members": n,
             "status_at_authors_stop": dc.status_counts(status),
             "late_state_status": dc.status_counts(late_status),
-            "exact_rank_equals_kernel_dim": total_exact,
+            "V=I_exact_rank_equals_kernel_dim": exact_eye,
+            "V=I_members": n_eye,
+            "V=I_closed_form_rank_by_1e-6_rule_equals_kernel_dim": int(np.sum(closed[eye_all] == kernel_dim[eye_all])),
+            "V=I_members_where_the_1e-6_rule_undercounts": rule_low_members,
+            "V_random_off_block_residual_at_stop_max": off_rand,
+            "V_random_not_converged_at_authors_stop": int(np.sum(~eye_all & ~conv)),
             "softmax_closed_form_vs_library_clustering_limit_max_rel": float(max(library_err)) if library_err else None,
             "panels": panels,
             "solver_steps": steps,
         }
-        key_parts.append(f"{label}: exact rank ⌈d/2⌉ {total_exact}/{n}, stopped {int(conv.sum())}/{n}")
+        key_parts.append(f"{label}: V = I exact rank ⌈d/2⌉ {exact_eye}/{n_eye}, V random bound (off-block ≤ "
+                         f"{off_rand:.2f}), stopped {int(conv.sum())}/{n}")  # fmt: skip
 
     o.write_json(
         {
-            "figure": "dynamics.md §7a item 7 (rank histograms)",
+            "figure": "Castin et al., arXiv:2501.18322, fig. 7 (rank histograms); spec dynamics.md §7a item 7",
             "setup": "Q standard normal ⌊d/2⌋×d, K = −Q; softmax A = KᵀQ/√d; L2 Q/√d, K unscaled, c = 1; Σ0 = SSᵀ; "
             "V = I or GᵀG; one compiled program per (kind, d); a one-row Q, K (d = 3) zero-padded to two rows (exact)",
             "protocol": "one Σ0 per parameter set (the k-th draw of the seed-41 stream of its dimension, as in the authors' loop "
             "when every run converges); stop ‖Σ'‖_F < tol within the authors' horizon (max_iter × step); members not "
             "converged there are counted, not redrawn (the authors redrew Σ0)",
             "rank_rules": {
-                "paper": "eigenvalues > 0.1 at the stop",
-                "exact": "V = I: rank (eigenvalues > 1e-6 λ_max) of the closed-form limit U_K(U_KᵀΣ0⁻¹U_K)⁻¹U_Kᵀ (softmax: "
-                "paper; L2: derived, see kernel_limit), with the solve's distance to it at t = 1e6 reported. V random: the "
-                "limit lies in ker A (derived, see limit_structure), so its rank is "
-                "that of the limit of the ker-A block P = U_KᵀΣU_K <= dim ker A, read at the authors' stop with P's smallest "
-                "relative eigenvalue (ker_block_min_eigenvalue_over_lambda_max_at_late_state, away from 0) and the off-block "
-                "residual (off_block_residual_at_late_state_max: how far Σ still is from ker A) reported",
+                "paper": "eigenvalues > 0.1 at the stop (members that did not stop within the authors' horizon: at the "
+                "horizon, drawn hatched); both bars of a panel count the same members",
+                "exact_V=I": "the closed-form limit U_K(U_KᵀΣ0⁻¹U_K)⁻¹U_Kᵀ (softmax: paper; L2: derived, see kernel_limit) has "
+                "rank dim ker A exactly when Σ0 ≻ 0 (its ker-A block is positive definite with eigenvalues >= λ_min(Σ0); "
+                "kernel_limit_rank, no threshold). The 1e-6 λ_max rule on the computed limit undercounts where λ_min(Σ0) "
+                "is tiny (V=I_members_where_the_1e-6_rule_undercounts); the solve's distance to the limit at t = 1e6 is reported",
+                "bound_V_random": "the limit lies in ker A (derived, see limit_structure), so its rank is <= dim ker A; the "
+                "solve has not converged at the authors' stop (off_block_residual_at_late_state_max: how far Σ still is from "
+                "ker A), so the rank of the limit is not measured: the bar is the bound dim ker A, not a measured rank",
             },
             "t_long": T_LONG,
             "notes": [
