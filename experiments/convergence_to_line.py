@@ -1,11 +1,13 @@
-"""Figure 2 of Castin et al. (spec dynamics.md §7a item 2): convergence to a line, rank one along q⊥.
+"""Figure 2 of Castin et al. (arXiv:2501.18322): convergence to a line, rank one along q⊥.
 
 Softmax and L2 attention with one query row `q`, `K = −q`, `V = I`: `A = −qᵀq/√2 ⪯ 0`
 with kernel `q⊥`. From 100 trace-one initial covariances (10 × 10 grid on [−0.5, 0.5]²)
 every trajectory converges to the rank-one `Σ∞ = q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥)` (paper, softmax
 closed form for `V = I`; for L2 the same `q⊥ᵀΣ⁻¹q⊥` is conserved because `Aq⊥ = 0`,
 derived). One vmapped diffrax solve per kind, stopped at the authors' `‖Σ'‖_F < 1e-4`;
-a long-horizon solve (t = 1e8) gives the exact limit and rank.
+a long-horizon solve (t = 1e8) gives the exact limit and rank. Figure ``convergence_to_line``:
+the trajectories in the cone, one panel per kind; figure ``convergence_to_line_error``: the
+distance of the median member to `Σ∞` against `t`.
 """
 
 from __future__ import annotations
@@ -53,18 +55,8 @@ def main(out: Path, quick: bool = False) -> dict:
     colors, sm = dplot.colors_from(geometry.cone_coords(grid)[:, 1])
     perp_angle = float(np.degrees(np.arctan2(Q_PERP[1], Q_PERP[0])))
 
-    fig = plt.figure(figsize=(17.0, 6.8), layout="constrained")
-    gs = fig.add_gridspec(1, 3, width_ratios=[1.25, 1.25, 1.0])
-    axes = np.array(
-        [
-            [
-                fig.add_subplot(gs[0, 0], projection="3d"),
-                fig.add_subplot(gs[0, 1], projection="3d"),
-                fig.add_subplot(gs[0, 2]),
-            ]
-        ]
-    )
-    ax_err = axes[0, 2]
+    fig, axes = dplot.new_figure(1, 2, (6.6, 4.2), [["3d", "3d"]])
+    fig_err, ax_err = plt.subplots(figsize=(5.0, 3.4), layout="constrained")
     results = {}
     for ax, (label, (kind, make)) in zip(axes[0, :2], KINDS.items()):
         model = make(V, Q, K)
@@ -101,36 +93,52 @@ def main(out: Path, quick: bool = False) -> dict:
         trajs = dc.trajectories(sol)
         z_max = dplot.draw_cone(ax, trajs, colors)
         tgt = geometry.cone_coords(target)
-        dplot.draw_ray(ax, perp_angle, z_max, "crimson", "rank one along q⊥", text=f"q⊥ ({perp_angle:.2f}°)")
-        ax.scatter(tgt[:, 0], tgt[:, 1], tgt[:, 2], marker="x", color="k", s=14, zorder=13, label="Σ∞ (closed form)")
+        dplot.draw_ray(
+            ax,
+            perp_angle,
+            z_max,
+            "crimson",
+            "rank one along $q^\\perp$",
+            lw=1.8,
+            text=f"$q^\\perp$ ({perp_angle:.2f}°)",
+        )
+        ax.scatter(
+            tgt[:, 0], tgt[:, 1], tgt[:, 2], marker="x", color="k", s=12, zorder=13,
+            label="$\\Sigma_\\infty$ (closed form)",
+        )  # fmt: skip
         ax.view_init(elev=VIEW[0], azim=VIEW[1])
-        ax.xaxis.labelpad, ax.yaxis.labelpad, ax.zaxis.labelpad = 6, 6, 6
-        ax.legend(fontsize=8, loc="upper left")
+        ax.set_box_aspect(None, zoom=1.1)
+        ax.set_facecolor("none")
         ax.set_title(
-            f"{label}: {int(conv.sum())}/{n} converge to rank one on q⊥\n"
-            f"‖Σ − Σ∞‖/‖Σ∞‖ ≤ {err_stop.max():.1e} at ‖Σ'‖_F < {TOL:g}, ≤ {err_long.max():.1e} at t = 1e8",
-            fontsize=10,
+            f"{label}: {int(conv.sum())}/{n} reach rank one on $q^\\perp$\n"
+            f"$\\|\\Sigma - \\Sigma_\\infty\\|_F / \\|\\Sigma_\\infty\\|_F \\leq$ {err_stop.max():.1e} at the stop,\n"
+            f"$\\leq$ {err_long.max():.1e} at $t = 10^8$"
         )
         tr = geometry.rel_frobenius(long["cov"], target[:, None])
         slope = powerlaw.loglog_slope(long["ts"], tr, long["valid"], last_decades=2.0)
         med = np.argsort(err_stop)[n // 2]
         v = long["valid"][med] & (long["ts"][med] > 0)
-        ax_err.loglog(long["ts"][med][v], tr[med][v], lw=1.5, label=f"{label} (slope {slope[med]:.3f} on [1e6, 1e8])")
+        ax_err.loglog(long["ts"][med][v], tr[med][v], lw=1.3, label=f"{label}: slope {slope[med]:.3f}")
         results[label]["long_horizon"]["loglog_slope_of_error_t_1e6_to_1e8"] = dc.minmax(slope)
+        results[label]["long_horizon"]["median_member_loglog_slope_of_error"] = float(slope[med])
     t_ref = np.geomspace(1e2, 1e8, 10)
-    ax_err.loglog(t_ref, 10.0 / t_ref, "k--", lw=1, label="reference 10/t")
-    ax_err.set_xlabel("depth t")
-    ax_err.set_ylabel("‖Σ(t) − Σ∞‖_F / ‖Σ∞‖_F")
-    ax_err.set_title("distance to the closed-form limit (median member):\nconvergence like 1/t", fontsize=10)
+    ax_err.loglog(t_ref, 10.0 / t_ref, "k--", lw=1, label="reference $10/t$")
+    ax_err.set_xlabel("depth $t$")
+    ax_err.set_ylabel("$\\|\\Sigma(t) - \\Sigma_\\infty\\|_F\\,/\\,\\|\\Sigma_\\infty\\|_F$ (median member)")
+    ax_err.set_title("Distance to the closed-form limit falls like $1/t$\n(log-log slope on $[10^6, 10^8]$)")
     ax_err.grid(alpha=0.3, which="both")
-    ax_err.legend(fontsize=8, loc="lower left")
-    cb = fig.colorbar(sm, ax=list(axes[0, :2]), location="bottom", shrink=0.5, pad=0.02)
-    cb.set_label("initial 2Σ₁₂")
+    ax_err.legend(loc="lower left")
+    o.savefig(fig_err, "convergence_to_line_error")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    cb = fig.colorbar(sm, ax=list(axes[0, :2]), location="bottom", shrink=0.45, aspect=25, pad=0.1)
+    cb.set_label("initial $2\\Sigma_{12}$ (trace-one $\\Sigma_0$)")
+    fig.legend(handles, labels, loc="lower left", frameon=False)
     all_conv = all(r["converged"] == n for r in results.values())
     fig.suptitle(
-        f"Figure 2 — convergence to a line: {'all' if all_conv else 'NOT all'} {n} trajectories converge to Σ∞ = q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥) "
-        f"(Q = q, K = −q, V = I; q⊥ at {perp_angle:.2f}°)",
-        fontsize=12,
+        f"Convergence to a line ($Q = q$, $K = -q$, $V = I$; Castin et al., arXiv:2501.18322, fig. 2): "
+        f"{'all' if all_conv else 'NOT all'} {n}\n"
+        f"trajectories reach $\\Sigma_\\infty = q^\\perp q^{{\\perp\\top}} / (q^{{\\perp\\top}} \\Sigma_0^{{-1}} q^\\perp)$, "
+        f"$q^\\perp$ at {perp_angle:.2f}°"
     )
     o.savefig(fig, NAME)
 

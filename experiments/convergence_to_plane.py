@@ -1,4 +1,4 @@
-"""Figure 3 of Castin et al. (spec dynamics.md §7a item 3): multi-head attention converges to a plane.
+"""Figure 3 of Castin et al. (arXiv:2501.18322): multi-head attention converges to a plane.
 
 Multi-head softmax, `H = 2`, `V = I`, the `q` of figure 2: head 0 has `A_0 = −qᵀq` (scale 1)
 and `C_0 = e_1e_1ᵀ`, head 1 is zero (the authors' ``rhs_multihead`` with a one-row `Q`).
@@ -18,6 +18,7 @@ jax.config.update("jax_enable_x64", True)
 from pathlib import Path
 
 import _dynamics_common as dc
+import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
 
@@ -74,40 +75,44 @@ def main(out: Path, quick: bool = False) -> dict:
     res_long = plane_residual(long["cov_final"])
     ranks_long = np.asarray(limit_rank(long["cov_final"]))
 
-    fig, axes = dplot.new_figure(1, 2, (13.0, 5.8), [["3d", None]])
-    ax, ax_res = axes[0]
+    fig = plt.figure(figsize=(6.8, 4.0), layout="constrained")
+    gs = fig.add_gridspec(1, 2, width_ratios=[1.2, 1.0], wspace=0.15)
+    ax, ax_res = fig.add_subplot(gs[0, 0], projection="3d"), fig.add_subplot(gs[0, 1])
     colors, sm = dplot.colors_from(geometry.cone_coords(grid)[:, 1])
     z_max = dplot.draw_cone(ax, dc.trajectories(sol), colors)
     draw_plane(ax, z_max)
     ax.view_init(elev=20, azim=-45)
+    ax.set_box_aspect(None, zoom=1.15)
+    ax.set_facecolor("none")
     ax.set_title(
-        f"multi-head (H = 2): {int(conv.sum())}/{n} converge onto the plane Σ₁₁q₁ + Σ₁₂q₂ = 0 (red)\n"
-        f"|Σ₁₁q₁ + Σ₁₂q₂| ≤ {res_stop.max():.1e} at ‖Σ'‖_F < {TOL:g}, ≤ {res_long.max():.1e} at t = {T_LONG:g}",
-        fontsize=10,
+        f"{int(conv.sum())}/{n} reach the plane (red);\n"
+        f"$|\\Sigma_{{11}}q_1 + \\Sigma_{{12}}q_2| \\leq$ {res_stop.max():.1e} at the stop,\n"
+        f"$\\leq$ {res_long.max():.1e} at $t = {T_LONG:g}$"
     )
-    cb = fig.colorbar(sm, ax=ax, location="bottom", shrink=0.6, pad=0.02)
-    cb.set_label("initial 2Σ₁₂")
+    cb = fig.colorbar(sm, ax=ax, location="bottom", shrink=0.7, pad=0.08)
+    cb.set_label("initial $2\\Sigma_{12}$ (trace-one $\\Sigma_0$)")
     for i in range(n):
         v = long["valid"][i]
         ax_res.semilogy(
             long["ts"][i][v], np.maximum(plane_residual(long["cov"][i][v]), 1e-18), color=colors[i], lw=0.6, alpha=0.7
         )
-    ax_res.axvline(np.median(sol["t_final"]), color="0.3", ls=":", lw=1, label="median authors' stop (‖Σ'‖_F < 1e-4)")
+    ax_res.axvline(
+        np.median(sol["t_final"]), color="0.3", ls=":", lw=1, label="median stop $\\|\\Sigma'\\|_F < 10^{-4}$"
+    )
     ax_res.set_xlim(0, 400)
-    ax_res.set_xlabel("depth t")
-    ax_res.set_ylabel("|Σ₁₁q₁ + Σ₁₂q₂|  (distance to the plane)")
+    ax_res.set_xlabel("depth $t$")
+    ax_res.set_ylabel("$|\\Sigma_{11}q_1 + \\Sigma_{12}q_2|$ (distance to the plane)")
     ax_res.set_title(
-        f"every trajectory reaches the plane exponentially fast (limit rank 2), down to the solver's\n"
-        f"tolerance (~1e-11); Σ₂₂ conserved: max |Σ₂₂(t) − Σ₂₂(0)| = {s22_drift:.1e}",
-        fontsize=10,
+        "exponential approach (limit rank 2);\n"
+        f"$\\Sigma_{{22}}$ conserved: $|\\Sigma_{{22}}(t) - \\Sigma_{{22}}(0)| \\leq$ {s22_drift:.1e}"
     )
     ax_res.grid(alpha=0.3, which="both")
-    ax_res.legend(fontsize=8, loc="lower left")
+    ax_res.legend(loc="upper right")
     all_conv = bool(conv.all())
     fig.suptitle(
-        f"Figure 3 — convergence to a plane: {'all' if all_conv else 'NOT all'} {n} trajectories of two-head softmax attention "
-        f"(head 0: A₀ = −qᵀq, C₀ = e₁e₁ᵀ; head 1 zero) converge onto Σ₁₁q₁ + Σ₁₂q₂ = 0 with Σ₂₂ fixed",
-        fontsize=11,
+        f"Convergence to a plane (Castin et al., arXiv:2501.18322, fig. 3): {'all' if all_conv else 'NOT all'} {n} "
+        "trajectories of\ntwo-head softmax attention (head 0: $A_0 = -q^\\top q$, $C_0 = e_1e_1^\\top$; head 1 zero) "
+        "reach $\\Sigma_{11}q_1 + \\Sigma_{12}q_2 = 0$"
     )
     o.savefig(fig, NAME)
 

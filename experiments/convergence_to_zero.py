@@ -1,11 +1,12 @@
-"""Figure 1 of Castin et al. (spec dynamics.md §7a item 1): every covariance converges to zero, like 1/t.
+"""Figure 1 of Castin et al. (arXiv:2501.18322): every covariance converges to zero, like 1/t.
 
 Softmax, L2, multi-head (H = 2) and Sinkhorn attention with `K = −Q` and an SPD value
 matrix `V`; 100 trace-one initial covariances (10 × 10 grid on [−0.5, 0.5]²). Each kind is
 one vmapped diffrax solve of the 2×2 covariance ODE, stopped by the authors' criterion
-`‖Σ'‖_F < 1e-5` (a steady-state event). Drawn in cone coordinates `(a − b, 2c, a + b)`,
-coloured by the initial `2Σ₁₂`; a last panel shows `tr Σ(t)` against `t` (log-log) with the
-`1/t` law. A long-horizon solve (t = 1e8) confirms the limit is `Σ = 0` (rank 0).
+`‖Σ'‖_F < 1e-5` (a steady-state event). Figure ``convergence_to_zero``: the trajectories in
+cone coordinates `(a − b, 2c, a + b)`, one panel per kind, coloured by the initial `2Σ₁₂`;
+figure ``convergence_to_zero_trace``: `tr Σ(t)` of the median member against `t` (log-log)
+with the `1/t` law. A long-horizon solve (t = 1e8) confirms the limit is `Σ = 0` (rank 0).
 """
 
 from __future__ import annotations
@@ -47,10 +48,9 @@ def main(out: Path, quick: bool = False) -> dict:
     color_by = geometry.cone_coords(grid)[:, 1]
     colors, sm = dplot.colors_from(color_by)
 
-    fig = plt.figure(figsize=(18.0, 9.6), layout="constrained")
-    gs = fig.add_gridspec(2, 4, height_ratios=[1.0, 1.0])
-    cone_axes = [fig.add_subplot(gs[0, i], projection="3d") for i in range(4)]
-    ax_law = fig.add_subplot(gs[1, 1:3])
+    fig, cone_grid = dplot.new_figure(2, 2, (6.5, 6.8), [["3d", "3d"], ["3d", "3d"]])
+    cone_axes = list(cone_grid.ravel())
+    fig_law, ax_law = plt.subplots(figsize=(6.0, 3.6), layout="constrained")
     results = {}
     all_converged = True
     for ax, (label, (kind, make)) in zip(cone_axes, KINDS.items()):
@@ -90,45 +90,41 @@ def main(out: Path, quick: bool = False) -> dict:
         # stop points in one colour in every panel (per-member colours all meet at the apex, and
         # which one shows on top depends on the 3-D depth sort)
         ends = geometry.cone_coords(np.stack([t[-1] for t in trajs]))
-        ax.scatter(
-            ends[:, 0], ends[:, 1], ends[:, 2], color="k", s=8, depthshade=False, label="stop points (‖Σ'‖_F < 1e-5)"
-        )
+        ax.scatter(ends[:, 0], ends[:, 1], ends[:, 2], color="k", s=6, depthshade=False)
         ax.view_init(elev=20, azim=-174)
         # the 3-D box leaves a wide margin inside its axes: zoom in (less empty space under the
         # titles) and keep the axes transparent so that no neighbour hides an axis label
-        ax.set_box_aspect(None, zoom=1.05)
+        ax.set_box_aspect(None, zoom=0.9)
         ax.set_facecolor("none")
-        ax.xaxis.labelpad = 8
-        ax.yaxis.labelpad = 4
         ax.set_title(
-            f"{label}: {int(conv.sum())}/{n} converge to Σ = 0\n"
-            f"stop at ‖Σ'‖_F < {TOL:g}: tr Σ ≤ {results[label]['trace_at_stop'][1]:.3f}",
-            fontsize=10,
-            y=0.98,
+            f"{label}: {int(conv.sum())}/{n} reach $\\Sigma = 0$\n"
+            f"stop at $\\|\\Sigma'\\|_F < 10^{{{int(np.log10(TOL))}}}$: "
+            f"$\\mathrm{{tr}}\\,\\Sigma \\leq {results[label]['trace_at_stop'][1]:.3f}$",
+            y=0.97,
         )
         med = np.argsort(slope)[len(slope) // 2]
+        results[label]["median_member_loglog_slope"] = float(slope[med])
         v = long["valid"][med] & (long["ts"][med] > 0)
-        ax_law.loglog(
-            long["ts"][med][v], tr_long[med][v], lw=1.5, label=f"{label}: slope {slope[med]:.4f} on [1e6, 1e8]"
-        )
+        ax_law.loglog(long["ts"][med][v], tr_long[med][v], lw=1.3, label=f"{label}: slope {slope[med]:.4f}")
         ax_law.axvline(np.median(sol["t_final"]), color=ax_law.lines[-1].get_color(), lw=0.6, ls=":")
 
     t_ref = np.geomspace(1e2, 1e8, 10)
-    ax_law.loglog(t_ref, 10.0 / t_ref, "k--", lw=1, label="reference 10/t")
-    ax_law.set_xlabel("depth t (dotted: the authors' stop ‖Σ'‖_F < 1e-5)")
-    ax_law.set_ylabel("tr Σ(t)")
-    ax_law.set_title("tr Σ(t) of the median member up to t = 1e8:\nΣ → 0 like 1/t (log-log slope → −1)", fontsize=10)
-    ax_law.legend(fontsize=8, loc="lower left")
+    ax_law.loglog(t_ref, 10.0 / t_ref, "k--", lw=1, label="reference $10/t$")
+    ax_law.set_xlabel("depth $t$ (dotted: each kind's median stop $\\|\\Sigma'\\|_F < 10^{-5}$)")
+    ax_law.set_ylabel("$\\mathrm{tr}\\,\\Sigma(t)$ of the median member")
+    ax_law.set_title(
+        "$\\Sigma \\to 0$ like $1/t$: log-log slope of $\\mathrm{tr}\\,\\Sigma(t)$ on $[10^6, 10^8]$ "
+        "(Castin et al., arXiv:2501.18322, fig. 1)"
+    )
+    ax_law.legend(loc="lower left")
     ax_law.grid(alpha=0.3, which="both")
-    # the colour bar in the free bottom-right cell (under the cones it would cover their axis labels)
-    holder = fig.add_subplot(gs[1, 3])
-    holder.axis("off")
-    cb = fig.colorbar(sm, cax=holder.inset_axes([0.08, 0.12, 0.07, 0.76]), orientation="vertical")
-    cb.set_label("initial 2Σ₁₂ (colour of every cone panel; black dots: stop points)")
+    o.savefig(fig_law, "convergence_to_zero_trace")
+    cb = fig.colorbar(sm, ax=cone_axes, location="bottom", shrink=0.5, aspect=30, pad=0.05)
+    cb.set_label("initial $2\\Sigma_{12}$ (trace-one $\\Sigma_0$); black dots: stop points")
     fig.suptitle(
-        f"Figure 1 — convergence to zero: {'all' if all_converged else 'NOT all'} {n} trajectories of each kind converge to Σ = 0 "
-        f"(K = −Q, V SPD; trace-one Σ0 on a {n_side}×{n_side} grid)",
-        fontsize=12,
+        f"Convergence to zero ($K = -Q$, $V$ SPD; Castin et al., arXiv:2501.18322, fig. 1):\n"
+        f"{'all' if all_converged else 'NOT all'} {n} trajectories of each kind reach $\\Sigma = 0$ "
+        f"(trace-one $\\Sigma_0$ on a {n_side}×{n_side} grid)"
     )
     o.savefig(fig, "convergence_to_zero")
 

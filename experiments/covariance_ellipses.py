@@ -1,10 +1,12 @@
-"""Covariance ellipses over time with the particle cloud on top (spec dynamics.md §7b item 8).
+"""Covariance ellipses over time with the particle cloud on top (Castin et al., arXiv:2501.18322).
 
 Softmax attention, `V = I`, the paper's scaling `A = KᵀQ/√2`, mean 0:
 
-- **contraction** (item 2, `Q = q`, `K = −q`, `q = [0.40632, 0.91373]`): `A + Aᵀ ⪯ 0` with kernel
-  `q⊥`, so `Σ(t) → Σ∞ = q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥)` like `1/t` (spec §3), from a tilted trace-one `Σ0`;
-- **blow-up** (item 5): from `Σ0 = I/2`, `Σ(t)` blows up at `t* = 0.70234` (closed form).
+- **contraction** (figure ``covariance_ellipses``; the set-up of the paper's figure 2, `Q = q`,
+  `K = −q`, `q = [0.40632, 0.91373]`): `A + Aᵀ ⪯ 0` with kernel `q⊥`, so
+  `Σ(t) → Σ∞ = q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥)` like `1/t`, from a tilted trace-one `Σ0`;
+- **blow-up** (figure ``covariance_ellipses_blowup``; the set-up of the paper's figure 5): from
+  `Σ0 = I/2`, `Σ(t)` blows up at `t* = 0.70234` (closed form).
 
 Each panel shows, at one time, the 2σ ellipse `{x : xᵀΣ(t)⁻¹x = 4}` of the Gaussian moment ODE
 (:func:`hassejax.dynamics.solve_gaussian`, checked against the closed form), the particle
@@ -28,6 +30,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
+from matplotlib.ticker import MaxNLocator
 
 from hassejax.dynamics import (
     blowup_time_closed_form,
@@ -72,10 +75,7 @@ def main(out: Path, quick: bool = False) -> dict:
     n = N_QUICK if quick else N_FULL
     key = jax.random.key(SEED)
     results = {}
-    fig, axes = plt.subplots(2, 5, figsize=(17, 8.4), layout="constrained")
-    # equal-aspect panels: constrained layout places them before the aspect is applied, so give the
-    # rows explicit room for the top row's x₁ labels and the bottom row's two-line titles
-    fig.get_layout_engine().set(h_pad=0.06, hspace=0.06)
+    stems = {"contraction (item 2)": "covariance_ellipses", "blow-up (item 5)": "covariance_ellipses_blowup"}
     for row, (label, case) in enumerate(cases().items()):
         model, cov0, times = case["model"], case["cov0"], case["times"]
         A = np.asarray(model.A)
@@ -116,39 +116,63 @@ def main(out: Path, quick: bool = False) -> dict:
         results[label] = rec
 
         # shared limits in the contraction row; per-panel limits for the growing blow-up row
+        # 2 × 3 panels, the legend in the sixth; shared limits in the contraction figure, per-panel
+        # limits for the growing blow-up
+        fig, axes = plt.subplots(2, 3, figsize=(6.5, 4.9), layout="constrained")
         span_row = 1.12 * max(np.max(np.abs(ellipse(mean0, c, K_SIGMA))) for c in cov_g)
         for j, t in enumerate(times):
-            ax = axes[row, j]
-            ax.scatter(xs[j, :, 0], xs[j, :, 1], s=3, color="0.45", alpha=0.55, lw=0, label=f"particles (n = {n})")
+            ax = axes.flat[j]
+            ax.scatter(xs[j, :, 0], xs[j, :, 1], s=2, color="0.45", alpha=0.55, lw=0, label=f"particles ($n = {n}$)")
             ge = ellipse(mean0, cov_g[j], K_SIGMA)
             pe = ellipse(mean_p[j], cov_p[j], K_SIGMA)
-            ax.plot(ge[:, 0], ge[:, 1], color="C0", lw=2.0, label="Gaussian ODE, 2σ")
-            ax.plot(pe[:, 0], pe[:, 1], color="C1", lw=1.6, ls="--", label="particles' covariance, 2σ")
+            ax.plot(ge[:, 0], ge[:, 1], color="C0", lw=1.6, label="Gaussian moment ODE, $2\\sigma$")
+            ax.plot(
+                pe[:, 0],
+                pe[:, 1],
+                color="C1",
+                lw=1.3,
+                ls="--",
+                label="particles' covariance $\\hat\\Sigma$, $2\\sigma$",
+            )
             if row == 0:
                 le = ellipse(mean0, rec["Sigma_inf_closed_form"], K_SIGMA)
-                ax.plot(le[:, 0], le[:, 1], color="k", lw=1.0, ls=":", label="limit Σ∞ (closed form), 2σ")
+                ax.plot(
+                    le[:, 0],
+                    le[:, 1],
+                    color="k",
+                    lw=1.0,
+                    ls=":",
+                    label="limit $\\Sigma_\\infty$ (closed form), $2\\sigma$",
+                )
                 span = span_row
             else:
                 span = 1.12 * max(np.max(np.abs(ge)), np.max(np.abs(pe)))
             ax.set_xlim(-span, span)
             ax.set_ylim(-span, span)
             ax.set_aspect("equal")
-            ax.set_xlabel("x₁")
-            if j == 0:
-                ax.set_ylabel(f"{label}\nx₂")
-            extra = f", t*/t = {rec['t_star_closed_form'] / t:.3g}" if row == 1 and t > 0 else ""
-            ax.set_title(f"t = {t:g}{extra}\n‖Σ̂ − Σ‖/‖Σ‖ = {err[j]:.2g}", fontsize=9)
-            ax.tick_params(labelsize=7)
-    handles = axes[0, 0].get_legend_handles_labels()
-    fig.legend(*handles, loc="outside lower center", ncol=4, fontsize=9, markerscale=4)
-    fig.suptitle(
-        "Softmax, V = I: the Gaussian moment ODE (blue, 2σ) against particles sampled from the same Gaussian (grey; orange: their covariance).\n"
-        "Item 2 (top): both contract onto the line q⊥ like 1/t.  Item 5 (bottom): the Gaussian blows up at "
-        f"t* = {results['blow-up (item 5)']['t_star_closed_form']:.5f}; n particles cannot (velocities are convex combinations "
-        "of the tokens: at most exponential growth), so the cloud lags near t*",
-        fontsize=11,
-    )
-    o.savefig(fig, "covariance_ellipses")
+            ax.xaxis.set_major_locator(MaxNLocator(5, symmetric=True))
+            ax.yaxis.set_major_locator(MaxNLocator(5, symmetric=True))
+            ax.set_xlabel("$x_1$")
+            ax.set_ylabel("$x_2$")
+            extra = f", $t^*/t$ = {rec['t_star_closed_form'] / t:.3g}" if row == 1 and t > 0 else ""
+            ax.set_title(f"$t$ = {t:g}{extra}\nrel. error {err[j]:.2g}")
+        axes.flat[-1].axis("off")
+        axes.flat[-1].legend(
+            *axes.flat[0].get_legend_handles_labels(), loc="center", markerscale=4, frameon=False,
+            title="rel. error $= \\|\\hat\\Sigma - \\Sigma\\|_F / \\|\\Sigma\\|_F$",
+        )  # fmt: skip
+        if row == 0:
+            title = (
+                "Softmax, $V = I$, $Q = q$, $K = -q$ (Castin et al., arXiv:2501.18322, fig. 2): the Gaussian\n"
+                "moment ODE and $n$ particles from the same $\\Sigma_0$ both contract onto the line $q^\\perp$"
+            )
+        else:
+            title = (
+                "Softmax, $V = I$ (Castin et al., arXiv:2501.18322, fig. 5): the Gaussian moment ODE blows up at\n"
+                f"$t^*$ = {rec['t_star_closed_form']:.5f}; the covariance of $n$ particles from the same $\\Sigma_0$ lags behind"
+            )
+        fig.suptitle(title)
+        o.savefig(fig, stems[label])
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     o.write_json(
         {

@@ -1,4 +1,4 @@
-"""Interaction energies along trajectories: twisted softmax energy and Sinkhorn F (spec dynamics.md §6, §7b item 13).
+"""Interaction energies along trajectories: twisted softmax energy and Sinkhorn F (Castin et al., arXiv:2501.18322).
 
 - **Softmax with `A` symmetric and `V = −A`** is the gradient flow of
   `E(μ) = ½ ∬ exp(xᵀAy) dμ dμ` for the twisted Wasserstein metric (derived): the particle
@@ -104,37 +104,40 @@ def main(out: Path, quick: bool = False) -> dict:
             "lambda_max_final": float(np.linalg.eigvalsh(np.asarray(sol.cov_final))[-1]),
         }
 
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5.4), layout="constrained")
-    ax = axes[0]
+    fig = plt.figure(figsize=(6.5, 6.2), layout="constrained")
+    gs = fig.add_gridspec(2, 2, height_ratios=[1.15, 1.0])
+    ax = fig.add_subplot(gs[0, :])
     for s, e in enumerate(e_part):
         ax.plot(
-            ts, e, color="C0", lw=1.0, alpha=0.7, label=f"particles E_n, n = {n} ({n_seeds} seeds)" if s == 0 else None
-        )
-    ax.plot(ts, e_gauss, color="k", lw=2.0, label="Gaussian closed form E(N(α(t), Σ(t)))")
-    ax.plot(SPEC_TIMES, SPEC_VALUES, "x", color="C3", ms=9, mew=2, label="spec §6 check values")
+            ts, e, color="C0", lw=0.9, alpha=0.7,
+            label=f"particles $E_n$, $n = {n}$ ({n_seeds} seeds)" if s == 0 else None,
+        )  # fmt: skip
+    ax.plot(ts, e_gauss, color="k", lw=1.6, label="Gaussian closed form $E(\\mathcal{N}(\\alpha(t), \\Sigma(t)))$")
+    ax.plot(SPEC_TIMES, SPEC_VALUES, "x", color="C3", ms=7, mew=1.6, label="check values (5 digits)")
     ax.set_yscale("log")
-    ax.set_xlabel("depth t")
-    ax.set_ylabel("E = ½ ∬ exp(xᵀAy) dμ dμ")
+    ax.set_xlabel("depth $t$")
+    ax.set_ylabel("$E = \\frac{1}{2}\\iint \\exp(x^\\top A y)\\,d\\mu\\,d\\mu$")
     ax.set_title(
-        f"Twisted softmax energy, V = −A: decreasing for {sum(i < 0 for i in part_increase)}/{n_seeds} particle runs;\n"
-        f"Gaussian closed form agrees with {int(spec_ok.sum())}/{len(spec_ok)} spec check values to their printed digits",
-        fontsize=10,
+        f"Twisted softmax energy, $V = -A$: decreasing for {sum(i < 0 for i in part_increase)}/{n_seeds} particle runs;\n"
+        f"the Gaussian closed form matches {int(spec_ok.sum())}/{len(spec_ok)} check values to their printed digits"
     )
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="lower left")
-    for ax, (label, r) in zip(axes[1:], sink.items()):
-        ax.plot(ts, r["F"], color="C2", lw=2.0)
-        ax.set_xlabel("depth t")
-        ax.set_ylabel("F = ½ OT_ε(μ, μ),  ε = 1")
+    ax.legend(loc="lower left")
+    shown = {"A of §6 (negative definite)": "$A$ negative definite", "indefinite A": "$A$ indefinite"}
+    for col, (label, r) in enumerate(sink.items()):
+        ax = fig.add_subplot(gs[1, col])
+        ax.plot(ts, r["F"], color="C2", lw=1.5)
+        ax.set_xlabel("depth $t$")
+        ax.set_ylabel("$F = \\frac{1}{2}\\mathrm{OT}_\\varepsilon(\\mu, \\mu)$, $\\varepsilon = 1$")
         ax.set_title(
-            f"Sinkhorn F along the Gaussian ODE, V = A = Aᵀ, {label}:\nlargest step-to-step increase {r['max_increase']:.2e} "
-            f"({'non-increasing' if r['max_increase'] <= 0 else 'INCREASES'})",
-            fontsize=10,
+            f"Sinkhorn $F$, $V = A = A^\\top$, {shown.get(label, label)}:\n"
+            f"largest step increase {r['max_increase']:.2e}\n"
+            f"({'non-increasing' if r['max_increase'] <= 0 else 'INCREASES'})"
         )
         ax.grid(alpha=0.3)
     fig.suptitle(
-        "Gradient-flow structure (spec §6): the twisted softmax energy and the Sinkhorn functional F decrease along the dynamics",
-        fontsize=11,
+        "Gradient-flow structure (Castin et al., arXiv:2501.18322): the twisted softmax energy $E$\n"
+        "and the Sinkhorn functional $F$ decrease along the dynamics"
     )
     o.savefig(fig, "energies")
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0

@@ -1,9 +1,9 @@
-"""Largest eigenvalue `λ_max(Σ(t))` against depth for softmax, L2 and Sinkhorn (spec dynamics.md §7b item 9).
+"""Largest eigenvalue `λ_max(Σ(t))` against depth for softmax, L2 and Sinkhorn (Castin et al., arXiv:2501.18322).
 
-The item 5 parameters (`V = I`, `Q`, `K` of spec §7a item 5, the paper's scalings: softmax and
+The parameters of the paper's figure 5 (`V = I`, `Q`, `K`; the paper's scalings: softmax and
 L2 with `Q/√2`, Sinkhorn with the unscaled `A = KᵀQ`, `ε = 1`), from `Σ0 = I/2`, mean 0.
 Softmax blows up in finite time at `t* = 1/λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2}) = 0.70234`
-(closed form, spec §3): `1/λ_max(Σ(t)) = 2 − t λ_max(A + Aᵀ)` falls linearly to zero. L2
+(closed form): `1/λ_max(Σ(t)) = 2 − t λ_max(A + Aᵀ)` falls linearly to zero. L2
 and Sinkhorn grow exponentially (`1/λ_max` decays without reaching zero). Each curve is one
 :func:`hassejax.dynamics.solve_gaussian` solve (Tsit5, rtol 1e-10, Sinkhorn 1e-8, float64) that stops at
 the size event `tr Σ = 1e8 · tr Σ0`, classified by the library's decade test (`ρ < 0.05` ⇒
@@ -90,7 +90,7 @@ def main(out: Path, quick: bool = False) -> dict:
         np.max(np.abs(1.0 / lam_sm - softmax_inverse_lambda(t_sm, A_sm)))
     )
 
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.6), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(6.6, 3.9), layout="constrained")
     ax = axes[0]
     for kind, (t, lam) in curves.items():
         r = results[kind]
@@ -98,23 +98,25 @@ def main(out: Path, quick: bool = False) -> dict:
             t,
             lam,
             color=COLORS[kind],
-            lw=1.8,
-            label=f"{LABELS[kind]}: {r['status']} at t = {r['t_final']:.4g} (decade ratio ρ = {r['decade_ratio']:.3f})",
+            lw=1.4,
+            label=f"{LABELS[kind]}: {r['status'].replace('_', '-')} at $t$ = {r['t_final']:.4g}, $\\rho$ = {r['decade_ratio']:.3f}",
         )
-        ax.plot(t[-1], lam[-1], "o", color=COLORS[kind], ms=6)
-    ax.axvline(t_star, color="k", ls="--", lw=1, label=f"closed-form t* = {t_star:.6f}")
+        ax.plot(t[-1], lam[-1], "o", color=COLORS[kind], ms=4)
+    ax.axvline(t_star, color="k", ls="--", lw=1, label=f"closed-form $t^*$ = {t_star:.6f}")
     ax.set_yscale("log")
-    ax.set_xlabel("depth t")
-    ax.set_ylabel("λ_max(Σ(t))")
-    ax.set_title("λ_max(Σ(t)) up to the size event tr Σ = 1e8 · tr Σ0 (dots)", fontsize=10)
+    ax.set_xlabel("depth $t$")
+    ax.set_ylabel("$\\lambda_{\\max}(\\Sigma(t))$")
+    ax.set_title(
+        "$\\lambda_{\\max}(\\Sigma(t))$ up to the size event\n"
+        "$\\mathrm{tr}\\,\\Sigma = 10^8\\,\\mathrm{tr}\\,\\Sigma_0$ (dots)"
+    )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
 
     ax = axes[1]
     t_zoom = 3.0
     for kind, (t, lam) in curves.items():
         sel = t <= t_zoom
-        ax.plot(t[sel], 1.0 / lam[sel], color=COLORS[kind], lw=1.8, label=LABELS[kind])
+        ax.plot(t[sel], 1.0 / lam[sel], color=COLORS[kind], lw=1.4)
     tt = np.linspace(0, t_star, 50)
     ax.plot(
         tt,
@@ -122,22 +124,24 @@ def main(out: Path, quick: bool = False) -> dict:
         color="k",
         ls=":",
         lw=1.5,
-        label="closed form 2 − t λ_max(A + Aᵀ) (softmax)",
+        label="softmax closed form\n$2 - t\\,\\lambda_{\\max}(A + A^\\top)$",
     )
     ax.axvline(t_star, color="k", ls="--", lw=1)
     ax.axhline(0.0, color="0.5", lw=0.8)
     ax.set_xlim(0, t_zoom)
-    ax.set_xlabel("depth t")
-    ax.set_ylabel("1 / λ_max(Σ(t))")
-    ax.set_title(
-        "1/λ_max: a line hitting zero at t* (finite-time blow-up) vs exponential decay (divergence)", fontsize=10
-    )
+    ax.set_xlabel("depth $t$")
+    ax.set_ylabel("$1\\,/\\,\\lambda_{\\max}(\\Sigma(t))$")
+    ax.set_title("$1/\\lambda_{\\max}$: a line reaching zero at $t^*$ (blow-up)\nvs exponential decay (divergence)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(loc="upper right")
+    fig.legend(
+        *axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2, frameon=False,
+        title="the stop of each solve ($\\rho$: the decade ratio of the blow-up test)",
+    )  # fmt: skip
     fig.suptitle(
-        f"Item 5 parameters (V = I), Σ0 = I/2: softmax blows up at t* = {t_star:.5f} "
-        f"(solve: {sm['t_blowup']:.8f}, rel. error {sm['t_blowup_rel_error']:.1e}); L2 and Sinkhorn grow exponentially",
-        fontsize=11,
+        f"Figure-5 parameters of Castin et al. (arXiv:2501.18322), $V = I$, $\\Sigma_0 = I/2$: softmax blows up at\n"
+        f"$t^*$ = {t_star:.5f} (solve {sm['t_blowup']:.8f}, rel. error {sm['t_blowup_rel_error']:.1e}); "
+        "L2 and Sinkhorn grow exponentially"
     )
     o.savefig(fig, "lambda_max_growth")
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0

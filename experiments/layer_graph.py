@@ -1,4 +1,4 @@
-"""Figure 1 (spec hasse.md §5): the layer graph of a 3-layer causal Transformer on 4 positions.
+"""Figure 1 (Li & Guo, arXiv:2606.09951, layer graph): the layer graph of a 3-layer causal Transformer on 4 positions.
 
 Each layer with mask M and residual connections has adjacency A = M | I: position i at
 layer l receives from position j at layer l−1 iff A[i, j]. Residual edges (j = i) and
@@ -26,7 +26,7 @@ def main(out: Path, quick: bool = False) -> dict:
     r = np.asarray(reachability(mask, num_layers))
     o = Output(out, NAME)
 
-    fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    fig, ax = plt.subplots(figsize=(4.6, 3.9))
     residual = attention = 0
     for layer in range(1, num_layers + 1):
         for i in range(n):
@@ -42,9 +42,9 @@ def main(out: Path, quick: bool = False) -> dict:
     for layer in range(num_layers + 1):
         for i in range(n):
             ax.scatter([i], [layer], s=380, color="white", edgecolor="black", zorder=3)
-            ax.text(i, layer, f"{i}", ha="center", va="center", fontsize=9, zorder=4)
-    ax.plot([], [], color="#999999", lw=2.2, label="residual (i ← i)")
-    ax.plot([], [], color="#1f77b4", lw=1.2, label="attention (i ← j, j < i)")
+            ax.text(i, layer, f"{i}", ha="center", va="center", zorder=4)
+    ax.plot([], [], color="#999999", lw=2.2, label=f"residual $i \\leftarrow i$ ({residual} edges)")
+    ax.plot([], [], color="#1f77b4", lw=1.2, label=f"attention $i \\leftarrow j$, $j < i$ ({attention} edges)")
     ax.set_yticks(range(num_layers + 1), ["input"] + [f"layer {l}" for l in range(1, num_layers + 1)])
     ax.set_xticks(range(n), [f"position {i}" for i in range(n)])
     ax.set_xlim(-0.5, n - 0.5)
@@ -52,9 +52,11 @@ def main(out: Path, quick: bool = False) -> dict:
     for side in ("top", "right", "left", "bottom"):
         ax.spines[side].set_visible(False)
     ax.tick_params(length=0)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False, fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=1, frameon=False)
+    same = "=" if np.array_equal(r, np.tril(np.ones((n, n), bool))) else "≠"
     ax.set_title(
-        "Causal mask, 3 layers × 4 positions: A = M | I per layer,\nflow after 3 layers is A³ (= causal)", fontsize=10
+        f"Causal mask, {num_layers} layers × {n} positions: $A = M \\vee I$ per layer;\n"
+        f"the flow after {num_layers} layers is $R^{{({num_layers})}} = A^{num_layers}$ {same} causal mask"
     )
     o.savefig(fig, "layer_graph")
     o.write_json(

@@ -215,7 +215,7 @@ def main(out: Path, quick: bool = False) -> dict:
 
     # Receptive-field growth at the largest n.
     n = sizes[-1]
-    fig, ax = plt.subplots(figsize=(8.5, 5.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=(5.6, 5.0), layout="constrained")
     # Distinct marker and line style per curve; a curve that (nearly) coincides with one drawn
     # before gets large hollow markers on top and says so in the legend.
     styles = [
@@ -234,7 +234,7 @@ def main(out: Path, quick: bool = False) -> dict:
         if r["convergence_depth"] <= 1:
             continue
         max_depth = max(max_depth, max(r["curve_depths"]))
-        label = f"{r['name']} (L* = {r['convergence_depth']})"
+        label = f"{r['name']} ($L^* = {r['convergence_depth']}$)"
         marker, ls = styles[len(drawn) % len(styles)]
         close = None
         for q in drawn:
@@ -247,18 +247,18 @@ def main(out: Path, quick: bool = False) -> dict:
                 close = (q, gap)
                 break
         if close is None:
-            ax.plot(r["curve_depths"], r["curve"], marker=marker, ms=4, lw=1.6, ls=ls, label=label)
+            ax.plot(r["curve_depths"], r["curve"], marker=marker, ms=4, lw=1.4, ls=ls, label=label)
         else:
             q, gap = close
-            note = f"identical to {q['name']}" if gap < 1e-9 else f"overlaps {q['name']} (max gap {max(gap, 1e-3):.3f})"
+            note = f"identical to {q['name']}" if gap < 1e-9 else f"≈ {q['name']} (gap ≤ {max(gap, 1e-3):.3f})"
             ax.plot(
                 r["curve_depths"],
                 r["curve"],
                 marker=marker,
-                ms=8,
+                ms=7,
                 mfc="none",
-                mew=1.3,
-                lw=1.4,
+                mew=1.1,
+                lw=1.2,
                 ls=ls,
                 zorder=3,
                 label=f"{label}, {note}",
@@ -269,13 +269,14 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.xaxis.set_minor_locator(plt.NullLocator())
     ax.set_xlim(0.9, max_depth * 1.1)
-    ax.set_xlabel("number of layers L (log scale)")
-    ax.set_ylabel("|R^(L)| / |R|  (fraction of the limit flow)")
+    ax.set_xlabel("number of layers $L$ (log scale)")
+    ax.set_ylabel("$|R^{(L)}|\\,/\\,|R|$ (fraction of the limit flow)")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7.5, loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1, frameon=False)
     ax.set_title(
-        f"Receptive-field growth with depth, n = {n}: windowed masks need L* layers; closed masks (L* = 1) are not shown"
+        f"Receptive-field growth with depth, $n = {n}$: windowed masks reach their closure $R$\n"
+        "after $L^*$ layers (masks already closed, $L^* = 1$, not shown)"
     )
     o.savefig(fig, "receptive_field_growth")
     mismatches = [r["name"] for rs in results.values() for r in rs if r["closed_form_ok"] is False]

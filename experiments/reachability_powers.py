@@ -1,8 +1,8 @@
-"""Figure 2 (spec hasse.md §5): R^(1) … R^(L*) of a width-1 sliding window (n = 6) converge to causal.
+"""Figure 2 (Li & Guo, arXiv:2606.09951, Def. 3.8): R^(1) … R^(L*) of a width-1 sliding window (n = 6) converge to causal.
 
 Each query sees itself and one previous key (left = 1), so information moves one position
 per layer: R^(L)[i, j] iff 0 <= i − j <= L, and the flow stops changing at
-L* = ceil((n − 1) / 1) = 5, where it equals the causal mask (spec hasse.md §1.3).
+L* = ceil((n − 1) / 1) = 5, where it equals the causal mask.
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ def main(out: Path, quick: bool = False) -> dict:
     limit = np.asarray(reachability(mask))
     equals_causal = bool(np.array_equal(limit, np.asarray(causal(n))))
     o = Output(out, NAME)
-    fig, axes = plt.subplots(1, depth, layout="constrained", figsize=(2.6 * depth, 3.5))
+    fig, axes = plt.subplots(1, depth, layout="constrained", figsize=(6.8, 2.3))
     for L, (ax, r) in enumerate(zip(axes, powers), start=1):
-        draw_mask(r, ax=ax, title=f"R^({L}): {int(r.sum())} pairs")
-        ax.set_xlabel("key j", fontsize=8)
-        ax.set_ylabel("query i" if L == 1 else "", fontsize=8)
+        draw_mask(r, ax=ax, title=f"$R^{{({L})}}$: {int(r.sum())} pairs")
+        ax.set_xlabel("key $j$")
+        ax.set_ylabel("query $i$" if L == 1 else "")
     fig.suptitle(
-        f"Width-1 causal window, n = {n}: R^(L) grows by one diagonal per layer and equals causal at L* = {depth}",
-        fontsize=11,
+        f"Width-1 causal window, $n = {n}$: $R^{{(L)}}$ grows by one diagonal per layer\n"
+        f"and {'equals' if equals_causal else 'differs from'} the causal mask at $L^* = {depth}$"
     )
     o.savefig(fig, "reachability_powers")
     o.write_json(

@@ -35,23 +35,23 @@ EXPECTED = {
     "butterfly_markov": ["training_curves"],
     "butterfly_depth": ["butterfly_depth"],
     "jacobian_support": ["jacobian_support"],
-    "convergence_to_zero": ["convergence_to_zero"],
-    "convergence_to_line": ["convergence_to_line"],
+    "convergence_to_zero": ["convergence_to_zero", "convergence_to_zero_trace"],
+    "convergence_to_line": ["convergence_to_line", "convergence_to_line_error"],
     "convergence_to_plane": ["convergence_to_plane"],
     "convergence_to_two_lines": ["convergence_to_two_lines"],
     "blowup_or_divergence": ["blowup_or_divergence"],
     "convergence_or_blowup": ["convergence_or_blowup", "convergence_or_blowup_multihead"],
     "rank_histograms": ["rank_histograms_softmax", "rank_histograms_l2"],
-    "covariance_ellipses": ["covariance_ellipses"],
+    "covariance_ellipses": ["covariance_ellipses", "covariance_ellipses_blowup"],
     "lambda_max_growth": ["lambda_max_growth"],
     "phase_maps": ["phase_maps"],
     "event_time_accuracy": ["event_time_accuracy"],
-    "mean_field": ["mean_field"],
+    "mean_field": ["mean_field", "mean_field_time"],
     "energies": ["energies"],
-    "masked_particles": ["masked_particles"],
+    "masked_particles": ["masked_particles", "masked_particles_circle", "masked_particles_clusters"],
     "homogeneity": ["homogeneity"],
 }
-REAL = {"real_heads": ["regimes", "spectra", "real_heads.md"]}
+REAL = {"real_heads": ["regimes", "initial_rates", "spectra", "spectra_full", "real_heads.md"]}
 
 
 def _real_available() -> bool:

@@ -1,6 +1,6 @@
 """Drawing covariance trajectories: the PSD cone, the unit disk of `Σ/tr Σ`, rank-one rays, colours.
 
-Helpers of the dynamics figures (spec dynamics.md §7a), matplotlib only. Coordinates are those
+Helpers of the dynamics figures (Castin et al., arXiv:2501.18322, figures 1–7), matplotlib only. Coordinates are those
 of :mod:`hassejax.dynamics.geometry`: the cone `(a − b, 2c, a + b)` of `Σ = [[a, c], [c, b]]`
 and the disk `(a − b, 2c)/(a + b)`.
 
@@ -18,14 +18,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 from jaxtyping import ArrayLike, Float
 from matplotlib import colormaps
+from matplotlib.ticker import MaxNLocator
 
 from ..dynamics.geometry import cone_coords, disk_coords, rank_one_ray
 from ..errors import ParameterError
+from .style import MIN_FONT_PT
 
-__all__ = ["CMAP", "new_figure", "colors_from", "draw_cone", "draw_ray", "draw_disk"]
+__all__ = ["CMAP", "CONE_LABELS", "DISK_LABELS", "new_figure", "colors_from", "draw_cone", "draw_ray", "draw_disk"]
 
 CMAP = colormaps["viridis"]
 """The colour map of :func:`colors_from`."""
+CONE_LABELS = (r"$\Sigma_{11} - \Sigma_{22}$", r"$2\Sigma_{12}$", r"$\mathrm{tr}\,\Sigma$")
+"""Axis labels (mathtext) of the cone coordinates `(a − b, 2c, a + b)`."""
+DISK_LABELS = (r"$(\Sigma_{11} - \Sigma_{22})\,/\,\mathrm{tr}\,\Sigma$", r"$2\Sigma_{12}\,/\,\mathrm{tr}\,\Sigma$")
+"""Axis labels (mathtext) of the disk coordinates `(a − b, 2c)/(a + b)`."""
 
 
 def new_figure(nrows: int, ncols: int, size: tuple[float, float], projections: Sequence[Sequence[str | None]]):
@@ -122,7 +128,7 @@ def draw_cone(
     **Raises:** :class:`~hassejax.errors.ParameterError` when `trajs` and `colors` differ in
     length or `trajs` is empty and `z_max` is not given.
 
-    Source: (derived) the cone panels of Castin et al. (spec §7a items 1–4).
+    Source: (derived) the cone panels of Castin et al., arXiv:2501.18322 (figures 1–4).
 
     **Example:**
 
@@ -155,10 +161,13 @@ def draw_cone(
     ax.plot_surface(r * np.cos(th), r * np.sin(th), r, color="0.5", alpha=0.08, linewidth=0)
     th1 = np.linspace(0, 2 * np.pi, 120)
     ax.plot(z_max * np.cos(th1), z_max * np.sin(th1), z_max + 0 * th1, color="0.4", lw=0.6)
-    ax.set_xlabel("Σ₁₁ − Σ₂₂", labelpad=0)
-    ax.set_ylabel("2 Σ₁₂", labelpad=0)
-    ax.set_zlabel("tr Σ", labelpad=4)
-    ax.tick_params(labelsize=7, pad=0)
+    ax.set_xlabel(CONE_LABELS[0], labelpad=0)
+    ax.set_ylabel(CONE_LABELS[1], labelpad=0)
+    ax.zaxis.set_rotate_label(False)  # upright: a rotated mathtext label may be drawn upside down
+    ax.set_zlabel(CONE_LABELS[2], labelpad=2, rotation=90)
+    ax.tick_params(labelsize=MIN_FONT_PT, pad=0)
+    for axis in (ax.xaxis, ax.yaxis, ax.zaxis):  # three ticks an axis: 8-pt labels do not collide at print size
+        axis.set_major_locator(MaxNLocator(3))
     return z_max
 
 
@@ -212,7 +221,7 @@ def draw_disk(ax, trajs: Sequence[Float[ArrayLike, "T 2 2"]], colors, *, end_mar
 
     **Raises:** :class:`~hassejax.errors.ParameterError` when `trajs` and `colors` differ in length.
 
-    Source: (derived) the disk panels of Castin et al. (spec §7a items 5, 6).
+    Source: (derived) the disk panels of Castin et al., arXiv:2501.18322 (figures 5, 6).
 
     **Example:**
 
@@ -242,5 +251,5 @@ def draw_disk(ax, trajs: Sequence[Float[ArrayLike, "T 2 2"]], colors, *, end_mar
     ax.set_aspect("equal")
     ax.set_xlim(-1.08, 1.08)
     ax.set_ylim(-1.08, 1.08)
-    ax.set_xlabel("(Σ₁₁ − Σ₂₂) / tr Σ")
-    ax.set_ylabel("2 Σ₁₂ / tr Σ")
+    ax.set_xlabel(DISK_LABELS[0])
+    ax.set_ylabel(DISK_LABELS[1])

@@ -1,4 +1,4 @@
-"""Drawing an attention mask as a heat map with slot labels (spec hasse.md §0, §5)."""
+"""Drawing an attention mask as a heat map with slot labels (row = query, column = key, filled = may attend)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from jaxtyping import ArrayLike, Bool
 
 from .._checks import as_mask
 from ..errors import MaskError
+from .style import TEXT_WIDTH
 
 __all__ = ["draw_mask"]
 
@@ -25,7 +26,7 @@ def draw_mask(
 
     **Arguments:**
 
-    - `mask`: Boolean array of shape `(n_q, n_k)` (spec hasse.md §0 convention).
+    - `mask`: Boolean array of shape `(n_q, n_k)` (row = query, column = key, True = may attend).
     - `ax`: a matplotlib ``Axes``; if None a new figure is made (via pyplot).
     - `labels`: optional slot names for a square mask (used on both axes), e.g.
       ``["w1", ..., "m1", ...]``. Without labels, positions are numbered from 0 when there
@@ -52,7 +53,7 @@ def draw_mask(
     if ax is None:
         import matplotlib.pyplot as plt
 
-        side = min(12.0, max(3.0, 0.3 * max(n_q, n_k) + 1.0))
+        side = min(TEXT_WIDTH - 0.6, max(3.0, 0.3 * max(n_q, n_k) + 1.0))  # at most a page wide
         _, ax = plt.subplots(figsize=(side * n_k / max(n_q, n_k) + 0.6, side * n_q / max(n_q, n_k) + 0.4))
     ax.imshow(m, cmap=ListedColormap(["white", color]), vmin=0, vmax=1, interpolation="nearest", aspect="equal")
     if labels is not None:
