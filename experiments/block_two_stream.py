@@ -3,7 +3,10 @@
 n = 6, block size l = 2: the merge of the block-generation tasks (plus the full content
 task) has 2n = 12 slots [w_1..w_6 | m_1..m_6]. Its Hasse diagram: the content chain
 w_1 < … < w_6, and one class per query group {m_{2b+1}, m_{2b+2}} covering w_{2b}. The
-mask is drawn with its content/query quadrants outlined; the audit finds no leak.
+mask is drawn with its content/query quadrants outlined; the audit finds no leak. The merge
+figure draws the tasks T_0..T_2 and the content task before merging, joins the nodes the merge
+identifies (Li & Guo, arXiv:2606.09951, Def. 3.5), the minimal merge (Thm 3.7) and a common
+supergraph that is not minimal: the same family with the content task kept apart.
 """
 
 from __future__ import annotations
@@ -14,35 +17,80 @@ import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
 from _names import slot_names
-from matplotlib.patches import Rectangle
+from matplotlib.patches import Patch, Rectangle
 
 from hassejax.order import HasseDiagram
-from hassejax.plot import draw_hasse, draw_mask
-from hassejax.tasks import audit, block_generation, block_two_stream_mask
+from hassejax.plot import draw_hasse, draw_mask, hasse_layout
+from hassejax.plot.family import draw_task_family, per_task_slots
+from hassejax.tasks import Task, Token, audit, block_generation, block_two_stream_mask, merge_tasks
 
 NAME = "block_two_stream"
+CITE = "Li & Guo, arXiv:2606.09951"
+STREAM_COLOR = {"content": "#c6dbef", "query": "#fdd0a2"}
+STREAM_TEXT = {"content": "#08519c", "query": "#a63603"}
+STREAM_NAME = {"content": "content stream w", "query": "query stream m (mask tokens)"}
+
+
+def _key(stream: str, token: Token) -> float:
+    """Order within a layer: content stream left (a copy kept apart further left), queries right."""
+    if stream == "content":
+        return -200.0 if isinstance(token.symbol, tuple) else -100.0
+    return float(token.position)
+
+
+def _class_attrs(task: Task, diagram: HasseDiagram):
+    first = [mem[0] for mem in diagram.classes]
+    streams = [task.streams[s] for s in first]
+    return streams, [_key(task.streams[s], task.inputs[s]) for s in first]
+
+
+def _legend(ax, **kw) -> None:
+    handles = [Patch(facecolor=STREAM_COLOR[s], edgecolor="#333333", label=STREAM_NAME[s]) for s in STREAM_COLOR]
+    ax.legend(handles=handles, frameon=False, **kw)
+
+
+def _content_task_apart(family) -> list[Task]:
+    """The family with the content task's tokens renamed (never identified with the prefixes)."""
+    out = list(family.tasks[:-1])
+    t = family.tasks[-1]
+    out.append(Task([Token(("w", "c"), x.position) for x in t.inputs], t.mask, t.labels, t.streams, t.sources, t.name))
+    return out
 
 
 def main(out: Path, quick: bool = False) -> dict:
     n, l = 6, 2
-    merged = block_generation(n, l).merge()
+    family = block_generation(n, l)
+    merged = family.merge()
     names = slot_names(merged)
     diagram = HasseDiagram.from_mask(merged.mask)
+    streams, keys = _class_attrs(merged, diagram)
     closed_form = bool(np.array_equal(merged.mask, np.asarray(block_two_stream_mask(n, l))))
     report = audit(merged)
     o = Output(out, NAME)
 
-    fig, ax = plt.subplots(figsize=(6.5, 6.5))
+    fig, ax = plt.subplots(figsize=(3.6, 4.2))
     draw_hasse(
         diagram,
         ax=ax,
         names=names,
-        title=f"Block Two-Stream Hasse diagram (n = {n}, l = {l}): {diagram.num_classes} classes",
+        order_key=keys,
+        class_colors=[STREAM_COLOR[s] for s in streams],
+        min_fontsize=8,
+        title=f"Block Two-Stream Hasse diagram (n = {n},\nl = {l}): {diagram.num_classes} classes ({CITE})",
     )
+    _legend(ax, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1)
     o.savefig(fig, "block_two_stream_hasse")
 
-    fig, ax = plt.subplots(figsize=(6.2, 6.2))
-    draw_mask(merged.mask, ax=ax, labels=names, title=f"Block Two-Stream mask (n = {n}, l = {l}), derived by the merge")
+    fig, ax = plt.subplots(figsize=(4.6, 5.2))
+    draw_mask(
+        merged.mask,
+        ax=ax,
+        labels=names,
+        title=f"Block Two-Stream mask (n = {n}, l = {l}), derived by\nthe merge (Thm 3.7, {CITE})",
+    )
+    for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+        for text, s in zip(labels, merged.streams):
+            text.set_color(STREAM_TEXT[s])
     # Quadrant outlines on top of the cells and the grid, inset so neighbouring outlines do
     # not overlap, in colours that stand out on both the dark (True) and white cells.
     inset = 0.12
@@ -59,7 +107,7 @@ def main(out: Path, quick: bool = False) -> dict:
                 n - 2 * inset,
                 n - 2 * inset,
                 fill=False,
-                lw=2.6,
+                lw=2.0,
                 ls=ls,
                 ec=color,
                 label=label,
@@ -67,8 +115,66 @@ def main(out: Path, quick: bool = False) -> dict:
                 clip_on=False,
             )
         )
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.04), ncol=2, fontsize=8, frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, frameon=False, handlelength=1.5)
     o.savefig(fig, "block_two_stream_mask")
+
+    # ---- The merge: tasks before merging, the minimal merge, a larger common supergraph.
+    tasks = family.tasks
+    pos = hasse_layout(diagram, names, order_key=keys)
+    level_of_class = {c: round(y) for c, (_, y) in pos.items()}
+    slot_level = [level_of_class[int(c)] for c in np.asarray(diagram.labels)]
+    slot_key = [_key(s, x) for s, x in zip(merged.streams, merged.inputs)]
+    task_names = [[("m" if x.symbol == "mask" else "w") + str(x.position) for x in t.inputs] for t in tasks]
+    apart = merge_tasks(_content_task_apart(family), family.stream_order, name="content_task_apart")
+    apart_names = [f"{nm}'" if isinstance(x.symbol, tuple) else nm for x, nm in zip(apart.inputs, slot_names(apart))]
+    apart_diagram = HasseDiagram.from_mask(apart.mask)
+    apart_streams, apart_keys = _class_attrs(apart, apart_diagram)
+
+    fig = plt.figure(figsize=(7.0, 7.4))
+    grid = fig.add_gridspec(2, 8, left=0.02, right=0.98, top=0.87, bottom=0.07, hspace=0.42, wspace=0.3)
+    task_axes = [fig.add_subplot(grid[0, 2 * t : 2 * t + 2]) for t in range(len(tasks))]
+    titles = [f"$T_{b}$: predicts block {b + 1}" for b in range(len(tasks) - 1)] + ["content task: no label"]
+    drawn = draw_task_family(
+        tasks,
+        task_axes,
+        names=task_names,
+        levels=per_task_slots(slot_level, merged.slot_map),
+        order_key=per_task_slots(slot_key, merged.slot_map),
+        colors=[[STREAM_COLOR[s] for s in t.streams] for t in tasks],
+        titles=titles,
+    )
+    task_nodes = sum(drawn.task_nodes)
+    fig.text(
+        0.5,
+        0.925,
+        f"(a) the {len(tasks)} tasks before merging: {task_nodes} nodes; dashed: equivalent nodes (Def. 3.5), "
+        f"{len(drawn.joins)} joins",
+        ha="center",
+        fontsize=plt.rcParams["axes.titlesize"],
+    )
+    ax_m, ax_s = fig.add_subplot(grid[1, :4]), fig.add_subplot(grid[1, 4:])
+    draw_hasse(
+        diagram,
+        ax=ax_m,
+        names=names,
+        order_key=keys,
+        class_colors=[STREAM_COLOR[s] for s in streams],
+        min_fontsize=8,
+        title=f"(b) minimal merge (Thm 3.7): {diagram.num_classes} nodes,\n{merged.n} slots ($2n$)",
+    )
+    draw_hasse(
+        apart_diagram,
+        ax=ax_s,
+        names=apart_names,
+        order_key=apart_keys,
+        class_colors=[STREAM_COLOR[s] for s in apart_streams],
+        min_fontsize=8,
+        title=f"(c) a common supergraph, not minimal: content\ntask kept apart (w'), {apart_diagram.num_classes} nodes",
+    )
+    _legend(fig, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=2)
+    fig.suptitle(f"Merging the block-generation family, n = {n}, l = {l} ({CITE})", y=0.99)
+    o.savefig(fig, "block_two_stream_merge")
+
     o.write_json(
         {
             "n": n,
@@ -82,9 +188,23 @@ def main(out: Path, quick: bool = False) -> dict:
             "leaks": len(report.leaks),
             "token_density": report.token_density,
             "slot_density": report.slot_density,
+            "merge": {
+                "tasks": [t.name for t in tasks],
+                "task_nodes": list(drawn.task_nodes),
+                "task_nodes_total": task_nodes,
+                "merged_nodes": drawn.merged_nodes,
+                "merged_diagram_classes": diagram.num_classes,
+                "joins": len(drawn.joins),
+                "not_minimal_supergraph": "content task kept apart",
+                "not_minimal_nodes": apart_diagram.num_classes,
+                "not_minimal_slots": apart.n,
+            },
         }
     )
-    return {"key": f"{merged.n} slots, closed form: {closed_form}, leaks: {len(report.leaks)}"}
+    return {
+        "key": f"{merged.n} slots, closed form: {closed_form}, leaks: {len(report.leaks)}; "
+        f"merge {task_nodes} -> {drawn.merged_nodes} nodes"
+    }
 
 
 if __name__ == "__main__":

@@ -4,6 +4,17 @@ n = 4: the merge has 3n − 2 = 10 slots [F_1..F_3 | B_2..B_4 | C_1..C_4] (forwa
 backward wing, centre nodes holding w'_k). Every centre slot C_k reaches exactly
 {w_j : j ≠ k} ∪ {w'_k}: 100 % of the tokens are targets and none leaks. The sparse variant
 (same closure) has 7n − 8 nonzeros and needs L* = n − 1 layers.
+
+The Hasse diagram is drawn with the backward wing rising on the left, the forward wing on
+the right and the centres on one level (the top: they are the maximal classes), coloured by
+stream. With the centres on one level some edges must cross: the layout has
+(n − 2)(n − 3)/2 crossings (1 at n = 4). No drawing with the centres on one level avoids
+crossings for n ≥ 5 (the diagram plus one vertex joined to every centre is not planar, which
+the JSON records from networkx), and at n = 4 only drawings in which one wing wraps around the
+other do. The merge figure draws the n tasks T_1..T_n before merging (n² nodes), joins the
+nodes the merge identifies (Li & Guo, arXiv:2606.09951, Def. 3.5), the minimal merge
+(3n − 2 nodes, Thm 3.7) and a common supergraph that is not minimal: the same family with the
+backward wing kept apart per task (n − 1 + n(n − 1)/2 + n nodes).
 """
 
 from __future__ import annotations
@@ -11,60 +22,198 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import networkx as nx
 import numpy as np
 from _common import Output, cli
 from _names import slot_names
+from matplotlib.patches import Patch
 
 from hassejax.order import HasseDiagram, convergence_depth
-from hassejax.plot import draw_hasse, draw_mask
-from hassejax.tasks import audit, butterfly, butterfly_mask, sparsify
+from hassejax.plot import draw_hasse, draw_mask, hasse_crossings, hasse_layout
+from hassejax.plot.family import draw_task_family, per_task_slots
+from hassejax.tasks import Task, Token, audit, butterfly, butterfly_mask, merge_tasks, sparsify
 
 NAME = "butterfly_attention"
+CITE = "Li & Guo, arXiv:2606.09951"
+STREAM_COLOR = {"F": "#c6dbef", "B": "#fdd0a2", "C": "#c7e9c0"}  # fills (light: black text stays readable)
+STREAM_TEXT = {"F": "#08519c", "B": "#a63603", "C": "#006d2c"}  # tick labels (dark shades of the same hues)
+STREAM_NAME = {"F": "forward wing F", "B": "backward wing B", "C": "centres C"}
+
+
+def _key(stream: str, token: Token) -> float:
+    """Order within a layer: backward wing left, centres by position, forward wing right.
+
+    A backward-wing token kept apart per task (symbol ``("w", "T<k>")``) goes left of the
+    copies of later tasks, so each task's chain rises below its own centre."""
+    if stream == "B" and isinstance(token.symbol, tuple):
+        return -100.0 + 10 * int(token.symbol[1][1:])
+    return {"B": -100.0 - token.position, "C": float(token.position), "F": 100.0 - token.position}[stream]
+
+
+def _class_attrs(task: Task, diagram: HasseDiagram):
+    first = [mem[0] for mem in diagram.classes]
+    streams = [task.streams[s] for s in first]
+    return streams, [_key(task.streams[s], task.inputs[s]) for s in first]
+
+
+def _legend(ax, streams, **kw) -> None:
+    handles = [Patch(facecolor=STREAM_COLOR[s], edgecolor="#333333", label=STREAM_NAME[s]) for s in streams]
+    ax.legend(handles=handles, frameon=False, **kw)
+
+
+def _colour_ticks(ax, streams) -> None:
+    for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+        for text, s in zip(labels, streams):
+            text.set_color(STREAM_TEXT[s])
+
+
+def _apex_planar(diagram: HasseDiagram, centres: list[int]) -> bool:
+    """Planarity of the diagram plus one vertex joined to every centre (networkx)."""
+    g = nx.Graph(list(diagram.edges))
+    g.add_nodes_from(range(diagram.num_classes))
+    g.add_edges_from(("apex", c) for c in centres)
+    return bool(nx.check_planarity(g)[0])
+
+
+def _wing_layout(merged):
+    """Diagram, slot names, class streams, order keys and the crossing count of the wing layout."""
+    names = slot_names(merged)
+    diagram = HasseDiagram.from_mask(merged.mask)
+    streams, keys = _class_attrs(merged, diagram)
+    return names, diagram, streams, keys, hasse_crossings(diagram, levels="top", order_key=keys)
+
+
+def _separate_backward_wings(family) -> list[Task]:
+    """The family with every task's backward-wing tokens renamed per task (never identified)."""
+    out = []
+    for t in family.tasks:
+        inputs = [Token(("w", t.name), x.position) if s == "B" else x for x, s in zip(t.inputs, t.streams)]
+        out.append(Task(inputs, t.mask, t.labels, t.streams, t.sources, t.name))
+    return out
 
 
 def main(out: Path, quick: bool = False) -> dict:
     n = 4
-    merged = butterfly(n).merge()
-    names = slot_names(merged)
-    diagram = HasseDiagram.from_mask(merged.mask)
+    family = butterfly(n)
+    merged = family.merge()
+    names, diagram, streams, keys, crossings = _wing_layout(merged)
     sparse = sparsify(merged)
     report = audit(merged)
     o = Output(out, NAME)
 
-    fig, ax = plt.subplots(figsize=(7, 5))
+    # ---- Figure 8: the merged Hasse diagram, wings on their sides, centres on one level.
+    pos = hasse_layout(diagram, names, levels="top", order_key=keys)
+    centre_levels = sorted({pos[c][1] for c, s in enumerate(streams) if s == "C"})
+    fig, ax = plt.subplots(figsize=(4.6, 3.4))
     draw_hasse(
         diagram,
         ax=ax,
         names=names,
-        title=f"Butterfly Hasse diagram (n = {n}): forward wing F, backward wing B, centres C",
+        levels="top",
+        order_key=keys,
+        class_colors=[STREAM_COLOR[s] for s in streams],
+        min_fontsize=8,
+        title=f"Butterfly Hasse diagram, n = {n} ({CITE}):\n"
+        f"{diagram.num_classes} classes; wings on the sides, centres on one level: {crossings} crossing",
     )
+    _legend(ax, ["B", "C", "F"], loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, handlelength=1.2)
     o.savefig(fig, "butterfly_hasse")
 
-    fig, axes = plt.subplots(1, 2, layout="constrained", figsize=(11, 5.6))
+    # ---- Figure 9: dense mask and its sparse variant, tick labels coloured by stream.
+    slot_streams = list(merged.streams)
+    fig, axes = plt.subplots(1, 2, layout="constrained", figsize=(6.5, 3.6))
+    dense_depth = int(convergence_depth(merged.mask))
     draw_mask(
         merged.mask,
         ax=axes[0],
         labels=names,
-        title=f"dense: {int(merged.mask.sum())} nonzeros (2n²−n), L* = {int(convergence_depth(merged.mask))}",
+        title=f"dense: {int(merged.mask.sum())} nonzeros ($2n^2-n$), $L^* = {dense_depth}$",
     )
     draw_mask(
         sparse.mask,
         ax=axes[1],
         labels=names,
-        title=f"sparse: {sparse.nonzeros} nonzeros (7n−8), L* = {sparse.depth} (n−1)",
+        title=f"sparse: {sparse.nonzeros} nonzeros ($7n-8$), $L^* = {sparse.depth}$ ($n-1$)",
     )
+    for a in axes:
+        _colour_ticks(a, slot_streams)
     fig.suptitle(
-        "Butterfly attention and its sparse variant: the same closure, so the same deep information flow", fontsize=11
+        f"Butterfly attention, n = {n}, and its sparse variant (Def. 3.8): the same closure\n"
+        f"({CITE}; slot names coloured by stream: F, B, C)"
     )
     o.savefig(fig, "butterfly_masks")
+
+    # ---- The merge: tasks before merging, the minimal merge, a larger common supergraph.
+    tasks = family.tasks
+    level_of_class = {c: round(y) for c, (_, y) in pos.items()}
+    slot_level = [level_of_class[int(c)] for c in np.asarray(diagram.labels)]
+    slot_key = [_key(s, x) for s, x in zip(merged.streams, merged.inputs)]
+    task_names = [[("w'" if x.symbol == "agg" else "w") + str(x.position) for x in t.inputs] for t in tasks]
+    split = merge_tasks(_separate_backward_wings(family), family.stream_order, name="butterfly_split_B")
+    split_names = [
+        f"B{x.position}/{x.symbol[1]}" if s == "B" else nm
+        for s, x, nm in zip(split.streams, split.inputs, slot_names(split))
+    ]
+    split_diagram = HasseDiagram.from_mask(split.mask)
+    split_streams, split_keys = _class_attrs(split, split_diagram)
+
+    # Fixed axes (no layout engine): draw_hasse fits its font to the axes' size when called.
+    fig = plt.figure(figsize=(7.0, 6.6))
+    grid = fig.add_gridspec(2, 8, left=0.02, right=0.98, top=0.86, bottom=0.08, hspace=0.45, wspace=0.3)
+    task_axes = [fig.add_subplot(grid[0, 2 * t : 2 * t + 2]) for t in range(len(tasks))]
+    drawn = draw_task_family(
+        tasks,
+        task_axes,
+        names=task_names,
+        levels=per_task_slots(slot_level, merged.slot_map),
+        order_key=per_task_slots(slot_key, merged.slot_map),
+        colors=[[STREAM_COLOR[s] for s in t.streams] for t in tasks],
+        titles=[f"$T_{k}$: predicts $w_{k}$" for k in range(1, n + 1)],
+    )
+    task_nodes = sum(drawn.task_nodes)
+    fig.text(
+        0.5,
+        0.915,
+        f"(a) the {n} tasks before merging: {task_nodes} nodes ($n^2$); dashed: equivalent nodes (Def. 3.5), "
+        f"{len(drawn.joins)} joins",
+        ha="center",
+        fontsize=plt.rcParams["axes.titlesize"],
+    )
+    ax_m, ax_s = fig.add_subplot(grid[1, :3]), fig.add_subplot(grid[1, 3:])
+    draw_hasse(
+        diagram,
+        ax=ax_m,
+        names=names,
+        levels="top",
+        order_key=keys,
+        class_colors=[STREAM_COLOR[s] for s in streams],
+        min_fontsize=8,
+        title=f"(b) minimal merge (Thm 3.7):\n{diagram.num_classes} nodes ($3n-2$)",
+    )
+    draw_hasse(
+        split_diagram,
+        ax=ax_s,
+        names=split_names,
+        levels="top",
+        order_key=split_keys,
+        class_colors=[STREAM_COLOR[s] for s in split_streams],
+        min_fontsize=8,
+        title=f"(c) a common supergraph, not minimal:\nB wing kept per task, {split_diagram.num_classes} nodes",
+    )
+    _legend(fig, ["B", "C", "F"], loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=3, handlelength=1.2)
+    fig.suptitle(f"Merging the butterfly family, n = {n} ({CITE})", y=0.99)
+    o.savefig(fig, "butterfly_merge")
+
     o.write_json(
         {
             "n": n,
             "slots": merged.n,
             "slot_names": names,
+            "slot_streams": slot_streams,
             "dense_mask": np.asarray(merged.mask).astype(int),
             "sparse_mask": sparse.mask.astype(int),
             "dense_nonzeros": int(merged.mask.sum()),
+            "dense_depth": dense_depth,
             "sparse_nonzeros": sparse.nonzeros,
             "sparse_depth": sparse.depth,
             "equals_closed_form": bool(np.array_equal(merged.mask, np.asarray(butterfly_mask(n)))),
@@ -72,10 +221,34 @@ def main(out: Path, quick: bool = False) -> dict:
             "centre_reach": {str(a.target): sorted(str(t) for t in a.reached) for a in report.slots},
             "leaks": len(report.leaks),
             "token_density": report.token_density,
+            "hasse_layout": {
+                "classes": [[names[p] for p in c] for c in diagram.classes],
+                "edges": [list(e) for e in diagram.edges],
+                "positions": {names[diagram.classes[c][0]]: list(xy) for c, xy in pos.items()},
+                "centre_levels": centre_levels,
+                "crossings": crossings,
+                "crossings_formula_(n-2)(n-3)/2": (n - 2) * (n - 3) // 2,
+                "apex_planar": {
+                    str(m): _apex_planar(d, [c for c, s in enumerate(st) if s == "C"])
+                    for m in (4, 5, 6)
+                    for _, d, st, _, _ in [_wing_layout(butterfly(m).merge())]
+                },
+            },
+            "merge": {
+                "task_nodes": list(drawn.task_nodes),
+                "task_nodes_total": task_nodes,
+                "merged_nodes": drawn.merged_nodes,
+                "merged_diagram_classes": diagram.num_classes,
+                "joins": len(drawn.joins),
+                "not_minimal_supergraph": "backward wing kept apart per task",
+                "not_minimal_nodes": split_diagram.num_classes,
+                "not_minimal_slots": split.n,
+            },
         }
     )
     return {
-        "key": f"{merged.n} slots, sparse {sparse.nonzeros} nonzeros at L* = {sparse.depth}, leaks: {len(report.leaks)}"
+        "key": f"{merged.n} slots, sparse {sparse.nonzeros} nonzeros at L* = {sparse.depth}, leaks: {len(report.leaks)}; "
+        f"merge {task_nodes} -> {drawn.merged_nodes} nodes"
     }
 
 

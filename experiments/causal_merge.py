@@ -40,12 +40,19 @@ def main(out: Path, quick: bool = False) -> dict:
     is_causal = bool(np.array_equal(merged.mask, np.asarray(causal(n - 1))))
     report = audit(merged)
     o = Output(out, NAME)
-    fig, axes = plt.subplots(1, 2, layout="constrained", figsize=(9, 4.2), gridspec_kw={"width_ratios": [0.7, 1]})
-    draw_hasse(HasseDiagram.from_mask(merged.mask), ax=axes[0], names=names, title="merged Hasse diagram (a chain)")
+    fig, axes = plt.subplots(1, 2, layout="constrained", figsize=(6.5, 3.7), gridspec_kw={"width_ratios": [0.6, 1]})
+    draw_hasse(
+        HasseDiagram.from_mask(merged.mask),
+        ax=axes[0],
+        names=names,
+        title="merged Hasse diagram:\na chain",
+        fontsize=8.5,
+        min_fontsize=8,
+    )
     draw_mask(merged.mask, ax=axes[1], labels=names, title="merged mask (slot: input→target)")
     title = fig.suptitle(
-        f"Causal attention is the minimal merged autoregressive family (n = {n}): {merged.n} slots, next-token labels",
-        fontsize=10,
+        f"Causal attention is the minimal merge of the autoregressive family (Thm 3.7,\n"
+        f"Li & Guo, arXiv:2606.09951), n = {n}: {merged.n} slots, next-token labels"
     )
     _centre_suptitle(fig, title)
     o.savefig(fig, "causal_merge")

@@ -1,8 +1,12 @@
-"""Figure 3 (spec hasse.md §5): from a block-causal mask to its preorder, classes and Hasse chain.
+"""Figure 3 (spec hasse.md §5): from a mask to its closure, classes and Hasse diagram, and back.
 
-Block-causal with 3 blocks of 2: positions in a block attend to each other (mutually
-reachable: one class per block), and every block sees the earlier ones, so the quotient
-order is a chain of 3 classes and L* = 1 (the mask is already closed).
+The mask (n = 7, row = query, column = key; the residual diagonal A = M | I) is not closed:
+0 and 1 see each other, 2 sees 1, 3 and 4 see each other and 3 sees 2, 5 sees 1, 6 sees 4
+and 5. Its closure R (spec §1.3, L* = 4 layers) adds the pairs reached through chains of
+attention; the classes of mutually reachable positions are {0, 1} and {3, 4} and three
+singletons; the Hasse diagram (covering pairs of the quotient order) has two branches that
+meet at 6; and the diagram determines R back: R[i, j] iff [j] ≤ [i] in the diagram
+(Li & Guo, arXiv:2606.09951). Classes keep one colour in every panel.
 """
 
 from __future__ import annotations
@@ -12,59 +16,114 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
+from matplotlib.patches import Rectangle
 
-from hassejax.masks import block_causal
 from hassejax.order import HasseDiagram, convergence_depth, reachability
 from hassejax.plot import draw_hasse, draw_mask
 
 NAME = "preorder_to_hasse"
+CITE = "Li & Guo, arXiv:2606.09951"
+# Light fills (black node text stays readable), one per class.
+CLASS_COLORS = ["#fbb4ae", "#b3cde3", "#ccebc5", "#decbe4", "#fed9a6", "#ffffcc", "#e5d8bd"]
+ADDED = "#f4a340"  # pairs the closure adds to M | I
+# (query, key) pairs of the mask besides the diagonal.
+PAIRS = [(0, 1), (1, 0), (2, 1), (3, 2), (3, 4), (4, 3), (5, 1), (6, 4), (6, 5)]
+
+
+def _matrix_axes(ax, n: int) -> None:
+    ax.set_xticks(range(n))
+    ax.set_yticks(range(n))
+    ax.set_xticks(np.arange(-0.5, n, 1.0), minor=True)
+    ax.set_yticks(np.arange(-0.5, n, 1.0), minor=True)
+    ax.grid(which="minor", color="#bbbbbb", linewidth=0.5)
+    ax.tick_params(which="minor", length=0)
+    ax.xaxis.set_ticks_position("top")
+    ax.xaxis.set_label_position("top")
+    ax.set_xlabel("key j")
+    ax.set_ylabel("query i")
 
 
 def main(out: Path, quick: bool = False) -> dict:
-    n, block = 6, 2
-    mask = block_causal(n, block)
+    n = 7
+    mask = np.eye(n, dtype=bool)
+    for i, j in PAIRS:
+        mask[i, j] = True
     r = np.asarray(reachability(mask))
+    depth = int(convergence_depth(mask))
     diagram = HasseDiagram.from_mask(mask)
     labels = np.asarray(diagram.labels)
+    rebuilt = np.asarray(diagram.reachability())
+    added = r & ~mask
+    colors = [CLASS_COLORS[c] for c in range(diagram.num_classes)]
     o = Output(out, NAME)
-    fig, axes = plt.subplots(
-        1, 4, layout="constrained", figsize=(14, 3.8), gridspec_kw={"width_ratios": [1, 1, 1, 0.8]}
-    )
-    draw_mask(mask, ax=axes[0], title="mask M (block-causal, 3 × 2)")
-    draw_mask(r, ax=axes[1], title="closure R: j ⪯ i iff R[i, j]")
-    cmap = plt.get_cmap("tab10")
+
+    fig = plt.figure(figsize=(7.0, 6.0))
+    grid = fig.add_gridspec(2, 3, left=0.07, right=0.98, top=0.80, bottom=0.03, hspace=0.5, wspace=0.45)
+    ax_m, ax_r, ax_c = (fig.add_subplot(grid[0, k]) for k in range(3))
+    ax_h, ax_b = fig.add_subplot(grid[1, :2]), fig.add_subplot(grid[1, 2])
+
+    draw_mask(mask, ax=ax_m, title=f"(a) mask $M$ with the diagonal:\n$A = M \\vee I$, {int(mask.sum())} pairs")
+    draw_mask(r, ax=ax_r, title=f"(b) closure $R = A^{{L^*}}$, $L^* = {depth}$:\n+{int(added.sum())} pairs (orange)")
+    for i, j in zip(*np.nonzero(added)):
+        ax_r.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=ADDED, edgecolor="none", zorder=2))
+
     img = np.ones((n, n, 3))
     mutual = r & r.T
     for i in range(n):
         for j in range(n):
             if mutual[i, j]:
-                img[i, j] = cmap(labels[i])[:3]
+                img[i, j] = plt.matplotlib.colors.to_rgb(colors[labels[i]])
             elif r[i, j]:
                 img[i, j] = (0.8, 0.8, 0.8)
-    axes[2].imshow(img, interpolation="nearest")
-    axes[2].set_xticks(range(n))
-    axes[2].set_yticks(range(n))
-    axes[2].xaxis.set_ticks_position("top")
-    axes[2].xaxis.set_label_position("top")  # the label beside its tick labels, as in draw_mask
-    axes[2].set_xlabel("key j")
-    axes[2].set_ylabel("query i")
-    axes[2].set_title("classes: R[i, j] and R[j, i] (coloured),\none-way pairs grey")
-    draw_hasse(diagram, ax=axes[3], title=f"Hasse diagram: a chain of {diagram.num_classes}")
-    fig.suptitle("Preorder → classes → Hasse diagram (block-causal mask, L* = 1)", fontsize=11)
+    ax_c.imshow(img, interpolation="nearest")
+    _matrix_axes(ax_c, n)
+    ax_c.set_title("(c) classes: $R[i,j]$ and $R[j,i]$\n(coloured), one-way pairs grey")
+
+    draw_hasse(
+        diagram,
+        ax=ax_h,
+        class_colors=colors,
+        levels=None,
+        min_fontsize=8,
+        title=f"(d) Hasse diagram: {diagram.num_classes} classes, {len(diagram.edges)} covering pairs",
+    )
+
+    img = np.ones((n, n, 3))
+    for i, j in zip(*np.nonzero(rebuilt)):
+        img[i, j] = plt.matplotlib.colors.to_rgb(colors[labels[j]])
+    ax_b.imshow(img, interpolation="nearest")
+    _matrix_axes(ax_b, n)
+    closes = bool(np.array_equal(rebuilt, r))
+    ax_b.set_title(
+        "(e) read back from (d): $R[i,j]$ iff\n$[j] \\leq [i]$ (cell: colour of $[j]$)"
+        + (": equals (b)" if closes else ": differs from (b)")
+    )
+    fig.suptitle(
+        f"Mask → preorder → classes → Hasse diagram → the same $R$ ({CITE})\n"
+        f"n = {n}: the closure adds {int(added.sum())} pairs; $L^* = {depth}$ layers realise it",
+    )
     o.savefig(fig, "preorder_to_hasse")
-    depth = int(convergence_depth(mask))
     o.write_json(
         {
             "n": n,
-            "block_size": block,
+            "mask": mask.astype(int),
+            "mask_pairs_with_diagonal": int(mask.sum()),
+            "closure": r.astype(int),
+            "closure_pairs": int(r.sum()),
+            "closure_added_pairs": int(added.sum()),
             "convergence_depth": depth,
             "classes": [list(c) for c in diagram.classes],
+            "class_colors": colors,
             "hasse_edges": [list(e) for e in diagram.edges],
             "is_chain": diagram.width == 1,
+            "width": diagram.width,
             "depth_longest_chain": diagram.depth,
+            "hasse_closes_back_to_closure": closes,
         }
     )
-    return {"key": f"{diagram.num_classes} classes, chain: {diagram.width == 1}, L* = {depth}"}
+    return {
+        "key": f"{diagram.num_classes} classes, +{int(added.sum())} pairs by closure, L* = {depth}, closes: {closes}"
+    }
 
 
 if __name__ == "__main__":

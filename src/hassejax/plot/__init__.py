@@ -10,7 +10,7 @@
 
 from . import dynamics
 from .angles import break_wraps
-from .hasse import draw_hasse, hasse_figsize, hasse_layout
+from .hasse import draw_hasse, hasse_crossings, hasse_figsize, hasse_layout
 from .histogram import log_bins
 from .masks import draw_mask
 from .phase_map import OUTCOME_COLORS, draw_hatched, draw_outcome_map
@@ -21,6 +21,7 @@ __all__ = [
     "draw_hasse",
     "hasse_figsize",
     "hasse_layout",
+    "hasse_crossings",
     "draw_mask",
     "OUTCOME_COLORS",
     "draw_outcome_map",

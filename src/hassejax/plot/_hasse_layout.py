@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 
+from ..errors import ParameterError
 from ..order.hasse import HasseDiagram, format_class
 
 # Advance width of a monospace glyph (DejaVu Sans Mono) in units of the font size, and the
@@ -87,19 +88,68 @@ def _crossings(layers, succ, order_of) -> int:
     return total
 
 
-def _layout(diagram: HasseDiagram, labels: list[str], sweeps: int = 4):
+def _resolve_levels(diagram: HasseDiagram, levels) -> dict[int, int]:
+    """The layer of every class: ``"bottom"`` (topological generations), ``"top"`` or explicit.
+
+    ``"top"`` puts every maximal class on the top layer and every other class one layer below
+    its lowest cover (longest path to a maximal class, counted from the top). Explicit levels
+    (one non-negative int per class) must rise along every edge.
+    """
+    num = diagram.num_classes
+    if levels is None or (isinstance(levels, str) and levels == "bottom"):
+        return {c: k for k, gen in enumerate(diagram.generations) for c in gen}
+    if isinstance(levels, str):
+        if levels != "top":
+            raise ParameterError(f'`levels` must be "bottom", "top" or one int per class; got {levels!r}.')
+        up = dict.fromkeys(range(num), 0)
+        for c in reversed(list(itertools.chain.from_iterable(diagram.generations))):
+            up[c] = max((up[v] + 1 for v in diagram.graph.successors(c)), default=0)
+        top = max(up.values())
+        return {c: top - up[c] for c in range(num)}
+    out = list(levels)
+    if len(out) != num or not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in out):
+        raise ParameterError(
+            f"`levels` must hold one int per class ({num} classes); got {len(out)} entries: {out!r:.120}."
+        )
+    if min(out) < 0:
+        raise ParameterError(f"`levels` must be non-negative; got {min(out)}.")
+    bad = [(u, v) for u, v in diagram.edges if not out[u] < out[v]]
+    if bad:
+        u, v = bad[0]
+        raise ParameterError(
+            f"`levels` must rise along every edge (a class above every class it covers); edge {u} -> {v} goes "
+            f"from level {out[u]} to level {out[v]}."
+        )
+    return {c: int(x) for c, x in enumerate(out)}
+
+
+def _resolve_keys(diagram: HasseDiagram, order_key) -> dict[int, float] | None:
+    if order_key is None:
+        return None
+    keys = list(order_key)
+    if len(keys) != diagram.num_classes or not all(np.isfinite(float(k)) for k in keys):
+        raise ParameterError(
+            f"`order_key` must hold one finite number per class ({diagram.num_classes} classes); got {keys!r:.120}."
+        )
+    return {c: float(k) for c, k in enumerate(keys)}
+
+
+def _layout(diagram: HasseDiagram, labels: list[str], sweeps: int = 4, levels=None, order_key=None):
     """Sugiyama-style layout: positions of classes and dummy bends, and each edge's route.
 
-    An edge spanning several generations is routed through one dummy slot per generation it
-    passes, so that every drawn segment joins adjacent layers and no edge runs through a
-    node box it does not connect. Returns ``(pos, width, routes)``: `pos` and `width` keyed
-    by class id (int) or dummy key (tuple), and ``routes[(u, v)]`` the dummy keys in order.
+    An edge spanning several layers is routed through one dummy slot per layer it passes,
+    so that every drawn segment joins adjacent layers and no edge runs through a node box it
+    does not connect. `levels` and `order_key` as in :func:`hassejax.plot.hasse_layout`: with
+    `order_key`, every layer is ordered by it (a dummy by the key interpolated between its
+    edge's ends) and no crossing reduction runs. Returns ``(pos, width, routes)``: `pos` and
+    `width` keyed by class id (int) or dummy key (tuple), and ``routes[(u, v)]`` the dummy
+    keys in order.
     """
-    gen_of = {}
-    for k, gen in enumerate(diagram.generations):
-        for c in gen:
-            gen_of[c] = k
-    layers: list[list] = [list(g) for g in diagram.generations]
+    gen_of = _resolve_levels(diagram, levels)
+    keys = _resolve_keys(diagram, order_key)
+    layers: list[list] = [[] for _ in range(max(gen_of.values()) + 1)]
+    for c in range(diagram.num_classes):
+        layers[gen_of[c]].append(c)
     width: dict = {c: len(labels[c]) + _GAP for c in range(diagram.num_classes)}
     succ: dict = {c: [] for c in width}
     pred: dict = {c: [] for c in width}
@@ -213,7 +263,13 @@ def _layout(diagram: HasseDiagram, labels: list[str], sweeps: int = 4):
                 break
         return current, layers, pos_x
 
-    if len(width) > _REFINE_MAX_NODES:
+    if keys is not None:  # the caller's order; dummies between their edge's ends
+        for u, v in routes:
+            for k, d in enumerate(routes[(u, v)], start=1):
+                keys[d] = keys[u] + (keys[v] - keys[u]) * k / (gen_of[v] - gen_of[u])
+        layers = [sorted(layer, key=lambda c: keys[c]) for layer in layers]
+        _, pos_x = place(layers)
+    elif len(width) > _REFINE_MAX_NODES:
         layers = barycenter(layers)
         _, pos_x = place(layers)
     else:  # small drawings: a few restarts from shuffled layers (seeded), each refined

@@ -15,17 +15,18 @@ through their top and bottom borders.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.patches import FancyArrowPatch
 from matplotlib.path import Path
 
-from ..errors import MaskError
-from ..order.hasse import HasseDiagram
+from ..errors import MaskError, ParameterError
+from ..order.hasse import HasseDiagram, format_class
 from ._hasse_layout import _CHAR_EM, _HALF_HEIGHT_EM, _PAD, _extent, _layout, _node_labels
 
-__all__ = ["hasse_layout", "hasse_figsize", "draw_hasse"]
+__all__ = ["hasse_layout", "hasse_figsize", "hasse_crossings", "draw_hasse"]
 
 
 def hasse_layout(
@@ -34,6 +35,8 @@ def hasse_layout(
     *,
     max_label_chars: int = 40,
     sweeps: int = 4,
+    levels: str | Sequence[int] | None = None,
+    order_key: Sequence[float | int] | None = None,
 ) -> dict[int, tuple[float, float]]:
     """Layered positions of the classes of a Hasse diagram.
 
@@ -45,22 +48,79 @@ def hasse_layout(
     - `sweeps`: number of up-and-down barycenter sweeps that order each layer (the order
       with the fewest edge crossings is kept) and that then pull each node towards its
       neighbours.
+    - `levels`: the layer of each class: ``None`` or ``"bottom"`` (topological generations:
+      minimal classes on layer 0), ``"top"`` (maximal classes all on the top layer, every
+      other class one layer below its lowest cover), or one int per class (class id order)
+      that rises along every edge.
+    - `order_key`: optional number per class; if given, each layer is ordered by it (a long
+      edge's bend by the key interpolated between its ends) instead of by crossing reduction.
 
-    **Returns:** ``{class id: (x, y)}``; `y` is the generation index (0 = minimal classes),
+    **Returns:** ``{class id: (x, y)}``; `y` is the layer (0 = bottom; the generation index by default),
     `x` is in units of one label character, the drawing centred on 0, and neighbouring
     nodes in a layer at least ``(len(label_a) + len(label_b)) / 2 + 2`` apart. An edge
     spanning several generations gets a free slot of its own in every layer it crosses
     (where :func:`draw_hasse` bends it), so it never runs through another node.
 
     **Raises:** :class:`~hassejax.errors.MaskError` if `names` has the wrong length or
-    `max_label_chars < 4`.
+    `max_label_chars < 4`; :class:`~hassejax.errors.ParameterError` for `levels` that are not
+    one of the names or do not rise along an edge, or an `order_key` of the wrong length.
+
+    **Example:**
+
+    >>> import numpy as np
+    >>> from hassejax.order import HasseDiagram
+    >>> d = HasseDiagram.from_mask(np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1]], bool))  # {0} < {1}; {2}
+    >>> sorted(y for _, y in hasse_layout(d).values()), sorted(y for _, y in hasse_layout(d, levels="top").values())
+    ([0.0, 0.0, 1.0], [0.0, 1.0, 1.0])
     """
     if max_label_chars < 4:
         raise MaskError(f"`max_label_chars` must be at least 4; got {max_label_chars}.")
     names = diagram._check_names(names)
     labels = _node_labels(diagram, names, max_label_chars)
-    pos, _, _ = _layout(diagram, labels, sweeps)
+    pos, _, _ = _layout(diagram, labels, sweeps, levels, order_key)
     return {c: pos[c] for c in range(diagram.num_classes)}
+
+
+def hasse_crossings(
+    diagram: HasseDiagram,
+    *,
+    levels: str | Sequence[int] | None = None,
+    order_key: Sequence[float | int] | None = None,
+) -> int:
+    """Number of edge crossings of the layered layout that :func:`draw_hasse` draws.
+
+    Counted between adjacent layers on the layout's segments (a long edge is one segment
+    per layer it crosses): two segments cross when their lower ends and their upper ends
+    lie in opposite orders. Labels do not change the order within a layer when
+    `order_key` is given; without it they only break ties of the crossing reduction (the
+    count uses class-id labels).
+
+    **Arguments:** `diagram`; `levels`, `order_key` as :func:`hasse_layout`.
+
+    **Returns:** the number of crossing pairs of segments (int, >= 0).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`hasse_layout`.
+
+    **Example:**
+
+    >>> import numpy as np
+    >>> from hassejax.order import HasseDiagram
+    >>> x = np.eye(4, dtype=bool); x[2, 0] = x[3, 1] = True  # two chains {0} < {2}, {1} < {3}
+    >>> hasse_crossings(HasseDiagram.from_mask(x)), hasse_crossings(HasseDiagram.from_mask(x), order_key=[0, 1, 1, 0])
+    (0, 1)
+    """
+    labels = [format_class(mem) for mem in diagram.classes]
+    pos, _, routes = _layout(diagram, labels, levels=levels, order_key=order_key)
+    segments = []
+    for (u, v), bends in routes.items():
+        chain = [u, *bends, v]
+        segments += [(pos[a], pos[b]) for a, b in itertools.pairwise(chain)]
+    count = 0
+    for i, ((a0, a1), (b0, _)) in enumerate(segments):
+        for (c0, c1), (d0, _) in segments[i + 1 :]:
+            if a1 == c1 and (a0 - c0) * (b0 - d0) < 0:
+                count += 1
+    return count
 
 
 def hasse_figsize(
@@ -70,14 +130,17 @@ def hasse_figsize(
     title: str | None = None,
     fontsize: float = 10.0,
     max_label_chars: int = 40,
+    levels: str | Sequence[int] | None = None,
+    order_key: Sequence[float | int] | None = None,
 ) -> tuple[float, float]:
     """Figure size in inches at which :func:`draw_hasse` keeps `fontsize` (capped at 30 × 20).
 
     Room for `fontsize / 1.5` points per label character cell and `fontsize / 0.29` points
-    between layers (the fit rule of :func:`draw_hasse`).
+    between layers (the fit rule of :func:`draw_hasse`). `levels`, `order_key`: as
+    :func:`hasse_layout`.
     """
     names = diagram._check_names(names)
-    pos, width, _ = _layout(diagram, _node_labels(diagram, names, max_label_chars))
+    pos, width, _ = _layout(diagram, _node_labels(diagram, names, max_label_chars), levels=levels, order_key=order_key)
     return _figsize(pos, width, title, fontsize)
 
 
@@ -99,6 +162,11 @@ def draw_hasse(
     max_label_chars: int = 40,
     node_color: str = "#dbe9f6",
     edge_color: str = "#333333",
+    class_colors: Sequence[str] | Mapping[int, str] | None = None,
+    levels: str | Sequence[int] | None = None,
+    order_key: Sequence[float | int] | None = None,
+    min_fontsize: float | int | None = None,
+    num_levels: int | None = None,
 ):
     """Draw a Hasse diagram, layered by topological generation, members inside the nodes.
 
@@ -120,18 +188,32 @@ def draw_hasse(
     - `fontsize`: largest font size in points (smaller if the axes are too small).
     - `max_label_chars`: labels longer than this are cut with an ellipsis.
     - `node_color`, `edge_color`: matplotlib colours.
+    - `class_colors`: optional fill colour per class: a sequence in class id order or a
+      mapping ``{class id: colour}`` (classes it leaves out get `node_color`).
+    - `levels`, `order_key`: the layers and the order within them, as :func:`hasse_layout`.
+    - `min_fontsize`: if given, raise instead of fitting the font below this size (points).
+    - `num_levels`: if given, the axes hold this many layers (at least the layout's), so that
+      diagrams drawn side by side with common `levels` share one vertical scale.
 
     **Returns:** the ``Axes``.
 
     **Raises:** :class:`~hassejax.errors.MaskError` if `diagram` is not a HasseDiagram or
-    `names` has the wrong length.
+    `names` has the wrong length; :class:`~hassejax.errors.ParameterError` for bad `levels`,
+    `order_key` or `class_colors`, or when the font fitted to the axes is below `min_fontsize`.
     """
     if not isinstance(diagram, HasseDiagram):
         raise MaskError(f"`diagram` must be a HasseDiagram; got {type(diagram).__name__}.")
     names = diagram._check_names(names)
     labels = _node_labels(diagram, names, max_label_chars)
-    pos, width, routes = _layout(diagram, labels)
+    fills = _class_fills(diagram, class_colors, node_color)
+    pos, width, routes = _layout(diagram, labels, levels=levels, order_key=order_key)
     x_range, y_range = _extent(pos, width)
+    if num_levels is not None:
+        if isinstance(num_levels, bool) or not isinstance(num_levels, (int, np.integer)) or num_levels < y_range:
+            raise ParameterError(
+                f"`num_levels` must be an int >= the layout's {int(y_range)} layers; got {num_levels!r}."
+            )
+        y_range = float(num_levels)
     num_layers = int(y_range)
 
     if ax is None:
@@ -153,6 +235,12 @@ def draw_hasse(
     x_unit = bbox.width * 72 / dpi / x_range
     y_unit = bbox.height * 72 / dpi / y_range
     fs = min(fontsize, 1.5 * x_unit, 0.29 * y_unit)
+    if min_fontsize is not None and fs < min_fontsize:
+        raise ParameterError(
+            f"`min_fontsize`: the node labels fit the axes only at {fs:.2f} pt (< {min_fontsize} pt); "
+            f"give the axes at least {x_range * min_fontsize / 1.5 / 72:.2f} in x "
+            f"{y_range * min_fontsize / 0.29 / 72:.2f} in."
+        )
 
     texts = {}
     for c in range(diagram.num_classes):  # node texts in class id order
@@ -165,7 +253,7 @@ def draw_hasse(
             va="center",
             fontsize=fs,
             fontfamily="monospace",
-            bbox=dict(boxstyle=f"round,pad={_PAD}", facecolor=node_color, edgecolor=edge_color, linewidth=0.8),
+            bbox=dict(boxstyle=f"round,pad={_PAD}", facecolor=fills[c], edgecolor=edge_color, linewidth=0.8),
             zorder=3,
         )
     # Arrows end on the box borders (computed here: the text boxes are only placed at draw time).
@@ -192,6 +280,25 @@ def draw_hasse(
         arrow.set_clip_on(False)
         ax.add_patch(arrow)
     return ax
+
+
+def _class_fills(diagram: HasseDiagram, class_colors, node_color: str) -> list:
+    """The fill colour of every class (class id order)."""
+    num = diagram.num_classes
+    if class_colors is None:
+        return [node_color] * num
+    if isinstance(class_colors, Mapping):
+        bad = [c for c in class_colors if not (isinstance(c, (int, np.integer)) and 0 <= c < num)]
+        if bad:
+            raise ParameterError(f"`class_colors` names class ids 0 .. {num - 1}; got {bad[0]!r}.")
+        return [class_colors.get(c, node_color) for c in range(num)]
+    fills = list(class_colors)
+    if isinstance(class_colors, str) or len(fills) != num:
+        raise ParameterError(
+            f"`class_colors` must hold one colour per class ({num} classes) or map class ids to colours; "
+            f"got {class_colors!r:.120}."
+        )
+    return fills
 
 
 def _gap_curve(a, b, vertical_a: bool, vertical_b: bool, samples: int) -> np.ndarray:
