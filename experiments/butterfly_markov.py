@@ -6,16 +6,21 @@ held-out per-token losses with the exact conditional entropies:
 
 - ``H1 = H(X_t | X_{t−1})`` (the floor of next-token prediction),
 - ``H2 = H(X_t | X_{t−1}, X_{t+1})`` (the interior floor of Butterfly prediction),
-- and the exact floor of every layout averaged over the positions it actually predicts
-  (boundaries included: Butterfly's first and last tokens have one neighbour; Block
-  Two-Stream predicts block `b` from the prefix `w_1..w_{bl}`).
+- and each layout's own exact floor (:func:`hassejax.nn.floors.target_floors`): per target,
+  ``H(X_t | X_seen)`` with the positions the slot sees through ``R^(L)`` of its mask, and their
+  mean (:func:`hassejax.nn.optimal_loss`). Boundaries count: Butterfly's first and last tokens
+  see one neighbour, so its floor is above H2; Block Two-Stream predicts block `b` from the
+  prefix ``w_1..w_{bl}`` only.
 
+Each model is drawn and stated against its own floor (``final_over_own_floor``).
 Acceptance (issue 4): Butterfly ≤ H1 − ½(H1 − H2) and ≤ 1.1·H2 (with H1 − H2 ≥ 0.2 nats);
-causal ≤ 1.1·H1. Also recorded: the float32 training–inference consistency of the trained
-Block Two-Stream model and a bit-for-bit leak check of the trained models.
+causal ≤ 1.1·H1. Also recorded and drawn (``checks.png``): the float32 training–inference
+consistency of the trained Block Two-Stream model block by block, a bit-for-bit leak check of
+the three trained models, and the leak audit and supervision densities of the three merged
+tasks (:func:`hassejax.tasks.audit`).
 
-Writes ``OUT/butterfly_markov/butterfly_markov.json`` (every number, seeds, versions) and
-``training_curves.png`` / ``.pdf``. Usage::
+Writes ``OUT/butterfly_markov/butterfly_markov.json`` (every number, seeds, versions),
+``training_curves.png`` / ``.pdf`` and ``checks.png`` / ``.pdf``. Usage::
 
     python experiments/butterfly_markov.py [--out paper_figures] [--quick]
 """
@@ -31,8 +36,10 @@ from pathlib import Path
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
+from matplotlib.ticker import MaxNLocator
 
 from hassejax.nn import (
     TrainConfig,
@@ -43,13 +50,15 @@ from hassejax.nn import (
     causal_layout,
     entropy_rate,
     generate_blocks,
-    layout_loss,
     optimal_loss,
     random_markov_chain,
     stationary_distribution,
     train,
     two_sided_entropy,
 )
+from hassejax.nn.floors import target_floors
+from hassejax.plot.style import figsize
+from hassejax.tasks import audit, autoregressive, block_generation, butterfly
 
 NAME = "butterfly_markov"
 
@@ -63,8 +72,16 @@ def _logits(model, layout, seq):
 
 
 @eqx.filter_jit
-def _per_sequence_loss(model, layout, seqs):
-    return jax.vmap(lambda s: layout_loss(model, layout, s[None], check_ids=False))(seqs)
+def _slot_nll(model, layout, seqs):
+    """NLL (nats) of every slot's target on every sequence, float `(m, slots)`; 0 at unlabelled slots."""
+
+    def one(seq):
+        logp = jax.nn.log_softmax(layout.logits(model, seq, check_ids=False), axis=-1)
+        tgt = layout.target_index
+        nll = -jnp.take_along_axis(logp, seq[jnp.maximum(tgt, 0)][:, None], axis=1)[:, 0]
+        return jnp.where(tgt >= 0, nll, 0.0)
+
+    return jax.vmap(one)(seqs)
 
 
 def _versions() -> dict:
@@ -92,13 +109,16 @@ def _pick_chain(vocab: int, concentration: float, first_seed: int, min_gap: floa
 def _consistency_float32(model, layout, seqs, block_size: int) -> dict:
     """Max |training-layout logits − teacher-forced generate_blocks logits| over the sequences."""
     n = layout.sequence_length
-    worst, scale = 0.0, 0.0
+    per_block = np.zeros(n // block_size)
+    scale = 0.0
     for seq in seqs:
         par = np.asarray(_logits(model, layout, seq))[n:].reshape(n // block_size, block_size, -1)
         gen = np.asarray(generate_blocks(model, seq[:0], n // block_size, teacher=seq, block_size=block_size).logits)
-        worst = max(worst, float(np.abs(gen - par).max()))
+        per_block = np.maximum(per_block, np.abs(gen - par).max(axis=(1, 2)))
         scale = max(scale, float(np.abs(par).max()))
+    worst = float(per_block.max())
     return {
+        "max_abs_diff_per_block": per_block.tolist(),
         "max_abs_diff": worst,
         "logit_scale": scale,
         "relative": worst / scale,
@@ -109,7 +129,11 @@ def _consistency_float32(model, layout, seqs, block_size: int) -> dict:
 
 
 def _leak_check(model, layout, seq, positions) -> dict:
-    """Change w_k: the slot predicting w_k must keep its logits bit for bit."""
+    """Change w_k: the slot predicting w_k must keep its logits bit for bit (k over `positions`, all targets).
+
+    `changed_elsewhere` counts the k whose change moved some logit at all (the perturbation took
+    effect); a token that is no slot's input (w_n in the causal layout) moves none.
+    """
     slot_of = {int(t): s for s, t in enumerate(np.asarray(layout.target_index)) if t >= 0}
     base = np.asarray(_logits(model, layout, seq))
     identical, elsewhere = 0, 0
@@ -122,46 +146,124 @@ def _leak_check(model, layout, seq, positions) -> dict:
         "positions": len(positions),
         "bit_identical": identical,
         "changed_elsewhere": elsewhere,
-        "passes": identical == len(positions) and elsewhere > 0,
+        "passes": identical == len(positions),
     }
 
 
-def _plot(results: dict, h: dict, out_dir: Path) -> list[str]:
-    import matplotlib
+COLOURS = {"causal": "tab:blue", "block_two_stream": "tab:green", "butterfly": "tab:red"}
+LABELS = {"causal": "causal", "block_two_stream": "Block Two-Stream", "butterfly": "Butterfly"}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.0, 4.2))
-    colours = {"causal": "tab:blue", "block_two_stream": "tab:green", "butterfly": "tab:red"}
+def _plot_curves(results: dict, h: dict, o: Output) -> None:
+    """Held-out loss against each model's own floor (left) and per target position (right)."""
+    fig, (ax, bx) = plt.subplots(1, 2, layout="constrained", figsize=figsize(6.5, 0.52))
+    offsets = dict(zip(results, (-0.25, 0.0, 0.25)))
     for name, res in results.items():
-        c = colours[name]
+        c = COLOURS[name]
         tl = np.asarray(res["train_loss"])
         w = max(1, len(tl) // 40)
         smooth = np.convolve(tl, np.ones(w) / w, mode="valid")
-        ax.plot(np.arange(w, len(tl) + 1), smooth, color=c, alpha=0.3, lw=1)
-        ax.plot(res["eval_steps"], res["eval_loss"], color=c, lw=2, marker="o", ms=3, label=f"{name} (held-out)")
+        ax.plot(np.arange(w, len(tl) + 1), smooth, color=c, alpha=0.25, lw=0.8)
+        label = (
+            f"{LABELS[name]}: final {res['final_held_out_loss']:.4f} = "
+            f"{res['final_over_own_floor']:.3f} × floor {res['optimal_loss']:.4f}"
+        )
+        ax.plot(res["eval_steps"], res["eval_loss"], color=c, lw=1.4, marker="o", ms=2.5, label=label)
         ax.axhline(res["optimal_loss"], color=c, ls=":", lw=1.2)
-    ax.axhline(h["H1"], color="k", ls="--", lw=1, label=f"H1 = H(X_t | X_t−1) = {h['H1']:.3f}")
-    ax.axhline(h["H2"], color="0.4", ls="-.", lw=1, label=f"H2 = H(X_t | X_t±1) = {h['H2']:.3f}")
+        floors = res["target_floors"]
+        t = np.asarray(floors["targets"]) + 1 + offsets[name]
+        bx.plot(t, floors["floors"], "-", color=c, lw=0.9, alpha=0.8)
+        bx.plot(t, res["held_out_loss_per_target"], "o", color=c, ms=2.5)
     ax.set_xlabel("optimiser step")
-    ax.set_ylabel("per-token cross-entropy (nats)")
-    top = max(h["H_pi"], h["H1"]) * 1.25
-    ax.set_ylim(h["H2"] * 0.85, top)
-    ax.set_title(
-        "Markov chain (V = 8): held-out loss vs exact entropies\n"
-        "dotted: each layout's exact floor; faint: training batch loss (smoothed)",
-        fontsize=9,
+    ax.set_ylabel("held-out cross-entropy (nats)")
+    ax.set_ylim(h["H2"] * 0.9, max(h["H_pi"], h["H1"]) * 1.15)
+    ax.set_title("held-out loss; dotted: each model's floor")
+    bx.set_xlabel("target position t")
+    bx.set_ylabel("cross-entropy (nats)")
+    bx.set_xticks(range(1, h["n"] + 1, 1 if h["n"] <= 8 else 3))
+    bx.set_title("per target: final loss (dots) and floor (line)\n" r"floor $H(X_t \mid X_{\mathrm{seen}})$")
+    lo, hi = bx.get_ylim()
+    right = bx.twinx()
+    right.set_ylim(lo, hi)
+    right.set_yticks([h["H2"], h["H1"]], [f"$H_2$ {h['H2']:.3f}", f"$H_1$ {h['H1']:.3f}"])
+    for value in (h["H1"], h["H2"]):
+        bx.axhline(value, color="0.6", lw=0.6, ls="--", zorder=0)
+    fig.legend(loc="outside lower center", ncol=1, frameon=False)
+    fig.suptitle(
+        f"Markov chain (V = {h['V']}, n = {h['n']}): each model against its own exact floor "
+        "(Li & Guo, arXiv:2606.09951)"
     )
-    ax.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
-    paths = []
-    for ext in ("png", "pdf"):
-        p = out_dir / f"training_curves.{ext}"
-        fig.savefig(p, dpi=150)
-        paths.append(str(p))
-    plt.close(fig)
-    return paths
+    o.savefig(fig, "training_curves")
+
+
+def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
+    """Training-inference consistency, leak audit and supervision density in one figure."""
+    fig, (ax, bx, cx) = plt.subplots(
+        1, 3, layout="constrained", figsize=figsize(6.5, 0.5), gridspec_kw={"width_ratios": [0.8, 1.2, 1.0]}
+    )
+    cons = checks["block_two_stream_consistency"]
+    diffs = np.asarray(cons["max_abs_diff_per_block"])
+    blocks = np.arange(1, len(diffs) + 1)
+    floor = 1e-10
+    ax.bar(blocks, np.maximum(diffs, floor), color=COLOURS["block_two_stream"])
+    for b_, d_ in zip(blocks, diffs):
+        if d_ == 0:
+            ax.text(b_, floor, "0", ha="center", va="bottom")
+        else:  # inside the bar, at its geometric middle
+            ax.text(b_, np.sqrt(d_ * floor), f"{d_:.1e}", ha="center", va="center", rotation=90, color="w")
+    ax.axhline(cons["threshold"], color="k", ls="--", lw=0.8)
+    ax.text(0.5, cons["threshold"] * 1.5, "$10^{-5}$ × logit scale", va="bottom")
+    ax.set_yscale("log")
+    ax.set_ylim(floor, cons["threshold"] * 100)
+    ax.set_xticks(blocks)
+    ax.set_xlabel("block b")
+    ax.set_ylabel(r"max $|\Delta$ logit$|$ (float32)")
+    ax.set_title(
+        f"training = inference (Block\nTwo-Stream, {cons['sequences']} seqs): max\n"
+        f"{cons['max_abs_diff']:.1e} = {cons['relative']:.1e} × scale"
+    )
+    names = list(results)
+    y = np.arange(len(names))[::-1]
+    hgt = 0.26
+    bars = (
+        ([audits[k]["labelled_slots"] for k in names], "#9ecae1", "labelled slots"),
+        (
+            [checks[f"leak_{k}"]["bit_identical"] for k in names],
+            "#3182bd",
+            "of them bit-identical when\ntheir target token changes",
+        ),
+        ([audits[k]["leaks"] for k in names], "tab:red", "leaks found by the audit"),
+    )
+    for i, (val, col, label) in enumerate(bars):
+        pos = y + (1 - i) * hgt
+        bx.barh(pos, val, hgt, color=col, label=label)
+        for p_, v_ in zip(pos, val):
+            bx.text(v_, p_, f" {v_}", va="center", color=col if i == 2 else "k")
+    bx.set_yticks(y, [LABELS[k] for k in names])
+    bx.set_xlim(0, max(audits[k]["labelled_slots"] for k in names) * 1.3)
+    bx.set_xlabel("slots")
+    bx.xaxis.set_major_locator(MaxNLocator(integer=True))
+    bx.set_title("leak audit (mask closure)\nand leak check (trained model)")
+    dens = (
+        ([100 * audits[k]["token_density"] for k in names], "#a1d99b", "sequence tokens that are targets"),
+        ([100 * audits[k]["slot_density"] for k in names], "#31a354", "slots that are labelled"),
+    )
+    for i, (val, col, label) in enumerate(dens):
+        pos = y + (0.5 - i) * hgt * 1.4
+        cx.barh(pos, val, hgt * 1.4, color=col, label=label)
+        for p_, v_ in zip(pos, val):
+            cx.text(v_, p_, f" {v_:.1f}", va="center")
+    cx.set_yticks(y, [])
+    cx.set_xlim(0, 135)
+    cx.set_xticks([0, 50, 100])
+    cx.set_xlabel("%")
+    cx.set_title("supervision density")
+    fig.legend(loc="outside lower center", ncol=2, frameon=False)
+    fig.suptitle(
+        f"The three layouts of the Markov experiment (n = {audits['n']}): training = inference,\n"
+        "no leak, supervision density (Li & Guo, arXiv:2606.09951)"
+    )
+    o.savefig(fig, "checks")
 
 
 def main(out: Path, quick: bool = False) -> dict:
@@ -224,13 +326,24 @@ def main(out: Path, quick: bool = False) -> dict:
             callback=report,
         )
         models[name] = model
-        per_seq = np.asarray(_per_sequence_loss(model, lay, held), dtype=np.float64)
+        nll = np.asarray(_slot_nll(model, lay, held), dtype=np.float64)  # (sequences, slots)
+        floors = target_floors(chain, lay, num_layers=model_cfg["num_layers"])
+        per_seq = nll[:, floors.slots].mean(axis=1)
         bayes = bayes_loss(chain, lay, held, num_layers=model_cfg["num_layers"])
         results[name] = {
             "slots": lay.num_slots,
             "labelled_slots": int(np.sum(np.asarray(lay.labelled))),
             "optimal_loss": opt,
+            "target_floors": {
+                "targets": floors.targets,
+                "slots": floors.slots,
+                "floors": floors.floors,
+                "seen": [list(v) for v in floors.seen],
+                "num_layers": model_cfg["num_layers"],
+            },
             "final_held_out_loss": hist.final_eval_loss,
+            "final_over_own_floor": hist.final_eval_loss / opt,
+            "held_out_loss_per_target": nll[:, floors.slots].mean(axis=0),
             "held_out_standard_error": float(per_seq.std(ddof=1) / np.sqrt(len(per_seq))),
             "bayes_loss_on_held_out": bayes,
             "excess_over_bayes_on_held_out": hist.final_eval_loss - bayes,
@@ -263,12 +376,32 @@ def main(out: Path, quick: bool = False) -> dict:
             models["block_two_stream"], layouts["block_two_stream"], check_seqs[0], range(n)
         ),
         "leak_butterfly": _leak_check(models["butterfly"], layouts["butterfly"], check_seqs[1], range(n)),
+        "leak_causal": _leak_check(models["causal"], layouts["causal"], check_seqs[2], range(1, n)),
     }
+    checks["block_two_stream_consistency"]["threshold"] = 1e-5 * checks["block_two_stream_consistency"]["logit_scale"]
+    checks["leak_causal"]["note"] = "w_n is no slot's input in the causal layout: changing it moves no logit"
+    audits = {"n": n}
+    for name, task in (
+        ("causal", autoregressive(n).merge()),
+        ("block_two_stream", block_generation(n, block_size).merge()),
+        ("butterfly", butterfly(n).merge()),
+    ):
+        report = audit(task)
+        audits[name] = {
+            "slots": task.n,
+            "labelled_slots": len(report.slots),
+            "leaks": len(report.leaks),
+            "differ_from_source_task": len(report.mismatches),
+            "token_density": report.token_density,
+            "slot_density": report.slot_density,
+            "mask_equals_layout": bool(np.array_equal(np.asarray(task.mask), np.asarray(layouts[name].mask))),
+        }
 
     check_seconds = time.time() - t0
-    out_dir = Path(out) / NAME
-    out_dir.mkdir(parents=True, exist_ok=True)
-    figures = _plot(results, h, out_dir)
+    o = Output(out, NAME)
+    _plot_curves(results, {**h, "V": vocab, "n": n}, o)
+    _plot_checks(results, checks, audits, o)
+    figures = [str(f) for f in o.files]
     record = {
         "experiment": NAME,
         "quick": quick,
@@ -289,18 +422,19 @@ def main(out: Path, quick: bool = False) -> dict:
         "results": results,
         "acceptance": acceptance,
         "checks": checks,
+        "audits": audits,
         "layout_seconds": layout_seconds,
         "check_seconds": check_seconds,
         "total_seconds": time.time() - t_start,
         "figures": figures,
     }
     payload = {k: v for k, v in record.items() if k not in ("experiment", "seeds", "versions")}
-    path = Output(out, NAME).write_json({"platform": _versions(), **payload}, seeds=seeds)
+    path = o.write_json({"platform": _versions(), **payload}, seeds=seeds)
     print(f"wrote {path} and {', '.join(figures)}")
     fin = {k: v["final_held_out_loss"] for k, v in results.items()}
-    record["key"] = (
-        f"butterfly {fin['butterfly']:.3f} vs H2 {h['H2']:.3f} (x{fin['butterfly'] / h['H2']:.3f}); "
-        f"causal {fin['causal']:.3f} vs H1 {h['H1']:.3f} (x{fin['causal'] / h['H1']:.3f})"
+    record["key"] = "; ".join(
+        f"{k} {fin[k]:.4f} = {fin[k] / results[k]['optimal_loss']:.3f} x its floor {results[k]['optimal_loss']:.4f}"
+        for k in ("butterfly", "causal", "block_two_stream")
     )
     return record
 
