@@ -32,7 +32,7 @@ EXPECTED = {
     "block_two_stream": ["block_two_stream_hasse", "block_two_stream_mask", "block_two_stream_merge"],
     "butterfly_attention": ["butterfly_hasse", "butterfly_masks", "butterfly_merge"],
     "mask_gallery": ["receptive_field_growth", "mask_gallery.md"],
-    "butterfly_markov": ["training_curves"],
+    "butterfly_markov": ["training_curves", "checks"],
     "butterfly_depth": ["butterfly_depth"],
     "jacobian_support": ["jacobian_support"],
     "convergence_to_zero": ["convergence_to_zero", "convergence_to_zero_trace"],
