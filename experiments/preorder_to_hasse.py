@@ -57,7 +57,7 @@ def main(out: Path, quick: bool = False) -> dict:
     colors = [CLASS_COLORS[c] for c in range(diagram.num_classes)]
     o = Output(out, NAME)
 
-    fig = plt.figure(figsize=(7.0, 6.0))
+    fig = plt.figure(figsize=(6.8, 6.0))
     grid = fig.add_gridspec(2, 3, left=0.07, right=0.98, top=0.80, bottom=0.03, hspace=0.5, wspace=0.45)
     ax_m, ax_r, ax_c = (fig.add_subplot(grid[0, k]) for k in range(3))
     ax_h, ax_b = fig.add_subplot(grid[1, :2]), fig.add_subplot(grid[1, 2])
