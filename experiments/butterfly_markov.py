@@ -166,7 +166,8 @@ def _plot_curves(results: dict, h: dict, o: Output) -> None:
         ax.plot(np.arange(w, len(tl) + 1), smooth, color=c, alpha=0.25, lw=0.8)
         label = (
             f"{LABELS[name]}: final {res['final_held_out_loss']:.4f} = "
-            f"{res['final_over_own_floor']:.3f} × floor {res['optimal_loss']:.4f}"
+            f"{res['final_over_own_floor']:.3f} × floor {res['optimal_loss']:.4f} "
+            f"(held-out s.e. {res['held_out_standard_error']:.4f})"
         )
         ax.plot(res["eval_steps"], res["eval_loss"], color=c, lw=1.4, marker="o", ms=2.5, label=label)
         ax.axhline(res["optimal_loss"], color=c, ls=":", lw=1.2)
