@@ -57,6 +57,7 @@ EXPERIMENTS = [
     "energies",
     "masked_particles",
     "homogeneity",
+    "sinkhorn",
     "real_heads",
 ]
 """Run in this order. An experiment whose module has ``skip_reason()`` returning a string

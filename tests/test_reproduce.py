@@ -44,12 +44,13 @@ EXPECTED = {
     "rank_histograms": ["rank_histograms_softmax", "rank_histograms_l2"],
     "covariance_ellipses": ["covariance_ellipses", "covariance_ellipses_blowup"],
     "lambda_max_growth": ["lambda_max_growth"],
-    "phase_maps": ["phase_maps"],
+    "phase_maps": ["phase_maps_a", "phase_maps_b", "phase_maps_counterexample"],
     "event_time_accuracy": ["event_time_accuracy"],
     "mean_field": ["mean_field", "mean_field_time"],
     "energies": ["energies"],
     "masked_particles": ["masked_particles", "masked_particles_circle", "masked_particles_clusters"],
     "homogeneity": ["homogeneity"],
+    "sinkhorn": ["sinkhorn_mean", "sinkhorn_low_rank"],
 }
 REAL = {"real_heads": ["regimes", "initial_rates", "spectra", "spectra_full", "real_heads.md"]}
 
