@@ -12,6 +12,8 @@ with known sizes, so that the check can fail.
 they belong to, in the same text object (``BT`` … ``ET``). A text object's *base size* is its
 largest shown size; the base size must be at least 8 pt and every script at least
 0.7 × 8 = 5.6 pt (one script level of 8-pt text, as TeX's ``\\scriptstyle`` of 8-pt text).
+The radical signs and big delimiters of mathtext are glyphs of a *sized-symbol* font (STIX
+``STIXSize*``, DejaVu ``*Display``) scaled to what they enclose, not text: they are not counted.
 Run as a script, ``python tests/test_figure_sizes.py DIR`` lists the problems of every PDF under DIR.
 """
 
@@ -82,13 +84,14 @@ def _scale(m) -> float:
     return math.sqrt(abs(m[0] * m[3] - m[1] * m[2]))
 
 
-def text_objects(content: bytes) -> list[list[float]]:
+def text_objects(content: bytes, skip_fonts: frozenset[bytes] = frozenset()) -> list[list[float]]:
     """Per text object (``BT`` … ``ET``) of a content stream, the effective size of every text shown, in points.
 
     Effective size = the ``Tf`` size × the scale of the text matrix times the current transformation.
+    Text in a font named in `skip_fonts` (resource names such as ``b"/F4"``) is not counted.
     """
     ctm, stack = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0], []
-    tm, size, sizes, out, ops = None, None, [], [], []
+    tm, size, font, sizes, out, ops = None, None, None, [], [], []
     for tok in _TOKEN.findall(content):
         c = tok[:1]
         if c in b"(<[]/%" or c.isdigit() or c in b"+-.":
@@ -109,7 +112,7 @@ def text_objects(content: bytes) -> list[list[float]]:
                 out.append(sizes)
             tm = None
         elif tok == b"Tf":
-            size = float(args[-1])
+            font, size = args[-2], float(args[-1])
         elif tok == b"Tm":
             tm = [float(x) for x in args[-6:]]
         elif tok in (b"Td", b"TD"):
@@ -118,7 +121,8 @@ def text_objects(content: bytes) -> list[list[float]]:
         elif tok in (b"Tj", b"TJ", b"'", b'"'):
             if size is None or tm is None:
                 raise ValueError("text shown outside a text object or before Tf")
-            sizes.append(size * _scale(_mul(tm, ctm)))
+            if font not in skip_fonts:
+                sizes.append(size * _scale(_mul(tm, ctm)))
     return out
 
 
@@ -140,7 +144,27 @@ def read_pdf(path: Path | str) -> dict:
     m = re.search(rb"/Contents\s*(\[[^\]]*\]|\d+\s+\d+\s+R)", page)
     refs = [int(r) for r in re.findall(rb"(\d+)\s+\d+\s+R", m.group(1))]
     content = b"\n".join(_stream(objs[r]) for r in refs)
-    return {"width": x1 - x0, "height": y1 - y0, "text": text_objects(content)}
+    return {"width": x1 - x0, "height": y1 - y0, "text": text_objects(content, _sized_symbol_fonts(objs, page))}
+
+
+def _dict_of(objs: dict[int, bytes], body: bytes, key: bytes) -> bytes:
+    """The dictionary under `key` in `body`, inline or through an indirect reference."""
+    m = re.search(rb"/" + key + rb"\s*(\d+)\s+\d+\s+R", body)
+    if m:
+        return objs[int(m.group(1))]
+    m = re.search(rb"/" + key + rb"\s*<<(.*?)>>", body, re.S)
+    return m.group(1) if m else b""
+
+
+def _sized_symbol_fonts(objs: dict[int, bytes], page: bytes) -> frozenset[bytes]:
+    """Resource names of the page's sized-symbol fonts (radicals and big delimiters of mathtext)."""
+    fonts = _dict_of(objs, _dict_of(objs, page, b"Resources"), b"Font")
+    names = set()
+    for name, ref in re.findall(rb"(/[^\s/<>\[\]]+)\s+(\d+)\s+\d+\s+R", fonts):
+        base = re.search(rb"/BaseFont\s*/(\S+)", objs.get(int(ref), b""))
+        if base and re.search(rb"STIXSize|Display", base.group(1)):
+            names.add(name)
+    return frozenset(names)
 
 
 def check_pdf(path: Path | str) -> dict:
@@ -217,6 +241,10 @@ def test_reader_counts_mathtext_scripts_apart_from_the_base_size(tmp_path):
     (sizes,) = r["text"]
     assert max(sizes) == pytest.approx(8.0) and min(sizes) == pytest.approx(0.7 * 8.0)
     assert check_pdf(tmp_path / "m.pdf")["ok"]
+    fig = plt.figure(figsize=(3.0, 1.0))
+    fig.text(0.1, 0.5, r"$A/\sqrt{d}$", fontsize=8.0)  # the radical sign (drawn at 4.7 pt) is a sized glyph, not text
+    assert read_pdf(_save(fig, tmp_path / "r.pdf"))["text"] == [[8.0, 8.0, 8.0]]  # A, /, d
+    assert check_pdf(tmp_path / "r.pdf")["ok"]
     fig = plt.figure(figsize=(3.0, 1.0))
     fig.text(0.1, 0.5, r"$x_{i_j}$", fontsize=8.0)  # a second script level: 3.9 pt
     assert not check_pdf(_save(fig, tmp_path / "m2.pdf"))["ok"]
