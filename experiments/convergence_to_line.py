@@ -54,6 +54,7 @@ def main(out: Path, quick: bool = False) -> dict:
     closed_vs_library = float(np.max(geometry.rel_frobenius(library_limit, target)))
     colors, sm = dplot.colors_from(geometry.cone_coords(grid)[:, 1])
     perp_angle = float(np.degrees(np.arctan2(Q_PERP[1], Q_PERP[0])))
+    cone_angle = (2.0 * perp_angle) % 360.0  # s vvᵀ has cone coordinates s(cos 2θ, sin 2θ, 1)
 
     fig, axes = dplot.new_figure(1, 2, (6.6, 4.2), [["3d", "3d"]])
     fig_err, ax_err = plt.subplots(figsize=(5.0, 3.4), layout="constrained")
@@ -100,7 +101,7 @@ def main(out: Path, quick: bool = False) -> dict:
             "crimson",
             "rank one along $q^\\perp$",
             lw=1.8,
-            text=f"$q^\\perp$ ({perp_angle:.2f}°)",
+            text="$q^\\perp$",
         )
         ax.scatter(
             tgt[:, 0], tgt[:, 1], tgt[:, 2], marker="x", color="k", s=12, zorder=13,
@@ -135,10 +136,10 @@ def main(out: Path, quick: bool = False) -> dict:
     fig.legend(handles, labels, loc="lower left", frameon=False)
     all_conv = all(r["converged"] == n for r in results.values())
     fig.suptitle(
-        f"Convergence to a line ($Q = q$, $K = -q$, $V = I$; Castin et al., arXiv:2501.18322, fig. 2): "
-        f"{'all' if all_conv else 'NOT all'} {n}\n"
-        f"trajectories reach $\\Sigma_\\infty = q^\\perp q^{{\\perp\\top}} / (q^{{\\perp\\top}} \\Sigma_0^{{-1}} q^\\perp)$, "
-        f"$q^\\perp$ at {perp_angle:.2f}°"
+        "Convergence to a line ($Q = q$, $K = -q$, $V = I$; Castin et al., arXiv:2501.18322, fig. 2):\n"
+        f"{'all' if all_conv else 'NOT all'} {n} trajectories reach "
+        f"$\\Sigma_\\infty = q^\\perp q^{{\\perp\\top}} / (q^{{\\perp\\top}} \\Sigma_0^{{-1}} q^\\perp)$,\n"
+        f"$q^\\perp$ at {perp_angle:.2f}° (on the cone at twice that angle, {cone_angle:.2f}°)"
     )
     o.savefig(fig, NAME)
 
@@ -154,6 +155,8 @@ def main(out: Path, quick: bool = False) -> dict:
             },
             "sigma_inf_source": "softmax, V = I: closed form (paper); L2: q⊥ᵀΣ⁻¹q⊥ is conserved since Aq⊥ = 0 (derived)",
             "closed_form_vs_library_clustering_limit_max_rel": closed_vs_library,
+            "q_perp_angle_deg": perp_angle,
+            "q_perp_cone_angle_deg": cone_angle,
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-0.5, 0.5], "members": n},
             "events": {
                 "converged": f"‖Σ'‖_F < {TOL:g}",
