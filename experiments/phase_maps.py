@@ -8,14 +8,23 @@ with `a ∈ [−3, 3]`; every grid point is one member of ONE vmapped diffrax so
 The family, the member solve and the sweep are :mod:`hassejax.dynamics.phase_map`; the drawing
 is :func:`hassejax.plot.draw_outcome_map`. This script composes them and draws.
 
-(a) `V = vI`, `v ∈ [−2, 2]`: the solved outcome against the closed form (spec §3): blow-up
-    iff `λ* = λ_max(v Σ0^{1/2}(A + Aᵀ)Σ0^{1/2}) > 0`, at `t* = 1/λ*`. The boundary
-    `λ_max(v(A + Aᵀ)) = 0` and the `t*` contours are drawn from the closed form; a member
-    counts as agreeing when "blow-up by `t1`" (solved) equals "`t* ≤ t1`" (closed form).
+(a) `V = vI`, `v ∈ [−2, 2]`: the solved outcome against the closed form (Castin et al.,
+    arXiv:2501.18322; spec §3): blow-up iff `λ* = λ_max(v Σ0^{1/2}(A + Aᵀ)Σ0^{1/2}) > 0`, at
+    `t* = 1/λ*`. The boundary `λ_max(v(A + Aᵀ)) = 0` and the `t*` contours are drawn from the
+    closed form; a member counts as agreeing when "blow-up by `t1`" (solved) equals "`t* ≤ t1`"
+    (closed form). Beyond `t1` the closed form decides the rest
+    (:func:`hassejax.dynamics.verdict.closed_form_verdict`): members the rate test calls
+    settled at `t1` are relabelled "blow-up after `t1`" or "contracts slowly" (figure
+    ``phase_maps_a``, with a zoomed inset).
 (b) `V = R(φ)`, a rotation by `φ ∈ [0, π]`, no closed form: the naive spectral rule
     "a positive eigenvalue of `VA + AᵀVᵀ` ⇒ blow-up, `VA + AᵀVᵀ ⪯ 0` ⇒ no blow-up" is
     marked (hatched) wherever the solved outcome contradicts it. At `φ = 0` (`V = I`) and
-    `φ = π` (`V = −I`) the rule is exact (spec §3); in between it is not.
+    `φ = π` (`V = −I`) the rule is exact (spec §3); in between it is not, and in this family
+    only in one direction: it predicts blow-up where none happens (figure ``phase_maps_b``).
+(c) The other direction, the one that matters, from the spec's counterexample (`VA + AᵀVᵀ ≺ 0`,
+    `A + Aᵀ ≺ 0`, blow-up at `t ≈ 19.68`): its trajectory, its growth law `λ_max ≈ c/(t* − t)`,
+    every trace-one `Σ0` (the rule does not depend on `Σ0`) and a parameter neighbourhood
+    `V = R(δ1)V`, `A + δ2 I` (figure ``phase_maps_counterexample``).
 
 Outcome of a member (:class:`hassejax.dynamics.diagnostics.Outcome`, from
 :func:`hassejax.dynamics.diagnostics.classify` with the rate test, inside the sweep): `blow_up` (size event `tr Σ = 1e6 · tr Σ0`,
@@ -46,11 +55,19 @@ import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
 from matplotlib import patheffects
+from matplotlib.colors import ListedColormap, LogNorm
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
-from hassejax.dynamics import Status
+from hassejax.dynamics import Status, geometry
 from hassejax.dynamics import phase_map as pm
+from hassejax.dynamics.attention import Softmax
 from hassejax.dynamics.diagnostics import Outcome, naive_rule
+from hassejax.dynamics.verdict import Verdict, closed_form_verdict
 from hassejax.plot import draw_hatched, draw_outcome_map
+from hassejax.plot.phase_map import OUTCOME_COLORS
+from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "phase_maps"
 
@@ -71,7 +88,7 @@ NOT_DECIDED_NOTE = {
     Outcome.stalled: "not decided",
 }
 """Legend notes of the outcomes that the rule check of map (b) does not count."""
-YLABEL = "a  (A = [[a, 1], [0, −1]])"
+YLABEL = r"$a$  ($A = [[a, 1], [0, -1]]$)"
 NO_BLOW_UP = [Outcome.diverge, Outcome.low_rank, Outcome.bounded, Outcome.contracts]
 """Outcomes decided as "no blow-up" for the rule check of map (b)."""
 
@@ -83,9 +100,213 @@ def naive_rule_map(phi: np.ndarray, a: np.ndarray) -> np.ndarray:
     return np.asarray(naive_rule(V, A))
 
 
-def counts(codes: np.ndarray) -> dict[str, int]:
-    """Members per outcome label (outcomes present only, in :data:`LABELS` order)."""
-    return {label: int(np.sum(codes == o)) for o, label in LABELS.items() if np.any(codes == o)}
+def counts_codes(codes: np.ndarray, labels: dict) -> dict[str, int]:
+    """Members per label (codes present only, in the order of `labels`)."""
+    return {label: int(np.sum(codes == o)) for o, label in labels.items() if np.any(codes == o)}
+
+
+T_LEVELS = (0.5, 2.0, 20.0)
+"""Closed-form t* contours of map (a) (few, so their labels do not collide)."""
+
+
+INSET = (-0.06, 0.16, -0.42, -0.12)
+"""Zoom of map (a) where the late blow-ups and slow contractions sit (v, a limits)."""
+
+
+def _inset(ax, codes, v, a, late, slow) -> None:
+    """A zoomed inset of map (a) around :data:`INSET`, with the late blow-ups and slow contractions marked."""
+    ins = ax.inset_axes([0.6, 0.1, 0.37, 0.26])
+    ins.imshow(codes, origin="lower", extent=(*pm.V_RANGE, *pm.A_RANGE), aspect="auto", interpolation="nearest",
+               cmap=ListedColormap([COLORS_A.get(k, "white") for k in range(max(COLORS_A) + 1)]), vmin=-0.5,
+               vmax=max(COLORS_A) + 0.5)  # fmt: skip
+    ins.scatter(v[late], a[late], marker="x", color="w", s=30, lw=1.2, zorder=5)
+    ins.scatter(v[slow], a[slow], marker="+", color="k", s=40, lw=1.2, zorder=5)
+    ins.set_xlim(INSET[0], INSET[1])
+    ins.set_ylim(INSET[2], INSET[3])
+    ins.tick_params(labelsize=8)
+    ins.yaxis.set_major_locator(MaxNLocator(3))
+    ins.xaxis.set_major_locator(MaxNLocator(3))
+    ins.set_title("zoom", fontsize=8, pad=2)
+    ax.indicate_inset_zoom(ins, edgecolor="k")
+
+
+def _label_spots(cs) -> list[tuple[float, float]]:
+    """One label position per contour level: the middle point of its longest path."""
+    spots = []
+    for level_paths in cs.allsegs:
+        if not level_paths:
+            continue
+        seg = max(level_paths, key=len)
+        spots.append(tuple(seg[len(seg) // 2]))
+    return spots
+
+
+LATE_BLOW_UP, SLOW_CONTRACTION = 9, 10
+"""Map (a) codes beyond :class:`Outcome`: members the solve saw as settled at `t1` that the closed
+form says blow up after `t1` or contract (too slowly for the rate test at `t1`)."""
+LABELS_A = {
+    Outcome.blow_up: "blow-up by t1 (closed form: t* ≤ t1)",
+    Outcome.grows: "grows, no blow-up by t1 (closed form: t* > t1)",
+    LATE_BLOW_UP: "settled at t1 by the rate test; closed form: blow-up after t1 (✕)",
+    Outcome.contracts: "contracts (closed form: Σ → 0)",
+    SLOW_CONTRACTION: "settled at t1 by the rate test; closed form: Σ → 0, slowly (+)",
+    Outcome.bounded: "v = 0: Σ constant",
+}
+COLORS_A = {**OUTCOME_COLORS, LATE_BLOW_UP: "#843c39", SLOW_CONTRACTION: "#006d2c"}
+VERDICT_OF = {
+    Outcome.blow_up: Verdict.blow_up_by_t1,
+    Outcome.grows: Verdict.blow_up_after_t1,
+    LATE_BLOW_UP: Verdict.blow_up_after_t1,
+    Outcome.contracts: Verdict.contracts,
+    SLOW_CONTRACTION: Verdict.contracts,
+    Outcome.bounded: Verdict.stationary,
+}
+"""The closed-form verdict each map (a) label claims."""
+
+# the counterexample of the sign rule (spec dynamics.md §3, derived there): VA + AᵀVᵀ ≺ 0, A + Aᵀ ≺ 0, blow-up
+CE_V = np.array([[-0.53206, -1.25140], [2.56361, 0.11094]])
+CE_A = np.array([[-0.61541, -0.45655], [1.18257, -0.27585]])
+CE_SIGMA0 = np.array([[0.21008, -0.34117], [-0.34117, 0.78992]])
+CE_SPEC_T = 19.68
+CE_T1 = 200.0
+CE_THRESHOLD = 1e8
+CE_COLORS = {
+    0: OUTCOME_COLORS[Outcome.contracts],
+    1: OUTCOME_COLORS[Outcome.diverge],
+    2: OUTCOME_COLORS[Outcome.blow_up],
+}
+"""Neighbourhood map colours: no escape by `CE_T1`, escape without finite-time blow-up, blow-up."""
+CE_FIT_WINDOW = (1e-6, 1e-2)
+"""`t* − t` range of the log-log fit of `λ_max` (slope −1 for `c/(t* − t)`)."""
+CE_DELTA = 0.6
+"""Neighbourhood of the counterexample: `V = R(δ1) V_ce`, `A = A_ce + δ2 I`, `|δ1|, |δ2| ≤ CE_DELTA`."""
+
+
+def _ce_models(d1: np.ndarray, d2: np.ndarray) -> list:
+    """Kernel modules of the neighbourhood `V = R(δ1) V_ce`, `A = A_ce + δ2 I`."""
+    out = []
+    for x, y in zip(d1, d2):
+        c, s = np.cos(x), np.sin(x)
+        out.append(Softmax(V=np.array([[c, -s], [s, c]]) @ CE_V, A=CE_A + y * np.eye(2)))
+    return out
+
+
+def counterexample(o: Output, quick: bool) -> dict:
+    """The sign rule's failure in the paper's direction: no blow-up predicted, blow-up at t ≈ 19.68."""
+    import _dynamics_common as dc
+
+    cap = dc.CAPACITY_QUICK
+    model = Softmax(V=CE_V, A=CE_A)
+    rule = np.linalg.eigvalsh(CE_V @ CE_A + CE_A.T @ CE_V.T)
+    sym = np.linalg.eigvalsh(CE_A + CE_A.T)
+    sol = dc.solve_for_plot(model, CE_SIGMA0[None], t1=CE_T1, threshold=CE_THRESHOLD, tol=dc.NO_STOP_TOL, capacity=cap)
+    t_b = float(sol["t_blowup"][0])
+    ts = sol["ts"][0][sol["valid"][0]]
+    covs = sol["cov"][0][sol["valid"][0]]
+    lam = np.linalg.eigvalsh(covs)
+    # neighbourhood 1: every trace-one Σ0 (the rule does not depend on Σ0)
+    n_side = 12 if quick else 30
+    grid = geometry.trace_one_grid(n_side, n_side, -1.0, 1.0)
+    disk = dc.solve(model, grid, t1=CE_T1, threshold=CE_THRESHOLD, tol=dc.NO_STOP_TOL, capacity=cap)
+    disk_blow = disk["status"] == Status.blow_up
+    # neighbourhood 2: parameters
+    m = 9 if quick else 25
+    g = np.linspace(-CE_DELTA, CE_DELTA, m)
+    D1, D2 = np.meshgrid(g, g)
+    models = _ce_models(D1.ravel(), D2.ravel())
+    nb = dc.solve(dc.stack_models(models), np.broadcast_to(CE_SIGMA0, (m * m, 2, 2)), t1=CE_T1,
+                  threshold=CE_THRESHOLD, tol=dc.NO_STOP_TOL, capacity=cap)  # fmt: skip
+    nb_blow = (nb["status"] == Status.blow_up).reshape(m, m)
+    nb_escape = (nb["status"] == Status.diverge).reshape(m, m)
+    nb_rule = np.array([np.linalg.eigvalsh(np.asarray(k.V) @ np.asarray(k.A) + (np.asarray(k.V) @ np.asarray(k.A)).T)[-1]
+                        for k in models]).reshape(m, m)  # fmt: skip
+    paper_dir = nb_blow & (nb_rule < 0)  # rule: no blow-up; solve: blow-up (the failure that matters)
+    other_dir = ~nb_blow & (nb_rule > 0)
+
+    fig, axes = plt.subplots(2, 2, figsize=figsize(TEXT_WIDTH, 0.95), layout="constrained")
+    ax = axes[0, 0]
+    ax.semilogy(ts, lam[:, 1], color="tab:red", label=r"$\lambda_{\max}(\Sigma)$")
+    pos = lam[:, 0] > 1e-15  # below: round-off of a nearly rank-one Σ
+    ax.semilogy(ts[pos], lam[pos, 0], color="tab:blue", label=r"$\lambda_{\min}(\Sigma)$ (above 1e-15)")
+    ax.axvline(t_b, color="k", ls="--", lw=0.8)
+    ax.set_xlabel("t")
+    ax.set_title(f"the counterexample: blow-up at $t^*$ = {t_b:.2f}")
+    ax.legend(loc="center left")
+    ax = axes[0, 1]
+    gap = t_b - ts
+    ok = (gap > 0) & (gap < CE_FIT_WINDOW[1])
+    fit = ok & (gap > CE_FIT_WINDOW[0])
+    slope = float(np.polyfit(np.log(gap[fit]), np.log(lam[fit, 1]), 1)[0])
+    ax.loglog(gap[ok], lam[ok, 1], color="tab:red", marker=".", ms=3, lw=0.8, label=r"$\lambda_{\max}(\Sigma)$")
+    ref = lam[fit, 1][-1] * gap[fit][-1] / gap[ok]
+    ax.loglog(gap[ok], ref, color="k", ls=":", lw=0.8, label=r"$c/(t^* - t)$")
+    ax.set_xlabel(r"$t^* - t$")
+    ax.set_title(f"finite-time blow-up: log-log slope {slope:.3f}")
+    ax.legend(loc="upper right")
+    ax = axes[1, 0]
+    xy = geometry.disk_coords(grid)
+    tb_disk = np.where(disk_blow, disk["t_blowup"], np.nan)
+    sc = ax.scatter(xy[:, 0], xy[:, 1], c=tb_disk, s=9 if quick else 5, cmap="viridis", norm=LogNorm())
+    ce_xy = geometry.disk_coords(CE_SIGMA0)
+    ax.plot(ce_xy[0], ce_xy[1], marker="*", ms=10, color="crimson", mec="k", mew=0.6)
+    th = np.linspace(0, 2 * np.pi, 200)
+    ax.plot(np.cos(th), np.sin(th), color="k", lw=0.6)
+    ax.set_aspect("equal")
+    ax.set_xlabel(r"$(\Sigma_{0,11} - \Sigma_{0,22})$")
+    ax.set_ylabel(r"$2\Sigma_{0,12}$")
+    ax.set_title(f"trace-one $\\Sigma_0$ grid: {int(disk_blow.sum())}/{len(grid)} blow up by t = {CE_T1:g}")
+    cb = fig.colorbar(sc, ax=ax, shrink=0.8)
+    cb.set_label("$t^*$")
+    ax = axes[1, 1]
+    ax.imshow(nb_blow * 2 + nb_escape, origin="lower", extent=(-CE_DELTA, CE_DELTA, -CE_DELTA, CE_DELTA),
+              aspect="auto", cmap=ListedColormap([CE_COLORS[k] for k in range(3)]), vmin=-0.5, vmax=2.5,
+              interpolation="nearest")  # fmt: skip
+    ax.contour(D1, D2, nb_rule, levels=[0.0], colors="k", linewidths=1.2)
+    draw_hatched(ax, D1, D2, paper_dir, "_")
+    ax.plot(0, 0, marker="*", ms=10, color="crimson", mec="k", mew=0.6)
+    ax.set_xlabel(r"$\delta_1$ ($V = R(\delta_1) V_{ce}$)")
+    ax.set_ylabel(r"$\delta_2$ ($A = A_{ce} + \delta_2 I$)")
+    ax.set_title(f"hatched: rule says no blow-up, yet\nblow-up ({int(paper_dir.sum())} of {m * m} parameter sets)")
+    legend = [
+        Patch(color=CE_COLORS[2], label=f"finite-time blow-up by t = {CE_T1:g}"),
+        Patch(color=CE_COLORS[1], label="escape, no finite-time blow-up"),
+        Patch(color=CE_COLORS[0], label=f"no escape by t = {CE_T1:g}"),
+        Line2D([], [], color="k", lw=1.2, label=r"$\lambda_{\max}(VA + A^\top V^\top) = 0$ (rule's boundary)"),
+        Line2D([], [], marker="*", ls="", ms=10, color="crimson", mec="k", label="the counterexample"),
+    ]
+    fig.legend(handles=legend, loc="outside lower center", ncol=2)
+    fig.suptitle(
+        "Softmax Gaussian dynamics (Castin et al., arXiv:2501.18322): the sign rule fails where it matters.\n"
+        f"$VA + A^\\top V^\\top \\prec 0$ (eigenvalues {rule[0]:.2f}, {rule[1]:.2f}) and $A + A^\\top \\prec 0$ "
+        f"(eigenvalues {sym[0]:.2f}, {sym[1]:.2f}), yet $\\Sigma$ blows up"
+    )
+    o.savefig(fig, "phase_maps_counterexample")
+    return {
+        "V": CE_V,
+        "A": CE_A,
+        "Sigma0": CE_SIGMA0,
+        "eigenvalues_VA_plus_AtVt": rule,
+        "eigenvalues_A_plus_At": sym,
+        "status": Status(int(sol["status"][0])).name,
+        "t_blowup": t_b,
+        "spec_t_blowup": CE_SPEC_T,
+        "event": f"tr Σ = {CE_THRESHOLD:g}, t* extrapolated t_e + λ/λ' (library)",
+        "decade_ratio": float(sol["decade_ratio"][0]),
+        "inverse_lambda_max_at_last_saved_time": float(1.0 / lam[-1, 1]),
+        "lambda_max_loglog_slope_vs_t_star_minus_t": slope,
+        "slope_fit_window_t_star_minus_t": CE_FIT_WINDOW,
+        "lambda_min_at_last_saved_time_over_lambda_max": float(lam[-1, 0] / lam[-1, 1]),
+        "sigma0_disk": {"members": len(grid), "blow_up": int(disk_blow.sum()), "status": dc.status_counts(disk["status"]),
+                        "t_blowup_range": dc.minmax(disk["t_blowup"][disk_blow]) if disk_blow.any() else None,
+                        "t1": CE_T1, "note": "the rule λ_max(VA + AᵀVᵀ) < 0 does not depend on Σ0: it says no blow-up for all"},
+        "parameter_neighbourhood": {
+            "family": "V = R(δ1) V_ce, A = A_ce + δ2 I", "delta_range": [-CE_DELTA, CE_DELTA], "grid": [m, m],
+            "blow_up": int(nb_blow.sum()), "escape_without_finite_time_blow_up": int(nb_escape.sum()),
+            "no_escape_by_t1": int(m * m - nb_blow.sum() - nb_escape.sum()), "status": dc.status_counts(nb["status"]), "t1": CE_T1,
+            "rule_no_blow_up_but_blow_up": int(paper_dir.sum()),
+            "rule_blow_up_but_no_blow_up_by_t1": int(other_dir.sum()),
+        },
+    }  # fmt: skip
 
 
 def main(out: Path, quick: bool = False) -> dict:
@@ -104,6 +325,19 @@ def main(out: Path, quick: bool = False) -> dict:
     disagree_a = (solved_blow != cf_blow) & ~near_horizon
     tb = pm.to_image(res_a["t_blowup"], n)
     rel_err = np.abs(tb[solved_blow & cf_blow] / t_star[solved_blow & cf_blow] - 1.0)
+    fam = np.moveaxis(np.asarray(pm.family_A(jnp.asarray(A_))), (0, 1), (-2, -1))
+    verdict = closed_form_verdict(pm.SIGMA0, fam, V_, pm.T1_A)
+    settled = codes_a == Outcome.bounded
+    late = settled & (verdict == Verdict.blow_up_after_t1)
+    slow = settled & (verdict == Verdict.contracts)
+    codes_a = np.where(late, LATE_BLOW_UP, np.where(slow, SLOW_CONTRACTION, codes_a))
+    claimed = np.vectorize(lambda c: int(VERDICT_OF.get(c, -1)))(codes_a)
+    long_disagree = int(np.sum(claimed != verdict))
+    cross = {
+        LABELS_A.get(int(c), str(int(c))): {Verdict(int(k)).name: int(np.sum((codes_a == c) & (verdict == k)))
+                                            for k in np.unique(verdict[codes_a == c])}
+        for c in np.unique(codes_a)
+    }  # fmt: skip
 
     # ---------------------------------------------------------------- (b) V = R(φ)
     P_, B_ = pm.grid(n, pm.PHI_RANGE, pm.A_RANGE)
@@ -115,76 +349,69 @@ def main(out: Path, quick: bool = False) -> dict:
     # Members still growing at t1 or stopped by the step budget are not counted either way.
     no_blow_b = np.isin(codes_b, NO_BLOW_UP)
     decided = solved_blow_b | no_blow_b
-    disagree_b = (rule_blow & no_blow_b) | (~rule_blow & solved_blow_b)
+    rule_wrong_blow = rule_blow & no_blow_b
+    rule_wrong_safe = ~rule_blow & solved_blow_b
+    disagree_b = rule_wrong_blow | rule_wrong_safe
     # edges: φ = 0 (V = I) and φ = π (V = −I), where the rule is exact (spec §3)
     edge_cols = [0, n - 1]
     edge_disagree = int(np.sum(disagree_b[:, edge_cols]))
 
-    # ---------------------------------------------------------------- figure
-    fig, axes = plt.subplots(1, 2, figsize=(16.5, 9.0), layout="constrained")
-    ax = axes[0]
+    # ---------------------------------------------------------------- figure (a)
+    fig, ax = plt.subplots(figsize=figsize(TEXT_WIDTH, 0.9), layout="constrained")
     handles = draw_outcome_map(
-        ax,
-        codes_a,
-        (*pm.V_RANGE, *pm.A_RANGE),
-        LABELS,
-        xlabel="v  (V = v I)",
-        ylabel=YLABEL,
-        title=f"(a) V = vI: solved outcome (t1 = {pm.T1_A:g}) against the closed form\n"
-        f"black: closed-form boundary λ_max(v(A + Aᵀ)) = 0; white: closed-form t* contours; "
-        f"disagreements: {int(disagree_a.sum())} of {n * n}",
-    )
+        ax, codes_a, (*pm.V_RANGE, *pm.A_RANGE), LABELS_A, colors=COLORS_A, xlabel=r"$v$  ($V = vI$)", ylabel=YLABEL,
+        title=f"(a) softmax, $V = vI$, $\\Sigma_0 = I/2$: solve to $t_1$ = {pm.T1_A:g} against the closed form "
+        f"(Castin et al.)\nblow-up by $t_1$: solve = closed form for {n * n - int(disagree_a.sum())} of {n * n}. After "
+        f"$t_1$ (closed form): {int((verdict == Verdict.blow_up_after_t1).sum())} blow up later,\n{int(late.sum())} of "
+        f"them look settled at $t_1$ (✕), and {int(slow.sum())} contract too slowly to be seen by $t_1$ (+); see the inset",
+    )  # fmt: skip
     fine_v, fine_a = pm.grid(401, pm.V_RANGE, pm.A_RANGE)
     t_fine, lam_fine = pm.closed_form_map(fine_v, fine_a)
-    ax.contour(fine_v, fine_a, lam_fine, levels=[0.0], colors="k", linewidths=1.6)
-    levels = [0.25, 0.5, 1.0, 2.0, 5.0, pm.T1_A]
-    cs = ax.contour(
-        fine_v, fine_a, np.where(np.isfinite(t_fine), t_fine, 1e9), levels=levels, colors="w", linewidths=0.9
-    )
-    labels = ax.clabel(cs, fmt=lambda x: f"t* = {x:g}", fontsize=7, inline_spacing=2)
-    for text in labels:  # white on red, and readable on the light orange near t* = t1 too
-        text.set_path_effects([patheffects.withStroke(linewidth=2.2, foreground="k")])
-    if disagree_a.any():
-        ax.scatter(V_[disagree_a], A_[disagree_a], marker="x", color="k", s=14, label="solve ≠ closed form")
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, fontsize=8,
-              title=f"solved outcome: members of {n * n}", title_fontsize=8)  # fmt: skip
+    ax.contour(fine_v, fine_a, lam_fine, levels=[0.0], colors="k", linewidths=1.4)
+    cs = ax.contour(fine_v, fine_a, np.where(np.isfinite(t_fine), t_fine, 1e9), levels=list(T_LEVELS), colors="w",
+                    linewidths=0.8)  # fmt: skip
+    labels = ax.clabel(cs, fmt=lambda x: f"{x:g}", fontsize=8, inline_spacing=1, manual=_label_spots(cs))
+    for text in labels:
+        text.set_path_effects([patheffects.withStroke(linewidth=2.0, foreground="k")])
+    ax.scatter(V_[late], A_[late], marker="x", color="w", s=22, lw=1.0, zorder=5)
+    ax.scatter(V_[slow], A_[slow], marker="+", color="k", s=28, lw=1.0, zorder=5)
+    _inset(ax, codes_a, V_, A_, late, slow)
+    handles.append(Line2D([], [], color="k", lw=1.4, label=r"closed form: $\lambda_{\max}(v(A + A^\top)) = 0$"))
+    handles.append(Line2D([], [], color="w", lw=0.8, path_effects=[patheffects.withStroke(linewidth=2.0, foreground="k")],
+                          label="closed-form $t^*$ contours: " + ", ".join(f"{x:g}" for x in T_LEVELS)))  # fmt: skip
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1,
+              title=f"solved outcome at $t_1$ (members of {n * n})")  # fmt: skip
+    o.savefig(fig, "phase_maps_a")
 
-    ax = axes[1]
+    # ---------------------------------------------------------------- figure (b)
+    fig, ax = plt.subplots(figsize=figsize(TEXT_WIDTH, 0.95), layout="constrained")
     n_not_decided = n * n - int(decided.sum())
     und = pm.to_image(res_b["status"], n)[codes_b == Outcome.undetermined]
     und_statuses = {Status(int(k)).name: int(v) for k, v in zip(*np.unique(und, return_counts=True))}
     notes_b = dict(NOT_DECIDED_NOTE)
     if und_statuses:
-        notes_b[Outcome.undetermined] = "not decided; solver status " + ", ".join(
-            f"{k} {v}" for k, v in und_statuses.items()
-        )
+        notes_b[Outcome.undetermined] = "not decided; " + ", ".join(f"{k} {v}" for k, v in und_statuses.items())
     handles = draw_outcome_map(
-        ax,
-        codes_b,
-        (*pm.PHI_RANGE, *pm.A_RANGE),
-        LABELS,
-        xlabel="φ  (V = R(φ), rotation by φ; radians)",
-        ylabel=YLABEL,
-        title=f"(b) V = R(φ): solved outcome (t1 = {pm.T1_B:g}). Naive rule (sign of λ_max(VA + AᵀVᵀ)): no blow-up only\n"
-        "inside the black curve λ_max = 0 (lower left), blow-up everywhere else, all of a > 0 included.\n"
-        f"Hatched: rule ≠ solve, {int(disagree_b.sum())} of {int(decided.sum())} decided members; "
-        f"{n_not_decided} not decided (light orange, grey, purple)",
-        notes=notes_b,
-    )
+        ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), LABELS, xlabel=r"$\varphi$  ($V = R(\varphi)$, rotation; radians)",
+        ylabel=YLABEL, notes=notes_b,
+        title=f"(b) softmax, $V = R(\\varphi)$, $\\Sigma_0 = I/2$, solved to $t_1$ = {pm.T1_B:g}: the sign rule on "
+        f"$VA + A^\\top V^\\top$\nis wrong on {int(disagree_b.sum())} of {int(decided.sum())} decided members. Rule "
+        f"'blow-up', solve 'none by $t_1$': {int(rule_wrong_blow.sum())};\nrule 'none', solve 'blow-up': "
+        f"{int(rule_wrong_safe.sum())} here (see phase_maps_counterexample)",
+    )  # fmt: skip
     fine_p, fine_b = pm.grid(401, pm.PHI_RANGE, pm.A_RANGE)
     rule_fine = naive_rule_map(fine_p, fine_b)
-    ax.contour(fine_p, fine_b, rule_fine, levels=[0.0], colors="k", linewidths=1.6)
-    handles.append(draw_hatched(ax, P_, B_, disagree_b, "rule ≠ solved outcome"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, fontsize=7.5,
-              title=f"solved outcome: members of {n * n}", title_fontsize=8)  # fmt: skip
-    fig.suptitle(
-        f"Softmax Gaussian dynamics, d = 2, Σ0 = I/2: {n}×{n} members per map, one vmapped diffrax solve each. "
-        "V = vI follows the closed form; for rotations V = R(φ) the sign rule on VA + AᵀVᵀ fails",
-        fontsize=11,
-    )
-    o.savefig(fig, "phase_maps")
+    ax.contour(fine_p, fine_b, rule_fine, levels=[0.0], colors="k", linewidths=1.4)
+    handles.append(Line2D([], [], color="k", lw=1.4, label=r"rule's boundary $\lambda_{\max}(VA + A^\top V^\top) = 0$ "
+                          "(rule: no blow-up at lower left)"))  # fmt: skip
+    handles.append(draw_hatched(ax, P_, B_, rule_wrong_blow, "rule: blow-up; solve: none by t1"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1,
+              title=f"solved outcome (members of {n * n})")  # fmt: skip
+    o.savefig(fig, "phase_maps_b")
 
-    counts_a, counts_b = counts(codes_a), counts(codes_b)
+    ce = counterexample(o, quick)
+
+    counts_a, counts_b = counts_codes(codes_a, LABELS_A), counts_codes(codes_b, LABELS)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     o.write_json(
         {
@@ -212,9 +439,16 @@ def main(out: Path, quick: bool = False) -> dict:
             "map_a": {
                 "outcome_counts": counts_a,
                 "disagreements_with_closed_form": int(disagree_a.sum()),
+                "comparison": "blow-up by t1 (solved) against t* <= t1 (closed form)",
                 "members_within_1e-6_of_horizon_excluded": int(near_horizon.sum()),
                 "blow_up_members": int(solved_blow.sum()),
                 "closed_form_blow_up_members": int(cf_blow.sum()),
+                "closed_form_verdicts": {Verdict(int(k)).name: int(np.sum(verdict == k)) for k in np.unique(verdict)},
+                "solved_label_vs_closed_form_verdict": cross,
+                "late_blow_ups_settled_at_t1": int(late.sum()),
+                "slow_contractions_settled_at_t1": int(slow.sum()),
+                "labels_contradicting_the_closed_form_long_time_verdict": long_disagree,
+                "t_star_contour_levels": T_LEVELS,
                 "t_blowup_max_rel_error_vs_closed_form": float(rel_err.max()) if rel_err.size else 0.0,
                 "steps_max": int(res_a["steps"].max()),
                 "retried_with_larger_step_budget": int(res_a["retried"].sum()),
@@ -223,8 +457,8 @@ def main(out: Path, quick: bool = False) -> dict:
                 "outcome_counts": counts_b,
                 "decided_members": int(decided.sum()),
                 "rule_contradicted": int(disagree_b.sum()),
-                "rule_predicts_blow_up_but_no_blow_up": int(np.sum(rule_blow & no_blow_b)),
-                "rule_predicts_no_blow_up_but_blow_up": int(np.sum(~rule_blow & solved_blow_b)),
+                "rule_predicts_blow_up_but_no_blow_up": int(rule_wrong_blow.sum()),
+                "rule_predicts_no_blow_up_but_blow_up": int(rule_wrong_safe.sum()),
                 "rule_contradicted_at_phi_0_or_pi": edge_disagree,
                 "still_growing_at_t1_not_counted": int(np.sum(codes_b == Outcome.grows)),
                 "step_budget_on_stationary_rank_one_not_counted": int(np.sum(codes_b == Outcome.stalled)),
@@ -234,14 +468,17 @@ def main(out: Path, quick: bool = False) -> dict:
                 "steps_max": int(res_b["steps"].max()),
                 "retried_with_larger_step_budget": int(res_b["retried"].sum()),
             },
+            "counterexample": ce,
             "timing": {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)},
         },
         seeds={},
     )
     return {
-        "key": f"(a) {int(disagree_a.sum())} of {n * n} members disagree with the closed form; "
-        f"(b) naive rule contradicted on {int(disagree_b.sum())} of {int(decided.sum())} decided members "
-        f"({edge_disagree} at φ = 0, π)",
+        "key": f"(a) {int(disagree_a.sum())} of {n * n} disagree with the closed form on blow-up by t1; "
+        f"{int(late.sum())} late blow-ups and {int(slow.sum())} slow contractions settled at t1; "
+        f"(b) rule contradicted on {int(disagree_b.sum())} of {int(decided.sum())} decided members, "
+        f"{int(rule_wrong_safe.sum())} in the direction 'no blow-up predicted'; counterexample blows up at "
+        f"{ce['t_blowup']:.2f}",
     }
 
 

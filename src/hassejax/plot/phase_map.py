@@ -40,7 +40,7 @@ def draw_outcome_map(
     labels: Mapping[Outcome, str],
     *,
     notes: Mapping[Outcome, str] | None = None,
-    colors: Mapping[Outcome, str] = OUTCOME_COLORS,
+    colors: Mapping[int, str] = OUTCOME_COLORS,
     xlabel: str = "",
     ylabel: str = "",
     title: str = "",
@@ -50,11 +50,13 @@ def draw_outcome_map(
     **Arguments:**
 
     - `ax`: a matplotlib 2-D axes.
-    - `codes`: `(rows, cols)` int :class:`~hassejax.dynamics.diagnostics.Outcome` codes (row 0 at the bottom).
+    - `codes`: `(rows, cols)` int :class:`~hassejax.dynamics.diagnostics.Outcome` codes (row 0 at the
+      bottom); further non-negative int codes (e.g. a refinement of an outcome) may be added
+      with their own `labels` and `colors` entries.
     - `extent`: `(x0, x1, y0, y1)` of the image.
     - `labels`: the legend label of each outcome that may occur (its order is the legend's).
     - `notes`: optional text appended to an outcome's legend entry.
-    - `colors`: colour of each outcome (default :data:`OUTCOME_COLORS`).
+    - `colors`: colour of each code (default :data:`OUTCOME_COLORS`; extra codes need an entry).
     - `xlabel`, `ylabel`, `title`: axes texts.
 
     **Returns:** one :class:`matplotlib.patches.Patch` per outcome present in `codes`.
@@ -87,17 +89,20 @@ def draw_outcome_map(
     present = {int(c) for c in np.unique(codes)}
     missing = sorted(present - {int(o) for o in labels})
     if missing:
-        raise ParameterError(
-            f"`labels` must name every outcome in `codes`; missing {[Outcome(m).name for m in missing]}."
-        )
-    cmap = ListedColormap([colors[o] for o in Outcome])
-    n = len(Outcome)
+        names = [Outcome(m).name if 0 <= m < len(Outcome) else str(m) for m in missing]
+        raise ParameterError(f"`labels` must name every outcome in `codes`; missing {names}.")
+    n = max(len(Outcome), max(present) + 1)
+    no_colour = sorted(c for c in present if c not in {int(k) for k in colors})
+    if no_colour or min(present) < 0:
+        raise ParameterError(f"`colors` must give a colour to every code in `codes` (codes >= 0); missing {no_colour}.")
+    by_code = {int(k): c for k, c in colors.items()}
+    cmap = ListedColormap([by_code.get(k, "white") for k in range(n)])
     ax.imshow(
         codes, origin="lower", extent=extent, aspect="auto", cmap=cmap, vmin=-0.5, vmax=n - 0.5, interpolation="nearest"
     )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title)
     notes = notes or {}
     return [
         Patch(color=colors[o], label=f"{label}: {int(np.sum(codes == o))}" + (f" ({notes[o]})" if o in notes else ""))
