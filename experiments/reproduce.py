@@ -58,6 +58,7 @@ EXPERIMENTS = [
     "masked_particles",
     "homogeneity",
     "sinkhorn",
+    "sigmoid_linear",
     "real_heads",
 ]
 """Run in this order. An experiment whose module has ``skip_reason()`` returning a string

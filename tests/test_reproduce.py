@@ -51,6 +51,7 @@ EXPECTED = {
     "masked_particles": ["masked_particles", "masked_particles_circle", "masked_particles_clusters"],
     "homogeneity": ["homogeneity"],
     "sinkhorn": ["sinkhorn_mean", "sinkhorn_low_rank"],
+    "sigmoid_linear": ["linear_attention", "sigmoid_attention"],
 }
 REAL = {"real_heads": ["regimes", "initial_rates", "spectra", "spectra_full", "real_heads.md"]}
 
