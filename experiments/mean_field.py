@@ -1,14 +1,22 @@
-"""Mean-field limit: particle moments against the Gaussian moment ODE as n grows (spec dynamics.md §5, §7b item 12).
+"""Mean-field limit: particle moments against the Gaussian moment ODE as n grows (Castin et al., arXiv:2501.18322).
 
-Sample `n` tokens i.i.d. from `N(α0, Σ0)`, run the softmax particle system
-(:func:`hassejax.dynamics.solve_particles`) to depth `t = 1`, and compare the empirical mean
-and covariance (normalised by `n`) with the solution of the Gaussian moment ODE
-(:func:`hassejax.dynamics.solve_gaussian`, rtol 1e-10). The error is a sampling error, so
-it falls like `n^{-1/2}`: the least-squares slope of `log RMS error` (over the seeds)
-against `log n` is reported, at `t = 1` and, for reference, at `t = 0` (the sample itself).
+The `n` initial tokens are a moment-matched sample of `N(α0, Σ0)`
+(:func:`hassejax.dynamics.sampling.antithetic_sample`: whitened draws and their mirror
+images, so the empirical mean and covariance equal `α0` and `Σ0` to rounding and the odd
+moments vanish). The error at `t = 0` is therefore zero, and the error at `t > 0` is the
+error the dynamics itself creates from the higher moments of a finite sample (propagation
+of chaos), not the Monte Carlo error of the sample. The softmax particle system
+(:func:`hassejax.dynamics.solve_particles`) runs to `t = 2`; its empirical mean and
+covariance (normalised by `n`) at `t = 0.25, 0.5, 1, 2` are compared with the Gaussian
+moment ODE (:func:`hassejax.dynamics.solve_gaussian`, rtol 1e-10). Every `n` has the same
+number of seeds. For each `t` the least-squares slope of `log RMS error` (over the seeds)
+against `log n` is reported, with a 95 % bootstrap interval over seeds. For reference the
+error of an i.i.d. sample of the same size at `t = 0` (the Monte Carlo error the matched
+sample removes) is drawn too.
 
-Parameters: item 4 of spec §7a (`Q`, `K`, `V`, the paper's scaling `A = KᵀQ/√2`; `V` and `A`
-not symmetric), `α0 = (0.3, −0.2)`, `Σ0 = [[0.5, 0.1], [0.1, 0.3]]`.
+Parameters: the convergence-to-two-lines example (fig. 4 of the paper: `Q`, `K`, `V`, the
+paper's scaling `A = KᵀQ/√2`; `V` and `A` not symmetric), `α0 = (0.3, −0.2)`,
+`Σ0 = [[0.5, 0.1], [0.1, 0.3]]`.
 """
 
 from __future__ import annotations
@@ -24,35 +32,36 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
+from matplotlib.ticker import FormatStrFormatter
 
 from hassejax.dynamics import Softmax, paper, solve_gaussian, solve_particles, status_names
 from hassejax.dynamics.diagnostics import empirical_covariance
 from hassejax.dynamics.powerlaw import bootstrap_slope, loglog_fit, rms
+from hassejax.dynamics.sampling import antithetic_sample
 from hassejax.dynamics.sweeps import sweep
+from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "mean_field"
 SEED = 0
 MEAN0 = np.array([0.3, -0.2])
 SIGMA0 = np.array([[0.5, 0.1], [0.1, 0.3]])
-T = 1.0
+TIMES = np.array([0.0, 0.25, 0.5, 1.0, 2.0])
+"""Saved depths; the first is the initial sample (error 0 by construction)."""
 SIZES_FULL = [64, 128, 256, 512, 1024, 2048, 4096]
-SIZES_QUICK = [64, 128]  # two sizes (one compiled solve each) still give a slope
+SIZES_QUICK = [64, 128, 256]
+SEEDS_FULL, SEEDS_QUICK = 16, 4
+"""Seeds per size, the same for every `n`."""
 BOOTSTRAP = 2000
-
-
-def seeds_for(n: int, quick: bool = False) -> int:
-    """Seeds at size `n`: at least 5, more for small `n` (cheap), so the RMS at every `n` is
-    estimated about equally well (`16384/n`, capped at 64; quick: `4096/n`)."""
-    return int(min(64, max(5, (4096 if quick else 16384) // n)))
+QUANTITIES = {"mean": r"$\|\bar x(t) - \alpha(t)\|_2$", "cov": r"$\|\hat\Sigma(t) - \Sigma(t)\|_F$"}
 
 
 def chunk_for(n: int) -> int:
-    """Seeds solved together in one vmapped program (bounded memory: `4096/n`, at most 64)."""
-    return int(max(1, min(64, 4096 // n)))
+    """Seeds solved together in one vmapped program (bounded memory: `4096/n`, at most 16)."""
+    return int(max(1, min(16, 4096 // n)))
 
 
 def model() -> Softmax:
-    """Item 4 parameters with the paper's softmax scaling."""
+    """Fig. 4 parameters with the paper's softmax scaling."""
     return paper.softmax_model(paper.FIG4_V, paper.FIG4_Q, paper.FIG4_K)
 
 
@@ -60,120 +69,141 @@ MODEL = model()
 
 
 def particle_member(p):
-    """One seed, `p = {"x0": (n, d)}`: the particle solve to `t = T` (module level: :func:`sweep` compiles once per `n`)."""
-    sol = solve_particles(MODEL, p["x0"], t1=T, ts=jnp.array([0.0, T]))
+    """One seed, `p = {"x0": (n, d)}`: the particle solve saved at :data:`TIMES` (module level: compiled once per `n`)."""
+    sol = solve_particles(MODEL, p["x0"], t1=float(TIMES[-1]), ts=jnp.asarray(TIMES))
     return {"xs": sol.xs, "status": sol.status}
+
+
+def sample_key(n: int, seed: int):
+    return jax.random.fold_in(jax.random.fold_in(jax.random.key(SEED), n), seed)
 
 
 def main(out: Path, quick: bool = False) -> dict:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     o = Output(out, NAME)
     sizes = SIZES_QUICK if quick else SIZES_FULL
-    p = MODEL
-    gauss = solve_gaussian(p, MEAN0, SIGMA0, t1=T, rtol=1e-10, atol=1e-12)
-    mean_t, cov_t = np.asarray(gauss.mean_final), np.asarray(gauss.cov_final)
-    err = {k: [] for k in ("mean_t0", "cov_t0", "mean_t1", "cov_t1")}
+    n_seeds = SEEDS_QUICK if quick else SEEDS_FULL
+    gauss = solve_gaussian(MODEL, MEAN0, SIGMA0, t1=float(TIMES[-1]), ts=jnp.asarray(TIMES), rtol=1e-10, atol=1e-12)
+    mean_g, cov_g = np.asarray(gauss.mean), np.asarray(gauss.cov)  # (T, d), (T, d, d)
+    err = {q: np.zeros((len(TIMES), len(sizes), n_seeds)) for q in QUANTITIES}
+    iid0 = {q: np.zeros((len(sizes), n_seeds)) for q in QUANTITIES}
     statuses = set()
-    key = jax.random.key(SEED)
-    for n in sizes:
-        n_seeds = seeds_for(n, quick)
-        x0 = jnp.stack(
-            [
-                jax.random.multivariate_normal(jax.random.fold_in(jax.random.fold_in(key, n), s), MEAN0, SIGMA0, (n,))
-                for s in range(n_seeds)
-            ]
-        )
-        out = sweep(particle_member, {"x0": x0}, chunk_size=chunk_for(n), progress=False, shard=len(jax.devices()) > 1)
-        statuses.update(status_names(np.asarray(out["status"])).tolist())
-        xs = np.asarray(out["xs"])  # (seeds, 2, n, d)
+    for j, n in enumerate(sizes):
+        x0 = np.stack([antithetic_sample(sample_key(n, s), MEAN0, SIGMA0, n) for s in range(n_seeds)])
+        res = sweep(particle_member, {"x0": jnp.asarray(x0)}, chunk_size=chunk_for(n), progress=False,
+                    shard=len(jax.devices()) > 1)  # fmt: skip
+        statuses.update(status_names(np.asarray(res["status"])).tolist())
+        xs = np.asarray(res["xs"])  # (seeds, T, n, d)
         cov = np.asarray(empirical_covariance(xs))
-        err["mean_t0"].append(np.linalg.norm(xs[:, 0].mean(1) - MEAN0, axis=-1))
-        err["cov_t0"].append(np.linalg.norm(cov[:, 0] - SIGMA0, axis=(-2, -1)))
-        err["mean_t1"].append(np.linalg.norm(xs[:, 1].mean(1) - mean_t, axis=-1))
-        err["cov_t1"].append(np.linalg.norm(cov[:, 1] - cov_t, axis=(-2, -1)))
+        err["mean"][:, j] = np.linalg.norm(xs.mean(2) - mean_g, axis=-1).T
+        err["cov"][:, j] = np.linalg.norm(cov - cov_g, axis=(-2, -1)).T
+        # the Monte Carlo error an i.i.d. sample of the same size would start with (same keys)
+        xi = np.stack(
+            [np.asarray(jax.random.multivariate_normal(sample_key(n, s), MEAN0, SIGMA0, (n,))) for s in range(n_seeds)]
+        )
+        iid0["mean"][j] = np.linalg.norm(xi.mean(1) - MEAN0, axis=-1)
+        iid0["cov"][j] = np.linalg.norm(np.asarray(empirical_covariance(xi)) - SIGMA0, axis=(-2, -1))
     if statuses != {"completed"}:
         raise RuntimeError(f"a particle solve did not complete: statuses {sorted(statuses)}")
-    sizes_a = np.asarray(sizes)
-    rms_err = {k: np.array([rms(e) for e in v]) for k, v in err.items()}
-    fits = {k: loglog_fit(sizes_a, v) for k, v in rms_err.items()}
+    sizes_a = np.asarray(sizes, float)
+    rms_err = {q: rms(e) for q, e in err.items()}  # (T, sizes)
+    rms_iid0 = {q: rms(e) for q, e in iid0.items()}
     rng = np.random.default_rng(SEED)
-    intervals = {k: bootstrap_slope(sizes_a, v, rng, reps=BOOTSTRAP) for k, v in err.items()}
-    n_seeds_list = [seeds_for(n, quick) for n in sizes]
+    slopes, intervals = {}, {}
+    for q in QUANTITIES:
+        slopes[q] = [loglog_fit(sizes_a, rms_err[q][i])[0] for i in range(1, len(TIMES))]
+        intervals[q] = [bootstrap_slope(sizes_a, list(err[q][i]), rng, reps=BOOTSTRAP) for i in range(1, len(TIMES))]
+    slope_iid0 = {q: loglog_fit(sizes_a, rms_iid0[q])[0] for q in QUANTITIES}
+    max_err_t0 = {q: float(err[q][0].max()) for q in QUANTITIES}
+    ratio_to_iid = {q: rms_err[q][1:] / rms_iid0[q] for q in QUANTITIES}  # (T−1, sizes)
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 6.6), layout="constrained")
-    for ax, (what, label) in zip(
-        axes, [("mean", "‖mean of particles − α(t)‖₂"), ("cov", "‖covariance of particles − Σ(t)‖_F")]
-    ):
-        s1, c1 = fits[f"{what}_t1"]
-        s0, _ = fits[f"{what}_t0"]
-        lo, hi = intervals[f"{what}_t1"]
-        for i, n in enumerate(sizes):
-            e = err[f"{what}_t1"][i]
-            jitter = np.exp(np.linspace(-0.08, 0.08, len(e)))
-            ax.scatter(n * jitter, e, s=6, color="C0", alpha=0.3, lw=0, label="t = 1, one seed" if i == 0 else None)
+    # --- figure 1: RMS error against n, one line per depth
+    colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(TIMES) - 1))
+    fig, axes = plt.subplots(1, 2, figsize=figsize(TEXT_WIDTH, 0.78), layout="constrained")
+    for ax, (q, label) in zip(axes, QUANTITIES.items()):
         ax.plot(
-            sizes_a,
-            rms_err[f"{what}_t1"],
-            "o-",
-            color="C0",
-            lw=1.8,
-            label=f"t = {T:g}, RMS over seeds: slope {s1:.3f} (95% bootstrap {lo:.2f} … {hi:.2f})",
+            sizes_a, rms_iid0[q], "s--", color="0.55", ms=3, label=f"i.i.d. sample, t = 0 (slope {slope_iid0[q]:.2f})"
         )
-        ax.plot(
-            sizes_a,
-            rms_err[f"{what}_t0"],
-            "s--",
-            color="C1",
-            lw=1.2,
-            ms=4,
-            label=f"t = 0 (the sample), RMS: slope {s0:.3f}",
-        )
-        ax.plot(sizes_a, np.exp(c1) * sizes_a**-0.5, ":", color="k", lw=1.2, label="reference slope −1/2")
+        for i in range(1, len(TIMES)):
+            lo, hi = intervals[q][i - 1]
+            ax.plot(sizes_a, rms_err[q][i], "o-", color=colors[i - 1], ms=3,
+                    label=f"t = {TIMES[i]:g}: slope {slopes[q][i - 1]:.2f} [{lo:.2f}, {hi:.2f}]")  # fmt: skip
+        ref = rms_err[q][-1][0] * (sizes_a / sizes_a[0]) ** -0.5
+        ax.plot(sizes_a, ref, ":", color="k", label=r"slope $-1/2$")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel(f"number of tokens n  (seeds per n: {', '.join(map(str, n_seeds_list))})")
-        ax.set_ylabel(label)
+        ax.set_xlabel(r"number of tokens $n$")
+        ax.set_ylabel(f"RMS over seeds of {label}")
         ax.grid(alpha=0.3, which="both")
-        # limits fitted to everything drawn (seeds, RMS at t = 0 and 1, reference); legend below the axes
-        pts = np.concatenate(
-            [*err[f"{what}_t1"], rms_err[f"{what}_t0"], rms_err[f"{what}_t1"], np.exp(c1) * sizes_a**-0.5]
-        )
-        ax.set_ylim(pts.min() / 1.4, pts.max() * 1.4)
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1)
-        ax.set_title(f"{'Mean' if what == 'mean' else 'Covariance'} error at t = {T:g}", fontsize=10)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), handlelength=1.6, frameon=False)
+        ax.set_title(f"{'mean' if q == 'mean' else 'covariance'}: error at t > 0", loc="left")
     fig.suptitle(
-        f"Mean field: softmax particles (item 4 parameters, n i.i.d. from N(α0, Σ0)) vs the Gaussian moment ODE at t = {T:g}: "
-        f"log-log slopes {fits['mean_t1'][0]:.2f} (mean), {fits['cov_t1'][0]:.2f} (covariance), expected −1/2",
-        fontsize=11,
+        f"Matched initial samples (error at t = 0 below {max(max_err_t0.values()):.0e}), {n_seeds} seeds per n: "
+        "particles vs Gaussian ODE\nlog-log slopes with 95 % bootstrap intervals over seeds"
     )
     o.savefig(fig, "mean_field")
+
+    # --- figure 2: √n × RMS error against depth, one line per n (the curves meet if the error is ∝ n^{-1/2})
+    ncol = plt.get_cmap("plasma")(np.linspace(0.0, 0.85, len(sizes)))
+    fig, axes = plt.subplots(1, 2, figsize=figsize(TEXT_WIDTH, 0.45), layout="constrained")
+    for ax, (q, label) in zip(axes, QUANTITIES.items()):
+        for j, n in enumerate(sizes):
+            ax.plot(TIMES, np.sqrt(n) * rms_err[q][:, j], "o-", ms=3, color=ncol[j], label=f"n = {n}")
+        ax.set_xlabel(r"depth $t$")
+        ax.set_ylabel(r"$\sqrt{n}\,\times$ RMS of " + label)
+        ax.set_xticks(TIMES)
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="upper left", ncol=2, handlelength=1.2, columnspacing=0.8)  # the empty corner
+    fig.suptitle(r"Error the dynamics creates: $\sqrt{n}\,\times$ RMS error against depth (0 at t = 0 by construction)")
+    o.savefig(fig, "mean_field_time")
+
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     o.write_json(
         {
             "setup": {
                 "kind": "softmax",
                 "V": paper.FIG4_V,
-                "A": np.asarray(p.A),
+                "A": np.asarray(MODEL.A),
                 "mean0": MEAN0,
                 "Sigma0": SIGMA0,
-                "t": T,
+                "times": TIMES,
                 "sizes": sizes,
-                "seeds_per_size": n_seeds_list,
+                "seeds_per_size": n_seeds,
+                "initial_sample": "antithetic_sample: whitened N(0, I) draws and their mirror images mapped by a square "
+                "root of Sigma0 (empirical mean and covariance equal mean0 and Sigma0; odd moments 0)",
+                "iid_reference": "jax.random.multivariate_normal with the same keys, error at t = 0 only (no solve)",
                 "particle_solver": "Tsit5 rtol 1e-6 (library default)",
                 "gaussian_solver": "Tsit5 rtol 1e-10",
                 "covariance": "empirical, normalised by n",
+                "error": "Euclidean norm of the mean error, Frobenius norm of the covariance error; RMS over seeds",
             },
-            "gaussian_at_t": {"mean": mean_t, "cov": cov_t, "status": status_names(gauss.status)},
-            "errors": err,
-            "rms_errors": rms_err,
-            "loglog_slopes": {k: v[0] for k, v in fits.items()},
-            "loglog_slope_bootstrap_95": intervals,
+            "gaussian": {"mean": mean_g, "cov": cov_g, "status": status_names(gauss.status)},
+            "max_error_at_t0_matched_sample": max_err_t0,
+            "errors_per_seed": {q: {f"t={t:g}": e for t, e in zip(TIMES, err[q])} for q in QUANTITIES},
+            "rms_errors": {q: {f"t={t:g}": e for t, e in zip(TIMES, rms_err[q])} for q in QUANTITIES},
+            "iid_sample_error_t0_per_seed": iid0,
+            "iid_sample_rms_error_t0": rms_iid0,
+            "iid_sample_loglog_slope_t0": slope_iid0,
+            "loglog_slopes": {q: {f"t={t:g}": s for t, s in zip(TIMES[1:], slopes[q])} for q in QUANTITIES},
+            "loglog_slope_bootstrap_95": {
+                q: {f"t={t:g}": iv for t, iv in zip(TIMES[1:], intervals[q])} for q in QUANTITIES
+            },
+            "sqrt_n_times_rms_error": {
+                q: {f"t={t:g}": np.sqrt(sizes_a) * e for t, e in zip(TIMES, rms_err[q])} for q in QUANTITIES
+            },
+            "rms_error_over_iid_t0_error": {
+                q: {f"t={t:g}": r for t, r in zip(TIMES[1:], ratio_to_iid[q])} for q in QUANTITIES
+            },
             "timing": {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)},
         },
-        seeds={"base": SEED, "per_run": "fold_in(fold_in(key(0), n), seed)"},
+        seeds={"base": SEED, "per_run": "fold_in(fold_in(key(0), n), seed), seed = 0 … seeds_per_size − 1"},
     )
+    s = {q: ", ".join(f"{x:.2f}" for x in slopes[q]) for q in QUANTITIES}
     return {
-        "key": f"log-log slope at t = {T:g}: {fits['mean_t1'][0]:.3f} (mean), {fits['cov_t1'][0]:.3f} (covariance) over n = {sizes[0]}…{sizes[-1]}, {min(n_seeds_list)}–{max(n_seeds_list)} seeds per n"
+        "key": f"matched samples (t = 0 error < {max(max_err_t0.values()):.0e}); log-log slopes at t = "
+        f"{', '.join(f'{t:g}' for t in TIMES[1:])}: mean {s['mean']}; covariance {s['cov']} "
+        f"(n = {sizes[0]}…{sizes[-1]}, {n_seeds} seeds per n)"
     }
 
 
