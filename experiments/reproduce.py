@@ -59,6 +59,7 @@ EXPERIMENTS = [
     "homogeneity",
     "sinkhorn",
     "sigmoid_linear",
+    "time_dependent",
     "real_heads",
 ]
 """Run in this order. An experiment whose module has ``skip_reason()`` returning a string

@@ -52,6 +52,7 @@ EXPECTED = {
     "homogeneity": ["homogeneity"],
     "sinkhorn": ["sinkhorn_mean", "sinkhorn_low_rank"],
     "sigmoid_linear": ["linear_attention", "sigmoid_attention"],
+    "time_dependent": ["time_dependent"],
 }
 REAL = {"real_heads": ["regimes", "initial_rates", "spectra", "spectra_full", "real_heads.md"]}
 
