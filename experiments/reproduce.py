@@ -57,6 +57,8 @@ EXPERIMENTS = [
     "energies",
     "masked_particles",
     "homogeneity",
+    "stability_estimate",
+    "energy_convexity",
     "sinkhorn",
     "sigmoid_linear",
     "time_dependent",

@@ -50,6 +50,8 @@ EXPECTED = {
     "energies": ["energies"],
     "masked_particles": ["masked_particles", "masked_particles_circle", "masked_particles_clusters"],
     "homogeneity": ["homogeneity"],
+    "stability_estimate": ["stability_estimate"],
+    "energy_convexity": ["energy_convexity"],
     "sinkhorn": ["sinkhorn_mean", "sinkhorn_low_rank"],
     "sigmoid_linear": ["linear_attention", "sigmoid_attention"],
     "time_dependent": ["time_dependent"],
