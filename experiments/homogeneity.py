@@ -123,6 +123,8 @@ def main(out: Path, quick: bool = False) -> dict:
                 "fig5_scaling": "A = KᵀQ/√2",
                 "counterexample": {"V": CE_V, "A": CE_A, "Sigma0": CE_SIGMA0, "beta": 1.0},
                 "counterexample_note": "(derived) VA + AᵀVᵀ and A + Aᵀ negative definite, yet finite-time blow-up",
+                "counterexample_eigenvalues_VA_plus_transpose": np.linalg.eigvalsh(CE_V @ CE_A + (CE_V @ CE_A).T),
+                "counterexample_eigenvalues_A_plus_transpose": np.linalg.eigvalsh(CE_A + CE_A.T),
             },
             "solver": {
                 "method": "diffrax Tsit5, rtol 1e-10, atol 1e-12, float64; size event tr Σ = 1e8 · tr(cΣ0); "
