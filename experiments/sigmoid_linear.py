@@ -13,8 +13,9 @@ Two figures:
   against the Gaussian ODE and the closed form of `P(t)`.
 - ``sigmoid_attention``: sigmoid attention is not affine on Gaussians (particles only, spec
   §2): the relative residual of the best affine fit of `Γ_μ` on 1000 query points, `μ` the
-  empirical measure of `n` keys drawn from one Gaussian, against `n`. Softmax and linear fall
-  to zero with `n` (Monte Carlo error), sigmoid levels off.
+  empirical measure of `n` keys drawn from one Gaussian, against `n`. Linear attention is
+  exactly affine for any keys, softmax falls to zero with `n` (Monte Carlo error), sigmoid
+  levels off.
 """
 
 from __future__ import annotations
