@@ -190,8 +190,8 @@ def main(out: Path, quick: bool = False) -> dict:
         "solver": dc.solver_record(soft),
     }
     _draw(axes[0, 0], soft, names(soft["status"]),
-          f"(a) softmax: {int(conv.sum())} converge (blue) to\nrank one on the {rays[1]:.2f}° ray, "
-          f"{int(blow.sum())} blow up (red)")  # fmt: skip
+          f"(a) softmax: {int(blow.sum())} blow up (red), {int(conv.sum())} converge\n(blue) to "
+          f"rank one along $v$ at {rays[1]:.2f}° (disk: 2 × {rays[1]:.2f}°)")  # fmt: skip
 
     # L2, the authors' reading (tr Σ > 1e3 stop) and the accurate one (no such stop)
     p_l2 = paper.l2_model(paper.FIG6_V, paper.FIG4_Q, paper.FIG4_K)
