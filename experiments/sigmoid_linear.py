@@ -1,6 +1,6 @@
 """Sigmoid and linear attention (Castin et al., arXiv:2501.18322; spec dynamics.md §1, §2).
 
-Two figures:
+Three figures:
 
 - ``linear_attention``: linear attention `Γ_μ(x) = βV(Σ + ααᵀ)Ax` is linear in `x` for any
   measure, so the mean and covariance of particles follow the moment ODE exactly, and the
@@ -16,6 +16,10 @@ Two figures:
   empirical measure of `n` keys drawn from one Gaussian, against `n`. Linear attention is
   exactly affine for any keys, softmax falls to zero with `n` (Monte Carlo error), sigmoid
   levels off.
+- ``sigmoid_particles``: sigmoid particles (`b = 0`) against the Gaussian ODE of sigmoid's
+  first-order linearisation `½Vȳ + ¼·(linear attention)`
+  (:func:`hassejax.dynamics.linear_moments.sigmoid_linearisation`) for token covariances `cΣ`:
+  the error grows with the logits' scale `c`.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from hassejax.dynamics import (
     status_names,
 )
 from hassejax.dynamics.affine_fit import affine_fit_residual
-from hassejax.dynamics.linear_moments import linear_blowup_time, linear_second_moment_closed_form
+from hassejax.dynamics.linear_moments import linear_blowup_time, linear_second_moment_closed_form, sigmoid_linearisation
 from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "sigmoid_linear"
@@ -56,6 +60,7 @@ N_SAVE = 41
 A_FIT = np.array([[0.5, 0.3], [-0.2, -0.4]])
 ALPHA_FIT = np.array([0.5, 0.0])
 M_QUERIES = 1000
+T1_SIGMOID = 1.0
 
 
 def _matched(rng, n, mean, cov):
@@ -253,12 +258,84 @@ def _draw_sigmoid(o: Output, rec: dict, e: dict) -> None:
     o.savefig(fig, "sigmoid_attention")
 
 
+def _sigmoid_particles(quick: bool) -> tuple[dict, dict]:
+    """Sigmoid particles against the Gaussian ODE of its first-order linearisation, for Σ0 scaled by c."""
+    cs = np.array([0.1, 1.0] if quick else [0.03, 0.1, 0.3, 1.0])
+    n = 64 if quick else 256
+    rng = np.random.default_rng(2)
+    x0 = np.stack([_matched(rng, n, np.sqrt(c) * ALPHA_FIT, c * SIGMA0) for c in cs])
+    sig = Sigmoid(V=np.eye(2), A=A_FIT)
+    lin = sigmoid_linearisation(np.eye(2), A_FIT)
+    ts = np.linspace(0.0, T1_SIGMOID, 21)
+    ps = jax.jit(jax.vmap(lambda x: solve_particles(sig, x, t1=T1_SIGMOID, ts=ts, rtol=1e-10, atol=1e-10)))(x0)
+    g = jax.jit(jax.vmap(lambda a, c: solve_gaussian(lin, a, c, t1=T1_SIGMOID, ts=ts, rtol=1e-10, atol=1e-12)))(
+        np.sqrt(cs)[:, None] * ALPHA_FIT, cs[:, None, None] * SIGMA0
+    )
+    xs = np.asarray(ps.xs)
+    p_mean = xs.mean(axis=2)
+    dev = xs - p_mean[:, :, None, :]
+    p_cov = np.einsum("btni,btnj->btij", dev, dev) / n
+    g_cov, g_mean = np.asarray(g.cov), np.asarray(g.mean)
+    err_cov = np.linalg.norm(p_cov[:, -1] - g_cov[:, -1], axis=(-2, -1)) / np.linalg.norm(g_cov[:, -1], axis=(-2, -1))
+    err_mean = np.linalg.norm(p_mean[:, -1] - g_mean[:, -1], axis=-1) / np.linalg.norm(g_mean[:, -1], axis=-1)
+    rec = {
+        "V": np.eye(2),
+        "A": A_FIT,
+        "bias": 0.0,
+        "scales_c": cs,
+        "initial": "n points whitened to mean √c·α and covariance c·Σ exactly (seed 2); logits scale like c",
+        "n_particles": n,
+        "t1": T1_SIGMOID,
+        "linearisation": "σ(z) ≈ σ(0) + σ'(0)z: Γ ≈ ½Vȳ + ¼·linear attention (dynamics.linear_moments."
+        "sigmoid_linearisation), whose moment ODE is exact for any measure",
+        "status_particles": [str(x) for x in status_names(ps.status)],
+        "status_linearised_gaussian": [str(x) for x in status_names(g.status)],
+        "rel_error_cov_at_t1": err_cov,
+        "rel_error_mean_at_t1": err_mean,
+        "loglog_slope_cov_error_vs_c": float(np.polyfit(np.log(cs), np.log(err_cov), 1)[0]),
+    }
+    return rec, {"cs": cs, "ts": ts, "p_tr": np.trace(p_cov, axis1=-2, axis2=-1),
+                 "g_tr": np.trace(g_cov, axis1=-2, axis2=-1), "err_cov": err_cov, "err_mean": err_mean}  # fmt: skip
+
+
+def _draw_sigmoid_particles(o: Output, rec: dict, e: dict) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=figsize(TEXT_WIDTH, 0.42), layout="constrained")
+    colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, e["cs"].size))
+    ax = axes[0]
+    for i, c in enumerate(e["cs"]):
+        ax.plot(e["ts"], e["p_tr"][i] / c, "-", color=colors[i], label=f"$c$ = {c:g}")
+        ax.plot(e["ts"], e["g_tr"][i] / c, "--", color=colors[i])
+    ax.set_xlabel("$t$")
+    ax.set_ylabel("tr $\\Sigma(t)\\,/\\,c$")
+    ax.set_title("(a) sigmoid particles (solid),\nlinearised Gaussian ODE (dashed)")
+    ax.legend(loc="upper left")
+    ax.grid(alpha=0.3)
+    ax = axes[1]
+    ax.loglog(e["cs"], e["err_cov"], "o-", color="tab:red", mfc="none", label="covariance")
+    ax.loglog(e["cs"], e["err_mean"], "s--", color="tab:blue", mfc="none", label="mean")
+    ax.set_xlabel("scale $c$ of the tokens' covariance ($\\Sigma_0 = c\\Sigma$)")
+    ax.set_ylabel(f"relative error at $t$ = {rec['t1']:g}")
+    ax.set_title(
+        f"(b) particles vs linearised ODE,\nlog-log slope {rec['loglog_slope_cov_error_vs_c']:.2f} (covariance)"
+    )
+    ax.legend(loc="upper left")
+    ax.grid(alpha=0.3, which="major")
+    fig.suptitle(
+        "Castin et al. (arXiv:2501.18322), sigmoid attention ($b = 0$): to first order in the logits,\n"
+        "$\\frac{1}{2}V\\bar y$ + $\\frac{1}{4}$ linear attention, which keeps Gaussians; "
+        f"{rec['n_particles']} sigmoid particles\nleave that Gaussian prediction as the logits grow"
+    )
+    o.savefig(fig, "sigmoid_particles")
+
+
 def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
     lin, lin_e = _linear(quick)
     _draw_linear(o, lin, lin_e)
     sig, sig_e = _sigmoid(quick)
     _draw_sigmoid(o, sig, sig_e)
+    sig["particles"], sp_e = _sigmoid_particles(quick)
+    _draw_sigmoid_particles(o, sig["particles"], sp_e)
     o.write_json(
         {
             "figure": "linear attention (α and Σ coupled through P = Σ + ααᵀ) and sigmoid attention (not affine on "

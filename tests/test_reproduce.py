@@ -53,7 +53,7 @@ EXPECTED = {
     "stability_estimate": ["stability_estimate"],
     "energy_convexity": ["energy_convexity"],
     "sinkhorn": ["sinkhorn_mean", "sinkhorn_low_rank"],
-    "sigmoid_linear": ["linear_attention", "sigmoid_attention"],
+    "sigmoid_linear": ["linear_attention", "sigmoid_attention", "sigmoid_particles"],
     "time_dependent": ["time_dependent"],
 }
 REAL = {"real_heads": ["regimes", "initial_rates", "spectra", "spectra_full", "real_heads.md"]}

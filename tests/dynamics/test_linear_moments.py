@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -48,3 +49,24 @@ def test_blowup_time_depends_on_the_mean():
 def test_errors(no_typecheck):
     with pytest.raises(ParameterError, match="mean0"):
         linear_second_moment_closed_form(np.zeros(3), SIGMA0, A, 1.0, 0.1)
+
+
+def test_sigmoid_linearisation():
+    from hassejax.dynamics import Sigmoid
+    from hassejax.dynamics.linear_moments import sigmoid_linearisation
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((7, 2))
+    V = np.array([[1.0, 0.4], [-0.3, 0.8]])
+    b, beta = -0.7, 1.3
+    s = 1.0 / (1.0 + np.exp(-b))
+    # NumPy: σ(b) V ȳ + σ'(b) (1/n) Σ_j β (y_jᵀ A x_i) V y_j (logit of query x_i, key y_j: y_jᵀAx_i = (xAᵀxᵀ)_ij)
+    ref = s * (V @ x.mean(0))[None] + s * (1 - s) * beta * np.einsum("ij,jk->ik", x @ A.T @ x.T, x @ V.T) / len(x)
+    lin = sigmoid_linearisation(V, A, beta=beta, bias=b)
+    np.testing.assert_allclose(np.asarray(lin.velocity(0.0, jnp.asarray(x))), ref, rtol=1e-12, atol=1e-14)
+    # the sigmoid approaches it as the tokens shrink (x -> hx): logits ∝ h², the remainder at b = 0 is cubic in
+    # them (σ'' (0) = 0), so error / h falls like h⁶
+    sig0, lin0 = Sigmoid(V=V, A=A, beta=beta), sigmoid_linearisation(V, A, beta=beta)
+    errs = [np.abs(np.asarray(sig0.velocity(0.0, jnp.asarray(h * x))) - np.asarray(lin0.velocity(0.0, jnp.asarray(h * x)))).max() / h
+            for h in (0.1, 0.01)]  # fmt: skip
+    assert errs[1] / errs[0] == pytest.approx(1e-6, rel=0.05)

@@ -10,6 +10,9 @@ forms of softmax (spec §3) apply to `P`:
 - :func:`linear_second_moment_closed_form`: `P(t) = (P0⁻¹ − βvt(A + Aᵀ))⁻¹` (singular-safe form).
 - :func:`linear_blowup_time`: `t* = 1/λ_max(βv P0^{1/2}(A + Aᵀ)P0^{1/2})`, `inf` if none; it
   depends on the mean through `P0 = Σ0 + α0α0ᵀ` (for softmax it does not).
+- :func:`sigmoid_linearisation`: sigmoid attention to first order in the logits,
+  `σ(z + b) ≈ σ(b) + σ'(b)z`: `Γ(x) ≈ σ(b)Vȳ + σ'(b)·(linear attention)`, a kernel that preserves
+  Gaussians (a :class:`~hassejax.dynamics.MultiHead` of a uniform-weight head and a linear head).
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from ..errors import ParameterError
+from .attention import Linear, MultiHead, Softmax
 from .closed_form import blowup_time_closed_form, softmax_covariance_closed_form
 
-__all__ = ["linear_second_moment_closed_form", "linear_blowup_time"]
+__all__ = ["linear_second_moment_closed_form", "linear_blowup_time", "sigmoid_linearisation"]
 
 
 def _second_moment(mean0, cov0):
@@ -85,3 +89,39 @@ def linear_blowup_time(
     ```
     """
     return blowup_time_closed_form(_second_moment(mean0, cov0), A, v, beta)
+
+
+def sigmoid_linearisation(
+    V: Float[ArrayLike, "d d"], A: Float[ArrayLike, "d d"], beta: float = 1.0, bias: float = 0.0
+) -> MultiHead:
+    """Sigmoid attention `(1/n) Σ_j σ(βy_jᵀAx + b) V y_j` to first order in the logits (derived).
+
+    `σ(z + b) ≈ σ(b) + σ'(b)z` gives `Γ(x) ≈ σ(b)Vȳ + σ'(b)(1/n) Σ_j β(y_jᵀAx)Vy_j`: a uniform-weight
+    head (softmax with `A = 0`, value `σ(b)V`) plus linear attention with value `σ'(b)V`. Both are
+    affine on Gaussians, so the sum has a Gaussian map (`M = σ'(b)βV(Σ + ααᵀ)A`, `c = σ(b)Vα`), and
+    its moment equations are exact for any measure.
+
+    **Arguments:** `V`, `A`: `(d, d)`; `beta`: inverse temperature; `bias`: the sigmoid's bias `b`.
+
+    **Returns:** a :class:`~hassejax.dynamics.MultiHead` of the two heads.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for matrices that are not `(d, d)` of one size.
+
+    Source: (derived) Taylor expansion of the sigmoid in spec dynamics.md §1.
+
+    **Example:** at `b = 0`, `σ = 1/2`, `σ' = 1/4`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics.linear_moments import sigmoid_linearisation
+    >>> m = sigmoid_linearisation(jnp.eye(2), jnp.eye(2))
+    >>> m.velocity(0.0, jnp.array([[1.0, 0.0], [-1.0, 0.0]])).tolist()
+    [[0.25, 0.0], [-0.25, 0.0]]
+
+    ```
+    """
+    v, a = jnp.asarray(V), jnp.asarray(A)
+    if v.ndim != 2 or v.shape[0] != v.shape[1] or a.shape != v.shape:
+        raise ParameterError(f"`V` and `A` must be (d, d) of one size; got {v.shape} and {a.shape}.")
+    s = 1.0 / (1.0 + jnp.exp(-jnp.asarray(bias, v.dtype)))
+    return MultiHead([Softmax(V=s * v, A=jnp.zeros_like(a)), Linear(V=s * (1.0 - s) * v, A=a, beta=beta)])
