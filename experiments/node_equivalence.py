@@ -37,6 +37,7 @@ PREDICTING, CONTEXT = "#fde0c5", "#dbe9f6"  # node colours: carries a target / c
 JOIN = "#2ca02c"
 APART = "#d62728"
 STREAM_COLOR = {"F": "#c6dbef", "B": "#fdd0a2", "C": "#c7e9c0"}
+STREAM_NAME = {"B": "backward wing B", "C": "centres C", "F": "forward wing F"}
 
 
 def _node(ax, x, y, text, labelled):
@@ -97,7 +98,14 @@ def _autoregressive_panel(ax, n: int = 5) -> dict:
         Patch(facecolor=CONTEXT, edgecolor="#333333", label="context only (no target)"),
         Line2D([], [], ls="--", color=JOIN, label="equivalent nodes (same signature)"),
     ]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(-0.02, 1.02), frameon=False)
+    ax.legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(-0.02, 1.02),
+        frameon=False,
+        title="(a) node colour",
+        alignment="left",
+    )
     ax.set_xlim(-0.6, xm + 0.9)
     ax.set_ylim(-1.6, 4.4)
     ax.set_axis_off()
@@ -195,10 +203,21 @@ def _butterfly_panel(fig, axes, ax_merge, n: int = 4, pair: tuple[int, int] = (1
         if merged.inputs[s] == ("w", 2):
             ax_merge.texts[c].get_bbox_patch().set_edgecolor(APART)
             ax_merge.texts[c].get_bbox_patch().set_linewidth(2.0)
-    sig_text = [f"{x['task']}: $w_2$ covers ${x['covers'][0][0]}_{x['covers'][0][1:]}$" for x in w2]
+    # Panel (b) colours nodes by stream, not by target: its own legend (as in butterfly_merge).
+    axes[0].figure.legend(
+        handles=[Patch(facecolor=STREAM_COLOR[k], edgecolor="#333333", label=v) for k, v in STREAM_NAME.items()],
+        loc="lower center",
+        bbox_to_anchor=(0.5, 0.035),
+        ncol=3,
+        frameon=False,
+        title="(b) node colour = stream",
+    )
+    sig_text = [
+        f"${x['task'][0]}_{x['task'][1:]}$: $w_2$ covers ${x['covers'][0][0]}_{x['covers'][0][1:]}$" for x in w2
+    ]
     axes[0].figure.text(
         0.5,
-        0.02,
+        0.01,
         f"red: same input $w_2$, not equivalent ({sig_text[0]}; {sig_text[1]})",
         ha="center",
         color=APART,
@@ -225,12 +244,12 @@ def main(out: Path, quick: bool = False) -> dict:
     fig.text(
         0.5,
         0.485,
-        "(b) butterfly tasks, n = 4: the same input is not enough (the covered nodes must be equivalent)",
+        "(b) butterfly tasks, $n = 4$: the same input is not enough (the covered nodes must be equivalent)",
         ha="center",
         fontsize=plt.rcParams["axes.titlesize"],
     )
-    axes = [fig.add_axes((0.02 + 0.23 * k, 0.08, 0.2, 0.33)) for k in range(2)]
-    ax_merge = fig.add_axes((0.52, 0.08, 0.46, 0.33))
+    axes = [fig.add_axes((0.02 + 0.23 * k, 0.13, 0.2, 0.29)) for k in range(2)]
+    ax_merge = fig.add_axes((0.52, 0.13, 0.46, 0.29))
     bf = _butterfly_panel(fig, axes, ax_merge)
     fig.suptitle(f"Node equivalence and the merge ({CITE}, Def. 3.5, Thm 3.7)", y=0.99)
     o.savefig(fig, "node_equivalence")
