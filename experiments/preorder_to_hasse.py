@@ -57,13 +57,15 @@ def main(out: Path, quick: bool = False) -> dict:
     colors = [CLASS_COLORS[c] for c in range(diagram.num_classes)]
     o = Output(out, NAME)
 
-    fig = plt.figure(figsize=(6.8, 6.0))
+    fig = plt.figure(figsize=(6.6, 6.0))
     grid = fig.add_gridspec(2, 3, left=0.07, right=0.98, top=0.80, bottom=0.03, hspace=0.5, wspace=0.45)
     ax_m, ax_r, ax_c = (fig.add_subplot(grid[0, k]) for k in range(3))
     ax_h, ax_b = fig.add_subplot(grid[1, :2]), fig.add_subplot(grid[1, 2])
 
     draw_mask(mask, ax=ax_m, title=f"(a) mask $M$ with the diagonal:\n$A = M \\vee I$, {int(mask.sum())} pairs")
-    draw_mask(r, ax=ax_r, title=f"(b) closure $R = A^{{L^*}}$, $L^* = {depth}$:\n+{int(added.sum())} pairs (orange)")
+    draw_mask(
+        r, ax=ax_r, title=f"(b) closure $R = A^{{{depth}}}$ ($L^* = {depth}$):\n+{int(added.sum())} pairs (orange)"
+    )
     for i, j in zip(*np.nonzero(added)):
         ax_r.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=ADDED, edgecolor="none", zorder=2))
 
@@ -95,12 +97,12 @@ def main(out: Path, quick: bool = False) -> dict:
     _matrix_axes(ax_b, n)
     closes = bool(np.array_equal(rebuilt, r))
     ax_b.set_title(
-        "(e) read back from (d): $R[i,j]$ iff\n$[j] \\leq [i]$ (cell: colour of $[j]$)"
+        "(e) read back from (d): $R[i,j]$ iff $[j] \\leq [i]$\n(cell: colour of $[j]$)"
         + (": equals (b)" if closes else ": differs from (b)")
     )
     fig.suptitle(
         f"Mask → preorder → classes → Hasse diagram → the same $R$ ({CITE})\n"
-        f"n = {n}: the closure adds {int(added.sum())} pairs; $L^* = {depth}$ layers realise it",
+        f"$n = {n}$: the closure adds {int(added.sum())} pairs; $L^* = {depth}$ layers realise it",
     )
     o.savefig(fig, "preorder_to_hasse")
     o.write_json(
