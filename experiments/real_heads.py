@@ -652,11 +652,11 @@ def _fmt(v, spec: str = ".2g") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def _lam_at(system: dict, i: int) -> str:
-    """λ_max of a particle system at saved point `i`, or at its last valid point (with its index) after a stop."""
+def _lam_at(system: dict, i: int, times) -> str:
+    """λ_max of a particle system at saved point `i`, or at its last valid point (with its depth) after a stop."""
     ok = np.flatnonzero(np.asarray(system["valid"], bool)[: i + 1])
     j = int(ok[-1])
-    return f"{system['top_eigenvalues'][j][0]:.3g}" + ("" if j == i else f" (stopped; at saved point {j})")
+    return f"{system['top_eigenvalues'][j][0]:.3g}" + ("" if j == i else f" (its solve stopped; at t = {times[j]:.3g})")
 
 
 def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g: float) -> str:
@@ -736,8 +736,8 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
             f"- layer {r['layer']} head {r['head']} ({r['regime']}, horizon {r['t_end']:.3g}): relative error of ΔΣ at half the "
             f"horizon: pooled {_fmt(p['pooled']['relative_change_error'][mid])}, Gaussian-sampled pooled "
             f"{_fmt(p['gaussian_sample_pooled']['relative_change_error'][mid])}, per sentence {_fmt(p['sentences']['relative_change_error'][mid])}; "
-            f"at t = {r['times'][last]:.3g} λ_max: Gaussian {r['gaussian_top_eigenvalues'][last][0]:.3g}, pooled {_lam_at(p['pooled'], last)}, "
-            f"Gaussian-sampled {_lam_at(p['gaussian_sample_pooled'], last)}, per sentence {_lam_at(p['sentences'], last)} "
+            f"at t = {r['times'][last]:.3g} λ_max: Gaussian {r['gaussian_top_eigenvalues'][last][0]:.3g}, pooled {_lam_at(p['pooled'], last, r['times'])}, "
+            f"Gaussian-sampled {_lam_at(p['gaussian_sample_pooled'], last, r['times'])}, per sentence {_lam_at(p['sentences'], last, r['times'])} "
             f"(initially {r['initial_eigenvalues'][0]:.3g}); particle statuses: "
             + ", ".join(f"{name} {sy['status']}" for name, sy in p.items())
             + "."
