@@ -26,6 +26,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
+from matplotlib.ticker import FuncFormatter, ScalarFormatter
 
 from hassejax.dynamics import Softmax, solve_particles, status_names
 from hassejax.dynamics.stability import log_linearised_growth, log_stability_constant
@@ -111,7 +112,13 @@ def main(out: Path, quick: bool = False) -> dict:
         ax1.plot(
             ts, 10.0 ** p["log10_C"], color=col, lw=1.0, ls="--", label=sp + ": $C(t)$ (derived)" if first else None
         )
-        ax1.plot(ts, p["ratio"], color=col, lw=1.0, label=sp + ": measured" if first else None)
+        ax1.plot(
+            ts,
+            p["ratio"],
+            color=col,
+            lw=1.0,
+            label=sp + ": measured (along $10^0$;\nto scale on the right)" if first else None,
+        )
         lab = (
             f"$\\delta = 10^{{{int(np.log10(p['delta']))}}}$" if p["seed"] == 0 and p["spread"] == SPREADS[0] else None
         )
@@ -128,6 +135,8 @@ def main(out: Path, quick: bool = False) -> dict:
     )
     ax1.set_title(f"bound holds at every $t$ for {holds}/{len(pairs)} pairs;\n$\\log_{{10}} C({T1:g})$: {c_txt}")
     ax1.grid(alpha=0.3, which="major")
+    top = max(float(np.max(p["log10_C"])) for p in pairs)
+    ax1.set_ylim(top=10.0 ** (1.8 * top))  # the legend above the curves
     ax1.legend(loc="upper left")
     ax2.set_xlabel("depth $t$")
     ax2.set_ylabel("$W_2(\\mu_t, \\nu_t) / W_2(\\mu_0, \\nu_0)$")
@@ -135,10 +144,12 @@ def main(out: Path, quick: bool = False) -> dict:
     r_txt = ", ".join(f"{per[sp]['ratio_max']:.2f} (${sp:g}I$)" for sp in SPREADS)
     ax2.set_title(f"measured ratio at most {r_txt};\nsolid $\\Sigma_0 = {SPREADS[0]:g}I$, dashed ${SPREADS[1]:g}I$")
     ax2.grid(alpha=0.3, which="both")
+    ax2.yaxis.set_major_formatter(ScalarFormatter())
+    ax2.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: f"{y:g}" if round(y, 6) in (0.8, 2, 3, 4, 6) else ""))
     ax2.legend(loc="upper left")
     fig.suptitle(
-        f"Stability in $W_2$ of softmax particles (Castin et al., arXiv:2501.18322): $V = I$, $A = -I$, $n = {n}$, "
-        f"$\\nu_0 = \\mu_0 + \\delta\\xi$,\n{n_seeds} seed{'s' if n_seeds > 1 else ''} per $\\Sigma_0$ and $\\delta$; "
+        f"Stability in $W_2$ of softmax particles (Castin et al., arXiv:2501.18322):\n$V = I$, $A = -I$, $n = {n}$, "
+        f"$\\nu_0 = \\mu_0 + \\delta\\xi$, {n_seeds} seed{'s' if n_seeds > 1 else ''} per $\\Sigma_0$ and $\\delta$;\n"
         f"at $t = {T1:g}$ the Gr\u00f6nwall constant $C(t)$ (derived) exceeds the ratio by at least "
         f"$10^{{{min(per[sp]['log10_slack_final_min'] for sp in SPREADS):.1f}}}$"
     )
