@@ -24,6 +24,7 @@ from _common import Output, cli
 
 import hassejax.plot.dynamics as dplot
 from hassejax.dynamics import Status, geometry, paper, powerlaw
+from hassejax.plot.bounds import fmt_upper
 
 NAME = "convergence_to_zero"
 TOL = 1e-5  # the authors' tol for figure 1
@@ -37,6 +38,8 @@ KINDS = {
     "multi-head (H = 2)": ("multihead", paper.multihead_model),
     "Sinkhorn (ε = 1)": ("sinkhorn", paper.sinkhorn_model),
 }
+SHOWN = {"softmax": "softmax", "L2": "L2", "multi-head (H = 2)": "multi-head ($H = 2$)",
+         "Sinkhorn (ε = 1)": "Sinkhorn ($\\varepsilon = 1$)"}  # fmt: skip
 
 
 def main(out: Path, quick: bool = False) -> dict:
@@ -92,20 +95,26 @@ def main(out: Path, quick: bool = False) -> dict:
         ends = geometry.cone_coords(np.stack([t[-1] for t in trajs]))
         ax.scatter(ends[:, 0], ends[:, 1], ends[:, 2], color="k", s=6, depthshade=False)
         ax.view_init(elev=20, azim=-174)
+        ax.xaxis.labelpad = 7  # the Σ11 − Σ22 label clear of its tick labels
         # the 3-D box leaves a wide margin inside its axes: zoom in (less empty space under the
         # titles) and keep the axes transparent so that no neighbour hides an axis label
         ax.set_box_aspect(None, zoom=0.9)
         ax.set_facecolor("none")
         ax.set_title(
-            f"{label}: {int(conv.sum())}/{n} reach $\\Sigma = 0$\n"
+            f"{SHOWN[label]}: {int(conv.sum())}/{n} reach $\\Sigma = 0$\n"
             f"stop at $\\|\\Sigma'\\|_F < 10^{{{int(np.log10(TOL))}}}$: "
-            f"$\\mathrm{{tr}}\\,\\Sigma \\leq {results[label]['trace_at_stop'][1]:.3f}$",
+            f"$\\mathrm{{tr}}\\,\\Sigma \\leq$ {fmt_upper(results[label]['trace_at_stop'][1], 2)}",
             y=0.97,
         )
         med = np.argsort(slope)[len(slope) // 2]
         results[label]["median_member_loglog_slope"] = float(slope[med])
         v = long["valid"][med] & (long["ts"][med] > 0)
-        ax_law.loglog(long["ts"][med][v], tr_long[med][v], lw=1.3, label=f"{label}: slope {slope[med]:.4f}")
+        ax_law.loglog(
+            long["ts"][med][v],
+            tr_long[med][v],
+            lw=1.3,
+            label=f"{SHOWN[label]}: slope {slope[med]:.4f}".replace("-", "−"),
+        )
         ax_law.axvline(np.median(sol["t_final"]), color=ax_law.lines[-1].get_color(), lw=0.6, ls=":")
 
     t_ref = np.geomspace(1e2, 1e8, 10)
