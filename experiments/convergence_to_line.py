@@ -26,6 +26,7 @@ from _common import Output, cli
 import hassejax.plot.dynamics as dplot
 from hassejax.dynamics import Status, clustering_limit, geometry, paper, powerlaw
 from hassejax.dynamics.diagnostics import limit_rank, rank_absolute
+from hassejax.plot.bounds import fmt_upper
 
 NAME = "convergence_to_line"
 TOL = 1e-4  # the authors' tol for figure 2
@@ -109,17 +110,20 @@ def main(out: Path, quick: bool = False) -> dict:
         )  # fmt: skip
         ax.view_init(elev=VIEW[0], azim=VIEW[1])
         ax.set_box_aspect(None, zoom=1.1)
+        ax.zaxis.labelpad = -3  # tr Σ next to its ticks
         ax.set_facecolor("none")
         ax.set_title(
             f"{label}: {int(conv.sum())}/{n} reach rank one on $q^\\perp$\n"
-            f"$\\|\\Sigma - \\Sigma_\\infty\\|_F / \\|\\Sigma_\\infty\\|_F \\leq$ {err_stop.max():.1e} at the stop,\n"
-            f"$\\leq$ {err_long.max():.1e} at $t = 10^8$"
+            f"$\\|\\Sigma - \\Sigma_\\infty\\|_F / \\|\\Sigma_\\infty\\|_F \\leq$ {fmt_upper(err_stop.max(), 2)} at the stop,\n"
+            f"$\\leq$ {fmt_upper(err_long.max(), 2)} at $t = 10^8$"
         )
         tr = geometry.rel_frobenius(long["cov"], target[:, None])
         slope = powerlaw.loglog_slope(long["ts"], tr, long["valid"], last_decades=2.0)
         med = np.argsort(err_stop)[n // 2]
         v = long["valid"][med] & (long["ts"][med] > 0)
-        ax_err.loglog(long["ts"][med][v], tr[med][v], lw=1.3, label=f"{label}: slope {slope[med]:.3f}")
+        ax_err.loglog(
+            long["ts"][med][v], tr[med][v], lw=1.3, label=f"{label}: slope {slope[med]:.3f}".replace("-", "−")
+        )
         results[label]["long_horizon"]["loglog_slope_of_error_t_1e6_to_1e8"] = dc.minmax(slope)
         results[label]["long_horizon"]["median_member_loglog_slope_of_error"] = float(slope[med])
     t_ref = np.geomspace(1e2, 1e8, 10)
