@@ -122,7 +122,7 @@ def main(out: Path, quick: bool = False) -> dict:
         med = np.argsort(err_stop)[n // 2]
         v = long["valid"][med] & (long["ts"][med] > 0)
         ax_err.loglog(
-            long["ts"][med][v], tr[med][v], lw=1.3, label=f"{label}: slope {slope[med]:.3f}".replace("-", "−")
+            long["ts"][med][v], tr[med][v], lw=1.3, label=f"{label}: slope " + f"{slope[med]:.3f}".replace("-", "−")
         )
         results[label]["long_horizon"]["loglog_slope_of_error_t_1e6_to_1e8"] = dc.minmax(slope)
         results[label]["long_horizon"]["median_member_loglog_slope_of_error"] = float(slope[med])

@@ -113,7 +113,7 @@ def main(out: Path, quick: bool = False) -> dict:
             long["ts"][med][v],
             tr_long[med][v],
             lw=1.3,
-            label=f"{SHOWN[label]}: slope {slope[med]:.4f}".replace("-", "−"),
+            label=f"{SHOWN[label]}: slope " + f"{slope[med]:.4f}".replace("-", "−"),
         )
         ax_law.axvline(np.median(sol["t_final"]), color=ax_law.lines[-1].get_color(), lw=0.6, ls=":")
 
