@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
 from _names import slot_names
+from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch, Rectangle
 
 from hassejax.order import HasseDiagram
@@ -76,7 +77,7 @@ def main(out: Path, quick: bool = False) -> dict:
         order_key=keys,
         class_colors=[STREAM_COLOR[s] for s in streams],
         min_fontsize=8,
-        title=f"Block Two-Stream Hasse diagram (n = {n},\nl = {l}): {diagram.num_classes} classes ({CITE})",
+        title=f"Block Two-Stream Hasse diagram ($n = {n}$,\n$\\ell = {l}$): {diagram.num_classes} classes ({CITE})",
     )
     _legend(ax, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1)
     o.savefig(fig, "block_two_stream_hasse")
@@ -86,14 +87,14 @@ def main(out: Path, quick: bool = False) -> dict:
         merged.mask,
         ax=ax,
         labels=names,
-        title=f"Block Two-Stream mask (n = {n}, l = {l}), derived by\nthe merge (Thm 3.7, {CITE})",
+        title=f"Block Two-Stream mask ($n = {n}$, $\\ell = {l}$), derived by\nthe merge (Thm 3.7, {CITE})",
     )
     for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
         for text, s in zip(labels, merged.streams):
             text.set_color(STREAM_TEXT[s])
-    # Quadrant outlines on top of the cells and the grid, inset so neighbouring outlines do
-    # not overlap, in colours that stand out on both the dark (True) and white cells.
-    inset = 0.12
+    # Quadrants as light tints over the cells (exactly on the block edges, no cell sticks out),
+    # with a thin outline in the same colour.
+    inset = 0.0
     quads = [
         ((0, 0), "content → content", "#ff7f0e", "-"),
         ((0, n), "query → content", "#2ca02c", "-"),
@@ -106,8 +107,9 @@ def main(out: Path, quick: bool = False) -> dict:
                 (x - 0.5 + inset, y - 0.5 + inset),
                 n - 2 * inset,
                 n - 2 * inset,
-                fill=False,
-                lw=2.0,
+                fill=True,
+                fc=(*to_rgb(color), 0.18),
+                lw=1.4,
                 ls=ls,
                 ec=color,
                 label=label,
@@ -172,7 +174,7 @@ def main(out: Path, quick: bool = False) -> dict:
         title=f"(c) a common supergraph, not minimal: content\ntask kept apart (w'), {apart_diagram.num_classes} nodes",
     )
     _legend(fig, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=2)
-    fig.suptitle(f"Merging the block-generation family, n = {n}, l = {l} ({CITE})", y=0.99)
+    fig.suptitle(f"Merging the block-generation family, $n = {n}$, $\\ell = {l}$ ({CITE})", y=0.99)
     o.savefig(fig, "block_two_stream_merge")
 
     o.write_json(
