@@ -182,6 +182,7 @@ def _low_rank_part(quick: bool) -> tuple[dict, dict]:
             "loglog_slope_lambda_min_last_2_decades_range": dc.minmax(slopes),
             "top_direction_deg_range": dc.minmax(ang),
             "q_perp_direction_deg": angle_perp,
+            "q_perp_disk_angle_deg": 2 * angle_perp,  # where the disk places q⊥q⊥ᵀ: (cos 2θ, sin 2θ)
         },
         "solver": dc.solver_record(sol),
     }
@@ -194,9 +195,10 @@ def _draw_low_rank(o: Output, rec: dict, e: dict) -> None:
     lr = rec["long_horizon"]
     dplot.draw_disk(axes[0], dc.trajectories(e["sol"]), ["tab:blue"] * n)
     th = np.radians(2 * e["angle_perp"])
-    axes[0].plot(np.cos(th), np.sin(th), "*", color="tab:red", ms=10, mec="k", mew=0.5, zorder=5,
-                 label=f"$q^\\perp$ ({e['angle_perp']:.2f}°)")  # fmt: skip
-    axes[0].legend(loc="lower left")
+    disk_deg = rec["long_horizon"]["q_perp_disk_angle_deg"]
+    star = f"$q^\\perp$ ({e['angle_perp']:.2f}°), drawn at twice that angle ({disk_deg:.2f}°)".replace("-", "−")
+    axes[0].plot(np.cos(th), np.sin(th), "*", color="tab:red", ms=10, mec="k", mew=0.5, zorder=5, label=star)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower left")
     axes[0].set_title(
         f"$\\Sigma/\\mathrm{{tr}}\\,\\Sigma$ to the authors' stop ({rec['authors_stop']['status'].get('converged', 0)}/{n} converge)"
     )
@@ -207,7 +209,7 @@ def _draw_low_rank(o: Output, rec: dict, e: dict) -> None:
     ax.plot([], [], color="tab:orange", label="$\\lambda_{\\max}(\\Sigma(t))$")
     ax.plot([], [], color="tab:blue", label="$\\lambda_{\\min}(\\Sigma(t))$")
     lo, hi = lr["loglog_slope_lambda_min_last_2_decades_range"]
-    ax.set_title(f"slope of $\\lambda_{{\\min}}$ on [1e6, 1e8]: {lo:.4f} to {hi:.4f}")
+    ax.set_title(f"slope of $\\lambda_{{\\min}}$ on $[10^6, 10^8]$: {lo:.4f} to {hi:.4f}".replace("-", "−"))
     ax.set_xlabel("$t$")
     ax.legend(loc="lower left")
     ax.grid(alpha=0.3)
@@ -215,8 +217,8 @@ def _draw_low_rank(o: Output, rec: dict, e: dict) -> None:
     a_lo, a_hi = lr["top_direction_deg_range"]
     fig.suptitle(
         "Castin et al. (arXiv:2501.18322) fig. 2 with Sinkhorn ($V = I$, $A = -q^Tq$): clustering to rank one\n"
-        f"rank at $t$ = 1e8: {', '.join(f'{v} of {n} rank {r}' for r, v in ranks.items())}; "
-        f"top direction {a_lo:.2f}° to {a_hi:.2f}° ($q^\\perp$: {e['angle_perp']:.2f}°)"
+        f"rank at $t = 10^8$: {', '.join(f'{v} of {n} rank {r}' for r, v in ranks.items())}; "
+        f"top direction {a_lo:.2f}° to {a_hi:.2f}° ($q^\\perp$: {e['angle_perp']:.2f}°)".replace("-", "−")
     )
     o.savefig(fig, f"{NAME}_low_rank")
 
