@@ -108,8 +108,9 @@ def main(out: Path, quick: bool = False) -> dict:
         rec["growth_at_half_identity"] = {"threshold": GROWTH_THRESHOLD, "status": Status(int(g["status"][0])).name,
                                           "t_stop": float(g["t_final"][0]), "trace_at_stop": float(tr[-1]),
                                           "decade_ratio": float(g["decade_ratio"][0])}  # fmt: skip
-        ax_grow.semilogy(gt / gt[-1], tr, color=KIND_COLORS[label], lw=1.8 if label == "softmax" else 1.0,
-                         ls={"Sinkhorn (ε = 1)": "--", "multi-head (H = 2)": ":"}.get(label, "-"),
+        ax_grow.semilogy(gt / gt[-1], tr, color=KIND_COLORS[label], lw={"softmax": 2.6, "multi-head (H = 2)": 1.4}.get(label, 1.0),
+                         ls={"Sinkhorn (ε = 1)": "--", "multi-head (H = 2)": (0, (1.5, 1.5))}.get(label, "-"),
+                         zorder={"multi-head (H = 2)": 3}.get(label, 2),
                          label=f"{label.split(' (')[0]} ({gt[-1]:.2f})")  # fmt: skip
         ax_rho.scatter(rho, np.full(n, len(results)) + np.linspace(-0.25, 0.25, n), s=1, color=KIND_COLORS[label],
                        rasterized=True)  # fmt: skip
@@ -152,14 +153,20 @@ def main(out: Path, quick: bool = False) -> dict:
     ax_grow.set_xlabel(r"$t/t_{\mathrm{stop}}$ ($t_{\mathrm{stop}}$ in legend)")
     ax_grow.set_ylabel(r"tr $\Sigma$  ($\Sigma_0 = I/2$)")
     ax_grow.set_ylim(0.5, 3 * GROWTH_THRESHOLD)
-    ax_grow.set_title(f"growth to tr Σ = {GROWTH_THRESHOLD:.0e}:\nvertical = blow-up".replace("e+0", "e"))
+    ax_grow.set_title(
+        f"growth to tr $\\Sigma = 10^{{{int(np.log10(GROWTH_THRESHOLD))}}}$: vertical = blow-up\n"
+        "(multi-head, dotted, runs on softmax)"
+    )
     fig.legend(*ax_grow.get_legend_handles_labels(), loc="outside lower center", ncol=4,
-               title=r"tr $\Sigma$ at $\Sigma_0 = I/2$: kind ($t_{\mathrm{stop}}$, where tr $\Sigma$ = 1e6)")  # fmt: skip
+               title=r"tr $\Sigma$ at $\Sigma_0 = I/2$: kind ($t_{\mathrm{stop}}$, where tr $\Sigma = 10^6$)")  # fmt: skip
     ax_rho.axvline(0.05, color="k", lw=0.8, ls=":")
     ax_rho.set_xscale("log")
     ax_rho.set_yticks(range(len(KINDS)), [k.split(" (")[0] for k in KINDS])
     ax_rho.set_xlabel(r"decade ratio $\rho$")
     ax_rho.set_title(r"blow-up iff $\rho$ < 0.05")
+    mh_max = mh["decade_ratio_range"][1]  # the member closest to the threshold
+    ax_rho.annotate(f"max {mh_max:.4f},\nnear 0.05", xy=(mh_max, 1), xytext=(0.058, 1.0), ha="left", va="center",
+                    arrowprops=dict(arrowstyle="->", lw=0.6, color="0.3"))  # fmt: skip
     ax_t.set_xlabel(r"closed-form $t^*$")
     ax_t.set_ylabel(r"solved $t^*$")
     ax_t.set_title(f"softmax $t^*$: rel. error\n≤ {_up(soft['t_star_max_rel_error_accurate'])}")
