@@ -227,9 +227,9 @@ def counterexample(o: Output, quick: bool) -> dict:
     ax = axes[0, 0]
     ax.semilogy(ts, lam[:, 1], color="tab:red", label=r"$\lambda_{\max}(\Sigma)$")
     pos = lam[:, 0] > 1e-15  # below: round-off of a nearly rank-one Σ
-    ax.semilogy(ts[pos], lam[pos, 0], color="tab:blue", label=r"$\lambda_{\min}(\Sigma)$ (above 1e-15)")
+    ax.semilogy(ts[pos], lam[pos, 0], color="tab:blue", label=r"$\lambda_{\min}(\Sigma)$ (above $10^{-15}$)")
     ax.axvline(t_b, color="k", ls="--", lw=0.8)
-    ax.set_xlabel("t")
+    ax.set_xlabel("$t$")
     ax.set_title(f"the counterexample: blow-up at $t^*$ = {t_b:.2f}")
     ax.legend(loc="center left")
     ax = axes[0, 1]
@@ -241,12 +241,18 @@ def counterexample(o: Output, quick: bool) -> dict:
     ref = lam[fit, 1][-1] * gap[fit][-1] / gap[ok]
     ax.loglog(gap[ok], ref, color="k", ls=":", lw=0.8, label=r"$c/(t^* - t)$")
     ax.set_xlabel(r"$t^* - t$")
-    ax.set_title(f"finite-time blow-up: log-log slope {slope:.3f}")
+    ax.set_title(
+        "finite-time blow-up: log-log slope " + f"{slope:.3f}".replace("-", "−") + "\n"
+        "(dots: dense output at saved times)"
+    )
     ax.legend(loc="upper right")
     ax = axes[1, 0]
     xy = geometry.disk_coords(grid)
     tb_disk = np.where(disk_blow, disk["t_blowup"], np.nan)
     sc = ax.scatter(xy[:, 0], xy[:, 1], c=tb_disk, s=9 if quick else 5, cmap="viridis", norm=LogNorm())
+    calm = ~disk_blow  # no t* to colour: marked apart so that they do not vanish from the disk
+    ax.scatter(xy[calm, 0], xy[calm, 1], marker="x", s=28, color="k", lw=1.2, zorder=4,
+               label=f"no blow-up by $t = {CE_T1:g}$ ({int(calm.sum())})")  # fmt: skip
     ce_xy = geometry.disk_coords(CE_SIGMA0)
     ax.plot(ce_xy[0], ce_xy[1], marker="*", ms=10, color="crimson", mec="k", mew=0.6)
     th = np.linspace(0, 2 * np.pi, 200)
@@ -254,7 +260,8 @@ def counterexample(o: Output, quick: bool) -> dict:
     ax.set_aspect("equal")
     ax.set_xlabel(r"$(\Sigma_{0,11} - \Sigma_{0,22})$")
     ax.set_ylabel(r"$2\Sigma_{0,12}$")
-    ax.set_title(f"trace-one $\\Sigma_0$ grid: {int(disk_blow.sum())}/{len(grid)} blow up by t = {CE_T1:g}")
+    ax.set_title(f"trace-one $\\Sigma_0$ grid: {int(disk_blow.sum())}/{len(grid)} blow up by $t = {CE_T1:g}$")
+
     cb = fig.colorbar(sc, ax=ax, shrink=0.8)
     cb.set_label("$t^*$")
     ax = axes[1, 1]
@@ -268,17 +275,22 @@ def counterexample(o: Output, quick: bool) -> dict:
     ax.set_ylabel(r"$\delta_2$ ($A = A_{ce} + \delta_2 I$)")
     ax.set_title(f"hatched: rule says no blow-up, yet\nblow-up ({int(paper_dir.sum())} of {m * m} parameter sets)")
     legend = [
-        Patch(color=CE_COLORS[2], label=f"finite-time blow-up by t = {CE_T1:g}"),
+        Patch(color=CE_COLORS[2], label=f"finite-time blow-up by $t = {CE_T1:g}$"),
         Patch(color=CE_COLORS[1], label="escape, no finite-time blow-up"),
-        Patch(color=CE_COLORS[0], label=f"no escape by t = {CE_T1:g}"),
+        Patch(color=CE_COLORS[0], label=f"no escape by $t = {CE_T1:g}$"),
         Line2D([], [], color="k", lw=1.2, label=r"$\lambda_{\max}(VA + A^\top V^\top) = 0$ (rule's boundary)"),
         Line2D([], [], marker="*", ls="", ms=10, color="crimson", mec="k", label="the counterexample"),
     ]
+    if calm.any():  # the Σ0 without a blow-up time (no colour on the t* scale)
+        legend.append(Line2D([], [], marker="x", ls="", ms=6, mew=1.2, color="k",
+                             label=f"$\\Sigma_0$ with no blow-up by $t = {CE_T1:g}$ ({int(calm.sum())})"))  # fmt: skip
     fig.legend(handles=legend, loc="outside lower center", ncol=2)
     fig.suptitle(
         "Softmax Gaussian dynamics (Castin et al., arXiv:2501.18322): the sign rule fails where it matters.\n"
-        f"$VA + A^\\top V^\\top \\prec 0$ (eigenvalues {rule[0]:.2f}, {rule[1]:.2f}) and $A + A^\\top \\prec 0$ "
-        f"(eigenvalues {sym[0]:.2f}, {sym[1]:.2f}), yet $\\Sigma$ blows up"
+        f"$VA + A^\\top V^\\top \\prec 0$ (eigenvalues {rule[0]:.2f}, {rule[1]:.2f}) and $A + A^\\top \\prec 0$ ".replace(
+            "-", "−"
+        )
+        + f"({sym[0]:.2f}, {sym[1]:.2f}), yet $\\Sigma$ blows up".replace("-", "−")
     )
     o.savefig(fig, "phase_maps_counterexample")
     return {
@@ -294,10 +306,13 @@ def counterexample(o: Output, quick: bool) -> dict:
         "decade_ratio": float(sol["decade_ratio"][0]),
         "inverse_lambda_max_at_last_saved_time": float(1.0 / lam[-1, 1]),
         "lambda_max_loglog_slope_vs_t_star_minus_t": slope,
+        "lambda_max_points": "Tsit5 dense output at the saved times (interpolated between the solver's own steps)",
         "slope_fit_window_t_star_minus_t": CE_FIT_WINDOW,
         "lambda_min_at_last_saved_time_over_lambda_max": float(lam[-1, 0] / lam[-1, 1]),
         "sigma0_disk": {"members": len(grid), "blow_up": int(disk_blow.sum()), "status": dc.status_counts(disk["status"]),
                         "t_blowup_range": dc.minmax(disk["t_blowup"][disk_blow]) if disk_blow.any() else None,
+                        "no_blow_up_Sigma0": grid[~disk_blow], "no_blow_up_status": [Status(int(x)).name for x in disk["status"][~disk_blow]],
+                        "no_blow_up_drawn_as": "black x (no t* to colour)",
                         "t1": CE_T1, "note": "the rule λ_max(VA + AᵀVᵀ) < 0 does not depend on Σ0: it says no blow-up for all"},
         "parameter_neighbourhood": {
             "family": "V = R(δ1) V_ce, A = A_ce + δ2 I", "delta_range": [-CE_DELTA, CE_DELTA], "grid": [m, m],
