@@ -84,15 +84,15 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.axvline(g.depth, color="0.5", ls=":", lw=1)
     ax.text(g.depth, g.reference_entries / 2, f" $L^* = {g.depth}$", color="0.3", va="center")
     ax.set_xticks(g.layers)
-    ax.set_xlabel("layers L")
+    ax.set_xlabel("layers $L$")
     ax.set_ylabel("entries")
     ax.set_ylim(-3, g.reference_entries + 32)
     ax.legend(loc="upper left", frameon=False)
     ax.set_title("counts by depth")
     fig.suptitle(
-        f"Sparse Butterfly, n = {n} ({sparse.nonzeros} entries, $7n-8$): $R^{{(L)}}$ inside the dense closure "
-        f"at every L,\nequal at $L^* = n-1 = {g.depth}$; grey: closure entries not yet reached "
-        "(Li & Guo, arXiv:2606.09951, Def. 3.8)"
+        f"Sparse Butterfly, $n = {n}$ ({sparse.nonzeros} entries, $7n-8$): $R^{{(L)}}$ inside the dense closure "
+        f"at every $L$,\nequal at $L^* = n-1 = {g.depth}$; grey: closure entries not yet reached "
+        "(Li & Guo, arXiv:2606.09951, Def. 3.8)\nmasks: row = query, column = key"
     )
     o.savefig(fig, "butterfly_depth")
     o.write_json(

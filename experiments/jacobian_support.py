@@ -76,7 +76,7 @@ def main(out: Path, quick: bool = False) -> dict:
         layers = row["layers"]
         draw_mask(supports[layers], ax=axes[0, col], labels=names, color="#2d6a4f")
         axes[0, col].set_title(
-            f"Jacobian support, L = {layers}\n{row['support_entries_per_draw'][0]} entries", fontsize=9
+            f"Jacobian support, $L = {layers}$\n{row['support_entries_per_draw'][0]} entries", fontsize=9
         )
         draw_mask(np.asarray(row["reachability"], bool), ax=axes[1, col], labels=names)
         axes[1, col].set_title(
@@ -89,9 +89,9 @@ def main(out: Path, quick: bool = False) -> dict:
             ax.set_ylabel("")
     total = sum(r["mismatches_total"] for r in rows)
     fig.suptitle(
-        f"Sparse Butterfly mask M (n = {n}): the support of $\\partial\\,\\mathrm{{out}}_i/\\partial\\,\\mathrm{{in}}_j$ "
-        f"of an L-layer Transformer\nequals $R^{{(L)}}$, {total} mismatching entries "
-        "(Li & Guo, arXiv:2606.09951; top: model, bottom: mask power)"
+        f"Sparse Butterfly mask $M$ ($n = {n}$): the support of $\\partial\\,\\mathrm{{out}}_i/\\partial\\,\\mathrm{{in}}_j$ "
+        f"of an $L$-layer Transformer\nequals $R^{{(L)}}$, {total} mismatching entries "
+        "(Li & Guo, arXiv:2606.09951; top: model, bottom: mask power;\nrow = query $i$ (output), column = key $j$ (input))"
     )
     o.savefig(fig, "jacobian_support")
     o.write_json(
