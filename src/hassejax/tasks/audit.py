@@ -100,7 +100,7 @@ def reached_tokens(task: Task, num_layers: int | None = None) -> list[frozenset[
     the token sets (naming `task`, estimated from the number of dependent pairs before they
     are built) would not fit.
     """
-    r = np.asarray(task.reachability(num_layers))
+    r = task._closure(num_layers)  # the host closure, as task.reachability(num_layers)
     pairs = int(np.count_nonzero(r))
     check_memory(_PAIR_BYTES * pairs, f"the reached-token sets of {task.n} slots ({pairs} dependent pairs)", "task")
     expanded = [_expand(task, t) for t in task.inputs]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import LabelConflictError, TaskError
+from ..order._poset_numpy import depth_numpy
 from .task import Task, Token, check_slots_memory, check_task, token_sort_key
 
 #: Peak bool ``(N, N)`` arrays of the merge over its `N` slots, measured with tracemalloc
@@ -238,8 +239,6 @@ def sparsify(task: Task) -> Sparsified:
     its convergence depth would not fit, estimated before each is allocated.
     """
     check_task(task)
-    from ..order import convergence_depth
-
     st = task.structure()
     n = task.n
     check_slots_memory(n, 1, "the sparsest mask", "mask")
@@ -251,4 +250,5 @@ def sparsify(task: Task) -> Sparsified:
     upper, lower = np.nonzero(st.cover)
     for a, b in zip(upper, lower):
         sparse[st.members[a][0], st.members[b][0]] = True
-    return Sparsified(sparse, int(convergence_depth(sparse)), int(sparse.sum()))
+    # on the host: int(convergence_depth(sparse)), with no JAX program compiled for the size n
+    return Sparsified(sparse, depth_numpy(sparse, "mask"), int(sparse.sum()))

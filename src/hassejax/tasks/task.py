@@ -16,12 +16,15 @@ import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 from jaxtyping import Array, Bool
 
 from .._checks import as_mask, check_memory
 from ..errors import MaskError, TaskError
-from ..order import HasseDiagram, classes, cover_matrix, quotient_order, reachability
+from ..order import HasseDiagram
+from ..order._poset_numpy import closure_numpy, diagram_numpy, poset_numpy
+from ..order._prepare import _check_num_layers
 
 __all__ = ["Token", "Task", "TaskStructure"]
 
@@ -178,10 +181,19 @@ class Task:
     def reachability(self, num_layers: int | None = None) -> Bool[Array, "n n"]:
         """`R^(L)` of the task's mask, or the limit `R` (see :func:`hassejax.order.reachability`).
 
-        **Raises:** :class:`~hassejax.errors.MemoryBudgetError` as
-        :func:`~hassejax.order.reachability` (estimated before the mask is copied to a device).
+        Computed on the host (the bit-packed kernels, exact), then put on the default device
+        (``jax.device_put``: unlike ``jnp.asarray`` it compiles no program for the task's size):
+        the same array as ``reachability(task.mask, num_layers)``.
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a `num_layers` that is not
+        ``None`` or an int ``>= 1``; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`)
+        if the closure would not fit, estimated before allocating.
         """
-        return reachability(self.mask, num_layers)
+        return jax.device_put(self._closure(num_layers))
+
+    def _closure(self, num_layers: int | None = None) -> np.ndarray:
+        """:meth:`reachability` as a NumPy array (no device copy)."""
+        return closure_numpy(self.mask, _check_num_layers(num_layers), "mask")
 
     def is_dense(self) -> bool:
         """True iff `mask | I` equals its closure: one layer already realises the limit flow (spec §2).
@@ -191,7 +203,7 @@ class Task:
         """
         check_slots_memory(self.n, 2, "comparing a task's mask with its closure", "mask")
         a = self.mask | np.eye(self.n, dtype=bool)
-        return bool(np.array_equal(a, np.asarray(self.reachability())))
+        return bool(np.array_equal(a, self._closure()))
 
     def dense(self) -> Task:
         """The same task with its mask replaced by the closure `R` (spec hasse.md §2).
@@ -199,7 +211,7 @@ class Task:
         **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the closure
         or the new task's copies of it would not fit, estimated before allocating.
         """
-        closed = np.asarray(self.reachability())
+        closed = self._closure()
         return Task(self.inputs, closed, self.labels, self.streams, self.sources, self.name)
 
     def structure(self) -> TaskStructure:
@@ -210,20 +222,22 @@ class Task:
         """
         # The classes and the quotient take about four more (n, n) arrays beside the closure.
         check_slots_memory(self.n, 4, "the classes of a task's closure", "mask")
-        r = self.reachability()
-        node, c = classes(r, check=False)
-        cover = np.asarray(cover_matrix(quotient_order(r, node, c)))
-        node = np.asarray(node)
+        parts = poset_numpy(self.mask, "mask")  # on the host: the results of classes and cover_matrix
+        node, c = parts.labels, parts.num_classes
         members = tuple(tuple(int(s) for s in np.flatnonzero(node == a)) for a in range(c))
-        return TaskStructure(node, cover, members)
+        return TaskStructure(node, parts.cover, members)
 
     def diagram(self) -> HasseDiagram:
         """The Hasse diagram of the task (spec hasse.md §2): classes of its closure and covering pairs.
 
         Each node of the returned diagram's graph also carries ``inputs`` (the sorted multiset of
         its slots' input tokens, as strings) and ``targets`` (the labels of its slots).
+
+        **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the closure
+        and the classes would not fit, estimated before allocating.
         """
-        d = HasseDiagram.from_mask(self.mask)
+        check_slots_memory(self.n, 4, "the Hasse diagram of a task's closure", "mask")
+        d = diagram_numpy(self.mask, "mask")  # on the host: equal to HasseDiagram.from_mask(self.mask)
         g = d.graph
         for v in g.nodes:
             mem = g.nodes[v]["members"]
