@@ -25,6 +25,7 @@ from _common import Output, cli
 import hassejax.plot.dynamics as dplot
 from hassejax.dynamics import Status, geometry, paper, powerlaw
 from hassejax.plot.bounds import fmt_upper
+from hassejax.plot.curves import polyline_distance
 
 NAME = "convergence_to_zero"
 TOL = 1e-5  # the authors' tol for figure 1
@@ -55,6 +56,7 @@ def main(out: Path, quick: bool = False) -> dict:
     cone_axes = list(cone_grid.ravel())
     fig_law, ax_law = plt.subplots(figsize=(6.0, 3.6), layout="constrained")
     results = {}
+    paths: dict[str, list] = {}
     all_converged = True
     for ax, (label, (kind, make)) in zip(cone_axes, KINDS.items()):
         model = make(paper.FIG1_V, paper.FIG1_Q, paper.FIG1_K)
@@ -89,6 +91,7 @@ def main(out: Path, quick: bool = False) -> dict:
             "replay_max_rel_dt": sol["replay_max_rel_dt"],
         }
         trajs = dc.trajectories(sol)
+        paths[label] = [geometry.disk_coords(t) for t in trajs]
         dplot.draw_cone(ax, trajs, colors, end_markers=False)
         # stop points in one colour in every panel (per-member colours all meet at the apex, and
         # which one shows on top depends on the 3-D depth sort)
@@ -130,10 +133,21 @@ def main(out: Path, quick: bool = False) -> dict:
     o.savefig(fig_law, "convergence_to_zero_trace")
     cb = fig.colorbar(sm, ax=cone_axes, location="bottom", shrink=0.5, aspect=30, pad=0.05)
     cb.set_label("initial $2\\Sigma_{12}$ (trace-one $\\Sigma_0$); black dots: stop points")
+    # the panels look alike: the shape Σ/tr Σ follows nearly one path for every kind
+    for label in KINDS:
+        if label != "softmax":
+            gap = max(float(polyline_distance(p, q).max()) for p, q in zip(paths[label], paths["softmax"]))
+            results[label]["disk_path_max_distance_to_softmax"] = gap
+    gap_txt = ", ".join(
+        f"{fmt_upper(results[k]['disk_path_max_distance_to_softmax'], 2)} ({SHOWN[k].split(' (')[0]})"
+        for k in KINDS
+        if k != "softmax"
+    )
     fig.suptitle(
         f"Convergence to zero ($K = -Q$, $V$ SPD; Castin et al., arXiv:2501.18322, fig. 1):\n"
         f"{'all' if all_converged else 'NOT all'} {n} trajectories of each kind reach $\\Sigma = 0$ "
-        f"(trace-one $\\Sigma_0$ on a {n_side}×{n_side} grid)"
+        f"(trace-one $\\Sigma_0$ on a {n_side}×{n_side} grid);\nthe panels look alike: the paths of "
+        f"$\\Sigma/\\mathrm{{tr}}\\,\\Sigma$ lie within\n{gap_txt} of softmax's"
     )
     o.savefig(fig, "convergence_to_zero")
 
