@@ -179,7 +179,8 @@ def _plot_curves(results: dict, h: dict, o: Output) -> None:
     ax.set_ylabel("held-out cross-entropy (nats)")
     ax.set_ylim(h["H2"] * 0.9, max(h["H_pi"], h["H1"]) * 1.15)
     ax.set_title("held-out loss; dotted: each model's floor")
-    bx.set_xlabel("target position t")
+    ax.plot([], [], color="0.4", alpha=0.35, lw=0.8, label="faint: training loss of the same model (running mean)")
+    bx.set_xlabel("target position $t$")
     bx.set_ylabel("cross-entropy (nats)")
     bx.set_xticks(range(1, h["n"] + 1, 1 if h["n"] <= 8 else 3))
     bx.set_title("per target: final loss (dots) and floor (line)\n" r"floor $H(X_t \mid X_{\mathrm{seen}})$")
@@ -191,7 +192,7 @@ def _plot_curves(results: dict, h: dict, o: Output) -> None:
         bx.axhline(value, color="0.6", lw=0.6, ls="--", zorder=0)
     fig.legend(loc="outside lower center", ncol=1, frameon=False)
     fig.suptitle(
-        f"Markov chain (V = {h['V']}, n = {h['n']}): each model against its own exact floor "
+        f"Markov chain ($V = {h['V']}$, $n = {h['n']}$): each model against its own exact floor "
         "(Li & Guo, arXiv:2606.09951)"
     )
     o.savefig(fig, "training_curves")
