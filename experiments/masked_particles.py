@@ -67,6 +67,8 @@ MOVED_DEG = 1.0
 """A token's final direction 'moved' by the sink when it differs by more than this (degrees)."""
 SINK_WEIGHT_SMALL = 1e-3
 """Depth after which every query puts less than this weight on the sink is reported."""
+CHANGE_FLOOR_DEG = 1e-6
+"""Panel (d) draws changes of final direction smaller than this (degrees) at this value."""
 CMAP = plt.get_cmap("viridis")
 SPACE_LABEL = {"R²": r"$\mathbb{R}^2$", "unit circle": "unit circle"}
 
@@ -123,7 +125,7 @@ def main(out: Path, quick: bool = False) -> dict:
         ts = np.linspace(0.0, t1, n_save)
         for with_sink in (False, True):
             kernel = model(with_sink)
-            counts, statuses, finals, sink_w = [], [], [], []
+            counts, statuses, finals, sink_w, norms = [], [], [], [], []
             links = {th: [] for th in CLUSTER_ANGLES_DEG}
             first = None
             for x0 in x0s:
@@ -137,6 +139,7 @@ def main(out: Path, quick: bool = False) -> dict:
                 for th in CLUSTER_ANGLES_DEG:
                     links[th].append(angular_clusters(xs, th))
                 finals.append(token_angles(xs[-1]))
+                norms.append(np.median(np.linalg.norm(xs, axis=-1), axis=-1))  # (T,): median token norm
                 if with_sink:
                     sink_w.append(np.asarray(sink_weight(kernel, xs)))  # (T, n)
                 if first is None:
@@ -163,6 +166,7 @@ def main(out: Path, quick: bool = False) -> dict:
                     float(np.max(np.linalg.norm(first[-1], axis=1))),
                 ],
                 "sink_weight": np.array(sink_w) if with_sink else None,  # (seeds, T, n)
+                "norm_median": np.array(norms),  # (seeds, T)
             }
     bad = {k: v["statuses"] for k, v in runs.items() if set(v["statuses"]) != {"completed"}}
     if bad:
@@ -179,6 +183,8 @@ def main(out: Path, quick: bool = False) -> dict:
         effect[space] = {
             "final_direction_change_deg_per_seed": moved,
             "tokens_moved_over_1deg_per_seed": (moved > MOVED_DEG).sum(axis=1),
+            "changes_below_drawing_floor_per_seed": (moved < CHANGE_FLOOR_DEG).sum(axis=1),
+            "drawing_floor_deg": CHANGE_FLOOR_DEG,
             "positions_moved_over_1deg_per_seed": [np.flatnonzero(m > MOVED_DEG) for m in moved],
             "max_final_direction_change_deg_per_seed": moved.max(axis=1),
             "sink_weight_max_over_queries": w_max,
@@ -207,10 +213,13 @@ def main(out: Path, quick: bool = False) -> dict:
     ax = axes[1, 1]
     for s in range(n_seeds):
         m = eff["final_direction_change_deg_per_seed"][s]
-        ax.scatter(np.arange(N), np.maximum(m, 1e-6), s=6, color=f"C{s}", lw=0)
+        ax.scatter(np.arange(N), np.maximum(m, CHANGE_FLOOR_DEG), s=6, color=f"C{s}", lw=0)
     ax.axhline(MOVED_DEG, color="k", ls=":", lw=0.8)
     ax.set_yscale("log")
-    ax.set_ylim(1e-6, 500)
+    ax.set_ylim(CHANGE_FLOOR_DEG, 1e8)  # headroom for the note above the points (largest change < 1e3°)
+    n_floor = int(eff["changes_below_drawing_floor_per_seed"].sum())
+    ax.text(0.98, 0.97, f"colours = seeds as in (c)\n{n_floor} values < $10^{{-6}}$° drawn\nat $10^{{-6}}$° (bottom edge)",
+            transform=ax.transAxes, ha="right", va="top")  # fmt: skip
     ax.set_xlabel(r"token position $i$")
     ax.set_ylabel("|change of final direction| (°)")
     ax.set_title("(d) with vs without sink, t = 10", loc="left")
@@ -219,8 +228,8 @@ def main(out: Path, quick: bool = False) -> dict:
     fig.suptitle(
         r"Causal softmax particles in $\mathbb{R}^2$, $n$ = 64, $Q = K = V = I$, sink fixed at $e_1$:"
         f"\n0 % of tokens end within 1° of $e_1$ (all {n_seeds} seeds). The sink changes the final direction"
-        f"\nof {moved_counts.min()}–{moved_counts.max()} of 64 tokens by more than 1° (dotted), "
-        "then its weight falls as the tokens grow"
+        f"\nof {moved_counts.min()}–{moved_counts.max()} of 64 tokens by more than 1° (dotted);"
+        " its weight falls while the tokens grow"
     )
     o.savefig(fig, "masked_particles")
 
@@ -290,6 +299,7 @@ def main(out: Path, quick: bool = False) -> dict:
             "fraction_within_1deg_of_sink_direction_per_seed": r["fraction_within_1deg_of_sink_direction"],
             "fraction_within_1deg_of_first_token_direction_per_seed": r["fraction_within_1deg_of_first_token"],
             "final_norm_range_seed0": r["norm_range_final_seed0"],
+            "token_norm_median_per_seed": r["norm_median"],
             "statuses": r["statuses"],
         }
     o.write_json(
