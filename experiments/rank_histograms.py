@@ -23,6 +23,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+import math
 from pathlib import Path
 
 import _dynamics_common as dc
@@ -186,7 +187,9 @@ def main(out: Path, quick: bool = False) -> dict:
                 if c == 0:
                     ax.set_ylabel(("$V = I$" if row == "V = I" else "$V$ random SPD") + "\nparameter sets")
                 off = float(off_block[sel].max())
-                sub = f"{int(ok.sum())}/{int(sel.sum())} stop" + ("" if row == "V = I" else f"\noff-block ≤ {off:.2f}")
+                sub = f"{int(ok.sum())}/{int(sel.sum())} stop" + (
+                    "" if row == "V = I" else f"\noff-block ≤ {math.ceil(off * 100) / 100:.2f}"
+                )
                 ax.set_title(f"$d$ = {d}: {sub}")
                 ax.grid(alpha=0.3, axis="y")
                 panels[f"{row}, d = {d}"] = {
