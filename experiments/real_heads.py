@@ -12,12 +12,13 @@ pairs). Per head:
 - the Gaussian moment ODE (Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322: a Gaussian
   stays Gaussian under softmax attention) from the empirical mean and covariance of that
   layer's tokens, solved (exact `32×32` form, float64) to `T_G` layers of depth: the
-  regime found by solving (`blow_up` with `t*`, `diverge`, or bounded with the number of
-  collapsed directions at `T_G`);
+  regime found by solving (`blow_up` with `t*`, `diverge`, or no size event by `T_G`, with
+  the number of collapsed directions at `T_G`; "no size event" is not "bounded": the
+  Gaussian's `λ_max` may still grow by a large factor, which the JSON keeps);
 - the particle system on the actual tokens at the same parameters, each sentence its
   own measure under the model's padding mask (this is how the model attends), compared
   with the Gaussian covariance at the same depths;
-- for three representative heads (earliest blow-up, a divergence, a bounded head), also
+- for three representative heads (earliest blow-up, a divergence, a head without a size event), also
   the pooled system (all tokens one measure, the mean-field system whose Gaussian closure
   is the ODE) and the same pooled system on as many tokens *sampled from the fitted
   Gaussian* (separates non-Gaussianity from finite n).
@@ -46,6 +47,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
 from matplotlib.colors import ListedColormap
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from hassejax.dynamics import (
     LowRankSoftmax,
@@ -55,6 +57,7 @@ from hassejax.dynamics import (
 )
 from hassejax.dynamics.diagnostics import Outcome, naive_regime, naive_spectrum_low_rank, outcome_of
 from hassejax.dynamics.low_rank import gaussian_covariances, initial_rates, particle_covariances
+from hassejax.plot.bounds import fmt_lower, fmt_upper
 from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "real_heads"
@@ -125,6 +128,19 @@ SHOWN = (Outcome.blow_up, Outcome.diverge, Outcome.low_rank, Outcome.bounded, Ou
 without a rate test (`collapse` would need `λ_max(Σ)` below the rank threshold); counted and drawn in this order."""
 REGIMES = tuple(o.name for o in SHOWN)
 REGIME_COLORS = ("#d7301f", "#fc8d59", "#4575b4", "#91bfdb", "#bdbdbd")
+SPECTRUM_FLOOR = 1e-8
+"""The full-spectrum panels start at `1e-8 · λ_1` (the larger of `Σ0`'s and the Gaussian's); smaller eigenvalues are off the axis."""
+
+
+def regime_label(regime: str, t_g: float) -> str:
+    """What a regime name means here, in words (``bounded`` = no size event by the horizon, not a bound)."""
+    return {
+        "blow_up": "blow-up",
+        "diverge": "diverge",
+        "low_rank": f"low rank, no size event by t = {t_g:g}",
+        "bounded": f"no size event by t = {t_g:g}",
+        "undetermined": "undetermined",
+    }[regime]
 
 
 def skip_reason() -> str | None:
@@ -415,7 +431,7 @@ def main(out: Path, quick: bool = False) -> dict:
     timings["representatives"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
 
-    summary = summarise(flat)
+    summary = summarise(flat, t_g)
     note = closing_note(summary, layers, card, rep_out, t_g)
     draw_regimes(o, flat, layer_ids, n_heads, t_g, summary)
     draw_spectra(o, rep_out)
@@ -452,7 +468,7 @@ def main(out: Path, quick: bool = False) -> dict:
     c = summary["counts"]
     key = (
         f"{c.get('blow_up', 0)} blow-up / {c.get('diverge', 0)} diverge / {c.get('low_rank', 0)} low-rank / "
-        f"{c.get('bounded', 0)} bounded of {len(flat)} heads (naive rule: {summary['naive_blow_up']} blow-up); "
+        f"{c.get('bounded', 0)} no size event of {len(flat)} heads (naive rule: {summary['naive_blow_up']} blow-up); "
         + (
             f"median t* = {summary['t_blowup_median']:.3g} layers"
             if summary["t_blowup_median"] is not None
@@ -568,11 +584,34 @@ def representatives(heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g) -
                 "within_group_trace": within,
                 "relative_change_error": masked(change_err(cov_p, cov_g), ok),
             }
+        eig0 = eig_desc(cov0)
+        floor = SPECTRUM_FLOOR * max(eig_g[g_last][0], eig0[0])
+        t_star = rep["gaussian"]["t_blowup"]
+        points = {}
+        for key, j in (("at_0.9_t_end", int(np.argmin(np.abs(times - 0.9 * times[-1])))), ("last_valid", g_last)):
+            points[key] = {
+                "index": j,
+                "time": float(times[j]),
+                "fraction_of_t_blowup": None if t_star is None else float(times[j] / t_star),
+                "t_blowup_minus_time": None if t_star is None else float(t_star - times[j]),
+                "gaussian_lambda_max": float(eig_g[j][0]),
+                "particles_lambda_max": {
+                    n_: float(sy["top_eigenvalues"][j][0]) if sy["valid"][j] else None for n_, sy in systems.items()
+                },
+            }
         out.append(
             {
                 "layer": layer,
                 "head": h,
                 "regime": rep["gaussian"]["regime"],
+                "initial_rank": int(np.sum(eig0 > RANK_TOL * eig0[0])),
+                "spectrum_axis_floor": float(floor),
+                "n_eigenvalues_above_axis_floor": {
+                    "initial": int(np.sum(eig0 > floor)),
+                    "gaussian": int(np.sum(eig_g[g_last] > floor)),
+                    **{n_: int(np.sum(sy["eigenvalues_at_last_valid"] > floor)) for n_, sy in systems.items()},
+                },
+                "reference_points": points,
                 "t_blowup": rep["gaussian"]["t_blowup"],
                 "t_end": rep["gaussian"]["t_final"],
                 "times": times,
@@ -580,7 +619,7 @@ def representatives(heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g) -
                 "gaussian_top_eigenvalues": eig_g[:, :TOP],
                 "gaussian_last_valid_index": g_last,
                 "gaussian_eigenvalues_at_last_valid": eig_g[g_last],
-                "initial_eigenvalues": eig_desc(cov0),
+                "initial_eigenvalues": eig0,
                 "particles": systems,
             }
         )
@@ -588,7 +627,7 @@ def representatives(heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g) -
 
 
 # --------------------------------------------------------------------------- summaries
-def summarise(flat: list[dict]) -> dict:
+def summarise(flat: list[dict], t_g: float) -> dict:
     counts = {r: sum(c["gaussian"]["regime"] == r for c in flat) for r in REGIMES}
     t_star = np.array([c["gaussian"]["t_blowup"] for c in flat if c["gaussian"]["regime"] == "blow_up"])
     per_class = {}
@@ -599,6 +638,7 @@ def summarise(flat: list[dict]) -> dict:
         err = [c["comparison"]["relative_change_error_sentences"] for c in rows]  # (n, F), None after a stop
         gg = np.array([c["comparison"]["growth_gaussian_lambda_max"] for c in rows])
         gp = [c["comparison"]["growth_sentences_lambda_max"] for c in rows]
+        full = [c for c in rows if all(c["comparison"]["particles_sentences_valid"])]  # a fixed set over depth
         per_class[r] = {
             "n": len(rows),
             "particles_stopped_before_horizon": int(
@@ -607,7 +647,19 @@ def summarise(flat: list[dict]) -> dict:
             "median_relative_error_by_fraction": nanstat(np.median, err),
             "max_relative_error_by_fraction": nanstat(np.max, err),
             "valid_heads_by_fraction": np.isfinite(np.array(err, dtype=float)).sum(0),
+            "n_particles_running_to_horizon": len(full),
+            "median_relative_error_by_fraction_running_to_horizon": (
+                np.median([c["comparison"]["relative_change_error_sentences"] for c in full], axis=0) if full else None
+            ),
+            "median_particle_growth_by_fraction_running_to_horizon": (
+                np.median([c["comparison"]["growth_sentences_lambda_max"] for c in full], axis=0) if full else None
+            ),
             "median_gaussian_growth_by_fraction": np.median(gg, axis=0),
+            "gaussian_growth_at_horizon_min": float(gg[:, -1].min()),
+            "gaussian_growth_at_horizon_max": float(gg[:, -1].max()),
+            "gaussian_growth_at_horizon_by_head": {
+                f"L{c['layer']}H{c['head']}": float(g_[-1]) for c, g_ in zip(rows, gg)
+            },
             "median_particle_growth_by_fraction": nanstat(np.median, gp),
             "median_t_end": float(np.median([c["gaussian"]["t_final"] for c in rows])),
             "median_initial_rate_error_tokens": float(
@@ -624,6 +676,11 @@ def summarise(flat: list[dict]) -> dict:
     agree = [c for c in flat if (e := c["comparison"]["relative_change_error_sentences"][-1]) is not None and e < 0.3]
     best = min(flat, key=lambda c: c["initial_rate"]["pooled_tokens"]["relative_error"])
     return {
+        "regime_labels": {r: regime_label(r, t_g) for r in REGIMES},
+        "regime_note": (
+            f"'bounded' (the Outcome name) means only that tr Σ did not reach {SIZE_FACTOR:g} × tr Σ0 by t = {t_g:g}; "
+            "the Gaussian's λ_max may still grow by a large factor (gaussian_growth_at_horizon_*)"
+        ),
         "best_initial_rate": {
             "layer": best["layer"],
             "head": best["head"],
@@ -652,6 +709,37 @@ def _fmt(v, spec: str = ".2g") -> str:
     return "n/a" if v is None else format(v, spec)
 
 
+def _times(v) -> str:
+    """A growth factor `×v`, or "n/a" where no valid point exists."""
+    return "n/a" if v is None else f"×{v:.3g}"
+
+
+def _growth_sentence(s: dict, t_g: float) -> str:
+    """The λ_max growth of the heads without a size event: they are not bounded."""
+    parts = []
+    for r in ("bounded", "low_rank"):
+        v = s["per_regime"].get(r)
+        if v:
+            parts.append(
+                f"{fmt_range(v['gaussian_growth_at_horizon_min'], v['gaussian_growth_at_horizon_max'])} "
+                f"({'full rank' if r == 'bounded' else 'low rank'}: "
+                + ", ".join(f"{k_} ×{g_:.3g}" for k_, g_ in v["gaussian_growth_at_horizon_by_head"].items())
+                + ")"
+            )
+    if not parts:
+        return ""
+    return (
+        f"No size event does not mean bounded: by t = {t_g:g} the Gaussian's λ_max has grown ×"
+        + "; ×".join(parts)
+        + ". "
+    )
+
+
+def fmt_range(lo: float, hi: float) -> str:
+    """`lo–hi` with `lo` rounded down and `hi` rounded up (3 significant digits)."""
+    return f"{float(fmt_lower(lo, 3)):g}–{float(fmt_upper(hi, 3)):g}"
+
+
 def _lam_at(system: dict, i: int, times) -> str:
     """λ_max of a particle system at saved point `i`, or at its last valid point (with its depth) after a stop."""
     ok = np.flatnonzero(np.asarray(system["valid"], bool)[: i + 1])
@@ -669,8 +757,10 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
         f"unrelated pairs at most {card['unrelated_max']:.3f} (mean {card['unrelated_mean']:.3f}).",
         "",
         f"**Regimes (Gaussian ODE from each layer's token moments, horizon {t_g:g} layers).** "
-        f"{c['blow_up']} heads blow up, {c['diverge']} diverge without finite-time blow-up, {c['low_rank']} stay bounded "
-        f"and lose directions, {c['bounded']} stay bounded at full rank, {c['undetermined']} undetermined. "
+        f"{c['blow_up']} heads blow up, {c['diverge']} diverge without finite-time blow-up, {c['low_rank']} lose "
+        f"directions and {c['bounded']} keep full rank without a size event (tr Σ reaching {SIZE_FACTOR:g} × tr Σ0) by "
+        f"t = {t_g:g}, {c['undetermined']} undetermined. "
+        + _growth_sentence(s, t_g)
         + (
             f"Blow-up times range {s['t_blowup_min']:.3g}–{s['t_blowup_max']:.3g} layers (median {s['t_blowup_median']:.3g}); "
             f"{s['t_blowup_below_one_layer']} within one layer, {s['t_blowup_below_six_layers']} within the model's six."
@@ -684,25 +774,34 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
         "with `X`, `Y` of 32 columns, the symmetric part `XYᵀ + YXᵀ` has signature (32, 32) exactly when the 64 "
         "columns of `[X Y]` are linearly independent (a rank-one `uuᵀ` has signature (1, 0)). For these trained heads "
         "the rule therefore reads 'blow-up' everywhere and cannot tell them apart; "
-        "solving separates blow-up from divergence and from bounded heads.",
+        "solving separates blow-up from divergence and from heads without a size event.",
         "",
         "**Gaussian vs particles (per sentence, the model's padding mask).**",
     ]
     for r, v in s["per_regime"].items():
-        e = v["median_relative_error_by_fraction"]
+        e, n_ok = v["median_relative_error_by_fraction"], v["valid_heads_by_fraction"]
+        m, ef = v["n_particles_running_to_horizon"], v["median_relative_error_by_fraction_running_to_horizon"]
+        fixed = (
+            f"over the {m} heads whose particle solve runs to the horizon: {_fmt(ef[1])}, {_fmt(ef[2])}, {_fmt(ef[-1])}, "
+            f"λ_max ×{v['median_particle_growth_by_fraction_running_to_horizon'][-1]:.3g} (particles) at the horizon"
+            if m
+            else "no head's particle solve runs to the horizon"
+        )
         lines.append(
-            f"- {r} ({v['n']} heads): median relative error of the covariance change ΔΣ {_fmt(e[1])} at 20 % of the horizon, "
-            f"{_fmt(e[2])} at 50 %, {_fmt(e[-1])} at the horizon (over the heads whose particle solve is still running there: "
-            f"{v['particles_stopped_before_horizon']} of {v['n']} reached the particle size threshold first and count only before); "
-            f"λ_max grows ×{v['median_gaussian_growth_by_fraction'][-1]:.3g} (Gaussian) vs "
-            f"×{_fmt(v['median_particle_growth_by_fraction'][-1], '.3g')} (particles)."
+            f"- {regime_label(r, t_g)} ({v['n']} heads): median relative error of the covariance change ΔΣ "
+            f"{_fmt(e[1])} at 20 % of the horizon ({n_ok[1]} heads), {_fmt(e[2])} at 50 % ({n_ok[2]}), "
+            f"{_fmt(e[-1])} at the horizon ({n_ok[-1]}), each median over the heads whose per-sentence particle solve "
+            "has not yet reached the particle size threshold at that depth, a set that shrinks with depth; "
+            f"{fixed}. Median λ_max growth at the horizon: ×{v['median_gaussian_growth_by_fraction'][-1]:.3g} "
+            f"(Gaussian, all {v['n']}) vs {_times(v['median_particle_growth_by_fraction'][-1])} "
+            f"(particles, the {n_ok[-1]} still running)."
         )
     lines += [
         "",
         "**Initial rates `Σ'(0)` (pooled tokens vs the Gaussian closure at their own moments).** The disagreement starts "
         "at t = 0: median relative error "
         + "; ".join(
-            f"{r} {v['median_initial_rate_error_tokens']:.2f} on the real tokens vs {v['median_initial_rate_error_gaussian_sample']:.2f} "
+            f"{regime_label(r, t_g)} {v['median_initial_rate_error_tokens']:.2f} on the real tokens vs {v['median_initial_rate_error_gaussian_sample']:.2f} "
             f"on as many tokens sampled from the fitted Gaussian"
             for r, v in s["per_regime"].items()
             if v["n"]
@@ -714,7 +813,7 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
         + "Best at early depth: {} heads, median error of ΔΣ {:.2g} at 20 % of the horizon; ".format(
             *min(
                 (
-                    (r, v["median_relative_error_by_fraction"][1])
+                    (regime_label(r, t_g), v["median_relative_error_by_fraction"][1])
                     for r, v in s["per_regime"].items()
                     if v["median_relative_error_by_fraction"][1] is not None
                 ),
@@ -733,7 +832,7 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
         mid = int(np.argmin(np.abs(np.asarray(r["times"]) - 0.5 * r["t_end"])))
         last = r["gaussian_last_valid_index"]
         lines.append(
-            f"- layer {r['layer']} head {r['head']} ({r['regime']}, horizon {r['t_end']:.3g}): relative error of ΔΣ at half the "
+            f"- layer {r['layer']} head {r['head']} ({regime_label(r['regime'], t_g)}, horizon {r['t_end']:.3g}): relative error of ΔΣ at half the "
             f"horizon: pooled {_fmt(p['pooled']['relative_change_error'][mid])}, Gaussian-sampled pooled "
             f"{_fmt(p['gaussian_sample_pooled']['relative_change_error'][mid])}, per sentence {_fmt(p['sentences']['relative_change_error'][mid])}; "
             f"at t = {r['times'][last]:.3g} λ_max: Gaussian {r['gaussian_top_eigenvalues'][last][0]:.3g}, pooled {_lam_at(p['pooled'], last, r['times'])}, "
@@ -768,7 +867,7 @@ def cell_text(g: dict) -> str:
     if g["regime"] == "diverge":
         return f"{g['t_final']:.3g}"
     if g["regime"] == "low_rank":
-        return f"−{g['collapsed_directions']}"
+        return f"{g['collapsed_directions']}"
     return ""
 
 
@@ -801,18 +900,27 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
             )
     grid_axes(ax, layer_ids, n_heads)
     c = summary["counts"]
+    pr = summary["per_regime"]
+
+    def growth(r: str) -> str:
+        v = pr[r]
+        return rf"Gaussian $\lambda_{{\max}}$ ×{fmt_range(v['gaussian_growth_at_horizon_min'], v['gaussian_growth_at_horizon_max'])}"
+
     labels = {
         "blow_up": f"blow-up ({c['blow_up']}): number = $t^*$",
         "diverge": f"diverge ({c['diverge']}): number = depth of the size event",
-        "low_rank": f"low rank ({c['low_rank']}): number = collapsed directions",
-        "bounded": f"bounded ({c['bounded']})",
+        "low_rank": f"low rank, no size event by $t$ = {t_g:g} ({c['low_rank']}):\nnumber = collapsed directions"
+        + (f"; {growth('low_rank')}" if c["low_rank"] else ""),
+        "bounded": f"full rank, no size event by $t$ = {t_g:g} ({c['bounded']}):\n"
+        + (f"{growth('bounded')} by then" if c["bounded"] else ""),
         "undetermined": f"undetermined ({c['undetermined']})",
     }
     handles = [plt.Rectangle((0, 0), 1, 1, color=REGIME_COLORS[REGIMES.index(r)]) for r in REGIMES if c[r]]
     fig.legend(handles, [labels[r] for r in REGIMES if c[r]], loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(
         f"all-MiniLM-L6-v2, {len(flat)} heads: the Gaussian moment ODE (Castin et al., arXiv:2501.18322)"
-        f"\nsolved from each layer's token moments to depth {t_g:g} (in layers).\nThe naive sign rule of "
+        f"\nsolved from each layer's token moments to depth {t_g:g} (in layers; size event: tr $\\Sigma$ = {SIZE_FACTOR:g} tr $\\Sigma_0$)."
+        "\nThe naive sign rule of "
         r"$V_hA_h + A_h^\top V_h^\top$ reads blow-up for "
         f"{summary['naive_blow_up']} of {len(flat)} heads"
     )
@@ -846,6 +954,15 @@ SYSTEMS = {
 }
 
 
+def plain_log_ticks(ax) -> None:
+    """On a log axis spanning less than a decade, label 1, 2, 3, 5 × 10^k as plain numbers (no crowded minor labels)."""
+    lo, hi = ax.get_ylim()
+    if hi / lo < 10:
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def draw_spectra(o: Output, reps: list[dict]) -> None:
     """Top three eigenvalues over depth (``spectra``: row `i` = `λ_i`) and the full spectrum (``spectra_full``)."""
     fig, axes = plt.subplots(3, len(reps), figsize=figsize(TEXT_WIDTH, 0.95), layout="constrained", squeeze=False)
@@ -861,6 +978,7 @@ def draw_spectra(o: Output, reps: list[dict]) -> None:
             if r["t_blowup"] is not None:
                 ax.axvline(r["t_blowup"], color="r", lw=0.7, ls="-", label="$t^*$")
             ax.set_ylabel(rf"$\lambda_{i + 1}(\Sigma(t))$")
+            plain_log_ticks(ax)
             ax.grid(alpha=0.3, which="major")
             if i == 2:
                 ax.set_xlabel("depth $t$ (layers)")
@@ -890,7 +1008,7 @@ def draw_spectra(o: Output, reps: list[dict]) -> None:
             ax.loglog(index, np.maximum(sy["eigenvalues_at_last_valid"], 1e-18), color=col, ls=ls, lw=1.1, label=lab)
             if sy["last_valid_index"] != idx:
                 stopped.append(f"{lab.split(', ')[-1]}: t = {ts[sy['last_valid_index']]:.3g}")
-        ax.set_ylim(1e-8 * max(r["gaussian_eigenvalues_at_last_valid"][0], r["initial_eigenvalues"][0]), None)
+        ax.set_ylim(r["spectrum_axis_floor"], None)
         ax.set_xlabel("eigenvalue index")
         if j == 0:
             ax.set_ylabel("eigenvalue")
@@ -900,8 +1018,11 @@ def draw_spectra(o: Output, reps: list[dict]) -> None:
         ax.grid(alpha=0.3)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False)
+    ranks = ", ".join(str(r["initial_rank"]) for r in reps)
     fig.suptitle(
-        "Full covariance spectrum at the last compared depth\n(particle systems that stopped earlier: at their stop)"
+        "Full covariance spectrum at the last compared depth\n(particle systems that stopped earlier: at their stop);"
+        f"\neigenvalues under $10^{{-8}}\\lambda_1$ are off the axis, among them the zero ones of $\\Sigma_0$"
+        f"\n(rank {ranks}) and of the Gaussian beyond that rank"
     )
     o.savefig(fig, "spectra_full")
 
