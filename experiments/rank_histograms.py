@@ -240,7 +240,7 @@ def main(out: Path, quick: bool = False) -> dict:
         fig.suptitle(
             f"Fig. 7 of Castin et al. (arXiv:2501.18322), {label}, $A = -Q^\\top Q/\\sqrt{{d}}$: {per_dim} parameter sets "
             f"per panel.\n$V = I$: exact limit rank = dim ker $A$ = ⌈d/2⌉ for {exact_eye}/{n_eye}. $V$ random: at the stop $\\Sigma$ is "
-            f"still off ker $A$\n(off-block residual up to {off_rand:.2f}): the limit is not reached, only rank ≤ dim ker $A$ "
+            f"still off ker $A$\n(off-block residual ≤ {math.ceil(off_rand * 100) / 100:.2f}): the limit is not reached, only rank ≤ dim ker $A$ "
             "is known."
         )
         o.savefig(fig, f"rank_histograms_{kind}")
@@ -260,7 +260,7 @@ def main(out: Path, quick: bool = False) -> dict:
             "solver_steps": steps,
         }
         key_parts.append(f"{label}: V = I exact rank ⌈d/2⌉ {exact_eye}/{n_eye}, V random bound (off-block ≤ "
-                         f"{off_rand:.2f}), stopped {int(conv.sum())}/{n}")  # fmt: skip
+                         f"{math.ceil(off_rand * 100) / 100:.2f}), stopped {int(conv.sum())}/{n}")  # fmt: skip
 
     o.write_json(
         {
