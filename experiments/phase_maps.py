@@ -47,6 +47,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+import re
 import time
 from pathlib import Path
 
@@ -60,12 +61,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from hassejax.dynamics import Status, geometry
+from hassejax.dynamics import Status, geometry, solve_gaussian
 from hassejax.dynamics import phase_map as pm
 from hassejax.dynamics.attention import Softmax
 from hassejax.dynamics.diagnostics import Outcome, naive_rule
 from hassejax.dynamics.verdict import Verdict, closed_form_verdict
 from hassejax.plot import draw_hatched, draw_outcome_map
+from hassejax.plot.bounds import fmt_lower, fmt_upper
 from hassejax.plot.phase_map import OUTCOME_COLORS
 from hassejax.plot.style import TEXT_WIDTH, figsize
 
@@ -91,6 +93,18 @@ NOT_DECIDED_NOTE = {
 YLABEL = r"$a$  ($A = [[a, 1], [0, -1]]$)"
 NO_BLOW_UP = [Outcome.diverge, Outcome.low_rank, Outcome.bounded, Outcome.contracts]
 """Outcomes decided as "no blow-up" for the rule check of map (b)."""
+
+
+def _tex(label: str) -> str:
+    """A JSON label ("blow-up by t1 (closed form: t* ≤ t1)") with its symbols in mathtext, for drawing only."""
+    for plain, tex in (
+        ("t* ≤ t1", r"$t^* \leq t_1$"),
+        ("t* > t1", r"$t^* > t_1$"),
+        ("Σ → 0", r"$\Sigma \to 0$"),
+        ("v = 0: Σ constant", r"$v = 0$: $\Sigma$ constant"),
+    ):
+        label = label.replace(plain, tex)
+    return re.sub(r"\bt1\b", r"$t_1$", label)
 
 
 def naive_rule_map(phi: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -177,7 +191,9 @@ CE_COLORS = {
 }
 """Neighbourhood map colours: no escape by `CE_T1`, escape without finite-time blow-up, blow-up."""
 CE_FIT_WINDOW = (1e-6, 1e-2)
-"""`t* − t` range of the log-log fit of `λ_max` (slope −1 for `c/(t* − t)`)."""
+"""`t* − t` range of the log-log fit of `λ_max` (slope −1 for `c/(t* − t)`), drawn in panel (b)."""
+CE_PER_DECADE = 100
+"""Save times per decade of `t* − t` in the fit window (geometric): the growth law resolved, not aliased."""
 CE_DELTA = 0.6
 """Neighbourhood of the counterexample: `V = R(δ1) V_ce`, `A = A_ce + δ2 I`, `|δ1|, |δ2| ≤ CE_DELTA`."""
 
@@ -204,6 +220,34 @@ def counterexample(o: Output, quick: bool) -> dict:
     ts = sol["ts"][0][sol["valid"][0]]
     covs = sol["cov"][0][sol["valid"][0]]
     lam = np.linalg.eigvalsh(covs)
+    # near t*: the same solve saved at times geometric in t* − t over the fit window, at two tolerances
+    gaps = np.geomspace(
+        CE_FIT_WINDOW[1], CE_FIT_WINDOW[0], int(CE_PER_DECADE * np.log10(CE_FIT_WINDOW[1] / CE_FIT_WINDOW[0])) + 1
+    )
+    near = {}
+    for rtol, atol in ((dc.RTOL, dc.ATOL), (1e-13, 1e-15)):
+        s_ = solve_gaussian(
+            model,
+            jnp.zeros(2),
+            CE_SIGMA0,
+            t1=CE_T1,
+            ts=t_b - gaps,
+            rtol=rtol,
+            atol=atol,
+            max_steps=dc.MAX_STEPS,
+            size_threshold=CE_THRESHOLD,
+            converge_tol=dc.NO_STOP_TOL,
+        )
+        if not bool(np.all(np.asarray(s_.valid))):
+            raise RuntimeError("counterexample: a save time near t* lies past the solve's stop")
+        near[rtol] = np.asarray(s_.cov)
+    lam_near, vec_near = np.linalg.eigh(near[dc.RTOL])
+    lam_tight = np.linalg.eigvalsh(near[1e-13])[:, 1]
+    scaled = lam_near[:, 1] * gaps  # λ_max (t* − t): constant for a plain c/(t* − t) law
+    # the principal axis turns through 180° once per period of the log-periodic growth
+    axis_deg = np.degrees(np.unwrap(2.0 * np.arctan2(vec_near[:, 1, 1], vec_near[:, 0, 1])) / 2.0)
+    turn_per_decade = float(np.polyfit(np.log10(gaps), axis_deg, 1)[0])
+    period_decades = 180.0 / abs(turn_per_decade)
     # neighbourhood 1: every trace-one Σ0 (the rule does not depend on Σ0)
     n_side = 12 if quick else 30
     grid = geometry.trace_one_grid(n_side, n_side, -1.0, 1.0)
@@ -233,18 +277,18 @@ def counterexample(o: Output, quick: bool) -> dict:
     ax.set_title(f"the counterexample: blow-up at $t^*$ = {t_b:.2f}")
     ax.legend(loc="center left")
     ax = axes[0, 1]
-    gap = t_b - ts
-    ok = (gap > 0) & (gap < CE_FIT_WINDOW[1])
-    fit = ok & (gap > CE_FIT_WINDOW[0])
-    slope = float(np.polyfit(np.log(gap[fit]), np.log(lam[fit, 1]), 1)[0])
-    ax.loglog(gap[ok], lam[ok, 1], color="tab:red", marker=".", ms=3, lw=0.8, label=r"$\lambda_{\max}(\Sigma)$")
-    ref = lam[fit, 1][-1] * gap[fit][-1] / gap[ok]
-    ax.loglog(gap[ok], ref, color="k", ls=":", lw=0.8, label=r"$c/(t^* - t)$")
+    slope = float(np.polyfit(np.log(gaps), np.log(lam_near[:, 1]), 1)[0])
+    c_lo, c_hi = float(scaled.min()), float(scaled.max())
+    ax.loglog(gaps, lam_near[:, 1], color="tab:red", lw=1.0, label=r"$\lambda_{\max}(\Sigma)$")
+    ax.loglog(gaps, c_hi / gaps, color="k", ls=":", lw=0.8, label=r"$c/(t^* - t)$, $c$ = min, max")
+    ax.loglog(gaps, c_lo / gaps, color="k", ls=":", lw=0.8)
     ax.set_xlabel(r"$t^* - t$")
     ax.set_title(
-        "finite-time blow-up: log-log slope " + f"{slope:.3f}".replace("-", "−") + "\n"
-        "(dots: dense output at saved times)"
+        "finite-time blow-up: log-log slope " + f"{slope:.3f}".replace("-", "−") + ";\n"
+        f"$\\lambda_{{\\max}}(t^* - t)$ in [{float(fmt_lower(c_lo, 2)):g}, {float(fmt_upper(c_hi, 2)):g}], repeating every "
+        f"×{10**period_decades:.2f}\nin $t^* - t$ (the major axis turns by 180° each time)"
     )
+    ax.set_ylim(top=30 * c_hi / gaps.min())  # room for the legend above the curve
     ax.legend(loc="upper right")
     ax = axes[1, 0]
     xy = geometry.disk_coords(grid)
@@ -306,8 +350,20 @@ def counterexample(o: Output, quick: bool) -> dict:
         "decade_ratio": float(sol["decade_ratio"][0]),
         "inverse_lambda_max_at_last_saved_time": float(1.0 / lam[-1, 1]),
         "lambda_max_loglog_slope_vs_t_star_minus_t": slope,
-        "lambda_max_points": "Tsit5 dense output at the saved times (interpolated between the solver's own steps)",
+        "lambda_max_points": f"the same solve (Tsit5, rtol {dc.RTOL:g}, atol {dc.ATOL:g}) saved at {gaps.size} times "
+        f"geometric in t* − t over the fit window ({CE_PER_DECADE} per decade, t* the extrapolated t_blowup); drawn "
+        "in the top-right panel and used for every number below",
         "slope_fit_window_t_star_minus_t": CE_FIT_WINDOW,
+        "lambda_max_times_t_star_minus_t_range": [c_lo, c_hi],
+        "major_axis_turn_deg_per_decade_of_t_star_minus_t": turn_per_decade,
+        "period_decades_of_t_star_minus_t": period_decades,
+        "period_factor_of_t_star_minus_t": float(10**period_decades),
+        "lambda_max_times_t_star_minus_t_local_maxima": int(np.sum((scaled[1:-1] > scaled[:-2]) & (scaled[1:-1] > scaled[2:]))),
+        "periods_in_fit_window": float(np.log10(CE_FIT_WINDOW[1] / CE_FIT_WINDOW[0]) / period_decades),
+        "lambda_max_rel_diff_rtol_1e-13_vs_1e-10": float(np.max(np.abs(lam_tight / lam_near[:, 1] - 1.0))),
+        "growth_note": "λ_max(t* − t) is log-periodic: the major axis of Σ turns by 180° once per period, and "
+        "λ_max(t* − t) runs through [min, max] each time (the same at rtol 1e-13); the log-log slope is −1 only "
+        "on average",
         "lambda_min_at_last_saved_time_over_lambda_max": float(lam[-1, 0] / lam[-1, 1]),
         "sigma0_disk": {"members": len(grid), "blow_up": int(disk_blow.sum()), "status": dc.status_counts(disk["status"]),
                         "t_blowup_range": dc.minmax(disk["t_blowup"][disk_blow]) if disk_blow.any() else None,
@@ -374,7 +430,7 @@ def main(out: Path, quick: bool = False) -> dict:
     # ---------------------------------------------------------------- figure (a)
     fig, ax = plt.subplots(figsize=figsize(TEXT_WIDTH, 0.9), layout="constrained")
     handles = draw_outcome_map(
-        ax, codes_a, (*pm.V_RANGE, *pm.A_RANGE), LABELS_A, colors=COLORS_A, xlabel=r"$v$  ($V = vI$)", ylabel=YLABEL,
+        ax, codes_a, (*pm.V_RANGE, *pm.A_RANGE), {k: _tex(v) for k, v in LABELS_A.items()}, colors=COLORS_A, xlabel=r"$v$  ($V = vI$)", ylabel=YLABEL,
         title=f"(a) softmax, $V = vI$, $\\Sigma_0 = I/2$: solve to $t_1$ = {pm.T1_A:g} against the closed form "
         f"(Castin et al.)\nblow-up by $t_1$: solve = closed form for {n * n - int(disagree_a.sum())} of {n * n}. After "
         f"$t_1$ (closed form): {int((verdict == Verdict.blow_up_after_t1).sum())} blow up later,\n{int(late.sum())} of "
@@ -407,8 +463,8 @@ def main(out: Path, quick: bool = False) -> dict:
     if und_statuses:
         notes_b[Outcome.undetermined] = "not decided; " + ", ".join(f"{k} {v}" for k, v in und_statuses.items())
     handles = draw_outcome_map(
-        ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), LABELS, xlabel=r"$\varphi$  ($V = R(\varphi)$, rotation; radians)",
-        ylabel=YLABEL, notes=notes_b,
+        ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), {k: _tex(v) for k, v in LABELS.items()},
+        xlabel=r"$\varphi$  ($V = R(\varphi)$, rotation; radians)", ylabel=YLABEL, notes={k: _tex(v) for k, v in notes_b.items()},
         title=f"(b) softmax, $V = R(\\varphi)$, $\\Sigma_0 = I/2$, solved to $t_1$ = {pm.T1_B:g}: the sign rule on "
         f"$VA + A^\\top V^\\top$\nis wrong on {int(disagree_b.sum())} of {int(decided.sum())} decided members. Rule "
         f"'blow-up', solve 'none by $t_1$': {int(rule_wrong_blow.sum())};\nrule 'none', solve 'blow-up': "
@@ -419,7 +475,7 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.contour(fine_p, fine_b, rule_fine, levels=[0.0], colors="k", linewidths=1.4)
     handles.append(Line2D([], [], color="k", lw=1.4, label=r"rule's boundary $\lambda_{\max}(VA + A^\top V^\top) = 0$ "
                           "(rule: no blow-up at lower left)"))  # fmt: skip
-    handles.append(draw_hatched(ax, P_, B_, rule_wrong_blow, "rule: blow-up; solve: none by t1"))
+    handles.append(draw_hatched(ax, P_, B_, rule_wrong_blow, _tex("rule: blow-up; solve: none by t1")))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1,
               title=f"solved outcome (members of {n * n})")  # fmt: skip
     o.savefig(fig, "phase_maps_b")
