@@ -156,7 +156,7 @@ def _draw_linear(o: Output, rec: dict, e: dict) -> None:
     ax.axhline(b["softmax_t_star_any_mean"], color="tab:gray", ls="--", label="softmax")
     ax.set_xlabel("$\\alpha_0 = (s, 0)$: $s$")
     ax.set_ylabel("$t^*$")
-    ax.set_title(f"(a) linear $t^*$, fig. 5's $A$,\nmax rel. error {b['rel_error_max']:.0e}")
+    ax.set_title(f"(a) linear $t^*$, fig. 5's $A$,\nmax rel. error {fmt_upper(b['rel_error_max'], 2)}")
     ax.legend(loc="lower left")
     ax.grid(alpha=0.3)
     colors = ["tab:blue", "tab:orange", "tab:red"]
@@ -176,8 +176,8 @@ def _draw_linear(o: Output, rec: dict, e: dict) -> None:
         ax.semilogy(e["ts"][1:], np.maximum(e["err_closed"][i, 1:], 1e-17), ":", color=colors[i], lw=1.0)
     ax.set_xlabel("$t$")
     ax.set_ylabel("relative error of $\\Sigma$, $P$")
-    ax.set_title(f"(c) particles vs ODE {c['rel_error_particle_cov_vs_gaussian_max']:.0e},\n"
-                 f"ODE vs closed form {c['rel_error_gaussian_P_vs_closed_form_max']:.0e} (dotted)")  # fmt: skip
+    ax.set_title(f"(c) particles vs ODE {fmt_upper(c['rel_error_particle_cov_vs_gaussian_max'], 2)},\n"
+                 f"ODE vs closed form {fmt_upper(c['rel_error_gaussian_P_vs_closed_form_max'], 2)} (dotted)")  # fmt: skip
     ax.grid(alpha=0.3)
     fig.suptitle(
         "Castin et al. (arXiv:2501.18322), linear attention: $P = \\Sigma + \\alpha\\alpha^T$ follows the softmax "
@@ -357,8 +357,8 @@ def main(out: Path, quick: bool = False) -> dict:
         seeds={"particles": 0, "sigmoid_keys_and_queries": 1},
     )
     return {
-        "key": f"linear t* vs closed form max rel. {lin['blowup']['rel_error_max']:.1e}; particle Σ vs ODE "
-        f"{lin['contraction']['rel_error_particle_cov_vs_gaussian_max']:.1e}; affine residual at largest n: "
+        "key": f"linear t* vs closed form max rel. {fmt_upper(lin['blowup']['rel_error_max'], 2)}; particle Σ vs ODE "
+        f"{fmt_upper(lin['contraction']['rel_error_particle_cov_vs_gaussian_max'], 2)}; affine residual at largest n: "
         + ", ".join(f"{k} {v:.1e}" for k, v in sig["residual_median_at_largest_n"].items())
     }
 

@@ -32,6 +32,7 @@ from _common import Output, cli
 import hassejax.plot.dynamics as dplot
 from hassejax.dynamics import Sinkhorn, geometry, paper, powerlaw, solve_gaussian, solve_particles
 from hassejax.dynamics.diagnostics import limit_rank
+from hassejax.plot.bounds import fmt_upper
 from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "sinkhorn"
@@ -129,8 +130,8 @@ def _draw_mean(o: Output, rec: dict, e: dict) -> None:
     ax.set_ylim(top=1e-1)
     ax.text(0.03, 0.97, f"$A = I$, dotted: Sinkhorn\nat its {cap}-iteration cap", transform=ax.transAxes, va="top")
     pe = rec["particles"]["rel_error_mean_vs_expm_max_per_A"]
-    ax.set_title(f"max {rec['gaussian']['rel_error_mean_vs_expm_max']:.0e} (Gaussian);\nparticles "
-                 f"{max(pe['A = −I'], pe['A = diag(1, −1)']):.0e}, {pe['A = I']:.0e} ($A = I$)")  # fmt: skip
+    ax.set_title(f"max {fmt_upper(rec['gaussian']['rel_error_mean_vs_expm_max'], 2)} (Gaussian);\nparticles "
+                 f"{fmt_upper(max(pe['A = −I'], pe['A = diag(1, −1)']), 2)}, {fmt_upper(pe['A = I'], 2)} ($A = I$)")  # fmt: skip
     ax.grid(alpha=0.3)
     ax = axes[2]
     for i, tr in enumerate(e["tr_g"]):
@@ -241,8 +242,8 @@ def main(out: Path, quick: bool = False) -> dict:
         seeds={"particles": 0},
     )
     return {
-        "key": f"mean vs e^(tV)α0: max rel. {mean_rec['gaussian']['rel_error_mean_vs_expm_max']:.1e} (Gaussian), "
-        f"{mean_rec['particles']['rel_error_mean_vs_expm_max']:.1e} (particles); low rank: "
+        "key": f"mean vs e^(tV)α0: max rel. {fmt_upper(mean_rec['gaussian']['rel_error_mean_vs_expm_max'], 2)} (Gaussian), "
+        f"{fmt_upper(mean_rec['particles']['rel_error_mean_vs_expm_max'], 2)} (particles); low rank: "
         f"{lr_rec['long_horizon']['exact_limit_rank_(eigenvalues > 1e-6 λ_max)']}"
     }
 
