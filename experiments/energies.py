@@ -30,6 +30,7 @@ from _common import Output, cli
 
 from hassejax.dynamics import Sinkhorn, Softmax, solve_gaussian, solve_particles, status_names
 from hassejax.dynamics.energy import gaussian_interaction_energy, gaussian_sinkhorn_energy, interaction_energy
+from hassejax.plot.bounds import fmt_lower, fmt_upper
 
 NAME = "energies"
 SEED = 0
@@ -129,8 +130,8 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.set_title(
         f"Twisted softmax energy, $V = -A$: decreasing for {sum(i < 0 for i in part_increase)}/{n_seeds} particle runs;\n"
         f"the Gaussian closed form matches {int(spec_ok.sum())}/{len(spec_ok)} check values to their printed digits;\n"
-        f"at $t = {ts[-1]:g}$ the particle $E_n$ spread over {e_end[0]:.0e} to {e_end[1]:.0e} against the Gaussian's "
-        f"{e_gauss[-1]:.0e}\n(a finite sample of $\\mu_0$ is not Gaussian: no match expected)"
+        f"at $t = {ts[-1]:g}$ the particle $E_n$ spread over {fmt_lower(e_end[0], 2)} to {fmt_upper(e_end[1], 2)} against the Gaussian's "
+        f"{e_gauss[-1]:.1e}\n(a finite sample of $\\mu_0$ is not Gaussian: no match expected)"
     )
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="lower left")
@@ -142,7 +143,7 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.set_ylabel("$F = \\frac{1}{2}\\mathrm{OT}_\\varepsilon(\\mu, \\mu)$, $\\varepsilon = 1$")
         ax.set_title(
             f"Sinkhorn $F$, $V = A = A^\\top$, {shown.get(label, label)}:\n"
-            + f"largest step increase {r['max_increase']:.2e}".replace("-", "−")
+            + f"largest step increase {fmt_upper(r['max_increase'], 3)}".replace("-", "−")
             + f"\n({'non-increasing' if r['max_increase'] <= 0 else 'INCREASES'})"
         )
         ax.grid(alpha=0.3)
@@ -188,7 +189,7 @@ def main(out: Path, quick: bool = False) -> dict:
     f_inc = max(r["max_increase"] for r in sink.values())
     return {
         "key": f"E_n decreasing for {dec}/{n_seeds} seeds; Gaussian E agrees with {int(spec_ok.sum())}/{len(spec_ok)} spec check values to the printed digits; "
-        f"Sinkhorn F {'non-increasing' if f_inc <= 0 else 'INCREASES'} (largest step change {f_inc:.1e})"
+        f"Sinkhorn F {'non-increasing' if f_inc <= 0 else 'INCREASES'} (largest step change {fmt_upper(f_inc, 2)})"
     }
 
 

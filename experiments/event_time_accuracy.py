@@ -31,6 +31,7 @@ from _common import Output, cli
 from hassejax.dynamics import Status
 from hassejax.dynamics import phase_map as pm
 from hassejax.plot import log_bins
+from hassejax.plot.bounds import fmt_upper
 
 NAME = "event_time_accuracy"
 TIGHT_RTOL, TIGHT_ATOL = 1e-10, 1e-12
@@ -104,7 +105,7 @@ def main(out: Path, quick: bool = False) -> dict:
     ax = axes[0]
     bins = log_bins(*errs.values())
     for label, e, c in zip(shown, errs.values(), colors):
-        ax.hist(np.maximum(e, bins[0]), bins=bins, color=c, alpha=0.55, label=f"{label}: max {e.max():.1e}")
+        ax.hist(np.maximum(e, bins[0]), bins=bins, color=c, alpha=0.55, label=f"{label}: max {fmt_upper(e.max(), 2)}")
     ax.set_xscale("log")
     ax.set_xlabel("relative error $|t_{\\mathrm{est}}/t^* - 1|$")
     ax.set_ylabel("members")
@@ -128,7 +129,7 @@ def main(out: Path, quick: bool = False) -> dict:
         "Blow-up time of the Gaussian solves of phase map (a) (softmax, $V = vI$, $\\Sigma_0 = I/2$)\n"
         "against $t^* = 1/\\lambda_{\\max}(v\\,\\Sigma_0^{1/2}(A + A^\\top)\\Sigma_0^{1/2})$ "
         "(closed form; Castin et al., arXiv:2501.18322):\n"
-        f"max relative error {key_err.max():.1e} over {n_members} members (extrapolated); "
+        f"max relative error {fmt_upper(key_err.max(), 2)} over {n_members} members (extrapolated); "
         f"{wrong} blow-up verdicts wrong"
     )
     o.savefig(fig, "event_time_accuracy")
@@ -156,8 +157,8 @@ def main(out: Path, quick: bool = False) -> dict:
         seeds={},
     )
     return {
-        "key": f"max relative error {key_err.max():.1e} over {n_members} members (extrapolated, rtol 1e-10); "
-        f"threshold time {errs[list(errs)[1]].max():.1e}; phase-map settings {errs[list(errs)[2]].max():.1e}"
+        "key": f"max relative error {fmt_upper(key_err.max(), 2)} over {n_members} members (extrapolated, rtol 1e-10); "
+        f"threshold time {fmt_upper(errs[list(errs)[1]].max(), 2)}; phase-map settings {fmt_upper(errs[list(errs)[2]].max(), 2)}"
     }
 
 

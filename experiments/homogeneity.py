@@ -25,6 +25,7 @@ import numpy as np
 from _common import Output, cli
 
 from hassejax.dynamics import Softmax, Status, blowup_time_closed_form, paper
+from hassejax.plot.bounds import fmt_upper
 from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "homogeneity"
@@ -98,7 +99,7 @@ def main(out: Path, quick: bool = False) -> dict:
             mfc="none",
             label=f"{lab}: log-log slope "
             + f"{r['loglog_slope']:.6f}".replace("-", "−")
-            + f", max rel. error {r['rel_error_max']:.1e}",
+            + f", max rel. error {fmt_upper(r['rel_error_max'], 2)}",
         )
         axes[1].loglog(r["rel_error_c"], r["rel_error"], mk + "-", color=col, mfc="none", lw=0.8)
     axes[0].set_xlabel("$c$ (initial covariance $c\\Sigma_0$)")
@@ -144,8 +145,8 @@ def main(out: Path, quick: bool = False) -> dict:
         seeds={"none": "deterministic parameters"},
     )
     return {
-        "key": f"t*(cΣ0)·c constant: max rel. error {results['fig5']['rel_error_max']:.1e} (fig. 5 vs closed form), "
-        f"{results['counterexample']['rel_error_max']:.1e} (counterexample, t*(Σ0) = {ce_t:.4f})"
+        "key": f"t*(cΣ0)·c constant: max rel. error {fmt_upper(results['fig5']['rel_error_max'], 2)} (fig. 5 vs closed form), "
+        f"{fmt_upper(results['counterexample']['rel_error_max'], 2)} (counterexample, t*(Σ0) = {ce_t:.4f})"
     }
 
 

@@ -27,6 +27,7 @@ from _common import Output, cli
 
 from hassejax.dynamics import PiecewiseConstant, Softmax, paper, solve_gaussian, status_names
 from hassejax.dynamics.time_dependent import scalar_schedule_blowup_time, scalar_schedule_covariance
+from hassejax.plot.bounds import fmt_upper
 from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "time_dependent"
@@ -124,7 +125,8 @@ def main(out: Path, quick: bool = False) -> dict:
         "Castin et al. (arXiv:2501.18322), depth-dependent $V = v(t)I$ (softmax, fig. 5's $A$, $\\Sigma_0 = I/2$):\n"
         "$\\Sigma$ depends on $\\int_0^t v$ only; "
         f"$t^*$ = {c['t_star_measured']:.5f} (constant), {d['t_star_measured']:.5f} (decaying), none (alternating);\n"
-        f"relative error against the closed form: $t^*$ {max(c['t_star_rel_error'], d['t_star_rel_error']):.0e}, $\\Sigma(t)$ {err:.0e}"
+        f"relative error against the closed form: $t^*$ $\\leq$ {fmt_upper(max(c['t_star_rel_error'], d['t_star_rel_error']), 2)}, "
+        f"$\\Sigma(t)$ $\\leq$ {fmt_upper(err, 2)}"
     )
     o.savefig(fig, NAME)
     o.write_json(
@@ -139,7 +141,7 @@ def main(out: Path, quick: bool = False) -> dict:
     )
     return {
         "key": f"t* constant {c['t_star_measured']:.5f}, decaying {d['t_star_measured']:.5f}, alternating none; "
-        f"max rel. error vs closed form {err:.1e}"
+        f"max rel. error vs closed form {fmt_upper(err, 2)}"
     }
 
 
