@@ -21,6 +21,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -42,6 +43,16 @@ DELTAS = (1e-3, 1e-2, 1e-1)
 T1 = 2.0
 TOL = 1e-10
 LIN_EVERY = 4  # the linearised estimate at every 4th save time (a Jacobian of size nd × nd each)
+
+
+def _up(x: float, decimals: int) -> str:
+    """``x`` rounded UP to ``decimals`` places (a printed maximum stays an upper bound)."""
+    return f"{math.ceil(round(x * 10**decimals, 9)) / 10**decimals:.{decimals}f}"
+
+
+def _down(x: float, decimals: int) -> str:
+    """``x`` rounded DOWN to ``decimals`` places (a printed minimum stays a lower bound)."""
+    return f"{math.floor(round(x * 10**decimals, 9)) / 10**decimals:.{decimals}f}"
 
 
 def main(out: Path, quick: bool = False) -> dict:
@@ -131,7 +142,8 @@ def main(out: Path, quick: bool = False) -> dict:
     ax1.set_ylabel("$C(t)$ and $W_2(\\mu_t, \\nu_t) / W_2(\\mu_0, \\nu_0)$")
     ax1.set_yscale("log")
     c_txt = ", ".join(
-        f"{per[sp]['log10_C_final_min']:.1f}\u2013{per[sp]['log10_C_final_max']:.1f} (${sp:g}I$)" for sp in SPREADS
+        f"{_down(per[sp]['log10_C_final_min'], 1)}\u2013{_up(per[sp]['log10_C_final_max'], 1)} (${sp:g}I$)"
+        for sp in SPREADS
     )
     ax1.set_title(f"bound holds at every $t$ for {holds}/{len(pairs)} pairs;\n$\\log_{{10}} C({T1:g})$: {c_txt}")
     ax1.grid(alpha=0.3, which="major")
@@ -141,7 +153,7 @@ def main(out: Path, quick: bool = False) -> dict:
     ax2.set_xlabel("depth $t$")
     ax2.set_ylabel("$W_2(\\mu_t, \\nu_t) / W_2(\\mu_0, \\nu_0)$")
     ax2.set_yscale("log")
-    r_txt = ", ".join(f"{per[sp]['ratio_max']:.2f} (${sp:g}I$)" for sp in SPREADS)
+    r_txt = ", ".join(f"{_up(per[sp]['ratio_max'], 2)} (${sp:g}I$)" for sp in SPREADS)
     ax2.set_title(f"measured ratio at most {r_txt};\nsolid $\\Sigma_0 = {SPREADS[0]:g}I$, dashed ${SPREADS[1]:g}I$")
     ax2.grid(alpha=0.3, which="both")
     ax2.yaxis.set_major_formatter(ScalarFormatter())
@@ -151,7 +163,7 @@ def main(out: Path, quick: bool = False) -> dict:
         f"Stability in $W_2$ of softmax particles (Castin et al., arXiv:2501.18322):\n$V = I$, $A = -I$, $n = {n}$, "
         f"$\\nu_0 = \\mu_0 + \\delta\\xi$, {n_seeds} seed{'s' if n_seeds > 1 else ''} per $\\Sigma_0$ and $\\delta$;\n"
         f"at $t = {T1:g}$ the Gr\u00f6nwall constant $C(t)$ (derived) exceeds the ratio by at least "
-        f"$10^{{{min(per[sp]['log10_slack_final_min'] for sp in SPREADS):.1f}}}$"
+        f"$10^{{{_down(min(per[sp]['log10_slack_final_min'] for sp in SPREADS), 1)}}}$"
     )
     o.savefig(fig, NAME)
 
