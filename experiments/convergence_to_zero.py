@@ -98,7 +98,7 @@ def main(out: Path, quick: bool = False) -> dict:
         ends = geometry.cone_coords(np.stack([t[-1] for t in trajs]))
         ax.scatter(ends[:, 0], ends[:, 1], ends[:, 2], color="k", s=6, depthshade=False)
         ax.view_init(elev=20, azim=-174)
-        ax.xaxis.labelpad = 7  # the Σ11 − Σ22 label clear of its tick labels
+        ax.xaxis.labelpad = 13  # the Σ11 − Σ22 label clear of its tick labels
         # the 3-D box leaves a wide margin inside its axes: zoom in (less empty space under the
         # titles) and keep the axes transparent so that no neighbour hides an axis label
         ax.set_box_aspect(None, zoom=0.9)
@@ -181,7 +181,7 @@ def main(out: Path, quick: bool = False) -> dict:
     )
     worst = max(s[1] for s in slopes)
     counts = ", ".join(f"{k.split()[0]} {r['converged']}/{n}" for k, r in results.items())
-    return {"key": f"converged to 0: {counts}; log-log slope of tr Σ ≤ {worst:.3f}"}
+    return {"key": f"converged to 0: {counts}; log-log slope of tr Σ ≤ {np.ceil(worst * 1e3) / 1e3:.3f}"}
 
 
 if __name__ == "__main__":
