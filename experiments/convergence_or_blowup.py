@@ -8,7 +8,7 @@ grid on [−1, 1]²), each kind ONE vmapped diffrax solve with the authors' stop
 - L2, two readings. (a) the authors' `tr Σ > 1e3` stop: 5 trajectories cross it with an
   accurate solver (643 / 5); the authors' projected explicit Euler (step 0.002), re-run
   here as a check, gives their 642 / 6. (b) accurate, no `1e3` stop: all 648 converge
-  (the crossers peak at tr Σ up to ~8.4e4 and come back).
+  (the crossers peak at tr Σ up to 8.5e4 and come back).
 - Multi-head: the authors' panel ran with one head (the softmax panel again); drawn here
   with `H = 2` (head h = row h of Q, K, scale 1, `C_h = e_h (row h of V)`) and run to a
   verdict (figure ``convergence_or_blowup_multihead``): every member goes to 0 like `1/t`
@@ -36,6 +36,7 @@ from hassejax.dynamics import Status, geometry, paper
 from hassejax.dynamics.diagnostics import limit_rank
 from hassejax.dynamics.projected_euler import projected_euler_l2
 from hassejax.dynamics.self_similar import self_similar_profile
+from hassejax.plot.bounds import fmt_lower, fmt_upper
 from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "convergence_or_blowup"
@@ -166,7 +167,9 @@ def _draw_multihead(o: Output, rec: dict, long: dict, extra: dict, n: int) -> No
     over = l_rec["members_over_10_percent_at_t1"]
     ax.set_xlabel("$t$")
     ax.set_ylabel(r"$\|t\Sigma(t) - S^*\|_F\,/\,\|S^*\|_F$")
-    ax.set_title(f"at $t = {_sci(l_rec['t1'])}$: {lo:.1e} to {hi:.1e};\n{over}/{n} still > 10 % from $S^*$")
+    ax.set_title(
+        f"at $t = {_sci(l_rec['t1'])}$: {fmt_lower(lo, 2)} to {fmt_upper(hi, 2)};\n{over}/{n} still > 10 % from $S^*$"
+    )
     ax.grid(alpha=0.3, which="major")
     ev = s_rec["eigenvalues"]
     tt = l_rec["t_times_trace_at_t1_range"]
@@ -283,7 +286,7 @@ def main(out: Path, quick: bool = False) -> dict:
     ax_pk.set_xlabel("member (the authors' grid order)")
     ax_pk.set_ylabel(r"peak of tr $\Sigma(t)$")
     ax_pk.set_title(f"(d) L2, accurate: {int(np.sum(peak > THRESHOLD))} pass tr $\\Sigma$ = 1e3\n"
-                    f"on the way (peak {peak.max():.1e})".replace("e+0", "e"))  # fmt: skip
+                    f"on the way (peak {fmt_upper(peak.max(), 2)})".replace("e+0", "e"))  # fmt: skip
     ax_pk.legend(loc="upper right")
     ax_pk.grid(alpha=0.3, which="major")
 
