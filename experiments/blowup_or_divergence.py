@@ -165,7 +165,7 @@ def main(out: Path, quick: bool = False) -> dict:
     ax_rho.set_xlabel(r"decade ratio $\rho$")
     ax_rho.set_title(r"blow-up iff $\rho$ < 0.05")
     mh_max = mh["decade_ratio_range"][1]  # the member closest to the threshold
-    ax_rho.annotate(f"max {mh_max:.4f},\nnear 0.05", xy=(mh_max, 1), xytext=(0.058, 1.0), ha="left", va="center",
+    ax_rho.annotate(f"max {np.ceil(mh_max * 1e4) / 1e4:.4f},\nnear 0.05", xy=(mh_max, 1), xytext=(0.058, 1.0), ha="left", va="center",
                     arrowprops=dict(arrowstyle="->", lw=0.6, color="0.3"))  # fmt: skip
     ax_t.set_xlabel(r"closed-form $t^*$")
     ax_t.set_ylabel(r"solved $t^*$")
@@ -226,8 +226,8 @@ def main(out: Path, quick: bool = False) -> dict:
                        else f"{k.split()[0]} {v['status']}" for k, v in results.items())  # fmt: skip
     return {
         "key": f"{counts}; softmax t* ∈ [{soft['t_star_closed_form_range'][0]:.3f}, {soft['t_star_closed_form_range'][1]:.2f}], "
-        f"max rel. error {soft['t_star_max_rel_error_accurate']:.1e}, t*(I/2) = {soft['t_star_at_half_identity']['solved']:.5f}; "
-        f"softmax/Sinkhorn disk paths within {same_path_gap:.1e}"
+        f"max rel. error {_up(soft['t_star_max_rel_error_accurate'])}, t*(I/2) = {soft['t_star_at_half_identity']['solved']:.5f}; "
+        f"softmax/Sinkhorn disk paths within {_up(same_path_gap)}"
     }
 
 
