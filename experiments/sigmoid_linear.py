@@ -175,9 +175,9 @@ def _draw_linear(o: Output, rec: dict, e: dict) -> None:
         ax.semilogy(e["ts"][1:], np.maximum(e["err_part"][i, 1:], 1e-17), "-", color=colors[i], lw=0.8)
         ax.semilogy(e["ts"][1:], np.maximum(e["err_closed"][i, 1:], 1e-17), ":", color=colors[i], lw=1.0)
     ax.set_xlabel("$t$")
-    ax.set_ylabel("relative error of $\\Sigma$, $P$")
+    ax.set_ylabel("rel. error: $\\Sigma$ solid, $P$ dotted")
     ax.set_title(f"(c) particles vs ODE {fmt_upper(c['rel_error_particle_cov_vs_gaussian_max'], 2)},\n"
-                 f"ODE vs closed form {fmt_upper(c['rel_error_gaussian_P_vs_closed_form_max'], 2)} (dotted)")  # fmt: skip
+                 f"ODE vs closed form {fmt_upper(c['rel_error_gaussian_P_vs_closed_form_max'], 2)}")  # fmt: skip
     ax.grid(alpha=0.3)
     fig.suptitle(
         "Castin et al. (arXiv:2501.18322), linear attention: $P = \\Sigma + \\alpha\\alpha^T$ follows the softmax "
