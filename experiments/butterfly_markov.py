@@ -57,6 +57,7 @@ from hassejax.nn import (
     two_sided_entropy,
 )
 from hassejax.nn.floors import target_floors
+from hassejax.plot.bounds import fmt_upper
 from hassejax.plot.style import figsize
 from hassejax.tasks import audit, autoregressive, block_generation, butterfly
 
@@ -212,7 +213,7 @@ def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
         if d_ == 0:
             ax.text(b_, floor, "0", ha="center", va="bottom")
         else:  # inside the bar, at its geometric middle
-            ax.text(b_, np.sqrt(d_ * floor), f"{d_:.1e}", ha="center", va="center", rotation=90, color="w")
+            ax.text(b_, np.sqrt(d_ * floor), fmt_upper(d_, 2), ha="center", va="center", rotation=90, color="w")
     ax.axhline(cons["threshold"], color="k", ls="--", lw=0.8)
     ax.text(0.5, cons["threshold"] * 1.5, "$10^{-5}$ × logit scale", va="bottom")
     ax.set_yscale("log")
@@ -222,7 +223,7 @@ def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
     ax.set_ylabel(r"max $|\Delta$ logit$|$ (float32)")
     ax.set_title(
         f"training = inference (Block\nTwo-Stream, {cons['sequences']} seqs): max\n"
-        f"{cons['max_abs_diff']:.1e} = {cons['relative']:.1e} × scale"
+        f"{fmt_upper(cons['max_abs_diff'], 2)} = {fmt_upper(cons['relative'], 2)} × scale"
     )
     names = list(results)
     y = np.arange(len(names))[::-1]
@@ -262,7 +263,7 @@ def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
     cx.set_title("supervision density")
     fig.legend(loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(
-        f"The three layouts of the Markov experiment (n = {audits['n']}): training = inference,\n"
+        f"The three layouts of the Markov experiment ($n = {audits['n']}$): training = inference,\n"
         "no leak, supervision density (Li & Guo, arXiv:2606.09951)"
     )
     o.savefig(fig, "checks")
