@@ -174,7 +174,7 @@ def main(out: Path, quick: bool = False) -> dict:
         },
         seeds={"none": "deterministic grid and parameters"},
     )
-    errs = ", ".join(f"{k} {r['long_horizon']['rel_error_to_sigma_inf'][1]:.1e}" for k, r in results.items())
+    errs = ", ".join(f"{k} {fmt_upper(r['long_horizon']['rel_error_to_sigma_inf'][1], 2)}" for k, r in results.items())
     counts = ", ".join(f"{k} {r['converged']}/{n}" for k, r in results.items())
     return {"key": f"rank one on q⊥: {counts}; max rel. error to Σ∞ at t = 1e8: {errs}"}
 

@@ -44,6 +44,7 @@ from hassejax.dynamics import (
 from hassejax.dynamics.diagnostics import empirical_covariance
 from hassejax.dynamics.geometry import ellipse, rel_frobenius
 from hassejax.dynamics.sampling import antithetic_sample
+from hassejax.plot.bounds import fmt_upper
 
 NAME = "covariance_ellipses"
 SEED = 0
@@ -195,7 +196,7 @@ def main(out: Path, quick: bool = False) -> dict:
     return {
         "key": f"particle vs Gaussian covariance: {c['particle_vs_gaussian_rel_frobenius'][-1]:.2g} rel. at t = {TIMES_LINE[-1]:g} (contraction), "
         f"{b['particle_vs_gaussian_rel_frobenius'][-1]:.2g} at t = {TIMES_BLOWUP[-1]:g} (t* = {b['t_star_closed_form']:.5f}); "
-        f"Gaussian ODE vs closed form {max(c['gaussian_vs_closed_form_max_rel_error'], b['gaussian_vs_closed_form_max_rel_error']):.1e}",
+        f"Gaussian ODE vs closed form {fmt_upper(max(c['gaussian_vs_closed_form_max_rel_error'], b['gaussian_vs_closed_form_max_rel_error']), 2)}",
     }
 
 

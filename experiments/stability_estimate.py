@@ -203,7 +203,7 @@ def main(out: Path, quick: bool = False) -> dict:
         seeds={"numpy_default_rng": SEED},
     )
     ratio_max = max(per[sp]["ratio_max"] for sp in SPREADS)
-    return {"key": f"W2(t)/W2(0) <= C(t) (derived) for {holds}/{len(pairs)} pairs; max ratio {ratio_max:.3f}, "
+    return {"key": f"W2(t)/W2(0) <= C(t) (derived) for {holds}/{len(pairs)} pairs; max ratio {_up(ratio_max, 3)}, "
             f"log10 C({T1:g}) {c_txt.replace('$', '')}"}  # fmt: skip
 
 
