@@ -39,6 +39,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import importlib.util
+import math
 import time
 from pathlib import Path
 
@@ -508,7 +509,11 @@ TOP = 8
 
 def dense_times(t_end: float) -> np.ndarray:
     """Depths of a representative head's comparison: :data:`DENSE_LINEAR` even ones and :data:`DENSE_END` near `t_end`."""
-    return np.unique(np.concatenate([np.linspace(0.0, t_end, DENSE_LINEAR), t_end * (1.0 - DENSE_END)]))
+    times = np.sort(np.concatenate([np.linspace(0.0, t_end, DENSE_LINEAR), t_end * (1.0 - DENSE_END)]))
+    # `0.95 t_end` is in both parts; merged within rounding (np.unique would keep both when they differ in
+    # the last bit, and the heads' time grids, stacked into one batch, would differ in length)
+    keep = np.concatenate([[True], np.diff(times) > 1e-9 * max(t_end, 1e-300)])
+    return times[keep]
 
 
 def representatives(heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g) -> list[dict]:
@@ -747,14 +752,25 @@ def _lam_at(system: dict, i: int, times) -> str:
     return f"{system['top_eigenvalues'][j][0]:.3g}" + ("" if j == i else f" (its solve stopped; at t = {times[j]:.3g})")
 
 
+def _ceil3(x: float) -> str:
+    """`x` rounded up to 3 decimals (a printed maximum stays a bound)."""
+    return f"{math.ceil(round(x * 1000, 9)) / 1000:.3f}"
+
+
+def _floor3(x: float) -> str:
+    """`x` rounded down to 3 decimals (a printed minimum stays a bound)."""
+    return f"{math.floor(round(x * 1000, 9)) / 1000:.3f}"
+
+
 def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g: float) -> str:
     """The closing note, with the numbers of this run."""
     c = s["counts"]
     lines = [
         "# Real heads (all-MiniLM-L6-v2) through the theory: closing note",
         "",
-        f"Model check: paraphrase cosines {card['paraphrase_min']:.3f}–{max(card['paraphrase_cosines'].values()):.3f}, "
-        f"unrelated pairs at most {card['unrelated_max']:.3f} (mean {card['unrelated_mean']:.3f}).",
+        f"Model check: paraphrase cosines {_floor3(card['paraphrase_min'])}–"
+        f"{_ceil3(max(card['paraphrase_cosines'].values()))}, "
+        f"unrelated pairs at most {_ceil3(card['unrelated_max'])} (mean {card['unrelated_mean']:.3f}).",
         "",
         f"**Regimes (Gaussian ODE from each layer's token moments, horizon {t_g:g} layers).** "
         f"{c['blow_up']} heads blow up, {c['diverge']} diverge without finite-time blow-up, {c['low_rank']} lose "

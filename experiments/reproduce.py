@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 import traceback
@@ -25,6 +26,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+# One BLAS thread (set before NumPy loads; a value the user set wins). The experiments' host
+# linear algebra is many small problems (e.g. real_heads: ~1,200 eigenvalue problems of size 384),
+# where OpenBLAS's threads gain nothing and, beside XLA's own threads, spin-wait: real_heads --quick
+# took 188 s with OpenBLAS's default threads and 39 s with one on a 2-core machine (load 2), the
+# whole --quick run 577 s → 449 s wall.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 from _common import DEFAULT_OUT
 from tqdm import tqdm
