@@ -1,4 +1,4 @@
-"""Figure 2 (Li & Guo, arXiv:2606.09951, Def. 3.8): R^(1) … R^(L*) of a width-1 sliding window (n = 6) converge to causal.
+"""Figure 2 (Li & Guo, arXiv:2606.09951, Def. 3.8): R^(1) … R^(L*) of a sliding window with left = 1 (n = 6) converge to causal.
 
 Each query sees itself and one previous key (left = 1), so information moves one position
 per layer: R^(L)[i, j] iff 0 <= i − j <= L, and the flow stops changing at
@@ -28,13 +28,14 @@ def main(out: Path, quick: bool = False) -> dict:
     limit = np.asarray(reachability(mask))
     equals_causal = bool(np.array_equal(limit, np.asarray(causal(n))))
     o = Output(out, NAME)
-    fig, axes = plt.subplots(1, depth, layout="constrained", figsize=(6.8, 2.3))
+    fig, axes = plt.subplots(1, depth, layout="constrained", figsize=(6.8, 2.65))
     for L, (ax, r) in enumerate(zip(axes, powers), start=1):
         draw_mask(r, ax=ax, title=f"$R^{{({L})}}$: {int(r.sum())} pairs")
         ax.set_xlabel("key $j$")
         ax.set_ylabel("query $i$" if L == 1 else "")
     fig.suptitle(
-        f"Width-1 causal window, $n = {n}$: $R^{{(L)}}$ grows by one diagonal per layer\n"
+        f"Window with left = 1 (each query sees itself and the previous key), $n = {n}$\n"
+        f"dark: output $i$ depends on input $j$; $R^{{(L)}}$ grows by one diagonal per layer\n"
         f"and {'equals' if equals_causal else 'differs from'} the causal mask at $L^* = {depth}$"
     )
     o.savefig(fig, "reachability_powers")
