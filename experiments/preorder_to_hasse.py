@@ -39,8 +39,8 @@ def _matrix_axes(ax, n: int) -> None:
     ax.tick_params(which="minor", length=0)
     ax.xaxis.set_ticks_position("top")
     ax.xaxis.set_label_position("top")
-    ax.set_xlabel("key j")
-    ax.set_ylabel("query i")
+    ax.set_xlabel("key $j$")
+    ax.set_ylabel("query $i$")
 
 
 def main(out: Path, quick: bool = False) -> dict:
@@ -87,7 +87,8 @@ def main(out: Path, quick: bool = False) -> dict:
         class_colors=colors,
         levels=None,
         min_fontsize=8,
-        title=f"(d) Hasse diagram: {diagram.num_classes} classes, {len(diagram.edges)} covering pairs",
+        title=f"(d) Hasse diagram: {diagram.num_classes} classes, {len(diagram.edges)} covering pairs\n"
+        "arrow $u \\to v$: $v$ covers $u$, information flows up",
     )
 
     img = np.ones((n, n, 3))

@@ -71,8 +71,8 @@ def draw_mask(
         ax.tick_params(which="minor", length=0)
     ax.xaxis.set_ticks_position("top")  # matrix style: slot names above the columns
     ax.xaxis.set_label_position("top")  # and the axis label on the same side as its ticks
-    ax.set_xlabel("key j")
-    ax.set_ylabel("query i")
+    ax.set_xlabel("key $j$")
+    ax.set_ylabel("query $i$")
     if title:
         ax.set_title(title)
     return ax
