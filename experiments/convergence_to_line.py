@@ -22,6 +22,7 @@ import _dynamics_common as dc
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
+from matplotlib import patheffects
 
 import hassejax.plot.dynamics as dplot
 from hassejax.dynamics import Status, clustering_limit, geometry, paper, powerlaw
@@ -104,6 +105,9 @@ def main(out: Path, quick: bool = False) -> dict:
             lw=1.8,
             text="$q^\\perp$",
         )
+        # the end label above the trajectories, readable over them (white halo)
+        ax.texts[-1].set_path_effects([patheffects.withStroke(linewidth=3, foreground="w")])
+        ax.texts[-1].set_zorder(14)
         ax.scatter(
             tgt[:, 0], tgt[:, 1], tgt[:, 2], marker="x", color="k", s=12, zorder=13,
             label="$\\Sigma_\\infty$ (closed form)",
