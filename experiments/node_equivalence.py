@@ -33,11 +33,21 @@ from hassejax.tasks import autoregressive, butterfly, merge_tasks, node_signatur
 
 NAME = "node_equivalence"
 CITE = "Li & Guo, arXiv:2606.09951"
-PREDICTING, CONTEXT = "#fde0c5", "#dbe9f6"  # node colours: carries a target / context only
+# Node colours in (a): carries a target / context only. Yellow and white, so that no colour of (a)
+# is one of the stream colours of (b) (causal_merge uses the same yellow for its target-carrying slots).
+PREDICTING, CONTEXT = "#ffeb8a", "#ffffff"
 JOIN = "#2ca02c"
 APART = "#d62728"
 STREAM_COLOR = {"F": "#c6dbef", "B": "#fdd0a2", "C": "#c7e9c0"}
 STREAM_NAME = {"B": "backward wing B", "C": "centres C", "F": "forward wing F"}
+
+
+SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def _math(token) -> str:
+    """A token ("w", j) as w_j with a Unicode subscript (node labels are monospace, as in draw_hasse)."""
+    return f"{token.symbol}{str(token.position).translate(SUB)}"
 
 
 def _node(ax, x, y, text, labelled):
@@ -65,7 +75,7 @@ def _autoregressive_panel(ax, n: int = 5) -> dict:
         x = t_idx * gap
         ax.text(x, -0.7, f"$T_{t_idx + 1}$\npredicts $w_{t_idx + 2}$", ha="center", va="top")
         for s in range(task.n):
-            _node(ax, x, s, str(task.inputs[s]), task.labels[s] is not None)
+            _node(ax, x, s, "{" + _math(task.inputs[s]) + "}", task.labels[s] is not None)
             places.setdefault(int(sig[s]), []).append((x, s))
             if s:
                 ax.annotate("", xy=(x, s - 0.25), xytext=(x, s - 0.75), arrowprops=dict(arrowstyle="->", color="#333"))
@@ -79,21 +89,22 @@ def _autoregressive_panel(ax, n: int = 5) -> dict:
     carried = []
     for p in range(merged.n):
         lab = merged.labels[p]
-        _node(ax, xm, p, f"{merged.inputs[p]}→{lab}" if lab else str(merged.inputs[p]), lab is not None)
+        text = _math(merged.inputs[p]) + (f"→{_math(lab)}" if lab else "")
+        _node(ax, xm, p, "{" + text + "}", lab is not None)
         if p:
             ax.annotate("", xy=(xm, p - 0.25), xytext=(xm, p - 0.75), arrowprops=dict(arrowstyle="->", color="#333"))
         # a label carried over: the merged slot is labelled, but some task node it identifies is not
         if lab is not None and any(
             t.labels[s] is None for t, sm in zip(tasks, merged.slot_map) for s in np.flatnonzero(sm == p)
         ):
-            carried.append(str(merged.inputs[p]))
+            carried.append(merged.inputs[p])
     ax.text(xm, -0.7, f"merge\n{merged.n} nodes", ha="center", va="top")
     handles = [
         Patch(
             facecolor=PREDICTING,
             edgecolor="#333333",
             label="carries a target; a merged node carries the\ntarget of any task node it identifies "
-            f"({', '.join(carried)}:\ncontext in later tasks, labelled in an earlier one)",
+            f"({', '.join(_math(c) for c in carried)}:\ncontext in later tasks, labelled in an earlier one)",
         ),
         Patch(facecolor=CONTEXT, edgecolor="#333333", label="context only (no target)"),
         Line2D([], [], ls="--", color=JOIN, label="equivalent nodes (same signature)"),
@@ -122,7 +133,7 @@ def _autoregressive_panel(ax, n: int = 5) -> dict:
         "equivalence_joins_drawn": joins,
         "merged_mask": np.asarray(merged.mask).astype(int),
         "merged_labels": [None if y is None else str(y) for y in merged.labels],
-        "labels_carried_over_to": carried,
+        "labels_carried_over_to": [str(c) for c in carried],
     }
 
 
@@ -136,7 +147,9 @@ def _butterfly_panel(fig, axes, ax_merge, n: int = 4, pair: tuple[int, int] = (1
         [{"F": x.position - 1, "B": n - x.position, "C": n - 1}[s] for x, s in zip(t.inputs, t.streams)] for t in tasks
     ]
     keys = [[{"F": 100.0, "B": -100.0, "C": 0.0}[s] for s in t.streams] for t in tasks]
-    names = [[("w'" if x.symbol == "agg" else "w") + str(x.position) for x in t.inputs] for t in tasks]
+    names = [
+        [(f"w'{str(x.position).translate(SUB)}" if x.symbol == "agg" else _math(x)) for x in t.inputs] for t in tasks
+    ]
     drawn = draw_task_family(
         tasks,
         axes,
@@ -186,7 +199,7 @@ def _butterfly_panel(fig, axes, ax_merge, n: int = 4, pair: tuple[int, int] = (1
     draw_hasse(
         md,
         ax=ax_merge,
-        names=mnames,
+        names=[m[0] + m[1:].translate(SUB) for m in mnames],
         levels="top",
         order_key=[
             {"F": 100.0 - merged.inputs[s].position, "B": -100.0 - merged.inputs[s].position, "C": 0.0}[
