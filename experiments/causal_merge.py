@@ -11,13 +11,15 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
+from matplotlib.patches import Patch
 
 from hassejax.masks import causal
 from hassejax.order import HasseDiagram
 from hassejax.plot import draw_hasse, draw_mask
-from hassejax.tasks import audit, autoregressive
+from hassejax.tasks import audit, autoregressive, node_signatures
 
 NAME = "causal_merge"
+TARGET = "#ffeb8a"  # "carries a target", as in node_equivalence (a)
 
 
 def _centre_suptitle(fig, title) -> None:
@@ -35,7 +37,12 @@ def _centre_suptitle(fig, title) -> None:
 
 def main(out: Path, quick: bool = False) -> dict:
     n = 6
-    merged = autoregressive(n).merge()
+    family = autoregressive(n)
+    merged = family.merge()
+    nodes_before = sum(t.n for t in family.tasks)
+    ids, _ = node_signatures(family.tasks)
+    sig = np.concatenate([np.asarray(s) for s in ids])
+    joins = int(sum(np.count_nonzero(sig == v) - 1 for v in np.unique(sig)))  # identifications of equal signatures
     names = [f"w{t.position}→w{y.position}" for t, y in zip(merged.inputs, merged.labels)]
     is_causal = bool(np.array_equal(merged.mask, np.asarray(causal(n - 1))))
     report = audit(merged)
@@ -48,11 +55,19 @@ def main(out: Path, quick: bool = False) -> dict:
         title="merged Hasse diagram:\na chain",
         fontsize=8.5,
         min_fontsize=8,
+        node_color=TARGET,
+    )
+    axes[0].legend(
+        handles=[Patch(facecolor=TARGET, edgecolor="#333333", label="carries a target\n(every slot: next token)")],
+        loc="lower center",
+        bbox_to_anchor=(0.5, -0.16),
+        frameon=False,
     )
     draw_mask(merged.mask, ax=axes[1], labels=names, title="merged mask (slot: input→target)")
     title = fig.suptitle(
         f"Causal attention is the minimal merge of the autoregressive family (Thm 3.7,\n"
-        f"Li & Guo, arXiv:2606.09951), n = {n}: {merged.n} slots, next-token labels"
+        f"Li & Guo, arXiv:2606.09951), $n = {n}$: {n - 1} tasks, {nodes_before} task nodes, "
+        f"{joins} joins → {merged.n} slots"
     )
     _centre_suptitle(fig, title)
     o.savefig(fig, "causal_merge")
@@ -63,12 +78,17 @@ def main(out: Path, quick: bool = False) -> dict:
             "slot_names": names,
             "mask": np.asarray(merged.mask).astype(int),
             "equals_causal": is_causal,
+            "tasks": len(family.tasks),
+            "nodes_before_merge": nodes_before,
+            "joins": joins,
             "leaks": len(report.leaks),
             "token_density": report.token_density,
             "slot_density": report.slot_density,
         }
     )
-    return {"key": f"{merged.n} slots, equals causal: {is_causal}, leaks: {len(report.leaks)}"}
+    return {
+        "key": f"{nodes_before} task nodes, {joins} joins -> {merged.n} slots, equals causal: {is_causal}, leaks: {len(report.leaks)}"
+    }
 
 
 if __name__ == "__main__":
