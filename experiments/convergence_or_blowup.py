@@ -87,6 +87,7 @@ def _multihead(grid: np.ndarray, capacity: int, quick: bool) -> tuple[dict, dict
     at = {f"{t:g}": dc.minmax(dist[:, int(np.argmin(np.abs(t_axis - t)))]) for t in checkpoints}
     median_at = {f"{t:g}": float(np.nanmedian(dist[:, int(np.argmin(np.abs(t_axis - t)))])) for t in checkpoints}
     late = t_axis >= t_long / 10  # the last decade: the worst member changes, the worst distance stays
+    drawn = np.arange(n)[:: max(1, n // 40)]  # the members drawn thin in the distance panel
     worst = np.nanmax(dist, axis=0)
     conv = stop["status"] == Status.converged
     rec = {
@@ -112,6 +113,7 @@ def _multihead(grid: np.ndarray, capacity: int, quick: bool) -> tuple[dict, dict
             "worst_rel_distance_over_tail": dc.minmax(worst[late]),
             "worst_member_changes_over_tail": len(np.unique(np.nanargmax(dist[:, late], axis=0))),
             "members_over_10_percent_at_t1": int(np.sum(dist[:, -1] > 0.1)),
+            "members_drawn_in_distance_panel": drawn,
             "solver": dc.solver_record(long),
         },
         "self_similar_profile": {
@@ -123,22 +125,39 @@ def _multihead(grid: np.ndarray, capacity: int, quick: bool) -> tuple[dict, dict
             "eigenvalue_ratio_min_over_max": float(ev[0] / ev[1]),
             "major_axis_angle_deg": float(geometry.rank_one_direction_angle(s_star)),
             "exponents_real_parts": np.asarray(prof.exponents),
+            "exponents_imaginary_parts": np.imag(np.asarray(prof.eigenvalues)),
+            "exponents_note": "eigenvalues of the Jacobian of dS/ds = S + F(S) (s = log t): real and imaginary "
+            "parts, same order; a complex pair makes tΣ(t) spiral into S* (slow oscillation in log t)",
             "newton_residual": prof.residual,
         },
         "verdict": "collapse to 0 like 1/t (t·tr Σ bounded at t1); the shape tΣ(t) approaches S* only slowly: "
         f"the profile is linearly stable (exponents' real parts all negative, the slowest "
         f"{float(np.max(np.asarray(prof.exponents))):.3f} in log t), "
         "but at t1 tΣ is still up to the tail's worst relative distance from S* (see long_horizon), the worst "
-        "member changing along the tail (slow oscillation)",
+        "member changing along the tail (slow oscillation: the slowest exponents are a complex pair, see "
+        "self_similar_profile.exponents_imaginary_parts)",
     }
     return rec, long, {"dist": dist, "t": t_axis, "s_star": s_star}
 
 
-def _sci(x: float) -> str:
-    """``1e8`` as mathtext ``10^{8}``, ``1.23e7`` as ``1.2 \\times 10^{7}``."""
+def _sci(x: float, up: bool = False) -> str:
+    """``1e8`` as mathtext ``10^{8}``, ``1.23e7`` as ``1.2 \\times 10^{7}``; ``up``: three digits
+    rounded up (``1.1288e7`` as ``1.13 \\times 10^{7}``, the start of a measured stretch)."""
     e = int(np.floor(np.log10(x) + 1e-12))
     m = x / 10.0**e
-    return f"10^{{{e}}}" if abs(m - 1) < 1e-9 else f"{m:.2g} \\times 10^{{{e}}}"
+    if abs(m - 1) < 1e-9:
+        return f"10^{{{e}}}"
+    return f"{np.ceil(m * 100 - 1e-9) / 100:.2f} \\times 10^{{{e}}}" if up else f"{m:.2g} \\times 10^{{{e}}}"
+
+
+def _floor(x: float, decimals: int) -> str:
+    """``x`` with ``decimals`` decimals rounded DOWN (a lower end that must hold)."""
+    return f"{np.floor(x * 10**decimals + 1e-9) / 10**decimals:.{decimals}f}"
+
+
+def _ceil(x: float, decimals: int) -> str:
+    """``x`` with ``decimals`` decimals rounded UP (an upper end that must hold)."""
+    return f"{np.ceil(x * 10**decimals - 1e-9) / 10**decimals:.{decimals}f}"
 
 
 def _pct_up(x: float) -> int:
@@ -156,11 +175,14 @@ def _draw_multihead(o: Output, rec: dict, long: dict, extra: dict, n: int) -> No
     axes[0].legend(loc="lower left")
     axes[0].set_title(f"$\\Sigma/\\mathrm{{tr}}\\,\\Sigma$, $t \\leq {_sci(l_rec['t1'])}$")
     ax = axes[1]
-    for row in extra["dist"][:: max(1, n // 40)]:  # a subset of the members, thin
-        ax.loglog(extra["t"], row, color="tab:blue", lw=0.4, alpha=0.4)
+    drawn = l_rec["members_drawn_in_distance_panel"]
+    for k, i in enumerate(drawn):  # a subset of the members, thin
+        ax.loglog(extra["t"], extra["dist"][i], color="tab:blue", lw=0.4, alpha=0.4,
+                  label=f"members ({len(drawn)} of {n})" if k == 0 else None)  # fmt: skip
     ax.loglog(extra["t"], np.nanmax(extra["dist"], axis=0), color="k", lw=1.2, label=f"max over all {n}")
     ax.loglog(extra["t"], np.nanmedian(extra["dist"], axis=0), color="tab:orange", lw=1.2, label="median")
-    ax.axvspan(l_rec["tail_from_t"], l_rec["t1"], color="0.9", zorder=0, label="last decade (bound in title)")
+    tail = _sci(l_rec["tail_from_t"], up=True)
+    ax.axvspan(l_rec["tail_from_t"], l_rec["t1"], color="0.9", zorder=0, label=f"tail $t \\geq {tail}$")
     ax.set_ylim(top=1e5)  # room for the legend above the curves
     ax.legend(loc="upper right")
     lo, hi = l_rec["rel_distance_tSigma_to_profile_range_at_t"][f"{l_rec['t1']:g}"]
@@ -174,13 +196,16 @@ def _draw_multihead(o: Output, rec: dict, long: dict, extra: dict, n: int) -> No
     ev = s_rec["eigenvalues"]
     tt = l_rec["t_times_trace_at_t1_range"]
     worst = l_rec["worst_rel_distance_over_tail"][1]
-    slow = f"{max(s_rec['exponents_real_parts']):.3f}".replace("-", "−")
+    k_slow = int(np.argmax(s_rec["exponents_real_parts"]))
+    slow = f"{s_rec['exponents_real_parts'][k_slow]:.3f}".replace("-", "−")
+    if abs(s_rec["exponents_imaginary_parts"][k_slow]) > 0:
+        slow += f" ± {abs(s_rec['exponents_imaginary_parts'][k_slow]):.3f}i"
     fig.suptitle(
         f"Castin et al. (arXiv:2501.18322) fig. 6, multi-head $H = 2$: all {n} go to 0 like $1/t$\n"
-        f"($t\\,\\mathrm{{tr}}\\,\\Sigma \\in$ [{tt[0]:.2f}, {tt[1]:.2f}] at $t = {_sci(l_rec['t1'])}$); "
-        f"$t\\Sigma(t)$ within {_pct_up(worst)} % of $S^*$ on $[{_sci(l_rec['tail_from_t'])}, {_sci(l_rec['t1'])}]$,\n"
-        f"approaching slowly (exponent {slow} in $\\log t$); "
-        f"$\\mathrm{{tr}}\\,S^*$ = {s_rec['trace']:.4f}, eigenvalues {ev[0]:.4f}, {ev[1]:.4f};\n"
+        f"($t\\,\\mathrm{{tr}}\\,\\Sigma \\in$ [{_floor(tt[0], 2)}, {_ceil(tt[1], 2)}] at $t = {_sci(l_rec['t1'])}$); "
+        f"$t\\Sigma(t)$ within {_pct_up(worst)} % of $S^*$ on $[{tail}, {_sci(l_rec['t1'])}]$,\n"
+        f"approaching slowly: exponents {slow} in $\\log t$ (a slow spiral);\n"
+        f"$\\mathrm{{tr}}\\,S^*$ = {s_rec['trace']:.4f}, eigenvalues {ev[0]:.4f}, {ev[1]:.4f}; "
         f"the authors' stop fires for {a_rec['converged']}/{n} by $t = {_sci(a_rec['t1'])}$"
     )
     o.savefig(fig, f"{NAME}_multihead")
@@ -228,7 +253,7 @@ def main(out: Path, quick: bool = False) -> dict:
     }
     _draw(axes[0, 0], soft, names(soft["status"]),
           f"(a) softmax: {int(blow.sum())} blow up (red), {int(conv.sum())} converge\n(blue) to "
-          f"rank one along $v$ at {rays[1]:.2f}° (disk: 2 × {rays[1]:.2f}°)")  # fmt: skip
+          f"rank one along $v$ at {rays[1]:.2f}° (disk: 2 × {rays[1]:.2f}°)".replace("-", "−"))  # fmt: skip
 
     # L2, the authors' reading (tr Σ > 1e3 stop) and the accurate one (no such stop)
     p_l2 = paper.l2_model(paper.FIG6_V, paper.FIG4_Q, paper.FIG4_K)
@@ -286,12 +311,13 @@ def main(out: Path, quick: bool = False) -> dict:
     ax_pk.set_xlabel("member (the authors' grid order)")
     ax_pk.set_ylabel(r"peak of tr $\Sigma(t)$")
     ax_pk.set_title(f"(d) L2, accurate: {int(np.sum(peak > THRESHOLD))} pass tr $\\Sigma$ = 1e3\n"
-                    f"on the way (peak {fmt_upper(peak.max(), 2)})".replace("e+0", "e"))  # fmt: skip
+                    f"on the way (peak {peak.max():.2e})".replace("e+0", "e"))  # fmt: skip
     ax_pk.legend(loc="upper right")
     ax_pk.grid(alpha=0.3, which="major")
 
     fig.suptitle(
-        f"Castin et al. (arXiv:2501.18322) fig. 6: the outcome depends on $\\Sigma_0$ ({n} trace-one $\\Sigma_0$)"
+        f"Castin et al. (arXiv:2501.18322) fig. 6: the outcome depends on $\\Sigma_0$ ({n} trace-one $\\Sigma_0$);\n"
+        "dots: the state at the stop; straight chords join saved states"
     )
     o.savefig(fig, NAME)
 

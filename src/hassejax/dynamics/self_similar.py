@@ -8,8 +8,8 @@ Jacobian `J = I + DF(S*)` (on symmetric matrices) has eigenvalues of negative re
 nearby trajectories: `tΣ(t) → S*`, a collapse to zero like `1/t` with a fixed shape. The
 eigenvalue `−1` always occurs (direction `S*` itself: the time shift `τ`).
 
-- :func:`self_similar_profile`: Newton's method on `S + F(S) = 0` from a guess, and the
-  exponents (real parts of the eigenvalues of `J`).
+- :func:`self_similar_profile`: Newton's method on `S + F(S) = 0` from a guess, the eigenvalues
+  of `J` and their real parts (the exponents).
 """
 
 from __future__ import annotations
@@ -37,12 +37,15 @@ class SelfSimilarProfile(NamedTuple):
       matrices, descending (all negative: `S*` attracts in log time `s = log t`).
     - `residual`: `‖S* + F(S*)‖_F / ‖S*‖_F`.
     - `iterations`: Newton steps taken.
+    - `eigenvalues`: `(m,)` complex eigenvalues of `J`, in the order of `exponents` (their real
+      parts); a pair `a ± bi` makes `tΣ(t)` spiral into `S*`, one turn per `2π/b` in `log t`.
     """
 
     profile: Float[Array, "d d"]
     exponents: Float[Array, " m"]
     residual: float
     iterations: int
+    eigenvalues: Array | None = None
 
 
 @eqx.filter_jit
@@ -136,5 +139,6 @@ def self_similar_profile(
                              f"(relative residual {residual:.3g}); try another `guess`.")  # fmt: skip
         s_j, res = _newton_step(model, s_j)
         residual, iterations = float(res), iterations + 1
-    exponents = -np.sort(-np.real(np.linalg.eigvals(np.asarray(_jacobian(model, s_j)))))
-    return SelfSimilarProfile(s_j, jnp.asarray(exponents), residual, iterations)
+    eig = np.linalg.eigvals(np.asarray(_jacobian(model, s_j)))
+    eig = eig[np.lexsort((np.imag(eig), -np.real(eig)))]  # real part descending, then imaginary part
+    return SelfSimilarProfile(s_j, jnp.asarray(np.real(eig)), residual, iterations, jnp.asarray(eig))
