@@ -7,11 +7,15 @@ backward wing, centre nodes holding w'_k). Every centre slot C_k reaches exactly
 
 The Hasse diagram is drawn with the backward wing rising on the left, the forward wing on
 the right and the centres on one level (the top: they are the maximal classes), coloured by
-stream. With the centres on one level some edges must cross: the layout has
+stream. With the wings on opposite sides and the centres in slot order the layout has
 (n − 2)(n − 3)/2 crossings (1 at n = 4). No drawing with the centres on one level avoids
-crossings for n ≥ 5 (the diagram plus one vertex joined to every centre is not planar, which
-the JSON records from networkx), and at n = 4 only drawings in which one wing wraps around the
-other do. The merge figure draws the n tasks T_1..T_n before merging (n² nodes), joins the
+crossings for n = 5 … 8 (checked: the diagram plus one vertex joined to every centre is not
+planar, networkx; the JSON's `apex_planar`). At n = 4 crossing-free orders of the centres
+exist (C1, C2, C4, C3 and three others, up to mirror images; JSON `n4_crossing_free_centre_orders`,
+networkx), but not with the wings on opposite sides: in C1, C2, C4, C3 the cycle
+B4 → B3 → C2 … C4 … C3 ← B4 separates the forward wing from the vertex above the centres
+(JSON `forward_wing_enclosed_by_B4_cycle`), so the edge B4 → C3 runs around the forward wing.
+The figure keeps the wings apart and the 1 crossing. The merge figure draws the n tasks T_1..T_n before merging (n² nodes), joins the
 nodes the merge identifies (Li & Guo, arXiv:2606.09951, Def. 3.5), the minimal merge
 (3n − 2 nodes, Thm 3.7) and a common supergraph that is not minimal: the same family with the
 backward wing kept apart per task (n − 1 + n(n − 1)/2 + n nodes).
@@ -19,6 +23,7 @@ backward wing kept apart per task (n − 1 + n(n − 1)/2 + n nodes).
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -26,7 +31,7 @@ import networkx as nx
 import numpy as np
 from _common import Output, cli
 from _names import slot_names
-from matplotlib.patches import Patch
+from matplotlib.patches import ConnectionPatch, Patch
 
 from hassejax.order import HasseDiagram, convergence_depth
 from hassejax.plot import draw_hasse, draw_mask, hasse_crossings, hasse_layout
@@ -75,6 +80,52 @@ def _apex_planar(diagram: HasseDiagram, centres: list[int]) -> bool:
     return bool(nx.check_planarity(g)[0])
 
 
+def _crossing_free_centre_orders(diagram: HasseDiagram, names, streams) -> list[list[str]]:
+    """Centre orders (one of each mirror pair) that admit a crossing-free drawing with the centres on one line.
+
+    The centres, in the given order, are joined by a path closed by two vertices above them
+    (the line's outside); the order is drawable without crossings iff that graph is planar."""
+    cname = [names[mem[0]] for mem in diagram.classes]
+    centres = [c for c, s in enumerate(streams) if s == "C"]
+    out = []
+    for order in itertools.permutations(centres):
+        if order[0] > order[-1]:
+            continue
+        g = nx.Graph([(cname[u], cname[v]) for u, v in diagram.edges])
+        g.add_edges_from((cname[a], cname[b]) for a, b in itertools.pairwise(order))
+        g.add_edges_from(("apex", cname[c]) for c in centres)
+        g.add_edges_from([("apex", "apex2"), ("apex2", cname[order[0]]), ("apex2", cname[order[-1]])])
+        if nx.check_planarity(g)[0]:
+            out.append([cname[c] for c in order])
+    return out
+
+
+def _forward_wing_enclosed(diagram: HasseDiagram, names, cycle: list[str]) -> bool:
+    """True iff removing the nodes of `cycle` cuts every forward-wing node off the vertex above the centres."""
+    cname = [names[mem[0]] for mem in diagram.classes]
+    g = nx.Graph([(cname[u], cname[v]) for u, v in diagram.edges])
+    g.add_edges_from(("apex", c) for c in cname if c.startswith("C"))
+    g.remove_nodes_from(cycle)
+    return not any(nx.has_path(g, "apex", c) for c in cname if c.startswith("F"))
+
+
+def _interleaved_joins_dotted(fig) -> int:
+    """Draw dotted the later of two joins between the same level whose spans interleave (they would cross)."""
+    patches = [a for a in fig.artists if isinstance(a, ConnectionPatch)]
+    spans = []
+    for p in patches:
+        (x0, y0), (x1, y1) = p.coords1.transform(p.xy1), p.coords2.transform(p.xy2)
+        spans.append((min(x0, x1), max(x0, x1), round(y0), round(y1)))
+    dotted = 0
+    for i, (a0, a1, ya, yb) in enumerate(spans):
+        for b0, b1, yc, yd in spans[:i]:
+            if ya == yb == yc == yd and (a0 < b0 < a1 < b1 or b0 < a0 < b1 < a1):
+                patches[i].set_linestyle((0, (1, 1.5)))
+                dotted += 1
+                break
+    return dotted
+
+
 def _wing_layout(merged):
     """Diagram, slot names, class streams, order keys and the crossing count of the wing layout."""
     names = slot_names(merged)
@@ -113,10 +164,23 @@ def main(out: Path, quick: bool = False) -> dict:
         order_key=keys,
         class_colors=[STREAM_COLOR[s] for s in streams],
         min_fontsize=8,
-        title=f"Butterfly Hasse diagram, n = {n} ({CITE}):\n"
-        f"{diagram.num_classes} classes; wings on the sides, centres on one level: {crossings} crossing",
+        title=f"Butterfly Hasse diagram, $n = {n}$ ({CITE}):\n"
+        f"{diagram.num_classes} classes; wings on opposite sides, centres in slot order: {crossings} crossing",
     )
     _legend(ax, ["B", "C", "F"], loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, handlelength=1.2)
+    free_orders = _crossing_free_centre_orders(diagram, names, streams)
+    enclosed = _forward_wing_enclosed(diagram, names, ["B4", "B3", "C2", "C4", "C3"])
+    checked_n = range(4, 9)  # apex planarity: n = 4 … 8
+    ax.text(
+        0.5,
+        -0.16,
+        f"crossing-free at $n = {n}$ with the centres reordered (e.g. {', '.join(free_orders[0])}),\n"
+        "but then the edge B4 → C3 runs around the forward wing;\n"
+        "with the centres on one level, crossings are unavoidable for $n$ = 5–8 (checked)",
+        transform=ax.transAxes,
+        ha="center",
+        va="top",
+    )
     o.savefig(fig, "butterfly_hasse")
 
     # ---- Figure 9: dense mask and its sparse variant, tick labels coloured by stream.
@@ -138,7 +202,7 @@ def main(out: Path, quick: bool = False) -> dict:
     for a in axes:
         _colour_ticks(a, slot_streams)
     fig.suptitle(
-        f"Butterfly attention, n = {n}, and its sparse variant (Def. 3.8): the same closure\n"
+        f"Butterfly attention, $n = {n}$, and its sparse variant (Def. 3.8): the same closure\n"
         f"({CITE}; slot names coloured by stream: F, B, C)"
     )
     o.savefig(fig, "butterfly_masks")
@@ -171,11 +235,13 @@ def main(out: Path, quick: bool = False) -> dict:
         titles=[f"$T_{k}$: predicts $w_{k}$" for k in range(1, n + 1)],
     )
     task_nodes = sum(drawn.task_nodes)
+    dotted_joins = _interleaved_joins_dotted(fig)
     fig.text(
         0.5,
         0.915,
-        f"(a) the {n} tasks before merging: {task_nodes} nodes ($n^2$); dashed: equivalent nodes (Def. 3.5), "
-        f"{len(drawn.joins)} joins",
+        f"(a) the {n} tasks before merging: {task_nodes} nodes ($n^2$); dashed"
+        + (" or dotted" if dotted_joins else "")
+        + f": equivalent nodes (Def. 3.5), {len(drawn.joins)} joins",
         ha="center",
         fontsize=plt.rcParams["axes.titlesize"],
     )
@@ -201,7 +267,7 @@ def main(out: Path, quick: bool = False) -> dict:
         title=f"(c) a common supergraph, not minimal:\nB wing kept per task, {split_diagram.num_classes} nodes",
     )
     _legend(fig, ["B", "C", "F"], loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=3, handlelength=1.2)
-    fig.suptitle(f"Merging the butterfly family, n = {n} ({CITE})", y=0.99)
+    fig.suptitle(f"Merging the butterfly family, $n = {n}$ ({CITE})", y=0.99)
     o.savefig(fig, "butterfly_merge")
 
     o.write_json(
@@ -230,9 +296,11 @@ def main(out: Path, quick: bool = False) -> dict:
                 "crossings_formula_(n-2)(n-3)/2": (n - 2) * (n - 3) // 2,
                 "apex_planar": {
                     str(m): _apex_planar(d, [c for c, s in enumerate(st) if s == "C"])
-                    for m in (4, 5, 6)
+                    for m in checked_n
                     for _, d, st, _, _ in [_wing_layout(butterfly(m).merge())]
                 },
+                "n4_crossing_free_centre_orders": free_orders,
+                "forward_wing_enclosed_by_B4_cycle": enclosed,
             },
             "merge": {
                 "task_nodes": list(drawn.task_nodes),
@@ -240,6 +308,7 @@ def main(out: Path, quick: bool = False) -> dict:
                 "merged_nodes": drawn.merged_nodes,
                 "merged_diagram_classes": diagram.num_classes,
                 "joins": len(drawn.joins),
+                "joins_drawn_dotted_where_two_would_cross": dotted_joins,
                 "not_minimal_supergraph": "backward wing kept apart per task",
                 "not_minimal_nodes": split_diagram.num_classes,
                 "not_minimal_slots": split.n,

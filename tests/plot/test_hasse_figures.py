@@ -222,7 +222,9 @@ def test_butterfly_merge_counts():
     assert merge["not_minimal_nodes"] == (n - 1) + n * (n - 1) // 2 + n  # F shared, one B chain per task, centres
     layout = data["hasse_layout"]
     assert layout["crossings"] == (n - 2) * (n - 3) // 2 and len(layout["centre_levels"]) == 1
-    assert layout["apex_planar"] == {"4": True, "5": False, "6": False}
+    assert layout["apex_planar"] == {"4": True, "5": False, "6": False, "7": False, "8": False}
+    # the referee's crossing-free order at n = 4 (found by hand) is among those recorded
+    assert ["C1", "C2", "C4", "C3"] in layout["n4_crossing_free_centre_orders"]
     _, m = butterfly_closed_form(n)
     assert np.array_equal(np.asarray(data["dense_mask"], bool), m)
 
