@@ -12,11 +12,13 @@ stream. With the wings on opposite sides and the centres in slot order the layou
 crossings for n = 5 … 8 (checked: the diagram plus one vertex joined to every centre is not
 planar, networkx; the JSON's `apex_planar`). At n = 4 crossing-free orders of the centres
 exist (C1, C2, C4, C3 and three others, up to mirror images; JSON `n4_crossing_free_centre_orders`,
-networkx), but not with the wings on opposite sides: in C1, C2, C4, C3 the cycle
+networkx); in C1, C2, C4, C3 (the order named in the note) the cycle
 B4 → B3 → C2 … C4 … C3 ← B4 separates the forward wing from the vertex above the centres
-(JSON `forward_wing_enclosed_by_B4_cycle`), so the edge B4 → C3 runs around the forward wing.
-The figure keeps the wings apart and the 1 crossing. The merge figure draws the n tasks T_1..T_n before merging (n² nodes), joins the
-nodes the merge identifies (Li & Guo, arXiv:2606.09951, Def. 3.5), the minimal merge
+(JSON `forward_wing_enclosed_by_B4_cycle`), so the edge B4 → C3 runs around the forward
+wing. The figure keeps the wings apart and the 1 crossing.
+
+The merge figure draws the n tasks T_1..T_n before merging (n² nodes), joins the nodes the
+merge identifies (Li & Guo, arXiv:2606.09951, Def. 3.5), the minimal merge
 (3n − 2 nodes, Thm 3.7) and a common supergraph that is not minimal: the same family with the
 backward wing kept apart per task (n − 1 + n(n − 1)/2 + n nodes).
 """
