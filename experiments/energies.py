@@ -30,7 +30,7 @@ from _common import Output, cli
 
 from hassejax.dynamics import Sinkhorn, Softmax, solve_gaussian, solve_particles, status_names
 from hassejax.dynamics.energy import gaussian_interaction_energy, gaussian_sinkhorn_energy, interaction_energy
-from hassejax.plot.bounds import fmt_lower, fmt_upper
+from hassejax.plot.bounds import fmt_upper
 
 NAME = "energies"
 SEED = 0
@@ -40,6 +40,7 @@ MEAN0 = np.array([0.3, -0.2, 0.5])
 SIGMA0 = np.diag([0.3, 0.2, 0.4]) + 0.05 * np.ones((3, 3))
 SPEC_TIMES = np.arange(7) * 0.5
 SPEC_VALUES = np.array([0.50178, 0.42221, 0.34832, 0.24405, 0.10895, 0.01376, 4.4e-5])
+CHECK_VALUES_PRINTED = "printed to 5 decimals, the last to 1e-6"
 SPEC_HALF_UNITS = np.array([5e-6] * 6 + [5e-7])  # half a unit in the last printed digit
 T1 = 3.0
 N_FULL, N_QUICK = 200, 200
@@ -106,6 +107,7 @@ def main(out: Path, quick: bool = False) -> dict:
         }
 
     e_end = [float(np.min(np.asarray(e_part)[:, -1])), float(np.max(np.asarray(e_part)[:, -1]))]
+    e_end_printed = [f"{e:.1e}" for e in e_end]  # a measured range: rounded to nearest
     fig = plt.figure(figsize=(6.5, 6.6), layout="constrained")
     gs = fig.add_gridspec(2, 2, height_ratios=[1.15, 1.0])
     ax = fig.add_subplot(gs[0, :])
@@ -114,7 +116,10 @@ def main(out: Path, quick: bool = False) -> dict:
             ts, e, color="C0", lw=0.9, alpha=0.7,
             label=f"particles $E_n$, $n = {n}$ ({n_seeds} seeds)" if s == 0 else None,
         )  # fmt: skip
-    ax.plot(ts, e_gauss, color="k", lw=1.6, label="Gaussian closed form $E(\\mathcal{N}(\\alpha(t), \\Sigma(t)))$")
+    ax.plot(
+        ts, e_gauss, color="k", lw=1.0, ls="--", zorder=3,
+        label="Gaussian closed form $E(\\mathcal{N}(\\alpha(t), \\Sigma(t)))$\n(dashed, drawn on top)",
+    )  # fmt: skip
     ax.plot(
         SPEC_TIMES,
         SPEC_VALUES,
@@ -122,7 +127,8 @@ def main(out: Path, quick: bool = False) -> dict:
         color="C3",
         ms=7,
         mew=1.6,
-        label="check values (the project's spec, 5 digits; not the paper's)",
+        label=f"check values (the project's spec, not the paper's;\n{CHECK_VALUES_PRINTED})",
+        zorder=4,
     )
     ax.set_yscale("log")
     ax.set_xlabel("depth $t$")
@@ -130,7 +136,7 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.set_title(
         f"Twisted softmax energy, $V = -A$: decreasing for {sum(i < 0 for i in part_increase)}/{n_seeds} particle runs;\n"
         f"the Gaussian closed form matches {int(spec_ok.sum())}/{len(spec_ok)} check values to their printed digits;\n"
-        f"at $t = {ts[-1]:g}$ the particle $E_n$ spread over {fmt_lower(e_end[0], 2)} to {fmt_upper(e_end[1], 2)} against the Gaussian's "
+        f"at $t = {ts[-1]:g}$ the particle $E_n$ spread over {e_end_printed[0]} to {e_end_printed[1]} against the Gaussian's "
         f"{e_gauss[-1]:.1e}\n(a finite sample of $\\mu_0$ is not Gaussian: no match expected)"
     )
     ax.grid(alpha=0.3, which="both")
@@ -142,7 +148,7 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.set_xlabel("depth $t$")
         ax.set_ylabel("$F = \\frac{1}{2}\\mathrm{OT}_\\varepsilon(\\mu, \\mu)$, $\\varepsilon = 1$")
         ax.set_title(
-            f"Sinkhorn $F$, $V = A = A^\\top$, {shown.get(label, label)}:\n"
+            f"Sinkhorn $F$ on the Gaussian ODE, $V = A = A^\\top$,\n{shown.get(label, label)}: "
             + f"largest step increase {fmt_upper(r['max_increase'], 3)}".replace("-", "−")
             + f"\n({'non-increasing' if r['max_increase'] <= 0 else 'INCREASES'})"
         )
@@ -165,6 +171,8 @@ def main(out: Path, quick: bool = False) -> dict:
                 "ts": ts,
                 "A_indefinite": A_INDEFINITE,
                 "sinkhorn": "V = A, eps = 1",
+                "sinkhorn_measure": "mu(t) = N(alpha(t), Sigma(t)) from the Sinkhorn Gaussian ODE (solve_gaussian, "
+                "rtol 1e-8), F in closed form (gaussian_sinkhorn_energy); no particles",
             },
             "softmax": {
                 "gaussian_energy_at_spec_times": e_gauss[[round(t / (T1 / (N_SAVE - 1))) for t in SPEC_TIMES]],
@@ -177,8 +185,10 @@ def main(out: Path, quick: bool = False) -> dict:
                 "particle_energy": e_part,
                 "particle_max_increase_per_seed": part_increase,
                 "particle_energy_at_t1_range": e_end,
+                "particle_energy_at_t1_range_printed_nearest": e_end_printed,
                 "gaussian_energy_at_t1": float(e_gauss[-1]),
                 "check_values_source": "the project's spec (dynamics.md), not the paper",
+                "check_values_printed_to": CHECK_VALUES_PRINTED,
             },
             "sinkhorn": sink,
             "timing": {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)},
