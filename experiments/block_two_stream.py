@@ -96,10 +96,10 @@ def main(out: Path, quick: bool = False) -> dict:
     # with a thin outline in the same colour.
     inset = 0.0
     quads = [
-        ((0, 0), "content → content", "#ff7f0e", "-"),
-        ((0, n), "query → content", "#2ca02c", "-"),
-        ((n, n), "query → query", "#d62728", "-"),
-        ((n, 0), "content → query (empty)", "#7f7f7f", (0, (4, 2))),
+        ((0, 0), "content rows × content keys", "#ff7f0e", "-"),
+        ((0, n), "query rows × content keys", "#2ca02c", "-"),
+        ((n, n), "query rows × query keys", "#d62728", "-"),
+        ((n, 0), "content rows × query keys (empty)", "#7f7f7f", (0, (4, 2))),
     ]
     for (x, y), label, color, ls in quads:
         ax.add_patch(
@@ -117,7 +117,15 @@ def main(out: Path, quick: bool = False) -> dict:
                 clip_on=False,
             )
         )
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, frameon=False, handlelength=1.5)
+    ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.02),
+        ncol=2,
+        frameon=False,
+        handlelength=1.5,
+        title="dark: query slot (row) may attend to key slot (column);\n"
+        "information flows key → query (content → query, as in the Hasse diagram)",
+    )
     o.savefig(fig, "block_two_stream_mask")
 
     # ---- The merge: tasks before merging, the minimal merge, a larger common supergraph.
