@@ -92,14 +92,17 @@ def depth_below(ts: np.ndarray, values: np.ndarray, level: float) -> float | Non
     return float(ts[above[-1] + 1]) if above[-1] + 1 < len(ts) else None
 
 
-def draw_directions(ax, r: dict, with_sink: bool, title: str) -> None:
+def draw_directions(ax, r: dict, with_sink: bool, title: str, legend_above_sink: bool = False) -> None:
     """Token directions of seed 0 over depth, coloured by position."""
     for i in range(N):
         t_line, th_line = break_wraps(r["ts"], r["angles_seed0"][:, i])
         ax.plot(t_line, th_line, color=CMAP(i / (N - 1)), lw=0.6)
     if with_sink:
         ax.axhline(0.0, color="C3", ls="--", lw=1.0, label=r"sink direction $e_1$")
-        ax.legend(loc="upper right", handlelength=1.5, borderaxespad=0.2)
+        if legend_above_sink:  # R², seed 0: just above the dashed line, clear of the token lines (0°–80° for t > 3)
+            ax.legend(loc="lower right", bbox_to_anchor=(1.0, 0.51), handlelength=1.5, borderaxespad=0.2)
+        else:  # unit circle: the empty upper right corner
+            ax.legend(loc="upper right", handlelength=1.5, borderaxespad=0.2)
     ax.set_ylim(-180, 180)
     ax.set_yticks(np.arange(-180, 181, 90))
     ax.set_xlabel(r"depth $t$")
@@ -197,18 +200,27 @@ def main(out: Path, quick: bool = False) -> dict:
     r2n, r2s = runs[("R²", False)], runs[("R²", True)]
     fig, axes = plt.subplots(2, 2, figsize=figsize(TEXT_WIDTH, 0.78), layout="constrained")
     draw_directions(axes[0, 0], r2n, False, f"(a) no sink, seed 0: {int(r2n['final_clusters'][0])} clusters at t = 10")
-    draw_directions(axes[0, 1], r2s, True, f"(b) with sink, seed 0: {int(r2s['final_clusters'][0])} clusters at t = 10")
+    draw_directions(
+        axes[0, 1],
+        r2s,
+        True,
+        f"(b) with sink, seed 0: {int(r2s['final_clusters'][0])} clusters at t = 10",
+        legend_above_sink=True,
+    )
     position_colorbar(fig, axes[0, :])
     ax = axes[1, 0]
     for s in range(n_seeds):
         ax.semilogy(r2s["ts"], np.maximum(eff["sink_weight_max_over_queries"][s], 1e-30), color=f"C{s}", lw=0.9,
                     label=f"seed {s}")  # fmt: skip
+    ax.axhline(SINK_WEIGHT_SMALL, color="k", ls=":", lw=0.8, label=f"$10^{{{round(np.log10(SINK_WEIGHT_SMALL))}}}$")
     ax.set_ylim(1e-12, 1.5)
     ax.set_xlim(0, 4)
     ax.set_xlabel(r"depth $t$")
     ax.set_ylabel("largest weight on the sink")
     ax.set_title("(c) sink weight, max over queries", loc="left")
-    ax.legend(loc="upper right", ncol=1, handlelength=1.2, borderaxespad=0.2)
+    ax.legend(
+        loc="lower left", ncol=1, handlelength=1.2, borderaxespad=0.2
+    )  # the empty corner: every weight > 1e-2 at t < 1
     ax.grid(alpha=0.3)
     ax = axes[1, 1]
     for s in range(n_seeds):
@@ -326,6 +338,7 @@ def main(out: Path, quick: bool = False) -> dict:
                 "sink_effect": "final_direction_change_deg: |angle with sink − angle without sink| at t1 per token "
                 f"(same initial tokens; drawn at 1e-6° when smaller); 'moved' means > {MOVED_DEG:g}°; sink weight: diagnostics.sink.sink_weight at "
                 "the saved depths (softmax weight of each query on the sink)",
+                "sink_weight_reference_line": SINK_WEIGHT_SMALL,
                 "size_threshold": "inf (no size event)",
                 "solver": "Tsit5 rtol 1e-6 (library default)",
             },
