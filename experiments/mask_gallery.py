@@ -290,19 +290,24 @@ def main(out: Path, quick: bool = False) -> dict:
     )
     o.savefig(fig, "receptive_field_growth")
     mismatches = [r["name"] for rs in results.values() for r in rs if r["closed_form_ok"] is False]
+    checked = sum(r["closed_form_ok"] is not None for rs in results.values() for r in rs)  # rows with a closed form
     o.write_json(
         {
             "sizes": sizes,
             "results": {str(k): [dict(r.items()) for r in v] for k, v in results.items()},
             "audits": audits,
             "closed_form_mismatches": mismatches,
+            "masks_per_size": {str(k): len(v) for k, v in results.items()},
+            "closed_form_rows": checked,
+            "audit_sizes": [int(k) for k in audits],
             "receptive_field_near_identical_curves": near,
         },
         seeds={"permutations": SEED},
     )
-    num = sum(len(v) for v in results.values())
+    per_size = sorted({len(v) for v in results.values()})
     return {
-        "key": f"{num} masks analysed, closed-form L* mismatches: {len(mismatches)}; leaky XLNet flagged: {all(a['xlnet_leaky_query_uses_content_mask']['leaks'] == a['xlnet_leaky_query_uses_content_mask']['labelled'] for a in audits.values())}"
+        "key": f"{'/'.join(map(str, per_size))} masks × {len(results)} sizes analysed, closed-form L* mismatches: "
+        f"{len(mismatches)} of {checked}; leak audits at n = {', '.join(map(str, audits))}; leaky XLNet flagged: {all(a['xlnet_leaky_query_uses_content_mask']['leaks'] == a['xlnet_leaky_query_uses_content_mask']['labelled'] for a in audits.values())}"
     }
 
 
