@@ -111,24 +111,24 @@ def main(out: Path, quick: bool = False) -> dict:
         }
         for spread in SPREADS
     }
-    spread_color = dict(zip(SPREADS, ("C0", "C3"), strict=True))
     delta_color = {d: f"C{i + 4}" for i, d in enumerate(DELTAS)}
-    dashes = dict(zip(SPREADS, ("-", "--"), strict=True))
+    dashes = dict(zip(SPREADS, ("-", "--"), strict=True))  # one convention in both panels: line style = Σ0
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=figsize(TEXT_WIDTH, 0.56), layout="constrained")
     for p in pairs:
         first = p["seed"] == 0 and p["delta"] == DELTAS[0]
         sp = f"$\\Sigma_0 = {p['spread']:g}I$"
-        col = spread_color[p["spread"]]
-        ax1.plot(
-            ts, 10.0 ** p["log10_C"], color=col, lw=1.0, ls="--", label=sp + ": $C(t)$ (derived)" if first else None
-        )
+        ax1.plot(ts, 10.0 ** p["log10_C"], color="C0", lw=1.4, ls=dashes[p["spread"]],
+                 label="$C(t)$ (derived), " + sp if first else None)  # fmt: skip
         ax1.plot(
             ts,
             p["ratio"],
-            color=col,
-            lw=1.0,
-            label=sp + ": measured (along $10^0$;\nto scale on the right)" if first else None,
+            color=delta_color[p["delta"]],
+            lw=0.9,
+            ls=dashes[p["spread"]],
+            label="measured ratio (along $10^0$;\ncolours and scale on the right)"
+            if first and p["spread"] == SPREADS[0]
+            else None,
         )
         lab = (
             f"$\\delta = 10^{{{int(np.log10(p['delta']))}}}$" if p["seed"] == 0 and p["spread"] == SPREADS[0] else None
@@ -149,12 +149,16 @@ def main(out: Path, quick: bool = False) -> dict:
     ax1.grid(alpha=0.3, which="major")
     top = max(float(np.max(p["log10_C"])) for p in pairs)
     ax1.set_ylim(top=10.0 ** (1.8 * top))  # the legend above the curves
-    ax1.legend(loc="upper left")
+    h1, l1 = ax1.get_legend_handles_labels()
+    order = sorted(range(len(l1)), key=lambda i: l1[i].startswith("measured"))  # C(t) entries first
+    ax1.legend([h1[i] for i in order], [l1[i] for i in order], loc="upper left")
     ax2.set_xlabel("depth $t$")
     ax2.set_ylabel("$W_2(\\mu_t, \\nu_t) / W_2(\\mu_0, \\nu_0)$")
     ax2.set_yscale("log")
     r_txt = ", ".join(f"{_up(per[sp]['ratio_max'], 2)} (${sp:g}I$)" for sp in SPREADS)
-    ax2.set_title(f"measured ratio at most {r_txt};\nsolid $\\Sigma_0 = {SPREADS[0]:g}I$, dashed ${SPREADS[1]:g}I$")
+    ax2.set_title(
+        f"measured ratio at most {r_txt};\nsolid $\\Sigma_0 = {SPREADS[0]:g}I$, dashed ${SPREADS[1]:g}I$ (both panels)"
+    )
     ax2.grid(alpha=0.3, which="both")
     ax2.yaxis.set_major_formatter(ScalarFormatter())
     ax2.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: f"{y:g}" if round(y, 6) in (0.8, 2, 3, 4, 6) else ""))
