@@ -9,7 +9,7 @@ Along three `W2` (Bures–Wasserstein) geodesics `s ↦ N(α_s, Σ_s)` between G
 `h = 2·10⁻³` and, on the translation, against the analytic second derivative):
 
 - a translation at fixed `Σ` through `α = 0` (`E'' < 0` near the middle: spec §6's example);
-- a dilation at `α = 0` (`E'' > 0`: no loss of convexity from the covariance alone);
+- a centred (anisotropic) scaling `0.05 I → diag(0.6, 0.4)` at `α = 0` (`E'' > 0` on this geodesic);
 - a geodesic that moves the mean and changes the covariance.
 
 Only `W2` geodesics are examined; the twisted metric's own geodesics are not computed.
@@ -40,8 +40,8 @@ GEODESICS = {
         "label": "translation, $\\Sigma$ fixed",
         "mean0": np.array([-1.5, -0.5]), "cov0": S_T, "mean1": np.array([1.5, 0.5]), "cov1": S_T,
     },
-    "dilation": {
-        "label": "dilation, $\\alpha = 0$",
+    "centred_scaling": {
+        "label": "centred scaling $0.05I \\to \\mathrm{diag}(0.6, 0.4)$",
         "mean0": np.zeros(2), "cov0": 0.05 * np.eye(2), "mean1": np.zeros(2), "cov1": np.diag([0.6, 0.4]),
     },
     "mixed": {
@@ -90,7 +90,7 @@ def main(out: Path, quick: bool = False) -> dict:
         r = results[key]
         ax1.plot(s, r["energy"], color=f"C{c}", lw=1.3, label=g["label"])
         ax2.plot(s, r["second_derivative"], color=f"C{c}", lw=1.3,
-                 label=f"{key}: min ${r['min_second_derivative']:.3f}$ at $s = {r['argmin_s']:.3f}$")  # fmt: skip
+                 label=f"{key.replace('_', ' ')}: min ${r['min_second_derivative']:.3f}$ at $s = {r['argmin_s']:.3f}$")  # fmt: skip
         for a, b in r["negative_intervals"]:
             ax2.axvspan(a, b, color=f"C{c}", alpha=0.12, lw=0)
     ax2.plot(s, exact, color="k", lw=0.8, ls=":", label="translation, analytic")
@@ -114,8 +114,8 @@ def main(out: Path, quick: bool = False) -> dict:
         "The twisted softmax energy (Castin et al., arXiv:2501.18322), $V = I$, $A = -I$, is not convex\n"
         "along $W_2$ geodesics of Gaussians in $\\mathbb{R}^2$: $d^2E/ds^2$ reaches "
         f"${results['translation']['min_second_derivative']:.3f}$ (translation) and "
-        f"${results['mixed']['min_second_derivative']:.3f}$ (mixed);\nthe dilation stays convex "
-        f"(min ${results['dilation']['min_second_derivative']:.3f}$)"
+        f"${results['mixed']['min_second_derivative']:.3f}$ (mixed);\nthis geodesic, the centred scaling, stays convex "
+        f"(min ${results['centred_scaling']['min_second_derivative']:.3f}$)"
     )
     o.savefig(fig, NAME)
     o.write_json(
@@ -136,7 +136,7 @@ def main(out: Path, quick: bool = False) -> dict:
     )
     return {
         "key": f"min d2E/ds2: translation {results['translation']['min_second_derivative']:.3f}, "
-        f"mixed {results['mixed']['min_second_derivative']:.3f}, dilation {results['dilation']['min_second_derivative']:.3f}"
+        f"mixed {results['mixed']['min_second_derivative']:.3f}, centred scaling {results['centred_scaling']['min_second_derivative']:.3f}"
     }
 
 
