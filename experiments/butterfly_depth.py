@@ -2,7 +2,7 @@
 
 n = 5: the merged Butterfly task has 3n − 2 = 13 slots [F_1..F_4 | B_2..B_5 | C_1..C_5]; the
 dense mask (2n² − n = 45 entries) is closed, L* = 1. Its sparsest variant (7n − 8 = 27
-entries, same closure) needs L* = n − 1 = 4 layers: with L < L* layers, R^(L) = (M | I)^L is a
+entries, same closure) needs L* = n − 1 = 4 layers: with L < L* layers, R^(L) = (M ∨ I)^L is a
 subset of the dense closure (entries missing, none outside it: no leak), and R^(L*) equals it.
 The counts come from :func:`hassejax.order.growth.flow_growth` (tested against NumPy integer
 matrix powers); the token-level leak audit (:func:`hassejax.tasks.audit`) runs at every depth.
@@ -23,6 +23,7 @@ from hassejax.plot import draw_mask
 from hassejax.plot.style import figsize
 from hassejax.tasks import Task, audit, butterfly, butterfly_mask, sparsify
 
+STREAM_TEXT = {"F": "#08519c", "B": "#a63603", "C": "#006d2c"}  # as in butterfly_attention's masks
 NAME = "butterfly_depth"
 MISSING = "#c8c8c8"  # entries of the dense closure not yet reached at depth L
 
@@ -68,13 +69,16 @@ def main(out: Path, quick: bool = False) -> dict:
         power = g.powers[i]
         draw_mask(power, ax=ax, labels=names)
         _missing_overlay(ax, dense & ~power)
-        head = "$R^{(1)} = M \\,|\\, I$" if layers == 1 else f"$R^{{({layers})}}$"
+        head = "$R^{(1)} = M \\vee I$" if layers == 1 else f"$R^{{({layers})}}$"
         ax.set_title(f"{head}: {int(g.entries[i])} entries\nmissing {int(g.missing[i])}, outside {int(g.outside[i])}")
     ax = flat[len(shown)]
     draw_mask(dense, ax=ax, labels=names, color="#7a1f1f")
     ax.set_title(f"dense Butterfly = its closure\n{g.reference_entries} entries ($2n^2-n$)")
     for ax in flat[: len(shown) + 1]:
         ax.tick_params(labelsize=8, length=2, pad=1)
+        for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+            for text, s in zip(labels, merged.streams):
+                text.set_color(STREAM_TEXT[s])
         ax.set_xlabel("")
         ax.set_ylabel("")
     ax = flat[len(shown) + 1]
@@ -92,7 +96,7 @@ def main(out: Path, quick: bool = False) -> dict:
     fig.suptitle(
         f"Sparse Butterfly, $n = {n}$ ({sparse.nonzeros} entries, $7n-8$): $R^{{(L)}}$ inside the dense closure "
         f"at every $L$,\nequal at $L^* = n-1 = {g.depth}$; grey: closure entries not yet reached "
-        "(Li & Guo, arXiv:2606.09951, Def. 3.8)\nmasks: row = query, column = key"
+        "(Li & Guo, arXiv:2606.09951, Def. 3.8)\nmasks: row = query, column = key; slot names coloured by stream: F, B, C"
     )
     o.savefig(fig, "butterfly_depth")
     o.write_json(
