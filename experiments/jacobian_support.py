@@ -1,4 +1,4 @@
-"""A Transformer's Jacobian support equals R^(L) = (M | I)^L (Li & Guo, arXiv:2606.09951; spec hasse.md §4).
+"""A Transformer's Jacobian support equals R^(L) = (M ∨ I)^L (Li & Guo, arXiv:2606.09951; spec hasse.md §4).
 
 Mask M: the sparse Butterfly mask, n = 4 (3n − 2 = 10 slots, 7n − 8 = 20 entries, L* = n − 1 = 3),
 whose flow grows with depth. For L = 1, 2, 3 an Equinox :class:`hassejax.nn.Transformer` with L
@@ -76,11 +76,12 @@ def main(out: Path, quick: bool = False) -> dict:
         layers = row["layers"]
         draw_mask(supports[layers], ax=axes[0, col], labels=names, color="#2d6a4f")
         axes[0, col].set_title(
-            f"Jacobian support, $L = {layers}$\n{row['support_entries_per_draw'][0]} entries", fontsize=9
+            f"Jacobian support, $L = {layers}$\n(draw 1 of {draws}): {row['support_entries_per_draw'][0]} entries",
+            fontsize=9,
         )
         draw_mask(np.asarray(row["reachability"], bool), ax=axes[1, col], labels=names)
         axes[1, col].set_title(
-            f"$R^{{({layers})}} = (M\\,|\\,I)^{{{layers}}}$: {row['reachability_entries']} entries\n"
+            f"$R^{{({layers})}} = (M \\vee I)^{{{layers}}}$: {row['reachability_entries']} entries\n"
             f"mismatches: {row['mismatches_total']} ({draws} draw{'s' if draws > 1 else ''})"
         )
         for ax in axes[:, col]:
@@ -90,8 +91,8 @@ def main(out: Path, quick: bool = False) -> dict:
     total = sum(r["mismatches_total"] for r in rows)
     fig.suptitle(
         f"Sparse Butterfly mask $M$ ($n = {n}$): the support of $\\partial\\,\\mathrm{{out}}_i/\\partial\\,\\mathrm{{in}}_j$ "
-        f"of an $L$-layer Transformer\nequals $R^{{(L)}}$, {total} mismatching entries "
-        "(Li & Guo, arXiv:2606.09951; top: model, bottom: mask power;\nrow = query $i$ (output), column = key $j$ (input))"
+        f"of an $L$-layer Transformer\n(entries $\\neq 0$ exactly, float32) equals $R^{{(L)}}$: {total} mismatching entries "
+        "(Li & Guo, arXiv:2606.09951)\ntop: model, bottom: mask power; row = query $i$ (output), column = key $j$ (input)"
     )
     o.savefig(fig, "jacobian_support")
     o.write_json(
