@@ -118,7 +118,7 @@ def _draw_mean(o: Output, rec: dict, e: dict) -> None:
     ax.set_aspect("equal")
     ax.set_xlabel("$\\alpha_1$")
     ax.set_ylabel("$\\alpha_2$")
-    ax.set_title("mean $\\alpha(t)$, $t \\leq$ " + f"{T1_MEAN:g}\n(grey: $e^{{tV}}\\alpha_0$)")
+    ax.set_title(f"mean $\\alpha(t)$, $t \\leq {T1_MEAN:g}$\n(grey: $e^{{tV}}\\alpha_0$)")
     ax = axes[1]
     for i, err in enumerate(e["g_err"]):
         ax.semilogy(e["ts"][1:], np.maximum(err[1:], 1e-17), "-", color=A_COLORS[e["keys"][i // len(SIGMA0S)]], lw=0.8)
