@@ -90,7 +90,7 @@ NOT_DECIDED_NOTE = {
     Outcome.stalled: "not decided",
 }
 """Legend notes of the outcomes that the rule check of map (b) does not count."""
-YLABEL = r"$a$  ($A = [[a, 1], [0, -1]]$)"
+YLABEL = r"$a$  ($A$ = ($a$ 1; 0 $-1$))"
 NO_BLOW_UP = [Outcome.diverge, Outcome.low_rank, Outcome.bounded, Outcome.contracts]
 """Outcomes decided as "no blow-up" for the rule check of map (b)."""
 
@@ -184,6 +184,10 @@ CE_SIGMA0 = np.array([[0.21008, -0.34117], [-0.34117, 0.78992]])
 CE_SPEC_T = 19.68
 CE_T1 = 200.0
 CE_THRESHOLD = 1e8
+CE_T1_LONGER = 400.0
+"""The trace-one Σ0 with no blow-up by `CE_T1` are solved on to this time."""
+FLOOR_RATIO = 1e-13
+"""`λ_min/λ_max` below this: float64 round-off of a nearly rank-one Σ (~450 eps), not a measurement."""
 CE_COLORS = {
     0: OUTCOME_COLORS[Outcome.contracts],
     1: OUTCOME_COLORS[Outcome.diverge],
@@ -253,6 +257,22 @@ def counterexample(o: Output, quick: bool) -> dict:
     grid = geometry.trace_one_grid(n_side, n_side, -1.0, 1.0)
     disk = dc.solve(model, grid, t1=CE_T1, threshold=CE_THRESHOLD, tol=dc.NO_STOP_TOL, capacity=cap)
     disk_blow = disk["status"] == Status.blow_up
+    # the Σ0 with no blow-up by CE_T1, solved on to CE_T1_LONGER
+    calm_long = (
+        dc.solve(model, grid[~disk_blow], t1=CE_T1_LONGER, threshold=CE_THRESHOLD, tol=dc.NO_STOP_TOL, capacity=cap)
+        if (~disk_blow).any()
+        else None
+    )
+    calm_t = (
+        [float(x) if s == Status.blow_up else None for x, s in zip(calm_long["t_blowup"], calm_long["status"])]
+        if calm_long is not None
+        else []
+    )
+    # λ_min at the rounding floor: λ_min/λ_max below FLOOR_RATIO from then on
+    tiny = lam[:, 0] / lam[:, 1] < FLOOR_RATIO
+    after = np.flatnonzero(~tiny)
+    first_floor = after[-1] + 1 if after.size else 0
+    floor_from_t = float(ts[first_floor]) if first_floor < ts.size and ts[first_floor] < t_b else None
     # neighbourhood 2: parameters
     m = 9 if quick else 25
     g = np.linspace(-CE_DELTA, CE_DELTA, m)
@@ -266,6 +286,7 @@ def counterexample(o: Output, quick: bool) -> dict:
                         for k in models]).reshape(m, m)  # fmt: skip
     paper_dir = nb_blow & (nb_rule < 0)  # rule: no blow-up; solve: blow-up (the failure that matters)
     other_dir = ~nb_blow & (nb_rule > 0)
+    other_escape = other_dir & nb_escape
 
     fig, axes = plt.subplots(2, 2, figsize=figsize(TEXT_WIDTH, 0.95), layout="constrained")
     ax = axes[0, 0]
@@ -275,7 +296,12 @@ def counterexample(o: Output, quick: bool) -> dict:
     ax.axvline(t_b, color="k", ls="--", lw=0.8)
     ax.set_xlabel("$t$")
     ax.set_title(f"the counterexample: blow-up at $t^*$ = {t_b:.2f}")
-    ax.legend(loc="center left")
+    if floor_from_t is not None:
+        ax.set_title(
+            f"the counterexample: blow-up at $t^*$ = {t_b:.2f}\n"
+            f"($\\lambda_{{\\min}}$ at the rounding floor after $t \\approx {floor_from_t:.0f}$)"
+        )
+    ax.legend(loc="center right")
     ax = axes[0, 1]
     slope = float(np.polyfit(np.log(gaps), np.log(lam_near[:, 1]), 1)[0])
     c_lo, c_hi = float(scaled.min()), float(scaled.max())
@@ -285,7 +311,7 @@ def counterexample(o: Output, quick: bool) -> dict:
     ax.set_xlabel(r"$t^* - t$")
     ax.set_title(
         "finite-time blow-up: log-log slope " + f"{slope:.3f}".replace("-", "−") + ";\n"
-        f"$\\lambda_{{\\max}}(t^* - t)$ in [{float(fmt_lower(c_lo, 2)):g}, {float(fmt_upper(c_hi, 2)):g}], repeating every "
+        f"$\\lambda_{{\\max}}(t^* - t)$ in [{float(fmt_lower(c_lo, 2)):g}, {float(fmt_upper(c_hi, 3)):g}], repeating every "
         f"×{10**period_decades:.2f}\nin $t^* - t$ (the major axis turns by 180° each time)"
     )
     ax.set_ylim(top=30 * c_hi / gaps.min())  # room for the legend above the curve
@@ -317,7 +343,12 @@ def counterexample(o: Output, quick: bool) -> dict:
     ax.plot(0, 0, marker="*", ms=10, color="crimson", mec="k", mew=0.6)
     ax.set_xlabel(r"$\delta_1$ ($V = R(\delta_1) V_{ce}$)")
     ax.set_ylabel(r"$\delta_2$ ($A = A_{ce} + \delta_2 I$)")
-    ax.set_title(f"hatched: rule says no blow-up, yet\nblow-up ({int(paper_dir.sum())} of {m * m} parameter sets)")
+    other = f"{int(other_dir.sum())} the other way" + (
+        ":\nescape without finite-time blow-up" if other_escape.sum() == other_dir.sum() else ""
+    )
+    ax.set_title(
+        f"hatched: rule says no blow-up, yet blow-up\n({int(paper_dir.sum())} of {m * m} parameter sets); {other}"
+    )
     legend = [
         Patch(color=CE_COLORS[2], label=f"finite-time blow-up by $t = {CE_T1:g}$"),
         Patch(color=CE_COLORS[1], label="escape, no finite-time blow-up"),
@@ -327,7 +358,8 @@ def counterexample(o: Output, quick: bool) -> dict:
     ]
     if calm.any():  # the Σ0 without a blow-up time (no colour on the t* scale)
         legend.append(Line2D([], [], marker="x", ls="", ms=6, mew=1.2, color="k",
-                             label=f"$\\Sigma_0$ with no blow-up by $t = {CE_T1:g}$ ({int(calm.sum())})"))  # fmt: skip
+                             label=f"$\\Sigma_0$ with no blow-up by $t = {CE_T1:g}$ ({int(calm.sum())}"
+                             + "".join(f"; blows up at $t \\approx {t_:.0f}$" for t_ in calm_t if t_ is not None) + ")"))  # fmt: skip
     fig.legend(handles=legend, loc="outside lower center", ncol=2)
     fig.suptitle(
         "Softmax Gaussian dynamics (Castin et al., arXiv:2501.18322): the sign rule fails where it matters.\n"
@@ -365,10 +397,15 @@ def counterexample(o: Output, quick: bool) -> dict:
         "λ_max(t* − t) runs through [min, max] each time (the same at rtol 1e-13); the log-log slope is −1 only "
         "on average",
         "lambda_min_at_last_saved_time_over_lambda_max": float(lam[-1, 0] / lam[-1, 1]),
+        "lambda_min_rounding_floor_from_t": floor_from_t,
+        "lambda_min_rounding_floor_definition": f"first saved time from which λ_min/λ_max < {FLOOR_RATIO:g} up to the "
+        "last saved time (float64 round-off of a nearly rank-one Σ; the drawn λ_min there is not a measurement)",
         "sigma0_disk": {"members": len(grid), "blow_up": int(disk_blow.sum()), "status": dc.status_counts(disk["status"]),
                         "t_blowup_range": dc.minmax(disk["t_blowup"][disk_blow]) if disk_blow.any() else None,
                         "no_blow_up_Sigma0": grid[~disk_blow], "no_blow_up_status": [Status(int(x)).name for x in disk["status"][~disk_blow]],
                         "no_blow_up_drawn_as": "black x (no t* to colour)",
+                        "no_blow_up_solved_longer": {"t1": CE_T1_LONGER, "status": [Status(int(x)).name for x in calm_long["status"]] if calm_long is not None else [],
+                                                     "t_blowup": calm_t},
                         "t1": CE_T1, "note": "the rule λ_max(VA + AᵀVᵀ) < 0 does not depend on Σ0: it says no blow-up for all"},
         "parameter_neighbourhood": {
             "family": "V = R(δ1) V_ce, A = A_ce + δ2 I", "delta_range": [-CE_DELTA, CE_DELTA], "grid": [m, m],
@@ -376,6 +413,7 @@ def counterexample(o: Output, quick: bool) -> dict:
             "no_escape_by_t1": int(m * m - nb_blow.sum() - nb_escape.sum()), "status": dc.status_counts(nb["status"]), "t1": CE_T1,
             "rule_no_blow_up_but_blow_up": int(paper_dir.sum()),
             "rule_blow_up_but_no_blow_up_by_t1": int(other_dir.sum()),
+            "rule_blow_up_but_no_blow_up_by_t1_of_which_escape_without_finite_time_blow_up": int(other_escape.sum()),
         },
     }  # fmt: skip
 
@@ -461,7 +499,10 @@ def main(out: Path, quick: bool = False) -> dict:
     und_statuses = {Status(int(k)).name: int(v) for k, v in zip(*np.unique(und, return_counts=True))}
     notes_b = dict(NOT_DECIDED_NOTE)
     if und_statuses:
-        notes_b[Outcome.undetermined] = "not decided; " + ", ".join(f"{k} {v}" for k, v in und_statuses.items())
+        words = {"max_steps_reached": "step limit reached"}
+        notes_b[Outcome.undetermined] = "not decided; " + ", ".join(
+            f"{words.get(k, k.replace('_', ' '))} {v}" for k, v in und_statuses.items()
+        )
     handles = draw_outcome_map(
         ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), {k: _tex(v) for k, v in LABELS.items()},
         xlabel=r"$\varphi$  ($V = R(\varphi)$, rotation; radians)", ylabel=YLABEL, notes={k: _tex(v) for k, v in notes_b.items()},
