@@ -33,7 +33,7 @@ RTOL = {"softmax": 1e-10, "l2": 1e-10, "sinkhorn": 1e-8}
 # (1.6e-12 at λ_max = 850, 1.6e-7 at 3.4e5, 2.7e-3 at 1.9e7 against a 60-digit evaluation of the same
 # formula; reported to its owner), so below rtol ~1e-9 the step size collapses on the noise and the
 # solve runs out of steps before the size event (t ≈ 9.9). The exponential growth is unaffected at 1e-8.
-COLORS = {"softmax": "C3", "l2": "C0", "sinkhorn": "C2"}
+COLORS = {"softmax": "tab:red", "l2": "tab:green", "sinkhorn": "tab:blue"}  # as in blowup_or_divergence
 LABELS = {"softmax": "softmax", "l2": "L2 (c = 1)", "sinkhorn": "Sinkhorn (ε = 1)"}
 
 
@@ -102,7 +102,7 @@ def main(out: Path, quick: bool = False) -> dict:
             label=f"{LABELS[kind]}: {r['status'].replace('_', '-')} at $t$ = {r['t_final']:.4g}, $\\rho$ = {r['decade_ratio']:.3f}",
         )
         ax.plot(t[-1], lam[-1], "o", color=COLORS[kind], ms=4)
-    ax.axvline(t_star, color="k", ls="--", lw=1, label=f"closed-form $t^*$ = {t_star:.6f}")
+    ax.axvline(t_star, color="0.55", ls="--", lw=0.8, zorder=0, label=f"closed-form $t^*$ = {t_star:.6f}")  # behind
     ax.set_yscale("log")
     ax.set_xlabel("depth $t$")
     ax.set_ylabel("$\\lambda_{\\max}(\\Sigma(t))$")
@@ -126,7 +126,7 @@ def main(out: Path, quick: bool = False) -> dict:
         lw=1.5,
         label="softmax closed form\n$2 - t\\,\\lambda_{\\max}(A + A^\\top)$",
     )
-    ax.axvline(t_star, color="k", ls="--", lw=1)
+    ax.axvline(t_star, color="0.55", ls="--", lw=0.8, zorder=0)
     ax.axhline(0.0, color="0.5", lw=0.8)
     ax.set_xlim(0, t_zoom)
     ax.set_xlabel("depth $t$")
