@@ -170,7 +170,8 @@ def main(out: Path, quick: bool = False) -> dict:
         else:
             title = (
                 "Softmax, $V = I$ (Castin et al., arXiv:2501.18322, fig. 5): the Gaussian moment ODE blows up at\n"
-                f"$t^*$ = {rec['t_star_closed_form']:.5f}; the covariance of $n$ particles from the same $\\Sigma_0$ lags behind"
+                f"$t^*$ = {rec['t_star_closed_form']:.5f}; the covariance of $n$ particles from the same $\\Sigma_0$ lags behind\n"
+                "(axes rescaled per panel)"
             )
         fig.suptitle(title)
         o.savefig(fig, stems[label])
