@@ -155,6 +155,12 @@ COLOURS = {"causal": "tab:blue", "block_two_stream": "tab:green", "butterfly": "
 LABELS = {"causal": "causal", "block_two_stream": "Block Two-Stream", "butterfly": "Butterfly"}
 
 
+def _sci(text: str) -> str:
+    """'4.8e-07' as mathtext $4.8\\times10^{-7}$ (other text unchanged)."""
+    mant, sep, exp = text.partition("e")
+    return f"${mant}\\times10^{{{int(exp)}}}$" if sep else text
+
+
 def _plot_curves(results: dict, h: dict, o: Output) -> None:
     """Held-out loss against each model's own floor (left) and per target position (right)."""
     fig, (ax, bx) = plt.subplots(1, 2, layout="constrained", figsize=figsize(6.5, 0.52))
@@ -170,6 +176,12 @@ def _plot_curves(results: dict, h: dict, o: Output) -> None:
             f"{res['final_over_own_floor']:.3f} × floor {res['optimal_loss']:.4f} "
             f"(held-out s.e. {res['held_out_standard_error']:.4f})"
         )
+        if res["gap_to_optimum"] < 0:  # below its exact floor: the held-out sample, not the model
+            label += (
+                f"\n    {-res['gap_to_optimum']:.4f} = {-res['gap_to_optimum_in_standard_errors']:.1f} s.e. below its floor: "
+                f"a finite held-out sample (the Bayes predictor scores {res['bayes_loss_on_held_out']:.4f} on it);\n"
+                f"    {res['excess_over_bayes_on_held_out']:.4f} above the Bayes predictor on the same held-out sequences"
+            )
         ax.plot(res["eval_steps"], res["eval_loss"], color=c, lw=1.4, marker="o", ms=2.5, label=label)
         ax.axhline(res["optimal_loss"], color=c, ls=":", lw=1.2)
         floors = res["target_floors"]
@@ -178,7 +190,8 @@ def _plot_curves(results: dict, h: dict, o: Output) -> None:
         bx.plot(t, res["held_out_loss_per_target"], "o", color=c, ms=2.5)
     ax.set_xlabel("optimiser step")
     ax.set_ylabel("held-out cross-entropy (nats)")
-    ax.set_ylim(h["H2"] * 0.9, max(h["H_pi"], h["H1"]) * 1.15)
+    top = max(max(res["eval_loss"]) for res in results.values())  # the step-0 losses, above H(pi)
+    ax.set_ylim(h["H2"] * 0.9, max(top, h["H_pi"], h["H1"]) * 1.03)
     ax.set_title("held-out loss; dotted: each model's floor")
     ax.plot([], [], color="0.4", alpha=0.35, lw=0.8, label="faint: training loss of the same model (running mean)")
     bx.set_xlabel("target position $t$")
@@ -188,8 +201,11 @@ def _plot_curves(results: dict, h: dict, o: Output) -> None:
     lo, hi = bx.get_ylim()
     right = bx.twinx()
     right.set_ylim(lo, hi)
-    right.set_yticks([h["H2"], h["H1"]], [f"$H_2$ {h['H2']:.3f}", f"$H_1$ {h['H1']:.3f}"])
-    for value in (h["H1"], h["H2"]):
+    marks = [(h["H2"], f"$H_2$ {h['H2']:.3f}"), (h["H1"], f"$H_1$ {h['H1']:.3f}")]
+    if lo <= h["H_pi"] <= hi:  # the first block's Block Two-Stream floor (its queries see no token)
+        marks.append((h["H_pi"], f"$H(\\pi)$ {h['H_pi']:.3f}"))
+    right.set_yticks([v for v, _ in marks], [t for _, t in marks])
+    for value, _ in marks:
         bx.axhline(value, color="0.6", lw=0.6, ls="--", zorder=0)
     fig.legend(loc="outside lower center", ncol=1, frameon=False)
     fig.suptitle(
@@ -222,8 +238,9 @@ def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
     ax.set_xlabel("block b")
     ax.set_ylabel(r"max $|\Delta$ logit$|$ (float32)")
     ax.set_title(
-        f"training = inference (Block\nTwo-Stream, {cons['sequences']} seqs): max\n"
-        f"{fmt_upper(cons['max_abs_diff'], 2)} = {fmt_upper(cons['relative'], 2)} × scale"
+        f"Block Two-Stream, {cons['sequences']} sequences:\n"
+        f"training = inference, max {_sci(fmt_upper(cons['max_abs_diff'], 2))}\n"
+        f"= {_sci(fmt_upper(cons['relative'], 2))} × logit scale"
     )
     names = list(results)
     y = np.arange(len(names))[::-1]
@@ -263,8 +280,8 @@ def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
     cx.set_title("supervision density")
     fig.legend(loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(
-        f"The three layouts of the Markov experiment ($n = {audits['n']}$): training = inference,\n"
-        "no leak, supervision density (Li & Guo, arXiv:2606.09951)"
+        f"The three layouts of the Markov experiment ($n = {audits['n']}$): Block Two-Stream training = inference;\n"
+        "no leak and supervision density for all three (Li & Guo, arXiv:2606.09951)"
     )
     o.savefig(fig, "checks")
 
@@ -351,6 +368,9 @@ def main(out: Path, quick: bool = False) -> dict:
             "bayes_loss_on_held_out": bayes,
             "excess_over_bayes_on_held_out": hist.final_eval_loss - bayes,
             "gap_to_optimum": hist.final_eval_loss - opt,
+            "gap_to_optimum_in_standard_errors": (hist.final_eval_loss - opt)
+            / float(per_seq.std(ddof=1) / np.sqrt(len(per_seq))),
+            "bayes_minus_floor_on_held_out": bayes - opt,
             "eval_steps": hist.eval_steps.tolist(),
             "eval_loss": hist.eval_loss.tolist(),
             "train_loss": hist.train_loss.tolist(),
@@ -404,7 +424,7 @@ def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
     _plot_curves(results, {**h, "V": vocab, "n": n}, o)
     _plot_checks(results, checks, audits, o)
-    figures = [str(f) for f in o.files]
+    figures = [str(f.relative_to(o.dir)) for f in o.files]  # relative to the output folder (this JSON's)
     record = {
         "experiment": NAME,
         "quick": quick,
@@ -433,7 +453,7 @@ def main(out: Path, quick: bool = False) -> dict:
     }
     payload = {k: v for k, v in record.items() if k not in ("experiment", "seeds", "versions")}
     path = o.write_json({"platform": _versions(), **payload}, seeds=seeds)
-    print(f"wrote {path} and {', '.join(figures)}")
+    print(f"wrote {path} and {', '.join(figures)} in {o.dir}")
     fin = {k: v["final_held_out_loss"] for k, v in results.items()}
     record["key"] = "; ".join(
         f"{k} {fin[k]:.4f} = {fin[k] / results[k]['optimal_loss']:.3f} x its floor {results[k]['optimal_loss']:.4f}"
