@@ -131,7 +131,7 @@ def main(out: Path, quick: bool = False) -> dict:
                                                   "rel_error": float(abs(h["t_blowup"][0] / t_closed_half - 1.0))}  # fmt: skip
                 ax_t.loglog(t_closed, acc["t_blowup"], "o", ms=1.5, color="tab:red", zorder=2, rasterized=True)
                 lim = np.array([0.8 * t_closed.min(), 1.2 * t_closed.max()])
-                ax_t.loglog(lim, lim, "k--", lw=0.8, zorder=1)
+                ax_t.loglog(lim, lim, "k--", lw=0.8, zorder=1, label="$y = x$")
         results[label] = rec
         trajs_of[label] = dc.trajectories(sol)
         if label in disk_ax:
@@ -147,9 +147,10 @@ def main(out: Path, quick: bool = False) -> dict:
             for sk, sm_ in zip(trajs_of["Sinkhorn (ε = 1)"], trajs_of["softmax"])]  # fmt: skip
     same_path_gap = float(max(gaps))
     soft, mh, l2, sink = (results[k] for k in KINDS)
-    disk_ax["softmax"].set_title(f"softmax = Sinkhorn paths\n(gap ≤ {_up(same_path_gap)})")
-    disk_ax["multi-head (H = 2)"].set_title("multi-head ($H$ = 2)")
-    disk_ax["L2"].set_title("L2")
+    n_drawn = f"{len(drawn)} of {n} drawn"  # JSON drawn_members, grid.members
+    disk_ax["softmax"].set_title(f"softmax = Sinkhorn paths\n(gap ≤ {_up(same_path_gap)})\n{n_drawn}")
+    disk_ax["multi-head (H = 2)"].set_title(f"multi-head ($H$ = 2)\n{n_drawn}")
+    disk_ax["L2"].set_title(f"L2\n{n_drawn}")
     ax_grow.set_xlabel(r"$t/t_{\mathrm{stop}}$ ($t_{\mathrm{stop}}$ in legend)")
     ax_grow.set_ylabel(r"tr $\Sigma$  ($\Sigma_0 = I/2$)")
     ax_grow.set_ylim(0.5, 3 * GROWTH_THRESHOLD)
@@ -165,11 +166,13 @@ def main(out: Path, quick: bool = False) -> dict:
     ax_rho.set_xlabel(r"decade ratio $\rho$")
     ax_rho.set_title(r"blow-up iff $\rho$ < 0.05")
     mh_max = mh["decade_ratio_range"][1]  # the member closest to the threshold
-    ax_rho.annotate(f"max {np.ceil(mh_max * 1e4) / 1e4:.4f},\nnear 0.05", xy=(mh_max, 1), xytext=(0.058, 1.0), ha="left", va="center",
-                    arrowprops=dict(arrowstyle="->", lw=0.6, color="0.3"))  # fmt: skip
+    # inside the axes, above the multi-head row and left of the L2 points, with an arrow to the largest ρ
+    ax_rho.annotate(f"max {np.ceil(mh_max * 1e4) / 1e4:.4f},\nnear 0.05", xy=(mh_max, 1), xytext=(0.04, 0.64), ha="left",
+                    va="center", textcoords="axes fraction", arrowprops=dict(arrowstyle="->", lw=0.6, color="0.3"))  # fmt: skip
     ax_t.set_xlabel(r"closed-form $t^*$")
     ax_t.set_ylabel(r"solved $t^*$")
     ax_t.set_title(f"softmax $t^*$: rel. error\n≤ {_up(soft['t_star_max_rel_error_accurate'])}")
+    ax_t.legend(loc="lower right")
     fig.colorbar(sm, ax=list(disk_ax.values()), location="right", shrink=0.8, label=r"initial $2\Sigma_{12}$")
     blow = [k.split(" (")[0] for k, r in results.items() if r["expected_status"] == "blow_up"]
     fig.suptitle(
