@@ -55,12 +55,43 @@ SPEC = {
     "l2_authors_diverge": 6,
     "l2_accurate_converge": 648,
 }
+DENSE_FRACTIONS = np.unique(np.concatenate([dc.SAVE_FRACTIONS, np.linspace(0.0, 1.0, 1200)[:-1]]))
+"""L2 panels: save-time fractions of `[0, t_stop]`, the plot template plus 1199 uniform ones (the passage
+through large tr Σ, where Σ/tr Σ turns fast, lasts ~2 time units of t_stop ~ 60-100)."""
+TEMPLATE_COLS = np.searchsorted(DENSE_FRACTIONS, dc.SAVE_FRACTIONS)
+"""The columns of a dense solve at the template's save times (the JSON's peaks are read there only)."""
+DISK_STEP = 0.02
+"""Drawing: of the dense saves, keep a point once the disk path has moved this far (file size)."""
 COLORS = {"converged": "tab:blue", "blow_up": "tab:red", "diverge": "tab:red", "completed": "0.45"}
 
 
 # ----------------------------------------------------------------------------- the figure
-def _draw(ax, sol, status_names, title):
+def _solve_dense(model, grid, **kw) -> dict:
+    """`dc.solve_for_plot` with the save times of :data:`DENSE_FRACTIONS` (the same two solves)."""
+    first = dc.solve(model, grid, **kw)
+    second = dc.solve(model, grid, ts=first["t_final"][:, None] * DENSE_FRACTIONS[None, :], **kw)
+    if not np.array_equal(first["status"], second["status"]):
+        raise RuntimeError(f"{type(model).__name__}: the replay with dense save times changed a status")
+    return second
+
+
+def _thin(traj: np.ndarray) -> np.ndarray:
+    """The points of a densely saved trajectory that the disk plot needs: the first, the last, and
+    each one :data:`DISK_STEP` or more away (in the disk) from the previous one kept."""
+    xy = geometry.disk_coords(traj)
+    keep, last = [0], xy[0]
+    for i in range(1, len(xy) - 1):
+        if np.hypot(*(xy[i] - last)) >= DISK_STEP:
+            keep.append(i)
+            last = xy[i]
+    keep.append(len(xy) - 1)
+    return traj[np.asarray(keep)]
+
+
+def _draw(ax, sol, status_names, title, thin: bool = False):
     trajs = dc.trajectories(sol)
+    if thin:
+        trajs = [_thin(t) for t in trajs]
     colors = [COLORS[s] for s in status_names]
     order = np.argsort([s == "converged" for s in status_names])[::-1]  # escapes drawn last, on top
     dplot.draw_disk(ax, [trajs[i] for i in order], [colors[i] for i in order])
@@ -257,11 +288,13 @@ def main(out: Path, quick: bool = False) -> dict:
 
     # L2, the authors' reading (tr Σ > 1e3 stop) and the accurate one (no such stop)
     p_l2 = paper.l2_model(paper.FIG6_V, paper.FIG4_Q, paper.FIG4_K)
-    l2_a = dc.solve_for_plot(p_l2, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
-    l2_b = dc.solve_for_plot(p_l2, grid, t1=T1, threshold=ACCURATE_THRESHOLD, tol=TOL, capacity=capacity)
+    l2_a = _solve_dense(p_l2, grid, t1=T1, threshold=THRESHOLD, tol=TOL, capacity=capacity)
+    l2_b = _solve_dense(p_l2, grid, t1=T1, threshold=ACCURATE_THRESHOLD, tol=TOL, capacity=capacity)
     stopped = l2_a["status"] != Status.converged
     l2_V, l2_Q, l2_K = (np.asarray(x) for x in (p_l2.V, p_l2.Q, p_l2.K))
-    peak = np.max(np.where(l2_b["valid"], np.trace(l2_b["cov"], axis1=-2, axis2=-1), 0.0), axis=1)
+    # peaks over the template's save times (as before the dense saves; the dense ones only draw)
+    tr_b = np.trace(l2_b["cov"][:, TEMPLATE_COLS], axis1=-2, axis2=-1)
+    peak = np.max(np.where(l2_b["valid"][:, TEMPLATE_COLS], tr_b, 0.0), axis=1)
     # the authors' integrator re-run as a check (spec §7a item 6: it explains their L2 count)
     euler = projected_euler_l2(grid, l2_V, l2_K.T @ l2_Q, l2_K.T @ l2_K, step=EULER_STEP, tol_low=TOL, tol_high=THRESHOLD,
                                max_iter=EULER_MAX_ITER)  # fmt: skip
@@ -294,13 +327,19 @@ def main(out: Path, quick: bool = False) -> dict:
             "peak_trace_of_members_passing_1e3": np.sort(peak[peak > THRESHOLD]),
         },
         "solver": dc.solver_record(l2_b),
+        "disk_drawing": {
+            "save_times_per_path": int(DENSE_FRACTIONS.size),
+            "save_times": "t_stop × (the plot template's fractions ∪ linspace(0, 1, 1200)[:-1]), panels (b), (c)",
+            "drawn_point_min_disk_step": DISK_STEP,
+            "peaks": "peak_trace_* are read at the plot template's save times only",
+        },
     }
     e_conv = int(np.sum(euler_out == 1))
     _draw(axes[0, 1], l2_a, ["converged" if not s else "diverge" for s in stopped],
           f"(b) L2, stop at tr $\\Sigma$ > 1e3 (red: stopped):\ndiffrax {int((~stopped).sum())} / "
-          f"{int(stopped.sum())}, authors' Euler {e_conv} / {int(euler_div.sum())}")  # fmt: skip
+          f"{int(stopped.sum())}, authors' Euler {e_conv} / {int(euler_div.sum())}", thin=True)  # fmt: skip
     _draw(axes[1, 0], l2_b, names(l2_b["status"]),
-          f"(c) L2, accurate (no 1e3 stop):\n{int(np.sum(l2_b['status'] == Status.converged))}/{n} converge")  # fmt: skip
+          f"(c) L2, accurate (no 1e3 stop):\n{int(np.sum(l2_b['status'] == Status.converged))}/{n} converge", thin=True)  # fmt: skip
 
     # the peaks of tr Σ along the accurate L2 trajectories
     ax_pk = axes[1, 1]
@@ -317,7 +356,7 @@ def main(out: Path, quick: bool = False) -> dict:
 
     fig.suptitle(
         f"Castin et al. (arXiv:2501.18322) fig. 6: the outcome depends on $\\Sigma_0$ ({n} trace-one $\\Sigma_0$);\n"
-        "dots: the state at the stop; straight chords join saved states"
+        "dots: the state at the stop; lines join saved states (L2: dense saves)"
     )
     o.savefig(fig, NAME)
 
