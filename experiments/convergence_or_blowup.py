@@ -14,7 +14,7 @@ grid on [−1, 1]²), each kind ONE vmapped diffrax solve with the authors' stop
   verdict (figure ``convergence_or_blowup_multihead``): every member goes to 0 like `1/t`
   (`t tr Σ` bounded) and `tΣ(t)` drifts towards `S*`, the rank-two self-similar profile
   (`S* + F(S*) = 0`, :mod:`hassejax.dynamics.self_similar`), only slowly: at `t = 1e8` up to
-  ~19 % away, oscillating (exponent −0.128 in `log t`); the authors' stop `‖Σ'‖_F < 1e-4`
+  ~19 % away, spiralling in (exponents −0.128 ± 0.543i in `log t`); the authors' stop `‖Σ'‖_F < 1e-4`
   fires late.
 """
 
