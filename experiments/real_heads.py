@@ -611,6 +611,9 @@ def representatives(heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g) -
                 "regime": rep["gaussian"]["regime"],
                 "initial_rank": int(np.sum(eig0 > RANK_TOL * eig0[0])),
                 "spectrum_axis_floor": float(floor),
+                "spectrum_axis_floor_of": "gaussian_lambda1_at_last_valid"
+                if eig_g[g_last][0] >= eig0[0]
+                else "initial_lambda1",
                 "n_eigenvalues_above_axis_floor": {
                     "initial": int(np.sum(eig0 > floor)),
                     "gaussian": int(np.sum(eig_g[g_last] > floor)),
@@ -727,7 +730,7 @@ def _growth_sentence(s: dict, t_g: float) -> str:
         if v:
             parts.append(
                 f"{fmt_range(v['gaussian_growth_at_horizon_min'], v['gaussian_growth_at_horizon_max'])} "
-                f"({'full rank' if r == 'bounded' else 'low rank'}: "
+                f"({'rank kept' if r == 'bounded' else 'low rank'}: "
                 + ", ".join(f"{k_} ×{g_:.3g}" for k_, g_ in v["gaussian_growth_at_horizon_by_head"].items())
                 + ")"
             )
@@ -774,7 +777,8 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
         "",
         f"**Regimes (Gaussian ODE from each layer's token moments, horizon {t_g:g} layers).** "
         f"{c['blow_up']} heads blow up, {c['diverge']} diverge without finite-time blow-up, {c['low_rank']} lose "
-        f"directions and {c['bounded']} keep full rank without a size event (tr Σ reaching {SIZE_FACTOR:g} × tr Σ0) by "
+        f"directions and {c['bounded']} keep their rank (no collapsed directions; rank: eigenvalues above "
+        f"{RANK_TOL:g} λ_max(Σ0)) without a size event (tr Σ reaching {SIZE_FACTOR:g} × tr Σ0) by "
         f"t = {t_g:g}, {c['undetermined']} undetermined. "
         + _growth_sentence(s, t_g)
         + (
@@ -851,7 +855,7 @@ def closing_note(s: dict, layers: list[dict], card: dict, reps: list[dict], t_g:
             f"- layer {r['layer']} head {r['head']} ({regime_label(r['regime'], t_g)}, horizon {r['t_end']:.3g}): relative error of ΔΣ at half the "
             f"horizon: pooled {_fmt(p['pooled']['relative_change_error'][mid])}, Gaussian-sampled pooled "
             f"{_fmt(p['gaussian_sample_pooled']['relative_change_error'][mid])}, per sentence {_fmt(p['sentences']['relative_change_error'][mid])}; "
-            f"at t = {r['times'][last]:.3g} λ_max: Gaussian {r['gaussian_top_eigenvalues'][last][0]:.3g}, pooled {_lam_at(p['pooled'], last, r['times'])}, "
+            f"at t = {r['times'][last]:.4g} λ_max: Gaussian {r['gaussian_top_eigenvalues'][last][0]:.3g}, pooled {_lam_at(p['pooled'], last, r['times'])}, "
             f"Gaussian-sampled {_lam_at(p['gaussian_sample_pooled'], last, r['times'])}, per sentence {_lam_at(p['sentences'], last, r['times'])} "
             f"(initially {r['initial_eigenvalues'][0]:.3g}); particle statuses: "
             + ", ".join(f"{name} {sy['status']}" for name, sy in p.items())
@@ -918,6 +922,8 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
     c = summary["counts"]
     pr = summary["per_regime"]
 
+    tol_txt = f"$10^{{{round(math.log10(RANK_TOL))}}}$" if math.log10(RANK_TOL).is_integer() else f"{RANK_TOL:g}"
+
     def growth(r: str) -> str:
         v = pr[r]
         return rf"Gaussian $\lambda_{{\max}}$ ×{fmt_range(v['gaussian_growth_at_horizon_min'], v['gaussian_growth_at_horizon_max'])}"
@@ -925,10 +931,12 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
     labels = {
         "blow_up": f"blow-up ({c['blow_up']}): number = $t^*$",
         "diverge": f"diverge ({c['diverge']}): number = depth of the size event",
-        "low_rank": f"low rank, no size event by $t$ = {t_g:g} ({c['low_rank']}):\nnumber = collapsed directions"
-        + (f"; {growth('low_rank')}" if c["low_rank"] else ""),
-        "bounded": f"full rank, no size event by $t$ = {t_g:g} ({c['bounded']}):\n"
-        + (f"{growth('bounded')} by then" if c["bounded"] else ""),
+        "low_rank": f"low rank, no size event by $t$ = {t_g:g} ({c['low_rank']}):\nnumber = directions collapsed below "
+        + tol_txt
+        + r"$\,\lambda_{\max}(\Sigma_0)$"
+        + (f";\n{growth('low_rank')}" if c["low_rank"] else ""),
+        "bounded": f"rank kept (no collapsed directions),\nno size event by $t$ = {t_g:g} ({c['bounded']})"
+        + (f":\n{growth('bounded')} by then" if c["bounded"] else ""),
         "undetermined": f"undetermined ({c['undetermined']})",
     }
     handles = [plt.Rectangle((0, 0), 1, 1, color=REGIME_COLORS[REGIMES.index(r)]) for r in REGIMES if c[r]]
@@ -970,6 +978,22 @@ SYSTEMS = {
 }
 
 
+STATUS_WORDS = {"max_steps_reached": "step limit"}
+"""How a particle solve's status reads in a figure (the JSON keeps the status name)."""
+
+
+def stop_notes(r: dict) -> list[str]:
+    """One note per particle system whose solve stopped before the horizon: name, depth and why (from its status)."""
+    ts = np.asarray(r["times"])
+    notes = []
+    for name, (lab, _, _) in SYSTEMS.items():
+        sy = r["particles"][name]
+        if sy["status"] != "completed":
+            why = STATUS_WORDS.get(sy["status"], sy["status"].replace("_", " "))
+            notes.append(f"{lab.split(', ')[-1]}\nstopped at t = {ts[sy['last_valid_index']]:.3g}: {why}")
+    return notes
+
+
 def plain_log_ticks(ax) -> None:
     """On a log axis spanning less than a decade, label 1, 2, 3, 5 × 10^k as plain numbers (no crowded minor labels)."""
     lo, hi = ax.get_ylim()
@@ -1001,6 +1025,7 @@ def draw_spectra(o: Output, reps: list[dict]) -> None:
         title = f"layer {r['layer']} head {r['head']}\n{r['regime'].replace('_', ' ')}"
         if r["t_blowup"] is not None:
             title += f", $t^*$ = {r['t_blowup']:.3g}"
+        title += "".join(f"\n({n_})" for n_ in stop_notes(r))
         axes[0, j].set_title(title)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False)
@@ -1009,7 +1034,7 @@ def draw_spectra(o: Output, reps: list[dict]) -> None:
     )
     o.savefig(fig, "spectra")
 
-    fig, axes = plt.subplots(1, len(reps), figsize=figsize(TEXT_WIDTH, 0.42), layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(1, len(reps), figsize=figsize(TEXT_WIDTH, 0.5), layout="constrained", squeeze=False)
     for j, r in enumerate(reps):
         ax = axes[0, j]
         ts = np.asarray(r["times"])
@@ -1023,22 +1048,28 @@ def draw_spectra(o: Output, reps: list[dict]) -> None:
             sy = r["particles"][name]
             ax.loglog(index, np.maximum(sy["eigenvalues_at_last_valid"], 1e-18), color=col, ls=ls, lw=1.1, label=lab)
             if sy["last_valid_index"] != idx:
-                stopped.append(f"{lab.split(', ')[-1]}: t = {ts[sy['last_valid_index']]:.3g}")
+                why = "" if sy["status"] == "completed" else f": {STATUS_WORDS.get(sy['status'], sy['status'])}"
+                stopped.append(f"{lab.split(', ')[-1]}\nstopped at t = {ts[sy['last_valid_index']]:.4g}{why}")
         ax.set_ylim(r["spectrum_axis_floor"], None)
         ax.set_xlabel("eigenvalue index")
         if j == 0:
             ax.set_ylabel("eigenvalue")
         ax.set_title(
-            f"layer {r['layer']} head {r['head']}, t = {ts[idx]:.3g}" + ("".join(f"\n({s_})" for s_ in stopped))
+            f"layer {r['layer']} head {r['head']}, t = {ts[idx]:.4g}" + ("".join(f"\n({s_})" for s_ in stopped))
         )
         ax.grid(alpha=0.3)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False)
     ranks = ", ".join(str(r["initial_rank"]) for r in reps)
+    floor_of = (
+        "$\\lambda_1$: the Gaussian ODE's at that depth"
+        if all(r["spectrum_axis_floor_of"] == "gaussian_lambda1_at_last_valid" for r in reps)
+        else "$\\lambda_1$: the larger of $\\Sigma_0$'s and the Gaussian ODE's at that depth"
+    )
     fig.suptitle(
-        "Full covariance spectrum at the last compared depth\n(particle systems that stopped earlier: at their stop);"
-        f"\neigenvalues under $10^{{-8}}\\lambda_1$ are off the axis, among them the zero ones of $\\Sigma_0$"
-        f"\n(rank {ranks}) and of the Gaussian beyond that rank"
+        "Full covariance spectrum at the last compared depth\n(particle systems that stopped earlier: at their stop); "
+        f"eigenvalues under $10^{{{round(math.log10(SPECTRUM_FLOOR))}}}\\lambda_1$\n({floor_of}) are off the axis, "
+        f"among them the zero ones\nof $\\Sigma_0$ (rank {ranks}) and of the Gaussian beyond that rank"
     )
     o.savefig(fig, "spectra_full")
 
