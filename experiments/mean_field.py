@@ -47,7 +47,7 @@ SEED = 0
 MEAN0 = np.array([0.3, -0.2])
 SIGMA0 = np.array([[0.5, 0.1], [0.1, 0.3]])
 TIMES = np.array([0.0, 0.25, 0.5, 1.0, 2.0])
-"""Saved depths; the first is the initial sample (error 0 by construction)."""
+"""Saved depths; the first is the initial sample (error at rounding level by construction)."""
 SIZES_FULL = [64, 128, 256, 512, 1024, 2048, 4096]
 SIZES_QUICK = [64, 128, 256]
 SEEDS_FULL, SEEDS_QUICK = 16, 4
@@ -182,7 +182,7 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.grid(alpha=0.3)
     axes[0].legend(loc="upper left", ncol=2, handlelength=1.2, columnspacing=0.8)  # the empty corner
     fig.suptitle(
-        r"Moment-matched starts: $\sqrt{n}\,\times$ RMS error against depth (0 at t = 0 by construction):"
+        r"Moment-matched starts: $\sqrt{n}\,\times$ RMS error against depth (≈ 0 at t = 0: rounding error only):"
         "\nthe dynamics turns the sample's higher-moment differences from the Gaussian"
         "\ninto mean and covariance error (measured for moment-matched starts, not for i.i.d. ones)"
         + (
