@@ -29,7 +29,10 @@ is :func:`hassejax.plot.draw_outcome_map`. This script composes them and draws.
 Outcome of a member (:class:`hassejax.dynamics.diagnostics.Outcome`, from
 :func:`hassejax.dynamics.diagnostics.classify` with the rate test, inside the sweep): `blow_up` (size event `tr Σ = 1e6 · tr Σ0`,
 decade test of the library says finite-time), `escape without finite-time blow-up` (size
-event, decade test says not finite-time), else from the final state at `t1` and the
+event, decade test says not finite-time; every such member of map (b) and of the neighbourhood
+is re-solved to several size levels, :mod:`hassejax.dynamics.blowup_check`, and counted as
+`blow_up` when the gaps between the level crossings shrink geometrically: the decade test
+misses log-periodic blow-ups), else from the final state at `t1` and the
 relative rate `r = (dλ_max/dt)/λ_max` there (`dΣ/dt` from
 :func:`hassejax.dynamics.moment_derivatives`): `contracts` (`r < −RATE_TOL`), `grows, no
 blow-up by t1` (`r > RATE_TOL`), `settles` (`|r| ≤ RATE_TOL`) on rank one (eigenvalues
@@ -64,6 +67,7 @@ from matplotlib.ticker import MaxNLocator
 from hassejax.dynamics import Status, geometry, solve_gaussian
 from hassejax.dynamics import phase_map as pm
 from hassejax.dynamics.attention import Softmax
+from hassejax.dynamics.blowup_check import LEVELS, MAX_GAP_RATIO, N_RATIOS
 from hassejax.dynamics.diagnostics import Outcome, naive_rule
 from hassejax.dynamics.verdict import Verdict, closed_form_verdict
 from hassejax.plot import draw_hatched, draw_outcome_map
@@ -202,6 +206,64 @@ CE_DELTA = 0.6
 """Neighbourhood of the counterexample: `V = R(δ1) V_ce`, `A = A_ce + δ2 I`, `|δ1|, |δ2| ≤ CE_DELTA`."""
 
 
+LEVEL_CHECK_NOTE = (
+    "every member the library's decade test calls 'diverge' (escape, no finite-time blow-up) is solved again to the "
+    "first times t_k at which tr Σ reaches levels × tr Σ0 (hassejax.dynamics.blowup_check, levels "
+    + ", ".join(f"{x:.0e}" for x in LEVELS)
+    + f"; rtol {pm.CONFIRM_RTOL:g}, atol {pm.CONFIRM_ATOL:g}, horizon 2 t1) and counted as a finite-time blow-up "
+    f"when each of the last {N_RATIOS} gap ratios (t_(k+2) − t_(k+1))/(t_(k+1) − t_k) is below {MAX_GAP_RATIO:g} "
+    f"(the last {N_RATIOS + 1} gaps; c/(t* − t): 0.01 per two decades, exponential growth: 1). The decade test (one "
+    "event, ρ < 0.05) is fooled by log-periodic growth near t*: there λ/λ' at the event is not t* − t. The "
+    "library's 'diverge' status can therefore be a finite-time blow-up"
+)
+"""JSON note of the multi-level blow-up check (the library's ``diverge`` status can be a log-periodic blow-up)."""
+
+
+def level_check(V: np.ndarray, A: np.ndarray, cov0: np.ndarray, t1: float, desc: str) -> dict:
+    """:func:`hassejax.dynamics.phase_map.confirm_member` on members `(V, A)` `(n, 2, 2)` with one `Σ0`, horizon `t1`."""
+    n = len(V)
+    if n == 0:
+        return {"times": np.zeros((0, len(LEVELS))), "blow_up": np.zeros(0, bool)}
+    batch = {"V": V, "A": A, "cov0": np.broadcast_to(cov0, (n, 2, 2)), "t1": np.full(n, float(t1))}
+    return pm.run_sweep(pm.confirm_member, batch, desc, chunk_size=pm.CONFIRM_CHUNK)
+
+
+def level_check_record(chk: dict, t1: float) -> dict:
+    """JSON record of a :func:`level_check`: counts, settings, the gap ratios seen."""
+    times = np.asarray(chk["times"])
+    gaps = np.diff(times, axis=-1) if times.size else np.zeros((0, len(LEVELS) - 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios = gaps[:, 1:] / gaps[:, :-1]
+    last = ratios[:, -N_RATIOS:]
+    blow = np.asarray(chk["blow_up"], bool)
+    all_reached = np.all(np.isfinite(times), axis=-1)
+    return {
+        "members_checked": int(blow.size),
+        "confirmed_finite_time_blow_up": int(blow.sum()),
+        "not_confirmed": int((~blow).sum()),
+        "not_confirmed_with_every_level_reached": int((~blow & all_reached).sum()),
+        "not_confirmed_highest_level_reached": {
+            f"{lv:.0e}": int(np.sum(~blow & (np.isfinite(times).sum(axis=-1) == k + 1))) for k, lv in enumerate(LEVELS)
+        }
+        | {"none": int(np.sum(~blow & ~np.isfinite(times).any(axis=-1)))},
+        "not_confirmed_note": "a level not reached: the solve stopped first (step budget on a stiff, large state; "
+        "horizon), so the member keeps the decade test's 'diverge'",
+        "levels_times_trace_Sigma0": LEVELS,
+        "max_gap_ratio": MAX_GAP_RATIO,
+        "ratios_checked": N_RATIOS,
+        "rtol": pm.CONFIRM_RTOL,
+        "atol": pm.CONFIRM_ATOL,
+        "max_steps": pm.CONFIRM_MAX_STEPS,
+        "t1": t1,
+        "confirmed_largest_gap_ratio": float(np.max(last[blow])) if blow.any() else None,
+        "not_confirmed_smallest_largest_gap_ratio": float(np.min(np.max(last[~blow & all_reached], axis=-1)))
+        if (~blow & all_reached).any()
+        else None,
+        "confirmed_time_at_last_level_max": float(np.max(times[blow, -1])) if blow.any() else None,
+        "criterion": LEVEL_CHECK_NOTE,
+    }
+
+
 def _ce_models(d1: np.ndarray, d2: np.ndarray) -> list:
     """Kernel modules of the neighbourhood `V = R(δ1) V_ce`, `A = A_ce + δ2 I`."""
     out = []
@@ -280,10 +342,28 @@ def counterexample(o: Output, quick: bool) -> dict:
     models = _ce_models(D1.ravel(), D2.ravel())
     nb = dc.solve(dc.stack_models(models), np.broadcast_to(CE_SIGMA0, (m * m, 2, 2)), t1=CE_T1,
                   threshold=CE_THRESHOLD, tol=dc.NO_STOP_TOL, capacity=cap)  # fmt: skip
-    nb_blow = (nb["status"] == Status.blow_up).reshape(m, m)
-    nb_escape = (nb["status"] == Status.diverge).reshape(m, m)
     nb_rule = np.array([np.linalg.eigvalsh(np.asarray(k.V) @ np.asarray(k.A) + (np.asarray(k.V) @ np.asarray(k.A)).T)[-1]
                         for k in models]).reshape(m, m)  # fmt: skip
+    # the decade test's verdicts, kept for the record
+    dec_blow = (nb["status"] == Status.blow_up).reshape(m, m)
+    dec_escape = (nb["status"] == Status.diverge).reshape(m, m)
+    decade_counts = {
+        "blow_up": int(dec_blow.sum()), "escape_without_finite_time_blow_up": int(dec_escape.sum()),
+        "rule_no_blow_up_but_blow_up": int((dec_blow & (nb_rule < 0)).sum()),
+        "rule_blow_up_but_no_blow_up_by_t1": int((~dec_blow & (nb_rule > 0)).sum()),
+        "rule_blow_up_but_no_blow_up_by_t1_of_which_escape_without_finite_time_blow_up": int(
+            (~dec_blow & (nb_rule > 0) & dec_escape).sum()),
+    }  # fmt: skip
+    # every decade-test escape re-checked at several size levels (log-periodic blow-ups fool the decade test)
+    esc = np.flatnonzero(nb["status"] == Status.diverge)
+    nb_V = np.stack([np.asarray(k.V) for k in models])
+    nb_A = np.stack([np.asarray(k.A) for k in models])
+    chk_nb = level_check(nb_V[esc], nb_A[esc], CE_SIGMA0, 2 * CE_T1, "neighbourhood: level check")
+    confirmed = np.zeros(m * m, bool)
+    confirmed[esc] = np.asarray(chk_nb["blow_up"], bool)
+    confirmed = confirmed.reshape(m, m)
+    nb_blow = dec_blow | confirmed
+    nb_escape = dec_escape & ~confirmed
     paper_dir = nb_blow & (nb_rule < 0)  # rule: no blow-up; solve: blow-up (the failure that matters)
     other_dir = ~nb_blow & (nb_rule > 0)
     other_escape = other_dir & nb_escape
@@ -344,18 +424,23 @@ def counterexample(o: Output, quick: bool) -> dict:
     ax.set_xlabel(r"$\delta_1$ ($V = R(\delta_1) V_{ce}$)")
     ax.set_ylabel(r"$\delta_2$ ($A = A_{ce} + \delta_2 I$)")
     other = f"{int(other_dir.sum())} the other way" + (
-        ":\nescape without finite-time blow-up" if other_escape.sum() == other_dir.sum() else ""
+        ":\nescape without finite-time blow-up" if other_dir.any() and other_escape.sum() == other_dir.sum() else ""
     )
     ax.set_title(
         f"hatched: rule says no blow-up, yet blow-up\n({int(paper_dir.sum())} of {m * m} parameter sets); {other}"
+        + (f";\n{int(confirmed.sum())} decade-test 'escapes' blow up (level check)" if confirmed.any() else "")
     )
     legend = [
-        Patch(color=CE_COLORS[2], label=f"finite-time blow-up by $t = {CE_T1:g}$"),
-        Patch(color=CE_COLORS[1], label="escape, no finite-time blow-up"),
-        Patch(color=CE_COLORS[0], label=f"no escape by $t = {CE_T1:g}$"),
+        Patch(
+            color=CE_COLORS[2],
+            label=f"finite-time blow-up by $t = {CE_T1:g}$ ({int(nb_blow.sum())})",
+        ),
+        Patch(color=CE_COLORS[0], label=f"no escape by $t = {CE_T1:g}$ ({int((~nb_blow & ~nb_escape).sum())})"),
         Line2D([], [], color="k", lw=1.2, label=r"$\lambda_{\max}(VA + A^\top V^\top) = 0$ (rule's boundary)"),
         Line2D([], [], marker="*", ls="", ms=10, color="crimson", mec="k", label="the counterexample"),
     ]
+    if nb_escape.any():
+        legend.insert(1, Patch(color=CE_COLORS[1], label=f"escape, no finite-time blow-up ({int(nb_escape.sum())})"))
     if calm.any():  # the Σ0 without a blow-up time (no colour on the t* scale)
         legend.append(Line2D([], [], marker="x", ls="", ms=6, mew=1.2, color="k",
                              label=f"$\\Sigma_0$ with no blow-up by $t = {CE_T1:g}$ ({int(calm.sum())}"
@@ -414,6 +499,10 @@ def counterexample(o: Output, quick: bool) -> dict:
             "rule_no_blow_up_but_blow_up": int(paper_dir.sum()),
             "rule_blow_up_but_no_blow_up_by_t1": int(other_dir.sum()),
             "rule_blow_up_but_no_blow_up_by_t1_of_which_escape_without_finite_time_blow_up": int(other_escape.sum()),
+            "blow_up_by": "decade test of the solve (status blow_up) or, for its 'diverge' members, the multi-level check",
+            "blow_up_confirmed_by_level_check": int(confirmed.sum()),
+            "level_check": level_check_record(chk_nb, 2 * CE_T1),
+            "decade_test_counts": decade_counts,
         },
     }  # fmt: skip
 
@@ -450,9 +539,18 @@ def main(out: Path, quick: bool = False) -> dict:
 
     # ---------------------------------------------------------------- (b) V = R(φ)
     P_, B_ = pm.grid(n, pm.PHI_RANGE, pm.A_RANGE)
-    res_b = pm.sweep_with_retry(pm.batch_rotation(P_, B_), "phase map (b)")
-    codes_b = pm.to_image(res_b["outcome"], n)
+    batch_b = pm.batch_rotation(P_, B_)
+    res_b = pm.sweep_with_retry(batch_b, "phase map (b)")
     rule_blow = naive_rule_map(P_, B_) > 0
+    # the decade test's escapes re-checked at several size levels (log-periodic blow-ups fool the decade test)
+    codes_b_decade = pm.to_image(res_b["outcome"], n)
+    esc_b = np.flatnonzero(res_b["outcome"] == Outcome.diverge)
+    A_esc = np.moveaxis(np.asarray(pm.family_A(jnp.asarray(batch_b["a"][esc_b]))), (0, 1), (-2, -1))
+    chk_b = level_check(batch_b["V"][esc_b], A_esc, pm.SIGMA0, 2 * pm.T1_B, "phase map (b): level check")
+    outcome_b = np.array(res_b["outcome"])
+    outcome_b[esc_b[np.asarray(chk_b["blow_up"], bool)]] = Outcome.blow_up
+    codes_b = pm.to_image(outcome_b, n)
+    n_confirmed_b = int(np.sum(chk_b["blow_up"]))
     solved_blow_b = codes_b == Outcome.blow_up
     # Decided: blow-up, or no blow-up (escape without finite-time blow-up, settles, contracts).
     # Members still growing at t1 or stopped by the step budget are not counted either way.
@@ -464,6 +562,14 @@ def main(out: Path, quick: bool = False) -> dict:
     # edges: φ = 0 (V = I) and φ = π (V = −I), where the rule is exact (spec §3)
     edge_cols = [0, n - 1]
     edge_disagree = int(np.sum(disagree_b[:, edge_cols]))
+    dec_blow_b, dec_no_b = codes_b_decade == Outcome.blow_up, np.isin(codes_b_decade, NO_BLOW_UP)
+    decade_counts_b = {
+        "outcome_counts": counts_codes(codes_b_decade, LABELS),
+        "decided_members": int((dec_blow_b | dec_no_b).sum()),
+        "rule_contradicted": int((rule_blow & dec_no_b).sum() + (~rule_blow & dec_blow_b).sum()),
+        "rule_predicts_blow_up_but_no_blow_up": int((rule_blow & dec_no_b).sum()),
+        "rule_predicts_no_blow_up_but_blow_up": int((~rule_blow & dec_blow_b).sum()),
+    }
 
     # ---------------------------------------------------------------- figure (a)
     fig, ax = plt.subplots(figsize=figsize(TEXT_WIDTH, 0.9), layout="constrained")
@@ -503,13 +609,15 @@ def main(out: Path, quick: bool = False) -> dict:
         notes_b[Outcome.undetermined] = "not decided; " + ", ".join(
             f"{words.get(k, k.replace('_', ' '))} {v}" for k, v in und_statuses.items()
         )
+    notes_b[Outcome.diverge] = "decade test; the level check finds no blow-up"
     handles = draw_outcome_map(
         ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), {k: _tex(v) for k, v in LABELS.items()},
         xlabel=r"$\varphi$  ($V = R(\varphi)$, rotation; radians)", ylabel=YLABEL, notes={k: _tex(v) for k, v in notes_b.items()},
         title=f"(b) softmax, $V = R(\\varphi)$, $\\Sigma_0 = I/2$, solved to $t_1$ = {pm.T1_B:g}: the sign rule on "
         f"$VA + A^\\top V^\\top$\nis wrong on {int(disagree_b.sum())} of {int(decided.sum())} decided members. Rule "
         f"'blow-up', solve 'none by $t_1$': {int(rule_wrong_blow.sum())};\nrule 'none', solve 'blow-up': "
-        f"{int(rule_wrong_safe.sum())} here (see phase_maps_counterexample)",
+        f"{int(rule_wrong_safe.sum())} here (see phase_maps_counterexample).\nOf the decade test's {esc_b.size} escapes, {n_confirmed_b} blow up in finite time "
+        f"(level check; counted as blow-up)",
     )  # fmt: skip
     fine_p, fine_b = pm.grid(401, pm.PHI_RANGE, pm.A_RANGE)
     rule_fine = naive_rule_map(fine_p, fine_b)
@@ -579,6 +687,11 @@ def main(out: Path, quick: bool = False) -> dict:
                 "not_decided_total": n_not_decided,
                 "steps_max": int(res_b["steps"].max()),
                 "retried_with_larger_step_budget": int(res_b["retried"].sum()),
+                "blow_up_by": "decade test of the solve (status blow_up) or, for its 'diverge' members, the "
+                "multi-level check",
+                "blow_up_confirmed_by_level_check": n_confirmed_b,
+                "level_check": level_check_record(chk_b, 2 * pm.T1_B),
+                "decade_test_counts": decade_counts_b,
             },
             "counterexample": ce,
             "timing": {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)},

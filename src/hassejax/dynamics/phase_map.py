@@ -22,6 +22,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
 from .attention import Softmax
+from .blowup_check import confirm_blowup
 from .closed_form import blowup_time_closed_form
 from .diagnostics import classify
 from .gaussian import solve_gaussian
@@ -32,7 +33,8 @@ __all__ = [
     "SIGMA0", "V_RANGE", "A_RANGE", "PHI_RANGE", "T1_A", "T1_B", "THRESHOLD", "RTOL", "ATOL", "MAX_STEPS",
     "MAX_STEPS_RETRY", "RATE_TOL", "RANK_RTOL", "CHUNK", "GRID_FULL", "GRID_QUICK",
     "family_A", "rotation", "grid", "column_major", "to_image", "closed_form_map",
-    "solve_member", "member", "member_retry", "run_sweep", "sweep_with_retry", "batch_scalar_v", "batch_rotation",
+    "solve_member", "member", "member_retry", "CONFIRM_RTOL", "CONFIRM_ATOL", "CONFIRM_MAX_STEPS", "CONFIRM_CHUNK",
+    "confirm_member", "run_sweep", "sweep_with_retry", "batch_scalar_v", "batch_rotation",
 ]  # fmt: skip
 
 SIGMA0 = 0.5 * np.eye(2)
@@ -187,6 +189,23 @@ def member(p: dict) -> dict:
 def member_retry(p: dict) -> dict:
     """:func:`member` with the larger step budget `MAX_STEPS_RETRY`."""
     return solve_member(p["V"], family_A(p["a"]), p["t1"], max_steps=MAX_STEPS_RETRY)
+
+
+CONFIRM_RTOL, CONFIRM_ATOL, CONFIRM_MAX_STEPS = 1e-10, 1e-12, 20_000
+"""Solver settings of :func:`confirm_member` (tighter than the map's: the last gaps are ~1e-12 wide)."""
+CONFIRM_CHUNK = 64
+"""Members per compiled chunk of the confirmation sweeps (a few dozen to a few hundred members)."""
+
+
+def confirm_member(p: dict) -> dict:
+    """Multi-level blow-up check of one softmax member (:func:`~hassejax.dynamics.blowup_check.confirm_blowup`).
+
+    `p = {"V": (2, 2), "A": (2, 2), "cov0": (2, 2), "t1": ()}`, mean 0; levels
+    :data:`~hassejax.dynamics.blowup_check.LEVELS` × `tr Σ0`. Returns ``times`` `(L,)` and
+    ``blow_up`` `()` (traceable, vmappable; sweep it with :func:`run_sweep`).
+    """
+    return confirm_blowup(Softmax(V=p["V"], A=p["A"]), jnp.zeros(2), p["cov0"], t1=p["t1"], rtol=CONFIRM_RTOL,
+                          atol=CONFIRM_ATOL, max_steps=CONFIRM_MAX_STEPS)  # fmt: skip
 
 
 def run_sweep(member_fn, batch: dict, desc: str, chunk_size: int = CHUNK) -> dict:
