@@ -105,7 +105,7 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.set_box_aspect(None, zoom=0.9)
         ax.set_facecolor("none")
         ax.set_title(
-            f"{SHOWN[label]}: {int(conv.sum())}/{n} reach $\\Sigma = 0$\n"
+            f"{SHOWN[label]}: {int(conv.sum())}/{n} converge to $\\Sigma = 0$\n"
             f"stop at $\\|\\Sigma'\\|_F < 10^{{{int(np.log10(TOL))}}}$: "
             f"$\\mathrm{{tr}}\\,\\Sigma \\leq$ {fmt_upper(results[label]['trace_at_stop'][1], 2)}",
             y=0.97,
@@ -157,7 +157,7 @@ def main(out: Path, quick: bool = False) -> dict:
     )
     fig.suptitle(
         f"Convergence to zero ($K = -Q$, $V$ SPD; Castin et al., arXiv:2501.18322, fig. 1):\n"
-        f"{'all' if all_converged else 'NOT all'} {n} trajectories of each kind reach $\\Sigma = 0$ "
+        f"{'all' if all_converged else 'NOT all'} {n} trajectories of each kind converge to $\\Sigma = 0$ "
         f"(trace-one $\\Sigma_0$ on a {n_side}×{n_side} grid);\n{gap_txt}"
     )
     o.savefig(fig, "convergence_to_zero")

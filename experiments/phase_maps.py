@@ -609,15 +609,17 @@ def main(out: Path, quick: bool = False) -> dict:
         notes_b[Outcome.undetermined] = "not decided; " + ", ".join(
             f"{words.get(k, k.replace('_', ' '))} {v}" for k, v in und_statuses.items()
         )
-    notes_b[Outcome.diverge] = "decade test; the level check finds no blow-up"
+    # decade-test escapes the level check could not settle, among the members counted as contradicting the rule
+    n_unsettled_b = int(np.sum(disagree_b & (codes_b == Outcome.diverge)))
+    notes_b[Outcome.diverge] = "decade test; level check inconclusive"
     handles = draw_outcome_map(
         ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), {k: _tex(v) for k, v in LABELS.items()},
         xlabel=r"$\varphi$  ($V = R(\varphi)$, rotation; radians)", ylabel=YLABEL, notes={k: _tex(v) for k, v in notes_b.items()},
         title=f"(b) softmax, $V = R(\\varphi)$, $\\Sigma_0 = I/2$, solved to $t_1$ = {pm.T1_B:g}: the sign rule on "
-        f"$VA + A^\\top V^\\top$\nis wrong on {int(disagree_b.sum())} of {int(decided.sum())} decided members. Rule "
-        f"'blow-up', solve 'none by $t_1$': {int(rule_wrong_blow.sum())};\nrule 'none', solve 'blow-up': "
-        f"{int(rule_wrong_safe.sum())} here (see phase_maps_counterexample).\nOf the decade test's {esc_b.size} escapes, {n_confirmed_b} blow up in finite time "
-        f"(level check; counted as blow-up)",
+        f"$VA + A^\\top V^\\top$\nis wrong on {int(disagree_b.sum())} of {int(decided.sum())} decided members "
+        f"({n_unsettled_b} of them unsettled escapes).\nRule 'blow-up', solve 'none by $t_1$': {int(rule_wrong_blow.sum())}; "
+        f"rule 'none', solve 'blow-up': {int(rule_wrong_safe.sum())} here\n(see phase_maps_counterexample). "
+        f"Of the decade test's {esc_b.size} escapes, {n_confirmed_b} blow up\nin finite time (level check; counted as blow-up)",
     )  # fmt: skip
     fine_p, fine_b = pm.grid(401, pm.PHI_RANGE, pm.A_RANGE)
     rule_fine = naive_rule_map(fine_p, fine_b)
@@ -625,7 +627,7 @@ def main(out: Path, quick: bool = False) -> dict:
     handles.append(Line2D([], [], color="k", lw=1.4, label=r"rule's boundary $\lambda_{\max}(VA + A^\top V^\top) = 0$ "
                           "(rule: no blow-up at lower left)"))  # fmt: skip
     handles.append(draw_hatched(ax, P_, B_, rule_wrong_blow, _tex("rule: blow-up; solve: none by t1")))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1,
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1,
               title=f"solved outcome (members of {n * n})")  # fmt: skip
     o.savefig(fig, "phase_maps_b")
 
@@ -690,6 +692,9 @@ def main(out: Path, quick: bool = False) -> dict:
                 "blow_up_by": "decade test of the solve (status blow_up) or, for its 'diverge' members, the "
                 "multi-level check",
                 "blow_up_confirmed_by_level_check": n_confirmed_b,
+                "rule_contradicted_of_which_unsettled_escapes": n_unsettled_b,
+                "unsettled_escapes_note": "decade-test escapes (status diverge) that the level check could not "
+                "settle (a level not reached); counted as 'no blow-up by t1', so inside rule_contradicted",
                 "level_check": level_check_record(chk_b, 2 * pm.T1_B),
                 "decade_test_counts": decade_counts_b,
             },
@@ -701,7 +706,8 @@ def main(out: Path, quick: bool = False) -> dict:
     return {
         "key": f"(a) {int(disagree_a.sum())} of {n * n} disagree with the closed form on blow-up by t1; "
         f"{int(late.sum())} late blow-ups and {int(slow.sum())} slow contractions settled at t1; "
-        f"(b) rule contradicted on {int(disagree_b.sum())} of {int(decided.sum())} decided members, "
+        f"(b) rule contradicted on {int(disagree_b.sum())} of {int(decided.sum())} decided members "
+        f"({n_unsettled_b} of them escapes the level check could not settle), "
         f"{int(rule_wrong_safe.sum())} in the direction 'no blow-up predicted'; counterexample blows up at "
         f"{ce['t_blowup']:.2f}",
     }
