@@ -605,15 +605,16 @@ def main(out: Path, quick: bool = False) -> dict:
     und_statuses = {Status(int(k)).name: int(v) for k, v in zip(*np.unique(und, return_counts=True))}
     notes_b = dict(NOT_DECIDED_NOTE)
     if und_statuses:
-        words = {"max_steps_reached": "step limit reached"}
+        words = {"max_steps_reached": "hit the step limit"}
         notes_b[Outcome.undetermined] = "not decided; " + ", ".join(
-            f"{words.get(k, k.replace('_', ' '))} {v}" for k, v in und_statuses.items()
+            f"{v} {words.get(k, k.replace('_', ' '))}" for k, v in und_statuses.items()
         )
     # decade-test escapes the level check could not settle, among the members counted as contradicting the rule
     n_unsettled_b = int(np.sum(disagree_b & (codes_b == Outcome.diverge)))
-    notes_b[Outcome.diverge] = "decade test; level check inconclusive"
+    notes_b[Outcome.diverge] = "level check inconclusive"
+    labels_b = {**LABELS, Outcome.diverge: "escape (decade test), blow-up not settled"}  # see the level check
     handles = draw_outcome_map(
-        ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), {k: _tex(v) for k, v in LABELS.items()},
+        ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), {k: _tex(v) for k, v in labels_b.items()},
         xlabel=r"$\varphi$  ($V = R(\varphi)$, rotation; radians)", ylabel=YLABEL, notes={k: _tex(v) for k, v in notes_b.items()},
         title=f"(b) softmax, $V = R(\\varphi)$, $\\Sigma_0 = I/2$, solved to $t_1$ = {pm.T1_B:g}: the sign rule on "
         f"$VA + A^\\top V^\\top$\nis wrong on {int(disagree_b.sum())} of {int(decided.sum())} decided members "
