@@ -13,7 +13,7 @@ if "multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
 # The suite's CPU time is mostly XLA compiling many small programs that then run for milliseconds:
 # LLVM's optimisation level 0 for the CPU backend compiles them faster (tests/dynamics/test_particles.py
-# and test_diagnostics.py: 120 → 104 CPU-s; reproduce.py --quick's compile seconds 188 → 136) without
+# and test_diagnostics.py: 120 → 104 s of user CPU; reproduce.py --quick's compile seconds 188 → 136) without
 # changing results (no fast-math either way: IEEE semantics are kept). The library and the main job
 # run at XLA's default level; a level the user set wins.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):

@@ -141,11 +141,19 @@ def crossing_times(
     return jax.vmap(one)(jnp.asarray(levels, dtype=cov0.dtype))
 
 
-def confirm_blowup(model, mean0, cov0, *, t1: float, levels=LEVELS, max_ratio: float = MAX_GAP_RATIO,
-                   n_ratios: int = N_RATIOS, **solver_kw) -> dict[str, Array]:  # fmt: skip
+def confirm_blowup(
+    model, mean0: Float[ArrayLike, " d"], cov0: Float[ArrayLike, "d d"], *, t1: float,
+    levels: Float[ArrayLike, " L"] = LEVELS, max_ratio: float = MAX_GAP_RATIO, n_ratios: int = N_RATIOS, **solver_kw,
+) -> dict[str, Array]:  # fmt: skip
     """:func:`crossing_times` and :func:`geometric_blowup` of one member: ``{"times": (L,), "blow_up": ()}``.
 
     Arguments as for :func:`crossing_times` and :func:`geometric_blowup`. Traceable.
+
+    **Returns:** ``times`` `(L,)` float (``inf`` where a level was not reached) and
+    ``blow_up`` `()` bool.
+
+    **Raises:** what :func:`~hassejax.dynamics.solve_gaussian` raises for bad arguments;
+    :class:`~hassejax.errors.ParameterError` when fewer than `n_ratios + 2` levels are given.
 
     Source: (derived; module docstring).
 
