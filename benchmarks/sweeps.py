@@ -33,6 +33,10 @@ Columns (all in one process, one after the other, for each family and d):
   chunks whose estimated lockstep efficiency reaches 90 %), results in the caller's order
   (checked equal to the unordered sweep's). "Lockstep steps" is `Σ_chunks width × max steps`
   over the member-steps actually needed (1.00: no member waits for a slower one).
+- ``hassejax covariance state``: the held sweep of ``solve_gaussian(..., state="covariance")``,
+  the symmetric Riccati state `(α, Σ)` with `Σ' = MΣ + ΣMᵀ` (three `d×d` products per
+  evaluation, as plain diffrax, instead of the factor state's four); its statuses are checked
+  against the factor state's and its `t*` against the closed form.
 - ratios ``hassejax / plain`` of the compile and run times, wall clock and process CPU time
   (``time.process_time``, all threads: less sensitive to other jobs on a shared machine than
   the wall clock).
@@ -124,10 +128,10 @@ def closed_form_t_star(A, cov0):
 
 
 # --------------------------------------------------------------------------- hassejax
-def make_member(d: int, t1: float):
+def make_member(d: int, t1: float, state: str = "factor"):
     def member(p):
         model = Softmax(V=jnp.eye(d), A=p["A"])
-        sol = solve_gaussian(model, jnp.zeros(d), p["cov0"], t1=t1, rtol=RTOL, atol=ATOL)
+        sol = solve_gaussian(model, jnp.zeros(d), p["cov0"], t1=t1, rtol=RTOL, atol=ATOL, state=state)
         return {"status": sol.status, "t_final": sol.t_final, "t_blowup": sol.t_blowup, "steps": sol.stats.num_steps}
 
     return member
@@ -441,6 +445,7 @@ def main(argv=None):
             )
             for k in ("status", "steps"):  # the ordered sweep returns the same results in the caller's order
                 np.testing.assert_array_equal(np.asarray(out_ordered[k]), np.asarray(out[k]))
+            out_cov, hjc = time_hassejax(make_member(d, t1, "covariance"), batch, args.repeats)
             pout, pl = time_plain(make_plain(d, t1, fam), batch, args.repeats)
             status = np.asarray(out["status"])
             hj_fired = (status == Status.blow_up) | (status == Status.diverge)
@@ -464,6 +469,15 @@ def main(argv=None):
                     "same_outcome_as_hassejax": int(np.sum(p_fired == hj_fired)),
                 },
                 "hassejax_cost_ordered": hjo,
+                "hassejax_covariance_state": {
+                    **hjc,
+                    "max_steps": int(np.max(out_cov["steps"])),
+                    "mean_steps": float(np.mean(out_cov["steps"])),
+                    "same_status_as_factor_state": int(np.sum(np.asarray(out_cov["status"]) == status)),
+                },
+                "ratio_hassejax_covariance_state_over_plain": {
+                    k: hjc[k] / pl[k] for k in ("run_s", "run_cpu_s", "compile_s", "compile_cpu_s")
+                },
                 "ratio_hassejax_over_plain": {
                     k: hj[k] / pl[k] for k in ("run_s", "run_cpu_s", "compile_s", "compile_cpu_s")
                 },
@@ -486,6 +500,10 @@ def main(argv=None):
                 hb = np.asarray(out["t_blowup"])
                 row["closed_form_blowups"] = int(ok.sum())
                 row["hassejax"]["t_blowup_max_rel_err"] = float(np.max(np.abs(hb[ok] - ts_cf[ok]) / ts_cf[ok]))
+                hc = np.asarray(out_cov["t_blowup"])
+                row["hassejax_covariance_state"]["t_blowup_max_rel_err"] = float(
+                    np.max(np.abs(hc[ok] - ts_cf[ok]) / ts_cf[ok])
+                )
                 okp = ok & p_fired
                 pt = np.asarray(pout["t_final"])
                 row["plain_diffrax"]["t_event_max_rel_err"] = float(np.max(np.abs(pt[okp] - ts_cf[okp]) / ts_cf[okp]))
@@ -501,6 +519,7 @@ def main(argv=None):
                     {"d": d, "family": fam}
                     | {f"hassejax_{k}": round(hj[k], 3) for k in ("run_s", "run_cpu_s", "compile_s")}
                     | {f"ordered_{k}": round(hjo[k], 3) for k in ("run_s", "run_cpu_s", "compile_s", "chunk_width")}
+                    | {f"covariance_state_{k}": round(hjc[k], 3) for k in ("run_s", "run_cpu_s", "compile_s")}
                     | {f"plain_{k}": round(pl[k], 3) for k in ("run_s", "run_cpu_s", "compile_s")}
                     | {f"ratio_{k}": round(v, 3) for k, v in ratio.items()}
                     | ({"scipy_s": round(row["scipy"]["seconds"], 2)} if "scipy" in row else {})
@@ -553,6 +572,21 @@ def table(result) -> str:
             f"| {q['compile_s']:.2f} / {q['compile_cpu_s']:.2f} | {qo['compile_s']:.2f} / {qo['compile_cpu_s']:.2f} "
             f"| {h['lockstep_member_steps'] / h['member_steps']:.2f} → {o['lockstep_member_steps'] / o['member_steps']:.2f} "
             f"| {load0:.1f} → {load1:.1f} |"
+        )
+    lines += [
+        "",
+        '| d | family | hassejax `state="covariance"` run (s) | ratio to plain wall / CPU | mean steps (factor → covariance) '
+        "| compile (s) | compile ratio wall / CPU | same status as the factor state | t* max rel. err |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["covariance_sweeps"]:
+        c, h = r["hassejax_covariance_state"], r["hassejax"]
+        qc = r["ratio_hassejax_covariance_state_over_plain"]
+        err = f"{c['t_blowup_max_rel_err']:.1e}" if "t_blowup_max_rel_err" in c else "–"
+        lines.append(
+            f"| {r['d']} | {r['family']} | {c['run_s']:.3f} | {qc['run_s']:.2f} / {qc['run_cpu_s']:.2f} "
+            f"| {h['mean_steps']:.0f} → {c['mean_steps']:.0f} | {c['compile_s']:.1f} "
+            f"| {qc['compile_s']:.2f} / {qc['compile_cpu_s']:.2f} | {c['same_status_as_factor_state']}/{r['members']} | {err} |"
         )
     if any("scipy" in r for r in result["covariance_sweeps"]):
         lines += [

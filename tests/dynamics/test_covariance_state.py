@@ -1,0 +1,113 @@
+"""The symmetric (Riccati) state of the Gaussian solve: ``solve_gaussian(..., state="covariance")`` (issue 13).
+
+Checked against the softmax closed forms of spec dynamics.md §3 (`Σ(t)` and `t*` for `V = vI`,
+derived independently of the solver), against the factor state on every kernel with a
+Gaussian map, and for exact symmetry of the integrated `Σ`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from hassejax.dynamics import (
+    L2,
+    Linear,
+    MultiHead,
+    Sinkhorn,
+    Softmax,
+    Status,
+    blowup_time_closed_form,
+    softmax_covariance_closed_form,
+    solve_gaussian,
+)
+from hassejax.errors import ParameterError
+
+TS = jnp.linspace(0.0, 1.0, 6)
+
+
+@pytest.mark.parametrize("v", [1.0, -0.5])
+def test_covariance_state_follows_the_softmax_closed_form(v):
+    r = np.random.default_rng(13)
+    w = r.normal(size=(3, 3))
+    s0 = w @ w.T / 3 + 0.1 * np.eye(3)
+    a = -0.2 * np.eye(3) + 0.1 * r.normal(size=(3, 3))  # t* > 1 for v = 1: no blow-up on [0, 1]
+    sol = solve_gaussian(Softmax(V=v * np.eye(3), A=a), np.zeros(3), s0, t1=1.0, ts=TS, rtol=1e-11, atol=1e-12,
+                         state="covariance")  # fmt: skip
+    assert int(sol.status) == Status.completed and bool(jnp.all(sol.valid))
+    want = np.stack([np.asarray(softmax_covariance_closed_form(s0, a, v, float(t))) for t in TS])
+    np.testing.assert_allclose(np.asarray(sol.cov), want, rtol=1e-8, atol=1e-12)
+    # the factor returned is the PSD square root of the integrated Σ
+    np.testing.assert_allclose(np.asarray(sol.factor_final @ sol.factor_final.T), np.asarray(sol.cov_final), rtol=1e-10)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_covariance_state_blowup_time_equals_closed_form(seed):
+    """Indefinite `A`, `V = I`: the event stops the solve, `t_e + λ/λ'` is the closed-form `t*` (spec §3)."""
+    r = np.random.default_rng(seed)
+    g, w = r.normal(size=(2, 3, 3))
+    a = g / np.sqrt(3)
+    s0 = w @ w.T / 3 + 0.1 * np.eye(3)
+    t_star = float(blowup_time_closed_form(s0, a, 1.0))
+    assume(np.isfinite(t_star))  # A + Aᵀ negative semidefinite (rare): no blow-up, nothing to time
+    sol = solve_gaussian(Softmax(V=np.eye(3), A=a), np.zeros(3), s0, t1=2.0 * t_star, rtol=1e-8, atol=1e-10,
+                         state="covariance")  # fmt: skip
+    assert int(sol.status) == Status.blow_up
+    assert abs(float(sol.t_blowup) / t_star - 1.0) < 1e-6
+    cov = np.asarray(sol.cov_final)
+    assert np.array_equal(cov, cov.T)  # Σ' = P + Pᵀ keeps the state exactly symmetric
+
+
+def _kernels():
+    r = np.random.default_rng(7)
+    v, a, q, k = r.normal(size=(4, 2, 2)) * 0.5
+    return {
+        "softmax": Softmax(V=v, A=a),
+        "l2": L2(V=v, Q=q, K=k, c=0.8),
+        "linear": Linear(V=v, A=a),
+        "sinkhorn": Sinkhorn(V=v, A=a),
+        "multihead": MultiHead([Softmax(V=v, Q=q[:1], K=k[:1]), L2(V=-v, Q=q[1:], K=k[1:])]),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_kernels()))
+def test_covariance_state_equals_factor_state(kind):
+    """Both states integrate the same moment ODE: at tight tolerances they agree to the tolerance."""
+    model = _kernels()[kind]
+    mean0 = np.array([0.3, -0.2])
+    s0 = np.array([[0.5, 0.1], [0.1, 0.3]])
+    kw = dict(t1=0.5, ts=TS * 0.5, rtol=1e-11, atol=1e-12)
+    by_factor = solve_gaussian(model, mean0, s0, **kw)
+    by_cov = solve_gaussian(model, mean0, s0, state="covariance", **kw)
+    assert int(by_factor.status) == int(by_cov.status) == Status.completed
+    np.testing.assert_allclose(np.asarray(by_cov.cov), np.asarray(by_factor.cov), rtol=1e-8, atol=1e-11)
+    np.testing.assert_allclose(np.asarray(by_cov.mean), np.asarray(by_factor.mean), rtol=1e-8, atol=1e-11)
+
+
+def test_covariance_state_under_vmap_equals_per_member_solves():
+    r = np.random.default_rng(5)
+    a = r.normal(size=(4, 2, 2))
+    s0 = np.array([[0.5, 0.1], [0.1, 0.3]])
+
+    def member(ai):
+        sol = solve_gaussian(Softmax(V=jnp.eye(2), A=ai), jnp.zeros(2), s0, t1=5.0, rtol=1e-8, atol=1e-10,
+                             state="covariance")  # fmt: skip
+        return sol.status, sol.t_blowup, sol.cov_final
+
+    status, t_blowup, cov = jax.vmap(member)(jnp.asarray(a))
+    for i in range(4):
+        s_i, t_i, c_i = member(jnp.asarray(a[i]))
+        assert int(status[i]) == int(s_i)
+        np.testing.assert_allclose(float(t_blowup[i]), float(t_i), rtol=1e-12)
+        # at the event Σ is ~1e8 × Σ0 and ill-conditioned: batched and unbatched rounding differ there
+        np.testing.assert_allclose(np.asarray(cov[i]), np.asarray(c_i), rtol=1e-6)
+
+
+def test_unknown_state_is_rejected_by_name():
+    with pytest.raises(ParameterError, match="`state` must be 'factor' or 'covariance'; got 'sigma'"):
+        solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2), t1=1.0, state="sigma")
