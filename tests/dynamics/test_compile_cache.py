@@ -106,3 +106,28 @@ def test_progress_meter_of_the_wrong_type_is_named(no_typecheck):
 
     with pytest.raises(ParameterError, match="`progress_meter` must be a diffrax progress meter"):
         solve_gaussian(MODEL, jnp.zeros(2), jnp.eye(2), t1=1.0, progress_meter="tqdm")
+
+
+def test_solves_differing_only_in_tolerances_share_one_program():
+    """The PID controller's `rtol`, `atol` are traced arrays, not static floats: a second and third
+    tolerance compile nothing (counted with ``jax.monitoring``'s backend-compile events)."""
+    compiles = []
+    listening = [True]
+
+    def listener(event, duration, **kwargs):
+        if listening[0] and event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    cov0 = jnp.eye(2) / 2
+    try:
+        steps = []
+        for i, tol in enumerate((1e-5, 1e-7, 1e-9)):
+            sol = solve_gaussian(MODEL, jnp.zeros(2), cov0, t1=0.95, rtol=tol, atol=tol)  # t* = 1
+            steps.append(int(sol.stats.num_steps))
+            if i == 0:
+                compiles.clear()  # the first solve compiles (or loads) its program
+    finally:
+        listening[0] = False
+    assert compiles == []
+    assert steps[0] < steps[1] < steps[2]  # the tolerances did reach the controller

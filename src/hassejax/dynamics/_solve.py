@@ -296,11 +296,19 @@ def aux_free_rms_norm(tree) -> jax.Array:
     return optx.rms_norm(tree[0])
 
 
-def make_controller(stepsize_controller, rtol: float, atol: float, jump_ts):
-    """The step-size controller: the user's, or a PID controller (with `jump_ts` at layer boundaries)."""
+def tolerance(value, dtype) -> jax.Array:
+    """A tolerance as an array of `dtype`: a traced leaf of the controller, not a static float, so that
+    solves differing only in their tolerances share one compiled program (in memory and in the
+    persistent cache)."""
+    return jnp.asarray(value, dtype)
+
+
+def make_controller(stepsize_controller, rtol: float, atol: float, jump_ts, dtype=None):
+    """The step-size controller: the user's, or a PID controller (with `jump_ts` at layer boundaries),
+    its tolerances arrays of `dtype` (:func:`tolerance`)."""
     if stepsize_controller is not None:
         return stepsize_controller
-    pid = diffrax.PIDController(rtol=rtol, atol=atol, norm=aux_free_rms_norm)
+    pid = diffrax.PIDController(rtol=tolerance(rtol, dtype), atol=tolerance(atol, dtype), norm=aux_free_rms_norm)
     if jump_ts is None:
         return pid
     return diffrax.ClipStepSizeController(pid, jump_ts=jump_ts)
@@ -340,7 +348,7 @@ def solve_settings(
         "threshold": None if size_threshold is None else jnp.asarray(size_threshold, dtype),
         "converge_tol": None if converge_tol is None else jnp.asarray(converge_tol, dtype),
         "solver": diffrax.Tsit5() if solver is None else solver,
-        "stepsize_controller": make_controller(stepsize_controller, rtol, atol, collect_jump_ts(model)),
+        "stepsize_controller": make_controller(stepsize_controller, rtol, atol, collect_jump_ts(model), dtype),
         "dt0": None if dt0 is None else jnp.asarray(dt0, dtype),
         "max_steps": int(max_steps),
         "extrapolate": extrapolate,

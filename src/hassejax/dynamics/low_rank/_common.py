@@ -69,7 +69,9 @@ def solve_settings(dtype, *, rtol, atol, stepsize_controller, blowup_estimate, *
         extrapolate=extrapolate, **kwargs,
     )  # fmt: skip
     if stepsize_controller is None:
-        settings["stepsize_controller"] = diffrax.PIDController(rtol=rtol, atol=atol)
+        settings["stepsize_controller"] = diffrax.PIDController(
+            rtol=_solve.tolerance(rtol, dtype), atol=_solve.tolerance(atol, dtype)
+        )
     return settings
 
 
