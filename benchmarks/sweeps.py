@@ -611,7 +611,8 @@ def table(result) -> str:
         load = max(x[0] for x in r["hassejax"]["load_before_after"] + sc["load_before_after"])
         lines.append(
             f"| {r['d']} | {r['family']} | {r['members']} | {r['hassejax']['run_s']:.3f} | {scipy_s} "
-            f"| {r['speedup']:.0f}× | {r['same_outcome']}/{sc['members_run']} | {err} | {load:.1f} |"
+            f"| {r['speedup']:.{0 if r['speedup'] >= 10 else 1}f}× | {r['same_outcome']}/{sc['members_run']} "
+            f"| {err} | {load:.1f} |"
         )
     p = result.get("particles")
     if p:

@@ -70,7 +70,6 @@ def _kernels():
         "softmax": Softmax(V=v, A=a),
         "l2": L2(V=v, Q=q, K=k, c=0.8),
         "linear": Linear(V=v, A=a),
-        "sinkhorn": Sinkhorn(V=v, A=a),
         "multihead": MultiHead([Softmax(V=v, Q=q[:1], K=k[:1]), L2(V=-v, Q=q[1:], K=k[1:])]),
     }
 
@@ -108,6 +107,31 @@ def test_covariance_state_under_vmap_equals_per_member_solves():
         np.testing.assert_allclose(np.asarray(cov[i]), np.asarray(c_i), rtol=1e-6)
 
 
-def test_unknown_state_is_rejected_by_name():
+def test_unknown_state_is_rejected_by_name(no_typecheck):
     with pytest.raises(ParameterError, match="`state` must be 'factor' or 'covariance'; got 'sigma'"):
         solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2), t1=1.0, state="sigma")
+    with pytest.raises(ParameterError, match="`state` must be 'factor' or 'covariance'"):
+        solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2), t1=1.0, state=np.array(["factor"]))
+
+
+def test_numpy_string_state_is_the_same_state():
+    """`np.str_` (from iterating a NumPy array of names) is a str: accepted, and the same solve."""
+    model, s0 = Softmax(V=np.eye(2), A=np.eye(2)), np.eye(2) / 2
+    for name in np.array(["factor", "covariance"]):
+        got = solve_gaussian(model, np.zeros(2), s0, t1=2.0, rtol=1e-8, atol=1e-10, state=name)
+        want = solve_gaussian(model, np.zeros(2), s0, t1=2.0, rtol=1e-8, atol=1e-10, state=str(name))
+        assert float(got.t_blowup) == float(want.t_blowup)
+        assert abs(float(got.t_blowup) - 1.0) < 1e-6  # t* = 1/(β λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})) = 1
+
+
+@pytest.mark.parametrize("kind", ["sinkhorn", "multihead"])
+def test_kernels_whose_map_needs_a_factor_are_refused(kind):
+    """Sinkhorn's map is evaluated from a factor of Σ; a square root of Σ taken at every evaluation has no
+    finite derivative at repeated eigenvalues (Σ0 = I/2), which the decade test differentiates through."""
+    v, a = np.eye(2), -np.eye(2)
+    model = Sinkhorn(V=v, A=a) if kind == "sinkhorn" else MultiHead([Softmax(V=v, A=-a), Sinkhorn(V=v, A=a)])
+    with pytest.raises(ParameterError, match=r"`state='covariance'` needs a kernel .*Sinkhorn.*use `state='factor'`"):
+        solve_gaussian(model, np.zeros(2), np.eye(2) / 2, t1=1.0, state="covariance")
+    assert model.gaussian_uses_factor()
+    assert not Softmax(V=v, A=a).gaussian_uses_factor()
+    assert int(solve_gaussian(model, np.zeros(2), np.eye(2) / 2, t1=0.5).status) == Status.completed

@@ -259,10 +259,14 @@ def solve_gaussian(
     - `state`: the integrated state. ``"factor"`` (default): `(α, U)` with `U' = MU`, which keeps
       `Σ = UUᵀ` PSD and its rank invariant at every finite time (spec §2; use it for rank and
       low-rank limits). ``"covariance"``: the symmetric state `(α, Σ)` with the Riccati form
-      `Σ' = MΣ + ΣMᵀ`, one `d×d` product fewer per evaluation (softmax: three instead of four),
-      for sweeps of blow-up times and outcomes; `Σ` stays symmetric exactly, PSD only up to the
-      tolerance, and `factor` is then its PSD square root at the saved times. The two agree
-      to the tolerance (tests).
+      `Σ' = MΣ + ΣMᵀ`, one `d×d` product fewer per evaluation for softmax, L2 and linear
+      kernels (softmax: three instead of four), for sweeps of blow-up times and outcomes
+      (faster in five of the six sweeps of ``benchmarks/README.md``); `Σ` stays symmetric exactly, PSD only
+      up to the tolerance, and `factor` is then the PSD square root of `Σ` (eigenvalues below
+      zero clipped), shape `(d, d)`, at the saved times. An indefinite `cov0` is refused when
+      concrete; a traced one (inside ``vmap``) is integrated as given. Kernels whose map needs a
+      factor (Sinkhorn, or a multi-head holding one) are refused. The two states agree to the
+      tolerance (tests).
 
     **Returns:** a :class:`~hassejax.dynamics.GaussianSolution`.
 
@@ -270,7 +274,7 @@ def solve_gaussian(
     map ("does not preserve Gaussians (spec §2)"), a batched kernel, shape mismatches, a non-symmetric / non-PSD / non-finite
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
     `ts` outside `[t0, t1]`, a non-positive tolerance or threshold, an unknown
-    `blowup_estimate` or `state`.
+    `blowup_estimate` or `state`, ``state="covariance"`` with a kernel whose map needs a factor.
 
     **Example:** softmax with `V = I`, `A = I`, `Σ0 = I/2` blows up at `t* = 1/(β λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})) = 1`
     (spec §3):
@@ -288,8 +292,14 @@ def solve_gaussian(
     label = "model"
     model.check_unbatched(label)
     extrapolate = _solve.check_blowup_estimate(blowup_estimate)
-    if state not in ("factor", "covariance"):
+    if not isinstance(state, str) or state not in ("factor", "covariance"):
         raise ParameterError(f"`state` must be 'factor' or 'covariance'; got {state!r}.")
+    state = str(state)  # a NumPy string is a str too, but not a static argument of the compiled solve
+    if state == "covariance" and model.gaussian_uses_factor():
+        raise ParameterError(
+            f"`state='covariance'` needs a kernel whose Gaussian map is evaluated from Σ alone; {label} "
+            f"({type(model).__name__}) evaluates its map from a factor of Σ (Sinkhorn): use `state='factor'`."
+        )
     if (cov0 is None) == (factor0 is None):
         raise ParameterError(
             "Give exactly one of `cov0` (d, d) and `factor0` (d, r); got " + ("neither." if cov0 is None else "both.")

@@ -182,10 +182,13 @@ class GaussianSolution(AbstractSolution):
     Extra fields (beyond :class:`AbstractSolution`):
 
     - `mean`: `(*batch, T, d)` the mean `α(t)` at `ts`.
-    - `cov`: `(*batch, T, d, d)` the covariance `Σ(t) = U Uᵀ` at `ts` (symmetric PSD by
-      construction).
-    - `factor`: `(*batch, T, d, d)` the factor `U(t)` (`U' = M U`), whose column space,
-      hence rank, is invariant at every finite time.
+    - `cov`: `(*batch, T, d, d)` the covariance `Σ(t)` at `ts`: `U Uᵀ` in the default factor
+      state (symmetric PSD by construction); the integrated `Σ` with ``state="covariance"``
+      (exactly symmetric, PSD up to the tolerance).
+    - `factor`: `(*batch, T, d, r)` the factor `U(t)` (`U' = M U`, `r` columns as `factor0`, `d`
+      from `cov0`), whose column space, hence rank, is invariant at every finite time; with
+      ``state="covariance"`` the PSD square root of `Σ(t)` (eigenvalues below zero clipped),
+      `r = d`.
     - `mean_final`, `cov_final`, `factor_final`: the state at `t_final`.
     """
 

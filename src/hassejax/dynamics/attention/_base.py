@@ -234,6 +234,28 @@ class AbstractAttention(eqx.Module):
         """
         raise _not_gaussian(self, "model")
 
+    def gaussian_uses_factor(self) -> bool:
+        """Whether :meth:`gaussian_affine` is evaluated from the factor `U` (`Σ = UUᵀ`) rather than `Σ` alone.
+
+        False here; True for kernels whose map needs a square root of `Σ` (Sinkhorn, and a
+        :class:`MultiHead` holding one): ``solve_gaussian(..., state="covariance")`` refuses them,
+        since a square root taken from `Σ` at every evaluation has no finite derivative at
+        repeated or zero eigenvalues.
+
+        **Example:**
+
+        ```python
+        >>> import jax.numpy as jnp
+        >>> from hassejax.dynamics import MultiHead, Sinkhorn, Softmax
+        >>> Softmax(V=jnp.eye(2), A=jnp.eye(2)).gaussian_uses_factor()
+        False
+        >>> MultiHead([Softmax(V=jnp.eye(2), A=jnp.eye(2)), Sinkhorn(V=jnp.eye(2), A=jnp.eye(2))]).gaussian_uses_factor()
+        True
+
+        ```
+        """
+        return False
+
     def check_gaussian(self, name: str = "model") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` unless the kernel has a Gaussian map (spec §2)."""
         if type(self).gaussian_affine is AbstractAttention.gaussian_affine:

@@ -70,6 +70,10 @@ class MultiHead(AbstractAttention):
             out = term if out is None else out + term
         return out
 
+    def gaussian_uses_factor(self) -> bool:
+        """True when any head's Gaussian map is evaluated from the factor (see :class:`AbstractAttention`)."""
+        return any(h.gaussian_uses_factor() for h in self.heads)
+
     def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`(Σ_h M_h, Σ_h c_h)` (paper; spec dynamics.md §2). Raises if a head has no Gaussian map."""
         self.check_gaussian()

@@ -158,6 +158,10 @@ class Sinkhorn(AbstractBilinearAttention):
         g = sym_funm(c @ c.T, _g, _dg)
         return factor @ g @ factor.T @ a_t
 
+    def gaussian_uses_factor(self) -> bool:
+        """True: the map is evaluated from a factor `U` of `Σ` (see the class docstring)."""
+        return True
+
     def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`M = VS`, `c = V(α − Sα)` with `S` from :meth:`slope` (derived; spec dynamics.md §2)."""
         s = self.slope(t, psd_sqrt(cov) if factor is None else factor)
