@@ -74,10 +74,24 @@ class Output:
         self.files: list[Path] = []
 
     def savefig(self, fig, stem: str, dpi: int = 150) -> None:
-        """Write `fig` as ``stem.png`` and ``stem.pdf`` and close it."""
+        """Write `fig` as ``stem.png`` and ``stem.pdf``, each cropped to its tight bounding box, and close it.
+
+        The layout (the figure's layout engine) and the tight box are computed once, at the PNG's
+        dpi, and both files are drawn from them: ``savefig(..., bbox_inches="tight")`` per file
+        would lay the figure out and measure its text twice per file (the quick main job spent
+        80 of its 348 s in ``savefig``).
+        """
+        fig.set_dpi(dpi)
+        renderer = fig.canvas.get_renderer()
+        with renderer._draw_disabled():  # as Figure.draw_without_rendering, which runs the layout engine
+            fig.draw(renderer)
+        box = fig.get_tightbbox(renderer).padded(plt.rcParams["savefig.pad_inches"])
+        # Laid out above: keep those positions for both files. No layout engine at all (not "none",
+        # a placeholder engine that savefig would still draw once for), so each file is drawn once.
+        fig.set_layout_engine(None)
         for ext in ("png", "pdf"):
             path = self.dir / f"{stem}.{ext}"
-            fig.savefig(path, dpi=dpi, bbox_inches="tight")
+            fig.savefig(path, dpi=dpi, bbox_inches=box)
             self.files.append(path)
         plt.close(fig)
 

@@ -4,24 +4,29 @@ Runs every experiment script in ``EXPERIMENTS`` (each also runnable on its own) 
 progress bar, then prints a summary table (experiment, status, seconds, seconds of tracing and
 lowering, seconds of XLA compiling, key number).
 Exits non-zero if any experiment fails. ``--quick`` is a fast smoke run (smaller sizes),
-``--only NAME`` runs one (repeatable), ``--out DIR`` writes elsewhere. Compiled programs go to
+``--only NAME`` runs one (repeatable), ``--out DIR`` writes elsewhere,
+``--jobs N`` runs N experiments at a time in worker processes (default: the usable CPUs, at
+most 4; ``--jobs 1`` runs them in this process, one after another). Compiled programs go to
 JAX's persistent compilation cache in ``~/.cache/hassejax/jax`` (``$HASSEJAX_CACHE_DIR``), so a
 second run skips the backend compiles; ``--no-compile-cache`` or ``HASSEJAX_COMPILE_CACHE=0``
 turns it off.
 
 Usage::
 
-    python experiments/reproduce.py [--quick] [--only NAME ...] [--out DIR] [--no-compile-cache]
+    python experiments/reproduce.py [--quick] [--only NAME ...] [--out DIR] [--jobs N] [--no-compile-cache]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import multiprocessing
 import os
 import sys
 import time
 import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -35,8 +40,9 @@ sys.path.insert(0, str(HERE))
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-from _common import DEFAULT_OUT
 from tqdm import tqdm
+
+DEFAULT_OUT = HERE.parent / "paper_figures"  # as _common.DEFAULT_OUT, without importing JAX here
 
 # In the order of the specs' figure lists (hasse.md §5, dynamics.md §7), then the rest.
 EXPERIMENTS = [
@@ -102,29 +108,113 @@ class CompileClock:
             self.compile += duration
 
 
-def run(names: list[str], out: Path, quick: bool) -> list[dict]:
-    """Run the named experiments in order; return one result row each."""
-    rows = []
-    clock = CompileClock()
-    bar = tqdm(names, desc="experiments", unit="exp")
-    for name in bar:
-        bar.set_postfix_str(name)
-        t0, c0, r0 = time.perf_counter(), clock.compile, clock.trace
-        row = {"name": name}
-        try:
-            module = importlib.import_module(name)
-            reason = module.skip_reason() if hasattr(module, "skip_reason") else None
-            if reason is not None:
-                row.update(status="skipped", key=reason)
-            else:
-                summary = module.main(out, quick)
-                row.update(status="ok", key=summary.get("key", ""))
-        except Exception as exc:
-            traceback.print_exc()
-            row.update(status=f"FAILED: {type(exc).__name__}", key=str(exc)[:120])
-        row.update(seconds=time.perf_counter() - t0, trace=clock.trace - r0, compile=clock.compile - c0)
-        rows.append(row)
+START_FIRST = ("real_heads", "phase_maps", "convergence_to_zero", "sigmoid_linear", "butterfly_markov")
+"""With several jobs these start first (the longest, measured on ``--quick``), so that no long
+experiment starts last and runs alone while the other workers idle; the table keeps
+:data:`EXPERIMENTS`' order."""
+
+_CLOCK: CompileClock | None = None
+
+
+def _xla_flags(jobs: int) -> None:
+    """One XLA CPU thread per worker when several jobs run (before JAX starts; a value the user set wins).
+
+    The workers already keep the cores busy. (LLVM optimisation level 0, which the tests use,
+    is not set for ``--quick``: it compiled real_heads, sigmoid_linear and phase_maps 17 s
+    faster in all but ran phase_maps' sweeps 25 s slower: 133 against 128 s.)
+    """
+    flags = os.environ.get("XLA_FLAGS", "")
+    if jobs > 1 and "multi_thread_eigen" not in flags:
+        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
+
+
+def _start(compile_cache: bool) -> None:
+    """Start JAX in this process: the persistent compilation cache, the compile clock."""
+    global _CLOCK
+    if compile_cache:
+        from hassejax._cache import enable_compilation_cache
+
+        enable_compilation_cache()
+    if _CLOCK is None:
+        _CLOCK = CompileClock()
+
+
+def run_one(name: str, out: Path, quick: bool) -> dict:
+    """Run one experiment in this process; its result row (status, seconds, trace, compile, key)."""
+    clock = _CLOCK if _CLOCK is not None else CompileClock()
+    t0, c0, r0 = time.perf_counter(), clock.compile, clock.trace
+    row = {"name": name}
+    try:
+        module = importlib.import_module(name)
+        reason = module.skip_reason() if hasattr(module, "skip_reason") else None
+        if reason is not None:
+            row.update(status="skipped", key=reason)
+        else:
+            summary = module.main(out, quick)
+            row.update(status="ok", key=summary.get("key", ""))
+    except Exception as exc:
+        traceback.print_exc()
+        row.update(status=f"FAILED: {type(exc).__name__}", key=str(exc)[:120])
+    row.update(seconds=time.perf_counter() - t0, trace=clock.trace - r0, compile=clock.compile - c0)
+    return row
+
+
+def run(names: list[str], out: Path, quick: bool, jobs: int = 1, compile_cache: bool = True) -> list[dict]:
+    """Run the named experiments, `jobs` at a time; one result row each, in the order of `names`.
+
+    ``jobs == 1`` runs them here, one after another. Otherwise each runs in one of `jobs` worker
+    processes (started with ``spawn``; each starts JAX once and runs several experiments). If a
+    worker dies (out of memory, a crash in XLA), the pool stops; the experiments it had not
+    finished run again, each in a process of its own, and the one that dies again is reported as
+    ``FAILED: worker died``.
+    """
+    if jobs <= 1:
+        _start(compile_cache)
+        rows = []
+        bar = tqdm(names, desc="experiments", unit="exp")
+        for name in bar:
+            bar.set_postfix_str(name)
+            rows.append(run_one(name, out, quick))
+        return rows
+    order = [n for n in START_FIRST if n in names] + [n for n in names if n not in START_FIRST]
+    with tqdm(total=len(names), desc=f"experiments ({jobs} jobs)", unit="exp") as bar:
+        rows = _run_pool(order, out, quick, jobs, compile_cache, bar)
+        for name in [n for n in order if n not in rows]:  # a worker died: rerun these one per process
+            again = _run_pool([name], out, quick, 1, compile_cache, bar)  # counts it on the bar if it ends
+            rows[name] = again.get(name) or _died(name)
+            if name not in again:
+                bar.update()
+    return [rows[n] for n in names]
+
+
+def _died(name: str) -> dict:
+    return {"name": name, "status": "FAILED: worker died", "key": "its process ended (out of memory? a crash?)",
+            "seconds": 0.0, "trace": 0.0, "compile": 0.0}  # fmt: skip
+
+
+def _run_pool(names: list[str], out: Path, quick: bool, jobs: int, compile_cache: bool, bar) -> dict[str, dict]:
+    """Run `names` in a pool of `jobs` spawned workers; the rows of those that finished (all but a dead pool's)."""
+    rows: dict[str, dict] = {}
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start, initargs=(compile_cache,)) as pool:
+        futures = {pool.submit(run_one, name, out, quick): name for name in names}
+        for future in as_completed(futures):
+            try:
+                rows[futures[future]] = future.result()
+            except BrokenProcessPool:
+                continue  # every unfinished experiment of this pool lands here
+            bar.set_postfix_str(futures[future])
+            bar.update()
     return rows
+
+
+def default_jobs() -> int:
+    """The usable CPUs of this process, at most 4 (each worker holds its own JAX: ~1 GB)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 4))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,17 +233,24 @@ def main(argv: list[str] | None = None) -> int:
         help="do not use JAX's persistent compilation cache (default: on, in ~/.cache/hassejax/jax or "
         "$HASSEJAX_CACHE_DIR; HASSEJAX_COMPILE_CACHE=0 also turns it off)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="experiments run at a time, each in a worker process (default: the usable CPUs, at most 4; "
+        "1 runs them in this process)",
+    )
     args = parser.parse_args(argv)
-    if not args.no_compile_cache:
-        from hassejax._cache import enable_compilation_cache
-
-        enable_compilation_cache()
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs must be a positive integer; got {args.jobs}")
     names = EXPERIMENTS
     if args.only:
         unknown = [n for n in args.only if n not in EXPERIMENTS]
         if unknown:
             parser.error(f"--only: unknown experiment(s) {unknown}; known: {', '.join(EXPERIMENTS)}")
         names = [n for n in EXPERIMENTS if n in args.only]
+    jobs = min(args.jobs or default_jobs(), len(names))
     try:  # one check before any experiment runs, not one traceback per experiment
         args.out.mkdir(parents=True, exist_ok=True)
         probe = args.out / ".write_test"
@@ -161,8 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         probe.unlink()
     except OSError as err:
         parser.error(f"--out {str(args.out)!r} is not a writable folder: {err.strerror or err}")
+    _xla_flags(jobs)
     t0 = time.perf_counter()
-    rows = run(names, args.out, args.quick)
+    rows = run(names, args.out, args.quick, jobs=jobs, compile_cache=not args.no_compile_cache)
     total = time.perf_counter() - t0
     width = max(len(r["name"]) for r in rows)
     sw = max(7, *(len(r["status"]) for r in rows))
@@ -176,10 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     skipped = [r for r in rows if r["status"] == "skipped"]
     compile_s = sum(r["compile"] for r in rows)
     trace_s = sum(r["trace"] for r in rows)
-    share = 100 / max(total, 1e-9)
+    busy = sum(r["seconds"] for r in rows)  # the experiments' own seconds (several at a time with --jobs)
+    share = 100 / max(busy, 1e-9)
     print(
         f"\n{len(rows) - len(failed) - len(skipped)} ok, {len(skipped)} skipped, {len(failed)} failed, "
-        f"{total:.0f} s in all, of which {compile_s:.0f} s ({share * compile_s:.0f} %) compiling (XLA) and "
+        f"{total:.0f} s wall with {jobs} job{'s' if jobs > 1 else ''}; of the experiments' {busy:.0f} s, "
+        f"{compile_s:.0f} s ({share * compile_s:.0f} %) compiling (XLA) and "
         f"{trace_s:.0f} s ({share * trace_s:.0f} %) tracing and lowering -> {args.out}"
     )
     return 1 if failed else 0

@@ -164,3 +164,31 @@ def test_skipped_and_failing_experiments_are_reported(tmp_path, monkeypatch):
     assert rows["fake_broken"]["status"] == "FAILED: ValueError" and "boom" in rows["fake_broken"]["key"]
     assert rows["fake_fine"]["status"] == "ok" and rows["fake_fine"]["key"] == "answer 42"
     assert all(r["seconds"] >= 0 and r["compile"] >= 0 and r["trace"] >= 0 for r in rows.values())
+
+
+def test_jobs_run_experiments_in_worker_processes(tmp_path, monkeypatch):
+    """``--jobs 2``: rows in the caller's order, from worker processes; a worker that dies fails only its experiment."""
+    (tmp_path / "fake_pid.py").write_text("import os\ndef main(out, quick):\n    return {'key': str(os.getpid())}\n")
+    (tmp_path / "fake_dies.py").write_text("import os\ndef main(out, quick):\n    os._exit(3)\n")
+    (tmp_path / "fake_broken.py").write_text("def main(out, quick):\n    raise ValueError('boom')\n")
+    (tmp_path / "fake_fine.py").write_text("def main(out, quick):\n    return {'key': 'answer 42'}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))  # the spawned workers import reproduce from sys.path
+    names = ["fake_fine", "fake_dies", "fake_pid", "fake_broken"]
+    rows = _reproduce_module().run(names, tmp_path, True, jobs=2, compile_cache=False)
+    assert [r["name"] for r in rows] == names
+    by = {r["name"]: r for r in rows}
+    assert by["fake_fine"]["status"] == "ok" and by["fake_fine"]["key"] == "answer 42"
+    assert by["fake_dies"]["status"] == "FAILED: worker died"
+    assert by["fake_broken"]["status"] == "FAILED: ValueError" and "boom" in by["fake_broken"]["key"]
+    assert by["fake_pid"]["status"] == "ok" and int(by["fake_pid"]["key"]) != os.getpid()
+
+
+@pytest.mark.parametrize("jobs", ["0", "-2", "two"])
+def test_reproduce_rejects_bad_jobs(tmp_path, jobs):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "reproduce.py"), "--jobs", jobs, "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "--jobs" in proc.stderr and "Traceback" not in proc.stderr
