@@ -22,6 +22,7 @@ import argparse
 import importlib
 import multiprocessing
 import os
+import signal
 import sys
 import time
 import traceback
@@ -116,21 +117,30 @@ experiment starts last and runs alone while the other workers idle; the table ke
 _CLOCK: CompileClock | None = None
 
 
-def _xla_flags(jobs: int) -> None:
-    """One XLA CPU thread per worker when several jobs run (before JAX starts; a value the user set wins).
+_INTERRUPTED = False
+"""Set by Ctrl-C (SIGINT) in the main process: Python may swallow the KeyboardInterrupt it raises
+(when it lands in a weakref callback), so the run loops also check this flag between experiments."""
 
-    The workers already keep the cores busy. (LLVM optimisation level 0, which the tests use,
-    is not set for ``--quick``: it compiled real_heads, sigmoid_linear and phase_maps 17 s
-    faster in all but ran phase_maps' sweeps 25 s slower: 133 against 128 s.)
+
+def _on_sigint(signum, frame) -> None:
+    global _INTERRUPTED
+    _INTERRUPTED = True
+    raise KeyboardInterrupt
+
+
+def _check_interrupt() -> None:
+    if _INTERRUPTED:
+        raise KeyboardInterrupt
+
+
+def _start(compile_cache: bool, worker: bool = False) -> None:
+    """Start JAX in this process: the persistent compilation cache, the compile clock.
+
+    A worker ignores Ctrl-C: the main process stops the run and ends the workers.
     """
-    flags = os.environ.get("XLA_FLAGS", "")
-    if jobs > 1 and "multi_thread_eigen" not in flags:
-        os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
-
-
-def _start(compile_cache: bool) -> None:
-    """Start JAX in this process: the persistent compilation cache, the compile clock."""
     global _CLOCK
+    if worker:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     if compile_cache:
         from hassejax._cache import enable_compilation_cache
 
@@ -175,11 +185,15 @@ def run(names: list[str], out: Path, quick: bool, jobs: int = 1, compile_cache: 
         for name in bar:
             bar.set_postfix_str(name)
             rows.append(run_one(name, out, quick))
+            _check_interrupt()
         return rows
     order = [n for n in START_FIRST if n in names] + [n for n in names if n not in START_FIRST]
     with tqdm(total=len(names), desc=f"experiments ({jobs} jobs)", unit="exp") as bar:
         rows = _run_pool(order, out, quick, jobs, compile_cache, bar)
-        for name in [n for n in order if n not in rows]:  # a worker died: rerun these one per process
+        rerun = [n for n in order if n not in rows]
+        if rerun:
+            tqdm.write(f"a worker process died; running {', '.join(rerun)} again, each in a process of its own")
+        for name in rerun:
             again = _run_pool([name], out, quick, 1, compile_cache, bar)  # counts it on the bar if it ends
             rows[name] = again.get(name) or _died(name)
             if name not in again:
@@ -195,16 +209,25 @@ def _died(name: str) -> dict:
 def _run_pool(names: list[str], out: Path, quick: bool, jobs: int, compile_cache: bool, bar) -> dict[str, dict]:
     """Run `names` in a pool of `jobs` spawned workers; the rows of those that finished (all but a dead pool's)."""
     rows: dict[str, dict] = {}
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start, initargs=(compile_cache,)) as pool:
+    pool = ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(compile_cache, True)
+    )
+    try:
         futures = {pool.submit(run_one, name, out, quick): name for name in names}
         for future in as_completed(futures):
+            _check_interrupt()
             try:
                 rows[futures[future]] = future.result()
             except BrokenProcessPool:
                 continue  # every unfinished experiment of this pool lands here
-            bar.set_postfix_str(futures[future])
+            bar.set_postfix_str(f"finished {futures[future]}")
             bar.update()
+    except BaseException:  # Ctrl-C (or any error here): end the workers now, not after the queue
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return rows
 
 
@@ -238,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         metavar="N",
-        help="experiments run at a time, each in a worker process (default: the usable CPUs, at most 4; "
-        "1 runs them in this process)",
+        help="experiments run at a time, each in a worker process (default: the usable CPUs, at most 4; never "
+        "more than the experiments to run; 1 runs them in this process)",
     )
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
@@ -258,9 +281,13 @@ def main(argv: list[str] | None = None) -> int:
         probe.unlink()
     except OSError as err:
         parser.error(f"--out {str(args.out)!r} is not a writable folder: {err.strerror or err}")
-    _xla_flags(jobs)
     t0 = time.perf_counter()
-    rows = run(names, args.out, args.quick, jobs=jobs, compile_cache=not args.no_compile_cache)
+    signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        rows = run(names, args.out, args.quick, jobs=jobs, compile_cache=not args.no_compile_cache)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted after {time.perf_counter() - t0:.0f} s; no summary", file=sys.stderr)
+        return 130
     total = time.perf_counter() - t0
     width = max(len(r["name"]) for r in rows)
     sw = max(7, *(len(r["status"]) for r in rows))

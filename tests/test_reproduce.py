@@ -13,8 +13,10 @@ import importlib.util
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,47 @@ def test_reproduce_rejects_bad_jobs(tmp_path, jobs):
     )  # fmt: skip
     assert proc.returncode == 2
     assert "--jobs" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in state  # a zombie has ended
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_ctrl_c_ends_a_jobs_run_and_its_workers(tmp_path):
+    """SIGINT to the main process: exit 130 within seconds, workers ended, no queued experiment starts."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    for name in ("fake_a", "fake_b", "fake_c"):
+        (tmp_path / f"{name}.py").write_text(
+            "import os, pathlib, time\n"
+            f"def main(out, quick):\n    pathlib.Path({str(pids)!r}, {name!r}).write_text(str(os.getpid()))\n"
+            "    time.sleep(120)\n    return {'key': 'slept'}\n"
+        )
+    script = (
+        f"import sys; sys.path[:0] = [{str(ROOT / 'experiments')!r}, {str(tmp_path)!r}]\n"
+        "import reproduce\nreproduce.EXPERIMENTS = ['fake_a', 'fake_b', 'fake_c']\n"
+        f"sys.exit(reproduce.main(['--jobs', '2', '--no-compile-cache', '--out', {str(tmp_path / 'out')!r}]))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        started = {p.name: int(p.read_text()) for p in pids.iterdir()}
+        assert set(started) == {"fake_a", "fake_b"}, f"two experiments should be running: {started}"
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    time.sleep(1.0)
+    assert not [name for name, pid in started.items() if _alive(pid)], "a worker outlived the interrupted run"
+    assert not (pids / "fake_c").exists(), "a queued experiment started after Ctrl-C"
