@@ -220,3 +220,15 @@ def test_compile_cache_is_requested_without_importing_jax(tmp_path):
         assert "route: matmul" in proc.stdout
         written = list(folder.iterdir()) if folder.exists() else []
         assert (len(written) > 0) == (not flag), (flag, written)
+
+
+def test_unusable_cache_folder_warns_and_runs_without_cache(tmp_path, monkeypatch):
+    """A HASSEJAX_CACHE_DIR that cannot be created turns the cache off with a warning naming it."""
+    from hassejax._cache import request_compilation_cache
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("HASSEJAX_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.delenv("HASSEJAX_COMPILE_CACHE", raising=False)
+    with pytest.warns(RuntimeWarning, match="a_file"):
+        assert request_compilation_cache() is None

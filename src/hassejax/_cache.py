@@ -34,7 +34,15 @@ def _created_folder() -> Path | None:
         return None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
+    except OSError as err:
+        import warnings
+
+        warnings.warn(
+            f"JAX's persistent compilation cache is off: cannot create the folder {str(folder)!r} "
+            f"({err.strerror or err}); set HASSEJAX_CACHE_DIR to a writable folder, or HASSEJAX_COMPILE_CACHE=0",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None
     return folder
 
@@ -43,7 +51,8 @@ def enable_compilation_cache() -> Path | None:
     """Point JAX's persistent compilation cache at :func:`compilation_cache_dir` (every program cached).
 
     **Returns:** the folder, or ``None`` when turned off (``HASSEJAX_COMPILE_CACHE=0``) or when
-    the folder cannot be created (then JAX compiles as usual; nothing else changes).
+    the folder cannot be created (then a ``RuntimeWarning`` names it and JAX compiles as usual;
+    nothing else changes).
     """
     folder = _created_folder()
     if folder is None:
