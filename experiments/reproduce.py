@@ -232,7 +232,7 @@ def _run_pool(names: list[str], out: Path, quick: bool, jobs: int, compile_cache
 
 
 def default_jobs() -> int:
-    """The usable CPUs of this process, at most 4 (each worker holds its own JAX: ~1 GB)."""
+    """The usable CPUs of this process, at most 4 (each worker holds its own JAX and compiled programs)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
