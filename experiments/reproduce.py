@@ -6,14 +6,15 @@ lowering, seconds of XLA compiling, key number).
 Exits non-zero if any experiment fails. ``--quick`` is a fast smoke run (smaller sizes),
 ``--only NAME`` runs one (repeatable), ``--out DIR`` writes elsewhere,
 ``--jobs N`` runs N experiments at a time in worker processes (default: the usable CPUs, at
-most 4; ``--jobs 1`` runs them in this process, one after another). Compiled programs go to
+most 4; ``--jobs 1`` runs them in this process, one after another), ``--no-progress`` hides the
+progress bar. Compiled programs go to
 JAX's persistent compilation cache in ``~/.cache/hassejax/jax`` (``$HASSEJAX_CACHE_DIR``), so a
 second run skips the backend compiles; ``--no-compile-cache`` or ``HASSEJAX_COMPILE_CACHE=0``
 turns it off.
 
 Usage::
 
-    python experiments/reproduce.py [--quick] [--only NAME ...] [--out DIR] [--jobs N] [--no-compile-cache]
+    python experiments/reproduce.py [--quick] [--only NAME ...] [--out DIR] [--jobs N] [--no-compile-cache] [--no-progress]
 """
 
 from __future__ import annotations
@@ -169,26 +170,28 @@ def run_one(name: str, out: Path, quick: bool) -> dict:
     return row
 
 
-def run(names: list[str], out: Path, quick: bool, jobs: int = 1, compile_cache: bool = True) -> list[dict]:
+def run(
+    names: list[str], out: Path, quick: bool, jobs: int = 1, compile_cache: bool = True, progress: bool = True
+) -> list[dict]:
     """Run the named experiments, `jobs` at a time; one result row each, in the order of `names`.
 
     ``jobs == 1`` runs them here, one after another. Otherwise each runs in one of `jobs` worker
     processes (started with ``spawn``; each starts JAX once and runs several experiments). If a
     worker dies (out of memory, a crash in XLA), the pool stops; the experiments it had not
     finished run again, each in a process of its own, and the one that dies again is reported as
-    ``FAILED: worker died``.
+    ``FAILED: worker died``. `progress`: False hides the progress bar (logs, CI).
     """
     if jobs <= 1:
         _start(compile_cache)
         rows = []
-        bar = tqdm(names, desc="experiments", unit="exp")
+        bar = tqdm(names, desc="experiments", unit="exp", disable=not progress)
         for name in bar:
             bar.set_postfix_str(name)
             rows.append(run_one(name, out, quick))
             _check_interrupt()
         return rows
     order = [n for n in START_FIRST if n in names] + [n for n in names if n not in START_FIRST]
-    with tqdm(total=len(names), desc=f"experiments ({jobs} jobs)", unit="exp") as bar:
+    with tqdm(total=len(names), desc=f"experiments ({jobs} jobs)", unit="exp", disable=not progress) as bar:
         rows = _run_pool(order, out, quick, jobs, compile_cache, bar)
         rerun = [n for n in order if n not in rows]
         if rerun:
@@ -264,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         help="experiments run at a time, each in a worker process (default: the usable CPUs, at most 4; never "
         "more than the experiments to run; 1 runs them in this process)",
     )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (for logs and CI; the summary table still prints)"
+    )
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be a positive integer; got {args.jobs}")
@@ -284,7 +290,14 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     signal.signal(signal.SIGINT, _on_sigint)
     try:
-        rows = run(names, args.out, args.quick, jobs=jobs, compile_cache=not args.no_compile_cache)
+        rows = run(
+            names,
+            args.out,
+            args.quick,
+            jobs=jobs,
+            compile_cache=not args.no_compile_cache,
+            progress=not args.no_progress,
+        )
     except KeyboardInterrupt:
         print(f"\ninterrupted after {time.perf_counter() - t0:.0f} s; no summary", file=sys.stderr)
         return 130

@@ -189,6 +189,24 @@ def test_jobs_run_experiments_in_worker_processes(tmp_path, monkeypatch):
     assert by["fake_pid"]["status"] == "ok" and int(by["fake_pid"]["key"]) != os.getpid()
 
 
+@pytest.mark.parametrize("flag", [False, True])
+def test_no_progress_hides_the_bar_not_the_summary(tmp_path, monkeypatch, capsys, flag):
+    """``--no-progress``: no progress bar on stderr; the summary table still prints."""
+    (tmp_path / "fake_fine.py").write_text("def main(out, quick):\n    return {'key': 'answer 42'}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = _reproduce_module()
+    monkeypatch.setattr(module, "EXPERIMENTS", ["fake_fine"])
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        argv = ["--jobs", "1", "--no-compile-cache", "--out", str(tmp_path / "out")] + ["--no-progress"] * flag
+        assert module.main(argv) == 0
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    captured = capsys.readouterr()
+    assert "fake_fine" in captured.out and "answer 42" in captured.out and "1 ok" in captured.out
+    assert ("experiments:" in captured.err) != flag
+
+
 @pytest.mark.parametrize("jobs", ["0", "-2", "two"])
 def test_reproduce_rejects_bad_jobs(tmp_path, jobs):
     proc = subprocess.run(
