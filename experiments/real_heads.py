@@ -220,9 +220,19 @@ def _gaussian_heads(heads: LowRankSoftmax, mean0, cov0, t_g, grid, thr, max_step
 gaussian_heads = jax.jit(_gaussian_heads, static_argnums=(6,))
 
 
-def particle_runs(heads: LowRankSoftmax, x0, mask, t1, ts):
+MAX_STEPS_PARTICLES = 20000
+"""Step limit of the per-sentence particle solves (50 measures of ~12 tokens; the most any head
+needed in the full run was 10,600)."""
+MAX_STEPS_POOLED = 5000
+"""Step limit of the pooled runs (one measure of all ~580 tokens, each step ~50 times a per-sentence
+step): the Gaussian-sampled pooled system of a head with no size event (layer 4 head 8) grows
+×5,000 in tr Σ by t ≈ 56 and took 20,000 steps, 150 s alone, to get there; with 5,000 it stops
+(status `max_steps_reached`, reported as the step limit) a few layers earlier."""
+
+
+def particle_runs(heads: LowRankSoftmax, x0, mask, t1, ts, max_steps: int = MAX_STEPS_PARTICLES):
     """Per-head particle solves (one compiled solve run by run: :func:`~hassejax.dynamics.solve_low_rank_particles_each`)."""
-    return solve_low_rank_particles_each(heads, x0, mask, t1=t1, ts=ts, rtol=1e-6, atol=1e-6, max_steps=20000)
+    return solve_low_rank_particles_each(heads, x0, mask, t1=t1, ts=ts, rtol=1e-6, atol=1e-6, max_steps=max_steps)
 
 
 def eig_desc(c: np.ndarray) -> np.ndarray:
@@ -451,6 +461,8 @@ def main(out: Path, quick: bool = False) -> dict:
                 "gaussian_rtol": 1e-8,
                 "particle_rtol": 1e-6,
                 "max_steps_gaussian": max_steps_g,
+                "max_steps_particles_per_sentence": MAX_STEPS_PARTICLES,
+                "max_steps_particles_pooled": MAX_STEPS_POOLED,
                 "fractions": FRACTIONS,
                 "fine_fractions": FINE_FRACTIONS,
                 "grid_points": int(grid.size),
@@ -551,6 +563,7 @@ def representatives(heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g) -
         jnp.asarray(ones),
         jnp.asarray([b[3][-1] for b in batch]),
         jnp.asarray(np.stack([b[3] for b in batch])),
+        max_steps=MAX_STEPS_POOLED,
     )
     sent = particle_runs(
         LowRankSoftmax(*(sel(w, rep_batch) for w in (heads.Q, heads.K, heads.W_V, heads.W_O))),

@@ -131,3 +131,28 @@ def test_solves_differing_only_in_tolerances_share_one_program():
         listening[0] = False
     assert compiles == []
     assert steps[0] < steps[1] < steps[2]  # the tolerances did reach the controller
+
+
+def test_plane_and_sphere_particle_solves_share_one_program():
+    """``sphere`` is a traced Boolean in the solver's program: a sphere solve after a plane one of the
+    same shapes compiles nothing, and each still solves its own system (unit rows on the sphere)."""
+    compiles = []
+    listening = [True]
+
+    def listener(event, duration, **kwargs):
+        if listening[0] and event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    angles = jnp.linspace(0.3, 2.8, 5)
+    x0 = jnp.stack([jnp.cos(angles), jnp.sin(angles)], axis=1)
+    model = Softmax(V=jnp.eye(2), A=jnp.eye(2))
+    try:
+        plane = solve_particles(model, x0, t1=1.0, ts=np.linspace(0, 1, 5), rtol=1e-8, atol=1e-8)
+        compiles.clear()
+        sphere = solve_particles(model, x0, t1=1.0, ts=np.linspace(0, 1, 5), rtol=1e-8, atol=1e-8, sphere=True)
+    finally:
+        listening[0] = False
+    assert compiles == []
+    np.testing.assert_allclose(np.linalg.norm(np.asarray(sphere.x_final), axis=1), 1.0, atol=1e-6)
+    assert np.max(np.abs(np.linalg.norm(np.asarray(plane.x_final), axis=1) - 1.0)) > 1e-2

@@ -29,9 +29,10 @@ def _velocity(model, t, x, sphere, feedforward):
     if feedforward is not None:
         w, b = feedforward
         v = v + x @ jnp.asarray(w).T + jnp.asarray(b)
-    if sphere:
-        v = v - jnp.sum(v * x, axis=-1, keepdims=True) * x
-    return v
+    if isinstance(sphere, bool):
+        return v - jnp.sum(v * x, axis=-1, keepdims=True) * x if sphere else v
+    # traced (the solver's program): plane and sphere runs share one compiled program
+    return jnp.where(sphere, v - jnp.sum(v * x, axis=-1, keepdims=True) * x, v)
 
 
 def particle_velocity(
@@ -176,4 +177,5 @@ def solve_particles(
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
         converge_tol=converge_tol, extrapolate=extrapolate, progress_meter=progress_meter,
     )  # fmt: skip
-    return _solve_core(model, x0, bool(sphere), feedforward, settings)
+    # `sphere` as a traced Boolean: solves on the plane and on the sphere share one program
+    return _solve_core(model, x0, jnp.asarray(bool(sphere)), feedforward, settings)

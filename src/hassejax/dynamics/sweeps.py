@@ -121,11 +121,17 @@ def _build_runner(fn: Callable, devices: tuple | None) -> tuple[Callable, NamedS
 
 
 def _pad_rows(leaf, total: int):
-    """Pad the leading axis to `total` rows by repeating the last row."""
+    """Pad the leading axis to `total` rows by repeating the last row.
+
+    A host (NumPy) leaf is padded and later sliced into chunks on the host, a device array on
+    its device: no eager device operation (each would compile a small program per shape) for
+    inputs that are still on the host.
+    """
+    xp = jnp if isinstance(leaf, jax.Array) else np
     extra = total - leaf.shape[0]
     if extra == 0:
         return leaf
-    return jnp.concatenate([leaf, jnp.repeat(leaf[-1:], extra, axis=0)], axis=0)
+    return xp.concatenate([leaf, xp.repeat(leaf[-1:], extra, axis=0)], axis=0)
 
 
 def _check_config(fn, chunk_size, shard, devices) -> tuple | None:
@@ -221,7 +227,7 @@ def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc
 def _execute(run, sharding, batch_params, B, chunk, n_chunks, total, progress, desc):
     """Pad, dispatch the chunks one after the other (the next before the previous is waited for), merge, strip."""
     leaves, treedef = jax.tree_util.tree_flatten(batch_params)
-    leaves = [_pad_rows(jnp.asarray(leaf), total) for leaf in leaves]
+    leaves = [_pad_rows(leaf if isinstance(leaf, jax.Array) else np.asarray(leaf), total) for leaf in leaves]
     outputs = []
     bar = tqdm(total=B, desc=desc, unit="member", disable=(not progress) or n_chunks == 1)
     try:
