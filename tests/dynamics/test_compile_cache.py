@@ -9,6 +9,7 @@ checks are made in the program instead (status `invalid_times`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import diffrax
@@ -108,9 +109,9 @@ def test_progress_meter_of_the_wrong_type_is_named(no_typecheck):
         solve_gaussian(MODEL, jnp.zeros(2), jnp.eye(2), t1=1.0, progress_meter="tqdm")
 
 
-def test_solves_differing_only_in_tolerances_share_one_program():
-    """The PID controller's `rtol`, `atol` are traced arrays, not static floats: a second and third
-    tolerance compile nothing (counted with ``jax.monitoring``'s backend-compile events)."""
+@contextlib.contextmanager
+def _backend_compiles():
+    """The durations of the backend compiles while the block runs (``jax.monitoring``'s events)."""
     compiles = []
     listening = [True]
 
@@ -119,16 +120,23 @@ def test_solves_differing_only_in_tolerances_share_one_program():
             compiles.append(duration)
 
     jax.monitoring.register_event_duration_secs_listener(listener)
-    cov0 = jnp.eye(2) / 2
     try:
+        yield compiles
+    finally:
+        listening[0] = False
+
+
+def test_solves_differing_only_in_tolerances_share_one_program():
+    """The PID controller's `rtol`, `atol` are traced arrays, not static floats: a second and third
+    tolerance compile nothing (counted with ``jax.monitoring``'s backend-compile events)."""
+    cov0 = jnp.eye(2) / 2
+    with _backend_compiles() as compiles:
         steps = []
         for i, tol in enumerate((1e-5, 1e-7, 1e-9)):
             sol = solve_gaussian(MODEL, jnp.zeros(2), cov0, t1=0.95, rtol=tol, atol=tol)  # t* = 1
             steps.append(int(sol.stats.num_steps))
             if i == 0:
                 compiles.clear()  # the first solve compiles (or loads) its program
-    finally:
-        listening[0] = False
     assert compiles == []
     assert steps[0] < steps[1] < steps[2]  # the tolerances did reach the controller
 
@@ -136,23 +144,13 @@ def test_solves_differing_only_in_tolerances_share_one_program():
 def test_plane_and_sphere_particle_solves_share_one_program():
     """``sphere`` is a traced Boolean in the solver's program: a sphere solve after a plane one of the
     same shapes compiles nothing, and each still solves its own system (unit rows on the sphere)."""
-    compiles = []
-    listening = [True]
-
-    def listener(event, duration, **kwargs):
-        if listening[0] and event == "/jax/core/compile/backend_compile_duration":
-            compiles.append(duration)
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
     angles = jnp.linspace(0.3, 2.8, 5)
     x0 = jnp.stack([jnp.cos(angles), jnp.sin(angles)], axis=1)
     model = Softmax(V=jnp.eye(2), A=jnp.eye(2))
-    try:
+    with _backend_compiles() as compiles:
         plane = solve_particles(model, x0, t1=1.0, ts=np.linspace(0, 1, 5), rtol=1e-8, atol=1e-8)
         compiles.clear()
         sphere = solve_particles(model, x0, t1=1.0, ts=np.linspace(0, 1, 5), rtol=1e-8, atol=1e-8, sphere=True)
-    finally:
-        listening[0] = False
     assert compiles == []
     np.testing.assert_allclose(np.linalg.norm(np.asarray(sphere.x_final), axis=1), 1.0, atol=1e-6)
     assert np.max(np.abs(np.linalg.norm(np.asarray(plane.x_final), axis=1) - 1.0)) > 1e-2
