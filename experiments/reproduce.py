@@ -7,7 +7,8 @@ Exits non-zero if any experiment fails. ``--quick`` is a fast smoke run (smaller
 ``--only NAME`` runs one (repeatable), ``--out DIR`` writes elsewhere,
 ``--jobs N`` runs N experiments at a time in worker processes (default: the usable CPUs, at
 most 4; ``--jobs 1`` runs them in this process, one after another), ``--no-progress`` hides the
-progress bar. Compiled programs go to
+progress bar. Ctrl-C (SIGINT) or SIGTERM to the main process stops the run and its workers
+(exit 130 or 143, no summary). Compiled programs go to
 JAX's persistent compilation cache in ``~/.cache/hassejax/jax`` (``$HASSEJAX_CACHE_DIR``), so a
 second run skips the backend compiles; ``--no-compile-cache`` or ``HASSEJAX_COMPILE_CACHE=0``
 turns it off.
@@ -118,15 +119,31 @@ experiment starts last and runs alone while the other workers idle; the table ke
 _CLOCK: CompileClock | None = None
 
 
-_INTERRUPTED = False
-"""Set by Ctrl-C (SIGINT) in the main process: Python may swallow the KeyboardInterrupt it raises
-(when it lands in a weakref callback), so the run loops also check this flag between experiments."""
+_INTERRUPTED = 0
+"""The signal (SIGINT: Ctrl-C, or SIGTERM) that stopped the run in the main process, 0 while none
+has: Python may swallow the KeyboardInterrupt its handler raises (when it lands in a weakref
+callback), so the run loops also check this flag between experiments."""
 
 
-def _on_sigint(signum, frame) -> None:
+def _on_stop_signal(signum, frame) -> None:
     global _INTERRUPTED
-    _INTERRUPTED = True
+    _INTERRUPTED = signum
     raise KeyboardInterrupt
+
+
+def _die_with_parent() -> None:
+    """Linux: this worker gets SIGTERM when the main process ends, however it ends (``kill -9``
+    included), instead of waiting on its task pipe for ever."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the main process ended before the call above
+        os._exit(1)
 
 
 def _check_interrupt() -> None:
@@ -137,11 +154,13 @@ def _check_interrupt() -> None:
 def _start(compile_cache: bool, worker: bool = False) -> None:
     """Start JAX in this process: the persistent compilation cache, the compile clock.
 
-    A worker ignores Ctrl-C: the main process stops the run and ends the workers.
+    A worker ignores Ctrl-C: the main process stops the run and ends the workers; it ends with
+    the main process however that ends.
     """
     global _CLOCK
     if worker:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _die_with_parent()
     if compile_cache:
         from hassejax._cache import enable_compilation_cache
 
@@ -234,6 +253,13 @@ def _run_pool(names: list[str], out: Path, quick: bool, jobs: int, compile_cache
     return rows
 
 
+def _out_folder(value: str) -> Path:
+    """``--out``: a non-empty path (an empty one would silently mean the current folder)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a folder, e.g. --out figures")
+    return Path(value)
+
+
 def default_jobs() -> int:
     """The usable CPUs of this process, at most 4 (each worker holds its own JAX and compiled programs)."""
     try:
@@ -245,7 +271,7 @@ def default_jobs() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: paper_figures/)")
+    parser.add_argument("--out", type=_out_folder, default=DEFAULT_OUT, help="output folder (default: paper_figures/)")
     parser.add_argument("--quick", action="store_true", help="fast smoke run with smaller sizes")
     parser.add_argument(
         "--only",
@@ -288,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         parser.error(f"--out {str(args.out)!r} is not a writable folder: {err.strerror or err}")
     t0 = time.perf_counter()
-    signal.signal(signal.SIGINT, _on_sigint)
+    signal.signal(signal.SIGINT, _on_stop_signal)
+    signal.signal(signal.SIGTERM, _on_stop_signal)  # e.g. a plain `kill`: the workers are ended too
     try:
         rows = run(
             names,
@@ -299,9 +326,18 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.no_progress,
         )
     except KeyboardInterrupt:
-        print(f"\ninterrupted after {time.perf_counter() - t0:.0f} s; no summary", file=sys.stderr)
-        return 130
-    total = time.perf_counter() - t0
+        stop = signal.Signals(_INTERRUPTED or signal.SIGINT)
+        print(f"\ninterrupted ({stop.name}) after {time.perf_counter() - t0:.0f} s; no summary", file=sys.stderr)
+        return 128 + stop.value  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
+    try:
+        return _summary(rows, time.perf_counter() - t0, jobs, args.out)
+    except BrokenPipeError:  # stdout piped into a reader that stopped (`| head`): the run itself is done
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _summary(rows: list[dict], total: float, jobs: int, out: Path) -> int:
+    """Print the summary table and line; the exit code (1 if an experiment failed)."""
     width = max(len(r["name"]) for r in rows)
     sw = max(7, *(len(r["status"]) for r in rows))
     print(f"\n{'experiment'.ljust(width)}  {'status'.ljust(sw)}  seconds  trace s  compile s  key number")
@@ -320,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{len(rows) - len(failed) - len(skipped)} ok, {len(skipped)} skipped, {len(failed)} failed, "
         f"{total:.0f} s wall with {jobs} job{'s' if jobs > 1 else ''}; of the experiments' {busy:.0f} s, "
         f"{compile_s:.0f} s ({share * compile_s:.0f} %) compiling (XLA) and "
-        f"{trace_s:.0f} s ({share * trace_s:.0f} %) tracing and lowering -> {args.out}"
+        f"{trace_s:.0f} s ({share * trace_s:.0f} %) tracing and lowering -> {out}"
     )
     return 1 if failed else 0
 

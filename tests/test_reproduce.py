@@ -226,8 +226,10 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
-def test_ctrl_c_ends_a_jobs_run_and_its_workers(tmp_path):
-    """SIGINT to the main process: exit 130 within seconds, workers ended, no queued experiment starts."""
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"])
+def test_a_signal_ends_a_jobs_run_and_its_workers(tmp_path, stop):
+    """Ctrl-C (SIGINT) or SIGTERM to the main process alone: exit 128 + the signal within seconds, the
+    workers ended, no queued experiment started; after SIGKILL (no handler runs) the workers end too."""
     pids = tmp_path / "pids"
     pids.mkdir()
     for name in ("fake_a", "fake_b", "fake_c"):
@@ -249,13 +251,16 @@ def test_ctrl_c_ends_a_jobs_run_and_its_workers(tmp_path):
             time.sleep(0.2)
         started = {p.name: int(p.read_text()) for p in pids.iterdir()}
         assert set(started) == {"fake_a", "fake_b"}, f"two experiments should be running: {started}"
-        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, stop)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err[-2000:]
-    assert "interrupted" in err
+    if stop == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 128 + stop, err[-2000:]
+        assert f"interrupted ({stop.name})" in err
     time.sleep(1.0)
     assert not [name for name, pid in started.items() if _alive(pid)], "a worker outlived the interrupted run"
     assert not (pids / "fake_c").exists(), "a queued experiment started after Ctrl-C"
