@@ -232,3 +232,16 @@ def test_unusable_cache_folder_warns_and_runs_without_cache(tmp_path, monkeypatc
     monkeypatch.delenv("HASSEJAX_COMPILE_CACHE", raising=False)
     with pytest.warns(RuntimeWarning, match="a_file"):
         assert request_compilation_cache() is None
+
+
+@pytest.mark.parametrize("value", ["banana", "2"])
+def test_unknown_compile_cache_switch_warns_and_keeps_the_cache(tmp_path, monkeypatch, value):
+    """HASSEJAX_COMPILE_CACHE that is neither on nor off: a warning naming the value, the cache stays on."""
+    from hassejax._cache import compilation_cache_dir
+
+    monkeypatch.setenv("HASSEJAX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HASSEJAX_COMPILE_CACHE", value)
+    with pytest.warns(RuntimeWarning, match=repr(value)):
+        assert compilation_cache_dir() == tmp_path / "cache"
+    monkeypatch.setenv("HASSEJAX_COMPILE_CACHE", "off")
+    assert compilation_cache_dir() is None

@@ -14,12 +14,27 @@ from pathlib import Path
 __all__ = ["compilation_cache_dir", "enable_compilation_cache", "request_compilation_cache"]
 
 _OFF = ("0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on", "")
 
 
 def compilation_cache_dir() -> Path | None:
-    """The folder the cache uses, or ``None`` when ``HASSEJAX_COMPILE_CACHE`` turns it off."""
-    if os.environ.get("HASSEJAX_COMPILE_CACHE", "1").strip().lower() in _OFF:
+    """The folder the cache uses, or ``None`` when ``HASSEJAX_COMPILE_CACHE`` turns it off.
+
+    A value of ``HASSEJAX_COMPILE_CACHE`` that is neither on (1, true, yes, on) nor off (0, false,
+    no, off) leaves the cache on with a ``RuntimeWarning`` naming it.
+    """
+    value = os.environ.get("HASSEJAX_COMPILE_CACHE", "1").strip().lower()
+    if value in _OFF:
         return None
+    if value not in _ON:
+        import warnings
+
+        warnings.warn(
+            f"HASSEJAX_COMPILE_CACHE={os.environ['HASSEJAX_COMPILE_CACHE']!r} is neither on (1, true, yes, on) "
+            "nor off (0, false, no, off); the persistent compilation cache stays on",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     explicit = os.environ.get("HASSEJAX_CACHE_DIR")
     if explicit:
         return Path(explicit)
