@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import platform
 import sys
@@ -28,6 +29,16 @@ import numpy as np
 from hassejax.plot.style import paper_style
 
 paper_style()  # every figure at print size: at most 7 in wide, no text under 8 pt
+
+
+def _not_font_timestamp_note(record: logging.LogRecord) -> bool:
+    """fontTools notes, for every PDF that embeds one of matplotlib's fonts, that the font's 'created'
+    and 'modified' header dates are pre-1970 and reads them as Unix times: metadata of the bundled font,
+    nothing to act on, and printed into the progress bar's line."""
+    return "timestamp seems very low" not in record.getMessage()
+
+
+logging.getLogger("fontTools.ttLib.tables._h_e_a_d").addFilter(_not_font_timestamp_note)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "paper_figures"
