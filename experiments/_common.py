@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import platform
 import sys
 import time
@@ -75,8 +76,19 @@ def _jsonable(value):
     return value
 
 
+def _replace_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """Write `path` by `write` into a hidden temporary file beside it, then rename it into place: a run
+    stopped mid-write leaves the previous file (or none), never a half-written figure or JSON."""
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 class Output:
-    """The output folder of one experiment: ``out / name``."""
+    """The output folder of one experiment: ``out / name``; every file written atomically."""
 
     def __init__(self, out: Path | str, name: str):
         self.dir = Path(out) / name
@@ -102,15 +114,20 @@ class Output:
         fig.set_layout_engine(None)
         for ext in ("png", "pdf"):
             path = self.dir / f"{stem}.{ext}"
-            fig.savefig(path, dpi=dpi, bbox_inches=box)
+            _replace_atomically(path, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=dpi, bbox_inches=box))
             self.files.append(path)
         plt.close(fig)
 
     def write_json(self, data: dict, seeds: dict | None = None, stem: str | None = None) -> Path:
         """Write ``data`` (numbers only finite) with seeds and versions as ``<name>.json``."""
         payload = {"experiment": self.name, "seeds": seeds or {}, "versions": versions(), **data}
-        path = self.dir / f"{stem or self.name}.json"
-        path.write_text(json.dumps(_jsonable(payload), indent=1, allow_nan=False) + "\n")
+        text = json.dumps(_jsonable(payload), indent=1, allow_nan=False) + "\n"
+        return self.write_text(f"{stem or self.name}.json", text)
+
+    def write_text(self, filename: str, text: str) -> Path:
+        """Write `text` (UTF-8) as ``out / name / filename``."""
+        path = self.dir / filename
+        _replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
         self.files.append(path)
         return path
 

@@ -210,8 +210,7 @@ def main(out: Path, quick: bool = False) -> dict:
         for task, v in a.items():
             flag = " ⚠ leaky" if v["leaks"] else ""
             lines.append(f"| {n} | {task} | {v['labelled']} | {v['leaks']}{flag} |")
-    (o.dir / "mask_gallery.md").write_text("\n".join(lines) + "\n")
-    o.files.append(o.dir / "mask_gallery.md")
+    o.write_text("mask_gallery.md", "\n".join(lines) + "\n")
 
     # Receptive-field growth at the largest n.
     n = sizes[-1]

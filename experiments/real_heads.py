@@ -446,7 +446,7 @@ def main(out: Path, quick: bool = False) -> dict:
     note = closing_note(summary, layers, card, rep_out, t_g)
     draw_regimes(o, flat, layer_ids, n_heads, t_g, summary)
     draw_spectra(o, rep_out)
-    (o.dir / f"{NAME}.md").write_text(note + "\n")
+    o.write_text(f"{NAME}.md", note + "\n")
     o.write_json(
         {
             "model": {**dict(weights.source), "config": vars(cfg), "d_head": k},

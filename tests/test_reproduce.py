@@ -264,3 +264,29 @@ def test_a_signal_ends_a_jobs_run_and_its_workers(tmp_path, stop):
     time.sleep(1.0)
     assert not [name for name, pid in started.items() if _alive(pid)], "a worker outlived the interrupted run"
     assert not (pids / "fake_c").exists(), "a queued experiment started after Ctrl-C"
+
+
+def test_figures_and_texts_are_written_atomically(tmp_path, monkeypatch):
+    """A figure whose writing fails part-way leaves no file (nor its temporary one); texts land whole."""
+    import matplotlib.figure
+    import matplotlib.pyplot as plt
+
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    import _common
+
+    o = _common.Output(tmp_path, "exp")
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+
+    def broken(self, fname, **kwargs):
+        Path(fname).write_bytes(b"\x89PNG half")
+        raise OSError("disk full")
+
+    with monkeypatch.context() as m:
+        m.setattr(matplotlib.figure.Figure, "savefig", broken)
+        with pytest.raises(OSError, match="disk full"):
+            o.savefig(fig, "figure")
+    plt.close(fig)
+    assert list(o.dir.iterdir()) == []
+    path = o.write_text("note.md", "whole\n")
+    assert path.read_text() == "whole\n" and [p.name for p in o.dir.iterdir()] == ["note.md"]
