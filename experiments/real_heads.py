@@ -224,10 +224,11 @@ MAX_STEPS_PARTICLES = 20000
 """Step limit of the per-sentence particle solves (50 measures of ~12 tokens; the most any head
 needed in the full run was 10,600)."""
 MAX_STEPS_POOLED = 5000
-"""Step limit of the pooled runs (one measure of all ~580 tokens, each step ~50 times a per-sentence
-step): the Gaussian-sampled pooled system of a head with no size event (layer 4 head 8) grows
-×5,000 in tr Σ by t ≈ 56 and took 20,000 steps, 150 s alone, to get there; with 5,000 it stops
-(status `max_steps_reached`, reported as the step limit) a few layers earlier."""
+"""Step limit of the pooled runs (one measure of all 581 tokens: 581² attention pairs a step, 26 times
+the 50 × 16² of a per-sentence step on the padded groups): the Gaussian-sampled pooled system of a
+head with no size event (layer 4 head 8) grows ×5,400 in tr Σ by t = 55 and took 20,000 steps,
+150 s alone, to reach t = 56; with 5,000 it stops (status `max_steps_reached`, reported as the
+step limit) at t = 50."""
 
 
 def particle_runs(heads: LowRankSoftmax, x0, mask, t1, ts, max_steps: int = MAX_STEPS_PARTICLES):

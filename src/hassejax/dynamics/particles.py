@@ -29,9 +29,7 @@ def _velocity(model, t, x, sphere, feedforward):
     if feedforward is not None:
         w, b = feedforward
         v = v + x @ jnp.asarray(w).T + jnp.asarray(b)
-    if isinstance(sphere, bool):
-        return v - jnp.sum(v * x, axis=-1, keepdims=True) * x if sphere else v
-    # traced (the solver's program): plane and sphere runs share one compiled program
+    # `sphere` may be traced (the solver's program: plane and sphere runs share one compiled program)
     return jnp.where(sphere, v - jnp.sum(v * x, axis=-1, keepdims=True) * x, v)
 
 
