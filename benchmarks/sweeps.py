@@ -37,6 +37,10 @@ Columns (all in one process, one after the other, for each family and d):
   the symmetric Riccati state `(α, Σ)` with `Σ' = MΣ + ΣMᵀ` (three `d×d` products per
   evaluation, as plain diffrax, instead of the factor state's four); its statuses are checked
   against the factor state's and its `t*` against the closed form.
+- ``hassejax size_threshold=inf`` (stable family only): the held sweep of
+  ``solve_gaussian(..., size_threshold=inf)``, the same problem as the plain program of that
+  family (no event): the program then has no size event, root find, decade-test quadrature or
+  growth rates; its statuses and step counts are checked equal to the default sweep's.
 - ratios ``hassejax / plain`` of the compile and run times, wall clock and process CPU time
   (``time.process_time``, all threads: less sensitive to other jobs on a shared machine than
   the wall clock).
@@ -128,10 +132,12 @@ def closed_form_t_star(A, cov0):
 
 
 # --------------------------------------------------------------------------- hassejax
-def make_member(d: int, t1: float, state: str = "factor"):
+def make_member(d: int, t1: float, state: str = "factor", size_threshold=None):
     def member(p):
         model = Softmax(V=jnp.eye(d), A=p["A"])
-        sol = solve_gaussian(model, jnp.zeros(d), p["cov0"], t1=t1, rtol=RTOL, atol=ATOL, state=state)
+        sol = solve_gaussian(
+            model, jnp.zeros(d), p["cov0"], t1=t1, rtol=RTOL, atol=ATOL, state=state, size_threshold=size_threshold
+        )
         return {"status": sol.status, "t_final": sol.t_final, "t_blowup": sol.t_blowup, "steps": sol.stats.num_steps}
 
     return member
@@ -447,6 +453,8 @@ def main(argv=None):
                 np.testing.assert_array_equal(np.asarray(out_ordered[k]), np.asarray(out[k]))
             out_cov, hjc = time_hassejax(make_member(d, t1, "covariance"), batch, args.repeats)
             pout, pl = time_plain(make_plain(d, t1, fam), batch, args.repeats)
+            if fam == "stable":  # the same problem as the plain program: no event (size_threshold=inf)
+                out_ne, hjn = time_hassejax(make_member(d, t1, size_threshold=np.inf), batch, args.repeats)
             status = np.asarray(out["status"])
             hj_fired = (status == Status.blow_up) | (status == Status.diverge)
             p_fired = np.asarray(pout["fired"])
@@ -485,6 +493,19 @@ def main(argv=None):
                     k: hjo[k] / pl[k] for k in ("run_s", "run_cpu_s", "compile_s", "compile_cpu_s")
                 },
             }
+            if fam == "stable":
+                row["hassejax_no_size_event"] = {
+                    **hjn,
+                    "same_status_and_steps_as_default": int(
+                        np.sum(
+                            (np.asarray(out_ne["status"]) == status)
+                            & (np.asarray(out_ne["steps"]) == np.asarray(out["steps"]))
+                        )
+                    ),
+                }
+                row["ratio_hassejax_no_size_event_over_plain"] = {
+                    k: hjn[k] / pl[k] for k in ("run_s", "run_cpu_s", "compile_s", "compile_cpu_s")
+                }
             if not args.skip_scipy:
                 m = min(args.members, args.scipy_members or args.members)
                 fired, t_end, sc = time_scipy(A, cov0, t1, m, f"scipy d={d} {fam}", args.scipy_cap)
@@ -587,6 +608,22 @@ def table(result) -> str:
             f"| {r['d']} | {r['family']} | {c['run_s']:.3f} | {qc['run_s']:.2f} / {qc['run_cpu_s']:.2f} "
             f"| {h['mean_steps']:.0f} → {c['mean_steps']:.0f} | {c['compile_s']:.1f} "
             f"| {qc['compile_s']:.2f} / {qc['compile_cpu_s']:.2f} | {c['same_status_as_factor_state']}/{r['members']} | {err} |"
+        )
+    if any("hassejax_no_size_event" in r for r in result["covariance_sweeps"]):
+        lines += [
+            "",
+            "| d | family | hassejax `size_threshold=inf` run (s) | ratio to plain wall / CPU | compile (s) "
+            "| compile ratio wall / CPU | same status and steps as with the event |",
+            "|---|---|---|---|---|---|---|",
+        ]
+    for r in result["covariance_sweeps"]:
+        if "hassejax_no_size_event" not in r:
+            continue
+        n, qn = r["hassejax_no_size_event"], r["ratio_hassejax_no_size_event_over_plain"]
+        lines.append(
+            f"| {r['d']} | {r['family']} | {n['run_s']:.3f} | {qn['run_s']:.2f} / {qn['run_cpu_s']:.2f} "
+            f"| {n['compile_s']:.1f} | {qn['compile_s']:.2f} / {qn['compile_cpu_s']:.2f} "
+            f"| {n['same_status_and_steps_as_default']}/{r['members']} |"
         )
     if any("scipy" in r for r in result["covariance_sweeps"]):
         lines += [

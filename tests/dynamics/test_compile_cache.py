@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hassejax.dynamics import L2, Softmax, solve_gaussian, solve_particles
+from hassejax.dynamics import L2, Softmax, solve_gaussian, solve_particles, status_names
 
 MODEL = Softmax(V=jnp.eye(2), A=jnp.eye(2))
 
@@ -154,3 +154,42 @@ def test_plane_and_sphere_particle_solves_share_one_program():
     assert compiles == []
     np.testing.assert_allclose(np.linalg.norm(np.asarray(sphere.x_final), axis=1), 1.0, atol=1e-6)
     assert np.max(np.abs(np.linalg.norm(np.asarray(plane.x_final), axis=1) - 1.0)) > 1e-2
+
+
+@pytest.mark.parametrize("solver", ["gaussian", "particles"])
+def test_infinite_size_threshold_builds_the_program_without_the_event(solver):
+    """``size_threshold=inf`` (known before tracing): no size event is built, so the program loses the
+    event's root find (one ``while`` loop fewer) and the decade test; a finite threshold keeps it. The
+    solve itself is unchanged: same status, steps and states as with the default event, which does
+    not fire here."""
+    stable = Softmax(V=jnp.eye(2), A=-jnp.eye(2))
+    ts = np.linspace(0.0, 3.0, 4)
+
+    def solve(x, threshold):
+        if solver == "gaussian":
+            return solve_gaussian(stable, jnp.zeros(2), x, t1=3.0, ts=ts, size_threshold=threshold)
+        return solve_particles(stable, x, t1=3.0, ts=ts, size_threshold=threshold)
+
+    x = jnp.eye(2) / 2 if solver == "gaussian" else jnp.array([[1.0, 0.2], [-0.3, 0.5], [0.1, -1.0]])
+    loops = {
+        th: jax.jit(lambda x, th=th: solve(x, th).status).lower(x).as_text().count("stablehlo.while")
+        for th in (None, 1e6, np.inf)
+    }
+    assert loops[None] == loops[1e6] == loops[np.inf] + 1
+    with_event, without = solve(x, None), solve(x, np.inf)
+    assert int(with_event.status) == int(without.status) == 0  # completed
+    assert int(with_event.stats.num_steps) == int(without.stats.num_steps)
+    for a, b in zip(jax.tree_util.tree_leaves(with_event), jax.tree_util.tree_leaves(without)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_infinite_size_threshold_reports_a_blow_up_as_the_step_budget_not_as_blow_up():
+    """Without the size event a blow-up is not located: the solve ends at the step budget (or as
+    ``non_finite``) at the last finite state, with `t_blowup = inf`; never NaN."""
+    blowing = Softmax(V=jnp.eye(2), A=jnp.eye(2))  # t* = 1 from Σ0 = I/2
+    sol = solve_gaussian(blowing, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, size_threshold=np.inf, max_steps=500)
+    assert status_names(sol.status) in ("max_steps_reached", "non_finite")
+    assert float(sol.t_blowup) == np.inf and 0.9 < float(sol.t_final) < 1.0 + 1e-5  # the numerical solution lags t*
+    assert bool(jnp.all(jnp.isfinite(sol.cov_final)))
+    located = solve_gaussian(blowing, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0)
+    assert status_names(located.status) == "blow_up" and abs(float(located.t_blowup) - 1.0) < 1e-6

@@ -47,6 +47,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
+import numpy as np
 import optimistix as optx
 
 from .._tracing import is_traced
@@ -118,6 +119,7 @@ def integrate(
     extrapolate: bool,
     ts_checked: bool = False,
     ts_default: bool = False,
+    size_event: bool = True,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
 ) -> IntegrateOut:
     """Solve `y' = f(t, y)` with the size-threshold (and steady-state) events; see module docstring.
@@ -130,6 +132,10 @@ def integrate(
     skipped either way (:mod:`._checked_saveat`: no host callback, so the program is
     persistently cacheable). `ts_default`: `ts` is `[t0, t1]`, whose rows are the initial state and the
     end state when the solve reaches `t1` (saved without interpolating: one ``SaveAt(t1=True)``).
+    `size_event`: False when `threshold` is `+inf` (known before tracing): the program then has no
+    size event, no decade-test quadrature and no growth rates (with no `speed` either, no event
+    and no root find at all), the smaller program of a solve that only integrates; a member that
+    blows up stops as ``non_finite`` (or at the step budget) instead of ``blow_up``.
     `progress_meter`: a diffrax progress meter (None: ``NoProgressMeter()``).
     """
     dtype = jnp.result_type(*jtu.tree_leaves(y0))
@@ -142,6 +148,8 @@ def integrate(
 
     def f_aug(t, z):  # the state carries the time spent below L_a (decade test)
         y = z[0]
+        if not size_event:  # no decade test: the quadrature stays at zero
+            return (f(t, y), jnp.zeros((), dtype))
         below = jnp.log(jnp.maximum(size(y), tiny)) < log_level_a
         return (f(t, y), below.astype(dtype))
 
@@ -153,9 +161,12 @@ def integrate(
 
     def cond(t, y, args, **kwargs):  # diffrax passes t=, y= by keyword
         y = y[0]
-        value = c_blowup(y)
-        if speed is not None:
-            value = jnp.minimum(value, c_steady(t, y))
+        if not size_event:
+            value = c_steady(t, y)
+        elif speed is None:
+            value = c_blowup(y)
+        else:
+            value = jnp.minimum(c_blowup(y), c_steady(t, y))
         # diffrax's event root-finding compares this value with a Python 0.0 inside lax.cond:
         # it must have the default float dtype (float64 under x64, even for a float32 state).
         return value.astype(jnp.result_type(float))
@@ -164,6 +175,8 @@ def integrate(
     # fallback `t_next − t` for batch members without an event (under vmap).
     root_tol = max(1e-6, 1e4 * float(jnp.finfo(dtype).eps))
     event = diffrax.Event(cond, root_finder=optx.Bisection(rtol=root_tol, atol=root_tol, flip=True), direction=False)
+    if not size_event and speed is None:
+        event = None  # nothing to locate: the plain solve
     term = diffrax.ODETerm(lambda t, z, args: f_aug(t, z))
     with saveat_checks_skipped(True):  # ours: check_times (concrete) or times_ok below (traced)
         sol = diffrax.diffeqsolve(
@@ -220,20 +233,27 @@ def integrate(
         steady_ev = jnp.asarray(False)
         steady_now = jnp.asarray(False)
     else:
-        cb, cs = c_blowup(y_final), c_steady(tf, y_final)
+        cs = c_steady(tf, y_final)
+        cb = c_blowup(y_final) if size_event else jnp.inf
         blow_ev = event_ev & (cb <= cs)
         steady_ev = event_ev & ~(cb <= cs)
         steady_now = cs <= 0
-    lam, dlam, ddlam = growth_rates(f, size, tf, y_final)
-    rates_ok = jnp.isfinite(lam) & jnp.isfinite(dlam) & jnp.isfinite(ddlam) & (dlam != 0)
-    safe_dlam = jnp.where(rates_ok, dlam, 1.0)
-    p = jnp.where(rates_ok, lam * ddlam / safe_dlam**2, 0.0)
-    p = jnp.where(blow_ev, p, 0.0)
-    # decade test: remaining time τ = λ/λ' against the time of the last DECADES decades
-    tau = jnp.where(rates_ok & (dlam > 0), lam / safe_dlam, jnp.inf)
-    span = tf - (jnp.asarray(t0, dtype) + time_below)
-    rho = tau / jnp.maximum(span, tiny)
-    rho = jnp.where(blow_ev & jnp.isfinite(rho), rho, jnp.where(blow_ev, jnp.inf, 0.0)).astype(dtype)
+    if size_event:
+        lam, dlam, ddlam = growth_rates(f, size, tf, y_final)
+        rates_ok = jnp.isfinite(lam) & jnp.isfinite(dlam) & jnp.isfinite(ddlam) & (dlam != 0)
+        safe_dlam = jnp.where(rates_ok, dlam, 1.0)
+        p = jnp.where(rates_ok, lam * ddlam / safe_dlam**2, 0.0)
+        p = jnp.where(blow_ev, p, 0.0)
+        # decade test: remaining time τ = λ/λ' against the time of the last DECADES decades
+        tau = jnp.where(rates_ok & (dlam > 0), lam / safe_dlam, jnp.inf)
+        span = tf - (jnp.asarray(t0, dtype) + time_below)
+        rho = tau / jnp.maximum(span, tiny)
+        rho = jnp.where(blow_ev & jnp.isfinite(rho), rho, jnp.where(blow_ev, jnp.inf, 0.0)).astype(dtype)
+    else:  # no size event: nothing blows up by the event, no rates to measure
+        blow_ev = jnp.asarray(False)
+        p = jnp.zeros((), dtype)
+        tau = jnp.asarray(jnp.inf, dtype)
+        rho = jnp.zeros((), dtype)
     is_blowup = blow_ev & (rho < DECADE_RATIO_THRESHOLD)
 
     result = sol.result
@@ -322,10 +342,11 @@ def solve_settings(
 
     **Returns:** the keyword arguments of :func:`integrate_events` (`t0`, `t1`, `ts`,
     `threshold`, `converge_tol`, `solver`, `stepsize_controller`, `dt0`, `max_steps`,
-    `extrapolate`, `ts_checked`, `ts_default`, `progress_meter`): `ts` defaults to `[t0, t1]`, `solver` to
+    `extrapolate`, `ts_checked`, `ts_default`, `size_event`, `progress_meter`): `ts` defaults to `[t0, t1]`, `solver` to
     ``Tsit5()``, the controller to :func:`make_controller`'s (with the layer boundaries of
     `model`'s :class:`~hassejax.dynamics.PiecewiseConstant` parameters as ``jump_ts``);
-    `ts_checked` is True when `t0`, `t1`, `ts` were concrete, so checked here.
+    `ts_checked` is True when `t0`, `t1`, `ts` were concrete, so checked here; `size_event` is
+    False when `size_threshold` is known (not traced) and `+inf` everywhere (see :func:`integrate`).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`check_finite_params` (on
     `model`, unless None), :func:`check_times`, :func:`check_solver_settings` and
@@ -339,6 +360,8 @@ def solve_settings(
     check_positive(size_threshold, "size_threshold")
     check_positive(converge_tol, "converge_tol")
     ts_checked = not is_traced(t0, t1, ts)
+    threshold_value = concrete(size_threshold)
+    size_event = threshold_value is None or not bool(np.all(np.isposinf(threshold_value)))
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
     return {
@@ -354,6 +377,7 @@ def solve_settings(
         "extrapolate": extrapolate,
         "ts_checked": ts_checked,
         "ts_default": ts is None,
+        "size_event": size_event,
         "progress_meter": progress_meter,
     }
 

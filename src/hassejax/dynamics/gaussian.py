@@ -248,7 +248,10 @@ def solve_gaussian(
     - `max_steps`: step budget.
     - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · tr Σ0`, or `1e8` when
       `tr Σ0 = 0`; `1e4` in place of `1e8` in float32, whose time resolution cannot follow a
-      blow-up to `1e8`; `inf` disables the event; keep it >= 1e3 · tr Σ0 for the decade test).
+      blow-up to `1e8`; keep it >= 1e3 · tr Σ0 for the decade test). A concrete `inf` builds
+      the program without the size event (no root find, decade test or growth rates: it
+      compiles in about half the time); a blow-up then ends as ``max_steps_reached`` or
+      ``non_finite`` at the last finite state.
       Relative accuracy of a threshold-based
       `t_blowup` is about `tr Σ0 / threshold`; extrapolation is exact to `O(threshold⁻²)`
       for the softmax closed form.

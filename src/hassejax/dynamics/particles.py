@@ -115,7 +115,9 @@ def solve_particles(
     - `t1`, `t0`, `ts`, `solver`, `rtol`, `atol`, `dt0`, `stepsize_controller`, `max_steps`,
       `converge_tol`, `blowup_estimate`, `progress_meter`: as in :func:`~hassejax.dynamics.solve_gaussian`.
     - `size_threshold`: threshold on `λ` (default `1e8 · λ(x0)`, `1e8` if `λ(x0) = 0`; `1e4` in
-      place of `1e8` in float32, see :func:`~hassejax.dynamics._solve.default_size_factor`).
+      place of `1e8` in float32, see :func:`~hassejax.dynamics._solve.default_size_factor`;
+      a concrete `inf`: no size event, as in
+      :func:`~hassejax.dynamics.solve_gaussian`).
     - `sphere`: project the velocity on the tangent space of the unit sphere (GLPR).
     - `feedforward`: `(W, b)` adds `Wx + b` to the velocity (Alcalde et al.).
 

@@ -116,7 +116,9 @@ def solve_low_rank_gaussian(
     - `rtol`, `atol`: tolerances of the default controller ``PIDController(rtol, atol)``.
     - `dt0`: initial (or constant) step; `stepsize_controller`: replaces the default controller.
     - `max_steps`: step budget.
-    - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · tr Σ0`, `1e4 ·` in float32).
+    - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · tr Σ0`, `1e4 ·` in float32;
+      a concrete `inf`: no size event, as in
+      :func:`~hassejax.dynamics.solve_gaussian`).
     - `blowup_estimate`: ``"extrapolated"`` (default) or ``"threshold"``.
     - `progress_meter`: a diffrax progress meter, e.g. ``diffrax.TqdmProgressMeter()`` (None:
       none). It adds a host callback, so the compiled program is not persistently cached.

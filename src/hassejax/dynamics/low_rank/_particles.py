@@ -128,7 +128,9 @@ def solve_low_rank_particles(
     - `t1`, `t0`, `ts`, `solver`, `rtol`, `atol` (default 1e-6), `dt0`, `stepsize_controller`,
       `max_steps`, `blowup_estimate`, `progress_meter`: as in
       :func:`~hassejax.dynamics.solve_low_rank_gaussian`.
-    - `size_threshold`: threshold on `λ` (default `1e8 · λ(x0)`, `1e4 ·` in float32).
+    - `size_threshold`: threshold on `λ` (default `1e8 · λ(x0)`, `1e4 ·` in float32;
+      a concrete `inf`: no size event, as in
+      :func:`~hassejax.dynamics.solve_gaussian`).
 
     **Returns:** a :class:`~hassejax.dynamics.LowRankParticleSolution` (state `z`
     `(T, S, N, k)`; :meth:`~hassejax.dynamics.LowRankParticleSolution.tokens` gives `x`).
