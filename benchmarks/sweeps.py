@@ -570,6 +570,15 @@ def main(argv=None):
     print(result["table"])
 
 
+def _section(rows: list, header: str, row_line, keys: tuple[str, str]) -> list[str]:
+    """A Markdown table after an empty line: `header`, its rule, `row_line(r, r[keys[0]], r[keys[1]])` per row."""
+    if not rows:
+        return []
+    return ["", header, "|" + "---|" * header.count(" | ") + "---|"] + [
+        row_line(r, r[keys[0]], r[keys[1]]) for r in rows
+    ]
+
+
 def table(result) -> str:
     """Markdown tables: hassejax against plain diffrax (ratios), and against the SciPy loop."""
     lines = [
@@ -609,22 +618,17 @@ def table(result) -> str:
             f"| {h['mean_steps']:.0f} → {c['mean_steps']:.0f} | {c['compile_s']:.1f} "
             f"| {qc['compile_s']:.2f} / {qc['compile_cpu_s']:.2f} | {c['same_status_as_factor_state']}/{r['members']} | {err} |"
         )
-    if any("hassejax_no_size_event" in r for r in result["covariance_sweeps"]):
-        lines += [
-            "",
-            "| d | family | hassejax `size_threshold=inf` run (s) | ratio to plain wall / CPU | compile (s) "
-            "| compile ratio wall / CPU | same status and steps as with the event |",
-            "|---|---|---|---|---|---|---|",
-        ]
-    for r in result["covariance_sweeps"]:
-        if "hassejax_no_size_event" not in r:
-            continue
-        n, qn = r["hassejax_no_size_event"], r["ratio_hassejax_no_size_event_over_plain"]
-        lines.append(
+    lines += _section(
+        [r for r in result["covariance_sweeps"] if "hassejax_no_size_event" in r],
+        "| d | family | hassejax `size_threshold=inf` run (s) | ratio to plain wall / CPU | compile (s) "
+        "| compile ratio wall / CPU | same status and steps as with the event |",
+        lambda r, n, qn: (
             f"| {r['d']} | {r['family']} | {n['run_s']:.3f} | {qn['run_s']:.2f} / {qn['run_cpu_s']:.2f} "
             f"| {n['compile_s']:.1f} | {qn['compile_s']:.2f} / {qn['compile_cpu_s']:.2f} "
             f"| {n['same_status_and_steps_as_default']}/{r['members']} |"
-        )
+        ),
+        ("hassejax_no_size_event", "ratio_hassejax_no_size_event_over_plain"),
+    )
     if any("scipy" in r for r in result["covariance_sweeps"]):
         lines += [
             "",
