@@ -193,3 +193,28 @@ def test_infinite_size_threshold_reports_a_blow_up_as_the_step_budget_not_as_blo
     assert bool(jnp.all(jnp.isfinite(sol.cov_final)))
     located = solve_gaussian(blowing, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0)
     assert status_names(located.status) == "blow_up" and abs(float(located.t_blowup) - 1.0) < 1e-6
+
+
+def test_infinite_size_threshold_keeps_a_user_controllers_steps():
+    """With a user-supplied adaptive controller (whose error norm sees the decade-test scalar) `inf` takes the
+    same steps as a finite threshold the size never nears (1e30). Not a before/after test: in float64 the
+    scalar's value did not change the steps here; the fresh-user review saw it do so in float32."""
+    model = Softmax(V=jnp.eye(2), A=jnp.zeros((2, 2)))
+    x0 = jnp.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.5]])
+    kw = dict(
+        t1=8.0, feedforward=(jnp.eye(2), jnp.zeros(2)), stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-6)
+    )
+    a, b = (
+        solve_particles(model, x0, size_threshold=1e30, **kw),
+        solve_particles(model, x0, size_threshold=np.inf, **kw),
+    )
+    assert int(a.stats.num_steps) == int(b.stats.num_steps)
+    np.testing.assert_array_equal(np.asarray(a.x_final), np.asarray(b.x_final))
+
+
+@pytest.mark.parametrize("name", ["size_threshold", "converge_tol"])
+def test_non_scalar_event_settings_are_refused(name, no_typecheck):
+    from hassejax.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=f"`{name}` must be a scalar"):
+        solve_gaussian(MODEL, jnp.zeros(2), jnp.eye(2) / 2, t1=1.0, **{name: np.array([1e6, 1e6])})

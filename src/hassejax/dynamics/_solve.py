@@ -51,6 +51,7 @@ import numpy as np
 import optimistix as optx
 
 from .._tracing import is_traced
+from ..errors import ParameterError
 from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.pretrained call them as _solve.*
     check_finite_params,
     check_positive,
@@ -148,8 +149,8 @@ def integrate(
 
     def f_aug(t, z):  # the state carries the time spent below L_a (decade test)
         y = z[0]
-        if not size_event:  # no decade test: the quadrature stays at zero
-            return (f(t, y), jnp.zeros((), dtype))
+        if not size_event:  # below `inf/100` all the time, as with any threshold the size never nears
+            return (f(t, y), jnp.ones((), dtype))
         below = jnp.log(jnp.maximum(size(y), tiny)) < log_level_a
         return (f(t, y), below.astype(dtype))
 
@@ -359,6 +360,12 @@ def solve_settings(
     check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
     check_positive(size_threshold, "size_threshold")
     check_positive(converge_tol, "converge_tol")
+    for name, value in (("size_threshold", size_threshold), ("converge_tol", converge_tol)):
+        v = concrete(value)
+        if v is not None and v.ndim != 0:
+            raise ParameterError(
+                f"`{name}` must be a scalar (one value per solve; vmap for one per member); got shape {v.shape}."
+            )
     ts_checked = not is_traced(t0, t1, ts)
     threshold_value = concrete(size_threshold)
     size_event = threshold_value is None or not bool(np.all(np.isposinf(threshold_value)))
