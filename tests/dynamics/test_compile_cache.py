@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from hassejax.dynamics import L2, Softmax, solve_gaussian, solve_particles, status_names
+from hassejax.errors import ParameterError
 
 MODEL = Softmax(V=jnp.eye(2), A=jnp.eye(2))
 
@@ -214,7 +215,5 @@ def test_infinite_size_threshold_keeps_a_user_controllers_steps():
 
 @pytest.mark.parametrize("name", ["size_threshold", "converge_tol"])
 def test_non_scalar_event_settings_are_refused(name, no_typecheck):
-    from hassejax.errors import ParameterError
-
     with pytest.raises(ParameterError, match=f"`{name}` must be a scalar"):
         solve_gaussian(MODEL, jnp.zeros(2), jnp.eye(2) / 2, t1=1.0, **{name: np.array([1e6, 1e6])})

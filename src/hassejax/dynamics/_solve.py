@@ -351,7 +351,7 @@ def solve_settings(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`check_finite_params` (on
     `model`, unless None), :func:`check_times`, :func:`check_solver_settings` and
-    :func:`check_positive`.
+    :func:`check_positive`, and for a concrete `size_threshold` or `converge_tol` that is not a scalar.
     """
     if model is not None:
         check_finite_params(model, "model")
@@ -360,15 +360,14 @@ def solve_settings(
     check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
     check_positive(size_threshold, "size_threshold")
     check_positive(converge_tol, "converge_tol")
-    for name, value in (("size_threshold", size_threshold), ("converge_tol", converge_tol)):
-        v = concrete(value)
+    values = {"size_threshold": concrete(size_threshold), "converge_tol": concrete(converge_tol)}
+    for name, v in values.items():
         if v is not None and v.ndim != 0:
             raise ParameterError(
                 f"`{name}` must be a scalar (one value per solve; vmap for one per member); got shape {v.shape}."
             )
     ts_checked = not is_traced(t0, t1, ts)
-    threshold_value = concrete(size_threshold)
-    size_event = threshold_value is None or not bool(np.all(np.isposinf(threshold_value)))
+    size_event = values["size_threshold"] is None or not bool(np.isposinf(values["size_threshold"]))
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
     return {
@@ -403,8 +402,6 @@ def integrate_events(f: Callable, y0, size: Callable, speed: Callable | None = N
 
 def check_blowup_estimate(blowup_estimate) -> bool:
     """Raise :class:`ParameterError` unless ``"extrapolated"`` or ``"threshold"``; True for ``"extrapolated"``."""
-    from ..errors import ParameterError
-
     if blowup_estimate not in ("extrapolated", "threshold"):
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     return blowup_estimate == "extrapolated"

@@ -276,7 +276,7 @@ def solve_gaussian(
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a Gaussian
     map ("does not preserve Gaussians (spec §2)"), a batched kernel, shape mismatches, a non-symmetric / non-PSD / non-finite
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
-    `ts` outside `[t0, t1]`, a non-positive tolerance or threshold, an unknown
+    `ts` outside `[t0, t1]`, a non-positive or non-scalar tolerance or threshold, an unknown
     `blowup_estimate` or `state`, ``state="covariance"`` with a kernel whose map needs a factor.
 
     **Example:** softmax with `V = I`, `A = I`, `Σ0 = I/2` blows up at `t* = 1/(β λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})) = 1`
