@@ -15,6 +15,7 @@ import pytest
 
 from hassejax.cli import main as cli_main
 from hassejax.dynamics import (
+    L2,
     AbstractAttention,
     Softmax,
     blowup_time_closed_form,
@@ -86,6 +87,26 @@ def test_solver_arguments_of_the_wrong_type_are_named(kwargs, message, no_typech
         solve_gaussian(P, jnp.zeros(2), S0, **kwargs)
     with pytest.raises(ParameterError, match=message):
         solve_particles(P, jnp.eye(2), **kwargs)
+
+
+def test_size_threshold_at_or_below_the_initial_size_is_refused():
+    """A threshold the size starts above can never be crossed upwards: the size event was off without a
+    word (the solve ran to t1 and reported `completed` past the blow-up at t* = 1). Refused when concrete;
+    a traced one (vmap) is integrated as given. `converge_tol = inf` likewise could never fire."""
+    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size tr Σ0 = 1: .*got 0\.5"):
+        solve_gaussian(P, jnp.zeros(2), S0, t1=5.0, size_threshold=0.5)
+    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size tr Σ0 = 2: .*got 2\b"):
+        solve_gaussian(P, jnp.zeros(2), factor0=jnp.eye(2), t1=5.0, size_threshold=2.0)
+    x0 = jnp.array([[1.0, 0.0], [-1.0, 0.0]])  # λ0 = (1/n) Σ ‖x_i − x̄‖² = 1
+    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size λ0 .* = 1: "):
+        solve_particles(P, x0, t1=1.0, size_threshold=0.9)
+    with pytest.raises(ParameterError, match=r"`converge_tol` must be finite .*; got inf"):
+        solve_gaussian(P, jnp.zeros(2), S0, t1=1.0, converge_tol=np.inf)
+    with pytest.raises(ParameterError, match=r"`converge_tol` must be finite"):
+        solve_particles(P, x0, t1=1.0, converge_tol=float("inf"))
+    # just above the initial size: accepted, and the event fires (the blow-up of V = I, A = I at t* = 1)
+    sol = solve_gaussian(Softmax(V=jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), S0, t1=5.0, size_threshold=1.5)
+    assert status_names(sol.status) in ("blow_up", "diverge") and float(sol.t_final) < 1.0
 
 
 class _ZeroDim(AbstractAttention):
@@ -255,3 +276,20 @@ def test_hasse_diagram_under_jit_says_why():
 
     with pytest.raises(MaskError, match="host-side networkx graph"):
         jax.jit(lambda m: HasseDiagram.from_mask(m).num_classes)(jnp.eye(3, dtype=bool))
+
+
+def test_thresholds_in_other_real_dtypes_are_read_as_numbers():
+    """A bfloat16 threshold (NumPy kind ``V``) was refused as "not a real number", a Python int beyond
+    int64 (kind ``O``) crashed in a NumPy ufunc: both are real numbers, solved as their float value."""
+    grow = L2(V=jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2))  # exponential growth: reaches 1e20 near t = 24
+    ref = solve_gaussian(grow, jnp.ones(2), S0, t1=60.0, size_threshold=1e20)
+    big = solve_gaussian(grow, jnp.ones(2), S0, t1=60.0, size_threshold=10**20)
+    assert status_names(big.status) == status_names(ref.status) == "diverge"
+    assert float(big.t_final) == float(ref.t_final)
+    blow = Softmax(V=jnp.eye(2), A=jnp.eye(2))
+    kw = {"t1": 5.0, "blowup_estimate": "threshold"}
+    bf = solve_gaussian(blow, jnp.zeros(2), S0, size_threshold=jnp.asarray(1e4, jnp.bfloat16), **kw)
+    ref_bf = solve_gaussian(blow, jnp.zeros(2), S0, size_threshold=float(jnp.asarray(1e4, jnp.bfloat16)), **kw)
+    assert float(bf.t_blowup) == float(ref_bf.t_blowup)
+    with pytest.raises(ParameterError, match="`size_threshold` must be a real number > 0"):
+        solve_gaussian(blow, jnp.zeros(2), S0, size_threshold=10**400, **kw)

@@ -268,3 +268,32 @@ def test_constant_step_non_finite_with_default_ts_reports_the_last_finite_state(
     assert np.trace(np.asarray(sol.cov_final)) > 100.0
     np.testing.assert_array_equal(np.asarray(sol.ts), [0.0, 2.0])
     np.testing.assert_array_equal(np.asarray(sol.valid), [True, False])
+
+
+@pytest.mark.parametrize("threshold", [np.inf, 1e38])
+def test_float32_state_beyond_the_float_range_is_non_finite_not_a_frozen_completion(threshold):
+    """float32 L2 (V = Q = K = I, Σ0 = I/2) grows exponentially with no size event below `1/tiny` = 8.5e37:
+    there `(I + 2Σ)⁻¹` underflows, the vector field is flushed to exactly zero and the solve used to
+    report `completed` at t1 = 200 with `tr Σ` frozen at 8.5e37. It stops as `non_finite` at the time
+    the size reaches `1/finfo(float32).tiny`, which a float64 solve with that threshold locates."""
+    f32 = np.float32
+    size_max = 1 / float(np.finfo(f32).tiny)
+    eye = np.eye(2, dtype=f32)
+    sol = solve_gaussian(
+        L2(V=eye, Q=eye, K=eye), np.ones(2, f32), eye / 2, t1=200.0, rtol=1e-6, atol=1e-6,
+        size_threshold=threshold, ts=np.linspace(0, 200, 21), max_steps=20_000,
+    )  # fmt: skip
+    assert sol.cov_final.dtype == jnp.float32
+    assert status_names(sol.status) == "non_finite"
+    trace_f = float(np.trace(np.asarray(sol.cov_final, np.float64)))
+    assert 1e36 < trace_f < size_max
+    ref = solve_gaussian(
+        L2(V=np.eye(2), Q=np.eye(2), K=np.eye(2)), np.ones(2), np.eye(2) / 2, t1=200.0, rtol=1e-10, atol=1e-10,
+        size_threshold=size_max, blowup_estimate="threshold",
+    )  # fmt: skip
+    assert status_names(ref.status) == "diverge"  # exponential growth crosses the threshold
+    assert float(sol.t_final) < float(ref.t_final) + 1e-3 * float(ref.t_final)
+    assert float(sol.t_final) > float(ref.t_final) - 2.0
+    valid = np.asarray(sol.valid)
+    assert valid[:5].all() and not valid[5:].any()  # saved points up to t = 40 only
+    assert np.all(np.isfinite(np.asarray(sol.cov)))

@@ -258,6 +258,11 @@ def test_reduced_solve_errors(no_typecheck):
         solve_low_rank_particles(head, x, np.array([[True, False, False], [False, False, False]]), t1=1.0)
     with pytest.raises(ParameterError, match="`x0` must be finite"):
         solve_low_rank_particles(head, x * np.nan, np.ones((2, 3), bool), t1=1.0)
+    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size tr Σ0 = 6"):
+        solve_low_rank_gaussian(head, a0, np.eye(6), t1=1.0, size_threshold=6.0)
+    xr = np.random.default_rng(3).normal(size=(2, 3, 6))
+    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size the initial trace"):
+        solve_low_rank_particles(head, xr, np.ones((2, 3), bool), t1=1.0, size_threshold=1e-3)
     with pytest.raises(ParameterError, match="`models` must be a LowRankSoftmax with one leading run axis"):
         solve_low_rank_particles_each(head, x, np.ones((2, 3), bool), t1=jnp.ones(1), ts=jnp.ones((1, 2)))
 

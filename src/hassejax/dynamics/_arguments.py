@@ -8,6 +8,7 @@ and what came.
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import warnings
 
@@ -32,6 +33,7 @@ __all__ = [
     "concrete",
     "real_array",
     "check_positive",
+    "check_size_threshold",
     "check_solver_settings",
     "state_dtype",
     "check_finite_params",
@@ -54,6 +56,9 @@ def concrete(x):
 def real_array(x, name: str, what: str = "a real number"):
     """`x` as a NumPy array when concrete (None for None or a tracer); raise unless it holds real numbers.
 
+    Real numbers NumPy keeps in other dtypes (bfloat16, kind ``V``; Python integers beyond int64,
+    kind ``O``) come back as float64.
+
     **Raises:** :class:`ParameterError` naming `name` for strings, booleans, complex numbers or
     anything else NumPy does not read as a real integer or float array.
     """
@@ -65,6 +70,9 @@ def real_array(x, name: str, what: str = "a real number"):
         v = np.asarray(x)
     except Exception as err:
         raise ParameterError(f"`{name}` must be {what}; got {type(x).__name__}.") from err
+    if v.dtype.kind in "VO":  # bfloat16 (ml_dtypes), a Python int beyond int64: real if float64 holds it
+        with contextlib.suppress(TypeError, ValueError, OverflowError):
+            v = np.asarray(v, dtype=np.float64)
     if v.dtype.kind not in "iuf":
         raise ParameterError(f"`{name}` must be {what}; got {x!r:.80} (dtype {v.dtype}).")
     return v
@@ -75,6 +83,23 @@ def check_positive(x, name: str) -> None:
     v = real_array(x, name, "a real number > 0")
     if v is not None and not bool(np.all(v > 0)):
         raise ParameterError(f"`{name}` must be > 0; got {v}.")
+
+
+def check_size_threshold(size_threshold, size0, what: str) -> None:
+    """Raise :class:`ParameterError` if a concrete finite `size_threshold` is at or below the concrete
+    initial size `size0` (`what` names it, e.g. ``"tr Σ0"``): the size event fires when the size grows
+    through the threshold, which a size starting above it never does, so the event would be off
+    without a word. Skipped when either is traced or None, or the threshold is `inf` (no event).
+    """
+    thr, s0 = real_array(size_threshold, "size_threshold"), concrete(size0)
+    if thr is None or s0 is None or thr.ndim != 0 or not np.isfinite(thr):
+        return
+    if float(thr) <= float(s0):
+        raise ParameterError(
+            f"`size_threshold` must exceed the initial size {what} = {float(s0):.6g}: the size event fires when "
+            f"the size grows through it; got {float(thr):.6g}. Pass a larger threshold, None for the default "
+            f"(1e8 · {what}; 1e4 · in float32) or `inf` for no size event."
+        )
 
 
 def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, dtype=None) -> None:

@@ -18,7 +18,11 @@ solver and the particle solver. It
    are the requested ones, whatever the status;
 5. stops at the first step whose state would be NaN/inf (:class:`~._guard.FiniteGuard`
    around the step-size controller: a NaN vector field, or a constant step past a
-   blow-up), reporting `non_finite` with the last finite state and its time.
+   blow-up), reporting `non_finite` with the last finite state and its time. A state whose
+   size `λ` reaches `1/finfo(dtype).tiny` (float32: 8.5e37; float64: 4.5e307) counts as out
+   of range too: beyond it `1/λ` is no longer a normal float, so a vector field that divides
+   by the state (L2's `(I + 2Σ)⁻¹`) is flushed to exactly zero and the solve would "complete"
+   with a frozen state (derived).
 
 Blow-up versus divergence (spec §4), the *decade test* (derived): the solve also integrates
 the time spent below `L_a = threshold/100`, i.e. the time `t_a` at which the size entered its
@@ -56,6 +60,7 @@ from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.
     check_finite_params,
     check_positive,
     check_progress_meter,
+    check_size_threshold,
     check_solver_settings,
     check_times,
     concrete,
@@ -146,6 +151,11 @@ def integrate(
 
     log_level_a = log_threshold - DECADES * jnp.log(jnp.asarray(10.0, dtype))
     y0_user = y0
+    size_max = 1 / tiny  # beyond it `1/λ` is subnormal (float32: 8.5e37; module docstring, item 5)
+
+    def in_range(y):  # the size finite and below size_max
+        lam = size(y)
+        return jnp.isfinite(lam) & (lam < size_max)
 
     def f_aug(t, z):  # the state carries the time spent below L_a (decade test)
         y = z[0]
@@ -190,9 +200,7 @@ def integrate(
             saveat=diffrax.SaveAt(t1=True)
             if ts_default
             else diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
-            stepsize_controller=guard(
-                stepsize_controller, t0, t1, finite=lambda z: tree_finite(z) & jnp.isfinite(size(z[0]))
-            ),
+            stepsize_controller=guard(stepsize_controller, t0, t1, finite=lambda z: tree_finite(z) & in_range(z[0])),
             max_steps=max_steps,
             event=event,
             throw=False,
@@ -206,7 +214,7 @@ def integrate(
 
     # Saved points: valid when finite and not after the stop.
     finite_rows = tree_finite(ys, batch_ndim=1)
-    end_finite = tree_finite(y_end) & jnp.isfinite(t_end)
+    end_finite = tree_finite(y_end) & in_range(y_end) & jnp.isfinite(t_end)
     valid = finite_rows & (ts <= jnp.where(jnp.isfinite(t_end), t_end, t1))
     idx = jnp.arange(n_save)
     last = jax.lax.cummax(jnp.where(valid, idx, -1), axis=0)
@@ -351,7 +359,9 @@ def solve_settings(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`check_finite_params` (on
     `model`, unless None), :func:`check_times`, :func:`check_solver_settings` and
-    :func:`check_positive`, and for a concrete `size_threshold` or `converge_tol` that is not a scalar.
+    :func:`check_positive`, for a concrete `size_threshold` or `converge_tol` that is not a scalar, and
+    for a concrete `converge_tol = inf` (its event could never fire). The threshold against the
+    initial size is the caller's check (:func:`check_size_threshold`: the size is the solver's).
     """
     if model is not None:
         check_finite_params(model, "model")
@@ -360,12 +370,20 @@ def solve_settings(
     check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
     check_positive(size_threshold, "size_threshold")
     check_positive(converge_tol, "converge_tol")
-    values = {"size_threshold": concrete(size_threshold), "converge_tol": concrete(converge_tol)}
+    values = {
+        "size_threshold": real_array(size_threshold, "size_threshold"),
+        "converge_tol": real_array(converge_tol, "converge_tol"),
+    }
     for name, v in values.items():
         if v is not None and v.ndim != 0:
             raise ParameterError(
                 f"`{name}` must be a scalar (one value per solve; vmap for one per member); got shape {v.shape}."
             )
+    if values["converge_tol"] is not None and not np.isfinite(values["converge_tol"]):
+        raise ParameterError(
+            "`converge_tol` must be finite (a speed below it is a steady state; None for no steady-state "
+            f"event); got {values['converge_tol']}."
+        )
     ts_checked = not is_traced(t0, t1, ts)
     size_event = values["size_threshold"] is None or not bool(np.isposinf(values["size_threshold"]))
     t0 = jnp.asarray(t0, dtype)

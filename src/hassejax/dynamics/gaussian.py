@@ -216,7 +216,9 @@ def solve_gaussian(
       `t1` with `‖Σ'‖_F < converge_tol` (e.g. already stationary at `t0`) is `converged` too;
     - `t1` ⇒ `completed`; step budget ⇒ `max_steps_reached`; integrator failure ⇒
       `dt_min_reached`; a step that would make the state NaN/inf (a NaN vector field, a
-      constant step past a blow-up) ⇒ `non_finite`, stopped at the last finite state.
+      constant step past a blow-up) or `tr Σ` reach `1/finfo(dtype).tiny` (float32: 8.5e37,
+      where L2's vector field underflows to zero) ⇒ `non_finite`, stopped at the last finite
+      state.
 
     Jit-compiled; works under ``jax.vmap`` over parameters and initial conditions (each
     member gets its own status; the loop runs until the slowest member stops).
@@ -248,10 +250,13 @@ def solve_gaussian(
     - `max_steps`: step budget.
     - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · tr Σ0`, or `1e8` when
       `tr Σ0 = 0`; `1e4` in place of `1e8` in float32, whose time resolution cannot follow a
-      blow-up to `1e8`; keep it >= 1e3 · tr Σ0 for the decade test). A concrete `inf` builds
+      blow-up to `1e8`; keep it >= 1e3 · tr Σ0 for the decade test; a concrete one at or below
+      `tr Σ0` is refused, and one at or above `1/finfo(dtype).tiny` is never reached: the solve
+      stops as ``non_finite`` there). A concrete `inf` builds
       the program without the size event (no root find, decade test or growth rates: it
       compiles in about half the time); a blow-up then ends as ``max_steps_reached`` or
-      ``non_finite`` at the last finite state.
+      ``non_finite`` at the last finite state (under ``vmap`` the rest of its batch or sweep
+      chunk keeps stepping in lockstep until then: pass `inf` for families that stay bounded).
       Relative accuracy of a threshold-based
       `t_blowup` is about `tr Σ0 / threshold`; extrapolation is exact to `O(threshold⁻²)`
       for the softmax closed form.
@@ -276,7 +281,9 @@ def solve_gaussian(
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a Gaussian
     map ("does not preserve Gaussians (spec §2)"), a batched kernel, shape mismatches, a non-symmetric / non-PSD / non-finite
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
-    `ts` outside `[t0, t1]`, a non-positive or non-scalar tolerance or threshold, an unknown
+    `ts` outside `[t0, t1]`, a non-positive or non-scalar tolerance or threshold, a concrete
+    `size_threshold` at or below `tr Σ0` or a `converge_tol` of `inf` (events that could never
+    fire; traced values are integrated as given), an unknown
     `blowup_estimate` or `state`, ``state="covariance"`` with a kernel whose map needs a factor.
 
     **Example:** softmax with `V = I`, `A = I`, `Σ0 = I/2` blows up at `t* = 1/(β λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})) = 1`
@@ -333,4 +340,8 @@ def solve_gaussian(
         dt0=dt0, stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
         converge_tol=converge_tol, extrapolate=extrapolate, progress_meter=progress_meter,
     )  # fmt: skip
+    if size_threshold is not None:  # concrete state: the threshold must lie above tr Σ0
+        s0 = _solve.concrete(cov0 if u0 is None else u0)
+        size0 = None if s0 is None else np.trace(s0) if u0 is None else np.sum(s0.astype(np.float64) ** 2)
+        _solve.check_size_threshold(size_threshold, size0, "tr Σ0")
     return _solve_core(model, mean0, cov0, u0, settings, state)

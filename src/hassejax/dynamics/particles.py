@@ -103,7 +103,8 @@ def solve_particles(
     attention kernel grows at most exponentially, so a threshold crossing is usually
     reported as `diverge`; the decade test (`decade_ratio < 0.05`, see
     :attr:`~hassejax.dynamics.AbstractSolution.decade_ratio`) decides. A velocity that turns
-    NaN/inf stops the solve as `non_finite` at the time it does. Jit-compiled, vmappable.
+    NaN/inf, or a size `λ` grown to `1/finfo(dtype).tiny` (float32: 8.5e37), stops the solve as
+    `non_finite` at the time it does. Jit-compiled, vmappable.
 
     **Arguments:**
 
@@ -126,7 +127,8 @@ def solve_particles(
     **Raises:** :class:`~hassejax.errors.ParameterError` for a `model` that is not a
     kernel, a batched kernel, `x0` of the wrong
     shape or non-finite (concrete), rows not of unit norm with ``sphere=True`` (concrete),
-    bad times, tolerances or thresholds.
+    bad times, tolerances or thresholds (a concrete `size_threshold` at or below `λ(x0)`, a
+    `converge_tol` of `inf`: events that could never fire).
 
     **Example:** `V = −I`, `A = 0`: `ẋ_i = −x̄`, so the mean decays like `e^{−t}`:
 
@@ -177,5 +179,8 @@ def solve_particles(
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
         converge_tol=converge_tol, extrapolate=extrapolate, progress_meter=progress_meter,
     )  # fmt: skip
+    if size_threshold is not None and xn is not None:  # the threshold must lie above the initial size
+        xc = xn.astype(np.float64) - xn.mean(axis=0, dtype=np.float64)
+        _solve.check_size_threshold(size_threshold, np.sum(xc**2) / xn.shape[0], "λ0 = (1/n) Σ_i ‖x_i − x̄‖²")
     # `sphere` as a traced Boolean: solves on the plane and on the sphere share one program
     return _solve_core(model, x0, jnp.asarray(bool(sphere)), feedforward, settings)

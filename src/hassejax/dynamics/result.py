@@ -48,7 +48,9 @@ class Status(enum.IntEnum):
       other integrator failure such as too many rejected steps).
     - `non_finite` (6): the next step would make the state NaN/inf (a vector field that
       turns NaN, e.g. a parameter NaN from some depth on, or a constant-step solve stepping
-      past a blow-up, which diffrax itself reports as successful): the solve stops there and
+      past a blow-up, which diffrax itself reports as successful), or its size `λ` reach
+      `1/finfo(dtype).tiny` (float32: 8.5e37; beyond it `1/λ` underflows and a vector field
+      such as L2's is flushed to zero, freezing the state): the solve stops there and
       reports the last finite state, `t_final` the time it was reached.
     - `invalid_times` (7): the times were traced (under ``jit``/``vmap``, e.g. per-member
       `t1`/`ts` in a sweep) and are not finite with `ts` sorted within `[t0, t1]` and
@@ -131,7 +133,9 @@ class AbstractSolution(eqx.Module):
     - `ts`: `(*batch, T)` the requested save times, whatever the status (never `inf`).
     - `valid`: `(*batch, T)` True where the saved point lies at or before the stop
       (`ts <= t_final`) and is finite, the same rule for every status. Saved points after
-      the stop hold the final state (copied, never NaN/inf) and are marked invalid.
+      the stop (or not finite) hold the last valid saved point before them (the initial state
+      if none), never NaN/inf, and are marked invalid; the state at the stop itself is the
+      `*_final` field.
     - `status`: `(*batch,)` int32 code of :class:`Status`.
     - `t_final`: `(*batch,)` time at which the solve stopped (event time, `t1`, or the
       last time reached).

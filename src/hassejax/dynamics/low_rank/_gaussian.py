@@ -128,7 +128,8 @@ def solve_low_rank_gaussian(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a model that is not a
     :class:`~hassejax.dynamics.LowRankSoftmax` or is batched, inconsistent shapes,
-    non-finite (concrete) `mean0` or `cov0`, bad times, tolerances or thresholds, an unknown `blowup_estimate`.
+    non-finite (concrete) `mean0` or `cov0`, bad times, tolerances or thresholds (a concrete
+    `size_threshold` at or below `tr Σ0`), an unknown `blowup_estimate`.
 
     Source: (derived), module docstring; spec dynamics.md §2, §4.
 
@@ -161,6 +162,8 @@ def solve_low_rank_gaussian(
         blowup_estimate=blowup_estimate, progress_meter=progress_meter,
     )  # fmt: skip
     reduction = GaussianReduction.from_head(model, jnp.asarray(mean0, dtype), jnp.asarray(cov0, dtype))
+    if size_threshold is not None:
+        _solve.check_size_threshold(size_threshold, reduction.trace0, "tr Σ0")
     return solve_reduction(reduction, settings)
 
 

@@ -138,7 +138,7 @@ def solve_low_rank_particles(
     **Raises:** :class:`~hassejax.errors.ParameterError` for a model that is not an unbatched
     :class:`~hassejax.dynamics.LowRankSoftmax`, inconsistent shapes, a non-Boolean mask, a
     group without tokens (concrete masks), non-finite (concrete) `x0`, bad times,
-    tolerances or thresholds.
+    tolerances or thresholds (a concrete `size_threshold` at or below the initial size).
 
     Source: (derived), module docstring; spec dynamics.md §1, §4.
 
@@ -180,7 +180,12 @@ def solve_low_rank_particles(
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
         blowup_estimate=blowup_estimate, progress_meter=progress_meter,
     )  # fmt: skip
-    return solve_reduction(ParticleReduction.from_tokens(model, x0, mask), settings)
+    reduction = ParticleReduction.from_tokens(model, x0, mask)
+    if size_threshold is not None:
+        _solve.check_size_threshold(
+            size_threshold, reduction.trace0, "the initial trace of the real tokens' covariance"
+        )
+    return solve_reduction(reduction, settings)
 
 
 def _run(models: LowRankSoftmax, i: int) -> LowRankSoftmax:
