@@ -7,6 +7,7 @@ blow-up") or crashed inside JAX, Equinox or matplotlib.
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -93,12 +94,12 @@ def test_size_threshold_at_or_below_the_initial_size_is_refused():
     """A threshold the size starts above can never be crossed upwards: the size event was off without a
     word (the solve ran to t1 and reported `completed` past the blow-up at t* = 1). Refused when concrete;
     a traced one (vmap) is integrated as given. `converge_tol = inf` likewise could never fire."""
-    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size tr Σ0 = 1: .*got 0\.5"):
+    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size tr Σ0 = 1 .*got 0\.5"):
         solve_gaussian(P, jnp.zeros(2), S0, t1=5.0, size_threshold=0.5)
-    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size tr Σ0 = 2: .*got 2\b"):
+    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size tr Σ0 = 2 .*got 2\b"):
         solve_gaussian(P, jnp.zeros(2), factor0=jnp.eye(2), t1=5.0, size_threshold=2.0)
     x0 = jnp.array([[1.0, 0.0], [-1.0, 0.0]])  # λ0 = (1/n) Σ ‖x_i − x̄‖² = 1
-    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size λ0 .* = 1: "):
+    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size λ0 .* = 1 "):
         solve_particles(P, x0, t1=1.0, size_threshold=0.9)
     with pytest.raises(ParameterError, match=r"`converge_tol` must be finite .*; got inf"):
         solve_gaussian(P, jnp.zeros(2), S0, t1=1.0, converge_tol=np.inf)
@@ -293,3 +294,46 @@ def test_thresholds_in_other_real_dtypes_are_read_as_numbers():
     assert float(bf.t_blowup) == float(ref_bf.t_blowup)
     with pytest.raises(ParameterError, match="`size_threshold` must be a real number > 0"):
         solve_gaussian(blow, jnp.zeros(2), S0, size_threshold=10**400, **kw)
+
+
+def test_size_threshold_checks_under_jit_and_in_the_state_dtype(no_typecheck):
+    """Found by a fresh-user review: (a) under ``jax.jit`` with NumPy inputs the threshold check read `Σ0`
+    after its conversion to a (traced) JAX array and skipped itself, so the size event was off without a
+    word; (b) the check compared in float64 while the solve runs in float32, where `2.0000001` is `2.0`
+    (= tr Σ0) and the event cannot fire; (c) `converge_tol = 1e39` became `inf` in float32 (refused when
+    passed as `inf`) and a threshold beyond float32 warned about the overflowing cast."""
+    import jax
+
+    from hassejax.dynamics import LowRankSoftmax, solve_low_rank_gaussian, solve_low_rank_particles
+
+    eye = np.eye(2, dtype=np.float32)
+    grow = L2(V=10 * eye, Q=eye, K=eye)
+    kw = {"t1": 100.0, "rtol": 1e-6, "atol": 1e-6}
+    match = r"`size_threshold` must exceed the initial size"
+    with pytest.raises(ParameterError, match=match):
+        jax.jit(lambda: solve_gaussian(grow, np.zeros(2, np.float32), eye, size_threshold=1.0, **kw))()
+    with pytest.raises(ParameterError, match=match):
+        jax.jit(lambda: solve_gaussian(grow, np.zeros(2, np.float32), factor0=eye, size_threshold=2.0, **kw))()
+    head = LowRankSoftmax(np.eye(1, 2), np.eye(1, 2), np.eye(1, 2), np.eye(2, 1))
+    with pytest.raises(ParameterError, match=match):
+        jax.jit(lambda: solve_low_rank_gaussian(head, np.zeros(2), np.eye(2), t1=1.0, size_threshold=2.0))()
+    x = np.array([[[1.0, 0.0], [-1.0, 0.0]]])  # one group, λ0 = 1
+    with pytest.raises(ParameterError, match=match):
+        jax.jit(lambda: solve_low_rank_particles(head, x, np.ones((1, 2), bool), t1=1.0, size_threshold=1.0))()
+    with pytest.raises(ParameterError, match=match + r".*rounding of float32"):
+        solve_gaussian(grow, np.zeros(2, np.float32), eye, size_threshold=2.0000001, **kw)
+    # float64 resolves it: accepted, and the event fires at once (diverge)
+    sol = solve_gaussian(
+        L2(V=10 * np.eye(2), Q=np.eye(2), K=np.eye(2)), np.zeros(2), np.eye(2), t1=1.0, size_threshold=2.0000001
+    )
+    assert status_names(sol.status) == "diverge" and float(sol.t_final) < 1e-3
+    with pytest.raises(ParameterError, match=r"`converge_tol` must be finite in the state's dtype float32"):
+        solve_gaussian(grow, np.zeros(2, np.float32), eye, converge_tol=1e39, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no NumPy overflow warning: beyond float32 is inf there (no size event)
+        big = solve_gaussian(grow, np.zeros(2, np.float32), eye, size_threshold=1e39, **kw)
+    inf = solve_gaussian(grow, np.zeros(2, np.float32), eye, size_threshold=np.inf, **kw)
+    assert status_names(big.status) == status_names(inf.status) == "non_finite"
+    assert float(big.t_final) == float(inf.t_final)
+    with pytest.raises(ParameterError, match=r"`size_threshold` must be .*; got a number beyond float64's range"):
+        solve_gaussian(grow, np.zeros(2, np.float32), eye, size_threshold=10**400, **kw)

@@ -297,3 +297,66 @@ def test_float32_state_beyond_the_float_range_is_non_finite_not_a_frozen_complet
     valid = np.asarray(sol.valid)
     assert valid[:5].all() and not valid[5:].any()  # saved points up to t = 40 only
     assert np.all(np.isfinite(np.asarray(sol.cov)))
+
+
+def test_vmapped_member_without_event_keeps_its_last_accepted_state():
+    """Under vmap, when one member's size event fires, diffrax gives the members *without* an event the
+    end of their last attempted step: for a member the finite-step guard stopped (a rejected step) that
+    was out of range, so it came back as its initial state (`t_final = 0`, `cov_final = Σ0`), and a
+    member stopped by its step budget whose last step was rejected got that step's time and state. Each
+    member must equal its own solve (float32 for the range case, which fails on the old code; float64 for
+    the budget case, whose 60 steps in float32 at rtol 1e-6 follow rounding noise that differs between
+    the batched and the single program; its last step is accepted, so it checks the record, not the bug)."""
+
+    def one(dtype, scale, threshold, max_steps):
+        eye = np.eye(2, dtype=dtype)
+        return solve_gaussian(
+            L2(V=10 * eye, Q=eye, K=eye),
+            np.zeros(2, dtype),
+            scale * eye,
+            t1=100.0,
+            rtol=1e-6,
+            atol=1e-6,
+            size_threshold=threshold,
+            max_steps=max_steps,
+        )  # fmt: skip  (exponential growth: tr Σ reaches 2e4 in 15 steps)
+
+    cases = [  # (dtype, scales, thresholds, step budget, statuses)
+        # member 1 starts at 1e34 and leaves the float range before its threshold (non_finite)
+        (np.float32, [1.0, 1e34], [2e4, 1e38], 10_000, ["diverge", "non_finite"]),
+        # member 1 needs ~100 steps to reach 1e30: its budget of 60 ends it first
+        (np.float64, [1.0, 1.0], [2e4, 1e30], 60, ["diverge", "max_steps_reached"]),
+    ]
+    for dtype, scales, thresholds, budget, statuses in cases:
+        sols = jax.vmap(lambda s, th: one(dtype, s, th, budget))(  # noqa: B023
+            jnp.asarray(scales, dtype), jnp.asarray(thresholds, dtype)
+        )
+        assert [status_names(s) for s in sols.status] == statuses
+        for i in range(2):
+            solo = one(dtype, scales[i], thresholds[i], budget)
+            assert status_names(solo.status) == statuses[i]
+            # the event member to the root find's tolerance (1.2e-3 in float32, 1e-6 in float64), the other
+            # to rounding (the size grows like e^{20t}: 20× the relative error of t in cov)
+            f32 = dtype == np.float32
+            rtol = (2e-3 if f32 else 2e-6) if i == 0 else (1e-4 if f32 else 1e-9)
+            np.testing.assert_allclose(float(sols.t_final[i]), float(solo.t_final), rtol=rtol)
+            np.testing.assert_allclose(np.asarray(sols.cov_final[i]), np.asarray(solo.cov_final), rtol=20 * rtol)
+            np.testing.assert_array_equal(np.asarray(sols.valid[i]), np.asarray(solo.valid))
+
+
+@pytest.mark.parametrize("threshold", [8e37, 8.4e37])
+def test_float32_threshold_just_below_the_float_range_fires_with_finite_rates(threshold):
+    """A threshold just below `1/tiny` (8.5e37): the step that crosses it also left the range; the guard
+    makes the adaptive controller retry with smaller steps, so the event is located (`diverge`, the L2
+    growth being exponential) rather than `non_finite`; `λλ''/λ'²` overflowed to NaN there and is now
+    formed as `(λ/λ')(λ''/λ')`: 1 for exponential growth."""
+    eye = np.eye(2, dtype=np.float32)
+    sol = solve_gaussian(
+        L2(V=eye, Q=eye, K=eye), np.ones(2, np.float32), eye / 2, t1=200.0, rtol=1e-6, atol=1e-6,
+        size_threshold=threshold, max_steps=20_000,
+    )  # fmt: skip
+    assert status_names(sol.status) == "diverge"
+    # at the threshold to the event root find's tolerance (1.2e-3 in time; the size grows ~2× per unit time)
+    np.testing.assert_allclose(float(np.trace(np.asarray(sol.cov_final, np.float64))), threshold, rtol=5e-3)
+    assert float(sol.growth_exponent) == pytest.approx(1.0, abs=0.05)
+    assert 0.1 < float(sol.decade_ratio) < 0.3  # 1/(2 ln 10) = 0.22 for exponential growth

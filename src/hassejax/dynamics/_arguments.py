@@ -8,7 +8,6 @@ and what came.
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 import warnings
 
@@ -71,8 +70,14 @@ def real_array(x, name: str, what: str = "a real number"):
     except Exception as err:
         raise ParameterError(f"`{name}` must be {what}; got {type(x).__name__}.") from err
     if v.dtype.kind in "VO":  # bfloat16 (ml_dtypes), a Python int beyond int64: real if float64 holds it
-        with contextlib.suppress(TypeError, ValueError, OverflowError):
+        try:
             v = np.asarray(v, dtype=np.float64)
+        except OverflowError as err:
+            raise ParameterError(
+                f"`{name}` must be {what}; got a number beyond float64's range ({x!r:.40}...)."
+            ) from err
+        except (TypeError, ValueError):
+            pass
     if v.dtype.kind not in "iuf":
         raise ParameterError(f"`{name}` must be {what}; got {x!r:.80} (dtype {v.dtype}).")
     return v
@@ -85,19 +90,32 @@ def check_positive(x, name: str) -> None:
         raise ParameterError(f"`{name}` must be > 0; got {v}.")
 
 
-def check_size_threshold(size_threshold, size0, what: str) -> None:
-    """Raise :class:`ParameterError` if a concrete finite `size_threshold` is at or below the concrete
-    initial size `size0` (`what` names it, e.g. ``"tr Σ0"``): the size event fires when the size grows
-    through the threshold, which a size starting above it never does, so the event would be off
-    without a word. Skipped when either is traced or None, or the threshold is `inf` (no event).
+THRESHOLD_MARGIN_ULPS = 1024
+"""A `size_threshold` must exceed the initial size by this many ulps (relative) of the state's dtype:
+the program computes the size in that dtype, from a factor of `Σ0` (sum of squares) where the check
+reads `tr Σ0`, so the two differ by rounding."""
+
+
+def check_size_threshold(size_threshold, size0, what: str, dtype) -> None:
+    """Raise :class:`ParameterError` if a concrete finite `size_threshold` (as `dtype`) is not above the
+    concrete initial size `size0` by :data:`THRESHOLD_MARGIN_ULPS` (`what` names it, e.g. ``"tr Σ0"``):
+    the size event fires when the size grows through the threshold, which a size starting at or above
+    it never does, so the event would be off without a word. Skipped when either is traced or None,
+    or the threshold is `inf` in `dtype` (no event).
     """
     thr, s0 = real_array(size_threshold, "size_threshold"), concrete(size0)
-    if thr is None or s0 is None or thr.ndim != 0 or not np.isfinite(thr):
+    if thr is None or s0 is None or thr.ndim != 0:
         return
-    if float(thr) <= float(s0):
+    with np.errstate(over="ignore"):
+        thr_d = float(np.asarray(thr, dtype=np.dtype(dtype)))
+    if not np.isfinite(thr_d):
+        return
+    margin = THRESHOLD_MARGIN_ULPS * float(np.finfo(np.dtype(dtype)).eps)
+    if thr_d <= float(s0) * (1 + margin):
         raise ParameterError(
-            f"`size_threshold` must exceed the initial size {what} = {float(s0):.6g}: the size event fires when "
-            f"the size grows through it; got {float(thr):.6g}. Pass a larger threshold, None for the default "
+            f"`size_threshold` must exceed the initial size {what} = {float(s0):.6g} (by more than the "
+            f"rounding of {np.dtype(dtype).name}, {margin:.1g} relative): the size event fires when the size "
+            f"grows through it; got {float(thr):.6g}. Pass a larger threshold, None for the default "
             f"(1e8 · {what}; 1e4 · in float32) or `inf` for no size event."
         )
 

@@ -11,7 +11,16 @@ finite) and, when the candidate of a step is not finite, rejects it; it ends the
 ``RESULTS.nonfinite`` when the wrapped controller would not retry with a smaller step (a
 constant step) or the step has already shrunk below `dt_stop` (an adaptive one closing in
 on the time where the NaN starts). The solve then stops at the last finite state, at the
-time the NaN appeared (to within `dt_stop`). (derived)
+time the NaN appeared (to within `dt_stop`). A candidate that is finite but fails `finite`
+(a size beyond the float range, see :mod:`._solve`) passes the wrapped controller's error
+test; an adaptive controller is then made to retry with at most half the step, so the solve
+still closes in on the first state that fails and an event below it is still located.
+
+With ``record=True`` the controller state also carries the last accepted time and state: under
+``vmap``, when one member's event fires, diffrax reports for the members *without* an event
+the end of their last *attempted* step (its ``event_tnext`` and the dense output of that step),
+which for a member stopped by this guard (or at its step budget) is a rejected step; the
+solvers read the accepted one back with ``SaveAt(controller_state=True)``. (derived)
 """
 
 from __future__ import annotations
@@ -47,25 +56,36 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
     inner: diffrax.AbstractStepSizeController
     dt_stop: jax.Array
     finite: Callable = eqx.field(static=True, default=tree_finite)
+    shrink: bool = eqx.field(static=True, default=False)
+    record: bool = eqx.field(static=True, default=False)
 
     def wrap(self, direction):
-        return type(self)(self.inner.wrap(direction), self.dt_stop, self.finite)
+        return type(self)(self.inner.wrap(direction), self.dt_stop, self.finite, self.shrink, self.record)
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
-        return self.inner.init(terms, t0, t1, y0, dt0, args, func, error_order)
+        tnext, state = self.inner.init(terms, t0, t1, y0, dt0, args, func, error_order)
+        return tnext, ((state, jnp.asarray(t0), y0) if self.record else state)
 
     def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        inner_state = controller_state[0] if self.record else controller_state
         keep, next_t0, next_t1, made_jump, state, result = self.inner.adapt_step_size(
-            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+            t0, t1, y0, y1_candidate, args, y_error, error_order, inner_state
         )
         bad = ~self.finite(y1_candidate)
         dt = t1 - t0
-        retry = (next_t1 - next_t0) < dt  # the inner controller shrinks the step
+        step = next_t1 - next_t0  # the inner controller's next step
+        if self.shrink:  # a finite candidate out of range passed the error test: retry with at most dt/2
+            step = jnp.where(bad, jnp.minimum(step, dt / 2), step)
+        retry = step < dt  # the step shrinks
         stop = bad & ~(retry & (dt > self.dt_stop))
         keep = keep & ~bad
+        next_t1 = jnp.where(stop, t1, jnp.where(bad, t0 + step, next_t1))
         next_t0 = jnp.where(bad, t0, next_t0)
-        next_t1 = jnp.where(stop, t1, next_t1)
         result = diffrax.RESULTS.where(stop, diffrax.RESULTS.nonfinite, result)
+        if self.record:  # the last accepted time and state, as the solve's loop holds them
+            t_acc = jnp.where(keep, t1, t0)
+            y_acc = jtu.tree_map(lambda a, b: jnp.where(keep, a, b), y1_candidate, y0)
+            state = (state, t_acc, y_acc)
         return keep, next_t0, next_t1, made_jump, state, result
 
 
@@ -85,10 +105,20 @@ class AdaptiveFiniteGuard(FiniteGuard, diffrax.AbstractAdaptiveStepSizeControlle
         return self.inner.norm
 
 
-def guard(controller: diffrax.AbstractStepSizeController, t0, t1, finite: Callable = tree_finite) -> FiniteGuard:
-    """`controller` wrapped in the guard, with `dt_stop` from the interval `[t0, t1]` (see :data:`STOP_ULPS`)."""
+def _adapts(controller) -> bool:
+    """Whether `controller` chooses its steps from the error (a clipping wrapper: its inner controller)."""
+    while isinstance(controller, diffrax.ClipStepSizeController):
+        controller = controller.controller
+    return isinstance(controller, diffrax.AbstractAdaptiveStepSizeController)
+
+
+def guard(
+    controller: diffrax.AbstractStepSizeController, t0, t1, finite: Callable = tree_finite, record: bool = False
+) -> FiniteGuard:
+    """`controller` wrapped in the guard, with `dt_stop` from the interval `[t0, t1]` (see :data:`STOP_ULPS`);
+    `record`: carry the last accepted time and state in the controller state (module docstring)."""
     t0, t1 = jnp.asarray(t0), jnp.asarray(t1)
     scale = jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
     dt_stop = STOP_ULPS * jnp.finfo(jnp.result_type(t0, t1)).eps * scale
     cls = AdaptiveFiniteGuard if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController) else FiniteGuard
-    return cls(controller, dt_stop, finite)
+    return cls(controller, dt_stop, finite, _adapts(controller), record)

@@ -189,6 +189,10 @@ def integrate(
     if not size_event and speed is None:
         event = None  # nothing to locate: the plain solve
     term = diffrax.ODETerm(lambda t, z, args: f_aug(t, z))
+    # With an event, a vmapped member without one gets the end of its last *attempted* step from
+    # diffrax (a rejected one when the guard or the step budget stopped it): the guard records the
+    # last accepted time and state instead (:mod:`._guard`), read back below.
+    record = event is not None
     with saveat_checks_skipped(True):  # ours: check_times (concrete) or times_ok below (traced)
         sol = diffrax.diffeqsolve(
             term,
@@ -197,10 +201,12 @@ def integrate(
             t1=t1,
             dt0=dt0,
             y0=(y0_user, jnp.zeros((), dtype)),
-            saveat=diffrax.SaveAt(t1=True)
+            saveat=diffrax.SaveAt(t1=True, controller_state=record)
             if ts_default
-            else diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
-            stepsize_controller=guard(stepsize_controller, t0, t1, finite=lambda z: tree_finite(z) & in_range(z[0])),
+            else diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)], controller_state=record),
+            stepsize_controller=guard(
+                stepsize_controller, t0, t1, finite=lambda z: tree_finite(z) & in_range(z[0]), record=record
+            ),
             max_steps=max_steps,
             event=event,
             throw=False,
@@ -209,6 +215,12 @@ def integrate(
     n_save = ts.shape[0]
     (y_ends, time_below), t_end = (sol.ys, sol.ts) if ts_default else (sol.ys[1], sol.ts[1])
     y_end, time_below, t_end = jtu.tree_map(lambda a: a[0], y_ends), time_below[0], t_end[0]
+    event_ev = jnp.asarray(False) if sol.event_mask is None else jnp.asarray(sol.event_mask)
+    if record:  # no event for this member: its last accepted time and state (see `record` above)
+        _, t_acc, (y_acc, below_acc) = sol.controller_state
+        y_end = jtu.tree_map(lambda a, b: jnp.where(event_ev, a, b), y_end, y_acc)
+        time_below = jnp.where(event_ev, time_below, below_acc)
+        t_end = jnp.where(event_ev, t_end, t_acc)
     # rows at ts = [t0, t1]: the initial state and the end state (valid below when the solve reached t1)
     ys = jtu.tree_map(lambda a, b: jnp.stack([a, b]), y0, y_end) if ts_default else sol.ys[0][0]
 
@@ -234,8 +246,7 @@ def integrate(
     y_final = jtu.tree_map(lambda a, b: jnp.where(end_finite, a, b), y_end, fallback_y)
     t_final = jnp.where(end_finite, t_end, fallback_t)
 
-    # Event classification: the component of the condition that reached zero fired.
-    event_ev = jnp.asarray(False) if sol.event_mask is None else jnp.asarray(sol.event_mask)
+    # Event classification: the component of the condition that reached zero fired (event_ev above).
     tf = jnp.asarray(t_final, dtype)
     if speed is None:
         blow_ev = event_ev
@@ -251,8 +262,8 @@ def integrate(
         lam, dlam, ddlam = growth_rates(f, size, tf, y_final)
         rates_ok = jnp.isfinite(lam) & jnp.isfinite(dlam) & jnp.isfinite(ddlam) & (dlam != 0)
         safe_dlam = jnp.where(rates_ok, dlam, 1.0)
-        p = jnp.where(rates_ok, lam * ddlam / safe_dlam**2, 0.0)
-        p = jnp.where(blow_ev, p, 0.0)
+        p = (lam / safe_dlam) * (ddlam / safe_dlam)  # not λλ''/λ'²: both overflow near the float range
+        p = jnp.where(blow_ev & rates_ok & jnp.isfinite(p), p, 0.0)
         # decade test: remaining time τ = λ/λ' against the time of the last DECADES decades
         tau = jnp.where(rates_ok & (dlam > 0), lam / safe_dlam, jnp.inf)
         span = tf - (jnp.asarray(t0, dtype) + time_below)
@@ -360,7 +371,8 @@ def solve_settings(
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`check_finite_params` (on
     `model`, unless None), :func:`check_times`, :func:`check_solver_settings` and
     :func:`check_positive`, for a concrete `size_threshold` or `converge_tol` that is not a scalar, and
-    for a concrete `converge_tol = inf` (its event could never fire). The threshold against the
+    for a concrete `converge_tol` that is `inf` in `dtype` (its event could never fire). Concrete
+    thresholds are returned as `dtype` (a value beyond its range as `inf`: no size event). The threshold against the
     initial size is the caller's check (:func:`check_size_threshold`: the size is the solver's).
     """
     if model is not None:
@@ -375,15 +387,21 @@ def solve_settings(
         "converge_tol": real_array(converge_tol, "converge_tol"),
     }
     for name, v in values.items():
-        if v is not None and v.ndim != 0:
+        if v is None:
+            continue
+        if v.ndim != 0:
             raise ParameterError(
                 f"`{name}` must be a scalar (one value per solve; vmap for one per member); got shape {v.shape}."
             )
+        with np.errstate(over="ignore"):  # a value beyond the state's dtype: inf there (no NumPy warning)
+            values[name] = v = np.asarray(v, dtype=np.dtype(dtype))
     if values["converge_tol"] is not None and not np.isfinite(values["converge_tol"]):
         raise ParameterError(
-            "`converge_tol` must be finite (a speed below it is a steady state; None for no steady-state "
-            f"event); got {values['converge_tol']}."
+            f"`converge_tol` must be finite in the state's dtype {np.dtype(dtype).name} (a speed below it is a "
+            f"steady state; None for no steady-state event); got {converge_tol!r:.40}."
         )
+    if values["size_threshold"] is not None:  # concrete: the value in the state's dtype (inf beyond its range)
+        size_threshold = values["size_threshold"]
     ts_checked = not is_traced(t0, t1, ts)
     size_event = values["size_threshold"] is None or not bool(np.isposinf(values["size_threshold"]))
     t0 = jnp.asarray(t0, dtype)

@@ -250,9 +250,9 @@ def solve_gaussian(
     - `max_steps`: step budget.
     - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · tr Σ0`, or `1e8` when
       `tr Σ0 = 0`; `1e4` in place of `1e8` in float32, whose time resolution cannot follow a
-      blow-up to `1e8`; keep it >= 1e3 · tr Σ0 for the decade test; a concrete one at or below
-      `tr Σ0` is refused, and one at or above `1/finfo(dtype).tiny` is never reached: the solve
-      stops as ``non_finite`` there). A concrete `inf` builds
+      blow-up to `1e8`; keep it >= 1e3 · tr Σ0 for the decade test; a concrete one not above
+      `tr Σ0` by more than rounding is refused, and one at or above `1/finfo(dtype).tiny` is never
+      reached: the solve stops as ``non_finite`` there; one beyond the dtype's range is `inf`). A concrete `inf` builds
       the program without the size event (no root find, decade test or growth rates: it
       compiles in about half the time); a blow-up then ends as ``max_steps_reached`` or
       ``non_finite`` at the last finite state (under ``vmap`` the rest of its batch or sweep
@@ -318,7 +318,7 @@ def solve_gaussian(
         raise ParameterError(f"The token dimension d of {label} must be >= 1; got d = {model.d}.")
     mean_c = _solve.real_array(mean0, "mean0", "a real array, shape (d,)")
     cov_c = _solve.real_array(cov0, "cov0", "a real array, shape (d, d)")
-    _solve.real_array(factor0, "factor0", "a real array, shape (d, r)")
+    factor_c = _solve.real_array(factor0, "factor0", "a real array, shape (d, r)")
     if mean_c is not None and not np.all(np.isfinite(mean_c)):
         raise ParameterError("`mean0` must be finite; got NaN/inf entries.")
     mean0 = jnp.asarray(mean0)
@@ -340,8 +340,11 @@ def solve_gaussian(
         dt0=dt0, stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
         converge_tol=converge_tol, extrapolate=extrapolate, progress_meter=progress_meter,
     )  # fmt: skip
-    if size_threshold is not None:  # concrete state: the threshold must lie above tr Σ0
-        s0 = _solve.concrete(cov0 if u0 is None else u0)
-        size0 = None if s0 is None else np.trace(s0) if u0 is None else np.sum(s0.astype(np.float64) ** 2)
-        _solve.check_size_threshold(size_threshold, size0, "tr Σ0")
+    if size_threshold is not None:  # concrete state (the inputs as given, also under jit): above tr Σ0
+        size0 = (
+            np.trace(cov_c.astype(np.float64)) if cov_c is not None
+            else np.sum(factor_c.astype(np.float64) ** 2) if factor_c is not None
+            else None
+        )  # fmt: skip
+        _solve.check_size_threshold(size_threshold, size0, "tr Σ0", dtype)
     return _solve_core(model, mean0, cov0, u0, settings, state)

@@ -144,7 +144,9 @@ class AbstractSolution(eqx.Module):
     - `growth_exponent`: `(*batch,)` the local growth exponent `p = λλ''/λ'²` of the size
       `λ` at the threshold event (`λ' ∝ λ^p`: `p = 2` for `λ ≈ c/(t* − t)`, `p = 1` for
       exponential growth), for information: it is unreliable for oscillating growth. Zero
-      where the threshold event did not fire.
+      where the threshold event did not fire, or where the rates `λ'`, `λ''` at the event are
+      not finite in the state's dtype (a threshold near its overflow; `decade_ratio` is then
+      `inf`, and the crossing `diverge`).
     - `decade_ratio`: `(*batch,)` the blow-up test actually used (derived): `ρ = τ/(t_e − t_a)`
       with `τ = λ/λ'` at the event time `t_e` and `t_a` the time the size entered its last two
       decades (`threshold/100`). `ρ ≈ 1/99` for `λ ≈ c/(t* − t)`, `ρ ≈ 0.22` for exponential

@@ -162,8 +162,9 @@ def solve_low_rank_gaussian(
         blowup_estimate=blowup_estimate, progress_meter=progress_meter,
     )  # fmt: skip
     reduction = GaussianReduction.from_head(model, jnp.asarray(mean0, dtype), jnp.asarray(cov0, dtype))
-    if size_threshold is not None:
-        _solve.check_size_threshold(size_threshold, reduction.trace0, "tr Σ0")
+    cov_c = _solve.concrete(cov0)  # the input as given (concrete under jit too)
+    if size_threshold is not None and cov_c is not None:
+        _solve.check_size_threshold(size_threshold, np.trace(cov_c.astype(np.float64)), "tr Σ0", dtype)
     return solve_reduction(reduction, settings)
 
 

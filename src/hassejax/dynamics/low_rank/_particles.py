@@ -159,6 +159,7 @@ def solve_low_rank_particles(
     """
     model = _check_model(model)
     d = model.d
+    x0_raw, mask_raw = _solve.concrete(x0), _solve.concrete(mask)  # as given: concrete under jit too
     x0 = jnp.asarray(x0)
     mask = jnp.asarray(mask)
     if x0.ndim != 3 or x0.shape[-1] != d:
@@ -180,12 +181,12 @@ def solve_low_rank_particles(
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
         blowup_estimate=blowup_estimate, progress_meter=progress_meter,
     )  # fmt: skip
-    reduction = ParticleReduction.from_tokens(model, x0, mask)
-    if size_threshold is not None:
-        _solve.check_size_threshold(
-            size_threshold, reduction.trace0, "the initial trace of the real tokens' covariance"
-        )
-    return solve_reduction(reduction, settings)
+    if size_threshold is not None and x0_raw is not None and mask_raw is not None:
+        x, m = x0_raw.astype(np.float64), mask_raw.astype(np.float64)[..., None]
+        xc = (x - np.sum(x * m, axis=(0, 1)) / m.sum()) * m
+        trace0 = np.sum(xc**2) / m.sum()  # as ParticleReduction.trace0
+        _solve.check_size_threshold(size_threshold, trace0, "the initial trace of the real tokens' covariance", dtype)
+    return solve_reduction(ParticleReduction.from_tokens(model, x0, mask), settings)
 
 
 def _run(models: LowRankSoftmax, i: int) -> LowRankSoftmax:
