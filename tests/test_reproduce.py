@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_figure_sizes import figure_problems
 
@@ -290,3 +291,28 @@ def test_figures_and_texts_are_written_atomically(tmp_path, monkeypatch):
     assert list(o.dir.iterdir()) == []
     path = o.write_text("note.md", "whole\n")
     assert path.read_text() == "whole\n" and [p.name for p in o.dir.iterdir()] == ["note.md"]
+
+
+def test_two_pass_solve_equals_one_pass(monkeypatch):
+    """The figures' two-pass solve (`experiments/_dynamics_common.solve(first_pass_steps=...)`: a step budget,
+    then the members beyond it solved again, 8 at a time, slowest first) returns what one pass returns,
+    member for member, in the caller's order. Softmax members `A = −rI` (`Σ → 0` like `1/(2rt)`) with `r`
+    from 1e-2 to 1e4 take from a few to a few hundred steps, so about half run out of the budget."""
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    import _dynamics_common as dc
+
+    from hassejax.dynamics import Softmax, Status
+
+    rng = np.random.default_rng(0)
+    n = 12
+    rates = rng.permutation(np.geomspace(1e-2, 1e4, n))
+    model = dc.stack_models([Softmax(V=np.eye(2), A=-r * np.eye(2)) for r in rates])
+    cov0 = np.broadcast_to(np.eye(2), (n, 2, 2))
+    kw = {"t1": 5.0, "threshold": 1e8, "tol": dc.NO_STOP_TOL, "capacity": 16}
+    one = dc.solve(model, cov0, **kw)
+    budget = int(np.median(one["num_steps"]))
+    two = dc.solve(model, cov0, first_pass_steps=budget, **kw)
+    assert 3 <= np.sum(one["num_steps"] > budget) <= n - 3  # both passes have members
+    assert np.all(one["status"] != Status.max_steps_reached)
+    for key, value in one.items():
+        np.testing.assert_array_equal(two[key], value, err_msg=key)
