@@ -74,8 +74,10 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
         bad = ~self.finite(y1_candidate)
         dt = t1 - t0
         step = next_t1 - next_t0  # the inner controller's next step
-        if self.shrink:  # a finite candidate out of range passed the error test: retry with at most dt/2
-            step = jnp.where(bad, jnp.minimum(step, dt / 2), step)
+        if self.shrink:  # retry with at most dt/2: a finite candidate out of range passed the error test,
+            # and an overflowing one can make the controller propose a NaN step
+            ok = jnp.isfinite(step) & (step > 0)
+            step = jnp.where(bad, jnp.where(ok, jnp.minimum(step, dt / 2), dt / 2), step)
         retry = step < dt  # the step shrinks
         stop = bad & ~(retry & (dt > self.dt_stop))
         keep = keep & ~bad

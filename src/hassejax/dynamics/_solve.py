@@ -23,6 +23,10 @@ solver and the particle solver. It
    of range too: beyond it `1/λ` is no longer a normal float, so a vector field that divides
    by the state (L2's `(I + 2Σ)⁻¹`) is flushed to exactly zero and the solve would "complete"
    with a frozen state (derived).
+6. under ``vmap``, reports for a member without an event its last accepted time and state, and
+   for an event the root find cannot locate (its interpolated state not finite or not at the
+   event) the end of the step that crossed, or ``non_finite`` when that state has not crossed
+   (see :mod:`._guard`, ``record``).
 
 Blow-up versus divergence (spec §4), the *decade test* (derived): the solve also integrates
 the time spent below `L_a = threshold/100`, i.e. the time `t_a` at which the size entered its
@@ -216,11 +220,24 @@ def integrate(
     (y_ends, time_below), t_end = (sol.ys, sol.ts) if ts_default else (sol.ys[1], sol.ts[1])
     y_end, time_below, t_end = jtu.tree_map(lambda a: a[0], y_ends), time_below[0], t_end[0]
     event_ev = jnp.asarray(False) if sol.event_mask is None else jnp.asarray(sol.event_mask)
-    if record:  # no event for this member: its last accepted time and state (see `record` above)
+    if record:  # the last accepted time and state (see `record` above): for a member without an event,
+        # and for one whose event state, interpolated in the step that crossed, is not finite (a long
+        # step across a blow-up); the event then stands at the end of that step, not located inside it
         _, t_acc, (y_acc, below_acc) = sol.controller_state
-        y_end = jtu.tree_map(lambda a, b: jnp.where(event_ev, a, b), y_end, y_acc)
-        time_below = jnp.where(event_ev, time_below, below_acc)
-        t_end = jnp.where(event_ev, t_end, t_acc)
+        located = event_ev & tree_finite(y_end) & in_range(y_end) & jnp.isfinite(t_end)
+        # ... and at the event: its condition (log margins) within 0.1 of zero there (a root find on the
+        # dense output of a step far too long for it, e.g. a forced dtmin across a blow-up, may end elsewhere)
+        located = located & (jnp.abs(cond(t_end, (y_end, time_below), None)) <= 0.1)
+        y_end = jtu.tree_map(lambda a, b: jnp.where(located, a, b), y_end, y_acc)
+        time_below = jnp.where(located, time_below, below_acc)
+        t_end = jnp.where(located, t_end, t_acc)
+        # an event not located whose recorded state has not crossed the threshold: nothing shows the
+        # crossing but a non-finite interpolation, so the solve reports non_finite there
+        crossed = (c_blowup(y_acc) <= 0) if size_event else jnp.asarray(False)
+        lost = event_ev & ~located & ~crossed
+        event_ev = event_ev & ~lost
+    else:
+        lost = jnp.asarray(False)
     # rows at ts = [t0, t1]: the initial state and the end state (valid below when the solve reached t1)
     ys = jtu.tree_map(lambda a, b: jnp.stack([a, b]), y0, y_end) if ts_default else sol.ys[0][0]
 
@@ -281,7 +298,7 @@ def integrate(
     max_steps_hit = result == diffrax.RESULTS.max_steps_reached
     stopped_non_finite = result == diffrax.RESULTS.nonfinite  # FiniteGuard: the next step was NaN/inf
     status = jnp.where(
-        ~end_finite | stopped_non_finite,
+        ~end_finite | stopped_non_finite | lost,
         Status.non_finite,
         jnp.where(
             blow_ev,

@@ -63,14 +63,18 @@ class UnrolledTsit5(diffrax.Tsit5):
         # step or after a jump (for every member at once under vmap, as diffrax does).
         recompute = eqxi.unvmap_any(first_step | made_jump)
         f0 = jax.lax.cond(recompute, lambda: vf(t0, y0), lambda: f0)
+        # Each stage times dt first, as diffrax does (k = f·dt), then the tableau's sums: the
+        # coefficients reach ~13, so summing the stages before the dt overflowed 13× earlier
+        # (a float32 state near 1e37 became inf one step before its range ends).
         fs = [f0]
+        ks = [terms.prod(f0, control)]
         for a_row, c in zip(_A, _C):
-            increment = terms.prod(_combine(a_row, fs), control)
-            y_stage = jtu.tree_map(lambda y, inc: y + inc, y0, increment)
+            y_stage = jtu.tree_map(lambda y, inc: y + inc, y0, _combine(a_row, ks))
             t_stage = t1 if c == 1.0 else t0 + c * dt
             fs.append(vf(t_stage, y_stage))
+            ks.append(terms.prod(fs[-1], control))
         y1 = y_stage  # the last stage's state is the solution (Tsit5 is FSAL and "SSAL")
-        ks = jtu.tree_map(lambda *xs: jnp.stack(xs), *[terms.prod(f, control) for f in fs])
-        y_error = _combine(_B_ERROR, [terms.prod(f, control) for f in fs])
+        y_error = _combine(_B_ERROR, ks)
+        ks = jtu.tree_map(lambda *xs: jnp.stack(xs), *ks)
         dense_info = dict(y0=y0, y1=y1, k=ks)
         return y1, y_error, dense_info, (jnp.asarray(False), fs[-1]), diffrax.RESULTS.successful

@@ -42,7 +42,10 @@ class Status(enum.IntEnum):
       finite-time blow-up (`1/λ` falling to zero at a finite time; decade test, see
       `AbstractSolution.decade_ratio`); `t_blowup` is finite.
     - `diverge` (3): the size threshold was crossed, but the growth is not a finite-time
-      blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`.
+      blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`. Also where the
+      decade test cannot be measured: a crossing that the event's root find cannot locate inside
+      its step (the step's dense output not finite, e.g. a constant step or a forced `dtmin`
+      across a blow-up) stands at the end of that step, whose growth rates may overflow.
     - `max_steps_reached` (4): the step budget ran out. Not a blow-up.
     - `dt_min_reached` (5): the integrator could not advance (minimum step size, or any
       other integrator failure such as too many rejected steps).
