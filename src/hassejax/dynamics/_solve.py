@@ -225,9 +225,10 @@ def integrate(
         # step across a blow-up); the event then stands at the end of that step, not located inside it
         _, t_acc, (y_acc, below_acc) = sol.controller_state
         located = event_ev & tree_finite(y_end) & in_range(y_end) & jnp.isfinite(t_end)
-        # ... and at the event: its condition (log margins) within 0.1 of zero there (a root find on the
-        # dense output of a step far too long for it, e.g. a forced dtmin across a blow-up, may end elsewhere)
-        located = located & (jnp.abs(cond(t_end, (y_end, time_below), None)) <= 0.1)
+        # ... and at the event: its condition (log margins) within a decade of zero there (the root find
+        # stops at its time tolerance, so the margin there is not 0; on the dense output of a step far too
+        # long for it, e.g. a forced dtmin across a blow-up, it may end many decades away)
+        located = located & (jnp.abs(cond(t_end, (y_end, time_below), None)) <= np.log(10.0))
         y_end = jtu.tree_map(lambda a, b: jnp.where(located, a, b), y_end, y_acc)
         time_below = jnp.where(located, time_below, below_acc)
         t_end = jnp.where(located, t_end, t_acc)
