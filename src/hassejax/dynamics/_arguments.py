@@ -33,6 +33,7 @@ __all__ = [
     "real_array",
     "check_positive",
     "check_size_threshold",
+    "token_spread",
     "check_solver_settings",
     "state_dtype",
     "check_finite_params",
@@ -88,6 +89,15 @@ def check_positive(x, name: str) -> None:
     v = real_array(x, name, "a real number > 0")
     if v is not None and not bool(np.all(v > 0)):
         raise ParameterError(f"`{name}` must be > 0; got {v}.")
+
+
+def token_spread(x: np.ndarray, mask: np.ndarray | None = None) -> float:
+    """`(1/n) Σ_i ‖x_i − x̄‖²` of concrete tokens `x` `(..., d)` in float64, over the tokens where `mask`
+    `(...)` is True (all when None): the particle solvers' size `λ`, for checks before the solve."""
+    x = np.asarray(x, np.float64).reshape(-1, np.shape(x)[-1])
+    m = np.ones(len(x)) if mask is None else np.asarray(mask, np.float64).reshape(-1)
+    xbar = (m @ x) / m.sum()
+    return float(m @ np.sum((x - xbar) ** 2, axis=1) / m.sum())
 
 
 THRESHOLD_MARGIN_ULPS = 1024

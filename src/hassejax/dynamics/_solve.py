@@ -71,6 +71,7 @@ from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.
     is_concrete,
     real_array,
     state_dtype,
+    token_spread,
 )
 from ._checked_saveat import saveat_checks_skipped
 from ._guard import guard, tree_finite

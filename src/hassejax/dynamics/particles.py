@@ -180,7 +180,6 @@ def solve_particles(
         converge_tol=converge_tol, extrapolate=extrapolate, progress_meter=progress_meter,
     )  # fmt: skip
     if size_threshold is not None and xn is not None:  # the threshold must lie above the initial size
-        xc = xn.astype(np.float64) - xn.mean(axis=0, dtype=np.float64)
-        _solve.check_size_threshold(size_threshold, np.sum(xc**2) / xn.shape[0], "λ0 = (1/n) Σ_i ‖x_i − x̄‖²", dtype)
+        _solve.check_size_threshold(size_threshold, _solve.token_spread(xn), "λ0 = (1/n) Σ_i ‖x_i − x̄‖²", dtype)
     # `sphere` as a traced Boolean: solves on the plane and on the sphere share one program
     return _solve_core(model, x0, jnp.asarray(bool(sphere)), feedforward, settings)

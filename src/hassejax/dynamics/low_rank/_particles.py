@@ -182,9 +182,7 @@ def solve_low_rank_particles(
         blowup_estimate=blowup_estimate, progress_meter=progress_meter,
     )  # fmt: skip
     if size_threshold is not None and x0_raw is not None and mask_raw is not None:
-        x, m = x0_raw.astype(np.float64), mask_raw.astype(np.float64)[..., None]
-        xc = (x - np.sum(x * m, axis=(0, 1)) / m.sum()) * m
-        trace0 = np.sum(xc**2) / m.sum()  # as ParticleReduction.trace0
+        trace0 = _solve.token_spread(x0_raw, mask_raw)  # as ParticleReduction.trace0
         _solve.check_size_threshold(size_threshold, trace0, "the initial trace of the real tokens' covariance", dtype)
     return solve_reduction(ParticleReduction.from_tokens(model, x0, mask), settings)
 
