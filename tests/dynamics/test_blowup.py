@@ -394,3 +394,32 @@ def test_event_not_located_in_a_long_step_reports_the_end_of_that_step():
     cov = np.asarray(sol.cov_final, np.float64)
     assert np.all(np.isfinite(cov)) and np.trace(cov) >= 1e4  # the float32 default threshold, 1e4 · tr Σ0
     assert np.isfinite(float(sol.growth_exponent)) and not np.isnan(float(sol.decade_ratio))
+    # the end of that step (tr Σ ≈ 8e25, just past t* = 1/2) has growth rates beyond float32: the crossing's
+    # growth law cannot be measured there, so it is undetermined (was `diverge`, a verdict nothing measured)
+    assert status_names(sol.status) == "undetermined" and float(sol.t_blowup) == np.inf
+
+
+def test_particles_whose_mean_drifts_past_their_spread_are_undetermined():
+    """`V = I`, `A = 0`: uniform attention, `x_i' = x̄`, so the mean grows like `e^t` and the deviations
+    `x_i − x̄` stay constant (spread `λ = λ0`). Once `|x̄| ~ 1e20` (float64, t ≈ 46) the computed spread is
+    rounding noise `~(eps |x̄|)²`, which crossed the size threshold `1e8 λ0` and was reported as `diverge`;
+    it is now `undetermined`. Before that the spread is exact (closed form), and the rank-`k` particle solve
+    (`W_O W_V = I`, `Q = 0`) of the same system agrees."""
+    from hassejax.dynamics import LowRankSoftmax, solve_low_rank_particles, solve_particles
+
+    x0 = np.array([[1.0, 0.0], [-1.0, 0.5], [0.0, -0.5]]) + 3.0  # spread λ0 = 7/6 about a mean (3, 3)
+    lam0 = np.mean(np.sum((x0 - x0.mean(0)) ** 2, axis=1))
+    drift = Softmax(V=jnp.eye(2), A=jnp.zeros((2, 2)))
+    head = LowRankSoftmax(np.zeros((2, 2)), np.zeros((2, 2)), np.eye(2), np.eye(2))
+    mask = np.ones((1, 3), bool)
+    early = solve_particles(drift, x0, t1=20.0)
+    assert status_names(early.status) == "completed"
+    xf = np.asarray(early.x_final)
+    np.testing.assert_allclose(np.mean(np.sum((xf - xf.mean(0)) ** 2, axis=1)), lam0, rtol=1e-6)
+    np.testing.assert_allclose(xf.mean(0), x0.mean(0) * np.exp(20.0), rtol=1e-6)
+    late = solve_particles(drift, x0, t1=500.0)
+    low = solve_low_rank_particles(head, x0[None], mask, t1=500.0)
+    for sol in (late, low):
+        assert status_names(sol.status) == "undetermined", status_names(sol.status)
+        assert 40.0 < float(sol.t_final) < 60.0 and float(sol.t_blowup) == np.inf
+

@@ -38,7 +38,8 @@ last two decades before the event at `t_e`, and compares the extrapolated remain
 Finite-time blow-up `λ ≈ c/(t* − t)` (`1/λ` falling linearly to zero) gives `ρ ≈ 1/99`
 (each decade takes a tenth of the previous one); exponential growth `λ ∝ e^{rt}` gives
 `ρ = 1/(2 ln 10) ≈ 0.22`, polynomial growth more. The crossing is reported as `blow_up`
-when `ρ < 0.05`, else `diverge`. The test needs the threshold at least ~1e3 times the
+when `ρ < 0.05`, else `diverge`, and `undetermined` where the growth cannot be measured
+at the crossing (rates `λ'`, `λ''` not finite, or the size rounding noise). The test needs the threshold at least ~1e3 times the
 initial size (the default is 1e8 times) and, unlike a local derivative test, tolerates
 oscillating growth (e.g. the counterexample of spec §3, whose `tr Σ` blows up in bursts).
 The local growth exponent `p = λλ''/λ'²` (2 for `c/(t* − t)`, 1 for exponential growth)
@@ -82,6 +83,10 @@ DECADES = 2.0
 
 DECADE_RATIO_THRESHOLD = 0.05
 """`ρ < 0.05` at the threshold event ⇒ finite-time blow-up (see module docstring)."""
+
+SIZE_FLOOR_FACTOR = 1e4
+"""A crossing with the size below `1e4 ×` its rounding floor (the spread within 100 rounding units) is
+``undetermined``: the growth may be rounding alone (see ``integrate``'s `size_floor`)."""
 
 
 class IntegrateOut(eqx.Module):
@@ -132,6 +137,7 @@ def integrate(
     ts_default: bool = False,
     size_event: bool = True,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
+    size_floor: Callable | None = None,
 ) -> IntegrateOut:
     """Solve `y' = f(t, y)` with the size-threshold (and steady-state) events; see module docstring.
 
@@ -148,6 +154,9 @@ def integrate(
     and no root find at all), the smaller program of a solve that only integrates; a member that
     blows up stops as ``non_finite`` (or at the step budget) instead of ``blow_up``.
     `progress_meter`: a diffrax progress meter (None: ``NoProgressMeter()``).
+    `size_floor(y)`: the size that rounding alone gives the state `y` (None: no such floor, e.g. a
+    covariance, whose trace adds positive terms); a crossing with the size within
+    `SIZE_FLOOR_FACTOR` of it is ``undetermined``, as is one whose growth rates are not finite.
     """
     dtype = jnp.result_type(*jtu.tree_leaves(y0))
     tiny = jnp.finfo(dtype).tiny
@@ -293,7 +302,14 @@ def integrate(
         p = jnp.zeros((), dtype)
         tau = jnp.asarray(jnp.inf, dtype)
         rho = jnp.zeros((), dtype)
-    is_blowup = blow_ev & (rho < DECADE_RATIO_THRESHOLD)
+    if size_event:  # a crossing whose growth cannot be measured: rates overflowed, or the size is rounding noise
+        unmeasured = ~rates_ok
+        if size_floor is not None:
+            unmeasured = unmeasured | (lam <= SIZE_FLOOR_FACTOR * size_floor(y_final))
+        undetermined = blow_ev & unmeasured
+    else:
+        undetermined = jnp.asarray(False)
+    is_blowup = blow_ev & ~undetermined & (rho < DECADE_RATIO_THRESHOLD)
 
     result = sol.result
     successful = result == diffrax.RESULTS.successful
@@ -304,7 +320,7 @@ def integrate(
         Status.non_finite,
         jnp.where(
             blow_ev,
-            jnp.where(is_blowup, Status.blow_up, Status.diverge),
+            jnp.where(undetermined, Status.undetermined, jnp.where(is_blowup, Status.blow_up, Status.diverge)),
             jnp.where(
                 steady_ev,
                 Status.converged,

@@ -135,7 +135,8 @@ def crossing_times(
     def one(level):
         sol = solve_gaussian(model, mean0, cov0, t1=t1, size_threshold=level * tr0, blowup_estimate="threshold",
                              **solver_kw)  # fmt: skip
-        hit = (sol.status == Status.blow_up) | (sol.status == Status.diverge)
+        # a crossing, whatever its growth law (undetermined: the rates at it are not finite)
+        hit = (sol.status == Status.blow_up) | (sol.status == Status.diverge) | (sol.status == Status.undetermined)
         return jnp.where(hit, sol.t_final, jnp.inf)
 
     return jax.vmap(one)(jnp.asarray(levels, dtype=cov0.dtype))

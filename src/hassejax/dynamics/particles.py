@@ -81,10 +81,13 @@ def _solve_core(model, x0, sphere, feedforward, settings):
         xc = x - jnp.mean(x, axis=0, keepdims=True)
         return jnp.sum(xc**2) / x.shape[0]
 
+    def size_floor(x):  # the spread rounding alone gives: d (eps max |x_ij|)² (each centred coordinate off by ~eps)
+        return x.shape[-1] * (jnp.finfo(x.dtype).eps * jnp.max(jnp.abs(x))) ** 2
+
     def speed(t, x, dx):
         return jnp.sqrt(jnp.sum(dx**2) / x.shape[0])
 
-    out = _solve.integrate_events(f, x0, size, speed, **settings)
+    out = _solve.integrate_events(f, x0, size, speed, size_floor=size_floor, **settings)
     return ParticleSolution.from_integrate(out, xs=out.ys, x_final=out.y_final)
 
 

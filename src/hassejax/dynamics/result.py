@@ -61,6 +61,15 @@ class Status(enum.IntEnum):
       (Concrete times are checked before the solve and raise
       :class:`~hassejax.errors.ParameterError`; traced ones are checked in the program, so a
       bad member does not abort a sweep and the program holds no host callback.)
+    - `undetermined` (8): the size threshold was crossed, but the computation cannot tell
+      blow-up from divergence there; `t_blowup` is `inf`, `t_final` the crossing. Either the
+      growth rates `λ'`, `λ''` at the crossing are not finite or `λ' = 0` (they overflow at
+      the end of a long step across a blow-up that the event's root find could not locate
+      inside it, e.g. a constant step or a forced `dtmin`), or the size is within a hundred
+      rounding units of the state there (particles whose mean drifted so far, e.g. to ~1e20
+      in float64, that their spread `(1/n) Σ ‖x_i − x̄‖²` is rounding noise: the crossing may
+      be rounding alone). Not a blow-up; :func:`~hassejax.dynamics.diagnostics.outcome_of`
+      reads it as ``undetermined``.
     """
 
     completed = 0
@@ -71,6 +80,7 @@ class Status(enum.IntEnum):
     dt_min_reached = 5
     non_finite = 6
     invalid_times = 7
+    undetermined = 8
 
 
 STATUS_NAMES: tuple[str, ...] = tuple(s.name for s in Status)

@@ -52,6 +52,11 @@ class AbstractReduction(eqx.Module):
         """The size `λ` of the event (trace of the covariance in `R^d`)."""
 
     @abc.abstractmethod
+    def size_floor(self, y) -> Array:
+        """The size that rounding alone gives the state `y`: a crossing within `1e4 ×` of it is
+        ``undetermined`` (:func:`~hassejax.dynamics._solve.integrate`)."""
+
+    @abc.abstractmethod
     def solution(self, out):
         """The solution type from the output of the shared solve."""
 
@@ -80,6 +85,7 @@ def solve_reduction(reduction: AbstractReduction, settings: dict):
     """Solve the reduced system with :func:`~hassejax.dynamics._solve.integrate_events` (size event at
     `threshold`, default `default_size_factor · λ(t0)`; no steady-state event) and build its solution type."""
     out = _solve.integrate_events(
-        reduction.vector_field, reduction.initial_state(), reduction.size, size0=reduction.trace0, **settings
+        reduction.vector_field, reduction.initial_state(), reduction.size, size0=reduction.trace0,
+        size_floor=reduction.size_floor, **settings
     )
     return reduction.solution(out)

@@ -85,6 +85,13 @@ class GaussianReduction(AbstractReduction):
         _, psi = y
         return self.trace0 + 2.0 * jnp.sum(psi * self.C_OQ) + jnp.sum((self.OO @ psi) * (psi @ self.S_QQ))
 
+    def size_floor(self, y) -> Array:
+        """`eps` times the sum of the magnitudes of `size`'s terms: its rounding error where they cancel."""
+        _, psi = y
+        terms = jnp.abs(self.trace0) + 2.0 * jnp.sum(jnp.abs(psi * self.C_OQ))
+        terms = terms + jnp.abs(jnp.sum((self.OO @ psi) * (psi @ self.S_QQ)))
+        return jnp.finfo(psi.dtype).eps * terms
+
     def solution(self, out) -> LowRankGaussianSolution:
         """The solution type."""
         (b, psi), (b_f, psi_f) = out.ys, out.y_final

@@ -94,6 +94,12 @@ class ParticleReduction(AbstractReduction):
         quad = jnp.sum((zc @ self.OO) * zc)
         return self.trace0 + (2.0 * cross + quad) / self.count
 
+    def size_floor(self, z) -> Array:
+        """`k tr(W_OᵀW_O) (eps max |z|)²`: the spread rounding alone gives once the tokens' mean has drifted far
+        (each centred coordinate of `z` off by ~eps max |z|)."""
+        k = z.shape[-1]
+        return k * jnp.trace(self.OO) * (jnp.finfo(z.dtype).eps * jnp.max(jnp.abs(z))) ** 2
+
     def solution(self, out) -> LowRankParticleSolution:
         """The solution type."""
         return LowRankParticleSolution.from_integrate(out, z=out.ys, z_final=out.y_final)
