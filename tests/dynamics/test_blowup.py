@@ -422,4 +422,3 @@ def test_particles_whose_mean_drifts_past_their_spread_are_undetermined():
     for sol in (late, low):
         assert status_names(sol.status) == "undetermined", status_names(sol.status)
         assert 40.0 < float(sol.t_final) < 60.0 and float(sol.t_blowup) == np.inf
-

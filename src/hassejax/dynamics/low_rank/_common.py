@@ -85,7 +85,11 @@ def solve_reduction(reduction: AbstractReduction, settings: dict):
     """Solve the reduced system with :func:`~hassejax.dynamics._solve.integrate_events` (size event at
     `threshold`, default `default_size_factor · λ(t0)`; no steady-state event) and build its solution type."""
     out = _solve.integrate_events(
-        reduction.vector_field, reduction.initial_state(), reduction.size, size0=reduction.trace0,
-        size_floor=reduction.size_floor, **settings
+        reduction.vector_field,
+        reduction.initial_state(),
+        reduction.size,
+        size0=reduction.trace0,
+        size_floor=reduction.size_floor,
+        **settings,
     )
     return reduction.solution(out)
