@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -19,36 +20,37 @@ __all__ = ["L2"]
 class L2(AbstractBilinearAttention):
     """L2 attention `Γ_μ(x_i) = Σ_j w_ij V y_j`, `w_i = softmax_j(−βc‖Qx_i − Ky_j‖²)` (paper; spec dynamics.md §1).
 
-    On `μ = N(α, Σ)` the velocity is affine (derived, spec §2):
-    `M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹A`, `c = V(I + 2βcΣKᵀK)⁻¹α` with `A = KᵀQ`. Under a mask the
-    softmax runs over the allowed keys (an empty row gets `Γ = 0`). The logits are not a
-    function of `A` alone, so `Q` and `K` are required (the field `A` is always None).
+        On `μ = N(α, Σ)` the velocity is affine (derived, spec §2):
+        `M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹A`, `c = V(I + 2βcΣKᵀK)⁻¹α` with `A = KᵀQ`. Under a mask the
+        softmax runs over the allowed keys (an empty row gets `Γ = 0`). The logits are not a
+        function of `A` alone, so `Q` and `K` are required (the field `A` is always None).
 
-    **Arguments** (arrays, callables of `t` or
-    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed
-    for ``vmap`` (a call or a solve takes one kernel)):
+        **Arguments** (arrays, callables of `t` or
+        :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed
+        for ``vmap`` (a call or a solve takes one kernel)):
 
-    - `V`: `(d, d)` value matrix.
-    - `Q`, `K`: `(k, d)` query and key matrices.
-    - `beta`: scalar inverse temperature (default 1).
-    - `c`: scalar kernel constant (default 1, the authors' code).
+        - `V`: `(d, d)` value matrix.
+        - `Q`, `K`: `(k, d)` query and key matrices.
+        - `beta`: scalar inverse temperature (default 1).
+        - `c`: scalar kernel constant (default 1, the authors' code).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` naming the field when `Q` or `K`
-    is missing, `V` is not square or shapes disagree.
+        **Raises:** :class:`~hassejax.errors.ParameterError` naming the field when `Q` or `K`
+        is missing, `V` is not square or shapes disagree.
 
-    **Example:** one token attends only to itself, so `Γ(x) = Vx`:
+        **Example:** one token attends only to itself, so `Γ(x) = Vx`:
 
-    ```python
-    >>> import jax.numpy as jnp
-    >>> from hassejax.dynamics import L2
-    >>> model = L2(V=-jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2), c=0.5)
-    >>> model.velocity(0.0, jnp.array([[1.0, 2.0]])).tolist()
-    [[-1.0, -2.0]]
-    >>> M, c = model.gaussian_affine(0.0, jnp.zeros(2), jnp.zeros((2, 2)))  # Σ = 0: M = 0
-    >>> M.tolist()
-    [[0.0, 0.0], [0.0, 0.0]]
+        ```python
+        >>> import jax
+    import jax.numpy as jnp
+        >>> from hassejax.dynamics import L2
+        >>> model = L2(V=-jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2), c=0.5)
+        >>> model.velocity(0.0, jnp.array([[1.0, 2.0]])).tolist()
+        [[-1.0, -2.0]]
+        >>> M, c = model.gaussian_affine(0.0, jnp.zeros(2), jnp.zeros((2, 2)))  # Σ = 0: M = 0
+        >>> M.tolist()
+        [[0.0, 0.0], [0.0, 0.0]]
 
-    ```
+        ```
     """
 
     c: Float[Array, "*_batch"] | TimeParam
@@ -68,12 +70,22 @@ class L2(AbstractBilinearAttention):
         return softmax_weights(-resolve(self.beta, t) * resolve(self.c, t) * sq, mask)
 
     def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
-        """`M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹A`, `c = V(I + 2βcΣKᵀK)⁻¹α` (derived; spec dynamics.md §2)."""
+        """`M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹A`, `c = V(I + 2βcΣKᵀK)⁻¹α` (derived; spec dynamics.md §2).
+
+        Formed from `B = Σ/τ`, `τ = max(tr Σ, 1)`: `M = 2βcVB(I/τ + 2βcKᵀKB)⁻¹A` and
+        `c = V(I/τ + 2βcBKᵀK)⁻¹α/τ`, the same numbers without products of the size of `Σ` (bounded
+        as `Σ` grows: `M → V(KᵀK)⁻¹A`), so a float32 state reaches `1/finfo.tiny` before they
+        overflow; for `tr Σ ≤ 1` this is the formula as written.
+        """
         eye = jnp.eye(cov.shape[-1], dtype=cov.dtype)
         k = resolve(self.K, t)
         kk = k.T @ k
         s = 2.0 * resolve(self.beta, t) * resolve(self.c, t)
         a = self.interaction(t)
         v = self.value(t)
-        m = s * v @ cov @ jnp.linalg.solve(eye + s * kk @ cov, a)
-        return m, v @ jnp.linalg.solve(eye + s * cov @ kk, mean)
+        # a scale only (M does not depend on it): no derivative through it, whose `Σ dτ/τ²` overflows near
+        # the float range in the growth rates' JVPs
+        tau = jax.lax.stop_gradient(jnp.maximum(jnp.trace(cov), 1.0))
+        b = cov / tau
+        m = s * (v @ (b @ jnp.linalg.solve(eye / tau + s * kk @ b, a)))
+        return m, v @ (jnp.linalg.solve(eye / tau + s * b @ kk, mean) / tau)
