@@ -23,6 +23,7 @@ from hassejax.dynamics import (
     blowup_time_closed_form,
     moment_derivatives,
     solve_gaussian,
+    solve_particles,
     status_names,
 )
 
@@ -434,7 +435,7 @@ def test_particles_whose_mean_drifts_past_their_spread_are_undetermined():
     rounding noise `~(eps |x̄|)²`, which crossed the size threshold `1e8 λ0` and was reported as `diverge`;
     it is now `undetermined`. Before that the spread is exact (closed form), and the rank-`k` particle solve
     (`W_O W_V = I`, `Q = 0`) of the same system agrees."""
-    from hassejax.dynamics import LowRankSoftmax, solve_low_rank_particles, solve_particles
+    from hassejax.dynamics import LowRankSoftmax, solve_low_rank_particles
 
     x0 = np.array([[1.0, 0.0], [-1.0, 0.5], [0.0, -0.5]]) + 3.0  # spread λ0 = 7/6 about a mean (3, 3)
     lam0 = np.mean(np.sum((x0 - x0.mean(0)) ** 2, axis=1))
@@ -451,3 +452,36 @@ def test_particles_whose_mean_drifts_past_their_spread_are_undetermined():
     for sol in (late, low):
         assert status_names(sol.status) == "undetermined", status_names(sol.status)
         assert 40.0 < float(sol.t_final) < 60.0 and float(sol.t_blowup) == np.inf
+        assert float(sol.growth_exponent) == 0.0 and float(sol.decade_ratio) == np.inf  # nothing measured
+
+
+def test_genuine_particle_divergence_far_from_the_origin_is_measured_not_undetermined():
+    """Found by a fresh-user review: float32 tokens of unit spread offset by 1e4, `x_i' = 2x_i + x̄`
+    (feedforward `2I`, uniform attention): the deviations grow like `e^{2t}`, the mean like `e^{3t}`;
+    at the crossing (`1e4 λ0`) the spread is ~100 rounding units, measured well enough (ρ ≈ 0.22 = the
+    exponential value 1/(2 ln 10), p ≈ 1), but a floor factor of 1e4 called it `undetermined`. Offset 1e5
+    leaves ten rounding units or fewer: `undetermined` there."""
+    eye = np.eye(2, dtype=np.float32)
+    x0 = np.random.default_rng(0).normal(size=(8, 2)).astype(np.float32)
+    kw = {"t1": 50.0, "rtol": 1e-6, "atol": 1e-6, "feedforward": (2 * eye, np.zeros(2, np.float32))}
+    drift = Softmax(V=eye, A=0 * eye)
+    sol = solve_particles(drift, x0 + np.float32(1e4), **kw)
+    assert status_names(sol.status) == "diverge"
+    assert float(sol.decade_ratio) == pytest.approx(1 / (2 * np.log(10)), rel=0.05)
+    assert float(sol.growth_exponent) == pytest.approx(1.0, abs=0.01)
+    far = solve_particles(drift, x0 + np.float32(1e5), **kw)
+    assert status_names(far.status) == "undetermined"
+
+
+@pytest.mark.parametrize("threshold", [1.5, 3.0])
+def test_threshold_within_two_decades_of_the_initial_size_is_undetermined(threshold):
+    """Softmax `V = A = I`, `Σ0 = I/2` blows up at `t* = 1`; a threshold of 1.5 or 3 × `tr Σ0` leaves the decade
+    test no two decades to time (it measured from `t0`: `diverge` with ρ = 0.5, p = 2, found by a fresh-user
+    review): `undetermined`; from 200 × on it is `blow_up` at `t*`."""
+    eye = np.eye(2)
+    model = Softmax(V=eye, A=eye)
+    sol = solve_gaussian(model, np.zeros(2), eye / 2, t1=5.0, size_threshold=threshold)
+    assert status_names(sol.status) == "undetermined" and float(sol.t_blowup) == np.inf
+    assert float(sol.t_final) < 1.0
+    ok = solve_gaussian(model, np.zeros(2), eye / 2, t1=5.0, size_threshold=200.0)
+    assert status_names(ok.status) == "blow_up" and float(ok.t_blowup) == pytest.approx(1.0, rel=1e-6)

@@ -39,7 +39,8 @@ Finite-time blow-up `λ ≈ c/(t* − t)` (`1/λ` falling linearly to zero) give
 (each decade takes a tenth of the previous one); exponential growth `λ ∝ e^{rt}` gives
 `ρ = 1/(2 ln 10) ≈ 0.22`, polynomial growth more. The crossing is reported as `blow_up`
 when `ρ < 0.05`, else `diverge`, and `undetermined` where the growth cannot be measured
-at the crossing (rates `λ'`, `λ''` not finite, or the size rounding noise). The test needs the threshold at least ~1e3 times the
+at the crossing (rates `λ'`, `λ''` not finite, the size rounding noise, or the initial size
+already within the last two decades below the threshold). The test needs the threshold at least ~1e3 times the
 initial size (the default is 1e8 times) and, unlike a local derivative test, tolerates
 oscillating growth (e.g. the counterexample of spec §3, whose `tr Σ` blows up in bursts).
 The local growth exponent `p = λλ''/λ'²` (2 for `c/(t* − t)`, 1 for exponential growth)
@@ -84,8 +85,8 @@ DECADES = 2.0
 DECADE_RATIO_THRESHOLD = 0.05
 """`ρ < 0.05` at the threshold event ⇒ finite-time blow-up (see module docstring)."""
 
-SIZE_FLOOR_FACTOR = 1e4
-"""A crossing with the size below `1e4 ×` its rounding floor (the spread within 100 rounding units) is
+SIZE_FLOOR_FACTOR = 1e2
+"""A crossing with the size below `100 ×` its rounding floor (a spread within ten rounding units) is
 ``undetermined``: the growth may be rounding alone (see ``integrate``'s `size_floor`)."""
 
 
@@ -156,7 +157,8 @@ def integrate(
     `progress_meter`: a diffrax progress meter (None: ``NoProgressMeter()``).
     `size_floor(y)`: the size that rounding alone gives the state `y` (None: no such floor, e.g. a
     covariance, whose trace adds positive terms); a crossing with the size within
-    `SIZE_FLOOR_FACTOR` of it is ``undetermined``, as is one whose growth rates are not finite.
+    `SIZE_FLOOR_FACTOR` of it is ``undetermined``, as is one whose growth rates are not finite and
+    one with the initial size not below `threshold / 10^DECADES`.
     """
     dtype = jnp.result_type(*jtu.tree_leaves(y0))
     tiny = jnp.finfo(dtype).tiny
@@ -302,14 +304,17 @@ def integrate(
         p = jnp.zeros((), dtype)
         tau = jnp.asarray(jnp.inf, dtype)
         rho = jnp.zeros((), dtype)
-    if size_event:  # a crossing whose growth cannot be measured: rates overflowed, or the size is rounding noise
-        unmeasured = ~rates_ok
+    if size_event:  # a crossing whose growth cannot be measured: rates overflowed, the size rounding noise,
+        # or no DECADES decades between the initial size and the threshold (the decade test has no span)
+        unmeasured = ~rates_ok | ~(jnp.log(jnp.maximum(size(y0_user), tiny)) < log_level_a)
         if size_floor is not None:
             unmeasured = unmeasured | (lam <= SIZE_FLOOR_FACTOR * size_floor(y_final))
         undetermined = blow_ev & unmeasured
     else:
         undetermined = jnp.asarray(False)
     is_blowup = blow_ev & ~undetermined & (rho < DECADE_RATIO_THRESHOLD)
+    p = jnp.where(undetermined, 0.0, p).astype(dtype)  # nothing measured: no exponent, no ratio
+    rho = jnp.where(undetermined, jnp.inf, rho).astype(dtype)
 
     result = sol.result
     successful = result == diffrax.RESULTS.successful

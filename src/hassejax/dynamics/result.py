@@ -42,11 +42,13 @@ class Status(enum.IntEnum):
       finite-time blow-up (`1/λ` falling to zero at a finite time; decade test, see
       `AbstractSolution.decade_ratio`); `t_blowup` is finite.
     - `diverge` (3): the size threshold was crossed, but the growth is not a finite-time
-      blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`. Also where the
-      decade test cannot be measured: a crossing that the event's root find cannot locate inside
-      its step (the step's dense output not finite, e.g. a constant step or a forced `dtmin`
-      across a blow-up) stands at the end of that step, whose growth rates may overflow.
-    - `max_steps_reached` (4): the step budget ran out. Not a blow-up.
+      blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`. A crossing
+      that the event's root find cannot locate inside its step (the step's dense output not
+      finite, e.g. a constant step or a forced `dtmin` across a blow-up) stands at the end of
+      that step; where the growth cannot be measured there, it is `undetermined` (8).
+    - `max_steps_reached` (4): the step budget ran out. Not reported as a blow-up, though it
+      may be one: a threshold closer to a blow-up than the dtype resolves in time (float64
+      beyond ~1e15 × the initial size) ends here.
     - `dt_min_reached` (5): the integrator could not advance (minimum step size, or any
       other integrator failure such as too many rejected steps).
     - `non_finite` (6): the next step would make the state NaN/inf (a vector field that
@@ -65,10 +67,12 @@ class Status(enum.IntEnum):
       blow-up from divergence there; `t_blowup` is `inf`, `t_final` the crossing. Either the
       growth rates `λ'`, `λ''` at the crossing are not finite or `λ' = 0` (they overflow at
       the end of a long step across a blow-up that the event's root find could not locate
-      inside it, e.g. a constant step or a forced `dtmin`), or the size is within a hundred
-      rounding units of the state there (particles whose mean drifted so far, e.g. to ~1e20
-      in float64, that their spread `(1/n) Σ ‖x_i − x̄‖²` is rounding noise: the crossing may
-      be rounding alone). Not a blow-up; :func:`~hassejax.dynamics.diagnostics.outcome_of`
+      inside it, e.g. a constant step or a forced `dtmin`; or a float32 L2 covariance whose
+      `λ' ≈ 2e3 λ` passes 3.4e38), or the size is within a hundred times its rounding floor
+      there (particles whose mean drifted so far, e.g. to ~1e20 in float64, that their spread
+      `(1/n) Σ ‖x_i − x̄‖²` is rounding noise: the crossing may be rounding alone), or the
+      initial size is not below `threshold/100` (no two decades for the decade test to time:
+      keep the threshold ≥ 1e3 × the initial size). Not a blow-up; :func:`~hassejax.dynamics.diagnostics.outcome_of`
       reads it as ``undetermined``.
     """
 
@@ -157,13 +161,14 @@ class AbstractSolution(eqx.Module):
     - `growth_exponent`: `(*batch,)` the local growth exponent `p = λλ''/λ'²` of the size
       `λ` at the threshold event (`λ' ∝ λ^p`: `p = 2` for `λ ≈ c/(t* − t)`, `p = 1` for
       exponential growth), for information: it is unreliable for oscillating growth. Zero
-      where the threshold event did not fire, or where the rates `λ'`, `λ''` at the event are
-      not finite in the state's dtype (a threshold near its overflow; `decade_ratio` is then
-      `inf`, and the crossing `diverge`).
+      where the threshold event did not fire, and for an ``undetermined`` crossing (e.g. the
+      rates `λ'`, `λ''` at the event not finite in the state's dtype, a threshold near its
+      overflow; `decade_ratio` is then `inf`).
     - `decade_ratio`: `(*batch,)` the blow-up test actually used (derived): `ρ = τ/(t_e − t_a)`
       with `τ = λ/λ'` at the event time `t_e` and `t_a` the time the size entered its last two
       decades (`threshold/100`). `ρ ≈ 1/99` for `λ ≈ c/(t* − t)`, `ρ ≈ 0.22` for exponential
-      growth; `blow_up` iff `ρ < 0.05`. Zero where the threshold event did not fire.
+      growth; `blow_up` iff `ρ < 0.05`. Zero where the threshold event did not fire, `inf` for
+      an ``undetermined`` crossing.
     - `stats`: :class:`SolverStats`.
     """
 
