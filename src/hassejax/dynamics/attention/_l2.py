@@ -20,37 +20,36 @@ __all__ = ["L2"]
 class L2(AbstractBilinearAttention):
     """L2 attention `Γ_μ(x_i) = Σ_j w_ij V y_j`, `w_i = softmax_j(−βc‖Qx_i − Ky_j‖²)` (paper; spec dynamics.md §1).
 
-        On `μ = N(α, Σ)` the velocity is affine (derived, spec §2):
-        `M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹A`, `c = V(I + 2βcΣKᵀK)⁻¹α` with `A = KᵀQ`. Under a mask the
-        softmax runs over the allowed keys (an empty row gets `Γ = 0`). The logits are not a
-        function of `A` alone, so `Q` and `K` are required (the field `A` is always None).
+    On `μ = N(α, Σ)` the velocity is affine (derived, spec §2):
+    `M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹A`, `c = V(I + 2βcΣKᵀK)⁻¹α` with `A = KᵀQ`. Under a mask the
+    softmax runs over the allowed keys (an empty row gets `Γ = 0`). The logits are not a
+    function of `A` alone, so `Q` and `K` are required (the field `A` is always None).
 
-        **Arguments** (arrays, callables of `t` or
-        :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed
-        for ``vmap`` (a call or a solve takes one kernel)):
+    **Arguments** (arrays, callables of `t` or
+    :class:`~hassejax.dynamics.PiecewiseConstant`; leading batch axes allowed
+    for ``vmap`` (a call or a solve takes one kernel)):
 
-        - `V`: `(d, d)` value matrix.
-        - `Q`, `K`: `(k, d)` query and key matrices.
-        - `beta`: scalar inverse temperature (default 1).
-        - `c`: scalar kernel constant (default 1, the authors' code).
+    - `V`: `(d, d)` value matrix.
+    - `Q`, `K`: `(k, d)` query and key matrices.
+    - `beta`: scalar inverse temperature (default 1).
+    - `c`: scalar kernel constant (default 1, the authors' code).
 
-        **Raises:** :class:`~hassejax.errors.ParameterError` naming the field when `Q` or `K`
-        is missing, `V` is not square or shapes disagree.
+    **Raises:** :class:`~hassejax.errors.ParameterError` naming the field when `Q` or `K`
+    is missing, `V` is not square or shapes disagree.
 
-        **Example:** one token attends only to itself, so `Γ(x) = Vx`:
+    **Example:** one token attends only to itself, so `Γ(x) = Vx`:
 
-        ```python
-        >>> import jax
-    import jax.numpy as jnp
-        >>> from hassejax.dynamics import L2
-        >>> model = L2(V=-jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2), c=0.5)
-        >>> model.velocity(0.0, jnp.array([[1.0, 2.0]])).tolist()
-        [[-1.0, -2.0]]
-        >>> M, c = model.gaussian_affine(0.0, jnp.zeros(2), jnp.zeros((2, 2)))  # Σ = 0: M = 0
-        >>> M.tolist()
-        [[0.0, 0.0], [0.0, 0.0]]
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import L2
+    >>> model = L2(V=-jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2), c=0.5)
+    >>> model.velocity(0.0, jnp.array([[1.0, 2.0]])).tolist()
+    [[-1.0, -2.0]]
+    >>> M, c = model.gaussian_affine(0.0, jnp.zeros(2), jnp.zeros((2, 2)))  # Σ = 0: M = 0
+    >>> M.tolist()
+    [[0.0, 0.0], [0.0, 0.0]]
 
-        ```
+    ```
     """
 
     c: Float[Array, "*_batch"] | TimeParam
