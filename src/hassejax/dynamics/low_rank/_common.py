@@ -53,7 +53,7 @@ class AbstractReduction(eqx.Module):
 
     @abc.abstractmethod
     def size_floor(self, y) -> Array:
-        """The size that rounding alone gives the state `y`: a crossing within `1e4 ×` of it is
+        """The size that rounding alone gives the state `y`: a crossing within `SIZE_FLOOR_FACTOR` (100) × of it is
         ``undetermined`` (:func:`~hassejax.dynamics._solve.integrate`)."""
 
     @abc.abstractmethod
