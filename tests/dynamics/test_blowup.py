@@ -409,6 +409,39 @@ def test_overflowing_trial_step_is_retried_not_a_stop():
     assert float(sol.t_blowup) == pytest.approx(0.5, rel=1e-3)
 
 
+@pytest.mark.parametrize(
+    "dtype, v", [(np.float32, 1e6), (np.float32, 1e8), (np.float64, 1e18)], ids=["f32-1e6", "f32-1e8", "f64-1e18"]
+)
+def test_blowup_within_the_first_step_guessed_is_resolved_by_halving(dtype, v):
+    """Softmax `V = vI`, `A = I`, `Σ0 = I/2` on `[0, 1]` blows up at `t* = 1/v`. The first step guessed
+    overflows; the guard's stop length was `64 eps` of the interval (float32: `7.6e-6`, above `t* = 1e-6`),
+    so the halvings stopped there and the solve ended `non_finite` at `t = 0`. It is now `64 eps` of the
+    step's own time (floored at `64 eps²` of the interval): halving goes on until the steps resolve `t*`."""
+    eye = np.eye(2, dtype=dtype)
+    sol = solve_gaussian(Softmax(V=v * eye, A=eye), np.zeros(2, dtype), eye / 2, t1=1.0, rtol=1e-5, atol=1e-6)
+    assert status_names(sol.status) == "blow_up"
+    assert float(sol.t_blowup) == pytest.approx(1.0 / v, rel=1e-4)
+    assert float(sol.t_final) == pytest.approx(1.0 / v, rel=1e-4)  # the threshold crossing, just before t*
+    assert float(sol.t_final) < float(sol.t_blowup)
+
+
+def test_vector_field_nan_from_the_start_stops_after_a_bounded_number_of_halvings():
+    """The lower floor of the guard's stop length must not make a vector field that is NaN at `t = 0` (a traced
+    NaN parameter) spend its step budget: it stops `non_finite` at `t0` with the initial state, in far fewer
+    steps than `max_steps`, in both float widths."""
+    for dtype in (np.float32, np.float64):
+        eye = jnp.eye(2, dtype=dtype)
+
+        @jax.jit
+        def run(a, eye=eye, dtype=dtype):
+            return solve_gaussian(Softmax(V=eye, A=a * eye), jnp.zeros(2, dtype), eye / 2, t1=1.0, max_steps=1000)
+
+        sol = run(jnp.asarray(np.nan, dtype))
+        assert status_names(sol.status) == "non_finite"
+        assert float(sol.t_final) == 0.0 and np.allclose(np.asarray(sol.cov_final), np.eye(2) / 2)
+        assert int(sol.stats.num_steps) < 200
+
+
 def test_event_not_located_in_a_long_step_reports_the_end_of_that_step():
     """A constant step across the blow-up of softmax `V = 2I` (`t* = 1/2`, float32): the size event fires on
     the step that crosses, but the dense output inside that step is not finite, so the root find has no

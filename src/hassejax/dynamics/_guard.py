@@ -11,7 +11,13 @@ finite) and, when the candidate of a step is not finite, rejects it; it ends the
 ``RESULTS.nonfinite`` when the wrapped controller would not retry with a smaller step (a
 constant step) or the step has already shrunk below `dt_stop` (an adaptive one closing in
 on the time where the NaN starts). The solve then stops at the last finite state, at the
-time the NaN appeared (to within `dt_stop`). A candidate that is finite but fails `finite`
+time the NaN appeared (to within `dt_stop`). `dt_stop` is local: :data:`STOP_ULPS` rounding
+units of the step's own time `t` (the finest step that still moves `t`), and no less than
+`STOP_ULPS · eps²` times the interval `[t0, t1]` near `t = 0`: a state that is finite at `t`
+but overflows within the first step (a blow-up at `t* = 1e-6` of `[0, 1]`, e.g. rates of
+`1e6`, where the first step guessed is far too long) is retried with halved steps until the
+steps resolve it, while a vector field that is NaN from the start stops after a bounded
+number of halvings (about 90 in float64, 30 in float32). A candidate that is finite but fails `finite`
 (a size beyond the float range, see :mod:`._solve`) passes the wrapped controller's error
 test; an adaptive controller is then made to retry with at most half the step, so the solve
 still closes in on the first state that fails and an event below it is still located.
@@ -34,7 +40,8 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 
 STOP_ULPS = 64.0
-"""A step shorter than `STOP_ULPS · eps · max(|t0|, |t1|, t1 − t0)` that fails on NaN/inf stops the solve."""
+"""A step from `t` shorter than `STOP_ULPS · eps · max(|t|, |t + dt|, eps (t1 − t0))` that fails on
+NaN/inf stops the solve (`t0`, `t1` the interval; module docstring)."""
 
 
 def tree_finite(tree, batch_ndim: int = 0) -> jax.Array:
@@ -48,8 +55,8 @@ def tree_finite(tree, batch_ndim: int = 0) -> jax.Array:
 class FiniteGuard(diffrax.AbstractStepSizeController):
     """Wrap `inner`; stop at the first step whose candidate state is NaN/inf (see module docstring).
 
-    `dt_stop` is the step length below which a failing step stops the solve (an array, so
-    it may be traced); `finite(y)` says whether a state counts as finite (default: every
+    `dt_stop` is the floor of the step length below which a failing step stops the solve (an
+    array, so it may be traced; the step's own time raises it, see the module docstring); `finite(y)` says whether a state counts as finite (default: every
     leaf finite; the solvers also ask for a finite size, e.g. `tr Σ` that does not overflow).
     """
 
@@ -79,7 +86,9 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
             ok = jnp.isfinite(step) & (step > 0)
             step = jnp.where(bad, jnp.where(ok, jnp.minimum(step, dt / 2), dt / 2), step)
         retry = step < dt  # the step shrinks
-        stop = bad & ~(retry & (dt > self.dt_stop))
+        eps = jnp.finfo(jnp.result_type(t0, t1)).eps
+        dt_stop = jnp.maximum(STOP_ULPS * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1)), self.dt_stop)
+        stop = bad & ~(retry & (dt > dt_stop))
         keep = keep & ~bad
         next_t1 = jnp.where(stop, t1, jnp.where(bad, t0 + step, next_t1))
         next_t0 = jnp.where(bad, t0, next_t0)
@@ -117,10 +126,11 @@ def _adapts(controller) -> bool:
 def guard(
     controller: diffrax.AbstractStepSizeController, t0, t1, finite: Callable = tree_finite, record: bool = False
 ) -> FiniteGuard:
-    """`controller` wrapped in the guard, with `dt_stop` from the interval `[t0, t1]` (see :data:`STOP_ULPS`);
+    """`controller` wrapped in the guard, with the floor of `dt_stop` from the interval `[t0, t1]` (see :data:`STOP_ULPS`);
     `record`: carry the last accepted time and state in the controller state (module docstring)."""
     t0, t1 = jnp.asarray(t0), jnp.asarray(t1)
     scale = jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
-    dt_stop = STOP_ULPS * jnp.finfo(jnp.result_type(t0, t1)).eps * scale
+    eps = jnp.finfo(jnp.result_type(t0, t1)).eps
+    dt_stop = STOP_ULPS * eps * eps * scale
     cls = AdaptiveFiniteGuard if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController) else FiniteGuard
     return cls(controller, dt_stop, finite, _adapts(controller), record)
