@@ -161,6 +161,44 @@ def _fig5_solve(model_fn, s0, t1, threshold, mean0):
     return run(jnp.asarray(s0))
 
 
+@pytest.mark.parametrize("dt", [0.03, 0.01, 0.001])
+def test_constant_step_that_does_not_resolve_the_growth_is_undetermined(dt):
+    """Softmax `V = A = I`, `Σ0 = I/4.1` blows up at `t* = 2.05`; constant steps, covariance state. With
+    `dt = 0.01, 0.001` the crossing step jumps past the singularity, where the state (`tr Σ ~ 1e48`) and its
+    rates are not the solution's: that was `blow_up` with `t_blowup = t* + dt` (the end of that step). With
+    `dt = 0.03` the crossing was located, but the last two decades before it lie inside one step, so the
+    decade test's span is noise: that was `diverge` (`ρ = 102`, although `p = 2`). Both `undetermined` now."""
+    sol = solve_gaussian(
+        Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 4.1, t1=5.0, dt0=dt,
+        stepsize_controller=diffrax.ConstantStepSize(), state="covariance",
+    )  # fmt: skip
+    assert status_names(sol.status) == "undetermined"
+    assert float(sol.t_blowup) == np.inf and float(sol.decade_ratio) == np.inf
+    assert float(sol.growth_exponent) == 0.0
+
+
+@pytest.mark.parametrize("dt", [1e-3, 1e-4])
+def test_constant_step_that_resolves_the_growth_is_measured(dt):
+    """The same blow-up with the threshold at `1e3 tr Σ0` (crossed at `τ = t* − t_e = 2.05e-3`, the decade
+    test's span `99τ = 0.2`): a constant step of `1e-3` or `1e-4` resolves it, and the verdict is `blow_up` at
+    `t*` (closed form, spec §3: `Σ(t) = (Σ0⁻¹ − 2t I)⁻¹`); L2 with constant steps up to `0.3` (exponential
+    growth at rate 2: span `ln 100 / 2 = 2.3`) stays `diverge`."""
+    sol = solve_gaussian(
+        Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 4.1, t1=5.0, dt0=dt,
+        stepsize_controller=diffrax.ConstantStepSize(), state="covariance", size_threshold=1e3 * 2 / 4.1,
+        max_steps=30_000,
+    )  # fmt: skip
+    assert status_names(sol.status) == "blow_up"
+    assert float(sol.t_blowup) == pytest.approx(2.05, rel=1e-6)
+    assert float(sol.decade_ratio) == pytest.approx(1 / 99, rel=0.05)
+    l2 = L2(V=np.eye(2), Q=np.eye(2), K=np.eye(2))
+    sol = solve_gaussian(
+        l2, np.zeros(2), np.eye(2) / 2, t1=50.0, dt0=300 * dt, stepsize_controller=diffrax.ConstantStepSize()
+    )
+    assert status_names(sol.status) == "diverge"
+    assert float(sol.decade_ratio) == pytest.approx(1 / (2 * np.log(10)), rel=0.05)
+
+
 def test_figure5_softmax_blows_up_everywhere_l2_and_sinkhorn_diverge():
     grid = _fig_grid(40)
     assert grid.shape == (1184, 2, 2)

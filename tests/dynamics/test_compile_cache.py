@@ -78,6 +78,44 @@ def test_traced_bad_save_times_flag_the_member_without_a_callback():
     np.testing.assert_allclose(np.asarray(sol.cov[0]), np.asarray(good.cov), rtol=1e-6)
 
 
+def test_traced_size_threshold_not_above_the_initial_size_flags_the_member():
+    """A per-member `size_threshold` (traced under `vmap`) at or below `tr Σ0`, or NaN, could never fire
+    (a concrete one raises `ParameterError`): the member gets `invalid_threshold` (initial state, nothing
+    valid), the others solve as alone. Was: the event silently off, `completed` (or the step budget spent
+    on a blow-up). Also a concrete threshold against traced initial states, and solve_particles."""
+    from hassejax.dynamics import Status, status_names
+
+    def one(threshold):
+        return solve_gaussian(
+            MODEL, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, rtol=1e-6, atol=1e-6, size_threshold=threshold
+        )
+
+    f = jax.jit(jax.vmap(one))
+    thresholds = jnp.array([1e6, 1.0, 0.5, jnp.nan, 1.001, jnp.inf])  # tr Σ0 = 1
+    assert "callback" not in f.lower(thresholds).as_text()
+    sol = f(thresholds)
+    names = status_names(np.asarray(sol.status)).tolist()
+    assert names[:5] == [status_names(one(1e6).status), "invalid_threshold", "invalid_threshold", "invalid_threshold",
+                         "undetermined"]  # fmt: skip
+    # `inf`: no event, not an invalid threshold (the blow-up at t* = 1 then ends the solve without one)
+    assert names[5] in ("non_finite", "max_steps_reached")
+    assert names[0] == "blow_up" and float(sol.t_blowup[0]) == pytest.approx(float(one(1e6).t_blowup), rel=1e-9)
+    for i in (1, 2, 3):
+        assert not np.asarray(sol.valid[i]).any() and float(sol.t_final[i]) == 0.0
+        np.testing.assert_allclose(np.asarray(sol.cov_final[i]), np.eye(2) / 2, rtol=1e-6)
+        assert float(sol.t_blowup[i]) == np.inf
+    with pytest.raises(ParameterError, match="size_threshold"):
+        one(1.0)
+    # a concrete threshold, traced initial covariances: checked in the program as well
+    covs = jnp.stack([jnp.eye(2) / 2, 500 * jnp.eye(2)])  # tr Σ0 = 1 and 1000, threshold 500
+    g = jax.jit(jax.vmap(lambda c: solve_gaussian(MODEL, jnp.zeros(2), c, t1=5.0, size_threshold=500.0).status))
+    assert g(covs).tolist() == [Status.blow_up, Status.invalid_threshold]
+    x0 = jnp.asarray(np.random.default_rng(0).normal(size=(2, 6, 2)))
+    x0 = x0.at[1].multiply(10.0)  # spreads ~1 and ~100, threshold 20
+    h = jax.jit(jax.vmap(lambda x: solve_particles(MODEL, x, t1=0.1, size_threshold=20.0).status))
+    assert status_names(h(x0)).tolist() == ["completed", "invalid_threshold"]
+
+
 def _gaussian_at(ts):
     return solve_gaussian(MODEL, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, ts=ts, rtol=1e-6, atol=1e-6)
 

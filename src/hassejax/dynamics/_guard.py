@@ -22,7 +22,9 @@ number of halvings (about 90 in float64, 30 in float32). A candidate that is fin
 test; an adaptive controller is then made to retry with at most half the step, so the solve
 still closes in on the first state that fails and an event below it is still located.
 
-With ``record=True`` the controller state also carries the last accepted time and state: under
+With ``record=True`` the controller state also carries the last accepted step, its start and end
+times and its end state (the solve uses the step's length to tell whether the step that crossed
+the size threshold resolved the growth before it): under
 ``vmap``, when one member's event fires, diffrax reports for the members *without* an event
 the end of their last *attempted* step (its ``event_tnext`` and the dense output of that step),
 which for a member stopped by this guard (or at its step budget) is a rejected step; the
@@ -71,7 +73,7 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
         tnext, state = self.inner.init(terms, t0, t1, y0, dt0, args, func, error_order)
-        return tnext, ((state, jnp.asarray(t0), y0) if self.record else state)
+        return tnext, ((state, jnp.asarray(t0), jnp.asarray(t0), y0) if self.record else state)
 
     def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
         inner_state = controller_state[0] if self.record else controller_state
@@ -93,10 +95,11 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
         next_t1 = jnp.where(stop, t1, jnp.where(bad, t0 + step, next_t1))
         next_t0 = jnp.where(bad, t0, next_t0)
         result = diffrax.RESULTS.where(stop, diffrax.RESULTS.nonfinite, result)
-        if self.record:  # the last accepted time and state, as the solve's loop holds them
+        if self.record:  # the last accepted step: its start, its end and the state there, as the loop holds them
+            t_start = jnp.where(keep, t0, controller_state[1])
             t_acc = jnp.where(keep, t1, t0)
             y_acc = jtu.tree_map(lambda a, b: jnp.where(keep, a, b), y1_candidate, y0)
-            state = (state, t_acc, y_acc)
+            state = (state, t_start, t_acc, y_acc)
         return keep, next_t0, next_t1, made_jump, state, result
 
 

@@ -39,8 +39,9 @@ Finite-time blow-up `λ ≈ c/(t* − t)` (`1/λ` falling linearly to zero) give
 (each decade takes a tenth of the previous one); exponential growth `λ ∝ e^{rt}` gives
 `ρ = 1/(2 ln 10) ≈ 0.22`, polynomial growth more. The crossing is reported as `blow_up`
 when `ρ < 0.05`, else `diverge`, and `undetermined` where the growth cannot be measured
-at the crossing (rates `λ'`, `λ''` not finite, the size rounding noise, or the initial size
-already within the last two decades below the threshold). The test needs the threshold at least ~1e3 times the
+at the crossing (the crossing not located inside its step, or in a step longer than half the span
+`t_e − t_a` that the test times, rates `λ'`, `λ''` not finite, the size rounding noise, or the
+initial size already within the last two decades below the threshold). The test needs the threshold at least ~1e3 times the
 initial size (the default is 1e8 times) and, unlike a local derivative test, tolerates
 oscillating growth (e.g. the counterexample of spec §3, whose `tr Σ` blows up in bursts).
 The local growth exponent `p = λλ''/λ'²` (2 for `c/(t* − t)`, 1 for exponential growth)
@@ -139,6 +140,7 @@ def integrate(
     size_event: bool = True,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
     size_floor: Callable | None = None,
+    threshold_given: bool = False,
 ) -> IntegrateOut:
     """Solve `y' = f(t, y)` with the size-threshold (and steady-state) events; see module docstring.
 
@@ -159,6 +161,11 @@ def integrate(
     covariance, whose trace adds positive terms); a crossing with the size within
     `SIZE_FLOOR_FACTOR` of it is ``undetermined``, as is one whose growth rates are not finite and
     one with the initial size not below `threshold / 10^DECADES`.
+    `threshold_given`: `threshold` is the caller's (not the default from the initial size); it is
+    then checked in the program too (a concrete one was checked before, :func:`check_size_threshold`;
+    a traced one, or one against a traced initial size, cannot be): a member whose finite initial
+    size is not below it, or whose threshold is NaN, gets status
+    ``invalid_threshold`` (initial state, nothing valid): its size event could never fire.
     """
     dtype = jnp.result_type(*jtu.tree_leaves(y0))
     tiny = jnp.finfo(dtype).tiny
@@ -235,7 +242,8 @@ def integrate(
     if record:  # the last accepted time and state (see `record` above): for a member without an event,
         # and for one whose event state, interpolated in the step that crossed, is not finite (a long
         # step across a blow-up); the event then stands at the end of that step, not located inside it
-        _, t_acc, (y_acc, below_acc) = sol.controller_state
+        _, t_start, t_acc, (y_acc, below_acc) = sol.controller_state
+        h_cross = t_acc - t_start  # with an event: the step that crossed (the last one accepted)
         located = event_ev & tree_finite(y_end) & in_range(y_end) & jnp.isfinite(t_end)
         # ... and at the event: its condition (log margins) within a decade of zero there (the root find
         # stops at its time tolerance, so the margin there is not 0; on the dense output of a step far too
@@ -249,8 +257,14 @@ def integrate(
         crossed = (c_blowup(y_acc) <= 0) if size_event else jnp.asarray(False)
         lost = event_ev & ~located & ~crossed
         event_ev = event_ev & ~lost
+        # ... and one that has crossed at the end of that step: the crossing lies somewhere inside a step
+        # too long to resolve it (a constant step across a blow-up lands past the singularity, where the
+        # state and its rates are not the solution's), so its growth law is not measured
+        unlocated = event_ev & ~located
     else:
         lost = jnp.asarray(False)
+        unlocated = jnp.asarray(False)
+        h_cross = jnp.zeros((), dtype)
     # rows at ts = [t0, t1]: the initial state and the end state (valid below when the solve reached t1)
     ys = jtu.tree_map(lambda a, b: jnp.stack([a, b]), y0, y_end) if ts_default else sol.ys[0][0]
 
@@ -306,7 +320,11 @@ def integrate(
         rho = jnp.zeros((), dtype)
     if size_event:  # a crossing whose growth cannot be measured: rates overflowed, the size rounding noise,
         # or no DECADES decades between the initial size and the threshold (the decade test has no span)
-        unmeasured = ~rates_ok | ~(jnp.log(jnp.maximum(size(y0_user), tiny)) < log_level_a)
+        # ... or a crossing step longer than half the decade test's span: `time_below` is integrated along the
+        # steps, so the time the size entered its last two decades is known to within a step; with the span
+        # at least two steps long, neither growth law can be read as the other (ρ: 1/99 against 0.22)
+        unresolved = ~(2 * jnp.asarray(h_cross, dtype) <= span)
+        unmeasured = unlocated | unresolved | ~rates_ok | ~(jnp.log(jnp.maximum(size(y0_user), tiny)) < log_level_a)
         if size_floor is not None:
             unmeasured = unmeasured | (lam <= SIZE_FLOOR_FACTOR * size_floor(y_final))
         undetermined = blow_ev & unmeasured
@@ -337,13 +355,22 @@ def integrate(
             ),
         ),
     ).astype(jnp.int32)
-    if not ts_checked:  # traced times: checked here, in the program (no host callback); a bad member is flagged
+    # traced inputs: checked here, in the program (no host callback); a bad member is flagged, nothing solved
+    inputs_ok = jnp.asarray(True)
+    if threshold_given and size_event:  # a threshold at or below the initial size: its event could never fire
+        size0 = size(y0_user)  # (no margin here: a threshold just above it fires at once, `undetermined`)
+        threshold_ok = ~jnp.isfinite(size0) | (jnp.asarray(threshold, dtype) > size0)  # NaN: not ok
+        status = jnp.where(threshold_ok, status, Status.invalid_threshold).astype(jnp.int32)
+        inputs_ok = threshold_ok
+    if not ts_checked:
         times_ok = jnp.all(jnp.isfinite(ts)) & jnp.all(ts[1:] >= ts[:-1]) & (ts[0] >= t0) & (ts[-1] <= t1) & (t1 > t0)
         status = jnp.where(times_ok, status, Status.invalid_times).astype(jnp.int32)
-        valid = valid & times_ok
-        ys_clean = jtu.tree_map(lambda a, a0: jnp.where(times_ok, a, jnp.broadcast_to(a0, a.shape)), ys_clean, y0)
-        y_final = jtu.tree_map(lambda a, a0: jnp.where(times_ok, a, a0), y_final, y0)
-        t_final = jnp.where(times_ok, t_final, t0)
+        inputs_ok = inputs_ok & times_ok
+    if (threshold_given and size_event) or not ts_checked:
+        valid = valid & inputs_ok
+        ys_clean = jtu.tree_map(lambda a, a0: jnp.where(inputs_ok, a, jnp.broadcast_to(a0, a.shape)), ys_clean, y0)
+        y_final = jtu.tree_map(lambda a, a0: jnp.where(inputs_ok, a, a0), y_final, y0)
+        t_final = jnp.where(inputs_ok, t_final, t0)
     blow = status == Status.blow_up
     if extrapolate:
         t_est = t_final + jnp.where(jnp.isfinite(tau), tau, 0.0)
@@ -469,11 +496,14 @@ def integrate_events(f: Callable, y0, size: Callable, speed: Callable | None = N
     """:func:`integrate` with the settings of :func:`solve_settings`: the size event at `threshold`
     (None: ``default_size_factor · λ0``, `λ0 = size0` or `size(y0)`, `1` in place of a zero
     `λ0`) and the steady-state event on `speed` when `converge_tol` is given."""
+    given = threshold is not None
     if threshold is None:
         s0 = size(y0) if size0 is None else size0
         threshold = default_size_factor(s0.dtype) * jnp.where(s0 > 0, s0, 1.0)
     speed = None if converge_tol is None else speed
-    return integrate(f, y0, size=size, speed=speed, threshold=threshold, converge_tol=converge_tol, **settings)
+    return integrate(
+        f, y0, size=size, speed=speed, threshold=threshold, converge_tol=converge_tol, threshold_given=given, **settings
+    )
 
 
 def check_blowup_estimate(blowup_estimate) -> bool:

@@ -44,8 +44,8 @@ class Status(enum.IntEnum):
     - `diverge` (3): the size threshold was crossed, but the growth is not a finite-time
       blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`. A crossing
       that the event's root find cannot locate inside its step (the step's dense output not
-      finite, e.g. a constant step or a forced `dtmin` across a blow-up) stands at the end of
-      that step; where the growth cannot be measured there, it is `undetermined` (8).
+      finite, or the condition there more than a decade from zero, e.g. a constant step or a
+      forced `dtmin` across a blow-up) stands at the end of that step, and is `undetermined` (8).
     - `max_steps_reached` (4): the step budget ran out. Not reported as a blow-up, though it
       may be one: a threshold closer to a blow-up than the dtype resolves in time (float64
       beyond ~1e15 × the initial size) ends here.
@@ -65,15 +65,22 @@ class Status(enum.IntEnum):
       bad member does not abort a sweep and the program holds no host callback.)
     - `undetermined` (8): the size threshold was crossed, but the computation cannot tell
       blow-up from divergence there; `t_blowup` is `inf`, `t_final` the crossing. Either the
-      growth rates `λ'`, `λ''` at the crossing are not finite or `λ' = 0` (they overflow at
-      the end of a long step across a blow-up that the event's root find could not locate
-      inside it, e.g. a constant step or a forced `dtmin`; or a float32 L2 covariance whose
-      `λ' ≈ 2e3 λ` passes 3.4e38), or the size is within a hundred times its rounding floor
+      event's root find could not locate the crossing inside its step (a constant step or a
+      forced `dtmin` across a blow-up: `t_final` is the end of that step, where the state may
+      be past the singularity and its growth rates are not the solution's; the factor state
+      may instead stop `non_finite`), or the growth rates `λ'`, `λ''` at the crossing are not
+      finite or `λ' = 0` (a float32 L2 covariance whose `λ' ≈ 2e3 λ` passes 3.4e38), or the size is within a hundred times its rounding floor
       there (particles whose mean drifted so far, e.g. to ~1e20 in float64, that their spread
       `(1/n) Σ ‖x_i − x̄‖²` is rounding noise: the crossing may be rounding alone), or the
       initial size is not below `threshold/100` (no two decades for the decade test to time:
       keep the threshold ≥ 1e3 × the initial size). Not a blow-up; :func:`~hassejax.dynamics.diagnostics.outcome_of`
       reads it as ``undetermined``.
+    - `invalid_threshold` (9): the `size_threshold` given was traced (or the initial state was,
+      e.g. per-member thresholds or initial states in a sweep) and is NaN or at or below the
+      initial size (a size starting at or above it never grows through it: the event could
+      never fire; one just above it fires at once and is `undetermined`). Nothing is solved, as for `invalid_times` (which wins when both apply); a
+      concrete threshold and initial state are checked before the solve and raise
+      :class:`~hassejax.errors.ParameterError`.
     """
 
     completed = 0
@@ -85,6 +92,7 @@ class Status(enum.IntEnum):
     non_finite = 6
     invalid_times = 7
     undetermined = 8
+    invalid_threshold = 9
 
 
 STATUS_NAMES: tuple[str, ...] = tuple(s.name for s in Status)
