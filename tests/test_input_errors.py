@@ -93,14 +93,22 @@ def test_solver_arguments_of_the_wrong_type_are_named(kwargs, message, no_typech
 def test_size_threshold_at_or_below_the_initial_size_is_refused():
     """A threshold the size starts above can never be crossed upwards: the size event was off without a
     word (the solve ran to t1 and reported `completed` past the blow-up at t* = 1). Refused when concrete;
-    a traced one (vmap) is integrated as given. `converge_tol = inf` likewise could never fire."""
-    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size tr Σ0 = 1 .*got 0\.5"):
+    a traced one (vmap) flags its member `invalid_threshold` (tests/dynamics/test_compile_cache.py). The values
+    are printed in full (`1 + 1e-14` was shown as `1`, beside `tr Σ0 = 1`), and a NaN is named as such.
+    `converge_tol = inf` likewise could never fire."""
+    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size tr Σ0 = 1\.0 .*got 0\.5"):
         solve_gaussian(P, jnp.zeros(2), S0, t1=5.0, size_threshold=0.5)
-    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size tr Σ0 = 2 .*got 2\b"):
+    with pytest.raises(
+        ParameterError, match=r"`size_threshold` must exceed the initial size tr Σ0 = 2\.0 .*got 2\.0\."
+    ):
         solve_gaussian(P, jnp.zeros(2), factor0=jnp.eye(2), t1=5.0, size_threshold=2.0)
     x0 = jnp.array([[1.0, 0.0], [-1.0, 0.0]])  # λ0 = (1/n) Σ ‖x_i − x̄‖² = 1
-    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size λ0 .* = 1 "):
+    with pytest.raises(ParameterError, match=r"`size_threshold` must exceed the initial size λ0 .* = 1\.0 "):
         solve_particles(P, x0, t1=1.0, size_threshold=0.9)
+    with pytest.raises(ParameterError, match=r"tr Σ0 = 1\.0 .*got 1\.00000000000001\."):
+        solve_gaussian(P, jnp.zeros(2), S0, t1=5.0, size_threshold=1 + 1e-14)
+    with pytest.raises(ParameterError, match=r"`size_threshold` must be a number \(got NaN\)"):
+        solve_gaussian(P, jnp.zeros(2), S0, t1=5.0, size_threshold=np.nan)
     with pytest.raises(ParameterError, match=r"`converge_tol` must be finite .*; got inf"):
         solve_gaussian(P, jnp.zeros(2), S0, t1=1.0, converge_tol=np.inf)
     with pytest.raises(ParameterError, match=r"`converge_tol` must be finite"):

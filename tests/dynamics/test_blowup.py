@@ -177,6 +177,35 @@ def test_constant_step_that_does_not_resolve_the_growth_is_undetermined(dt):
     assert float(sol.growth_exponent) == 0.0
 
 
+@pytest.mark.parametrize("state", ["factor", "covariance"])
+@pytest.mark.parametrize("dt", [3e-3, 1.7e-3, 1.1e-3])
+def test_constant_step_longer_than_the_remaining_time_is_undetermined(dt, state):
+    """Softmax `V = A = I`, `Σ0 = I/2` (`t* = 1`), threshold `1e4` (`t* − t_e = 1e-4`), constant steps 11 to
+    30 times that: the root find located the crossing on a poor interpolant (up to a decade below the
+    threshold) and the decade test read it: `diverge` (ρ = 0.06–0.09) or `blow_up` at 0.9986–0.9996 (review).
+    A constant step longer than the remaining time `λ/λ'` at the crossing is now `undetermined`; a step of
+    `1e-4` resolves it: `blow_up` at `t* = 1`."""
+    kw = dict(stepsize_controller=diffrax.ConstantStepSize(), size_threshold=1e4, max_steps=100_000, state=state)
+    sol = solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 2, t1=2.0, dt0=dt, **kw)
+    assert status_names(sol.status) == "undetermined"
+    sol = solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 2, t1=2.0, dt0=1e-4, **kw)
+    assert status_names(sol.status) == "blow_up" and float(sol.t_blowup) == pytest.approx(1.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("rtol", [0.2, 0.3])
+def test_decade_time_outside_the_solve_from_long_steps_is_undetermined(rtol):
+    """L2 with `K = I` grows at most exponentially (spec §3), but at `rtol = 0.2` its five long steps made the
+    quadrature of the time below the last two decades negative (Tsit5's negative weight), the decade test
+    read `ρ = 0.016` and the verdict was `blow_up` (review). A time below outside `[0, t_e − t0]`, or a step
+    longer than half the decade span, is `undetermined`; at the default tolerances the verdict is `diverge`."""
+    model = L2(V=np.eye(2), Q=np.eye(2), K=np.eye(2))
+    sol = solve_gaussian(model, np.zeros(2), 0.1 * np.eye(2), t1=100.0, rtol=rtol, atol=rtol * 1e-3, state="covariance")
+    assert status_names(sol.status) == "undetermined"
+    sol = solve_gaussian(model, np.zeros(2), 0.1 * np.eye(2), t1=100.0, state="covariance")
+    assert status_names(sol.status) == "diverge"
+    assert float(sol.decade_ratio) == pytest.approx(1 / (2 * np.log(10)), rel=0.05)
+
+
 @pytest.mark.parametrize("dt", [1e-3, 1e-4])
 def test_constant_step_that_resolves_the_growth_is_measured(dt):
     """The same blow-up with the threshold at `1e3 tr Σ0` (crossed at `τ = t* − t_e = 2.05e-3`, the decade
@@ -448,13 +477,16 @@ def test_overflowing_trial_step_is_retried_not_a_stop():
 
 
 @pytest.mark.parametrize(
-    "dtype, v", [(np.float32, 1e6), (np.float32, 1e8), (np.float64, 1e18)], ids=["f32-1e6", "f32-1e8", "f64-1e18"]
+    "dtype, v",
+    [(np.float32, 1e6), (np.float32, 1e8), (np.float32, 1e13), (np.float64, 1e18)],
+    ids=["f32-1e6", "f32-1e8", "f32-1e13", "f64-1e18"],
 )
 def test_blowup_within_the_first_step_guessed_is_resolved_by_halving(dtype, v):
     """Softmax `V = vI`, `A = I`, `Σ0 = I/2` on `[0, 1]` blows up at `t* = 1/v`. The first step guessed
     overflows; the guard's stop length was `64 eps` of the interval (float32: `7.6e-6`, above `t* = 1e-6`),
     so the halvings stopped there and the solve ended `non_finite` at `t = 0`. It is now `64 eps` of the
-    step's own time (floored at `64 eps²` of the interval): halving goes on until the steps resolve `t*`."""
+    step's own time (floored at `64 eps³` of the interval; at `64 eps²`, float32's `t* = 1e-13` still ended
+    `non_finite` at `t = 0` with `t1 = 1`): shorter steps are tried until they resolve `t*`."""
     eye = np.eye(2, dtype=dtype)
     sol = solve_gaussian(Softmax(V=v * eye, A=eye), np.zeros(2, dtype), eye / 2, t1=1.0, rtol=1e-5, atol=1e-6)
     assert status_names(sol.status) == "blow_up"

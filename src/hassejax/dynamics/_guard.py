@@ -13,11 +13,12 @@ constant step) or the step has already shrunk below `dt_stop` (an adaptive one c
 on the time where the NaN starts). The solve then stops at the last finite state, at the
 time the NaN appeared (to within `dt_stop`). `dt_stop` is local: :data:`STOP_ULPS` rounding
 units of the step's own time `t` (the finest step that still moves `t`), and no less than
-`STOP_ULPS · eps²` times the interval `[t0, t1]` near `t = 0`: a state that is finite at `t`
-but overflows within the first step (a blow-up at `t* = 1e-6` of `[0, 1]`, e.g. rates of
-`1e6`, where the first step guessed is far too long) is retried with halved steps until the
-steps resolve it, while a vector field that is NaN from the start stops after a bounded
-number of halvings (about 90 in float64, 30 in float32). A candidate that is finite but fails `finite`
+`STOP_ULPS · eps³` times the interval `[t0, t1]` near `t = 0` (float32: `1e-19`, float64:
+`7e-46` of it): a state that is finite at `t` but overflows within the first step (a blow-up at
+`t* = 1e-6` of `[0, 1]`, e.g. rates of `1e6`, where the first step guessed is far too long) is
+retried with shorter steps until they resolve it, while a vector field that is NaN from the
+start stops after a bounded number of rejected steps (the controller shrinks the step five-
+to tenfold each time: about 60 in float64, 25 in float32). A candidate that is finite but fails `finite`
 (a size beyond the float range, see :mod:`._solve`) passes the wrapped controller's error
 test; an adaptive controller is then made to retry with at most half the step, so the solve
 still closes in on the first state that fails and an event below it is still located.
@@ -42,7 +43,7 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 
 STOP_ULPS = 64.0
-"""A step from `t` shorter than `STOP_ULPS · eps · max(|t|, |t + dt|, eps (t1 − t0))` that fails on
+"""A step from `t` shorter than `STOP_ULPS · eps · max(|t|, |t + dt|, eps² (t1 − t0))` that fails on
 NaN/inf stops the solve (`t0`, `t1` the interval; module docstring)."""
 
 
@@ -119,7 +120,7 @@ class AdaptiveFiniteGuard(FiniteGuard, diffrax.AbstractAdaptiveStepSizeControlle
         return self.inner.norm
 
 
-def _adapts(controller) -> bool:
+def adapts(controller) -> bool:
     """Whether `controller` chooses its steps from the error (a clipping wrapper: its inner controller)."""
     while isinstance(controller, diffrax.ClipStepSizeController):
         controller = controller.controller
@@ -134,6 +135,6 @@ def guard(
     t0, t1 = jnp.asarray(t0), jnp.asarray(t1)
     scale = jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
     eps = jnp.finfo(jnp.result_type(t0, t1)).eps
-    dt_stop = STOP_ULPS * eps * eps * scale
+    dt_stop = STOP_ULPS * eps**3 * scale
     cls = AdaptiveFiniteGuard if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController) else FiniteGuard
-    return cls(controller, dt_stop, finite, _adapts(controller), record)
+    return cls(controller, dt_stop, finite, adapts(controller), record)

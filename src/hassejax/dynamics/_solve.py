@@ -77,7 +77,7 @@ from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.
     token_spread,
 )
 from ._checked_saveat import saveat_checks_skipped
-from ._guard import guard, tree_finite
+from ._guard import adapts, guard, tree_finite
 from .result import BlowupMethod, Status
 
 DECADES = 2.0
@@ -180,12 +180,23 @@ def integrate(
         lam = size(y)
         return jnp.isfinite(lam) & (lam < size_max)
 
+    # a caller's threshold that is NaN or at or below the initial size: the event could never fire (concrete
+    # ones raised before; traced ones are flagged below). Such a member integrates a zero vector field, so it
+    # ends in a few growing steps instead of spending its step budget on an event that cannot come
+    check_threshold = threshold_given and size_event
+    if check_threshold:
+        size0 = size(y0_user)  # (no margin here: a threshold just above it fires at once, `undetermined`)
+        threshold_ok = ~jnp.isfinite(size0) | (jnp.asarray(threshold, dtype) > size0)  # NaN: not ok
+
     def f_aug(t, z):  # the state carries the time spent below L_a (decade test)
         y = z[0]
         if not size_event:  # below `inf/100` all the time, as with any threshold the size never nears
             return (f(t, y), jnp.ones((), dtype))
         below = jnp.log(jnp.maximum(size(y), tiny)) < log_level_a
-        return (f(t, y), below.astype(dtype))
+        dy = f(t, y)
+        if check_threshold:
+            dy = jtu.tree_map(lambda a: jnp.where(threshold_ok, a, jnp.zeros_like(a)), dy)
+        return (dy, below.astype(dtype))
 
     def c_blowup(y):  # positive below the threshold, crosses zero downwards at it
         return log_threshold - jnp.log(jnp.maximum(size(y), tiny))
@@ -323,7 +334,16 @@ def integrate(
         # ... or a crossing step longer than half the decade test's span: `time_below` is integrated along the
         # steps, so the time the size entered its last two decades is known to within a step; with the span
         # at least two steps long, neither growth law can be read as the other (ρ: 1/99 against 0.22)
-        unresolved = ~(2 * jnp.asarray(h_cross, dtype) <= span)
+        # ... or, for steps not chosen by an error estimate (a constant step), longer than the remaining time
+        # `τ = λ/λ'` that the rates at the crossing report: such a step has not resolved the growth there (across
+        # a blow-up it lands the root find on a poor interpolant); an accepted adaptive step met the tolerances.
+        # A `time_below` outside `[0, t_e − t0]` is quadrature error (long steps, Tsit5's negative weight), read
+        # as unresolved as well. (The local exponent `p` is no test: the counterexample of spec §3 blows up in
+        # bursts with `p = 0.43` at the crossing.)
+        h = jnp.asarray(h_cross, dtype)
+        unresolved = ~(2 * h <= span) | (time_below < 0) | (span < 0)
+        if not adapts(stepsize_controller):
+            unresolved = unresolved | ~(h <= tau)
         unmeasured = unlocated | unresolved | ~rates_ok | ~(jnp.log(jnp.maximum(size(y0_user), tiny)) < log_level_a)
         if size_floor is not None:
             unmeasured = unmeasured | (lam <= SIZE_FLOOR_FACTOR * size_floor(y_final))
@@ -357,16 +377,14 @@ def integrate(
     ).astype(jnp.int32)
     # traced inputs: checked here, in the program (no host callback); a bad member is flagged, nothing solved
     inputs_ok = jnp.asarray(True)
-    if threshold_given and size_event:  # a threshold at or below the initial size: its event could never fire
-        size0 = size(y0_user)  # (no margin here: a threshold just above it fires at once, `undetermined`)
-        threshold_ok = ~jnp.isfinite(size0) | (jnp.asarray(threshold, dtype) > size0)  # NaN: not ok
+    if check_threshold:  # a threshold at or below the initial size (see `threshold_ok` above)
         status = jnp.where(threshold_ok, status, Status.invalid_threshold).astype(jnp.int32)
         inputs_ok = threshold_ok
     if not ts_checked:
         times_ok = jnp.all(jnp.isfinite(ts)) & jnp.all(ts[1:] >= ts[:-1]) & (ts[0] >= t0) & (ts[-1] <= t1) & (t1 > t0)
         status = jnp.where(times_ok, status, Status.invalid_times).astype(jnp.int32)
         inputs_ok = inputs_ok & times_ok
-    if (threshold_given and size_event) or not ts_checked:
+    if check_threshold or not ts_checked:
         valid = valid & inputs_ok
         ys_clean = jtu.tree_map(lambda a, a0: jnp.where(inputs_ok, a, jnp.broadcast_to(a0, a.shape)), ys_clean, y0)
         y_final = jtu.tree_map(lambda a, a0: jnp.where(inputs_ok, a, a0), y_final, y0)

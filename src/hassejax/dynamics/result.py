@@ -42,13 +42,21 @@ class Status(enum.IntEnum):
       finite-time blow-up (`1/λ` falling to zero at a finite time; decade test, see
       `AbstractSolution.decade_ratio`); `t_blowup` is finite.
     - `diverge` (3): the size threshold was crossed, but the growth is not a finite-time
-      blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`. A crossing
+      blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`. Both verdicts
+      are those of the computed trajectory: with loose tolerances (`rtol ≳ 1e-3`) it can
+      differ from the true one (an L2 member at `rtol = 1e-2` crossed `1e8` at `t = 12.7`
+      instead of 14.1, with decade ratio 0.0496, and read `blow_up`; `diverge` at `1e-8`):
+      keep the defaults, or compare two tolerances, before trusting a verdict. A crossing
       that the event's root find cannot locate inside its step (the step's dense output not
       finite, or the condition there more than a decade from zero, e.g. a constant step or a
       forced `dtmin` across a blow-up) stands at the end of that step, and is `undetermined` (8).
     - `max_steps_reached` (4): the step budget ran out. Not reported as a blow-up, though it
-      may be one: a threshold closer to a blow-up than the dtype resolves in time (float64
-      beyond ~1e15 × the initial size) ends here.
+      may be one: a threshold closer to a blow-up than the dtype resolves in time ends here.
+      Near `c/(t* − t)` growth the threshold is reached at `t* − t_e ≈ (t* − t0) λ0 /
+      threshold`, which must be well above the rounding of `t*`, `eps · |t*|`: from `t0 = 0`
+      float64 resolves thresholds up to ~1e15 × the initial size, but from `t0 = 100` with
+      `t* − t0 = 1e-6` not even the default 1e8 × (pass a lower `size_threshold`, or shift
+      the time origin).
     - `dt_min_reached` (5): the integrator could not advance (minimum step size, or any
       other integrator failure such as too many rejected steps).
     - `non_finite` (6): the next step would make the state NaN/inf (a vector field that
@@ -56,7 +64,9 @@ class Status(enum.IntEnum):
       past a blow-up, which diffrax itself reports as successful), or its size `λ` reach
       `1/finfo(dtype).tiny` (float32: 8.5e37; beyond it `1/λ` underflows and a vector field
       such as L2's is flushed to zero, freezing the state): the solve stops there and
-      reports the last finite state, `t_final` the time it was reached.
+      reports the last finite state, `t_final` the time it was reached. Steps that overflow
+      from a finite state are retried shorter down to `64 eps³ (t1 − t0)` (float32: `1e-19`
+      of the interval): a blow-up sooner than that after `t0` ends here, at `t0`.
     - `invalid_times` (7): the times were traced (under ``jit``/``vmap``, e.g. per-member
       `t1`/`ts` in a sweep) and are not finite with `ts` sorted within `[t0, t1]` and
       `t1 > t0`. Nothing is solved: the state is the initial one, no save point is valid.
@@ -64,23 +74,29 @@ class Status(enum.IntEnum):
       :class:`~hassejax.errors.ParameterError`; traced ones are checked in the program, so a
       bad member does not abort a sweep and the program holds no host callback.)
     - `undetermined` (8): the size threshold was crossed, but the computation cannot tell
-      blow-up from divergence there; `t_blowup` is `inf`, `t_final` the crossing. Either the
-      event's root find could not locate the crossing inside its step (a constant step or a
-      forced `dtmin` across a blow-up: `t_final` is the end of that step, where the state may
-      be past the singularity and its growth rates are not the solution's; the factor state
-      may instead stop `non_finite`), or the growth rates `λ'`, `λ''` at the crossing are not
-      finite or `λ' = 0` (a float32 L2 covariance whose `λ' ≈ 2e3 λ` passes 3.4e38), or the size is within a hundred times its rounding floor
-      there (particles whose mean drifted so far, e.g. to ~1e20 in float64, that their spread
-      `(1/n) Σ ‖x_i − x̄‖²` is rounding noise: the crossing may be rounding alone), or the
+      blow-up from divergence there; `t_blowup` is `inf`, `t_final` the crossing. The causes:
+      the step that crossed did not resolve it (the event's root find could not locate the
+      crossing inside it, e.g. a constant step or a forced `dtmin` across a blow-up, when
+      `t_final` is the end of that step, where the state may be past the singularity and
+      its growth rates are not the solution's, the factor state possibly stopping
+      `non_finite` instead; or the step was longer than half the time the decade test
+      times, or, for a constant step, than half the remaining time `λ/λ'`); the growth rates
+      `λ'`, `λ''` at the crossing are not finite or `λ' = 0` (a float32 L2 covariance whose
+      `λ' ≈ 2e3 λ` passes 3.4e38); the decade test reads a blow-up but the local exponent
+      `p` is below 1.25 (growth at most about exponential at the crossing: loose tolerances
+      mis-timing the decades); the size is within a hundred times its rounding floor there
+      (particles whose mean drifted so far, e.g. to ~1e20 in float64, that their spread
+      `(1/n) Σ ‖x_i − x̄‖²` is rounding noise: the crossing may be rounding alone); or the
       initial size is not below `threshold/100` (no two decades for the decade test to time:
-      keep the threshold ≥ 1e3 × the initial size). Not a blow-up; :func:`~hassejax.dynamics.diagnostics.outcome_of`
-      reads it as ``undetermined``.
+      keep the threshold ≥ 1e3 × the initial size). Not a blow-up;
+      :func:`~hassejax.dynamics.diagnostics.outcome_of` reads it as ``undetermined``.
     - `invalid_threshold` (9): the `size_threshold` given was traced (or the initial state was,
       e.g. per-member thresholds or initial states in a sweep) and is NaN or at or below the
       initial size (a size starting at or above it never grows through it: the event could
-      never fire; one just above it fires at once and is `undetermined`). Nothing is solved, as for `invalid_times` (which wins when both apply); a
-      concrete threshold and initial state are checked before the solve and raise
-      :class:`~hassejax.errors.ParameterError`.
+      never fire; one just above it fires at once and is `undetermined`). Nothing is solved
+      (the member integrates a zero field and ends in a few steps), as for `invalid_times`
+      (which wins when both apply); a concrete threshold and initial state are checked before
+      the solve and raise :class:`~hassejax.errors.ParameterError`.
     """
 
     completed = 0
