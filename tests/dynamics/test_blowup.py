@@ -17,6 +17,7 @@ from scipy.integrate import solve_ivp
 from hassejax.dynamics import (
     L2,
     BlowupMethod,
+    MultiHead,
     Sinkhorn,
     Softmax,
     Status,
@@ -190,6 +191,23 @@ def test_constant_step_longer_than_the_remaining_time_is_undetermined(dt, state)
     assert status_names(sol.status) == "undetermined"
     sol = solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 2, t1=2.0, dt0=1e-4, **kw)
     assert status_names(sol.status) == "blow_up" and float(sol.t_blowup) == pytest.approx(1.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("s0", [1e-8, 1e-10])
+def test_l2_from_a_small_covariance_diverges_under_the_default_threshold(s0):
+    """L2 with `K = I` grows at most exponentially (`M → V(KᵀK)⁻¹A`, spec §3), but below its saturation scale
+    `tr Σ ~ 1/(2c) = 0.5` its map is softmax's and `Σ` grows like a Riccati blow-up. From `Σ0 = s0 I` the
+    default threshold `1e8 tr Σ0` lay below that scale, and the decade test read `blow_up` (ρ = 0.010–0.029,
+    review). The default is now `1e8 · max(tr Σ0, gaussian_size_scale)`: the crossing at `tr Σ = 5e7`, in the
+    exponential regime (ρ ≈ 1/(2 ln 10)), both states; a mixed multi-head kernel takes its L2 head's scale."""
+    model = L2(V=np.eye(2), Q=np.eye(2), K=np.eye(2))
+    assert float(model.gaussian_size_scale(0.0)) == pytest.approx(0.5)
+    assert float(MultiHead([Softmax(V=np.eye(2), A=np.eye(2)), model]).gaussian_size_scale(0.0)) == pytest.approx(0.5)
+    for state in ("factor", "covariance"):
+        sol = solve_gaussian(model, np.zeros(2), s0 * np.eye(2), t1=1e12, atol=1e-8 * s0, state=state)
+        assert status_names(sol.status) == "diverge", state
+        assert float(sol.decade_ratio) == pytest.approx(1 / (2 * np.log(10)), rel=0.05)
+        assert float(np.trace(np.asarray(sol.cov_final))) == pytest.approx(5e7, rel=1e-4)
 
 
 @pytest.mark.parametrize("rtol", [0.2, 0.3])

@@ -124,6 +124,13 @@ def _check_state(model, label, mean, cov=None, factor=None):
         raise ParameterError(f"`factor0` must have shape (d, r) with d = {d}; got shape {jnp.shape(factor)}.")
 
 
+def _default_size0(model, size, y0, t0):
+    """The size the default threshold multiplies: `tr Σ0`, or the kernel's own scale when larger
+    (:meth:`AbstractAttention.gaussian_size_scale <hassejax.dynamics.AbstractAttention.gaussian_size_scale>`)."""
+    s0 = size(y0)
+    return jnp.maximum(s0, jnp.asarray(model.gaussian_size_scale(t0), s0.dtype))
+
+
 @eqx.filter_jit
 def _solve_core(model, mean0, cov0, u0, settings, state="factor"):
     if state == "covariance":
@@ -145,7 +152,8 @@ def _solve_core(model, mean0, cov0, u0, settings, state="factor"):
         g = du @ u.T
         return jnp.sqrt(jnp.sum((g + g.T) ** 2))
 
-    out = _solve.integrate_events(f, (mean0, u0), size, speed, **settings)
+    y0 = (mean0, u0)
+    out = _solve.integrate_events(f, y0, size, speed, _default_size0(model, size, y0, settings["t0"]), **settings)
     means, us = out.ys
     mean_f, u_f = out.y_final
     return GaussianSolution.from_integrate(
@@ -174,7 +182,8 @@ def _solve_covariance_state(model, mean0, cov0, settings):
     def speed(t, y, dy):
         return jnp.sqrt(jnp.sum(dy[1] ** 2))
 
-    out = _solve.integrate_events(f, (mean0, symmetrize(cov0)), size, speed, **settings)
+    y0 = (mean0, symmetrize(cov0))
+    out = _solve.integrate_events(f, y0, size, speed, _default_size0(model, size, y0, settings["t0"]), **settings)
     means, covs = out.ys
     mean_f, cov_f = out.y_final
     return GaussianSolution.from_integrate(
@@ -248,8 +257,10 @@ def solve_gaussian(
       (time spent below `threshold/100`, for the decade test); the default controller
       leaves it out of its error norm, a user-supplied adaptive one does not.
     - `max_steps`: step budget.
-    - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · tr Σ0`, or `1e8` when
-      `tr Σ0 = 0`; `1e4` in place of `1e8` in float32, whose time resolution cannot follow a
+    - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · max(tr Σ0, s)`, `s` the
+      kernel's :meth:`~hassejax.dynamics.AbstractAttention.gaussian_size_scale` at `t0` (L2:
+      `1/(2βc λ_max(KᵀK))`, where its map saturates; 0 for the other kernels), or `1e8` when
+      both are 0; `1e4` in place of `1e8` in float32, whose time resolution cannot follow a
       blow-up to `1e8`; keep it >= 1e3 · tr Σ0 for the decade test; a concrete one not above
       `tr Σ0` by more than rounding is refused, and one at or above `1/finfo(dtype).tiny` is never
       reached: the solve stops as ``non_finite`` there; one beyond the dtype's range is `inf`). A concrete `inf` builds

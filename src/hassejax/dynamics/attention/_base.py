@@ -42,7 +42,19 @@ from ..._softmax import masked_softmax
 from ..._tracing import is_traced
 from ...errors import ParameterError
 from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, _as_param, _shape_of, resolve
-from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, Time, Velocities, Weights
+from ._shapes import (
+    Factor,
+    GaussianMap,
+    KeyMask,
+    Keys,
+    Matrix,
+    Mean,
+    Queries,
+    SizeScale,
+    Time,
+    Velocities,
+    Weights,
+)
 
 __all__ = ["AbstractAttention", "AbstractBilinearAttention", "TimeParam", "check_model"]
 
@@ -233,6 +245,35 @@ class AbstractAttention(eqx.Module):
         preserve Gaussians (override in kernels that do).
         """
         raise _not_gaussian(self, "model")
+
+    def gaussian_size_scale(self, t: Time) -> SizeScale:
+        """The size `tr Σ` at which this kernel's Gaussian map leaves its small-`Σ` form; 0 if it has none.
+
+        The default size threshold of :func:`~hassejax.dynamics.solve_gaussian` is `1e8 ×` (float32:
+        `1e4 ×`) the larger of this and `tr Σ0`, so that the decade test times the growth where the
+        map has its large-`Σ` form. L2 is the case (spec dynamics.md §3): for `2βc‖KᵀK‖ tr Σ ≪ 1` its
+        map is softmax's, `M ≈ 2βcVΣA`, whose Riccati growth looks like a blow-up, and it saturates
+        to `M → V(KᵀK)⁻¹A` (at most exponential growth) from `tr Σ ~ 1/(2βc‖KᵀK‖)` on; from
+        `Σ0 = 1e-10 I` a threshold of `1e8 tr Σ0` lay below that scale and the solve read a blow-up.
+
+        **Arguments:** `t` depth (the kernel's parameters at `t`; the solvers pass `t0`).
+
+        **Returns:** a scalar `≥ 0`, 0 here (softmax, linear, Sinkhorn: no such scale).
+
+        **Example:**
+
+        ```python
+        >>> import jax.numpy as jnp
+        >>> from hassejax.dynamics import L2, Softmax
+        >>> float(Softmax(V=jnp.eye(2), A=jnp.eye(2)).gaussian_size_scale(0.0))
+        0.0
+        >>> float(L2(V=jnp.eye(2), Q=jnp.eye(2), K=2 * jnp.eye(2)).gaussian_size_scale(0.0))  # 1/(2 · 4)
+        0.125
+
+        ```
+        """
+        del t
+        return jnp.zeros(())
 
     def gaussian_uses_factor(self) -> bool:
         """Whether :meth:`gaussian_affine` is evaluated from the factor `U` (`Σ = UUᵀ`) rather than `Σ` alone.

@@ -12,7 +12,7 @@ from jaxtyping import Array, Float
 
 from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, resolve
 from ._base import AbstractBilinearAttention, bilinear_params, scalar_param, softmax_weights
-from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, Time, Weights
+from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, SizeScale, Time, Weights
 
 __all__ = ["L2"]
 
@@ -67,6 +67,12 @@ class L2(AbstractBilinearAttention):
         ky = y @ resolve(self.K, t).T
         sq = jnp.sum(qx**2, -1)[:, None] + jnp.sum(ky**2, -1)[None, :] - 2.0 * qx @ ky.T
         return softmax_weights(-resolve(self.beta, t) * resolve(self.c, t) * sq, mask)
+
+    def gaussian_size_scale(self, t: Time) -> SizeScale:
+        """`1/(2βc λ_max(KᵀK))`, where `2βcKᵀKΣ` reaches order one (0 when `K = 0`; see :class:`AbstractAttention`)."""
+        k = resolve(self.K, t)
+        s = 2.0 * resolve(self.beta, t) * resolve(self.c, t) * jnp.linalg.eigvalsh(k.T @ k)[-1]
+        return jnp.where(s > 0, 1.0 / jnp.where(s > 0, s, 1.0), 0.0)
 
     def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹A`, `c = V(I + 2βcΣKᵀK)⁻¹α` (derived; spec dynamics.md §2).

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import jax.numpy as jnp
+
 from ...errors import ParameterError
 from ._base import AbstractAttention
-from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, Time, Velocities
+from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, SizeScale, Time, Velocities
 
 __all__ = ["MultiHead"]
 
@@ -69,6 +71,10 @@ class MultiHead(AbstractAttention):
             term = head.velocity(t, x, keys, mask)
             out = term if out is None else out + term
         return out
+
+    def gaussian_size_scale(self, t: Time) -> SizeScale:
+        """The largest of the heads' scales (see :class:`AbstractAttention`)."""
+        return jnp.max(jnp.stack([jnp.asarray(h.gaussian_size_scale(t), float) for h in self.heads]))
 
     def gaussian_uses_factor(self) -> bool:
         """True when any head's Gaussian map is evaluated from the factor (see :class:`AbstractAttention`)."""
