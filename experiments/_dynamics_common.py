@@ -144,6 +144,10 @@ class Timer:
     """Accumulated wall and process-CPU seconds of the solves (CPU time: the figure without other load)."""
 
     def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        """Start counting from zero (each experiment's `main`: `reproduce.py`'s workers run several)."""
         self.wall = 0.0
         self.cpu = 0.0
         self.solves = 0

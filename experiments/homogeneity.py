@@ -38,6 +38,7 @@ THRESHOLD_FACTOR = 1e8
 
 def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
+    dc.TIMER.reset()  # this experiment's solves only (a worker process runs several)
     cs = np.geomspace(0.25, 4.0, 5 if quick else 13)
     fig5 = paper.softmax_model(np.eye(2), paper.FIG5_Q, paper.FIG5_K)
     ce = Softmax(V=CE_V, A=CE_A)
