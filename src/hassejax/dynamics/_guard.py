@@ -17,8 +17,8 @@ units of the step's own time `t` (the finest step that still moves `t`), and no 
 `7e-46` of it): a state that is finite at `t` but overflows within the first step (a blow-up at
 `t* = 1e-6` of `[0, 1]`, e.g. rates of `1e6`, where the first step guessed is far too long) is
 retried with shorter steps until they resolve it, while a vector field that is NaN from the
-start stops after a bounded number of rejected steps (the controller shrinks the step five-
-to tenfold each time: about 60 in float64, 25 in float32). A candidate that is finite but fails `finite`
+start stops after a bounded number of rejected steps (measured with the default controller:
+63 in float64, 26 in float32). A candidate that is finite but fails `finite`
 (a size beyond the float range, see :mod:`._solve`) passes the wrapped controller's error
 test; an adaptive controller is then made to retry with at most half the step, so the solve
 still closes in on the first state that fails and an event below it is still located.
@@ -59,8 +59,9 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
     """Wrap `inner`; stop at the first step whose candidate state is NaN/inf (see module docstring).
 
     `dt_stop` is the floor of the step length below which a failing step stops the solve (an
-    array, so it may be traced; the step's own time raises it, see the module docstring); `finite(y)` says whether a state counts as finite (default: every
-    leaf finite; the solvers also ask for a finite size, e.g. `tr Σ` that does not overflow).
+    array, so it may be traced; the step's own time raises it, see the module docstring);
+    `finite(y)` says whether a state counts as finite (default: every leaf finite; the solvers
+    also ask for a finite size, e.g. `tr Σ` that does not overflow).
     """
 
     inner: diffrax.AbstractStepSizeController
@@ -131,7 +132,7 @@ def guard(
     controller: diffrax.AbstractStepSizeController, t0, t1, finite: Callable = tree_finite, record: bool = False
 ) -> FiniteGuard:
     """`controller` wrapped in the guard, with the floor of `dt_stop` from the interval `[t0, t1]` (see :data:`STOP_ULPS`);
-    `record`: carry the last accepted time and state in the controller state (module docstring)."""
+    `record`: carry the last accepted step (start, end, end state) in the controller state (module docstring)."""
     t0, t1 = jnp.asarray(t0), jnp.asarray(t1)
     scale = jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
     eps = jnp.finfo(jnp.result_type(t0, t1)).eps

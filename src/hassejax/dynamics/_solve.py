@@ -39,9 +39,10 @@ Finite-time blow-up `λ ≈ c/(t* − t)` (`1/λ` falling linearly to zero) give
 (each decade takes a tenth of the previous one); exponential growth `λ ∝ e^{rt}` gives
 `ρ = 1/(2 ln 10) ≈ 0.22`, polynomial growth more. The crossing is reported as `blow_up`
 when `ρ < 0.05`, else `diverge`, and `undetermined` where the growth cannot be measured
-at the crossing (the crossing not located inside its step, or in a step longer than half the span
-`t_e − t_a` that the test times, rates `λ'`, `λ''` not finite, the size rounding noise, or the
-initial size already within the last two decades below the threshold). The test needs the threshold at least ~1e3 times the
+at the crossing (the crossing not located inside its step, or in a step too long to resolve it:
+longer than half the span `t_e − t_a` that the test times, or, for a constant step, than the
+remaining time `λ/λ'`; a time `t_a` outside `[t0, t_e]`; rates `λ'`, `λ''` not finite; the size
+rounding noise; or the initial size already within the last two decades below the threshold). The test needs the threshold at least ~1e3 times the
 initial size (the default is 1e8 times) and, unlike a local derivative test, tolerates
 oscillating growth (e.g. the counterexample of spec §3, whose `tr Σ` blows up in bursts).
 The local growth exponent `p = λλ''/λ'²` (2 for `c/(t* − t)`, 1 for exponential growth)
