@@ -107,7 +107,7 @@ def test_size_threshold_at_or_below_the_initial_size_is_refused():
         solve_particles(P, x0, t1=1.0, size_threshold=0.9)
     with pytest.raises(ParameterError, match=r"tr Σ0 = 1\.0 .*got 1\.00000000000001\."):
         solve_gaussian(P, jnp.zeros(2), S0, t1=5.0, size_threshold=1 + 1e-14)
-    with pytest.raises(ParameterError, match=r"`size_threshold` must be a number \(got NaN\)"):
+    with pytest.raises(ParameterError, match=r"`size_threshold` must be a number, not NaN; got nan\."):
         solve_gaussian(P, jnp.zeros(2), S0, t1=5.0, size_threshold=np.nan)
     with pytest.raises(ParameterError, match=r"`converge_tol` must be finite .*; got inf"):
         solve_gaussian(P, jnp.zeros(2), S0, t1=1.0, converge_tol=np.inf)

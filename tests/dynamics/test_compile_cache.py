@@ -111,6 +111,15 @@ def test_traced_size_threshold_not_above_the_initial_size_flags_the_member():
     covs = jnp.stack([jnp.eye(2) / 2, 500 * jnp.eye(2)])  # tr Σ0 = 1 and 1000, threshold 500
     g = jax.jit(jax.vmap(lambda c: solve_gaussian(MODEL, jnp.zeros(2), c, t1=5.0, size_threshold=500.0).status))
     assert g(covs).tolist() == [Status.blow_up, Status.invalid_threshold]
+    # float32, factor state: `tr Σ0` equal to the threshold, the size a sum of squares that rounds just below
+    # it: flagged (the check's margin), not a crossing at once read `undetermined` (review)
+    eye32 = jnp.eye(2, dtype=jnp.float32)
+    g32 = jax.vmap(
+        lambda c: (
+            solve_gaussian(MODEL, jnp.zeros(2, jnp.float32), c, t1=5.0, size_threshold=1.0, rtol=1e-6, atol=1e-6).status
+        )
+    )
+    assert status_names(g32(jnp.stack([0.5 * eye32, 2 * eye32]))).tolist() == ["invalid_threshold"] * 2
     x0 = jnp.asarray(np.random.default_rng(0).normal(size=(2, 6, 2)))
     x0 = x0.at[1].multiply(10.0)  # spreads ~1 and ~100, threshold 20
     h = jax.jit(jax.vmap(lambda x: solve_particles(MODEL, x, t1=0.1, size_threshold=20.0).status))

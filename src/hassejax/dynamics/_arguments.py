@@ -88,7 +88,7 @@ def check_positive(x, name: str) -> None:
     """Raise :class:`ParameterError` if a concrete `x` is not a real number > 0."""
     v = real_array(x, name, "a real number > 0")
     if v is not None and not bool(np.all(v > 0)):
-        what = "a number (got NaN)" if bool(np.any(np.isnan(v))) else "> 0"
+        what = "a number, not NaN" if bool(np.any(np.isnan(v))) else "> 0"
         raise ParameterError(f"`{name}` must be {what}; got {v}.")
 
 
@@ -127,7 +127,8 @@ def check_size_threshold(size_threshold, size0, what: str, dtype) -> None:
             f"`size_threshold` must exceed the initial size {what} = {float(s0)!r} (by more than the "
             f"rounding of {np.dtype(dtype).name}, {margin:.1g} relative): the size event fires when the size "
             f"grows through it; got {float(thr)!r}. Pass a larger threshold, None for the default "
-            f"(1e8 · {what}; 1e4 · in float32) or `inf` for no size event."
+            f"(1e8 · {what}, 1e4 · in float32, or more where the kernel has a larger size scale: "
+            f"`gaussian_size_scale`) or `inf` for no size event."
         )
 
 

@@ -65,6 +65,7 @@ import optimistix as optx
 from .._tracing import is_traced
 from ..errors import ParameterError
 from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.pretrained call them as _solve.*
+    THRESHOLD_MARGIN_ULPS,
     check_finite_params,
     check_positive,
     check_progress_meter,
@@ -165,7 +166,7 @@ def integrate(
     `threshold_given`: `threshold` is the caller's (not the default from the initial size); it is
     then checked in the program too (a concrete one was checked before, :func:`check_size_threshold`;
     a traced one, or one against a traced initial size, cannot be): a member whose finite initial
-    size is not below it, or whose threshold is NaN, gets status
+    size is not below it by `THRESHOLD_MARGIN_ULPS / 2` rounding units, or whose threshold is NaN, gets status
     ``invalid_threshold`` (initial state, nothing valid): its size event could never fire.
     """
     dtype = jnp.result_type(*jtu.tree_leaves(y0))
@@ -186,8 +187,13 @@ def integrate(
     # ends in a few growing steps instead of spending its step budget on an event that cannot come
     check_threshold = threshold_given and size_event
     if check_threshold:
-        size0 = size(y0_user)  # (no margin here: a threshold just above it fires at once, `undetermined`)
-        threshold_ok = ~jnp.isfinite(size0) | (jnp.asarray(threshold, dtype) > size0)  # NaN: not ok
+        # half the concrete check's margin: the size computed here (e.g. a factor's sum of squares) and the
+        # check's `tr Σ0` differ by rounding, so a threshold the check accepted is never flagged here, and one
+        # equal to `tr Σ0` but above the rounded size is (a threshold just above the margin fires at once:
+        # `undetermined`)
+        size0 = size(y0_user)
+        margin = 1 + (THRESHOLD_MARGIN_ULPS // 2) * jnp.finfo(dtype).eps
+        threshold_ok = ~jnp.isfinite(size0) | (jnp.asarray(threshold, dtype) > size0 * margin)  # NaN: not ok
 
     def f_aug(t, z):  # the state carries the time spent below L_a (decade test)
         y = z[0]

@@ -92,8 +92,8 @@ class Status(enum.IntEnum):
       :func:`~hassejax.dynamics.diagnostics.outcome_of` reads it as ``undetermined``.
     - `invalid_threshold` (9): the `size_threshold` given was traced (or the initial state was,
       e.g. per-member thresholds or initial states in a sweep) and is NaN or at or below the
-      initial size (a size starting at or above it never grows through it: the event could
-      never fire; one just above it fires at once and is `undetermined`). Nothing is solved
+      initial size, to 512 rounding units (a size starting at or above it never grows through
+      it: the event could never fire; one just above that fires at once and is `undetermined`). Nothing is solved
       (the member integrates a zero field and ends in a few steps), as for `invalid_times`
       (which wins when both apply); a concrete threshold and initial state are checked before
       the solve and raise :class:`~hassejax.errors.ParameterError`.

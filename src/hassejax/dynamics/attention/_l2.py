@@ -69,7 +69,12 @@ class L2(AbstractBilinearAttention):
         return softmax_weights(-resolve(self.beta, t) * resolve(self.c, t) * sq, mask)
 
     def gaussian_size_scale(self, t: Time) -> SizeScale:
-        """`1/(2βc λ_max(KᵀK))`, where `2βcKᵀKΣ` reaches order one (0 when `K = 0`; see :class:`AbstractAttention`)."""
+        """`1/(2βc λ_max(KᵀK))`, where `2βcKᵀKΣ` reaches order one (see :class:`AbstractAttention`).
+
+        0 when `2βc λ_max(KᵀK) ≤ 0` (`K = 0`, or `βc ≤ 0`: the map has no saturation). Read at `t`
+        only: for a `K` that shrinks with depth the scale grows later, which the default threshold
+        (taken at `t0`) does not follow; pass `size_threshold` then.
+        """
         k = resolve(self.K, t)
         s = 2.0 * resolve(self.beta, t) * resolve(self.c, t) * jnp.linalg.eigvalsh(k.T @ k)[-1]
         return jnp.where(s > 0, 1.0 / jnp.where(s > 0, s, 1.0), 0.0)
