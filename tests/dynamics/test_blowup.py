@@ -27,6 +27,7 @@ from hassejax.dynamics import (
     solve_particles,
     status_names,
 )
+from hassejax.errors import ParameterError
 
 pytestmark = pytest.mark.slow  # several vmapped compiles (about a minute on a quiet CPU)
 
@@ -203,6 +204,9 @@ def test_l2_from_a_small_covariance_diverges_under_the_default_threshold(s0):
     model = L2(V=np.eye(2), Q=np.eye(2), K=np.eye(2))
     assert float(model.gaussian_size_scale(0.0)) == pytest.approx(0.5)
     assert float(MultiHead([Softmax(V=np.eye(2), A=np.eye(2)), model]).gaussian_size_scale(0.0)) == pytest.approx(0.5)
+    batched = L2(V=np.stack([np.eye(2)] * 3), Q=np.stack([np.eye(2)] * 3), K=np.stack([np.eye(2)] * 3))
+    with pytest.raises(ParameterError, match="vmap over batched parameters"):
+        batched.gaussian_size_scale(0.0)  # one scale per kernel: vmap over a batch, as its other methods
     for state in ("factor", "covariance"):
         sol = solve_gaussian(model, np.zeros(2), s0 * np.eye(2), t1=1e12, atol=1e-8 * s0, state=state)
         assert status_names(sol.status) == "diverge", state

@@ -258,7 +258,10 @@ class AbstractAttention(eqx.Module):
 
         **Arguments:** `t` depth (the kernel's parameters at `t`; the solvers pass `t0`).
 
-        **Returns:** a scalar `≥ 0`, 0 here (softmax, linear, Sinkhorn: no such scale).
+        **Returns:** a scalar `≥ 0` (float), 0 here (softmax, linear, Sinkhorn: no such scale).
+
+        **Raises:** nothing here; L2 raises :class:`~hassejax.errors.ParameterError` for batched
+        parameters, as its :meth:`value` does.
 
         **Example:**
 

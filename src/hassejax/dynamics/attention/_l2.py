@@ -74,7 +74,11 @@ class L2(AbstractBilinearAttention):
         0 when `2βc λ_max(KᵀK) ≤ 0` (`K = 0`, or `βc ≤ 0`: the map has no saturation). Read at `t`
         only: for a `K` that shrinks with depth the scale grows later, which the default threshold
         (taken at `t0`) does not follow; pass `size_threshold` then.
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel built with batched
+        parameters (``vmap`` over it instead), as :meth:`value`.
         """
+        self.check_unbatched("model")
         k = resolve(self.K, t)
         s = 2.0 * resolve(self.beta, t) * resolve(self.c, t) * jnp.linalg.eigvalsh(k.T @ k)[-1]
         return jnp.where(s > 0, 1.0 / jnp.where(s > 0, s, 1.0), 0.0)
