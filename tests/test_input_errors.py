@@ -331,9 +331,10 @@ def test_size_threshold_checks_under_jit_and_in_the_state_dtype(no_typecheck):
         jax.jit(lambda: solve_low_rank_particles(head, x, np.ones((1, 2), bool), t1=1.0, size_threshold=1.0))()
     with pytest.raises(ParameterError, match=match + r".*rounding of float32"):
         solve_gaussian(grow, np.zeros(2, np.float32), eye, size_threshold=2.0000001, **kw)
-    # float64 resolves it: accepted, and the event fires at once (undetermined: no two decades to time)
+    # float64 resolves it: accepted, and the event fires at once (undetermined: no two decades to time; softmax,
+    # as L2 with invertible K has a finite growth bound and reads diverge at any crossing)
     sol = solve_gaussian(
-        L2(V=10 * np.eye(2), Q=np.eye(2), K=np.eye(2)), np.zeros(2), np.eye(2), t1=1.0, size_threshold=2.0000001
+        Softmax(V=10 * np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2), t1=1.0, size_threshold=2.0000001
     )
     assert status_names(sol.status) == "undetermined" and float(sol.t_final) < 1e-3
     with pytest.raises(ParameterError, match=r"`converge_tol` must be finite in the state's dtype float32"):

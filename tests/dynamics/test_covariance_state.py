@@ -68,9 +68,8 @@ def _kernels():
     v, a, q, k = r.normal(size=(4, 2, 2)) * 0.5
     return {
         "softmax": Softmax(V=v, A=a),
-        "l2": L2(V=v, Q=q, K=k, c=0.8),
         "linear": Linear(V=v, A=a),
-        "multihead": MultiHead([Softmax(V=v, Q=q[:1], K=k[:1]), L2(V=-v, Q=q[1:], K=k[1:])]),
+        "multihead": MultiHead([Softmax(V=v, Q=q[:1], K=k[:1]), Linear(V=-v, Q=q[1:], K=k[1:])]),
     }
 
 
@@ -135,3 +134,40 @@ def test_kernels_whose_map_needs_a_factor_are_refused(kind):
     assert model.gaussian_uses_factor()
     assert not Softmax(V=v, A=a).gaussian_uses_factor()
     assert int(solve_gaussian(model, np.zeros(2), np.eye(2) / 2, t1=0.5).status) == Status.completed
+
+
+@pytest.mark.parametrize("kind", ["l2", "multihead"])
+def test_l2_is_refused(kind):
+    """L2's map `V(Σ⁻¹/(2βc) + KᵀK)⁻¹A` depends on the small directions of `Σ`, which the symmetric state holds
+    only to `rtol · λ_max`: measured (float64, `rtol = 1e-6`, d = 2, `Σ0 = 1e-3 I`, `t1 = 1e4`) `tr Σ = 1551`
+    where the factor state (and both states at `rtol = 1e-10`) give 5693, `max_steps_reached` at `t = 849`
+    where they complete; float32 read ``diverge`` with `tr Σ = 29.7` for ``completed`` with 0.15. Refused,
+    naming the head."""
+    e = np.eye(2)
+    model = L2(V=e, Q=e, K=e) if kind == "l2" else MultiHead([Softmax(V=e, A=e), L2(V=e, Q=e, K=e)])
+    label = "model" if kind == "l2" else r"model\.heads\[1\]"
+    with pytest.raises(
+        ParameterError, match=rf"`state='covariance'` cannot solve {label} \(L2\).*use `state='factor'`"
+    ):
+        solve_gaussian(model, np.zeros(2), e / 2, t1=1.0, state="covariance")
+    assert int(solve_gaussian(model, np.zeros(2), e / 2, t1=0.1).status) == Status.completed
+
+
+@pytest.mark.parametrize("threshold", [None, np.inf])
+def test_traced_indefinite_initial_covariance_is_flagged(threshold):
+    """A concrete indefinite `Σ0` raises; a traced one (per member under vmap) was integrated as given. Now its
+    member is ``indefinite``, with or without events, its neighbour unchanged."""
+    model = Softmax(V=np.eye(2), A=-np.eye(2))
+
+    def one(cov0):
+        return solve_gaussian(model, jnp.zeros(2), cov0, t1=1.0, state="covariance", size_threshold=threshold).status
+
+    covs = jnp.stack([0.5 * jnp.eye(2), jnp.diag(jnp.array([0.5, -0.1]))])
+    assert jax.vmap(one)(covs).tolist() == [Status.completed, Status.indefinite]
+
+    # save times without t0: the initial state is checked all the same
+    def later(cov0):
+        return solve_gaussian(model, jnp.zeros(2), cov0, t1=1.0, ts=jnp.array([0.5, 1.0]), state="covariance",
+                              size_threshold=threshold).status  # fmt: skip
+
+    assert jax.vmap(later)(covs).tolist() == [Status.completed, Status.indefinite]

@@ -34,6 +34,7 @@ from hassejax.dynamics import (
     solve_gaussian,
     status_names,
 )
+from hassejax.dynamics._linalg import psd_sqrt
 from hassejax.errors import ParameterError
 
 D = 2
@@ -159,6 +160,23 @@ def test_sinkhorn_factor_form_equals_spec_form_including_singular_cases():
             p = Sinkhorn(V=np.eye(3), A=aa, eps=eps)
             got = np.asarray(p.slope(0.0, jnp.asarray(u)))
             np.testing.assert_allclose(got, _sinkhorn_slope_spec(sigma, aa, eps), rtol=1e-9, atol=1e-12)
+
+
+def test_sinkhorn_slope_float32_stays_finite_at_large_ill_conditioned_covariances():
+    """Float32, `Σ` with eigenvalues `1e-4 … 1e4`: ``eigh`` of the Gram matrix `CCᵀ` (norm ~1e9) returned
+    eigenvalues below `−1/4`, and `g(w) = 2/(1 + √(1 + 4w))` was NaN (found by the growth-bound test); now
+    clipped at zero: finite, and near the float64 slope of the same factor (`Σ`'s condition 1e8 is beyond
+    float32: a few per cent)."""
+    r = np.random.default_rng(0)
+    for _ in range(8):
+        v, a = r.normal(size=(2, 3, 3))
+        q, _ = np.linalg.qr(r.normal(size=(3, 3)))
+        sigma = (q * np.array([1e-4, 1e-2, 1e4])) @ q.T  # tr Σ 1e4, where the NaN appeared
+        u32 = psd_sqrt(jnp.asarray(sigma, jnp.float32))
+        got = np.asarray(Sinkhorn(V=v.astype(np.float32), A=a.astype(np.float32)).slope(0.0, u32))
+        want = np.asarray(Sinkhorn(V=v, A=a).slope(0.0, jnp.asarray(u32, jnp.float64)))
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, want, atol=0.1 * np.abs(want).max())  # measured: up to 9e-2 of 4
 
 
 def test_sinkhorn_and_l2_one_dimensional_laws():

@@ -143,6 +143,7 @@ def integrate(
     progress_meter: diffrax.AbstractProgressMeter | None = None,
     size_floor: Callable | None = None,
     threshold_given: bool = False,
+    growth_bound: Callable | None = None,
 ) -> IntegrateOut:
     """Solve `y' = f(t, y)` with the size-threshold (and steady-state) events; see module docstring.
 
@@ -168,6 +169,10 @@ def integrate(
     a traced one, or one against a traced initial size, cannot be): a member whose finite initial
     size is not below it by `THRESHOLD_MARGIN_ULPS / 2` rounding units, or whose threshold is NaN, gets status
     ``invalid_threshold`` (initial state, nothing valid): its size event could never fire.
+    `growth_bound(t)`: a rate `r` with `d/dt size ≤ r · size` for every state at time `t`, `inf` where
+    there is none (None: none anywhere); a crossing at a time where it is finite is ``diverge`` whatever
+    the decade test reads (no finite-time blow-up: Grönwall), ``undetermined`` only for the size-floor
+    cause (a crossing that may be rounding alone).
     """
     dtype = jnp.result_type(*jtu.tree_leaves(y0))
     tiny = jnp.finfo(dtype).tiny
@@ -352,12 +357,17 @@ def integrate(
         if not adapts(stepsize_controller):
             unresolved = unresolved | ~(h <= tau)
         unmeasured = unlocated | unresolved | ~rates_ok | ~(jnp.log(jnp.maximum(size(y0_user), tiny)) < log_level_a)
-        if size_floor is not None:
+        # a kernel whose growth rate is bounded at the crossing does not blow up there, whatever the growth
+        # law measured (a burst of growth reads as a blow-up in the decade test; spec dynamics.md §3)
+        bounded = jnp.asarray(False) if growth_bound is None else jnp.isfinite(growth_bound(tf))
+        unmeasured = unmeasured & ~bounded
+        if size_floor is not None:  # ... but a crossing by rounding alone is no crossing
             unmeasured = unmeasured | (lam <= SIZE_FLOOR_FACTOR * size_floor(y_final))
         undetermined = blow_ev & unmeasured
     else:
+        bounded = jnp.asarray(False)
         undetermined = jnp.asarray(False)
-    is_blowup = blow_ev & ~undetermined & (rho < DECADE_RATIO_THRESHOLD)
+    is_blowup = blow_ev & ~undetermined & ~bounded & (rho < DECADE_RATIO_THRESHOLD)
     p = jnp.where(undetermined, 0.0, p).astype(dtype)  # nothing measured: no exponent, no ratio
     rho = jnp.where(undetermined, jnp.inf, rho).astype(dtype)
 
@@ -514,6 +524,22 @@ def solve_settings(
         "size_event": size_event,
         "progress_meter": progress_meter,
     }
+
+
+def flag_status(out: IntegrateOut, flag, code: Status) -> IntegrateOut:
+    """`out` with status `code` where `flag` holds, unless its inputs were invalid (``invalid_times``,
+    ``invalid_threshold`` win); a flagged member reports no blow-up (`t_blowup = inf`, method ``none``)."""
+    keep = (out.status == Status.invalid_times) | (out.status == Status.invalid_threshold)
+    flag = flag & ~keep
+    return eqx.tree_at(
+        lambda o: (o.status, o.t_blowup, o.blowup_method),
+        out,
+        (
+            jnp.where(flag, int(code), out.status).astype(out.status.dtype),
+            jnp.where(flag, jnp.inf, out.t_blowup).astype(out.t_blowup.dtype),
+            jnp.where(flag, int(BlowupMethod.none), out.blowup_method).astype(out.blowup_method.dtype),
+        ),
+    )
 
 
 def integrate_events(f: Callable, y0, size: Callable, speed: Callable | None = None, size0=None, *, threshold,

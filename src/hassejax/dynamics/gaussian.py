@@ -42,7 +42,7 @@ from ._linalg import check_psd, psd_sqrt, symmetrize
 from ._tsit5 import UnrolledTsit5
 from .attention import AbstractAttention, check_model
 from .attention._shapes import GaussianMap, Matrix, Mean
-from .result import GaussianSolution
+from .result import GaussianSolution, Status
 
 __all__ = [
     "gaussian_affine",
@@ -132,9 +132,9 @@ def _default_size0(model, size, y0, t0):
 
 
 @eqx.filter_jit
-def _solve_core(model, mean0, cov0, u0, settings, state="factor"):
+def _solve_core(model, mean0, cov0, u0, settings, state="factor", tols=None):
     if state == "covariance":
-        return _solve_covariance_state(model, mean0, cov0 if u0 is None else u0 @ u0.T, settings)
+        return _solve_covariance_state(model, mean0, cov0 if u0 is None else u0 @ u0.T, settings, tols)
     if u0 is None:
         u0 = psd_sqrt(cov0)
 
@@ -153,7 +153,15 @@ def _solve_core(model, mean0, cov0, u0, settings, state="factor"):
         return jnp.sqrt(jnp.sum((g + g.T) ** 2))
 
     y0 = (mean0, u0)
-    out = _solve.integrate_events(f, y0, size, speed, _default_size0(model, size, y0, settings["t0"]), **settings)
+    out = _solve.integrate_events(
+        f,
+        y0,
+        size,
+        speed,
+        _default_size0(model, size, y0, settings["t0"]),
+        growth_bound=model.gaussian_growth_bound,
+        **settings,
+    )
     means, us = out.ys
     mean_f, u_f = out.y_final
     return GaussianSolution.from_integrate(
@@ -167,8 +175,37 @@ def _solve_core(model, mean0, cov0, u0, settings, state="factor"):
     )
 
 
-def _solve_covariance_state(model, mean0, cov0, settings):
-    """The moment ODE on the symmetric state `(α, Σ)`: `Σ' = P + Pᵀ`, `P = MΣ` (one product fewer than `U' = MU`)."""
+def _psd_root(cov):
+    """`(Σ^{1/2}, λ_min)` of symmetric `(..., d, d)` `cov` from one ``eigh`` (eigenvalues below zero clipped)."""
+    w, q = jnp.linalg.eigh(symmetrize(cov))
+    root = (q * jnp.sqrt(jnp.clip(w, 0.0, None))[..., None, :]) @ jnp.swapaxes(q, -1, -2)
+    return root, w[..., 0]
+
+
+INDEFINITE_TOLERANCES = 10
+"""How many tolerances below zero an eigenvalue of the covariance state may lie (its global error exceeds the
+local tolerance)."""
+
+INDEFINITE_FLOOR = 1e-4
+"""... and at least this fraction of `tr Σ`: near a blow-up `Σ` is nearly rank one and its error scales with
+`λ_max` (a softmax blow-up at `rtol = 1e-6`, d = 8, whose verdict and time the factor state confirms, ended with
+`λ_min = −2.8e-5 tr Σ`, 28 tolerances)."""
+
+
+def _psd_slack(cov, tols):
+    """`δ = 10 atol + max(10 rtol, 1e-4) tr Σ + 64 eps tr Σ`: `Σ` counts as a covariance iff `λ_min ≥ −δ`."""
+    rtol, atol = tols
+    size = jnp.maximum(jnp.trace(cov, axis1=-2, axis2=-1), 0.0)
+    rel = jnp.maximum(INDEFINITE_TOLERANCES * rtol, INDEFINITE_FLOOR) + 64 * jnp.finfo(cov.dtype).eps
+    return INDEFINITE_TOLERANCES * atol + rel * size
+
+
+def _solve_covariance_state(model, mean0, cov0, settings, tols):
+    """The moment ODE on the symmetric state `(α, Σ)`: `Σ' = P + Pᵀ`, `P = MΣ` (one product fewer than `U' = MU`).
+
+    A `Σ` that is not PSD beyond :func:`_psd_slack` initially, at a valid save point or at the end gives the
+    status ``indefinite``: integrated on, its negative directions follow no Gaussian's dynamics.
+    """
 
     def f(t, y):
         alpha, sigma = y
@@ -183,17 +220,33 @@ def _solve_covariance_state(model, mean0, cov0, settings):
         return jnp.sqrt(jnp.sum(dy[1] ** 2))
 
     y0 = (mean0, symmetrize(cov0))
-    out = _solve.integrate_events(f, y0, size, speed, _default_size0(model, size, y0, settings["t0"]), **settings)
+    out = _solve.integrate_events(
+        f,
+        y0,
+        size,
+        speed,
+        _default_size0(model, size, y0, settings["t0"]),
+        growth_bound=model.gaussian_growth_bound,
+        **settings,
+    )
     means, covs = out.ys
     mean_f, cov_f = out.y_final
+    roots, lo = _psd_root(covs)
+    root_f, lo_f = _psd_root(cov_f)
+    lo_0 = jnp.linalg.eigvalsh(y0[1])[0]
+    lost = (
+        (lo_0 < -_psd_slack(y0[1], tols))
+        | jnp.any(out.valid & (lo < -_psd_slack(covs, tols)))
+        | (lo_f < -_psd_slack(cov_f, tols))
+    )
     return GaussianSolution.from_integrate(
-        out,
+        _solve.flag_status(out, lost, Status.indefinite),
         mean=means,
         cov=covs,
-        factor=psd_sqrt(covs),
+        factor=roots,
         mean_final=mean_f,
         cov_final=cov_f,
-        factor_final=psd_sqrt(cov_f),
+        factor_final=root_f,
     )
 
 
@@ -219,7 +272,9 @@ def solve_gaussian(
       remaining time `τ = λ/λ'` at the event against the time the last two decades of `λ`
       took; `ρ < 0.05` ⇒ `blow_up` (finite-time, `1/λ` falling linearly to zero) with
       `t_blowup = t_e + λ/λ'` (``"extrapolated"``) or `t_e` (``"threshold"``); otherwise
-      `diverge` (exponential growth), `t_blowup = inf`;
+      `diverge` (exponential growth), `t_blowup = inf`; always `diverge` for a kernel whose
+      :meth:`~hassejax.dynamics.AbstractAttention.gaussian_growth_bound` is finite at the
+      crossing (L2 with invertible `KᵀK`, Sinkhorn: no finite-time blow-up);
     - the **steady-state event** `‖Σ'‖_F = converge_tol` (covariance only; same scalar
       condition, the smaller of the two log-margins) ⇒ `converged`; a solve that reaches
       `t1` with `‖Σ'‖_F < converge_tol` (e.g. already stationary at `t0`) is `converged` too;
@@ -278,14 +333,18 @@ def solve_gaussian(
     - `state`: the integrated state. ``"factor"`` (default): `(α, U)` with `U' = MU`, which keeps
       `Σ = UUᵀ` PSD and its rank invariant at every finite time (spec §2; use it for rank and
       low-rank limits). ``"covariance"``: the symmetric state `(α, Σ)` with the Riccati form
-      `Σ' = MΣ + ΣMᵀ`, one `d×d` product fewer per evaluation for softmax, L2 and linear
-      kernels (softmax: three instead of four), for sweeps of blow-up times and outcomes
-      (faster in five of the six sweeps of ``benchmarks/README.md``); `Σ` stays symmetric exactly, PSD only
-      up to the tolerance, and `factor` is then the PSD square root of `Σ` (eigenvalues below
-      zero clipped), shape `(d, d)`, at the saved times. An indefinite `cov0` is refused when
-      concrete; a traced one (inside ``vmap``) is integrated as given. Kernels whose map needs a
-      factor (Sinkhorn, or a multi-head holding one) are refused. The two states agree to the
-      tolerance (tests).
+      `Σ' = MΣ + ΣMᵀ`, one `d×d` product fewer per evaluation for softmax and linear kernels
+      (softmax: three instead of four), for sweeps of blow-up times and outcomes (see
+      ``benchmarks/README.md``); `Σ` stays symmetric exactly, PSD only up to the tolerance, and
+      `factor` is then the PSD square root of `Σ` (eigenvalues below zero clipped), shape
+      `(d, d)`, at the saved times; a `Σ` that leaves the PSD cone (by more than ten tolerances and
+      `1e-4 tr Σ`) at a save point or at the end ends as ``indefinite`` (an unstable direction near
+      zero: use the factor state). An indefinite `cov0` is refused when
+      concrete; a traced one (inside ``vmap``) ends ``indefinite``. Kernels the symmetric state
+      cannot solve reliably are refused (:meth:`~hassejax.dynamics.AbstractAttention.check_covariance_state`):
+      Sinkhorn (its map needs a factor) and L2 (its map depends on the small directions of `Σ`,
+      which the symmetric state holds only to `rtol · λ_max`), or a multi-head holding one. The
+      two states agree to the tolerance (tests).
 
     **Returns:** a :class:`~hassejax.dynamics.GaussianSolution`.
 
@@ -295,7 +354,7 @@ def solve_gaussian(
     `ts` outside `[t0, t1]`, a non-positive or non-scalar tolerance or threshold, a concrete
     `size_threshold` at or below `tr Σ0` or a `converge_tol` of `inf` (events that could never
     fire; traced values are integrated as given), an unknown
-    `blowup_estimate` or `state`, ``state="covariance"`` with a kernel whose map needs a factor.
+    `blowup_estimate` or `state`, ``state="covariance"`` with a kernel it cannot solve (L2, Sinkhorn).
 
     **Example:** softmax with `V = I`, `A = I`, `Σ0 = I/2` blows up at `t* = 1/(β λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})) = 1`
     (spec §3):
@@ -316,11 +375,8 @@ def solve_gaussian(
     if not isinstance(state, str) or state not in ("factor", "covariance"):
         raise ParameterError(f"`state` must be 'factor' or 'covariance'; got {state!r}.")
     state = str(state)  # a NumPy string is a str too, but not a static argument of the compiled solve
-    if state == "covariance" and model.gaussian_uses_factor():
-        raise ParameterError(
-            f"`state='covariance'` needs a kernel whose Gaussian map is evaluated from Σ alone; {label} "
-            f"({type(model).__name__}) evaluates its map from a factor of Σ (Sinkhorn): use `state='factor'`."
-        )
+    if state == "covariance":
+        model.check_covariance_state(label)
     if (cov0 is None) == (factor0 is None):
         raise ParameterError(
             "Give exactly one of `cov0` (d, d) and `factor0` (d, r); got " + ("neither." if cov0 is None else "both.")
@@ -358,4 +414,5 @@ def solve_gaussian(
             else None
         )  # fmt: skip
         _solve.check_size_threshold(size_threshold, size0, "tr Σ0", dtype)
-    return _solve_core(model, mean0, cov0, u0, settings, state)
+    tols = (_solve.tolerance(rtol, dtype), _solve.tolerance(atol, dtype))
+    return _solve_core(model, mean0, cov0, u0, settings, state, tols)

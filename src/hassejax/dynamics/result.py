@@ -42,11 +42,14 @@ class Status(enum.IntEnum):
       finite-time blow-up (`1/λ` falling to zero at a finite time; decade test, see
       `AbstractSolution.decade_ratio`); `t_blowup` is finite.
     - `diverge` (3): the size threshold was crossed, but the growth is not a finite-time
-      blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`. Both verdicts
-      are those of the computed trajectory: with loose tolerances (`rtol ≳ 1e-3`) it can
-      differ from the true one (an L2 member at `rtol = 1e-2` crossed `1e8` at `t = 12.7`
-      instead of 14.1, with decade ratio 0.0496, and read `blow_up`; `diverge` at `1e-8`):
-      keep the defaults, or compare two tolerances, before trusting a verdict. A crossing
+      blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`. A kernel whose
+      :meth:`~hassejax.dynamics.AbstractAttention.gaussian_growth_bound` is finite at the
+      crossing (L2 with `KᵀK` invertible, Sinkhorn, multi-head of those: `d/dt tr Σ ≤ r tr Σ`)
+      cannot blow up in finite time and always reads `diverge` there, whatever the decade test
+      measured (a burst of L2 growth read `blow_up` with ρ = 0.014; loose tolerances read an
+      L2 member `blow_up` with ρ = 0.0496). Otherwise both verdicts are those of the computed
+      trajectory: with loose tolerances (`rtol ≳ 1e-3`) it can differ from the true one: keep
+      the defaults, or compare two tolerances, before trusting a verdict. A crossing
       that the event's root find cannot locate inside its step (the step's dense output not
       finite, or the condition there more than a decade from zero, e.g. a constant step or a
       forced `dtmin` across a blow-up) stands at the end of that step, and is `undetermined` (8).
@@ -81,14 +84,13 @@ class Status(enum.IntEnum):
       its growth rates are not the solution's, the factor state possibly stopping
       `non_finite` instead; or the step was longer than half the time the decade test
       times, or, for a constant step, than half the remaining time `λ/λ'`); the growth rates
-      `λ'`, `λ''` at the crossing are not finite or `λ' = 0` (a float32 L2 covariance whose
-      `λ' ≈ 2e3 λ` passes 3.4e38); the decade test reads a blow-up but the local exponent
-      `p` is below 1.25 (growth at most about exponential at the crossing: loose tolerances
-      mis-timing the decades); the size is within a hundred times its rounding floor there
+      `λ'`, `λ''` at the crossing are not finite or `λ' = 0` (e.g. a float32 softmax threshold
+      near the float range); the size is within a hundred times its rounding floor there
       (particles whose mean drifted so far, e.g. to ~1e20 in float64, that their spread
       `(1/n) Σ ‖x_i − x̄‖²` is rounding noise: the crossing may be rounding alone); or the
       initial size is not below `threshold/100` (no two decades for the decade test to time:
-      keep the threshold ≥ 1e3 × the initial size). Not a blow-up;
+      keep the threshold ≥ 1e3 × the initial size). Not a blow-up (and never reported for a
+      kernel with a finite growth bound at the crossing, which is `diverge`, but for the size-floor cause);
       :func:`~hassejax.dynamics.diagnostics.outcome_of` reads it as ``undetermined``.
     - `invalid_threshold` (9): the `size_threshold` given was traced (or the initial state was,
       e.g. per-member thresholds or initial states in a sweep) and is NaN or at or below the
@@ -97,6 +99,15 @@ class Status(enum.IntEnum):
       (the member integrates a zero field and ends in a few steps), as for `invalid_times`
       (which wins when both apply); a concrete threshold and initial state are checked before
       the solve and raise :class:`~hassejax.errors.ParameterError`.
+    - `indefinite` (10): ``solve_gaussian(..., state="covariance")`` only: `Σ` was no covariance,
+      initially (a traced indefinite `Σ0` in a sweep), at a valid save point or at the end: an
+      eigenvalue below `−δ`, `δ = 10 atol + max(10 rtol, 1e-4) tr Σ` (plus rounding). The symmetric
+      state keeps `Σ` PSD only up to the tolerance; where a direction of `Σ` near zero is unstable,
+      the error can push it below zero and the integration then follows a matrix that is no
+      covariance (measured with L2, whose map depends on those directions and which the covariance
+      state now refuses: float32, `tr Σ` 29.7 and ``diverge`` where the factor state gives 0.15 and
+      ``completed``). No verdict: `t_blowup = inf`; the state is kept for inspection. Use
+      ``state="factor"`` (`Σ = UUᵀ` is PSD by construction), or tighter tolerances.
     """
 
     completed = 0
@@ -109,6 +120,7 @@ class Status(enum.IntEnum):
     invalid_times = 7
     undetermined = 8
     invalid_threshold = 9
+    indefinite = 10
 
 
 STATUS_NAMES: tuple[str, ...] = tuple(s.name for s in Status)

@@ -45,6 +45,7 @@ from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, _as_param, 
 from ._shapes import (
     Factor,
     GaussianMap,
+    GrowthBound,
     KeyMask,
     Keys,
     Matrix,
@@ -278,6 +279,47 @@ class AbstractAttention(eqx.Module):
         del t
         return jnp.zeros(())
 
+    def gaussian_growth_bound(self, t: Time) -> GrowthBound:
+        """A rate `r` with `d/dt tr Σ ≤ r tr Σ` for every Gaussian state `N(α, Σ)` at depth `t`; `inf` if none.
+
+        A finite bound rules out a finite-time blow-up (Grönwall: `tr Σ(t) ≤ tr Σ(t0) e^{r(t − t0)}`
+        while it holds), so :func:`~hassejax.dynamics.solve_gaussian` reads a crossing of its size
+        threshold at a depth where it is finite as ``diverge`` whatever the decade test says: the
+        test times the last two decades of growth, which a burst (growth that speeds up for a while,
+        as L2's when the small directions of `Σ` grow out of its softmax-like regime) makes look like
+        a blow-up. Derived from `d/dt tr Σ = 2 tr(MΣ)`:
+
+        - L2 (`βc > 0`, `KᵀK` invertible, spec dynamics.md §3): `M = V (Σ⁻¹/(2βc) + KᵀK)⁻¹ A`, so
+          `‖M‖₂ ≤ ‖V‖₂‖A‖₂/λ_min(KᵀK)` and `r = 2‖V‖₂‖A‖₂/λ_min(KᵀK)`; `inf` for a singular `KᵀK`
+          (directions in `ker K` are not damped) or `βc ≤ 0`.
+        - Sinkhorn: `MΣ = VU(gC)Uᵀ` (see :meth:`Sinkhorn.slope`) with `‖g(CCᵀ)C‖₂ < 1`, so
+          `2 tr(MΣ) ≤ 2‖UᵀVU‖_* ≤ 2‖V‖₂ tr Σ`: `r = 2‖V‖₂`.
+        - :class:`MultiHead`: the sum of its heads' bounds.
+        - Softmax and linear: `inf` (their maps grow with `Σ`; softmax blows up, spec §3).
+
+        **Arguments:** `t` depth (the kernel's parameters at `t`; the solvers pass the crossing's
+        time: a bound at one depth says nothing of parameters that change later).
+
+        **Returns:** a scalar `> 0` or `inf` (float), `inf` here.
+
+        **Raises:** nothing here; L2 and Sinkhorn raise :class:`~hassejax.errors.ParameterError`
+        for batched parameters, as their :meth:`value` does.
+
+        **Example:**
+
+        ```python
+        >>> import jax.numpy as jnp
+        >>> from hassejax.dynamics import L2, Softmax
+        >>> float(Softmax(V=jnp.eye(2), A=jnp.eye(2)).gaussian_growth_bound(0.0))
+        inf
+        >>> float(L2(V=jnp.eye(2), Q=jnp.eye(2), K=2 * jnp.eye(2)).gaussian_growth_bound(0.0))  # 2 ‖V‖ ‖KᵀQ‖ / λ_min(KᵀK) = 2 · 1 · 2 / 4
+        1.0
+
+        ```
+        """
+        del t
+        return jnp.asarray(jnp.inf)
+
     def gaussian_uses_factor(self) -> bool:
         """Whether :meth:`gaussian_affine` is evaluated from the factor `U` (`Σ = UUᵀ`) rather than `Σ` alone.
 
@@ -299,6 +341,32 @@ class AbstractAttention(eqx.Module):
         ```
         """
         return False
+
+    def check_covariance_state(self, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` if ``solve_gaussian(..., state="covariance")`` cannot
+        solve this kernel reliably; `name` labels it in the message.
+
+        Here: a kernel whose map is evaluated from a factor (:meth:`gaussian_uses_factor`) raises. L2
+        overrides it (its map depends on the small directions of `Σ`, which the symmetric state holds only
+        to `rtol · λ_max`), :class:`MultiHead` asks its heads.
+
+        **Example:**
+
+        ```python
+        >>> import jax.numpy as jnp
+        >>> from hassejax.dynamics import L2, Softmax
+        >>> Softmax(V=jnp.eye(2), A=jnp.eye(2)).check_covariance_state()  # nothing raised
+        >>> L2(V=jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2)).check_covariance_state()
+        Traceback (most recent call last):
+        hassejax.errors.ParameterError: `state='covariance'` cannot solve model (L2) reliably: ...
+
+        ```
+        """
+        if self.gaussian_uses_factor():
+            raise ParameterError(
+                f"`state='covariance'` needs a kernel whose Gaussian map is evaluated from Σ alone; {name} "
+                f"({type(self).__name__}) evaluates its map from a factor of Σ: use `state='factor'`."
+            )
 
     def check_gaussian(self, name: str = "model") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` unless the kernel has a Gaussian map (spec §2)."""

@@ -10,9 +10,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ...errors import ParameterError
 from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, resolve
 from ._base import AbstractBilinearAttention, bilinear_params, scalar_param, softmax_weights
-from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, SizeScale, Time, Weights
+from ._shapes import Factor, GaussianMap, GrowthBound, KeyMask, Keys, Matrix, Mean, Queries, SizeScale, Time, Weights
 
 __all__ = ["L2"]
 
@@ -82,6 +83,40 @@ class L2(AbstractBilinearAttention):
         k = resolve(self.K, t)
         s = 2.0 * resolve(self.beta, t) * resolve(self.c, t) * jnp.linalg.eigvalsh(k.T @ k)[-1]
         return jnp.where(s > 0, 1.0 / jnp.where(s > 0, s, 1.0), 0.0)
+
+    def gaussian_growth_bound(self, t: Time) -> GrowthBound:
+        """`2‖V‖₂‖A‖₂/λ_min(KᵀK)` for `βc > 0` and `KᵀK` invertible, else `inf` (see :class:`AbstractAttention`).
+
+        "Invertible" to rounding: `λ_min(KᵀK) > d · eps · λ_max(KᵀK)` (below that the bound would be
+        rounding noise). Read at `t` only.
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel built with batched
+        parameters (``vmap`` over it instead), as :meth:`value`.
+        """
+        self.check_unbatched("model")
+        k = resolve(self.K, t)
+        ev = jnp.linalg.eigvalsh(k.T @ k)
+        s = resolve(self.beta, t) * resolve(self.c, t)
+        norm_v = jnp.linalg.norm(self.value(t), 2)
+        norm_a = jnp.linalg.norm(self.interaction(t), 2)
+        ok = (s > 0) & (ev[0] > ev.shape[0] * jnp.finfo(ev.dtype).eps * ev[-1])
+        r = 2.0 * norm_v * norm_a / jnp.where(ok, ev[0], 1.0)
+        return jnp.where(ok & jnp.isfinite(r), r, jnp.inf)
+
+    def check_covariance_state(self, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError`: the covariance state cannot solve L2 reliably.
+
+        The map `M = V(Σ⁻¹/(2βc) + KᵀK)⁻¹A` depends on the directions of `Σ` below the scale `1/(2βc‖KᵀK‖)`
+        relative to their size, which the symmetric state holds only to its absolute error `~rtol · λ_max`:
+        once `Σ` is ill-conditioned its solves go wrong (measured, float64, `rtol = 1e-6`: `tr Σ = 1551` at
+        `t = 1e4` where the factor state gives 5693, or `max_steps_reached` where it completes; float32:
+        wrong verdicts). The factor state `U' = MU` keeps them to relative accuracy.
+        """
+        raise ParameterError(
+            f"`state='covariance'` cannot solve {name} (L2) reliably: its map V(Σ⁻¹/(2βc) + KᵀK)⁻¹A depends on "
+            "the small directions of Σ, which the symmetric state holds only to rtol · λ_max (measured: tr Σ off "
+            "by 3.7× at rtol 1e-6); use `state='factor'`."
+        )
 
     def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹A`, `c = V(I + 2βcΣKᵀK)⁻¹α` (derived; spec dynamics.md §2).

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from ...errors import ParameterError
 from ._base import AbstractAttention
-from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, SizeScale, Time, Velocities
+from ._shapes import Factor, GaussianMap, GrowthBound, KeyMask, Keys, Matrix, Mean, Queries, SizeScale, Time, Velocities
 
 __all__ = ["MultiHead"]
 
@@ -76,6 +76,10 @@ class MultiHead(AbstractAttention):
         """The largest of the heads' scales (see :class:`AbstractAttention`)."""
         return jnp.max(jnp.stack([jnp.asarray(h.gaussian_size_scale(t), float) for h in self.heads]))
 
+    def gaussian_growth_bound(self, t: Time) -> GrowthBound:
+        """The sum of the heads' bounds (`Σ' = Σ_h (M_hΣ + ΣM_hᵀ)`; see :class:`AbstractAttention`)."""
+        return sum((jnp.asarray(h.gaussian_growth_bound(t), float) for h in self.heads), jnp.zeros(()))
+
     def gaussian_uses_factor(self) -> bool:
         """True when any head's Gaussian map is evaluated from the factor (see :class:`AbstractAttention`)."""
         return any(h.gaussian_uses_factor() for h in self.heads)
@@ -89,6 +93,11 @@ class MultiHead(AbstractAttention):
             m = mh if m is None else m + mh
             c = ch if c is None else c + ch
         return m, c
+
+    def check_covariance_state(self, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` naming the first head the covariance state cannot solve."""
+        for h, head in enumerate(self.heads):
+            head.check_covariance_state(f"{name}.heads[{h}]")
 
     def check_gaussian(self, name: str = "model") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` naming the first head without a Gaussian map."""

@@ -15,17 +15,20 @@ from ...errors import ParameterError
 from .._linalg import psd_sqrt, sym_funm
 from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, resolve
 from ._base import AbstractBilinearAttention, bilinear_params, scalar_param
-from ._shapes import Factor, GaussianMap, KeyMask, Keys, Matrix, Mean, Queries, Time, Weights
+from ._shapes import Factor, GaussianMap, GrowthBound, KeyMask, Keys, Matrix, Mean, Queries, Time, Weights
 
 __all__ = ["Sinkhorn"]
 
 
 def _g(w):
-    return 2.0 / (1.0 + jnp.sqrt(1.0 + 4.0 * w))
+    # `w`: eigenvalues of the Gram matrix `CCᵀ ⪰ 0`; ``eigh`` returns them to `~eps ‖CCᵀ‖`, so a zero one can come
+    # out below `−1/4` once `‖CCᵀ‖` passes `1/(4 eps)` (float32: `tr Σ` of a few thousand), where the square root
+    # is NaN: clipped at zero
+    return 2.0 / (1.0 + jnp.sqrt(1.0 + 4.0 * jnp.maximum(w, 0.0)))
 
 
 def _dg(w):
-    r = jnp.sqrt(1.0 + 4.0 * w)
+    r = jnp.sqrt(1.0 + 4.0 * jnp.maximum(w, 0.0))
     return -4.0 / (r * (1.0 + r) ** 2)
 
 
@@ -171,6 +174,15 @@ class Sinkhorn(AbstractBilinearAttention):
         c = factor.T @ a_t @ factor
         g = sym_funm(c @ c.T, _g, _dg)
         return factor @ g @ factor.T @ a_t
+
+    def gaussian_growth_bound(self, t: Time) -> GrowthBound:
+        """`2‖V‖₂` (derived: `2 tr(MΣ) = 2 tr(UᵀVU g(CCᵀ)C) ≤ 2‖V‖₂ tr Σ`; see :class:`AbstractAttention`).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel built with batched
+        parameters (``vmap`` over it instead), as :meth:`value`.
+        """
+        self.check_unbatched("model")
+        return 2.0 * jnp.linalg.norm(self.value(t), 2)
 
     def gaussian_uses_factor(self) -> bool:
         """True: the map is evaluated from a factor `U` of `Σ` (see the class docstring)."""
