@@ -131,6 +131,13 @@ def _default_size0(model, size, y0, t0):
     return jnp.maximum(s0, jnp.asarray(model.gaussian_size_scale(t0), s0.dtype))
 
 
+def _integrate(model, f, y0, size, speed, settings):
+    """The moment ODE `y' = f(t, y)` with the size and steady-state events, the default threshold from
+    :func:`_default_size0` and the kernel's growth bound deciding a crossing (either state)."""
+    size0 = _default_size0(model, size, y0, settings["t0"])
+    return _solve.integrate_events(f, y0, size, speed, size0, growth_bound=model.gaussian_growth_bound, **settings)
+
+
 @eqx.filter_jit
 def _solve_core(model, mean0, cov0, u0, settings, state="factor", tols=None):
     if state == "covariance":
@@ -153,15 +160,7 @@ def _solve_core(model, mean0, cov0, u0, settings, state="factor", tols=None):
         return jnp.sqrt(jnp.sum((g + g.T) ** 2))
 
     y0 = (mean0, u0)
-    out = _solve.integrate_events(
-        f,
-        y0,
-        size,
-        speed,
-        _default_size0(model, size, y0, settings["t0"]),
-        growth_bound=model.gaussian_growth_bound,
-        **settings,
-    )
+    out = _integrate(model, f, y0, size, speed, settings)
     means, us = out.ys
     mean_f, u_f = out.y_final
     return GaussianSolution.from_integrate(
@@ -220,15 +219,7 @@ def _solve_covariance_state(model, mean0, cov0, settings, tols):
         return jnp.sqrt(jnp.sum(dy[1] ** 2))
 
     y0 = (mean0, symmetrize(cov0))
-    out = _solve.integrate_events(
-        f,
-        y0,
-        size,
-        speed,
-        _default_size0(model, size, y0, settings["t0"]),
-        growth_bound=model.gaussian_growth_bound,
-        **settings,
-    )
+    out = _integrate(model, f, y0, size, speed, settings)
     means, covs = out.ys
     mean_f, cov_f = out.y_final
     roots, lo = _psd_root(covs)
