@@ -171,3 +171,26 @@ def test_traced_indefinite_initial_covariance_is_flagged(threshold):
                               size_threshold=threshold).status  # fmt: skip
 
     assert jax.vmap(later)(covs).tolist() == [Status.completed, Status.indefinite]
+
+
+def test_rank_deficient_initial_covariance_warns():
+    """Review: softmax, d = 4, rank-one `Σ0`: the covariance state grew a direction that stays at zero (the factor
+    state keeps rank), `tr Σ(10)` 62.0 at `rtol = 1e-6` where the factor state gives 49.62, with `Σ` still PSD
+    (no ``indefinite``). A concrete `Σ0` within `1e3 · rtol` of singular now warns; a well-conditioned one does
+    not."""
+    import warnings
+
+    v = np.array([[-0.672, -0.215, 0.131, -0.009], [-0.096, -0.333, -0.129, -0.387],
+                  [-1.211, -0.597, 0.238, 0.779], [0.907, 0.048, 0.447, 0.454]])  # fmt: skip
+    a = np.array([[0.487, 0.384, 0.189, -0.308], [0.389, 0.091, -0.374, -0.288],
+                  [0.614, 0.923, -0.265, -1.039], [0.294, -0.452, 0.366, -0.188]])  # fmt: skip
+    u = np.array([-0.62, 0.166, 0.262, 2.41])
+    model, kw = Softmax(V=v, A=a), dict(t1=10.0, rtol=1e-6, atol=1e-6)
+    with pytest.warns(RuntimeWarning, match=r"`cov0` is rank-deficient or ill-conditioned.*use state='factor'"):
+        by_cov = solve_gaussian(model, np.zeros(4), np.outer(u, u), state="covariance", **kw)
+    by_factor = solve_gaussian(model, np.zeros(4), np.outer(u, u), **kw)
+    assert float(np.trace(by_factor.cov_final)) == pytest.approx(49.616, rel=1e-4)
+    assert float(np.trace(by_cov.cov_final)) > 55  # what the warning is about
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        solve_gaussian(model, np.zeros(4), np.outer(u, u) + 0.1 * np.eye(4), state="covariance", **kw)

@@ -109,3 +109,31 @@ def test_the_bound_is_read_per_member_under_vmap():
     got = status_names(jax.vmap(one)(ks)).tolist()
     assert got[0] == "diverge"
     assert got[1] == status_names(one(ks[1]))
+
+
+def test_a_callable_parameter_leaves_the_verdict_to_the_decade_test():
+    """Grönwall needs the rate bounded over the interval, not finite at each depth (review): L2 with
+    `V(t) = I/(2(1 − t))` has a finite bound at every `t < 1`, yet for large `Σ` `Σ' ≈ Σ/(1 − t)` and `tr Σ`
+    blows up at `t = 1`. It read ``diverge`` (the bound at the crossing overrode ρ = 0.0099); a kernel with a
+    callable parameter now has no bound in the verdict: ``blow_up`` at 1."""
+    model = L2(V=lambda t: jnp.eye(2) / (2.0 * (1.0 - t)), Q=jnp.eye(2), K=jnp.eye(2))
+    assert np.isfinite(float(model.gaussian_growth_bound(0.9)))
+    sol = solve_gaussian(model, jnp.zeros(2), 10.0 * jnp.eye(2), t1=2.0)
+    assert status_names(sol.status) == "blow_up"
+    assert float(sol.t_blowup) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_piecewise_constant_parameters_use_the_largest_bound_over_their_layers():
+    """Layers of :class:`PiecewiseConstant` parameters: the bound the verdict uses is the largest over the
+    layers (every layer edge read), `inf` when one layer's `K` is singular, whatever the depth of the crossing."""
+    from hassejax.dynamics import PiecewiseConstant
+    from hassejax.dynamics.gaussian import _uniform_growth_bound
+
+    e = np.eye(2)
+    ks = PiecewiseConstant(np.stack([e, 2 * e, 0.5 * e]), [0.0, 1.0, 2.0, 3.0])
+    model = L2(V=e, Q=e, K=ks)
+    per_layer = [float(L2(V=e, Q=e, K=k).gaussian_growth_bound(0.0)) for k in (e, 2 * e, 0.5 * e)]
+    assert float(_uniform_growth_bound(model)(0.0)) == pytest.approx(max(per_layer))  # the 0.5 I layer: 4
+    singular = L2(V=e, Q=e, K=PiecewiseConstant(np.stack([e, np.diag([1.0, 0.0])]), [0.0, 1.0, 2.0]))
+    assert float(_uniform_growth_bound(singular)(0.0)) == np.inf
+    assert _uniform_growth_bound(L2(V=lambda t: e, Q=e, K=e)) is None

@@ -30,8 +30,12 @@ do not preserve Gaussians (use :func:`~hassejax.dynamics.solve_particles`).
 
 from __future__ import annotations
 
+import warnings
+
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import jax.tree_util as jtu
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
@@ -42,6 +46,7 @@ from ._linalg import check_psd, psd_sqrt, symmetrize
 from ._tsit5 import UnrolledTsit5
 from .attention import AbstractAttention, check_model
 from .attention._shapes import GaussianMap, Matrix, Mean
+from .params import PiecewiseConstant
 from .result import GaussianSolution, Status
 
 __all__ = [
@@ -131,11 +136,30 @@ def _default_size0(model, size, y0, t0):
     return jnp.maximum(s0, jnp.asarray(model.gaussian_size_scale(t0), s0.dtype))
 
 
+def _uniform_growth_bound(model):
+    """The kernel's growth bound as the verdict may use it: one that holds at every depth (None: none).
+
+    Grönwall needs the rate bounded on the whole interval, not finite at each depth: a parameter that is a
+    callable of `t` may make it grow without bound (review: L2 with `V(t) = I/(2(1 − t))` blows up at `t = 1`,
+    its bound finite at every `t < 1`), so such a kernel has none; with :class:`PiecewiseConstant` parameters
+    it is the largest over their layers (read at every layer edge), else the bound itself.
+    """
+    leaves = jtu.tree_leaves(model, is_leaf=lambda x: isinstance(x, PiecewiseConstant))
+    if any(callable(x) and not isinstance(x, PiecewiseConstant) for x in leaves):
+        return None
+    edges = [jnp.ravel(x.t_edges) for x in leaves if isinstance(x, PiecewiseConstant)]
+    if not edges:
+        return model.gaussian_growth_bound
+    bound = jnp.max(jax.vmap(model.gaussian_growth_bound)(jnp.concatenate(edges)))
+    return lambda t: bound
+
+
 def _integrate(model, f, y0, size, speed, settings):
     """The moment ODE `y' = f(t, y)` with the size and steady-state events, the default threshold from
     :func:`_default_size0` and the kernel's growth bound deciding a crossing (either state)."""
     size0 = _default_size0(model, size, y0, settings["t0"])
-    return _solve.integrate_events(f, y0, size, speed, size0, growth_bound=model.gaussian_growth_bound, **settings)
+    bound = _uniform_growth_bound(model)
+    return _solve.integrate_events(f, y0, size, speed, size0, growth_bound=bound, **settings)
 
 
 @eqx.filter_jit
@@ -172,6 +196,28 @@ def _solve_core(model, mean0, cov0, u0, settings, state="factor", tols=None):
         cov_final=u_f @ u_f.T,
         factor_final=u_f,
     )
+
+
+COND_WARN_TOLERANCES = 1e3
+"""``state="covariance"`` warns for a concrete `Σ0` with `λ_min < 1e3 · rtol · λ_max` (see :func:`_warn_ill_conditioned`)."""
+
+
+def _warn_ill_conditioned(cov, rtol) -> None:
+    """Warn that the covariance state may go wrong from this concrete `Σ0`: its smallest directions lie within a
+    thousand tolerances of zero, where the symmetric state's error (`~rtol · λ_max`, growing wherever the dynamics
+    are unstable) is not small relative to them; the factor state keeps rank and small directions (review:
+    softmax, d = 4, rank-one `Σ0`: `tr Σ(10)` 62.0 at `rtol = 1e-6`, 49.70 at `1e-8`, where the factor state
+    gives 49.62; float32, d = 12: ``diverge`` at `t = 2` for ``completed``)."""
+    w = np.linalg.eigvalsh(np.asarray(cov, np.float64))
+    scale = COND_WARN_TOLERANCES * max(float(rtol), float(np.finfo(np.float64).eps))
+    if w[-1] > 0 and w[0] < scale * w[-1]:
+        warnings.warn(
+            f"`cov0` is rank-deficient or ill-conditioned (λ_min/λ_max = {w[0] / w[-1]:.2g} < 1e3 · rtol): "
+            "state='covariance' does not keep rank, and its error can grow in the small directions without "
+            "making Σ indefinite (a wrong result, not flagged); use state='factor'.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _psd_root(cov):
@@ -265,7 +311,8 @@ def solve_gaussian(
       `t_blowup = t_e + λ/λ'` (``"extrapolated"``) or `t_e` (``"threshold"``); otherwise
       `diverge` (exponential growth), `t_blowup = inf`; always `diverge` for a kernel whose
       :meth:`~hassejax.dynamics.AbstractAttention.gaussian_growth_bound` is finite at the
-      crossing (L2 with invertible `KᵀK`, Sinkhorn: no finite-time blow-up);
+      crossing and every other depth (L2 with invertible `KᵀK`, Sinkhorn, with parameters constant or
+      piecewise constant: no finite-time blow-up; a callable parameter leaves it to the decade test);
     - the **steady-state event** `‖Σ'‖_F = converge_tol` (covariance only; same scalar
       condition, the smaller of the two log-margins) ⇒ `converged`; a solve that reaches
       `t1` with `‖Σ'‖_F < converge_tol` (e.g. already stationary at `t0`) is `converged` too;
@@ -335,7 +382,12 @@ def solve_gaussian(
       cannot solve reliably are refused (:meth:`~hassejax.dynamics.AbstractAttention.check_covariance_state`):
       Sinkhorn (its map needs a factor) and L2 (its map depends on the small directions of `Σ`,
       which the symmetric state holds only to `rtol · λ_max`), or a multi-head holding one. The
-      two states agree to the tolerance (tests).
+      symmetric state does not keep rank: its error (`~rtol · λ_max`) can grow in a direction of `Σ`
+      that should stay at or near zero, a wrong result that stays PSD and is not flagged (review:
+      softmax, d = 4, rank-one `Σ0`, `tr Σ(10)` 62.0 at `rtol = 1e-6` for 49.62; float32, d = 12,
+      ``diverge`` for ``completed``); a concrete `Σ0` within `1e3 · rtol` of singular warns. The two
+      states agree to the tolerance from well-conditioned `Σ0` (tests); for rank-deficient or
+      ill-conditioned ones, and for verdicts that matter, use the factor state.
 
     **Returns:** a :class:`~hassejax.dynamics.GaussianSolution`.
 
@@ -389,6 +441,8 @@ def solve_gaussian(
         _check_state(model, label, mean0, cov=cov0)
         if cov_c is not None:
             check_psd(cov_c, "cov0")
+            if state == "covariance":
+                _warn_ill_conditioned(cov_c, rtol)
         u0 = None
     else:
         u0 = jnp.asarray(factor0, dtype)

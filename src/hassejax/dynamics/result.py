@@ -43,10 +43,10 @@ class Status(enum.IntEnum):
       `AbstractSolution.decade_ratio`); `t_blowup` is finite.
     - `diverge` (3): the size threshold was crossed, but the growth is not a finite-time
       blow-up (e.g. exponential growth: L2, Sinkhorn); `t_blowup` is `inf`. A kernel whose
-      :meth:`~hassejax.dynamics.AbstractAttention.gaussian_growth_bound` is finite at the
-      crossing (L2 with `KᵀK` invertible, Sinkhorn, multi-head of those: `d/dt tr Σ ≤ r tr Σ`)
-      cannot blow up in finite time and always reads `diverge` there, whatever the decade test
-      measured (a burst of L2 growth read `blow_up` with ρ = 0.014; loose tolerances read an
+      :meth:`~hassejax.dynamics.AbstractAttention.gaussian_growth_bound` is finite at every depth
+      (L2 with `KᵀK` invertible, Sinkhorn, multi-head of those, with constant or piecewise-constant
+      parameters: `d/dt tr Σ ≤ r tr Σ`) cannot blow up in finite time and always reads `diverge`,
+      whatever the decade test measured (a burst of L2 growth read `blow_up` with ρ = 0.014; loose tolerances read an
       L2 member `blow_up` with ρ = 0.0496). Otherwise both verdicts are those of the computed
       trajectory: with loose tolerances (`rtol ≳ 1e-3`) it can differ from the true one: keep
       the defaults, or compare two tolerances, before trusting a verdict. A crossing
@@ -90,7 +90,7 @@ class Status(enum.IntEnum):
       `(1/n) Σ ‖x_i − x̄‖²` is rounding noise: the crossing may be rounding alone); or the
       initial size is not below `threshold/100` (no two decades for the decade test to time:
       keep the threshold ≥ 1e3 × the initial size). Not a blow-up (and never reported for a
-      kernel with a finite growth bound at the crossing, which is `diverge`, but for the size-floor cause);
+      kernel with a finite growth bound at every depth, which is `diverge`, but for the size-floor cause);
       :func:`~hassejax.dynamics.diagnostics.outcome_of` reads it as ``undetermined``.
     - `invalid_threshold` (9): the `size_threshold` given was traced (or the initial state was,
       e.g. per-member thresholds or initial states in a sweep) and is NaN or at or below the
@@ -107,7 +107,9 @@ class Status(enum.IntEnum):
       covariance (measured with L2, whose map depends on those directions and which the covariance
       state now refuses: float32, `tr Σ` 29.7 and ``diverge`` where the factor state gives 0.15 and
       ``completed``). No verdict: `t_blowup = inf`; the state is kept for inspection. Use
-      ``state="factor"`` (`Σ = UUᵀ` is PSD by construction), or tighter tolerances.
+      ``state="factor"`` (`Σ = UUᵀ` is PSD by construction), or tighter tolerances. Not every
+      failure of the symmetric state shows: an error that grows in a direction of `Σ` that should
+      stay at zero, but stays positive, is not caught (see ``solve_gaussian``'s `state`).
     """
 
     completed = 0

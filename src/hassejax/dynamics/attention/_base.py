@@ -282,12 +282,15 @@ class AbstractAttention(eqx.Module):
     def gaussian_growth_bound(self, t: Time) -> GrowthBound:
         """A rate `r` with `d/dt tr Σ ≤ r tr Σ` for every Gaussian state `N(α, Σ)` at depth `t`; `inf` if none.
 
-        A finite bound rules out a finite-time blow-up (Grönwall: `tr Σ(t) ≤ tr Σ(t0) e^{r(t − t0)}`
-        while it holds), so :func:`~hassejax.dynamics.solve_gaussian` reads a crossing of its size
-        threshold at a depth where it is finite as ``diverge`` whatever the decade test says: the
-        test times the last two decades of growth, which a burst (growth that speeds up for a while,
-        as L2's when the small directions of `Σ` grow out of its softmax-like regime) makes look like
-        a blow-up. Derived from `d/dt tr Σ = 2 tr(MΣ)`:
+        A bound that holds at every depth rules out a finite-time blow-up (Grönwall: `tr Σ(t) ≤
+        tr Σ(t0) e^{r(t − t0)}`), so :func:`~hassejax.dynamics.solve_gaussian` reads a crossing of its
+        size threshold as ``diverge`` whatever the decade test says when the kernel's parameters are
+        constant or :class:`~hassejax.dynamics.PiecewiseConstant` (the largest bound over the layers
+        finite): the test times the last two decades of growth, which a burst (growth that speeds up
+        for a while, as L2's when the small directions of `Σ` grow out of its softmax-like regime)
+        makes look like a blow-up. A parameter that is a callable of `t` may keep the bound finite at
+        every depth and still unbounded over the interval (`V(t) = I/(2(1 − t))` blows up at 1): the
+        decade test alone decides then. Derived from `d/dt tr Σ = 2 tr(MΣ)`:
 
         - L2 (`βc > 0`, `KᵀK` invertible, spec dynamics.md §3): `M = V (Σ⁻¹/(2βc) + KᵀK)⁻¹ A`, so
           `‖M‖₂ ≤ ‖V‖₂‖A‖₂/λ_min(KᵀK)` and `r = 2‖V‖₂‖A‖₂/λ_min(KᵀK)`; `inf` for a singular `KᵀK`
@@ -300,7 +303,7 @@ class AbstractAttention(eqx.Module):
         **Arguments:** `t` depth (the kernel's parameters at `t`; the solvers pass the crossing's
         time: a bound at one depth says nothing of parameters that change later).
 
-        **Returns:** a scalar `> 0` or `inf` (float), `inf` here.
+        **Returns:** a scalar `≥ 0` or `inf` (float; 0 for `V = 0`), `inf` here.
 
         **Raises:** nothing here; L2 and Sinkhorn raise :class:`~hassejax.errors.ParameterError`
         for batched parameters, as their :meth:`value` does.

@@ -168,7 +168,10 @@ class Sinkhorn(AbstractBilinearAttention):
         Known limitation: `g(CCᵀ)` comes from ``eigh`` of the Gram matrix `CCᵀ`, whose
         condition number is that of `C` squared, so the relative accuracy of `S` degrades as
         `Σ` grows (measured: 1.6e-7 at `λ_max(Σ) = 3.4e5`, 2.7e-3 at `1.9e7`); long diverging
-        Sinkhorn solves then need a tight `rtol` (figure 9 uses 1e-8).
+        Sinkhorn solves then need a tight `rtol` (figure 9 uses 1e-8). In float32 this bites early: at a
+        rank-one `Σ` with `λ = 1e6`, `ε = 0.01`, `tr Σ'` came out negative (review), and float32 solves
+        that float64 reads ``diverge`` ran out of steps (`max_steps_reached`): use float64 for Sinkhorn
+        beyond `tr Σ ~ 1e4`.
         """
         a_t = resolve(self.beta, t) * self.interaction(t) / resolve(self.eps, t)
         c = factor.T @ a_t @ factor
