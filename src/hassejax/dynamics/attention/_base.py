@@ -300,8 +300,9 @@ class AbstractAttention(eqx.Module):
         - :class:`MultiHead`: the sum of its heads' bounds.
         - Softmax and linear: `inf` (their maps grow with `Σ`; softmax blows up, spec §3).
 
-        **Arguments:** `t` depth (the kernel's parameters at `t`; the solvers pass the crossing's
-        time: a bound at one depth says nothing of parameters that change later).
+        **Arguments:** `t` depth (the kernel's parameters at `t`: a bound at one depth says nothing of
+        parameters that change later; the solver reads it once for constant parameters and at every
+        layer edge of piecewise-constant ones).
 
         **Returns:** a scalar `≥ 0` or `inf` (float; 0 for `V = 0`), `inf` here.
 
