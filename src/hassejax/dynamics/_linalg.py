@@ -30,10 +30,12 @@ def symmetrize(x):
     return 0.5 * (x + jnp.swapaxes(x, -1, -2))
 
 
-def psd_sqrt(sigma):
-    """Symmetric PSD square root `Σ^{1/2}` (eigenvalues below zero are clipped to zero)."""
+def psd_sqrt(sigma, with_min: bool = False):
+    """Symmetric PSD square root `Σ^{1/2}` (eigenvalues below zero are clipped to zero); with `with_min`, also
+    the smallest eigenvalue of `Σ` before clipping, from the same ``eigh``."""
     w, q = jnp.linalg.eigh(symmetrize(sigma))
-    return (q * jnp.sqrt(jnp.clip(w, 0.0, None))[..., None, :]) @ jnp.swapaxes(q, -1, -2)
+    root = (q * jnp.sqrt(jnp.clip(w, 0.0, None))[..., None, :]) @ jnp.swapaxes(q, -1, -2)
+    return (root, w[..., 0]) if with_min else root
 
 
 def check_psd(cov, name: str) -> None:

@@ -147,10 +147,10 @@ def _uniform_growth_bound(model):
     leaves = jtu.tree_leaves(model, is_leaf=lambda x: isinstance(x, PiecewiseConstant))
     if any(callable(x) and not isinstance(x, PiecewiseConstant) for x in leaves):
         return None
-    edges = [jnp.ravel(x.t_edges) for x in leaves if isinstance(x, PiecewiseConstant)]
-    if not edges:
+    edges = _solve.collect_jump_ts(model)
+    if edges is None:
         return model.gaussian_growth_bound
-    bound = jnp.max(jax.vmap(model.gaussian_growth_bound)(jnp.concatenate(edges)))
+    bound = jnp.max(jax.vmap(model.gaussian_growth_bound)(edges))
     return lambda t: bound
 
 
@@ -220,13 +220,6 @@ def _warn_ill_conditioned(cov, rtol) -> None:
         )
 
 
-def _psd_root(cov):
-    """`(Σ^{1/2}, λ_min)` of symmetric `(..., d, d)` `cov` from one ``eigh`` (eigenvalues below zero clipped)."""
-    w, q = jnp.linalg.eigh(symmetrize(cov))
-    root = (q * jnp.sqrt(jnp.clip(w, 0.0, None))[..., None, :]) @ jnp.swapaxes(q, -1, -2)
-    return root, w[..., 0]
-
-
 INDEFINITE_TOLERANCES = 10
 """How many tolerances below zero an eigenvalue of the covariance state may lie (its global error exceeds the
 local tolerance)."""
@@ -268,8 +261,8 @@ def _solve_covariance_state(model, mean0, cov0, settings, tols):
     out = _integrate(model, f, y0, size, speed, settings)
     means, covs = out.ys
     mean_f, cov_f = out.y_final
-    roots, lo = _psd_root(covs)
-    root_f, lo_f = _psd_root(cov_f)
+    roots, lo = psd_sqrt(covs, with_min=True)
+    root_f, lo_f = psd_sqrt(cov_f, with_min=True)
     lo_0 = jnp.linalg.eigvalsh(y0[1])[0]
     lost = (
         (lo_0 < -_psd_slack(y0[1], tols))
