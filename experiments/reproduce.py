@@ -186,6 +186,9 @@ def run_one(name: str, out: Path, quick: bool) -> dict:
         traceback.print_exc()
         row.update(status=f"FAILED: {type(exc).__name__}", key=str(exc)[:120])
     row.update(seconds=time.perf_counter() - t0, trace=clock.trace - r0, compile=clock.compile - c0)
+    from hassejax._map_limit import release_compiled_programs
+
+    release_compiled_programs()  # a worker runs several experiments: stay below the kernel's mapping limit
     return row
 
 

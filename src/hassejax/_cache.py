@@ -62,14 +62,6 @@ def _created_folder() -> Path | None:
     return folder
 
 
-CACHE_MAX_BYTES = 2 * 1024**3
-"""The cache's size limit (least recently used entries evicted beyond it). A finite limit also turns on JAX's
-file lock around every read and write: without it (JAX's default, no limit) an entry is written in place
-unlocked, and a second process (the test suite's other xdist worker, or reproduce.py's) reading it at that
-moment got a partial file and aborted in ``deserialize_executable`` (two of four full suites here
-crashed a worker in the cache: that abort, and a segfault in ``serialize``). The lock needs the ``filelock`` package (a dependency)."""
-
-
 def enable_compilation_cache() -> Path | None:
     """Point JAX's persistent compilation cache at :func:`compilation_cache_dir` (every program cached).
 
@@ -85,7 +77,6 @@ def enable_compilation_cache() -> Path | None:
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    jax.config.update("jax_compilation_cache_max_size", CACHE_MAX_BYTES)
     return folder
 
 
@@ -95,7 +86,7 @@ def request_compilation_cache() -> Path | None:
     If JAX is already imported, as :func:`enable_compilation_cache`. Otherwise JAX's own
     environment variables are set (``JAX_COMPILATION_CACHE_DIR``,
     ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0``,
-    ``JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0``, ``JAX_COMPILATION_CACHE_MAX_SIZE``; values the user set win), which JAX reads
+    ``JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0``; values the user set win), which JAX reads
     if and when it is imported: a command that never needs JAX never starts it.
 
     **Returns:** the folder, or ``None`` when turned off or not creatable.
@@ -110,5 +101,4 @@ def request_compilation_cache() -> Path | None:
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(folder))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(CACHE_MAX_BYTES))
     return folder
