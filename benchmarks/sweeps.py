@@ -37,6 +37,10 @@ Columns (all in one process, one after the other, for each family and d):
   the symmetric Riccati state `(α, Σ)` with `Σ' = MΣ + ΣMᵀ` (three `d×d` products per
   evaluation, as plain diffrax, instead of the factor state's four); its statuses are checked
   against the factor state's and its `t*` against the closed form.
+- ``hassejax projective state``: the held sweep of ``solve_gaussian(..., state="projective")``:
+  the scale `ρ = log tr Σ` and the shape `Û` (`Σ = e^ρ ÛÛᵀ`) integrated apart in the time `τ` of
+  the size (`dt/dτ = e^{−ρ}`; softmax's map is homogeneous in `Σ`), in which a blow-up is smooth;
+  statuses checked against the factor state's, `t*` against the closed form.
 - ``hassejax size_threshold=inf`` (stable family only): the held sweep of
   ``solve_gaussian(..., size_threshold=inf)``, the same problem as the plain program of that
   family (no event): the program then has no size event, root find, decade-test quadrature or
@@ -452,6 +456,7 @@ def main(argv=None):
             for k in ("status", "steps"):  # the ordered sweep returns the same results in the caller's order
                 np.testing.assert_array_equal(np.asarray(out_ordered[k]), np.asarray(out[k]))
             out_cov, hjc = time_hassejax(make_member(d, t1, "covariance"), batch, args.repeats)
+            out_proj, hjp = time_hassejax(make_member(d, t1, "projective"), batch, args.repeats)
             pout, pl = time_plain(make_plain(d, t1, fam), batch, args.repeats)
             if fam == "stable":  # the same problem as the plain program: no event (size_threshold=inf)
                 out_ne, hjn = time_hassejax(make_member(d, t1, size_threshold=np.inf), batch, args.repeats)
@@ -482,6 +487,15 @@ def main(argv=None):
                     "max_steps": int(np.max(out_cov["steps"])),
                     "mean_steps": float(np.mean(out_cov["steps"])),
                     "same_status_as_factor_state": int(np.sum(np.asarray(out_cov["status"]) == status)),
+                },
+                "hassejax_projective_state": {
+                    **hjp,
+                    "max_steps": int(np.max(out_proj["steps"])),
+                    "mean_steps": float(np.mean(out_proj["steps"])),
+                    "same_status_as_factor_state": int(np.sum(np.asarray(out_proj["status"]) == status)),
+                },
+                "ratio_hassejax_projective_state_over_plain": {
+                    k: hjp[k] / pl[k] for k in ("run_s", "run_cpu_s", "compile_s", "compile_cpu_s")
                 },
                 "ratio_hassejax_covariance_state_over_plain": {
                     k: hjc[k] / pl[k] for k in ("run_s", "run_cpu_s", "compile_s", "compile_cpu_s")
@@ -525,6 +539,10 @@ def main(argv=None):
                 row["hassejax_covariance_state"]["t_blowup_max_rel_err"] = float(
                     np.max(np.abs(hc[ok] - ts_cf[ok]) / ts_cf[ok])
                 )
+                hp = np.asarray(out_proj["t_blowup"])
+                row["hassejax_projective_state"]["t_blowup_max_rel_err"] = float(
+                    np.max(np.abs(hp[ok] - ts_cf[ok]) / ts_cf[ok])
+                )
                 okp = ok & p_fired
                 pt = np.asarray(pout["t_final"])
                 row["plain_diffrax"]["t_event_max_rel_err"] = float(np.max(np.abs(pt[okp] - ts_cf[okp]) / ts_cf[okp]))
@@ -541,6 +559,7 @@ def main(argv=None):
                     | {f"hassejax_{k}": round(hj[k], 3) for k in ("run_s", "run_cpu_s", "compile_s")}
                     | {f"ordered_{k}": round(hjo[k], 3) for k in ("run_s", "run_cpu_s", "compile_s", "chunk_width")}
                     | {f"covariance_state_{k}": round(hjc[k], 3) for k in ("run_s", "run_cpu_s", "compile_s")}
+                    | {f"projective_state_{k}": round(hjp[k], 3) for k in ("run_s", "run_cpu_s", "compile_s")}
                     | {f"plain_{k}": round(pl[k], 3) for k in ("run_s", "run_cpu_s", "compile_s")}
                     | {f"ratio_{k}": round(v, 3) for k, v in ratio.items()}
                     | ({"scipy_s": round(row["scipy"]["seconds"], 2)} if "scipy" in row else {})
@@ -618,6 +637,22 @@ def table(result) -> str:
             f"| {h['mean_steps']:.0f} → {c['mean_steps']:.0f} | {c['compile_s']:.1f} "
             f"| {qc['compile_s']:.2f} / {qc['compile_cpu_s']:.2f} | {c['same_status_as_factor_state']}/{r['members']} | {err} |"
         )
+    lines += _section(
+        [r for r in result["covariance_sweeps"] if "hassejax_projective_state" in r],
+        '| d | family | hassejax `state="projective"` run (s) | ratio to plain wall / CPU | mean steps (factor → projective) '
+        "| compile (s) | compile ratio wall / CPU | same status as the factor state | t* max rel. err |",
+        lambda r, c, qc: (
+            f"| {r['d']} | {r['family']} | {c['run_s']:.3f} | {qc['run_s']:.2f} / {qc['run_cpu_s']:.2f} "
+            f"| {r['hassejax']['mean_steps']:.0f} → {c['mean_steps']:.0f} | {c['compile_s']:.1f} "
+            f"| {qc['compile_s']:.2f} / {qc['compile_cpu_s']:.2f} | {c['same_status_as_factor_state']}/{r['members']} "
+            f"| {c['t_blowup_max_rel_err']:.1e} |"
+            if "t_blowup_max_rel_err" in c
+            else f"| {r['d']} | {r['family']} | {c['run_s']:.3f} | {qc['run_s']:.2f} / {qc['run_cpu_s']:.2f} "
+            f"| {r['hassejax']['mean_steps']:.0f} → {c['mean_steps']:.0f} | {c['compile_s']:.1f} "
+            f"| {qc['compile_s']:.2f} / {qc['compile_cpu_s']:.2f} | {c['same_status_as_factor_state']}/{r['members']} | – |"
+        ),
+        ("hassejax_projective_state", "ratio_hassejax_projective_state_over_plain"),
+    )
     lines += _section(
         [r for r in result["covariance_sweeps"] if "hassejax_no_size_event" in r],
         "| d | family | hassejax `size_threshold=inf` run (s) | ratio to plain wall / CPU | compile (s) "

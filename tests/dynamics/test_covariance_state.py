@@ -107,9 +107,9 @@ def test_covariance_state_under_vmap_equals_per_member_solves():
 
 
 def test_unknown_state_is_rejected_by_name(no_typecheck):
-    with pytest.raises(ParameterError, match="`state` must be 'factor' or 'covariance'; got 'sigma'"):
+    with pytest.raises(ParameterError, match="`state` must be 'factor', 'covariance' or 'projective'; got 'sigma'"):
         solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2), t1=1.0, state="sigma")
-    with pytest.raises(ParameterError, match="`state` must be 'factor' or 'covariance'"):
+    with pytest.raises(ParameterError, match="`state` must be 'factor', 'covariance' or 'projective'"):
         solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2), t1=1.0, state=np.array(["factor"]))
 
 

@@ -346,6 +346,48 @@ class AbstractAttention(eqx.Module):
         """
         return False
 
+    def gaussian_homogeneous(self) -> bool:
+        """Whether the Gaussian map is homogeneous in `Σ`: `M(α, sΣ) = s M(α, Σ)` for every `s > 0`, and `c` free of `Σ`.
+
+        True for softmax (`M = βVΣA`, `c = Vα`) and a :class:`MultiHead` of such heads; False here and for
+        L2, linear (`M = βV(Σ + ααᵀ)A`) and Sinkhorn. The covariance velocity of such a kernel is of degree
+        2 in `Σ`, which ``solve_gaussian(..., state="projective")`` needs (scale and shape integrated apart,
+        in the time of the size; spec dynamics.md §3: "softmax is homogeneous of degree 2 in Σ").
+
+        **Example:**
+
+        ```python
+        >>> import jax.numpy as jnp
+        >>> from hassejax.dynamics import Linear, Softmax
+        >>> Softmax(V=jnp.eye(2), A=jnp.eye(2)).gaussian_homogeneous(), Linear(V=jnp.eye(2), A=jnp.eye(2)).gaussian_homogeneous()
+        (True, False)
+
+        ```
+        """
+        return False
+
+    def check_projective_state(self, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` unless ``solve_gaussian(..., state="projective")`` can
+        solve this kernel (a homogeneous Gaussian map, :meth:`gaussian_homogeneous`); `name` labels it.
+
+        **Example:**
+
+        ```python
+        >>> import jax.numpy as jnp
+        >>> from hassejax.dynamics import L2
+        >>> L2(V=jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2)).check_projective_state()
+        Traceback (most recent call last):
+        hassejax.errors.ParameterError: `state='projective'` needs a Gaussian map homogeneous in Σ ...
+
+        ```
+        """
+        if not self.gaussian_homogeneous():
+            raise ParameterError(
+                f"`state='projective'` needs a Gaussian map homogeneous in Σ (M(α, sΣ) = s·M(α, Σ), c free of Σ: "
+                f"softmax, or a multi-head of softmax heads); {name} ({type(self).__name__}) is not: use "
+                "state='factor'."
+            )
+
     def check_covariance_state(self, name: str = "model") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` if ``solve_gaussian(..., state="covariance")`` cannot
         solve this kernel reliably; `name` labels it in the message.

@@ -94,6 +94,15 @@ class MultiHead(AbstractAttention):
             c = ch if c is None else c + ch
         return m, c
 
+    def gaussian_homogeneous(self) -> bool:
+        """True when every head's Gaussian map is homogeneous (see :class:`AbstractAttention`)."""
+        return all(h.gaussian_homogeneous() for h in self.heads)
+
+    def check_projective_state(self, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` naming the first head the projective state cannot solve."""
+        for h, head in enumerate(self.heads):
+            head.check_projective_state(f"{name}.heads[{h}]")
+
     def check_covariance_state(self, name: str = "model") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` naming the first head the covariance state cannot solve."""
         for h, head in enumerate(self.heads):

@@ -53,3 +53,7 @@ class Softmax(AbstractBilinearAttention):
     def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`M = βVΣA`, `c = Vα` (paper; spec dynamics.md §2)."""
         return self.bilinear_map(t, cov), self.value(t) @ mean
+
+    def gaussian_homogeneous(self) -> bool:
+        """True: `M = βVΣA` is linear in `Σ` and `c = Vα` free of it (see :class:`AbstractAttention`)."""
+        return True

@@ -1,0 +1,209 @@
+"""The projective state of the Gaussian moment ODE: scale and shape apart, in the time `τ` of the size (private).
+
+For a kernel whose Gaussian map is homogeneous (:meth:`AbstractAttention.gaussian_homogeneous
+<hassejax.dynamics.AbstractAttention.gaussian_homogeneous>`: `M(α, sΣ) = s M(α, Σ)` and `c` free of
+`Σ`, as softmax's `M = βVΣA`, `c = Vα`), write `Σ = e^ρ ÛÛᵀ` and run the flow in the time `τ` with
+`dt/dτ = e^{−ρ}`. Then `U = e^{ρ/2}Û` obeys `dU/dτ = M̂U` with `M̂ = M(α, ÛÛᵀ)`, and with
+`dρ/dτ = 2⟨Û, M̂Û⟩/‖Û‖²` (the growth of `‖U‖²` put into `ρ`):
+
+    dÛ/dτ = M̂Û − ½ ρ_τ Û,   dρ/dτ = 2⟨Û, M̂Û⟩/‖Û‖²,   dα/dτ = M̂α + e^{−ρ} c,   dt/dτ = e^{−ρ}
+
+(derived; `‖Û‖` is constant on the exact flow). A finite-time blow-up `tr Σ ≈ c/(t* − t)`, which the
+factor state in `t` follows with ever shorter steps (Tsit5 at `rtol = 1e-6`: ~200 steps to climb eight
+decades), is here a shape `Û` settling on its limit direction while `ρ` grows linearly in `τ` and `t`
+converges to `t*`: ~40 steps for the same climb (``benchmarks/README.md``), and `t*` extrapolated from
+the event as `t_e + λ/λ'` with `λ/λ' = e^{−ρ}/(d log λ/dτ)`.
+
+The solve stops at the first of the size event `log tr Σ = log threshold` and the time event `t = t1`
+(one decreasing condition, their minimum, located by bisection as in :mod:`._solve`); the `τ` interval
+`[0, 2(t1 − t0) · threshold]` is long enough for either (below the threshold `dt/dτ > 1/threshold`).
+Statuses and the decade test are those of :mod:`._solve`, read in `t`, with the time the size spent in its
+last two decades integrated as `∫ σ(k(log λ − log L_a)) e^{−ρ} dτ` (a logistic window, :data:`WINDOW_SLOPE`,
+instead of a step function that steps this long do not resolve); the step-length criterion of its
+``undetermined`` is not needed (an accepted step in `τ` met the tolerances on `t` as well, and the shape is
+smooth through a blow-up). Saved rows are `[t0, t1]` only: the steps are in `τ`, not in `t`.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import jax.tree_util as jtu
+import numpy as np
+import optimistix as optx
+
+from ._guard import guard, tree_finite
+from ._solve import DECADE_RATIO_THRESHOLD, DECADES, IntegrateOut
+from .result import BlowupMethod, Status
+
+WINDOW_SLOPE = 2.0
+"""The decade test's time in the last two decades, `∫ σ(k(log λ − log L_a)) dt` with the logistic `σ` and
+`k = 2`: a step in `τ` covers a good part of a decade near a blow-up, which a step function's quadrature does not
+resolve. For `λ = c/(t* − t)` the ratio remaining time / that span is `(1/100) sin(π/k)/(π/k) = 0.0064` (not
+1/99), for exponential growth it stays ~0.22: the threshold 0.05 of :mod:`._solve` separates them as before."""
+
+
+def _unpack(z):
+    return z[0]  # ((α, Û, ρ, t), time below)
+
+
+def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, atol, max_steps,
+                         extrapolate) -> IntegrateOut:  # fmt: skip
+    """Solve from `N(mean0, u0 u0ᵀ)` on `[t0, t1]` in the projective state; the result in `t` (module docstring).
+
+    `threshold`: the size threshold on `tr Σ` (finite, above `tr Σ0`; traced allowed). Saved rows are the
+    initial state and the end state (valid when the solve reached `t1`), as :func:`._solve.integrate` with
+    the default save times.
+    """
+    dtype = jnp.result_type(mean0, u0)
+    tiny = jnp.finfo(dtype).tiny
+    t0 = jnp.asarray(t0, dtype)
+    t1 = jnp.asarray(t1, dtype)
+    threshold = jnp.asarray(threshold, dtype)
+    log_threshold = jnp.log(threshold)
+    log_level_a = log_threshold - DECADES * jnp.log(jnp.asarray(10.0, dtype))
+
+    size0 = jnp.sum(u0**2)
+    scale0 = jnp.where(size0 > 0, size0, 1.0)  # a zero Σ0 stays zero (M̂ = 0): ρ = 0, Û = 0, t runs at unit speed
+    y0 = (mean0, u0 / jnp.sqrt(scale0), jnp.log(scale0), t0)
+
+    def parts(y):
+        alpha, u, rho, t = y
+        n2 = jnp.sum(u**2)
+        m, c = model.gaussian_affine(t, alpha, u @ u.T, u)
+        mu = m @ u
+        drho = 2 * jnp.sum(u * mu) / jnp.maximum(n2, tiny)
+        speed = jnp.exp(-rho)  # dt/dτ
+        return (m @ alpha + speed * c, mu - 0.5 * drho * u, drho, speed)
+
+    def log_size(y):  # log tr Σ = ρ + log ‖Û‖²
+        return y[2] + jnp.log(jnp.maximum(jnp.sum(y[1] ** 2), tiny))
+
+    def f(tau, z, args):
+        y = _unpack(z)
+        dy = parts(y)
+        above = jax.nn.sigmoid(WINDOW_SLOPE * (log_size(y) - log_level_a))
+        return (dy, above * dy[3])
+
+    def c_size(y):
+        return log_threshold - log_size(y)
+
+    def c_time(y):
+        return t1 - y[3]
+
+    def cond(t, y, args, **kwargs):  # diffrax passes t=, y= by keyword (here `τ` and the state)
+        y = _unpack(y)
+        return jnp.minimum(c_size(y), c_time(y)).astype(jnp.result_type(float))
+
+    def in_range(y):
+        return jnp.isfinite(log_size(y)) & (log_size(y) < -jnp.log(tiny))
+
+    root_tol = max(1e-6, 1e4 * float(jnp.finfo(dtype).eps))
+    event = diffrax.Event(cond, root_finder=optx.Bisection(rtol=root_tol, atol=root_tol, flip=True), direction=False)
+    pid = diffrax.PIDController(rtol=rtol, atol=atol, norm=lambda tree: optx.rms_norm(tree[0]))
+    tau1 = 2 * (t1 - t0) * threshold
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(f),
+        solver,
+        t0=jnp.zeros((), dtype),
+        t1=tau1,
+        dt0=None,
+        y0=(y0, jnp.zeros((), dtype)),
+        saveat=diffrax.SaveAt(t1=True, controller_state=True),
+        stepsize_controller=guard(
+            pid, jnp.zeros((), dtype), tau1, finite=lambda z: tree_finite(z) & in_range(_unpack(z)), record=True
+        ),
+        max_steps=max_steps,
+        event=event,
+        throw=False,
+    )
+    (y_end, above_end) = jtu.tree_map(lambda a: a[0], sol.ys)
+    fired = jnp.asarray(False) if sol.event_mask is None else jnp.asarray(sol.event_mask)
+    # under vmap a member without an event reports its last attempted step: read the accepted one (see _solve)
+    _, _, _, (y_acc, above_acc) = sol.controller_state
+    located = fired & tree_finite(y_end) & in_range(y_end)
+    located = located & (jnp.abs(cond(None, (y_end, above_end), None)) <= np.log(10.0))
+    y_end = jtu.tree_map(lambda a, b: jnp.where(located, a, b), y_end, y_acc)
+    above_end = jnp.where(located, above_end, above_acc)
+    crossed = (c_size(y_acc) <= 0) | (c_time(y_acc) <= 0)
+    lost = fired & ~located & ~crossed
+    fired = fired & ~lost
+    end_finite = tree_finite(y_end) & in_range(y_end)
+    y_final = jtu.tree_map(lambda a, b: jnp.where(end_finite, a, b), y_end, y0)
+    t_final = jnp.where(end_finite, y_final[3], t0)
+    blow_ev = fired & (c_size(y_final) <= c_time(y_final))
+    time_ev = fired & ~blow_ev
+    # the time event's root find leaves `t` within its tolerance (~1e-6 relative in τ) of t1: one Euler step
+    # of `Δτ = (t1 − t) e^ρ` lands on t1 with an error O(Δτ²) (the mean grows like e^{t}: 4e-7 relative otherwise)
+    dtau = jnp.where(time_ev, (t1 - y_final[3]) * jnp.exp(y_final[2]), 0.0)
+    y_final = jtu.tree_map(lambda a, b: a + dtau * b, y_final, parts(y_final))
+
+    # growth of λ = tr Σ at the stop, in t: λ_t = λ_τ e^ρ, λ_tt = e^{2ρ}(λ_ττ + λ_τ ρ_τ)
+    def lam_of(y):
+        return jnp.exp(log_size(y))
+
+    def first(y):
+        return jax.jvp(lam_of, (y,), (parts(y),))
+
+    y_f = y_final
+    lam, lam_tau = first(y_f)
+    _, lam_tautau = jax.jvp(lambda y: first(y)[1], (y_f,), (parts(y_f),))
+    rho_tau = parts(y_f)[2]
+    rates_ok = jnp.isfinite(lam) & jnp.isfinite(lam_tau) & jnp.isfinite(lam_tautau) & (lam_tau > 0)
+    safe = jnp.where(rates_ok, lam_tau, 1.0)
+    remaining = jnp.where(rates_ok, lam * jnp.exp(-y_f[2]) / safe, jnp.inf)  # λ/λ_t
+    p = lam * (lam_tautau + lam_tau * rho_tau) / safe / safe
+    p = jnp.where(blow_ev & rates_ok & jnp.isfinite(p), p, 0.0)
+    span = above_end
+    ratio = remaining / jnp.maximum(span, tiny)
+    ratio = jnp.where(blow_ev & jnp.isfinite(ratio), ratio, jnp.where(blow_ev, jnp.inf, 0.0)).astype(dtype)
+    unmeasured = ~rates_ok | ~(span > 0) | ~(jnp.log(jnp.maximum(size0, tiny)) < log_level_a)
+    undetermined = blow_ev & unmeasured
+    is_blowup = blow_ev & ~undetermined & (ratio < DECADE_RATIO_THRESHOLD)
+    p = jnp.where(undetermined, 0.0, p).astype(dtype)
+    ratio = jnp.where(undetermined, jnp.inf, ratio).astype(dtype)
+
+    result = sol.result
+    status = jnp.where(
+        ~end_finite | (result == diffrax.RESULTS.nonfinite) | lost,
+        Status.non_finite,
+        jnp.where(
+            blow_ev,
+            jnp.where(undetermined, Status.undetermined, jnp.where(is_blowup, Status.blow_up, Status.diverge)),
+            jnp.where(
+                time_ev,
+                Status.completed,
+                jnp.where(result == diffrax.RESULTS.max_steps_reached, Status.max_steps_reached, Status.dt_min_reached),
+            ),
+        ),
+    ).astype(jnp.int32)
+    blow = status == Status.blow_up
+    t_est = t_final + jnp.where(jnp.isfinite(remaining), remaining, 0.0) if extrapolate else t_final
+    method = BlowupMethod.extrapolated if extrapolate else BlowupMethod.threshold
+
+    def unscale(y):  # (α, U) with U = e^{ρ/2} Û
+        return y[0], jnp.exp(0.5 * y[2]) * y[1]
+
+    completed = status == Status.completed
+    t_final = jnp.where(completed, t1, t_final)  # the time event's root find leaves `t` within its tolerance of t1
+    # rows at [t0, t1]: the end state counts at t1 only when the solve got there (else the initial state, not valid)
+    row1 = jtu.tree_map(lambda a, b: jnp.where(completed, a, b), unscale(y_final), unscale(y0))
+    ys = jtu.tree_map(lambda a, b: jnp.stack([a, b]), unscale(y0), row1)
+    ts = jnp.stack([t0, t1])
+    valid = jnp.stack([jnp.asarray(True), completed])
+    return IntegrateOut(
+        ts=ts,
+        ys=ys,
+        valid=valid,
+        y_final=unscale(y_final),
+        t_final=jnp.asarray(t_final, dtype),
+        status=status,
+        t_blowup=jnp.where(blow, t_est, jnp.inf).astype(dtype),
+        blowup_method=jnp.where(blow, int(method), int(BlowupMethod.none)).astype(jnp.int32),
+        growth_exponent=jnp.asarray(p, dtype),
+        decade_ratio=ratio,
+        num_steps=jnp.asarray(sol.stats["num_steps"]),
+        num_accepted_steps=jnp.asarray(sol.stats["num_accepted_steps"]),
+        num_rejected_steps=jnp.asarray(sol.stats["num_rejected_steps"]),
+    )

@@ -1,0 +1,213 @@
+"""The projective state of the Gaussian solve: ``solve_gaussian(..., state="projective")`` (issue 13, item 3).
+
+Scale and shape of `Σ` integrated apart in the time of the size. Checked against the softmax closed forms of
+spec dynamics.md §3 (`t*` and `Σ(t)` for `V = vI`, derived independently of the solver), the spec's
+counterexample (general `V`, blow-up in bursts at `t ≈ 19.68`), the factor state on random kernels (a
+property test), and ``vmap`` against one-by-one solves.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hassejax.dynamics import (
+    L2,
+    Linear,
+    MultiHead,
+    Sinkhorn,
+    Softmax,
+    Status,
+    blowup_time_closed_form,
+    softmax_covariance_closed_form,
+    solve_gaussian,
+    status_names,
+)
+from hassejax.errors import ParameterError
+
+
+def _spd(r, d):
+    w = r.normal(size=(d, d))
+    return w @ w.T / d + 0.1 * np.eye(d)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_blowup_time_equals_the_closed_form_in_a_fraction_of_the_steps(seed):
+    """`V = I`, indefinite `A`: `t* = 1/λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})` (spec §3) to 1e-6, with fewer than half
+    the factor state's steps (the point of the state: the blow-up is smooth in the time of the size)."""
+    r = np.random.default_rng(seed)
+    a = r.normal(size=(4, 4)) / 2
+    s0 = _spd(r, 4)
+    t_star = float(blowup_time_closed_form(s0, a, 1.0))
+    assert np.isfinite(t_star)
+    model = Softmax(V=np.eye(4), A=a)
+    proj = solve_gaussian(model, np.zeros(4), s0, t1=3 * t_star, rtol=1e-8, atol=1e-10, state="projective")
+    fac = solve_gaussian(model, np.zeros(4), s0, t1=3 * t_star, rtol=1e-8, atol=1e-10)
+    assert status_names(proj.status) == status_names(fac.status) == "blow_up"
+    assert float(proj.t_blowup) == pytest.approx(t_star, rel=1e-6)
+    assert float(proj.decade_ratio) < 0.05
+    assert float(proj.growth_exponent) == pytest.approx(2.0, abs=1e-3)  # λ = c/(t* − t)
+    assert 2 * int(proj.stats.num_steps) < int(fac.stats.num_steps)
+
+
+@pytest.mark.parametrize("v", [1.0, -0.5])
+def test_completed_solve_ends_on_the_closed_form(v):
+    """No blow-up before `t1`: the end state at exactly `t1` is `Σ(t1) = (Σ0⁻¹ − v t1 (A + Aᵀ))⁻¹` (spec §3) and
+    the mean the factor state's (the time event's root find is corrected onto `t1`)."""
+    r = np.random.default_rng(5)
+    a = -np.sign(v) * 0.3 * np.eye(3) + 0.1 * r.normal(size=(3, 3))  # v(A + Aᵀ) ≺ 0: Σ → 0, no blow-up
+    s0 = _spd(r, 3)
+    alpha0 = r.normal(size=3)
+    model = Softmax(V=v * np.eye(3), A=a)
+    sol = solve_gaussian(model, alpha0, s0, t1=2.0, rtol=1e-11, atol=1e-12, state="projective")
+    fac = solve_gaussian(model, alpha0, s0, t1=2.0, rtol=1e-11, atol=1e-12)
+    assert status_names(sol.status) == "completed"
+    assert float(sol.t_final) == 2.0 and sol.valid.tolist() == [True, True]
+    want = np.asarray(softmax_covariance_closed_form(s0, a, v, 2.0))
+    np.testing.assert_allclose(np.asarray(sol.cov_final), want, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(sol.cov[-1]), want, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(sol.cov[0]), s0, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(sol.mean_final), np.asarray(fac.mean_final), rtol=1e-8)
+    np.testing.assert_allclose(np.asarray(sol.factor_final @ sol.factor_final.T), want, rtol=1e-8, atol=1e-12)
+
+
+def test_spec_counterexample_blows_up_in_bursts_at_19_68():
+    """Spec §3: `VA + AᵀVᵀ ≺ 0` and `A + Aᵀ ≺ 0`, yet softmax blows up at `t ≈ 19.68` (`tr Σ` in bursts)."""
+    v = np.array([[-0.53206, -1.25140], [2.56361, 0.11094]])
+    a = np.array([[-0.61541, -0.45655], [1.18257, -0.27585]])
+    s0 = np.array([[0.21008, -0.34117], [-0.34117, 0.78992]])
+    model = Softmax(V=v, A=a)
+    proj = solve_gaussian(model, np.zeros(2), s0, t1=100.0, rtol=1e-10, atol=1e-12, state="projective")
+    fac = solve_gaussian(model, np.zeros(2), s0, t1=100.0, rtol=1e-10, atol=1e-12)
+    assert status_names(proj.status) == "blow_up"
+    assert float(proj.t_blowup) == pytest.approx(19.68, abs=0.005)
+    assert float(proj.t_blowup) == pytest.approx(float(fac.t_blowup), rel=1e-6)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), scale=st.sampled_from([0.3, 1.0, 3.0]))
+def test_same_verdict_and_time_as_the_factor_state(seed, scale):
+    """Random `V`, `A` (d = 3), well-conditioned `Σ0`: the factor state's status, and its `t*` or end state."""
+    r = np.random.default_rng(seed)
+    v, a = scale * r.normal(size=(2, 3, 3))
+    s0 = _spd(r, 3)
+    alpha0 = r.normal(size=3)
+    model = Softmax(V=v, A=a)
+    kw = dict(t1=5.0, rtol=1e-10, atol=1e-12)
+    proj = solve_gaussian(model, alpha0, s0, state="projective", **kw)
+    fac = solve_gaussian(model, alpha0, s0, **kw)
+    assert status_names(proj.status) == status_names(fac.status)
+    if int(fac.status) == Status.blow_up:
+        assert float(proj.t_blowup) == pytest.approx(float(fac.t_blowup), rel=1e-6)
+    elif int(fac.status) == Status.completed:
+        np.testing.assert_allclose(np.asarray(proj.cov_final), np.asarray(fac.cov_final), rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(proj.mean_final), np.asarray(fac.mean_final), rtol=1e-6, atol=1e-9)
+    # else both ran out of steps (scale 3: `tr Σ` oscillating by decades near a blow-up, in either time)
+
+
+def test_vmap_equals_one_by_one_and_a_zero_covariance_stays_zero():
+    """A batch mixing blow-up, completed and `Σ0 = 0` members (the last: `Σ ≡ 0`, `α(t) = e^{Vt}α0`)."""
+    r = np.random.default_rng(7)
+    a = np.stack([r.normal(size=(2, 2)), -np.eye(2), np.eye(2)])
+    s0 = np.stack([_spd(r, 2), _spd(r, 2), np.zeros((2, 2))])
+    alpha0 = np.ones(2)
+
+    def one(a_, s0_):
+        sol = solve_gaussian(Softmax(V=0.5 * jnp.eye(2), A=a_), alpha0, s0_, t1=4.0, rtol=1e-9, atol=1e-12,
+                             state="projective")  # fmt: skip
+        return sol.status, sol.t_blowup, sol.cov_final, sol.mean_final
+
+    batched = jax.vmap(one)(jnp.asarray(a), jnp.asarray(s0))
+    for i in range(3):
+        single = one(a[i], s0[i])
+        for got, want in zip(batched, single):
+            np.testing.assert_allclose(np.asarray(got[i]), np.asarray(want), rtol=1e-9, atol=1e-12)
+    assert int(batched[0][2]) == Status.completed
+    np.testing.assert_array_equal(np.asarray(batched[2][2]), 0.0)
+    np.testing.assert_allclose(np.asarray(batched[3][2]), np.exp(0.5 * 4.0) * alpha0, rtol=1e-8)
+
+
+def test_multi_head_softmax_equals_the_factor_state():
+    r = np.random.default_rng(11)
+    heads = [Softmax(V=r.normal(size=(3, 3)) / 2, A=r.normal(size=(3, 3)) / 2) for _ in range(2)]
+    s0 = _spd(r, 3)
+    kw = dict(t1=10.0, rtol=1e-10, atol=1e-12)
+    proj = solve_gaussian(MultiHead(heads), np.zeros(3), s0, state="projective", **kw)
+    fac = solve_gaussian(MultiHead(heads), np.zeros(3), s0, **kw)
+    assert status_names(proj.status) == status_names(fac.status)
+    if int(fac.status) == Status.blow_up:
+        assert float(proj.t_blowup) == pytest.approx(float(fac.t_blowup), rel=1e-6)
+    else:
+        np.testing.assert_allclose(np.asarray(proj.cov_final), np.asarray(fac.cov_final), rtol=1e-6, atol=1e-9)
+
+
+def test_float32_blowup_time():
+    a = np.array([[1.0, 0.3], [-0.2, 0.5]], np.float32)
+    s0 = np.array([[0.5, 0.1], [0.1, 0.4]], np.float32)
+    t_star = float(blowup_time_closed_form(s0.astype(np.float64), a.astype(np.float64), 1.0))
+    sol = solve_gaussian(Softmax(V=np.eye(2, dtype=np.float32), A=a), np.zeros(2, np.float32), s0, t1=10.0,
+                         rtol=1e-5, atol=1e-6, state="projective")  # fmt: skip
+    assert sol.cov_final.dtype == jnp.float32
+    assert status_names(sol.status) == "blow_up"
+    assert float(sol.t_blowup) == pytest.approx(t_star, rel=1e-4)
+
+
+def test_traced_times_out_of_order_are_flagged():
+    def one(t1):
+        sol = solve_gaussian(Softmax(V=np.eye(2), A=-np.eye(2)), np.ones(2), np.eye(2), t1=t1, state="projective")
+        return sol.status, sol.valid, sol.cov_final, sol.mean_final, sol.t_final
+
+    status, valid, cov, mean, t_final = jax.vmap(one)(jnp.array([-1.0, jnp.nan, 2.0]))
+    assert status_names(np.asarray(status)).tolist() == ["invalid_times", "invalid_times", "completed"]
+    assert np.asarray(valid).tolist() == [[False, False], [False, False], [True, True]]
+    # nothing solved for the invalid members: the initial state at t0
+    np.testing.assert_array_equal(np.asarray(cov[:2]), np.broadcast_to(np.eye(2), (2, 2, 2)))
+    np.testing.assert_array_equal(np.asarray(mean[:2]), 1.0)
+    assert np.asarray(t_final).tolist()[:2] == [0.0, 0.0]
+
+
+def test_traced_threshold_at_or_below_the_initial_size_is_flagged():
+    s0 = np.eye(2)
+
+    def one(threshold):
+        return solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), s0, t1=1.0, size_threshold=threshold,
+                              state="projective").status  # fmt: skip
+
+    status = jax.vmap(one)(jnp.array([1.0, 1e6]))
+    assert status_names(np.asarray(status)).tolist() == ["invalid_threshold", "blow_up"]
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        L2(V=np.eye(2), Q=np.eye(2), K=np.eye(2)),
+        Linear(V=np.eye(2), A=np.eye(2)),
+        Sinkhorn(V=np.eye(2), A=np.eye(2)),
+        MultiHead([Softmax(V=np.eye(2), A=np.eye(2)), L2(V=np.eye(2), Q=np.eye(2), K=np.eye(2))]),
+    ],
+)
+def test_kernels_that_are_not_homogeneous_are_refused(model):
+    with pytest.raises(ParameterError, match="state='projective'.*homogeneous"):
+        solve_gaussian(model, np.zeros(2), np.eye(2), t1=1.0, state="projective")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ts", np.linspace(0, 1, 3)),
+        ("converge_tol", 1e-6),
+        ("dt0", 0.1),
+        ("size_threshold", np.inf),
+        ("stepsize_controller", diffrax.PIDController(rtol=1e-6, atol=1e-6)),
+        ("progress_meter", diffrax.TqdmProgressMeter()),
+    ],
+)
+def test_arguments_it_cannot_honour_are_refused(name, value):
+    with pytest.raises(ParameterError, match=f"`{name}`.*state='projective'"):
+        solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2), t1=1.0, state="projective",
+                       **{name: value})  # fmt: skip
