@@ -163,6 +163,21 @@ def _integrate(model, f, y0, size, speed, settings):
     return _solve.integrate_events(f, y0, size, speed, size0, growth_bound=bound, **settings)
 
 
+def _factor_solution(out) -> GaussianSolution:
+    """The solution from a solve whose states are `(α, U)` with `Σ = UUᵀ` (the factor and projective states)."""
+    means, us = out.ys
+    mean_f, u_f = out.y_final
+    return GaussianSolution.from_integrate(
+        out,
+        mean=means,
+        cov=us @ jnp.swapaxes(us, -1, -2),
+        factor=us,
+        mean_final=mean_f,
+        cov_final=u_f @ u_f.T,
+        factor_final=u_f,
+    )
+
+
 @eqx.filter_jit
 def _solve_core(model, mean0, cov0, u0, settings, state="factor", tols=None):
     if state == "covariance":
@@ -188,17 +203,7 @@ def _solve_core(model, mean0, cov0, u0, settings, state="factor", tols=None):
 
     y0 = (mean0, u0)
     out = _integrate(model, f, y0, size, speed, settings)
-    means, us = out.ys
-    mean_f, u_f = out.y_final
-    return GaussianSolution.from_integrate(
-        out,
-        mean=means,
-        cov=us @ jnp.swapaxes(us, -1, -2),
-        factor=us,
-        mean_final=mean_f,
-        cov_final=u_f @ u_f.T,
-        factor_final=u_f,
-    )
+    return _factor_solution(out)
 
 
 COND_WARN_TOLERANCES = 1e3
@@ -302,17 +307,7 @@ def _solve_projective_state(model, mean0, u0, settings, tols):
         margin = 1 + (_solve.THRESHOLD_MARGIN_ULPS // 2) * jnp.finfo(size0.dtype).eps
         bad = ~(threshold > size0 * margin)
         out = _invalid_inputs(out, bad, Status.invalid_threshold, (mean0, u0), t0, out.ts)
-    means, us = out.ys
-    mean_f, u_f = out.y_final
-    return GaussianSolution.from_integrate(
-        out,
-        mean=means,
-        cov=us @ jnp.swapaxes(us, -1, -2),
-        factor=us,
-        mean_final=mean_f,
-        cov_final=u_f @ u_f.T,
-        factor_final=u_f,
-    )
+    return _factor_solution(out)
 
 
 def _invalid_inputs(out, bad, code, y0, t0, ts):
