@@ -211,3 +211,55 @@ def test_arguments_it_cannot_honour_are_refused(name, value):
     with pytest.raises(ParameterError, match=f"`{name}`.*state='projective'"):
         solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2), t1=1.0, state="projective",
                        **{name: value})  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- review findings
+def test_blowup_just_before_t1_is_a_blowup_not_the_time_event():
+    """The two stop conditions are in different units (log size, time): the one nearer in `τ` fired. A blow-up
+    3e-7 before `t1` read as the time event, and the correction onto `t1` then carried `tr Σ` to 9e57 (review)."""
+    r = np.random.default_rng(0)
+    a = r.normal(size=(4, 4)) / 2
+    s0 = _spd(r, 4)
+    t_star = float(blowup_time_closed_form(s0, a, 1.0))
+    for gap in (2e-7, 3e-7, 1e-6):
+        sol = solve_gaussian(Softmax(V=np.eye(4), A=a), np.zeros(4), s0, t1=t_star + gap, rtol=1e-8, atol=1e-10,
+                             state="projective")  # fmt: skip
+        assert status_names(sol.status) == "blow_up"
+        assert float(sol.t_blowup) == pytest.approx(t_star, rel=1e-7)
+        assert sol.valid.tolist() == [True, False]
+
+
+@pytest.mark.parametrize("beta", [1e-3, 1.0, 1e4, 1e7])
+def test_blowup_time_is_as_accurate_on_every_time_scale(beta):
+    """`V = A = I`, `Σ0 = I/2`: `t* = 1/β`. The state holds time in units of the initial flow's time scale: with
+    `t` itself (held to `atol` absolutely) t* = 1e-6 was 52 % off and t* = 1e-7 ended ``completed`` (review)."""
+    sol = solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2), beta=beta), np.zeros(2), np.eye(2) / 2, t1=3 / beta,
+                         rtol=1e-6, atol=1e-9, state="projective")  # fmt: skip
+    assert status_names(sol.status) == "blow_up"
+    assert float(sol.t_blowup) * beta == pytest.approx(1.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("threshold", [1e-3, 0.1, 0.4])
+def test_zero_covariance_with_a_threshold_below_one_completes(threshold):
+    """`Σ0 = 0` stays zero and `α(t) = e^{tV}α0`; the `τ` range assumed `tr Σ0 > 0` and stopped the solve at
+    `t = 2 · threshold · t1` (review)."""
+    sol = solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.array([1.0, -2.0]), np.zeros((2, 2)), t1=5.0,
+                         size_threshold=threshold, rtol=1e-9, atol=1e-12, state="projective")  # fmt: skip
+    assert status_names(sol.status) == "completed"
+    np.testing.assert_allclose(np.asarray(sol.mean_final), np.exp(5.0) * np.array([1.0, -2.0]), rtol=1e-8)
+    np.testing.assert_array_equal(np.asarray(sol.cov_final), 0.0)
+
+
+def test_non_finite_members_report_the_last_finite_state_and_nothing_valid_that_is_not():
+    """A NaN vector field: ``non_finite`` with the (finite) initial state; a NaN `Σ0`: row 0 not valid (review:
+    the correction onto `t1` made the first NaN, and row 0 was always valid)."""
+
+    def one(v, cov0):
+        sol = solve_gaussian(Softmax(V=v * jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), cov0, t1=2.0, state="projective")
+        return sol.status, sol.valid, sol.cov_final
+
+    cov0 = jnp.stack([jnp.eye(2) / 2, jnp.eye(2) / 2, jnp.full((2, 2), jnp.nan)])  # t* = 1 < t1
+    status, valid, cov = jax.vmap(one)(jnp.array([1.0, jnp.nan, 1.0]), cov0)
+    assert status_names(np.asarray(status)).tolist() == ["blow_up", "non_finite", "non_finite"]
+    np.testing.assert_allclose(np.asarray(cov[1]), np.eye(2) / 2, rtol=1e-14)  # U0 = Σ0^{1/2}, cov = U0U0ᵀ
+    assert np.asarray(valid).tolist() == [[True, False], [True, False], [False, False]]
