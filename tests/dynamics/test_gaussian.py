@@ -360,6 +360,9 @@ def test_solve_errors():
         solve_gaussian(Softmax(V=np.stack([i2, i2]), A=i2), z, i2, t1=1.0)
     with pytest.raises(ParameterError, match=r"`mean0` must be finite"):
         solve_gaussian(p, np.array([np.nan, 0.0]), i2, t1=1.0)
+    for state in ("factor", "projective"):  # as `cov0` (review: a NaN factor was integrated)
+        with pytest.raises(ParameterError, match=r"`factor0` must be finite"):
+            solve_gaussian(p, z, factor0=np.array([[np.nan], [0.0]]), t1=1.0, state=state)
 
 
 def test_softmax_solve_reproduces_spec_energy_values():

@@ -451,7 +451,7 @@ def solve_gaussian(
     **Returns:** a :class:`~hassejax.dynamics.GaussianSolution`.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a Gaussian
-    map ("does not preserve Gaussians (spec §2)"), a batched kernel, shape mismatches, a non-symmetric / non-PSD / non-finite
+    map ("does not preserve Gaussians (spec §2)"), a batched kernel, shape mismatches, a non-finite concrete `mean0` or `factor0`, a non-symmetric / non-PSD / non-finite
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
     `ts` outside `[t0, t1]`, a non-positive or non-scalar tolerance or threshold, a concrete
     `size_threshold` at or below `tr Σ0` or a `converge_tol` of `inf` (events that could never
@@ -505,6 +505,8 @@ def solve_gaussian(
     factor_c = _solve.real_array(factor0, "factor0", "a real array, shape (d, r)")
     if mean_c is not None and not np.all(np.isfinite(mean_c)):
         raise ParameterError("`mean0` must be finite; got NaN/inf entries.")
+    if factor_c is not None and not np.all(np.isfinite(factor_c)):
+        raise ParameterError("`factor0` must be finite; got NaN/inf entries.")
     mean0 = jnp.asarray(mean0)
     dtype = _solve.state_dtype(
         model, mean0, None if cov0 is None else jnp.asarray(cov0), None if factor0 is None else jnp.asarray(factor0)
