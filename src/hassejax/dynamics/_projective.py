@@ -186,10 +186,10 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     remaining = jnp.where(rates_ok, lam * jnp.exp(-y_f[2]) / safe, jnp.inf)  # λ/λ_t
     p = lam * (lam_tautau + lam_tau * rho_tau) / safe / safe
     p = jnp.where(blow_ev & rates_ok & jnp.isfinite(p), p, 0.0)
-    span = above_end
-    ratio = remaining / jnp.maximum(span, tiny)
+    window = above_end  # the time spent in the last two decades (logistic window, WINDOW_SLOPE)
+    ratio = remaining / jnp.maximum(window, tiny)
     ratio = jnp.where(blow_ev & jnp.isfinite(ratio), ratio, jnp.where(blow_ev, jnp.inf, 0.0)).astype(dtype)
-    unmeasured = ~rates_ok | ~(span > 0) | ~(jnp.log(jnp.maximum(size0, tiny)) < log_level_a)
+    unmeasured = ~rates_ok | ~(window > 0) | ~(jnp.log(jnp.maximum(size0, tiny)) < log_level_a)
     undetermined = blow_ev & unmeasured
     is_blowup = blow_ev & ~undetermined & (ratio < DECADE_RATIO_THRESHOLD)
     p = jnp.where(undetermined, 0.0, p).astype(dtype)
