@@ -263,3 +263,35 @@ def test_non_finite_members_report_the_last_finite_state_and_nothing_valid_that_
     assert status_names(np.asarray(status)).tolist() == ["blow_up", "non_finite", "non_finite"]
     np.testing.assert_allclose(np.asarray(cov[1]), np.eye(2) / 2, rtol=1e-14)  # U0 = Σ0^{1/2}, cov = U0U0ᵀ
     assert np.asarray(valid).tolist() == [[True, False], [True, False], [False, False]]
+
+
+def test_guard_chooses_the_first_step_in_the_scaled_time():
+    """The projective solve runs in `u = τ/τ1` on `[0, 1]`; with ``init_scale = τ1`` the guard starts it with the
+    step diffrax would choose in `τ`, so every step is `τ`'s divided by `τ1` (diffrax's initial-step heuristic is
+    not invariant under a change of time scale: without it the steps differ, which this test also checks)."""
+    from hassejax.dynamics._guard import guard
+
+    def f(t, y, args):
+        return -y * (1 + y**2) + jnp.sin(3 * t)
+
+    s = 50.0
+    pid = diffrax.PIDController(rtol=1e-6, atol=1e-9)
+    y0 = jnp.array([2.0, -0.5])
+
+    def solve(term, t1, controller):
+        sol = diffrax.diffeqsolve(
+            term, diffrax.Tsit5(), 0.0, t1, None, y0, saveat=diffrax.SaveAt(steps=True),
+            stepsize_controller=controller, max_steps=4096,
+        )  # fmt: skip
+        return np.asarray(sol.ts)[: int(sol.stats["num_steps"])], sol
+
+    in_tau, sol_tau = solve(diffrax.ODETerm(f), s, guard(pid, 0.0, s))
+    scaled = diffrax.ODETerm(lambda u, y, args: s * f(s * u, y, args))
+    in_u, sol_u = solve(scaled, 1.0, guard(pid, 0.0, 1.0, init_scale=jnp.asarray(s)))
+    heuristic_u, _ = solve(scaled, 1.0, guard(pid, 0.0, 1.0))
+    assert in_u.size == in_tau.size > 20
+    np.testing.assert_allclose(s * in_u, in_tau, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        sol_u.ys[sol_u.stats["num_steps"] - 1], sol_tau.ys[sol_tau.stats["num_steps"] - 1], rtol=1e-9
+    )
+    assert abs(s * heuristic_u[0] - in_tau[0]) > 1e-3 * in_tau[0]  # the heuristic alone picks another first step
