@@ -17,16 +17,22 @@ Columns (all in one process, one after the other, for each family and d):
   ``solve_gaussian(Softmax(...), ..., rtol=1e-6, atol=1e-9)`` (Tsit5, PID controller, the
   size event root-found, ``throw=False``), all members in one vmapped chunk on all local
   devices. Compile time is measured on its own, ahead of time
-  (``sweep_program(...).compile()``); the run time is the median of ``--repeats`` calls
+  (``sweep_program(...).compile()``, tracing and lowering included, after ``jax.clear_caches()``
+  so that no column reuses another's traces); the run time is the median of ``--repeats`` calls
   after a warm-up call, ``block_until_ready``.
 - ``plain``: plain diffrax, ``jax.jit(jax.vmap(solve_one))`` where ``solve_one`` is one
   ``diffrax.diffeqsolve`` of the same state and right-hand side written out by hand for
   ``V = I``, ``β = 1`` (`M = (UUᵀ)A`, `α' = Mα + α`, `U' = MU`: three `d×d` products per
   evaluation), ``Tsit5()``, ``PIDController(rtol=1e-6, atol=1e-9)``, ``SaveAt(t1=True)``,
-  ``throw=False``, `U0 = Σ0^{1/2}` (``eigh``) and, for the blow-up family only, a
-  ``diffrax.Event`` on the real-valued condition `log(1e8 tr Σ0) − log tr Σ` located by
-  ``optimistix.Newton(rtol=1e-8, atol=1e-8)``. Compile: ``.lower(batch).compile()``; run: the
-  median of ``--repeats`` calls of the compiled program after a warm-up call.
+  ``throw=False``, `U0 = Σ0^{1/2}` (``eigh``) and, in both families, a ``diffrax.Event`` on the
+  real-valued condition `log(1e8 tr Σ0) − log tr Σ` located by
+  ``optimistix.Newton(rtol=1e-8, atol=1e-8)`` (issue 13 defines the peer so: a sweep does not know
+  beforehand which members blow up; in the stable family it never fires). Compile:
+  ``.lower(batch).compile()``; run: the median of ``--repeats`` calls of the compiled program after a
+  warm-up call.
+- ``plain no event`` (stable family only): the same plain program without the event (before
+  2026-12-03 this was the stable family's ``plain`` column), the peer of ``hassejax
+  size_threshold=inf``.
 - ``hassejax ordered``: the same held sweep given per-member cost estimates,
   ``cost=lambda p: softmax_gaussian_cost(p["cov0"], p["A"], t1=t1)`` (closed form of spec
   §3): the members run sorted by cost in chunks of the automatic width (the fewest equal
@@ -42,9 +48,9 @@ Columns (all in one process, one after the other, for each family and d):
   the size (`dt/dτ = e^{−ρ}`; softmax's map is homogeneous in `Σ`), in which a blow-up is smooth;
   statuses checked against the factor state's, `t*` against the closed form.
 - ``hassejax size_threshold=inf`` (stable family only): the held sweep of
-  ``solve_gaussian(..., size_threshold=inf)``, the same problem as the plain program of that
-  family (no event): the program then has no size event, root find, decade-test quadrature or
-  growth rates; its statuses and step counts are checked equal to the default sweep's.
+  ``solve_gaussian(..., size_threshold=inf)``, the same problem as ``plain no event``: the program
+  then has no size event, root find, decade-test quadrature or growth rates; its statuses and step
+  counts are checked equal to the default sweep's, its times compared with ``plain no event``'s.
 - ratios ``hassejax / plain`` of the compile and run times, wall clock and process CPU time
   (``time.process_time``, all threads: less sensitive to other jobs on a shared machine than
   the wall clock).
@@ -165,6 +171,10 @@ def measure(compile_fn, run_fn, repeats: int):
     `compile_fn()` returns the compiled program; `run_fn(compiled)` runs it on the batch.
     """
     load0 = loads()
+    # every program traced afresh: JAX keeps the traces of jitted functions it has seen, so a program whose
+    # inner functions an earlier column traced (hassejax's solve core, at the same shapes) would lower in a
+    # tenth of the time, while plain diffrax's fresh closures always retrace
+    jax.clear_caches()
     compiled, compile_s, compile_cpu_s = timed(compile_fn)
     out, first_s, _ = timed(lambda: run_fn(compiled))  # warm-up
     runs, cpus = [], []
@@ -213,8 +223,9 @@ def time_hassejax(member, batch, repeats: int, cost=None):
 
 
 # --------------------------------------------------------------------------- plain diffrax
-def make_plain(d: int, t1: float, family_name: str):
-    """`solve_one(p)`: one plain ``diffrax.diffeqsolve`` of the same ODE (V = I, β = 1), see the module docstring."""
+def make_plain(d: int, t1: float, with_event: bool = True):
+    """`solve_one(p)`: one plain ``diffrax.diffeqsolve`` of the same ODE (V = I, β = 1), with or without the size
+    event (see the module docstring)."""
     del d
 
     def rhs(t, y, A):
@@ -227,7 +238,7 @@ def make_plain(d: int, t1: float, family_name: str):
         w, q = jnp.linalg.eigh(cov0)
         U0 = (q * jnp.sqrt(jnp.clip(w, 0.0, None))) @ q.T
         event = None
-        if family_name == "blowup":
+        if with_event:
             log_threshold = jnp.log(THRESHOLD_FACTOR * jnp.trace(cov0))
 
             def cond(t, y, args, **kwargs):
@@ -438,7 +449,8 @@ def main(argv=None):
         A, cov0 = family(fam, 3, 2)
         warm = {"A": jnp.asarray(A), "cov0": jnp.asarray(cov0)}
         time_hassejax(make_member(3, T1[fam]), warm, 0)
-        time_plain(make_plain(3, T1[fam], fam), warm, 0)
+        time_plain(make_plain(3, T1[fam]), warm, 0)
+        time_plain(make_plain(3, T1[fam], with_event=False), warm, 0)
 
     rows = []
     for d in args.dims:
@@ -457,9 +469,11 @@ def main(argv=None):
                 np.testing.assert_array_equal(np.asarray(out_ordered[k]), np.asarray(out[k]))
             out_cov, hjc = time_hassejax(make_member(d, t1, "covariance"), batch, args.repeats)
             out_proj, hjp = time_hassejax(make_member(d, t1, "projective"), batch, args.repeats)
-            pout, pl = time_plain(make_plain(d, t1, fam), batch, args.repeats)
-            if fam == "stable":  # the same problem as the plain program: no event (size_threshold=inf)
+            pout, pl = time_plain(make_plain(d, t1), batch, args.repeats)
+            if fam == "stable":  # without the event, on both sides: size_threshold=inf against plain no event
                 out_ne, hjn = time_hassejax(make_member(d, t1, size_threshold=np.inf), batch, args.repeats)
+                pout_ne, pln = time_plain(make_plain(d, t1, with_event=False), batch, args.repeats)
+                np.testing.assert_array_equal(np.asarray(pout_ne["steps"]), np.asarray(pout["steps"]))
             status = np.asarray(out["status"])
             hj_fired = (status == Status.blow_up) | (status == Status.diverge)
             p_fired = np.asarray(pout["fired"])
@@ -517,8 +531,9 @@ def main(argv=None):
                         )
                     ),
                 }
+                row["plain_diffrax_no_event"] = {**pln, "mean_steps": float(np.mean(pout_ne["steps"]))}
                 row["ratio_hassejax_no_size_event_over_plain"] = {
-                    k: hjn[k] / pl[k] for k in ("run_s", "run_cpu_s", "compile_s", "compile_cpu_s")
+                    k: hjn[k] / pln[k] for k in ("run_s", "run_cpu_s", "compile_s", "compile_cpu_s")
                 }
             if not args.skip_scipy:
                 m = min(args.members, args.scipy_members or args.members)
@@ -651,11 +666,12 @@ def table(result) -> str:
     )
     lines += _section(
         [r for r in result["covariance_sweeps"] if "hassejax_no_size_event" in r],
-        "| d | family | hassejax `size_threshold=inf` run (s) | ratio to plain wall / CPU | compile (s) "
-        "| compile ratio wall / CPU | same status and steps as with the event |",
+        "| d | family | plain diffrax no event run (s) | hassejax `size_threshold=inf` run (s) | ratio wall / CPU "
+        "| plain no event compile (s) | hassejax compile (s) | compile ratio wall / CPU | same status and steps as with the event |",
         lambda r, n, qn: (
-            f"| {r['d']} | {r['family']} | {n['run_s']:.3f} | {qn['run_s']:.2f} / {qn['run_cpu_s']:.2f} "
-            f"| {n['compile_s']:.1f} | {qn['compile_s']:.2f} / {qn['compile_cpu_s']:.2f} "
+            f"| {r['d']} | {r['family']} | {r['plain_diffrax_no_event']['run_s']:.3f} | {n['run_s']:.3f} "
+            f"| {qn['run_s']:.2f} / {qn['run_cpu_s']:.2f} "
+            f"| {r['plain_diffrax_no_event']['compile_s']:.1f} | {n['compile_s']:.1f} | {qn['compile_s']:.2f} / {qn['compile_cpu_s']:.2f} "
             f"| {n['same_status_and_steps_as_default']}/{r['members']} |"
         ),
         ("hassejax_no_size_event", "ratio_hassejax_no_size_event_over_plain"),
