@@ -11,6 +11,7 @@ products `(Γ_k − Γ̄)(X_k − X̄)ᵀ + transpose`), estimated from the samp
 
 from __future__ import annotations
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -410,3 +411,23 @@ def test_requested_save_times_and_validity_mask_for_every_status():
     assert status_names(max_steps.status) == "max_steps_reached"
     np.testing.assert_array_equal(np.asarray(max_steps.ts), np.asarray(ts))
     np.testing.assert_array_equal(np.asarray(max_steps.valid), np.asarray(ts) <= float(max_steps.t_final))
+
+
+@pytest.mark.parametrize("state", ["factor", "projective"])
+def test_solver_without_error_estimate_under_the_adaptive_controller_is_refused_by_name(state):
+    """``diffrax.Euler()`` has no error estimate: under the default PID controller diffrax raised a RuntimeError
+    from inside the solve (review); now a ParameterError names `solver` and the way out, which works."""
+    from hassejax.dynamics import Softmax, solve_gaussian, solve_particles
+
+    model = Softmax(V=-0.5 * jnp.eye(2), A=jnp.eye(2))
+    with pytest.raises(ParameterError, match=r"`solver` Euler\(\) gives no error estimate.*ConstantStepSize"):
+        solve_gaussian(model, jnp.zeros(2), jnp.eye(2), t1=1.0, solver=diffrax.Euler(), state=state)
+    with pytest.raises(ParameterError, match=r"`solver` Euler\(\) gives no error estimate"):
+        solve_particles(model, jnp.ones((3, 2)), t1=1.0, solver=diffrax.Euler())
+    if state == "factor":  # the way out: a constant step (the projective state refuses a controller by name)
+        sol = solve_gaussian(
+            model, jnp.zeros(2), jnp.eye(2), t1=1.0, solver=diffrax.Euler(),
+            stepsize_controller=diffrax.ConstantStepSize(), dt0=1e-3,
+        )  # fmt: skip
+        # V = −I/2, A = I: Σ' = 2 sym(VΣA) = −Σ², so Σ(1) = Σ0 / (1 + t) = I/2 (Euler: O(dt) off)
+        np.testing.assert_allclose(np.asarray(sol.cov_final), 0.5 * np.eye(2), atol=1e-3)

@@ -168,6 +168,30 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
         raise ParameterError(f"`dt0` must be a finite number > 0 (or None: the controller picks it); got {dt0!r}.")
 
 
+def check_solver(solver, stepsize_controller=None) -> None:
+    """Raise :class:`ParameterError` unless `solver` is None or a ``diffrax.AbstractSolver``, and for a solver
+    without an error estimate (``diffrax.Euler()``, ``SemiImplicitEuler``, ...) under an adaptive controller (the
+    default PID controller when `stepsize_controller` is None), which diffrax reports only as a ``RuntimeError``
+    from inside the solve."""
+    if solver is None:
+        return
+    if not isinstance(solver, diffrax.AbstractSolver):
+        raise ParameterError(f"`solver` must be a diffrax solver (e.g. diffrax.Tsit5()) or None; got {solver!r:.80}.")
+    controller = stepsize_controller
+    while isinstance(controller, diffrax.ClipStepSizeController):
+        controller = controller.controller
+    adaptive = controller is None or isinstance(controller, diffrax.AbstractAdaptiveStepSizeController)
+    if adaptive and not isinstance(solver, diffrax.AbstractAdaptiveSolver):
+        which = (
+            "the default adaptive step-size controller" if controller is None else "an adaptive step-size controller"
+        )
+        raise ParameterError(
+            f"`solver` {type(solver).__name__}() gives no error estimate, so it cannot run under {which}: pass a "
+            "constant step (stepsize_controller=diffrax.ConstantStepSize(), dt0=...) or an adaptive solver "
+            "(e.g. diffrax.Tsit5(), diffrax.Heun())."
+        )
+
+
 def state_dtype(params, *arrays) -> jnp.dtype:
     """The floating dtype of a solve: the widest of the state arrays and the parameters' array leaves.
 

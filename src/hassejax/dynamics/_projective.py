@@ -16,7 +16,9 @@ the event as `t_e + λ/λ'` with `λ/λ' = e^{−ρ}/(d log λ/dτ)`.
 
 The solve stops at the first of the size event `log tr Σ = log threshold` and the time event `t = t1`
 (one decreasing condition, their minimum, located by bisection as in :mod:`._solve`); the `τ` interval
-`[0, 2(t1 − t0) · threshold]` is long enough for either (below the threshold `dt/dτ > 1/threshold`).
+`[0, τ1]`, `τ1 = 2(t1 − t0) · threshold`, is long enough for either (below the threshold `dt/dτ > 1/threshold`);
+diffrax runs it as `u = τ/τ1` on `[0, 1]` with the state as one flat vector (both to keep the compiled program
+small: item 2 of issue 13), the first step chosen in `τ`.
 Statuses and the decade test are those of :mod:`._solve`, read in `t`, with the time the size spent in its
 last two decades integrated as `∫ σ(k(log λ − log L_a)) e^{−ρ} dτ` (a logistic window, :data:`WINDOW_SLOPE`,
 instead of a step function that steps this long do not resolve); the step-length criterion of its

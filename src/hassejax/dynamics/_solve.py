@@ -70,6 +70,7 @@ from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.
     check_positive,
     check_progress_meter,
     check_size_threshold,
+    check_solver,
     check_solver_settings,
     check_times,
     concrete,
@@ -471,8 +472,8 @@ def solve_settings(
     False when `size_threshold` is known (not traced) and `+inf` everywhere (see :func:`integrate`).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`check_finite_params` (on
-    `model`, unless None), :func:`check_times`, :func:`check_solver_settings` and
-    :func:`check_positive`, for a concrete `size_threshold` or `converge_tol` that is not a scalar, and
+    `model`, unless None), :func:`check_times`, :func:`check_solver_settings`,
+    :func:`check_solver` and :func:`check_positive`, for a concrete `size_threshold` or `converge_tol` that is not a scalar, and
     for a concrete `converge_tol` that is `inf` in `dtype` (its event could never fire). Concrete
     thresholds are returned as `dtype` (a value beyond its range as `inf`: no size event). The threshold against the
     initial size is the caller's check (:func:`check_size_threshold`: the size is the solver's).
@@ -482,6 +483,7 @@ def solve_settings(
     check_times(t0, t1, ts)
     check_progress_meter(progress_meter)
     check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
+    check_solver(solver, stepsize_controller)
     check_positive(size_threshold, "size_threshold")
     check_positive(converge_tol, "converge_tol")
     values = {
