@@ -265,33 +265,22 @@ def test_non_finite_members_report_the_last_finite_state_and_nothing_valid_that_
     assert np.asarray(valid).tolist() == [[True, False], [True, False], [False, False]]
 
 
-def test_guard_chooses_the_first_step_in_the_scaled_time():
-    """The projective solve runs in `u = τ/τ1` on `[0, 1]`; with ``init_scale = τ1`` the guard starts it with the
-    step diffrax would choose in `τ`, so every step is `τ`'s divided by `τ1` (diffrax's initial-step heuristic is
-    not invariant under a change of time scale: without it the steps differ, which this test also checks)."""
-    from hassejax.dynamics._guard import guard
+def test_threshold_beyond_the_float_range_stops_as_non_finite_at_the_range_end():
+    """A threshold at or above `1/tiny` (4.5e307 in float64) is never reached: the solve stops as ``non_finite``
+    where the size leaves the range, as the factor state does (review: the projective state stopped at t = 0, its
+    `τ` bound `2(t1 − t0) · threshold` overflowing), at the blow-up time, in a few hundred steps."""
+    A = jnp.array([[1.0, 0.5], [0.0, -1.0]])
+    model = Softmax(V=jnp.eye(2), A=A)
+    t_star = float(blowup_time_closed_form(np.eye(2) / 2, np.asarray(A), 1.0))  # 0.9701425...
 
-    def f(t, y, args):
-        return -y * (1 + y**2) + jnp.sin(3 * t)
+    def solve(threshold):
+        sol = solve_gaussian(model, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, size_threshold=threshold, state="projective")
+        return sol.status, sol.t_final, sol.cov_final, sol.stats.num_steps
 
-    s = 50.0
-    pid = diffrax.PIDController(rtol=1e-6, atol=1e-9)
-    y0 = jnp.array([2.0, -0.5])
-
-    def solve(term, t1, controller):
-        sol = diffrax.diffeqsolve(
-            term, diffrax.Tsit5(), 0.0, t1, None, y0, saveat=diffrax.SaveAt(steps=True),
-            stepsize_controller=controller, max_steps=4096,
-        )  # fmt: skip
-        return np.asarray(sol.ts)[: int(sol.stats["num_steps"])], sol
-
-    in_tau, sol_tau = solve(diffrax.ODETerm(f), s, guard(pid, 0.0, s))
-    scaled = diffrax.ODETerm(lambda u, y, args: s * f(s * u, y, args))
-    in_u, sol_u = solve(scaled, 1.0, guard(pid, 0.0, 1.0, init_scale=jnp.asarray(s)))
-    heuristic_u, _ = solve(scaled, 1.0, guard(pid, 0.0, 1.0))
-    assert in_u.size == in_tau.size > 20
-    np.testing.assert_allclose(s * in_u, in_tau, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(
-        sol_u.ys[sol_u.stats["num_steps"] - 1], sol_tau.ys[sol_tau.stats["num_steps"] - 1], rtol=1e-9
-    )
-    assert abs(s * heuristic_u[0] - in_tau[0]) > 1e-3 * in_tau[0]  # the heuristic alone picks another first step
+    for status, t_final, cov, steps in [solve(1e308), jax.jit(solve)(jnp.inf), jax.jit(solve)(1e308)]:
+        assert status_names(status) == "non_finite"
+        assert abs(float(t_final) - t_star) < 1e-5 * t_star
+        assert np.all(np.isfinite(np.asarray(cov))) and 1e300 < float(jnp.trace(cov)) < 4.5e307
+        assert int(steps) < 1000
+    status, t_final, _, _ = solve(1e300)  # within the range: the blow-up, read at the threshold
+    assert status_names(status) == "blow_up" and abs(float(t_final) - t_star) < 1e-6 * t_star

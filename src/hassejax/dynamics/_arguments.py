@@ -168,19 +168,27 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
         raise ParameterError(f"`dt0` must be a finite number > 0 (or None: the controller picks it); got {dt0!r}.")
 
 
-def check_solver(solver, stepsize_controller=None) -> None:
-    """Raise :class:`ParameterError` unless `solver` is None or a ``diffrax.AbstractSolver``, and for a solver
-    without an error estimate (``diffrax.Euler()``, ``SemiImplicitEuler``, ...) under an adaptive controller (the
-    default PID controller when `stepsize_controller` is None), which diffrax reports only as a ``RuntimeError``
-    from inside the solve."""
-    if solver is None:
-        return
-    if not isinstance(solver, diffrax.AbstractSolver):
-        raise ParameterError(f"`solver` must be a diffrax solver (e.g. diffrax.Tsit5()) or None; got {solver!r:.80}.")
+def check_solver(solver, stepsize_controller=None, dt0=None) -> None:
+    """Raise :class:`ParameterError` unless `solver` is None or a ``diffrax.AbstractSolver`` and
+    `stepsize_controller` None or a ``diffrax.AbstractStepSizeController``; for a solver without an error
+    estimate (``diffrax.Euler()``, ``SemiImplicitEuler``, ...) under an adaptive controller (the default PID
+    controller when `stepsize_controller` is None), which diffrax reports only as a ``RuntimeError`` from inside
+    the solve; and for a constant step (``ConstantStepSize()``) without `dt0`."""
+    if stepsize_controller is not None and not isinstance(stepsize_controller, diffrax.AbstractStepSizeController):
+        raise ParameterError(
+            "`stepsize_controller` must be a diffrax step-size controller (e.g. diffrax.PIDController(rtol=..., "
+            f"atol=...) or diffrax.ConstantStepSize()) or None for the default; got {stepsize_controller!r:.80}."
+        )
     controller = stepsize_controller
     while isinstance(controller, diffrax.ClipStepSizeController):
         controller = controller.controller
     adaptive = controller is None or isinstance(controller, diffrax.AbstractAdaptiveStepSizeController)
+    if isinstance(controller, diffrax.ConstantStepSize) and dt0 is None:
+        raise ParameterError("`dt0` is required with a constant step (stepsize_controller=diffrax.ConstantStepSize()).")
+    if solver is None:
+        return
+    if not isinstance(solver, diffrax.AbstractSolver):
+        raise ParameterError(f"`solver` must be a diffrax solver (e.g. diffrax.Tsit5()) or None; got {solver!r:.80}.")
     if adaptive and not isinstance(solver, diffrax.AbstractAdaptiveSolver):
         which = (
             "the default adaptive step-size controller" if controller is None else "an adaptive step-size controller"

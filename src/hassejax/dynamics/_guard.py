@@ -29,12 +29,7 @@ the size threshold resolved the growth before it): under
 ``vmap``, when one member's event fires, diffrax reports for the members *without* an event
 the end of their last *attempted* step (its ``event_tnext`` and the dense output of that step),
 which for a member stopped by this guard (or at its step budget) is a rejected step; the
-solvers read the accepted one back with ``SaveAt(controller_state=True)``.
-
-With `init_scale = s` the first step (``dt0=None``) is chosen in the time `s·t`: a solve that runs in a
-rescaled time `u = τ/s` (the projective state's, over `[0, 1]`) then starts with the step the wrapped
-controller would choose in `τ` (diffrax's initial-step heuristic is not invariant under a change of
-time scale). (derived)
+solvers read the accepted one back with ``SaveAt(controller_state=True)``. (derived)
 """
 
 from __future__ import annotations
@@ -74,24 +69,12 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
     finite: Callable = eqx.field(static=True, default=tree_finite)
     shrink: bool = eqx.field(static=True, default=False)
     record: bool = eqx.field(static=True, default=False)
-    init_scale: jax.Array | None = None
 
     def wrap(self, direction):
-        return type(self)(
-            self.inner.wrap(direction), self.dt_stop, self.finite, self.shrink, self.record, self.init_scale
-        )
+        return type(self)(self.inner.wrap(direction), self.dt_stop, self.finite, self.shrink, self.record)
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
-        if self.init_scale is None or dt0 is not None:
-            tnext, state = self.inner.init(terms, t0, t1, y0, dt0, args, func, error_order)
-        else:  # the first step chosen in the time `s·t` (module docstring)
-            s = self.init_scale
-
-            def func_scaled(terms, t, y, args):
-                return jtu.tree_map(lambda a: a / s, func(terms, t / s, y, args))
-
-            tnext, state = self.inner.init(terms, s * t0, s * t1, y0, None, args, func_scaled, error_order)
-            tnext = t0 + (tnext - s * t0) / s
+        tnext, state = self.inner.init(terms, t0, t1, y0, dt0, args, func, error_order)
         return tnext, ((state, jnp.asarray(t0), jnp.asarray(t0), y0) if self.record else state)
 
     def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
@@ -146,19 +129,13 @@ def adapts(controller) -> bool:
 
 
 def guard(
-    controller: diffrax.AbstractStepSizeController,
-    t0,
-    t1,
-    finite: Callable = tree_finite,
-    record: bool = False,
-    init_scale=None,
+    controller: diffrax.AbstractStepSizeController, t0, t1, finite: Callable = tree_finite, record: bool = False
 ) -> FiniteGuard:
     """`controller` wrapped in the guard, with the floor of `dt_stop` from the interval `[t0, t1]` (see :data:`STOP_ULPS`);
-    `record`: carry the last accepted step (start, end, end state) in the controller state; `init_scale`: choose
-    the first step in that time scale (module docstring)."""
+    `record`: carry the last accepted step (start, end, end state) in the controller state (module docstring)."""
     t0, t1 = jnp.asarray(t0), jnp.asarray(t1)
     scale = jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
     eps = jnp.finfo(jnp.result_type(t0, t1)).eps
     dt_stop = STOP_ULPS * eps**3 * scale
     cls = AdaptiveFiniteGuard if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController) else FiniteGuard
-    return cls(controller, dt_stop, finite, adapts(controller), record, init_scale)
+    return cls(controller, dt_stop, finite, adapts(controller), record)

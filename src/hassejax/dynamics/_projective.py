@@ -15,10 +15,10 @@ converges to `t*`: ~40 steps for the same climb (``benchmarks/README.md``), and 
 the event as `t_e + λ/λ'` with `λ/λ' = e^{−ρ}/(d log λ/dτ)`.
 
 The solve stops at the first of the size event `log tr Σ = log threshold` and the time event `t = t1`
-(one decreasing condition, their minimum, located by bisection as in :mod:`._solve`); the `τ` interval
-`[0, τ1]`, `τ1 = 2(t1 − t0) · threshold`, is long enough for either (below the threshold `dt/dτ > 1/threshold`);
-diffrax runs it as `u = τ/τ1` on `[0, 1]` with the state as one flat vector (both to keep the compiled program
-small: item 2 of issue 13), the first step chosen in `τ`.
+(one decreasing condition, their minimum, located by bisection as in :mod:`._solve`); one of them always comes
+(below the threshold `dt/dτ = e^{−ρ} > 1/threshold`, so `t` reaches `t1` by `τ = (t1 − t0) · threshold`), so the
+solve runs on `τ ∈ [0, ∞)`, stopped by an event, the finite-step guard or the step budget. Both the state as one
+flat vector and the constant end `τ = ∞` keep the compiled program small (issue 13, item 2).
 Statuses and the decade test are those of :mod:`._solve`, read in `t`, with the time the size spent in its
 last two decades integrated as `∫ σ(k(log λ − log L_a)) e^{−ρ} dτ` (a logistic window, :data:`WINDOW_SLOPE`,
 instead of a step function that steps this long do not resolve); the step-length criterion of its
@@ -96,7 +96,11 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     def log_size(y):  # log tr Σ = ρ + log ‖Û‖²
         return y[2] + jnp.log(jnp.maximum(jnp.sum(y[1] ** 2), tiny))
 
-    tau1 = 2 * span * jnp.maximum(threshold, scale0)  # below the threshold dt/dτ = e^{−ρ} > 1/max(threshold, scale0)
+    # the τ by which an event comes: below the threshold dt/dτ = e^{−ρ} > 1/max(threshold, scale0); the size counts
+    # as out of range from 1/tiny on (the guard stops there); in log space, as it may exceed the float range. Only
+    # the guard's floor of the step length uses it (its `dt_stop`, relative to the interval).
+    bound = jnp.maximum(jnp.minimum(threshold, 1 / tiny), scale0)
+    tau1 = jnp.exp(jnp.minimum(jnp.log(2 * span) + jnp.log(bound), jnp.log(jnp.finfo(dtype).max) - 1))
 
     # the solver's state is one flat vector `((α, Û, ρ, s), time below)`: each leaf of a tree costs its own
     # copy of every stage sum, interpolation, error norm and loop select (five leaves: 1.6× the compile time)
@@ -105,11 +109,11 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     def _unpack(v):
         return unflatten(v)[0]
 
-    def f(u, v, args):  # in `u = τ/τ1` on [0, 1]: the interval is a constant of the program, whatever τ1 (below)
+    def f(tau, v, args):
         y = _unpack(v)
         dy = parts(y)
         above = jax.nn.sigmoid(WINDOW_SLOPE * (log_size(y) - log_level_a))
-        return tau1 * ravel_pytree((dy, above * jnp.exp(-y[2])))[0]  # the window in t
+        return ravel_pytree((dy, above * jnp.exp(-y[2])))[0]  # the window in t
 
     def c_size(y):
         return log_threshold - log_size(y)
@@ -136,22 +140,20 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     root_tol = max(1e-6, 1e4 * float(jnp.finfo(dtype).eps))
     event = diffrax.Event(cond, root_finder=optx.Bisection(rtol=root_tol, atol=root_tol, flip=True), direction=False)
     pid = diffrax.PIDController(rtol=rtol, atol=atol, norm=lambda v: optx.rms_norm(v[:-1]))  # not the window
-    # the solve runs in `u = τ/τ1` from 0 to 1 rather than in τ up to a per-member τ1: diffrax computes `t1` less
-    # 100 ULPs as 100 chained `nextafter`s, which XLA folds for a constant `t1` and compiles as a 1,700-instruction
-    # fusion for a batched one (0.4 s). The guard chooses the first step in τ (`init_scale`): diffrax's initial-step
-    # heuristic is not invariant under a change of time scale (chosen in `u`, the blow-up sweep took 30 % more steps)
-    zero, one = jnp.zeros((), dtype), jnp.ones((), dtype)
+    # the end of the interval a constant, ∞, not a per-member τ1: diffrax computes `t1` less 100 ULPs as 100 chained
+    # `nextafter`s, which XLA folds for a constant `t1` but compiles as a 1,700-instruction fusion (0.4 s) for a
+    # batched one. (Rescaling τ to [0, 1] instead changed the first step, and lost the step's precision to
+    # subnormal numbers for a threshold far above the initial size.)
+    zero = jnp.zeros((), dtype)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(f),
         solver,
         t0=zero,
-        t1=one,
+        t1=jnp.asarray(jnp.inf, dtype),
         dt0=None,
         y0=flat0,
         saveat=diffrax.SaveAt(t1=True, controller_state=True),
-        stepsize_controller=guard(
-            pid, zero, one, finite=lambda v: tree_finite(v) & in_range(_unpack(v)), record=True, init_scale=tau1
-        ),
+        stepsize_controller=guard(pid, zero, tau1, finite=lambda v: tree_finite(v) & in_range(_unpack(v)), record=True),
         max_steps=max_steps,
         event=event,
         throw=False,

@@ -483,7 +483,7 @@ def solve_settings(
     check_times(t0, t1, ts)
     check_progress_meter(progress_meter)
     check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
-    check_solver(solver, stepsize_controller)
+    check_solver(solver, stepsize_controller, dt0)
     check_positive(size_threshold, "size_threshold")
     check_positive(converge_tol, "converge_tol")
     values = {

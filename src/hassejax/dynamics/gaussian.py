@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import warnings
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -228,6 +229,31 @@ def _warn_ill_conditioned(cov, rtol) -> None:
         )
 
 
+def _warn_below_atol(cov, factor, state: str, atol) -> None:
+    """Warn that the default controller cannot hold the accuracy from this concrete `Σ0`: the covariance part of the
+    state (the factor's entries, or `Σ`'s in the covariance state) lies wholly below `atol`, whose error control is
+    absolute, so every step passes it (review, softmax `V = A = I`, `Σ0 = sI`, `t* = 1/(2s)`: float64, the
+    factor state's `t*` 9.8 % off at `s = 1e-30` and ``completed`` at `1e-250`, the covariance state's 10 % off at
+    `1e-15`; float32 at `rtol = atol = 1e-6`, ``completed`` from `s = 1e-26` on). The projective state is
+    scale-free in `Σ` (its shape and log-size are of order one)."""
+    if factor is not None:
+        scale = float(np.max(np.abs(factor)))
+    elif state == "covariance":
+        scale = float(np.max(np.abs(cov)))
+    else:  # the factor state's U0 = Σ0^{1/2}: entries up to the square root of the largest eigenvalue
+        scale = float(np.sqrt(max(np.linalg.eigvalsh(np.asarray(cov, np.float64))[-1], 0.0)))
+    if 0 < scale < float(atol):
+        warnings.warn(
+            f"The initial covariance lies below `atol` = {float(atol):g} (largest entry of the {state} state "
+            f"{scale:.1e}): the default controller's error control is absolute, so it does not hold the accuracy "
+            "there (a blow-up time may be off by percents, a solve may end completed too early). Give `atol` well "
+            f"below that scale (e.g. atol = {1e-8 * scale:.0e}) or use state='projective' (softmax), which is "
+            "scale-free in Σ.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 INDEFINITE_TOLERANCES = 10
 """How many tolerances below zero an eigenvalue of the covariance state may lie (its global error exceeds the
 local tolerance)."""
@@ -391,7 +417,8 @@ def solve_gaussian(
     - `solver`: a diffrax solver (default: Tsit5, diffrax's tableau and dense output with the
       stages written out, which runs faster under ``vmap``; equal to ``diffrax.Tsit5()`` to
       rounding).
-    - `rtol`, `atol`: tolerances of the default PID controller.
+    - `rtol`, `atol`: tolerances of the default PID controller; `atol` is absolute, so from a `Σ0` far below one
+      give it below the state's scale (a concrete `Σ0` wholly below `atol` warns) or use ``state="projective"``.
     - `dt0`: initial (or constant) step; required with ``ConstantStepSize``.
     - `stepsize_controller`: overrides the PID controller (e.g. ``ConstantStepSize()``).
       With the default controller, layer boundaries of :class:`PiecewiseConstant`
@@ -494,6 +521,12 @@ def solve_gaussian(
                     f"`{name}` is not supported with state='projective', which {_PROJECTIVE_REFUSED[name]}; "
                     "leave it None or use state='factor'."
                 )
+        if solver is not None and not isinstance(solver, diffrax.AbstractAdaptiveSolver):
+            raise ParameterError(
+                f"`solver` {type(solver).__name__}() gives no error estimate, and state='projective' runs its own "
+                "adaptive controller: pass an adaptive solver (e.g. diffrax.Tsit5()), or use state='factor' with a "
+                "constant step (stepsize_controller=diffrax.ConstantStepSize(), dt0=...)."
+            )
     if (cov0 is None) == (factor0 is None):
         raise ParameterError(
             "Give exactly one of `cov0` (d, d) and `factor0` (d, r); got " + ("neither." if cov0 is None else "both.")
@@ -540,5 +573,9 @@ def solve_gaussian(
                 "`size_threshold` must be finite with state='projective' (its steps are in the time of the size, "
                 f"which a blow-up without a threshold never leaves); got {size_threshold!r}."
             )
+    atol_c = _solve.real_array(atol, "atol")
+    concrete_state = (cov_c if factor_c is None else factor_c) is not None
+    if stepsize_controller is None and state != "projective" and atol_c is not None and concrete_state:
+        _warn_below_atol(cov_c, factor_c, state, atol_c)
     tols = (_solve.tolerance(rtol, dtype), _solve.tolerance(atol, dtype))
     return _solve_core(model, mean0, cov0, u0, settings, state, tols)
