@@ -432,7 +432,7 @@ def test_solver_without_error_estimate_under_the_adaptive_controller_is_refused_
             model, jnp.zeros(2), jnp.eye(2), t1=1.0, solver=diffrax.Euler(),
             stepsize_controller=diffrax.ConstantStepSize(), dt0=1e-3,
         )  # fmt: skip
-        # V = −I/2, A = I: Σ' = 2 sym(VΣA) = −Σ², so Σ(1) = Σ0 / (1 + t) = I/2 (Euler: O(dt) off)
+        # V = −I/2, A = I: Σ' = VΣAΣ + ΣAᵀΣVᵀ = −Σ², so Σ(t) = Σ0 / (1 + t) = I/2 at t = 1 (Euler: O(dt) off)
         np.testing.assert_allclose(np.asarray(sol.cov_final), 0.5 * np.eye(2), atol=1e-3)
 
 

@@ -103,7 +103,8 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     tau1 = jnp.exp(jnp.minimum(jnp.log(2 * span) + jnp.log(bound), jnp.log(jnp.finfo(dtype).max) - 1))
 
     # the solver's state is one flat vector `((α, Û, ρ, s), time below)`: each leaf of a tree costs its own
-    # copy of every stage sum, interpolation, error norm and loop select (five leaves: 1.6× the compile time)
+    # copy of every stage sum, interpolation, error norm and loop select (at d = 8 the optimized program had
+    # 12,237 HLO lines with five leaves, 9,203 with one and the constant end below)
     flat0, unflatten = ravel_pytree((y0, jnp.zeros((), dtype)))
 
     def _unpack(v):
