@@ -160,15 +160,19 @@ def test_float32_blowup_time():
 def test_traced_times_out_of_order_are_flagged():
     def one(t1):
         sol = solve_gaussian(Softmax(V=np.eye(2), A=-np.eye(2)), np.ones(2), np.eye(2), t1=t1, state="projective")
-        return sol.status, sol.valid, sol.cov_final, sol.mean_final, sol.t_final
+        return sol.status, sol.valid, sol.cov_final, sol.mean_final, sol.t_final, sol.stats
 
-    status, valid, cov, mean, t_final = jax.vmap(one)(jnp.array([-1.0, jnp.nan, 2.0]))
+    status, valid, cov, mean, t_final, stats = jax.vmap(one)(jnp.array([-1.0, jnp.nan, 2.0]))
     assert status_names(np.asarray(status)).tolist() == ["invalid_times", "invalid_times", "completed"]
     assert np.asarray(valid).tolist() == [[False, False], [False, False], [True, True]]
     # nothing solved for the invalid members: the initial state at t0
     np.testing.assert_array_equal(np.asarray(cov[:2]), np.broadcast_to(np.eye(2), (2, 2, 2)))
     np.testing.assert_array_equal(np.asarray(mean[:2]), 1.0)
     assert np.asarray(t_final).tolist()[:2] == [0.0, 0.0]
+    # ... and no step counted for them (the dummy solve's steps are not the member's)
+    for counts in (stats.num_steps, stats.num_accepted_steps, stats.num_rejected_steps):
+        assert np.asarray(counts).tolist()[:2] == [0, 0]
+    assert int(stats.num_steps[2]) > 0
 
 
 def test_traced_threshold_at_or_below_the_initial_size_is_flagged():

@@ -338,10 +338,10 @@ def _solve_projective_state(model, mean0, u0, settings, tols):
 
 def _invalid_inputs(out, bad, code, y0, t0, ts):
     """`out` with status `code` where `bad` (traced inputs the solve cannot take), reporting the initial state,
-    nothing valid, as :func:`._solve.integrate` does; `ts` the save times to report."""
+    nothing valid and no step counted, as :func:`._solve.integrate` does; `ts` the save times to report."""
     out = _solve.flag_status(out, bad, code)
     return eqx.tree_at(
-        lambda o: (o.ts, o.ys, o.y_final, o.t_final, o.valid),
+        lambda o: (o.ts, o.ys, o.y_final, o.t_final, o.valid, o.num_steps, o.num_accepted_steps, o.num_rejected_steps),
         out,
         (
             ts,
@@ -349,6 +349,9 @@ def _invalid_inputs(out, bad, code, y0, t0, ts):
             jtu.tree_map(lambda a, b: jnp.where(bad, b, a), out.y_final, y0),
             jnp.where(bad, t0, out.t_final),
             out.valid & ~bad,
+            jnp.where(bad, 0, out.num_steps),
+            jnp.where(bad, 0, out.num_accepted_steps),
+            jnp.where(bad, 0, out.num_rejected_steps),
         ),
     )
 

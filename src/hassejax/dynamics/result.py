@@ -72,7 +72,8 @@ class Status(enum.IntEnum):
       of the interval): a blow-up sooner than that after `t0` ends here, at `t0`.
     - `invalid_times` (7): the times were traced (under ``jit``/``vmap``, e.g. per-member
       `t1`/`ts` in a sweep) and are not finite with `ts` sorted within `[t0, t1]` and
-      `t1 > t0`. Nothing is solved: the state is the initial one, no save point is valid.
+      `t1 > t0`. Nothing is solved: the state is the initial one, no save point is valid, the step
+      counts (`stats`) are 0.
       (Concrete times are checked before the solve and raise
       :class:`~hassejax.errors.ParameterError`; traced ones are checked in the program, so a
       bad member does not abort a sweep and the program holds no host callback.)
@@ -96,7 +97,7 @@ class Status(enum.IntEnum):
       e.g. per-member thresholds or initial states in a sweep) and is NaN or at or below the
       initial size, to 512 rounding units (a size starting at or above it never grows through
       it: the event could never fire; one just above that fires at once and is `undetermined`). Nothing is solved
-      (the member integrates a zero field and ends in a few steps), as for `invalid_times`
+      (the member integrates a zero field and ends in a few steps, counted as none), as for `invalid_times`
       (which wins when both apply); a concrete threshold and initial state are checked before
       the solve and raise :class:`~hassejax.errors.ParameterError`.
     - `indefinite` (10): ``solve_gaussian(..., state="covariance")`` only: `Σ` was no covariance,
