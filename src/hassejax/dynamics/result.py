@@ -97,7 +97,7 @@ class Status(enum.IntEnum):
       e.g. per-member thresholds or initial states in a sweep) and is NaN or at or below the
       initial size, to 512 rounding units (a size starting at or above it never grows through
       it: the event could never fire; one just above that fires at once and is `undetermined`). Nothing is solved
-      (the member integrates a zero field and ends in a few steps, counted as none), as for `invalid_times`
+      (a stand-in solve runs in its place, e.g. a zero field; its steps are not counted), as for `invalid_times`
       (which wins when both apply); a concrete threshold and initial state are checked before
       the solve and raise :class:`~hassejax.errors.ParameterError`.
     - `indefinite` (10): ``solve_gaussian(..., state="covariance")`` only: `Σ` was no covariance,
