@@ -407,7 +407,7 @@ def integrate(
         ys_clean = jtu.tree_map(lambda a, a0: jnp.where(inputs_ok, a, jnp.broadcast_to(a0, a.shape)), ys_clean, y0)
         y_final = jtu.tree_map(lambda a, a0: jnp.where(inputs_ok, a, a0), y_final, y0)
         t_final = jnp.where(inputs_ok, t_final, t0)
-    # a member with invalid inputs is not solved: its steps (of the zero field it ran) are not counted
+    # a member with invalid inputs is not solved: the steps of the stand-in solve run in its place are not counted
     stats = {k: jnp.where(inputs_ok, jnp.asarray(sol.stats[k]), 0) for k in ("num_steps", "num_accepted_steps",
                                                                                  "num_rejected_steps")}  # fmt: skip
     blow = status == Status.blow_up
