@@ -19,25 +19,6 @@ if "multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 
-
-# ... and XLA's legacy elemental emitters instead of its MLIR fusion emitters (jaxlib >= 0.6 has the flag;
-# an unknown XLA flag aborts the process, so older jaxlibs do without it): together with level 0 the
-# small solve programs compile in 0.4x the time (a Gaussian solve, a vmapped one and a particle solve:
-# 5.9 -> 2.4 s), and test_blowup, test_covariance_state, test_particles and test_low_rank cold with -n 2
-# took 106 s / 188 user-s against 187 s / 347 (2026-12-03). A value the user set wins.
-def _jaxlib_at_least(major: int, minor: int) -> bool:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        parts = version("jaxlib").split(".")[:2]
-        return (int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)) >= (major, minor)
-    except (PackageNotFoundError, ValueError):
-        return False
-
-
-if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", "") and _jaxlib_at_least(0, 6):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false").strip()
-
 import jax  # noqa: E402
 
 from hassejax._cache import enable_compilation_cache  # noqa: E402
