@@ -1,0 +1,58 @@
+"""The XLA flags the main job and the suite add (hassejax._xla_flags): gated on jaxlib and the CPU,
+never over a flag the user set, and the suite's own process runs with them."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from hassejax import _xla_flags
+
+
+@pytest.mark.parametrize(
+    ("version", "machine", "level0", "want"),
+    [
+        ((0, 5), "x86_64", False, []),  # jaxlib 0.5 has no such flag: adding it would abort the process
+        ((0, 5), "x86_64", True, ["--xla_backend_optimization_level=0"]),
+        ((0, 6), "x86_64", False, ["--xla_cpu_use_fusion_emitters=false"]),
+        (
+            (0, 10),
+            "x86_64",
+            True,
+            ["--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0", "--xla_cpu_max_isa=AVX"],
+        ),
+        ((0, 10), "arm64", True, ["--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0"]),
+        ((1, 0), "AMD64", False, ["--xla_cpu_use_fusion_emitters=false"]),
+        (None, "x86_64", False, []),  # jaxlib not installed (or an unreadable version): nothing
+    ],
+)
+def test_flags_follow_jaxlib_and_the_cpu(monkeypatch, version, machine, level0, want):
+    monkeypatch.setattr(_xla_flags, "_jaxlib_version", lambda: version)
+    monkeypatch.setattr(_xla_flags.platform, "machine", lambda: machine)
+    assert _xla_flags.fast_compile_flags(level0=level0) == want
+
+
+def test_a_flag_the_user_set_wins(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3  --xla_dump_to=/tmp/x")
+    out = _xla_flags.add_xla_flags(["--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false"])
+    assert out == os.environ["XLA_FLAGS"]
+    assert out.split() == [
+        "--xla_backend_optimization_level=3",
+        "--xla_dump_to=/tmp/x",
+        "--xla_cpu_use_fusion_emitters=false",
+    ]
+    assert _xla_flags.add_xla_flags(["--xla_cpu_use_fusion_emitters=true"]) == out  # added once, not twice
+
+
+def test_from_an_empty_environment(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert _xla_flags.add_xla_flags(["--xla_cpu_use_fusion_emitters=false"]) == "--xla_cpu_use_fusion_emitters=false"
+
+
+def test_the_suite_runs_with_its_flags():
+    """conftest.py set them before JAX started (a user's XLA_FLAGS would have won)."""
+    flags = os.environ["XLA_FLAGS"].split()
+    names = {f.split("=")[0] for f in flags}
+    for f in _xla_flags.fast_compile_flags(level0=True):
+        assert f.split("=")[0] in names
