@@ -43,6 +43,13 @@ sys.path.insert(0, str(HERE))
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+# XLA's legacy elemental emitters (jaxlib >= 0.6; a flag the user set in XLA_FLAGS wins): the
+# experiments' solve programs compile in about 0.75x the time and run alike (benchmarks/README.md,
+# "XLA's legacy emitters"). Set before JAX starts, so the worker processes inherit it.
+from hassejax._xla_flags import add_xla_flags, fast_compile_flags  # standard library only
+
+add_xla_flags(fast_compile_flags())
+
 from tqdm import tqdm
 
 DEFAULT_OUT = HERE.parent / "paper_figures"  # as _common.DEFAULT_OUT, without importing JAX here
