@@ -47,13 +47,19 @@ PACKAGES = ("hassejax", "jax", "jaxlib", "equinox", "diffrax", "optax", "network
 
 
 def versions() -> dict[str, str]:
-    """Versions of Python and of the packages the figures depend on."""
+    """Versions of Python and of the packages the figures depend on, and the XLA flags in force.
+
+    The flags change rounding (``reproduce.py`` compiles with XLA's legacy emitters, the test
+    suite at LLVM level 0 without FMA: see hassejax._xla_flags); in ``--quick`` with and without
+    the legacy emitters every status and count came out the same (benchmarks/README.md).
+    """
     out = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
+    out["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "")
     return out
 
 

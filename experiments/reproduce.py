@@ -3,7 +3,8 @@
 Runs every experiment script in ``EXPERIMENTS`` (each also runnable on its own) with a
 progress bar, then prints a summary table (experiment, status, seconds, seconds of tracing and
 lowering, seconds of XLA compiling, key number).
-Exits non-zero if any experiment fails. ``--quick`` is a fast smoke run (smaller sizes),
+Exits non-zero if any experiment fails. ``--quick`` is a fast smoke run (smaller sizes,
+compiled by XLA for compile speed: LLVM level 0, no FMA; the numbers agree to rounding),
 ``--only NAME`` runs one (repeatable), ``--out DIR`` writes elsewhere,
 ``--jobs N`` runs N experiments at a time in worker processes (default: the usable CPUs, at
 most 4; ``--jobs 1`` runs them in this process, one after another), ``--no-progress`` hides the
@@ -42,13 +43,6 @@ sys.path.insert(0, str(HERE))
 # whole --quick run 577 s → 449 s wall.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
-
-# XLA's legacy elemental emitters (jaxlib >= 0.6; a flag the user set in XLA_FLAGS wins): the
-# experiments' solve programs compile in about 0.75x the time and run alike (benchmarks/README.md,
-# "XLA's legacy emitters"). Set before JAX starts, so the worker processes inherit it.
-from hassejax._xla_flags import add_xla_flags, fast_compile_flags  # standard library only
-
-add_xla_flags(fast_compile_flags())
 
 from tqdm import tqdm
 
@@ -282,7 +276,11 @@ def default_jobs() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--out", type=_out_folder, default=DEFAULT_OUT, help="output folder (default: paper_figures/)")
-    parser.add_argument("--quick", action="store_true", help="fast smoke run with smaller sizes")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fast smoke run: smaller sizes, compiled for compile speed (XLA level 0, no FMA)",
+    )
     parser.add_argument(
         "--only",
         action="append",
@@ -323,6 +321,14 @@ def main(argv: list[str] | None = None) -> int:
         probe.unlink()
     except OSError as err:
         parser.error(f"--out {str(args.out)!r} is not a writable folder: {err.strerror or err}")
+    # XLA flags for compile speed, set before JAX starts so the worker processes inherit them (a
+    # flag the user set in XLA_FLAGS wins; hassejax._xla_flags): XLA's legacy elemental emitters
+    # (--quick cold 198 s against 240 s, the same statuses and counts, floats equal to rounding);
+    # with --quick also LLVM level 0 without FMA, since its small programs compile far longer than
+    # they run (169 s against 198 s; phase_maps' sweeps run slower, every other experiment faster).
+    from hassejax._xla_flags import add_xla_flags, fast_compile_flags  # standard library only
+
+    add_xla_flags(fast_compile_flags(level0=args.quick))
     t0 = time.perf_counter()
     signal.signal(signal.SIGINT, _on_stop_signal)
     signal.signal(signal.SIGTERM, _on_stop_signal)  # e.g. a plain `kill`: the workers are ended too

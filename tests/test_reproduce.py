@@ -208,6 +208,34 @@ def test_no_progress_hides_the_bar_not_the_summary(tmp_path, monkeypatch, capsys
     assert ("experiments:" in captured.err) != flag
 
 
+@pytest.mark.parametrize("quick", [False, True])
+def test_workers_compile_with_the_fast_xla_flags(tmp_path, monkeypatch, quick):
+    """The experiments run with hassejax._xla_flags' flags (level 0 without FMA with ``--quick``), set
+    before the workers start; a flag the user set in XLA_FLAGS wins."""
+    from hassejax._xla_flags import fast_compile_flags
+
+    (tmp_path / "fake_flags.py").write_text(
+        "import os\ndef main(out, quick):\n    out.mkdir(parents=True, exist_ok=True)\n"
+        "    (out / 'flags.txt').write_text(os.environ.get('XLA_FLAGS', ''))\n    return {'key': 'written'}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))  # the spawned workers import reproduce from sys.path
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")  # the user's: kept as it is
+    module = _reproduce_module()
+    monkeypatch.setattr(module, "EXPERIMENTS", ["fake_flags"])
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        argv = ["--jobs", "2", "--no-compile-cache", "--no-progress", "--out", str(tmp_path / "out")] + [
+            "--quick"
+        ] * quick
+        assert module.main(argv) == 0
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    flags = (tmp_path / "out" / "flags.txt").read_text().split()
+    want = [f for f in fast_compile_flags(level0=quick) if not f.startswith("--xla_backend_optimization_level")]
+    assert flags == ["--xla_backend_optimization_level=2", *want]
+
+
 @pytest.mark.parametrize("jobs", ["0", "-2", "two"])
 def test_reproduce_rejects_bad_jobs(tmp_path, jobs):
     proc = subprocess.run(
