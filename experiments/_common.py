@@ -49,9 +49,10 @@ PACKAGES = ("hassejax", "jax", "jaxlib", "equinox", "diffrax", "optax", "network
 def versions() -> dict[str, str]:
     """Versions of Python and of the packages the figures depend on, and the XLA flags in force.
 
-    The flags change rounding (``reproduce.py`` compiles with XLA's legacy emitters, the test
-    suite at LLVM level 0 without FMA: see hassejax._xla_flags); in ``--quick`` with and without
-    the legacy emitters every status and count came out the same (benchmarks/README.md).
+    ``reproduce.py`` compiles with XLA's legacy emitters (results change by rounding only),
+    ``--quick`` and the test suite also at LLVM level 0 without FMA (step counts and blow-up
+    times change within the solvers' tolerances): see hassejax._xla_flags and
+    benchmarks/README.md ("No FMA at level 0").
     """
     out = {"python": platform.python_version()}
     for name in PACKAGES:

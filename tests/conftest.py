@@ -12,10 +12,11 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 # The suite's CPU time is mostly XLA compiling many small programs that then run for milliseconds:
 # LLVM's optimisation level 0 for the CPU backend, XLA's legacy elemental emitters and, on x86, no
 # FMA instructions (hassejax._xla_flags.fast_compile_flags: a Gaussian solve, a vmapped one and a
-# particle solve compile in 3.0 s against 6.5 s at XLA's defaults; the whole suite cold 674 s
-# against 911 s at level 0 alone). No fast-math: IEEE semantics are kept, and without FMA two
+# particle solve compile in 3.0 s against 6.5 s at level 0 alone; the whole suite cold 674 s
+# against 911 s at level 0 alone, in another session). No fast-math: IEEE semantics are kept, and without FMA two
 # programs of one computation that fuse differently still agree to the bit, as under XLA's defaults.
-# The library and the main job run at XLA's default level; a flag the user set wins.
+# The library runs at XLA's defaults; reproduce.py takes the legacy emitters (with --quick all three).
+# A flag the user set wins.
 from hassejax._xla_flags import add_xla_flags, fast_compile_flags  # noqa: E402  (standard library only)
 
 add_xla_flags(["--xla_cpu_multi_thread_eigen=false", *fast_compile_flags(level0=True)])

@@ -22,9 +22,13 @@ from hassejax import _xla_flags
             True,
             ["--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0", "--xla_cpu_max_isa=AVX"],
         ),
-        ((0, 10), "arm64", True, ["--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0"]),
-        ((1, 0), "AMD64", False, ["--xla_cpu_use_fusion_emitters=false"]),
+        ((0, 10), "arm64", True, ["--xla_backend_optimization_level=0"]),  # FMA stays: no legacy emitters at level 0
+        ((0, 10), "arm64", False, ["--xla_cpu_use_fusion_emitters=false"]),
+        ((0, 8), "AMD64", False, ["--xla_cpu_use_fusion_emitters=false"]),
+        ((0, 11), "x86_64", False, []),  # not checked to have the flag yet
+        ((0, 11), "x86_64", True, ["--xla_backend_optimization_level=0"]),
         (None, "x86_64", False, []),  # jaxlib not installed (or an unreadable version): nothing
+        (None, "x86_64", True, ["--xla_backend_optimization_level=0"]),
     ],
 )
 def test_flags_follow_jaxlib_and_the_cpu(monkeypatch, version, machine, level0, want):
@@ -43,6 +47,21 @@ def test_a_flag_the_user_set_wins(monkeypatch):
         "--xla_cpu_use_fusion_emitters=false",
     ]
     assert _xla_flags.add_xla_flags(["--xla_cpu_use_fusion_emitters=true"]) == out  # added once, not twice
+
+
+def test_the_users_string_is_kept_as_written(monkeypatch):
+    """A quoted value with spaces in it is not re-split (XLA reads the folder `d  x`, two spaces)."""
+    monkeypatch.setenv("XLA_FLAGS", '--xla_dump_to="/tmp/d  x" ')
+    out = _xla_flags.add_xla_flags(["--xla_cpu_use_fusion_emitters=false"])
+    assert out == '--xla_dump_to="/tmp/d  x" --xla_cpu_use_fusion_emitters=false'
+    monkeypatch.setenv("XLA_FLAGS", "  ")
+    assert _xla_flags.add_xla_flags([]) == "  "  # nothing to add: untouched
+
+
+def test_jaxlib_versions_are_read_leniently(monkeypatch):
+    for text, want in [("0.6.0.dev20250101", (0, 6)), ("0.10.2+cuda12", (0, 10)), ("1.0rc1", None), ("1", None)]:
+        monkeypatch.setattr(_xla_flags.metadata, "version", lambda name, text=text: text)
+        assert _xla_flags._jaxlib_version() == want, text
 
 
 def test_from_an_empty_environment(monkeypatch):

@@ -2,7 +2,7 @@
 
 Pure standard library: it only edits ``XLA_FLAGS``, so call it before JAX's CPU backend starts
 (before the first computation). A flag the user already set in ``XLA_FLAGS`` wins. Measured in
-benchmarks/README.md ("XLA's legacy emitters").
+benchmarks/README.md ("XLA's legacy emitters for the suite" and "No FMA at level 0").
 """
 
 from __future__ import annotations
@@ -12,6 +12,11 @@ import platform
 from importlib import metadata
 
 __all__ = ["add_xla_flags", "fast_compile_flags"]
+
+# XLA aborts the process on an unknown flag in XLA_FLAGS, so the emitter and ISA flags go only to
+# the jaxlib versions checked to have them (0.5 has no `xla_cpu_use_fusion_emitters`; 0.10 has
+# both); a later jaxlib gets level 0 alone until it is checked.
+_CHECKED = ((0, 6), (0, 10))
 
 
 def _jaxlib_version() -> tuple[int, int] | None:
@@ -26,37 +31,45 @@ def fast_compile_flags(*, level0: bool = False) -> list[str]:
     """The XLA flags that compile the many small programs of a solve faster.
 
     - ``--xla_cpu_use_fusion_emitters=false``: XLA's legacy elemental emitters for loop
-      fusions (jaxlib ≥ 0.6; an unknown XLA flag aborts the process, so older jaxlib gets none).
-      At XLA's default optimisation level: a Gaussian solve, a vmapped one and a particle solve
-      compile in 4.8 s against 6.5 s; the benchmark sweeps compile in 0.75–0.96× and run alike.
-    - with ``level0``: ``--xla_backend_optimization_level=0`` (LLVM level 0: the tests' programs
-      run for milliseconds) and, on x86, ``--xla_cpu_max_isa=AVX``. At level 0 the legacy
-      emitters with FMA instructions made two programs of one computation that fuse
-      differently (a solve with and without its in-program checks, a sweep in one process and
-      in two) round differently; without FMA every product and sum rounds alone and they agree
-      to the bit, as under XLA's defaults. Together: 6.5 → 3.0 s for the three solves above,
-      while larger sweeps run 2–3× slower (so only for the tests).
+      fusions. At XLA's default optimisation level: ``reproduce.py --quick`` compiled in 159
+      against 243 worker-seconds, the benchmark sweeps in 0.75–0.96× the time, and every
+      status and count came out the same (floats equal up to rounding).
+    - with ``level0``: ``--xla_backend_optimization_level=0`` (LLVM level 0) and
+      ``--xla_cpu_max_isa=AVX`` (no FMA instructions). At level 0 the legacy emitters with
+      FMA made two programs of one computation that fuse differently (a solve with and
+      without its in-program checks, a sweep in one process and in two) round differently;
+      without FMA every product and sum rounds alone and they agree to the bit, as under XLA's
+      defaults. A Gaussian solve, a vmapped one and a particle solve compile in 3.0 s against
+      6.5 s at level 0 alone, while large sweeps run 2–3× slower: for the tests and
+      ``reproduce.py --quick``, whose programs compile far longer than they run. Results
+      change within the solvers' tolerances (step counts and blow-up times near the
+      tolerance), not only in the last bit.
 
-    Returns the flags (``--name=value`` strings), empty where jaxlib is older than 0.6.
+    The emitter and ISA flags only on x86 with jaxlib 0.6 to 0.10 (an unknown XLA flag
+    aborts the process; elsewhere FMA cannot be turned off this way, so ``level0`` gives
+    level 0 alone there).
+
+    Returns the flags (``--name=value`` strings), possibly none.
     """
     version = _jaxlib_version()
-    if version is None or version < (0, 6):
-        return ["--xla_backend_optimization_level=0"] if level0 else []
-    flags = ["--xla_cpu_use_fusion_emitters=false"]
-    if level0:
-        flags.append("--xla_backend_optimization_level=0")
-        if platform.machine().lower() in ("x86_64", "amd64"):
-            flags.append("--xla_cpu_max_isa=AVX")
-    return flags
+    known = version is not None and _CHECKED[0] <= version <= _CHECKED[1]
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    if not level0:
+        return ["--xla_cpu_use_fusion_emitters=false"] if known else []
+    if known and x86:
+        return ["--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0", "--xla_cpu_max_isa=AVX"]
+    return ["--xla_backend_optimization_level=0"]
 
 
 def add_xla_flags(flags: list[str]) -> str:
     """Append each of ``flags`` to ``XLA_FLAGS`` unless a flag of that name is there already.
 
-    Returns the new value of ``XLA_FLAGS``.
+    The user's ``XLA_FLAGS`` is kept as written (quoted values with spaces included); the
+    new flags go after it. Returns the new value of ``XLA_FLAGS``.
     """
     current = os.environ.get("XLA_FLAGS", "")
     names = {f.split("=")[0] for f in current.split()}
     extra = [f for f in flags if f.split("=")[0] not in names]
-    os.environ["XLA_FLAGS"] = " ".join(current.split() + extra)
-    return os.environ["XLA_FLAGS"]
+    if extra:
+        os.environ["XLA_FLAGS"] = " ".join(([current.rstrip()] if current.strip() else []) + extra)
+    return os.environ.get("XLA_FLAGS", "")
