@@ -75,3 +75,34 @@ def test_the_suite_runs_with_its_flags():
     names = {f.split("=")[0] for f in flags}
     for f in _xla_flags.fast_compile_flags(level0=True):
         assert f.split("=")[0] in names
+
+
+def test_jit_at_default_level_asks_for_level_3_and_computes_the_same(monkeypatch):
+    import jax
+    import jax.numpy as jnp
+
+    def f(x):
+        return jnp.cumsum(jnp.sin(x) * x + 1.0 / (1.0 + x * x))
+
+    x = jnp.linspace(-3.0, 3.0, 101)
+    fast = _xla_flags.jit_at_default_level(f)
+    # without FMA (the suite's ISA cap) level 3 and the suite's level 0 round alike
+    assert jnp.array_equal(fast(x), jax.jit(f)(x))
+    seen = {}
+    real_jit = jax.jit
+
+    def spy(fun, *, compiler_options=None, **kwargs):  # a jax.jit that takes compiler_options
+        seen.update(kwargs, compiler_options=compiler_options)
+        return real_jit(fun, compiler_options=compiler_options, **kwargs)
+
+    monkeypatch.setattr(jax, "jit", spy)
+    _xla_flags.jit_at_default_level(f, static_argnums=())
+    assert seen == {"static_argnums": (), "compiler_options": {"xla_backend_optimization_level": 3}}
+
+    def old_jit(fun, **kwargs):  # JAX before compiler_options: a plain jit
+        seen.clear()
+        seen.update(kwargs)
+        return real_jit(fun, **kwargs)
+
+    monkeypatch.setattr(jax, "jit", old_jit)
+    assert jnp.array_equal(_xla_flags.jit_at_default_level(f)(x), fast(x)) and seen == {}

@@ -11,7 +11,7 @@ import os
 import platform
 from importlib import metadata
 
-__all__ = ["add_xla_flags", "fast_compile_flags"]
+__all__ = ["add_xla_flags", "fast_compile_flags", "jit_at_default_level"]
 
 # XLA aborts the process on an unknown flag in XLA_FLAGS, so the emitter and ISA flags go only to
 # the jaxlib versions checked to have them (0.5 has no `xla_cpu_use_fusion_emitters`; 0.10 has
@@ -73,3 +73,20 @@ def add_xla_flags(flags: list[str]) -> str:
     if extra:
         os.environ["XLA_FLAGS"] = " ".join(([current.rstrip()] if current.strip() else []) + extra)
     return os.environ.get("XLA_FLAGS", "")
+
+
+def jit_at_default_level(fun, **jit_kwargs):
+    """``jax.jit(fun)`` compiled at XLA's default optimisation level (3) whatever ``XLA_FLAGS`` says.
+
+    For the few programs of a level-0 process (the tests, ``--quick``) that run far longer than
+    they compile, e.g. a 1,000-member batch of solves: ``compiler_options`` applies to this one
+    top-level program only. Where ``jax.jit`` has no ``compiler_options`` (JAX before 0.5), a
+    plain ``jax.jit``.
+    """
+    import inspect
+
+    import jax
+
+    if "compiler_options" in inspect.signature(jax.jit).parameters:
+        jit_kwargs.setdefault("compiler_options", {"xla_backend_optimization_level": 3})
+    return jax.jit(fun, **jit_kwargs)
