@@ -282,3 +282,42 @@ def test_held_sweep_compiles_once_across_calls_and_equals_sweep(no_typecheck):
         Sweep(member, chunk_size=0)
     with pytest.raises(ParameterError, match="fn"):
         Sweep("member")
+
+
+def test_compiler_options_reach_the_chunk_program_and_change_no_result(monkeypatch):
+    """`compiler_options` (e.g. XLA's default level 3 in the suite's level-0 process) goes to the chunk
+    program's jax.jit in sweep, Sweep and sweep_program; results equal the sweep without it (no FMA in
+    the suite: every level rounds alike)."""
+    from hassejax.dynamics import Softmax, solve_gaussian
+
+    def member(v):
+        sol = solve_gaussian(Softmax(V=v * jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=3.0)
+        return {"status": sol.status, "t_blowup": sol.t_blowup, "cov": sol.cov_final}
+
+    vs = jnp.linspace(-1.0, 3.0, 6)
+    opts = {"xla_backend_optimization_level": 3}
+    plain = sweep(member, vs, progress=False)
+    for out in (
+        sweep(member, vs, progress=False, compiler_options=opts),
+        Sweep(member, compiler_options=opts)(vs, progress=False),
+    ):
+        for k in plain:
+            np.testing.assert_array_equal(np.asarray(out[k]), np.asarray(plain[k]), err_msg=k)
+    seen = []
+    real_jit = jax.jit
+
+    def spy(fun, *, compiler_options=None, **kwargs):
+        seen.append(compiler_options)
+        return real_jit(fun, compiler_options=compiler_options, **kwargs)
+
+    monkeypatch.setattr(jax, "jit", spy)
+    sweep_program(lambda v: v * v, vs, compiler_options=opts).compile()
+    assert opts in seen
+
+
+def test_compiler_options_that_are_not_a_mapping_of_names_are_refused(no_typecheck):
+    for bad in ([("xla_backend_optimization_level", 3)], {3: 1}, "level 3"):
+        with pytest.raises(ParameterError, match="compiler_options"):
+            sweep(lambda v: v, jnp.arange(3.0), progress=False, compiler_options=bad)
+        with pytest.raises(ParameterError, match="compiler_options"):
+            Sweep(lambda v: v, compiler_options=bad)

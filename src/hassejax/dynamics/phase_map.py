@@ -16,6 +16,8 @@ phase maps, the event-time accuracy) compiles the vmapped program once per proce
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -208,10 +210,20 @@ def confirm_member(p: dict) -> dict:
                           atol=CONFIRM_ATOL, max_steps=CONFIRM_MAX_STEPS)  # fmt: skip
 
 
+_SWEEP_OPTIONS = (
+    {"xla_backend_optimization_level": 3} if "compiler_options" in inspect.signature(jax.jit).parameters else None
+)
+
+
 def run_sweep(member_fn, batch: dict, desc: str, chunk_size: int = CHUNK) -> dict:
-    """:func:`~hassejax.dynamics.sweep` of `member_fn` over `batch`, as NumPy arrays (sharded over all devices)."""
+    """:func:`~hassejax.dynamics.sweep` of `member_fn` over `batch`, as NumPy arrays (sharded over all devices).
+
+    The chunk programs compile at XLA's default optimisation level (3) even where ``XLA_FLAGS``
+    asks for level 0 (``reproduce.py --quick``, the tests): a phase map's thousands of members run
+    far longer than their program compiles (phase_maps ``--quick``: 68 s at level 0, 50 s at 3).
+    """
     out = sweep(member_fn, {k: jnp.asarray(v) for k, v in batch.items()}, chunk_size=chunk_size, progress=True,
-                shard=len(jax.devices()) > 1, desc=desc)  # fmt: skip
+                shard=len(jax.devices()) > 1, desc=desc, compiler_options=_SWEEP_OPTIONS)  # fmt: skip
     return {k: np.array(v) for k, v in out.items()}
 
 

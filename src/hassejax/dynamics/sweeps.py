@@ -38,8 +38,9 @@ compiled once per chunk shape. :func:`sweep_program` lowers the program for ahea
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -106,18 +107,21 @@ def batch_size(batch_params: PyTree, name: str = "batch_params") -> int:
     return distinct[0]
 
 
-def _build_runner(fn: Callable, devices: tuple | None) -> tuple[Callable, NamedSharding | None]:
+def _build_runner(
+    fn: Callable, devices: tuple | None, compiler_options: dict | None = None
+) -> tuple[Callable, NamedSharding | None]:
     """The jitted, vmapped per-chunk program of `fn` (sharded over `devices` when given); built per call."""
     batched = jax.vmap(fn)
+    opts = {} if compiler_options is None else {"compiler_options": dict(compiler_options)}
     if devices is None:
-        return jax.jit(batched), None
+        return jax.jit(batched, **opts), None
     mesh = Mesh(np.asarray(devices, dtype=object), (BATCH_AXIS,))
     sharding = NamedSharding(mesh, PartitionSpec(BATCH_AXIS))
     # The batch axis of every input and output leaf is split over the mesh; XLA's SPMD
     # partitioner propagates that through the vmapped program, so each device computes
     # its own members. (Not `shard_map`: equinox/lineax closure conversion, used by
     # diffrax's event root finder, rejects the manual-axis avals inside it.)
-    return jax.jit(batched, in_shardings=(sharding,), out_shardings=sharding), sharding
+    return jax.jit(batched, in_shardings=(sharding,), out_shardings=sharding, **opts), sharding
 
 
 def _pad_rows(leaf, total: int):
@@ -134,10 +138,20 @@ def _pad_rows(leaf, total: int):
     return xp.concatenate([leaf, xp.repeat(leaf[-1:], extra, axis=0)], axis=0)
 
 
-def _check_config(fn, chunk_size, shard, devices) -> tuple | None:
+def _check_config(fn, chunk_size, shard, devices, compiler_options=None) -> tuple | None:
     """Validate a sweep's configuration; return the devices to shard over (None: no sharding)."""
     if not callable(fn):
         raise ParameterError(f"`fn` must be callable (the per-member function); got {type(fn).__name__}.")
+    if compiler_options is not None:
+        if not isinstance(compiler_options, Mapping) or not all(isinstance(k, str) for k in compiler_options):
+            raise ParameterError(
+                "`compiler_options` must be None or a mapping of XLA option names (str) to values, e.g. "
+                f"{{'xla_backend_optimization_level': 3}}; got {compiler_options!r}."
+            )
+        if "compiler_options" not in inspect.signature(jax.jit).parameters:
+            raise ParameterError(
+                f"`compiler_options` needs a JAX whose jax.jit takes compiler_options; this is JAX {jax.__version__}."
+            )
     if chunk_size is not None and (
         isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
     ):
@@ -168,7 +182,7 @@ class Sweep:
     compiled program (the figures run ~140 solves of a few shapes through a few programs).
     The state lives on the object the caller holds and goes with it.
 
-    **Arguments:** `fn`, `chunk_size`, `shard`, `devices` as in :func:`sweep`; `cost` None or a
+    **Arguments:** `fn`, `chunk_size`, `shard`, `devices`, `compiler_options` as in :func:`sweep`; `cost` None or a
     callable on each batch (as :func:`sweep`'s; a call may pass its own `cost`, array or
     callable, instead).
 
@@ -200,13 +214,14 @@ class Sweep:
         cost: Any = None,
         shard: bool = True,
         devices: Sequence[jax.Device] | None = None,
+        compiler_options: Mapping[str, Any] | None = None,
     ):
-        self._devices = _check_config(fn, chunk_size, shard, devices)
+        self._devices = _check_config(fn, chunk_size, shard, devices, compiler_options)
         _sweep_order.check_cost(cost, allow_array=False)
         self.fn = fn
         self.chunk_size = chunk_size
         self.cost = cost
-        self._run, self._sharding = _build_runner(fn, self._devices)
+        self._run, self._sharding = _build_runner(fn, self._devices, compiler_options)
 
     def __call__(self, batch_params: PyTree, *, cost=None, progress: bool = True, desc: str = "sweep") -> PyTree:
         """Run the held program on every member of `batch_params`; see :func:`sweep` (`cost` overrides the held one)."""
@@ -265,6 +280,7 @@ def sweep(
     shard: bool = True,
     devices: Sequence[jax.Device] | None = None,
     desc: str = "sweep",
+    compiler_options: Mapping[str, Any] | None = None,
 ) -> PyTree:
     """Run `fn` on every member of a batch of parameters (vmap, chunks, device sharding).
 
@@ -304,6 +320,10 @@ def sweep(
       every process makes the same call with the same `batch_params`, host-local arrays, and
       runs its share of ``ceil(B / P)`` members on them; see the module docstring).
     - `desc`: label of the progress bar.
+    - `compiler_options`: XLA options for the chunk program only (``jax.jit``'s
+      ``compiler_options``), e.g. ``{"xla_backend_optimization_level": 3}`` for a long sweep in
+      a process that compiles at level 0 for speed (hassejax's tests, ``reproduce.py --quick``):
+      it overrides ``XLA_FLAGS`` for this program and is part of the compilation cache key.
 
     **Returns:** the pytree of `fn`'s outputs, each leaf with the batch axis `B` in front
     (padding stripped), in batch order, as JAX arrays. With `P` processes every process
@@ -311,7 +331,8 @@ def sweep(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for an ill-formed batch (see
     :func:`batch_size`), a `chunk_size` that is not a positive integer, a `cost` that is not
-    `B` finite numbers >= 0, or an empty `devices`; with several processes also, on every process alike (never a hang), for a
+    `B` finite numbers >= 0, an empty `devices`, or `compiler_options` that is not a mapping of
+    option names (or given to a JAX whose ``jax.jit`` has none); with several processes also, on every process alike (never a hang), for a
     device of another process in `devices`, a leaf that is a global array spread over
     processes, or `batch_params` that differ between the processes (batch size, structure,
     shapes, dtypes or values: build the batch identically, with the same seed, everywhere).
@@ -348,9 +369,9 @@ def sweep(
 
     ```
     """
-    devs = _check_config(fn, chunk_size, shard, devices)
+    devs = _check_config(fn, chunk_size, shard, devices, compiler_options)
     _sweep_order.check_cost(cost)
-    run, sharding = _build_runner(fn, devs)
+    run, sharding = _build_runner(fn, devs, compiler_options)
     return _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc)
 
 
@@ -362,6 +383,7 @@ def sweep_program(
     cost: Any = None,
     shard: bool = True,
     devices: Sequence[jax.Device] | None = None,
+    compiler_options: Mapping[str, Any] | None = None,
 ) -> jax.stages.Lowered:
     """The program :func:`sweep` runs on each chunk, lowered for ahead-of-time use.
 
@@ -389,13 +411,13 @@ def sweep_program(
 
     ```
     """
-    devs = _check_config(fn, chunk_size, shard, devices)
+    devs = _check_config(fn, chunk_size, shard, devices, compiler_options)
     _sweep_order.check_cost(cost)
     B = batch_size(batch_params)
     batch_params, _, chunk_size = _sweep_order.plan(cost, batch_params, B, chunk_size, len(devs) if devs else 1)
     batch_params, n = _processes.local_share(batch_params, B, check=False)
     chunk, _, total = _layout(n, chunk_size, devs)
-    run, sharding = _build_runner(fn, devs)
+    run, sharding = _build_runner(fn, devs, compiler_options)
     leaves, treedef = jax.tree_util.tree_flatten(batch_params)
     part = [_pad_rows(jnp.asarray(leaf), total)[:chunk] for leaf in leaves]
     if sharding is not None:
