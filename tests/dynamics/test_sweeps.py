@@ -294,30 +294,46 @@ def test_compiler_options_reach_the_chunk_program_and_change_no_result(monkeypat
         sol = solve_gaussian(Softmax(V=v * jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=3.0)
         return {"status": sol.status, "t_blowup": sol.t_blowup, "cov": sol.cov_final}
 
+    def square(v):
+        return v * v
+
     vs = jnp.linspace(-1.0, 3.0, 6)
     opts = {"xla_backend_optimization_level": 3}
     plain = sweep(member, vs, progress=False)
+    seen = []  # (name of the jitted function, its compiler_options): the chunk program is vmap(fn)
+    real_jit = jax.jit
+
+    def spy(fun, *, compiler_options=None, **kwargs):
+        seen.append((getattr(fun, "__name__", ""), compiler_options))
+        return real_jit(fun, compiler_options=compiler_options, **kwargs)
+
+    monkeypatch.setattr(jax, "jit", spy)
     for out in (
         sweep(member, vs, progress=False, compiler_options=opts),
         Sweep(member, compiler_options=opts)(vs, progress=False),
     ):
         for k in plain:
             np.testing.assert_array_equal(np.asarray(out[k]), np.asarray(plain[k]), err_msg=k)
-    seen = []
-    real_jit = jax.jit
-
-    def spy(fun, *, compiler_options=None, **kwargs):
-        seen.append(compiler_options)
-        return real_jit(fun, compiler_options=compiler_options, **kwargs)
-
-    monkeypatch.setattr(jax, "jit", spy)
-    sweep_program(lambda v: v * v, vs, compiler_options=opts).compile()
-    assert opts in seen
+    sweep_program(square, vs, compiler_options=opts).compile()
+    assert seen.count(("member", opts)) == 2 and seen.count(("square", opts)) == 1, seen
 
 
-def test_compiler_options_that_are_not_a_mapping_of_names_are_refused(no_typecheck):
-    for bad in ([("xla_backend_optimization_level", 3)], {3: 1}, "level 3"):
-        with pytest.raises(ParameterError, match="compiler_options"):
+def test_compiler_options_that_xla_would_refuse_are_refused_by_name(no_typecheck):
+    """Checked before any program is built (a held Sweep at construction): the type here, names and
+    values by XLA on a trivial program."""
+    bad_type = [
+        [("xla_backend_optimization_level", 3)],
+        {3: 1},
+        "level 3",
+        3.5,
+        {"xla_backend_optimization_level": None},
+    ]
+    bad_for_xla = [{"xla_no_such_option": 1}, {"xla_backend_optimization_level": "high"}, {"--xla_cpu_max_isa": "AVX"}]
+    for bad in bad_type + bad_for_xla:
+        why = "refused by XLA" if bad in bad_for_xla else "must be None or a mapping"
+        with pytest.raises(ParameterError, match=f"`compiler_options`.*{why}"):
             sweep(lambda v: v, jnp.arange(3.0), progress=False, compiler_options=bad)
-        with pytest.raises(ParameterError, match="compiler_options"):
+        with pytest.raises(ParameterError, match=f"`compiler_options`.*{why}"):
             Sweep(lambda v: v, compiler_options=bad)
+        with pytest.raises(ParameterError, match=f"`compiler_options`.*{why}"):
+            sweep_program(lambda v: v, jnp.arange(3.0), compiler_options=bad)

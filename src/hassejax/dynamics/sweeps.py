@@ -38,6 +38,7 @@ compiled once per chunk shape. :func:`sweep_program` lowers the program for ahea
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -138,20 +139,49 @@ def _pad_rows(leaf, total: int):
     return xp.concatenate([leaf, xp.repeat(leaf[-1:], extra, axis=0)], axis=0)
 
 
+def _check_compiler_options(options) -> None:
+    """Refuse `compiler_options` XLA would refuse, before any program is built: the type here, the
+    names and values by compiling a trivial program with them once (a few milliseconds, cached)."""
+    scalar = (bool, int, float, str, np.integer, np.floating)
+    if (
+        not isinstance(options, Mapping)
+        or not all(isinstance(k, str) for k in options)
+        or not all(isinstance(v, scalar) for v in options.values())
+    ):
+        raise ParameterError(
+            "`compiler_options` must be None or a mapping of XLA option names (str) to values (bool, int, "
+            f"float or str), e.g. {{'xla_backend_optimization_level': 3}}; got {options!r}."
+        )
+    if "compiler_options" not in inspect.signature(jax.jit).parameters:
+        raise ParameterError(
+            f"`compiler_options` needs a JAX whose jax.jit takes compiler_options; this is JAX {jax.__version__}."
+        )
+    key = tuple(sorted((k, v.item() if isinstance(v, np.generic) else v) for k, v in options.items()))
+    error = _compile_probe(key)
+    if error is not None:
+        raise ParameterError(f"`compiler_options` {dict(options)!r} were refused by XLA: {error}")
+
+
+@functools.lru_cache(maxsize=64)
+def _compile_probe(options: tuple) -> str | None:
+    """XLA's message when it refuses `options` on a trivial program, else None."""
+    try:
+        jax.jit(_probe, compiler_options=dict(options)).lower(np.float32(0)).compile()
+    except Exception as err:  # XLA's own error types differ between versions (JaxRuntimeError, XlaRuntimeError)
+        return f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+    return None
+
+
+def _probe(x):
+    return x + 1
+
+
 def _check_config(fn, chunk_size, shard, devices, compiler_options=None) -> tuple | None:
     """Validate a sweep's configuration; return the devices to shard over (None: no sharding)."""
     if not callable(fn):
         raise ParameterError(f"`fn` must be callable (the per-member function); got {type(fn).__name__}.")
     if compiler_options is not None:
-        if not isinstance(compiler_options, Mapping) or not all(isinstance(k, str) for k in compiler_options):
-            raise ParameterError(
-                "`compiler_options` must be None or a mapping of XLA option names (str) to values, e.g. "
-                f"{{'xla_backend_optimization_level': 3}}; got {compiler_options!r}."
-            )
-        if "compiler_options" not in inspect.signature(jax.jit).parameters:
-            raise ParameterError(
-                f"`compiler_options` needs a JAX whose jax.jit takes compiler_options; this is JAX {jax.__version__}."
-            )
+        _check_compiler_options(compiler_options)
     if chunk_size is not None and (
         isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
     ):
@@ -332,7 +362,9 @@ def sweep(
     **Raises:** :class:`~hassejax.errors.ParameterError` for an ill-formed batch (see
     :func:`batch_size`), a `chunk_size` that is not a positive integer, a `cost` that is not
     `B` finite numbers >= 0, an empty `devices`, or `compiler_options` that is not a mapping of
-    option names (or given to a JAX whose ``jax.jit`` has none); with several processes also, on every process alike (never a hang), for a
+    option names to scalars, that XLA refuses (an unknown name, a value of the wrong type: checked
+    on a trivial program before anything is built) or given to a JAX whose ``jax.jit`` has none;
+    with several processes also, on every process alike (never a hang), for a
     device of another process in `devices`, a leaf that is a global array spread over
     processes, or `batch_params` that differ between the processes (batch size, structure,
     shapes, dtypes or values: build the batch identically, with the same seed, everywhere).
