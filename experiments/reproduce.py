@@ -326,8 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     # flag the user set in XLA_FLAGS wins; hassejax._xla_flags): XLA's legacy elemental emitters
     # (--quick cold 198 s against 240 s, the same statuses and counts, floats equal up to rounding);
     # with --quick also LLVM level 0 without FMA, since its small programs compile far longer than
-    # they run (169 s against 198 s; phase_maps' sweeps run slower, 23 of 32 experiments faster; the
-    # same statuses and key numbers, step counts and blow-up times changed within the tolerances).
+    # they run (169 s against 198 s: 23 of 32 experiments faster; the same statuses and key numbers,
+    # step counts and blow-up times changed within the tolerances). The phase maps' long sweeps keep
+    # XLA's level 3 through their own compiler_options (hassejax.dynamics.phase_map.run_sweep).
     from hassejax._xla_flags import add_xla_flags, fast_compile_flags  # standard library only
 
     add_xla_flags(fast_compile_flags(level0=args.quick))
