@@ -80,8 +80,8 @@ def jit_at_default_level(fun, **jit_kwargs):
 
     For the few programs of a level-0 process (the tests, ``--quick``) that run far longer than
     they compile, e.g. a 1,000-member batch of solves: ``compiler_options`` applies to this one
-    top-level program only. Where ``jax.jit`` has no ``compiler_options`` (JAX before 0.5), a
-    plain ``jax.jit``.
+    top-level program only. Where ``jax.jit`` has no ``compiler_options`` (an older JAX), a plain
+    ``jax.jit``.
     """
     import inspect
 

@@ -109,7 +109,7 @@ def batch_size(batch_params: PyTree, name: str = "batch_params") -> int:
 
 
 def _build_runner(
-    fn: Callable, devices: tuple | None, compiler_options: dict | None = None
+    fn: Callable, devices: tuple | None, compiler_options: Mapping[str, Any] | None = None
 ) -> tuple[Callable, NamedSharding | None]:
     """The jitted, vmapped per-chunk program of `fn` (sharded over `devices` when given); built per call."""
     batched = jax.vmap(fn)
