@@ -11,12 +11,15 @@ import os
 import platform
 from importlib import metadata
 
-__all__ = ["add_xla_flags", "fast_compile_flags", "jit_at_default_level"]
+__all__ = ["DEFAULT_LEVEL", "add_xla_flags", "fast_compile_flags", "jit_at_default_level", "jit_takes_compiler_options"]
 
 # XLA aborts the process on an unknown flag in XLA_FLAGS, so the emitter and ISA flags go only to
 # the jaxlib versions checked to have them (0.5 has no `xla_cpu_use_fusion_emitters`; 0.10 has
 # both); a later jaxlib gets level 0 alone until it is checked.
 _CHECKED = ((0, 6), (0, 10))
+
+# XLA's default LLVM optimisation level for one program (jax.jit's compiler_options), whatever XLA_FLAGS says.
+DEFAULT_LEVEL = {"xla_backend_optimization_level": 3}
 
 
 def _jaxlib_version() -> tuple[int, int] | None:
@@ -83,10 +86,17 @@ def jit_at_default_level(fun, **jit_kwargs):
     top-level program only. Where ``jax.jit`` has no ``compiler_options`` (an older JAX), a plain
     ``jax.jit``.
     """
+    import jax
+
+    if jit_takes_compiler_options():
+        jit_kwargs.setdefault("compiler_options", dict(DEFAULT_LEVEL))
+    return jax.jit(fun, **jit_kwargs)
+
+
+def jit_takes_compiler_options() -> bool:
+    """Whether this JAX's ``jax.jit`` has a ``compiler_options`` argument (per-program XLA options)."""
     import inspect
 
     import jax
 
-    if "compiler_options" in inspect.signature(jax.jit).parameters:
-        jit_kwargs.setdefault("compiler_options", {"xla_backend_optimization_level": 3})
-    return jax.jit(fun, **jit_kwargs)
+    return "compiler_options" in inspect.signature(jax.jit).parameters

@@ -16,13 +16,12 @@ phase maps, the event-time accuracy) compiles the vmapped program once per proce
 
 from __future__ import annotations
 
-import inspect
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
+from .._xla_flags import DEFAULT_LEVEL, jit_takes_compiler_options
 from .attention import Softmax
 from .blowup_check import confirm_blowup
 from .closed_form import blowup_time_closed_form
@@ -210,9 +209,7 @@ def confirm_member(p: dict) -> dict:
                           atol=CONFIRM_ATOL, max_steps=CONFIRM_MAX_STEPS)  # fmt: skip
 
 
-_SWEEP_OPTIONS = (
-    {"xla_backend_optimization_level": 3} if "compiler_options" in inspect.signature(jax.jit).parameters else None
-)
+_SWEEP_OPTIONS = DEFAULT_LEVEL if jit_takes_compiler_options() else None
 
 
 def run_sweep(member_fn, batch: dict, desc: str, chunk_size: int = CHUNK) -> dict:

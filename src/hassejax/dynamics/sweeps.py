@@ -39,7 +39,6 @@ compiled once per chunk shape. :func:`sweep_program` lowers the program for ahea
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -51,6 +50,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import PyTree
 from tqdm.auto import tqdm
 
+from .._xla_flags import jit_takes_compiler_options
 from ..errors import ParameterError
 from . import _processes, _sweep_order
 
@@ -152,7 +152,7 @@ def _check_compiler_options(options) -> None:
             "`compiler_options` must be None or a mapping of XLA option names (str) to values (bool, int, "
             f"float or str), e.g. {{'xla_backend_optimization_level': 3}}; got {options!r}."
         )
-    if "compiler_options" not in inspect.signature(jax.jit).parameters:
+    if not jit_takes_compiler_options():
         raise ParameterError(
             f"`compiler_options` needs a JAX whose jax.jit takes compiler_options; this is JAX {jax.__version__}."
         )
