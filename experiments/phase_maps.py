@@ -231,8 +231,10 @@ def level_check(V: np.ndarray, A: np.ndarray, cov0: np.ndarray, t1: float, desc:
 def level_check_record(chk: dict, t1: float) -> dict:
     """JSON record of a :func:`level_check`: counts, settings, the gap ratios seen."""
     times = np.asarray(chk["times"])
-    gaps = np.diff(times, axis=-1) if times.size else np.zeros((0, len(LEVELS) - 1))
+    # A level a member did not reach has time inf: its gaps are nan (inf − inf) and its ratios are
+    # read only through `all_reached` below.
     with np.errstate(invalid="ignore", divide="ignore"):
+        gaps = np.diff(times, axis=-1) if times.size else np.zeros((0, len(LEVELS) - 1))
         ratios = gaps[:, 1:] / gaps[:, :-1]
     last = ratios[:, -N_RATIOS:]
     blow = np.asarray(chk["blow_up"], bool)

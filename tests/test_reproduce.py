@@ -86,7 +86,9 @@ def _numbers(value, path="$"):
 def test_reproduce_quick_writes_every_figure(tmp_path):
     """One test (not a shared fixture): under pytest-xdist a module fixture would run once per worker."""
     out = tmp_path / "paper_figures"
-    env = dict(os.environ, MPLBACKEND="Agg")
+    # numpy's RuntimeWarnings (invalid value, overflow, division by zero) as errors: a NaN or inf met on
+    # the way fails the experiment instead of passing as a warning in the log
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONWARNINGS="error::RuntimeWarning")
     proc = subprocess.run(
         # reproduce.py's default jobs: on 2 cores beside the other xdist worker the whole suite took
         # 889.6 s / 1,734 CPU-s with it and 887.0 s / 1,705 CPU-s with --jobs 1 (same session), and
