@@ -25,6 +25,8 @@ from hassejax.plot import draw_hasse, draw_mask, hasse_layout
 from hassejax.plot.family import draw_task_family, per_task_slots
 from hassejax.tasks import Task, Token, audit, block_generation, block_two_stream_mask, merge_tasks
 
+FLOAT64 = False  # JAX's default precision, as when run on its own; reproduce.py sets it before main()
+
 NAME = "block_two_stream"
 CITE = "Li & Guo, arXiv:2606.09951"
 STREAM_COLOR = {"content": "#c6dbef", "query": "#fdd0a2"}

@@ -40,6 +40,8 @@ from hassejax.plot import draw_hasse, draw_mask, hasse_crossings, hasse_layout
 from hassejax.plot.family import draw_task_family, per_task_slots
 from hassejax.tasks import Task, Token, audit, butterfly, butterfly_mask, merge_tasks, sparsify
 
+FLOAT64 = False  # JAX's default precision, as when run on its own; reproduce.py sets it before main()
+
 NAME = "butterfly_attention"
 CITE = "Li & Guo, arXiv:2606.09951"
 STREAM_COLOR = {"F": "#c6dbef", "B": "#fdd0a2", "C": "#c7e9c0"}  # fills (light: black text stays readable)

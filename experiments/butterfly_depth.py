@@ -23,6 +23,8 @@ from hassejax.plot import draw_mask
 from hassejax.plot.style import figsize
 from hassejax.tasks import Task, audit, butterfly, butterfly_mask, sparsify
 
+FLOAT64 = False  # JAX's default precision, as when run on its own; reproduce.py sets it before main()
+
 STREAM_TEXT = {"F": "#08519c", "B": "#a63603", "C": "#006d2c"}  # as in butterfly_attention's masks
 NAME = "butterfly_depth"
 MISSING = "#c8c8c8"  # entries of the dense closure not yet reached at depth L

@@ -61,6 +61,8 @@ from hassejax.plot.bounds import fmt_upper
 from hassejax.plot.style import figsize
 from hassejax.tasks import audit, autoregressive, block_generation, butterfly
 
+FLOAT64 = False  # JAX's default precision, as when run on its own; reproduce.py sets it before main()
+
 NAME = "butterfly_markov"
 
 

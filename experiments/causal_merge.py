@@ -18,6 +18,8 @@ from hassejax.order import HasseDiagram
 from hassejax.plot import draw_hasse, draw_mask
 from hassejax.tasks import audit, autoregressive, node_signatures
 
+FLOAT64 = False  # JAX's default precision, as when run on its own; reproduce.py sets it before main()
+
 NAME = "causal_merge"
 TARGET = "#ffeb8a"  # "carries a target", as in node_equivalence (a)
 

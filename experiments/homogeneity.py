@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import jax
 
-jax.config.update("jax_enable_x64", True)
+FLOAT64 = True  # JAX's float64 mode: on here, and again before main() when reproduce.py runs it
+jax.config.update("jax_enable_x64", FLOAT64)
 
 from pathlib import Path
 

@@ -25,6 +25,8 @@ from hassejax.plot import draw_mask
 from hassejax.plot.style import figsize
 from hassejax.tasks import butterfly, sparsify
 
+FLOAT64 = False  # JAX's default precision, as when run on its own; reproduce.py sets it before main()
+
 NAME = "jacobian_support"
 
 

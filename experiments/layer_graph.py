@@ -16,6 +16,8 @@ from _common import Output, cli
 from hassejax.masks import causal
 from hassejax.order import layer_adjacency, reachability
 
+FLOAT64 = False  # JAX's default precision, as when run on its own; reproduce.py sets it before main()
+
 NAME = "layer_graph"
 
 

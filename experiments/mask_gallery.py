@@ -21,6 +21,8 @@ from hassejax import masks
 from hassejax.order import HasseDiagram, convergence_depth, reachability
 from hassejax.tasks import audit, block_diffusion_task, xlnet_two_stream_task
 
+FLOAT64 = False  # JAX's default precision, as when run on its own; reproduce.py sets it before main()
+
 NAME = "mask_gallery"
 SEED = 0
 

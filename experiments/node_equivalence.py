@@ -31,6 +31,8 @@ from hassejax.plot import draw_hasse
 from hassejax.plot.family import draw_task_family
 from hassejax.tasks import autoregressive, butterfly, merge_tasks, node_signatures
 
+FLOAT64 = False  # JAX's default precision, as when run on its own; reproduce.py sets it before main()
+
 NAME = "node_equivalence"
 CITE = "Li & Guo, arXiv:2606.09951"
 # Node colours in (a): carries a target / context only. Yellow and white, so that no colour of (a)

@@ -21,6 +21,8 @@ from matplotlib.patches import Rectangle
 from hassejax.order import HasseDiagram, convergence_depth, reachability
 from hassejax.plot import draw_hasse, draw_mask
 
+FLOAT64 = False  # JAX's default precision, as when run on its own; reproduce.py sets it before main()
+
 NAME = "preorder_to_hasse"
 CITE = "Li & Guo, arXiv:2606.09951"
 # Light fills (black node text stays readable), one per class.

@@ -17,6 +17,8 @@ from hassejax.masks import causal, sliding_window
 from hassejax.order import convergence_depth, reachability
 from hassejax.plot import draw_mask
 
+FLOAT64 = False  # JAX's default precision, as when run on its own; reproduce.py sets it before main()
+
 NAME = "reachability_powers"
 
 

@@ -182,6 +182,12 @@ def run_one(name: str, out: Path, quick: bool) -> dict:
         if reason is not None:
             row.update(status="skipped", key=reason)
         else:
+            import jax
+
+            # The precision the experiment declares (``FLOAT64``; JAX's default if it declares none),
+            # as when run on its own: a worker runs several experiments, and the float64 ones turn
+            # float64 on when imported, for every experiment the worker runs after them.
+            jax.config.update("jax_enable_x64", bool(getattr(module, "FLOAT64", False)))
             summary = module.main(out, quick)
             row.update(status="ok", key=summary.get("key", ""))
     except Exception as exc:

@@ -210,6 +210,70 @@ def test_no_progress_hides_the_bar_not_the_summary(tmp_path, monkeypatch, capsys
     assert ("experiments:" in captured.err) != flag
 
 
+def test_each_experiment_runs_in_the_precision_it_declares(tmp_path, monkeypatch):
+    """A float64 experiment turns float64 on when imported; the experiments run after it in the same
+    process get the precision they declare (``FLOAT64``, JAX's default without one), as on their own.
+    Until 2026-12-04 they inherited it: butterfly_markov's chain (drawn by ``jax.random``) differed
+    between ``--jobs 1`` and a worker that had run a dynamics experiment first."""
+    import jax
+
+    body = (
+        "import jax\n{head}def main(out, quick):\n    out.mkdir(parents=True, exist_ok=True)\n"
+        "    (out / '{name}.txt').write_text(str(jax.numpy.ones(1).dtype))\n    return {{'key': 'ok'}}\n"
+    )
+    heads = {
+        "fake_float64": 'FLOAT64 = True\njax.config.update("jax_enable_x64", FLOAT64)\n',
+        "fake_undeclared": "",
+        "fake_float32": "FLOAT64 = False\n",
+        "fake_float64_again": "FLOAT64 = True\n",
+    }
+    for name, head in heads.items():
+        (tmp_path / f"{name}.py").write_text(body.format(head=head, name=name))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = _reproduce_module()
+    monkeypatch.setattr(module, "EXPERIMENTS", list(heads))
+    before, handler = jax.config.jax_enable_x64, signal.getsignal(signal.SIGINT)
+    try:
+        argv = ["--jobs", "1", "--no-compile-cache", "--no-progress", "--out", str(tmp_path / "out")]
+        assert module.main(argv) == 0
+    finally:
+        jax.config.update("jax_enable_x64", before)
+        signal.signal(signal.SIGINT, handler)
+    got = {name: (tmp_path / "out" / f"{name}.txt").read_text() for name in heads}
+    assert got == {
+        "fake_float64": "float64",
+        "fake_undeclared": "float32",
+        "fake_float32": "float32",
+        "fake_float64_again": "float64",
+    }
+
+
+def test_every_experiment_declares_its_precision():
+    """Each experiment of reproduce.py has a top-level ``FLOAT64 = True`` or ``False``; a float64 one
+    also turns float64 on itself (run on its own, nothing else would)."""
+    import ast
+
+    module = _reproduce_module()
+    for name in module.EXPERIMENTS:
+        tree = ast.parse((ROOT / "experiments" / f"{name}.py").read_text())
+        values = [
+            node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and [getattr(t, "id", None) for t in node.targets] == ["FLOAT64"]
+            and isinstance(node.value, ast.Constant)
+        ]
+        assert len(values) == 1 and isinstance(values[0], bool), f"{name}: no FLOAT64 = True/False"
+        sets = [
+            node
+            for node in tree.body
+            if isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value) == "jax.config.update('jax_enable_x64', FLOAT64)"
+        ]
+        assert len(sets) == (1 if values[0] else 0), f"{name}: FLOAT64 = {values[0]} but sets it {len(sets)} times"
+
+
 @pytest.mark.parametrize("quick", [False, True])
 def test_workers_compile_with_the_fast_xla_flags(tmp_path, monkeypatch, quick):
     """The experiments run with hassejax._xla_flags' flags (level 0 without FMA with ``--quick``), set
