@@ -51,6 +51,7 @@ from _common import Output, cli
 from matplotlib.colors import ListedColormap
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from hassejax._xla_flags import jit_at_default_level
 from hassejax.dynamics import (
     LowRankSoftmax,
     Status,
@@ -218,7 +219,8 @@ def _gaussian_heads(heads: LowRankSoftmax, mean0, cov0, t_g, grid, thr, max_step
     )(heads)
 
 
-gaussian_heads = jax.jit(_gaussian_heads, static_argnums=(6,))
+# At XLA's default level even under --quick: 12 heads' solves of up to 8,000 steps run far longer than they compile.
+gaussian_heads = jit_at_default_level(_gaussian_heads, static_argnums=(6,))
 
 
 MAX_STEPS_PARTICLES = 20000

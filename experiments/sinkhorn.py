@@ -31,6 +31,7 @@ import scipy.linalg
 from _common import Output, cli
 
 import hassejax.plot.dynamics as dplot
+from hassejax._xla_flags import jit_at_default_level
 from hassejax.dynamics import Sinkhorn, geometry, paper, powerlaw, solve_gaussian, solve_particles
 from hassejax.dynamics.diagnostics import limit_rank
 from hassejax.plot.bounds import fmt_upper
@@ -67,7 +68,9 @@ def _mean_part(quick: bool) -> tuple[dict, dict]:
     # strict=False: the figure shows what the 1000-iteration cap does to the mean (A = I); by default the
     # solve would stop as non_finite where the iteration first misses its tolerance
     pm = dc.stack_models([Sinkhorn(V=V_SPIRAL, A=A_CASES[k], strict=False) for k in keys])
-    p = jax.jit(jax.vmap(lambda m: solve_particles(m, x0, t1=T1_MEAN, ts=ts, rtol=1e-10, atol=1e-10)))(pm)
+    # at XLA's default level even under --quick: up to 1,000 Sinkhorn iterations an evaluation run far
+    # longer than they compile (--quick: 12.5 s at level 0)
+    p = jit_at_default_level(jax.vmap(lambda m: solve_particles(m, x0, t1=T1_MEAN, ts=ts, rtol=1e-10, atol=1e-10)))(pm)
     p_mean = np.asarray(p.xs).mean(axis=2)
     p_exact = np.stack([scipy.linalg.expm(t * V_SPIRAL) @ x0.mean(axis=0) for t in ts])
     p_err = np.linalg.norm(p_mean - p_exact, axis=-1) / np.linalg.norm(p_exact, axis=-1)

@@ -11,7 +11,14 @@ import os
 import platform
 from importlib import metadata
 
-__all__ = ["DEFAULT_LEVEL", "add_xla_flags", "fast_compile_flags", "jit_at_default_level", "jit_takes_compiler_options"]
+__all__ = [
+    "DEFAULT_LEVEL",
+    "add_xla_flags",
+    "fast_compile_flags",
+    "jit_at_default_level",
+    "jit_takes_compiler_options",
+    "sweep_compiler_options",
+]
 
 # XLA aborts the process on an unknown flag in XLA_FLAGS, so the emitter and ISA flags go only to
 # the jaxlib versions checked to have them (0.5 has no `xla_cpu_use_fusion_emitters`; 0.10 has
@@ -62,6 +69,22 @@ def fast_compile_flags(*, level0: bool = False) -> list[str]:
     if known and x86:
         return ["--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0", "--xla_cpu_max_isa=AVX"]
     return ["--xla_backend_optimization_level=0"]
+
+
+def sweep_compiler_options(platform_name: str) -> dict:
+    """hassejax's per-program XLA options for a sweep's chunk program on `platform_name`.
+
+    On the CPU with jaxlib 0.6 to 0.10: ``{"xla_cpu_use_fusion_emitters": False}``, XLA's legacy
+    loop emitters (see :func:`fast_compile_flags`) for this program alone, whatever ``XLA_FLAGS``
+    says. On the 1,000-member sweeps of ``benchmarks/sweep_compile.py`` they compiled in 0.73–1.13×
+    the time of XLA's default emitters and ran in the same time within the spread between runs,
+    with the same statuses, step counts and blow-up times to the bit. Elsewhere (another backend,
+    another jaxlib, a JAX whose ``jax.jit`` has no ``compiler_options``): ``{}``.
+    """
+    version = _jaxlib_version()
+    if platform_name != "cpu" or version is None or not _CHECKED[0] <= version <= _CHECKED[1]:
+        return {}
+    return {"xla_cpu_use_fusion_emitters": False} if jit_takes_compiler_options() else {}
 
 
 def add_xla_flags(flags: list[str]) -> str:

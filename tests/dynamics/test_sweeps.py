@@ -14,6 +14,8 @@ import optimistix as optx
 import pytest
 from jaxtyping import config as jaxtyping_config
 
+from hassejax import _xla_flags
+from hassejax._xla_flags import sweep_compiler_options
 from hassejax.dynamics._checked_saveat import saveat_checks_skipped
 from hassejax.dynamics.sweeps import Sweep, batch_size, sweep, sweep_program
 from hassejax.errors import ParameterError
@@ -315,7 +317,57 @@ def test_compiler_options_reach_the_chunk_program_and_change_no_result(monkeypat
         for k in plain:
             np.testing.assert_array_equal(np.asarray(out[k]), np.asarray(plain[k]), err_msg=k)
     sweep_program(square, vs, compiler_options=opts).compile()
-    assert seen.count(("member", opts)) == 2 and seen.count(("square", opts)) == 1, seen
+    want = sweep_compiler_options(jax.default_backend()) | opts  # on top of hassejax's own
+    assert seen.count(("member", want)) == 2 and seen.count(("square", want)) == 1, seen
+
+
+def test_sweeps_compile_with_hassejax_options_unless_the_caller_overrides_them(monkeypatch):
+    """Without `compiler_options` the chunk program gets hassejax's per-backend options (on the CPU with
+    jaxlib 0.6–0.10: XLA's legacy loop emitters); a name the caller sets wins. Either way the same
+    statuses and step counts, floats equal to rounding."""
+    from hassejax.dynamics import Softmax, solve_gaussian
+
+    def member(v):
+        sol = solve_gaussian(Softmax(V=v * jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=3.0)
+        return {"status": sol.status, "steps": sol.stats.num_steps, "t_blowup": sol.t_blowup, "cov": sol.cov_final}
+
+    ours = sweep_compiler_options(jax.default_backend())
+    if jax.default_backend() == "cpu" and (0, 6) <= _xla_flags._jaxlib_version() <= (0, 10):
+        assert ours == {"xla_cpu_use_fusion_emitters": False}
+    vs = jnp.linspace(-1.0, 3.0, 6)
+    seen = []
+    real_jit = jax.jit
+
+    def spy(fun, *, compiler_options=None, **kwargs):
+        seen.append((getattr(fun, "__name__", ""), compiler_options))
+        return real_jit(fun, compiler_options=compiler_options, **kwargs)
+
+    monkeypatch.setattr(jax, "jit", spy)
+    default = sweep(member, vs, progress=False)
+    xla = Sweep(member, compiler_options={"xla_cpu_use_fusion_emitters": True})(vs, progress=False)
+    chunk_programs = [opts for name, opts in seen if name == "member"]  # not the option check's probe
+    assert chunk_programs == [ours or None, {"xla_cpu_use_fusion_emitters": True}], seen
+    for k in ("status", "steps"):
+        np.testing.assert_array_equal(np.asarray(default[k]), np.asarray(xla[k]), err_msg=k)
+    for k in ("t_blowup", "cov"):
+        np.testing.assert_allclose(np.asarray(default[k]), np.asarray(xla[k]), rtol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize(
+    ("platform_name", "version", "want"),
+    [
+        ("cpu", (0, 10), {"xla_cpu_use_fusion_emitters": False}),
+        ("cpu", (0, 6), {"xla_cpu_use_fusion_emitters": False}),
+        ("cpu", (0, 5), {}),  # no such option before jaxlib 0.6
+        ("cpu", (0, 11), {}),  # not checked yet
+        ("cpu", None, {}),
+        ("gpu", (0, 10), {}),
+        ("tpu", (0, 10), {}),
+    ],
+)
+def test_sweep_compiler_options_per_backend_and_jaxlib(monkeypatch, platform_name, version, want):
+    monkeypatch.setattr(_xla_flags, "_jaxlib_version", lambda: version)
+    assert sweep_compiler_options(platform_name) == want
 
 
 def test_compiler_options_that_xla_would_refuse_are_refused_by_name(no_typecheck):
