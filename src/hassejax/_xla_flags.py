@@ -76,9 +76,9 @@ def sweep_compiler_options(platform_name: str) -> dict:
 
     On the CPU with jaxlib 0.6 to 0.10: ``{"xla_cpu_use_fusion_emitters": False}``, XLA's legacy
     loop emitters (see :func:`fast_compile_flags`) for this program alone, whatever ``XLA_FLAGS``
-    says. On the 1,000-member sweeps of ``benchmarks/sweep_compile.py`` they compiled in 0.73–1.13×
-    the time of XLA's default emitters and ran in the same time within the spread between runs,
-    with the same statuses, step counts and blow-up times to the bit. Elsewhere (another backend,
+    says. On the 1,000-member sweeps of ``benchmarks/sweep_compile.py`` they compiled in
+    0.64–1.13× the time of XLA's default emitters (two runs) and ran in the same time within the
+    spread between runs, with the same statuses, step counts and blow-up times to the bit. Elsewhere (another backend,
     another jaxlib, a JAX whose ``jax.jit`` has no ``compiler_options``): ``{}``.
     """
     version = _jaxlib_version()
