@@ -7,6 +7,8 @@ checked too.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -552,7 +554,10 @@ def test_vector_field_nan_from_the_start_stops_after_a_bounded_number_of_halving
         def run(a, eye=eye, dtype=dtype):
             return solve_gaussian(Softmax(V=eye, A=a * eye), jnp.zeros(2, dtype), eye / 2, t1=1.0, max_steps=1000)
 
-        sol = run(jnp.asarray(np.nan, dtype))
+        # float32 keeps the default rtol (1e-8), which solve_gaussian warns float32 cannot resolve
+        warns = pytest.warns(RuntimeWarning, match="below what float32") if dtype == np.float32 else nullcontext()
+        with warns:
+            sol = run(jnp.asarray(np.nan, dtype))
         assert status_names(sol.status) == "non_finite"
         assert float(sol.t_final) == 0.0 and np.allclose(np.asarray(sol.cov_final), np.eye(2) / 2)
         assert int(sol.stats.num_steps) < 200

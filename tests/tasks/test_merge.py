@@ -72,6 +72,10 @@ def _equivalence_classes(tasks):
 
 @st.composite
 def task_families(draw):
+    """A family of dense tasks as ``(inputs, mask, labels)`` triples, built into `Task` s by :func:`_tasks`.
+
+    The strategy returns plain data: building a `Task` calls JAX, whose first call in a process
+    touches the `random` module, which hypothesis flags inside a strategy."""
     num_tasks = draw(st.integers(1, 4))
     tasks = []
     for _ in range(num_tasks):
@@ -85,13 +89,18 @@ def task_families(draw):
         for p in range(n):
             if draw(st.booleans()):
                 labels[p] = Token("y", 10 * len({inputs[q] for q in np.flatnonzero(r[p])}) + inputs[p].position)
-        tasks.append(Task(inputs, mask, labels))
+        tasks.append((inputs, mask, labels))
     return tasks
+
+
+def _tasks(specs):
+    return [Task(*spec) for spec in specs]
 
 
 @settings(max_examples=150)
 @given(task_families())
-def test_merge_properties(tasks):
+def test_merge_properties(specs):
+    tasks = _tasks(specs)
     merged = merge_tasks(tasks)
     assert merged.n <= sum(t.n for t in tasks)
     # Every source slot keeps its reachable inputs exactly.
@@ -112,8 +121,8 @@ def test_merge_properties(tasks):
 
 @settings(max_examples=60)
 @given(task_families(), st.integers(2, 4))
-def test_repeated_task_merges_to_itself(tasks, k):
-    task = tasks[0]
+def test_repeated_task_merges_to_itself(specs, k):
+    task = _tasks(specs)[0]
     merged = merge_tasks([task] * k)
     single = merge_tasks([task])
     assert merged.n == single.n <= task.n
@@ -145,8 +154,8 @@ def test_equivalent_nodes_of_one_task_are_identified():
 
 @settings(max_examples=60)
 @given(task_families())
-def test_sparsify_keeps_closure(tasks):
-    merged = merge_tasks(tasks)
+def test_sparsify_keeps_closure(specs):
+    merged = merge_tasks(_tasks(specs))
     sp = sparsify(merged)
     np.testing.assert_array_equal(_closure(sp.mask), _closure(merged.mask))
     assert sp.nonzeros <= int(merged.mask.sum())
