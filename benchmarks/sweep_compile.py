@@ -24,7 +24,7 @@ XLA_FLAGS is recorded; run it without any for XLA's defaults.
 Writes ``benchmarks/results/sweep_compile.json`` (machine, versions, load averages before and
 after) and prints a Markdown table.
 
-Usage: ``python benchmarks/sweep_compile.py [--members 1000] [--dims 2 8 32] [--repeats 3] [--out PATH]``.
+Usage: ``python benchmarks/sweep_compile.py [--members 1000] [--dims 2 8 32] [--repeats 5] [--out PATH]``.
 """
 
 from __future__ import annotations
@@ -75,11 +75,15 @@ def programs(d: int, fam: str, batch: dict) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--members", type=int, default=1000)
-    parser.add_argument("--dims", type=int, nargs="+", default=[2, 8, 32])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "sweep_compile.json")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--members", type=int, default=1000, help="members of each sweep")
+    parser.add_argument("--dims", type=int, nargs="+", default=[2, 8, 32], help="dimensions d")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds; each column reports its least")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "sweep_compile.json", help="JSON path"
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.members < 1:
         parser.error("--repeats and --members must be at least 1")

@@ -184,9 +184,10 @@ def run_one(name: str, out: Path, quick: bool) -> dict:
         else:
             import jax
 
-            # The precision the experiment declares (``FLOAT64``; JAX's default if it declares none),
-            # as when run on its own: a worker runs several experiments, and the float64 ones turn
-            # float64 on when imported, for every experiment the worker runs after them.
+            # The precision the experiment declares (``FLOAT64``; float32 if it declares none, whatever
+            # JAX_ENABLE_X64 says, so that a figure does not depend on the environment): a worker runs
+            # several experiments, and the float64 ones turn float64 on when imported, for every
+            # experiment the worker runs after them.
             jax.config.update("jax_enable_x64", bool(getattr(module, "FLOAT64", False)))
             summary = module.main(out, quick)
             row.update(status="ok", key=summary.get("key", ""))

@@ -17,7 +17,7 @@ from jaxtyping import config as jaxtyping_config
 from hassejax import _xla_flags
 from hassejax._xla_flags import sweep_compiler_options
 from hassejax.dynamics._checked_saveat import saveat_checks_skipped
-from hassejax.dynamics.sweeps import Sweep, batch_size, sweep, sweep_program
+from hassejax.dynamics.sweeps import Sweep, _compile_probe, batch_size, sweep, sweep_program
 from hassejax.errors import ParameterError
 
 THRESHOLD = 1e6
@@ -389,3 +389,19 @@ def test_compiler_options_that_xla_would_refuse_are_refused_by_name(no_typecheck
             Sweep(lambda v: v, compiler_options=bad)
         with pytest.raises(ParameterError, match=f"`compiler_options`.*{why}"):
             sweep_program(lambda v: v, jnp.arange(3.0), compiler_options=bad)
+
+
+@pytest.mark.parametrize("order", [(True, 1), (1.0, True)])
+def test_the_compiler_options_check_tells_equal_values_of_other_types_apart(order):
+    """`True == 1 == 1.0` in Python but XLA takes only the bool for a bool option: the check's cache must
+    not carry one value's verdict to another (a fresh-user review found 1 let through after True, and
+    True refused after 1.0)."""
+    _compile_probe.cache_clear()
+    for value in order:
+        opts = {"xla_cpu_use_fusion_emitters": value}
+        if type(value) is bool:
+            out = sweep(lambda v: v + 1, jnp.arange(3.0), progress=False, compiler_options=opts)
+            np.testing.assert_array_equal(np.asarray(out), [1.0, 2.0, 3.0])
+        else:
+            with pytest.raises(ParameterError, match="`compiler_options`.*refused by XLA"):
+                sweep(lambda v: v + 1, jnp.arange(3.0), progress=False, compiler_options=opts)
