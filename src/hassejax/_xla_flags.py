@@ -77,10 +77,12 @@ def sweep_compiler_options(platform_name: str) -> dict:
     On the CPU with jaxlib 0.6 to 0.10: ``{"xla_cpu_use_fusion_emitters": False}``, XLA's legacy
     loop emitters (see :func:`fast_compile_flags`) for this program alone, whatever ``XLA_FLAGS``
     says. On the 1,000-member sweeps of ``benchmarks/sweep_compile.py`` they compiled in
-    0.64–1.13× the time of XLA's default emitters (two runs) and ran in the same time within the
-    spread between runs, with the same statuses and step counts, and blow-up times equal to the bit
-    (factor and covariance states) or within 1e-15 relative (``state="projective"``: 13 of 16
-    members of a 24-member float64 sweep differed by rounding). Elsewhere (another backend,
+    0.64–1.01× the time of XLA's default emitters (two runs) and ran in the same time within the
+    spread between runs, with the same statuses, step counts and blow-up times to the bit. They
+    round differently, so elsewhere step counts and blow-up times can differ within the solver's
+    tolerance (fresh-user reviews: a 50-member float64 softmax sweep, two step counts and three
+    blow-up times, by ≤ 1e-12 relative; a 24-member projective sweep, 13 blow-up times by ≤ 9e-16
+    relative). Elsewhere (another backend,
     another jaxlib, a JAX whose ``jax.jit`` has no ``compiler_options``): ``{}``.
     """
     version = _jaxlib_version()
