@@ -72,7 +72,7 @@ def _equivalence_classes(tasks):
 
 @st.composite
 def task_families(draw):
-    """A family of dense tasks as ``(inputs, mask, labels)`` triples, built into `Task` s by :func:`_tasks`.
+    """A family of dense tasks as ``(inputs, mask, labels)`` triples; :func:`_tasks` builds the Tasks.
 
     The strategy returns plain data: building a `Task` calls JAX, whose first call in a process
     touches the `random` module, which hypothesis flags inside a strategy."""
@@ -94,6 +94,7 @@ def task_families(draw):
 
 
 def _tasks(specs):
+    """The `Task` of each ``(inputs, mask, labels)`` triple drawn by :func:`task_families`."""
     return [Task(*spec) for spec in specs]
 
 
