@@ -68,6 +68,25 @@ def test_traced_document_ids_and_parents_and_globals():
     np.testing.assert_array_equal(np.asarray(glob(6, 1, flags)), np.asarray(M.global_sliding(6, 1, [0, 4])))
 
 
+def test_document_ids_that_agree_in_their_low_32_bits_stay_distinct():
+    """Ids are compared whole: 5 and 5 + 2**32 (e.g. hashed document ids) are two documents, concrete or traced
+    (int64 under the suite's x64); a cast to int32 merged them, and the query of the second attended to the first."""
+    two_docs = np.asarray(M.document([2, 1]))
+    ids = np.array([5, 5, 5 + 2**32])
+    np.testing.assert_array_equal(np.asarray(M.document(ids, kind="ids")), two_docs)
+    np.testing.assert_array_equal(np.asarray(M.structured.document(ids, kind="ids")), two_docs)
+    traced = jax.jit(functools.partial(M.document, kind="ids"))(jnp.asarray(ids))
+    np.testing.assert_array_equal(np.asarray(traced), two_docs)
+    with pytest.raises(MaskError, match="one contiguous run"):  # split in the high bits only: still a split
+        M.document(np.array([0, 2**32, 0]), kind="ids")
+
+
+def test_traced_64_bit_parents_are_checked_before_any_cast():
+    """A traced int64 parent 2**32 is out of range; cast to int32 first it was 0, a valid parent."""
+    with pytest.raises(Exception, match="parents before children"):
+        jax.block_until_ready(jax.jit(M.tree_prefix, static_argnums=1)(jnp.array([-1, 2**32]), 0))
+
+
 @pytest.mark.parametrize(
     "call, message",
     [
