@@ -198,3 +198,30 @@ def test_derive_rejects_options_of_other_families_and_large_n(capsys):
     assert "--block-size" in capsys.readouterr().err
     assert main(["derive", "autoregressive", "--n", "100000"]) == 2
     assert "too large for derive" in capsys.readouterr().err
+
+
+def test_a_quotient_too_large_to_draw_prints_the_counts_and_writes_the_json(tmp_path, capsys):
+    """--png/--dot of a quotient over the drawing limit: exit 2 naming the limit, but (as the message says)
+    the counts printed and --json written; no figure."""
+    png, js = tmp_path / "q.png", tmp_path / "q.json"
+    rc, out, err = run(capsys, "analyze", "sliding_window(n=4096, left=2)", "--png", str(png), "--json", str(js))
+    assert rc == 2
+    assert "too many to draw (the limit is 2048); no diagram written" in err and str(js) in err
+    assert field(out, "n (positions)") == "4096" and field(out, "classes").startswith("4096")
+    assert json.loads(js.read_text())["num_classes"] == 4096
+    assert not png.exists()
+    rc, out, err = run(capsys, "analyze", "sliding_window(n=4096, left=2)", "--dot", str(tmp_path / "q.dot"))
+    assert rc == 2 and "--json writes them" in err and field(out, "n (positions)") == "4096"
+
+
+def test_a_reader_that_stops_early_ends_the_printing_not_the_command(tmp_path):
+    """``hassejax analyze ... | head``: the closed pipe is no traceback, and --json is still written."""
+    script = os.path.join(os.path.dirname(sys.executable), "hassejax")
+    js = tmp_path / "c.json"
+    cmd = [script, "analyze", "block_causal(n=64, block_size=2)", "--json", str(js), "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the command prints anything: its first write meets a closed pipe
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err
+    assert json.loads(js.read_text())["num_classes"] == 32

@@ -82,6 +82,12 @@ def test_registry_values_are_the_public_constructors():
             "xlnet_two_stream(permutation=[1, 1], stream='query')",
             ["`permutation` must be a permutation of 0..1", "1 appears 2 times", "0 is missing"],
         ),
+        # a bad value names the spec, and in a combined spec the part it is in
+        ("causal(n=2.5)", ["mask spec 'causal(n=2.5)': `n` must be"]),
+        (
+            "causal(n=8) | sliding_window(n=8, left=-1)",
+            ["mask spec 'causal(n=8) | sliding_window(n=8, left=-1)', in `sliding_window(n=8, left=-1)`: `left` must"],
+        ),
     ],
 )
 def test_from_spec_errors(text, fragments):

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import HassejaxError
-from ._common import _check_figure_path, _write_text, load_mask
+from ._common import _check_figure_path, _print, _write_text, load_mask
 from ._parser import _one_line, _OutputError, _UsageError
 
 #: ``hassejax analyze`` shows the progress bar of a closure stage once it has run this many seconds.
@@ -57,11 +57,6 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
     summary = result["summary"]
     diagram = summary._diagram
-    if diagram is None and (args.dot or args.png):
-        raise _UsageError(
-            f"--dot/--png: the quotient has {summary.num_classes} classes, too many to draw (the limit is "
-            f"{_quotient_limit()}); the counts are printed, --json writes them."
-        )
     lines = [f"mask: {args.mask_spec}"]
     for line in summary.lines():
         if diagram is None or not line.startswith("Hasse edges"):  # with a diagram: listed below
@@ -78,18 +73,20 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
             singles = [names[c] for c in range(diagram.num_classes)][: args.max_edges]
             more = " ..." if diagram.num_classes > len(singles) else ""
             lines.append("  (none; classes: " + " ".join(singles) + more + ")")
-    print("\n".join(lines))
+    _print("\n".join(lines))
 
+    if diagram is None and (args.dot or args.png):  # the counts printed above (and --json written) first
+        if args.json:
+            _write_json(args.json, result, args.mask_spec, diagram)
+        raise _UsageError(
+            f"--dot/--png: the quotient has {summary.num_classes} classes, too many to draw (the limit is "
+            f"{_quotient_limit()}); no diagram written. The counts are printed above"
+            + (f" and in {args.json}." if args.json else "; --json writes them.")
+        )
     if args.dot:
         _write_text(args.dot, diagram.to_dot())
     if args.json:
-        payload = {k: v for k, v in result.items() if k != "summary"}
-        payload["mask_spec"] = args.mask_spec
-        if diagram is not None:
-            payload["diagram"] = diagram.to_dict()
-        # One top-level key a line, values compact (the class lists stay on one line each key).
-        body = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in payload.items())
-        _write_text(args.json, "{\n" + body + "\n}\n")
+        _write_json(args.json, result, args.mask_spec, diagram)
     if args.png:
         from matplotlib.figure import Figure
 
@@ -102,6 +99,16 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         except OSError as err:
             raise _OutputError(f"cannot write {args.png!r}: {_one_line(str(err))}") from None
     return 0
+
+
+def _write_json(path: str, result: dict, mask_spec: str, diagram) -> None:
+    payload = {k: v for k, v in result.items() if k != "summary"}
+    payload["mask_spec"] = mask_spec
+    if diagram is not None:
+        payload["diagram"] = diagram.to_dict()
+    # One top-level key a line, values compact (the class lists stay on one line each key).
+    body = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in payload.items())
+    _write_text(path, "{\n" + body + "\n}\n")
 
 
 def _progress(flag: bool | None) -> float | bool:

@@ -6,6 +6,8 @@ Imports of the library (and so of JAX) happen inside the functions.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -128,9 +130,22 @@ def _kernel_mask(args: argparse.Namespace):
     return target
 
 
+def _print(text: str, end: str = "\n") -> None:
+    """Write `text` to stdout. A reader that stops early (``hassejax analyze ... | head``) ends the
+    printing, not the command: stdout goes to the null device from then on, and the files asked
+    for (``--json``, ``--dot``, ...) are still written."""
+    try:
+        sys.stdout.write(text + end)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+
+
 def _emit(path: str | None, text: str) -> None:
     if path is None:
-        print(text, end="")
+        _print(text, end="")
     else:
         _write_text(path, text)
 

@@ -7,7 +7,7 @@ import argparse
 import numpy as np
 
 from ..errors import HassejaxError
-from ._common import _emit, _kernel_mask, _save_npy
+from ._common import _emit, _kernel_mask, _print, _save_npy
 from ._parser import _UsageError
 
 
@@ -56,7 +56,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 else np.stack([_dense_rule(rule, h, rule.n) for h in range(rule.heads)])
             )
             _save_npy(args.out, dense)
-            print(f"wrote {args.out}: Boolean {dense.shape} (row = query, column = key, True = may attend)")
+            _print(f"wrote {args.out}: Boolean {dense.shape} (row = query, column = key, True = may attend)")
             return 0
         from ..kernels import to_splash
 

@@ -215,4 +215,9 @@ def _call(call: ast.AST, source: str, text: str, registry: dict):
         inspect.signature(fn).bind(*args, **kwargs)
     except TypeError as exc:
         raise MaskError(f"mask spec {text!r}: {exc} ({usage}).") from None
-    return fn(*args, **kwargs)
+    try:
+        return fn(*args, **kwargs)
+    except MaskError as exc:  # a bad value: say which spec, and which part of a combined one
+        part = _segment(source, call)
+        where = "" if part.strip() == text.strip() else f", in `{part}`"
+        raise type(exc)(f"mask spec {text!r}{where}: {exc}") from None
