@@ -66,15 +66,15 @@ def test_export_splash_structured_and_numpy(capsys, tmp_path):
     namespace = {}
     exec(out, namespace)
     np.testing.assert_array_equal(namespace["mask"][:, :], np.asarray(from_spec("sliding_window(n=256, left=16)")))
-    # no structured splash form: needs --out for the NumpyMask array
-    code, _, err = _run(capsys, "export", "document(segments=[3, 2])", "--to", "splash")
+    # no structured splash form (documents of 2 then 3: not chunked): needs --out for the NumpyMask array
+    code, _, err = _run(capsys, "export", "document(segments=[2, 3])", "--to", "splash")
     assert code == 2 and "--out" in err
     path = tmp_path / "doc.npy"
-    code, out, _ = _run(capsys, "export", "document(segments=[3, 2])", "--to", "splash", "--out", str(path))
+    code, out, _ = _run(capsys, "export", "document(segments=[2, 3])", "--to", "splash", "--out", str(path))
     assert code == 0
     namespace = {}
     exec(out, namespace)
-    np.testing.assert_array_equal(namespace["mask"][:, :], np.asarray(from_spec("document(segments=[3, 2])")))
+    np.testing.assert_array_equal(namespace["mask"][:, :], np.asarray(from_spec("document(segments=[2, 3])")))
 
 
 def test_export_usage_errors(capsys):

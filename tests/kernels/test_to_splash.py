@@ -42,6 +42,28 @@ def test_windows_are_recognised_as_local_masks(n, left, right):
     np.testing.assert_array_equal(np.asarray(splash[:, :]), dense)
 
 
+@pytest.mark.parametrize(
+    "spec, kind",
+    [
+        ("document(segments=[64, 64, 64, 64])", "ChunkedCausalMask"),
+        ("block_causal(n=256, block_size=1)", "CausalMask"),
+        ("prefix_lm(n=256, prefix=256)", "FullMask"),
+        ("document(segments=[64, 64, 64, 64]) & sliding_window(n=256, left=8)", "LogicalAnd"),
+    ],
+)
+def test_a_spec_gets_the_splash_structure_its_key_runs_have(spec, kind):
+    """A spec string is exported as structured as the same mask given as an array or IntervalMask (it was a
+    NumpyMask: n² bytes, refused at long n, where the interval form gave e.g. ChunkedCausalMask)."""
+    dense = np.asarray(from_spec(spec))
+    got = to_splash(spec)
+    assert type(got).__name__ == kind
+    np.testing.assert_array_equal(np.asarray(got[:, :]), dense)
+    assert type(to_splash(from_spec(spec, form="intervals"))).__name__ in (kind, "NumpyMask")  # parts not combined
+    n = 1 << 20  # at a million tokens: structured, no n x n array
+    big = to_splash(f"document(segments={[n // 4] * 4})")
+    assert type(big).__name__ == "ChunkedCausalMask" and big.shape == (n, n)
+
+
 def test_long_context_lazy_export_needs_no_dense_array():
     n = 131072
     spec = f"sliding_window(n={n}, left=4096) | attention_sinks(n={n}, num=4)"

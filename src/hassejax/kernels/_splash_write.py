@@ -109,8 +109,10 @@ def to_splash(mask: Any, *, fallback: Literal["numpy", "lazy"] = "numpy"):
     ``LocalMask(window_size=(left, right), offset=0)``; ``chunked_causal(n, chunk)`` is
     ``ChunkedCausalMask(chunk_size=chunk)``; ``full`` is ``FullMask``; unions and
     intersections of those (from a spec with ``|`` / ``&``) become splash's ``|`` / ``&``.
-    Interval masks and arrays whose rows are such a window, causal or chunked rule are
-    recognised too. Any other mask (sinks, prefix-LM, documents, Block Two-Stream, ...) is
+    Interval masks, arrays and the parts of a spec whose rows are such a window, causal,
+    chunked or full rule are recognised too (``document`` of equal lengths is
+    ``ChunkedCausalMask``, ``prefix_lm`` over the whole sequence ``FullMask``). Any other mask
+    (sinks, prefix-LM, documents of unequal lengths, Block Two-Stream, ...) is
     one ``NumpyMask`` of the whole rule (``fallback="numpy"``, ``n²`` bytes, memory checked
     first) or, with ``fallback="lazy"``, a splash ``Mask`` subclass that evaluates the rule
     on each tile splash slices (no ``(n, n)`` array: any ``n``; splash builds its

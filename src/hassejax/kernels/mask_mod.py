@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import MaskError
 from ..masks._intervals import IntervalMask
 from ..masks._validate import checked, describe, is_traced
-from ._rules import FAMILY_BUILDERS, RULE_BUILDERS, MaskRule, per_head_rule, rule_from_runs
+from ._rules import FAMILY_BUILDERS, RULE_BUILDERS, MaskRule, _recognise_splash, per_head_rule, rule_from_runs
 
 __all__ = ["mask_mod_source", "mask_rule", "to_mask_mod"]
 
@@ -51,7 +51,7 @@ def _spec_registry() -> dict[str, Callable[..., MaskRule]]:
             label = _call_text(name, bound)
             closed = RULE_BUILDERS.get(name)
             rule = rule_from_runs(im, label) if closed is None else closed(im, **bound.arguments)
-            return dataclasses.replace(rule, label=label, intervals=im)
+            return dataclasses.replace(rule, label=label, intervals=im, splash=_splash_recipe(rule, im))
 
         return build
 
@@ -65,7 +65,9 @@ def _spec_registry() -> dict[str, Callable[..., MaskRule]]:
             bound.arguments.pop("form", None)
             im = fn(**bound.arguments, form="intervals")  # validates the arguments (O(n), no n x n array)
             rule = FAMILY_BUILDERS[name](**bound.arguments)
-            return dataclasses.replace(rule, label=_call_text(name, bound), intervals=im)
+            return dataclasses.replace(
+                rule, label=_call_text(name, bound), intervals=im, splash=_splash_recipe(rule, im)
+            )
 
         return build
 
@@ -73,6 +75,13 @@ def _spec_registry() -> dict[str, Callable[..., MaskRule]]:
     registry["block_two_stream_mask"] = family("block_two_stream_mask", block_two_stream_mask)
     registry["butterfly_mask"] = family("butterfly_mask", butterfly_mask)
     return registry
+
+
+def _splash_recipe(rule: MaskRule, im: IntervalMask) -> tuple | None:
+    """The splash structure of a spec's part: its own, or the one its key runs have (``document`` of equal
+    lengths is chunked causal, ``prefix_lm`` with the whole prefix is full, ...), as for an IntervalMask or
+    array of the same mask."""
+    return rule.splash if rule.splash is not None else _recognise_splash(im)
 
 
 def _call_text(name: str, bound: inspect.BoundArguments) -> str:
