@@ -179,3 +179,24 @@ def test_closed_form_errors():
         softmax_covariance_closed_form(np.eye(2), np.eye(3), 1.0, 0.1)
     with pytest.raises(ParameterError, match=r"needs βv\(A \+ Aᵀ\) ⪯ 0 .* positive eigenvalue"):
         clustering_limit(np.eye(2), np.eye(2), 1.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    angle=st.floats(0.0, np.pi),
+    scale=st.floats(0.1, 10.0),
+    dtype=st.sampled_from([np.float32, np.float64]),
+)
+def test_blowup_time_is_inf_when_lambda_star_is_zero_up_to_rounding(angle, scale, dtype):
+    """`A + Aᵀ ⪯ 0` singular (λ* = 0 exactly): the computed λ* is rounding (±1e-17 in float64) and 1/λ* was a
+    finite t* (3.6e16) where the solve converges; a rank-one Σ0 with A = −I likewise (a finite 3.6e5 in float32)."""
+    q = np.array([[np.cos(angle), np.sin(angle)]])
+    a = (-scale * q.T @ q).astype(dtype)
+    sigma0 = np.array([[0.75, 1 / 12], [1 / 12, 0.25]], dtype)
+    assert np.isposinf(float(blowup_time_closed_form(sigma0, a, 1.0)))
+    u = np.arange(1.0, 6.0)
+    rank_one = (scale * np.outer(u, u)).astype(dtype)
+    assert np.isposinf(float(blowup_time_closed_form(rank_one, -np.eye(5, dtype=dtype), 1.0)))
+    # a small but resolved λ* keeps its finite time: A = 1e-4 I, Σ0 = I/2 -> λ* = 1e-4, t* = 1e4
+    t = float(blowup_time_closed_form(np.eye(2, dtype=dtype) / 2, 1e-4 * np.eye(2, dtype=dtype), 1.0))
+    assert t == pytest.approx(1e4, rel=1e-5)

@@ -22,7 +22,9 @@ import numpy as np
 from ..errors import ParameterError
 
 PSD_RTOL = 1e-8
-"""Asymmetry and negative eigenvalues up to `PSD_RTOL · max|C|` count as round-off in a covariance `C`."""
+"""Asymmetry and negative eigenvalues up to `PSD_RTOL · max|C|` count as round-off in a covariance `C` (for a
+`C` given in a lower precision, up to `10 d ε` of its dtype if that is larger: a rank-one float32 `uuᵀ` has
+eigenvalues down to `−d ε max|C|`)."""
 
 
 def symmetrize(x):
@@ -41,15 +43,19 @@ def psd_sqrt(sigma, with_min: bool = False):
 def check_psd(cov, name: str) -> None:
     """Raise :class:`ParameterError` naming `name` unless the concrete `cov` `(..., d, d)` is finite,
     symmetric and positive semidefinite up to :data:`PSD_RTOL` (relative to its largest entry)."""
-    c = np.asarray(cov, dtype=float)
+    given = np.asarray(cov)
+    c = given.astype(float)
     if not np.all(np.isfinite(c)):
         raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
     scale = max(float(np.max(np.abs(c), initial=0.0)), np.finfo(float).tiny)
     asym = float(np.max(np.abs(c - np.swapaxes(c, -1, -2)), initial=0.0))
     if asym > PSD_RTOL * scale:
         raise ParameterError(f"`{name}` must be symmetric (a covariance); got max |C − Cᵀ| = {asym:.3g}.")
+    rtol = PSD_RTOL
+    if np.issubdtype(given.dtype, np.floating) and c.ndim >= 2:  # rounding of the given precision
+        rtol = max(rtol, 10 * c.shape[-1] * float(np.finfo(given.dtype).eps))
     lam_min = float(np.min(np.linalg.eigvalsh(0.5 * (c + np.swapaxes(c, -1, -2)))))
-    if lam_min < -PSD_RTOL * scale:
+    if lam_min < -rtol * scale:
         raise ParameterError(
             f"`{name}` must be positive semidefinite (a covariance); got smallest eigenvalue {lam_min:.3g}."
         )
