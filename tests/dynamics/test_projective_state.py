@@ -288,3 +288,18 @@ def test_threshold_beyond_the_float_range_stops_as_non_finite_at_the_range_end()
         assert int(steps) < 1000
     status, t_final, _, _ = solve(1e300)  # within the range: the blow-up, read at the threshold
     assert status_names(status) == "blow_up" and abs(float(t_final) - t_star) < 1e-6 * t_star
+
+
+@pytest.mark.parametrize("exponent", [12, 16, 20, 25, 30, 100])
+def test_a_threshold_far_above_the_initial_size_reads_the_blowup(exponent):
+    """V = A = I, Σ0 = I/2 blows up at t* = 1 (closed form). With a threshold far above the initial size the shape is
+    settled, and the controller took one step in τ across 12 decades: the decade test's window (outside the error
+    norm) was not resolved and read ``diverge`` for 10^20, 10^30, 10^100 (review). Near the window the steps now grow
+    the size by at most a factor e: ``blow_up`` at t* = 1 for every threshold, the ratio near its 0.0064."""
+    model = Softmax(V=jnp.eye(2), A=jnp.eye(2))
+    sol = solve_gaussian(model, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, size_threshold=10.0**exponent, state="projective")
+    assert status_names(sol.status) == "blow_up"
+    assert float(sol.t_blowup) == pytest.approx(1.0, rel=1e-6)
+    assert float(sol.decade_ratio) < 0.01
+    default = solve_gaussian(model, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, state="projective")
+    assert status_names(default.status) == "blow_up" and float(default.t_blowup) == pytest.approx(1.0, rel=1e-6)

@@ -69,9 +69,12 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
     finite: Callable = eqx.field(static=True, default=tree_finite)
     shrink: bool = eqx.field(static=True, default=False)
     record: bool = eqx.field(static=True, default=False)
+    growth_limit: tuple[Callable, Callable] | None = eqx.field(static=True, default=None)
 
     def wrap(self, direction):
-        return type(self)(self.inner.wrap(direction), self.dt_stop, self.finite, self.shrink, self.record)
+        return type(self)(
+            self.inner.wrap(direction), self.dt_stop, self.finite, self.shrink, self.record, self.growth_limit
+        )
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
         tnext, state = self.inner.init(terms, t0, t1, y0, dt0, args, func, error_order)
@@ -94,6 +97,17 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
         dt_stop = jnp.maximum(STOP_ULPS * eps * jnp.maximum(jnp.abs(t0), jnp.abs(t1)), self.dt_stop)
         stop = bad & ~(retry & (dt > dt_stop))
         keep = keep & ~bad
+        if self.growth_limit is not None:  # steps that grow a quantity g by at most allowed(y) from their start y
+            growth, allowed = self.growth_limit
+            grew = jnp.abs(growth(y1_candidate) - growth(y0))
+            rate = jnp.where(dt > 0, grew / jnp.where(dt > 0, dt, 1.0), 0.0)  # dg/dt over this step
+            too_long = ~bad & (grew > 1.5 * allowed(y0))  # rejected, retried at the allowed length
+            keep = keep & ~too_long
+            start = jtu.tree_map(lambda a, b: jnp.where(keep, a, b), y1_candidate, y0)
+            cap = jnp.where(rate > 0, allowed(start) / jnp.where(rate > 0, rate, 1.0), jnp.inf)
+            next_t0 = jnp.where(keep, next_t0, t0)
+            base = jnp.where(too_long, dt, step)
+            next_t1 = jnp.where(bad, next_t1, next_t0 + jnp.minimum(base, cap))
         next_t1 = jnp.where(stop, t1, jnp.where(bad, t0 + step, next_t1))
         next_t0 = jnp.where(bad, t0, next_t0)
         result = diffrax.RESULTS.where(stop, diffrax.RESULTS.nonfinite, result)
@@ -129,13 +143,17 @@ def adapts(controller) -> bool:
 
 
 def guard(
-    controller: diffrax.AbstractStepSizeController, t0, t1, finite: Callable = tree_finite, record: bool = False
-) -> FiniteGuard:
+    controller: diffrax.AbstractStepSizeController, t0, t1, finite: Callable = tree_finite, record: bool = False,
+    growth_limit: tuple[Callable, Callable] | None = None,
+) -> FiniteGuard:  # fmt: skip
     """`controller` wrapped in the guard, with the floor of `dt_stop` from the interval `[t0, t1]` (see :data:`STOP_ULPS`);
-    `record`: carry the last accepted step (start, end, end state) in the controller state (module docstring)."""
+    `record`: carry the last accepted step (start, end, end state) in the controller state (module docstring);
+    `growth_limit`: `(g, allowed)`, functions of the state: a step from `y` may change `g` by at most `allowed(y)`
+    (`inf`: no limit); a step that changed it by more than 1.5 times that is rejected and retried at the length the
+    rate of `g` over it allows, and every next step is capped the same way (the projective state's decade window)."""
     t0, t1 = jnp.asarray(t0), jnp.asarray(t1)
     scale = jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
     eps = jnp.finfo(jnp.result_type(t0, t1)).eps
     dt_stop = STOP_ULPS * eps**3 * scale
     cls = AdaptiveFiniteGuard if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController) else FiniteGuard
-    return cls(controller, dt_stop, finite, adapts(controller), record)
+    return cls(controller, dt_stop, finite, adapts(controller), record, growth_limit)

@@ -21,9 +21,10 @@ solve runs on `τ ∈ [0, ∞)`, stopped by an event, the finite-step guard or t
 flat vector and the constant end `τ = ∞` keep the compiled program small (issue 13, item 2).
 Statuses and the decade test are those of :mod:`._solve`, read in `t`, with the time the size spent in its
 last two decades integrated as `∫ σ(k(log λ − log L_a)) e^{−ρ} dτ` (a logistic window, :data:`WINDOW_SLOPE`,
-instead of a step function that steps this long do not resolve); the step-length criterion of its
-``undetermined`` is not needed (an accepted step in `τ` met the tolerances on `t` as well, and the shape is
-smooth through a blow-up). Saved rows are `[t0, t1]` only: the steps are in `τ`, not in `t`. The state
+instead of a step function that steps this long do not resolve), the steps from a decade below the window on
+growing the size by at most a factor `e` (:data:`WINDOW_STEP_LOG`, through the guard's `growth_limit`: the
+window is outside the error norm); a crossing whose last step grew the size by more than two decades is
+``undetermined`` all the same (:data:`WINDOW_STEP_DECADES`). Saved rows are `[t0, t1]` only: the steps are in `τ`, not in `t`. The state
 holds time as `s = (t − t0)/T`, `T = min(t1 − t0, 1/(tr Σ0 ‖M̂0‖_F))` the time scale of the initial flow, so that
 `atol` means the same on every time scale. Which stop condition fired is read by the `τ` distance to each at
 the stop (they are in different units). The layer edges of :class:`~hassejax.dynamics.PiecewiseConstant`
@@ -51,6 +52,18 @@ WINDOW_SLOPE = 2.0
 `k = 2`: a step in `τ` covers a good part of a decade near a blow-up, which a step function's quadrature does not
 resolve. For `λ = c/(t* − t)` the ratio remaining time / that span is `(1/100) sin(π/k)/(π/k) = 0.0064` (not
 1/99), for exponential growth it stays ~0.22: the threshold 0.05 of :mod:`._solve` separates them as before."""
+
+WINDOW_STEP_LOG = 1.0
+"""From a decade below the decade test's window on, a step grows `log tr Σ` by at most this much (a factor `e`):
+the window (outside the error norm) is then a quadrature over steps that resolve its integrand, which decays like
+`e^{−ρ}`; the controller alone, with a settled shape, took one step across twelve decades (see below). About seven
+more steps a blow-up."""
+
+WINDOW_STEP_DECADES = DECADES
+"""A crossing whose last accepted step grew the size by more than this many decades (`Δρ = h ρ_τ > DECADES ln 10`)
+is ``undetermined``: such a step does not resolve the window. A safety net: :data:`WINDOW_STEP_LOG` keeps the steps
+near the window shorter. (Before it, for `V = A = I`, the shape settled and `ρ` linear in `τ`, one accepted step
+crossed 12 decades and with a threshold of `10^20` the ratio read 0.14, ``diverge``, for a blow-up at `t* = 1`.)"""
 
 
 def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, atol, max_steps,
@@ -138,6 +151,10 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     def in_range(y):
         return jnp.isfinite(log_size(y)) & (log_size(y) < -jnp.log(tiny))
 
+    def window_step(v):  # the growth of log tr Σ a step from `v` may take (WINDOW_STEP_LOG near the window)
+        below = (log_level_a - float(np.log(10.0))) - log_size(_unpack(v))  # to a decade below the window
+        return jnp.where(below > 0, below, 0.0) + WINDOW_STEP_LOG
+
     root_tol = max(1e-6, 1e4 * float(jnp.finfo(dtype).eps))
     event = diffrax.Event(cond, root_finder=optx.Bisection(rtol=root_tol, atol=root_tol, flip=True), direction=False)
     pid = diffrax.PIDController(rtol=rtol, atol=atol, norm=lambda v: optx.rms_norm(v[:-1]))  # not the window
@@ -154,7 +171,14 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
         dt0=None,
         y0=flat0,
         saveat=diffrax.SaveAt(t1=True, controller_state=True),
-        stepsize_controller=guard(pid, zero, tau1, finite=lambda v: tree_finite(v) & in_range(_unpack(v)), record=True),
+        stepsize_controller=guard(
+            pid,
+            zero,
+            tau1,
+            finite=lambda v: tree_finite(v) & in_range(_unpack(v)),
+            record=True,
+            growth_limit=(lambda v: log_size(_unpack(v)), window_step),
+        ),
         max_steps=max_steps,
         event=event,
         throw=False,
@@ -205,7 +229,11 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     window = above_end  # the time spent in the last two decades (logistic window, WINDOW_SLOPE)
     ratio = remaining / jnp.maximum(window, tiny)
     ratio = jnp.where(blow_ev & jnp.isfinite(ratio), ratio, jnp.where(blow_ev, jnp.inf, 0.0)).astype(dtype)
-    unmeasured = ~rates_ok | ~(window > 0) | ~(jnp.log(jnp.maximum(size0, tiny)) < log_level_a)
+    # the last accepted step across the window: longer than it (in decades of the size), the window is not resolved
+    _, tau_start, tau_acc, _ = sol.controller_state
+    step_decades = (tau_acc - tau_start) * jnp.abs(rho_tau) / float(np.log(10.0))
+    unresolved = ~(step_decades <= WINDOW_STEP_DECADES)
+    unmeasured = unresolved | ~rates_ok | ~(window > 0) | ~(jnp.log(jnp.maximum(size0, tiny)) < log_level_a)
     undetermined = blow_ev & unmeasured
     is_blowup = blow_ev & ~undetermined & (ratio < DECADE_RATIO_THRESHOLD)
     p = jnp.where(undetermined, 0.0, p).astype(dtype)
