@@ -472,3 +472,18 @@ def test_covariance_below_atol_warns_and_a_scaled_atol_is_accurate(state):
             sol = solve_gaussian(model, jnp.zeros(2), s * jnp.eye(2), t1=3 * t_star, **kw)
             assert status_names(sol.status) == "blow_up"
             assert abs(float(sol.t_blowup) - t_star) < 1e-6 * t_star
+
+
+@pytest.mark.parametrize("kw", [{"c": -1.0}, {"beta": -0.5}])
+def test_l2_with_negative_beta_c_is_refused_by_the_gaussian_route(kw):
+    """For βc < 0 the Gaussian map (an expectation of exp(−βc‖Qx − Ky‖²)) exists only on part of the covariances; a
+    solve from outside it came back ``completed`` with Σ = 11.7 I (review). The particle system stays defined."""
+    from hassejax.dynamics import L2, gaussian_affine, solve_particles
+
+    model = L2(V=np.eye(2), Q=np.eye(2), K=np.eye(2), **kw)
+    with pytest.raises(ParameterError, match=r"βc = -[0-9.]+ < 0: its Gaussian map"):
+        solve_gaussian(model, np.zeros(2), np.eye(2), t1=1.0)
+    with pytest.raises(ParameterError, match="βc"):
+        gaussian_affine(model, 0.0, jnp.zeros(2), jnp.eye(2) / 2)
+    sol = solve_particles(model, np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]]), t1=0.1)
+    assert status_names(sol.status) == "completed" and np.all(np.isfinite(np.asarray(sol.x_final)))

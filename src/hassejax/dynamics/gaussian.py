@@ -421,7 +421,10 @@ def solve_gaussian(
       stages written out, which runs faster under ``vmap``; equal to ``diffrax.Tsit5()`` to
       rounding).
     - `rtol`, `atol`: tolerances of the default PID controller; `atol` is absolute, so from a `Σ0` far below one
-      give it below the state's scale (a concrete `Σ0` wholly below `atol` warns) or use ``state="projective"``.
+      give it below the state's scale or use ``state="projective"``. A concrete `Σ0` whose state lies wholly
+      below `atol` warns (the factor state's entries, up to `√λ_max(Σ0)`; the covariance state's, `Σ0`'s);
+      the accuracy falls well before that, in proportion to `atol` over that scale (review, softmax, default
+      tolerances: `t*` off by 1.7e-4 relative at `√λ_max(Σ0) = 7e-7`, 6.7e-3 at `7e-8`, no warning).
     - `dt0`: initial (or constant) step; required with ``ConstantStepSize``.
     - `stepsize_controller`: overrides the PID controller (e.g. ``ConstantStepSize()``).
       With the default controller, layer boundaries of :class:`PiecewiseConstant`

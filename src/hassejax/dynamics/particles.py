@@ -116,7 +116,10 @@ def solve_particles(
       :class:`~hassejax.dynamics.Masked`), unbatched (vmap over a batched one).
     - `x0`: `(n, d)` initial tokens (for ``sphere=True``, unit rows; for a
       :class:`~hassejax.dynamics.Masked` model, `n` is the mask size).
-    - `t1`, `t0`, `ts`, `solver`, `rtol`, `atol`, `dt0`, `stepsize_controller`, `max_steps`,
+    - `rtol`, `atol`: tolerances of the default PID controller, default `1e-6` each (looser than
+      :func:`~hassejax.dynamics.solve_gaussian`'s `1e-8`: a particle system is itself an approximation of
+      the measure's flow; pass `1e-8` for solves compared with the Gaussian ODE to its tolerance).
+    - `t1`, `t0`, `ts`, `solver`, `dt0`, `stepsize_controller`, `max_steps`,
       `converge_tol`, `blowup_estimate`, `progress_meter`: as in :func:`~hassejax.dynamics.solve_gaussian`.
     - `size_threshold`: threshold on `λ` (default `1e8 · λ(x0)`, `1e8` if `λ(x0) = 0`; `1e4` in
       place of `1e8` in float32, see :func:`~hassejax.dynamics._solve.default_size_factor`;

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from ...errors import ParameterError
@@ -36,7 +37,9 @@ class L2(AbstractBilinearAttention):
     - `c`: scalar kernel constant (default 1, the authors' code).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` naming the field when `Q` or `K`
-    is missing, `V` is not square or shapes disagree.
+    is missing, `V` is not square or shapes disagree; from the Gaussian route
+    (:func:`~hassejax.dynamics.solve_gaussian`, :func:`~hassejax.dynamics.gaussian_affine`) for a concrete
+    `βc < 0` (:meth:`check_gaussian`).
 
     **Example:** one token attends only to itself, so `Γ(x) = Vx`:
 
@@ -60,6 +63,26 @@ class L2(AbstractBilinearAttention):
     def __init__(self, V: MatrixParam, Q: ProjParam, K: ProjParam, beta: ScalarParam = 1.0, c: ScalarParam = 1.0):
         self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, None, Q, K, beta, "L2", need_qk=True)
         self.c = scalar_param(c, "c", "L2")
+
+    def check_gaussian(self, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` for a concrete `βc < 0` (arrays; callables of `t` and traced
+        values are not checked).
+
+        The Gaussian map (spec §2) is the expectation of `exp(−βc‖Qx − Ky‖²)` under `N(α, Σ)`; for `βc < 0` it is
+        finite only while `1 + 2βc λ_max(KΣKᵀ) > 0`, a domain the solvers do not track (review: `c = −1`, `Σ0 = I`
+        outside it, a ``completed`` solve with `Σ = 11.7 I`). The particle system is defined for any `βc`.
+        """
+        super().check_gaussian(name)
+        beta, c = self.beta, self.c
+        if any(callable(p) or isinstance(p, jax.core.Tracer) for p in (beta, c)):
+            return
+        bc = np.asarray(beta) * np.asarray(c)
+        if np.any(bc < 0):
+            raise ParameterError(
+                f"{name} (L2) has βc = {float(np.min(bc)):.4g} < 0: its Gaussian map E[exp(−βc‖Qx − Ky‖²)] exists only "
+                "while 1 + 2βc λ_max(KΣKᵀ) > 0, which the Gaussian solvers do not track; solve the particles "
+                "(solve_particles) or use βc >= 0."
+            )
 
     def weights(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Weights:
         """`W_ij = softmax_j(−βc‖Qx_i − Ky_j‖²)` over the allowed keys."""
