@@ -131,6 +131,28 @@ def test_sinkhorn_weights_doubly_stochastic_and_converged():
     np.testing.assert_allclose(w.sum(axis=0), 1.0, atol=1e-8)  # columns of nP
 
 
+def test_sinkhorn_default_tolerance_works_in_float32():
+    """The default `tol = 1e-10` is below what float32 resolves (the error plateaus near 6e-8): the iteration ran to
+    `max_iter` and every weight was NaN, so the docstring example printed False in float32 and a float32 particle
+    solve stopped `non_finite` at t = 0 (review). It now stops at the dtype's rounding floor."""
+    from hassejax.dynamics import solve_particles, status_names
+
+    m = Sinkhorn(V=jnp.eye(2, dtype=jnp.float32), A=jnp.array([[0.5, 0.2], [0.0, -0.3]], jnp.float32))
+    x = jnp.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 2.0]], jnp.float32)
+    _, err, it = m.potential(0.0, x)
+    assert int(it) < m.max_iter and float(err) < 1e-4
+    v = np.asarray(m.velocity(0.0, x))
+    assert v.dtype == np.float32 and np.all(np.isfinite(v))
+    np.testing.assert_allclose(v.mean(axis=0), np.asarray(x).mean(axis=0), atol=1e-5)  # the docstring's claim
+    w = np.asarray(m.weights(0.0, x))
+    np.testing.assert_allclose(w.sum(axis=0), 1.0, atol=1e-4)  # columns of nP, to the float32 floor
+    sol = solve_particles(m, x, t1=1.0)
+    assert status_names(sol.status) == "completed"
+    # float64 keeps the caller's tol (the floor is ~1e-14 there)
+    _, err64, _ = Sinkhorn(V=np.eye(2), A=np.array([[0.5, 0.2], [0.0, -0.3]])).potential(0.0, x.astype(jnp.float64))
+    assert float(err64) <= 1e-10
+
+
 def test_sinkhorn_iteration_cap_is_respected():
     p = Sinkhorn(V=np.eye(2), A=5 * RNG.normal(size=(2, 2)), max_iter=3, tol=1e-15)
     x = jnp.asarray(RNG.normal(size=(20, 2)))

@@ -60,7 +60,9 @@ class Sinkhorn(AbstractBilinearAttention):
     - `eps`: scalar entropic regularisation `ε > 0` (default 1; the paper's figures use
       unscaled `A` with `ε = 1`).
     - `tol`: the iteration stops when the rows' log-marginal error is at most `tol`
-      (default 1e-10; use ~1e-6 in float32). Static.
+      (default 1e-10), or at most the rounding floor of the keys' dtype if that is larger,
+      `16 ε (1 + log n + max |C|)` (:meth:`potential`; float32: about 1e-5, where 1e-10 is never
+      reached and every weight would be NaN). Static.
     - `max_iter`: iteration cap (default 1000). Static.
     - `strict`: True (default): weights from an iteration that stopped at `max_iter` above `tol`
       are NaN, so a particle solve stops there as ``non_finite`` instead of moving the tokens by
@@ -115,12 +117,20 @@ class Sinkhorn(AbstractBilinearAttention):
         is at most `tol` or `max_iter` iterations (``lax.while_loop``).
 
         **Returns:** `(g, error, iterations)`; the plan is `P_ij = exp(f_i + g_j + C_ij)` with
-        `f` the row update of `g` (rows then sum to `1/n` exactly, columns to within `error`).
+        `f` the row update of `g` (rows then sum to `1/n` exactly, columns to within `error`). The
+        iteration stops at `max(tol, 16 ε (1 + log n + max |C|))`, `ε` of the keys' dtype: the error is a
+        sum of terms of that size, so rounding alone leaves it there (float32, 3 tokens: 6e-8).
         """
+        g, err, it, _ = self._potential(t, keys)
+        return g, err, it
+
+    def _potential(self, t: Time, keys: Keys):
+        """:meth:`potential` and the tolerance it stopped at."""
         n = keys.shape[0]
         logn = jnp.log(jnp.asarray(n, keys.dtype))
         c = self.logits(t, keys, keys) / resolve(self.eps, t)
-        tol = jnp.asarray(self.tol, keys.dtype)
+        floor = 16 * jnp.finfo(keys.dtype).eps * (1 + logn + jnp.max(jnp.abs(c)))
+        tol = jnp.maximum(jnp.asarray(self.tol, keys.dtype), floor)
         max_iter = self.max_iter
 
         def cond(state):
@@ -138,7 +148,7 @@ class Sinkhorn(AbstractBilinearAttention):
         zeros = jnp.zeros((n,), keys.dtype)
         init = (zeros, zeros, jnp.asarray(jnp.inf, keys.dtype), jnp.asarray(0))
         _, g, err, it = jax.lax.while_loop(cond, body, init)
-        return g, err, it
+        return g, err, it, tol
 
     def weights(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Weights:
         """`W_ij = softmax_j(β y_jᵀAx_i/ε + g_j)`, `g` from :meth:`potential` (`n P` on the keys).
@@ -153,11 +163,11 @@ class Sinkhorn(AbstractBilinearAttention):
         if mask is not None:
             raise _no_mask("mask")
         y = x if keys is None else keys
-        g, err, _ = self.potential(t, y)
+        g, err, _, tol = self._potential(t, y)
         w = jax.nn.softmax(self.logits(t, x, y) / resolve(self.eps, t) + g[None, :], axis=-1)
         if not self.strict:
             return w
-        return jnp.where(err <= jnp.asarray(self.tol, err.dtype), w, jnp.nan)
+        return jnp.where(err <= tol, w, jnp.nan)
 
     def slope(self, t: Time, factor: Factor) -> Matrix:
         """Slope `S` of `E_π[y | x] = α + S(x − α)` for the entropic self-plan of `N(α, UUᵀ)` (derived, spec §2).
