@@ -241,6 +241,13 @@ def test_flow_summary_errors_name_the_argument():
         reachability(m, method="matmul")
 
 
+def test_flow_summary_of_nested_lists_says_what_to_pass(no_typecheck):
+    """Nested lists are not a mask type here (the runtime type checks refuse them first in the suite); the library's
+    own message said "got list of shape None" (review)."""
+    with pytest.raises(MaskError, match=r"got list \(nested lists: pass np.asarray\(mask, bool\)\)"):
+        flow_summary([[True]])
+
+
 def test_hasse_diagram_from_interval_mask():
     m = IntervalMask.from_dense(np.eye(9, k=-2, dtype=bool))  # two chains, L* = 4
     assert HasseDiagram.from_mask(m) == HasseDiagram.from_mask(np.eye(9, k=-2, dtype=bool))
