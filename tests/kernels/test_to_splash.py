@@ -49,6 +49,9 @@ def test_windows_are_recognised_as_local_masks(n, left, right):
         ("block_causal(n=256, block_size=1)", "CausalMask"),
         ("prefix_lm(n=256, prefix=256)", "FullMask"),
         ("document(segments=[64, 64, 64, 64]) & sliding_window(n=256, left=8)", "LogicalAnd"),
+        # a part without splash structure in a union that has one as a whole (a second review)
+        ("document(segments=[100, 156]) | causal(n=256)", "CausalMask"),
+        ("attention_sinks(n=256, num=4) | full(n=256)", "FullMask"),
     ],
 )
 def test_a_spec_gets_the_splash_structure_its_key_runs_have(spec, kind):

@@ -85,6 +85,8 @@ def test_traced_64_bit_parents_are_checked_before_any_cast():
     """A traced int64 parent 2**32 is out of range; cast to int32 first it was 0, a valid parent."""
     with pytest.raises(Exception, match="parents before children"):
         jax.block_until_ready(jax.jit(M.tree_prefix, static_argnums=1)(jnp.array([-1, 2**32]), 0))
+    with pytest.raises(Exception, match="parents before children"):  # uint32 2**32 - 1 is not the root -1
+        jax.block_until_ready(jax.jit(M.tree_prefix, static_argnums=1)(jnp.array([2**32 - 1, 0], jnp.uint32), 0))
 
 
 @pytest.mark.parametrize(

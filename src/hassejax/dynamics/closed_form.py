@@ -108,10 +108,11 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
     """Blow-up time `t* = 1/λ*`, `λ* = λ_max(βv Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})`, `inf` when `λ* <= 0` (spec §3).
 
     For `β = 1` this is `1/(β λ_max(vΣ0^{1/2}(A + Aᵀ)Σ0^{1/2}))` of the spec; singular `Σ0` allowed.
-    A `λ*` within rounding of zero (at most `10 d ε` times the largest `|eigenvalue|` of that
-    matrix, `ε` of its dtype) counts as `λ* <= 0`: its sign is not resolved in the input's
-    precision (e.g. `A + Aᵀ ⪯ 0` singular, where `λ* = 0` exactly and the computed one is
-    `±1e-17`), and `1/λ*` would be a finite time made of rounding.
+    A `λ*` within rounding of zero (at most `4 ε` times the largest `|eigenvalue|` of that matrix,
+    `ε` of its dtype) counts as `λ* <= 0`: its sign is not resolved in the input's precision (e.g.
+    `A + Aᵀ ⪯ 0` singular, where `λ* = 0` exactly and the computed one is `±1e-17`, or `±0.2 ε`
+    of the largest), and `1/λ*` would be a finite time made of rounding. A resolved `λ*` beside a
+    much larger stable direction keeps its time (float32, `A = diag(−10^6, 1)`: `t* = 1`).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes,
     NaN/inf entries, or a `Sigma0` that is not symmetric positive semidefinite (concrete inputs).
@@ -129,7 +130,7 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
     _, n = _scaled_interaction(jnp.asarray(Sigma0), jnp.asarray(A), v, beta)
     eigs = jnp.linalg.eigvalsh(n)
     lam = eigs[..., -1]
-    floor = 10 * n.shape[-1] * jnp.finfo(n.dtype).eps * jnp.max(jnp.abs(eigs), axis=-1)
+    floor = 4 * jnp.finfo(n.dtype).eps * jnp.max(jnp.abs(eigs), axis=-1)
     resolved = lam > floor
     return jnp.where(resolved, 1.0 / jnp.where(resolved, lam, 1.0), jnp.inf)
 

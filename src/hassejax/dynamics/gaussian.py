@@ -478,8 +478,9 @@ def solve_gaussian(
       `t*` to 7e-7 for 1.9e-6). It saves `[t0, t1]` only and refuses `ts`, `converge_tol`,
       `stepsize_controller`, `dt0`, `progress_meter` and an infinite `size_threshold`; its decade test weights
       the last two decades by a logistic window (`ρ ≈ 0.0064` for `c/(t* − t)` instead of 1/99), its steps
-      near the window growing the size by at most a factor `e` (so that the window is resolved with any
-      threshold; a crossing whose last step grew it by more than two decades would read ``undetermined``); layer edges
+      near the window growing the size by at most a factor `e` (so that the window is resolved at any
+      threshold the solve reaches; a crossing whose last step grew it by more than two decades would read
+      ``undetermined``); layer edges
       of :class:`PiecewiseConstant` parameters are not step boundaries there (`t*` after an edge is less
       accurate than the factor state's: 1.1e-6 against 1.3e-8 at `rtol = 1e-8`); its state at `t1` is read
       from the solver's dense output where `t = t1` (a time event), so a solver with a low-order interpolant

@@ -99,6 +99,10 @@ def _rule_of_spec(text: str) -> MaskRule:
 
     rule = build_spec(text, _spec_registry())
     combined = " | " in rule.label or " & " in rule.label  # parts joined: label with the spec as written
+    if rule.splash is None and rule.intervals is not None and rule.heads is None:
+        # a union or intersection with a part splash has no structure for may still be one as a whole
+        # (``document(segments=[100, 156]) | causal(n=256)`` is causal), as the same mask as an array is
+        rule = dataclasses.replace(rule, splash=_recognise_splash(rule.intervals))
     return _labelled(rule, text.strip()) if combined else rule
 
 

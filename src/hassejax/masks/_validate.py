@@ -98,9 +98,9 @@ def index_vector(value, name: str, *, allow_empty: bool = False):
 
     Returns a NumPy ``int64`` array for concrete input (lists, tuples, NumPy or concrete
     JAX arrays), so that value checks can say exactly which entry is wrong, or the JAX
-    array itself when it is traced: cast to ``int32``, or to ``int64`` when it has 64 bits
-    (with ``jax_enable_x64``; ``int32`` would wrap `2**32 + 1` to `1`, and a value check
-    after the cast would pass it).
+    array itself when it is traced: cast to ``int32``, or to ``int64`` when it has 64 bits or
+    is unsigned (with ``jax_enable_x64``; ``int32`` would wrap `2**32 + 1` to `1` and uint32
+    `2**32 - 1` to `-1`, and a value check after the cast would pass them).
     """
     if isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
@@ -113,7 +113,8 @@ def index_vector(value, name: str, *, allow_empty: bool = False):
         if not _is_integer_dtype(value.dtype):
             raise MaskError(f"`{name}` must have an integer dtype; got dtype {value.dtype}.")
         if is_traced(value):
-            arr = value.astype(np.int64 if np.dtype(value.dtype).itemsize > 4 else np.int32)
+            wide = np.dtype(value.dtype).itemsize > 4 or np.dtype(value.dtype).kind == "u"  # uint32 2**32 - 1 is not -1
+            arr = value.astype(np.int64 if wide else np.int32)
         else:
             arr = np.asarray(value).astype(np.int64)
     else:
