@@ -56,8 +56,8 @@ resolve. For `λ = c/(t* − t)` the ratio remaining time / that span is `(1/100
 WINDOW_STEP_LOG = 1.0
 """From a decade below the decade test's window on, a step grows `log tr Σ` by at most this much (a factor `e`):
 the window (outside the error norm) is then a quadrature over steps that resolve its integrand, which decays like
-`e^{−ρ}`; the controller alone, with a settled shape, took one step across twelve decades (see below). About seven
-more steps a blow-up."""
+`e^{−ρ}`; the controller alone, with a settled shape, took one step across twelve decades (see below). Measured:
+`V = A = I` 24–25 → 29–31 steps; random d = 8 blow-ups unchanged (65, 45 → 46, 58, 1,170)."""
 
 WINDOW_STEP_DECADES = DECADES
 """A crossing whose last accepted step grew the size by more than this many decades (`Δρ = h ρ_τ > DECADES ln 10`)

@@ -196,8 +196,6 @@ def flow_summary(
             got = f"{type(mask).__name__} of shape {shape}" if shape is not None else type(mask).__name__
             hint = " (nested lists: pass np.asarray(mask, bool))" if isinstance(mask, (list, tuple)) else ""
             raise MaskError(f"`mask` must be an IntervalMask or a Boolean array of shape (n, n); got {got}{hint}.")
-    if isinstance(mask, (list, tuple)):
-        mask = np.asarray(mask)
     with progress_bar(_step_delay(delay), "choosing the route", "", tick=True):
         route, reason, intervals = choose_route(mask, method)
         if route == "structured":

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..._tracing import is_traced
 from ...errors import ParameterError
 from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, resolve
 from ._base import AbstractBilinearAttention, bilinear_params, scalar_param, softmax_weights
@@ -74,7 +75,7 @@ class L2(AbstractBilinearAttention):
         """
         super().check_gaussian(name)
         beta, c = self.beta, self.c
-        if any(callable(p) or isinstance(p, jax.core.Tracer) for p in (beta, c)):
+        if callable(beta) or callable(c) or is_traced(beta, c):
             return
         bc = np.asarray(beta) * np.asarray(c)
         if np.any(bc < 0):

@@ -154,8 +154,8 @@ class Sinkhorn(AbstractBilinearAttention):
         """`W_ij = softmax_j(β y_jᵀAx_i/ε + g_j)`, `g` from :meth:`potential` (`n P` on the keys).
 
         With `strict`, NaN when the iteration stopped at `max_iter` above `tol` (or the dtype's floor, see
-        :meth:`potential`): the plan is then not doubly stochastic to it, and a solve stops there as ``non_finite`` instead of moving the
-        tokens by an unconverged plan (the mean, exactly `e^{tV} x̄0` for a converged one, was off
+        :meth:`potential`): the plan is then not doubly stochastic to it, and a solve stops there as
+        ``non_finite`` instead of moving the tokens by an unconverged plan (the mean, exactly `e^{tV} x̄0` for a converged one, was off
         by up to 6e-3 at t = 2 for some random kernels at `tol = 1e-12`).
 
         **Raises:** :class:`~hassejax.errors.ParameterError` if a mask is given.
