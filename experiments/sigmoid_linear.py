@@ -128,7 +128,7 @@ def _linear(quick: bool) -> tuple[dict, dict]:
             "t_star_closed_form": t_closed,
             "rel_error_max": float(rel.max()),
             "softmax_t_star_any_mean": soft_t,
-            "measured_by": "diffrax Tsit5 rtol 1e-10, size event tr Σ = 1e8 · tr Σ0, t* extrapolated",
+            "measured_by": "diffrax Tsit5 rtol 1e-10, size event on the second moment tr Σ + ‖α‖² = 1e8 (tr Σ0 = 1), t* extrapolated",
         },
         "contraction": {
             "V": np.eye(2),

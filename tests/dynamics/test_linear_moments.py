@@ -70,3 +70,43 @@ def test_sigmoid_linearisation():
     errs = [np.abs(np.asarray(sig0.velocity(0.0, jnp.asarray(h * x))) - np.asarray(lin0.velocity(0.0, jnp.asarray(h * x)))).max() / h
             for h in (0.1, 0.01)]  # fmt: skip
     assert errs[1] / errs[0] == pytest.approx(1e-6, rel=0.05)
+
+
+# ----------------------------------------------------------------------------- the solvers' events on E‖x‖²
+from hassejax.dynamics import Linear, MultiHead, Softmax, Status, solve_gaussian  # noqa: E402
+
+
+@pytest.mark.parametrize("state", ["factor", "covariance"])
+@pytest.mark.parametrize("multihead", [False, True], ids=["linear", "multihead"])
+def test_point_mass_blows_up_at_the_closed_form_time(state, multihead):
+    """From `Σ0 = 0` linear attention moves the mean alone (`α' = (αᵀAα)Vα`) and blows up at the closed form's `t*`
+    (here `A` of this file, `V = I`: `t* = 1/(2 α0ᵀAα0)` on the mean alone). The size event watched `tr Σ` (0
+    throughout), and the solve ended ``max_steps_reached`` at `t*`."""
+    a, v = A + A.T, np.eye(2)  # a symmetric A: αᵀAα as in the closed form
+    lin = Linear(V=v, A=a)
+    model = MultiHead([lin, Softmax(V=np.zeros((2, 2)), A=np.eye(2))]) if multihead else lin
+    mean0 = np.array([0.9, -0.2])
+    t_star = float(linear_blowup_time(mean0, np.zeros((2, 2)), a, 1.0))
+    assert np.isfinite(t_star)
+    sol = solve_gaussian(model, mean0, np.zeros((2, 2)), t1=2 * t_star, rtol=1e-11, atol=1e-13, state=state)
+    assert int(sol.status) == Status.blow_up
+    np.testing.assert_allclose(float(sol.t_blowup), t_star, rtol=1e-8)
+    np.testing.assert_array_equal(np.asarray(sol.cov_final), 0.0)
+
+
+def test_a_moving_mean_is_not_a_steady_state():
+    """A contraction from a point mass (`V = −I`): `Σ` stays 0 while the mean still moves at `t1` (`α' = −‖α‖²α`),
+    so the steady-state event on `‖(Σ + ααᵀ)'‖_F` does not fire; on `‖Σ'‖_F` alone the solve read ``converged``."""
+    model = Linear(V=-np.eye(2), A=np.eye(2))
+    sol = solve_gaussian(model, np.array([1.0, 0.0]), np.zeros((2, 2)), t1=2.0, converge_tol=1e-6)
+    assert int(sol.status) == Status.completed
+    np.testing.assert_allclose(float(sol.mean_final[0]), 1 / np.sqrt(5.0), rtol=1e-6)  # 1/‖α‖² = 1 + 2t
+    at_rest = solve_gaussian(model, np.zeros(2), np.zeros((2, 2)), t1=2.0, converge_tol=1e-6)
+    assert int(at_rest.status) == Status.converged
+
+
+def test_threshold_is_checked_against_the_second_moment():
+    with pytest.raises(ParameterError, match=r"tr Σ0 \+ ‖α0‖² = 4\.0"):
+        solve_gaussian(
+            Linear(V=np.eye(2), A=np.eye(2)), np.array([2.0, 0.0]), np.zeros((2, 2)), t1=1.0, size_threshold=3.0
+        )

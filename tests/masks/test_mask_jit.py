@@ -81,6 +81,25 @@ def test_document_ids_that_agree_in_their_low_32_bits_stay_distinct():
         M.document(np.array([0, 2**32, 0]), kind="ids")
 
 
+@pytest.mark.parametrize(
+    "ids, entry",
+    [([2**63, 2**63, 1], 0), ([0, -(2**63) - 1], 1), (np.array([1, 2**63 + 5], np.uint64), 1)],
+    ids=["list-2**63", "list-below-int64", "uint64-array"],
+)
+def test_ids_beyond_64_bit_signed_integers_are_refused_by_name(ids, entry):
+    """An id outside int64 is a MaskError naming the argument and the entry (was a raw OverflowError for a list; a
+    uint64 array wrapped 2**63 + 5 to a negative id, and lengths or parents to a negative value the message showed)."""
+    with pytest.raises(MaskError, match=rf"`segments` entries must fit in 64-bit signed integers; entry {entry} is"):
+        M.document(ids, kind="ids")
+    with pytest.raises(MaskError, match=r"`parents` entries must fit"):
+        M.tree_prefix(ids, 1)
+
+
+def test_uint64_ids_within_int64_are_accepted():
+    ids = np.array([7, 7, 2**63 - 1], np.uint64)
+    np.testing.assert_array_equal(np.asarray(M.document(ids, kind="ids")), np.asarray(M.document([2, 1])))
+
+
 def test_traced_64_bit_parents_are_checked_before_any_cast():
     """A traced int64 parent 2**32 is out of range; cast to int32 first it was 0, a valid parent."""
     with pytest.raises(Exception, match="parents before children"):

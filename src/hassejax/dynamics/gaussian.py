@@ -195,16 +195,30 @@ def _solve_core(model, mean0, cov0, u0, settings, state="factor", tols=None):
         return (m @ alpha + c, m @ u)
 
     def size(y):
-        return jnp.sum(y[1] ** 2)
+        return _with_mean_size(model, y[0], jnp.sum(y[1] ** 2))
 
     def speed(t, y, dy):
         u, du = y[1], dy[1]
         g = du @ u.T
-        return jnp.sqrt(jnp.sum((g + g.T) ** 2))
+        return _moment_speed(model, y[0], dy[0], g + g.T)
 
     y0 = (mean0, u0)
     out = _integrate(model, f, y0, size, speed, settings)
     return _factor_solution(out)
+
+
+def _with_mean_size(model, alpha, trace):
+    """The size the events watch: `tr Σ`, or `tr Σ + ‖α‖² = E‖x‖²` for a kernel whose map depends on the second
+    moment (:meth:`~hassejax.dynamics.AbstractAttention.gaussian_second_moment`)."""
+    return trace + jnp.sum(alpha**2) if model.gaussian_second_moment() else trace
+
+
+def _moment_speed(model, alpha, dalpha, dcov):
+    """`‖Σ'‖_F`, or `‖(Σ + ααᵀ)'‖_F` for a kernel whose map depends on the second moment (as :func:`_with_mean_size`)."""
+    if model.gaussian_second_moment():
+        a = jnp.outer(dalpha, alpha)
+        dcov = dcov + a + a.T
+    return jnp.sqrt(jnp.sum(dcov**2))
 
 
 COND_WARN_TOLERANCES = 1e3
@@ -286,10 +300,10 @@ def _solve_covariance_state(model, mean0, cov0, settings, tols):
         return (m @ alpha + c, p + p.T)
 
     def size(y):
-        return jnp.trace(y[1])
+        return _with_mean_size(model, y[0], jnp.trace(y[1]))
 
     def speed(t, y, dy):
-        return jnp.sqrt(jnp.sum(dy[1] ** 2))
+        return _moment_speed(model, y[0], dy[0], dy[1])
 
     y0 = (mean0, symmetrize(cov0))
     out = _integrate(model, f, y0, size, speed, settings)
@@ -394,6 +408,10 @@ def solve_gaussian(
     - the **steady-state event** `‖Σ'‖_F = converge_tol` (covariance only; same scalar
       condition, the smaller of the two log-margins) ⇒ `converged`; a solve that reaches
       `t1` with `‖Σ'‖_F < converge_tol` (e.g. already stationary at `t0`) is `converged` too;
+    - for a kernel whose map depends on the mean through the second moment (linear attention,
+      :meth:`~hassejax.dynamics.AbstractAttention.gaussian_second_moment`) both events watch
+      `S = Σ + ααᵀ` in place of `Σ`: the size `tr S = tr Σ + ‖α‖²` and `‖S'‖_F` (a point mass,
+      `Σ0 = 0`, blows up or contracts in its mean alone);
     - `t1` ⇒ `completed`; step budget ⇒ `max_steps_reached`; integrator failure ⇒
       `dt_min_reached`; a step that would make the state NaN/inf (a NaN vector field, a
       constant step past a blow-up) or `tr Σ` reach `1/finfo(dtype).tiny` (float32: 8.5e37,
@@ -432,7 +450,8 @@ def solve_gaussian(
       (time spent below `threshold/100`, for the decade test); the default controller
       leaves it out of its error norm, a user-supplied adaptive one does not.
     - `max_steps`: step budget.
-    - `size_threshold`: the event threshold on `tr Σ` (default `1e8 · max(tr Σ0, s)`, `s` the
+    - `size_threshold`: the event threshold on `tr Σ` (`tr Σ + ‖α‖²` for linear attention, above)
+      (default `1e8 · max(tr Σ0, s)`, `s` the
       kernel's :meth:`~hassejax.dynamics.AbstractAttention.gaussian_size_scale` at `t0` (L2:
       `1/(2βc λ_max(KᵀK))`, where its map saturates; 0 for the other kernels), or `1e8` when
       both are 0; `1e4` in place of `1e8` in float32, whose time resolution cannot follow a
@@ -579,7 +598,11 @@ def solve_gaussian(
             else np.sum(factor_c.astype(np.float64) ** 2) if factor_c is not None
             else None
         )  # fmt: skip
-        _solve.check_size_threshold(size_threshold, size0, "tr Σ0", dtype)
+        what = "tr Σ0"
+        if model.gaussian_second_moment():  # the size is E‖x‖² (the in-program check covers a traced mean)
+            size0 = None if size0 is None or mean_c is None else size0 + np.sum(mean_c.astype(np.float64) ** 2)
+            what = "tr Σ0 + ‖α0‖²"
+        _solve.check_size_threshold(size_threshold, size0, what, dtype)
         if state == "projective" and not settings["size_event"]:
             raise ParameterError(
                 "`size_threshold` must be finite with state='projective' (its steps are in the time of the size, "

@@ -93,6 +93,9 @@ def nonnegative(value, name: str) -> int:
     return integer(value, name, minimum=0)
 
 
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+
+
 def index_vector(value, name: str, *, allow_empty: bool = False):
     """Normalise a 1-D vector of integers.
 
@@ -106,6 +109,8 @@ def index_vector(value, name: str, *, allow_empty: bool = False):
         for i, item in enumerate(value):
             if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
                 raise MaskError(f"`{name}` must be a sequence of integers; entry {i} is {describe(item)}.")
+            if not _INT64_MIN <= int(item) <= _INT64_MAX:
+                raise MaskError(f"`{name}` entries must fit in 64-bit signed integers; entry {i} is {int(item)}.")
         arr = np.asarray([int(item) for item in value], dtype=np.int64).reshape(len(value))
     elif hasattr(value, "shape") and hasattr(value, "dtype"):
         if value.ndim != 1:
@@ -116,7 +121,11 @@ def index_vector(value, name: str, *, allow_empty: bool = False):
             wide = np.dtype(value.dtype).itemsize > 4 or np.dtype(value.dtype).kind == "u"  # uint32 2**32 - 1 is not -1
             arr = value.astype(np.int64 if wide else np.int32)
         else:
-            arr = np.asarray(value).astype(np.int64)
+            arr = np.asarray(value)
+            if arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:  # astype would wrap it negative
+                i = int(np.argmax(arr > _INT64_MAX))
+                raise MaskError(f"`{name}` entries must fit in 64-bit signed integers; entry {i} is {int(arr[i])}.")
+            arr = arr.astype(np.int64)
     else:
         raise MaskError(f"`{name}` must be a sequence or 1-D array of integers; got {describe(value)}.")
     if not allow_empty and arr.shape[0] == 0:

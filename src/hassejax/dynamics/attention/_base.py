@@ -346,6 +346,30 @@ class AbstractAttention(eqx.Module):
         """
         return False
 
+    def gaussian_second_moment(self) -> bool:
+        """Whether the Gaussian map depends on the mean through the second moment `S = Σ + ααᵀ = E[xxᵀ]`.
+
+        False here and for softmax, L2 and Sinkhorn (`M` depends on `Σ` alone); True for linear attention
+        (`M = βV(Σ + ααᵀ)A`, spec dynamics.md §2) and a :class:`MultiHead` with such a head. For such a kernel
+        the solvers' size event watches `tr S = tr Σ + ‖α‖² = E‖x‖²` and the steady-state event `‖S'‖_F`, not
+        `tr Σ` and `‖Σ'‖_F`: from a point mass (`Σ0 = 0`, `α0 ≠ 0`) linear attention moves the mean alone
+        (`α' = β(αᵀAα)Vα`, which blows up at `t* = 1/(2β‖α0‖²)` for `V = A = I`) while `Σ` stays 0, so an event on
+        `Σ` alone never saw the blow-up (the solve ended ``max_steps_reached``) nor the mean still moving (a
+        contraction read ``converged``). Both moments blow up at the same time from a `Σ0 ≠ 0`.
+
+        **Example:**
+
+        ```python
+        >>> import jax.numpy as jnp
+        >>> from hassejax.dynamics import Linear, MultiHead, Softmax
+        >>> soft, lin = Softmax(V=jnp.eye(2), A=jnp.eye(2)), Linear(V=jnp.eye(2), A=jnp.eye(2))
+        >>> soft.gaussian_second_moment(), lin.gaussian_second_moment(), MultiHead([soft, lin]).gaussian_second_moment()
+        (False, True, True)
+
+        ```
+        """
+        return False
+
     def gaussian_homogeneous(self) -> bool:
         """Whether the Gaussian map is homogeneous in `Σ`: `M(α, sΣ) = s M(α, Σ)` for every `s > 0`, and `c` free of `Σ`.
 

@@ -47,6 +47,10 @@ class Linear(AbstractBilinearAttention):
         """`M = βV(Σ + ααᵀ)A`, `c = 0` (derived; spec dynamics.md §2)."""
         return self.bilinear_map(t, cov + jnp.outer(mean, mean)), jnp.zeros_like(mean)
 
+    def gaussian_second_moment(self) -> bool:
+        """True: `M` depends on `Σ + ααᵀ` (see :meth:`AbstractAttention.gaussian_second_moment`)."""
+        return True
+
     def normalise(self, t: Time, logits: Weights, mask: KeyMask | None) -> Weights:
         """`W_ij = β(y_jᵀAx_i) / n_i` on the allowed keys (`n_i` their number), 0 elsewhere."""
         return mean_weights(logits, mask)

@@ -94,6 +94,10 @@ class MultiHead(AbstractAttention):
             c = ch if c is None else c + ch
         return m, c
 
+    def gaussian_second_moment(self) -> bool:
+        """True when a head's Gaussian map depends on the second moment (see :class:`AbstractAttention`)."""
+        return any(h.gaussian_second_moment() for h in self.heads)
+
     def gaussian_homogeneous(self) -> bool:
         """True when every head's Gaussian map is homogeneous (see :class:`AbstractAttention`)."""
         return all(h.gaussian_homogeneous() for h in self.heads)
