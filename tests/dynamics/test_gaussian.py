@@ -485,5 +485,7 @@ def test_l2_with_negative_beta_c_is_refused_by_the_gaussian_route(kw):
         solve_gaussian(model, np.zeros(2), np.eye(2), t1=1.0)
     with pytest.raises(ParameterError, match="βc"):
         gaussian_affine(model, 0.0, jnp.zeros(2), jnp.eye(2) / 2)
+    with pytest.raises(ParameterError, match="βc"):  # the method too (it returned NaN outside the map's domain)
+        model.gaussian_affine(0.0, jnp.zeros(2), jnp.eye(2))
     sol = solve_particles(model, np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]]), t1=0.1)
     assert status_names(sol.status) == "completed" and np.all(np.isfinite(np.asarray(sol.x_final)))

@@ -174,6 +174,23 @@ def test_particle_errors(no_typecheck):
         solve_particles(p, x0, t1=1.0, converge_tol=0.0)
 
 
+@pytest.mark.parametrize(
+    "feedforward, message",
+    [
+        ((np.full((2, 2), np.nan), np.zeros(2)), r"`feedforward\[0\] \(W\)` must be finite"),
+        ((np.eye(2), np.array([np.inf, 0.0])), r"`feedforward\[1\] \(b\)` must be finite"),
+        ((np.eye(2),), r"`feedforward` must be a pair \(W, b\) of arrays or None; got a tuple of length 1"),
+        ((np.eye(2), "b"), r"`feedforward\[1\] \(b\)` must be a real array; got the string 'b'"),
+    ],
+    ids=["nan-W", "inf-b", "one-entry", "string-b"],
+)
+def test_bad_feedforward_is_refused_before_the_solve(feedforward, message, no_typecheck):
+    """A NaN in `W` ended the solve ``non_finite`` at `t0` (a result to read, not an error); a 1-tuple raised a raw
+    ValueError from unpacking."""
+    with pytest.raises(ParameterError, match=message):
+        solve_particles(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros((4, 2)), t1=1.0, feedforward=feedforward)
+
+
 @pytest.mark.parametrize("form", ["callable", "piecewise"])
 def test_nan_vector_field_is_non_finite_at_the_time_it_appears(form):
     """V(t) = I until t = 0.3, then NaN (a callable) or an overflowing 1e300·I (a layer): `non_finite` at

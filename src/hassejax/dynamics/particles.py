@@ -10,6 +10,8 @@ Optional variants: the sphere model `ẋ_i = P⊥_{x_i} Γ(x_i)`, `P⊥_x y = y 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -174,6 +176,17 @@ def solve_particles(
                     f"`x0` rows must have unit norm for sphere=True; got norms in [{norms.min():.6g}, {norms.max():.6g}]."
                 )
     if feedforward is not None:
+        if isinstance(feedforward, (str, bytes)) or not isinstance(feedforward, Sequence) or len(feedforward) != 2:
+            got = (
+                f"a {type(feedforward).__name__} of length {len(feedforward)}"
+                if isinstance(feedforward, Sequence)
+                else type(feedforward).__name__
+            )
+            raise ParameterError(f"`feedforward` must be a pair (W, b) of arrays or None; got {got}.")
+        for name, z in zip(("feedforward[0] (W)", "feedforward[1] (b)"), feedforward):
+            zc = _solve.real_array(z, name, "a real array")
+            if zc is not None and not np.all(np.isfinite(zc)):  # a NaN there ended the solve non_finite at t0
+                raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
         w, b = (jnp.asarray(z, dtype) for z in feedforward)
         if w.shape != (d, d) or b.shape != (d,):
             raise ParameterError(

@@ -149,7 +149,11 @@ class L2(AbstractBilinearAttention):
         `c = V(I/τ + 2βcBKᵀK)⁻¹α/τ`, the same numbers without products of the size of `Σ` (bounded
         as `Σ` grows: `M → V(KᵀK)⁻¹A`), so a float32 state reaches `1/finfo.tiny` before they
         overflow; for `tr Σ ≤ 1` this is the formula as written.
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a concrete `βc < 0` (:meth:`check_gaussian`:
+        the map exists only on part of the covariances, and outside it the formula returned NaN).
         """
+        self.check_gaussian("model")
         eye = jnp.eye(cov.shape[-1], dtype=cov.dtype)
         k = resolve(self.K, t)
         kk = k.T @ k
