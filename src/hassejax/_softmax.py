@@ -24,7 +24,9 @@ def masked_softmax(logits: Float[Array, "*batch q k"], mask: Bool[Array, "*#batc
     ``m_i`` the largest allowed logit of row `i` (held constant under differentiation: the
     softmax does not depend on it). Masked entries are exactly 0 and so are their gradients
     (exact structural zeros, which :func:`hassejax.nn.jacobian_flow` relies on). A row with no
-    allowed key is all zeros — not the uniform average that a large-negative fill gives.
+    allowed key is all zeros — not the uniform average that a large-negative fill gives; so is a row
+    whose allowed logits are all `−inf` (e.g. an additive `−inf` bias beside the mask; the
+    softmax of such a row is undefined, and `−inf − (−inf)` made it NaN).
 
     **Arguments:**
 
@@ -59,6 +61,7 @@ def masked_softmax(logits: Float[Array, "*batch q k"], mask: Bool[Array, "*#batc
         raise MaskError(
             f"`mask` of shape {jnp.shape(mask)} does not broadcast to the logits' shape {jnp.shape(logits)}."
         )
+    mask = mask & (logits > -jnp.inf)  # an allowed key at logit −inf has weight 0 (a row of only those: empty)
     has_key = jnp.any(mask, axis=-1, keepdims=True)
     row_max = jnp.max(jnp.where(mask, logits, -jnp.inf), axis=-1, keepdims=True)
     row_max = jax.lax.stop_gradient(jnp.where(has_key, row_max, 0.0))

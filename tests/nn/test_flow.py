@@ -1,5 +1,6 @@
 """Jacobian information flow of the Transformer equals R^(L) exactly (spec hasse.md §1.2, §4)."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import networkx as nx
@@ -123,3 +124,45 @@ def test_jacobian_flow_errors(no_runtime_typecheck):
         jacobian_flow(lambda y: jnp.sum(y), x)
     with pytest.raises(ParameterError, match="`model` must be a Transformer or a callable"):
         jacobian_flow(3, x)
+
+
+def test_non_finite_jacobians_are_refused_not_read_as_flow():
+    """A NaN input or weight makes `∂out/∂in` NaN wherever it spreads, and `NaN != 0` read as a dependence: under a
+    causal mask the flow came back all True (a fresh-user review). Concrete inputs are checked up front, the
+    Jacobian itself after the compiled program (which holds no host callback), and inside a caller's `jit` at run
+    time."""
+    from hassejax.nn.flow import _flow
+
+    model, x = _model(2, 0), _inputs(5, 1)
+    causal = jnp.tril(jnp.ones((5, 5), bool))
+    np.testing.assert_array_equal(np.asarray(jacobian_flow(model, x, causal)), np.asarray(causal))
+    with pytest.raises(ParameterError, match="`inputs` must be finite"):
+        jacobian_flow(model, x.at[4, 0].set(jnp.nan), causal)
+    broken = jax.tree_util.tree_map(lambda a: a * jnp.nan if eqx.is_inexact_array(a) else a, model)
+    with pytest.raises(ParameterError, match="the Jacobian has NaN/inf entries"):
+        jacobian_flow(broken, x, causal)
+    with pytest.raises(Exception, match="the Jacobian has NaN/inf entries"):
+        jax.block_until_ready(jax.jit(lambda y: jacobian_flow(model, y, causal))(x.at[0, 0].set(jnp.inf)))
+    text = _flow.lower(model.forward_embeddings, x, causal, "fwd").as_text()
+    assert "callback" not in text
+
+
+def test_interval_masks_and_dtypes_in_the_transformer():
+    """The package's own IntervalMask is accepted (made dense; was a raw "'IntervalMask' object is not
+    subscriptable"); `x` of another dtype than the parameters is a ParameterError naming it (was a raw
+    `lax.scan` carry-type error)."""
+    from hassejax.masks import from_spec
+
+    model, x = _model(2, 0), _inputs(5, 1)
+    intervals = from_spec("sliding_window(n=5, left=1)", form="intervals")
+    dense = jnp.asarray(intervals.to_dense())
+    np.testing.assert_array_equal(
+        np.asarray(jacobian_flow(model, x, intervals)), np.asarray(jacobian_flow(model, x, dense))
+    )
+    np.testing.assert_array_equal(
+        np.asarray(model.forward_embeddings(x, intervals)), np.asarray(model.forward_embeddings(x, dense))
+    )
+    with pytest.raises(ParameterError, match=r"`x` must have the model's parameter dtype float64; got bfloat16"):
+        model.forward_embeddings(x.astype(jnp.bfloat16), dense)
+    with pytest.raises(ParameterError, match=r"`inputs` must have the model's parameter dtype float64; got float32"):
+        jacobian_flow(model, x.astype(jnp.float32), dense)

@@ -102,3 +102,17 @@ def test_attention_errors(no_runtime_typecheck):
         attn(x, jnp.ones((4, 4), bool))
     with pytest.raises(MaskError, match="`mask` must have dtype bool.*float"):
         attn(x, jnp.ones((3, 3)))
+
+
+def test_allowed_keys_at_minus_infinity_get_weight_zero():
+    """An additive −inf bias beside the mask: a row whose allowed logits are all −inf is an empty row (zeros; was NaN
+    everywhere, masked entries included), and in a mixed row those keys get weight 0, as if masked; the gradient
+    stays finite."""
+    logits = jnp.array([[-jnp.inf, -jnp.inf, 0.0], [-jnp.inf, 1.0, 1.0], [0.0, 1.0, 2.0]])
+    mask = jnp.array([[True, True, False], [True, True, True], [True, False, True]])
+    w = np.asarray(masked_softmax(logits, mask))
+    np.testing.assert_array_equal(w[0], 0.0)
+    np.testing.assert_array_equal(w[1], [0.0, 0.5, 0.5])
+    np.testing.assert_allclose(w[2], np.array([1.0, 0.0, np.e**2]) / (1 + np.e**2), rtol=1e-12)
+    grad = jax.grad(lambda s: jnp.sum(masked_softmax(s, mask) * jnp.arange(3.0)))(logits)
+    assert np.all(np.isfinite(np.asarray(grad)))

@@ -27,6 +27,7 @@ from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from .._softmax import masked_softmax
 from ..errors import MaskError, ParameterError
+from ..masks import IntervalMask
 
 __all__ = ["masked_softmax", "MaskedMultiHeadAttention"]
 
@@ -35,6 +36,15 @@ def _check_positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ParameterError(f"`{name}` must be a positive int; got {value!r}.")
     return value
+
+
+def _attention_mask(mask, n: int, name: str = "mask", num_heads: int | None = None):
+    """`mask` as the Boolean array the layers index: an :class:`~hassejax.masks.IntervalMask` becomes its dense
+    form (its own memory check first), then :func:`_check_attention_mask`."""
+    if isinstance(mask, IntervalMask):
+        mask = jnp.asarray(mask.to_dense(name=name))
+    _check_attention_mask(mask, n, name, num_heads)
+    return mask
 
 
 def _check_attention_mask(mask, n: int, name: str = "mask", num_heads: int | None = None) -> None:
@@ -138,20 +148,20 @@ class MaskedMultiHeadAttention(eqx.Module):
         self.head_size = head_size
 
     def weights(
-        self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"]
+        self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask
     ) -> Float[Array, "heads n n"]:
         """Attention weights per head, `(heads, n, n)`; rows of empty mask rows are all 0.
 
         `mask` as in :meth:`__call__`: `(n, n)` for all heads or `(heads, n, n)` per head.
         """
-        _check_attention_mask(mask, x.shape[0], num_heads=self.num_heads)
+        mask = _attention_mask(mask, x.shape[0], num_heads=self.num_heads)
         q = jnp.einsum("hkd,nd->hnk", self.query_weight, x)
         k = jnp.einsum("hkd,nd->hnk", self.key_weight, x)
         logits = jnp.einsum("hik,hjk->hij", q, k) / math.sqrt(self.head_size)
         return masked_softmax(logits, mask[None] if mask.ndim == 2 else mask)
 
     def __call__(
-        self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"]
+        self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask
     ) -> Float[Array, "n d_model"]:
         """The attention update of every position.
 

@@ -22,10 +22,13 @@ from typing import Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float
 
+from .._tracing import is_traced
 from ..errors import MaskError, ParameterError
-from .attention import _check_attention_mask
+from ..masks import IntervalMask
+from .attention import _attention_mask
 from .transformer import Transformer
 
 __all__ = ["jacobian_flow"]
@@ -37,13 +40,20 @@ def _flow(fn, x, mask, mode):
         return fn(x) if mask is None else fn(x, mask)
 
     jac = (jax.jacfwd if mode == "fwd" else jax.jacrev)(f)(x)  # (n, d_out, n, d_in)
-    return jnp.any(jac != 0, axis=(1, 3))
+    # NaN != 0: a non-finite Jacobian would read as a dependence everywhere it spreads (all True)
+    return jnp.any(jac != 0, axis=(1, 3)), jnp.all(jnp.isfinite(jac))
+
+
+_NON_FINITE = (
+    "jacobian_flow: the Jacobian has NaN/inf entries (non-finite weights, or a forward pass that overflows): "
+    "a non-finite entry is no structural zero, so no flow can be read from it."
+)
 
 
 def jacobian_flow(
     model: Transformer | Callable,
     inputs: Float[Array, "n d"],
-    mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | None = None,
+    mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask | None = None,
     *,
     mode: Literal["fwd", "rev"] = "fwd",
 ) -> Bool[Array, "n n"]:
@@ -57,7 +67,8 @@ def jacobian_flow(
       ``model(inputs, mask)`` when `mask` is given).
     - `inputs`: float `(n, d)`, the embedding-level input (use random values: the result is
       exact for almost every input).
-    - `mask`: bool `(n, n)` (row = query, column = key, True = may attend), or for a
+    - `mask`: bool `(n, n)` (row = query, column = key, True = may attend; an
+      :class:`~hassejax.masks.IntervalMask` is made dense first), or for a
       Transformer one mask per head, bool `(num_heads, n, n)`; the predicted flow is then
       ``reachability(mask, L, head_axis=0)`` (a layer's adjacency is the OR of its heads).
     - `mode`: ``"fwd"`` (:func:`jax.jacfwd`, default: input and output have the same size
@@ -68,8 +79,13 @@ def jacobian_flow(
 
     **Raises:**
 
-    - :class:`~hassejax.errors.ParameterError`: `inputs` not a floating `(n, d)` array, an
-      unknown `mode`, or a callable whose output is not `(n, d_out)`.
+    - :class:`~hassejax.errors.ParameterError`: `inputs` not a finite floating `(n, d)` array (for
+      a Transformer: of its parameters' dtype), an unknown `mode`, or a callable whose output is not
+      `(n, d_out)`.
+    - :class:`~hassejax.errors.ParameterError` also for a Jacobian with NaN/inf entries
+      (non-finite weights, an overflowing forward pass), which would otherwise read as a
+      dependence wherever it spreads; inside the caller's ``jit`` the same check raises
+      ``equinox.EquinoxRuntimeError`` when the program runs.
     - :class:`~hassejax.errors.MaskError`: a Transformer without `mask`, or a mask that is
       not bool `(n, n)` (or `(num_heads, n, n)` for a Transformer).
 
@@ -81,6 +97,8 @@ def jacobian_flow(
         got = f"shape {tuple(inputs.shape)} dtype {inputs.dtype}" if hasattr(inputs, "shape") else type(inputs).__name__
         raise ParameterError(f"`inputs` must be a floating array of shape (n, d); got {got}.")
     n = inputs.shape[0]
+    if not is_traced(inputs) and not np.all(np.isfinite(np.asarray(inputs))):
+        raise ParameterError("`inputs` must be finite; got NaN/inf entries (they spread to every output).")
     if isinstance(model, Transformer):
         if mask is None:
             raise MaskError(
@@ -90,6 +108,7 @@ def jacobian_flow(
             raise ParameterError(
                 f"`inputs` must have d = d_model = {model.d_model} features; got shape {tuple(inputs.shape)}."
             )
+        model.check_embeddings(inputs, "inputs")
         fn = model.forward_embeddings
     elif callable(model):
         fn = model
@@ -98,10 +117,15 @@ def jacobian_flow(
             f"`model` must be a Transformer or a callable (n, d) -> (n, d'); got {type(model).__name__}."
         )
     if mask is not None:
-        _check_attention_mask(mask, n, num_heads=model.num_heads if isinstance(model, Transformer) else None)
+        mask = _attention_mask(mask, n, num_heads=model.num_heads if isinstance(model, Transformer) else None)
     out = jax.eval_shape(lambda x: fn(x) if mask is None else fn(x, mask), inputs)
     if len(out.shape) != 2 or out.shape[0] != n:
         raise ParameterError(
             f"`model` must map (n, d) to (n, d_out) with n = {n}; its output has shape {tuple(out.shape)}."
         )
-    return _flow(fn, inputs, mask, mode)
+    flow, finite = _flow(fn, inputs, mask, mode)
+    if is_traced(finite):  # inside the caller's jit: a runtime check (a host callback in their program)
+        return eqx.error_if(flow, ~finite, _NON_FINITE)
+    if not bool(finite):  # the compiled program holds no callback (JAX's persistent cache keeps it)
+        raise ParameterError(_NON_FINITE)
+    return flow

@@ -32,7 +32,8 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from .._tracing import is_traced
 from ..errors import ParameterError
-from .attention import MaskedMultiHeadAttention, _check_attention_mask, _check_positive_int, _normal_tensors
+from ..masks import IntervalMask
+from .attention import MaskedMultiHeadAttention, _attention_mask, _check_positive_int, _normal_tensors
 
 __all__ = ["TransformerBlock", "Transformer"]
 
@@ -248,7 +249,7 @@ class Transformer(eqx.Module):
         return tok + self.position_embedding[position_ids]
 
     def forward_embeddings(
-        self, x: Float[Array, "n d"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"]
+        self, x: Float[Array, "n d"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask
     ) -> Float[Array, "n d"]:
         """The `L` blocks and the final LayerNorm: embeddings `(n, d)` to outputs `(n, d)`.
 
@@ -265,7 +266,9 @@ class Transformer(eqx.Module):
         **Returns:** float `(n, d)`.
 
         **Raises:** :class:`~hassejax.errors.MaskError` if `mask` is not bool, or of a shape
-        other than `(n, n)` and `(num_heads, n, n)`.
+        other than `(n, n)` and `(num_heads, n, n)`; :class:`~hassejax.errors.ParameterError` if `x`
+        is not a floating `(n, d_model)` array of the parameters' dtype (a bfloat16 `x` into a float32
+        model: cast it first).
 
         **Example:**
 
@@ -279,7 +282,8 @@ class Transformer(eqx.Module):
 
         ```
         """
-        _check_attention_mask(mask, x.shape[0], num_heads=self.num_heads)
+        self.check_embeddings(x, "x")
+        mask = _attention_mask(mask, x.shape[0], num_heads=self.num_heads)
         params, static = eqx.partition(self.blocks, eqx.is_array)
 
         def layer(x, p):
@@ -287,6 +291,20 @@ class Transformer(eqx.Module):
 
         x, _ = jax.lax.scan(layer, x, params)  # one compiled block body, whatever L is
         return _layer_norm(self.final_norm, x)
+
+    def check_embeddings(self, x, name: str = "x") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` unless `x` is a floating `(n, d_model)` array of the
+        parameters' dtype (static checks: they work on tracers); `name` labels it in the message."""
+        dtype = self.final_norm.weight.dtype
+        shape = tuple(getattr(x, "shape", ()))
+        if len(shape) != 2 or shape[1] != self.d_model or not jnp.issubdtype(getattr(x, "dtype", None), jnp.floating):
+            got = f"shape {shape} dtype {getattr(x, 'dtype', None)}" if hasattr(x, "shape") else type(x).__name__
+            raise ParameterError(f"`{name}` must be a floating array of shape (n, {self.d_model}); got {got}.")
+        if x.dtype != dtype:
+            raise ParameterError(
+                f"`{name}` must have the model's parameter dtype {dtype}; got {x.dtype}: cast it first "
+                f"(`{name}.astype(jnp.{dtype})`) or build the model with dtype={x.dtype}."
+            )
 
     def unembed_logits(self, h: Float[Array, "n d"]) -> Float[Array, "n vocab"]:
         """Read-out `(n, d) -> (n, vocab_size)` logits (per position)."""
@@ -296,7 +314,7 @@ class Transformer(eqx.Module):
         self,
         token_ids: Int[Array, " n *r"],
         position_ids: Int[Array, " n"],
-        mask: Bool[Array, "n n"] | Bool[Array, "heads n n"],
+        mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask,
         token_weights: Float[Array, " n *r"] | None = None,
         *,
         check_ids: bool = True,
