@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import MemoryBudgetError
 from ..masks._intervals import IntervalMask, check_host_memory, normalize_runs
 from ._progress import NO_BAR, Bar
 
@@ -56,7 +57,9 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
 
     Exact; ``O(n · k_P k_Q log n)`` time and ``O(n · k_Q log(longest run of P))`` memory,
     estimated before anything is allocated (raises
-    :class:`~hassejax.errors.MemoryBudgetError` naming `name`).
+    :class:`~hassejax.errors.MemoryBudgetError` naming `name`, also for a product of more than
+    :data:`_MAX_CANDIDATES` candidate runs); rows are answered in blocks whose temporaries stay
+    within :data:`_TEMP_BYTES`.
     """
     n = p.n
     lengths = p.stops - p.starts
@@ -64,11 +67,18 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
     if longest == 0:
         return IntervalMask(np.full((n, 1), n, _INDEX), np.full((n, 1), n, _INDEX), n, _normal=True)
     levels = int(_floor_log2(np.array([longest]))[0]) + 1
-    check_host_memory(
-        _table_bytes(n, q.num_runs, levels) + 4.0 * n * p.num_runs * q.num_runs * 16,
-        f"a product of interval masks (n = {n}, {p.num_runs} x {q.num_runs} runs a row, {levels} table levels)",
-        name,
-    )
+    width = 4 * p.num_runs * q.num_runs  # candidate runs a row before normalisation (at most)
+    block = _row_block(width)
+    what = f"a product of interval masks (n = {n}, {p.num_runs} x {q.num_runs} runs a row, {levels} table levels)"
+    if float(n) * width > _MAX_CANDIDATES:
+        raise MemoryBudgetError(
+            f"`{name}`: {what} has up to {float(n) * width:.3g} candidate runs to merge (n x 4 x runs x runs), more "
+            f"than the structured route takes ({_MAX_CANDIDATES:.3g}, about a minute a product): the runs of this "
+            f"mask's powers multiply. Use the dense bit-packed route (n²/8 bytes a power: {float(n) * n / 8 / 2**30:.2f} "
+            "GiB here): flow_summary(mask, method='bitpacked'), or reachability(mask.to_dense(), "
+            "method='bitpacked'); or a smaller n."
+        )
+    check_host_memory(_table_bytes(n, q.num_runs, levels) + _TEMP_BYTES_PER_ENTRY * block * width, what, name)
     diag = _diagonal_runs(q)
     lo = hi = tab_s = tab_e = shared = cross = None
     chained = _chained_single_runs(q) if diag is None else None
@@ -98,8 +108,8 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
         tab_s, tab_e = _union_table(q.starts, q.stops, n, levels)
     # Answer the range unions row block by row block: the temporaries stay in cache.
     out_s, out_e = [], []
-    for r0 in range(0, n, _ROW_BLOCK):
-        ps, pe = p.starts[r0 : r0 + _ROW_BLOCK], p.stops[r0 : r0 + _ROW_BLOCK]
+    for r0 in range(0, n, block):
+        ps, pe = p.starts[r0 : r0 + block], p.stops[r0 : r0 + block]
         valid = pe > ps
         a = np.where(valid, ps, 0)
         b = np.where(valid, pe, 1)
@@ -107,10 +117,10 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
         right = b - (np.int64(1) << lev)
         parts_s, parts_e = [], []
         if lo is not None:
-            run_s, run_e = lo[r0 : r0 + _ROW_BLOCK], hi[r0 : r0 + _ROW_BLOCK]
+            run_s, run_e = lo[r0 : r0 + block], hi[r0 : r0 + block]
             empty = run_s >= run_e  # only empty rows in the range (chained rows)
             if cross is not None:
-                empty |= cross[r0 : r0 + _ROW_BLOCK]
+                empty |= cross[r0 : r0 + block]
             parts_s.append(np.where(empty, n, run_s)[..., None])
             parts_e.append(np.where(empty, n, run_e)[..., None])
         if tab_s is not None:
@@ -118,8 +128,8 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
             right_s, right_e = tab_s[lev, right], tab_e[lev, right]
             same = ((left_s == right_s) & (left_e == right_e)).all(axis=-1, keepdims=True)
             if cross is not None:  # the table answers only the ranges across segments
-                same |= ~cross[r0 : r0 + _ROW_BLOCK, :, None]
-                left_s = np.where(cross[r0 : r0 + _ROW_BLOCK, :, None], left_s, n)
+                same |= ~cross[r0 : r0 + block, :, None]
+                left_s = np.where(cross[r0 : r0 + block, :, None], left_s, n)
             parts_s += [left_s, np.where(same, n, right_s)]
             parts_e += [left_e, np.where(same, n, right_e)]
         if shared is not None:
@@ -139,6 +149,7 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
         out_s.append(s)
         out_e.append(e)
     k = max(x.shape[1] for x in out_s)
+    check_host_memory(2.0 * np.dtype(_INDEX).itemsize * n * k, f"{what}: its {k} runs a row", name)
     starts = np.full((n, k), n, _INDEX)
     stops = np.full((n, k), n, _INDEX)
     r0 = 0
@@ -149,8 +160,28 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
     return IntervalMask(starts, stops, n, _normal=True)
 
 
-# Rows answered at a time by :func:`compose` (keeps its temporaries in cache).
+# Rows answered at a time by :func:`compose` (keeps its temporaries in cache) ...
 _ROW_BLOCK = 1 << 15
+# ... and fewer where the rows have many candidate runs, so that a block's temporaries stay within this.
+_TEMP_BYTES = 1 << 28
+_TEMP_BYTES_PER_ENTRY = 64
+"""Bytes per candidate run of a row block at the peak of :func:`compose`: the candidates' starts and stops (int64,
+16) and :func:`~hassejax.masks._runs.normalize_runs`' sort order, sorted copies, running maximum, masks and slots
+(about 40 more)."""
+
+
+_MAX_CANDIDATES = float(1 << 31)
+"""The most candidate runs (`n · 4 · runs(p) · runs(q)`) one product of :func:`compose` takes: measured 5–25 ns a
+candidate, so about 10–50 s at the limit (a local + strided mask at n = 16384: at most 1.0e9, 5.4 s; a dilated
+window, n = 32768, 161 runs a row: 3.4e9 a product and more in the next, refused)."""
+
+
+def _row_block(width: int) -> int:
+    """Rows of one block of :func:`compose` for `width` candidate runs a row: at most :data:`_ROW_BLOCK`, and few
+    enough that the block's temporaries stay within :data:`_TEMP_BYTES` (a local + strided mask, 2 runs a row,
+    has powers of ~45 runs, ~8,000 candidates a row: a block of all 16,384 rows needed 1 GiB for one sort alone
+    and the whole product 13 GB, which a fresh-user review met as a raw MemoryError)."""
+    return int(max(64, min(_ROW_BLOCK, _TEMP_BYTES // max(1, _TEMP_BYTES_PER_ENTRY * width))))
 
 
 def _minmax_query(lo0: np.ndarray, hi0: np.ndarray, p: IntervalMask, levels: int) -> tuple[np.ndarray, np.ndarray]:
