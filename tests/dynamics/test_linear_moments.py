@@ -106,7 +106,9 @@ def test_a_moving_mean_is_not_a_steady_state():
 
 
 def test_threshold_is_checked_against_the_second_moment():
-    with pytest.raises(ParameterError, match=r"tr Σ0 \+ ‖α0‖² = 4\.0"):
+    with pytest.raises(
+        ParameterError, match=r"tr Σ0 \+ ‖α0‖² = 4\.0 .* None for the default \(1e8 · \(tr Σ0 \+ ‖α0‖²\)"
+    ):
         solve_gaussian(
             Linear(V=np.eye(2), A=np.eye(2)), np.array([2.0, 0.0]), np.zeros((2, 2)), t1=1.0, size_threshold=3.0
         )

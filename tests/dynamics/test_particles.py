@@ -181,8 +181,9 @@ def test_particle_errors(no_typecheck):
         ((np.eye(2), np.array([np.inf, 0.0])), r"`feedforward\[1\] \(b\)` must be finite"),
         ((np.eye(2),), r"`feedforward` must be a pair \(W, b\) of arrays or None; got a tuple of length 1"),
         ((np.eye(2), "b"), r"`feedforward\[1\] \(b\)` must be a real array; got the string 'b'"),
+        ((np.eye(2), None), r"`feedforward\[1\] \(b\)` must be an array; got None"),
     ],
-    ids=["nan-W", "inf-b", "one-entry", "string-b"],
+    ids=["nan-W", "inf-b", "one-entry", "string-b", "none-b"],
 )
 def test_bad_feedforward_is_refused_before_the_solve(feedforward, message, no_typecheck):
     """A NaN in `W` ended the solve ``non_finite`` at `t0` (a result to read, not an error); a 1-tuple raised a raw

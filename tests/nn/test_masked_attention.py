@@ -116,3 +116,5 @@ def test_allowed_keys_at_minus_infinity_get_weight_zero():
     np.testing.assert_allclose(w[2], np.array([1.0, 0.0, np.e**2]) / (1 + np.e**2), rtol=1e-12)
     grad = jax.grad(lambda s: jnp.sum(masked_softmax(s, mask) * jnp.arange(3.0)))(logits)
     assert np.all(np.isfinite(np.asarray(grad)))
+    # a NaN logit on an allowed key is not hidden as a masked key: the row is NaN
+    assert np.all(np.isnan(np.asarray(masked_softmax(jnp.array([[jnp.nan, 1.0, 0.0]]), jnp.ones((1, 3), bool)))))

@@ -122,12 +122,13 @@ def check_size_threshold(size_threshold, size0, what: str, dtype) -> None:
     if not np.isfinite(thr_d):
         return
     margin = THRESHOLD_MARGIN_ULPS * float(np.finfo(np.dtype(dtype)).eps)
+    scaled = f"({what})" if "+" in what else what
     if thr_d <= float(s0) * (1 + margin):
         raise ParameterError(
             f"`size_threshold` must exceed the initial size {what} = {float(s0)!r} (by more than the "
             f"rounding of {np.dtype(dtype).name}, {margin:.1g} relative): the size event fires when the size "
             f"grows through it; got {float(thr)!r}. Pass a larger threshold, None for the default "
-            f"(1e8 · {what}, 1e4 · in float32, or more where the kernel has a larger size scale: "
+            f"(1e8 · {scaled}, 1e4 · in float32, or more where the kernel has a larger size scale: "
             f"`gaussian_size_scale`) or `inf` for no size event."
         )
 

@@ -517,7 +517,9 @@ def solve_gaussian(
     `blowup_estimate` or `state`, ``state="covariance"`` with a kernel it cannot solve (L2, Sinkhorn),
     ``state="projective"`` with a kernel whose map is not homogeneous (L2, linear, Sinkhorn) or with an
     argument it cannot honour (`ts`, `converge_tol`, `stepsize_controller`, `dt0`, `progress_meter`,
-    `size_threshold=inf`).
+    `size_threshold=inf`), an L2 kernel with a concrete `βc < 0` (its map exists only on part of the
+    covariances). Not checked: an L2 `βc` that is traced (inside ``jit``/``vmap``) or a callable of `t`;
+    with `βc < 0` such a solve returns a verdict without meaning (e.g. ``diverge``): keep `βc ≥ 0` there.
 
     **Example:** softmax with `V = I`, `A = I`, `Σ0 = I/2` blows up at `t* = 1/(β λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})) = 1`
     (spec §3):

@@ -184,6 +184,8 @@ def solve_particles(
             )
             raise ParameterError(f"`feedforward` must be a pair (W, b) of arrays or None; got {got}.")
         for name, z in zip(("feedforward[0] (W)", "feedforward[1] (b)"), feedforward):
+            if z is None:
+                raise ParameterError(f"`{name}` must be an array; got None (pass feedforward=None for no term).")
             zc = _solve.real_array(z, name, "a real array")
             if zc is not None and not np.all(np.isfinite(zc)):  # a NaN there ended the solve non_finite at t0
                 raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")

@@ -71,7 +71,9 @@ def document(
       length), each document one contiguous run (``[0, 0, 1, 1, 1]``; ``[0, 1, 0]`` is an
       error: a document must not be split). Ids may be traced under ``jax.jit`` (ids beyond
       int32 then need ``jax_enable_x64``: JAX truncates int64 arguments to int32 without it;
-      concrete ids of any size are exact); lengths fix the shape and must be concrete.
+      concrete ids are compared whole within int64, and ids beyond it, e.g. uint64 hashes
+      from ``2**63`` on, are refused: relabel them first, ``np.unique(ids, return_inverse=True)[1]``);
+      lengths fix the shape and must be concrete.
     - `inner`: the rule inside a document: ``None`` or ``"causal"`` (``k_off <= q_off``),
       ``"full"`` (every pair), or a FlexAttention-style callable
       ``inner(b, h, q_off, k_off) -> bool`` written with jnp (evaluated with ``b = h = 0``

@@ -66,7 +66,9 @@ def tree_prefix(parents: Sequence[int] | Int[ArrayLike, " t"], prefix: int) -> B
 
     - `parents`: parent index of each tree node, parents before children: ``parents[i]``
       is `-1` (a root) or an index in `[0, i - 1]`; ``parents[0] == -1``. Several roots
-      (a forest) are allowed. May be traced under ``jax.jit``.
+      (a forest) are allowed. May be traced under ``jax.jit`` (parents beyond int32, or
+      unsigned ones, then need ``jax_enable_x64``: without it JAX truncates them to int32 and
+      a uint32 `2**32 − 1` reads as the root −1).
     - `prefix`: prefix length `P`, an integer >= 0.
 
     **Returns:** a Boolean array of shape `(P + N, P + N)`.
