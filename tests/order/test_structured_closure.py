@@ -317,7 +317,7 @@ def test_products_in_small_row_blocks_equal_dense_powers(seed, monkeypatch):
         np.testing.assert_array_equal(table.power(num_layers).to_dense(), powers[num_layers - 1])
 
 
-def test_a_product_beyond_the_candidate_limit_is_refused_by_name(monkeypatch):
+def test_a_product_beyond_the_candidate_limit_is_refused_by_name():
     """A product whose candidate runs (n · 4 · runs · runs) exceed `_MAX_CANDIDATES` raises before it runs for
     minutes, and names the dense bit-packed route (a dilated window at n = 32768 ran 59 s to 18 GB, then was
     refused without the way out)."""
@@ -326,6 +326,31 @@ def test_a_product_beyond_the_candidate_limit_is_refused_by_name(monkeypatch):
 
     q = np.arange(8)
     m = IntervalMask.from_runs(np.maximum(q - 1, 0)[:, None], (q + 1)[:, None], n=8)  # a window of two
-    monkeypatch.setattr(_structured, "_MAX_CANDIDATES", 10.0)
-    with pytest.raises(MemoryBudgetError, match=r"`mask`: a product of interval masks .* method='bitpacked'"):
+    with (
+        _structured.candidate_limit(10.0),
+        pytest.raises(MemoryBudgetError, match=r"`mask`: a product of interval masks .* method='bitpacked'"),
+    ):
         compose(m, m)
+    assert compose(m, m) == compose(m, m)  # the default limit again outside the block
+
+
+def test_auto_route_falls_back_to_bitpacked_when_the_runs_of_the_powers_multiply(monkeypatch):
+    """A dilated window (3 runs a row) has powers of hundreds of runs: under ``method="auto"`` a product beyond the
+    dense bit-packed cost moves the whole analysis to the bit-packed route (n = 3000 was refused after 17 s, a
+    fresh-user review), with the same answers as the structured route and dense powers."""
+    from hassejax.masks import from_spec
+    from hassejax.order import _route_rules
+
+    m = from_spec("dilated(n=200, window=6, dilation=4)", form="intervals")
+    assert m.num_runs <= 4
+    powers = dense_powers(m.to_dense() | np.eye(m.n, dtype=bool))
+    structured = flow_summary(m, (1, 2, 4), method="structured")
+    assert structured.route == "structured" and structured.convergence_depth == len(powers)
+    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)  # the limit n³/64 = 125,000 candidate runs
+    auto = flow_summary(m, (1, 2, 4))
+    assert auto.route == "bitpacked" and "powers' runs multiply" in auto.route_reason
+    for name in ("convergence_depth", "num_classes", "depth", "width", "num_hasse_edges", "reach"):
+        assert getattr(auto, name) == getattr(structured, name), name
+    assert convergence_depth(m) == len(powers)
+    np.testing.assert_array_equal(reachability(m, 4).to_dense(), powers[3])
+    np.testing.assert_array_equal(reachability(m).to_dense(), powers[-1])

@@ -6,6 +6,8 @@ its structured route, which starts no JAX; :mod:`hassejax.order._routes` re-expo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..masks._intervals import IntervalMask
@@ -25,6 +27,30 @@ _DENSE_FALLBACK_N = 16384
 def _prefer_dense(m: IntervalMask) -> bool:
     """True for an interval mask with many runs a row that is short enough for the dense routes."""
     return m.num_runs > _STRUCTURED_MAX_RUNS and m.n <= _DENSE_FALLBACK_N
+
+
+_FALLBACK_FLOOR = float(1 << 24)
+"""The least candidate-run limit :func:`structured_or_dense` sets (small masks: the structured route's own cost)."""
+
+
+def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dense: Callable):
+    """``structured()``, or under ``method="auto"`` for `m` short enough for the dense routes (at most
+    ``_DENSE_FALLBACK_N``) ``dense(reason)`` once a product of the structured route would merge more candidate runs
+    than a dense bit-packed product costs (about `n³/64` word operations; a floor of `2**24`): the runs of some
+    masks' powers multiply (a dilated window of 3 runs a row, n = 3000: 513 runs a row in a power, refused after
+    17 s where the bit-packed route takes 3 s, a fresh-user review)."""
+    from ._structured import CandidateLimitError, candidate_limit
+
+    if method != "auto" or m.n > _DENSE_FALLBACK_N:
+        return structured()
+    try:
+        with candidate_limit(max(_FALLBACK_FLOOR, float(m.n) ** 3 / 64)):
+            return structured()
+    except CandidateLimitError:
+        return dense(
+            "interval rows whose powers' runs multiply (a product beyond the dense bit-packed cost): the dense "
+            "bit-packed route"
+        )
 
 
 def _few_runs(flat: np.ndarray) -> np.ndarray:

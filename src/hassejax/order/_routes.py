@@ -24,6 +24,7 @@ from ._route_rules import (  # noqa: F401 (re-exported: the structured-route rul
     _STRUCTURED_MIN_N,
     _few_runs,
     _prefer_dense,
+    structured_or_dense,
 )
 
 # Cost model of ``method="auto"`` (seconds). Matmul throughput per backend in flop/s, and the

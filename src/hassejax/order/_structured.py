@@ -29,6 +29,8 @@ problem revisited", LATIN 2000 (range-minimum queries in O(1) after O(n log n) p
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,7 +39,7 @@ from ..errors import MemoryBudgetError
 from ..masks._intervals import IntervalMask, check_host_memory, normalize_runs
 from ._progress import NO_BAR, Bar
 
-__all__ = ["compose", "PowerTable", "product"]
+__all__ = ["compose", "PowerTable", "product", "CandidateLimitError", "candidate_limit"]
 
 _INDEX = np.int32
 
@@ -70,13 +72,13 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
     width = 4 * p.num_runs * q.num_runs  # candidate runs a row before normalisation (at most)
     block = _row_block(width)
     what = f"a product of interval masks (n = {n}, {p.num_runs} x {q.num_runs} runs a row, {levels} table levels)"
-    if float(n) * width > _MAX_CANDIDATES:
-        raise MemoryBudgetError(
+    if float(n) * width > _CANDIDATE_LIMIT.get():
+        raise CandidateLimitError(
             f"`{name}`: {what} has up to {float(n) * width:.3g} candidate runs to merge (n x 4 x runs x runs), more "
-            f"than the structured route takes ({_MAX_CANDIDATES:.3g}, about a minute a product): the runs of this "
-            f"mask's powers multiply. Use the dense bit-packed route (n²/8 bytes a power: {float(n) * n / 8 / 2**30:.2f} "
-            "GiB here): flow_summary(mask, method='bitpacked'), or reachability(mask.to_dense(), "
-            "method='bitpacked'); or a smaller n."
+            f"than the structured route takes ({_CANDIDATE_LIMIT.get():.3g}, about a minute a product): the runs of "
+            f"this mask's powers multiply. Use the dense bit-packed route (n²/8 bytes a power: "
+            f"{float(n) * n / 8 / 2**20:.4g} MiB here): flow_summary(mask, method='bitpacked'), or "
+            "reachability(mask.to_dense(), method='bitpacked'); or a smaller n."
         )
     check_host_memory(_table_bytes(n, q.num_runs, levels) + _TEMP_BYTES_PER_ENTRY * block * width, what, name)
     diag = _diagonal_runs(q)
@@ -170,10 +172,29 @@ _TEMP_BYTES_PER_ENTRY = 64
 (about 40 more)."""
 
 
+class CandidateLimitError(MemoryBudgetError):
+    """A product of :func:`compose` with more candidate runs than the limit in force (:func:`candidate_limit`)."""
+
+
 _MAX_CANDIDATES = float(1 << 31)
 """The most candidate runs (`n · 4 · runs(p) · runs(q)`) one product of :func:`compose` takes: measured 5–25 ns a
 candidate, so about 10–50 s at the limit (a local + strided mask at n = 16384: at most 1.0e9, 5.4 s; a dilated
 window, n = 32768, 161 runs a row: 3.4e9 a product and more in the next, refused)."""
+
+
+_CANDIDATE_LIMIT: contextvars.ContextVar[float] = contextvars.ContextVar("candidate_limit", default=_MAX_CANDIDATES)
+
+
+@contextlib.contextmanager
+def candidate_limit(limit: float):
+    """Within the block, :func:`compose` refuses products of more than `limit` candidate runs (at most
+    :data:`_MAX_CANDIDATES`); ``method="auto"`` lowers it where the dense bit-packed route is the cheaper one
+    (:func:`hassejax.order._route_rules.structured_or_dense`)."""
+    token = _CANDIDATE_LIMIT.set(min(float(limit), _MAX_CANDIDATES))
+    try:
+        yield
+    finally:
+        _CANDIDATE_LIMIT.reset(token)
 
 
 def _row_block(width: int) -> int:

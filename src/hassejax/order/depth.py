@@ -32,6 +32,7 @@ from ._routes import (
     _few_runs,
     _matmul_bar,
     _prefer_dense,
+    structured_or_dense,
 )
 from ._structured import PowerTable
 from .heads import _heads_union
@@ -134,10 +135,19 @@ def convergence_depth(
                 f"`method` = {method!r} is a dense route; an IntervalMask takes method='structured' or 'auto' "
                 "(convert with `np.asarray(mask)` first for a dense route)."
             )
+
+        def dense(why=None):  # the fallback (`why` given) goes bit-packed: dense auto would find the few runs again
+            route = "auto" if why is None else "bitpacked"
+            return int(convergence_depth(mask.to_dense(), method=route, progress=False if delay is None else delay))
+
         if method == "auto" and _prefer_dense(mask):
-            return int(convergence_depth(mask.to_dense(), progress=False if delay is None else delay))
-        with progress_bar(delay, "L* (structured)", "products") as bar:
-            return PowerTable(mask.with_diagonal(), name="mask").depth(bar)
+            return dense()
+
+        def structured():
+            with progress_bar(delay, "L* (structured)", "products") as bar:
+                return PowerTable(mask.with_diagonal(), name="mask").depth(bar)
+
+        return structured_or_dense(mask, method, structured, dense)
 
     a, traced = _prepare(mask, memory=_depth_memory(method))
     n = a.shape[-1]

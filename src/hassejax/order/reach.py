@@ -33,6 +33,7 @@ from ._routes import (
     _nnz,
     _prefer_dense,
     _rounds_costs,
+    structured_or_dense,
 )
 from ._structured import PowerTable, product
 from .heads import _heads_union
@@ -296,9 +297,13 @@ def _reachability_structured(mask, num_layers, layer_masks, method, delay: float
             f"`method` = {method!r} is a dense route; an IntervalMask takes method='structured' or 'auto' "
             "(convert with `np.asarray(mask)` first for a dense route)."
         )
+
+    def dense(why=None):
+        out = np.asarray(reachability(mask.to_dense(), num_layers, method="bitpacked", progress=_off(delay)))
+        return IntervalMask.from_dense(out, name="mask")
+
     if layer_masks is None and method == "auto" and _prefer_dense(mask):
-        dense = np.asarray(reachability(mask.to_dense(), num_layers, method="bitpacked", progress=_off(delay)))
-        return IntervalMask.from_dense(dense, name="mask")
+        return dense()
     if layer_masks is not None:
         if mask is not None:
             raise MaskError(
@@ -315,8 +320,9 @@ def _reachability_structured(mask, num_layers, layer_masks, method, delay: float
             )
         with progress_bar(delay, f"product of {len(layers)} layers (structured)", "products") as bar:
             return product([m.with_diagonal() for m in layers], bar=bar)
-    table = PowerTable(mask.with_diagonal(), name="mask")
-    return _structured_power(table, num_layers, delay)
+    return structured_or_dense(
+        mask, method, lambda: _structured_power(PowerTable(mask.with_diagonal(), name="mask"), num_layers, delay), dense
+    )
 
 
 def _off(delay: float | None) -> bool | float:

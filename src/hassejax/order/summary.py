@@ -198,11 +198,21 @@ def flow_summary(
             raise MaskError(f"`mask` must be an IntervalMask or a Boolean array of shape (n, n); got {got}{hint}.")
     with progress_bar(_step_delay(delay), "choosing the route", "", tick=True):
         route, reason, intervals = choose_route(mask, method)
-        if route == "structured":
-            flow = _StructuredFlow(intervals, delay)
-        else:
+        if route != "structured":
             flow = _DenseFlow(np.asarray(mask), route, delay)  # a dense copy of an IntervalMask
-    return _summarize(flow, route, reason, layers, int(quotient_limit))
+            return _summarize(flow, route, reason, layers, int(quotient_limit))
+    from ._route_rules import structured_or_dense
+
+    def dense(why):
+        flow = _DenseFlow(intervals.to_dense(name="mask"), "bitpacked", delay)
+        return _summarize(flow, "bitpacked", why, layers, int(quotient_limit))
+
+    return structured_or_dense(
+        intervals,
+        method,
+        lambda: _summarize(_StructuredFlow(intervals, delay), route, reason, layers, int(quotient_limit)),
+        dense,
+    )
 
 
 def _step_delay(delay: float | None) -> float | None:
