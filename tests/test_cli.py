@@ -225,3 +225,15 @@ def test_a_reader_that_stops_early_ends_the_printing_not_the_command(tmp_path):
     assert proc.wait(timeout=300) == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err
     assert json.loads(js.read_text())["num_classes"] == 32
+
+
+def test_long_classes_are_cut_on_the_terminal_not_in_json(capsys, tmp_path):
+    """Four classes of 30 strided positions each: written out, a class is ~150 characters (750 positions: 4,000); the
+    terminal shows its start and its size, `--json` every member."""
+    out_json = tmp_path / "d.json"
+    code, out, _ = run(capsys, "analyze", "dilated(n=120, window=8, dilation=4)", "--json", str(out_json))
+    assert code == 0
+    line = next(s for s in out.splitlines() if s.startswith("  (none; classes:"))
+    assert line.count("(30 positions)") == 4 and len(line) < 400
+    data = json.loads(out_json.read_text())
+    assert sorted(len(c) for c in data["diagram"]["classes"]) == [30, 30, 30, 30]

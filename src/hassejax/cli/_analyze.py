@@ -62,7 +62,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         if diagram is None or not line.startswith("Hasse edges"):  # with a diagram: listed below
             lines.append(line)
     if diagram is not None:
-        names = [format_class(m) for m in diagram.classes]
+        names = [_short_class(format_class(m), len(m)) for m in diagram.classes]
         edges = diagram.edges
         lines.append(f"Hasse edges ({len(edges)}; u -> v: u is covered by v, information flows u -> v):")
         for u, v in edges[: args.max_edges]:
@@ -122,3 +122,16 @@ def _quotient_limit() -> int:
     from ..order.summary import QUOTIENT_LIMIT
 
     return QUOTIENT_LIMIT
+
+
+_CLASS_CHARS = 60
+"""A class longer than this when written out is cut on the terminal (``--json`` and ``--dot`` keep it whole)."""
+
+
+def _short_class(text: str, size: int) -> str:
+    """`text` (a class as :func:`~hassejax.order.format_class` writes it), cut to about :data:`_CLASS_CHARS`
+    characters with its number of positions: a class of 750 strided positions was a 4,000-character line."""
+    if len(text) <= _CLASS_CHARS:
+        return text
+    cut = text[: _CLASS_CHARS - 4].rsplit(",", 1)[0]
+    return f"{cut}, …}} ({size} positions)"
