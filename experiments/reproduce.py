@@ -9,7 +9,7 @@ tolerances),
 ``--only NAME`` runs one (repeatable), ``--out DIR`` writes elsewhere,
 ``--jobs N`` runs N experiments at a time in worker processes (default: the usable CPUs, at
 most 4; ``--jobs 1`` runs them in this process, one after another), ``--no-progress`` hides the
-progress bar. Ctrl-C (SIGINT) or SIGTERM to the main process stops the run and its workers
+progress bars (the experiments' own too: it sets ``HASSEJAX_PROGRESS=0`` for this process and its workers). Ctrl-C (SIGINT) or SIGTERM to the main process stops the run and its workers
 (exit 130 or 143, no summary). Compiled programs go to
 JAX's persistent compilation cache in ``~/.cache/hassejax/jax`` (``$HASSEJAX_CACHE_DIR``), so a
 second run skips the backend compiles; ``--no-compile-cache`` or ``HASSEJAX_COMPILE_CACHE=0``
@@ -310,9 +310,13 @@ def main(argv: list[str] | None = None) -> int:
         "more than the experiments to run; 1 runs them in this process)",
     )
     parser.add_argument(
-        "--no-progress", action="store_true", help="no progress bar (for logs and CI; the summary table still prints)"
+        "--no-progress",
+        action="store_true",
+        help="no progress bars, the experiments' own included (for logs and CI; the summary table still prints)",
     )
     args = parser.parse_args(argv)
+    if args.no_progress:  # the experiments' own bars too (sweeps' chunks), here and in the spawned workers
+        os.environ["HASSEJAX_PROGRESS"] = "0"
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be a positive integer; got {args.jobs}")
     names = EXPERIMENTS

@@ -194,8 +194,15 @@ def test_jobs_run_experiments_in_worker_processes(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("flag", [False, True])
 def test_no_progress_hides_the_bar_not_the_summary(tmp_path, monkeypatch, capsys, flag):
-    """``--no-progress``: no progress bar on stderr; the summary table still prints."""
-    (tmp_path / "fake_fine.py").write_text("def main(out, quick):\n    return {'key': 'answer 42'}\n")
+    """``--no-progress``: no progress bar on stderr, the experiments' own (a sweep's chunks) included; the summary
+    table still prints."""
+    monkeypatch.setenv("HASSEJAX_PROGRESS", "1")  # restored after the test (--no-progress sets it to 0)
+    (tmp_path / "fake_fine.py").write_text(
+        "import jax.numpy as jnp\nfrom hassejax.dynamics.sweeps import sweep\n"
+        "def main(out, quick):\n"
+        "    sweep(lambda x: x * x, jnp.arange(4.0), chunk_size=2, progress=True, desc='inner bar')\n"
+        "    return {'key': 'answer 42'}\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     module = _reproduce_module()
     monkeypatch.setattr(module, "EXPERIMENTS", ["fake_fine"])
@@ -208,6 +215,7 @@ def test_no_progress_hides_the_bar_not_the_summary(tmp_path, monkeypatch, capsys
     captured = capsys.readouterr()
     assert "fake_fine" in captured.out and "answer 42" in captured.out and "1 ok" in captured.out
     assert ("experiments:" in captured.err) != flag
+    assert ("inner bar" in captured.err) != flag
 
 
 def test_each_experiment_runs_in_the_precision_it_declares(tmp_path, monkeypatch):

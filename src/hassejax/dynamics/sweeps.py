@@ -50,6 +50,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import PyTree
 from tqdm.auto import tqdm
 
+from .._env import progress_off
 from .._xla_flags import jit_takes_compiler_options, sweep_compiler_options
 from ..errors import ParameterError
 from . import _processes, _sweep_order
@@ -278,7 +279,7 @@ def _execute(run, sharding, batch_params, B, chunk, n_chunks, total, progress, d
     leaves, treedef = jax.tree_util.tree_flatten(batch_params)
     leaves = [_pad_rows(leaf if isinstance(leaf, jax.Array) else np.asarray(leaf), total) for leaf in leaves]
     outputs = []
-    bar = tqdm(total=B, desc=desc, unit="member", disable=(not progress) or n_chunks == 1)
+    bar = tqdm(total=B, desc=desc, unit="member", disable=(not progress) or n_chunks == 1 or progress_off())
     try:
         pending = None
         for k in range(n_chunks):

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from .._env import progress_off
 from ..errors import ParameterError
 
 __all__ = ["Bar", "NO_BAR", "check_progress", "progress_bar"]
@@ -92,7 +93,7 @@ class Bar:
 
     def show(self) -> None:
         """Open the bar now (the start line of a long step, before it runs)."""
-        if self.delay is None or self._bar is not None:
+        if self.delay is None or self._bar is not None or progress_off():
             return
         from tqdm import tqdm
 
