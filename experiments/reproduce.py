@@ -315,8 +315,6 @@ def main(argv: list[str] | None = None) -> int:
         help="no progress bars, the experiments' own included (for logs and CI; the summary table still prints)",
     )
     args = parser.parse_args(argv)
-    if args.no_progress:  # the experiments' own bars too (sweeps' chunks), here and in the spawned workers
-        os.environ["HASSEJAX_PROGRESS"] = "0"
     if args.jobs is not None and args.jobs < 1:
         parser.error(f"--jobs must be a positive integer; got {args.jobs}")
     names = EXPERIMENTS
@@ -346,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     signal.signal(signal.SIGINT, _on_stop_signal)
     signal.signal(signal.SIGTERM, _on_stop_signal)  # e.g. a plain `kill`: the workers are ended too
+    previous = os.environ.get("HASSEJAX_PROGRESS")
+    if args.no_progress:  # the experiments' own bars too (sweeps' chunks), here and in the workers spawned now
+        os.environ["HASSEJAX_PROGRESS"] = "0"
     try:
         rows = run(
             names,
@@ -359,6 +360,11 @@ def main(argv: list[str] | None = None) -> int:
         stop = signal.Signals(_INTERRUPTED or signal.SIGINT)
         print(f"\ninterrupted ({stop.name}) after {time.perf_counter() - t0:.0f} s; no summary", file=sys.stderr)
         return 128 + stop.value  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
+    finally:  # the caller's environment as it was (main() is called in-process by the tests, too)
+        if previous is None:
+            os.environ.pop("HASSEJAX_PROGRESS", None)
+        else:
+            os.environ["HASSEJAX_PROGRESS"] = previous
     try:
         return _summary(rows, time.perf_counter() - t0, jobs, args.out)
     except BrokenPipeError:  # stdout piped into a reader that stopped (`| head`): the run itself is done

@@ -196,8 +196,8 @@ def test_jobs_run_experiments_in_worker_processes(tmp_path, monkeypatch):
 def test_no_progress_hides_the_bar_not_the_summary(tmp_path, monkeypatch, capsys, flag):
     """``--no-progress``: no progress bar on stderr, the experiments' own (a sweep's chunks) included; the summary
     table still prints."""
-    monkeypatch.setenv("HASSEJAX_PROGRESS", "1")  # restored after the test (--no-progress sets it to 0)
-    (tmp_path / "fake_fine.py").write_text(
+    monkeypatch.delenv("HASSEJAX_PROGRESS", raising=False)
+    (tmp_path / "fake_bars.py").write_text(
         "import jax.numpy as jnp\nfrom hassejax.dynamics.sweeps import sweep\n"
         "def main(out, quick):\n"
         "    sweep(lambda x: x * x, jnp.arange(4.0), chunk_size=2, progress=True, desc='inner bar')\n"
@@ -205,7 +205,7 @@ def test_no_progress_hides_the_bar_not_the_summary(tmp_path, monkeypatch, capsys
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     module = _reproduce_module()
-    monkeypatch.setattr(module, "EXPERIMENTS", ["fake_fine"])
+    monkeypatch.setattr(module, "EXPERIMENTS", ["fake_bars"])
     handler = signal.getsignal(signal.SIGINT)
     try:
         argv = ["--jobs", "1", "--no-compile-cache", "--out", str(tmp_path / "out")] + ["--no-progress"] * flag
@@ -213,9 +213,10 @@ def test_no_progress_hides_the_bar_not_the_summary(tmp_path, monkeypatch, capsys
     finally:
         signal.signal(signal.SIGINT, handler)
     captured = capsys.readouterr()
-    assert "fake_fine" in captured.out and "answer 42" in captured.out and "1 ok" in captured.out
+    assert "fake_bars" in captured.out and "answer 42" in captured.out and "1 ok" in captured.out
     assert ("experiments:" in captured.err) != flag
     assert ("inner bar" in captured.err) != flag
+    assert "HASSEJAX_PROGRESS" not in os.environ  # set for the run only: the rest of this process keeps its bars
 
 
 def test_each_experiment_runs_in_the_precision_it_declares(tmp_path, monkeypatch):
