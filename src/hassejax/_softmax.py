@@ -61,9 +61,8 @@ def masked_softmax(logits: Float[Array, "*batch q k"], mask: Bool[Array, "*#batc
         raise MaskError(
             f"`mask` of shape {jnp.shape(mask)} does not broadcast to the logits' shape {jnp.shape(logits)}."
         )
-    mask = mask & (
-        logits != -jnp.inf
-    )  # an allowed key at logit −inf has weight 0 (a row of only those: empty); NaN stays
+    # an allowed key at logit −inf has weight 0 (a row of only those: empty); a NaN logit stays visible
+    mask = mask & (logits != -jnp.inf)
     has_key = jnp.any(mask, axis=-1, keepdims=True)
     row_max = jnp.max(jnp.where(mask, logits, -jnp.inf), axis=-1, keepdims=True)
     row_max = jax.lax.stop_gradient(jnp.where(has_key, row_max, 0.0))

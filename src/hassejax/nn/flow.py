@@ -108,7 +108,7 @@ def jacobian_flow(
             raise ParameterError(
                 f"`inputs` must have d = d_model = {model.d_model} features; got shape {tuple(inputs.shape)}."
             )
-        model.check_embeddings(inputs, "inputs")
+        model._check_embeddings(inputs, "inputs")
         fn = model.forward_embeddings
     elif callable(model):
         fn = model

@@ -282,7 +282,7 @@ class Transformer(eqx.Module):
 
         ```
         """
-        self.check_embeddings(x, "x")
+        self._check_embeddings(x, "x")
         mask = _attention_mask(mask, x.shape[0], num_heads=self.num_heads)
         params, static = eqx.partition(self.blocks, eqx.is_array)
 
@@ -292,7 +292,7 @@ class Transformer(eqx.Module):
         x, _ = jax.lax.scan(layer, x, params)  # one compiled block body, whatever L is
         return _layer_norm(self.final_norm, x)
 
-    def check_embeddings(self, x, name: str = "x") -> None:
+    def _check_embeddings(self, x, name: str = "x") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` unless `x` is a floating `(n, d_model)` array of the
         parameters' dtype (static checks: they work on tracers); `name` labels it in the message."""
         dtype = self.final_norm.weight.dtype

@@ -75,7 +75,7 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
     if float(n) * width > _CANDIDATE_LIMIT.get():
         raise CandidateLimitError(
             f"`{name}`: {what} has up to {float(n) * width:.3g} candidate runs to merge (n x 4 x runs x runs), more "
-            f"than the structured route takes ({_CANDIDATE_LIMIT.get():.3g}, about a minute a product): the runs of "
+            f"than the structured route takes ({_CANDIDATE_LIMIT.get():.3g}: tens of seconds a product): the runs of "
             f"this mask's powers multiply. Use the dense bit-packed route (n²/8 bytes a power: "
             f"{float(n) * n / 8 / 2**20:.4g} MiB here): flow_summary(mask, method='bitpacked'), or "
             "reachability(mask.to_dense(), method='bitpacked'); or a smaller n."

@@ -200,7 +200,8 @@ def flow_summary(
         route, reason, intervals = choose_route(mask, method)
         if route != "structured":
             flow = _DenseFlow(np.asarray(mask), route, delay)  # a dense copy of an IntervalMask
-            return _summarize(flow, route, reason, layers, int(quotient_limit))
+    if route != "structured":
+        return _summarize(flow, route, reason, layers, int(quotient_limit))
     from ._route_rules import structured_or_dense
 
     def dense(why):
