@@ -489,3 +489,25 @@ def test_l2_with_negative_beta_c_is_refused_by_the_gaussian_route(kw):
         model.gaussian_affine(0.0, jnp.zeros(2), jnp.eye(2))
     sol = solve_particles(model, np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]]), t1=0.1)
     assert status_names(sol.status) == "completed" and np.all(np.isfinite(np.asarray(sol.x_final)))
+
+
+def test_l2_traced_or_callable_negative_beta_c_stops_non_finite_where_it_turns_negative():
+    """A traced `βc < 0` (a sweep's member) or a callable one cannot be refused before the solve; it came back with a
+    verdict without meaning (``diverge``). Now the map is NaN where `βc < 0`: the member stops ``non_finite`` at
+    `t0`, the others of the sweep are untouched, and `β(t) = 1 − t` stops where it crosses zero."""
+    from hassejax.dynamics import L2
+
+    def run(beta):
+        model = L2(V=jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2), beta=beta)
+        return solve_gaussian(model, jnp.zeros(2), 0.1 * jnp.eye(2), t1=10.0)
+
+    sols = jax.jit(jax.vmap(run))(jnp.array([-1.0, 0.5, 1.0]))
+    assert list(status_names(sols.status)) == ["non_finite", "completed", "completed"]
+    assert float(sols.t_final[0]) == 0.0 and np.all(np.asarray(sols.t_final[1:]) == 10.0)
+    assert np.all(np.isfinite(np.asarray(sols.cov_final)))  # the last finite state, no NaN passed on
+    one = run(0.5)
+    np.testing.assert_allclose(np.asarray(sols.cov_final[1]), np.asarray(one.cov_final), rtol=1e-10)
+
+    sol = run(lambda t: 1.0 - t)
+    assert status_names(sol.status) == "non_finite"
+    assert abs(float(sol.t_final) - 1.0) < 1e-6 and np.all(np.isfinite(np.asarray(sol.cov_final)))

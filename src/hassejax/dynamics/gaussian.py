@@ -518,8 +518,9 @@ def solve_gaussian(
     ``state="projective"`` with a kernel whose map is not homogeneous (L2, linear, Sinkhorn) or with an
     argument it cannot honour (`ts`, `converge_tol`, `stepsize_controller`, `dt0`, `progress_meter`,
     `size_threshold=inf`), an L2 kernel with a concrete `βc < 0` (its map exists only on part of the
-    covariances). Not checked: an L2 `βc` that is traced (inside ``jit``/``vmap``) or a callable of `t`;
-    with `βc < 0` such a solve returns a verdict without meaning (e.g. ``diverge``): keep `βc ≥ 0` there.
+    covariances). An L2 `βc` that is traced (inside ``jit``/``vmap``) or a callable of `t` is checked in the
+    program: where it is negative the map is NaN and the solve stops ``non_finite`` there (at `t0` for a
+    constant one) with its last finite state.
 
     **Example:** softmax with `V = I`, `A = I`, `Σ0 = I/2` blows up at `t* = 1/(β λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})) = 1`
     (spec §3):

@@ -63,7 +63,8 @@ class Status(enum.IntEnum):
     - `dt_min_reached` (5): the integrator could not advance (minimum step size, or any
       other integrator failure such as too many rejected steps).
     - `non_finite` (6): the next step would make the state NaN/inf (a vector field that
-      turns NaN, e.g. a parameter NaN from some depth on, or a constant-step solve stepping
+      turns NaN, e.g. a parameter NaN from some depth on or an L2 map where a traced or callable
+      `βc` is negative, or a constant-step solve stepping
       past a blow-up, which diffrax itself reports as successful), or its size `λ` reach
       `1/finfo(dtype).tiny` (float32: 8.5e37; beyond it `1/λ` underflows and a vector field
       such as L2's is flushed to zero, freezing the state): the solve stops there and

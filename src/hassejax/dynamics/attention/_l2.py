@@ -151,7 +151,9 @@ class L2(AbstractBilinearAttention):
         overflow; for `tr Σ ≤ 1` this is the formula as written.
 
         **Raises:** :class:`~hassejax.errors.ParameterError` for a concrete `βc < 0` (:meth:`check_gaussian`:
-        the map exists only on part of the covariances, and outside it the formula returned NaN).
+        the map exists only on part of the covariances, and outside it the formula returned NaN). A traced `βc < 0`
+        (under ``jit``/``vmap``) or a callable one where it is negative gives NaN `M` and `c`, so that a solve
+        stops ``non_finite`` there (at `t0` for a constant one) with its last finite state.
         """
         self.check_gaussian("model")
         eye = jnp.eye(cov.shape[-1], dtype=cov.dtype)
@@ -165,4 +167,8 @@ class L2(AbstractBilinearAttention):
         tau = jax.lax.stop_gradient(jnp.maximum(jnp.trace(cov), 1.0))
         b = cov / tau
         m = s * (v @ (b @ jnp.linalg.solve(eye / tau + s * kk @ b, a)))
-        return m, v @ (jnp.linalg.solve(eye / tau + s * b @ kk, mean) / tau)
+        c = v @ (jnp.linalg.solve(eye / tau + s * b @ kk, mean) / tau)
+        # a traced or callable βc < 0 (a concrete one raised above): no map the solvers can follow, NaN, so
+        # that a solve stops `non_finite` where βc turns negative instead of returning a verdict without meaning
+        nan = jnp.where(s < 0, jnp.nan, 0.0).astype(m.dtype)
+        return m + nan, c + nan
