@@ -59,3 +59,20 @@ def test_budget_is_the_least_of_the_limits(monkeypatch):
     assert _memory.host_memory_bytes() == 3 * 2**30
     monkeypatch.setattr(_memory, "_rlimit_available", lambda: -5)
     assert _memory.host_memory_bytes() == 0
+
+
+def test_small_requests_skip_the_reading_large_ones_are_checked(monkeypatch):
+    """Reading the free memory costs file reads (~0.4 ms); a short mask's product asked for it thousands of times.
+    Requests under 16 MiB pass without reading it; from 16 MiB the budget is read and enforced."""
+    import pytest
+
+    from hassejax.errors import MemoryBudgetError
+    from hassejax.masks import _runs
+
+    calls = []
+    monkeypatch.setattr(_runs, "host_memory_bytes", lambda: calls.append(1) or 2**20)  # 1 MiB free
+    _runs.check_host_memory(16 * 2**20 - 1, "a small table", "mask")
+    assert calls == []
+    with pytest.raises(MemoryBudgetError, match=r"`mask`: a large table needs about 0\.02 GiB"):
+        _runs.check_host_memory(16 * 2**20, "a large table", "mask")
+    assert calls == [1]

@@ -70,7 +70,7 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
         return IntervalMask(np.full((n, 1), n, _INDEX), np.full((n, 1), n, _INDEX), n, _normal=True)
     levels = int(_floor_log2(np.array([longest]))[0]) + 1
     width = 4 * p.num_runs * q.num_runs  # candidate runs a row before normalisation (at most)
-    block = _row_block(width)
+    block = min(_row_block(width), n)  # rows of one block (the estimate below counts no rows beyond n)
     what = f"a product of interval masks (n = {n}, {p.num_runs} x {q.num_runs} runs a row, {levels} table levels)"
     if float(n) * width > _CANDIDATE_LIMIT.get():
         raise CandidateLimitError(
