@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -64,6 +65,18 @@ def _cgroup_available(root: str | Path = "/sys/fs/cgroup", self_cgroup: str | Pa
     ``memory/memory.usage_in_bytes``), in this process's group where it is visible, else at the mount's root (a
     container sees its own group there).
     """
+    for folder, limit_file, usage_file, cache_key in _cgroup_candidates(str(root), str(self_cgroup)):
+        limit = _read_int(folder / limit_file)
+        usage = _read_int(folder / usage_file) if limit is not None and limit < _NO_LIMIT else None
+        if usage is not None:
+            return limit - max(0, usage - _inactive_file(folder / "memory.stat", cache_key))
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _cgroup_candidates(root: str, self_cgroup: str) -> tuple[tuple[Path, str, str, str], ...]:
+    """The folders that hold a control group's memory limit and usage files (looked up once a process: the search
+    read ~10 files, 0.18 ms, on every budget check; the values themselves are read at each check)."""
     root = Path(root)
     paths = {}
     try:
@@ -83,11 +96,7 @@ def _cgroup_available(root: str | Path = "/sys/fs/cgroup", self_cgroup: str | Pa
         ),
         (root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
     ]
-    for folder, limit_file, usage_file, cache_key in candidates:
-        limit, usage = _read_int(folder / limit_file), _read_int(folder / usage_file)
-        if limit is not None and usage is not None and limit < _NO_LIMIT:
-            return limit - max(0, usage - _inactive_file(folder / "memory.stat", cache_key))
-    return None
+    return tuple(c for c in candidates if (c[0] / c[1]).is_file() and (c[0] / c[2]).is_file())
 
 
 def _rlimit_available(status: str | Path = "/proc/self/status") -> int | None:
