@@ -211,6 +211,42 @@ def test_kernels_that_are_not_homogeneous_are_refused(model):
         solve_gaussian(model, np.zeros(2), np.eye(2), t1=1.0, state="projective")
 
 
+class _DampedSoftmax(Softmax):
+    """A softmax whose map a user changed (`M = βVΣA − I/2`): no longer homogeneous in `Σ`."""
+
+    def gaussian_affine(self, t, mean, cov, factor=None):
+        m, c = super().gaussian_affine(t, mean, cov, factor)
+        return m - 0.5 * jnp.eye(m.shape[0], dtype=m.dtype), c
+
+
+class _ScaledSoftmax(Softmax):
+    """A softmax whose map a user changed but that stays homogeneous (`M = 2βVΣA`), and says so."""
+
+    def gaussian_affine(self, t, mean, cov, factor=None):
+        m, c = super().gaussian_affine(t, mean, cov, factor)
+        return 2.0 * m, c
+
+    def gaussian_homogeneous(self):
+        return True
+
+
+def test_softmax_subclass_with_its_own_map_is_homogeneous_only_if_it_says_so():
+    """A fresh-user review: a damped softmax subclass inherited `gaussian_homogeneous() = True`, and the projective
+    state returned ``completed`` with `Σ` unchanged where it blows up at `t* = ln 2` (the factor state's answer)."""
+    eye = np.eye(2)
+    damped = _DampedSoftmax(V=eye, A=eye)
+    with pytest.raises(ParameterError, match="state='projective'.*homogeneous.*overriding gaussian_homogeneous"):
+        solve_gaussian(damped, np.zeros(2), eye, t1=5.0, state="projective")
+    sol = solve_gaussian(damped, np.zeros(2), eye, t1=5.0)
+    assert status_names(sol.status) == "blow_up" and abs(float(sol.t_blowup) - np.log(2)) < 1e-6
+    # a subclass that declares its homogeneous map runs, and agrees with the factor state (t* = 1/4 for Σ0 = I)
+    scaled = _ScaledSoftmax(V=eye, A=eye)
+    proj = solve_gaussian(scaled, np.zeros(2), eye, t1=5.0, state="projective")
+    fac = solve_gaussian(scaled, np.zeros(2), eye, t1=5.0)
+    assert status_names(proj.status) == status_names(fac.status) == "blow_up"
+    assert abs(float(proj.t_blowup) - 0.25) < 1e-6 and abs(float(fac.t_blowup) - 0.25) < 1e-6
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [

@@ -409,7 +409,7 @@ class AbstractAttention(eqx.Module):
             raise ParameterError(
                 f"`state='projective'` needs a Gaussian map homogeneous in Σ (M(α, sΣ) = s·M(α, Σ), c free of Σ: "
                 f"softmax, or a multi-head of softmax heads); {name} ({type(self).__name__}) is not: use "
-                "state='factor'."
+                "state='factor' (a kernel whose map is homogeneous says so by overriding gaussian_homogeneous)."
             )
 
     def check_covariance_state(self, name: str = "model") -> None:

@@ -55,5 +55,12 @@ class Softmax(AbstractBilinearAttention):
         return self.bilinear_map(t, cov), self.value(t) @ mean
 
     def gaussian_homogeneous(self) -> bool:
-        """True: `M = βVΣA` is linear in `Σ` and `c = Vα` free of it (see :class:`AbstractAttention`)."""
-        return True
+        """True: `M = βVΣA` is linear in `Σ` and `c = Vα` free of it (see :class:`AbstractAttention`).
+
+        False for a subclass that overrides :meth:`gaussian_affine` or :meth:`bilinear_map` (its map need not be
+        homogeneous: a fresh-user review's damped softmax `M = βVΣA − γI` ran in the projective state and came
+        back ``completed`` with `Σ` unchanged where it blows up at `ln 2`); such a subclass overrides this method
+        too where its map is homogeneous.
+        """
+        cls = type(self)
+        return cls.gaussian_affine is Softmax.gaussian_affine and cls.bilinear_map is Softmax.bilinear_map
