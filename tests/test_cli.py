@@ -138,6 +138,15 @@ def test_bad_npy(capsys, tmp_path, array, fragment):
     assert rc == 2 and err.count("\n") == 1 and err.startswith("hassejax: error: `mask`") and fragment in err
 
 
+def test_npy_name_without_npy_content(capsys, tmp_path):
+    """A text file named .npy: np.load took it for a pickle ("pickled (object) data ... allow_pickle", a review)."""
+    path = tmp_path / "notes.npy"
+    path.write_text("garbage text\n")
+    rc, out, err = run(capsys, "analyze", str(path))
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "not a NumPy .npy file (no .npy header)" in err and "pickle" not in err
+
+
 def test_unwritable_output(capsys, tmp_path):
     target = tmp_path / "no_such_dir" / "out.json"
     rc, _, err = run(capsys, "analyze", "causal(n=3)", "--json", str(target))

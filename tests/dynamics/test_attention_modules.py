@@ -466,3 +466,38 @@ def test_piecewise_constant_edges_must_increase():
             PiecewiseConstant(values, t_edges=jnp.array(edges))
     v = PiecewiseConstant(values, t_edges=jnp.array([0.0, 1.0, 2.0]))
     assert [float(v(t)[0, 0]) for t in (0.5, 1.5)] == [1.0, -1.0]
+
+
+def test_a_kernel_returning_the_wrong_shapes_is_refused_by_name():
+    """A user's kernel whose map or velocity returns another shape met a raw ``dot_general`` or broadcasting error
+    inside the solver (a fresh-user review); it is now refused before the solve, naming the method."""
+    from hassejax.dynamics import Softmax, solve_gaussian, solve_particles
+    from hassejax.errors import ParameterError
+
+    class Truncated(Softmax):
+        def gaussian_affine(self, t, mean, cov, factor=None):
+            m, c = super().gaussian_affine(t, mean, cov, factor)
+            return m[:1], c
+
+        def velocity(self, t, x, keys=None, mask=None):
+            return x[:, :1]
+
+    class Mismatched(Softmax):
+        def gaussian_affine(self, t, mean, cov, factor=None):
+            return cov @ jnp.ones((3, 3)), mean
+
+    eye = jnp.eye(2)
+    with pytest.raises(
+        ParameterError,
+        match=r"model\.gaussian_affine\(.*must return arrays of shape \(\(2, 2\), \(2,\)\); got \(\(1, 2\), \(2,\)\)",
+    ):
+        solve_gaussian(Truncated(V=eye, A=eye), jnp.zeros(2), eye, t1=1.0)
+    with pytest.raises(
+        ParameterError, match=r"model\.velocity\(t, x \(3, 2\)\) must return arrays of shape \(3, 2\); got \(3, 1\)"
+    ):
+        solve_particles(Truncated(V=eye, A=eye), jnp.ones((3, 2)), t1=1.0)
+    with pytest.raises(
+        ParameterError, match=r"gaussian_affine.*failed on inputs of the shapes it must take \(TypeError: dot_general"
+    ) as info:
+        solve_gaussian(Mismatched(V=eye, A=eye), jnp.zeros(2), eye, t1=1.0)
+    assert isinstance(info.value.__cause__, TypeError)

@@ -511,3 +511,86 @@ def test_l2_traced_or_callable_negative_beta_c_stops_non_finite_where_it_turns_n
     sol = run(lambda t: 1.0 - t)
     assert status_names(sol.status) == "non_finite"
     assert abs(float(sol.t_final) - 1.0) < 1e-6 and np.all(np.isfinite(np.asarray(sol.cov_final)))
+
+
+@pytest.mark.parametrize("state", ["factor", "covariance", "projective"])
+def test_traced_invalid_tolerances_flag_their_member(state):
+    """A concrete `rtol = -1` is refused, but a traced one (one per member of a sweep) was taken as its absolute value
+    (`t* = 1.117` for the exact 1, as with `rtol = +1`) and a NaN ended the solve `non_finite` (a fresh-user review).
+    Now each such member is ``invalid_tolerance`` (nothing solved), and the valid ones (`rtol = 0` included) are the
+    solves one by one."""
+    eye = jnp.eye(2)
+    rtol = jnp.array([-1.0, 1e-8, jnp.nan, 1e-8, 1e-8, 0.0])
+    atol = jnp.array([1e-8, -1e-8, 1e-8, 0.0, 1e-8, 1e-8])
+
+    def run(r, a):
+        return solve_gaussian(Softmax(V=eye, A=eye), jnp.zeros(2), eye / 2, t1=5.0, rtol=r, atol=a, state=state)
+
+    sols = jax.jit(jax.vmap(run))(rtol, atol)
+    assert list(status_names(sols.status)) == ["invalid_tolerance"] * 4 + ["blow_up"] * 2
+    assert np.all(np.asarray(sols.stats.num_steps[:4]) == 0) and np.all(np.asarray(sols.t_final[:4]) == 0.0)
+    np.testing.assert_allclose(np.asarray(sols.cov_final[:4]), np.broadcast_to(np.eye(2) / 2, (4, 2, 2)))
+    for i in (4, 5):
+        one = run(float(rtol[i]), float(atol[i]))
+        np.testing.assert_allclose(float(sols.t_blowup[i]), float(one.t_blowup), rtol=1e-12)
+        assert abs(float(one.t_blowup) - 1.0) < 1e-5
+    # the default solve (concrete tolerances) is not flagged, and a concrete invalid one is refused as before
+    with pytest.raises(ParameterError, match="`rtol` must be a finite number >= 0"):
+        run(-1.0, 1e-8)
+
+
+def test_traced_invalid_tolerances_in_particle_and_low_rank_solves():
+    from hassejax.dynamics import LowRankSoftmax, solve_low_rank_gaussian, solve_particles
+
+    eye = jnp.eye(2)
+    x0 = jnp.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]])
+    sols = jax.jit(jax.vmap(lambda r: solve_particles(Softmax(V=eye, A=eye), x0, t1=1.0, rtol=r)))(
+        jnp.array([-1.0, 1e-6])
+    )
+    assert list(status_names(sols.status)) == ["invalid_tolerance", "completed"]
+    np.testing.assert_array_equal(np.asarray(sols.x_final[0]), np.asarray(x0))
+    head = LowRankSoftmax(
+        jnp.array([[1.0, 0.0]]), jnp.array([[1.0, 0.0]]), jnp.array([[1.0, 0.0]]), jnp.array([[1.0], [0.0]])
+    )
+    low = jax.jit(jax.vmap(lambda a: solve_low_rank_gaussian(head, jnp.zeros(2), eye, t1=5.0, atol=a)))(
+        jnp.array([0.0, 1e-8])
+    )
+    assert status_names(low.status)[0] == "invalid_tolerance" and status_names(low.status)[1] != "invalid_tolerance"
+
+
+def test_closed_forms_refuse_or_propagate_invalid_inputs():
+    """A fresh-user review: a NaN `t` gave `+inf` ("past the blow-up"), a NaN or negative variance was ignored or
+    accepted (`diagonal_blowup_time` 0.5 from the other coordinate), a negative `σ0` gave `σ = −0.333`, and under
+    ``jit`` a NaN `Σ0` or `v` gave `t* = inf` ("never blows up"). Concrete inputs are refused by name; traced ones
+    come out NaN."""
+    from hassejax.dynamics import blowup_time_closed_form, diagonal_blowup_time, diagonal_covariance_closed_form
+
+    eye = jnp.eye(2)
+    cases = [
+        (lambda: softmax_covariance_closed_form(eye / 2, eye, 1.0, float("nan")), "`t` must be finite"),
+        (lambda: softmax_covariance_closed_form(eye / 2, eye, -1.0, float("inf")), "`t` must be finite"),
+        (lambda: softmax_covariance_closed_form(eye / 2, eye, 1.0, -0.5), "`t` must be >= 0"),
+        (lambda: diagonal_blowup_time(jnp.array([jnp.nan, 1.0]), jnp.ones(2), jnp.ones(2)), "`sigma0` must be finite"),
+        (lambda: diagonal_blowup_time(jnp.array([-1.0, 0.0]), -jnp.ones(2), jnp.ones(2)), "`sigma0` must be >= 0"),
+        (lambda: diagonal_covariance_closed_form(jnp.ones(2), jnp.ones(2), jnp.ones(2), -1.0), "`t` must be >= 0"),
+        (lambda: softmax_1d_closed_form(0.0, -0.5, 1.0, 1.0, 0.5), "`sigma0` must be >= 0"),
+        (lambda: softmax_1d_closed_form(0.0, float("nan"), 1.0, 1.0, 0.5), "`sigma0` must be finite"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ParameterError, match=message):
+            call()
+    traced = [
+        jax.jit(lambda s: blowup_time_closed_form(s * eye, eye, 1.0))(jnp.nan),
+        jax.jit(lambda v: blowup_time_closed_form(eye / 2, eye, v))(jnp.nan),
+        jax.jit(lambda t: softmax_covariance_closed_form(eye / 2, eye, 1.0, t))(jnp.nan),
+        jax.jit(lambda s: diagonal_blowup_time(jnp.array([s, 1.0]), jnp.ones(2), jnp.ones(2)))(jnp.nan),
+        jax.jit(lambda s: diagonal_blowup_time(jnp.array([s, 1.0]), jnp.ones(2), jnp.ones(2)))(-1.0),
+        *jax.jit(lambda s: softmax_1d_closed_form(0.0, s, 1.0, 1.0, 0.5))(-0.5),
+    ]
+    assert all(np.all(np.isnan(np.asarray(x))) for x in traced)
+    # valid inputs keep their closed forms: t* = 1, Σ(1/2) = I, +inf past the blow-up
+    assert abs(float(blowup_time_closed_form(eye / 2, eye, 1.0)) - 1.0) < 1e-12
+    np.testing.assert_allclose(
+        np.asarray(softmax_covariance_closed_form(eye / 2, eye, 1.0, 0.5)), np.eye(2), atol=1e-12
+    )
+    assert np.all(np.isposinf(np.asarray(softmax_covariance_closed_form(eye / 2, eye, 1.0, 2.0))))

@@ -112,3 +112,21 @@ def test_threshold_is_checked_against_the_second_moment():
         solve_gaussian(
             Linear(V=np.eye(2), A=np.eye(2)), np.array([2.0, 0.0]), np.zeros((2, 2)), t1=1.0, size_threshold=3.0
         )
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_particles_that_blow_up_together_are_seen_by_their_second_moment(masked):
+    """Tokens at one point (or nearly) under linear attention move together, `x' = ‖x‖² x` for `V = A = I`, and blow
+    up at `t* = 1/(2‖x0‖²)`; the particle size was the spread (0, or 1e-6²), so the solve ran to `t*` unseen and
+    ended ``max_steps_reached`` after 100,000 steps (a fresh-user review). The size is now `(1/n) Σ ‖x_i‖²`, as the
+    Gaussian solve's `tr Σ + ‖α‖²`; a causal mask changes nothing here (both tokens see the first)."""
+    from hassejax.dynamics import Masked, solve_particles
+
+    lin = Linear(V=np.eye(2), A=np.eye(2))
+    model = Masked(lin, np.tril(np.ones((2, 2), bool))) if masked else lin
+    for x0 in (np.array([[3.0, 0.0], [3.0, 1e-3]]), np.array([[3.0, 0.0], [3.0, 0.0]])):
+        sol = solve_particles(model, x0, t1=5.0, rtol=1e-10, atol=1e-10)
+        assert int(sol.status) == Status.blow_up, x0
+        np.testing.assert_allclose(float(sol.t_blowup), 1 / 18, rtol=1e-6)
+    with pytest.raises(ParameterError, match=r"λ0 = \(1/n\) Σ_i ‖x_i‖²"):  # the threshold against that size
+        solve_particles(model, np.array([[3.0, 0.0], [3.0, 0.0]]), t1=1.0, size_threshold=8.0)

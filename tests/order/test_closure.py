@@ -329,6 +329,13 @@ def test_mask_and_layer_masks_are_exclusive(no_runtime_typecheck):
         reachability(causal(3), layer_masks=[causal(3)])
     with pytest.raises(MaskError, match="unless `layer_masks` is given"):
         reachability(None)
+    with pytest.raises(MaskError, match="unless `layer_masks` is given"):
+        reachability()
+    # `mask` defaults to None: layer masks alone, by keyword (was a raw TypeError: a missing positional argument)
+    np.testing.assert_array_equal(
+        np.asarray(reachability(layer_masks=[causal(3), causal(3)])),
+        np.asarray(reachability(None, layer_masks=[causal(3), causal(3)])),
+    )
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,15 @@ def load_mask(spec: str):
         if not path.is_file():
             raise MaskError(f"MASK_SPEC {spec!r}: no such .npy file.")
         try:
+            with open(path, "rb") as fh:
+                magic = fh.read(6)
+        except OSError as err:
+            raise MaskError(f"MASK_SPEC {spec!r}: cannot read it ({_one_line(str(err))}).") from None
+        if magic != b"\x93NUMPY":  # np.load would take it for a pickle and say "pickled (object) data"
+            raise MaskError(
+                f"MASK_SPEC {spec!r}: not a NumPy .npy file (no .npy header); save the mask with numpy.save."
+            )
+        try:
             arr = np.load(path, allow_pickle=False, mmap_mode="r")
         except (OSError, ValueError) as err:
             raise MaskError(f"MASK_SPEC {spec!r}: cannot read it as a .npy array ({_one_line(str(err))}).") from None

@@ -145,6 +145,7 @@ def integrate(
     size_floor: Callable | None = None,
     threshold_given: bool = False,
     growth_bound: Callable | None = None,
+    tolerances_ok=None,
 ) -> IntegrateOut:
     """Solve `y' = f(t, y)` with the size-threshold (and steady-state) events; see module docstring.
 
@@ -174,6 +175,8 @@ def integrate(
     there is none (None: none anywhere); a crossing at a time where it is finite is ``diverge`` whatever
     the decade test reads (no finite-time blow-up: Grönwall), ``undetermined`` only for the size-floor
     cause (a crossing that may be rounding alone).
+    `tolerances_ok`: None, or a traced bool from :func:`checked_tolerances` (the controller then holds a stand-in
+    pair where it is False): such a member gets status ``invalid_tolerance`` (initial state, nothing valid).
     """
     dtype = jnp.result_type(*jtu.tree_leaves(y0))
     tiny = jnp.finfo(dtype).tiny
@@ -394,15 +397,19 @@ def integrate(
         ),
     ).astype(jnp.int32)
     # traced inputs: checked here, in the program (no host callback); a bad member is flagged, nothing solved
+    # (later checks win: invalid_times, then invalid_threshold, then invalid_tolerance)
     inputs_ok = jnp.asarray(True)
+    if tolerances_ok is not None:  # traced tolerances (concrete ones raised)
+        status = jnp.where(tolerances_ok, status, Status.invalid_tolerance).astype(jnp.int32)
+        inputs_ok = tolerances_ok
     if check_threshold:  # a threshold at or below the initial size (see `threshold_ok` above)
         status = jnp.where(threshold_ok, status, Status.invalid_threshold).astype(jnp.int32)
-        inputs_ok = threshold_ok
+        inputs_ok = inputs_ok & threshold_ok
     if not ts_checked:
         times_ok = jnp.all(jnp.isfinite(ts)) & jnp.all(ts[1:] >= ts[:-1]) & (ts[0] >= t0) & (ts[-1] <= t1) & (t1 > t0)
         status = jnp.where(times_ok, status, Status.invalid_times).astype(jnp.int32)
         inputs_ok = inputs_ok & times_ok
-    if check_threshold or not ts_checked:
+    if check_threshold or not ts_checked or tolerances_ok is not None:
         valid = valid & inputs_ok
         ys_clean = jtu.tree_map(lambda a, a0: jnp.where(inputs_ok, a, jnp.broadcast_to(a0, a.shape)), ys_clean, y0)
         y_final = jtu.tree_map(lambda a, a0: jnp.where(inputs_ok, a, a0), y_final, y0)
@@ -449,12 +456,25 @@ def tolerance(value, dtype) -> jax.Array:
     return jnp.asarray(value, dtype)
 
 
-def make_controller(stepsize_controller, rtol: float, atol: float, jump_ts, dtype=None):
+def checked_tolerances(rtol, atol, dtype):
+    """`(rtol, atol, ok)`: the tolerances as arrays of `dtype` (:func:`tolerance`) and, where either is traced,
+    whether both are valid (finite, `rtol ≥ 0`, `atol > 0`: a traced bool; None for concrete ones, which
+    :func:`check_solver_settings` checked). An invalid pair is replaced by `(1, 1)`, so that the stand-in solve of a
+    member that :func:`integrate` flags ``invalid_tolerance`` ends in a few steps."""
+    r, a = tolerance(rtol, dtype), tolerance(atol, dtype)
+    if not is_traced(rtol, atol):
+        return r, a, None
+    ok = jnp.isfinite(r) & (r >= 0) & jnp.isfinite(a) & (a > 0)
+    return jnp.where(ok, r, 1.0).astype(r.dtype), jnp.where(ok, a, 1.0).astype(a.dtype), ok
+
+
+def make_controller(stepsize_controller, rtol, atol, jump_ts, dtype=None):
     """The step-size controller: the user's, or a PID controller (with `jump_ts` at layer boundaries),
-    its tolerances arrays of `dtype` (:func:`tolerance`)."""
+    its tolerances arrays of `dtype` (:func:`checked_tolerances`)."""
     if stepsize_controller is not None:
         return stepsize_controller
-    pid = diffrax.PIDController(rtol=tolerance(rtol, dtype), atol=tolerance(atol, dtype), norm=aux_free_rms_norm)
+    rtol, atol, _ = checked_tolerances(rtol, atol, dtype)
+    pid = diffrax.PIDController(rtol=rtol, atol=atol, norm=aux_free_rms_norm)
     if jump_ts is None:
         return pid
     return diffrax.ClipStepSizeController(pid, jump_ts=jump_ts)
@@ -528,13 +548,18 @@ def solve_settings(
         "ts_default": ts is None,
         "size_event": size_event,
         "progress_meter": progress_meter,
+        "tolerances_ok": None if stepsize_controller is not None else checked_tolerances(rtol, atol, dtype)[2],
     }
 
 
 def flag_status(out: IntegrateOut, flag, code: Status) -> IntegrateOut:
     """`out` with status `code` where `flag` holds, unless its inputs were invalid (``invalid_times``,
     ``invalid_threshold`` win); a flagged member reports no blow-up (`t_blowup = inf`, method ``none``)."""
-    keep = (out.status == Status.invalid_times) | (out.status == Status.invalid_threshold)
+    keep = (
+        (out.status == Status.invalid_times)
+        | (out.status == Status.invalid_threshold)
+        | (out.status == Status.invalid_tolerance)
+    )
     flag = flag & ~keep
     return eqx.tree_at(
         lambda o: (o.status, o.t_blowup, o.blowup_method),

@@ -55,6 +55,20 @@ def _check_values(sigma0, a, v, beta) -> None:
         check_psd(c, "Sigma0")
 
 
+def _check_concrete(finite: dict, nonnegative: tuple[str, ...] = ()) -> None:
+    """Concrete inputs only (a traced NaN comes out as NaN, not a plausible `inf`): finite entries, and the
+    entries of the names in `nonnegative` (variances, times) ``>= 0``; a :class:`~hassejax.errors.ParameterError`
+    names the argument."""
+    for name, x in finite.items():
+        c = concrete(x)
+        if c is None:
+            continue
+        if not np.all(np.isfinite(c)):
+            raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
+        if name in nonnegative and np.any(c < 0):
+            raise ParameterError(f"`{name}` must be >= 0; got {float(np.min(c)):.6g}.")
+
+
 def _scaled_interaction(sigma0, a, v, beta):
     _check_square(sigma0, "Sigma0")
     _check_square(a, "A")
@@ -81,7 +95,9 @@ def softmax_covariance_closed_form(
     **Returns:** `Σ(t)`, `(…, d, d)`. For `t >= t*` (past the blow-up, where no solution
     exists) every entry is `+inf`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes, NaN/inf entries,
+    a `Sigma0` that is not symmetric positive semidefinite or a `t < 0` (concrete inputs; traced ones give NaN
+    there).
 
     **Example:** `Σ0 = I/2`, `A = I`, `v = 1` blows up at `t* = 1`; at `t = 1/2`, `Σ = I`:
 
@@ -94,6 +110,7 @@ def softmax_covariance_closed_form(
     ```
     """
     sigma0 = jnp.asarray(Sigma0)
+    _check_concrete({"t": t}, nonnegative=("t",))
     r, n = _scaled_interaction(sigma0, jnp.asarray(A), v, beta)
     t = jnp.asarray(t)[..., None, None]
     d = sigma0.shape[-1]
@@ -101,7 +118,8 @@ def softmax_covariance_closed_form(
     out = r @ jnp.linalg.solve(eye - t * n, r)
     lam = jnp.linalg.eigvalsh(n)[..., -1]
     alive = (lam[..., None, None] * t) < 1.0
-    return jnp.where(alive, symmetrize(out), jnp.inf)
+    nan = jnp.isnan(lam)[..., None, None] | jnp.isnan(t) | (t < 0)  # traced NaN or t < 0: NaN, not "past t*"
+    return jnp.where(nan, jnp.nan, jnp.where(alive, symmetrize(out), jnp.inf))
 
 
 def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Scalars = 1.0) -> Float[Array, "*#batch"]:
@@ -115,7 +133,8 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
     much larger stable direction keeps its time (float32, `A = diag(−10^6, 1)`: `t* = 1`).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes,
-    NaN/inf entries, or a `Sigma0` that is not symmetric positive semidefinite (concrete inputs).
+    NaN/inf entries, or a `Sigma0` that is not symmetric positive semidefinite (concrete inputs; a traced NaN
+    gives NaN).
 
     **Example:**
 
@@ -132,7 +151,8 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
     lam = eigs[..., -1]
     floor = 4 * jnp.finfo(n.dtype).eps * jnp.max(jnp.abs(eigs), axis=-1)
     resolved = lam > floor
-    return jnp.where(resolved, 1.0 / jnp.where(resolved, lam, 1.0), jnp.inf)
+    out = jnp.where(resolved, 1.0 / jnp.where(resolved, lam, 1.0), jnp.inf)
+    return jnp.where(jnp.isnan(lam), jnp.nan, out)  # a traced NaN input: NaN, not "never blows up"
 
 
 def diagonal_covariance_closed_form(
@@ -145,6 +165,9 @@ def diagonal_covariance_closed_form(
 
     **Returns:** `(…, d)` variances; `+inf` for coordinates past their own blow-up.
 
+    **Raises:** :class:`~hassejax.errors.ParameterError` for NaN/inf entries or a negative `sigma0` or `t`
+    (concrete inputs; traced ones give NaN there).
+
     **Example:**
 
     ```python
@@ -156,11 +179,13 @@ def diagonal_covariance_closed_form(
 
     ```
     """
+    _check_concrete({"sigma0": sigma0, "a": a, "v": v, "t": t, "beta": beta}, nonnegative=("sigma0", "t"))
     sigma0, a, v = jnp.asarray(sigma0), jnp.asarray(a), jnp.asarray(v)
     t = jnp.asarray(t)[..., None]
     beta = jnp.asarray(beta)[..., None]
     den = 1.0 - 2.0 * beta * v * a * sigma0 * t
-    return jnp.where(den > 0, sigma0 / jnp.where(den > 0, den, 1.0), jnp.inf)
+    out = jnp.where(den > 0, sigma0 / jnp.where(den > 0, den, 1.0), jnp.inf)
+    return jnp.where(jnp.isnan(den) | (sigma0 < 0) | (t < 0), jnp.nan, out)  # traced invalid inputs: NaN
 
 
 def diagonal_blowup_time(sigma0: Diagonals, a: Diagonals, v: Diagonals, beta: Scalars = 1.0) -> Float[Array, "*#batch"]:
@@ -169,6 +194,9 @@ def diagonal_blowup_time(sigma0: Diagonals, a: Diagonals, v: Diagonals, beta: Sc
     **Arguments:** the diagonals `sigma0`, `a`, `v` (`(…, d)`); `beta`.
 
     **Returns:** `(…)` the first blow-up time.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for NaN/inf entries or a negative `sigma0` (concrete
+    inputs; traced ones give NaN).
 
     **Example:**
 
@@ -180,10 +208,12 @@ def diagonal_blowup_time(sigma0: Diagonals, a: Diagonals, v: Diagonals, beta: Sc
 
     ```
     """
+    _check_concrete({"sigma0": sigma0, "a": a, "v": v, "beta": beta}, nonnegative=("sigma0",))
     sigma0, a, v = jnp.asarray(sigma0), jnp.asarray(a), jnp.asarray(v)
     rate = 2.0 * jnp.asarray(beta)[..., None] * v * a * sigma0
     times = jnp.where(rate > 0, 1.0 / jnp.where(rate > 0, rate, 1.0), jnp.inf)
-    return jnp.min(times, axis=-1)
+    # a traced NaN or negative variance: NaN (the minimum keeps it), not the other coordinates' time
+    return jnp.min(jnp.where(jnp.isnan(rate) | (sigma0 < 0), jnp.nan, times), axis=-1)
 
 
 def softmax_1d_closed_form(
@@ -194,6 +224,9 @@ def softmax_1d_closed_form(
     **Returns:** `(α(t), σ(t))`; both `+inf` (α: `±inf`, or 0 when `α0 = 0`) past the blow-up.
     For `σ0 = 0`: `σ = 0`, `α = α0 e^{vt}`.
 
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a non-finite input or a negative `sigma0` or `t`
+    (concrete inputs; traced ones give NaN).
+
     **Example:** `σ0 = 1/2`, `a = v = 1`: `t* = 1`, `σ(1/2) = 1`:
 
     ```python
@@ -203,13 +236,17 @@ def softmax_1d_closed_form(
 
     ```
     """
+    _check_concrete(
+        {"alpha0": alpha0, "sigma0": sigma0, "a": a, "v": v, "t": t, "beta": beta}, nonnegative=("sigma0", "t")
+    )
     alpha0, sigma0, a, v, t, beta = (jnp.asarray(z) for z in (alpha0, sigma0, a, v, t, beta))
     den = 1.0 - 2.0 * beta * v * a * sigma0 * t
     alive = den > 0
     safe = jnp.where(alive, den, 1.0)
     sigma = jnp.where(alive, sigma0 / safe, jnp.inf)
     alpha = jnp.where(alive, alpha0 * jnp.exp(v * t) / jnp.sqrt(safe), jnp.sign(alpha0) * jnp.inf)
-    return alpha, sigma
+    bad = jnp.isnan(den) | jnp.isnan(alpha0) | (sigma0 < 0) | (t < 0)  # traced invalid inputs: NaN
+    return jnp.where(bad, jnp.nan, alpha), jnp.where(bad, jnp.nan, sigma)
 
 
 def clustering_limit(

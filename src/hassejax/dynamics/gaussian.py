@@ -47,6 +47,7 @@ from ._linalg import check_psd, psd_sqrt, symmetrize
 from ._projective import projective_integrate
 from ._tsit5 import UnrolledTsit5
 from .attention import AbstractAttention, check_model
+from .attention._base import check_output_shapes
 from .attention._shapes import GaussianMap, Matrix, Mean
 from .params import PiecewiseConstant
 from .result import GaussianSolution, Status
@@ -347,6 +348,8 @@ def _solve_projective_state(model, mean0, u0, settings, tols):
         margin = 1 + (_solve.THRESHOLD_MARGIN_ULPS // 2) * jnp.finfo(size0.dtype).eps
         bad = ~(threshold > size0 * margin)
         out = _invalid_inputs(out, bad, Status.invalid_threshold, (mean0, u0), t0, out.ts)
+    if settings["tolerances_ok"] is not None:  # traced tolerances that are not valid (concrete ones raised)
+        out = _invalid_inputs(out, ~settings["tolerances_ok"], Status.invalid_tolerance, (mean0, u0), t0, out.ts)
     return _factor_solution(out)
 
 
@@ -382,7 +385,7 @@ _PROJECTIVE_REFUSED = {
 def solve_gaussian(
     model: AbstractAttention, mean0: Float[ArrayLike, " _d"], cov0: Float[ArrayLike, "_d _d"] | None = None, *,
     t1: Scalar, t0: Scalar = 0.0, factor0: Float[ArrayLike, "_d _r"] | None = None,
-    ts: SaveTimes | None = None, solver: Solver | None = None, rtol: float = 1e-8, atol: float = 1e-8,
+    ts: SaveTimes | None = None, solver: Solver | None = None, rtol: Scalar = 1e-8, atol: Scalar = 1e-8,
     dt0: Scalar | None = None, stepsize_controller: Controller | None = None, max_steps: int = 100_000,
     size_threshold: Scalar | None = None, converge_tol: Scalar | None = None, blowup_estimate: str = "extrapolated",
     progress_meter: ProgressMeter | None = None, state: str = "factor",
@@ -434,7 +437,12 @@ def solve_gaussian(
       `factor0`, not both.
     - `t1`, `t0`: time interval.
     - `factor0`: `(d, r)` initial factor `U0` with `Σ0 = U0U0ᵀ`.
-    - `ts`: `(T,)` save times in `[t0, t1]` (default `[t0, t1]`).
+    - `ts`: `(T,)` save times in `[t0, t1]` (default `[t0, t1]`). The values there (interpolated by the
+      solver's dense output) carry the solve's global error, not `rtol`: near a blow-up it grows like
+      `(t*/(t* − t))²` times the local tolerance (softmax `V = A = I`, `Σ0 = I/2`, `t* = 1`, default
+      tolerances: `Σ` off by 5e-8 relative at `t = 0.09`, 4e-5 at `t = 0.99` in the factor state, 3e-6 in the
+      covariance state; the same as plain ``diffrax.Tsit5()``, and as stepping onto each `ts`); pass a tighter
+      `rtol` for values close to `t*`.
     - `solver`: a diffrax solver (default: Tsit5, diffrax's tableau and dense output with the
       stages written out, which runs faster under ``vmap``; equal to ``diffrax.Tsit5()`` to
       rounding).
@@ -511,7 +519,8 @@ def solve_gaussian(
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a Gaussian
     map ("does not preserve Gaussians (spec §2)"), a batched kernel, shape mismatches, a non-finite concrete `mean0` or `factor0`, a non-symmetric / non-PSD / non-finite
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
-    `ts` outside `[t0, t1]`, a non-positive or non-scalar tolerance or threshold, a concrete
+    `ts` outside `[t0, t1]`, a non-scalar or non-finite tolerance, a negative `rtol`, a non-positive `atol` or
+    threshold (traced tolerances: status ``invalid_tolerance``), a concrete
     `size_threshold` at or below `tr Σ0` or a `converge_tol` of `inf` (events that could never
     fire; traced values are integrated as given), an unknown
     `blowup_estimate` or `state`, ``state="covariance"`` with a kernel it cannot solve (L2, Sinkhorn),
@@ -590,6 +599,14 @@ def solve_gaussian(
     else:
         u0 = jnp.asarray(factor0, dtype)
         _check_state(model, label, mean0, factor=u0)
+    d = model.d
+    check_output_shapes(
+        lambda: model.gaussian_affine(
+            t0, mean0, cov0 if cov0 is not None else u0 @ u0.T, u0 if cov0 is None else psd_sqrt(cov0)
+        ),
+        ((d, d), (d,)),
+        f"{label}.gaussian_affine(t, mean ({d},), cov ({d}, {d}), factor)",
+    )
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=UnrolledTsit5() if solver is None else solver, rtol=rtol, atol=atol,
         dt0=dt0, stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
@@ -615,5 +632,5 @@ def solve_gaussian(
     concrete_state = (cov_c if factor_c is None else factor_c) is not None
     if stepsize_controller is None and state != "projective" and atol_c is not None and concrete_state:
         _warn_below_atol(cov_c, factor_c, state, atol_c)
-    tols = (_solve.tolerance(rtol, dtype), _solve.tolerance(atol, dtype))
+    tols = _solve.checked_tolerances(rtol, atol, dtype)[:2]  # a traced invalid pair: the stand-in (flagged)
     return _solve_core(model, mean0, cov0, u0, settings, state, tols)

@@ -21,6 +21,7 @@ from ..errors import ParameterError
 from . import _solve
 from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
 from .attention import AbstractAttention, Masked, check_model
+from .attention._base import check_output_shapes
 from .result import ParticleSolution
 
 __all__ = ["particle_velocity", "solve_particles"]
@@ -74,13 +75,22 @@ def particle_velocity(
     return _velocity(model, t, x, sphere, feedforward)
 
 
+def _watches_second_moment(model) -> bool:
+    """Whether the size is the second moment `(1/n) Σ_i ‖x_i‖²` (a kernel whose Gaussian map depends on it, e.g.
+    linear attention, also under a mask: :meth:`~hassejax.dynamics.AbstractAttention.gaussian_second_moment`)."""
+    kernel = model.kernel if isinstance(model, Masked) else model
+    return bool(kernel.gaussian_second_moment())
+
+
 @eqx.filter_jit
 def _solve_core(model, x0, sphere, feedforward, settings):
     def f(t, x):
         return _velocity(model, t, x, sphere, feedforward)
 
+    second_moment = _watches_second_moment(model)
+
     def size(x):
-        xc = x - jnp.mean(x, axis=0, keepdims=True)
+        xc = x if second_moment else x - jnp.mean(x, axis=0, keepdims=True)
         return jnp.sum(xc**2) / x.shape[0]
 
     def size_floor(x):  # the spread rounding alone gives: d (eps max |x_ij|)² (each centred coordinate off by ~eps)
@@ -89,13 +99,15 @@ def _solve_core(model, x0, sphere, feedforward, settings):
     def speed(t, x, dx):
         return jnp.sqrt(jnp.sum(dx**2) / x.shape[0])
 
-    out = _solve.integrate_events(f, x0, size, speed, size_floor=size_floor, **settings)
+    # a second moment is a sum of squares (no cancellation): no rounding floor
+    floor = None if second_moment else size_floor
+    out = _solve.integrate_events(f, x0, size, speed, size_floor=floor, **settings)
     return ParticleSolution.from_integrate(out, xs=out.ys, x_final=out.y_final)
 
 
 def solve_particles(
     model: AbstractAttention, x0: Float[ArrayLike, "n d"], *, t1: Scalar, t0: Scalar = 0.0,
-    ts: SaveTimes | None = None, solver: Solver | None = None, rtol: float = 1e-6, atol: float = 1e-6,
+    ts: SaveTimes | None = None, solver: Solver | None = None, rtol: Scalar = 1e-6, atol: Scalar = 1e-6,
     dt0: Scalar | None = None, stepsize_controller: Controller | None = None, max_steps: int = 100_000,
     size_threshold: Scalar | None = None, converge_tol: Scalar | None = None, blowup_estimate: str = "extrapolated",
     progress_meter: ProgressMeter | None = None, sphere: bool = False, feedforward: tuple[Float[ArrayLike, "_d _d"], Float[ArrayLike, " _d"]] | None = None,
@@ -103,7 +115,10 @@ def solve_particles(
     """Solve the token system `dx_i/dt = Γ_μ(x_i)`, `μ = (1/n) Σ_j δ_{x_j}` (spec dynamics.md §1, §4).
 
     Same events and statuses as :func:`~hassejax.dynamics.solve_gaussian`, with the size
-    `λ = (1/n) Σ_i ‖x_i − x̄‖²` (trace of the empirical covariance) and the steady state
+    `λ = (1/n) Σ_i ‖x_i − x̄‖²` (trace of the empirical covariance; for a kernel whose Gaussian map depends on the
+    second moment, :meth:`~hassejax.dynamics.AbstractAttention.gaussian_second_moment` (linear attention, also under
+    a mask), `λ = (1/n) Σ_i ‖x_i‖²`, as the Gaussian solve's `tr Σ + ‖α‖²`: tokens that blow up together, their
+    spread 0, moved to `t*` unseen and ended ``max_steps_reached``, a fresh-user review) and the steady state
     `((1/n) Σ_i ‖ẋ_i‖²)^{1/2} < converge_tol`. A finite particle system with a bounded
     attention kernel grows at most exponentially, so a threshold crossing is usually
     reported as `diverge`; the decade test (`decade_ratio < 0.05`, see
@@ -195,12 +210,18 @@ def solve_particles(
                 f"`feedforward` must be (W, b) with shapes ({d}, {d}) and ({d},); got {w.shape} and {b.shape}."
             )
         feedforward = (w, b)
+    n = x0.shape[0]
+    check_output_shapes(lambda: model.velocity(t0, x0), ((n, d),), f"{label}.velocity(t, x ({n}, {d}))")
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
         converge_tol=converge_tol, extrapolate=extrapolate, progress_meter=progress_meter,
     )  # fmt: skip
     if size_threshold is not None and xn is not None:  # the threshold must lie above the initial size
-        _solve.check_size_threshold(size_threshold, _solve.token_spread(xn), "λ0 = (1/n) Σ_i ‖x_i − x̄‖²", dtype)
+        if _watches_second_moment(model):
+            size0, what = float(np.mean(np.sum(np.asarray(xn, np.float64) ** 2, axis=1))), "λ0 = (1/n) Σ_i ‖x_i‖²"
+        else:
+            size0, what = _solve.token_spread(xn), "λ0 = (1/n) Σ_i ‖x_i − x̄‖²"
+        _solve.check_size_threshold(size_threshold, size0, what, dtype)
     # `sphere` as a traced Boolean: solves on the plane and on the sphere share one program
     return _solve_core(model, x0, jnp.asarray(bool(sphere)), feedforward, settings)

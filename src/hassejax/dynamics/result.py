@@ -112,6 +112,11 @@ class Status(enum.IntEnum):
       ``state="factor"`` (`Σ = UUᵀ` is PSD by construction), or tighter tolerances. Not every
       failure of the symmetric state shows: an error that grows in a direction of `Σ` that should
       stay at zero, but stays positive, is not caught (see ``solve_gaussian``'s `state`).
+    - `invalid_tolerance` (11): `rtol` or `atol` of the default step-size controller was traced (e.g. one
+      per member in a sweep) and is not finite with `rtol ≥ 0` and `atol > 0` (a negative one was taken
+      as its absolute value, a NaN ended the solve ``non_finite``: a fresh-user review). Nothing is solved,
+      as for `invalid_times` (which wins, then `invalid_threshold`); concrete tolerances are checked before
+      the solve and raise :class:`~hassejax.errors.ParameterError`.
     """
 
     completed = 0
@@ -125,6 +130,7 @@ class Status(enum.IntEnum):
     undetermined = 8
     invalid_threshold = 9
     indefinite = 10
+    invalid_tolerance = 11
 
 
 STATUS_NAMES: tuple[str, ...] = tuple(s.name for s in Status)

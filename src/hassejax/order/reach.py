@@ -70,7 +70,10 @@ def layer_adjacency(mask: Bool[ArrayLike, "*batch n n"]) -> Bool[Array, "*batch 
 
 
 def reachability(
-    mask: Bool[ArrayLike, "*batch_heads n n"] | IntervalMask | Sequence[IntervalMask | Bool[ArrayLike, "n n"]] | None,
+    mask: Bool[ArrayLike, "*batch_heads n n"]
+    | IntervalMask
+    | Sequence[IntervalMask | Bool[ArrayLike, "n n"]]
+    | None = None,
     num_layers: int | None = None,
     *,
     layer_masks: Sequence[
@@ -94,8 +97,8 @@ def reachability(
 
     - `mask`: bool `(*batch, n, n)` (row = query, column = key, True = may attend). Leading
       axes are independent masks (also fine under :func:`jax.vmap`). Or an
-      :class:`~hassejax.masks.IntervalMask` (any ``n``; structured route). Must be ``None``
-      when `layer_masks` is given.
+      :class:`~hassejax.masks.IntervalMask` (any ``n``; structured route). ``None`` (the
+      default) when `layer_masks` is given: ``reachability(layer_masks=[...])``.
     - `num_layers`: the number of layers ``L >= 1``; ``None`` gives the limit ``R``. For
       ``L >= max(1, n - 1)`` the result is the limit (``L* <= n - 1``).
     - `layer_masks`: a different mask per layer, as a sequence ``[M_1, …, M_L]`` of equal

@@ -148,6 +148,37 @@ def check_model(model: Any, name: str = "model") -> None:
         )
 
 
+def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str) -> None:
+    """Raise :class:`ParameterError` unless `call()` returns arrays of the `expected` shapes (a tuple of them, or one
+    array for one shape); `what` names the method and its inputs in the message.
+
+    Traced abstractly (:func:`jax.eval_shape`: nothing is computed), before a solve: a user's kernel whose
+    :meth:`~AbstractAttention.gaussian_affine` or :meth:`~AbstractAttention.velocity` returned another shape met
+    a raw ``dot_general`` or broadcasting error deep inside the solver (a fresh-user review). An error the method
+    raises on inputs of the right shapes is re-raised as a :class:`ParameterError` naming it (the original chained).
+    """
+    from ...errors import HassejaxError
+
+    try:
+        out = jax.eval_shape(call)
+    except HassejaxError:
+        raise
+    except Exception as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise ParameterError(
+            f"{what} failed on inputs of the shapes it must take ({type(err).__name__}: {first})"
+        ) from err
+    leaves = out if isinstance(out, tuple) else (out,)
+    shapes = tuple(tuple(x.shape) if hasattr(x, "shape") else type(x).__name__ for x in leaves)
+    if len(expected) == 1 and not isinstance(out, tuple):
+        expected_text = str(expected[0])
+    else:
+        expected_text = str(expected)
+    if shapes != expected:
+        got = str(shapes[0]) if len(shapes) == 1 and not isinstance(out, tuple) else str(shapes)
+        raise ParameterError(f"{what} must return arrays of shape {expected_text}; got {got}.")
+
+
 def _not_gaussian(kernel, name: str) -> ParameterError:
     return ParameterError(
         f"`{name}` ({type(kernel).__name__}) does not preserve Gaussians (spec §2): its velocity is not affine "
@@ -466,7 +497,10 @@ class AbstractBilinearAttention(AbstractAttention):
     Fields: `V` `(d, d)` value matrix; `A` `(d, d)` interaction matrix, or `Q`, `K` `(k, d)`
     (then `A = KᵀQ`); `beta` the inverse temperature. Each may be an array, a callable of `t`
     or a :class:`~hassejax.dynamics.PiecewiseConstant`, with leading batch axes
-    for ``vmap``. The constructor checks them with ``bilinear_params``; subclasses with more
+    for ``vmap`` (every array leaf is mapped: batch `beta` too, ``beta=jnp.ones(B)``, or build the kernel
+    inside the vmapped function from batched arrays; a scalar `beta` beside batched `V`, `A` makes
+    ``jax.vmap`` refuse the kernel, "rank should be at least 1"). The constructor checks them with
+    ``bilinear_params``; subclasses with more
     fields write their own. :meth:`weights` applies the subclass's :meth:`normalise` to
     :meth:`logits`; kernels whose weights are not a function of the logits override
     :meth:`weights` instead.

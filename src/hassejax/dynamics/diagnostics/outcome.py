@@ -47,7 +47,7 @@ class Outcome(enum.IntEnum):
     - `diverge` (3): the size event fired and the growth is not a finite-time blow-up.
     - `blow_up` (4): the size event fired and the growth is a finite-time blow-up; `t_blowup` holds `t*`.
     - `undetermined` (5): the solve stopped early (`max_steps_reached`, `dt_min_reached`,
-      `non_finite`, `invalid_times`, `invalid_threshold`, `indefinite`), an escape could not be tested (status `undetermined`),
+      `non_finite`, `invalid_times`, `invalid_threshold`, `indefinite`, `invalid_tolerance`), an escape could not be tested (status `undetermined`),
       or the rate test got NaN.
     - `contracts` (6): stopped normally, `λ_max` still shrinking at the end (relative rate
       `< −rate_tol`): `Σ → 0` under way (rate test only).
@@ -135,7 +135,7 @@ def outcome_of(
        `undetermined` if `ρ` is NaN;
     3. status `max_steps_reached` with `rate`, `|ρ| <= rate_tol` and `0 < r < full`: `stalled`;
     4. anything else (`max_steps_reached`, `dt_min_reached`, `non_finite`, `undetermined`,
-       `invalid_times`, `invalid_threshold`, `indefinite`): `undetermined`.
+       `invalid_times`, `invalid_threshold`, `indefinite`, `invalid_tolerance`): `undetermined`.
 
     **Arguments:**
 

@@ -73,10 +73,9 @@ def solve_settings(dtype, *, rtol, atol, stepsize_controller, blowup_estimate, *
         None, dtype, rtol=rtol, atol=atol, stepsize_controller=stepsize_controller, converge_tol=None,
         extrapolate=extrapolate, **kwargs,
     )  # fmt: skip
-    if stepsize_controller is None:
-        settings["stepsize_controller"] = diffrax.PIDController(
-            rtol=_solve.tolerance(rtol, dtype), atol=_solve.tolerance(atol, dtype)
-        )
+    if stepsize_controller is None:  # a traced invalid pair: the stand-in, flagged `invalid_tolerance`
+        r, a, _ = _solve.checked_tolerances(rtol, atol, dtype)
+        settings["stepsize_controller"] = diffrax.PIDController(rtol=r, atol=a)
     return settings
 
 

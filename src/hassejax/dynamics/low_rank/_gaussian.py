@@ -100,7 +100,7 @@ class GaussianReduction(AbstractReduction):
 
 def solve_low_rank_gaussian(
     model: LowRankSoftmax, mean0: Float[ArrayLike, " _d"], cov0: Float[ArrayLike, "_d _d"], *, t1: Scalar,
-    t0: Scalar = 0.0, ts: SaveTimes | None = None, solver: Solver | None = None, rtol: float = 1e-8, atol: float = 1e-8,
+    t0: Scalar = 0.0, ts: SaveTimes | None = None, solver: Solver | None = None, rtol: Scalar = 1e-8, atol: Scalar = 1e-8,
     dt0: Scalar | None = None, stepsize_controller: Controller | None = None, max_steps: int = 100_000,
     size_threshold: Scalar | None = None, blowup_estimate: str = "extrapolated",
     progress_meter: ProgressMeter | None = None,

@@ -108,7 +108,7 @@ class ParticleReduction(AbstractReduction):
 def solve_low_rank_particles(
     model: LowRankSoftmax, x0: Float[ArrayLike, "S N _d"], mask: Bool[ArrayLike, "S N"], *,
     t1: Scalar, t0: Scalar = 0.0, ts: SaveTimes | None = None, solver: Solver | None = None,
-    rtol: float = 1e-6, atol: float = 1e-6, dt0: Scalar | None = None, stepsize_controller: Controller | None = None,
+    rtol: Scalar = 1e-6, atol: Scalar = 1e-6, dt0: Scalar | None = None, stepsize_controller: Controller | None = None,
     max_steps: int = 100_000, size_threshold: Scalar | None = None, blowup_estimate: str = "extrapolated",
     progress_meter: ProgressMeter | None = None,
 ) -> LowRankParticleSolution:  # fmt: skip
