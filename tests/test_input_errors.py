@@ -38,7 +38,7 @@ P = Softmax(V=jnp.eye(2), A=A)
     ("kwargs", "message"),
     [
         ({"rtol": -1.0}, "`rtol` must be a finite number >= 0"),
-        ({"atol": float("nan")}, "`atol` must be a finite number >= 0"),
+        ({"atol": float("nan")}, "`atol` must be a finite number > 0"),
         ({"rtol": 0.0, "atol": 0.0}, "`atol` must be > 0"),
         ({"atol": 0.0}, "`atol` must be > 0"),
         ({"max_steps": 0}, "`max_steps` must be a positive integer"),
@@ -74,7 +74,7 @@ def test_non_finite_parameters_are_rejected(params, name):
         ({"t1": "1.0"}, "`t1` must be a real number; got the string '1.0'"),
         ({"t0": "0"}, "`t0` must be a real number"),
         ({"rtol": "1e-6"}, "`rtol` must be a finite number >= 0; got the string '1e-6'"),
-        ({"atol": "1e-6"}, "`atol` must be a finite number >= 0"),
+        ({"atol": "1e-6"}, "`atol` must be a finite number > 0"),
         ({"dt0": "0.1"}, "`dt0` must be a finite number > 0"),
         ({"ts": "0 1"}, "`ts` must be an array of real save times"),
         ({"size_threshold": "1e3"}, "`size_threshold` must be a real number > 0"),

@@ -486,16 +486,22 @@ def test_a_kernel_returning_the_wrong_shapes_is_refused_by_name():
         def gaussian_affine(self, t, mean, cov, factor=None):
             return cov @ jnp.ones((3, 3)), mean
 
+    class OneTuple(Softmax):  # a 1-tuple passed a shape check that unpacked it, then failed in the solver
+        def velocity(self, t, x, keys=None, mask=None):
+            return (super().velocity(t, x, keys, mask),)
+
     eye = jnp.eye(2)
     with pytest.raises(
         ParameterError,
-        match=r"model\.gaussian_affine\(.*must return arrays of shape \(\(2, 2\), \(2,\)\); got \(\(1, 2\), \(2,\)\)",
+        match=r"model\.gaussian_affine\(.*must return arrays of shapes \(\(2, 2\), \(2,\)\); got \(\(1, 2\), \(2,\)\)",
     ):
         solve_gaussian(Truncated(V=eye, A=eye), jnp.zeros(2), eye, t1=1.0)
     with pytest.raises(
-        ParameterError, match=r"model\.velocity\(t, x \(3, 2\)\) must return arrays of shape \(3, 2\); got \(3, 1\)"
+        ParameterError, match=r"model\.velocity\(t, x \(3, 2\)\) must return an array of shape \(3, 2\); got \(3, 1\)"
     ):
         solve_particles(Truncated(V=eye, A=eye), jnp.ones((3, 2)), t1=1.0)
+    with pytest.raises(ParameterError, match=r"must return an array of shape \(3, 2\); got a tuple of shapes"):
+        solve_particles(OneTuple(V=eye, A=eye), jnp.ones((3, 2)), t1=1.0)
     with pytest.raises(
         ParameterError, match=r"gaussian_affine.*failed on inputs of the shapes it must take \(TypeError: dot_general"
     ) as info:

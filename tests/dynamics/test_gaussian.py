@@ -537,6 +537,14 @@ def test_traced_invalid_tolerances_flag_their_member(state):
     # the default solve (concrete tolerances) is not flagged, and a concrete invalid one is refused as before
     with pytest.raises(ParameterError, match="`rtol` must be a finite number >= 0"):
         run(-1.0, 1e-8)
+    # a concrete Σ0 with traced tolerances (a sweep over rtol): the covariance state's conditioning warning read
+    # float(rtol), a raw ConcretizationTypeError (a fresh-user review)
+    concrete = jax.jit(
+        jax.vmap(
+            lambda r: solve_gaussian(Softmax(V=eye, A=eye), np.zeros(2), np.eye(2) / 2, t1=5.0, rtol=r, state=state)
+        )
+    )(jnp.array([1e-8, -1.0]))
+    assert list(status_names(concrete.status)) == ["blow_up", "invalid_tolerance"]
 
 
 def test_traced_invalid_tolerances_in_particle_and_low_rank_solves():
@@ -587,7 +595,20 @@ def test_closed_forms_refuse_or_propagate_invalid_inputs():
         jax.jit(lambda s: diagonal_blowup_time(jnp.array([s, 1.0]), jnp.ones(2), jnp.ones(2)))(-1.0),
         *jax.jit(lambda s: softmax_1d_closed_form(0.0, s, 1.0, 1.0, 0.5))(-0.5),
     ]
+    inf = jnp.inf  # a traced inf input is invalid too (a blow-up time of 0, or an inf read as "past t*")
+    traced += [
+        jax.jit(lambda a: diagonal_blowup_time(jnp.ones(2), jnp.array([a, -1.0]), jnp.ones(2)))(inf),
+        jax.jit(lambda b: diagonal_blowup_time(jnp.ones(2), jnp.ones(2), jnp.ones(2), b))(inf),
+        jax.jit(lambda t: diagonal_covariance_closed_form(jnp.ones(2), jnp.array([1.0, -1.0]), jnp.ones(2), t))(inf),
+        *jax.jit(lambda v: softmax_1d_closed_form(0.5, 0.5, 1.0, v, 0.2))(inf),
+        jax.jit(lambda t: softmax_covariance_closed_form(eye / 2, eye, 1.0, t))(inf),
+        jax.jit(lambda s: blowup_time_closed_form(s * eye, eye, 1.0))(inf),
+    ]
     assert all(np.all(np.isnan(np.asarray(x))) for x in traced)
+    # α0 = 0 at or past the blow-up: α = 0, σ = inf (sign(0)·inf gave NaN)
+    for t in (1.0, 2.0):
+        alpha, sigma = softmax_1d_closed_form(0.0, 0.5, 1.0, 1.0, t)
+        assert float(alpha) == 0.0 and np.isposinf(float(sigma))
     # valid inputs keep their closed forms: t* = 1, Σ(1/2) = I, +inf past the blow-up
     assert abs(float(blowup_time_closed_form(eye / 2, eye, 1.0)) - 1.0) < 1e-12
     np.testing.assert_allclose(

@@ -130,3 +130,17 @@ def test_particles_that_blow_up_together_are_seen_by_their_second_moment(masked)
         np.testing.assert_allclose(float(sol.t_blowup), 1 / 18, rtol=1e-6)
     with pytest.raises(ParameterError, match=r"λ0 = \(1/n\) Σ_i ‖x_i‖²"):  # the threshold against that size
         solve_particles(model, np.array([[3.0, 0.0], [3.0, 0.0]]), t1=1.0, size_threshold=8.0)
+
+
+def test_masked_linear_heads_of_a_multihead_are_seen_by_their_second_moment():
+    """A second review: a masked linear head inside a MultiHead still ran to its blow-up unseen (the MultiHead asks
+    its heads, and a Masked head answered False). Identical tokens `x0 = (1, 2)`: `t* = 1/(2·5)` for one head,
+    `1/20` for two."""
+    from hassejax.dynamics import Masked, solve_particles
+
+    x0 = np.tile(np.array([1.0, 2.0]), (4, 1))
+    head = Masked(Linear(V=np.eye(2), A=np.eye(2)), np.tril(np.ones((4, 4), bool)))
+    for heads, t_star in (([head], 0.1), ([head, head], 0.05)):
+        sol = solve_particles(MultiHead(heads), x0, t1=1.0, rtol=1e-10, atol=1e-10)
+        assert int(sol.status) == Status.blow_up
+        np.testing.assert_allclose(float(sol.t_blowup), t_star, rtol=1e-6)

@@ -146,11 +146,11 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
     if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
         raise ParameterError(f"`max_steps` must be a positive integer; got {max_steps!r}.")
     tol = {}
-    for name, value in (("rtol", rtol), ("atol", atol)):
-        v = real_array(value, name, "a finite number >= 0")
+    for name, value, want in (("rtol", rtol, "a finite number >= 0"), ("atol", atol, "a finite number > 0")):
+        v = real_array(value, name, want)
         if v is not None and stepsize_controller is None:  # the tolerances feed the default PID controller
             if v.ndim != 0 or not np.isfinite(v) or v < 0:
-                raise ParameterError(f"`{name}` must be a finite number >= 0; got {value!r}.")
+                raise ParameterError(f"`{name}` must be {want} (a scalar); got {value!r}.")
             tol[name] = float(v)
     if tol.get("atol") == 0:  # a state component that is exactly 0 would get a zero error budget
         raise ParameterError(

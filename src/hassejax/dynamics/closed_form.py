@@ -96,8 +96,8 @@ def softmax_covariance_closed_form(
     exists) every entry is `+inf`.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes, NaN/inf entries,
-    a `Sigma0` that is not symmetric positive semidefinite or a `t < 0` (concrete inputs; traced ones give NaN
-    there).
+    a `Sigma0` that is not symmetric positive semidefinite or a `t < 0` (concrete inputs; traced non-finite
+    inputs or `t < 0` give NaN, a traced `Sigma0` is taken as the PSD part of its symmetric part).
 
     **Example:** `Σ0 = I/2`, `A = I`, `v = 1` blows up at `t* = 1`; at `t = 1/2`, `Σ = I`:
 
@@ -118,7 +118,8 @@ def softmax_covariance_closed_form(
     out = r @ jnp.linalg.solve(eye - t * n, r)
     lam = jnp.linalg.eigvalsh(n)[..., -1]
     alive = (lam[..., None, None] * t) < 1.0
-    nan = jnp.isnan(lam)[..., None, None] | jnp.isnan(t) | (t < 0)  # traced NaN or t < 0: NaN, not "past t*"
+    # traced non-finite inputs or t < 0: NaN, not "past t*" (an inf anywhere makes `lam` or `t` non-finite)
+    nan = ~jnp.isfinite(lam)[..., None, None] | ~jnp.isfinite(t) | (t < 0) | ~jnp.all(jnp.isfinite(sigma0))
     return jnp.where(nan, jnp.nan, jnp.where(alive, symmetrize(out), jnp.inf))
 
 
@@ -134,7 +135,7 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes,
     NaN/inf entries, or a `Sigma0` that is not symmetric positive semidefinite (concrete inputs; a traced NaN
-    gives NaN).
+    or inf gives NaN, a traced `Sigma0` is taken as the PSD part of its symmetric part).
 
     **Example:**
 
@@ -152,7 +153,7 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
     floor = 4 * jnp.finfo(n.dtype).eps * jnp.max(jnp.abs(eigs), axis=-1)
     resolved = lam > floor
     out = jnp.where(resolved, 1.0 / jnp.where(resolved, lam, 1.0), jnp.inf)
-    return jnp.where(jnp.isnan(lam), jnp.nan, out)  # a traced NaN input: NaN, not "never blows up"
+    return jnp.where(~jnp.isfinite(lam), jnp.nan, out)  # a traced NaN/inf input: NaN, not "never blows up"
 
 
 def diagonal_covariance_closed_form(
@@ -166,7 +167,7 @@ def diagonal_covariance_closed_form(
     **Returns:** `(…, d)` variances; `+inf` for coordinates past their own blow-up.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for NaN/inf entries or a negative `sigma0` or `t`
-    (concrete inputs; traced ones give NaN there).
+    (concrete inputs; traced ones give NaN there, in every coordinate for a bad `t` or `beta`).
 
     **Example:**
 
@@ -185,7 +186,8 @@ def diagonal_covariance_closed_form(
     beta = jnp.asarray(beta)[..., None]
     den = 1.0 - 2.0 * beta * v * a * sigma0 * t
     out = jnp.where(den > 0, sigma0 / jnp.where(den > 0, den, 1.0), jnp.inf)
-    return jnp.where(jnp.isnan(den) | (sigma0 < 0) | (t < 0), jnp.nan, out)  # traced invalid inputs: NaN
+    bad = ~jnp.isfinite(den) | ~jnp.isfinite(sigma0) | (sigma0 < 0) | ~jnp.isfinite(t) | (t < 0)
+    return jnp.where(bad, jnp.nan, out)  # traced invalid inputs: NaN
 
 
 def diagonal_blowup_time(sigma0: Diagonals, a: Diagonals, v: Diagonals, beta: Scalars = 1.0) -> Float[Array, "*#batch"]:
@@ -212,8 +214,9 @@ def diagonal_blowup_time(sigma0: Diagonals, a: Diagonals, v: Diagonals, beta: Sc
     sigma0, a, v = jnp.asarray(sigma0), jnp.asarray(a), jnp.asarray(v)
     rate = 2.0 * jnp.asarray(beta)[..., None] * v * a * sigma0
     times = jnp.where(rate > 0, 1.0 / jnp.where(rate > 0, rate, 1.0), jnp.inf)
-    # a traced NaN or negative variance: NaN (the minimum keeps it), not the other coordinates' time
-    return jnp.min(jnp.where(jnp.isnan(rate) | (sigma0 < 0), jnp.nan, times), axis=-1)
+    # a traced NaN/inf input or a negative variance: NaN (the minimum keeps it), not another coordinate's time or 0
+    bad = ~jnp.isfinite(rate) | ~jnp.isfinite(sigma0) | (sigma0 < 0)
+    return jnp.min(jnp.where(bad, jnp.nan, times), axis=-1)
 
 
 def softmax_1d_closed_form(
@@ -244,8 +247,12 @@ def softmax_1d_closed_form(
     alive = den > 0
     safe = jnp.where(alive, den, 1.0)
     sigma = jnp.where(alive, sigma0 / safe, jnp.inf)
-    alpha = jnp.where(alive, alpha0 * jnp.exp(v * t) / jnp.sqrt(safe), jnp.sign(alpha0) * jnp.inf)
-    bad = jnp.isnan(den) | jnp.isnan(alpha0) | (sigma0 < 0) | (t < 0)  # traced invalid inputs: NaN
+    # past the blow-up ±inf, or 0 when α0 = 0 (sign(0)·inf would be NaN)
+    alpha = jnp.where(
+        alive, alpha0 * jnp.exp(v * t) / jnp.sqrt(safe), jnp.where(alpha0 == 0, 0.0, jnp.sign(alpha0) * jnp.inf)
+    )
+    bad = ~jnp.isfinite(den) | ~jnp.isfinite(alpha0) | ~jnp.isfinite(v * t) | (sigma0 < 0) | (t < 0)
+    bad = bad | ~jnp.isfinite(sigma0) | ~jnp.isfinite(t)  # traced invalid inputs: NaN
     return jnp.where(bad, jnp.nan, alpha), jnp.where(bad, jnp.nan, sigma)
 
 

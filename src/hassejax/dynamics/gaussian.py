@@ -593,8 +593,9 @@ def solve_gaussian(
         _check_state(model, label, mean0, cov=cov0)
         if cov_c is not None:
             check_psd(cov_c, "cov0")
-            if state == "covariance":
-                _warn_ill_conditioned(cov_c, rtol)
+            rtol_c = _solve.real_array(rtol, "rtol", "a finite number >= 0")  # None if traced (a sweep over rtol)
+            if state == "covariance" and rtol_c is not None:
+                _warn_ill_conditioned(cov_c, rtol_c)
         u0 = None
     else:
         u0 = jnp.asarray(factor0, dtype)

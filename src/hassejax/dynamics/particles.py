@@ -77,9 +77,8 @@ def particle_velocity(
 
 def _watches_second_moment(model) -> bool:
     """Whether the size is the second moment `(1/n) Σ_i ‖x_i‖²` (a kernel whose Gaussian map depends on it, e.g.
-    linear attention, also under a mask: :meth:`~hassejax.dynamics.AbstractAttention.gaussian_second_moment`)."""
-    kernel = model.kernel if isinstance(model, Masked) else model
-    return bool(kernel.gaussian_second_moment())
+    linear attention, also under a mask or as a head: :meth:`~hassejax.dynamics.AbstractAttention.gaussian_second_moment`)."""
+    return bool(model.gaussian_second_moment())
 
 
 @eqx.filter_jit
@@ -117,8 +116,8 @@ def solve_particles(
     Same events and statuses as :func:`~hassejax.dynamics.solve_gaussian`, with the size
     `λ = (1/n) Σ_i ‖x_i − x̄‖²` (trace of the empirical covariance; for a kernel whose Gaussian map depends on the
     second moment, :meth:`~hassejax.dynamics.AbstractAttention.gaussian_second_moment` (linear attention, also under
-    a mask), `λ = (1/n) Σ_i ‖x_i‖²`, as the Gaussian solve's `tr Σ + ‖α‖²`: tokens that blow up together, their
-    spread 0, moved to `t*` unseen and ended ``max_steps_reached``, a fresh-user review) and the steady state
+    a mask or as a head), `λ = (1/n) Σ_i ‖x_i‖²`, as the Gaussian solve's `tr Σ + ‖α‖²`: tokens that blow up
+    together keep their spread near 0, which would never cross a threshold) and the steady state
     `((1/n) Σ_i ‖ẋ_i‖²)^{1/2} < converge_tol`. A finite particle system with a bounded
     attention kernel grows at most exponentially, so a threshold crossing is usually
     reported as `diverge`; the decade test (`decade_ratio < 0.05`, see

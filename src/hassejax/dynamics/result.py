@@ -113,8 +113,8 @@ class Status(enum.IntEnum):
       failure of the symmetric state shows: an error that grows in a direction of `Σ` that should
       stay at zero, but stays positive, is not caught (see ``solve_gaussian``'s `state`).
     - `invalid_tolerance` (11): `rtol` or `atol` of the default step-size controller was traced (e.g. one
-      per member in a sweep) and is not finite with `rtol ≥ 0` and `atol > 0` (a negative one was taken
-      as its absolute value, a NaN ended the solve ``non_finite``: a fresh-user review). Nothing is solved,
+      per member in a sweep) and is not finite with `rtol ≥ 0` and `atol > 0` (unchecked, the controller
+      would take a negative one as its absolute value, and a NaN would end the solve ``non_finite``). Nothing is solved,
       as for `invalid_times` (which wins, then `invalid_threshold`); concrete tolerances are checked before
       the solve and raise :class:`~hassejax.errors.ParameterError`.
     """

@@ -168,15 +168,16 @@ def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str) 
         raise ParameterError(
             f"{what} failed on inputs of the shapes it must take ({type(err).__name__}: {first})"
         ) from err
-    leaves = out if isinstance(out, tuple) else (out,)
+    several = isinstance(out, (tuple, list))
+    leaves = tuple(out) if several else (out,)
     shapes = tuple(tuple(x.shape) if hasattr(x, "shape") else type(x).__name__ for x in leaves)
-    if len(expected) == 1 and not isinstance(out, tuple):
-        expected_text = str(expected[0])
-    else:
-        expected_text = str(expected)
-    if shapes != expected:
-        got = str(shapes[0]) if len(shapes) == 1 and not isinstance(out, tuple) else str(shapes)
-        raise ParameterError(f"{what} must return arrays of shape {expected_text}; got {got}.")
+    if len(expected) == 1:  # one array, not a 1-tuple (the solver would multiply the tuple)
+        if several or shapes != expected:
+            got = f"a {type(out).__name__} of shapes {shapes}" if several else str(shapes[0])
+            raise ParameterError(f"{what} must return an array of shape {expected[0]}; got {got}.")
+    elif not several or shapes != expected:
+        got = str(shapes) if several else f"one array of shape {shapes[0]}"
+        raise ParameterError(f"{what} must return arrays of shapes {expected}; got {got}.")
 
 
 def _not_gaussian(kernel, name: str) -> ParameterError:

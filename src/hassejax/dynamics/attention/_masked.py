@@ -126,6 +126,12 @@ class Masked(AbstractAttention):
             m = jnp.concatenate([jnp.ones((n, 1), dtype=bool), m], axis=1)
         return self.kernel.velocity(t, x, y, m)
 
+    def gaussian_second_moment(self) -> bool:
+        """The kernel's (see :class:`AbstractAttention`): no Gaussian map under a mask, but the particle solves' size
+        event watches the second moment for such a kernel, also as a head of a :class:`MultiHead` (a masked linear
+        head there ran to its blow-up unseen, a fresh-user review)."""
+        return self.kernel.gaussian_second_moment()
+
     def check_unbatched(self, name: str = "model") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` if the kernel, the mask or the sink is batched."""
         self.kernel.check_unbatched(f"{name}.kernel")
