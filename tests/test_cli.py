@@ -147,6 +147,25 @@ def test_npy_name_without_npy_content(capsys, tmp_path):
     assert "not a NumPy .npy file (no .npy header)" in err and "pickle" not in err
 
 
+def test_npy_upper_case_directory_and_truncated(capsys, tmp_path):
+    """A second review: `GOOD.NPY` was read as a mask spec, a directory named `x.npy` was "no such .npy file", a
+    truncated file said "mmap length is greater than file size"."""
+    upper = tmp_path / "GOOD.NPY"
+    with open(upper, "wb") as fh:
+        np.save(fh, np.tril(np.ones((4, 4), bool)))
+    rc, out, _ = run(capsys, "analyze", str(upper))
+    assert rc == 0 and "n (positions): 4" in out
+    (tmp_path / "x.npy").mkdir()
+    rc, _, err = run(capsys, "analyze", str(tmp_path / "x.npy"))
+    assert rc == 2 and "a directory, not a .npy file" in err
+    whole = tmp_path / "whole.npy"
+    np.save(whole, np.tril(np.ones((64, 64), bool)))
+    data = whole.read_bytes()
+    (tmp_path / "cut.npy").write_bytes(data[: len(data) // 2])
+    rc, _, err = run(capsys, "analyze", str(tmp_path / "cut.npy"))
+    assert rc == 2 and err.count("\n") == 1 and "shorter than its header says: truncated" in err
+
+
 def test_unwritable_output(capsys, tmp_path):
     target = tmp_path / "no_such_dir" / "out.json"
     rc, _, err = run(capsys, "analyze", "causal(n=3)", "--json", str(target))

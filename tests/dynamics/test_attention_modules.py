@@ -507,3 +507,10 @@ def test_a_kernel_returning_the_wrong_shapes_is_refused_by_name():
     ) as info:
         solve_gaussian(Mismatched(V=eye, A=eye), jnp.zeros(2), eye, t1=1.0)
     assert isinstance(info.value.__cause__, TypeError)
+    # inside a MultiHead the message names the head (it named `model.gaussian_affine`, a second review)
+    from hassejax.dynamics import MultiHead
+
+    with pytest.raises(ParameterError, match=r"`?model\.heads\[1\]\.gaussian_affine\(.*got \(\(1, 2\), \(2,\)\)"):
+        solve_gaussian(MultiHead([Softmax(V=eye, A=eye), Truncated(V=eye, A=eye)]), jnp.zeros(2), eye, t1=1.0)
+    with pytest.raises(ParameterError, match=r"model\.heads\[0\]\.velocity\(t, x \(3, 2\)\) must return an array"):
+        solve_particles(MultiHead([OneTuple(V=eye, A=eye), Softmax(V=eye, A=eye)]), jnp.ones((3, 2)), t1=1.0)

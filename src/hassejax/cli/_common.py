@@ -29,8 +29,10 @@ def load_mask(spec: str):
     non-square array, or a bad spec (the message of :func:`hassejax.masks.from_spec`);
     :class:`~hassejax.errors.MemoryBudgetError` for an array too large for the memory.
     """
-    if spec.endswith(".npy"):
+    if spec.lower().endswith(".npy"):
         path = Path(spec)
+        if path.is_dir():
+            raise MaskError(f"MASK_SPEC {spec!r}: a directory, not a .npy file.")
         if not path.is_file():
             raise MaskError(f"MASK_SPEC {spec!r}: no such .npy file.")
         try:
@@ -45,7 +47,10 @@ def load_mask(spec: str):
         try:
             arr = np.load(path, allow_pickle=False, mmap_mode="r")
         except (OSError, ValueError) as err:
-            raise MaskError(f"MASK_SPEC {spec!r}: cannot read it as a .npy array ({_one_line(str(err))}).") from None
+            why = _one_line(str(err))
+            if "mmap length is greater than file size" in why:  # numpy's words for a file cut short
+                why = "the file is shorter than its header says: truncated"
+            raise MaskError(f"MASK_SPEC {spec!r}: cannot read it as a .npy array ({why}).") from None
         if arr.ndim != 2 or 0 in arr.shape:
             raise MaskError(
                 f"`mask` must have rank 2, shape (n, n) with n >= 1; got shape {arr.shape} (rank {arr.ndim})."
@@ -124,7 +129,7 @@ def _kernel_mask(args: argparse.Namespace):
         )
     if args.n is not None or args.block_size is not None:
         raise _UsageError(f"--n / --block-size apply to task families ({', '.join(_FAMILY_SPECS)}), not to a mask spec")
-    if target.endswith(".npy"):
+    if target.lower().endswith(".npy"):
         path = Path(target)
         try:
             arr = np.load(path, allow_pickle=False, mmap_mode="r") if path.is_file() else None

@@ -601,13 +601,18 @@ def solve_gaussian(
         u0 = jnp.asarray(factor0, dtype)
         _check_state(model, label, mean0, factor=u0)
     d = model.d
-    check_output_shapes(
-        lambda: model.gaussian_affine(
-            t0, mean0, cov0 if cov0 is not None else u0 @ u0.T, u0 if cov0 is None else psd_sqrt(cov0)
-        ),
-        ((d, d), (d,)),
-        f"{label}.gaussian_affine(t, mean ({d},), cov ({d}, {d}), factor)",
-    )
+    cov_in = cov0 if cov0 is not None else u0 @ u0.T
+    factor_in = u0 if cov0 is None else psd_sqrt(cov0)
+    # each head of a MultiHead first, so that a message names the head (then the sum)
+    for part, name in [
+        *((h, f"{label}.heads[{i}]") for i, h in enumerate(getattr(model, "heads", ()))),
+        (model, label),
+    ]:
+        check_output_shapes(
+            lambda part=part: part.gaussian_affine(t0, mean0, cov_in, factor_in),
+            ((d, d), (d,)),
+            f"{name}.gaussian_affine(t, mean ({d},), cov ({d}, {d}), factor)",
+        )
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=UnrolledTsit5() if solver is None else solver, rtol=rtol, atol=atol,
         dt0=dt0, stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,

@@ -210,7 +210,12 @@ def solve_particles(
             )
         feedforward = (w, b)
     n = x0.shape[0]
-    check_output_shapes(lambda: model.velocity(t0, x0), ((n, d),), f"{label}.velocity(t, x ({n}, {d}))")
+    # each head of a MultiHead first, so that a message names the head (then the sum)
+    for part, name in [
+        *((h, f"{label}.heads[{i}]") for i, h in enumerate(getattr(model, "heads", ()))),
+        (model, label),
+    ]:
+        check_output_shapes(lambda part=part: part.velocity(t0, x0), ((n, d),), f"{name}.velocity(t, x ({n}, {d}))")
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
