@@ -468,12 +468,11 @@ def checked_tolerances(rtol, atol, dtype):
     return jnp.where(ok, r, 1.0).astype(r.dtype), jnp.where(ok, a, 1.0).astype(a.dtype), ok
 
 
-def make_controller(stepsize_controller, rtol, atol, jump_ts, dtype=None):
-    """The step-size controller: the user's, or a PID controller (with `jump_ts` at layer boundaries),
-    its tolerances arrays of `dtype` (:func:`checked_tolerances`)."""
+def make_controller(stepsize_controller, rtol, atol, jump_ts):
+    """The step-size controller: the user's, or a PID controller (with `jump_ts` at layer boundaries) with the
+    tolerance arrays `rtol`, `atol` (:func:`checked_tolerances`)."""
     if stepsize_controller is not None:
         return stepsize_controller
-    rtol, atol, _ = checked_tolerances(rtol, atol, dtype)
     pid = diffrax.PIDController(rtol=rtol, atol=atol, norm=aux_free_rms_norm)
     if jump_ts is None:
         return pid
@@ -533,6 +532,7 @@ def solve_settings(
     size_event = values["size_threshold"] is None or not bool(np.isposinf(values["size_threshold"]))
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
+    rtol_a, atol_a, tolerances_ok = checked_tolerances(rtol, atol, dtype)
     return {
         "t0": t0,
         "t1": t1,
@@ -540,7 +540,7 @@ def solve_settings(
         "threshold": None if size_threshold is None else jnp.asarray(size_threshold, dtype),
         "converge_tol": None if converge_tol is None else jnp.asarray(converge_tol, dtype),
         "solver": diffrax.Tsit5() if solver is None else solver,
-        "stepsize_controller": make_controller(stepsize_controller, rtol, atol, collect_jump_ts(model), dtype),
+        "stepsize_controller": make_controller(stepsize_controller, rtol_a, atol_a, collect_jump_ts(model)),
         "dt0": None if dt0 is None else jnp.asarray(dt0, dtype),
         "max_steps": int(max_steps),
         "extrapolate": extrapolate,
@@ -548,7 +548,7 @@ def solve_settings(
         "ts_default": ts is None,
         "size_event": size_event,
         "progress_meter": progress_meter,
-        "tolerances_ok": None if stepsize_controller is not None else checked_tolerances(rtol, atol, dtype)[2],
+        "tolerances_ok": None if stepsize_controller is not None else tolerances_ok,
     }
 
 

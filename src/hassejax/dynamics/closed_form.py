@@ -46,10 +46,7 @@ def _check_square(x, name):
 
 def _check_values(sigma0, a, v, beta) -> None:
     """Concrete inputs only (tracers pass): finite entries, `Sigma0` symmetric positive semidefinite."""
-    for name, x in (("Sigma0", sigma0), ("A", a), ("v", v), ("beta", beta)):
-        c = concrete(x)
-        if c is not None and not np.all(np.isfinite(c)):
-            raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
+    _check_concrete({"Sigma0": sigma0, "A": a, "v": v, "beta": beta})
     c = concrete(sigma0)
     if c is not None:
         check_psd(c, "Sigma0")

@@ -601,15 +601,18 @@ def solve_gaussian(
         u0 = jnp.asarray(factor0, dtype)
         _check_state(model, label, mean0, factor=u0)
     d = model.d
-    cov_in = cov0 if cov0 is not None else u0 @ u0.T
-    factor_in = u0 if cov0 is None else psd_sqrt(cov0)
+
+    def map_of(part):  # the kernel's map on the initial state, for eval_shape (nothing computed)
+        cov_in = cov0 if cov0 is not None else u0 @ u0.T
+        return part.gaussian_affine(t0, mean0, cov_in, u0 if cov0 is None else psd_sqrt(cov0))
+
     # each head of a MultiHead first, so that a message names the head (then the sum)
     for part, name in [
         *((h, f"{label}.heads[{i}]") for i, h in enumerate(getattr(model, "heads", ()))),
         (model, label),
     ]:
         check_output_shapes(
-            lambda part=part: part.gaussian_affine(t0, mean0, cov_in, factor_in),
+            lambda part=part: map_of(part),
             ((d, d), (d,)),
             f"{name}.gaussian_affine(t, mean ({d},), cov ({d}, {d}), factor)",
         )
