@@ -373,6 +373,8 @@ def test_construction_errors_name_the_field(no_typecheck):
         L2(e, None, None)
     with pytest.raises(ParameterError, match=r"`eps` of Sinkhorn must be > 0"):
         Sinkhorn(e, A=e, eps=0.0)
+    with pytest.raises(ParameterError, match=r"`eps` of Sinkhorn must be > 0; got layer values \[1.0, 0.0\]"):
+        Sinkhorn(e, A=e, eps=PiecewiseConstant(np.array([1.0, 0.0])))
     with pytest.raises(ParameterError, match=r"`tol` of Sinkhorn must be > 0"):
         Sinkhorn(e, A=e, tol=0.0)
     with pytest.raises(ParameterError, match=r"`max_iter` of Sinkhorn must be an integer >= 1"):

@@ -16,6 +16,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
 from .._tracing import is_traced
@@ -114,6 +115,31 @@ def resolve(value: Any, t: Real[ArrayLike, ""]) -> Any:
     if callable(value):
         return jnp.asarray(value(t))
     return value
+
+
+def _concrete_layers(*params: Any) -> tuple[np.ndarray, ...] | None:
+    """The values `params` take together on every layer (NumPy, a leading axis over the layers), or None.
+
+    Arrays give their value with a leading axis of 1; :class:`PiecewiseConstant` parameters are
+    read at every boundary of all of them together (the value on each layer of their common
+    refinement, the first and last layer included), so products of the results pair the layers up.
+    None when any parameter is traced or a callable other than a :class:`PiecewiseConstant` (not
+    checked: its values are known only inside a solve).
+    """
+    pieces = [p for p in params if isinstance(p, PiecewiseConstant)]
+    if any(is_traced(p.values, p.t_edges) for p in pieces):
+        return None
+    if any((callable(p) and not isinstance(p, PiecewiseConstant)) or is_traced(p) for p in params):
+        return None
+    ts = np.unique(np.concatenate([np.asarray(p.t_edges) for p in pieces])) if pieces else None
+    out = []
+    for p in params:
+        if isinstance(p, PiecewiseConstant):
+            idx = np.clip(np.searchsorted(np.asarray(p.t_edges), ts, side="right") - 1, 0, p.values.shape[0] - 1)
+            out.append(np.asarray(p.values)[idx])
+        else:
+            out.append(np.asarray(p)[None])
+    return tuple(out)
 
 
 def _shape_of(value: Any, name: str) -> tuple[int, ...]:

@@ -39,9 +39,18 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..._softmax import masked_softmax
-from ..._tracing import is_traced
 from ...errors import ParameterError
-from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, _as_param, _shape_of, resolve
+from ..params import (
+    MatrixParam,
+    PiecewiseConstant,
+    ProjParam,
+    ScalarParam,
+    TimeParam,
+    _as_param,
+    _concrete_layers,
+    _shape_of,
+    resolve,
+)
 from ._shapes import (
     Factor,
     GaussianMap,
@@ -91,9 +100,10 @@ def mean_weights(raw: Weights, mask: KeyMask | None) -> Weights:
 def scalar_param(value: Any, name: str, owner: str, *, positive: bool = False) -> Any:
     """A scalar parameter (array, callable of `t`, leading batch axes allowed), checked > 0 when concrete and `positive`."""
     value = _as_param(value, name)
-    concrete = not callable(value) and not is_traced(value)
-    if positive and concrete and not bool(np.all(np.asarray(value) > 0)):  # NumPy: under an outer jit, jnp would trace
-        raise ParameterError(f"`{name}` of {owner} must be > 0; got {value}.")
+    layers = _concrete_layers(value) if positive else None  # NumPy: under an outer jit, jnp would trace
+    if layers is not None and not bool(np.all(layers[0] > 0)):
+        shown = f"layer values {np.asarray(value.values).tolist()}" if isinstance(value, PiecewiseConstant) else value
+        raise ParameterError(f"`{name}` of {owner} must be > 0; got {shown}.")
     return value
 
 

@@ -11,9 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ..._tracing import is_traced
 from ...errors import ParameterError
-from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, resolve
+from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, _concrete_layers, resolve
 from ._base import AbstractBilinearAttention, bilinear_params, scalar_param, softmax_weights
 from ._shapes import Factor, GaussianMap, GrowthBound, KeyMask, Keys, Matrix, Mean, Queries, SizeScale, Time, Weights
 
@@ -66,18 +65,18 @@ class L2(AbstractBilinearAttention):
         self.c = scalar_param(c, "c", "L2")
 
     def check_gaussian(self, name: str = "model") -> None:
-        """Raise :class:`~hassejax.errors.ParameterError` for a concrete `βc < 0` (arrays; callables of `t` and traced
-        values are not checked).
+        """Raise :class:`~hassejax.errors.ParameterError` for a concrete `βc < 0` (arrays, and any layer of a
+        :class:`~hassejax.dynamics.PiecewiseConstant`; other callables of `t` and traced values are not checked).
 
         The Gaussian map (spec §2) is the expectation of `exp(−βc‖Qx − Ky‖²)` under `N(α, Σ)`; for `βc < 0` it is
         finite only while `1 + 2βc λ_max(KΣKᵀ) > 0`, a domain the solvers do not track (review: `c = −1`, `Σ0 = I`
         outside it, a ``completed`` solve with `Σ = 11.7 I`). The particle system is defined for any `βc`.
         """
         super().check_gaussian(name)
-        beta, c = self.beta, self.c
-        if callable(beta) or callable(c) or is_traced(beta, c):
+        layers = _concrete_layers(self.beta, self.c)
+        if layers is None:
             return
-        bc = np.asarray(beta) * np.asarray(c)
+        bc = layers[0] * layers[1]
         if np.any(bc < 0):
             raise ParameterError(
                 f"{name} (L2) has βc = {float(np.min(bc)):.4g} < 0: its Gaussian map E[exp(−βc‖Qx − Ky‖²)] exists only "
