@@ -457,7 +457,11 @@ def solve_gaussian(
       parameters are passed as ``jump_ts``. The solver state is augmented by one scalar
       (time spent below `threshold/100`, for the decade test); the default controller
       leaves it out of its error norm, a user-supplied adaptive one does not.
-    - `max_steps`: step budget.
+    - `max_steps`: step budget. A member whose `Σ` grows large while its map contracts another direction at a
+      rate of order `tr Σ` (softmax: an eigenvalue of `M = VΣA` far below zero) is stiff for the explicit
+      default solver, whose step then falls like `1/tr Σ` (measured: a random softmax member, `d = 5`, `tr Σ`
+      up to `6e5` at `t = 0.5` on its way to `t* = 0.666`, `M`'s eigenvalue `−3e5` there: 33,000 steps to
+      the default threshold, more than 100,000 to a threshold of `1e13`); raise `max_steps` for such families.
     - `size_threshold`: the event threshold on `tr Σ` (`tr Σ + ‖α‖²` for linear attention, above)
       (default `1e8 · max(tr Σ0, s)`, `s` the
       kernel's :meth:`~hassejax.dynamics.AbstractAttention.gaussian_size_scale` at `t0` (L2:
