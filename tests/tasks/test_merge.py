@@ -39,7 +39,8 @@ def _diagram(task):
 
 
 def _equivalence_classes(tasks):
-    """Independent recursive equivalence (spec §2): same inputs, covered nodes matched one to one."""
+    """Independent recursive equivalence (spec §2): same inputs, and every covered node of each has an equivalent
+    among the other's (as sets: equal predecessors of one task are one merged node, see `node_signatures`)."""
     all_nodes = []
     for t_idx, task in enumerate(tasks):
         nodes, red = _diagram(task)
@@ -51,16 +52,9 @@ def _equivalence_classes(tasks):
     @functools.cache
     def equiv(u, v):
         (iu, bu), (iv, bv) = info[u], info[v]
-        if iu != iv or len(bu) != len(bv):
+        if iu != iv:
             return False
-        if not bu:
-            return True
-        b = nx.Graph()
-        b.add_nodes_from(("u", x) for x in bu)
-        b.add_nodes_from(("v", y) for y in bv)
-        b.add_edges_from((("u", x), ("v", y)) for x in bu for y in bv if equiv(x, y))
-        match = nx.bipartite.maximum_matching(b, top_nodes=[("u", x) for x in bu])
-        return len(match) // 2 == len(bu)
+        return all(any(equiv(x, y) for y in bv) for x in bu) and all(any(equiv(x, y) for x in bu) for y in bv)
 
     keys = list(info)
     reps = []
@@ -137,6 +131,21 @@ def test_repeated_task_merges_to_itself(specs, k):
         assert sorted(single.slot_map[0].tolist()) == list(range(task.n))
 
 
+def test_a_node_covering_two_equal_nodes_merges_with_one_covering_a_single_copy():
+    """Review: `x9` seeing two copies of `w1` (one task) and `x9` seeing one (another) kept two `x9` slots with the same
+    input, ancestors and target (the covered signatures were a multiset while the two `w1` are one merged node): the
+    merge was not minimal. Now one slot each; every source slot keeps its reached tokens and its target."""
+    w1, w2, x9 = Token("w", 1), Token("w", 2), Token("x", 9)
+    t1 = Task([w1, w1, x9], np.array([[1, 0, 0], [0, 1, 0], [1, 1, 1]], bool), labels={2: w2})
+    t2 = Task([w1, x9], np.array([[1, 0], [1, 1]], bool), labels={1: w2})
+    merged = merge_tasks([t1, t2])
+    assert merged.slot_names() == ("w1", "x9")
+    assert [m.tolist() for m in merged.slot_map] == [[0, 0, 1], [0, 1]]
+    np.testing.assert_array_equal(merged.mask, [[True, False], [True, True]])
+    assert merged.labels == (None, w2) and audit(merged).mismatches == ()
+    assert _equivalence_classes([t1, t2]) == 2
+
+
 def test_equivalent_nodes_of_one_task_are_identified():
     """Two incomparable slots with the same input and nothing below them are one merged node."""
     task = Task([Token("a", 1), Token("a", 1)], np.eye(2, dtype=bool), {0: Token("y", 1), 1: Token("y", 1)})
@@ -183,6 +192,43 @@ def test_task_errors():
         merge_tasks([])
     with pytest.raises(TaskError, match="lacks the stream tag 'query'"):
         merge_tasks([Task([Token("w", 1)], np.ones((1, 1), bool), streams=["query"])], stream_order=["content"])
+
+
+@pytest.mark.parametrize(
+    "bad", [Token("w", "2"), Token("w", 1.5), Token("w", True), ("w", True), Token(["x"], 1), ("w", np.bool_(True))]
+)
+def test_a_token_is_checked_like_a_pair(bad):
+    """Review: a `Token` (a NamedTuple) skipped the checks a plain pair gets: ``Token("w", "2")`` printed as ``w2`` and
+    the audit, comparing it with the target ``Token("w", 2)``, missed a leak; an unhashable symbol failed later in
+    `merge_tasks` with a raw ``TypeError``."""
+    one = np.ones((1, 1), bool)
+    with pytest.raises(
+        TaskError, match=r"`inputs\[0\]` must be a Token\(symbol, position\) or a \(hashable symbol, int"
+    ):
+        Task([bad], one)
+    with pytest.raises(TaskError, match=r"`labels\[0\]` must be a Token"):
+        Task([Token("w", 1)], one, labels={0: bad})
+    # a NumPy integer position is accepted and stored as an int
+    assert Task([Token("w", np.int64(2))], one).inputs[0].position.__class__ is int
+
+
+def test_sources_must_be_a_tuple_and_agree_across_the_family():
+    """Review: a single Token as `sources[...]` was reported as "`sources[...]` must be a Token ... got 'w'" (it was
+    iterated); two tasks giving one aggregated token different sources were merged with the last task's, so the
+    merge's leak count depended on the task order (1 leak one way, 0 the other)."""
+    w1, w2, w3, agg = Token("w", 1), Token("w", 2), Token("w", 3), Token("agg", 2)
+    with pytest.raises(TaskError, match=r"must be a tuple of the Tokens it is built from .*written \(Token"):
+        Task([agg], np.ones((1, 1), bool), sources={agg: w1})
+    m = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 1]], bool)
+    ta = Task([w1, w3, agg], m, labels={2: w2}, sources={agg: (w1, w3)}, name="a")
+    tb = Task([w1, w3, agg], m, labels={2: w2}, sources={agg: (w1, w2, w3)}, name="b")
+    assert len(audit(tb).leaks) == 1
+    for family in ([ta, tb], [tb, ta]):
+        with pytest.raises(TaskError, match=r"builds agg2 from .* one token has one set of sources"):
+            merge_tasks(family)
+    # the same sources in another order are one set
+    tc = Task([w1, w3, agg], m, labels={2: w2}, sources={agg: (w3, w1)}, name="c")
+    assert audit(merge_tasks([ta, tc])).leaks == ()
 
 
 def test_diagram_carries_inputs():

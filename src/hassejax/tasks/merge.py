@@ -26,10 +26,15 @@ __all__ = ["node_signatures", "MergedTask", "merge_tasks", "Sparsified", "sparsi
 def node_signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], dict[tuple, int]]:
     """Interned structural signatures of every Hasse node of every task (spec hasse.md §2).
 
-    `sig(c) = (sorted inputs of c, sorted tuple of sig-ids of the nodes c covers)`, computed
-    in topological order and interned to integer ids, so two nodes (of the same or of
-    different tasks) are equivalent (Li & Guo, Def. 3.5) iff their ids are equal. The
-    covered ids form a multiset: two equal predecessors count twice.
+    `sig(c) = (sorted inputs of c, sorted tuple of the distinct sig-ids of the nodes c covers)`,
+    computed in topological order and interned to integer ids, so two nodes (of the same or of
+    different tasks) are equivalent (Li & Guo, Def. 3.5) iff their ids are equal. The inputs
+    form a multiset (a class holding a token twice keeps both); the covered ids a *set*, where
+    spec hasse.md §2 writes a multiset: the merge identifies equivalent nodes within one task
+    too, so two equal predecessors become one merged node, and a node covering both is then
+    indistinguishable from one covering a single copy. With the multiset the merge was not
+    minimal (review: a task whose `x9` sees two copies of `w1`, one whose `x9` sees one: two
+    `x9` slots with the same input, ancestors and target, where one suffices).
 
     **Arguments:**
 
@@ -54,7 +59,7 @@ def _signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], list[np.ndarra
         node_sig = np.empty(len(st.members), dtype=np.int64)
         for a, mem in enumerate(st.members):  # ids are topological: covered nodes come first
             inputs = tuple(sorted((task.inputs[s] for s in mem), key=token_sort_key))
-            below = tuple(sorted(int(node_sig[b]) for b in np.flatnonzero(st.cover[a])))
+            below = tuple(sorted({int(node_sig[b]) for b in np.flatnonzero(st.cover[a])}))
             node_sig[a] = table.setdefault((inputs, below), len(table))
         slot_ids.append(node_sig[st.node])
         local_nodes.append(np.asarray(st.node))
@@ -107,8 +112,8 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
 
     **Returns:** a :class:`MergedTask` whose mask is the dense merged mask.
 
-    **Raises:** :class:`~hassejax.errors.TaskError` for an empty family or a stream tag not in
-    `stream_order`; :class:`~hassejax.errors.LabelConflictError` if two source slots that merge
+    **Raises:** :class:`~hassejax.errors.TaskError` for an empty family, a stream tag not in
+    `stream_order` or a token whose `sources` differ between two tasks; :class:`~hassejax.errors.LabelConflictError` if two source slots that merge
     into one slot carry different targets; :class:`~hassejax.errors.MemoryBudgetError` (naming
     `tasks`) if the merged task's dense arrays would not fit, estimated from the number of
     merged slots before they are allocated (or naming `mask` when one task's closure does not).
@@ -160,9 +165,19 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     labels: list[Token | None] = [None] * num_slots
     label_from: list[tuple[int, int] | None] = [None] * num_slots
     sources: dict[Token, tuple[Token, ...]] = {}
+    source_from: dict[Token, int] = {}
     slot_map = []
     for t_idx, (task, ids, local) in enumerate(zip(tasks, slot_ids, local_nodes)):
-        sources.update(task.sources)
+        for tok, src in task.sources.items():
+            if tok in sources and set(sources[tok]) != set(src):
+                t0 = source_from[tok]
+                raise TaskError(
+                    f"`tasks`: task {t0} ({tasks[t0].name!r}) builds {tok} from {tuple(map(str, sources[tok]))} and "
+                    f"task {t_idx} ({task.name!r}) from {tuple(map(str, src))}; one token has one set of sources "
+                    "in a family (the leak audit of the merge would depend on the order of the tasks)."
+                )
+            sources.setdefault(tok, src)
+            source_from.setdefault(tok, t_idx)
         occurrence: dict[tuple[int, Token], int] = {}
         smap = np.empty(task.n, dtype=np.int64)
         for s in range(task.n):

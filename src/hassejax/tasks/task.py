@@ -67,9 +67,15 @@ def token_sort_key(token: Token) -> tuple[str, int, str]:
 
 
 def _as_token(value: Any, name: str) -> Token:
-    if isinstance(value, Token):
-        return value
-    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], (int, np.integer)):
+    """`value` as a :class:`Token` with an int position, checked like a plain pair: a `Token` is a
+    NamedTuple, so ``Token("w", "2")`` builds without complaint (the audit then compared ``w2`` with
+    ``Token("w", 2)`` and missed a leak)."""
+    if (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[1], (int, np.integer))
+        and not isinstance(value[1], (bool, np.bool_))
+    ):
         try:
             hash(value[0])
         except TypeError:
@@ -113,9 +119,10 @@ class Task:
       no sequence token: map them to ``()``).
     - `name`: a label for printing.
 
-    **Raises:** :class:`~hassejax.errors.TaskError` if lengths disagree, a token is not a
-    `(symbol, position)` pair, a label points to a slot that does not exist, or a stream tag
-    is not a string; :class:`~hassejax.errors.MaskError` if the mask is not a square Boolean
+    **Raises:** :class:`~hassejax.errors.TaskError` if lengths disagree, a token (a :class:`Token`
+    too) is not a (hashable symbol, int position) pair (a bool position is refused), a label points
+    to a slot that does not exist, a stream tag is not a string, or a `sources` value is not a
+    tuple of tokens; :class:`~hassejax.errors.MaskError` if the mask is not a square Boolean
     `(n, n)` array; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the task's
     copies of the mask would not fit, estimated from its shape before anything is copied.
     """
@@ -164,6 +171,11 @@ class Task:
                 raise TaskError(f"`streams` must be {n} strings, one per slot; got {streams!r}.")
         srcs = {}
         for key, value in (sources or {}).items():
+            if isinstance(value, Token) or not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+                raise TaskError(
+                    f"`sources[{key!r}]` must be a tuple of the Tokens it is built from (`()` for none); got "
+                    f"{value!r}; a single source is written ({value!r},)."
+                )
             srcs[_as_token(key, "sources key")] = tuple(_as_token(v, f"sources[{key!r}]") for v in value)
         m.setflags(write=False)
         object.__setattr__(self, "inputs", toks)
