@@ -331,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         probe.unlink()
     except OSError as err:
         parser.error(f"--out {str(args.out)!r} is not a writable folder: {err.strerror or err}")
+    taken = [n for n in names if (args.out / n).exists() and not (args.out / n).is_dir()]
+    if taken:  # each experiment writes into the folder out/NAME
+        parser.error(f"--out {str(args.out)!r} holds a file where an experiment's folder goes: {', '.join(taken)}")
     # XLA flags for compile speed, set before JAX starts so the worker processes inherit them (a
     # flag the user set in XLA_FLAGS wins; hassejax._xla_flags): XLA's legacy elemental emitters
     # (--quick cold 198 s against 240 s, the same statuses and counts, floats equal up to rounding);

@@ -251,6 +251,15 @@ def test_reproduce_rejects_an_unwritable_out_folder(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2
     assert "is not a writable folder" in proc.stderr and "Traceback" not in proc.stderr
+    # a file where the experiment's own folder goes (out/NAME): said before any experiment runs (was a traceback
+    # and "FAILED: FileExistsError" in the summary)
+    (tmp_path / "layer_graph").write_text("")
+    proc = subprocess.run(
+        [sys.executable, str(root / "experiments" / "reproduce.py"), "--only", "layer_graph", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "holds a file where an experiment's folder goes: layer_graph" in proc.stderr
 
 
 def test_float32_blow_up_is_found_and_tight_rtol_warns():

@@ -257,8 +257,26 @@ class Task:
             g.nodes[v]["targets"] = tuple(str(self.labels[s]) for s in mem if self.labels[s] is not None)
         return d
 
-    def slot_names(self) -> tuple[str, ...]:
-        """Readable slot names such as ``"w3"``, ``"mask5"``."""
+    def slot_names(self, streams: bool = False) -> tuple[str, ...]:
+        """Readable slot names: each slot's input token, such as ``"w3"``, ``"mask5"``.
+
+        Two slots may hold the same token (Butterfly's forward and backward streams both hold
+        `w2`); with ``streams=True`` each name is prefixed by its slot's stream tag
+        (``"F:w2"``, ``"B:w2"``), which tells them apart.
+
+        **Example:**
+
+        ```python
+        >>> from hassejax.tasks import butterfly
+        >>> butterfly(3).merge().slot_names()
+        ('w1', 'w2', 'w2', 'w3', 'agg1', 'agg2', 'agg3')
+        >>> butterfly(3).merge().slot_names(streams=True)
+        ('F:w1', 'F:w2', 'B:w2', 'B:w3', 'C:agg1', 'C:agg2', 'C:agg3')
+
+        ```
+        """
+        if streams:
+            return tuple(f"{s}:{t}" for s, t in zip(self.streams, self.inputs))
         return tuple(str(t) for t in self.inputs)
 
     def __repr__(self) -> str:
