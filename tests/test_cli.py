@@ -83,6 +83,8 @@ def test_max_edges(capsys):
     assert rc == 0
     assert len(edge_lines(out)) == 5
     assert "... and 24 more (all in --json / --dot)" in out
+    rc, out, _ = run(capsys, "analyze", "causal(n=30)", "--max-edges", "0")  # the counts only (review: refused)
+    assert rc == 0 and edge_lines(out) == [] and "Hasse edges (29;" in out and "... and 29 more" in out
 
 
 def test_outputs(capsys, tmp_path):
@@ -111,6 +113,29 @@ def test_outputs(capsys, tmp_path):
     png = files["png"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
     assert len(edge_lines(out)) == len(expected.edges)
+
+
+def test_analyze_takes_the_derived_masks_as_export_and_tiles_do(capsys, tmp_path):
+    """Review: `export` and `tiles` take ``butterfly_mask(...)``/``block_two_stream_mask(...)`` specs, `analyze` said
+    "unknown mask". Now its JSON equals the analysis of the family's dense closed form."""
+    from hassejax.tasks import block_two_stream_mask, butterfly_mask
+
+    for spec, dense in [
+        ("butterfly_mask(n=6)", butterfly_mask(6)),
+        ("butterfly_mask(n=5, sparse=True)", butterfly_mask(5, sparse=True)),
+        (
+            "block_two_stream_mask(n=6, block_size=2) | causal(n=12)",
+            block_two_stream_mask(6, 2) | np.tri(12, dtype=bool),
+        ),
+    ]:
+        out_json = tmp_path / "a.json"
+        rc, _, err = run(capsys, "analyze", spec, "--json", str(out_json))
+        assert rc == 0, err
+        data = json.loads(out_json.read_text())
+        expected = HasseDiagram.from_mask(jnp.asarray(dense))
+        assert HasseDiagram.from_dict(data["diagram"]) == expected and data["n"] == dense.shape[0]
+    rc, _, err = run(capsys, "analyze", "butterfly_mask(n=6, bogus=1)")
+    assert rc == 2 and "unknown argument 'bogus' for butterfly_mask" in err
 
 
 @pytest.mark.parametrize(

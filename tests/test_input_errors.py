@@ -273,8 +273,9 @@ def test_float32_blow_up_is_found_and_tight_rtol_warns():
     assert status_names(sol.status) == "blow_up"
     want = float(blowup_time_closed_form(S0, A, 1.0))
     assert abs(float(sol.t_blowup) - want) / want < 1e-5
-    with pytest.warns(RuntimeWarning, match="below what float32 resolves"):
+    with pytest.warns(RuntimeWarning, match="below what float32 resolves") as record:
         solve_gaussian(p32, jnp.zeros(2, jnp.float32), s32, t1=10.0, max_steps=50)
+    assert [w.filename for w in record] == [__file__]  # the caller's line, not a frame inside hassejax
 
 
 def test_mixed_precision_inputs_take_the_widest_dtype():

@@ -20,6 +20,7 @@ from hassejax.order import (
     classes,
     convergence_depth,
     cover_matrix,
+    flow_summary,
     layer_adjacency,
     longest_chain,
     quotient_order,
@@ -323,3 +324,19 @@ def test_cli_other_runtime_errors_are_not_hidden(monkeypatch):
     monkeypatch.setattr(importlib.import_module("hassejax.cli._analyze"), "analyze", boom)
     with pytest.raises(RuntimeError, match="a bug"):
         main(["analyze", "causal(n=8)"])
+
+
+def test_long_interval_mask_errors_say_what_to_do_instead():
+    """Review: densifying a 1M-token IntervalMask, or tiling it with 1 × 1 blocks, was refused with "a mask with fewer
+    key runs a row", which cannot help: a dense mask is n² whatever its runs, and the tile grid shrinks with the
+    block. Each error now names the way out."""
+    from hassejax.kernels import tile_stats
+    from hassejax.masks import from_spec
+
+    iv = from_spec("sliding_window(n=1048576, left=4096)", form="intervals")
+    for call in (iv.to_dense, lambda: flow_summary(iv, method="matmul"), lambda: reachability((iv, iv))):
+        with pytest.raises(MemoryBudgetError, match=r"n² entries whatever its runs: keep the IntervalMask") as err:
+            call()
+        assert "fewer key runs" not in str(err.value)
+    with pytest.raises(MemoryBudgetError, match=r"tile grid .* use a larger `block_size`"):
+        tile_stats(iv, block_size=1)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ._warn import user_stacklevel
+
 __all__ = ["compilation_cache_dir", "enable_compilation_cache", "request_compilation_cache"]
 
 _OFF = ("0", "false", "no", "off")
@@ -33,7 +35,7 @@ def compilation_cache_dir() -> Path | None:
             f"HASSEJAX_COMPILE_CACHE={os.environ['HASSEJAX_COMPILE_CACHE']!r} is neither on (1, true, yes, on) "
             "nor off (0, false, no, off); the persistent compilation cache stays on",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     explicit = os.environ.get("HASSEJAX_CACHE_DIR")
     if explicit:
@@ -56,7 +58,7 @@ def _created_folder() -> Path | None:
             f"JAX's persistent compilation cache is off: cannot create the folder {str(folder)!r} "
             f"({err.strerror or err}); set HASSEJAX_CACHE_DIR to a writable folder, or HASSEJAX_COMPILE_CACHE=0",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
         return None
     return folder

@@ -186,8 +186,9 @@ def test_rank_deficient_initial_covariance_warns():
                   [0.614, 0.923, -0.265, -1.039], [0.294, -0.452, 0.366, -0.188]])  # fmt: skip
     u = np.array([-0.62, 0.166, 0.262, 2.41])
     model, kw = Softmax(V=v, A=a), dict(t1=10.0, rtol=1e-6, atol=1e-6)
-    with pytest.warns(RuntimeWarning, match=r"`cov0` is rank-deficient or ill-conditioned.*use state='factor'"):
+    with pytest.warns(RuntimeWarning, match=r"`cov0` is rank-deficient or ill-conditioned.*use state='factor'") as rec:
         by_cov = solve_gaussian(model, np.zeros(4), np.outer(u, u), state="covariance", **kw)
+    assert [w.filename for w in rec] == [__file__]  # the caller's line, not a frame inside hassejax
     by_factor = solve_gaussian(model, np.zeros(4), np.outer(u, u), **kw)
     assert float(np.trace(by_factor.cov_final)) == pytest.approx(49.616, rel=1e-4)
     assert float(np.trace(by_cov.cov_final)) > 55  # what the warning is about

@@ -71,8 +71,13 @@ def test_lazy_masks_read_back_from_their_runs_at_long_n():
 def test_rows_without_keys_warn_for_splash():
     dense = np.asarray(causal(8)).copy()
     dense[5] = False
-    with pytest.warns(UserWarning, match="row 5"):
+    with pytest.warns(UserWarning, match="row 5") as record:
         to_splash(dense)
+    # reported at the caller's line (review: at hassejax/masks/_validate.py, a fixed stacklevel inside the package)
+    assert [w.filename for w in record] == [__file__]
+    with pytest.warns(UserWarning, match="row 1") as record:
+        to_splash("xlnet_two_stream(permutation=[1, 0, 2], stream='query')")
+    assert [w.filename for w in record] == [__file__]
 
 
 def test_heads_beyond_the_exported_ones_attend_nowhere_and_say_so():
@@ -85,6 +90,12 @@ def test_tile_stats_takes_specs_and_splash_masks():
     spec = "sliding_window(n=256, left=16)"
     want = tile_stats(from_spec(spec, form="intervals"), 128)
     assert tile_stats(spec, 128).kind.tolist() == want.kind.tolist()
+    # a list of specs is one per head, as for to_splash (review: "rank >= 2, got shape (2,)", an array of strings)
+    heads = ["causal(n=24)", "sliding_window(n=24, left=3)"]
+    per_head = tile_stats([from_spec(h, form="intervals") for h in heads], 8)
+    assert tile_stats(heads, 8).kind.tolist() == per_head.kind.tolist() and per_head.kind.shape == (2, 3, 3)
+    with pytest.raises(MaskError, match=r"`mask\[1\]` as a mask spec: .*unknown mask 'bogus'"):
+        tile_stats(["causal(n=24)", "bogus(n=24)"], 8)
     assert tile_stats(to_splash(spec), 128).kind.tolist() == want.kind.tolist()
 
 

@@ -659,3 +659,18 @@ def test_unions_and_intersections_of_structured_masks_match_dense():
     assert_same(functools.reduce(operator.or_, structured_masks), functools.reduce(operator.or_, dense))
     for (a, da), (b, db) in itertools.pairwise(pairs):
         assert_same(a & b, np.asarray(da) & np.asarray(db))
+
+
+def test_equality_with_a_dense_array_compares_the_masks():
+    """Review: ``IntervalMask == array`` was ``False`` (Python's identity fallback) even for the same mask, which read as
+    "the masks differ". Now it compares whole masks, either way round, with a NumPy or a JAX array."""
+    iv = S.sliding_window(9, 2, 1)
+    dense = np.asarray(M.sliding_window(9, 2, 1))
+    assert iv == dense and dense == iv and iv == jnp.asarray(dense)
+    assert (iv != dense) is False  # the reflected != too
+    flipped = dense.copy()
+    flipped[4, 0] = True
+    assert iv != flipped and (iv == flipped) is False
+    assert iv != np.ones((8, 8), bool) and iv != 3
+    with pytest.raises(MaskError, match="`other` must have dtype bool"):
+        iv == dense.astype(float)  # noqa: B015

@@ -69,7 +69,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
             lines.append(f"  {names[u]} -> {names[v]}")
         if len(edges) > args.max_edges:
             lines.append(f"  ... and {len(edges) - args.max_edges} more (all in --json / --dot)")
-        if not edges:
+        if not edges and args.max_edges:
             singles = [names[c] for c in range(diagram.num_classes)][: args.max_edges]
             more = " ..." if diagram.num_classes > len(singles) else ""
             lines.append("  (none; classes: " + " ".join(singles) + more + ")")

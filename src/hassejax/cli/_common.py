@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -23,7 +24,9 @@ def load_mask(spec: str):
 
     A spec such as ``"sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)"``
     is built with :func:`hassejax.masks.from_spec` in its interval form
-    (:class:`~hassejax.masks.IntervalMask`): no ``n × n`` array, any ``n``.
+    (:class:`~hassejax.masks.IntervalMask`): no ``n × n`` array, any ``n``. A spec naming the
+    derived masks ``block_two_stream_mask(...)`` or ``butterfly_mask(...)`` (alone or combined)
+    is built by :func:`hassejax.kernels.mask_rule`, in interval form too.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for an unreadable file, a non-Boolean or
     non-square array, or a bad spec (the message of :func:`hassejax.masks.from_spec`);
@@ -67,9 +70,16 @@ def load_mask(spec: str):
         from ..masks import IntervalMask
 
         return IntervalMask.from_dense(arr, name="mask") if arr.shape[0] > _DENSE_NPY_LIMIT else np.asarray(arr)
+    if _FAMILY_CALL.search(spec):  # the derived masks' closed forms, as `export` and `tiles` take them (imports JAX)
+        from ..kernels.mask_mod import mask_rule
+
+        return mask_rule(spec).intervals
     from ..masks import from_spec
 
     return from_spec(spec, form="intervals")
+
+
+_FAMILY_CALL = re.compile(r"\b(block_two_stream_mask|butterfly_mask)\s*\(")
 
 
 # A .npy mask larger than this is read row block by row block into its interval form.

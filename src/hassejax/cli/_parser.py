@@ -44,6 +44,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
 def _one_line(message: str) -> str:
     return " ".join(str(message).split())
 
@@ -61,7 +71,10 @@ def _add_analyze(subparsers) -> None:
             "the Hasse diagram edges (u -> v: class u is covered by class v, information flows u -> v)."
         ),
     )
-    p.add_argument("mask_spec", metavar="MASK_SPEC", help="e.g. 'sliding_window(n=16, left=2)' or a .npy file")
+    p.add_argument(
+        "mask_spec", metavar="MASK_SPEC",
+        help="e.g. 'sliding_window(n=16, left=2)' (also 'butterfly_mask(n=8)', 'block_two_stream_mask(...)') or a .npy file",
+    )  # fmt: skip
     p.add_argument(
         "--layers", type=_positive_int, nargs="+", metavar="L",
         help="report the reach after L layers and whether it is the limit flow (several: --layers 1 2 4 8)",
@@ -70,7 +83,11 @@ def _add_analyze(subparsers) -> None:
     p.add_argument("--png", metavar="FILE", help="draw the Hasse diagram (matplotlib)")
     p.add_argument("--json", metavar="FILE", help="write the numbers and the diagram as JSON")
     p.add_argument(
-        "--max-edges", type=_positive_int, default=100, metavar="K", help="print at most K edges (default 100)"
+        "--max-edges",
+        type=_nonnegative_int,
+        default=100,
+        metavar="K",
+        help="print at most K edges (default 100; 0: the counts only)",
     )
     p.add_argument(
         "--progress", action=argparse.BooleanOptionalAction, default=None,

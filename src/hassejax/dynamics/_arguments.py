@@ -18,6 +18,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float, Real
 
 from .._tracing import is_traced
+from .._warn import user_stacklevel
 from ..errors import ParameterError
 
 # The types of the solvers' shared keyword options, written once (as diffrax's `RealScalarLike`).
@@ -162,7 +163,7 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
             f"(eps {float(jnp.finfo(dtype).eps):.1e}): the solve will likely end in max_steps_reached. "
             "Enable float64 (jax.config.update('jax_enable_x64', True)) or use rtol >= 1e-6 in float32.",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     v = real_array(dt0, "dt0", "a finite number > 0 (or None: the controller picks it)")
     if v is not None and (v.ndim != 0 or not np.isfinite(v) or v <= 0):

@@ -40,6 +40,7 @@ import jax.tree_util as jtu
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._warn import user_stacklevel
 from ..errors import ParameterError
 from . import _solve
 from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
@@ -240,7 +241,7 @@ def _warn_ill_conditioned(cov, rtol) -> None:
             "state='covariance' does not keep rank, and its error can grow in the small directions without "
             "making Σ indefinite (a wrong result, not flagged); use state='factor'.",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -265,7 +266,7 @@ def _warn_below_atol(cov, factor, state: str, atol) -> None:
             f"below that scale (e.g. atol = {1e-8 * scale:.0e}) or use state='projective' (softmax), which is "
             "scale-free in Σ.",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
 
 

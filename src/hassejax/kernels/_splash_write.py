@@ -14,6 +14,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._memory import host_memory_bytes
+from .._warn import user_stacklevel
 from ..errors import MaskError, MemoryBudgetError
 from ..masks._validate import checked, describe
 
@@ -188,5 +189,5 @@ def _warn_empty_rows(rule, head: int | None) -> None:
             f"`mask`{where} has {empty.size} query row(s) with no allowed key (first: row {int(empty[0])}). Splash "
             "attention gives such rows a uniform average over the keys of the tiles it visits, not zero as "
             "hassejax.nn does; give every query a key (e.g. its own diagonal) before training with splash.",
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )

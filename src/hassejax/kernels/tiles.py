@@ -128,6 +128,8 @@ def _mask_arg(value, name: str):
         return _mask_arg(from_splash(value, form="intervals" if square else "dense"), name)
     if isinstance(value, IntervalMask):
         return value
+    if isinstance(value, (list, tuple)) and value and any(isinstance(v, str) for v in value):  # one spec a head
+        value = [_mask_arg(v, f"{name}[{i}]") if isinstance(v, str) else v for i, v in enumerate(value)]
     if isinstance(value, (list, tuple)) and value and any(isinstance(v, IntervalMask) for v in value):
         for i, v in enumerate(value):
             if not isinstance(v, IntervalMask):
@@ -297,7 +299,8 @@ def tile_stats(
         (n = 131,072 with 128-tiles: tens of milliseconds).
       - a tuple or list of IntervalMasks of one ``n``, one per head (equal heads are counted
         once), or of Boolean arrays of one shape.
-      - a mask spec string (``"sliding_window(n=131072, left=4096)"``; built in interval form)
+      - a mask spec string (``"sliding_window(n=131072, left=4096)"``; built in interval form;
+        a tuple or list of them is one per head, as in :func:`~hassejax.kernels.to_splash`)
         or a splash attention ``Mask`` (read with :func:`~hassejax.kernels.from_splash`).
 
     - `block_size`: ``block`` (square tiles) or ``(block_q, block_kv)``, ints >= 1 (default
@@ -339,6 +342,7 @@ def tile_stats(
             32 * float(tq) * tk + len(heads) * float(tq) * tk + 80 * float(runs),
             f"tile counts of a {tq} x {tk} tile grid ({len(heads)} head(s), n = {n}, blocks {bq} x {bk})",
             "mask",
+            hint="The grid has (n / block_q) x (n / block_k) tiles: use a larger `block_size`.",
         )
         done: dict[IntervalMask, np.ndarray] = {}
         kinds = []
@@ -357,7 +361,12 @@ def tile_stats(
             check_memory(3 * tiles, f"the tile codes of a mask of shape {shape} (blocks {bq} x {bk})", "mask")
             kind = np.asarray(_dense_kind_jit(mask.reshape((-1, nq, nk)), min(bq, nq), min(bk, nk)))
         else:
-            check_host_memory(3 * tiles, f"the tile codes of a mask of shape {shape} (blocks {bq} x {bk})", "mask")
+            check_host_memory(
+                3 * tiles,
+                f"the tile codes of a mask of shape {shape} (blocks {bq} x {bk})",
+                "mask",
+                hint="Use a larger `block_size`.",
+            )
             kind = _dense_kind(np, mask.reshape((-1, nq, nk)), min(bq, nq), min(bk, nk))
         if bq > nq or bk > nk:  # one ragged tile along that axis: computed above with the clipped block
             kind = np.minimum(kind, PARTIAL)

@@ -33,13 +33,22 @@ from ._runs import _INDEX, _checked_runs, _runs_of_rows, check_host_memory, norm
 __all__ = ["IntervalMask", "normalize_runs", "check_host_memory"]
 
 
+DENSE_HINT = (
+    "A dense mask has n² entries whatever its runs: keep the IntervalMask, which the structured route of "
+    "hassejax.order (method='auto' or 'structured') analyses without an n × n array; method='matmul' or "
+    "'bitpacked', np.asarray and a sequence of IntervalMask without head_axis=0 (a batch, not the heads of one "
+    "layer) make it dense. Or use a smaller n."
+)
+
+
 class IntervalMask:
     """An attention mask stored exactly as sorted disjoint key runs per row (no ``n × n`` array).
 
     Row ``q`` (a query) may attend to key ``k`` iff ``starts[q, t] <= k < stops[q, t]`` for
     some run ``t`` (row = query, column = key, True = may attend; spec hasse.md §0). The
     arrays are in the normal form of the module docstring, so two masks are equal (``==``)
-    iff their arrays are.
+    iff their arrays are; ``==`` with a Boolean ``(n, n)`` array compares the whole masks too
+    (one bool, not elementwise).
 
     **Attributes:**
 
@@ -228,7 +237,7 @@ class IntervalMask:
         **Raises:** :class:`~hassejax.errors.MemoryBudgetError` when ``n²`` bytes do not fit.
         """
         n = self.n
-        check_host_memory(float(n) * n, f"a dense ({n}, {n}) Boolean mask", name)
+        check_host_memory(float(n) * n, f"a dense ({n}, {n}) Boolean mask", name, hint=DENSE_HINT)
         out = np.zeros((n, n + 1), dtype=np.int8)
         rows = np.broadcast_to(np.arange(n)[:, None], self.starts.shape)
         keep = self.starts < self.stops
@@ -274,8 +283,18 @@ class IntervalMask:
     __rand__ = __and__
 
     def __eq__(self, other) -> bool:
+        """Whole-mask equality with an IntervalMask or a Boolean ``(n, n)`` array (one bool, not elementwise).
+
+        An array is read into its interval form first (review: ``I == dense`` was ``False``, Python's
+        identity fallback, which read as "the masks differ"); a non-Boolean or non-square array raises
+        :class:`~hassejax.errors.MaskError`.
+        """
         if not isinstance(other, IntervalMask):
-            return NotImplemented
+            if not (hasattr(other, "shape") and hasattr(other, "dtype")):
+                return NotImplemented
+            if tuple(other.shape) != (self.n, self.n):
+                return False
+            other = IntervalMask.from_dense(other, name="other")
         return (
             self.n == other.n
             and self.starts.shape == other.starts.shape

@@ -28,18 +28,22 @@ than the product of two short masks itself (a property test of 600 small masks s
 
 
 @no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
-def check_host_memory(required_bytes: int | float, what: str, name: str, fraction: float = 0.8) -> None:
+def check_host_memory(
+    required_bytes: int | float, what: str, name: str, fraction: float = 0.8, hint: str | None = None
+) -> None:
     """Raise :class:`~hassejax.errors.MemoryBudgetError` before allocating `required_bytes` on the host.
 
-    `what` describes the computation, `name` the argument it comes from. Requests under 16 MiB pass unchecked.
+    `what` describes the computation, `name` the argument it comes from, `hint` what to do instead
+    (default: a smaller n or fewer key runs a row). Requests under 16 MiB pass unchecked.
     """
     if required_bytes < _UNCHECKED_BYTES:
         return
     avail = host_memory_bytes()
     if required_bytes > fraction * avail:
+        hint = "Use a smaller n, or a mask with fewer key runs a row." if hint is None else hint
         raise MemoryBudgetError(
             f"`{name}`: {what} needs about {required_bytes / 2**30:.2f} GiB, but only {avail / 2**30:.2f} GiB "
-            f"is available ({fraction:.0%} may be used). Use a smaller n, or a mask with fewer key runs a row."
+            f"is available ({fraction:.0%} may be used). {hint}"
         )
 
 

@@ -63,10 +63,14 @@ def _check_head_axis(head_axis, shape: tuple[int, ...], name: str, *, layer_axis
 
 def _interval_heads_union(heads, head_axis, name: str) -> IntervalMask:
     """OR of a sequence of heads at least one of which is an :class:`IntervalMask` (``head_axis=0``)."""
-    if isinstance(head_axis, (bool, np.bool_)) or not isinstance(head_axis, (int, np.integer)) or head_axis != 0:
+    if (
+        isinstance(head_axis, (bool, np.bool_))
+        or not isinstance(head_axis, (int, np.integer))
+        or head_axis not in (0, -3)
+    ):
         raise ParameterError(
-            f"`head_axis` must be 0 for `{name}` given as a sequence of IntervalMask heads (the sequence is the "
-            f"head axis); got {head_axis!r}."
+            f"`head_axis` must be 0 (or -3, as for a (heads, n, n) array) for `{name}` given as a sequence of "
+            f"IntervalMask heads (the sequence is the head axis); got {head_axis!r}."
         )
     heads = [_as_intervals(m, f"{name}[{h}]") for h, m in enumerate(heads)]
     ns = sorted({m.n for m in heads})
