@@ -354,3 +354,22 @@ def test_auto_route_falls_back_to_bitpacked_when_the_runs_of_the_powers_multiply
     assert convergence_depth(m) == len(powers)
     np.testing.assert_array_equal(reachability(m, 4).to_dense(), powers[3])
     np.testing.assert_array_equal(reachability(m).to_dense(), powers[-1])
+    # Above _DENSE_FALLBACK_N (here lowered to 100; up to _DENSE_RESCUE_N) the structured route runs at its own
+    # limit, and a product beyond it goes bit-packed too (review: a dilated window at n = 20000 was refused after
+    # 23 s, where the bit-packed route answers); beyond _DENSE_RESCUE_N the refusal stands.
+    import contextvars
+
+    from hassejax.order import _structured
+
+    monkeypatch.setattr(_route_rules, "_DENSE_FALLBACK_N", 100)
+    monkeypatch.setattr(_structured, "_MAX_CANDIDATES", 125_000.0)
+    monkeypatch.setattr(_structured, "_CANDIDATE_LIMIT", contextvars.ContextVar("limit", default=125_000.0))
+    rescued = flow_summary(m, (1, 2, 4))
+    assert rescued.route == "bitpacked" and "beyond the structured route's limit" in rescued.route_reason
+    for name in ("convergence_depth", "num_classes", "depth", "width", "num_hasse_edges", "reach"):
+        assert getattr(rescued, name) == getattr(structured, name), name
+    assert convergence_depth(m) == len(powers)
+    np.testing.assert_array_equal(reachability(m).to_dense(), powers[-1])
+    monkeypatch.setattr(_route_rules, "_DENSE_RESCUE_N", 150)
+    with pytest.raises(_structured.CandidateLimitError, match="method='bitpacked'"):
+        flow_summary(m)

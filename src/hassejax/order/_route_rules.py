@@ -23,6 +23,12 @@ _STRUCTURED_MAX_RUNS = 4
 # while the packed rows stay n/64 words.
 _DENSE_FALLBACK_N = 16384
 
+# Above `_DENSE_FALLBACK_N` and up to this n, ``method="auto"`` tries the structured route at its own limit and
+# goes bit-packed when a product outgrows it (a dilated window, n = 20000: refused after 23 s of squarings, where
+# the bit-packed route then answers in about 20 s more); beyond it the refusal stands (the bit-packed closure
+# costs n³/64 word operations: an hour at n = 131072).
+_DENSE_RESCUE_N = 32768
+
 
 def _prefer_dense(m: IntervalMask) -> bool:
     """True for an interval mask with many runs a row that is short enough for the dense routes."""
@@ -38,11 +44,26 @@ def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dens
     ``_DENSE_FALLBACK_N``) ``dense(reason)`` once a product of the structured route would merge more candidate runs
     than a dense bit-packed product costs (about `n³/64` word operations; a floor of `2**24`): the runs of some
     masks' powers multiply (a dilated window of 3 runs a row, n = 3000: 513 runs a row in a power, refused after
-    17 s where the bit-packed route takes 3 s, a fresh-user review)."""
+    17 s where the bit-packed route takes 3 s, a fresh-user review). Up to ``_DENSE_RESCUE_N``, ``dense(reason)``
+    also when a product outgrows the structured route's own limit (the refusal stands if the dense mask does not
+    fit in memory)."""
+    from ..errors import MemoryBudgetError
     from ._structured import CandidateLimitError, candidate_limit
 
-    if method != "auto" or m.n > _DENSE_FALLBACK_N:
+    if method != "auto" or m.n > _DENSE_RESCUE_N:
         return structured()
+    if m.n > _DENSE_FALLBACK_N:
+        try:
+            return structured()
+        except CandidateLimitError as err:
+            refused = err
+        try:
+            return dense(
+                "interval rows whose powers' runs multiply (a product beyond the structured route's limit): the "
+                "dense bit-packed route"
+            )
+        except MemoryBudgetError:
+            raise refused from None
     try:
         with candidate_limit(max(_FALLBACK_FLOOR, float(m.n) ** 3 / 64)):
             return structured()
