@@ -340,3 +340,15 @@ def test_long_interval_mask_errors_say_what_to_do_instead():
         assert "fewer key runs" not in str(err.value)
     with pytest.raises(MemoryBudgetError, match=r"tile grid .* use a larger `block_size`"):
         tile_stats(iv, block_size=1)
+
+
+def test_particles_too_many_for_their_pair_arrays_are_refused_naming_x0():
+    """Review: 300,000 tokens went straight to XLA (RESOURCE_EXHAUSTED asking for 2.9 TB, 32 bytes a pair in float64);
+    now the n × n weights of a velocity evaluation are estimated first and the error names `x0`."""
+    import jax.numpy as jnp
+
+    from hassejax.dynamics import Softmax, solve_particles
+
+    model = Softmax(V=jnp.eye(2), A=jnp.eye(2))
+    with pytest.raises(MemoryBudgetError, match=r"`x0`: the particle system of n = 300000 tokens .*\(solve_gaussian\)"):
+        solve_particles(model, np.zeros((300_000, 2)), t1=0.1)

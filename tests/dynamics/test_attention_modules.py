@@ -417,8 +417,14 @@ def test_call_errors(no_typecheck):
         masked.velocity(0.0, x, keys=x)
     with pytest.raises(ParameterError, match=r"`x` must have shape \(n, d\) with n = 3 \(the mask size\)"):
         masked.velocity(0.0, jnp.zeros((4, 2)))
-    with pytest.raises(ParameterError, match=r"`x0` must have n = 3 rows \(the mask size\)"):
+    with pytest.raises(ParameterError, match=r"`x0` must have n = 3 rows \(the mask size of model\)"):
         solve_particles(masked, np.zeros((4, 2)), t1=1.0)
+    # masked heads: the solve names `x0` and the head (was "`x` must have shape (n, d) with n = 3"), and heads whose
+    # masks differ in size are refused when the MultiHead is built (a review)
+    with pytest.raises(ParameterError, match=r"`x0` must have n = 3 rows \(the mask size of model.heads\[1\]\)"):
+        solve_particles(MultiHead([model, masked]), np.zeros((4, 2)), t1=1.0)
+    with pytest.raises(ParameterError, match=r"`heads\[0\]` has n = 3 and `heads\[2\]` has n = 2"):
+        MultiHead([masked, model, Masked(model, np.tril(np.ones((2, 2), bool)))])
     with pytest.raises(ParameterError, match=r"`x0` must have shape \(n, d\) with d = 2 \(from model\)"):
         solve_particles(model, np.zeros((4, 3)), t1=1.0)
     with pytest.raises(ParameterError, match=r"MultiHead has no single weight matrix"):

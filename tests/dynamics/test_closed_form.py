@@ -181,6 +181,22 @@ def test_closed_form_errors():
         clustering_limit(np.eye(2), np.eye(2), 1.0)
 
 
+def test_closed_form_shapes_that_do_not_broadcast_are_named(no_typecheck):
+    """Review: a raw "TypeError: mul got incompatible shapes" (the library's own check, reached without the suite's
+    runtime type checks, which see the mismatch in the annotations first)."""
+    with pytest.raises(ParameterError, match=r"`sigma0` \(2,\), `a` \(3,\), `v` \(2,\), .* do not broadcast"):
+        diagonal_covariance_closed_form(np.array([0.5, 1.0]), np.array([1.0, -1.0, 2.0]), np.ones(2), 0.5)
+    with pytest.raises(ParameterError, match=r"`t` \(2,\), .* do not broadcast .* leading \(batch\) axes only"):
+        diagonal_covariance_closed_form(np.ones((3, 2)), np.ones(2), np.ones(2), np.ones(2))
+    with pytest.raises(ParameterError, match=r"`alpha0` \(2,\), .* `t` \(3,\), `beta` \(\) do not broadcast"):
+        softmax_1d_closed_form(np.array([1.0, 2.0]), 0.5, 1.0, 1.0, np.array([0.1, 0.2, 0.3]))
+    with pytest.raises(ParameterError, match=r"`sigma0` \(2,\), `a` \(4,\)"):
+        diagonal_blowup_time(np.ones(2), np.ones(4), np.ones(2))
+    # batch axes that do broadcast still work: three times t against a batch of three diagonals
+    out = diagonal_covariance_closed_form(np.full((3, 2), 0.5), np.ones(2), np.ones(2), np.array([0.0, 0.25, 0.5]))
+    np.testing.assert_allclose(np.asarray(out), [[0.5, 0.5], [2 / 3, 2 / 3], [1.0, 1.0]])
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     angle=st.floats(0.0, np.pi),

@@ -165,6 +165,16 @@ def test_outcome_names_of_the_new_outcomes():
                    rank_absolute=i, eigenvalues=jnp.zeros((3, 2)), status=i, t_final=z, t_blowup=z + jnp.inf,
                    growth_exponent=z, growth_test=i)  # fmt: skip
     assert outcome_names(dg).tolist() == ["contracts", "grows", "stalled(rank 1)"]
+    # bare codes give the bare names (review: AttributeError 'ndarray' object has no attribute 'outcome')
+    assert outcome_names(np.asarray(dg.outcome)).tolist() == ["contracts", "grows", "stalled"]
+    assert outcome_names(np.array([[int(O.blow_up)]])).tolist() == [["blow_up"]]
+    with pytest.raises(ParameterError, match="`diagnosis` must be a Diagnosis or integer Outcome codes"):
+        outcome_names(np.array([99]))
+
+
+def test_outcome_names_of_non_integer_codes_are_refused(no_typecheck):
+    with pytest.raises(ParameterError, match="`diagnosis` must be a Diagnosis or integer Outcome codes"):
+        outcome_names(np.array([1.5]))
 
 
 # --------------------------------------------------------------------------- naive rule

@@ -160,7 +160,7 @@ def test_particle_errors(no_typecheck):
         ParameterError, match=r"`x0` must have shape \(n, d\) with d = 2 \(from model\); got shape \(4, 3\)"
     ):
         solve_particles(p, np.zeros((4, 3)), t1=1.0)
-    with pytest.raises(ParameterError, match=r"`x0` must have n = 3 rows \(the mask size\)"):
+    with pytest.raises(ParameterError, match=r"`x0` must have n = 3 rows \(the mask size of model\)"):
         solve_particles(Masked(p, np.tril(np.ones((3, 3), bool))), x0, t1=1.0)
     with pytest.raises(ParameterError, match=r"unit norm for sphere=True"):
         solve_particles(p, np.ones((4, 2)), t1=1.0, sphere=True)

@@ -5,9 +5,9 @@ coordinator on a free local port and run the same sweeps (hassejax.dynamics._pro
 process takes the members ``p, p + 2, ...`` and the results are all-gathered). Each writes what
 it got to a file; the test checks that both got the same full result, equal to the sweep of
 the test's own single process, that each member was computed by the process that owns it,
-that sweep_program lowers a process's share, and that a batch that differs between the
-processes, or devices of another process, raise ParameterError on both processes instead of
-hanging.
+that sweep_program lowers a process's share, and that a batch or a cost that differs between
+the processes, or devices of another process, raise ParameterError on both processes (naming
+the argument) instead of hanging.
 """
 
 from __future__ import annotations
@@ -61,6 +61,14 @@ try:  # process 1 holds another batch: both processes raise
     sweep(lambda x: x, jnp.arange(3.0) + process_id, progress=False)
 except ParameterError as e:
     notes["values"] = str(e)
+try:  # the same batch, a cost that differs per process: named `cost` (was "batch_params ... differs in the values")
+    sweep(lambda x: x, jnp.arange(4.0), cost=np.arange(4.0) * (1 - 2 * process_id) + 4, chunk_size=2, progress=False)
+except ParameterError as e:
+    notes["cost"] = str(e)
+try:  # another batch with a cost: still the batch that is named
+    sweep(lambda x: x, jnp.arange(4.0) + process_id, cost=np.arange(4.0), chunk_size=2, progress=False)
+except ParameterError as e:
+    notes["values_with_cost"] = str(e)
 # sweep_program lowers this process's share: 6 of the 11 members, 3 a device
 notes["program"] = sweep_program(lambda x: x * x, jnp.arange(float(B))).as_text()
 gauss = sweep(gaussian_member, jnp.asarray(SPEEDS), chunk_size=CHUNK, progress=False)
@@ -166,6 +174,9 @@ def test_errors_are_raised_on_every_process(children):
     for i, (_, errors) in enumerate(children):
         assert "device(s) of other processes" in errors.get("devices", ""), (i, errors.get("devices"))
         assert "process 1 differs from process 0 in the values" in errors.get("values", ""), (i, errors.get("values"))
+        assert "`cost` must be the same on every process" in errors.get("cost", ""), (i, errors.get("cost"))
+        got = errors.get("values_with_cost", "")
+        assert "`batch_params` must be the same" in got and "in the values" in got, (i, got)
 
 
 def test_sweep_program_lowers_the_share_of_a_process(children):

@@ -16,6 +16,7 @@ from jaxtyping import config as jaxtyping_config
 
 from hassejax import _xla_flags
 from hassejax._xla_flags import sweep_compiler_options
+from hassejax.dynamics import Softmax
 from hassejax.dynamics._checked_saveat import saveat_checks_skipped
 from hassejax.dynamics.sweeps import Sweep, _compile_probe, batch_size, sweep, sweep_program
 from hassejax.errors import ParameterError
@@ -173,6 +174,13 @@ def test_batch_size_and_errors(no_typecheck):
         sweep(riccati_member, {"a": jnp.ones(4), "b": jnp.ones(3)})
     with pytest.raises(ParameterError, match=r"leaf \['a'\] is a scalar"):
         sweep(riccati_member, {"a": jnp.array(1.0)})
+    # a kernel swept as the batch: the error says its defaults need a batch axis too (review)
+    kernels = Softmax(V=jnp.stack([jnp.eye(2)] * 3), A=jnp.stack([jnp.eye(2)] * 3))
+    with pytest.raises(
+        ParameterError, match=r"leaf \.beta is a scalar .* its defaults too \(e\.g\. `beta=jnp\.ones\(B\)`\)"
+    ):
+        sweep(lambda m: m.V, kernels)
+    assert sweep(lambda m: m.V, Softmax(V=kernels.V, A=kernels.A, beta=jnp.ones(3)), progress=False).shape == (3, 2, 2)
     with pytest.raises(ParameterError, match=r"leaf \['a'\] is a float"):
         sweep(riccati_member, {"a": 1.0})
     with pytest.raises(ParameterError, match="at least one array leaf"):

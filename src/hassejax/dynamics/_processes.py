@@ -110,6 +110,26 @@ def _check_same_everywhere(batch_params: PyTree, B: int) -> None:
         )
 
 
+def check_order(perm: np.ndarray | None, B: int) -> None:
+    """Raise :class:`~hassejax.errors.ParameterError` naming `cost`, on every process alike, if the processes
+    ordered the members differently (their `cost` differs). Call it after the batch itself was found equal
+    (:func:`local_share` on the caller's batch): a sweep's share of a process is taken in the cost order, so a
+    differing order was reported as a differing batch (review). Nothing to check with one process."""
+    if jax.process_count() == 1:
+        return
+    from jax.experimental.multihost_utils import process_allgather
+
+    order = np.arange(B) if perm is None else np.asarray(perm)
+    table = np.asarray(process_allgather(np.array([zlib.crc32(order.astype(np.int64).tobytes())], np.uint32)))
+    odd = [p for p in range(table.shape[0]) if table[p, 0] != table[0, 0]]
+    if odd:
+        raise ParameterError(
+            f"`cost` must be the same on every process of a multi-process sweep: process {odd[0]} orders the members "
+            "differently from process 0 (the batch itself is the same). Compute the cost from the batch, or "
+            "identically on every process, not per process."
+        )
+
+
 def local_share(batch_params: PyTree, B: int, *, check: bool = True) -> tuple[PyTree, int]:
     """This process's members of a batch of `B`: (the batch restricted to them, their number).
 

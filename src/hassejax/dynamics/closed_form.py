@@ -66,6 +66,25 @@ def _check_concrete(finite: dict, nonnegative: tuple[str, ...] = ()) -> None:
             raise ParameterError(f"`{name}` must be >= 0; got {float(np.min(c)):.6g}.")
 
 
+def _check_broadcast(args: dict, trailing: tuple[str, ...] = ()) -> None:
+    """Raise :class:`~hassejax.errors.ParameterError` naming the arguments if their shapes do not broadcast together
+    (a raw ``TypeError: mul got incompatible shapes`` before, a review). The names in `trailing` are batch-only
+    arguments that meet the diagonals' last axis `d` with an axis of 1 appended."""
+    given = {name: tuple(np.shape(x)) for name, x in args.items()}
+    used = [shape + (1,) if name in trailing else shape for name, shape in given.items()]
+    try:
+        np.broadcast_shapes(*used)
+    except ValueError:
+        shown = ", ".join(f"`{name}` {shape}" for name, shape in given.items())
+        how = (
+            f"; {', '.join(f'`{n}`' for n in trailing)} broadcast over the leading (batch) axes only, the others end "
+            "in the diagonal's d"
+            if trailing
+            else ""
+        )
+        raise ParameterError(f"The shapes of {shown} do not broadcast together (like NumPy{how}).") from None
+
+
 def _scaled_interaction(sigma0, a, v, beta):
     _check_square(sigma0, "Sigma0")
     _check_square(a, "A")
@@ -163,8 +182,9 @@ def diagonal_covariance_closed_form(
 
     **Returns:** `(…, d)` variances; `+inf` for coordinates past their own blow-up.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for NaN/inf entries or a negative `sigma0` or `t`
-    (concrete inputs; traced ones give NaN there, in every coordinate for a bad `t` or `beta`).
+    **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that do not broadcast, NaN/inf entries or a
+    negative `sigma0` or `t` (concrete inputs; traced ones give NaN there, in every coordinate for a bad `t` or
+    `beta`).
 
     **Example:**
 
@@ -178,6 +198,7 @@ def diagonal_covariance_closed_form(
     ```
     """
     _check_concrete({"sigma0": sigma0, "a": a, "v": v, "t": t, "beta": beta}, nonnegative=("sigma0", "t"))
+    _check_broadcast({"sigma0": sigma0, "a": a, "v": v, "t": t, "beta": beta}, trailing=("t", "beta"))
     sigma0, a, v = jnp.asarray(sigma0), jnp.asarray(a), jnp.asarray(v)
     t = jnp.asarray(t)[..., None]
     beta = jnp.asarray(beta)[..., None]
@@ -194,8 +215,8 @@ def diagonal_blowup_time(sigma0: Diagonals, a: Diagonals, v: Diagonals, beta: Sc
 
     **Returns:** `(…)` the first blow-up time.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for NaN/inf entries or a negative `sigma0` (concrete
-    inputs; traced ones give NaN).
+    **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that do not broadcast, NaN/inf entries or a
+    negative `sigma0` (concrete inputs; traced ones give NaN).
 
     **Example:**
 
@@ -208,6 +229,7 @@ def diagonal_blowup_time(sigma0: Diagonals, a: Diagonals, v: Diagonals, beta: Sc
     ```
     """
     _check_concrete({"sigma0": sigma0, "a": a, "v": v, "beta": beta}, nonnegative=("sigma0",))
+    _check_broadcast({"sigma0": sigma0, "a": a, "v": v, "beta": beta}, trailing=("beta",))
     sigma0, a, v = jnp.asarray(sigma0), jnp.asarray(a), jnp.asarray(v)
     rate = 2.0 * jnp.asarray(beta)[..., None] * v * a * sigma0
     times = jnp.where(rate > 0, 1.0 / jnp.where(rate > 0, rate, 1.0), jnp.inf)
@@ -224,8 +246,8 @@ def softmax_1d_closed_form(
     **Returns:** `(α(t), σ(t))`; both `+inf` (α: `±inf`, or 0 when `α0 = 0`) past the blow-up.
     For `σ0 = 0`: `σ = 0`, `α = α0 e^{vt}`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for a non-finite input or a negative `sigma0` or `t`
-    (concrete inputs; traced ones give NaN).
+    **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that do not broadcast, a non-finite input or
+    a negative `sigma0` or `t` (concrete inputs; traced ones give NaN).
 
     **Example:** `σ0 = 1/2`, `a = v = 1`: `t* = 1`, `σ(1/2) = 1`:
 
@@ -239,6 +261,7 @@ def softmax_1d_closed_form(
     _check_concrete(
         {"alpha0": alpha0, "sigma0": sigma0, "a": a, "v": v, "t": t, "beta": beta}, nonnegative=("sigma0", "t")
     )
+    _check_broadcast({"alpha0": alpha0, "sigma0": sigma0, "a": a, "v": v, "t": t, "beta": beta})
     alpha0, sigma0, a, v, t, beta = (jnp.asarray(z) for z in (alpha0, sigma0, a, v, t, beta))
     den = 1.0 - 2.0 * beta * v * a * sigma0 * t
     alive = den > 0

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
+from .._checks import check_memory
 from ..errors import ParameterError
 from . import _solve
 from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
@@ -104,6 +105,24 @@ def _solve_core(model, x0, sphere, feedforward, settings):
     return ParticleSolution.from_integrate(out, xs=out.ys, x_final=out.y_final)
 
 
+_PAIR_ARRAYS = 4
+"""(n, n) arrays of the state's dtype that XLA holds at once in a velocity evaluation (measured: softmax, n = 300,000,
+float64, asked for 2.88e12 bytes = 32 bytes a pair, a fresh-user review that met it as a raw RESOURCE_EXHAUSTED)."""
+
+
+def _check_pair_memory(n: int, dtype) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `x0` before a solve whose `n × n` weights cannot fit."""
+    need = _PAIR_ARRAYS * n * n * jnp.dtype(dtype).itemsize  # Python ints: no overflow
+    if need >= 16 * 2**20:  # below that, reading the free memory costs more than it can save
+        check_memory(
+            need,
+            f"the particle system of n = {n} tokens (every token attends to every other: about {_PAIR_ARRAYS} "
+            f"(n, n) arrays of {jnp.dtype(dtype).name} a velocity evaluation)",
+            "x0",
+            hint="Use fewer tokens, or the Gaussian route (solve_gaussian) for the mean-field limit of many.",
+        )
+
+
 def solve_particles(
     model: AbstractAttention, x0: Float[ArrayLike, "n d"], *, t1: Scalar, t0: Scalar = 0.0,
     ts: SaveTimes | None = None, solver: Solver | None = None, rtol: Scalar = 1e-6, atol: Scalar = 1e-6,
@@ -146,7 +165,9 @@ def solve_particles(
 
     **Returns:** a :class:`~hassejax.dynamics.ParticleSolution`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for a `model` that is not a
+    **Raises:** :class:`~hassejax.errors.MemoryBudgetError` naming `x0` when the `n × n` attention weights
+    of a velocity evaluation would not fit in memory (estimated before anything runs);
+    :class:`~hassejax.errors.ParameterError` for a `model` that is not a
     kernel, a batched kernel, `x0` of the wrong
     shape or non-finite (concrete), rows not of unit norm with ``sphere=True`` (concrete),
     bad times, tolerances or thresholds (a concrete `size_threshold` at or below `λ(x0)`, a
@@ -178,8 +199,12 @@ def solve_particles(
         raise ParameterError(f"`x0` must have shape (n, d) with d = {d} (from {label}); got shape {x0.shape}.")
     if x0.shape[0] < 1:
         raise ParameterError(f"`x0` must hold at least one token (n >= 1); got shape {x0.shape}.")
-    if isinstance(model, Masked) and x0.shape[0] != model.n:
-        raise ParameterError(f"`x0` must have n = {model.n} rows (the mask size); got shape {x0.shape}.")
+    for part, name in [
+        (model, label),
+        *((h, f"{label}.heads[{i}]") for i, h in enumerate(getattr(model, "heads", ()))),
+    ]:
+        if isinstance(part, Masked) and x0.shape[0] != part.n:
+            raise ParameterError(f"`x0` must have n = {part.n} rows (the mask size of {name}); got shape {x0.shape}.")
     if xn is not None:
         if not np.all(np.isfinite(xn)):
             raise ParameterError("`x0` must be finite; got NaN/inf entries.")
@@ -210,6 +235,7 @@ def solve_particles(
             )
         feedforward = (w, b)
     n = x0.shape[0]
+    _check_pair_memory(n, dtype)
     # each head of a MultiHead first, so that a message names the head (then the sum)
     for part, name in [
         *((h, f"{label}.heads[{i}]") for i, h in enumerate(getattr(model, "heads", ()))),

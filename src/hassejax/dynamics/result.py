@@ -198,7 +198,10 @@ class AbstractSolution(eqx.Module):
       (`ts <= t_final`) and is finite, the same rule for every status. Saved points after
       the stop (or not finite) hold the last valid saved point before them (the initial state
       if none), never NaN/inf, and are marked invalid; the state at the stop itself is the
-      `*_final` field.
+      `*_final` field. The one exception: a member whose initial state is itself NaN/inf (traced,
+      inside ``vmap`` or a sweep; a concrete one is refused) has no finite state to hold: its
+      saved points and `*_final` hold NaN/inf (the initial state, or the Gaussian route's NaN factor of it),
+      every `valid` is False and the status is ``non_finite``.
     - `status`: `(*batch,)` int32 code of :class:`Status`.
     - `t_final`: `(*batch,)` time at which the solve stopped (event time, `t1`, or the
       last time reached).

@@ -54,6 +54,7 @@ from .._env import progress_off
 from .._xla_flags import jit_takes_compiler_options, sweep_compiler_options
 from ..errors import ParameterError
 from . import _processes, _sweep_order
+from .attention._base import AbstractAttention
 
 __all__ = ["Sweep", "sweep", "sweep_program", "batch_size"]
 
@@ -96,8 +97,14 @@ def batch_size(batch_params: PyTree, name: str = "batch_params") -> int:
                 f"{type(leaf).__name__}. Close over per-sweep constants in `fn` instead."
             )
         if len(shape) == 0:
+            hint = (
+                " A kernel swept as the batch needs every field batched, its defaults too (e.g. `beta=jnp.ones(B)`), "
+                "or build the kernel inside `fn` from batched arrays."
+                if isinstance(batch_params, AbstractAttention)
+                else ""
+            )
             raise ParameterError(
-                f"`{name}`: every leaf must have a leading batch axis; leaf {where} is a scalar (shape ())."
+                f"`{name}`: every leaf must have a leading batch axis; leaf {where} is a scalar (shape ()).{hint}"
             )
         sizes[where] = int(shape[0])
     distinct = sorted(set(sizes.values()))
@@ -267,8 +274,11 @@ class Sweep:
 def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc):
     """Order by cost, take this process's share, run its chunks, gather, restore the caller's order."""
     B = batch_size(batch_params)
+    if cost is not None and jax.process_count() > 1:  # the batch checked before its order, each by its name
+        _processes.local_share(batch_params, B)
     ordered, perm, chunk_size = _sweep_order.plan(cost, batch_params, B, chunk_size, len(devs) if devs else 1)
-    mine, n = _processes.local_share(ordered, B)  # (ordered, B) with one process
+    _processes.check_order(perm, B)  # nothing with one process
+    mine, n = _processes.local_share(ordered, B, check=cost is None)  # (ordered, B) with one process
     chunk, n_chunks, total = _layout(n, chunk_size, devs)
     out = _execute(run, sharding, mine, n, chunk, n_chunks, total, progress, desc)
     return _sweep_order.restore_order(_processes.gather(out, B), perm)  # gather: out with one process

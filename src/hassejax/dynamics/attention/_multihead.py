@@ -8,6 +8,7 @@ import jax.numpy as jnp
 
 from ...errors import ParameterError
 from ._base import AbstractAttention
+from ._masked import Masked
 from ._shapes import Factor, GaussianMap, GrowthBound, KeyMask, Keys, Matrix, Mean, Queries, SizeScale, Time, Velocities
 
 __all__ = ["MultiHead"]
@@ -28,7 +29,7 @@ class MultiHead(AbstractAttention):
       dimension `d` (stored as a tuple).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for no heads, a head that is not
-    a kernel, or heads of different `d`.
+    a kernel, heads of different `d`, or :class:`Masked` heads whose masks differ in size `n`.
 
     **Example:** two softmax heads with `A = 0` add their value maps:
 
@@ -57,6 +58,13 @@ class MultiHead(AbstractAttention):
         ds = [head.d for head in heads]
         if len(set(ds)) != 1:
             raise ParameterError(f"`heads` must share the token dimension d; got d = {ds}.")
+        ns = [(h, head.n) for h, head in enumerate(heads) if isinstance(head, Masked)]
+        if len({n for _, n in ns}) > 1:  # a solve then named `x` with one head's size (review)
+            (h0, n0), (h1, n1) = ns[0], next(p for p in ns if p[1] != ns[0][1])
+            raise ParameterError(
+                f"`heads`: the masks of the Masked heads must share the number of tokens n; `heads[{h0}]` has "
+                f"n = {n0} and `heads[{h1}]` has n = {n1}."
+            )
         self.heads = heads
 
     @property

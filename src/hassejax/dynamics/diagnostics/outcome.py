@@ -219,7 +219,23 @@ def decide(status, eig, rate, rank_rule, rel_threshold, abs_threshold, collapse_
     return outcome.astype(jnp.int32), rank, r_rel, r_abs
 
 
-def outcome_names(diagnosis: Diagnosis, *, digits: int = 6) -> np.ndarray:
+def _code_names(codes) -> np.ndarray:
+    """The names of bare :class:`Outcome` codes (an array of ``str``, dtype object, the shape of `codes`)."""
+    from ...errors import ParameterError
+
+    raw = np.asarray(codes)
+    values = {int(o) for o in Outcome}
+    if not np.issubdtype(raw.dtype, np.integer) or not set(np.unique(raw).tolist()) <= values:
+        raise ParameterError(
+            f"`diagnosis` must be a Diagnosis or integer Outcome codes ({sorted(values)}); got {raw!r:.120}."
+        )
+    out = np.empty(raw.shape, dtype=object)
+    for i in np.ndindex(raw.shape):
+        out[i] = Outcome(int(raw[i])).name
+    return out
+
+
+def outcome_names(diagnosis: Diagnosis | Int[ArrayLike, "*batch"], *, digits: int = 6) -> np.ndarray:
     """Host-side rendering of a :class:`Diagnosis` as names (NumPy array of ``str``, dtype object, shape `*batch`).
 
     ``"bounded"``, ``"low_rank(1)"``, ``"collapse"``, ``"diverge"``, ``"blow_up(t*=0.702341)"``,
@@ -227,11 +243,14 @@ def outcome_names(diagnosis: Diagnosis, *, digits: int = 6) -> np.ndarray:
     ``"grows"``, ``"stalled(rank 1)"``.
 
     **Arguments:** `diagnosis`: from :func:`~hassejax.dynamics.diagnostics.classify` or
-    :func:`~hassejax.dynamics.diagnostics.classify_trajectory`; `digits`: significant digits of `t*`.
+    :func:`~hassejax.dynamics.diagnostics.classify_trajectory`, or bare :class:`Outcome` codes (an
+    integer array-like, e.g. ``diagnosis.outcome``: the names alone, ``"low_rank"``, ``"blow_up"``,
+    without the rank, `t*` or status a :class:`Diagnosis` adds); `digits`: significant digits of `t*`.
 
     **Returns:** a NumPy array of strings.
 
-    **Raises:** nothing beyond NumPy's errors for a malformed diagnosis.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for codes that are not integer
+    :class:`Outcome` values; otherwise nothing beyond NumPy's errors for a malformed diagnosis.
 
     Source: (derived).
 
@@ -248,9 +267,13 @@ def outcome_names(diagnosis: Diagnosis, *, digits: int = 6) -> np.ndarray:
     ...                  t_final=z, t_blowup=jnp.array([jnp.inf, 0.5, jnp.inf]), growth_exponent=z, growth_test=i)
     >>> outcome_names(diag).tolist()
     ['low_rank(1)', 'blow_up(t*=0.5)', 'undetermined(max_steps_reached)']
+    >>> outcome_names(diag.outcome).tolist()
+    ['low_rank', 'blow_up', 'undetermined']
 
     ```
     """
+    if not hasattr(diagnosis, "outcome"):  # bare codes (a review: AttributeError 'ndarray' has no 'outcome')
+        return _code_names(diagnosis)
     outcome = np.asarray(diagnosis.outcome)
     rank = np.broadcast_to(np.asarray(diagnosis.rank), outcome.shape)
     t_star = np.broadcast_to(np.asarray(diagnosis.t_blowup), outcome.shape)
