@@ -26,15 +26,17 @@ __all__ = ["node_signatures", "MergedTask", "merge_tasks", "Sparsified", "sparsi
 def node_signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], dict[tuple, int]]:
     """Interned structural signatures of every Hasse node of every task (spec hasse.md §2).
 
-    `sig(c) = (sorted inputs of c, sorted tuple of the distinct sig-ids of the nodes c covers)`,
+    `sig(c) = (sorted inputs of c, sorted tuple of the maximal sig-ids among the nodes c covers)`,
     computed in topological order and interned to integer ids, so two nodes (of the same or of
-    different tasks) are equivalent (Li & Guo, Def. 3.5) iff their ids are equal. The inputs
-    form a multiset (a class holding a token twice keeps both); the covered ids a *set*, where
-    spec hasse.md §2 writes a multiset: the merge identifies equivalent nodes within one task
-    too, so two equal predecessors become one merged node, and a node covering both is then
-    indistinguishable from one covering a single copy. With the multiset the merge was not
-    minimal (review: a task whose `x9` sees two copies of `w1`, one whose `x9` sees one: two
-    `x9` slots with the same input, ancestors and target, where one suffices).
+    different tasks) are equivalent (Li & Guo, Def. 3.5) iff their ids are equal: iff they hold
+    the same inputs and have the same merged nodes strictly below them. The inputs form a multiset
+    (a class holding a token twice keeps both); the covered ids are taken as a *set* of its
+    maximal elements in the merged order, where spec hasse.md §2 writes a multiset of all of them.
+    The merge identifies equivalent nodes within one task too, and after that two equal covered
+    nodes are one, and a covered node may lie below another covered one (both copies of `b1`
+    identified, one of them below `a2`): with the multiset, or the set of all covered ids, a node
+    covering `{b1, a2}` and one covering `{a2}` stayed apart though both have `{b1, a2}` below
+    them, so the merge was not minimal and could miss a label conflict (reviews).
 
     **Arguments:**
 
@@ -52,6 +54,7 @@ def node_signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], dict[tuple
 def _signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], list[np.ndarray], dict[tuple, int]]:
     """:func:`node_signatures` plus, per task, the task-local Hasse node of every slot."""
     table: dict[tuple, int] = {}
+    ancestors: list[frozenset[int]] = []  # per id, the ids strictly below it in the merged order
     slot_ids = []
     local_nodes = []
     for task in tasks:
@@ -59,8 +62,14 @@ def _signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], list[np.ndarra
         node_sig = np.empty(len(st.members), dtype=np.int64)
         for a, mem in enumerate(st.members):  # ids are topological: covered nodes come first
             inputs = tuple(sorted((task.inputs[s] for s in mem), key=token_sort_key))
-            below = tuple(sorted({int(node_sig[b]) for b in np.flatnonzero(st.cover[a])}))
-            node_sig[a] = table.setdefault((inputs, below), len(table))
+            covered = {int(node_sig[b]) for b in np.flatnonzero(st.cover[a])}
+            # the maximal covered ids: one below another covered id after the merge adds nothing
+            below = tuple(sorted(c for c in covered if not any(c in ancestors[o] for o in covered)))
+            key = (inputs, below)
+            if key not in table:
+                table[key] = len(table)
+                ancestors.append(frozenset().union(*(ancestors[b] | {b} for b in below)))
+            node_sig[a] = table[key]
         slot_ids.append(node_sig[st.node])
         local_nodes.append(np.asarray(st.node))
     return slot_ids, local_nodes, table
