@@ -491,37 +491,60 @@ def test_l2_with_negative_beta_c_is_refused_by_the_gaussian_route(kw):
     assert status_names(sol.status) == "completed" and np.all(np.isfinite(np.asarray(sol.x_final)))
 
 
-def test_l2_piecewise_constant_beta_c_negative_on_one_layer_is_refused():
-    """A `PiecewiseConstant` βc with one negative layer was let through (taken for a callable) and the solve stopped
-    ``non_finite`` at that layer's edge; its layers are concrete, so it is refused as an array is. The layers of `β`
-    and `c` are paired over their common boundaries: `β = (1, −1)` on `[0, 1), [1, 2)` times `c = (1, −1)` on
-    `[0, 2), [2, 3)` is negative only on `[1, 2)` (on `[2, 3)` both are −1)."""
+def test_l2_piecewise_constant_beta_c_negative_on_a_layer_the_solve_reaches_is_refused():
+    """A `PiecewiseConstant` βc with a negative layer was let through (taken for a callable) and the solve stopped
+    ``non_finite`` at that layer's edge; its layers are concrete, so a negative one that meets `[t0, t1]` is refused
+    by name. A negative layer after `t1` is no error (a diff review: refusing it broke a solve that never gets
+    there). The layers of `β` and `c` are paired over their common boundaries: `β = (1, −1)` on `[0, 1), [1, 2)`
+    times `c = (1, −1)` on `[0, 2), [2, 3)` is negative only on `[1, 2)` (on `[2, 3)` both are −1)."""
     from hassejax.dynamics import L2, PiecewiseConstant
 
     def model(beta, c):
         return L2(V=np.eye(2), Q=np.eye(2), K=np.eye(2), beta=beta, c=c)
 
+    def solve(m, t1, t0=0.0):
+        return solve_gaussian(m, np.zeros(2), 0.1 * np.eye(2), t0=t0, t1=t1)
+
     c = PiecewiseConstant(np.array([1.0, -1.0]), t_edges=[0.0, 2.0, 3.0])
-    with pytest.raises(ParameterError, match=r"βc = -1 < 0: its Gaussian map"):
-        solve_gaussian(model(PiecewiseConstant(np.array([1.0, -1.0])), 1.0), np.zeros(2), np.eye(2), t1=3.0)
-    with pytest.raises(ParameterError, match=r"βc = -1 < 0"):
-        solve_gaussian(model(PiecewiseConstant(np.array([1.0, -1.0])), c), np.zeros(2), np.eye(2), t1=3.0)
-    with pytest.raises(ParameterError, match=r"βc = -1 < 0"):  # β = 1 on [0, 2), c = −1 from 2 on
-        solve_gaussian(model(PiecewiseConstant(np.array([1.0, 1.0])), c), np.zeros(2), np.eye(2), t1=3.0)
+    pos_neg = PiecewiseConstant(np.array([1.0, -1.0]))
+    with pytest.raises(ParameterError, match=r"βc = -1 < 0 on its layer \[1, inf\) .* \[t0, t1\] = \[0, 3\]"):
+        solve(model(pos_neg, 1.0), 3.0)
+    with pytest.raises(ParameterError, match=r"βc = -1 < 0 on its layer \[1, 2\)"):
+        solve(model(pos_neg, c), 3.0)
+    with pytest.raises(ParameterError, match=r"βc = -1 < 0 on its layer \[2, inf\)"):  # β = 1, c = −1 from 2 on
+        solve(model(PiecewiseConstant(np.array([1.0, 1.0])), c), 3.0)
+    with pytest.raises(ParameterError, match=r"model.heads\[1\] \(L2\) has βc = -1"):  # a head is named
+        solve(MultiHead([model(1.0, 1.0), model(pos_neg, 1.0)]), 3.0)
+    # the negative layer not reached: solved, as the same βc written as a callable (and the first layer's value
+    # holds before its start: t0 = -1 meets no negative layer either)
+    for t0 in (0.0, -1.0):
+        sol = solve(model(pos_neg, 1.0), 0.9, t0)
+        ref = solve(model(lambda t: jnp.where(t < 1.0, 1.0, -1.0), 1.0), 0.9, t0)
+        assert status_names(sol.status) == status_names(ref.status) == "completed"
+        np.testing.assert_allclose(np.asarray(sol.cov_final), np.asarray(ref.cov_final), rtol=1e-7)  # steps differ
     # positive on every layer: solved, and equal to the solve with the layers' product as a callable
     ok = model(
         PiecewiseConstant(np.array([1.0, 2.0])), PiecewiseConstant(np.array([0.5, 1.0]), t_edges=[0.0, 1.5, 3.0])
     )
-    sol = solve_gaussian(ok, np.zeros(2), 0.1 * np.eye(2), t1=3.0)
-    ref = solve_gaussian(
-        model(lambda t: jnp.where(t < 1.0, 1.0, 2.0) * jnp.where(t < 1.5, 0.5, 1.0), 1.0),
-        np.zeros(2),
-        0.1 * np.eye(2),
-        t1=3.0,
-    )
+    sol = solve(ok, 3.0)
+    ref = solve(model(lambda t: jnp.where(t < 1.0, 1.0, 2.0) * jnp.where(t < 1.5, 0.5, 1.0), 1.0), 3.0)
     assert status_names(sol.status) == status_names(ref.status) == "completed"
     # (the callable's jumps are not known to the solver: it steps over them, 4e-6 off at the default tolerances)
     np.testing.assert_allclose(np.asarray(sol.cov_final), np.asarray(ref.cov_final), rtol=1e-4)
+
+
+def test_layers_of_piecewise_constant_parameters_pair_with_batched_arrays():
+    """Diff review: a batched `(B,)` array beside a scalar `PiecewiseConstant` was broadcast against its layer axis
+    (a raw ValueError, or wrong pairs when `B` equalled the number of boundaries); the layer axis now comes first
+    in every value, with axes of 1 between."""
+    from hassejax.dynamics import PiecewiseConstant
+    from hassejax.dynamics.params import _concrete_layers
+
+    starts, (b, c) = _concrete_layers(np.array([-1.0, 1.0, 1.0]), PiecewiseConstant(np.array([-1.0, 1.0])))
+    assert starts.tolist() == [0.0, 1.0] and b.shape == (1, 3) and c.shape == (2, 1)
+    np.testing.assert_array_equal(b * c, [[1.0, -1.0, -1.0], [-1.0, 1.0, 1.0]])  # layer × member
+    assert _concrete_layers(1.0, 2.0) == (None, (np.array([1.0]), np.array([2.0])))
+    assert _concrete_layers(lambda t: t, 1.0) is None
 
 
 def test_l2_traced_or_callable_negative_beta_c_stops_non_finite_where_it_turns_negative():

@@ -1,6 +1,5 @@
 """Merge properties (spec hasse.md §2; Li & Guo, Thm 3.7) against an independent equivalence."""
 
-
 import networkx as nx
 import numpy as np
 import pytest

@@ -43,7 +43,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .._warn import user_stacklevel
 from ..errors import ParameterError
 from . import _solve
-from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
+from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver, concrete
 from ._linalg import check_psd, psd_sqrt, symmetrize
 from ._projective import projective_integrate
 from ._tsit5 import UnrolledTsit5
@@ -551,6 +551,9 @@ def solve_gaussian(
     model = _gaussian_model(model)
     label = "model"
     model.check_unbatched(label)
+    times = concrete(t0), concrete(t1)
+    if all(x is not None and x.shape == () and np.isfinite(x) for x in times):  # bad times: solve_settings says so
+        model._check_gaussian_interval(float(min(times)), float(max(times)), label)
     extrapolate = _solve.check_blowup_estimate(blowup_estimate)
     if not isinstance(state, str) or state not in ("factor", "covariance", "projective"):
         raise ParameterError(f"`state` must be 'factor', 'covariance' or 'projective'; got {state!r}.")

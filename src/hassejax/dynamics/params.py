@@ -117,29 +117,34 @@ def resolve(value: Any, t: Real[ArrayLike, ""]) -> Any:
     return value
 
 
-def _concrete_layers(*params: Any) -> tuple[np.ndarray, ...] | None:
-    """The values `params` take together on every layer (NumPy, a leading axis over the layers), or None.
+def _concrete_layers(*params: Any) -> tuple[np.ndarray | None, tuple[np.ndarray, ...]] | None:
+    """The values `params` take together on every layer: ``(starts, values)``, or None.
 
-    Arrays give their value with a leading axis of 1; :class:`PiecewiseConstant` parameters are
-    read at every boundary of all of them together (the value on each layer of their common
-    refinement, the first and last layer included), so products of the results pair the layers up.
-    None when any parameter is traced or a callable other than a :class:`PiecewiseConstant` (not
-    checked: its values are known only inside a solve).
+    :class:`PiecewiseConstant` parameters are read at every boundary of all of them together (the
+    value on each layer of their common refinement): `starts` holds the `K` layer starts (layer `k`
+    runs from ``starts[k]`` to ``starts[k + 1]``, the first from `-inf`, the last to `+inf`), None
+    when no parameter is piecewise constant (`K = 1`). Each of `values` has shape
+    ``(K, 1, …, 1, *shape)``, its own shape after a layer axis and enough axes of 1 that the
+    values of all `params` broadcast against each other with their layers paired up (a batched
+    array `(B,)` beside a scalar :class:`PiecewiseConstant`: `(1, B)` and `(K, 1)`). None when any
+    parameter is traced or a callable other than a :class:`PiecewiseConstant` (not checked: its
+    values are known only inside a solve).
     """
     pieces = [p for p in params if isinstance(p, PiecewiseConstant)]
     if any(is_traced(p.values, p.t_edges) for p in pieces):
         return None
     if any((callable(p) and not isinstance(p, PiecewiseConstant)) or is_traced(p) for p in params):
         return None
-    ts = np.unique(np.concatenate([np.asarray(p.t_edges) for p in pieces])) if pieces else None
-    out = []
+    starts = np.unique(np.concatenate([np.asarray(p.t_edges)[:-1] for p in pieces])) if pieces else None
+    raw = []
     for p in params:
         if isinstance(p, PiecewiseConstant):
-            idx = np.clip(np.searchsorted(np.asarray(p.t_edges), ts, side="right") - 1, 0, p.values.shape[0] - 1)
-            out.append(np.asarray(p.values)[idx])
+            idx = np.clip(np.searchsorted(np.asarray(p.t_edges), starts, side="right") - 1, 0, p.values.shape[0] - 1)
+            raw.append(np.asarray(p.values)[idx])
         else:
-            out.append(np.asarray(p)[None])
-    return tuple(out)
+            raw.append(np.asarray(p)[None])
+    width = max(v.ndim - 1 for v in raw)
+    return starts, tuple(v.reshape(v.shape[:1] + (1,) * (width - v.ndim + 1) + v.shape[1:]) for v in raw)
 
 
 def _shape_of(value: Any, name: str) -> tuple[int, ...]:

@@ -101,7 +101,7 @@ def scalar_param(value: Any, name: str, owner: str, *, positive: bool = False) -
     """A scalar parameter (array, callable of `t`, leading batch axes allowed), checked > 0 when concrete and `positive`."""
     value = _as_param(value, name)
     layers = _concrete_layers(value) if positive else None  # NumPy: under an outer jit, jnp would trace
-    if layers is not None and not bool(np.all(layers[0] > 0)):
+    if layers is not None and not bool(np.all(layers[1][0] > 0)):
         shown = f"layer values {np.asarray(value.values).tolist()}" if isinstance(value, PiecewiseConstant) else value
         raise ParameterError(f"`{name}` of {owner} must be > 0; got {shown}.")
     return value
@@ -484,6 +484,12 @@ class AbstractAttention(eqx.Module):
         """Raise :class:`~hassejax.errors.ParameterError` unless the kernel has a Gaussian map (spec §2)."""
         if type(self).gaussian_affine is AbstractAttention.gaussian_affine:
             raise _not_gaussian(self, name)
+
+    def _check_gaussian_interval(self, t0: float, t1: float, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` if the Gaussian map does not exist somewhere on
+        `[t0, t1]` in a way known before the solve (concrete times; default: nothing to check). L2 checks the
+        layers of its :class:`~hassejax.dynamics.PiecewiseConstant` `βc` there (:meth:`check_gaussian` checks
+        constants at every time, and cannot refuse a layer the solve never reaches)."""
 
     def check_maskable(self, name: str = "kernel") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` if the kernel cannot be used under a mask (:class:`Masked`)."""

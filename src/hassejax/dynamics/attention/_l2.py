@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..._tracing import is_traced
 from ...errors import ParameterError
 from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, _concrete_layers, resolve
 from ._base import AbstractBilinearAttention, bilinear_params, scalar_param, softmax_weights
@@ -39,7 +40,8 @@ class L2(AbstractBilinearAttention):
     **Raises:** :class:`~hassejax.errors.ParameterError` naming the field when `Q` or `K`
     is missing, `V` is not square or shapes disagree; from the Gaussian route
     (:func:`~hassejax.dynamics.solve_gaussian`, :func:`~hassejax.dynamics.gaussian_affine`) for a concrete
-    `βc < 0` (:meth:`check_gaussian`).
+    `βc < 0` (:meth:`check_gaussian`), and from :func:`~hassejax.dynamics.solve_gaussian` for a layer of
+    :class:`~hassejax.dynamics.PiecewiseConstant` `β`, `c` with `βc < 0` that meets `[t0, t1]`.
 
     **Example:** one token attends only to itself, so `Γ(x) = Vx`:
 
@@ -65,23 +67,46 @@ class L2(AbstractBilinearAttention):
         self.c = scalar_param(c, "c", "L2")
 
     def check_gaussian(self, name: str = "model") -> None:
-        """Raise :class:`~hassejax.errors.ParameterError` for a concrete `βc < 0` (arrays, and any layer of a
-        :class:`~hassejax.dynamics.PiecewiseConstant`; other callables of `t` and traced values are not checked).
+        """Raise :class:`~hassejax.errors.ParameterError` for a concrete constant `βc < 0` (arrays; callables of `t`
+        and traced values are not checked here; a :class:`~hassejax.dynamics.PiecewiseConstant` is checked per
+        layer over a solve's interval, :meth:`_check_gaussian_interval`).
 
         The Gaussian map (spec §2) is the expectation of `exp(−βc‖Qx − Ky‖²)` under `N(α, Σ)`; for `βc < 0` it is
         finite only while `1 + 2βc λ_max(KΣKᵀ) > 0`, a domain the solvers do not track (review: `c = −1`, `Σ0 = I`
         outside it, a ``completed`` solve with `Σ = 11.7 I`). The particle system is defined for any `βc`.
         """
         super().check_gaussian(name)
-        layers = _concrete_layers(self.beta, self.c)
-        if layers is None:
+        beta, c = self.beta, self.c
+        if callable(beta) or callable(c) or is_traced(beta, c):
             return
-        bc = layers[0] * layers[1]
+        bc = np.asarray(beta) * np.asarray(c)
         if np.any(bc < 0):
             raise ParameterError(
                 f"{name} (L2) has βc = {float(np.min(bc)):.4g} < 0: its Gaussian map E[exp(−βc‖Qx − Ky‖²)] exists only "
                 "while 1 + 2βc λ_max(KΣKᵀ) > 0, which the Gaussian solvers do not track; solve the particles "
                 "(solve_particles) or use βc >= 0."
+            )
+
+    def _check_gaussian_interval(self, t0: float, t1: float, name: str = "model") -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` for a layer of :class:`~hassejax.dynamics.PiecewiseConstant`
+        `β`, `c` (their layers paired over the common boundaries) with `βc < 0` that meets `[t0, t1]`, naming it (it
+        stopped the solve ``non_finite`` at its edge; a negative layer the solve never reaches is no error)."""
+        layers = _concrete_layers(self.beta, self.c)
+        if layers is None or layers[0] is None:  # not piecewise constant: check_gaussian
+            return
+        starts, (beta, c) = layers
+        ends = np.append(starts[1:], np.inf)
+        begins = np.concatenate([[-np.inf], starts[1:]])  # the first layer's value holds before its start too
+        bc = np.broadcast_to(beta * c, (len(starts),) + np.broadcast_shapes(beta.shape[1:], c.shape[1:]))
+        negative = np.any((bc < 0).reshape(len(starts), -1), axis=1) & (begins <= t1) & (ends > t0)
+        if np.any(negative):
+            k = int(np.argmax(negative))
+            bc = float(np.min(bc[k]))
+            raise ParameterError(
+                f"{name} (L2) has βc = {bc:.4g} < 0 on its layer [{begins[k]:g}, {ends[k]:g}) (PiecewiseConstant "
+                f"parameters), within the solve's [t0, t1] = [{t0:g}, {t1:g}]: its Gaussian map "
+                "E[exp(−βc‖Qx − Ky‖²)] exists only while 1 + 2βc λ_max(KΣKᵀ) > 0, which the Gaussian solvers do not "
+                "track; solve the particles (solve_particles), use βc >= 0, or end the solve before that layer."
             )
 
     def weights(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Weights:

@@ -120,6 +120,11 @@ class MultiHead(AbstractAttention):
         for h, head in enumerate(self.heads):
             head.check_covariance_state(f"{name}.heads[{h}]")
 
+    def _check_gaussian_interval(self, t0: float, t1: float, name: str = "model") -> None:
+        """Each head's check on `[t0, t1]` (see :class:`AbstractAttention`), naming the head."""
+        for h, head in enumerate(self.heads):
+            head._check_gaussian_interval(t0, t1, f"{name}.heads[{h}]")
+
     def check_gaussian(self, name: str = "model") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` naming the first head without a Gaussian map."""
         for h, head in enumerate(self.heads):
