@@ -216,13 +216,24 @@ def test_a_token_is_checked_like_a_pair(bad):
     assert Task([Token("w", np.int64(2))], one).inputs[0].position.__class__ is int
 
 
+def test_sources_that_are_no_iterable_are_refused(no_typecheck):
+    agg = Token("agg", 2)
+    with pytest.raises(TaskError, match=r"must be a tuple of the Tokens it is built from \(`\(\)` for none\); got 5"):
+        Task([agg], np.ones((1, 1), bool), sources={agg: 5})
+
+
 def test_sources_must_be_a_tuple_and_agree_across_the_family():
     """Review: a single Token as `sources[...]` was reported as "`sources[...]` must be a Token ... got 'w'" (it was
     iterated); two tasks giving one aggregated token different sources were merged with the last task's, so the
     merge's leak count depended on the task order (1 leak one way, 0 the other)."""
     w1, w2, w3, agg = Token("w", 1), Token("w", 2), Token("w", 3), Token("agg", 2)
-    with pytest.raises(TaskError, match=r"must be a tuple of the Tokens it is built from .*written \(Token"):
-        Task([agg], np.ones((1, 1), bool), sources={agg: w1})
+    one = np.ones((1, 1), bool)
+    for single in (w1, ("w", 1)):
+        with pytest.raises(TaskError, match=r"must be a tuple of the Tokens .* got the single token w1: write \(Token"):
+            Task([agg], one, sources={agg: single})
+    # any other iterable of tokens is taken (a set sorted), as the merge compares sources as sets (diff review)
+    assert Task([agg], one, sources={agg: {w3, w1}}).sources[agg] == (w1, w3)
+    assert Task([agg], one, sources={agg: iter([w3])}).sources[agg] == (w3,)
     m = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 1]], bool)
     ta = Task([w1, w3, agg], m, labels={2: w2}, sources={agg: (w1, w3)}, name="a")
     tb = Task([w1, w3, agg], m, labels={2: w2}, sources={agg: (w1, w2, w3)}, name="b")
@@ -233,6 +244,15 @@ def test_sources_must_be_a_tuple_and_agree_across_the_family():
     # the same sources in another order are one set
     tc = Task([w1, w3, agg], m, labels={2: w2}, sources={agg: (w3, w1)}, name="c")
     assert audit(merge_tasks([ta, tc])).leaks == ()
+    # a task holding the token without sources (its own source) disagrees too, in either order (diff review)
+    td = Task([w1, w3, agg], m, labels={2: w2}, name="d")
+    for family in ([ta, td], [td, ta]):
+        with pytest.raises(TaskError, match=r"gives it no sources \(its own source\)|builds agg2 from"):
+            merge_tasks(family)
+    # a task declaring other sources for a token it does not hold
+    te = Task([w1], np.ones((1, 1), bool), sources={agg: (w2,)}, name="e")
+    with pytest.raises(TaskError, match=r"builds agg2 from .* gives it the sources \['w2'\]"):
+        merge_tasks([ta, te])
 
 
 def test_diagram_carries_inputs():

@@ -102,6 +102,29 @@ class MergedTask(Task):
         return f"MergedTask({self.name!r}, slots={self.n}, nodes={int(self.node.max()) + 1}, labelled={lab}, tasks={len(self.tasks)})"
 
 
+def _check_sources_agree(tasks: Sequence[Task]) -> None:
+    """Raise :class:`~hassejax.errors.TaskError` unless every task that holds a token gives it the same sources (as
+    a set), a task holding it without `sources` (its own source) included: the merge keeps one set per token, so
+    the leak audit of the merge would depend on which task it came from (reviews)."""
+    first: dict[Token, tuple[int, frozenset]] = {}
+    for t_idx, task in enumerate(tasks):
+        for tok in task.sources:
+            first.setdefault(tok, (t_idx, frozenset(task.sources[tok])))
+    for t_idx, task in enumerate(tasks):
+        for tok in dict.fromkeys([*task.inputs, *task.sources]):
+            if tok not in first:
+                continue
+            t0, src0 = first[tok]
+            src = frozenset(task.sources[tok]) if tok in task.sources else None
+            if src != src0:
+                given = "no sources (its own source)" if src is None else f"the sources {sorted(map(str, src))}"
+                raise TaskError(
+                    f"`tasks`: task {t0} ({tasks[t0].name!r}) builds {tok} from {sorted(map(str, src0))} and task "
+                    f"{t_idx} ({task.name!r}) gives it {given}; one token has one set of sources in a family (the "
+                    "leak audit of the merge would depend on the task it came from)."
+                )
+
+
 def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None, name: str = "merged") -> MergedTask:
     """Merge a task family into its minimal common supergraph (spec hasse.md §2; Li & Guo, Thm 3.7).
 
@@ -173,20 +196,12 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     streams: list[str | None] = [None] * num_slots
     labels: list[Token | None] = [None] * num_slots
     label_from: list[tuple[int, int] | None] = [None] * num_slots
+    _check_sources_agree(tasks)
     sources: dict[Token, tuple[Token, ...]] = {}
-    source_from: dict[Token, int] = {}
     slot_map = []
     for t_idx, (task, ids, local) in enumerate(zip(tasks, slot_ids, local_nodes)):
         for tok, src in task.sources.items():
-            if tok in sources and set(sources[tok]) != set(src):
-                t0 = source_from[tok]
-                raise TaskError(
-                    f"`tasks`: task {t0} ({tasks[t0].name!r}) builds {tok} from {tuple(map(str, sources[tok]))} and "
-                    f"task {t_idx} ({task.name!r}) from {tuple(map(str, src))}; one token has one set of sources "
-                    "in a family (the leak audit of the merge would depend on the order of the tasks)."
-                )
             sources.setdefault(tok, src)
-            source_from.setdefault(tok, t_idx)
         occurrence: dict[tuple[int, Token], int] = {}
         smap = np.empty(task.n, dtype=np.int64)
         for s in range(task.n):

@@ -13,7 +13,7 @@ Source: C. Li, H. Guo, "Hasse Diagrams for Attention", arXiv:2606.09951 (2026), 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -87,6 +87,23 @@ def _as_token(value: Any, name: str) -> Token:
     )
 
 
+def _source_tokens(value: Any, name: str) -> tuple[Token, ...]:
+    """The tokens an aggregated input is built from: any iterable of tokens but a string (a set is sorted)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TaskError(f"`{name}` must be a tuple of the Tokens it is built from (`()` for none); got {value!r}.")
+    if isinstance(value, tuple) and len(value) == 2 and not isinstance(value[0], tuple):  # one token, not a tuple
+        try:
+            one = _as_token(value, name)
+        except TaskError:
+            pass
+        else:
+            raise TaskError(
+                f"`{name}` must be a tuple of the Tokens it is built from; got the single token {one}: write ({one!r},)."
+            )
+    tokens = [_as_token(v, name) for v in value]
+    return tuple(sorted(tokens, key=token_sort_key)) if isinstance(value, (set, frozenset)) else tuple(tokens)
+
+
 class TaskStructure(NamedTuple):
     """The quotient structure of a task's closure, on the host (small matrices).
 
@@ -121,8 +138,8 @@ class Task:
 
     **Raises:** :class:`~hassejax.errors.TaskError` if lengths disagree, a token (a :class:`Token`
     too) is not a (hashable symbol, int position) pair (a bool position is refused), a label points
-    to a slot that does not exist, a stream tag is not a string, or a `sources` value is not a
-    tuple of tokens; :class:`~hassejax.errors.MaskError` if the mask is not a square Boolean
+    to a slot that does not exist, a stream tag is not a string, or a `sources` value is not an
+    iterable of tokens (a tuple; a set is sorted) or is a single token; :class:`~hassejax.errors.MaskError` if the mask is not a square Boolean
     `(n, n)` array; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the task's
     copies of the mask would not fit, estimated from its shape before anything is copied.
     """
@@ -140,7 +157,7 @@ class Task:
         mask: Bool[Any, "n n"],
         labels: Sequence[Any] | Mapping[int, Any] | None = None,
         streams: Sequence[str] | None = None,
-        sources: Mapping[Any, Sequence[Any]] | None = None,
+        sources: Mapping[Any, Iterable[Any]] | None = None,
         name: str = "",
     ):
         toks = tuple(_as_token(x, f"inputs[{i}]") for i, x in enumerate(inputs))
@@ -171,12 +188,7 @@ class Task:
                 raise TaskError(f"`streams` must be {n} strings, one per slot; got {streams!r}.")
         srcs = {}
         for key, value in (sources or {}).items():
-            if isinstance(value, Token) or not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
-                raise TaskError(
-                    f"`sources[{key!r}]` must be a tuple of the Tokens it is built from (`()` for none); got "
-                    f"{value!r}; a single source is written ({value!r},)."
-                )
-            srcs[_as_token(key, "sources key")] = tuple(_as_token(v, f"sources[{key!r}]") for v in value)
+            srcs[_as_token(key, "sources key")] = _source_tokens(value, f"sources[{key!r}]")
         m.setflags(write=False)
         object.__setattr__(self, "inputs", toks)
         object.__setattr__(self, "mask", m)
