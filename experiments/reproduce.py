@@ -331,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         probe.unlink()
     except OSError as err:
         parser.error(f"--out {str(args.out)!r} is not a writable folder: {err.strerror or err}")
-    taken = [n for n in names if (args.out / n).exists() and not (args.out / n).is_dir()]
+    taken = [
+        n for n in names if ((args.out / n).exists() or (args.out / n).is_symlink()) and not (args.out / n).is_dir()
+    ]
     if taken:  # each experiment writes into the folder out/NAME
         parser.error(f"--out {str(args.out)!r} holds a file where an experiment's folder goes: {', '.join(taken)}")
     # XLA flags for compile speed, set before JAX starts so the worker processes inherit them (a

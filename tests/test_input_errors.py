@@ -5,11 +5,13 @@ blow-up, a NaN parameter ran 100,000 steps to `max_steps_reached`, a NaN covaria
 blow-up") or crashed inside JAX, Equinox or matplotlib.
 """
 
+import functools
 import subprocess
 import sys
 import warnings
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -276,6 +278,10 @@ def test_float32_blow_up_is_found_and_tight_rtol_warns():
     with pytest.warns(RuntimeWarning, match="below what float32 resolves") as record:
         solve_gaussian(p32, jnp.zeros(2, jnp.float32), s32, t1=10.0, max_steps=50)
     assert [w.filename for w in record] == [__file__]  # the caller's line, not a frame inside hassejax
+    solve = functools.partial(solve_gaussian, p32, cov0=s32, t1=10.0, rtol=1e-9, atol=1e-9, max_steps=50)
+    with pytest.warns(RuntimeWarning, match="below what float32 resolves") as record:
+        jax.vmap(solve)(jnp.zeros((2, 2), jnp.float32))  # through JAX's frames (was jax/_src/.../batching.py)
+    assert [w.filename for w in record] == [__file__]
 
 
 def test_mixed_precision_inputs_take_the_widest_dtype():

@@ -7,8 +7,10 @@ import sys
 from typing import no_type_check
 
 _ROOT = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_WRAPPERS = ("jaxtyping", "beartype", "typeguard")
-"""Runtime type checkers whose wrapper frames sit between the package's own frames under an import hook."""
+_WRAPPERS = ("jax", "equinox", "beartype", "typeguard")
+"""Modules whose frames sit between the user's call and the package's frames: JAX's transformations (``jax.vmap`` of
+a ``functools.partial`` of a solver), Equinox's wrappers, runtime type checkers under an import hook (``jax``
+covers ``jaxlib`` and ``jaxtyping`` too)."""
 
 
 @no_type_check  # a type checker's wrapper would be its caller's frame
@@ -18,8 +20,8 @@ def user_stacklevel() -> int:
     Call it in the argument list of ``warnings.warn`` (its caller's frame is level 1). A fixed
     `stacklevel` pointed at whichever hassejax function happened to sit that many frames up
     (review: ``to_splash``'s empty-row warning was reported at ``hassejax/masks/_validate.py``, the
-    argument checker's wrapper). Frames of runtime type checkers' wrappers (the test suite's
-    jaxtyping hook) are passed over too. Python 3.12's ``skip_file_prefixes`` does the first part;
+    argument checker's wrapper). Frames of JAX, Equinox and runtime type checkers (the test suite's
+    jaxtyping hook) are passed over too: a user's own function called by ``jax.vmap`` is where it stops. Python 3.12's ``skip_file_prefixes`` does the first part;
     3.11 lacks it.
     """
     frame = sys._getframe(1)

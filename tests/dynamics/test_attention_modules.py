@@ -425,6 +425,11 @@ def test_call_errors(no_typecheck):
         solve_particles(MultiHead([model, masked]), np.zeros((4, 2)), t1=1.0)
     with pytest.raises(ParameterError, match=r"`heads\[0\]` has n = 3 and `heads\[2\]` has n = 2"):
         MultiHead([masked, model, Masked(model, np.tril(np.ones((2, 2), bool)))])
+    # nested MultiHeads too (diff review: one level only)
+    with pytest.raises(ParameterError, match=r"`heads\[0\]\.heads\[1\]` has n = 3 and `heads\[1\]` has n = 2"):
+        MultiHead([MultiHead([model, masked]), Masked(model, np.tril(np.ones((2, 2), bool)))])
+    with pytest.raises(ParameterError, match=r"the mask size of model\.heads\[0\]\.heads\[1\]"):
+        solve_particles(MultiHead([MultiHead([model, masked])]), np.zeros((4, 2)), t1=1.0)
     with pytest.raises(ParameterError, match=r"`x0` must have shape \(n, d\) with d = 2 \(from model\)"):
         solve_particles(model, np.zeros((4, 3)), t1=1.0)
     with pytest.raises(ParameterError, match=r"MultiHead has no single weight matrix"):

@@ -672,5 +672,11 @@ def test_equality_with_a_dense_array_compares_the_masks():
     flipped[4, 0] = True
     assert iv != flipped and (iv == flipped) is False
     assert iv != np.ones((8, 8), bool) and iv != 3
-    with pytest.raises(MaskError, match="`other` must have dtype bool"):
-        iv == dense.astype(float)  # noqa: B015
+    # another dtype is unequal, never an error (diff review: `in` and `list.index` raised)
+    ints = dense.astype(int)
+    assert iv != dense.astype(float) and ints not in [iv] and [iv, ints].index(ints) == 1
+    # under jit: a clear TypeError, not Python's silent False (both orders); to_dense() compares there
+    for compare in (lambda d: iv == d, lambda d: d == iv):
+        with pytest.raises(TypeError, match="cannot be compared with a traced array"):
+            jax.jit(compare)(jnp.asarray(dense))
+    assert bool(jax.jit(lambda d: jnp.all(d == iv.to_dense()))(jnp.asarray(dense)))

@@ -370,6 +370,24 @@ def test_auto_route_falls_back_to_bitpacked_when_the_runs_of_the_powers_multiply
         assert getattr(rescued, name) == getattr(structured, name), name
     assert convergence_depth(m) == len(powers)
     np.testing.assert_array_equal(reachability(m).to_dense(), powers[-1])
+    # the dense mask does not fit either: both routes are said, not the one just tried (diff review)
+    import hassejax.masks._intervals as intervals_module
+    from hassejax.errors import MemoryBudgetError
+
+    real_check = intervals_module.check_host_memory
+
+    def no_room_for_dense(required, what, name, fraction=0.8, hint=None):
+        if what.startswith("a dense"):
+            raise MemoryBudgetError(f"`{name}`: {what} does not fit.")
+        return real_check(required, what, name, fraction, hint)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(intervals_module, "check_host_memory", no_room_for_dense)
+        with pytest.raises(
+            MemoryBudgetError, match=r"multiply\. The dense bit-packed route, tried next, does not fit"
+        ) as err:
+            flow_summary(m)
+        assert "method='bitpacked'" not in str(err.value)
     monkeypatch.setattr(_route_rules, "_DENSE_RESCUE_N", 150)
     with pytest.raises(_structured.CandidateLimitError, match="method='bitpacked'"):
         flow_summary(m)

@@ -552,7 +552,7 @@ def solve_gaussian(
     label = "model"
     model.check_unbatched(label)
     times = concrete(t0), concrete(t1)
-    if all(x is not None and x.shape == () and np.isfinite(x) for x in times):  # bad times: solve_settings says so
+    if all(x is not None and x.shape == () and x.dtype.kind in "iuf" and np.isfinite(x) for x in times):  # else later
         model._check_gaussian_interval(float(min(times)), float(max(times)), label)
     extrapolate = _solve.check_blowup_estimate(blowup_estimate)
     if not isinstance(state, str) or state not in ("factor", "covariance", "projective"):

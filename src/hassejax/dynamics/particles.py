@@ -21,8 +21,9 @@ from .._checks import check_memory
 from ..errors import ParameterError
 from . import _solve
 from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
-from .attention import AbstractAttention, Masked, check_model
+from .attention import AbstractAttention, check_model
 from .attention._base import check_output_shapes
+from .attention._masked import masked_parts
 from .result import ParticleSolution
 
 __all__ = ["particle_velocity", "solve_particles"]
@@ -199,11 +200,8 @@ def solve_particles(
         raise ParameterError(f"`x0` must have shape (n, d) with d = {d} (from {label}); got shape {x0.shape}.")
     if x0.shape[0] < 1:
         raise ParameterError(f"`x0` must hold at least one token (n >= 1); got shape {x0.shape}.")
-    for part, name in [
-        (model, label),
-        *((h, f"{label}.heads[{i}]") for i, h in enumerate(getattr(model, "heads", ()))),
-    ]:
-        if isinstance(part, Masked) and x0.shape[0] != part.n:
+    for part, name in masked_parts(model, label):  # a Masked model, or masked heads of a (nested) MultiHead
+        if x0.shape[0] != part.n:
             raise ParameterError(f"`x0` must have n = {part.n} rows (the mask size of {name}); got shape {x0.shape}.")
     if xn is not None:
         if not np.all(np.isfinite(xn)):

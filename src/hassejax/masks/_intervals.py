@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._tracing import is_traced
 from ..errors import MaskError
 from ._runs import _INDEX, _checked_runs, _runs_of_rows, check_host_memory, normalize_runs
 
@@ -48,7 +49,7 @@ class IntervalMask:
     some run ``t`` (row = query, column = key, True = may attend; spec hasse.md §0). The
     arrays are in the normal form of the module docstring, so two masks are equal (``==``)
     iff their arrays are; ``==`` with a Boolean ``(n, n)`` array compares the whole masks too
-    (one bool, not elementwise).
+    (one bool, not elementwise; another array is unequal).
 
     **Attributes:**
 
@@ -286,15 +287,27 @@ class IntervalMask:
         """Whole-mask equality with an IntervalMask or a Boolean ``(n, n)`` array (one bool, not elementwise).
 
         An array is read into its interval form first (review: ``I == dense`` was ``False``, Python's
-        identity fallback, which read as "the masks differ"); a non-Boolean or non-square array raises
-        :class:`~hassejax.errors.MaskError`.
+        identity fallback, which read as "the masks differ"). An array of another shape or a
+        non-Boolean dtype is unequal (so ``in`` and ``list.index`` work); another object is left to
+        its own ``==`` (``NotImplemented``).
+
+        **Raises:** ``TypeError`` for a traced array (under ``jit``/``vmap``: its entries are not
+        known, and Python's fallback would answer a silent ``False``); compare ``mask.to_dense()`` with it.
         """
         if not isinstance(other, IntervalMask):
+            if is_traced(other):
+                raise TypeError(
+                    "An IntervalMask cannot be compared with a traced array (under jit or vmap its entries are not "
+                    "known); compare `mask.to_dense()` with it, or compare outside the transformation."
+                )
             if not (hasattr(other, "shape") and hasattr(other, "dtype")):
                 return NotImplemented
-            if tuple(other.shape) != (self.n, self.n):
+            if tuple(other.shape) != (self.n, self.n) or np.dtype(other.dtype) != np.bool_:
                 return False
-            other = IntervalMask.from_dense(other, name="other")
+            try:
+                other = IntervalMask.from_dense(np.asarray(other), name="other")
+            except (MaskError, TypeError, ValueError):  # e.g. a SciPy sparse matrix: not an array of entries
+                return NotImplemented
         return (
             self.n == other.n
             and self.starts.shape == other.starts.shape

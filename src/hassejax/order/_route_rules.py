@@ -62,8 +62,12 @@ def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dens
                 "interval rows whose powers' runs multiply (a product beyond the structured route's limit): the "
                 "dense bit-packed route"
             )
-        except MemoryBudgetError:
-            raise refused from None
+        except MemoryBudgetError:  # neither route: say both (the refusal alone names the route just tried)
+            first = str(refused).split(" Use the dense bit-packed route")[0]
+            raise MemoryBudgetError(
+                f"{first} The dense bit-packed route, tried next, does not fit in memory either (a dense "
+                f"({m.n}, {m.n}) mask and its packed powers). Use a smaller n, or a machine with more memory."
+            ) from None
     try:
         with candidate_limit(max(_FALLBACK_FLOOR, float(m.n) ** 3 / 64)):
             return structured()

@@ -11,7 +11,7 @@ from ...errors import ParameterError
 from ..params import _as_param
 from ._base import AbstractAttention
 
-__all__ = ["Masked"]
+__all__ = ["Masked", "masked_parts"]
 
 
 class Masked(AbstractAttention):
@@ -146,3 +146,12 @@ class Masked(AbstractAttention):
             raise ParameterError(
                 f"`{name}.sink` must have shape (d,) inside a solve; got shape {jnp.shape(self.sink)}."
             )
+
+
+def masked_parts(model: AbstractAttention, name: str = "model"):
+    """Every :class:`Masked` kernel in `model`, with its name: `model` itself, or a head of a (nested)
+    :class:`~hassejax.dynamics.MultiHead` (``model.heads[0].heads[1]``), in order."""
+    if isinstance(model, Masked):
+        yield model, name
+    for h, head in enumerate(getattr(model, "heads", ())):
+        yield from masked_parts(head, f"{name}.heads[{h}]")

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from ...errors import ParameterError
 from ._base import AbstractAttention
-from ._masked import Masked
+from ._masked import masked_parts
 from ._shapes import Factor, GaussianMap, GrowthBound, KeyMask, Keys, Matrix, Mean, Queries, SizeScale, Time, Velocities
 
 __all__ = ["MultiHead"]
@@ -58,12 +58,12 @@ class MultiHead(AbstractAttention):
         ds = [head.d for head in heads]
         if len(set(ds)) != 1:
             raise ParameterError(f"`heads` must share the token dimension d; got d = {ds}.")
-        ns = [(h, head.n) for h, head in enumerate(heads) if isinstance(head, Masked)]
+        ns = [(where, part.n) for h, head in enumerate(heads) for where, part in _masked_names(head, f"heads[{h}]")]
         if len({n for _, n in ns}) > 1:  # a solve then named `x` with one head's size (review)
             (h0, n0), (h1, n1) = ns[0], next(p for p in ns if p[1] != ns[0][1])
             raise ParameterError(
-                f"`heads`: the masks of the Masked heads must share the number of tokens n; `heads[{h0}]` has "
-                f"n = {n0} and `heads[{h1}]` has n = {n1}."
+                f"`heads`: the masks of the Masked heads must share the number of tokens n; `{h0}` has "
+                f"n = {n0} and `{h1}` has n = {n1}."
             )
         self.heads = heads
 
@@ -139,3 +139,9 @@ class MultiHead(AbstractAttention):
         """Raise :class:`~hassejax.errors.ParameterError` if a head has batched parameters."""
         for h, head in enumerate(self.heads):
             head.check_unbatched(f"{name}.heads[{h}]")
+
+
+def _masked_names(head: AbstractAttention, name: str):
+    """``(name, part)`` of every :class:`Masked` kernel in `head` (nested heads too)."""
+    for part, where in masked_parts(head, name):
+        yield where, part
