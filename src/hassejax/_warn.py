@@ -21,8 +21,8 @@ def user_stacklevel() -> int:
     `stacklevel` pointed at whichever hassejax function happened to sit that many frames up
     (review: ``to_splash``'s empty-row warning was reported at ``hassejax/masks/_validate.py``, the
     argument checker's wrapper). Frames of JAX, Equinox and runtime type checkers (the test suite's
-    jaxtyping hook) are passed over too: a user's own function called by ``jax.vmap`` is where it stops. Python 3.12's ``skip_file_prefixes`` does the first part;
-    3.11 lacks it.
+    jaxtyping hook) are passed over too: a user's own function called by ``jax.vmap`` is where it
+    stops. Python 3.12's ``skip_file_prefixes`` does the first part; 3.11 lacks it.
     """
     frame = sys._getframe(1)
     level = 1

@@ -58,7 +58,7 @@ class MultiHead(AbstractAttention):
         ds = [head.d for head in heads]
         if len(set(ds)) != 1:
             raise ParameterError(f"`heads` must share the token dimension d; got d = {ds}.")
-        ns = [(where, part.n) for h, head in enumerate(heads) for where, part in _masked_names(head, f"heads[{h}]")]
+        ns = [(where, part.n) for h, head in enumerate(heads) for part, where in masked_parts(head, f"heads[{h}]")]
         if len({n for _, n in ns}) > 1:  # a solve then named `x` with one head's size (review)
             (h0, n0), (h1, n1) = ns[0], next(p for p in ns if p[1] != ns[0][1])
             raise ParameterError(
@@ -139,9 +139,3 @@ class MultiHead(AbstractAttention):
         """Raise :class:`~hassejax.errors.ParameterError` if a head has batched parameters."""
         for h, head in enumerate(self.heads):
             head.check_unbatched(f"{name}.heads[{h}]")
-
-
-def _masked_names(head: AbstractAttention, name: str):
-    """``(name, part)`` of every :class:`Masked` kernel in `head` (nested heads too)."""
-    for part, where in masked_parts(head, name):
-        yield where, part
