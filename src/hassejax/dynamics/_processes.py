@@ -93,14 +93,19 @@ def _fingerprint(batch_params: PyTree, B: int) -> np.ndarray:
     return np.array([B, zlib.crc32(layout.encode()), values], dtype=np.uint32)
 
 
-def _check_same_everywhere(batch_params: PyTree, B: int) -> None:
-    """Raise on every process alike if the processes were given different batches."""
+def _gathered_odd_one(fingerprint: np.ndarray) -> tuple[np.ndarray, int | None]:
+    """Every process's `fingerprint` (all-gathered: the same table on every process) and the first process whose
+    fingerprint differs from process 0's, or None."""
     from jax.experimental.multihost_utils import process_allgather
 
-    table = np.asarray(process_allgather(_fingerprint(batch_params, B)))  # (P, 3), the same on every process
-    odd = [p for p in range(table.shape[0]) if not np.array_equal(table[p], table[0])]
-    if odd:
-        p = odd[0]
+    table = np.asarray(process_allgather(fingerprint))
+    return table, next((p for p in range(table.shape[0]) if not np.array_equal(table[p], table[0])), None)
+
+
+def _check_same_everywhere(batch_params: PyTree, B: int) -> None:
+    """Raise on every process alike if the processes were given different batches."""
+    table, p = _gathered_odd_one(_fingerprint(batch_params, B))  # (P, 3)
+    if p is not None:
         what = ["the batch size B", "the tree structure, shapes or dtypes", "the values"]
         differs = next(w for w, a, b in zip(what, table[0], table[p]) if a != b)
         raise ParameterError(
@@ -117,14 +122,11 @@ def check_order(perm: np.ndarray | None, B: int) -> None:
     differing order was reported as a differing batch (review). Nothing to check with one process."""
     if jax.process_count() == 1:
         return
-    from jax.experimental.multihost_utils import process_allgather
-
     order = np.arange(B) if perm is None else np.asarray(perm)
-    table = np.asarray(process_allgather(np.array([zlib.crc32(order.astype(np.int64).tobytes())], np.uint32)))
-    odd = [p for p in range(table.shape[0]) if table[p, 0] != table[0, 0]]
-    if odd:
+    _, p = _gathered_odd_one(np.array([zlib.crc32(order.astype(np.int64).tobytes())], np.uint32))
+    if p is not None:
         raise ParameterError(
-            f"`cost` must be the same on every process of a multi-process sweep: process {odd[0]} orders the members "
+            f"`cost` must be the same on every process of a multi-process sweep: process {p} orders the members "
             "differently from process 0 (the batch itself is the same). Compute the cost from the batch, or "
             "identically on every process, not per process."
         )
