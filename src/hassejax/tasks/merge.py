@@ -102,14 +102,18 @@ class MergedTask(Task):
         return f"MergedTask({self.name!r}, slots={self.n}, nodes={int(self.node.max()) + 1}, labelled={lab}, tasks={len(self.tasks)})"
 
 
-def _check_sources_agree(tasks: Sequence[Task]) -> None:
-    """Raise :class:`~hassejax.errors.TaskError` unless every task that holds a token gives it the same sources (as
-    a set), a task holding it without `sources` (its own source) included: the merge keeps one set per token, so
-    the leak audit of the merge would depend on which task it came from (reviews)."""
+def _agreed_sources(tasks: Sequence[Task]) -> dict[Token, tuple[Token, ...]]:
+    """The sources of the family's aggregated tokens (as the first task declaring each gives them).
+
+    **Raises:** :class:`~hassejax.errors.TaskError` unless every task that holds or declares a token gives it the
+    same sources (as a set), a task holding it without `sources` (its own source) included: the merge keeps one
+    set per token, so the leak audit of the merge would depend on which task it came from (reviews)."""
     first: dict[Token, tuple[int, frozenset]] = {}
+    agreed: dict[Token, tuple[Token, ...]] = {}
     for t_idx, task in enumerate(tasks):
-        for tok in task.sources:
-            first.setdefault(tok, (t_idx, frozenset(task.sources[tok])))
+        for tok, src in task.sources.items():
+            if tok not in first:
+                first[tok], agreed[tok] = (t_idx, frozenset(src)), src
     for t_idx, task in enumerate(tasks):
         for tok in dict.fromkeys([*task.inputs, *task.sources]):
             if tok not in first:
@@ -123,6 +127,7 @@ def _check_sources_agree(tasks: Sequence[Task]) -> None:
                     f"{t_idx} ({task.name!r}) gives it {given}; one token has one set of sources in a family (the "
                     "leak audit of the merge would depend on the task it came from)."
                 )
+    return agreed
 
 
 def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None, name: str = "merged") -> MergedTask:
@@ -163,6 +168,7 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
                     f"`stream_order` {tuple(stream_order)} lacks the stream tag {s!r} of task {t_idx} ({task.name!r})."
                 )
 
+    sources = _agreed_sources(tasks)  # before any work: a family whose sources disagree is refused
     slot_ids, local_nodes, table = _signatures(tasks)
     num_nodes = len(table)
     sigs = sorted(table, key=table.get)
@@ -196,12 +202,8 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     streams: list[str | None] = [None] * num_slots
     labels: list[Token | None] = [None] * num_slots
     label_from: list[tuple[int, int] | None] = [None] * num_slots
-    _check_sources_agree(tasks)
-    sources: dict[Token, tuple[Token, ...]] = {}
     slot_map = []
     for t_idx, (task, ids, local) in enumerate(zip(tasks, slot_ids, local_nodes)):
-        for tok, src in task.sources.items():
-            sources.setdefault(tok, src)
         occurrence: dict[tuple[int, Token], int] = {}
         smap = np.empty(task.n, dtype=np.int64)
         for s in range(task.n):
