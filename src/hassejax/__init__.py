@@ -5,14 +5,17 @@
   and Hasse diagrams (Li & Guo, arXiv:2606.09951; spec hasse.md §1).
 - :mod:`hassejax.dynamics`: tokens as interacting particles and Gaussian moment ODEs
   (Castin et al., arXiv:2501.18322; spec dynamics.md).
+- :func:`enable_compilation_cache`: JAX's persistent compilation cache in a user cache folder, for your own
+  scripts (the ``hassejax`` command, ``reproduce.py`` and the tests turn it on themselves).
 """
 
 from importlib import metadata as _metadata
 
 from . import errors
+from ._cache import enable_compilation_cache
 
 try:  # one source of truth: the installed distribution's metadata (pyproject.toml)
     __version__ = _metadata.version("hassejax")
 except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
-__all__ = ["errors", "__version__"]
+__all__ = ["enable_compilation_cache", "errors", "__version__"]

@@ -1,4 +1,5 @@
-"""JAX's persistent compilation cache in a user cache folder (private; used by the main job and the tests).
+"""JAX's persistent compilation cache in a user cache folder (the main job, the CLI, the tests; public as
+:func:`hassejax.enable_compilation_cache`).
 
 Compiled XLA programs are written to ``$HASSEJAX_CACHE_DIR`` (default
 ``$XDG_CACHE_HOME/hassejax/jax``, i.e. ``~/.cache/hassejax/jax``), so a second run of the
@@ -67,9 +68,29 @@ def _created_folder() -> Path | None:
 def enable_compilation_cache() -> Path | None:
     """Point JAX's persistent compilation cache at :func:`compilation_cache_dir` (every program cached).
 
-    **Returns:** the folder, or ``None`` when turned off (``HASSEJAX_COMPILE_CACHE=0``) or when
-    the folder cannot be created (then a ``RuntimeWarning`` names it and JAX compiles as usual;
-    nothing else changes).
+    The ``hassejax`` command, ``experiments/reproduce.py`` and the tests call it at start-up; a script of your
+    own calls it once, before its first solve, so that a second run of the script reads its compiled programs
+    back instead of compiling them again (seconds a solve, the tracing remains). It sets JAX's global options
+    ``jax_compilation_cache_dir`` and (to 0) ``jax_persistent_cache_min_compile_time_secs`` and
+    ``jax_persistent_cache_min_entry_size_bytes`` for the whole process.
+
+    **Returns:** the folder (``$HASSEJAX_CACHE_DIR``, default ``$XDG_CACHE_HOME/hassejax/jax``, i.e.
+    ``~/.cache/hassejax/jax``), or ``None`` when
+    turned off (``HASSEJAX_COMPILE_CACHE=0``) or when the folder cannot be created (then a ``RuntimeWarning``
+    names it and JAX compiles as usual; nothing else changes).
+
+    **Raises:** nothing: a ``HASSEJAX_COMPILE_CACHE`` that is neither on nor off warns and leaves the cache on
+    (:func:`compilation_cache_dir`).
+
+    **Example:**
+
+    ```python
+    >>> import hassejax
+    >>> folder = hassejax.enable_compilation_cache()
+    >>> folder is None or folder.is_dir()
+    True
+
+    ```
     """
     folder = _created_folder()
     if folder is None:

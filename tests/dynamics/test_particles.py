@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -116,6 +119,30 @@ def test_linear_attention_two_particle_blowup_and_constant_step():
     assert status_names(sol_c.status) == "non_finite"
     assert bool(jnp.all(jnp.isfinite(sol_c.xs))) and bool(jnp.all(jnp.isfinite(sol_c.x_final)))
     assert float(sol_c.t_blowup) == np.inf
+
+
+def test_tokens_below_atol_warn_and_the_advised_atol_restores_the_blow_up_time():
+    """The system of the test above at token scale `s` (`x → s x`, `β → β/s²`: the same `t*`); a fresh-user review
+    found `t*` 2.3e-2 off at `s = 1e-7` with the default tolerances and no warning (the Gaussian solve warns)."""
+    a, v, x = 0.8, 1.5, 0.7
+    t_star = 1 / (2 * a * v * x**2)
+
+    def solve(s, **kw):
+        p = Linear(V=np.array([[v]]), A=np.array([[a]]), beta=np.asarray(1.0 / s**2))
+        return solve_particles(p, np.array([[x * s], [-x * s]]), t1=5.0, **kw)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scale one: no warning
+        assert float(solve(1.0).t_blowup) == pytest.approx(t_star, rel=1e-4)
+    s = 1e-7
+    with pytest.warns(RuntimeWarning, match=r"below `atol` = 1e-06 \(largest coordinate of `x0` 7.0e-08\)") as rec:
+        off = solve(s)
+    assert rec[0].filename == __file__  # points at the caller's line
+    assert abs(float(off.t_blowup) / t_star - 1) > 1e-3  # the inaccuracy the warning is about
+    advised = float(re.search(r"atol = ([0-9.e+-]+)\)", str(rec[0].message)).group(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(solve(s, atol=advised).t_blowup) == pytest.approx(t_star, rel=1e-4)
 
 
 def test_vmap_over_seeds_converges_with_per_member_status():

@@ -142,3 +142,44 @@ def test_a_kernel_without_gaussian_map_gets_the_clear_error():
         solve_gaussian(model, np.zeros(2), np.eye(2), t1=1.0)
     with pytest.raises(ParameterError, match=r"Cosine has no single weight matrix"):
         model.weights(0.0, jnp.ones((2, 2)))
+
+
+class _NoField(AbstractAttention):
+    """A kernel that forgot its velocity field (neither `velocity` nor `weights` with `value`)."""
+
+    V: Float[Array, "d d"]
+
+    @property
+    def d(self) -> int:
+        return self.V.shape[-1]
+
+
+class _WeightsOnly(_NoField):
+    def weights(self, t, x, keys=None, mask=None):
+        y = x if keys is None else keys
+        return jnp.ones((x.shape[0], y.shape[0]), x.dtype) / y.shape[0]
+
+
+def test_a_kernel_without_a_velocity_field_is_named_with_what_it_lacks():
+    """A fresh-user review: such a kernel was built and then refused as "has no single weight matrix W; use
+    `velocity`", which did not say what a kernel must define."""
+    x0 = np.ones((3, 2))
+    with pytest.raises(
+        ParameterError, match=r"`model` \(_NoField\) defines no velocity field.*lacks `weights` and `value`"
+    ):
+        solve_particles(_NoField(jnp.eye(2)), x0, t1=1.0)
+    with pytest.raises(ParameterError, match=r"`model` \(_WeightsOnly\) defines no velocity field.*lacks `value`\."):
+        solve_particles(_WeightsOnly(jnp.eye(2)), x0, t1=1.0)
+    # wrapped: the wrapper has a velocity; the inner kernel's own error says what a kernel overrides
+    with pytest.raises(
+        ParameterError, match=r"_NoField has no single weight matrix.*overrides `velocity`, or `weights` and `value`"
+    ):
+        solve_particles(Masked(_NoField(jnp.eye(2)), np.tril(np.ones((3, 3), bool))), x0, t1=1.0)
+
+
+def test_a_batched_kernel_without_ranks_is_told_to_vmap():
+    """A user's kernel declares no `_ranks`, so a batch axis of its fields shows up as a shape error in its own
+    code; the message says what to do (a fresh-user review met a bare dot_general error)."""
+    batched = UniformAverage(jnp.stack([jnp.eye(2), 2.0 * jnp.eye(2)]))
+    with pytest.raises(ParameterError, match=r"model\.velocity\(t, x \(3, 2\)\).*jax\.vmap the solve over the batch"):
+        solve_particles(batched, np.ones((3, 2)), t1=1.0)

@@ -10,6 +10,7 @@ Optional variants: the sphere model `ẋ_i = P⊥_{x_i} Γ(x_i)`, `P⊥_x y = y 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -18,11 +19,12 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
 from .._checks import check_memory
+from .._warn import user_stacklevel
 from ..errors import ParameterError
 from . import _solve
 from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
 from .attention import AbstractAttention, check_model
-from .attention._base import check_output_shapes
+from .attention._base import check_output_shapes, check_velocity_field
 from .attention._masked import masked_parts
 from .result import ParticleSolution
 
@@ -57,8 +59,8 @@ def particle_velocity(
 
     **Returns:** `(n, d)` velocities.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for a `model` that is not a kernel
-    or `x` of the wrong shape.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a `model` that is not a kernel or whose class
+    defines no velocity field (neither `velocity` nor `weights` with `value`), or `x` of the wrong shape.
 
     Source: spec dynamics.md §1.
 
@@ -74,6 +76,7 @@ def particle_velocity(
     ```
     """
     check_model(model)
+    check_velocity_field(model)
     return _velocity(model, t, x, sphere, feedforward)
 
 
@@ -124,6 +127,23 @@ def _check_pair_memory(n: int, dtype) -> None:
         )
 
 
+def _warn_below_atol(xn: np.ndarray, atol) -> None:
+    """Warn that the default controller cannot hold the accuracy from these concrete tokens: every coordinate lies
+    below `atol`, whose error control is absolute, so every step passes it (a fresh-user review: the same
+    blow-up at token scales 1 and 1e-7, default tolerances, `t*` 5.8e-6 and 2.3e-2 off, no warning; the Gaussian
+    solve's rule, :func:`hassejax.dynamics.gaussian._warn_below_atol`)."""
+    scale = float(np.max(np.abs(xn))) if xn.size else 0.0
+    if 0 < scale < float(atol):
+        warnings.warn(
+            f"The initial tokens lie below `atol` = {float(atol):g} (largest coordinate of `x0` {scale:.1e}): the "
+            "default controller's error control is absolute, so it does not hold the accuracy there (a blow-up "
+            f"time may be off by percents). Give `atol` well below that scale (e.g. atol = {1e-6 * scale:.0e}), "
+            "or rescale the tokens.",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
 def solve_particles(
     model: AbstractAttention, x0: Float[ArrayLike, "n d"], *, t1: Scalar, t0: Scalar = 0.0,
     ts: SaveTimes | None = None, solver: Solver | None = None, rtol: Scalar = 1e-6, atol: Scalar = 1e-6,
@@ -154,7 +174,11 @@ def solve_particles(
       :class:`~hassejax.dynamics.Masked` model, `n` is the mask size).
     - `rtol`, `atol`: tolerances of the default PID controller, default `1e-6` each (looser than
       :func:`~hassejax.dynamics.solve_gaussian`'s `1e-8`: a particle system is itself an approximation of
-      the measure's flow; pass `1e-8` for solves compared with the Gaussian ODE to its tolerance).
+      the measure's flow; pass `1e-8` for solves compared with the Gaussian ODE to its tolerance). `atol` is
+      absolute: tokens far below one need it below their scale. Concrete tokens whose coordinates all lie below
+      `atol` warn (``RuntimeWarning``); the accuracy falls well before that, in proportion to `atol` over the
+      tokens' scale (a review, a blow-up at scales 1, 1e-3, 1e-5, 1e-7 with the default tolerances: `t*` off by
+      5.8e-6, 1.6e-5, 8.4e-4 and 2.3e-2 relative; only the last warns).
     - `t1`, `t0`, `ts`, `solver`, `dt0`, `stepsize_controller`, `max_steps`,
       `converge_tol`, `blowup_estimate`, `progress_meter`: as in :func:`~hassejax.dynamics.solve_gaussian`.
     - `size_threshold`: threshold on `λ` (default `1e8 · λ(x0)`, `1e8` if `λ(x0) = 0`; `1e4` in
@@ -169,7 +193,7 @@ def solve_particles(
     **Raises:** :class:`~hassejax.errors.MemoryBudgetError` naming `x0` when the `n × n` attention weights
     of a velocity evaluation would not fit in memory (estimated before anything runs);
     :class:`~hassejax.errors.ParameterError` for a `model` that is not a
-    kernel, a batched kernel, `x0` of the wrong
+    kernel, whose class defines no velocity field, a batched kernel, `x0` of the wrong
     shape or non-finite (concrete), rows not of unit norm with ``sphere=True`` (concrete),
     bad times, tolerances or thresholds (a concrete `size_threshold` at or below `λ(x0)`, a
     `converge_tol` of `inf`: events that could never fire).
@@ -186,6 +210,7 @@ def solve_particles(
     ```
     """
     check_model(model)
+    check_velocity_field(model)
     label = "model"
     model.check_unbatched(label)
     extrapolate = _solve.check_blowup_estimate(blowup_estimate)
@@ -239,7 +264,15 @@ def solve_particles(
         *((h, f"{label}.heads[{i}]") for i, h in enumerate(getattr(model, "heads", ()))),
         (model, label),
     ]:
-        check_output_shapes(lambda part=part: part.velocity(t0, x0), ((n, d),), f"{name}.velocity(t, x ({n}, {d}))")
+        # a kernel without `_ranks` (a user's) meets a batch axis of its fields as a shape error in its own code
+        hint = (
+            ""
+            if type(part)._ranks
+            else " (if a field of the kernel carries a batch axis: a solve takes one kernel, jax.vmap the solve over the batch)"
+        )
+        check_output_shapes(
+            lambda part=part: part.velocity(t0, x0), ((n, d),), f"{name}.velocity(t, x ({n}, {d}))", hint
+        )
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
@@ -251,5 +284,8 @@ def solve_particles(
         else:
             size0, what = _solve.token_spread(xn), "λ0 = (1/n) Σ_i ‖x_i − x̄‖²"
         _solve.check_size_threshold(size_threshold, size0, what, dtype)
+    atol_c = _solve.real_array(atol, "atol")
+    if stepsize_controller is None and atol_c is not None and xn is not None:
+        _warn_below_atol(np.asarray(xn), atol_c)
     # `sphere` as a traced Boolean: solves on the plane and on the sphere share one program
     return _solve_core(model, x0, jnp.asarray(bool(sphere)), feedforward, settings)

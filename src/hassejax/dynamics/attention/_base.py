@@ -158,7 +158,23 @@ def check_model(model: Any, name: str = "model") -> None:
         )
 
 
-def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str) -> None:
+def check_velocity_field(model: AbstractAttention, name: str = "model") -> None:
+    """Raise :class:`ParameterError` naming `name` if `model`'s class defines no velocity field: neither
+    :meth:`~AbstractAttention.velocity` nor :meth:`~AbstractAttention.weights` with :meth:`~AbstractAttention.value`
+    (the particle solves need one; a kernel used only by the Gaussian solve may have :meth:`gaussian_affine`
+    alone)."""
+    cls = type(model)
+    if cls.velocity is AbstractAttention.velocity:  # the default velocity needs weights and value
+        missing = [m for m in ("weights", "value") if getattr(cls, m) is getattr(AbstractAttention, m)]
+        if missing:
+            raise ParameterError(
+                f"`{name}` ({cls.__name__}) defines no velocity field: a kernel overrides `velocity(t, x, keys, "
+                f"mask)`, or `weights(t, x, keys, mask)` and `value(t)` (the default velocity is then (W y) Vᵀ); "
+                f"{cls.__name__} lacks {' and '.join(f'`{m}`' for m in missing)}."
+            )
+
+
+def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str, hint: str = "") -> None:
     """Raise :class:`ParameterError` unless `call()` returns arrays of the `expected` shapes (a tuple of them, or one
     array for one shape); `what` names the method and its inputs in the message.
 
@@ -166,6 +182,7 @@ def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str) 
     :meth:`~AbstractAttention.gaussian_affine` or :meth:`~AbstractAttention.velocity` returned another shape met
     a raw ``dot_general`` or broadcasting error deep inside the solver (a fresh-user review). An error the method
     raises on inputs of the right shapes is re-raised as a :class:`ParameterError` naming it (the original chained).
+    `hint`, if given, ends the message of a failed call or a wrong shape.
     """
     from ...errors import HassejaxError
 
@@ -176,7 +193,7 @@ def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str) 
     except Exception as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise ParameterError(
-            f"{what} failed on inputs of the shapes it must take ({type(err).__name__}: {first})"
+            f"{what} failed on inputs of the shapes it must take ({type(err).__name__}: {first}){hint}"
         ) from err
     several = isinstance(out, (tuple, list))
     leaves = tuple(out) if several else (out,)
@@ -184,10 +201,10 @@ def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str) 
     if len(expected) == 1:  # one array, not a 1-tuple (the solver would multiply the tuple)
         if several or shapes != expected:
             got = f"a {type(out).__name__} of shapes {shapes}" if several else str(shapes[0])
-            raise ParameterError(f"{what} must return an array of shape {expected[0]}; got {got}.")
+            raise ParameterError(f"{what} must return an array of shape {expected[0]}; got {got}.{hint}")
     elif not several or shapes != expected:
         got = str(shapes) if several else f"one array of shape {shapes[0]}"
-        raise ParameterError(f"{what} must return arrays of shapes {expected}; got {got}.")
+        raise ParameterError(f"{what} must return arrays of shapes {expected}; got {got}.{hint}")
 
 
 def _not_gaussian(kernel, name: str) -> ParameterError:
@@ -210,7 +227,21 @@ class AbstractAttention(eqx.Module):
     :meth:`velocity`, honouring `mask` (False = may not attend: :class:`Masked` passes its
     mask there, so a kernel that ignores it is not masked); kernels that preserve Gaussians (spec §2) override
     :meth:`gaussian_affine`. `_ranks` maps each array field to its unbatched rank (used by
-    :meth:`check_unbatched`).
+    :meth:`check_unbatched`: with it, a solve given a batched kernel says so; without it, it meets the batch axis
+    as a shape error in the kernel's own code).
+
+    Writing a kernel (a fresh-user review met each of these):
+
+    - Store numbers as arrays (``beta: jax.Array`` set from ``jnp.asarray(beta)``): the solvers jit the kernel as
+      a pytree, and a Python ``float`` field is a static part of it, so every new value compiles the solve again
+      (seconds each).
+    - The particle solve's size event watches the spread `(1/n) Σ_i ‖x_i − x̄‖²` unless
+      :meth:`gaussian_second_moment` is True, then the second moment `(1/n) Σ_i ‖x_i‖²`. Tokens that blow up
+      together (one token, identical tokens, a cluster escaping as a whole) keep their spread near 0: a kernel
+      whose velocity can carry the whole measure to infinity in finite time (linear, ReLU attention) returns
+      True there, or such a blow-up ends ``max_steps_reached`` instead of ``blow_up``.
+    - :meth:`velocity` must accept `keys` and `mask` (the :class:`Masked` and :class:`MultiHead` wrappers pass
+      them) and keep the dtype of `x`.
 
     **Example:** a kernel defined in a few lines (uniform attention, `Γ(x_i) = V ȳ`):
 
@@ -251,7 +282,8 @@ class AbstractAttention(eqx.Module):
         (e.g. :class:`MultiHead`).
         """
         raise ParameterError(
-            f"{type(self).__name__} has no single weight matrix W (Γ(x_i) = V Σ_j W_ij y_j); use `velocity`."
+            f"{type(self).__name__} has no single weight matrix W (Γ(x_i) = V Σ_j W_ij y_j); use `velocity`. (A "
+            "new kernel overrides `velocity`, or `weights` and `value`.)"
         )
 
     def value(self, t: Time) -> Matrix:
@@ -259,7 +291,10 @@ class AbstractAttention(eqx.Module):
 
         **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without that form.
         """
-        raise ParameterError(f"{type(self).__name__} has no single value matrix V; use `velocity`.")
+        raise ParameterError(
+            f"{type(self).__name__} has no single value matrix V; use `velocity`. (A new kernel overrides "
+            "`velocity`, or `weights` and `value`.)"
+        )
 
     def velocity(self, t: Time, x: Queries, keys: Keys | None = None, mask: KeyMask | None = None) -> Velocities:
         """`Γ_μ(x_i)` for every query `x_i`, `μ` the empirical measure of `keys` (default: `x`).

@@ -37,7 +37,10 @@ class Masked(AbstractAttention):
       not :class:`Sinkhorn`, not another :class:`Masked`; a :class:`MultiHead` shares the
       mask across its heads).
     - `mask`: `(n, n)` Boolean, row = query, column = key, True = may attend (e.g. from
-      :mod:`hassejax.masks`); leading batch axes allowed for ``vmap`` (a call or a solve takes one kernel).
+      :mod:`hassejax.masks`); leading batch axes allowed for ``vmap`` (a call or a solve takes one kernel). A
+      ``vmap`` over a :class:`Masked` maps every leaf, the kernel's included: to sweep masks under one unbatched
+      kernel, build the :class:`Masked` inside the mapped function,
+      ``jax.vmap(lambda m: solve_particles(Masked(kernel, m), x0, t1=...))(masks)``.
     - `sink`: `(d,)` position of the attention-sink token, or None (no sink).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a masked
