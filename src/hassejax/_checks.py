@@ -108,14 +108,22 @@ def available_memory_bytes() -> int:
 
 
 def check_memory(
-    required_bytes: int, what: str, name: str = "mask", fraction: float = 0.8, hint: str | None = None
+    required_bytes: int,
+    what: str,
+    name: str = "mask",
+    fraction: float = 0.8,
+    hint: str | None = None,
+    available: int | None = None,
 ) -> None:
     """Raise :class:`~hassejax.errors.MemoryBudgetError` if `required_bytes` exceeds `fraction` of the free memory.
 
     `what` describes the computation (e.g. ``"reachability of shape (16384, 16384)"``), `name`
-    the argument it comes from; `hint` replaces the default advice ("Use a smaller n or batch.").
+    the argument it comes from; `hint` replaces the default advice ("Use a smaller n or batch.");
+    `available` the free bytes to compare against when the caller measured them itself (the memory of
+    other devices than the default one, or a value agreed by every process of a multi-process run),
+    :func:`available_memory_bytes` by default.
     """
-    avail = available_memory_bytes()
+    avail = available_memory_bytes() if available is None else int(available)
     if required_bytes > fraction * avail:
         raise MemoryBudgetError(
             f"`{name}`: {what} needs about {required_bytes / 2**30:.2f} GiB, but only "

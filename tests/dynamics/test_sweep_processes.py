@@ -7,7 +7,8 @@ it got to a file; the test checks that both got the same full result, equal to t
 the test's own single process, that each member was computed by the process that owns it,
 that sweep_program lowers a process's share, and that a batch or a cost that differs between
 the processes, or devices of another process, raise ParameterError on both processes (naming
-the argument) instead of hanging.
+the argument) instead of hanging, as does a chunk that does not fit in one process's memory
+(MemoryBudgetError naming `chunk_size`).
 """
 
 from __future__ import annotations
@@ -69,6 +70,21 @@ try:  # another batch with a cost: still the batch that is named
     sweep(lambda x: x, jnp.arange(4.0) + process_id, cost=np.arange(4.0), chunk_size=2, progress=False)
 except ParameterError as e:
     notes["values_with_cost"] = str(e)
+# process 1 has less free memory (96 MiB, a budget of 76.8): the chunk of 4 members (2 a device, 16 MiB of sort
+# buffer each, counted twice on the CPU: 128 MiB) does not fit there; both processes raise (never one waiting in a
+# collective), and chunk_size=2 (64 MiB) then runs on both
+from hassejax.dynamics import sweeps as sweeps_module
+from hassejax.errors import MemoryBudgetError
+real_free = sweeps_module.host_memory_bytes
+if process_id == 1:
+    sweeps_module.host_memory_bytes = lambda: 96 * 2**20
+big = lambda x: jnp.sort(jnp.sin(x * jnp.arange(2.0**21)))[:2]
+try:
+    sweep(big, jnp.arange(8.0), chunk_size=4, progress=False)
+except MemoryBudgetError as e:
+    notes["memory"] = str(e)
+notes["memory_fit"] = np.asarray(sweep(big, jnp.arange(8.0), chunk_size=2, progress=False)).tolist()
+sweeps_module.host_memory_bytes = real_free
 # sweep_program lowers this process's share: 6 of the 11 members, 3 a device
 notes["program"] = sweep_program(lambda x: x * x, jnp.arange(float(B))).as_text()
 gauss = sweep(gaussian_member, jnp.asarray(SPEEDS), chunk_size=CHUNK, progress=False)
@@ -177,6 +193,11 @@ def test_errors_are_raised_on_every_process(children):
         assert "`cost` must be the same on every process" in errors.get("cost", ""), (i, errors.get("cost"))
         got = errors.get("values_with_cost", "")
         assert "`batch_params` must be the same" in got and "in the values" in got, (i, got)
+        got = errors.get("memory", "")  # the same decision and message on both processes, from process 1's memory
+        assert got.startswith("`chunk_size`: chunk_size=4: the program of `fn` vmapped over a chunk of 4 members"), got
+        assert "on process 1 of 2" in got and "pass chunk_size=2." in got, (i, got)
+        assert got == children[0][1].get("memory"), i
+        assert len(errors["memory_fit"]) == 8, (i, errors.get("memory_fit"))
 
 
 def test_sweep_program_lowers_the_share_of_a_process(children):

@@ -32,7 +32,7 @@ from jaxtyping import PyTree
 
 from ..errors import ParameterError
 
-__all__ = ["sweep_devices", "share_indices", "local_share", "gather"]
+__all__ = ["sweep_devices", "share_indices", "local_share", "gather", "gather_counts"]
 
 
 def sweep_devices(devices: Sequence[jax.Device] | None) -> tuple:
@@ -100,6 +100,30 @@ def _gathered_odd_one(fingerprint: np.ndarray) -> tuple[np.ndarray, int | None]:
 
     table = np.asarray(process_allgather(fingerprint))
     return table, next((p for p in range(table.shape[0]) if not np.array_equal(table[p], table[0])), None)
+
+
+def gather_counts(values: Sequence[int]) -> np.ndarray:
+    """Every process's row of counts (integers in ``[0, 2**64)``, e.g. bytes): a ``(P, k)`` uint64 table, the same
+    on every process, for a decision every process makes alike (a sweep's memory check: never one process
+    raising while another waits in the next collective).
+
+    Sent exactly, each count as two uint32 words: without ``jax_enable_x64`` JAX would cut an int64 to int32.
+    With one process the row alone (``(1, k)``, nothing gathered); with several every process must call it
+    (a collective).
+
+    **Example:**
+
+    >>> from hassejax.dynamics._processes import gather_counts
+    >>> gather_counts([3, 2**40]).tolist()
+    [[3, 1099511627776]]
+    """
+    row = np.asarray(values, dtype=np.uint64).ravel()
+    if jax.process_count() == 1:
+        return row[None]
+    words = np.stack([row >> np.uint64(32), row & np.uint64(0xFFFFFFFF)], axis=-1).astype(np.uint32).ravel()
+    table, _ = _gathered_odd_one(words)
+    table = np.asarray(table).astype(np.uint64).reshape(table.shape[0], -1, 2)
+    return (table[..., 0] << np.uint64(32)) | table[..., 1]
 
 
 def _check_same_everywhere(batch_params: PyTree, B: int) -> None:

@@ -26,6 +26,19 @@ pytree whose every leaf has the batch axis in front. Three levels:
    one is waited for. Given per-member `cost` estimates the members run sorted by cost in
    chunks of similar cost (less lockstep waste), results in the caller's order.
 
+**Memory** is estimated before a chunk runs: the sweep lowers and compiles its chunk program (the
+program the chunks then run: no second compile, the persistent cache kept) and takes XLA's estimate
+of it, ``Compiled.memory_analysis()``: per device the arguments, outputs and temporaries less the
+aliased bytes, plus the outputs of the earlier chunks the sweep holds. On CPU devices the temporaries
+count twice: XLA's CPU runtime allocates scratch its estimate leaves out (a `solve_particles` chunk
+peaked at up to 2.0x the estimate). A chunk that cannot fit in 80 % of the free memory (the host's
+for CPU devices, which share it; ``memory_stats()`` of each accelerator) raises
+:class:`~hassejax.errors.MemoryBudgetError` naming `chunk_size` and a chunk size that fits, before any
+chunk is copied to a device (a per-member check such as :func:`~hassejax.dynamics.solve_particles`'
+sees one member, not the `vmap` width). Below 16 MiB the free memory is not read; where the backend
+gives no estimate, or an accelerator no ``memory_stats()``, the chunks run unchecked. With several
+processes every process's estimate and free memory are all-gathered and all decide alike.
+
 **Across processes** (after ``jax.distributed.initialize``, one process per host or GPU):
 process `p` of `P` runs its share, members ``p, p + P, ...`` padded to ``ceil(B / P)``,
 through levels 1-3 on its own devices, and the results are all-gathered, so every process
@@ -50,7 +63,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import PyTree
 from tqdm.auto import tqdm
 
+from .._checks import check_memory
 from .._env import progress_off
+from .._memory import host_memory_bytes
 from .._xla_flags import jit_takes_compiler_options, sweep_compiler_options
 from ..errors import ParameterError
 from . import _processes, _sweep_order
@@ -59,6 +74,22 @@ from .attention._base import AbstractAttention
 __all__ = ["Sweep", "sweep", "sweep_program", "batch_size"]
 
 BATCH_AXIS = "batch"
+
+_SMALL_BYTES = 16 * 2**20
+"""A chunk program XLA estimates below this is run unchecked: reading the free memory costs more than it can save
+(as :func:`~hassejax.dynamics.solve_particles`' own check of one member)."""
+
+_FRACTION = 0.8
+"""The share of the free memory a chunk may take (:func:`~hassejax._checks.check_memory`'s budget)."""
+
+_CPU_TEMP_FACTOR = 2
+"""XLA's temporaries are counted this many times on CPU devices: its CPU runtime allocates scratch beyond its buffer
+assignment (measured, the first run of a `solve_particles` chunk of softmax, float64, on 2 cores: peak RSS 1.1-2.0x
+XLA's estimate for n = 2000-8000 tokens and 1-8 members, e.g. 3358 MiB against 1651 MiB at n = 3000, 8 members; a
+fused softmax-matmul program of temporaries 0 took 300 MiB at n = 3000, 4 members)."""
+
+_NOT_READ = 2**63
+"""The free memory a process reports when it did not read it (its chunk is small, or its devices report none)."""
 
 
 def batch_size(batch_params: PyTree, name: str = "batch_params") -> int:
@@ -229,7 +260,8 @@ class Sweep:
     callable, instead).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`sweep` (on construction for
-    the configuration, on call for the batch).
+    the configuration, on call for the batch); :class:`~hassejax.errors.MemoryBudgetError` as :func:`sweep`,
+    on call (the estimate of each chunk program is kept, the free memory read at each call).
 
     Source: (derived) spec dynamics.md §4 "Sweeps".
 
@@ -264,30 +296,189 @@ class Sweep:
         self.chunk_size = chunk_size
         self.cost = cost
         self._run, self._sharding = _build_runner(fn, self._devices, compiler_options)
+        self._estimates = {}  # XLA's memory estimate of each chunk program run so far (_check_chunk_memory)
 
     def __call__(self, batch_params: PyTree, *, cost=None, progress: bool = True, desc: str = "sweep") -> PyTree:
         """Run the held program on every member of `batch_params`; see :func:`sweep` (`cost` overrides the held one)."""
         cost = self.cost if cost is None else cost
-        return _run_all(self._run, self._sharding, self._devices, batch_params, self.chunk_size, cost, progress, desc)
+        return _run_all(
+            self._run,
+            self._sharding,
+            self._devices,
+            batch_params,
+            self.chunk_size,
+            cost,
+            progress,
+            desc,
+            self._estimates,
+        )
 
 
-def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc):
+def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc, estimates):
     """Order by cost, take this process's share, run its chunks, gather, restore the caller's order."""
     B = batch_size(batch_params)
     if cost is not None and jax.process_count() > 1:  # the batch checked before its order, each by its name
         _processes.local_share(batch_params, B)
-    ordered, perm, chunk_size = _sweep_order.plan(cost, batch_params, B, chunk_size, len(devs) if devs else 1)
+    ordered, perm, planned = _sweep_order.plan(cost, batch_params, B, chunk_size, len(devs) if devs else 1)
     _processes.check_order(perm, B)  # nothing with one process
     mine, n = _processes.local_share(ordered, B, check=cost is None)  # (ordered, B) with one process
-    chunk, n_chunks, total = _layout(n, chunk_size, devs)
-    out = _execute(run, sharding, mine, n, chunk, n_chunks, total, progress, desc)
+    chunk, n_chunks, total = _layout(n, planned, devs)
+    leaves, treedef = jax.tree_util.tree_flatten(mine)
+    leaves = [_pad_rows(leaf if isinstance(leaf, jax.Array) else np.asarray(leaf), total) for leaf in leaves]
+    layout = _ChunkLayout(chunk, n_chunks, n, devs, chunk_size, planned)
+    _check_chunk_memory(run, sharding, leaves, treedef, layout, estimates)  # before any chunk reaches a device
+    out = _execute(run, sharding, leaves, treedef, n, chunk, n_chunks, total, progress, desc)
     return _sweep_order.restore_order(_processes.gather(out, B), perm)  # gather: out with one process
 
 
-def _execute(run, sharding, batch_params, B, chunk, n_chunks, total, progress, desc):
-    """Pad, dispatch the chunks one after the other (the next before the previous is waited for), merge, strip."""
-    leaves, treedef = jax.tree_util.tree_flatten(batch_params)
-    leaves = [_pad_rows(leaf if isinstance(leaf, jax.Array) else np.asarray(leaf), total) for leaf in leaves]
+class _ChunkLayout:
+    """What the memory check of a sweep's chunks needs to know of its layout (see :func:`_check_chunk_memory`)."""
+
+    def __init__(self, chunk, n_chunks, members, devs, chunk_size, planned):
+        self.chunk, self.n_chunks, self.members = chunk, n_chunks, members  # members: this process's share
+        self.devices = tuple(devs) if devs else (jax.local_devices()[0],)  # unsharded: the default device
+        self.ndev = len(devs) if devs else 1
+        self.chunk_size, self.planned = chunk_size, planned  # the caller's, and after the cost's plan
+
+
+def _program_bytes(run, sharding, leaves, treedef, chunk) -> dict[str, int] | None:
+    """XLA's memory estimate of the chunk program on one device (``Compiled.memory_analysis()``), in bytes by kind;
+    None where the backend gives none.
+
+    Lowered from the first chunk's abstract values (sharded: shape, dtype and sharding only, nothing copied to a
+    device) and compiled: the program the chunks then run (``jax.jit`` keeps it; loaded from the persistent cache
+    where it is there), so nothing is compiled twice.
+    """
+
+    def spec(leaf):
+        if sharding is None:  # host rows are only looked at; device rows are already on their device
+            return leaf[:chunk]
+        return jax.ShapeDtypeStruct(
+            (chunk, *leaf.shape[1:]), leaf.dtype, sharding=sharding, weak_type=bool(getattr(leaf, "weak_type", False))
+        )
+
+    compiled = run.lower(jax.tree_util.tree_unflatten(treedef, [spec(leaf) for leaf in leaves])).compile()
+    try:
+        stats = compiled.memory_analysis()
+    except Exception:  # an estimate the backend cannot give never stops a sweep
+        return None
+    if isinstance(stats, (list, tuple)):  # one per device in some jaxlib versions: the largest
+        stats = [s for s in stats if s is not None]
+    else:
+        stats = [stats] if stats is not None else []
+    kinds = ("argument", "output", "temp", "alias", "generated_code")
+    try:
+        values = {k: max(int(getattr(st, f"{k}_size_in_bytes", 0) or 0) for st in stats) for k in kinds}
+    except (TypeError, ValueError):
+        return None
+    return values if stats else None
+
+
+def _free_bytes(devices) -> int | None:
+    """Free bytes of the memory a chunk runs in: the host's for CPU devices, else the least of the devices' own
+    (``memory_stats()``: ``bytes_limit - bytes_in_use``); None where a device reports none."""
+    if devices[0].platform == "cpu":
+        return host_memory_bytes()
+    free = []
+    for dev in devices:
+        try:
+            stats = dev.memory_stats() or {}
+        except Exception:
+            stats = {}
+        if "bytes_limit" not in stats:
+            return None
+        free.append(int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)))
+    return max(0, min(free))
+
+
+def _memory_row(est, leaves, layout) -> list[int]:
+    """This process's `[need, free, suggestion, one]` for the memory check (bytes, bytes, members, bytes).
+
+    `need`: the bytes the chunks take in the tightest memory: per device the chunk program's arguments, outputs and
+    temporaries (:data:`_CPU_TEMP_FACTOR` times on the CPU) less the aliased bytes, plus the outputs of the earlier chunks the sweep holds until it merges
+    them; times the devices for CPU devices (they share the host's memory). `suggestion`: the largest
+    `chunk_size` (a multiple of the device count) that fits by the estimate scaled to fewer members (the bytes
+    that do not grow with the chunk, arguments beyond the batch's and code, kept; the results of all this
+    device's members counted as held); 0 if not even one member a device fits, whose `one` bytes it reports.
+    """
+    chunk, ndev = layout.chunk, layout.ndev
+    if est is None:
+        return [0, _NOT_READ, chunk, 0]
+    m = chunk // ndev  # members a device
+    cpu = layout.devices[0].platform == "cpu"
+    sharing = ndev if cpu else 1
+    temp = est["temp"] * (_CPU_TEMP_FACTOR if cpu else 1)
+    program = max(0, est["argument"] + est["output"] + temp + est["generated_code"] - est["alias"])
+    need = sharing * (program + (layout.n_chunks - 1) * est["output"])
+    if need < _SMALL_BYTES:
+        return [need, _NOT_READ, chunk, 0]
+    free = _free_bytes(layout.devices)
+    if free is None:
+        return [0, _NOT_READ, chunk, 0]
+    batch_in = sum(m * math.prod(leaf.shape[1:]) * np.dtype(leaf.dtype).itemsize for leaf in leaves)
+    fixed = max(0, est["argument"] - batch_in) + est["generated_code"]
+    per_member = max(0, program - fixed) / m
+    held_all = math.ceil(layout.members / ndev) * est["output"] / m  # every result of a device, held
+    room = _FRACTION * free / sharing - fixed - held_all
+    fit = m if per_member == 0 else min(m, max(0, math.floor(room / per_member)))
+    one = math.ceil(sharing * (fixed + per_member + held_all))
+    return [need, free, fit * ndev, one]
+
+
+def _check_chunk_memory(run, sharding, leaves, treedef, layout, estimates) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `chunk_size`, on every process alike, if the chunks
+    cannot fit in the free memory by XLA's estimate of their program (see :func:`_memory_row`).
+
+    The estimate of a program is kept in `estimates` (a held Sweep's, per chunk shape); the free memory is read
+    at each call, and only when the estimate is at least :data:`_SMALL_BYTES`. With several processes every
+    process's row is all-gathered (one small all-gather a call) and all decide from the same table.
+    """
+    key = (
+        treedef,
+        layout.chunk,
+        tuple((leaf.shape[1:], str(leaf.dtype), bool(getattr(leaf, "weak_type", False))) for leaf in leaves),
+    )
+    if key not in estimates:
+        estimates[key] = _program_bytes(run, sharding, leaves, treedef, layout.chunk)
+    table = [[int(v) for v in row] for row in _processes.gather_counts(_memory_row(estimates[key], leaves, layout))]
+    failing = [p for p, (need, free, *_) in enumerate(table) if need >= _SMALL_BYTES and need > _FRACTION * free]
+    if not failing:
+        return
+    p = failing[0]
+    need, free, _, one = table[p]
+    fit = min(row[2] for row in table)
+    chunk, ndev = layout.chunk, layout.ndev
+    if layout.chunk_size is not None:
+        what = f"chunk_size={layout.chunk_size}: the program of `fn` vmapped over a chunk of {chunk} members"
+    elif layout.planned is not None:
+        what = f"chunk_size=None: the program of `fn` vmapped over chunks of {chunk} members (the width `cost` chose)"
+    else:
+        batch = "batch" if jax.process_count() == 1 else "this process's share of the batch"
+        what = f"chunk_size=None: the program of `fn` vmapped over the whole {batch}, {chunk} members, as one chunk"
+    cpu = layout.devices[0].platform == "cpu"
+    if ndev > 1:
+        shared = ", which share the host's memory" if cpu else ""
+        what += f" ({chunk // ndev} a device on {ndev} devices{shared})"
+    what += " (XLA's estimate of its arguments, outputs and temporaries"
+    what += f", the temporaries {_CPU_TEMP_FACTOR}x for the CPU runtime's scratch" if cpu else ""
+    what += ", with the results of the earlier chunks held)" if layout.n_chunks > 1 else ")"
+    if len(table) > 1:
+        what += f" on process {p} of {len(table)}"
+    if fit > 0:
+        hint = (
+            f"A chunk_size of at most {fit} should fit (the estimate scaled to fewer members); pass chunk_size={fit}."
+        )
+    else:
+        hint = (
+            f"Not even a chunk of one member a device fits (about {one / 2**30:.2f} GiB with the results of all "
+            "members held): make each member smaller (e.g. fewer tokens), sweep fewer members a call, or use more "
+            "devices."
+        )
+    check_memory(need, what, "chunk_size", fraction=_FRACTION, hint=hint, available=free)
+
+
+def _execute(run, sharding, leaves, treedef, B, chunk, n_chunks, total, progress, desc):
+    """Dispatch the padded chunks one after the other (the next before the previous is waited for), merge, strip."""
     outputs = []
     bar = tqdm(total=B, desc=desc, unit="member", disable=(not progress) or n_chunks == 1 or progress_off())
     try:
@@ -348,7 +539,8 @@ def sweep(
       count); the last chunk, or a batch of fewer members, is padded to it, so every call
       with this `chunk_size` runs one program of that width. `None` runs the whole batch as
       one chunk (with a `cost`: chunks of an automatic width). Chunks bound memory and give
-      the progress bar something to count; there is no host round trip inside a chunk.
+      the progress bar something to count; there is no host round trip inside a chunk. A chunk
+      that cannot fit in memory is refused before it runs (see **Raises:**).
     - `cost`: per-member cost estimates (e.g. expected solver steps), an array of `B`
       finite numbers >= 0 or a callable ``cost(batch_params)`` returning one (for the softmax
       Gaussian: :func:`softmax_gaussian_cost`). The members then run sorted by cost, so each
@@ -389,6 +581,13 @@ def sweep(
     device of another process in `devices`, a leaf that is a global array spread over
     processes, or `batch_params` that differ between the processes (batch size, structure,
     shapes, dtypes or values: build the batch identically, with the same seed, everywhere).
+    :class:`~hassejax.errors.MemoryBudgetError` naming `chunk_size` (with `chunk_size=None`, the whole batch as
+    one chunk), before any chunk runs, if XLA's estimate of the chunk program (arguments, outputs and
+    temporaries a device, with the outputs of the earlier chunks held; on CPU devices the temporaries twice and
+    times the devices, which share the host's memory) exceeds 80 % of the free memory; the message gives the largest chunk size that
+    fits by the estimate scaled to fewer members (a multiple of the device count), or says that not even one
+    member a device fits. Estimates below 16 MiB are not checked, nor programs the backend gives no estimate
+    of; with several processes on every process alike (never a hang), naming the process that lacks memory.
 
     Source: (derived) spec dynamics.md §4 "Sweeps".
 
@@ -425,7 +624,7 @@ def sweep(
     devs = _check_config(fn, chunk_size, shard, devices, compiler_options)
     _sweep_order.check_cost(cost)
     run, sharding = _build_runner(fn, devs, compiler_options)
-    return _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc)
+    return _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc, {})
 
 
 def sweep_program(
@@ -451,7 +650,8 @@ def sweep_program(
 
     **Returns:** a :class:`jax.stages.Lowered`.
 
-    **Raises:** as :func:`sweep`.
+    **Raises:** as :func:`sweep`, except :class:`~hassejax.errors.MemoryBudgetError`: nothing runs here
+    (``.compile().memory_analysis()`` gives the estimate the sweep checks).
 
     **Example:** five members in chunks of four: one program of width 4:
 
