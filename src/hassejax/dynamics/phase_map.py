@@ -234,7 +234,11 @@ def sweep_with_retry(batch: dict, desc: str) -> dict:
     again = np.nonzero(out["status"] == Status.max_steps_reached)[0]
     out["retried"] = np.zeros(out["status"].shape, bool)
     if again.size:
-        redo = run_sweep(member_retry, {k: v[again] for k, v in batch.items()}, desc + " (retry)")
+        # chunks no wider than the retried members need (a power of two from 64): a chunk steps until its slowest
+        # member stops (--quick: 191 members padded to CHUNK = 2048 ran the retry's step budget 2048 wide); the
+        # results do not depend on the width
+        width = min(CHUNK, max(64, 1 << (int(again.size) - 1).bit_length()))
+        redo = run_sweep(member_retry, {k: v[again] for k, v in batch.items()}, desc + " (retry)", chunk_size=width)
         for k, v in redo.items():
             out[k][again] = v
         out["retried"][again] = True
