@@ -204,7 +204,7 @@ def _draw_multihead(o: Output, rec: dict, long: dict, extra: dict, n: int) -> No
     dplot.draw_disk(axes[0], trajs, ["tab:blue"] * n, end_markers=False)
     p = geometry.disk_coords(extra["s_star"])
     axes[0].plot(p[0], p[1], "*", color="tab:red", ms=9, mec="k", mew=0.5, zorder=5, label=r"$S^*/\mathrm{tr}\,S^*$")
-    axes[0].legend(loc="lower left")
+    axes[0].legend(loc="upper center", bbox_to_anchor=(0.5, -0.32))  # below the disk: none of it hidden
     axes[0].set_title(f"$\\Sigma/\\mathrm{{tr}}\\,\\Sigma$, $t \\leq {_sci(l_rec['t1'])}$")
     ax = axes[1]
     drawn = l_rec["members_drawn_in_distance_panel"]
@@ -215,8 +215,8 @@ def _draw_multihead(o: Output, rec: dict, long: dict, extra: dict, n: int) -> No
     ax.loglog(extra["t"], np.nanmedian(extra["dist"], axis=0), color="tab:orange", lw=1.2, label="median")
     tail = _sci(l_rec["tail_from_t"], up=True)
     ax.axvspan(l_rec["tail_from_t"], l_rec["t1"], color="0.9", zorder=0, label=f"tail $t \\geq {tail}$")
-    ax.set_ylim(top=1e5)  # room for the legend above the curves
-    ax.legend(loc="upper right")
+    ax.set_ylim(top=10 * float(np.nanmax(extra["dist"])))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2)  # below the axes: no curve hidden
     lo, hi = l_rec["rel_distance_tSigma_to_profile_range_at_t"][f"{l_rec['t1']:g}"]
     over = l_rec["members_over_10_percent_at_t1"]
     ax.set_xlabel("$t$")

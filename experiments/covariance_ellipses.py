@@ -166,13 +166,13 @@ def main(out: Path, quick: bool = False) -> dict:
         if row == 0:
             title = (
                 "Softmax, $V = I$, $Q = q$, $K = -q$ (Castin et al., arXiv:2501.18322, fig. 2): the Gaussian\n"
-                "moment ODE and $n$ particles from the same $\\Sigma_0$ both contract onto the line $q^\\perp$"
+                "moment ODE and $n$ particles from the same $\\Sigma_0$ both contract towards the line $q^\\perp$"
             )
         else:
             title = (
                 "Softmax, $V = I$ (Castin et al., arXiv:2501.18322, fig. 5): the Gaussian moment ODE blows up at\n"
-                f"$t^*$ = {rec['t_star_closed_form']:.5f}; the covariance of $n$ particles from the same $\\Sigma_0$ lags behind\n"
-                "(axes rescaled per panel)"
+                f"$t^*$ = {rec['t_star_closed_form']:.5f}; the covariance of $n$ particles from the same $\\Sigma_0$ does not\n"
+                "follow the blow-up (a finite particle system grows at most exponentially; axes rescaled per panel)"
             )
         fig.suptitle(title)
         o.savefig(fig, stems[label])
