@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hassejax.dynamics import L2, Softmax, Status, paper, solve_gaussian
+from hassejax.dynamics import L2, LowRankSoftmax, Softmax, Status, paper, solve_gaussian, solve_low_rank_gaussian
 from hassejax.dynamics.blowup_check import LEVELS, confirm_blowup, geometric_blowup
 from hassejax.errors import ParameterError
 
@@ -68,3 +68,26 @@ def test_exponential_divergence_is_kept():
     g = np.diff(times)
     assert np.all((g[1:] / g[:-1] > 0.8) & (g[1:] / g[:-1] < 1.25))
     assert not bool(out["blow_up"])
+
+
+def test_a_low_rank_head_is_checked_with_its_own_solver():
+    """The same log-periodic blow-up as a trained model's head holds it (`LowRankSoftmax`, `A = KᵀQ`, `V = W_O W_V`,
+    here in d = 3 with rank k = 2 and a third coordinate the head never moves): the `k × k` solve
+    (``solve=solve_low_rank_gaussian``) gives the crossing times of the `d × d` one and of the reference above."""
+    c, s = np.cos(0.3), np.sin(0.3)
+    V = np.array([[c, -s], [s, c]]) @ CE_V
+    A = CE_A - 0.3 * np.eye(2)
+    embed = np.eye(3)[:, :2]  # (3, 2): the head acts on the first two coordinates
+    head = LowRankSoftmax(
+        jnp.asarray(embed.T), jnp.asarray(A.T @ embed.T), jnp.asarray(V @ embed.T), jnp.asarray(embed)
+    )  # Q = Pᵀ, K = AᵀPᵀ: KᵀQ = P A Pᵀ; W_O W_V = P V Pᵀ
+    cov0 = np.zeros((3, 3))
+    cov0[:2, :2] = CE_SIGMA0  # tr Σ0 = 1 as above; the third coordinate stays at 0
+    kw = dict(t1=200.0, rtol=1e-10, atol=1e-12)
+    low = confirm_blowup(head, jnp.zeros(3), jnp.asarray(cov0), solve=solve_low_rank_gaussian, **kw)
+    full = confirm_blowup(head, jnp.zeros(3), jnp.asarray(cov0), **kw)
+    assert bool(low["blow_up"]) and bool(full["blow_up"])
+    np.testing.assert_allclose(np.asarray(low["times"]), np.asarray(full["times"]), rtol=1e-8)
+    assert np.asarray(low["times"])[1:] == pytest.approx(
+        [1.71744596, 1.717446729, 1.7174467403, 1.71744674035], abs=2e-9
+    )

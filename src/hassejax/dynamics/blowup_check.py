@@ -27,6 +27,8 @@ level not reached (horizon, step budget, non-finite state) gives no confirmation
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -97,13 +99,16 @@ def geometric_blowup(
 
 def crossing_times(
     model, mean0: Float[ArrayLike, " d"], cov0: Float[ArrayLike, "d d"], *, t1: float,
-    levels: Float[ArrayLike, " L"] = LEVELS, **solver_kw,
+    levels: Float[ArrayLike, " L"] = LEVELS, solve: Callable = solve_gaussian, **solver_kw,
 ) -> Float[Array, " L"]:  # fmt: skip
     """First times at which `tr Σ` reaches `levels × tr Σ0`, one :func:`solve_gaussian` per level.
 
     **Arguments:** `model`, `mean0` `(d,)`, `cov0` `(d, d)` and `t1` as for
     :func:`~hassejax.dynamics.solve_gaussian`; `levels` `(L,)` relative size levels;
-    `solver_kw`: further keywords of :func:`~hassejax.dynamics.solve_gaussian` (``rtol``,
+    `solve`: the Gaussian solver, :func:`~hassejax.dynamics.solve_gaussian` (default) or one with its
+    arguments, size event and statuses (:func:`~hassejax.dynamics.solve_low_rank_gaussian` for a
+    :class:`~hassejax.dynamics.LowRankSoftmax` head of a trained model);
+    `solver_kw`: further keywords of `solve` (``rtol``,
     ``atol``, ``max_steps``, …; not ``size_threshold`` nor ``blowup_estimate``).
 
     **Returns:** `(L,)` event times `t_e` (``blowup_estimate="threshold"``: the crossing
@@ -133,8 +138,7 @@ def crossing_times(
     tr0 = jnp.trace(cov0)
 
     def one(level):
-        sol = solve_gaussian(model, mean0, cov0, t1=t1, size_threshold=level * tr0, blowup_estimate="threshold",
-                             **solver_kw)  # fmt: skip
+        sol = solve(model, mean0, cov0, t1=t1, size_threshold=level * tr0, blowup_estimate="threshold", **solver_kw)
         # a crossing, whatever its growth law (undetermined: the rates at it are not finite)
         hit = (sol.status == Status.blow_up) | (sol.status == Status.diverge) | (sol.status == Status.undetermined)
         return jnp.where(hit, sol.t_final, jnp.inf)
@@ -144,11 +148,12 @@ def crossing_times(
 
 def confirm_blowup(
     model, mean0: Float[ArrayLike, " d"], cov0: Float[ArrayLike, "d d"], *, t1: float,
-    levels: Float[ArrayLike, " L"] = LEVELS, max_ratio: float = MAX_GAP_RATIO, n_ratios: int = N_RATIOS, **solver_kw,
+    levels: Float[ArrayLike, " L"] = LEVELS, max_ratio: float = MAX_GAP_RATIO, n_ratios: int = N_RATIOS,
+    solve: Callable = solve_gaussian, **solver_kw,
 ) -> dict[str, Array]:  # fmt: skip
     """:func:`crossing_times` and :func:`geometric_blowup` of one member: ``{"times": (L,), "blow_up": ()}``.
 
-    Arguments as for :func:`crossing_times` and :func:`geometric_blowup`. Traceable.
+    Arguments as for :func:`crossing_times` (`solve`: the Gaussian solver) and :func:`geometric_blowup`. Traceable.
 
     **Returns:** ``times`` `(L,)` float (``inf`` where a level was not reached) and
     ``blow_up`` `()` bool.
@@ -178,5 +183,5 @@ def confirm_blowup(
 
     ```
     """
-    times = crossing_times(model, mean0, cov0, t1=t1, levels=levels, **solver_kw)
+    times = crossing_times(model, mean0, cov0, t1=t1, levels=levels, solve=solve, **solver_kw)
     return {"times": times, "blow_up": geometric_blowup(times, max_ratio=max_ratio, n_ratios=n_ratios)}
