@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = {
     "layer_graph": ["layer_graph"],
     "reachability_powers": ["reachability_powers"],
-    "preorder_to_hasse": ["preorder_to_hasse"],
+    "preorder_to_hasse": ["preorder_to_hasse", "preorder_to_hasse_block_causal"],
     "node_equivalence": ["node_equivalence"],
     "causal_merge": ["causal_merge"],
     "block_two_stream": ["block_two_stream_hasse", "block_two_stream_mask", "block_two_stream_merge"],

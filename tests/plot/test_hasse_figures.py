@@ -273,3 +273,15 @@ def test_preorder_to_hasse_numbers():
     classes = data["classes"]
     assert {(frozenset(classes[u]), frozenset(classes[v])) for u, v in data["hasse_edges"]} == edges
     assert data["hasse_closes_back_to_closure"] is True and data["is_chain"] is False
+    # the spec's own example (hasse.md §5.3): block-causal, 3 blocks × 2, closed, classes = blocks, a chain
+    blk = data["block_causal"]
+    mb = np.asarray(blk["mask"], bool)
+    q, k = np.indices(mb.shape)
+    assert np.array_equal(mb, q // 2 >= k // 2) and mb.shape == (6, 6)
+    rb = mb.copy()
+    for j in range(len(mb)):  # Warshall
+        rb |= rb[:, [j]] & rb[[j], :]
+    assert blk["closure_equals_mask"] is np.array_equal(rb, mb) is True and blk["convergence_depth"] == 1
+    gb = nx.DiGraph([(i, j) for i, j in zip(*np.nonzero(mb)) if i != j])
+    assert sorted(sorted(int(x) for x in c) for c in nx.strongly_connected_components(gb)) == blk["classes"]
+    assert blk["is_chain"] is True and sorted(map(tuple, blk["hasse_edges"])) == [(0, 1), (1, 2)]
