@@ -150,7 +150,7 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.set_ylabel("$F = \\frac{1}{2}\\mathrm{OT}_\\varepsilon(\\mu, \\mu)$, $\\varepsilon = 1$")
         ax.set_title(
             f"Sinkhorn $F$ on the Gaussian ODE, $V = A = A^\\top$,\n{shown.get(label, label)}: "
-            + f"largest step increase {fmt_upper(r['max_increase'], 3)}".replace("-", "−")
+            + f"largest step change {fmt_upper(r['max_increase'], 3)}".replace("-", "−")
             + f"\n({'non-increasing' if r['max_increase'] <= 0 else 'INCREASES'})"
         )
         ax.grid(alpha=0.3)

@@ -216,7 +216,7 @@ def _draw_low_rank(o: Output, rec: dict, e: dict) -> None:
     ax.plot([], [], color="tab:orange", label="$\\lambda_{\\max}(\\Sigma(t))$")
     ax.plot([], [], color="tab:blue", label="$\\lambda_{\\min}(\\Sigma(t))$")
     lo, hi = lr["loglog_slope_lambda_min_last_2_decades_range"]
-    ax.set_title(f"slope of $\\lambda_{{\\min}}$ on $[10^6, 10^8]$: {lo:.4f} to {hi:.4f}".replace("-", "−"))
+    ax.set_title(f"slope of $\\lambda_{{\\min}}$ on $[10^6, 10^8]$: {_span(lo, hi, '.4f')}".replace("-", "−"))
     ax.set_xlabel("$t$")
     ax.legend(loc="lower left")
     ax.grid(alpha=0.3)
@@ -225,9 +225,15 @@ def _draw_low_rank(o: Output, rec: dict, e: dict) -> None:
     fig.suptitle(
         "Castin et al. (arXiv:2501.18322) fig. 2 with Sinkhorn ($V = I$, $A = -q^Tq$): clustering to rank one\n"
         f"rank at $t = 10^8$: {', '.join(f'{v} of {n} rank {r}' for r, v in ranks.items())}; "
-        f"top direction {a_lo:.2f}° to {a_hi:.2f}° ($q^\\perp$: {e['angle_perp']:.2f}°)".replace("-", "−")
+        f"top direction {_span(a_lo, a_hi, '.2f', '°')} ($q^\\perp$: {e['angle_perp']:.2f}°)".replace("-", "−")
     )
     o.savefig(fig, f"{NAME}_low_rank")
+
+
+def _span(lo: float, hi: float, spec: str, unit: str = "") -> str:
+    """`lo to hi` in format `spec`; one value where both print alike (a referee: "−23.97° to −23.97°")."""
+    a, b = format(lo, spec), format(hi, spec)
+    return f"{a}{unit}" + ("" if a == b else f" to {b}{unit}") + (" (all members)" if a == b else "")
 
 
 def main(out: Path, quick: bool = False) -> dict:
