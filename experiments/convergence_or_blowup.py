@@ -25,6 +25,7 @@ import jax
 FLOAT64 = True  # JAX's float64 mode: on here, and again before main() when reproduce.py runs it
 jax.config.update("jax_enable_x64", FLOAT64)
 
+import math
 from pathlib import Path
 
 import _dynamics_common as dc
@@ -237,8 +238,13 @@ def _draw_multihead(o: Output, rec: dict, long: dict, extra: dict, n: int) -> No
         f"($t\\,\\mathrm{{tr}}\\,\\Sigma \\in$ [{_floor(tt[0], 2)}, {_ceil(tt[1], 2)}] at $t = {_sci(l_rec['t1'])}$); "
         f"$t\\Sigma(t)$ within {_pct_up(worst)} % of $S^*$ on $[{tail}, {_sci(l_rec['t1'])}]$,\n"
         f"approaching slowly: exponents {slow} in $\\log t$ (a slow spiral);\n"
-        f"$\\mathrm{{tr}}\\,S^*$ = {s_rec['trace']:.4f}, eigenvalues {ev[0]:.4f}, {ev[1]:.4f}; "
+        f"$\\mathrm{{tr}}\\,S^*$ = {s_rec['trace']:.4f}, eigenvalues {ev[0]:.4f}, {ev[1]:.4f};\n"
         f"the authors' stop fires for {a_rec['converged']}/{n} by $t = {_sci(a_rec['t1'])}$"
+        + (
+            f", none by $t$ = 100 (first at {math.floor(a_rec['t_converged_range'][0] * 10) / 10:g})"
+            if a_rec["converged"] and a_rec["t_converged_range"][0] > 100
+            else ""
+        )
     )
     o.savefig(fig, f"{NAME}_multihead")
 
