@@ -149,3 +149,30 @@ def test_small_chunks_never_read_the_free_memory(monkeypatch):
     monkeypatch.setattr(sweeps_module, "host_memory_bytes", unread, raising=False)
     out = sweep(lambda v: {"square": v * v}, jnp.arange(6.0), chunk_size=4, progress=False)
     assert out["square"].tolist() == [0.0, 1.0, 4.0, 9.0, 16.0, 25.0]
+
+
+def _shared_intermediate(x):
+    """A member whose program holds a large intermediate that does not grow with the chunk (64 MiB, the same for
+    every member: vmap keeps one) beside 1 MiB a member."""
+    fixed = jnp.sort(jnp.sin(jnp.arange(2.0**23)))
+    per = jnp.sort(jnp.cos(x * jnp.arange(2.0**17)))
+    return fixed[:3].sum() + per[:2]
+
+
+def test_the_suggestion_accounts_for_memory_that_does_not_grow_with_the_chunk(monkeypatch):
+    """A review: the suggestion scaled the whole estimate with the chunk, so with a shared intermediate each
+    suggested chunk_size was refused again (16 -> 15 -> 14 -> ... -> 11). The suggestion is now checked against
+    the program at that width and taken from the line through both estimates: the first suggestion runs."""
+    xs = np.linspace(0.1, 1.0, 16)
+    stats = sweeps_module.sweep_program(_shared_intermediate, xs, chunk_size=16).compile().memory_analysis()
+    if stats is None:
+        pytest.skip("this backend gives no memory analysis (the sweep then runs unchecked)")
+    temp = stats.temp_size_in_bytes * (2 if jax.default_backend() == "cpu" else 1)
+    need16 = stats.argument_size_in_bytes + stats.output_size_in_bytes + temp - stats.alias_size_in_bytes
+    _free_host_memory(monkeypatch, int(need16 * 0.95 / 0.8))  # 95 % of the chunk of 16 fits the budget
+    with pytest.raises(MemoryBudgetError, match=r"`chunk_size`") as err:
+        sweep(_shared_intermediate, xs, chunk_size=16, progress=False)
+    fit = int(re.search(r"pass chunk_size=(\d+)\.", str(err.value)).group(1))
+    assert 1 <= fit < 15  # proportional scaling would have said 15
+    out = sweep(_shared_intermediate, xs, chunk_size=fit, progress=False)  # runs: not refused again
+    np.testing.assert_allclose(np.asarray(out), np.asarray(jax.vmap(_shared_intermediate)(jnp.asarray(xs))))

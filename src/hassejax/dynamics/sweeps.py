@@ -391,7 +391,14 @@ def _free_bytes(devices) -> int | None:
     return max(0, min(free))
 
 
-def _memory_row(est, leaves, layout) -> list[int]:
+def _program_only(est, cpu: bool) -> int:
+    """A device's bytes of a chunk program by XLA's estimate: arguments, outputs, temporaries (:data:`_CPU_TEMP_FACTOR`
+    times on the CPU) and code, less the aliased bytes."""
+    temp = est["temp"] * (_CPU_TEMP_FACTOR if cpu else 1)
+    return max(0, est["argument"] + est["output"] + temp + est["generated_code"] - est["alias"])
+
+
+def _memory_row(est, leaves, layout, estimate_at=None) -> list[int]:
     """This process's `[need, free, suggestion, one]` for the memory check (bytes, bytes, members, bytes).
 
     `need`: the bytes the chunks take in the tightest memory: per device the chunk program's arguments, outputs and
@@ -400,6 +407,10 @@ def _memory_row(est, leaves, layout) -> list[int]:
     `chunk_size` (a multiple of the device count) that fits by the estimate scaled to fewer members (the bytes
     that do not grow with the chunk, arguments beyond the batch's and code, kept; the results of all this
     device's members counted as held); 0 if not even one member a device fits, whose `one` bytes it reports.
+    Where the chunk does not fit and `estimate_at(width)` is given (XLA's estimate of the program at another chunk
+    width), the suggestion is checked against the program at that width and, if that one is larger than the
+    proportional scaling assumed (memory that does not grow with the chunk: an intermediate the members share),
+    taken from the line through both estimates (a review: the scaled suggestion was refused five times in a row).
     """
     chunk, ndev = layout.chunk, layout.ndev
     if est is None:
@@ -407,8 +418,7 @@ def _memory_row(est, leaves, layout) -> list[int]:
     m = chunk // ndev  # members a device
     cpu = layout.devices[0].platform == "cpu"
     sharing = ndev if cpu else 1
-    temp = est["temp"] * (_CPU_TEMP_FACTOR if cpu else 1)
-    program = max(0, est["argument"] + est["output"] + temp + est["generated_code"] - est["alias"])
+    program = _program_only(est, cpu)
     need = sharing * (program + (layout.n_chunks - 1) * est["output"])
     if need < _SMALL_BYTES:
         return [need, _NOT_READ, chunk, 0]
@@ -422,6 +432,16 @@ def _memory_row(est, leaves, layout) -> list[int]:
     room = _FRACTION * free / sharing - fixed - held_all
     fit = m if per_member == 0 else min(m, max(0, math.floor(room / per_member)))
     one = math.ceil(sharing * (fixed + per_member + held_all))
+    if estimate_at is not None and 0 < fit < m and need > _FRACTION * free:
+        est2 = estimate_at(fit * ndev)
+        if est2 is not None:
+            p2 = _program_only(est2, cpu)
+            if p2 + held_all > _FRACTION * free / sharing:  # the scaled suggestion would be refused: two-point line
+                slope = (program - p2) / (m - fit)
+                base = program - slope * m
+                fit = 0 if slope <= 0 else min(fit - 1, max(0, math.floor((room + fixed - base) / slope)))
+                one = math.ceil(sharing * (base + slope + held_all))
+    fit = min(fit, math.ceil(layout.members / ndev))  # never wider than this process's share of the batch
     return [need, free, fit * ndev, one]
 
 
@@ -440,7 +460,12 @@ def _check_chunk_memory(run, sharding, leaves, treedef, layout, estimates) -> No
     )
     if key not in estimates:
         estimates[key] = _program_bytes(run, sharding, leaves, treedef, layout.chunk)
-    table = [[int(v) for v in row] for row in _processes.gather_counts(_memory_row(estimates[key], leaves, layout))]
+
+    def estimate_at(width: int):  # XLA's estimate at another chunk width (only where the chunk does not fit)
+        return _program_bytes(run, sharding, leaves, treedef, width)
+
+    row = _memory_row(estimates[key], leaves, layout, estimate_at)
+    table = [[int(v) for v in r] for r in _processes.gather_counts(row)]
     failing = [p for p, (need, free, *_) in enumerate(table) if need >= _SMALL_BYTES and need > _FRACTION * free]
     if not failing:
         return
@@ -454,7 +479,8 @@ def _check_chunk_memory(run, sharding, leaves, treedef, layout, estimates) -> No
         what = f"chunk_size=None: the program of `fn` vmapped over chunks of {chunk} members (the width `cost` chose)"
     else:
         batch = "batch" if jax.process_count() == 1 else "this process's share of the batch"
-        what = f"chunk_size=None: the program of `fn` vmapped over the whole {batch}, {chunk} members, as one chunk"
+        members = "1 member" if chunk == 1 else f"{chunk} members"
+        what = f"chunk_size=None: the program of `fn` vmapped over the whole {batch}, {members}, as one chunk"
     cpu = layout.devices[0].platform == "cpu"
     if ndev > 1:
         shared = ", which share the host's memory" if cpu else ""
@@ -465,14 +491,16 @@ def _check_chunk_memory(run, sharding, leaves, treedef, layout, estimates) -> No
     if len(table) > 1:
         what += f" on process {p} of {len(table)}"
     if fit > 0:
-        hint = (
-            f"A chunk_size of at most {fit} should fit (the estimate scaled to fewer members); pass chunk_size={fit}."
-        )
+        hint = f"A chunk_size of at most {fit} should fit (by XLA's estimates of the program); pass chunk_size={fit}."
     else:
+        more = (
+            "or fewer devices (CPU devices share the host's memory: shard=False, or devices=jax.devices()[:k])"
+            if cpu and ndev > 1
+            else "or more devices"
+        )
         hint = (
             f"Not even a chunk of one member a device fits (about {one / 2**30:.2f} GiB with the results of all "
-            "members held): make each member smaller (e.g. fewer tokens), sweep fewer members a call, or use more "
-            "devices."
+            f"members held): make each member smaller (e.g. fewer tokens), sweep fewer members a call, {more}."
         )
     check_memory(need, what, "chunk_size", fraction=_FRACTION, hint=hint, available=free)
 
@@ -585,8 +613,9 @@ def sweep(
     one chunk), before any chunk runs, if XLA's estimate of the chunk program (arguments, outputs and
     temporaries a device, with the outputs of the earlier chunks held; on CPU devices the temporaries twice and
     times the devices, which share the host's memory) exceeds 80 % of the free memory; the message gives the largest chunk size that
-    fits by the estimate scaled to fewer members (a multiple of the device count), or says that not even one
-    member a device fits. Estimates below 16 MiB are not checked, nor programs the backend gives no estimate
+    fits by the estimate scaled to fewer members (a multiple of the device count, at most the batch), checked
+    against XLA's estimate at that width (one more compile, on this path only) and lowered along the line through
+    both where memory does not grow with the chunk, or says that not even one member a device fits. Estimates below 16 MiB are not checked, nor programs the backend gives no estimate
     of; with several processes on every process alike (never a hang), naming the process that lacks memory.
 
     Source: (derived) spec dynamics.md §4 "Sweeps".
