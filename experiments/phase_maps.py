@@ -622,6 +622,7 @@ def main(out: Path, quick: bool = False) -> dict:
         )
     # decade-test escapes the level check could not settle, among the members counted as contradicting the rule
     n_unsettled_b = int(np.sum(disagree_b & (codes_b == Outcome.diverge)))
+    n_unsettled_all_b = int(np.sum(decided & (codes_b == Outcome.diverge)))  # whether or not the rule disagrees
     notes_b[Outcome.diverge] = "level check inconclusive"
     labels_b = {**LABELS, Outcome.diverge: "escape (decade test), blow-up not settled"}  # see the level check
     handles = draw_outcome_map(
@@ -629,7 +630,7 @@ def main(out: Path, quick: bool = False) -> dict:
         xlabel=r"$\varphi$  ($V = R(\varphi)$, rotation; radians)", ylabel=YLABEL, notes={k: _tex(v) for k, v in notes_b.items()},
         title=f"(b) softmax, $V = R(\\varphi)$, $\\Sigma_0 = I/2$, solved to $t_1$ = {pm.T1_B:g}: the sign rule on "
         f"$VA + A^\\top V^\\top$\ndisagrees with the solve on {int(disagree_b.sum())} of {int(decided.sum())} decided members, "
-        f"{int(disagree_b.sum()) - n_unsettled_b} of {int(decided.sum()) - n_unsettled_b} without the {n_unsettled_b} "
+        f"{int(disagree_b.sum()) - n_unsettled_b} of {int(decided.sum()) - n_unsettled_all_b} without the {n_unsettled_all_b} "
         f"escapes\nthe level check could not settle. Rule 'blow-up', solve 'none by $t_1$': {int(rule_wrong_blow.sum())}; "
         f"rule 'none', solve 'blow-up': {int(rule_wrong_safe.sum())} here\n(see phase_maps_counterexample). "
         f"Of the decade test's {esc_b.size} escapes, {n_confirmed_b} blow up\nin finite time (level check; counted as blow-up)",
@@ -707,7 +708,7 @@ def main(out: Path, quick: bool = False) -> dict:
                 "blow_up_confirmed_by_level_check": n_confirmed_b,
                 "rule_contradicted_of_which_unsettled_escapes": n_unsettled_b,
                 "rule_contradicted_without_unsettled_escapes": int(disagree_b.sum()) - n_unsettled_b,
-                "decided_members_without_unsettled_escapes": int(decided.sum()) - n_unsettled_b,
+                "decided_members_without_unsettled_escapes": int(decided.sum()) - n_unsettled_all_b,
                 "unsettled_escapes_note": "decade-test escapes (status diverge) that the level check could not "
                 "settle (a level not reached); counted as 'no blow-up by t1', so inside rule_contradicted",
                 "level_check": level_check_record(chk_b, 2 * pm.T1_B),
@@ -722,8 +723,8 @@ def main(out: Path, quick: bool = False) -> dict:
         "key": f"(a) {int(disagree_a.sum())} of {n * n} disagree with the closed form on blow-up by t1; "
         f"{int(late.sum())} late blow-ups and {int(slow.sum())} slow contractions settled at t1; "
         f"(b) rule contradicted on {int(disagree_b.sum())} of {int(decided.sum())} decided members, "
-        f"{int(disagree_b.sum()) - n_unsettled_b} of {int(decided.sum()) - n_unsettled_b} without the "
-        f"{n_unsettled_b} escapes the level check could not settle, "
+        f"{int(disagree_b.sum()) - n_unsettled_b} of {int(decided.sum()) - n_unsettled_all_b} without the "
+        f"{n_unsettled_all_b} escapes the level check could not settle, "
         f"{int(rule_wrong_safe.sum())} in the direction 'no blow-up predicted'; counterexample blows up at "
         f"{ce['t_blowup']:.2f}",
     }
