@@ -384,12 +384,12 @@ def counterexample(o: Output, quick: bool) -> dict:
     ax.semilogy(ts[pos], lam[pos, 0], color="tab:blue", label=r"$\lambda_{\min}(\Sigma)$")
     ax.axvline(t_b, color="k", ls="--", lw=0.8)
     ax.set_xlabel("$t$")
-    ax.set_ylabel(r"eigenvalues of $\Sigma$")
+    ax.set_ylabel(r"$\lambda(\Sigma)$")
     ax.set_title(f"the counterexample: blow-up at $t^*$ = {t_b:.2f}")
     if floor_from_t is not None:
         ax.set_title(
             f"the counterexample: blow-up at $t^*$ = {t_b:.2f}\n"
-            f"($\\lambda_{{\\min}}$ not drawn after $t \\approx {floor_from_t:.0f}$: rounding floor)"
+            f"($\\lambda_{{\\min}}$ not drawn from $t \\approx {floor_from_t:.0f}$ on)"
         )
     ax.legend(loc="center right")
     ax = axes[0, 1]
@@ -402,8 +402,8 @@ def counterexample(o: Output, quick: bool) -> dict:
     ax.set_ylabel(r"$\lambda_{\max}(\Sigma)$")
     ax.set_title(
         "finite-time blow-up: log-log slope " + f"{slope:.3f}".replace("-", "−") + ";\n"
-        f"$\\lambda_{{\\max}}(t^* - t)$ in [{float(fmt_lower(c_lo, 2)):g}, {float(fmt_upper(c_hi, 3)):g}], repeating every "
-        f"×{10**period_decades:.2f}\nin $t^* - t$ (the major axis turns by 180° each time)"
+        f"$\\lambda_{{\\max}}(t^* - t)$ in [{float(fmt_lower(c_lo, 2)):g}, {float(fmt_upper(c_hi, 3)):g}], repeating\n"
+        f"every ×{10**period_decades:.2f} in $t^* - t$ (the major axis\nturns by 180° each time)"
     )
     ax.set_ylim(top=30 * c_hi / gaps.min())  # room for the legend above the curve
     ax.legend(loc="upper right")
@@ -629,11 +629,11 @@ def main(out: Path, quick: bool = False) -> dict:
         ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), {k: _tex(v) for k, v in labels_b.items()},
         xlabel=r"$\varphi$  ($V = R(\varphi)$, rotation; radians)", ylabel=YLABEL, notes={k: _tex(v) for k, v in notes_b.items()},
         title=f"(b) softmax, $V = R(\\varphi)$, $\\Sigma_0 = I/2$, solved to $t_1$ = {pm.T1_B:g}: the sign rule on "
-        f"$VA + A^\\top V^\\top$\ndisagrees with the solve on {int(disagree_b.sum())} of {int(decided.sum())} decided members, "
-        f"{int(disagree_b.sum()) - n_unsettled_b} of {int(decided.sum()) - n_unsettled_all_b} without the {n_unsettled_all_b} "
-        f"escapes\nthe level check could not settle. Rule 'blow-up', solve 'none by $t_1$': {int(rule_wrong_blow.sum())}; "
-        f"rule 'none', solve 'blow-up': {int(rule_wrong_safe.sum())} here\n(see phase_maps_counterexample). "
-        f"Of the decade test's {esc_b.size} escapes, {n_confirmed_b} blow up\nin finite time (level check; counted as blow-up)",
+        f"$VA + A^\\top V^\\top$\ndisagrees with the solve on {int(disagree_b.sum())} of {int(decided.sum())} decided members "
+        f"({int(disagree_b.sum()) - n_unsettled_b} of {int(decided.sum()) - n_unsettled_all_b}\nwithout the {n_unsettled_all_b} "
+        f"escapes the level check could not settle). Rule 'blow-up', solve 'none by $t_1$': {int(rule_wrong_blow.sum())};\n"
+        f"rule 'none', solve 'blow-up': {int(rule_wrong_safe.sum())} here (see phase_maps_counterexample). "
+        f"Of the decade test's {esc_b.size} escapes,\n{n_confirmed_b} blow up in finite time (level check; counted as blow-up)",
     )  # fmt: skip
     fine_p, fine_b = pm.grid(401, pm.PHI_RANGE, pm.A_RANGE)
     rule_fine = naive_rule_map(fine_p, fine_b)

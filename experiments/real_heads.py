@@ -988,8 +988,8 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
     near = summary["near_decade_threshold"]
     if near["heads"]:
         labels["diverge"] += (
-            f"\n* decade ratio {NEAR_THRESHOLD[0]:g}–{NEAR_THRESHOLD[1]:g}, near the test's threshold 0.05:\n"
-            f"blow-up against divergence not settled ({near['blow_up']} blow-up, {near['diverge']} diverge)"
+            f"\n* decade ratio {NEAR_THRESHOLD[0]:g}–{NEAR_THRESHOLD[1]:g}, near the test's\nthreshold 0.05: "
+            f"blow-up against divergence\nnot settled ({near['blow_up']} blow-up, {near['diverge']} diverge)"
         )
     handles = [plt.Rectangle((0, 0), 1, 1, color=REGIME_COLORS[REGIMES.index(r)]) for r in REGIMES if c[r]]
     fig.legend(handles, [labels[r] for r in REGIMES if c[r]], loc="outside lower center", ncol=2, frameon=False)
