@@ -15,7 +15,7 @@ import numpy as np
 from ._memory import host_memory_bytes
 from .errors import EmptyRowError, MaskError, MemoryBudgetError
 
-__all__ = ["as_mask", "check_rows_nonempty", "available_memory_bytes", "check_memory"]
+__all__ = ["as_mask", "check_rows_nonempty", "available_memory_bytes", "device_free_bytes", "check_memory"]
 
 
 def as_mask(
@@ -96,15 +96,21 @@ def available_memory_bytes() -> int:
     For accelerators the device's ``bytes_limit - bytes_in_use``; on the CPU the
     ``MemAvailable`` line of ``/proc/meminfo`` (falling back to physical memory).
     """
-    dev = jax.devices()[0]
-    if dev.platform != "cpu":
-        try:
-            stats = dev.memory_stats() or {}
-            if "bytes_limit" in stats:
-                return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
-        except Exception:
-            pass
-    return host_memory_bytes()
+    free = device_free_bytes(jax.devices()[0])
+    return host_memory_bytes() if free is None else free
+
+
+def device_free_bytes(dev) -> int | None:
+    """Free bytes of an accelerator's own memory (``memory_stats()``: ``bytes_limit - bytes_in_use``); None for a
+    CPU device (it uses the host's memory: :func:`~hassejax._memory.host_memory_bytes`) or a device that reports
+    none."""
+    if dev.platform == "cpu":
+        return None
+    try:
+        stats = dev.memory_stats() or {}
+    except Exception:
+        return None
+    return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0)) if "bytes_limit" in stats else None
 
 
 def check_memory(

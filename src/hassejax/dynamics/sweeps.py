@@ -63,7 +63,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import PyTree
 from tqdm.auto import tqdm
 
-from .._checks import check_memory
+from .._checks import check_memory, device_free_bytes
 from .._env import progress_off
 from .._memory import host_memory_bytes
 from .._xla_flags import jit_takes_compiler_options, sweep_compiler_options
@@ -379,16 +379,8 @@ def _free_bytes(devices) -> int | None:
     (``memory_stats()``: ``bytes_limit - bytes_in_use``); None where a device reports none."""
     if devices[0].platform == "cpu":
         return host_memory_bytes()
-    free = []
-    for dev in devices:
-        try:
-            stats = dev.memory_stats() or {}
-        except Exception:
-            stats = {}
-        if "bytes_limit" not in stats:
-            return None
-        free.append(int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)))
-    return max(0, min(free))
+    free = [device_free_bytes(dev) for dev in devices]
+    return None if None in free else max(0, min(free))
 
 
 def _program_only(est, cpu: bool) -> int:
