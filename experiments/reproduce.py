@@ -347,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
 
     add_xla_flags(fast_compile_flags(level0=args.quick))
     t0 = time.perf_counter()
+    handlers = {stop: signal.getsignal(stop) for stop in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGINT, _on_stop_signal)
     signal.signal(signal.SIGTERM, _on_stop_signal)  # e.g. a plain `kill`: the workers are ended too
     previous = os.environ.get("HASSEJAX_PROGRESS")
@@ -365,7 +366,10 @@ def main(argv: list[str] | None = None) -> int:
         stop = signal.Signals(_INTERRUPTED or signal.SIGINT)
         print(f"\ninterrupted ({stop.name}) after {time.perf_counter() - t0:.0f} s; no summary", file=sys.stderr)
         return 128 + stop.value  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
-    finally:  # the caller's environment as it was (main() is called in-process by the tests, too)
+    finally:  # the caller's environment and signal handlers as they were (main() is called in-process by the
+        # tests, too: left installed, a later SIGTERM to that process raised KeyboardInterrupt wherever it landed)
+        for stop, handler in handlers.items():
+            signal.signal(stop, handler)
         if previous is None:
             os.environ.pop("HASSEJAX_PROGRESS", None)
         else:

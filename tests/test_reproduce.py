@@ -206,12 +206,15 @@ def test_no_progress_hides_the_bar_not_the_summary(tmp_path, monkeypatch, capsys
     monkeypatch.syspath_prepend(str(tmp_path))
     module = _reproduce_module()
     monkeypatch.setattr(module, "EXPERIMENTS", ["fake_bars"])
-    handler = signal.getsignal(signal.SIGINT)
+    handlers = {stop: signal.getsignal(stop) for stop in (signal.SIGINT, signal.SIGTERM)}
     try:
         argv = ["--jobs", "1", "--no-compile-cache", "--out", str(tmp_path / "out")] + ["--no-progress"] * flag
         assert module.main(argv) == 0
+        # the caller's handlers back: a SIGTERM later must not raise KeyboardInterrupt in this process
+        assert {stop: signal.getsignal(stop) for stop in handlers} == handlers
     finally:
-        signal.signal(signal.SIGINT, handler)
+        for stop, handler in handlers.items():
+            signal.signal(stop, handler)
     captured = capsys.readouterr()
     assert "fake_bars" in captured.out and "answer 42" in captured.out and "1 ok" in captured.out
     assert ("experiments:" in captured.err) != flag
