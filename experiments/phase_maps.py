@@ -139,7 +139,7 @@ def _inset(ax, codes, v, a, late, slow) -> None:
                cmap=ListedColormap([COLORS_A.get(k, "white") for k in range(max(COLORS_A) + 1)]), vmin=-0.5,
                vmax=max(COLORS_A) + 0.5)  # fmt: skip
     ins.scatter(v[late], a[late], marker="x", color="w", s=30, lw=1.2, zorder=5)
-    ins.scatter(v[slow], a[slow], marker="+", color="k", s=40, lw=1.2, zorder=5)
+    ins.scatter(v[slow], a[slow], marker="+", color="w", s=40, lw=1.2, zorder=5)
     ins.set_xlim(INSET[0], INSET[1])
     ins.set_ylim(INSET[2], INSET[3])
     ins.tick_params(labelsize=8)
@@ -171,7 +171,7 @@ LABELS_A = {
     SLOW_CONTRACTION: "settled at t1 by the rate test; closed form: Σ → 0, slowly (+)",
     Outcome.bounded: "v = 0: Σ constant",
 }
-COLORS_A = {**OUTCOME_COLORS, LATE_BLOW_UP: "#843c39", SLOW_CONTRACTION: "#006d2c"}
+COLORS_A = {**OUTCOME_COLORS, LATE_BLOW_UP: "#7F2704", SLOW_CONTRACTION: "#08306B"}  # darker vermillion, blue
 VERDICT_OF = {
     Outcome.blow_up: Verdict.blow_up_by_t1,
     Outcome.grows: Verdict.blow_up_after_t1,
@@ -415,7 +415,7 @@ def counterexample(o: Output, quick: bool) -> dict:
     ax.scatter(xy[calm, 0], xy[calm, 1], marker="x", s=28, color="k", lw=1.2, zorder=4,
                label=f"no blow-up by $t = {CE_T1:g}$ ({int(calm.sum())})")  # fmt: skip
     ce_xy = geometry.disk_coords(CE_SIGMA0)
-    ax.plot(ce_xy[0], ce_xy[1], marker="*", ms=10, color="crimson", mec="k", mew=0.6)
+    ax.plot(ce_xy[0], ce_xy[1], marker="*", ms=10, color="w", mec="k", mew=0.6)
     th = np.linspace(0, 2 * np.pi, 200)
     ax.plot(np.cos(th), np.sin(th), color="k", lw=0.6)
     ax.set_aspect("equal")
@@ -431,7 +431,7 @@ def counterexample(o: Output, quick: bool) -> dict:
               interpolation="nearest")  # fmt: skip
     ax.contour(D1, D2, nb_rule, levels=[0.0], colors="k", linewidths=1.2)
     draw_hatched(ax, D1, D2, paper_dir, "_")
-    ax.plot(0, 0, marker="*", ms=10, color="crimson", mec="k", mew=0.6)
+    ax.plot(0, 0, marker="*", ms=10, color="w", mec="k", mew=0.6)
     ax.set_xlabel(r"$\delta_1$ ($V = R(\delta_1) V_{ce}$)")
     ax.set_ylabel(r"$\delta_2$ ($A = A_{ce} + \delta_2 I$)")
     other = f"{int(other_dir.sum())} the other way" + (
@@ -448,7 +448,7 @@ def counterexample(o: Output, quick: bool) -> dict:
         ),
         Patch(color=CE_COLORS[0], label=f"no escape by $t = {CE_T1:g}$ ({int((~nb_blow & ~nb_escape).sum())})"),
         Line2D([], [], color="k", lw=1.2, label=r"$\lambda_{\max}(VA + A^\top V^\top) = 0$ (rule's boundary)"),
-        Line2D([], [], marker="*", ls="", ms=10, color="crimson", mec="k", label="the counterexample"),
+        Line2D([], [], marker="*", ls="", ms=10, color="w", mec="k", label="the counterexample"),
     ]
     if nb_escape.any():
         legend.insert(1, Patch(color=CE_COLORS[1], label=f"escape, no finite-time blow-up ({int(nb_escape.sum())})"))
@@ -600,7 +600,7 @@ def main(out: Path, quick: bool = False) -> dict:
     for text in labels:
         text.set_path_effects([patheffects.withStroke(linewidth=2.0, foreground="k")])
     ax.scatter(V_[late], A_[late], marker="x", color="w", s=22, lw=1.0, zorder=5)
-    ax.scatter(V_[slow], A_[slow], marker="+", color="k", s=28, lw=1.0, zorder=5)
+    ax.scatter(V_[slow], A_[slow], marker="+", color="w", s=28, lw=1.0, zorder=5)
     _inset(ax, codes_a, V_, A_, late, slow)
     handles.append(Line2D([], [], color="k", lw=1.4, label=r"closed form: $\lambda_{\max}(v(A + A^\top)) = 0$"))
     handles.append(Line2D([], [], color="w", lw=0.8, path_effects=[patheffects.withStroke(linewidth=2.0, foreground="k")],
