@@ -125,6 +125,7 @@ def _resolve_keys(diagram: HasseDiagram, order_key) -> dict[int, float] | None:
     return {c: float(k) for c, k in enumerate(keys)}
 
 
+@no_type_check  # hot private helper and its closures: no runtime type check under the suite's hook (see pyproject)
 def _layout(diagram: HasseDiagram, labels: list[str], sweeps: int = 4, levels=None, order_key=None):
     """Sugiyama-style layout: positions of classes and dummy bends, and each edge's route.
 
