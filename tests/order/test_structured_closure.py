@@ -334,6 +334,29 @@ def test_a_product_beyond_the_candidate_limit_is_refused_by_name():
     assert compose(m, m) == compose(m, m)  # the default limit again outside the block
 
 
+@pytest.mark.parametrize("n", [8, 12_000])
+def test_the_refusal_quotes_the_dense_route_s_own_estimate_and_no_dead_end(n, monkeypatch):
+    """The refusal's way out states the memory the dense bit-packed route's own check will ask for (it said "n²/8
+    bytes a power: 512 MiB" for a 2-D neighbourhood mask at n = 65,536, whose dense route then needed 29 GiB, a
+    fresh-user review); when that does not fit the free memory, it says so instead of naming a route that will
+    refuse too."""
+    from hassejax.order import _routes, _structured
+
+    m = IntervalMask.from_runs(np.zeros((n, 1), np.int64), np.full((n, 1), n, np.int64), n=n)  # every key
+    need = _routes._dense_bytes(n, 1, "bitpacked", 0, 2)  # the interval form's dense route (order._prepare)
+    want = f"{need / 2**30:.3g} GiB" if need >= 2**30 else f"{need / 2**20:.3g} MiB"
+    monkeypatch.setattr(_structured, "host_memory_bytes", lambda: 2 * need)
+    with _structured.candidate_limit(1.0), pytest.raises(_structured.CandidateLimitError) as err:
+        compose(m, m)
+    assert f"dense bit-packed route (about {want} for this n)" in str(err.value)
+    assert "method='bitpacked'" in str(err.value)
+    monkeypatch.setattr(_structured, "host_memory_bytes", lambda: need)  # over the 80 % budget
+    with _structured.candidate_limit(1.0), pytest.raises(_structured.CandidateLimitError) as err:
+        compose(m, m)
+    assert f"needs about {want} for this n" in str(err.value) and "smaller n" in str(err.value)
+    assert "method='bitpacked'" not in str(err.value)
+
+
 def test_auto_route_falls_back_to_bitpacked_when_the_runs_of_the_powers_multiply(monkeypatch):
     """A dilated window (3 runs a row) has powers of hundreds of runs: under ``method="auto"`` a product beyond the
     dense bit-packed cost moves the whole analysis to the bit-packed route (n = 3000 was refused after 17 s, a

@@ -63,7 +63,9 @@ def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dens
                 "dense bit-packed route"
             )
         except MemoryBudgetError:  # neither route: say both (the refusal alone names the route just tried)
-            first = str(refused).split(" Use the dense bit-packed route")[0]
+            first = (
+                str(refused).split(" Use the dense bit-packed route")[0].split(" The dense bit-packed route needs")[0]
+            )
             raise MemoryBudgetError(
                 f"{first} The dense bit-packed route, tried next, does not fit in memory either (a dense "
                 f"({m.n}, {m.n}) mask and its packed powers). Use a smaller n, or a machine with more memory."

@@ -36,6 +36,7 @@ from typing import no_type_check
 
 import numpy as np
 
+from .._memory import host_memory_bytes
 from ..errors import MemoryBudgetError
 from ..masks._intervals import IntervalMask, check_host_memory, normalize_runs
 from ._progress import NO_BAR, Bar
@@ -79,9 +80,7 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
         raise CandidateLimitError(
             f"`{name}`: {what} has up to {float(n) * width:.3g} candidate runs to merge (n x 4 x runs x runs), more "
             f"than the structured route takes ({_CANDIDATE_LIMIT.get():.3g}: tens of seconds a product): the runs of "
-            f"this mask's powers multiply. Use the dense bit-packed route (n²/8 bytes a power: "
-            f"{float(n) * n / 8 / 2**20:.4g} MiB here): flow_summary(mask, method='bitpacked'), or "
-            "reachability(mask.to_dense(), method='bitpacked'); or a smaller n."
+            f"this mask's powers multiply. {_dense_advice(n)}"
         )
     check_host_memory(_table_bytes(n, q.num_runs, levels) + _TEMP_BYTES_PER_ENTRY * block * width, what, name)
     diag = _diagonal_runs(q)
@@ -173,6 +172,31 @@ _TEMP_BYTES_PER_ENTRY = 64
 """Bytes per candidate run of a row block at the peak of :func:`compose`: the candidates' starts and stops (int64,
 16) and :func:`~hassejax.masks._runs.normalize_runs`' sort order, sorted copies, running maximum, masks and slots
 (about 40 more)."""
+
+
+def _dense_advice(n: int) -> str:
+    """Where to go when the structured route refuses an `n`-position mask: the dense bit-packed route with its peak
+    memory as that route's own check counts it from the interval form (two bool ``(n, n)`` copies, the packed
+    closure and its two bool ``(n, n)`` arrays: :func:`hassejax.order._routes._dense_bytes`), or, when that does not
+    fit in the free host memory either, a smaller n."""
+    from ._bitpacked import bitpacked_bytes  # SciPy: only on this error's path
+
+    need = 2 * n * n + bitpacked_bytes(n, n) + 2 * n * n
+    free = host_memory_bytes()
+    size = f"{need / 2**30:.3g} GiB" if need >= 2**30 else f"{need / 2**20:.3g} MiB"
+    if need > _DENSE_FRACTION * free:
+        return (
+            f"The dense bit-packed route needs about {size} for this n ({free / 2**30:.3g} GiB is free): use a "
+            "smaller n, or a machine with more memory."
+        )
+    return (
+        f"Use the dense bit-packed route (about {size} for this n): flow_summary(mask, method='bitpacked'), or "
+        "reachability(mask.to_dense(), method='bitpacked'); or a smaller n."
+    )
+
+
+_DENSE_FRACTION = 0.8
+"""The share of the free memory a route's check allows (:func:`hassejax._checks.check_memory`'s default)."""
 
 
 class CandidateLimitError(MemoryBudgetError):
