@@ -144,6 +144,7 @@ def test_analyze_takes_the_derived_masks_as_export_and_tiles_do(capsys, tmp_path
         (["analyze", "bogus(3)"], "unknown mask 'bogus'"),
         (["analyze", "causal("], "not valid syntax"),
         (["analyze", "missing.npy"], "no such .npy file"),
+        (["analyze", "masks.npz"], "a .npz file is not read; pass one Boolean (n, n) mask saved with numpy.save"),
     ],
 )
 def test_bad_specs(capsys, argv, fragment):
@@ -154,13 +155,21 @@ def test_bad_specs(capsys, argv, fragment):
 
 @pytest.mark.parametrize(
     "array, fragment",
-    [(np.eye(3, dtype=np.int32), "dtype bool"), (np.ones((2, 3), bool), "must be square"), (np.ones(3, bool), "rank")],
-)
+    [
+        (np.eye(3, dtype=np.int32), "dtype bool (True = may attend); got dtype int32. Save it as Boolean first, e.g. "
+         "`numpy.save(path, mask.astype(bool))`"),
+        (np.ones((2, 3), bool), "must be square"),
+        (np.ones(3, bool), "rank 2, shape (n, n); got shape (3,) (rank 1)"),
+        (np.ones((0, 0), bool), "must have n >= 1 positions; got shape (0, 0)"),  # it said "must have rank 2"
+    ],
+)  # fmt: skip
 def test_bad_npy(capsys, tmp_path, array, fragment):
+    """The file named as the command line's argument (MASK_SPEC), and advice for a file, not for Python (review)."""
     path = tmp_path / "bad.npy"
     np.save(path, array)
     rc, _, err = run(capsys, "analyze", str(path))
-    assert rc == 2 and err.count("\n") == 1 and err.startswith("hassejax: error: `mask`") and fragment in err
+    assert rc == 2 and err.count("\n") == 1 and fragment in err
+    assert err.startswith(f"hassejax: error: MASK_SPEC {str(path)!r}: the array must")
 
 
 def test_npy_name_without_npy_content(capsys, tmp_path):

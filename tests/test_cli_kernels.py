@@ -84,6 +84,22 @@ def test_export_usage_errors(capsys):
     assert _run(capsys, "export", "causal(n=4)", "--to", "npy")[0] == 2  # npy needs --out
 
 
+def test_export_npy_too_large_is_refused_before_the_array_in_the_command_line_s_words(capsys, tmp_path, monkeypatch):
+    """`--to npy` of a 1M-token mask: refused from its size before any array, naming `--to npy` and the options that
+    need no array (it gave to_splash's Python advice about a NumpyMask, a fresh-user review)."""
+    from hassejax.kernels import _splash_write
+
+    def never(*args, **kwargs):
+        raise AssertionError("the dense array was started")
+
+    monkeypatch.setattr(_splash_write, "_dense_rule", never)
+    path = tmp_path / "big.npy"
+    code, out, err = _run(capsys, "export", "prefix_lm(n=1048576, prefix=1024)", "--to", "npy", "--out", str(path))
+    assert code == 2 and out == "" and not path.exists()
+    assert "`--to npy`: the dense Boolean array of prefix_lm(n=1048576, prefix=1024)" in err
+    assert "1024.00 GiB" in err and "--to splash or --to mask_mod" in err and "NumpyMask" not in err
+
+
 def test_tiles_long_context_and_json(capsys, tmp_path):
     n = 131072
     spec = f"sliding_window(n={n}, left=4096) | attention_sinks(n={n}, num=4)"

@@ -54,22 +54,31 @@ def load_mask(spec: str):
             if "mmap length is greater than file size" in why:  # numpy's words for a file cut short
                 why = "the file is shorter than its header says: truncated"
             raise MaskError(f"MASK_SPEC {spec!r}: cannot read it as a .npy array ({why}).") from None
-        if arr.ndim != 2 or 0 in arr.shape:
+        if arr.ndim != 2:
             raise MaskError(
-                f"`mask` must have rank 2, shape (n, n) with n >= 1; got shape {arr.shape} (rank {arr.ndim})."
+                f"MASK_SPEC {spec!r}: the array must have rank 2, shape (n, n); got shape {arr.shape} (rank "
+                f"{arr.ndim})."
             )
+        if 0 in arr.shape:
+            raise MaskError(f"MASK_SPEC {spec!r}: the array must have n >= 1 positions; got shape {arr.shape}.")
         if arr.shape[0] != arr.shape[1]:
             raise MaskError(
-                f"`mask` must be square (n, n): queries and keys are the same positions; got shape {arr.shape}."
+                f"MASK_SPEC {spec!r}: the array must be square (n, n): queries and keys are the same positions; got "
+                f"shape {arr.shape}."
             )
         if arr.dtype != np.bool_:
             raise MaskError(
-                f"`mask` must have dtype bool (True = may attend); got dtype {arr.dtype}. Convert it first, e.g. "
-                "`mask.astype(bool)` for 0/1 'may attend' masks."
+                f"MASK_SPEC {spec!r}: the array must have dtype bool (True = may attend); got dtype {arr.dtype}. "
+                "Save it as Boolean first, e.g. `numpy.save(path, mask.astype(bool))` for 0/1 'may attend' masks."
             )
         from ..masks import IntervalMask
 
         return IntervalMask.from_dense(arr, name="mask") if arr.shape[0] > _DENSE_NPY_LIMIT else np.asarray(arr)
+    if spec.lower().endswith((".npz", ".pt", ".pth", ".safetensors", ".pkl", ".pickle", ".json", ".txt", ".csv")):
+        raise MaskError(
+            f"MASK_SPEC {spec!r}: a {Path(spec).suffix} file is not read; pass one Boolean (n, n) mask saved with "
+            "numpy.save as a .npy file, or a mask spec such as 'causal(n=1024)'."
+        )
     if _FAMILY_CALL.search(spec):  # the derived masks' closed forms, as `export` and `tiles` take them (imports JAX)
         from ..kernels.mask_mod import mask_rule
 

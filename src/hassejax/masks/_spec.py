@@ -59,6 +59,9 @@ def _form_arg(value, name: str) -> str:
     )
 
 
+_DERIVED = ("block_two_stream_mask", "butterfly_mask")
+"""Masks derived from task families (:func:`hassejax.kernels.mask_rule` builds them), not in the gallery's registry."""
+
 _COMBINE = {ast.BitOr: ("|", "a union"), ast.BitAnd: ("&", "an intersection")}
 
 
@@ -189,6 +192,11 @@ def _call(call: ast.AST, source: str, text: str, registry: dict):
             f"calls combined with | (union), & (intersection) and parentheses; got `{_segment(source, call)}`."
         )
     name = call.func.id
+    if name not in registry and name in _DERIVED:  # the command line and the kernels take them, not from_spec
+        raise MaskError(
+            f"mask spec {text!r}: {name!r} is a mask derived from a task family, built by "
+            f"hassejax.kernels.mask_rule({text!r}) (its `.intervals` is the interval form); from_spec knows: {known}."
+        )
     if name not in registry:
         raise MaskError(f"mask spec {text!r}: unknown mask {name!r}; known masks: {known}.")
     fn = registry[name]
