@@ -6,6 +6,7 @@ i -> j, one per A[i, j]). Property tests against networkx are in test_closure_pr
 
 import math
 
+import jax
 import jax.numpy as jnp
 import jaxtyping
 import networkx as nx
@@ -346,6 +347,15 @@ def test_bad_num_layers(no_runtime_typecheck, num_layers, fragment):
     with pytest.raises(ParameterError, match=fragment) as info:
         reachability(causal(4), num_layers)
     assert "`num_layers`" in str(info.value)
+
+
+def test_traced_num_layers_is_told_to_be_static(no_runtime_typecheck):
+    """Under jit, `num_layers` must be static: the error says so (it said "must be a positive int ... got JitTracer",
+    a review); marked static, the same call works and equals the eager one."""
+    with pytest.raises(ParameterError, match=r"`num_layers` must be a concrete .*\(static_argnames=\('num_layers',\)"):
+        jax.jit(lambda m, k: reachability(m, k))(causal(4), 2)
+    jitted = jax.jit(reachability, static_argnames=("num_layers",))
+    np.testing.assert_array_equal(np.asarray(jitted(chain(5), num_layers=2)), window(5, 2))
 
 
 def test_num_layers_must_match_layer_masks(no_runtime_typecheck):

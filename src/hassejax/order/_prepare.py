@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -31,6 +32,12 @@ def _check_method(method) -> str:
 def _check_num_layers(num_layers) -> int | None:
     if num_layers is None:
         return None
+    if isinstance(num_layers, jax.core.Tracer):
+        raise ParameterError(
+            "`num_layers` must be a concrete positive int: it sets the number of squarings and the output, so it "
+            "cannot be traced; under jax.jit mark it static (static_argnames=('num_layers',)) or call outside jit; "
+            f"got a traced value of shape {num_layers.shape} and dtype {num_layers.dtype}."
+        )
     if isinstance(num_layers, (bool, np.bool_)) or not isinstance(num_layers, (int, np.integer)):
         raise ParameterError(
             f"`num_layers` must be a positive int (the number of layers L) or None (the limit); "
