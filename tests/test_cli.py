@@ -299,3 +299,17 @@ def test_long_classes_are_cut_on_the_terminal_not_in_json(capsys, tmp_path):
     assert line.count("(30 positions)") == 4 and len(line) < 400
     data = json.loads(out_json.read_text())
     assert sorted(len(c) for c in data["diagram"]["classes"]) == [30, 30, 30, 30]
+
+
+def test_analyze_method_picks_the_route_and_changes_no_number(capsys):
+    """``--method`` (flow_summary's `method`): the bit-packed route reports what the structured route reports; the
+    structured route's refusal names it for the command line too."""
+    spec = "sliding_window(n=64, left=3) | attention_sinks(n=64, num=2)"
+    rc, auto, _ = run(capsys, "analyze", spec, "--layers", "2", "8")
+    assert rc == 0 and "route: structured" in auto
+    rc, packed, _ = run(capsys, "analyze", spec, "--layers", "2", "8", "--method", "bitpacked")
+    assert rc == 0 and "route: bitpacked (requested)" in packed
+    strip = lambda text: [x for x in text.splitlines() if not x.startswith("route:")]
+    assert strip(packed) == strip(auto)
+    rc, _, err = run(capsys, "analyze", spec, "--method", "fast")
+    assert rc == 2 and "--method" in err and "bitpacked" in err

@@ -19,7 +19,7 @@ import pytest
 
 from hassejax.cli import _analyze, main
 from hassejax.masks import from_spec
-from hassejax.order import HasseDiagram, flow_summary, longest_chain, width
+from hassejax.order import HasseDiagram, longest_chain, width
 
 NO_JAX = ("jax", "jaxlib", "equinox", "diffrax")
 
@@ -171,21 +171,14 @@ def test_analyze_of_a_structured_spec_imports_no_jax_and_prints_as_before(fresh_
     assert out == BEFORE[argv]
 
 
-def _dense_analyze(mask, layers=None):
-    """:func:`hassejax.cli._analyze.analyze` on the dense JAX route (matmul closure, JAX poset functions)."""
-    summary = flow_summary(np.asarray(mask), () if layers is None else layers, method="matmul")
-    return {"summary": summary, "layers": list(summary.layers), **summary.to_dict()}
-
-
 @pytest.mark.parametrize("argv", SMALL, ids=lambda a: a[0][:40])
 def test_analyze_without_jax_prints_what_the_dense_jax_route_prints(fresh_reports, argv, monkeypatch):
     rc, out, loaded = fresh_reports[argv]
     assert loaded == [] and rc == 0
     monkeypatch.setattr(_analyze, "load_mask", lambda spec: np.asarray(from_spec(spec)))  # dense Boolean (n, n)
-    monkeypatch.setattr(_analyze, "analyze", _dense_analyze)
     dense = io.StringIO()
-    with contextlib.redirect_stdout(dense):
-        assert main(["analyze", *argv]) == 0
+    with contextlib.redirect_stdout(dense):  # the dense JAX route: matmul closure, JAX poset functions
+        assert main(["analyze", *argv, "--method", "matmul"]) == 0
     dense_lines = dense.getvalue().splitlines()
     assert [x for x in dense_lines if x.startswith("route:")] == ["route: matmul (requested)"]
     assert [x for x in out.splitlines() if not x.startswith("route:")] == [

@@ -15,7 +15,9 @@ from ._parser import _one_line, _OutputError, _UsageError
 _PROGRESS_DELAY = 2.0
 
 
-def analyze(mask, layers: Sequence[int] | int | None = None, progress: bool | int | float = False) -> dict:
+def analyze(
+    mask, layers: Sequence[int] | int | None = None, progress: bool | int | float = False, method: str = "auto"
+) -> dict:
     """The numbers printed by ``hassejax analyze`` (spec hasse.md §1), at any ``n``.
 
     **Arguments:**
@@ -25,6 +27,8 @@ def analyze(mask, layers: Sequence[int] | int | None = None, progress: bool | in
     - `layers`: layer counts ``L`` whose reach is reported (an int or a sequence).
     - `progress`: progress bars on stderr, as in :func:`hassejax.order.flow_summary` (``False``,
       ``True`` or a number of seconds before a stage's bar shows).
+    - `method`: the closure's route, as in :func:`hassejax.order.flow_summary` (``"auto"``, ``"structured"``,
+      ``"bitpacked"`` or ``"matmul"``).
 
     **Returns:** the dict of :meth:`hassejax.order.FlowSummary.to_dict` (``n``, ``route``,
     ``convergence_depth``, ``reach``, ``limit``, ``num_classes``, ``class_sizes``, ``depth``,
@@ -36,7 +40,7 @@ def analyze(mask, layers: Sequence[int] | int | None = None, progress: bool | in
     from ..order import flow_summary
 
     layers = () if layers is None else layers
-    summary = flow_summary(mask, layers, progress=progress)
+    summary = flow_summary(mask, layers, method=method, progress=progress)
     out = summary.to_dict()
     out["layers"] = list(summary.layers)
     out["summary"] = summary
@@ -50,7 +54,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     try:
         mask = load_mask(args.mask_spec)
         progress = _progress(args.progress)
-        result = analyze(mask, args.layers) if progress is False else analyze(mask, args.layers, progress=progress)
+        result = analyze(mask, args.layers, progress=progress, method=args.method)
     except HassejaxError as err:
         raise _UsageError(str(err)) from None
     from ..order import format_class

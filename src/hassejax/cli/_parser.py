@@ -78,6 +78,11 @@ def _add_analyze(subparsers) -> None:
         "--layers", type=_positive_int, nargs="+", metavar="L",
         help="report the reach after L layers and whether it is the limit flow (several: --layers 1 2 4 8)",
     )  # fmt: skip
+    p.add_argument(
+        "--method", choices=["auto", "structured", "bitpacked", "matmul"], default="auto",
+        help="the closure's route (hassejax.order.flow_summary's `method`): auto (default) takes the structured route "
+        "for key runs and the dense routes otherwise; bitpacked and matmul hold (n, n) arrays",
+    )  # fmt: skip
     p.add_argument("--dot", metavar="FILE", help="write the Hasse diagram as Graphviz DOT")
     p.add_argument("--png", metavar="FILE", help="draw the Hasse diagram (matplotlib)")
     p.add_argument("--json", metavar="FILE", help="write the numbers and the diagram as JSON")

@@ -190,8 +190,9 @@ def _dense_advice(n: int) -> str:
             "smaller n, or a machine with more memory."
         )
     return (
-        f"Use the dense bit-packed route (about {size} for this n): flow_summary(mask, method='bitpacked'), or "
-        "reachability(mask.to_dense(), method='bitpacked'); or a smaller n."
+        f"Use the dense bit-packed route (about {size} for this n): flow_summary(mask, method='bitpacked') "
+        "(hassejax analyze ... --method bitpacked), or reachability(mask.to_dense(), method='bitpacked'); or a "
+        "smaller n."
     )
 
 
