@@ -144,7 +144,7 @@ def test_analyze_takes_the_derived_masks_as_export_and_tiles_do(capsys, tmp_path
         (["analyze", "bogus(3)"], "unknown mask 'bogus'"),
         (["analyze", "causal("], "not valid syntax"),
         (["analyze", "missing.npy"], "no such .npy file"),
-        (["analyze", "masks.npz"], "a .npz file is not read; pass one Boolean (n, n) mask saved with numpy.save"),
+        (["analyze", "masks.npz"], "a .npz file is not read; pass a Boolean mask saved with numpy.save as a .npy file"),
     ],
 )
 def test_bad_specs(capsys, argv, fragment):

@@ -86,7 +86,8 @@ def test_export_usage_errors(capsys):
 
 def test_export_npy_too_large_is_refused_before_the_array_in_the_command_line_s_words(capsys, tmp_path, monkeypatch):
     """`--to npy` of a 1M-token mask: refused from its size before any array, naming `--to npy` and the options that
-    need no array (it gave to_splash's Python advice about a NumpyMask, a fresh-user review)."""
+    need no array (it gave to_splash's Python advice about a NumpyMask, a fresh-user review): --to splash only where
+    splash has a structured mask (a diff review), --to mask_mod always."""
     from hassejax.kernels import _splash_write
 
     def never(*args, **kwargs):
@@ -94,10 +95,26 @@ def test_export_npy_too_large_is_refused_before_the_array_in_the_command_line_s_
 
     monkeypatch.setattr(_splash_write, "_dense_rule", never)
     path = tmp_path / "big.npy"
-    code, out, err = _run(capsys, "export", "prefix_lm(n=1048576, prefix=1024)", "--to", "npy", "--out", str(path))
+    n = 1048576
+    code, out, err = _run(capsys, "export", f"sliding_window(n={n}, left=4096)", "--to", "npy", "--out", str(path))
     assert code == 2 and out == "" and not path.exists()
-    assert "`--to npy`: the dense Boolean array of prefix_lm(n=1048576, prefix=1024)" in err
+    assert f"`--to npy`: the dense Boolean array of sliding_window(n={n}, left=4096, right=0)" in err
     assert "1024.00 GiB" in err and "--to splash or --to mask_mod" in err and "NumpyMask" not in err
+    for spec in (f"prefix_lm(n={n}, prefix=1024)", f"dilated(n={n}, window=4, dilation=2)"):  # no splash structure
+        code, out, err = _run(capsys, "export", spec, "--to", "npy", "--out", str(path))
+        assert code == 2 and "--to mask_mod writes code" in err and "--to splash" not in err and not path.exists()
+
+
+@pytest.mark.parametrize("command", [["tiles"], ["export", "--to", "mask_mod"]])
+def test_kernel_commands_name_their_argument_and_refuse_other_files(capsys, tmp_path, command):
+    """`tiles` and `export` call their argument SPEC_OR_FAMILY, take (heads, n, n) stacks, and refuse a .npz as a
+    file (they said MASK_SPEC, "must have rank 2", and parsed the .npz name as a spec; diff review)."""
+    code, _, err = _run(capsys, command[0], str(tmp_path / "masks.npz"), *command[1:])
+    assert code == 2 and "SPEC_OR_FAMILY" in err and "a .npz file is not read" in err
+    path = tmp_path / "four.npy"
+    np.save(path, np.ones((2, 2, 3, 3), bool))
+    code, _, err = _run(capsys, command[0], str(path), *command[1:])
+    assert code == 2 and f"SPEC_OR_FAMILY {str(path)!r}: the array must have rank 2, shape (n, n), or rank 3" in err
 
 
 def test_tiles_long_context_and_json(capsys, tmp_path):

@@ -61,7 +61,7 @@ def test_registry_values_are_the_public_constructors():
         ("foo(3)", ["unknown mask 'foo'", "known masks: attention_sinks, block_causal, block_diffusion, causal"]),
         ("foo", ["unknown mask 'foo'", "causal"]),
         (  # the command line takes it; from_spec says where it is built (it said "unknown mask", a review)
-            "causal(n=4) | butterfly_mask(n=4)",
+            "causal(n=10) | butterfly_mask(n=4)",  # valid for mask_rule (10 slots)
             ["'butterfly_mask' is a mask derived from a task family", "hassejax.kernels.mask_rule("],
         ),
         ("causal", ["without arguments", "causal(n)"]),

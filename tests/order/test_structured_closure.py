@@ -353,7 +353,7 @@ def test_the_refusal_quotes_the_dense_route_s_own_estimate_and_no_dead_end(n, mo
     monkeypatch.setattr(_structured, "host_memory_bytes", lambda: need)  # over the 80 % budget
     with _structured.candidate_limit(1.0), pytest.raises(_structured.CandidateLimitError) as err:
         compose(m, m)
-    assert f"needs about {want} for this n" in str(err.value) and "smaller n" in str(err.value)
+    assert f"needs about {want} of host memory for this n" in str(err.value) and "smaller n" in str(err.value)
     assert "method='bitpacked'" not in str(err.value)
 
 

@@ -19,7 +19,7 @@ from ._parser import _one_line, _OutputError, _UsageError
 # ----------------------------------------------------------------------------- inputs
 
 
-def load_mask(spec: str):
+def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n, n)"):
     """The mask named by `spec`: a ``.npy`` file path (dense) or a mask spec (interval form).
 
     A spec such as ``"sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)"``
@@ -28,57 +28,51 @@ def load_mask(spec: str):
     derived masks ``block_two_stream_mask(...)`` or ``butterfly_mask(...)`` (alone or combined)
     is built by :func:`hassejax.kernels.mask_rule`, in interval form too.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` for an unreadable file, a non-Boolean or
-    non-square array, or a bad spec (the message of :func:`hassejax.masks.from_spec`);
-    :class:`~hassejax.errors.MemoryBudgetError` for an array too large for the memory.
+    `arg` names the command line's argument in the errors and `ranks` the shapes it takes.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` for an unreadable file or one of another kind (``.npz``,
+    ``.pt``, ...), a non-Boolean or non-square array, or a bad spec (the message of
+    :func:`hassejax.masks.from_spec`); :class:`~hassejax.errors.MemoryBudgetError` for an array too large for the
+    memory.
     """
+    _refuse_other_files(spec, arg)
     if spec.lower().endswith(".npy"):
         path = Path(spec)
         if path.is_dir():
-            raise MaskError(f"MASK_SPEC {spec!r}: a directory, not a .npy file.")
+            raise MaskError(f"{arg} {spec!r}: a directory, not a .npy file.")
         if not path.is_file():
-            raise MaskError(f"MASK_SPEC {spec!r}: no such .npy file.")
+            raise MaskError(f"{arg} {spec!r}: no such .npy file.")
         try:
             with open(path, "rb") as fh:
                 magic = fh.read(6)
         except OSError as err:
-            raise MaskError(f"MASK_SPEC {spec!r}: cannot read it ({_one_line(str(err))}).") from None
+            raise MaskError(f"{arg} {spec!r}: cannot read it ({_one_line(str(err))}).") from None
         if magic != b"\x93NUMPY":  # np.load would take it for a pickle and say "pickled (object) data"
-            raise MaskError(
-                f"MASK_SPEC {spec!r}: not a NumPy .npy file (no .npy header); save the mask with numpy.save."
-            )
+            raise MaskError(f"{arg} {spec!r}: not a NumPy .npy file (no .npy header); save the mask with numpy.save.")
         try:
             arr = np.load(path, allow_pickle=False, mmap_mode="r")
         except (OSError, ValueError) as err:
             why = _one_line(str(err))
             if "mmap length is greater than file size" in why:  # numpy's words for a file cut short
                 why = "the file is shorter than its header says: truncated"
-            raise MaskError(f"MASK_SPEC {spec!r}: cannot read it as a .npy array ({why}).") from None
+            raise MaskError(f"{arg} {spec!r}: cannot read it as a .npy array ({why}).") from None
         if arr.ndim != 2:
-            raise MaskError(
-                f"MASK_SPEC {spec!r}: the array must have rank 2, shape (n, n); got shape {arr.shape} (rank "
-                f"{arr.ndim})."
-            )
+            raise MaskError(f"{arg} {spec!r}: the array must have {ranks}; got shape {arr.shape} (rank {arr.ndim}).")
         if 0 in arr.shape:
-            raise MaskError(f"MASK_SPEC {spec!r}: the array must have n >= 1 positions; got shape {arr.shape}.")
+            raise MaskError(f"{arg} {spec!r}: the array must have n >= 1 positions; got shape {arr.shape}.")
         if arr.shape[0] != arr.shape[1]:
             raise MaskError(
-                f"MASK_SPEC {spec!r}: the array must be square (n, n): queries and keys are the same positions; got "
+                f"{arg} {spec!r}: the array must be square (n, n): queries and keys are the same positions; got "
                 f"shape {arr.shape}."
             )
         if arr.dtype != np.bool_:
             raise MaskError(
-                f"MASK_SPEC {spec!r}: the array must have dtype bool (True = may attend); got dtype {arr.dtype}. "
+                f"{arg} {spec!r}: the array must have dtype bool (True = may attend); got dtype {arr.dtype}. "
                 "Save it as Boolean first, e.g. `numpy.save(path, mask.astype(bool))` for 0/1 'may attend' masks."
             )
         from ..masks import IntervalMask
 
         return IntervalMask.from_dense(arr, name="mask") if arr.shape[0] > _DENSE_NPY_LIMIT else np.asarray(arr)
-    if spec.lower().endswith((".npz", ".pt", ".pth", ".safetensors", ".pkl", ".pickle", ".json", ".txt", ".csv")):
-        raise MaskError(
-            f"MASK_SPEC {spec!r}: a {Path(spec).suffix} file is not read; pass one Boolean (n, n) mask saved with "
-            "numpy.save as a .npy file, or a mask spec such as 'causal(n=1024)'."
-        )
     if _FAMILY_CALL.search(spec):  # the derived masks' closed forms, as `export` and `tiles` take them (imports JAX)
         from ..kernels.mask_mod import mask_rule
 
@@ -86,6 +80,16 @@ def load_mask(spec: str):
     from ..masks import from_spec
 
     return from_spec(spec, form="intervals")
+
+
+def _refuse_other_files(spec: str, arg: str) -> None:
+    """A file of another kind than ``.npy`` is refused as a file (it was parsed as a mask spec and said "must be a
+    single call NAME(...)")."""
+    if spec.lower().endswith((".npz", ".pt", ".pth", ".safetensors", ".pkl", ".pickle", ".json", ".txt", ".csv")):
+        raise MaskError(
+            f"{arg} {spec!r}: a {Path(spec).suffix} file is not read; pass a Boolean mask saved with numpy.save as a "
+            ".npy file, or a mask spec such as 'causal(n=1024)'."
+        )
 
 
 _FAMILY_CALL = re.compile(r"\b(block_two_stream_mask|butterfly_mask)\s*\(")
@@ -148,6 +152,10 @@ def _kernel_mask(args: argparse.Namespace):
         )
     if args.n is not None or args.block_size is not None:
         raise _UsageError(f"--n / --block-size apply to task families ({', '.join(_FAMILY_SPECS)}), not to a mask spec")
+    try:
+        _refuse_other_files(target, "SPEC_OR_FAMILY")
+    except HassejaxError as err:
+        raise _UsageError(str(err)) from None
     if target.lower().endswith(".npy"):
         path = Path(target)
         try:
@@ -157,7 +165,7 @@ def _kernel_mask(args: argparse.Namespace):
         if arr is not None and arr.ndim == 3 and arr.dtype == np.bool_ and arr.shape[1] == arr.shape[2] > 0:
             return [np.asarray(head) for head in arr]  # one (n, n) mask per head
         try:
-            return load_mask(target)
+            return load_mask(target, "SPEC_OR_FAMILY", "rank 2, shape (n, n), or rank 3, (heads, n, n)")
         except HassejaxError as err:
             raise _UsageError(str(err)) from None
     return target

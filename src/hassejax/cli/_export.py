@@ -48,17 +48,24 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 raise _UsageError("--to npy needs --out FILE.npy")
             if not args.out.endswith(".npy"):
                 raise _UsageError(f"--out {args.out!r}: --to npy writes a .npy file; give a name ending in .npy")
+            from ..kernels import to_splash
             from ..kernels._splash_write import _dense_rule
             from ..masks._runs import check_host_memory
 
             heads = rule.heads or 1
-            check_host_memory(  # before the array exists, in the command line's words (it gave to_splash's advice)
-                heads * rule.n * rule.n,
-                f"the dense Boolean array of {rule.label} ({heads} x {rule.n} x {rule.n}, one byte an entry)",
-                "--to npy",
-                hint="A kernel needs no (n, n) array: --to splash or --to mask_mod write code that evaluates the mask "
-                "per tile. Or use a smaller n.",
-            )
+            need = heads * rule.n * rule.n
+            if need >= 2**24:  # (below, check_host_memory checks nothing)
+                kernels = (  # splash's own structured masks need no array; any mask has a mask_mod
+                    "--to splash or --to mask_mod write code that evaluates"
+                    if _structured_only(to_splash(rule, fallback="lazy"))
+                    else "--to mask_mod writes code that evaluates (splash has no structured mask for it)"
+                )
+                check_host_memory(  # before the array exists, in the command line's words (it gave to_splash's)
+                    need,
+                    f"the dense Boolean array of {rule.label} ({heads} x {rule.n} x {rule.n}, one byte an entry)",
+                    "--to npy",
+                    hint=f"A kernel needs no (n, n) array: {kernels} the mask per tile. Or use a smaller n.",
+                )
             dense = (
                 _dense_rule(rule, 0, rule.n)
                 if rule.heads is None

@@ -178,7 +178,8 @@ def _dense_advice(n: int) -> str:
     """Where to go when the structured route refuses an `n`-position mask: the dense bit-packed route with its peak
     memory as that route's own check counts it from the interval form (two bool ``(n, n)`` copies, the packed
     closure and its two bool ``(n, n)`` arrays: :func:`hassejax.order._routes._dense_bytes`), or, when that does not
-    fit in the free host memory either, a smaller n."""
+    fit in the free host memory either, a smaller n. The bit-packed route runs on the host (NumPy); its own check
+    reads the default device's free memory, which is the host's on a CPU."""
     from ._bitpacked import bitpacked_bytes  # SciPy: only on this error's path
 
     need = 2 * n * n + bitpacked_bytes(n, n) + 2 * n * n
@@ -186,8 +187,8 @@ def _dense_advice(n: int) -> str:
     size = f"{need / 2**30:.3g} GiB" if need >= 2**30 else f"{need / 2**20:.3g} MiB"
     if need > _DENSE_FRACTION * free:
         return (
-            f"The dense bit-packed route needs about {size} for this n ({free / 2**30:.3g} GiB is free): use a "
-            "smaller n, or a machine with more memory."
+            f"The dense bit-packed route needs about {size} of host memory for this n ({free / 2**30:.3g} GiB is "
+            "free): use a smaller n, or a machine with more memory."
         )
     return (
         f"Use the dense bit-packed route (about {size} for this n): flow_summary(mask, method='bitpacked') "
