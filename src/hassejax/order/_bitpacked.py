@@ -75,6 +75,12 @@ def bitpacked_bytes(n: int, nnz: int) -> int:
     return 2 * n * w * 8 + 3 * n * n + 64 * nnz + _CHUNK_WORDS * 8
 
 
+def bitpacked_route_bytes(n: int, nnz: int, batch: int = 1) -> int:
+    """Peak host bytes of the bit-packed route for `batch` masks: one closure (:func:`bitpacked_bytes`) and each
+    mask's bool ``(n, n)`` input and result."""
+    return bitpacked_bytes(n, nnz) + 2 * batch * n * n
+
+
 def _edges(adj: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CSR of the off-diagonal edges of a bool (n, n) matrix: ``indptr, src, dst`` (sorted by src).
 

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_memory
-from ._bitpacked import bitpacked_bytes, num_words
+from ._bitpacked import bitpacked_route_bytes, num_words
 from ._matmul import _matmul_dtype, _num_stored_powers, _padded_size
 from ._route_rules import (  # noqa: F401 (re-exported: the structured-route rules, in a JAX-free module)
     _DENSE_FALLBACK_N,
@@ -57,7 +57,7 @@ def _check_matmul_memory(n: int, batch: int, stored: int, what: str, name: str) 
 
 
 def _check_bitpacked_memory(n: int, nnz: int, batch: int, what: str, name: str) -> None:
-    need = bitpacked_bytes(n, nnz) + 2 * batch * n * n
+    need = bitpacked_route_bytes(n, nnz, batch)
     check_memory(need, f"{what} (bit-packed route, n = {n}, batch = {batch})", name)
 
 
@@ -76,7 +76,7 @@ def _dense_bytes(n: int, batch: int, method: str, stored: int, copies: int, rout
     `copies` bool ``(n, n)`` copies per mask made while preparing the input (the device copy of
     :func:`as_mask`, the host adjacency ``M | I``), plus, with `route`, the cheaper of the routes
     `method` allows: the matmul route with `stored` stored matrices (:func:`_matmul_bytes`) or the
-    bit-packed route with the fewest nonzeros (:func:`bitpacked_bytes`). A lower bound: the route
+    bit-packed route with the fewest nonzeros (:func:`bitpacked_route_bytes`). A lower bound: the route
     checks that follow, which know the nonzeros, can only ask for more.
     """
     if batch == 0:
@@ -84,7 +84,7 @@ def _dense_bytes(n: int, batch: int, method: str, stored: int, copies: int, rout
     need = copies * batch * n * n
     if route:
         matmul = _matmul_bytes(_padded_size(n), batch, stored, _matmul_dtype())
-        bitpacked = bitpacked_bytes(n, n) + 2 * batch * n * n
+        bitpacked = bitpacked_route_bytes(n, n, batch)
         need += {"matmul": matmul, "bitpacked": bitpacked}.get(method, min(matmul, bitpacked))
     return need
 

@@ -180,9 +180,9 @@ def _dense_advice(n: int) -> str:
     closure and its two bool ``(n, n)`` arrays: :func:`hassejax.order._routes._dense_bytes`), or, when that does not
     fit in the free host memory either, a smaller n. The bit-packed route runs on the host (NumPy); its own check
     reads the default device's free memory, which is the host's on a CPU."""
-    from ._bitpacked import bitpacked_bytes  # SciPy: only on this error's path
+    from ._bitpacked import bitpacked_route_bytes  # SciPy: only on this error's path
 
-    need = 2 * n * n + bitpacked_bytes(n, n) + 2 * n * n
+    need = 2 * n * n + bitpacked_route_bytes(n, n)  # the interval form's two dense copies, then the route
     free = host_memory_bytes()
     size = f"{need / 2**30:.3g} GiB" if need >= 2**30 else f"{need / 2**20:.3g} MiB"
     if need > _DENSE_FRACTION * free:
