@@ -16,7 +16,7 @@ from jaxtyping import config as jaxtyping_config
 
 from hassejax import _xla_flags
 from hassejax._xla_flags import sweep_compiler_options
-from hassejax.dynamics import Softmax
+from hassejax.dynamics import Softmax, solve_gaussian
 from hassejax.dynamics._checked_saveat import saveat_checks_skipped
 from hassejax.dynamics.sweeps import Sweep, _compile_probe, batch_size, sweep, sweep_program
 from hassejax.errors import ParameterError
@@ -82,9 +82,19 @@ def _params(B):
     return {"a": jnp.linspace(-1.0, 2.0, B), "y0": jnp.linspace(0.5, 1.0, B)}
 
 
-def test_sweep_matches_closed_form_and_per_member_loop():
+@pytest.fixture(scope="module")
+def whole():
+    """The unchunked sweeps of `_params(10)` (default arguments), by member: the reference of several tests.
+
+    A sweep traces its member at every call (about a second for these solves, the program then coming from the
+    persistent cache), so the tests that compare with the unchunked sweep share these two."""
     p = _params(10)
-    out = sweep(riccati_member, p, progress=False)
+    return {fn: sweep(fn, p, progress=False) for fn in (riccati_member, riccati_member_step_end)}
+
+
+def test_sweep_matches_closed_form_and_per_member_loop(whole):
+    p = _params(10)
+    out = whole[riccati_member]
     a, y0 = np.asarray(p["a"]), np.asarray(p["y0"])
     blow = a * y0 * 2.0 > 1.0
     np.testing.assert_array_equal(np.asarray(out["blew_up"]), blow)
@@ -106,7 +116,7 @@ def test_sweep_matches_closed_form_and_per_member_loop():
             np.testing.assert_allclose(np.asarray(out[k][i]), np.asarray(solo[k]), rtol=1e-9, atol=0)
 
 
-def test_chunked_equals_unchunked_and_padding_is_stripped():
+def test_chunked_equals_unchunked_and_padding_is_stripped(whole):
     """Chunking gives the same per-member results; the padded members never show.
 
     Not bit for bit in general: XLA compiles each chunk width separately (a width of one
@@ -118,12 +128,12 @@ def test_chunked_equals_unchunked_and_padding_is_stripped():
     """
     p = _params(10)
     for member, chunks in [(riccati_member_step_end, [1, 3, 64]), (riccati_member, [4])]:
-        whole = sweep(member, p, progress=False)
-        assert bool(whole["blew_up"].any())
+        unchunked = whole[member]
+        assert bool(unchunked["blew_up"].any())
         for chunk in chunks:  # 3 and 4: the last chunk is padded
             part = sweep(member, p, chunk_size=chunk, progress=False)
             assert all(v.shape == (10,) for v in part.values())
-            assert_same(part, whole)
+            assert_same(part, unchunked)
 
 
 def test_sweep_pytree_outputs_and_nested_params():
@@ -202,37 +212,31 @@ _SUBPROCESS = textwrap.dedent(
     import jax, jax.numpy as jnp, numpy as np
     jax.config.update("jax_enable_x64", True)
     sys.path.insert(0, {testdir!r})
-    from test_sweeps import riccati_member, riccati_member_step_end, _params, _square, assert_same
+    from test_sweeps import riccati_member, riccati_member_step_end, _params, _square
     from hassejax.dynamics.sweeps import sweep
 
     assert len(jax.devices()) == 4, jax.devices()
     p = _params(10)  # 10 members over 4 devices: padded to 12, stripped to 10
-    # Same chunk, sharded or not: the same statuses and step counts exactly, floats to
-    # rounding (the SPMD program keeps vmap's semantics: loops run until the chunk's slowest
-    # member; XLA may vectorise a 3-member shard differently from a 12-member batch, so the
-    # last bits can differ: up to 4e-15 on values of order 1 were seen).
-    ref = sweep(riccati_member, p, shard=False, progress=False)
+
+    def lists(out):  # exact: JSON writes a float's shortest repr, which reads back as the same float
+        return {{k: np.asarray(v).tolist() for k, v in out.items()}}
+
     sharded = sweep(riccati_member, p, progress=False)
-    exact = all(np.array_equal(np.asarray(ref[k]), np.asarray(sharded[k])) for k in ref
-                if not np.issubdtype(np.asarray(ref[k]).dtype, np.floating))
-    rel = max(float(np.max(np.abs(np.asarray(ref[k]) - np.asarray(sharded[k])) / np.maximum(np.abs(np.asarray(ref[k])), 1.0)))
-              for k in ref if np.issubdtype(np.asarray(ref[k]).dtype, np.floating))
     shapes = sorted({{tuple(v.shape) for v in sharded.values()}})
-    blew_up = np.asarray(sharded["blew_up"]).tolist()
     # Sharded and chunked (chunk_size 5 -> chunks of 8, 2 members per device, last padded).
-    ref = sweep(riccati_member_step_end, p, shard=False, progress=False)
-    assert_same(sweep(riccati_member_step_end, p, chunk_size=5, progress=False), ref)
+    chunked = sweep(riccati_member_step_end, p, chunk_size=5, progress=False)
     # With 12 members (no padding) the output stays split: 3 members on each device.
     full = sweep(_square, _params(12), progress=False)
     shards = sorted((s.device.id, s.data.shape[0]) for s in full.addressable_shards)
-    print(json.dumps({{"exact": bool(exact), "max_rel": rel, "shapes": shapes, "shards": shards,
-                       "blew_up": blew_up}}))
+    print(json.dumps({{"sharded": lists(sharded), "chunked": lists(chunked), "shapes": shapes, "shards": shards}}))
     """
 )
 
 
-def test_sharded_over_four_fake_cpu_devices_equals_unsharded():
-    """XLA flags are read at start-up, so the 4-device run happens in a fresh interpreter."""
+def test_sharded_over_four_fake_cpu_devices_equals_unsharded(whole):
+    """XLA flags are read at start-up, so the 4-device run happens in a fresh interpreter; the unsharded sweeps it
+    is compared with are this process's (one device; the same XLA flags but the device count), computed once for
+    the module rather than again in the child."""
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
     env["JAX_PLATFORMS"] = "cpu"
@@ -240,15 +244,32 @@ def test_sharded_over_four_fake_cpu_devices_equals_unsharded():
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert res["exact"]  # statuses, flags and step counts
-    assert res["max_rel"] <= 1e-12, res["max_rel"]  # floats: a few ulps (relative, absolute below 1)
+    # Same chunk, sharded or not: the same statuses and step counts exactly, floats to rounding
+    # (the SPMD program keeps vmap's semantics: loops run until the chunk's slowest member; XLA
+    # may vectorise a 3-member shard differently from a 10-member batch, so the last bits can
+    # differ: up to 4e-15 on values of order 1 were seen).
+    ref = {k: np.asarray(v) for k, v in whole[riccati_member].items()}
+    sharded = {k: np.asarray(v, dtype=ref[k].dtype) for k, v in res["sharded"].items()}
+    assert set(sharded) == set(ref)
+    for k in ref:
+        assert sharded[k].shape == ref[k].shape == (10,), k
+        if not np.issubdtype(ref[k].dtype, np.floating):
+            np.testing.assert_array_equal(sharded[k], ref[k], err_msg=k)  # statuses, flags and step counts
+    rel = max(
+        float(np.max(np.abs(ref[k] - sharded[k]) / np.maximum(np.abs(ref[k]), 1.0)))
+        for k in ref
+        if np.issubdtype(ref[k].dtype, np.floating)
+    )
+    assert rel <= 1e-12, rel  # floats: a few ulps (relative, absolute below 1)
+    ref = {k: np.asarray(v) for k, v in whole[riccati_member_step_end].items()}
+    assert_same({k: np.asarray(v, dtype=ref[k].dtype) for k, v in res["chunked"].items()}, ref)
     assert res["shapes"] == [[10]]
     assert res["shards"] == [[0, 3], [1, 3], [2, 3], [3, 3]]
     p = _params(10)
-    assert res["blew_up"] == (np.asarray(p["a"]) * np.asarray(p["y0"]) * 2 > 1).tolist()
+    assert sharded["blew_up"].tolist() == (np.asarray(p["a"]) * np.asarray(p["y0"]) * 2 > 1).tolist()
 
 
-def test_one_program_whatever_the_batch_size_and_no_cache_between_calls():
+def test_one_program_whatever_the_batch_size_and_no_cache_between_calls(whole):
     """A batch that is not a multiple of chunk_size, or smaller than it, traces `fn` once per call
     (one program: the last chunk is padded inside sweep) and equals the unchunked sweep; nothing is
     kept between calls (a second call traces again)."""
@@ -260,7 +281,7 @@ def test_one_program_whatever_the_batch_size_and_no_cache_between_calls():
 
     for B in (10, 3):
         p = _params(B)
-        ref = sweep(riccati_member_step_end, p, progress=False)
+        ref = whole[riccati_member_step_end] if B == 10 else sweep(riccati_member_step_end, p, progress=False)
         traces.clear()
         out = sweep(member, p, chunk_size=4, progress=False)
         assert len(traces) == 1, B
@@ -294,22 +315,24 @@ def test_held_sweep_compiles_once_across_calls_and_equals_sweep(no_typecheck):
         Sweep("member")
 
 
+def gaussian_member(v):
+    """The member of the two compiler-option tests (one function: their default-option chunk programs are one
+    program, compiled once)."""
+    sol = solve_gaussian(Softmax(V=v * jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=3.0)
+    return {"status": sol.status, "steps": sol.stats.num_steps, "t_blowup": sol.t_blowup, "cov": sol.cov_final}
+
+
 def test_compiler_options_reach_the_chunk_program_and_change_no_result(monkeypatch):
     """`compiler_options` (e.g. XLA's default level 3 in the suite's level-0 process) goes to the chunk
     program's jax.jit in sweep, Sweep and sweep_program; results equal the sweep without it (no FMA in
     the suite: every level rounds alike)."""
-    from hassejax.dynamics import Softmax, solve_gaussian
-
-    def member(v):
-        sol = solve_gaussian(Softmax(V=v * jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=3.0)
-        return {"status": sol.status, "t_blowup": sol.t_blowup, "cov": sol.cov_final}
 
     def square(v):
         return v * v
 
     vs = jnp.linspace(-1.0, 3.0, 6)
     opts = {"xla_backend_optimization_level": 3}
-    plain = sweep(member, vs, progress=False)
+    plain = sweep(gaussian_member, vs, progress=False)
     seen = []  # (name of the jitted function, its compiler_options): the chunk program is vmap(fn)
     real_jit = jax.jit
 
@@ -319,26 +342,20 @@ def test_compiler_options_reach_the_chunk_program_and_change_no_result(monkeypat
 
     monkeypatch.setattr(jax, "jit", spy)
     for out in (
-        sweep(member, vs, progress=False, compiler_options=opts),
-        Sweep(member, compiler_options=opts)(vs, progress=False),
+        sweep(gaussian_member, vs, progress=False, compiler_options=opts),
+        Sweep(gaussian_member, compiler_options=opts)(vs, progress=False),
     ):
         for k in plain:
             np.testing.assert_array_equal(np.asarray(out[k]), np.asarray(plain[k]), err_msg=k)
     sweep_program(square, vs, compiler_options=opts).compile()
     want = sweep_compiler_options(jax.default_backend()) | opts  # on top of hassejax's own
-    assert seen.count(("member", want)) == 2 and seen.count(("square", want)) == 1, seen
+    assert seen.count(("gaussian_member", want)) == 2 and seen.count(("square", want)) == 1, seen
 
 
 def test_sweeps_compile_with_hassejax_options_unless_the_caller_overrides_them(monkeypatch):
     """Without `compiler_options` the chunk program gets hassejax's per-backend options (on the CPU with
     jaxlib 0.6–0.10: XLA's legacy loop emitters); a name the caller sets wins. Either way the same
     statuses and step counts, floats equal to rounding."""
-    from hassejax.dynamics import Softmax, solve_gaussian
-
-    def member(v):
-        sol = solve_gaussian(Softmax(V=v * jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=3.0)
-        return {"status": sol.status, "steps": sol.stats.num_steps, "t_blowup": sol.t_blowup, "cov": sol.cov_final}
-
     ours = sweep_compiler_options(jax.default_backend())
     if jax.default_backend() == "cpu" and (0, 6) <= _xla_flags._jaxlib_version() <= (0, 10):
         assert ours == {"xla_cpu_use_fusion_emitters": False}
@@ -351,9 +368,9 @@ def test_sweeps_compile_with_hassejax_options_unless_the_caller_overrides_them(m
         return real_jit(fun, compiler_options=compiler_options, **kwargs)
 
     monkeypatch.setattr(jax, "jit", spy)
-    default = sweep(member, vs, progress=False)
-    xla = Sweep(member, compiler_options={"xla_cpu_use_fusion_emitters": True})(vs, progress=False)
-    chunk_programs = [opts for name, opts in seen if name == "member"]  # not the option check's probe
+    default = sweep(gaussian_member, vs, progress=False)
+    xla = Sweep(gaussian_member, compiler_options={"xla_cpu_use_fusion_emitters": True})(vs, progress=False)
+    chunk_programs = [opts for name, opts in seen if name == "gaussian_member"]  # not the option check's probe
     assert chunk_programs == [ours or None, {"xla_cpu_use_fusion_emitters": True}], seen
     for k in ("status", "steps"):
         np.testing.assert_array_equal(np.asarray(default[k]), np.asarray(xla[k]), err_msg=k)
