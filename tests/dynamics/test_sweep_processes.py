@@ -70,20 +70,24 @@ try:  # another batch with a cost: still the batch that is named
     sweep(lambda x: x, jnp.arange(4.0) + process_id, cost=np.arange(4.0), chunk_size=2, progress=False)
 except ParameterError as e:
     notes["values_with_cost"] = str(e)
-# process 1 has less free memory (96 MiB, a budget of 76.8): the chunk of 4 members (2 a device, 16 MiB of sort
-# buffer each, counted twice on the CPU: 128 MiB) does not fit there; both processes raise (never one waiting in a
-# collective), and chunk_size=2 (64 MiB) then runs on both
+# process 1 has less free memory (48 MiB, a budget of 38.4): the chunk of 4 members (2 a device, 8 MiB of sort
+# buffer each, counted twice on the CPU: 64 MiB) does not fit there; both processes raise (never one waiting in a
+# collective), and chunk_size=2 (32 MiB, still above the check's 16 MiB threshold) then runs on both. (Half the
+# sizes this test had, the same decision and suggestion: the sorts ran for 5 of a child's 13 CPU seconds.)
 from hassejax.dynamics import sweeps as sweeps_module
 from hassejax.errors import MemoryBudgetError
 real_free = sweeps_module.host_memory_bytes
-if process_id == 1:
-    sweeps_module.host_memory_bytes = lambda: 96 * 2**20
-big = lambda x: jnp.sort(jnp.sin(x * jnp.arange(2.0**21)))[:2]
+free = (lambda: 48 * 2**20) if process_id == 1 else real_free
+reads = []  # the free memory read: the chunk was checked (above the threshold)
+sweeps_module.host_memory_bytes = lambda: reads.append(1) or free()
+big = lambda x: jnp.sort(jnp.sin(x * jnp.arange(2.0**20)))[:2]
 try:
     sweep(big, jnp.arange(8.0), chunk_size=4, progress=False)
 except MemoryBudgetError as e:
     notes["memory"] = str(e)
+reads.clear()
 notes["memory_fit"] = np.asarray(sweep(big, jnp.arange(8.0), chunk_size=2, progress=False)).tolist()
+notes["memory_fit_checked"] = len(reads)
 sweeps_module.host_memory_bytes = real_free
 # sweep_program lowers this process's share: 6 of the 11 members, 3 a device
 notes["program"] = sweep_program(lambda x: x * x, jnp.arange(float(B))).as_text()
@@ -198,6 +202,7 @@ def test_errors_are_raised_on_every_process(children):
         assert "on process 1 of 2" in got and "pass chunk_size=2." in got, (i, got)
         assert got == children[0][1].get("memory"), i
         assert len(errors["memory_fit"]) == 8, (i, errors.get("memory_fit"))
+        assert errors["memory_fit_checked"] >= 1, i  # chunk_size=2 was checked against the free memory, and fit
 
 
 def test_sweep_program_lowers_the_share_of_a_process(children):
