@@ -144,7 +144,9 @@ def test_classify_rate_test_against_numpy(v, a, t1):
 
 def test_classify_rate_test_needs_one_gaussian_solve(no_typecheck):
     model = Softmax(V=jnp.eye(2), A=-jnp.eye(2))
-    sol = solve_gaussian(model, jnp.zeros(2), jnp.eye(2), t1=1.0, ts=jnp.array([0.0, 1.0]))
+    # size_threshold as in the rate tests above: their compiled solve serves this one (the default threshold,
+    # computed from Σ0 in the program, is another program; no threshold is reached here)
+    sol = solve_gaussian(model, jnp.zeros(2), jnp.eye(2), t1=1.0, ts=jnp.array([0.0, 1.0]), size_threshold=1e6)
     batched = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), sol)
     with pytest.raises(
         ParameterError, match="`model` \\(the rate test\\) needs one GaussianSolution without batch axes"
