@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 
@@ -83,6 +84,14 @@ def test_sphere_model_keeps_unit_norm():
     assert g1.mean() > g0.mean()
 
 
+@functools.partial(jit_at_default_level, static_argnames="strict")
+def _sinkhorn_solve(v, a, x0, strict=True):
+    """The Sinkhorn particle solve of the two tests below, one program for both (the kernel's fields and the tokens
+    are arguments). Up to 1000 Sinkhorn iterations an evaluation at rtol 1e-10: a program that runs longer than it
+    compiles, so at XLA's default level rather than the suite's level 0 (tests/conftest.py)."""
+    return solve_particles(Sinkhorn(V=v, A=a, tol=1e-12, strict=strict), x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
+
+
 def test_sinkhorn_particles_mean_is_exponential():
     """Columns of the plan sum to 1/n, so x̄' = V x̄ exactly: x̄(t) = e^{tV} x̄0 (spec §2).
 
@@ -91,9 +100,10 @@ def test_sinkhorn_particles_mean_is_exponential():
     tokens spread: those now stop as `non_finite` (next test)."""
     rng = np.random.default_rng(0)
     v = rng.normal(size=(2, 2)) * 0.5
-    p = Sinkhorn(V=v, A=rng.normal(size=(2, 2)), tol=1e-12)
+    a = rng.normal(size=(2, 2))
     x0 = rng.normal(size=(16, 2))
-    sol = solve_particles(p, x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
+    sol = _sinkhorn_solve(v, a, x0)
+    assert status_names(sol.status) == "completed"
     want = np.stack([scipy.linalg.expm(t * v) @ x0.mean(0) for t in np.asarray(TS)])
     np.testing.assert_allclose(np.asarray(sol.xs.mean(axis=1)), want, rtol=1e-7, atol=1e-9)
 
@@ -128,8 +138,10 @@ def test_tokens_below_atol_warn_and_the_advised_atol_restores_the_blow_up_time()
     t_star = 1 / (2 * a * v * x**2)
 
     def solve(s, **kw):
-        p = Linear(V=np.array([[v]]), A=np.array([[a]]), beta=np.asarray(1.0 / s**2))
-        return solve_particles(p, np.array([[x * s], [-x * s]]), t1=5.0, **kw)
+        # beta a Python float (a weakly typed array, as the default) and the save times of the test above: its
+        # compiled solve serves these three (neither changes a step or the blow-up time)
+        p = Linear(V=np.array([[v]]), A=np.array([[a]]), beta=1.0 / s**2)
+        return solve_particles(p, np.array([[x * s], [-x * s]]), t1=5.0, ts=TS, **kw)
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # scale one: no warning
@@ -254,16 +266,10 @@ def test_unconverged_sinkhorn_stops_the_solve_not_a_silent_drift():
     v = rng.normal(size=(2, 2)) * 0.5
     a = rng.normal(size=(2, 2))
     x0 = rng.normal(size=(16, 2))
-    # up to 1000 Sinkhorn iterations an evaluation at rtol 1e-10: programs that run longer than they
-    # compile, so at XLA's default level rather than the suite's level 0 (tests/conftest.py)
-    sol = jit_at_default_level(
-        lambda: solve_particles(Sinkhorn(V=v, A=a, tol=1e-12), x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
-    )()
+    sol = _sinkhorn_solve(v, a, x0)
     assert status_names(sol.status) == "non_finite" and 0.0 < float(sol.t_final) < 2.0
     ok = np.asarray(sol.valid)
     want = np.stack([scipy.linalg.expm(t * v) @ x0.mean(0) for t in np.asarray(TS)[ok]])
     np.testing.assert_allclose(np.asarray(sol.xs.mean(axis=1))[ok], want, rtol=1e-7, atol=1e-9)
-    loose = jit_at_default_level(
-        lambda: solve_particles(Sinkhorn(V=v, A=a, tol=1e-12, strict=False), x0, t1=2.0, ts=TS, rtol=1e-10, atol=1e-12)
-    )()
+    loose = _sinkhorn_solve(v, a, x0, strict=False)
     assert status_names(loose.status) == "completed"
