@@ -126,13 +126,18 @@ def test_reduced_gaussian_equals_full_solve(seed):
     )
 
 
-def _commuting_head(sign, d=5, k=2, seed=4):
-    """V = c·PᵀP and A = ±PᵀP with P = Q: V, A and Σ0 (diagonal in the same basis) commute."""
+def _commuting_head(sign, d=6, k=2, seed=4):
+    """V = c·PᵀP and A = ±PᵀP with P = Q: V, A and Σ0 (diagonal in the same basis) commute.
+
+    d = 6 and k = 2 as :func:`_head`, and 9 save times in the two tests below: the reduced solves of this file
+    then share one compiled program. The basis is the d = 5 one these tests had with a sixth direction apart (no
+    interaction, V = 0 there: Σ0's 0.6 stays), so the reduced (k-dimensional) solve is the one it was."""
     rng = np.random.default_rng(seed)
-    basis, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    basis = np.eye(d)
+    basis[: d - 1, : d - 1] = np.linalg.qr(rng.normal(size=(d - 1, d - 1)))[0]
     s = np.array([1.5, 0.8])
     Q = s[:, None] * basis[:, :k].T  # (k, d), QᵀQ = Σ_i s_i² b_i b_iᵀ
-    sigma0 = np.array([0.7, 0.4, 0.9, 0.3, 0.5])
+    sigma0 = np.array([0.7, 0.4, 0.9, 0.3, 0.5, 0.6])
     S0 = (basis * sigma0) @ basis.T
     a_diag = sign * np.concatenate([s**2, np.zeros(d - k)])
     v_diag = 0.6 * np.concatenate([s**2, np.zeros(d - k)])
@@ -142,18 +147,18 @@ def _commuting_head(sign, d=5, k=2, seed=4):
 def test_reduced_gaussian_blowup_time_commuting_closed_form():
     head, S0, _basis, sigma0, a_diag, v_diag = _commuting_head(+1.0)
     t_star = float(diagonal_blowup_time(sigma0, a=a_diag, v=v_diag))
-    ts = jnp.linspace(0.0, 3 * t_star, 5)  # 5 save times, as the contraction test: one compiled solve
-    red = solve_low_rank_gaussian(head, np.zeros(5), S0, t1=3 * t_star, ts=ts)
+    ts = jnp.linspace(0.0, 3 * t_star, 9)  # 9 save times, as the other reduced solves: one compiled solve
+    red = solve_low_rank_gaussian(head, np.zeros(6), S0, t1=3 * t_star, ts=ts)
     assert Status(int(red.status)) is Status.blow_up
     assert abs(float(red.t_blowup) - t_star) < 1e-6 * t_star
 
 
 def test_reduced_gaussian_contraction_commuting_closed_form():
     head, S0, basis, sigma0, a_diag, v_diag = _commuting_head(-1.0)
-    ts = jnp.array([0.0, 0.5, 2.0, 10.0, 100.0])
-    red = solve_low_rank_gaussian(head, np.zeros(5), S0, t1=100.0, ts=ts)
+    ts = jnp.array([0.0, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0, 100.0])  # 9: see _commuting_head
+    red = solve_low_rank_gaussian(head, np.zeros(6), S0, t1=100.0, ts=ts)
     assert Status(int(red.status)) is Status.completed
-    _, cov = red.moments(head, np.zeros(5), S0)
+    _, cov = red.moments(head, np.zeros(6), S0)
     want = np.stack(
         [(basis * np.asarray(diagonal_covariance_closed_form(sigma0, a=a_diag, v=v_diag, t=t))) @ basis.T for t in ts]
     )
@@ -222,12 +227,13 @@ def test_reduced_particles_equal_full_solves():
 def test_particles_each_equals_one_by_one():
     heads = [_head(s)[0] for s in (10, 11)]
     batch = jax.tree.map(lambda *a: jnp.stack(a), *heads)
-    x = np.random.default_rng(12).normal(size=(2, 3, 6))
-    mask = np.array([[True, True, True], [True, False, False]])
+    # 3 groups of up to 5 tokens and 5 save times, as in the test above: the one-by-one solves reuse its program
+    x = np.random.default_rng(12).normal(size=(3, 5, 6))
+    mask = np.array([[True] * 5, [True] + [False] * 4, [True, True, True, False, False]])
     t1 = jnp.array([1.0, 0.5])
-    ts = jnp.stack([jnp.linspace(0.0, 1.0, 3), jnp.linspace(0.0, 0.5, 3)])
+    ts = jnp.stack([jnp.linspace(0.0, 1.0, 5), jnp.linspace(0.0, 0.5, 5)])
     both = solve_low_rank_particles_each(batch, x, mask, t1=t1, ts=ts, rtol=1e-8, atol=1e-8)
-    assert both.z.shape == (2, 3, 2, 3, 2)
+    assert both.z.shape == (2, 5, 3, 5, 2)
     for i, head in enumerate(heads):
         one = solve_low_rank_particles(head, x, mask, t1=float(t1[i]), ts=ts[i], rtol=1e-8, atol=1e-8)
         np.testing.assert_allclose(np.asarray(both.z[i]), np.asarray(one.z), rtol=1e-12, atol=1e-14)
