@@ -269,31 +269,39 @@ def test_sharded_over_four_fake_cpu_devices_equals_unsharded(whole):
     assert sharded["blew_up"].tolist() == (np.asarray(p["a"]) * np.asarray(p["y0"]) * 2 > 1).tolist()
 
 
-def test_one_program_whatever_the_batch_size_and_no_cache_between_calls(whole):
-    """A batch that is not a multiple of chunk_size, or smaller than it, traces `fn` once per call
-    (one program: the last chunk is padded inside sweep) and equals the unchunked sweep; nothing is
-    kept between calls (a second call traces again)."""
-    traces = []
+@pytest.fixture(scope="module")
+def chunks_of_four():
+    """sweep(member, _params(B), chunk_size=4) for B = 10, 3, 5 (not a multiple of the chunk, smaller than it, then
+    again), one `member` (riccati_member_step_end) for the three calls, and how many times each call traced it:
+    the one-program test's subject and the held-Sweep test's reference (computed once for both)."""
+    traces, out, count = [], {}, {}
 
     def member(p):
         traces.append(1)  # runs once per trace, never per member
         return riccati_member_step_end(p)
 
-    for B in (10, 3):
-        p = _params(B)
-        ref = whole[riccati_member_step_end] if B == 10 else sweep(riccati_member_step_end, p, progress=False)
+    for B in (10, 3, 5):
         traces.clear()
-        out = sweep(member, p, chunk_size=4, progress=False)
-        assert len(traces) == 1, B
-        assert_same(out, ref)
-        assert np.asarray(out["steps"]).shape == (B,)
-    traces.clear()
-    sweep(member, _params(5), chunk_size=4, progress=False)
-    assert len(traces) == 1
+        out[B] = sweep(member, _params(B), chunk_size=4, progress=False)
+        count[B] = len(traces)
+    return out, count
+
+
+def test_one_program_whatever_the_batch_size_and_no_cache_between_calls(whole, chunks_of_four):
+    """A batch that is not a multiple of chunk_size, or smaller than it, traces `fn` once per call
+    (one program: the last chunk is padded inside sweep) and equals the unchunked sweep; nothing is
+    kept between calls (a second call traces again)."""
+    out, traces = chunks_of_four
+    for B in (10, 3):
+        ref = whole[riccati_member_step_end] if B == 10 else sweep(riccati_member_step_end, _params(B), progress=False)
+        assert traces[B] == 1, B
+        assert_same(out[B], ref)
+        assert np.asarray(out[B]["steps"]).shape == (B,)
+    assert traces[5] == 1  # the same `fn` a third time: traced again
     assert "tensor<4xf64>" in sweep_program(_square, _params(3), chunk_size=4).as_text()  # B = 3 < 4: width 4
 
 
-def test_held_sweep_compiles_once_across_calls_and_equals_sweep(no_typecheck):
+def test_held_sweep_compiles_once_across_calls_and_equals_sweep(no_typecheck, chunks_of_four):
     """A held Sweep traces `fn` once for batches of 10, 3 and 5 members (chunks of 4) and gives
     what sweep gives; a fresh Sweep traces again (the state is the object's, not the module's)."""
     traces = []
@@ -303,9 +311,8 @@ def test_held_sweep_compiles_once_across_calls_and_equals_sweep(no_typecheck):
         return riccati_member_step_end(p)
 
     held = Sweep(member, chunk_size=4)
-    for B in (10, 3, 5):
-        p = _params(B)
-        assert_same(held(p, progress=False), sweep(riccati_member_step_end, p, chunk_size=4, progress=False))
+    for B in (10, 3, 5):  # against sweep(riccati_member_step_end, _params(B), chunk_size=4)
+        assert_same(held(_params(B), progress=False), chunks_of_four[0][B])
     assert len(traces) == 1
     Sweep(member, chunk_size=4)(_params(3), progress=False)
     assert len(traces) == 2
