@@ -253,7 +253,7 @@ def test_constant_step_that_resolves_the_growth_is_measured(dt):
     sol = solve_gaussian(
         Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 4.1, t1=5.0, dt0=dt,
         stepsize_controller=diffrax.ConstantStepSize(), state="covariance", size_threshold=1e3 * 2 / 4.1,
-        max_steps=30_000,
+        max_steps=100_000,  # ample for 2.05/1e-4 steps; the budget of the test above: one compiled program
     )  # fmt: skip
     assert status_names(sol.status) == "blow_up"
     assert float(sol.t_blowup) == pytest.approx(2.05, rel=1e-6)
@@ -303,9 +303,10 @@ def test_figure5_softmax_blows_up_everywhere_l2_and_sinkhorn_diverge():
         p = pf()
         # ... the kernel's own bound, which the verdict uses (computed there from the same derivation)
         assert float(p.gaussian_growth_bound(0.0)) == pytest.approx(rate_bound, rel=1e-12)
-        rates = jax.vmap(jax.vmap(lambda m, c, p=p: jnp.trace(moment_derivatives(p, 0.0, m, c)[1]) / jnp.trace(c)))(
-            sol.mean, sol.cov
-        )
+        # one compiled program (jit) rather than each operation of the doubly vmapped map dispatched on its own
+        rates = jax.jit(
+            jax.vmap(jax.vmap(lambda m, c, p=p: jnp.trace(moment_derivatives(p, 0.0, m, c)[1]) / jnp.trace(c)))
+        )(sol.mean, sol.cov)
         rates = np.where(np.asarray(sol.valid), np.asarray(rates), 0.0)
         assert np.all(rates <= rate_bound + 1e-9), (kind, rates.max(), rate_bound)
         if kind == "sinkhorn":  # α' = Vα whatever Σ: α(t) = e^t α0 with V = I
@@ -360,6 +361,7 @@ def test_constant_step_non_finite_with_default_ts_reports_the_last_finite_state(
         t1=2.0,
         dt0=0.01,
         stepsize_controller=diffrax.ConstantStepSize(),
+        size_threshold=1e8,  # the default, 1e8 · tr Σ0, given: the program of the constant-step tests above
     )
     assert status_names(sol.status) == "non_finite"
     raw = diffrax.diffeqsolve(
@@ -415,7 +417,11 @@ def test_float32_l2_with_a_large_value_matrix_reaches_the_float_range():
     covariance state's own derivative `Σ' = MΣ + ΣMᵀ ≈ 2e4 Σ` leaves the float range at `tr Σ ≈ 1.7e34`.)"""
     eye = np.eye(2, dtype=np.float32)
     kw = {"t1": 1.0, "size_threshold": np.inf, "max_steps": 20_000}
-    sol = solve_gaussian(L2(V=1e4 * eye, Q=eye, K=eye), np.ones(2, np.float32), eye / 2, rtol=1e-6, atol=1e-6, **kw)
+    # 21 save times (read nowhere): the float32 solve of the float-range test above, one compiled program
+    sol = solve_gaussian(
+        L2(V=1e4 * eye, Q=eye, K=eye), np.ones(2, np.float32), eye / 2, rtol=1e-6, atol=1e-6,
+        ts=np.linspace(0, 1, 21), **kw,
+    )  # fmt: skip
     assert status_names(sol.status) == "non_finite"
     assert float(np.trace(np.asarray(sol.cov_final, np.float64))) > 1e37
     # float64 at the float32 stop time: the same size within the float32 tolerance's drift over ~1e3 e-folds
@@ -444,15 +450,18 @@ def test_vmapped_member_without_event_keeps_its_last_accepted_state():
             np.zeros(2, dtype),
             scale * eye,
             t1=100.0,
+            ts=np.linspace(0, 100, 21),
             rtol=1e-6,
             atol=1e-6,
             size_threshold=threshold,
             max_steps=max_steps,
         )  # fmt: skip  (exponential growth: tr Σ reaches 2e4 in 15 steps)
 
+    # 21 save times and a budget of 20,000 (the float32 member needs far fewer): the float32 single solve is the
+    # program of the float-range tests (one compile); the save times also widen the `valid` comparison
     cases = [  # (dtype, scales, thresholds, step budget, statuses)
         # member 1 starts at 1e34 and leaves the float range before its threshold (non_finite)
-        (np.float32, [1.0, 1e34], [2e4, 1e38], 10_000, ["diverge", "non_finite"]),
+        (np.float32, [1.0, 1e34], [2e4, 1e38], 20_000, ["diverge", "non_finite"]),
         # member 1 needs ~100 steps to reach 1e30: its budget of 60 ends it first
         (np.float64, [1.0, 1.0], [2e4, 1e30], 60, ["diverge", "max_steps_reached"]),
     ]
@@ -497,9 +506,12 @@ def test_float32_threshold_just_below_the_float_range_fires_with_finite_rates(th
     growth being exponential) rather than `non_finite`; `λλ''/λ'²` overflowed to NaN there and is now
     formed as `(λ/λ')(λ''/λ')`: 1 for exponential growth."""
     eye = np.eye(2, dtype=np.float32)
+    # the factor state takes L2 itself (the subclass only lets the covariance state through), with the save times
+    # of the float-range test above (read nowhere): that test's compiled program
+    kernel = L2 if state == "factor" else _L2AnyState
     sol = solve_gaussian(
-        _L2AnyState(V=eye, Q=eye, K=eye), np.ones(2, np.float32), eye / 2, t1=200.0, rtol=1e-6, atol=1e-6,
-        size_threshold=threshold, max_steps=20_000, state=state,
+        kernel(V=eye, Q=eye, K=eye), np.ones(2, np.float32), eye / 2, t1=200.0, rtol=1e-6, atol=1e-6,
+        ts=np.linspace(0, 200, 21), size_threshold=threshold, max_steps=20_000, state=state,
     )  # fmt: skip
     # the covariance state used to overflow at 3e37: the Tsit5 stages were summed (coefficients up to
     # ~13) before the multiplication by dt
