@@ -14,6 +14,7 @@ from __future__ import annotations
 import warnings
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -491,6 +492,23 @@ def test_l2_with_negative_beta_c_is_refused_by_the_gaussian_route(kw):
     assert status_names(sol.status) == "completed" and np.all(np.isfinite(np.asarray(sol.x_final)))
 
 
+class _DepthFunction(eqx.Module):
+    """A parameter written as a plain callable of depth (not a :class:`PiecewiseConstant`): `a_i + b_i t` on the
+    pieces `[-inf, e_0), [e_0, e_1), [e_1, inf)`. An equinox Module, so its numbers are traced in the solve: the
+    callables of the two tests below share one compiled program (each lambda compiled its own)."""
+
+    edges: jax.Array
+    a: jax.Array
+    b: jax.Array
+
+    def __init__(self, edges, a, b=(0.0, 0.0, 0.0)):
+        self.edges, self.a, self.b = (jnp.asarray(x, jnp.float64) for x in (edges, a, b))
+
+    def __call__(self, t):
+        i = jnp.searchsorted(self.edges, t, side="right")
+        return self.a[i] + self.b[i] * t
+
+
 def test_l2_piecewise_constant_beta_c_negative_on_a_layer_the_solve_reaches_is_refused():
     """A `PiecewiseConstant` βc with a negative layer was let through (taken for a callable) and the solve stopped
     ``non_finite`` at that layer's edge; its layers are concrete, so a negative one that meets `[t0, t1]` is refused
@@ -517,9 +535,10 @@ def test_l2_piecewise_constant_beta_c_negative_on_a_layer_the_solve_reaches_is_r
         solve(MultiHead([model(1.0, 1.0), model(pos_neg, 1.0)]), 3.0)
     # the negative layer not reached: solved, as the same βc written as a callable (and the first layer's value
     # holds before its start: t0 = -1 meets no negative layer either)
+    step = _DepthFunction([1.0, 1.5], [1.0, -1.0, -1.0])  # 1 for t < 1, then -1
     for t0 in (0.0, -1.0):
         sol = solve(model(pos_neg, 1.0), 0.9, t0)
-        ref = solve(model(lambda t: jnp.where(t < 1.0, 1.0, -1.0), 1.0), 0.9, t0)
+        ref = solve(model(step, 1.0), 0.9, t0)
         assert status_names(sol.status) == status_names(ref.status) == "completed"
         np.testing.assert_allclose(np.asarray(sol.cov_final), np.asarray(ref.cov_final), rtol=1e-7)  # steps differ
     # positive on every layer: solved, and equal to the solve with the layers' product as a callable
@@ -527,7 +546,7 @@ def test_l2_piecewise_constant_beta_c_negative_on_a_layer_the_solve_reaches_is_r
         PiecewiseConstant(np.array([1.0, 2.0])), PiecewiseConstant(np.array([0.5, 1.0]), t_edges=[0.0, 1.5, 3.0])
     )
     sol = solve(ok, 3.0)
-    ref = solve(model(lambda t: jnp.where(t < 1.0, 1.0, 2.0) * jnp.where(t < 1.5, 0.5, 1.0), 1.0), 3.0)
+    ref = solve(model(_DepthFunction([1.0, 1.5], [0.5, 1.0, 2.0]), 1.0), 3.0)  # (1, 2 from t = 1) × (0.5, 1 from 1.5)
     assert status_names(sol.status) == status_names(ref.status) == "completed"
     # (the callable's jumps are not known to the solver: it steps over them, 4e-6 off at the default tolerances)
     np.testing.assert_allclose(np.asarray(sol.cov_final), np.asarray(ref.cov_final), rtol=1e-4)
@@ -564,7 +583,7 @@ def test_l2_traced_or_callable_negative_beta_c_stops_non_finite_where_it_turns_n
     one = run(0.5)
     np.testing.assert_allclose(np.asarray(sols.cov_final[1]), np.asarray(one.cov_final), rtol=1e-10)
 
-    sol = run(lambda t: 1.0 - t)
+    sol = run(_DepthFunction([1.0, 1.5], [1.0] * 3, [-1.0] * 3))  # β(t) = 1 − t, the callable of the test above
     assert status_names(sol.status) == "non_finite"
     assert abs(float(sol.t_final) - 1.0) < 1e-6 and np.all(np.isfinite(np.asarray(sol.cov_final)))
 
