@@ -87,9 +87,11 @@ def test_traced_size_threshold_not_above_the_initial_size_flags_the_member():
     on a blow-up). Also a concrete threshold against traced initial states, and solve_particles."""
     from hassejax.dynamics import Status, status_names
 
+    # a budget of 2,000 steps (the blow-up member needs 134): under vmap the `inf` member, whose blow-up ends at the
+    # budget, kept the whole batch stepping in lockstep through the default 100,000 (5 s of the test's run time)
     def one(threshold):
         return solve_gaussian(
-            MODEL, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, rtol=1e-6, atol=1e-6, size_threshold=threshold
+            MODEL, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, rtol=1e-6, atol=1e-6, size_threshold=threshold, max_steps=2000
         )
 
     f = jax.jit(jax.vmap(one))
