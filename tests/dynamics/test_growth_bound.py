@@ -7,6 +7,7 @@ near-singular, and its use in the verdict: a kernel with a finite bound never re
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,9 +25,16 @@ def _cov(r, d, spread):
     return (q * 10.0 ** r.uniform(-spread, spread, size=d)) @ q.T
 
 
+@eqx.filter_jit
+def _trace_derivative(model, cov):
+    _, dcov = moment_derivatives(model, 0.0, jnp.zeros(cov.shape[0]), cov)
+    return jnp.trace(dcov)
+
+
 def _trace_rate(model, cov):
-    _, dcov = moment_derivatives(model, 0.0, jnp.zeros(cov.shape[0]), jnp.asarray(cov))
-    return float(jnp.trace(dcov))
+    """`tr Σ'` at `Σ = cov` (zero mean): one compiled program per kernel kind and dimension, not the moment map's
+    operations one by one (each new shape compiled each of them again)."""
+    return float(_trace_derivative(model, jnp.asarray(cov)))
 
 
 @settings(max_examples=40, deadline=None)
