@@ -128,9 +128,9 @@ def crossing_times(
     >>> from hassejax.dynamics import Softmax
     >>> from hassejax.dynamics.blowup_check import crossing_times
     >>> ts = crossing_times(Softmax(V=jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=2.0,
-    ...                     levels=jnp.array([1e2, 1e4]), rtol=1e-10, atol=1e-12)
+    ...                     levels=10.0 ** jnp.arange(1, 6), rtol=1e-10, atol=1e-12)
     >>> [round(float(x), 6) for x in ts]
-    [0.99, 0.9999]
+    [0.9, 0.99, 0.999, 0.9999, 0.99999]
 
     ```
     """
