@@ -92,8 +92,9 @@ def test_covariance_state_under_vmap_equals_per_member_solves():
     a = r.normal(size=(4, 2, 2))
     s0 = np.array([[0.5, 0.1], [0.1, 0.3]])
 
+    # six save times (read nowhere): the single solves are the program of the two tests below
     def member(ai):
-        sol = solve_gaussian(Softmax(V=jnp.eye(2), A=ai), jnp.zeros(2), s0, t1=5.0, rtol=1e-8, atol=1e-10,
+        sol = solve_gaussian(Softmax(V=jnp.eye(2), A=ai), jnp.zeros(2), s0, t1=5.0, ts=TS * 5.0, rtol=1e-8, atol=1e-10,
                              state="covariance")  # fmt: skip
         return sol.status, sol.t_blowup, sol.cov_final
 
@@ -116,9 +117,10 @@ def test_unknown_state_is_rejected_by_name(no_typecheck):
 def test_numpy_string_state_is_the_same_state():
     """`np.str_` (from iterating a NumPy array of names) is a str: accepted, and the same solve."""
     model, s0 = Softmax(V=np.eye(2), A=np.eye(2)), np.eye(2) / 2
+    kw = dict(t1=2.0, ts=TS * 2.0, rtol=1e-8, atol=1e-10)  # six save times (read nowhere): the programs above
     for name in np.array(["factor", "covariance"]):
-        got = solve_gaussian(model, np.zeros(2), s0, t1=2.0, rtol=1e-8, atol=1e-10, state=name)
-        want = solve_gaussian(model, np.zeros(2), s0, t1=2.0, rtol=1e-8, atol=1e-10, state=str(name))
+        got = solve_gaussian(model, np.zeros(2), s0, state=name, **kw)
+        want = solve_gaussian(model, np.zeros(2), s0, state=str(name), **kw)
         assert float(got.t_blowup) == float(want.t_blowup)
         assert abs(float(got.t_blowup) - 1.0) < 1e-6  # t* = 1/(β λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})) = 1
 
@@ -159,8 +161,10 @@ def test_traced_indefinite_initial_covariance_is_flagged(threshold):
     member is ``indefinite``, with or without events, its neighbour unchanged."""
     model = Softmax(V=np.eye(2), A=-np.eye(2))
 
+    # save times [t0, t1] given (the default's values): the program of `later` below, one compile
     def one(cov0):
-        return solve_gaussian(model, jnp.zeros(2), cov0, t1=1.0, state="covariance", size_threshold=threshold).status
+        return solve_gaussian(model, jnp.zeros(2), cov0, t1=1.0, ts=jnp.array([0.0, 1.0]), state="covariance",
+                              size_threshold=threshold).status  # fmt: skip
 
     covs = jnp.stack([0.5 * jnp.eye(2), jnp.diag(jnp.array([0.5, -0.1]))])
     assert jax.vmap(one)(covs).tolist() == [Status.completed, Status.indefinite]
