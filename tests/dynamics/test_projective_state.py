@@ -121,6 +121,23 @@ def test_same_verdict_and_time_as_the_factor_state(seed, scale):
     # else both ran out of steps (scale 3: `tr Σ` oscillating by decades near a blow-up, in either time)
 
 
+@jax.jit
+def _projective_batch(v, a, cov0, mean0, t1, rtol, atol):
+    """Projective solves of softmax `V = v I` and `A`, every argument one per member (three members in the tests that
+    use it: one compiled program for their batches; a member's fixed argument given once per member)."""
+
+    def one(v_, a_, cov0_, mean0_, t1_, rtol_, atol_):
+        model = Softmax(V=v_ * jnp.eye(2), A=a_)
+        return solve_gaussian(model, mean0_, cov0_, t1=t1_, rtol=rtol_, atol=atol_, state="projective")
+
+    return jax.vmap(one)(v, a, cov0, mean0, t1, rtol, atol)
+
+
+def _per_member(*values):
+    """Each value repeated for the three members of :func:`_projective_batch`."""
+    return [jnp.broadcast_to(jnp.asarray(x, jnp.float64), (3, *np.shape(x))) for x in values]
+
+
 def test_vmap_equals_one_by_one_and_a_zero_covariance_stays_zero():
     """A batch mixing blow-up, completed and `Σ0 = 0` members (the last: `Σ ≡ 0`, `α(t) = e^{Vt}α0`)."""
     r = np.random.default_rng(7)
@@ -133,7 +150,9 @@ def test_vmap_equals_one_by_one_and_a_zero_covariance_stays_zero():
                              state="projective")  # fmt: skip
         return sol.status, sol.t_blowup, sol.cov_final, sol.mean_final
 
-    batched = jax.vmap(one)(jnp.asarray(a), jnp.asarray(s0))
+    v, mean0, t1, rtol, atol = _per_member(0.5, alpha0, 4.0, 1e-9, 1e-12)
+    sols = _projective_batch(v, jnp.asarray(a), jnp.asarray(s0), mean0, t1, rtol, atol)
+    batched = (sols.status, sols.t_blowup, sols.cov_final, sols.mean_final)
     for i in range(3):
         single = one(a[i], s0[i])
         for got, want in zip(batched, single):
@@ -169,11 +188,11 @@ def test_float32_blowup_time():
 
 
 def test_traced_times_out_of_order_are_flagged():
-    def one(t1):
-        sol = solve_gaussian(Softmax(V=np.eye(2), A=-np.eye(2)), np.ones(2), np.eye(2), t1=t1, state="projective")
-        return sol.status, sol.valid, sol.cov_final, sol.mean_final, sol.t_final, sol.stats
-
-    status, valid, cov, mean, t_final, stats = jax.vmap(one)(jnp.array([-1.0, jnp.nan, 2.0]))
+    # V = I, A = -I, Σ0 = I, α0 = 1, default tolerances; t1 per member
+    v, a, cov0, mean0, rtol, atol = _per_member(1.0, -np.eye(2), np.eye(2), np.ones(2), 1e-8, 1e-8)
+    sol = _projective_batch(v, a, cov0, mean0, jnp.array([-1.0, jnp.nan, 2.0]), rtol, atol)
+    status, valid, cov, mean = sol.status, sol.valid, sol.cov_final, sol.mean_final
+    t_final, stats = sol.t_final, sol.stats
     assert status_names(np.asarray(status)).tolist() == ["invalid_times", "invalid_times", "completed"]
     assert np.asarray(valid).tolist() == [[False, False], [False, False], [True, True]]
     # nothing solved for the invalid members: the initial state at t0
@@ -305,12 +324,10 @@ def test_non_finite_members_report_the_last_finite_state_and_nothing_valid_that_
     """A NaN vector field: ``non_finite`` with the (finite) initial state; a NaN `Σ0`: row 0 not valid (review:
     the correction onto `t1` made the first NaN, and row 0 was always valid)."""
 
-    def one(v, cov0):
-        sol = solve_gaussian(Softmax(V=v * jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), cov0, t1=2.0, state="projective")
-        return sol.status, sol.valid, sol.cov_final
-
     cov0 = jnp.stack([jnp.eye(2) / 2, jnp.eye(2) / 2, jnp.full((2, 2), jnp.nan)])  # t* = 1 < t1
-    status, valid, cov = jax.vmap(one)(jnp.array([1.0, jnp.nan, 1.0]), cov0)
+    a, mean0, t1, rtol, atol = _per_member(np.eye(2), np.zeros(2), 2.0, 1e-8, 1e-8)  # A = I, default tolerances
+    sol = _projective_batch(jnp.array([1.0, jnp.nan, 1.0]), a, cov0, mean0, t1, rtol, atol)
+    status, valid, cov = sol.status, sol.valid, sol.cov_final
     assert status_names(np.asarray(status)).tolist() == ["blow_up", "non_finite", "non_finite"]
     np.testing.assert_allclose(np.asarray(cov[1]), np.eye(2) / 2, rtol=1e-14)  # U0 = Σ0^{1/2}, cov = U0U0ᵀ
     assert np.asarray(valid).tolist() == [[True, False], [True, False], [False, False]]
