@@ -175,9 +175,11 @@ def test_constant_step_that_does_not_resolve_the_growth_is_undetermined(dt):
     rates are not the solution's: that was `blow_up` with `t_blowup = t* + dt` (the end of that step). With
     `dt = 0.03` the crossing was located, but the last two decades before it lie inside one step, so the
     decade test's span is noise: that was `diverge` (`ρ = 102`, although `p = 2`). Both `undetermined` now."""
+    s0 = np.eye(2) / 4.1
     sol = solve_gaussian(
-        Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 4.1, t1=5.0, dt0=dt,
+        Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), s0, t1=5.0, dt0=dt,
         stepsize_controller=diffrax.ConstantStepSize(), state="covariance",
+        size_threshold=1e8 * np.trace(s0),  # the default given: the program of the constant-step tests below
     )  # fmt: skip
     assert status_names(sol.status) == "undetermined"
     assert float(sol.t_blowup) == np.inf and float(sol.decade_ratio) == np.inf
