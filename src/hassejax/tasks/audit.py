@@ -8,6 +8,7 @@ density" (the precise rules used here).
 from __future__ import annotations
 
 import dataclasses
+from typing import no_type_check
 
 import numpy as np
 
@@ -86,6 +87,7 @@ class AuditReport:
         )
 
 
+@no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
 def _expand(task: Task, token: Token) -> tuple[Token, ...]:
     return task.sources.get(token, (token,))
 
