@@ -322,6 +322,7 @@ def main(out: Path, quick: bool = False) -> dict:
     t_g = 30.0 if quick else 100.0
     max_steps_g = 8000 if quick else 20000
     grid = np.concatenate([[0.0], np.geomspace(1e-3, t_g, 400)])
+    n_dense = dense_times(1.0, quick).size  # the representatives' save times (the same count for any horizon)
     layers = {}
     flat = []
     for layer in layer_ids:
@@ -361,20 +362,24 @@ def main(out: Path, quick: bool = False) -> dict:
 
         # per-sentence particles at the same depths (the model's padding mask)
         t0 = time.perf_counter()
+        # --quick: the save times padded (the last one repeated) to the representatives' dense depths, so that their
+        # per-sentence solves run the same compiled program (save times change no step); the padding is cut off
+        t_save = np.pad(t_fine, ((0, 0), (0, n_dense - t_fine.shape[1])), mode="edge") if quick else t_fine
         ps = particle_runs(
-            layer_heads, jnp.asarray(x_pad), jnp.asarray(mask), jnp.asarray(t_fine[:, -1]), jnp.asarray(t_fine)
+            layer_heads, jnp.asarray(x_pad), jnp.asarray(mask), jnp.asarray(t_fine[:, -1]), jnp.asarray(t_save)
         )
         jax.block_until_ready(ps.status)
         timings[f"particles_layer{layer}"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        z = np.asarray(ps.z)  # (H, 11, S, N, k)
+        n_fine = t_fine.shape[1]
+        z = np.asarray(ps.z)[:, :n_fine]  # (H, 11, S, N, k); --quick: without the padding
         covs = [particle_covariances(head_of[h], x_pad, mask, z[h][MAIN]) for h in range(n_heads)]
         cov_p = np.stack([c_[0] for c_ in covs])
         within_p = np.stack([c_[1] for c_ in covs])
         eig_p = np.concatenate([np.broadcast_to(lam0, (n_heads, 1, d)), eig_desc(cov_p[:, 1:])], axis=1)
         err = change_err(cov_p, cov_g)
         p_status = np.asarray(ps.status)
-        p_valid = np.asarray(ps.valid)  # (H, 11): False after a per-sentence solve stopped (size threshold)
+        p_valid = np.asarray(ps.valid)[:, :n_fine]  # (H, 11): False after a per-sentence solve stopped (size threshold)
         sample = np.random.default_rng([SEED, layer]).multivariate_normal(mean0, cov0, size=len(xl), method="eigh")
         rates = [
             {
@@ -449,7 +454,7 @@ def main(out: Path, quick: bool = False) -> dict:
     # --- three representative heads: fine spectra, pooled particles, Gaussian-sampled control
     t0 = time.perf_counter()
     reps = choose_representatives(flat)
-    rep_out = representatives(heads, hs, mask, reps, np.random.default_rng(SEED), t_g, SIZE_FACTOR, max_steps_g)
+    rep_out = representatives(heads, hs, mask, reps, np.random.default_rng(SEED), t_g, SIZE_FACTOR, max_steps_g, quick)
     timings["representatives"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
 
@@ -526,20 +531,26 @@ DENSE_LINEAR = 41
 """Evenly spaced depths of the representative heads' comparison (0 … horizon)."""
 DENSE_END = np.geomspace(1e-3, 0.05, 15)
 """Extra depths `t_end (1 − s)` near the horizon (a blow-up's last decade of growth happens there)."""
+DENSE_LINEAR_QUICK = 21
+DENSE_END_QUICK = np.geomspace(1e-3, 0.05, 8)
+"""--quick: half the depths (28 after the merge at `0.95 t_end`): each depth costs four `d×d` eigenvalue
+problems (`d = 384`) per head, and the comparison still resolves the last decade before the horizon."""
 TOP = 8
 """Top eigenvalues kept at every depth of the representative heads (the full spectrum only at the last depth)."""
 
 
-def dense_times(t_end: float) -> np.ndarray:
-    """Depths of a representative head's comparison: :data:`DENSE_LINEAR` even ones and :data:`DENSE_END` near `t_end`."""
-    times = np.sort(np.concatenate([np.linspace(0.0, t_end, DENSE_LINEAR), t_end * (1.0 - DENSE_END)]))
+def dense_times(t_end: float, quick: bool = False) -> np.ndarray:
+    """Depths of a representative head's comparison: :data:`DENSE_LINEAR` even ones and :data:`DENSE_END` near `t_end`
+    (``quick``: :data:`DENSE_LINEAR_QUICK`, :data:`DENSE_END_QUICK`)."""
+    linear, end = (DENSE_LINEAR_QUICK, DENSE_END_QUICK) if quick else (DENSE_LINEAR, DENSE_END)
+    times = np.sort(np.concatenate([np.linspace(0.0, t_end, linear), t_end * (1.0 - end)]))
     # `0.95 t_end` is in both parts; merged within rounding (np.unique would keep both when they differ in
     # the last bit, and the heads' time grids, stacked into one batch, would differ in length)
     keep = np.concatenate([[True], np.diff(times) > 1e-9 * max(t_end, 1e-300)])
     return times[keep]
 
 
-def representatives(heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g) -> list[dict]:
+def representatives(heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g, quick: bool = False) -> list[dict]:
     """Fine comparison for the chosen heads: Gaussian, per sentence, pooled, and pooled on Gaussian samples.
 
     Every system is saved at :func:`dense_times` of the head's horizon: the Gaussian ODE is
@@ -556,7 +567,7 @@ def representatives(heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g) -
         x_pad = hs[layer] * mask[..., None]
         xl = x_pad[mask]
         mean0, cov0 = (np.asarray(z) for z in pt.empirical_moments(xl))
-        times = dense_times(rep["gaussian"]["t_final"])
+        times = dense_times(rep["gaussian"]["t_final"], quick)
         g = solve_low_rank_gaussian(
             heads.head(layer, h), jnp.asarray(mean0), jnp.asarray(cov0), t1=t_g, ts=jnp.asarray(times), rtol=1e-8,
             atol=1e-8, max_steps=max_steps_g, size_threshold=size_factor * float(np.trace(cov0)),
