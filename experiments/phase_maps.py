@@ -65,11 +65,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from hassejax._xla_flags import DEFAULT_LEVEL, jit_takes_compiler_options
 from hassejax.dynamics import Status, geometry, solve_gaussian
 from hassejax.dynamics import phase_map as pm
 from hassejax.dynamics.attention import Softmax
 from hassejax.dynamics.blowup_check import LEVELS, MAX_GAP_RATIO, N_RATIOS
 from hassejax.dynamics.diagnostics import Outcome, naive_rule
+from hassejax.dynamics.sweeps import Sweep
 from hassejax.dynamics.verdict import Verdict, closed_form_verdict
 from hassejax.plot import draw_hatched, draw_outcome_map
 from hassejax.plot.bounds import fmt_lower, fmt_upper
@@ -220,7 +222,39 @@ LEVEL_CHECK_NOTE = (
 """JSON note of the multi-level blow-up check (the library's ``diverge`` status can be a log-periodic blow-up)."""
 
 
-def level_check(V: np.ndarray, A: np.ndarray, cov0: np.ndarray, t1: float, desc: str) -> dict:
+SWEEP_OPTIONS = DEFAULT_LEVEL if jit_takes_compiler_options() else None
+"""XLA's level 3 for the held sweeps, as :func:`~hassejax.dynamics.phase_map.run_sweep` compiles its own."""
+_HELD: dict = {}
+"""--quick: one held :class:`~hassejax.dynamics.sweeps.Sweep` per member function and chunk width, so that the maps
+(a) and (b), and the level checks of map (b) and of the neighbourhood, trace and compile one program each
+(:func:`~hassejax.dynamics.phase_map.run_sweep` builds a fresh jitted sweep per call: traced again, and compiled
+again where the persistent cache does not hold it)."""
+
+
+def _run_held(member_fn, batch: dict, desc: str, chunk_size: int) -> dict:
+    """--quick: :func:`~hassejax.dynamics.phase_map.run_sweep` (the same chunking, sharding and compiler options)
+    through a held sweep of `member_fn` (:data:`_HELD`)."""
+    key = (member_fn, chunk_size)
+    if key not in _HELD:
+        _HELD[key] = Sweep(member_fn, chunk_size=chunk_size, shard=len(jax.devices()) > 1,
+                           compiler_options=SWEEP_OPTIONS)  # fmt: skip
+    out = _HELD[key]({k: jnp.asarray(v) for k, v in batch.items()}, progress=True, desc=desc)
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def map_sweep(batch: dict, desc: str, quick: bool) -> dict:
+    """A map's sweep: :func:`~hassejax.dynamics.phase_map.sweep_with_retry`; ``quick``: every member with the retry's
+    budget at once (one program, :func:`~hassejax.dynamics.phase_map.member_retry`, for both maps instead of two, the
+    first budget's and the retry's; the step budget changes no step, so each member's solve is the one it gets
+    there), ``retried`` = the members that needed more than the first budget (those the retry would solve again)."""
+    if not quick:
+        return pm.sweep_with_retry(batch, desc)
+    out = _run_held(pm.member_retry, batch, desc, pm.CHUNK)
+    out["retried"] = out["steps"] > pm.MAX_STEPS
+    return out
+
+
+def level_check(V: np.ndarray, A: np.ndarray, cov0: np.ndarray, t1: float, desc: str, quick: bool = False) -> dict:
     """:func:`hassejax.dynamics.phase_map.confirm_member` on members `(V, A)` `(n, 2, 2)` with one `Σ0`, horizon `t1`."""
     n = len(V)
     if n == 0:
@@ -230,6 +264,8 @@ def level_check(V: np.ndarray, A: np.ndarray, cov0: np.ndarray, t1: float, desc:
     # slowest member stops, and the members left here are the stiff ones (--quick: 5 members padded to 64 ran
     # 20,000 steps, 64 wide); the results do not depend on the width (checked bit for bit, 64 against 8)
     width = min(pm.CONFIRM_CHUNK, max(8, 1 << (n - 1).bit_length()))
+    if quick:  # the two level checks (map (b), the neighbourhood) share one traced program where their widths agree
+        return _run_held(pm.confirm_member, batch, desc, width)
     return pm.run_sweep(pm.confirm_member, batch, desc, chunk_size=width)
 
 
@@ -365,7 +401,7 @@ def counterexample(o: Output, quick: bool) -> dict:
     esc = np.flatnonzero(nb["status"] == Status.diverge)
     nb_V = np.stack([np.asarray(k.V) for k in models])
     nb_A = np.stack([np.asarray(k.A) for k in models])
-    chk_nb = level_check(nb_V[esc], nb_A[esc], CE_SIGMA0, 2 * CE_T1, "neighbourhood: level check")
+    chk_nb = level_check(nb_V[esc], nb_A[esc], CE_SIGMA0, 2 * CE_T1, "neighbourhood: level check", quick)
     confirmed = np.zeros(m * m, bool)
     confirmed[esc] = np.asarray(chk_nb["blow_up"], bool)
     confirmed = confirmed.reshape(m, m)
@@ -525,7 +561,7 @@ def main(out: Path, quick: bool = False) -> dict:
 
     # ---------------------------------------------------------------- (a) V = vI
     V_, A_ = pm.grid(n, pm.V_RANGE, pm.A_RANGE)
-    res_a = pm.sweep_with_retry(pm.batch_scalar_v(V_, A_), "phase map (a)")
+    res_a = map_sweep(pm.batch_scalar_v(V_, A_), "phase map (a)", quick)
     codes_a = pm.to_image(res_a["outcome"], n)
     t_star, _ = pm.closed_form_map(V_, A_)
     solved_blow = codes_a == Outcome.blow_up
@@ -551,13 +587,13 @@ def main(out: Path, quick: bool = False) -> dict:
     # ---------------------------------------------------------------- (b) V = R(φ)
     P_, B_ = pm.grid(n, pm.PHI_RANGE, pm.A_RANGE)
     batch_b = pm.batch_rotation(P_, B_)
-    res_b = pm.sweep_with_retry(batch_b, "phase map (b)")
+    res_b = map_sweep(batch_b, "phase map (b)", quick)
     rule_blow = naive_rule_map(P_, B_) > 0
     # the decade test's escapes re-checked at several size levels (log-periodic blow-ups fool the decade test)
     codes_b_decade = pm.to_image(res_b["outcome"], n)
     esc_b = np.flatnonzero(res_b["outcome"] == Outcome.diverge)
     A_esc = np.moveaxis(np.asarray(pm.family_A(jnp.asarray(batch_b["a"][esc_b]))), (0, 1), (-2, -1))
-    chk_b = level_check(batch_b["V"][esc_b], A_esc, pm.SIGMA0, 2 * pm.T1_B, "phase map (b): level check")
+    chk_b = level_check(batch_b["V"][esc_b], A_esc, pm.SIGMA0, 2 * pm.T1_B, "phase map (b): level check", quick)
     outcome_b = np.array(res_b["outcome"])
     outcome_b[esc_b[np.asarray(chk_b["blow_up"], bool)]] = Outcome.blow_up
     codes_b = pm.to_image(outcome_b, n)
