@@ -25,12 +25,15 @@ jax.config.update("jax_enable_x64", FLOAT64)
 import time
 from pathlib import Path
 
+import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
 
+from hassejax._xla_flags import DEFAULT_LEVEL, jit_takes_compiler_options
 from hassejax.dynamics import Status
 from hassejax.dynamics import phase_map as pm
+from hassejax.dynamics.sweeps import Sweep
 from hassejax.plot import log_bins
 from hassejax.plot.bounds import fmt_upper
 
@@ -53,6 +56,37 @@ def member_tight(p):
     )
 
 
+def member_settings(p):
+    """--quick: a member of map (a) with its solver settings in the batch (``rtol``, ``atol``, ``threshold``, traced),
+    so that the tight solve and the phase-map-settings solve run one compiled program instead of two; the step budget
+    is :data:`TIGHT_MAX_STEPS` for both (a budget changes no step; map (a)'s members need at most ~170 steps with the
+    phase map's settings, under its budget of ``MAX_STEPS = 800``)."""
+    return pm.solve_member(
+        p["V"], pm.family_A(p["a"]), p["t1"], rtol=p["rtol"], atol=p["atol"], threshold=p["threshold"],
+        max_steps=TIGHT_MAX_STEPS,
+    )  # fmt: skip
+
+
+def _sweeps(batch: dict, quick: bool) -> tuple[dict, dict]:
+    """The tight and the phase-map-settings sweeps of map (a): two programs, or with ``quick`` one
+    (:func:`member_settings`, held: traced and compiled once)."""
+    if not quick:
+        tight = pm.run_sweep(member_tight, batch, "event times (rtol 1e-10)")
+        return tight, pm.run_sweep(pm.member, batch, "event times (phase-map settings)")
+    held = Sweep(member_settings, chunk_size=pm.CHUNK, shard=len(jax.devices()) > 1,
+                 compiler_options=DEFAULT_LEVEL if jit_takes_compiler_options() else None)  # as pm.run_sweep  # fmt: skip
+    n = len(batch["a"])
+    out = []
+    for settings, desc in (
+        ((TIGHT_RTOL, TIGHT_ATOL, TIGHT_THRESHOLD), "event times (rtol 1e-10)"),
+        ((pm.RTOL, pm.ATOL, pm.THRESHOLD), "event times (phase-map settings)"),
+    ):
+        b = batch | {k: np.full(n, v) for k, v in zip(("rtol", "atol", "threshold"), settings)}
+        res = held({k: jnp.asarray(v) for k, v in b.items()}, progress=True, desc=desc)
+        out.append({k: np.array(v) for k, v in res.items()})
+    return out[0], out[1]
+
+
 def relative_errors(t_est: np.ndarray, t_star: np.ndarray) -> np.ndarray:
     """`|t_est/t* − 1|`."""
     return np.abs(np.asarray(t_est) / np.asarray(t_star) - 1.0)
@@ -65,8 +99,7 @@ def main(out: Path, quick: bool = False) -> dict:
     V_, A_ = pm.grid(n, pm.V_RANGE, pm.A_RANGE)
     batch = pm.batch_scalar_v(V_, A_)
     t_star = pm.column_major(pm.closed_form_map(V_, A_)[0])
-    tight = pm.run_sweep(member_tight, batch, "event times (rtol 1e-10)")
-    loose = pm.run_sweep(pm.member, batch, "event times (phase-map settings)")
+    tight, loose = _sweeps(batch, quick)
 
     cf_blow = t_star <= pm.T1_A
     checks = {}
