@@ -454,9 +454,7 @@ def main(out: Path, quick: bool = False) -> dict:
     # --- three representative heads: fine spectra, pooled particles, Gaussian-sampled control
     t0 = time.perf_counter()
     reps = choose_representatives(flat)
-    rep_out = representatives(
-        heads, hs, mask, reps, np.random.default_rng(SEED), t_g, SIZE_FACTOR, max_steps_g, quick, grid.size, n_heads
-    )
+    rep_out = representatives(heads, hs, mask, reps, np.random.default_rng(SEED), t_g, SIZE_FACTOR, max_steps_g, quick)
     timings["representatives"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
 
@@ -552,16 +550,13 @@ def dense_times(t_end: float, quick: bool = False) -> np.ndarray:
     return times[keep]
 
 
-def representatives(
-    heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g, quick: bool = False, n_grid: int = 0, n_heads: int = 0
-) -> list[dict]:
+def representatives(heads, hs, mask, reps, rng, t_g, size_factor, max_steps_g, quick: bool = False) -> list[dict]:
     """Fine comparison for the chosen heads: Gaussian, per sentence, pooled, and pooled on Gaussian samples.
 
     Every system is saved at :func:`dense_times` of the head's horizon: the Gaussian ODE is
     solved again (same tolerances and size event as the sweep), the per-sentence particles
     run again, and the pooled runs (real tokens, and as many tokens sampled from
-    `N(α0, Σ0)`) go through :func:`particle_runs` (one run each). ``quick``: the Gaussian ODE through the sweep's
-    program :func:`gaussian_heads` (the head in each of its `n_heads` lanes, the save times padded to its `n_grid`).
+    `N(α0, Σ0)`) go through :func:`particle_runs` (one run each).
     """
     from hassejax import pretrained as pt
 
@@ -573,20 +568,11 @@ def representatives(
         xl = x_pad[mask]
         mean0, cov0 = (np.asarray(z) for z in pt.empirical_moments(xl))
         times = dense_times(rep["gaussian"]["t_final"], quick)
-        thr = size_factor * float(np.trace(cov0))
-        if quick:  # the sweep's compiled program (not one more): the head in every lane, the save times padded
-            same = jax.tree.map(
-                lambda a: jnp.broadcast_to(jnp.asarray(a), (n_heads, *np.shape(a))), heads.head(layer, h)
-            )
-            ts_pad = np.pad(times, (0, n_grid - times.size), mode="edge")
-            g = gaussian_heads(same, jnp.asarray(mean0), jnp.asarray(cov0), t_g, jnp.asarray(ts_pad), thr, max_steps_g)
-            gauss.append((np.asarray(g.psi[0])[: times.size], np.asarray(g.valid[0])[: times.size], cov0))
-        else:
-            g = solve_low_rank_gaussian(
-                heads.head(layer, h), jnp.asarray(mean0), jnp.asarray(cov0), t1=t_g, ts=jnp.asarray(times), rtol=1e-8,
-                atol=1e-8, max_steps=max_steps_g, size_threshold=thr,
-            )  # fmt: skip
-            gauss.append((np.asarray(g.psi), np.asarray(g.valid), cov0))
+        g = solve_low_rank_gaussian(
+            heads.head(layer, h), jnp.asarray(mean0), jnp.asarray(cov0), t1=t_g, ts=jnp.asarray(times), rtol=1e-8,
+            atol=1e-8, max_steps=max_steps_g, size_threshold=size_factor * float(np.trace(cov0)),
+        )  # fmt: skip
+        gauss.append((np.asarray(g.psi), np.asarray(g.valid), cov0))
         sample = rng.multivariate_normal(mean0, cov0, size=len(xl), method="eigh")
         ones = np.ones((1, len(xl)), bool)
         batch.extend((layer, h, x0[None], times) for x0 in (xl, sample))
