@@ -25,15 +25,12 @@ jax.config.update("jax_enable_x64", FLOAT64)
 import time
 from pathlib import Path
 
-import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
 
-from hassejax._xla_flags import DEFAULT_LEVEL, jit_takes_compiler_options
 from hassejax.dynamics import Status
 from hassejax.dynamics import phase_map as pm
-from hassejax.dynamics.sweeps import Sweep
 from hassejax.plot import log_bins
 from hassejax.plot.bounds import fmt_upper
 
@@ -73,8 +70,6 @@ def _sweeps(batch: dict, quick: bool) -> tuple[dict, dict]:
     if not quick:
         tight = pm.run_sweep(member_tight, batch, "event times (rtol 1e-10)")
         return tight, pm.run_sweep(pm.member, batch, "event times (phase-map settings)")
-    held = Sweep(member_settings, chunk_size=pm.CHUNK, shard=len(jax.devices()) > 1,
-                 compiler_options=DEFAULT_LEVEL if jit_takes_compiler_options() else None)  # as pm.run_sweep  # fmt: skip
     n = len(batch["a"])
     out = []
     for settings, desc in (
@@ -82,8 +77,7 @@ def _sweeps(batch: dict, quick: bool) -> tuple[dict, dict]:
         ((pm.RTOL, pm.ATOL, pm.THRESHOLD), "event times (phase-map settings)"),
     ):
         b = batch | {k: np.full(n, v) for k, v in zip(("rtol", "atol", "threshold"), settings)}
-        res = held({k: jnp.asarray(v) for k, v in b.items()}, progress=True, desc=desc)
-        out.append({k: np.array(v) for k, v in res.items()})
+        out.append(pm.run_sweep(member_settings, b, desc, held=True))
     return out[0], out[1]
 
 

@@ -65,13 +65,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from hassejax._xla_flags import DEFAULT_LEVEL, jit_takes_compiler_options
 from hassejax.dynamics import Status, geometry, solve_gaussian
 from hassejax.dynamics import phase_map as pm
 from hassejax.dynamics.attention import Softmax
 from hassejax.dynamics.blowup_check import LEVELS, MAX_GAP_RATIO, N_RATIOS
 from hassejax.dynamics.diagnostics import Outcome, naive_rule
-from hassejax.dynamics.sweeps import Sweep
 from hassejax.dynamics.verdict import Verdict, closed_form_verdict
 from hassejax.plot import draw_hatched, draw_outcome_map
 from hassejax.plot.bounds import fmt_lower, fmt_upper
@@ -222,26 +220,6 @@ LEVEL_CHECK_NOTE = (
 """JSON note of the multi-level blow-up check (the library's ``diverge`` status can be a log-periodic blow-up)."""
 
 
-SWEEP_OPTIONS = DEFAULT_LEVEL if jit_takes_compiler_options() else None
-"""XLA's level 3 for the held sweeps, as :func:`~hassejax.dynamics.phase_map.run_sweep` compiles its own."""
-_HELD: dict = {}
-"""--quick: one held :class:`~hassejax.dynamics.sweeps.Sweep` per member function and chunk width, so that the maps
-(a) and (b), and the level checks of map (b) and of the neighbourhood, trace and compile one program each
-(:func:`~hassejax.dynamics.phase_map.run_sweep` builds a fresh jitted sweep per call: traced again, and compiled
-again where the persistent cache does not hold it)."""
-
-
-def _run_held(member_fn, batch: dict, desc: str, chunk_size: int) -> dict:
-    """--quick: :func:`~hassejax.dynamics.phase_map.run_sweep` (the same chunking, sharding and compiler options)
-    through a held sweep of `member_fn` (:data:`_HELD`)."""
-    key = (member_fn, chunk_size)
-    if key not in _HELD:
-        _HELD[key] = Sweep(member_fn, chunk_size=chunk_size, shard=len(jax.devices()) > 1,
-                           compiler_options=SWEEP_OPTIONS)  # fmt: skip
-    out = _HELD[key]({k: jnp.asarray(v) for k, v in batch.items()}, progress=True, desc=desc)
-    return {k: np.array(v) for k, v in out.items()}
-
-
 def map_sweep(batch: dict, desc: str, quick: bool) -> dict:
     """A map's sweep: :func:`~hassejax.dynamics.phase_map.sweep_with_retry`; ``quick``: every member with the retry's
     budget at once (one program, :func:`~hassejax.dynamics.phase_map.member_retry`, for both maps instead of two, the
@@ -249,7 +227,7 @@ def map_sweep(batch: dict, desc: str, quick: bool) -> dict:
     there), ``retried`` = the members that needed more than the first budget (those the retry would solve again)."""
     if not quick:
         return pm.sweep_with_retry(batch, desc)
-    out = _run_held(pm.member_retry, batch, desc, pm.CHUNK)
+    out = pm.run_sweep(pm.member_retry, batch, desc, held=True)
     out["retried"] = out["steps"] > pm.MAX_STEPS
     return out
 
@@ -265,7 +243,7 @@ def level_check(V: np.ndarray, A: np.ndarray, cov0: np.ndarray, t1: float, desc:
     # 20,000 steps, 64 wide); the results do not depend on the width (checked bit for bit, 64 against 8)
     width = min(pm.CONFIRM_CHUNK, max(8, 1 << (n - 1).bit_length()))
     if quick:  # the two level checks (map (b), the neighbourhood) share one traced program where their widths agree
-        return _run_held(pm.confirm_member, batch, desc, width)
+        return pm.run_sweep(pm.confirm_member, batch, desc, chunk_size=width, held=True)
     return pm.run_sweep(pm.confirm_member, batch, desc, chunk_size=width)
 
 

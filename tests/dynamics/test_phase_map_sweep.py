@@ -66,6 +66,26 @@ def test_member_sweep_matches_closed_form_blowup_time():
     np.testing.assert_allclose(out["t_blowup"][5], out["t_blowup"][0], rtol=1e-12)
 
 
+def test_held_run_sweep_traces_once_and_equals_the_plain_sweep():
+    """``run_sweep(..., held=True)``: one Sweep per member function and width, traced at its first call only, with the
+    results of the plain (per-call) sweep."""
+    traces = []
+
+    def member(p):
+        traces.append(1)
+        return pm.member(p)
+
+    batch = pm.batch_scalar_v(np.array([1.0, -1.0, 0.5, 2.0]), np.array([1.0, 0.0, -2.0, -0.1]))
+    plain = pm.run_sweep(member, batch, "test", chunk_size=8)
+    traces.clear()
+    first = pm.run_sweep(member, batch, "test", chunk_size=8, held=True)
+    second = pm.run_sweep(member, {k: v[::-1] for k, v in batch.items()}, "test", chunk_size=8, held=True)
+    assert len(traces) == 1  # the second call ran the held program
+    for k in plain:
+        np.testing.assert_array_equal(first[k], plain[k], err_msg=k)
+        np.testing.assert_array_equal(second[k], plain[k][::-1], err_msg=k)
+
+
 def test_figure_7_parameter_sets_are_the_authors_draws(no_typecheck):
     members = parameter_sets("softmax", 3)
     np.random.seed(40)  # the authors' code, verbatim order  # noqa: NPY002 (the authors' legacy global stream, verbatim)

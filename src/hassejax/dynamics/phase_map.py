@@ -28,7 +28,7 @@ from .closed_form import blowup_time_closed_form
 from .diagnostics import classify
 from .gaussian import solve_gaussian
 from .result import Status
-from .sweeps import sweep
+from .sweeps import Sweep, sweep
 
 __all__ = [
     "SIGMA0", "V_RANGE", "A_RANGE", "PHI_RANGE", "T1_A", "T1_B", "THRESHOLD", "RTOL", "ATOL", "MAX_STEPS",
@@ -212,17 +212,32 @@ def confirm_member(p: dict) -> dict:
 _SWEEP_OPTIONS = DEFAULT_LEVEL if jit_takes_compiler_options() else None
 
 
-def run_sweep(member_fn, batch: dict, desc: str, chunk_size: int = CHUNK) -> dict:
+def run_sweep(member_fn, batch: dict, desc: str, chunk_size: int = CHUNK, held: bool = False) -> dict:
     """:func:`~hassejax.dynamics.sweep` of `member_fn` over `batch`, as NumPy arrays (sharded over all devices).
 
     The chunk programs compile at XLA's default optimisation level (3) even where ``XLA_FLAGS``
     asks for level 0 (``reproduce.py --quick``, the tests): a phase map's thousands of members run
     far longer than their program compiles (phase_maps ``--quick`` alone: 72 s with them at level 0, 46 s
-    at 3, the JSON identical).
+    at 3, the JSON identical). With ``held=True`` the sweep goes through one
+    :class:`~hassejax.dynamics.sweeps.Sweep` kept per `(member_fn, chunk_size)` for the process, so later calls of
+    the same member function and width are neither traced nor compiled again (``sweep`` traces at every call); the
+    results are the same.
     """
-    out = sweep(member_fn, {k: jnp.asarray(v) for k, v in batch.items()}, chunk_size=chunk_size, progress=True,
-                shard=len(jax.devices()) > 1, desc=desc, compiler_options=_SWEEP_OPTIONS)  # fmt: skip
+    batch = {k: jnp.asarray(v) for k, v in batch.items()}
+    shard = len(jax.devices()) > 1
+    if held:
+        key = (member_fn, chunk_size, shard)
+        if key not in _HELD:
+            _HELD[key] = Sweep(member_fn, chunk_size=chunk_size, shard=shard, compiler_options=_SWEEP_OPTIONS)
+        out = _HELD[key](batch, progress=True, desc=desc)
+    else:
+        out = sweep(member_fn, batch, chunk_size=chunk_size, progress=True, shard=shard, desc=desc,
+                    compiler_options=_SWEEP_OPTIONS)  # fmt: skip
     return {k: np.array(v) for k, v in out.items()}
+
+
+_HELD: dict = {}
+"""The held sweeps of :func:`run_sweep` (``held=True``), by `(member_fn, chunk_size, shard)`."""
 
 
 def sweep_with_retry(batch: dict, desc: str) -> dict:
