@@ -100,13 +100,13 @@ def block_two_stream_mask(
         stops = np.concatenate([np.stack([content_stop, none], 1), np.stack([prefix, group_stop], 1)])
         return _intervals(starts, stops, size)
     _check_closed_form_memory("block_two_stream_mask", n, size)
-    return _block_two_stream_dense(n, l, c, group, content)
+    return _block_two_stream_dense(size, l, c, group, content)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
-def _block_two_stream_dense(n: int, l: int, c: int, group: str, content: str) -> Bool[Array, "slots slots"]:
-    """The dense closed form of :func:`block_two_stream_mask` (one compiled program per configuration)."""
-    size = c + n
+@functools.partial(jax.jit, static_argnums=(0, 3, 4))
+def _block_two_stream_dense(size: int, l, c, group: str, content: str) -> Bool[Array, "slots slots"]:
+    """The dense closed form of :func:`block_two_stream_mask`: one compiled program per size and variant (the
+    block size `l` and content length `c` traced, so the block sizes of one length share it)."""
     q = jnp.arange(size)[:, None]
     k = jnp.arange(size)[None, :]
     q_content, k_content = q < c, k < c
