@@ -102,3 +102,21 @@ def test_per_head_arrays_and_interval_heads():
 def test_bad_fallback_names_the_argument():
     with pytest.raises(MaskError, match="`fallback`"):
         to_splash("causal(n=8)", fallback="dense")
+
+
+def test_numpy_fallback_counts_every_heads_array(monkeypatch):
+    """A review: the check counted one ``n²`` array whatever the heads (a ``MultiHeadMask`` holds them all) and the
+    interval route's temporaries not at all (3× ``n²`` at the peak). Now every head's array and one block are counted."""
+    import hassejax.masks._runs as runs
+    from hassejax.errors import MemoryBudgetError
+    from hassejax.masks import structured
+
+    n = 4096
+    one_head = structured.attention_sinks(n, 4)
+    budget = n * n + (1 << 26)  # one head's array and one block of temporaries
+    monkeypatch.setattr(runs, "host_memory_bytes", lambda: int(budget / 0.8) + 1)
+    assert np.array_equal(np.asarray(to_splash(one_head).array), one_head.to_dense())
+    heads = [one_head, structured.attention_sinks(n, 3)]
+    with pytest.raises(MemoryBudgetError, match=r"`mask`: 2 NumpyMask\(s\) of shape \(4096, 4096\).*fallback='lazy'"):
+        to_splash(heads)
+    assert to_splash(heads, fallback="lazy") is not None  # the per-tile masks need no array

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._memory import host_memory_bytes
 from .._warn import user_stacklevel
-from ..errors import MaskError, MemoryBudgetError
+from ..errors import MaskError
+from ..masks._intervals import DENSE_BLOCK_BYTES, check_host_memory
 from ..masks._validate import checked, describe
 
 __all__ = ["to_splash"]
@@ -32,18 +32,24 @@ def _fallback_arg(value, name: str) -> str:
     )
 
 
+_NUMPY_HINT = "Use to_splash(mask, fallback='lazy') (a splash mask evaluated per tile: no (n, n) array) or a smaller n."
+
+
+def _check_numpy_masks(count: int, n: int) -> None:
+    """Raise :class:`MemoryBudgetError` (naming `mask`) unless `count` dense ``(n, n)`` NumpyMasks and one block of
+    temporaries fit (the heads' arrays are all held by the splash ``MultiHeadMask``)."""
+    if count:
+        what = f"{count} NumpyMask(s) of shape ({n}, {n}) (one byte an entry) and one block of temporaries"
+        check_host_memory(float(count) * n * n + DENSE_BLOCK_BYTES, what, "mask", hint=_NUMPY_HINT)
+
+
 def _dense_rule(rule, head: int, n: int) -> np.ndarray:
-    """The rule of one head as a dense NumPy bool `(n, n)`, row block by row block (memory checked first)."""
-    if float(n) * n > 0.8 * host_memory_bytes():
-        raise MemoryBudgetError(
-            f"`mask`: a NumpyMask of shape ({n}, {n}) needs {float(n) * n / 2**30:.2f} GiB (one byte an entry), more "
-            f"than this machine has free ({host_memory_bytes() / 2**30:.2f} GiB). Use to_splash(mask, "
-            "fallback='lazy') (a splash mask evaluated per tile: no (n, n) array) or a smaller n."
-        )
+    """The rule of one head as a dense NumPy bool `(n, n)`, row block by row block (memory checked by the caller,
+    :func:`_check_numpy_masks`)."""
     if rule.intervals is not None and rule.heads is None:
         return rule.intervals.to_dense()
     out = np.empty((n, n), dtype=bool)
-    rows = max(1, (1 << 22) // n)
+    rows = max(1, DENSE_BLOCK_BYTES // (32 * n))  # the rule's int64 and Boolean temporaries of a block
     k = np.arange(n, dtype=np.int64)[None, :]
     for q0 in range(0, n, rows):
         q = np.arange(q0, min(n, q0 + rows), dtype=np.int64)[:, None]
@@ -164,6 +170,9 @@ def to_splash(mask: Any, *, fallback: Literal["numpy", "lazy"] = "numpy"):
     heads = rule.parts if rule.heads is not None else (rule,)
     for h, part in enumerate(heads):
         _warn_empty_rows(part, h if rule.heads is not None else None)
+
+    if fallback == "numpy":
+        _check_numpy_masks(sum(part.splash is None for part in heads), n)
 
     def one(part):
         if part.splash is not None:

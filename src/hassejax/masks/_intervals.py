@@ -34,6 +34,9 @@ from ._runs import _INDEX, _checked_runs, _runs_of_rows, check_host_memory, norm
 __all__ = ["IntervalMask", "normalize_runs", "check_host_memory"]
 
 
+DENSE_BLOCK_BYTES = 1 << 26
+"""Temporaries of :meth:`IntervalMask.to_dense` (bytes): its rows are filled in blocks of about this size."""
+
 DENSE_HINT = (
     "A dense mask has n² entries whatever its runs: keep the IntervalMask, which the structured route of "
     "hassejax.order (method='auto' or 'structured') analyses without an n × n array; method='matmul' or "
@@ -233,20 +236,45 @@ class IntervalMask:
         return bool(np.any((self.starts <= q) & (q < self.stops), axis=1).all())
 
     def to_dense(self, *, name: str = "mask") -> np.ndarray:
-        """The Boolean ``(n, n)`` NumPy array (after checking that ``n²`` bytes fit in memory).
+        """The Boolean ``(n, n)`` NumPy array (after checking that it fits in memory).
 
-        **Raises:** :class:`~hassejax.errors.MemoryBudgetError` when ``n²`` bytes do not fit.
+        Rows are filled a block at a time (a difference array and its running sum per block, about
+        :data:`DENSE_BLOCK_BYTES` of temporaries), so the peak memory is the ``n²`` bytes of the
+        result plus one block.
+
+        **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `name`) when the result and one
+        block do not fit.
         """
         n = self.n
-        check_host_memory(float(n) * n, f"a dense ({n}, {n}) Boolean mask", name, hint=DENSE_HINT)
-        out = np.zeros((n, n + 1), dtype=np.int8)
-        rows = np.broadcast_to(np.arange(n)[:, None], self.starts.shape)
-        keep = self.starts < self.stops
-        np.add.at(out, (rows[keep], self.starts[keep]), 1)
-        np.add.at(out, (rows[keep], self.stops[keep]), -1)
-        return np.cumsum(out[:, :n], axis=1, dtype=np.int8) > 0
+        rows = max(1, min(n, DENSE_BLOCK_BYTES // (2 * (n + 1))))  # an int8 difference block and its sum
+        check_host_memory(
+            float(n) * n + 2.0 * rows * (n + 1), f"a dense ({n}, {n}) Boolean mask", name, hint=DENSE_HINT
+        )
+        out = np.empty((n, n), dtype=bool)
+        diff = np.empty((rows, n + 1), dtype=np.int8)
+        total = np.empty((rows, n), dtype=np.int8)
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            d = diff[: r1 - r0]
+            d.fill(0)
+            starts, stops = self.starts[r0:r1], self.stops[r0:r1]
+            keep = starts < stops  # runs are disjoint in normal form: the running sum is 0 or 1
+            local = np.broadcast_to(np.arange(r1 - r0)[:, None], starts.shape)[keep]
+            np.add.at(d, (local, starts[keep]), 1)
+            np.add.at(d, (local, stops[keep]), -1)
+            np.cumsum(d[:, :n], axis=1, dtype=np.int8, out=total[: r1 - r0])
+            np.greater(total[: r1 - r0], 0, out=out[r0:r1])
+        return out
 
     def __array__(self, dtype=None, copy=None):
+        if dtype is not None and np.dtype(dtype) != np.bool_:  # the copy in `dtype` is made too: count it first
+            n = self.n
+            check_host_memory(
+                float(n) * n * (1 + np.dtype(dtype).itemsize),
+                f"a dense ({n}, {n}) mask as {np.dtype(dtype).name}",
+                "mask",
+                hint=DENSE_HINT,
+            )
         dense = self.to_dense()
         return dense if dtype is None else dense.astype(dtype)
 
