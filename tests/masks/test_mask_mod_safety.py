@@ -152,3 +152,39 @@ def test_combined_mask_mods_are_checked():
     fn = M.and_masks(lambda b, h, q, k: k <= q, lambda b, h, q, k: d[q] == d[k])
     with pytest.raises(MaskError, match="index 3 is out of bounds for axis 0 with size 3"):
         M.from_mask_mod(fn, 4, form="intervals")
+
+
+def test_large_dense_grids_run_as_one_compiled_program_with_the_same_checks(monkeypatch):
+    """Dense grids above ``_EAGER_ENTRIES`` run as one jitted program (a review: op by op, a window rule held
+    6 × ``n²`` bytes against a check of 5): the same answers and the same index errors, naming the index."""
+    monkeypatch.setattr(convert, "_EAGER_ENTRIES", 0)  # every grid through the compiled path
+    with pytest.raises(MaskError) as info:
+        M.from_mask_mod(lambda b, h, q, k, d=jnp.array([0, 0, 1]): d[q] == d[k], 5)
+    assert "index 3 is out of bounds for axis 0 with size 3" in str(info.value)
+    assert "q_idx in [0, 5), kv_idx in [0, 5), b=0, h=0" in str(info.value)
+    ids = np.array([0, 0, 1, 1, 1, 2])
+    d = jnp.asarray(ids)
+    got = np.asarray(M.from_mask_mod(lambda b, h, q, k: (d[q] == d[k]) & (k <= q), 6, n_kv=5))
+    q, k = np.arange(6)[:, None], np.arange(5)[None, :]
+    np.testing.assert_array_equal(got, (ids[q] == ids[k]) & (k <= q))
+    clamped = np.array([0, 0, 1, 1, 1])
+    got = np.asarray(M.from_mask_mod(lambda b, h, q, k: d[:3][q] == d[:3][k], 5, check_indices=False))
+    np.testing.assert_array_equal(got, clamped[:, None] == clamped[None, :])
+    with pytest.raises(MaskError, match="must return a Boolean"):
+        M.from_mask_mod(lambda b, h, q, k: q - k, 5)
+
+
+def test_the_compiled_grid_is_checked_against_what_the_program_holds(monkeypatch):
+    """The check of a large grid reads XLA's estimate of the compiled program: a fused window rule (``n²`` bytes)
+    fits in twice its result where the op-by-op bound (5 ``n²``) is refused."""
+    import hassejax._checks as checks
+    from hassejax.errors import MemoryBudgetError
+
+    n = 2100  # above _EAGER_ENTRIES (2**22 entries)
+    rule = lambda b, h, q, k: (k <= q) & (q - k <= 100)
+    monkeypatch.setattr(checks, "available_memory_bytes", lambda: int(2 * n * n / 0.8))
+    got = np.asarray(M.from_mask_mod(rule, n))
+    np.testing.assert_array_equal(got, np.asarray(S.sliding_window(n, 100).to_dense()))
+    monkeypatch.setattr(convert, "_EAGER_ENTRIES", n * n)  # the op-by-op route and its bound
+    with pytest.raises(MemoryBudgetError, match=r"`n`: from_mask_mod: a dense mask of shape \(2100, 2100\)"):
+        M.from_mask_mod(rule, n)
