@@ -363,3 +363,24 @@ def test_size_threshold_checks_under_jit_and_in_the_state_dtype(no_typecheck):
     assert float(big.t_final) == float(inf.t_final)
     with pytest.raises(ParameterError, match=r"`size_threshold` must be .*; got a number beyond float64's range"):
         solve_gaussian(grow, np.zeros(2, np.float32), eye, size_threshold=10**400, **kw)
+
+
+def test_format_class_names_and_contains_positions_name_the_bad_value():
+    """A fresh-user review: ``format_class([0, 1], names=['a'])`` raised a bare IndexError, and
+    ``IntervalMask.contains`` blamed the (valid) dtype for a position out of range."""
+    from hassejax.masks import structured
+    from hassejax.order import format_class
+
+    assert format_class([1, 0], names=["a", "b"]) == "{a, b}"
+    with pytest.raises(MaskError, match=r"`names` must name every member \(positions 0 \.\. 0\); .* position 1"):
+        format_class([0, 1], names=["a"])
+    with pytest.raises(MaskError, match=r"`names` must name every member .* position -1"):
+        format_class([-1, 0], names=["a", "b"])
+    m = structured.causal(2)
+    assert m.contains(np.array([1]), np.array([0])).tolist() == [True]
+    with pytest.raises(MaskError, match=r"`k` must hold int positions in \[0, 2\); got 5\."):
+        m.contains(np.array([0]), np.array([5]))
+    with pytest.raises(MaskError, match=r"`q` must hold int positions in \[0, 2\); got -1\."):
+        m.contains(np.array([-1]), np.array([0]))
+    with pytest.raises(MaskError, match=r"`q` must hold int positions in \[0, 2\); got dtype float64\."):
+        m.contains(np.array([0.5]), np.array([0]))

@@ -213,8 +213,11 @@ class IntervalMask:
         """
         q, k = np.broadcast_arrays(np.asarray(q), np.asarray(k))
         for name, x in (("q", q), ("k", k)):
-            if not np.issubdtype(x.dtype, np.integer) or (x.size and (x.min() < 0 or x.max() >= self.n)):
+            if not np.issubdtype(x.dtype, np.integer):
                 raise MaskError(f"`{name}` must hold int positions in [0, {self.n}); got dtype {x.dtype}.")
+            if x.size and (x.min() < 0 or x.max() >= self.n):
+                bad = int(x.min()) if x.min() < 0 else int(x.max())
+                raise MaskError(f"`{name}` must hold int positions in [0, {self.n}); got {bad}.")
         s = self.starts[q]
         e = self.stops[q]
         return np.any((s <= k[..., None]) & (k[..., None] < e), axis=-1)

@@ -31,11 +31,19 @@ def format_class(members: Iterable[int], names: Sequence[str] | None = None) -> 
 
     **Returns:** a string in braces. Runs of three or more consecutive positions are written
     ``a..b`` (both ends included); shorter runs are listed.
+
+    **Raises:** :class:`~hassejax.errors.MaskError` for a repeated position, or a position that `names` has no
+    name for.
     """
     pos = sorted(int(p) for p in members)
     if len(set(pos)) != len(pos):
         raise MaskError(f"`members` must not repeat a position; got {list(members)}.")
     if names is not None:
+        if pos and (pos[0] < 0 or pos[-1] >= len(names)):
+            raise MaskError(
+                f"`names` must name every member (positions 0 .. {len(names) - 1}); the class has position "
+                f"{pos[0] if pos[0] < 0 else pos[-1]}."
+            )
         return "{" + ", ".join(str(names[p]) for p in pos) + "}"
     parts: list[str] = []
     i = 0
