@@ -722,3 +722,23 @@ def test_to_dense_checks_the_result_and_one_block_and_a_cast_its_copy(monkeypatc
     monkeypatch.setattr(runs, "host_memory_bytes", lambda: int(n * n / 0.8))
     with pytest.raises(MemoryBudgetError, match=r"`mask`: a dense \(8192, 8192\) Boolean mask"):
         m.to_dense()  # the result alone fits, not with its block
+
+
+def test_memory_refusals_of_the_interval_constructors_name_their_arguments(monkeypatch):
+    """A fresh-user review: the refusals named the function (`xlnet_two_stream`: ... 90001 rows) where the
+    README promises the argument; now the arguments that set the size, and the rows counted "in all"."""
+    import hassejax.masks._runs as runs
+    from hassejax.errors import MemoryBudgetError
+
+    monkeypatch.setattr(runs, "host_memory_bytes", lambda: 1 << 24)  # 16 MiB (requests under 16 MiB pass unchecked)
+    m = 1_000_000  # 48 bytes a row and run: 48 MB
+    cases = [
+        (lambda: S.causal(m), r"^`n`: the interval form of causal \(1000000 rows in all"),
+        (lambda: S.xlnet_two_stream(np.arange(m)), r"^`permutation`: the interval form of xlnet_two_stream"),
+        (lambda: S.document([m // 2, m // 2]), r"^`segments`: the interval form of document"),
+        (lambda: S.natten_2d(1000, 1000, 3, 3), r"^`height`, `width`(, `kernel_h`)?: the interval form of natten_2d"),
+        (lambda: S.tree_prefix(np.arange(-1, m - 1), 0), r"^`parents`: the interval form of tree_prefix"),
+    ]
+    for build, message in cases:
+        with pytest.raises(MemoryBudgetError, match=message):
+            build()

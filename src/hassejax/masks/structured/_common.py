@@ -18,12 +18,13 @@ from .._validate import (
 # ---------------------------------------------------------------------------------- helpers
 
 
-def _budget(rows: int, runs: int, name: str) -> None:
-    """Raise MemoryBudgetError before building `rows` rows of `runs` runs (int64 work arrays included)."""
+def _budget(rows: int, runs: int, fn: str, args: str = "n") -> None:
+    """Raise MemoryBudgetError (naming the arguments `args`, comma separated, that set the size) before `fn`
+    builds `rows` rows of `runs` runs (int64 work arrays included)."""
     check_host_memory(
         6 * 8 * float(rows) * max(1, runs),
-        f"the interval form of {name} ({rows} rows, up to {runs} key runs a row)",
-        name,
+        f"the interval form of {fn} ({rows} rows in all, up to {runs} key runs a row)",
+        "`, `".join(a.strip() for a in args.split(",")),
     )
 
 

@@ -78,7 +78,7 @@ def document(
     else:
         lengths = check_contiguous_ids(segments)
     n = int(lengths.sum())
-    _budget(n, 1, "document")
+    _budget(n, 1, "document", "segments")
     doc_start = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
     start = np.repeat(doc_start, lengths)
     end = start + np.repeat(lengths.astype(np.int64), lengths)
@@ -95,5 +95,5 @@ def document(
     length = (end - start)[:, None]
     s = np.minimum(off_s[offset].astype(np.int64), length)
     e = np.minimum(off_e[offset].astype(np.int64), length)
-    _budget(n, s.shape[1], "document")
+    _budget(n, s.shape[1], "document", "segments")
     return _as_mask(s + start[:, None], np.where(s < e, e + start[:, None], 0), n, normal=False)

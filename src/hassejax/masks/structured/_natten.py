@@ -62,9 +62,9 @@ def natten_2d(height: int, width: int, kernel_h: int, kernel_w: int) -> Interval
     centre_r = np.clip(q // width, hh, height - 1 - hh)
     centre_c = np.clip(q % width, hw, width - 1 - hw)
     if kernel_w == width:  # the grid rows touch: one run
-        _budget(n, 1, "natten_2d")
+        _budget(n, 1, "natten_2d", "height, width")
         return _as_mask((centre_r - hh) * width, (centre_r + hh + 1) * width, n, normal=True)
-    _budget(n, kernel_h, "natten_2d")
+    _budget(n, kernel_h, "natten_2d", "height, width, kernel_h")
     rows = (centre_r - hh)[:, None] + np.arange(kernel_h, dtype=np.int64)[None, :]
     starts = rows * width + (centre_c - hw)[:, None]
     return _as_mask(starts, starts + kernel_w, n, normal=True)

@@ -74,7 +74,7 @@ def tree_prefix(parents: Sequence[int] | np.ndarray, prefix: int) -> IntervalMas
         tops.append(nxt)
     k = len(tops)
     count = sum((top >= 0).astype(np.int64) for top in tops)
-    _budget(n, k + 1, "tree_prefix")
+    _budget(n, k + 1, "tree_prefix", "parents")
     s = np.full((t, k), t, np.int64)
     e = np.full((t, k), t, np.int64)
     for c, top in enumerate(tops):
