@@ -11,6 +11,10 @@ transitive). Facts used (spec hasse.md §1.4–1.7, (derived)):
 - the strict down-set of ``i`` is ``D[i] = R[i] \\ class(i)``; ``c`` covers ``d`` iff
   ``d ∈ D[c] \\ (D ⊗ D)[c]`` (no element strictly between); ``D^m[i] ≠ ∅`` iff a chain of
   ``m + 1`` classes starts at ``i``: the depth by doubling and a binary search over ``D^(2^j)``;
+- the covers ``D \\ D⊗D`` cost one product; listed as pairs of classes (as many as the Hasse
+  edges), the depth is a longest path over them in the class numbering (a topological order):
+  ``O(C + edges)`` after that one product, where the doubling costs ``2 log2(depth)`` products
+  (a butterfly mask, depth ``n``: 36 products at ``n = 300000``);
 - when every row of ``R`` is one run, the quotient is a set of intervals ordered by inclusion,
   a two-dimensional order: the depth is a longest non-increasing and the width a longest
   increasing subsequence of the right ends after sorting by (left end, −right end)
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import no_type_check
 
 import numpy as np
 
@@ -33,7 +38,10 @@ __all__ = [
     "row_classes",
     "quotient_matrix",
     "strict_down_sets",
+    "cover_rows",
     "covers_count",
+    "cover_pairs",
+    "dag_depth",
     "chain_depth",
     "interval_depth_width",
 ]
@@ -85,6 +93,11 @@ def row_classes(r: IntervalMask) -> RowClasses:
 
 def quotient_matrix(r: IntervalMask, cls: RowClasses) -> np.ndarray:
     """Bool `(C, C)`: ``order[a, b]`` iff ``[b] ≤ [a]`` (the representative of b is in row a)."""
+    from ..masks._runs import check_host_memory
+
+    c = cls.num_classes
+    # the order, the diagram's cover matrix and a block's temporaries: about 3 bytes an entry
+    check_host_memory(3.0 * c * c, f"the quotient order of C = {c} classes (a (C, C) array)", "mask")
     reps = cls.first
     out = np.empty((cls.num_classes, cls.num_classes), dtype=bool)
     step = max(1, (1 << 22) // max(1, cls.num_classes * r.num_runs))
@@ -113,15 +126,66 @@ def _difference(a: IntervalMask, b: IntervalMask) -> IntervalMask:
     return a & IntervalMask(gap_s, gap_e, n, _normal=True)
 
 
-def covers_count(r: IntervalMask, cls: RowClasses, down: IntervalMask) -> int:
-    """Number of covering pairs (Hasse edges), for contiguous classes: classes in ``D \\ D⊗D``."""
-    two_steps = compose(down, down, name="mask")
-    cover = _difference(down, two_steps)
+def cover_rows(down: IntervalMask) -> IntervalMask:
+    """Row ``i``: the classes covered by the class of ``i``, ``D[i] \\ (D ⊗ D)[i]`` (one product; contiguous classes)."""
+    return _difference(down, compose(down, down, name="mask"))
+
+
+def _cover_ranges(cls: RowClasses, cover: IntervalMask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(by_first, lo, count)``: the class ids sorted by smallest member, and for each class and run of its cover
+    row (``(C, k)``) where its covered classes start in that order and how many there are."""
     reps = cls.first
     s, e = cover.starts[reps], cover.stops[reps]
-    starts_sorted = cls.first[np.argsort(cls.first)]
-    inside = np.searchsorted(starts_sorted, e, side="left") - np.searchsorted(starts_sorted, s, side="left")
-    return int(np.where(s < e, inside, 0).sum())
+    by_first = np.argsort(cls.first, kind="stable")
+    firsts = cls.first[by_first]
+    lo = np.searchsorted(firsts, s, side="left")
+    count = np.where(s < e, np.searchsorted(firsts, e, side="left") - lo, 0)
+    return by_first, lo, count
+
+
+def covers_count(r: IntervalMask, cls: RowClasses, down: IntervalMask, cover: IntervalMask | None = None) -> int:
+    """Number of covering pairs (Hasse edges), for contiguous classes: classes in ``D \\ D⊗D`` (`cover`, if given)."""
+    cover = cover_rows(down) if cover is None else cover
+    return int(_cover_ranges(cls, cover)[2].sum())
+
+
+def cover_pairs(cls: RowClasses, cover: IntervalMask, ranges=None) -> tuple[np.ndarray, np.ndarray]:
+    """The covering pairs ``(lower, upper)``, int64 ``(edges,)`` each: class ``upper`` covers class ``lower``.
+
+    Sorted by ``upper``, then by the smallest member of ``lower``; `cover` from :func:`cover_rows`
+    (contiguous classes: a run of a cover row holds whole classes, found by their smallest member);
+    `ranges`: :func:`_cover_ranges` of the same, if already known.
+    """
+    by_first, lo, count = _cover_ranges(cls, cover) if ranges is None else ranges
+    flat_lo, flat_count = lo.ravel(), count.ravel()
+    total = int(flat_count.sum())
+    upper = np.repeat(np.arange(cls.num_classes, dtype=np.int64), count.sum(axis=1))
+    # position t of the listing, in range r: lo[r] + (t - first t of r)
+    offset = np.repeat(flat_lo - (np.cumsum(flat_count) - flat_count), flat_count)
+    lower = by_first[offset + np.arange(total, dtype=np.int64)].astype(np.int64)
+    return lower, upper
+
+
+@no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
+def dag_depth(num_classes: int, lower: np.ndarray, upper: np.ndarray) -> int:
+    """Classes in a longest chain, from the covering pairs of :func:`cover_pairs` (``lower < upper`` as ids).
+
+    The ids are a topological order (a class covers only classes of smaller reach, so of smaller id): one pass
+    ``h[c] = 1 + max h[lower]`` over the covers of ``c``, ``O(C + edges)`` (a Python loop over the classes that
+    cover something; one that covers one class, as along a chain, costs a list lookup).
+    """
+    if lower.size == 0:
+        return 1
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(upper, minlength=num_classes))]).tolist()
+    low = lower.tolist()
+    h = [1] * num_classes
+    for c in np.unique(upper).tolist():
+        a, b = ptr[c], ptr[c + 1]
+        if b - a == 1:
+            h[c] = h[low[a]] + 1
+        else:
+            h[c] = 1 + max([h[x] for x in low[a:b]])
+    return max(h)
 
 
 def chain_depth(down: IntervalMask) -> int:

@@ -48,26 +48,37 @@ class _StructuredFlow:
 
     def order(self, quotient_limit: int):
         from ._structured_poset import (
+            _cover_ranges,
             chain_depth,
-            covers_count,
+            cover_pairs,
+            cover_rows,
+            dag_depth,
             interval_depth_width,
             quotient_matrix,
             strict_down_sets,
         )
 
         r, cls = self.limit, self.cls
-        if cls.num_classes <= quotient_limit:
-            diagram = _diagram_from_quotient(quotient_matrix(r, cls), cls, self.n)
-            return diagram.depth, diagram.width, len(diagram.edges), diagram, {}
-        depth = width = edges = None
+        c = cls.num_classes
+        depth = width = edges = pairs = None
         if r.num_runs == 1:
             depth, width = interval_depth_width(r, cls)
         if cls.contiguous:
             down = strict_down_sets(r, cls)
-            edges = covers_count(r, cls, down)
-            if depth is None:
-                depth = chain_depth(down)
-        big = f"{cls.num_classes} classes (> quotient_limit = {quotient_limit})"
+            cover = cover_rows(down)
+            ranges = _cover_ranges(cls, cover)
+            edges = int(ranges[2].sum())
+            if edges <= _PAIRS_PER_CLASS * c + _PAIRS_FLOOR:
+                # the covers as pairs: the depth is one pass over them (the doubling costs 2 log2(depth) products)
+                pairs = cover_pairs(cls, cover, ranges)
+                if depth is None:
+                    depth = dag_depth(c, *pairs)
+        if c <= quotient_limit:
+            diagram = _diagram_from_quotient(quotient_matrix(r, cls), cls, self.n, pairs, depth, width)
+            return diagram.depth, diagram.width, len(diagram.edges), diagram, {}
+        if cls.contiguous and depth is None:
+            depth = chain_depth(down)
+        big = f"{c} classes (> quotient_limit = {quotient_limit})"
         not_computed = {}
         if width is None:
             not_computed["width"] = (
@@ -79,6 +90,14 @@ class _StructuredFlow:
             if depth is None:
                 not_computed["depth"] = why
         return depth, width, edges, None, not_computed
+
+
+_PAIRS_PER_CLASS = 4
+_PAIRS_FLOOR = 1 << 22
+"""The structured route lists the covers as pairs of classes (for the depth and the diagram) when there are at most
+``_PAIRS_PER_CLASS · C + _PAIRS_FLOOR`` of them (16 bytes a pair, and a Python loop over them: about 0.1 µs a
+pair); beyond, the depth comes from the doubling over the strict down-sets (:func:`~._structured_poset.chain_depth`)
+and the diagram's covers from the dense quotient."""
 
 
 class _DenseFlow:
@@ -125,12 +144,26 @@ class _DenseFlow:
         return None, None, None, None, {"depth": why, "width": why, "num_hasse_edges": why}
 
 
-def _diagram_from_quotient(order: np.ndarray, cls, n: int):
+def _diagram_from_quotient(order: np.ndarray, cls, n: int, pairs=None, depth=None, width=None):
+    """The :class:`~hassejax.order.HasseDiagram` of a quotient order ``(C, C)``; its covers from `pairs`
+    (``(lower, upper)`` of :func:`~._structured_poset.cover_pairs`) when given, else from the order
+    (``C³/…`` float work, :func:`~._poset_host.covers`); `depth`, `width` when already known."""
+    from ..masks._runs import check_host_memory
     from ._poset_host import covers
     from .hasse import HasseDiagram
 
-    cover = covers(np.asarray(order, dtype=bool))  # NumPy: the structured route starts no JAX
+    c = order.shape[-1]
+    if pairs is None:
+        cover = covers(np.asarray(order, dtype=bool))  # NumPy: the structured route starts no JAX
+    else:
+        check_host_memory(float(c) * c, f"the cover matrix of a quotient of C = {c} classes", "mask")
+        cover = np.zeros((c, c), dtype=bool)
+        cover[pairs[1], pairs[0]] = True
     members = np.split(np.argsort(cls.labels, kind="stable"), np.cumsum(cls.sizes)[:-1])
     diagram = HasseDiagram.__new__(HasseDiagram)
     diagram._init(members, cls.labels, n, order, cover)
+    if depth is not None:  # the diagram's cached properties, already known on this route
+        diagram.__dict__["depth"] = int(depth)
+    if width is not None:
+        diagram.__dict__["width"] = int(width)
     return diagram

@@ -125,8 +125,10 @@ def flow_summary(
     tables, ``O(n · k log n)`` each for ``k`` runs a row; ``R`` by repeated squaring and ``L*``
     by a binary search over the stored powers (``2 ceil(log2 L*)`` products in all); classes
     are the groups of equal rows of ``R``; depth and width by longest monotone subsequences
-    when the rows of ``R`` are single runs, depth and Hasse edges by powers of the strict
-    down-sets when classes are runs of positions; otherwise, on a quotient of at most
+    when the rows of ``R`` are single runs; when classes are runs of positions, the Hasse edges
+    as the strict down-sets less their square (one product) and the depth as a longest path
+    over those edges (``O(C + edges)``; by powers of the strict down-sets when the edges are
+    more than a few a class); otherwise, on a quotient of at most
     `quotient_limit` classes, the dense quotient order. What could not be computed is reported
     in ``not_computed`` with the reason, never guessed.
 
