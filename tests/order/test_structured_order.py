@@ -1,5 +1,6 @@
-"""The structured route's order stage (covers as pairs, depth over them) against networkx (condensation,
-transitive reduction, longest path)."""
+"""The structured route's order stage (covers as pairs, depth over them) and dense masks on the structured route
+of :meth:`HasseDiagram.from_mask`, against networkx (condensation, transitive reduction, longest path) and the
+dense route of hassejax."""
 
 from __future__ import annotations
 
@@ -7,18 +8,22 @@ import networkx as nx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_poset import mask_graph
 from test_structured_closure import build, interval_masks
 
-from hassejax.masks import IntervalMask
-from hassejax.order import flow_summary
+from hassejax.errors import MaskError, ParameterError
+from hassejax.masks import IntervalMask, structured
+from hassejax.order import HasseDiagram, flow_summary, reachability
 from hassejax.order._structured import PowerTable
 from hassejax.order._structured_poset import (
+    RowClasses,
     chain_depth,
     cover_pairs,
     cover_rows,
     covers_count,
     dag_depth,
+    quotient_matrix,
     row_classes,
     strict_down_sets,
 )
@@ -66,6 +71,21 @@ def test_cover_pairs_and_depth_equal_networkx(case):
     assert depth == doubling == ref_depth
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(interval_masks(max_n=30))
+def test_quotient_matrix_of_contiguous_classes_equals_the_contains_path(case):
+    """The running-sum fill of contiguous classes equals the membership test of the representatives, and the
+    dense closure read at the representatives."""
+    m, dense = build(case)
+    limit = PowerTable(m.with_diagonal()).limit()
+    cls = row_classes(limit)
+    general = RowClasses(cls.labels, cls.num_classes, cls.sizes, cls.first, cls.last, False)
+    order = quotient_matrix(limit, cls)
+    assert (order == quotient_matrix(limit, general)).all()
+    closure = np.asarray(limit.to_dense())
+    assert (order == closure[np.ix_(cls.first, cls.first)]).all()
+
+
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("n", [2, 3, 5, 12])
 def test_butterfly_order_equals_networkx(n, sparse):
@@ -106,3 +126,82 @@ def test_dag_depth_small_cases():
     assert dag_depth(4, np.array([0, 1, 2]), np.array([1, 2, 3])) == 4  # a chain
     assert dag_depth(4, np.array([0, 0, 1, 2]), np.array([1, 2, 3, 3])) == 3  # a diamond
     assert dag_depth(5, np.array([0, 1, 0]), np.array([1, 4, 4])) == 3  # a short and a long path to 4
+
+
+def _dense_reference(m: np.ndarray) -> HasseDiagram:
+    """The diagram by the dense route: the closure by the dense matmul route, then from_reachability (classes,
+    quotient order, covers as dense matrices; tested against networkx in test_hasse.py)."""
+    return HasseDiagram.from_reachability(reachability(m, method="matmul"))
+
+
+def _look_ahead_with_sinks(n: int, right: int, sinks: int) -> IntervalMask:
+    """Row i >= sinks sees i .. i + right and the first `sinks` positions, which see only themselves: rows of R
+    are two runs, [0, sinks) and [i, n); a chain of n - sinks classes above an antichain of `sinks`."""
+    i = np.arange(n)
+    plain = i >= sinks
+    starts = np.stack([np.where(plain, 0, i), i], axis=1)
+    stops = np.stack([np.where(plain, sinks, i + 1), np.where(plain, np.minimum(i + right + 1, n), i + 1)], axis=1)
+    return IntervalMask.from_runs(starts, stops, n)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: structured.sliding_window(n, 64),
+        lambda n: structured.sliding_window(n, 5) | structured.attention_sinks(n, 3),
+        lambda n: structured.causal(n),
+        lambda n: structured.block_causal(n, 64),
+        lambda n: _look_ahead_with_sinks(n, 9, 3),
+    ],
+    ids=["window", "window_sinks", "causal", "blocks", "look_ahead_sinks"],
+)
+def test_from_mask_of_dense_windows_takes_the_structured_route(make):
+    """A dense mask of few runs a row at n >= 1024: the structured route, the same diagram as the dense route."""
+    n = 1100
+    m = np.asarray(make(n).to_dense())
+    d = HasseDiagram.from_mask(m)
+    ref = _dense_reference(m)
+    assert d == ref
+    assert d.classes == ref.classes and d.edges == ref.edges  # same ids (reach size, then smallest member)
+    assert (np.asarray(d.order_matrix()) == np.asarray(ref.order_matrix())).all()
+    assert d.depth == nx.dag_longest_path_length(ref.graph) + 1 == ref.depth
+    assert d.width == ref.width
+    assert d.__dict__.get("depth") is not None  # known from the route, not recomputed
+
+
+def test_from_mask_dense_window_with_layers():
+    n = 1024
+    m = np.asarray(structured.sliding_window(n, 64).to_dense())  # L* = ceil(1023 / 64) = 16
+    assert HasseDiagram.from_mask(m, num_layers=16) == HasseDiagram.from_mask(m)
+    with pytest.raises(MaskError, match="L\\* = 16"):
+        HasseDiagram.from_mask(m, num_layers=15)
+
+
+def test_from_mask_quotient_limit(no_typecheck):
+    m = structured.sliding_window(3000, 7)
+    with pytest.raises(MaskError, match="larger quotient_limit to HasseDiagram.from_mask"):
+        HasseDiagram.from_mask(m)
+    d = HasseDiagram.from_mask(m, quotient_limit=3000)
+    assert (d.num_classes, d.depth, d.width, len(d.edges)) == (3000, 3000, 1, 2999)
+    with pytest.raises(MaskError, match="quotient_limit = 10"):
+        HasseDiagram.from_mask(np.asarray(m.to_dense()), quotient_limit=10)
+    with pytest.raises(MaskError, match="quotient_limit = 10"):
+        HasseDiagram.from_mask(np.tril(np.ones((20, 20), bool)), quotient_limit=10)  # the dense route
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(ParameterError, match="quotient_limit"):
+            HasseDiagram.from_mask(np.eye(4, dtype=bool), quotient_limit=bad)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1024, 1200), st.integers(1, 64), st.integers(0, 4))
+def test_from_mask_dense_windows_property(n, left, sinks):
+    """Windows with sinks, looking back or ahead, as dense arrays: the structured route's diagram equals the dense
+    route's."""
+    mask = structured.sliding_window(n, left) if left % 2 else _look_ahead_with_sinks(n, left, sinks)
+    if sinks:
+        mask = mask | structured.attention_sinks(n, sinks)
+    m = np.asarray(mask.to_dense())
+    d = HasseDiagram.from_mask(m)
+    ref = _dense_reference(m)
+    assert d == ref
+    assert (d.depth, d.width) == (ref.depth, ref.width)

@@ -100,6 +100,21 @@ def quotient_matrix(r: IntervalMask, cls: RowClasses) -> np.ndarray:
     check_host_memory(3.0 * c * c, f"the quotient order of C = {c} classes (a (C, C) array)", "mask")
     reps = cls.first
     out = np.empty((cls.num_classes, cls.num_classes), dtype=bool)
+    if cls.contiguous:
+        # A run of a row holds whole classes: those whose smallest member is in it, a range of the classes in
+        # the order of their smallest members; marked +1 / -1 at its ends, a running sum fills it.
+        by_first, lo, count = _cover_ranges(cls, r)
+        column = np.empty(c, dtype=np.int64)  # class b is column column[b] of the marks
+        column[by_first] = np.arange(c)
+        step = max(1, (1 << 24) // (c + 1))
+        for a0 in range(0, c, step):
+            part_lo, part_hi = lo[a0 : a0 + step], (lo + count)[a0 : a0 + step]
+            rows = np.repeat(np.arange(part_lo.shape[0]), part_lo.shape[1])
+            marks = np.zeros((part_lo.shape[0], c + 1), dtype=np.int8)
+            np.add.at(marks, (rows, part_lo.ravel()), 1)
+            np.add.at(marks, (rows, part_hi.ravel()), -1)
+            np.take(np.cumsum(marks[:, :c], axis=1, dtype=np.int8) > 0, column, axis=1, out=out[a0 : a0 + step])
+        return out
     step = max(1, (1 << 22) // max(1, cls.num_classes * r.num_runs))
     for a0 in range(0, cls.num_classes, step):
         out[a0 : a0 + step] = r.contains(reps[a0 : a0 + step, None], reps[None, :])
@@ -132,8 +147,9 @@ def cover_rows(down: IntervalMask) -> IntervalMask:
 
 
 def _cover_ranges(cls: RowClasses, cover: IntervalMask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(by_first, lo, count)``: the class ids sorted by smallest member, and for each class and run of its cover
-    row (``(C, k)``) where its covered classes start in that order and how many there are."""
+    """``(by_first, lo, count)``: the class ids sorted by smallest member, and for each class and run of its row of
+    `cover` (``(C, k)``; rows made of whole classes: a cover row, a row of ``R``) where the classes in the run start
+    in that order and how many there are."""
     reps = cls.first
     s, e = cover.starts[reps], cover.stops[reps]
     by_first = np.argsort(cls.first, kind="stable")

@@ -161,7 +161,7 @@ def _diagram_from_quotient(order: np.ndarray, cls, n: int, pairs=None, depth=Non
         cover[pairs[1], pairs[0]] = True
     members = np.split(np.argsort(cls.labels, kind="stable"), np.cumsum(cls.sizes)[:-1])
     diagram = HasseDiagram.__new__(HasseDiagram)
-    diagram._init(members, cls.labels, n, order, cover)
+    diagram._init(members, cls.labels, n, order, cover, pairs)
     if depth is not None:  # the diagram's cached properties, already known on this route
         diagram.__dict__["depth"] = int(depth)
     if width is not None:

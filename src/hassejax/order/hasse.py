@@ -23,10 +23,11 @@ import numpy as np
 from jaxtyping import Bool, Int
 from networkx.algorithms.isomorphism import DiGraphMatcher
 
-from ..errors import MaskError
+from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask
 from ._hasse_export import HasseExport, format_class
 from ._poset_host import dilworth_width
+from .summary_types import QUOTIENT_LIMIT
 
 # JAX is imported by the methods that need it (dense masks, JAX results): a diagram built on
 # the structured route (:func:`hassejax.order.flow_summary`) and its export start no JAX.
@@ -34,7 +35,7 @@ from ._poset_host import dilworth_width
 __all__ = ["HasseDiagram", "format_class"]
 
 
-def _from_intervals(mask: IntervalMask, num_layers) -> HasseDiagram:
+def _from_intervals(mask: IntervalMask, num_layers, quotient_limit: int) -> HasseDiagram:
     """:meth:`HasseDiagram.from_mask` for an :class:`IntervalMask` (structured route)."""
     from .summary import flow_summary
 
@@ -42,7 +43,7 @@ def _from_intervals(mask: IntervalMask, num_layers) -> HasseDiagram:
         isinstance(num_layers, bool) or not isinstance(num_layers, (int, np.integer)) or num_layers < 1
     ):
         raise MaskError(f"`num_layers` must be None or an int >= 1; got {num_layers!r}.")
-    summary = flow_summary(mask, () if num_layers is None else (int(num_layers),))
+    summary = flow_summary(mask, () if num_layers is None else (int(num_layers),), quotient_limit=quotient_limit)
     if num_layers is not None and not summary.reach[0].limit_reached:
         raise MaskError(
             f"`num_layers` = {int(num_layers)} is below the convergence depth of `mask` (the convergence depth is "
@@ -50,7 +51,38 @@ def _from_intervals(mask: IntervalMask, num_layers) -> HasseDiagram:
             "dependent pair(s) of the limit R, is not transitive and has no Hasse diagram. Use num_layers=None "
             "(the limit) or num_layers >= L*."
         )
-    return summary.diagram()
+    if summary._diagram is None:
+        raise MaskError(
+            f"`mask` has {summary.num_classes} classes, more than quotient_limit = {quotient_limit} (default for an "
+            f"IntervalMask: QUOTIENT_LIMIT = {QUOTIENT_LIMIT}): the Hasse diagram was not built (its quotient order "
+            "is a (C, C) array). Pass a larger quotient_limit to "
+            "HasseDiagram.from_mask, or use hassejax.order.flow_summary for its depth, width and number of edges "
+            "without the diagram."
+        )
+    return summary._diagram
+
+
+def _structured_form(mask) -> IntervalMask | None:
+    """The interval form of a concrete dense `(n, n)` Boolean mask that :func:`hassejax.order.flow_summary` would
+    close on the structured route (``_STRUCTURED_MIN_N <= n <= DENSE_SCAN_LIMIT``, every row at most
+    ``STRUCTURED_MAX_RUNS`` key runs); None otherwise (the dense route)."""
+    from ._route_rules import _STRUCTURED_MIN_N, _few_runs
+    from .summary import DENSE_SCAN_LIMIT
+
+    shape = getattr(mask, "shape", None)
+    if (
+        shape is None
+        or len(shape) != 2
+        or shape[0] != shape[1]
+        or not _STRUCTURED_MIN_N <= shape[0] <= DENSE_SCAN_LIMIT
+    ):
+        return None
+    if getattr(mask, "dtype", None) != np.bool_:
+        return None
+    dense = np.asarray(mask)
+    if not _few_runs(dense[None])[0]:
+        return None
+    return IntervalMask.from_dense(dense, name="mask")
 
 
 class HasseDiagram(HasseExport):
@@ -107,14 +139,18 @@ class HasseDiagram(HasseExport):
 
     # ------------------------------------------------------------------ construction
 
-    def _init(self, classes, labels, n, order, cover) -> None:
+    def _init(self, classes, labels, n, order, cover, pairs=None) -> None:
         # Host copies first: numpy functions on jax arrays would dispatch to (compiled) jax ops.
         order, cover, labels = np.asarray(order, dtype=bool), np.asarray(cover, dtype=bool), np.asarray(labels)
         g = nx.DiGraph()
         for node, mem in enumerate(classes):
             g.add_node(node, members=tuple(int(p) for p in mem))
-        vs, us = np.nonzero(cover)
-        g.add_edges_from(sorted(zip(us.tolist(), vs.tolist())))
+        if pairs is None:  # the edges u -> v of the cover matrix (cover[v, u])
+            vs, us = np.nonzero(cover)
+        else:  # the same, given as (lower, upper): no (C, C) scan
+            us, vs = np.asarray(pairs[0]), np.asarray(pairs[1])
+        first = np.lexsort((vs, us))
+        g.add_edges_from(zip(us[first].tolist(), vs[first].tolist()))
         self._graph = nx.freeze(g)
         self._n = int(n)
         self._labels = labels.astype(np.int64)
@@ -170,6 +206,7 @@ class HasseDiagram(HasseExport):
         num_layers: int | None = None,
         *,
         head_axis: int | None = None,
+        quotient_limit: int | None = None,
     ) -> HasseDiagram:
         """Diagram of the information flow of a mask (spec hasse.md §1).
 
@@ -189,6 +226,17 @@ class HasseDiagram(HasseExport):
           :class:`~hassejax.masks.IntervalMask`: they are OR-ed first
           (:func:`hassejax.order.closure.heads_union`; the layer's adjacency is
           ``(M_1 | … | M_H) | I``, spec hasse.md §1.1).
+        - `quotient_limit`: build the diagram only up to this many classes (its quotient order is a
+          ``(C, C)`` array), as :func:`hassejax.order.flow_summary`'s. ``None`` (default):
+          :data:`hassejax.order.summary.QUOTIENT_LIMIT` for an :class:`~hassejax.masks.IntervalMask`,
+          no limit for a dense mask (its ``(n, n)`` closure is at least as large as the quotient).
+
+        A concrete dense mask of ``1024 <= n <= 65536`` positions whose rows are at most
+        :data:`hassejax.order.summary.STRUCTURED_MAX_RUNS` runs of keys (windows, causal, blocks, …)
+        is closed on the structured route, as :func:`hassejax.order.flow_summary` does: no dense
+        closure, the covers (Hasse edges) from the strict down-sets in ``O(n log n)`` when the
+        classes are runs of positions, never an ``O(C³)`` transitive reduction; only the
+        ``(C, C)`` quotient order is dense (checked against the free memory first).
 
         **Returns:** the :class:`HasseDiagram` of the closure.
 
@@ -201,7 +249,9 @@ class HasseDiagram(HasseExport):
         would not fit in the free memory (estimated from the shape before the mask is copied;
         the message names `mask`, `n`, the estimated and the free GiB). For an
         :class:`~hassejax.masks.IntervalMask`, :class:`~hassejax.errors.MaskError` when the
-        quotient is too large to build as a graph (use :func:`hassejax.order.flow_summary`).
+        quotient has more than `quotient_limit` classes (pass a larger one, or use
+        :func:`hassejax.order.flow_summary` for the depth, width and edges without the diagram);
+        :class:`~hassejax.errors.ParameterError` for a `quotient_limit` that is not a positive int.
 
         **Example:**
 
@@ -213,6 +263,11 @@ class HasseDiagram(HasseExport):
         ((0, 1, 2, 3),)
         >>> HasseDiagram.from_mask(heads[0]).classes             # one head alone: a chain
         ((0,), (1,), (2,), (3,))
+        >>> from hassejax.masks import structured
+        >>> w = structured.sliding_window(4096, 64)                 # a chain of 4096 classes
+        >>> d = HasseDiagram.from_mask(w, quotient_limit=4096)      # (the default stops an IntervalMask at 2048)
+        >>> d.depth, d.width, len(d.edges), d == HasseDiagram.from_mask(w.to_dense())
+        (4096, 1, 4095, True)
 
         ```
         """
@@ -226,14 +281,29 @@ class HasseDiagram(HasseExport):
         memory = _dense_memory("mask", "the Hasse diagram (closure, classes, quotient)", extra=4)
         if head_axis is not None:
             mask = _heads_union(mask, head_axis, "mask", batched=False, memory=memory)
+        if quotient_limit is not None and (
+            isinstance(quotient_limit, bool) or not isinstance(quotient_limit, (int, np.integer)) or quotient_limit < 1
+        ):
+            raise ParameterError(f"`quotient_limit` must be None or a positive int; got {quotient_limit!r}.")
         if isinstance(mask, IntervalMask):
-            return _from_intervals(mask, num_layers)
+            return _from_intervals(mask, num_layers, QUOTIENT_LIMIT if quotient_limit is None else int(quotient_limit))
         if isinstance(mask, jax.core.Tracer):
             raise MaskError(
                 "`mask` is a JAX tracer: HasseDiagram is a host-side networkx graph and cannot be built inside "
                 "jit/vmap; compute `reachability` there and build the diagram outside."
             )
-        return cls.from_reachability(_mask_closure(mask, num_layers, memory), check=False)
+        intervals = _structured_form(mask)
+        if intervals is not None:
+            return _from_intervals(
+                intervals, num_layers, intervals.n if quotient_limit is None else int(quotient_limit)
+            )
+        diagram = cls.from_reachability(_mask_closure(mask, num_layers, memory), check=False)
+        if quotient_limit is not None and diagram.num_classes > quotient_limit:
+            raise MaskError(
+                f"`mask` has {diagram.num_classes} classes, more than quotient_limit = {quotient_limit}: pass a "
+                "larger quotient_limit to HasseDiagram.from_mask (or None, the default for a dense mask)."
+            )
+        return diagram
 
     # ------------------------------------------------------------------ accessors
 
