@@ -205,3 +205,23 @@ def test_from_mask_dense_windows_property(n, left, sinks):
     ref = _dense_reference(m)
     assert d == ref
     assert (d.depth, d.width) == (ref.depth, ref.width)
+
+
+def test_a_slow_dense_reduction_warns_before_it_runs(monkeypatch):
+    """The dense route's O(C^3) covers warn with their estimate first; the structured route never reaches them."""
+    import warnings
+
+    import hassejax.order.hasse as hasse
+
+    monkeypatch.setattr(hasse, "_SLOW_REDUCTION_S", 0.0)
+    rng = np.random.default_rng(0)
+    m = np.tril(rng.random((40, 40)) < 0.1, -1)  # a DAG: 40 classes on the dense route
+    with pytest.warns(RuntimeWarning, match=r"C = 40 classes on the dense route .* estimated .* s"):
+        d = HasseDiagram.from_mask(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        HasseDiagram.from_mask(np.asarray(structured.sliding_window(1024, 8).to_dense()))  # structured: no warning
+    monkeypatch.setattr(hasse, "_SLOW_REDUCTION_S", 10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert HasseDiagram.from_mask(m) == d  # estimated well under 10 s: silent

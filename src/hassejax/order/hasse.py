@@ -85,6 +85,32 @@ def _structured_form(mask) -> IntervalMask | None:
     return IntervalMask.from_dense(dense, name="mask")
 
 
+_SLOW_REDUCTION_S = 10.0
+"""The estimated seconds from which the dense route's transitive reduction of the quotient warns before it runs."""
+
+
+def _warn_slow_reduction(c: int) -> None:
+    """Warn, before it starts, when the dense transitive reduction of a quotient of `c` classes (one ``(C, C)``
+    float product, :func:`hassejax.order.cover_matrix`) is estimated to take at least :data:`_SLOW_REDUCTION_S`."""
+    from .._warn import user_stacklevel
+    from ._routes import _matmul_seconds
+
+    seconds = _matmul_seconds(c, 1)
+    if seconds >= _SLOW_REDUCTION_S:
+        import warnings
+
+        warnings.warn(
+            f"HasseDiagram: the covers of a quotient of C = {c} classes on the dense route take one (C, C) product, "
+            f"estimated {seconds:.3g} s ({2.0 * c**3:.3g} float operations) and {17.0 * c * c / 2**30:.3g} GiB "
+            "(C^3 work). A mask whose rows are a few key runs closes on the structured route without it: an "
+            "IntervalMask (hassejax.masks.structured, from_spec(..., form='intervals')), or a dense array of "
+            "1024 <= n <= 65536 with at most STRUCTURED_MAX_RUNS runs a row; hassejax.order.flow_summary gives the "
+            "depth, width and number of edges without the diagram.",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
 class HasseDiagram(HasseExport):
     """Hasse diagram of the quotient partial order of a mask's reachability (spec hasse.md §1.7).
 
@@ -174,6 +200,10 @@ class HasseDiagram(HasseExport):
         preorder; :class:`~hassejax.errors.MemoryBudgetError` (naming `reach`) if its copies,
         the classes and the quotient would not fit, estimated from its shape before anything
         is copied.
+
+        **Warns:** :class:`RuntimeWarning` with the estimated seconds and memory, before it
+        starts, when the transitive reduction of the quotient (``O(C³)``) is estimated to take
+        at least 10 s (about ``C >= 8000`` classes on a CPU).
         """
         from .._checks import as_mask
         from ._routes import _dense_memory
@@ -187,6 +217,7 @@ class HasseDiagram(HasseExport):
         r = as_mask(reach, "reach", batched=False, memory=memory)
         labels, c = _classes(r, check=check)
         order = _quotient_order(r, labels, c)
+        _warn_slow_reduction(c)
         cover = _cover_matrix(order)
         lab = np.asarray(labels)
         members = [[] for _ in range(c)]
@@ -252,6 +283,9 @@ class HasseDiagram(HasseExport):
         quotient has more than `quotient_limit` classes (pass a larger one, or use
         :func:`hassejax.order.flow_summary` for the depth, width and edges without the diagram);
         :class:`~hassejax.errors.ParameterError` for a `quotient_limit` that is not a positive int.
+
+        **Warns:** :class:`RuntimeWarning` before a dense route's transitive reduction estimated
+        at 10 s or more (see :meth:`from_reachability`).
 
         **Example:**
 
