@@ -262,6 +262,11 @@ def test_field_errors(no_typecheck):
     x = jnp.zeros((4, 3))
     with pytest.raises(ParameterError, match=r"L2 needs `Q` and `K`"):
         L2(V=np.eye(3), Q=None, K=None)
+    # review: `L2(V=I, A=I)` met a bare `TypeError: unexpected keyword argument 'A'`
+    with pytest.raises(ParameterError, match=r"L2 needs `Q` and `K`.*it takes no `A`: its field A is always None"):
+        L2(V=np.eye(3), A=np.eye(3))
+    with pytest.raises(ParameterError, match=r"L2 needs `Q` and `K`.*got no A, Q, no K"):
+        L2(np.eye(3), np.eye(3))
     with pytest.raises(ParameterError, match=r"`x` must have shape \(m, d\) with d = 3; got shape \(4, 2\)"):
         p.velocity(0.0, jnp.zeros((4, 2)))
     with pytest.raises(ParameterError, match=r"`mask` must have shape \(m, n\) = \(4, 4\)"):

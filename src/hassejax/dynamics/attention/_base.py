@@ -123,7 +123,8 @@ def bilinear_params(V, A, Q, K, beta, owner: str, *, need_qk: bool = False) -> t
     has_qk = Q is not None or K is not None
     if need_qk and (A is not None or Q is None or K is None):
         raise ParameterError(
-            f"{owner} needs `Q` and `K` (k, d) (its logits are not a function of A = KᵀQ alone); got "
+            f"{owner} needs `Q` and `K` (k, d) (its logits are not a function of A = KᵀQ alone"
+            f"{'; it takes no `A`: its field A is always None' if A is not None else ''}); got "
             f"{'A' if A is not None else 'no A'}, {'Q' if Q is not None else 'no Q'}, {'K' if K is not None else 'no K'}."
         )
     if A is None and not has_qk:

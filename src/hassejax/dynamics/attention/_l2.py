@@ -38,7 +38,7 @@ class L2(AbstractBilinearAttention):
     - `c`: scalar kernel constant (default 1, the authors' code).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` naming the field when `Q` or `K`
-    is missing, `V` is not square or shapes disagree; from the Gaussian route
+    is missing or `A` is given (L2 takes `Q` and `K`), `V` is not square or shapes disagree; from the Gaussian route
     (:func:`~hassejax.dynamics.solve_gaussian`, :func:`~hassejax.dynamics.gaussian_affine`) for a concrete
     `βc < 0` (:meth:`check_gaussian`), and from :func:`~hassejax.dynamics.solve_gaussian` for a layer of
     :class:`~hassejax.dynamics.PiecewiseConstant` `β`, `c` with `βc < 0` that meets `[t0, t1]`.
@@ -62,8 +62,12 @@ class L2(AbstractBilinearAttention):
 
     _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({**AbstractBilinearAttention._ranks, "c": 0})
 
-    def __init__(self, V: MatrixParam, Q: ProjParam, K: ProjParam, beta: ScalarParam = 1.0, c: ScalarParam = 1.0):
-        self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, None, Q, K, beta, "L2", need_qk=True)
+    def __init__(
+        self, V: MatrixParam, Q: ProjParam | None = None, K: ProjParam | None = None, beta: ScalarParam = 1.0,
+        c: ScalarParam = 1.0, *, A: MatrixParam | None = None,
+    ):  # fmt: skip
+        # `Q`, `K` default to None and `A` is accepted only to be refused by name (a ParameterError, not a TypeError)
+        self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, A, Q, K, beta, "L2", need_qk=True)
         self.c = scalar_param(c, "c", "L2")
 
     def check_gaussian(self, name: str = "model") -> None:
