@@ -166,10 +166,10 @@ def growth_law(
     >>> from hassejax.dynamics.diagnostics import growth_law
     >>> ts = jnp.array([1.0, 1.5, 1.9])
     >>> fit = growth_law(ts, 1.0 / (2.0 - ts))
-    >>> round(fit.exponent.item(), 6), round(fit.t_star.item(), 6), fit.blow_up.item()
+    >>> round(fit.exponent.item(), 4), round(fit.t_star.item(), 4), fit.blow_up.item()  # 4 digits: float32 too
     (2.0, 2.0, True)
     >>> fit = growth_law(ts, jnp.exp(ts))
-    >>> round(fit.exponent.item(), 6), fit.blow_up.item()
+    >>> round(fit.exponent.item(), 4), fit.blow_up.item()
     (1.0, False)
 
     ```
