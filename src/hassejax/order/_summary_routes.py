@@ -68,7 +68,7 @@ class _StructuredFlow:
             cover = cover_rows(down)
             ranges = _cover_ranges(cls, cover)
             edges = int(ranges[2].sum())
-            if edges <= _PAIRS_PER_CLASS * c + _PAIRS_FLOOR:
+            if (depth is None or c <= quotient_limit) and edges <= _PAIRS_PER_CLASS * c + _PAIRS_FLOOR:
                 # the covers as pairs: the depth is one pass over them (the doubling costs 2 log2(depth) products)
                 pairs = cover_pairs(cls, cover, ranges)
                 if depth is None:
