@@ -30,6 +30,13 @@ the size threshold resolved the growth before it): under
 the end of their last *attempted* step (its ``event_tnext`` and the dense output of that step),
 which for a member stopped by this guard (or at its step budget) is a rejected step; the
 solvers read the accepted one back with ``SaveAt(controller_state=True)``. (derived)
+
+With `edge_stop = (gate, test)` (and ``record=True``) the guard also stops the solve at a layer edge whose crossing
+the solver cannot resolve (a blow-up within the solve's time resolution of the edge, see :mod:`._solve`): on an
+accepted step where the cheap `gate(t0, t1, y0, y1, made_jump)` holds (the step reaches an edge), `test(t0, t1, y0,
+y1)` is asked (under ``lax.cond``: outside ``vmap`` it costs nothing on the other steps); where it is True the solve
+ends there, with the step kept (`edge_keep`) or rejected, its
+result ``RESULTS.nonfinite`` and the record's flag `edge_hit` set, which the solvers read as ``undetermined``.
 """
 
 from __future__ import annotations
@@ -70,15 +77,18 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
     shrink: bool = eqx.field(static=True, default=False)
     record: bool = eqx.field(static=True, default=False)
     growth_limit: tuple[Callable, Callable] | None = eqx.field(static=True, default=None)
+    edge_stop: tuple[Callable, Callable] | None = eqx.field(static=True, default=None)
+    edge_keep: bool = eqx.field(static=True, default=True)
 
     def wrap(self, direction):
         return type(self)(
-            self.inner.wrap(direction), self.dt_stop, self.finite, self.shrink, self.record, self.growth_limit
-        )
+            self.inner.wrap(direction), self.dt_stop, self.finite, self.shrink, self.record, self.growth_limit,
+            self.edge_stop, self.edge_keep,
+        )  # fmt: skip
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
         tnext, state = self.inner.init(terms, t0, t1, y0, dt0, args, func, error_order)
-        return tnext, ((state, jnp.asarray(t0), jnp.asarray(t0), y0) if self.record else state)
+        return tnext, ((state, jnp.asarray(t0), jnp.asarray(t0), y0, jnp.asarray(False)) if self.record else state)
 
     def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
         inner_state = controller_state[0] if self.record else controller_state
@@ -108,6 +118,17 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
             next_t0 = jnp.where(keep, next_t0, t0)
             base = jnp.where(too_long, dt, step)
             next_t1 = jnp.where(bad, next_t1, next_t0 + jnp.minimum(base, cap))
+        edge_hit = jnp.asarray(False)
+        if self.edge_stop is not None and self.record:  # a layer edge the solve cannot cross (module docstring)
+            gate, test = self.edge_stop
+            args_ = (t0, t1, y0, y1_candidate)
+            at_edge = keep & jnp.asarray(gate(*args_, made_jump), bool)
+            edge_hit = at_edge & jax.lax.cond(
+                at_edge, lambda: jnp.asarray(test(*args_), bool), lambda: jnp.asarray(False)
+            )
+            if not self.edge_keep:
+                keep = keep & ~edge_hit
+            stop = stop | edge_hit
         next_t1 = jnp.where(stop, t1, jnp.where(bad, t0 + step, next_t1))
         next_t0 = jnp.where(bad, t0, next_t0)
         result = diffrax.RESULTS.where(stop, diffrax.RESULTS.nonfinite, result)
@@ -115,7 +136,7 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
             t_start = jnp.where(keep, t0, controller_state[1])
             t_acc = jnp.where(keep, t1, t0)
             y_acc = jtu.tree_map(lambda a, b: jnp.where(keep, a, b), y1_candidate, y0)
-            state = (state, t_start, t_acc, y_acc)
+            state = (state, t_start, t_acc, y_acc, controller_state[4] | edge_hit)
         return keep, next_t0, next_t1, made_jump, state, result
 
 
@@ -144,16 +165,19 @@ def adapts(controller) -> bool:
 
 def guard(
     controller: diffrax.AbstractStepSizeController, t0, t1, finite: Callable = tree_finite, record: bool = False,
-    growth_limit: tuple[Callable, Callable] | None = None,
+    growth_limit: tuple[Callable, Callable] | None = None, edge_stop: tuple[Callable, Callable] | None = None,
+    edge_keep: bool = True,
 ) -> FiniteGuard:  # fmt: skip
     """`controller` wrapped in the guard, with the floor of `dt_stop` from the interval `[t0, t1]` (see :data:`STOP_ULPS`);
     `record`: carry the last accepted step (start, end, end state) in the controller state (module docstring);
     `growth_limit`: `(g, allowed)`, functions of the state: a step from `y` may change `g` by at most `allowed(y)`
     (`inf`: no limit); a step that changed it by more than 1.5 times that is rejected and retried at the length the
-    rate of `g` over it allows, and every next step is capped the same way (the projective state's decade window)."""
+    rate of `g` over it allows, and every next step is capped the same way (the projective state's decade window);
+    `edge_stop`: `(gate, test)`: stop at an accepted step where both hold, keeping the step when
+    `edge_keep` (else ending at its start), with the record's flag set (needs `record`; module docstring)."""
     t0, t1 = jnp.asarray(t0), jnp.asarray(t1)
     scale = jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
     eps = jnp.finfo(jnp.result_type(t0, t1)).eps
     dt_stop = STOP_ULPS * eps**3 * scale
     cls = AdaptiveFiniteGuard if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController) else FiniteGuard
-    return cls(controller, dt_stop, finite, adapts(controller), record, growth_limit)
+    return cls(controller, dt_stop, finite, adapts(controller), record, growth_limit, edge_stop, edge_keep)

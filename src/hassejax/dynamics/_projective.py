@@ -30,7 +30,9 @@ holds time as `s = (t − t0)/T`, `T = min(t1 − t0, 1/(tr Σ0 ‖M̂0‖_F))` 
 the stop (they are in different units). The layer edges of :class:`~hassejax.dynamics.PiecewiseConstant`
 parameters are not step boundaries here (their `τ` is not known in advance): the controller meets them by
 rejecting steps, and `t*` after an edge is less accurate than the factor state's (review, rtol = 1e-8: 1.1e-6
-against 1.3e-8).
+against 1.3e-8). A step that crosses an edge with the blow-up time extrapolated from its start within the
+solve's time resolution of the edge ends the solve at that start, ``undetermined`` (the side of the edge the
+blow-up lies on is not known; see :mod:`._solve`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
 from ._guard import guard, tree_finite
-from ._solve import DECADE_RATIO_THRESHOLD, DECADES, IntegrateOut
+from ._solve import DECADE_RATIO_THRESHOLD, DECADES, IntegrateOut, edge_resolution
 from .result import BlowupMethod, Status
 
 WINDOW_SLOPE = 2.0
@@ -67,12 +69,15 @@ crossed 12 decades and with a threshold of `10^20` the ratio read 0.14, ``diverg
 
 
 def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, atol, max_steps,
-                         extrapolate) -> IntegrateOut:  # fmt: skip
+                         extrapolate, edges=None) -> IntegrateOut:  # fmt: skip
     """Solve from `N(mean0, u0 u0ᵀ)` on `[t0, t1]` in the projective state; the result in `t` (module docstring).
 
     `threshold`: the size threshold on `tr Σ` (finite, above `tr Σ0`; traced allowed). Saved rows are the
     initial state and the end state (valid when the solve reached `t1`), as :func:`._solve.integrate` with
-    the default save times.
+    the default save times. `edges`: the layer edges of the model's :class:`~hassejax.dynamics.PiecewiseConstant`
+    parameters (None: none): a step that crosses one with the blow-up time extrapolated from its start within
+    :func:`._solve.edge_resolution` of it ends the solve there, at that start, ``undetermined``, as does a size
+    event whose extrapolated blow-up time reaches past an edge within that resolution (see :mod:`._solve`).
     """
     dtype = jnp.result_type(mean0, u0)
     tiny = jnp.finfo(dtype).tiny
@@ -155,6 +160,30 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
         below = (log_level_a - float(np.log(10.0))) - log_size(_unpack(v))  # to a decade below the window
         return jnp.where(below > 0, below, 0.0) + WINDOW_STEP_LOG
 
+    def remaining_time(y):  # λ/λ' in t at the state's rates (inf where the size does not grow)
+        dy = parts(y)
+        rate = dy[2] + 2 * jnp.sum(y[1] * dy[1]) / jnp.maximum(jnp.sum(y[1] ** 2), tiny)  # d log λ/dτ
+        return jnp.where(rate > 0, jnp.exp(-y[2]) / jnp.where(rate > 0, rate, 1.0), jnp.inf)
+
+    if edges is not None:  # a layer edge crossed within the time resolution of the blow-up extrapolated before it
+        edges = jnp.asarray(edges, dtype)
+
+        def next_edge(v):
+            t = time_of(_unpack(v))
+            return jnp.min(jnp.where(edges > t, edges, jnp.inf))
+
+        def edge_gate(tau0, tau1, v0, v1, made_jump):
+            return time_of(_unpack(v1)) >= next_edge(v0)
+
+        def edge_test(tau0, tau1, v0, v1):
+            y = _unpack(v0)
+            e = next_edge(v0)
+            return jnp.abs(time_of(y) + remaining_time(y) - e) <= edge_resolution(e, t0, rtol, dtype)
+
+        edge_stop = (edge_gate, edge_test)
+    else:
+        edge_stop = None
+
     root_tol = max(1e-6, 1e4 * float(jnp.finfo(dtype).eps))
     event = diffrax.Event(cond, root_finder=optx.Bisection(rtol=root_tol, atol=root_tol, flip=True), direction=False)
     pid = diffrax.PIDController(rtol=rtol, atol=atol, norm=lambda v: optx.rms_norm(v[:-1]))  # not the window
@@ -178,6 +207,8 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
             finite=lambda v: tree_finite(v) & in_range(_unpack(v)),
             record=True,
             growth_limit=(lambda v: log_size(_unpack(v)), window_step),
+            edge_stop=edge_stop,
+            edge_keep=False,
         ),
         max_steps=max_steps,
         event=event,
@@ -186,7 +217,7 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     (y_end, above_end) = unflatten(sol.ys[0])
     fired = jnp.asarray(False) if sol.event_mask is None else jnp.asarray(sol.event_mask)
     # under vmap a member without an event reports its last attempted step: read the accepted one (see _solve)
-    _, _, _, v_acc = sol.controller_state
+    _, _, _, v_acc, edge_hit = sol.controller_state
     y_acc, above_acc = unflatten(v_acc)
     located = fired & tree_finite(y_end) & in_range(y_end)
     located = located & (jnp.abs(jnp.minimum(c_size(y_end), c_time(y_end))) <= np.log(10.0))
@@ -230,26 +261,41 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     ratio = remaining / jnp.maximum(window, tiny)
     ratio = jnp.where(blow_ev & jnp.isfinite(ratio), ratio, jnp.where(blow_ev, jnp.inf, 0.0)).astype(dtype)
     # the last accepted step across the window: longer than it (in decades of the size), the window is not resolved
-    _, tau_start, tau_acc, _ = sol.controller_state
+    _, tau_start, tau_acc, _, _ = sol.controller_state
     step_decades = (tau_acc - tau_start) * jnp.abs(rho_tau) / float(np.log(10.0))
     unresolved = ~(step_decades <= WINDOW_STEP_DECADES)
     unmeasured = unresolved | ~rates_ok | ~(window > 0) | ~(jnp.log(jnp.maximum(size0, tiny)) < log_level_a)
     undetermined = blow_ev & unmeasured
+    if edges is not None:  # the solve stopped before an edge, or its event extrapolates past one (see `edge_stop`)
+        t_star = t_final + jnp.where(jnp.isfinite(remaining), remaining, 0.0)
+        across = blow_ev & jnp.any(
+            jnp.isfinite(edges) & (edges > t_final) & (edges <= t_star + edge_resolution(edges, t0, rtol, dtype))
+        )
+        edge_undetermined = (edge_hit & ~fired) | across
+        undetermined = undetermined | edge_undetermined
+    else:
+        edge_undetermined = jnp.asarray(False)
     is_blowup = blow_ev & ~undetermined & (ratio < DECADE_RATIO_THRESHOLD)
     p = jnp.where(undetermined, 0.0, p).astype(dtype)
     ratio = jnp.where(undetermined, jnp.inf, ratio).astype(dtype)
 
     result = sol.result
     status = jnp.where(
-        ~end_finite | (result == diffrax.RESULTS.nonfinite) | lost,
-        Status.non_finite,
+        edge_undetermined & end_finite,
+        Status.undetermined,
         jnp.where(
-            blow_ev,
-            jnp.where(undetermined, Status.undetermined, jnp.where(is_blowup, Status.blow_up, Status.diverge)),
+            ~end_finite | (result == diffrax.RESULTS.nonfinite) | lost,
+            Status.non_finite,
             jnp.where(
-                time_ev,
-                Status.completed,
-                jnp.where(result == diffrax.RESULTS.max_steps_reached, Status.max_steps_reached, Status.dt_min_reached),
+                blow_ev,
+                jnp.where(undetermined, Status.undetermined, jnp.where(is_blowup, Status.blow_up, Status.diverge)),
+                jnp.where(
+                    time_ev,
+                    Status.completed,
+                    jnp.where(
+                        result == diffrax.RESULTS.max_steps_reached, Status.max_steps_reached, Status.dt_min_reached
+                    ),
+                ),
             ),
         ),
     ).astype(jnp.int32)

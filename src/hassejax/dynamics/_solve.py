@@ -45,6 +45,17 @@ remaining time `λ/λ'`; a time `t_a` outside `[t0, t_e]`; rates `λ'`, `λ''` n
 rounding noise; or the initial size already within the last two decades below the threshold). The test needs the threshold at least ~1e3 times the
 initial size (the default is 1e8 times) and, unlike a local derivative test, tolerates
 oscillating growth (e.g. the counterexample of spec §3, whose `tr Σ` blows up in bursts).
+Blow-up at a layer edge (derived): the vector field jumps at the edges `e` of
+:class:`~hassejax.dynamics.PiecewiseConstant` parameters (the default controller's ``jump_ts``), and a
+blow-up of the layer before `e` at `t* ≤ e` ends the solution there, while one at `t* > e` is crossed
+(the next layer may turn it back). The computed `t*` carries the solve's error (softmax, default
+tolerances: `+4e-7` at `t* = 1`), so within that error of `e` the side is not known: the solve reaching
+`e` with the state's own estimate `t* ≈ t + λ/λ'` (left of `e`) within :func:`edge_resolution` of `e`
+stops there (the guard's edge check), and a threshold event before `e` whose extrapolated `t*` lies past
+`e` minus that resolution is not reported as a blow-up either: both are ``undetermined`` with `t_final`
+just before `e` (resp. the event), rather than the later blow-up, or none, of the next layers that a
+silent crossing would report. Farther from an edge nothing changes.
+
 The local growth exponent `p = λλ''/λ'²` (2 for `c/(t* − t)`, 1 for exponential growth)
 is reported as well, for information. The blow-up time is `t_e + λ/λ'` (extrapolated,
 exact for `λ = c/(t* − t)`) or `t_e` (threshold), as requested.
@@ -80,7 +91,7 @@ from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.
     token_spread,
 )
 from ._checked_saveat import saveat_checks_skipped
-from ._guard import adapts, guard, tree_finite
+from ._guard import STOP_ULPS, adapts, guard, tree_finite
 from .result import BlowupMethod, Status
 
 DECADES = 2.0
@@ -88,6 +99,10 @@ DECADES = 2.0
 
 DECADE_RATIO_THRESHOLD = 0.05
 """`ρ < 0.05` at the threshold event ⇒ finite-time blow-up (see module docstring)."""
+
+EDGE_RESOLUTION_TOLERANCES = 1e3
+"""A blow-up within `1e3 · max(rtol, eps) · (e − t0)` (plus 64 rounding units of `e`) of a layer edge `e` is not
+resolved by the solve: see :func:`edge_resolution`."""
 
 SIZE_FLOOR_FACTOR = 1e2
 """A crossing with the size below `100 ×` its rounding floor (a spread within ten rounding units) is
@@ -146,6 +161,7 @@ def integrate(
     threshold_given: bool = False,
     growth_bound: Callable | None = None,
     tolerances_ok=None,
+    layer_edges=None,
 ) -> IntegrateOut:
     """Solve `y' = f(t, y)` with the size-threshold (and steady-state) events; see module docstring.
 
@@ -177,6 +193,9 @@ def integrate(
     cause (a crossing that may be rounding alone).
     `tolerances_ok`: None, or a traced bool from :func:`checked_tolerances` (the controller then holds a stand-in
     pair where it is False): such a member gets status ``invalid_tolerance`` (initial state, nothing valid).
+    `layer_edges`: None, or the edges where the vector field jumps (:func:`collect_layer_edges`): with a controller
+    that steps to them (:func:`edge_setting`), a blow-up within :func:`edge_resolution` of one is ``undetermined``
+    (module docstring).
     """
     dtype = jnp.result_type(*jtu.tree_leaves(y0))
     tiny = jnp.finfo(dtype).tiny
@@ -243,6 +262,27 @@ def integrate(
     # diffrax (a rejected one when the guard or the step budget stopped it): the guard records the
     # last accepted time and state instead (:mod:`._guard`), read back below.
     record = event is not None
+    jump_ts, edge_rtol = edge_setting(stepsize_controller)
+    edge_check = record and size_event and jump_ts is not None and layer_edges is not None
+    edges = None if not edge_check else jnp.asarray(layer_edges, dtype)
+    if edge_check:
+
+        def resolution(t):
+            return edge_resolution(t, t0, edge_rtol, dtype)
+
+        def edge_tau(t, z):  # the state's remaining time λ/λ' to its blow-up (inf where the size does not grow)
+            y = z[0]
+            lam, dlam = jax.jvp(size, (y,), (f(t, y),))
+            return jnp.where(dlam > 0, lam / jnp.where(dlam > 0, dlam, 1.0), jnp.inf)
+
+        def edge_gate(t0_, t1_, z0, z1, made_jump):  # the step ends just before an edge where the field jumps
+            # (`made_jump`: the controller steps to the float before a jump time, where the field is still the layer's
+            # before it, and goes on from the float after it)
+            return made_jump & jnp.any(jnp.nextafter(jnp.asarray(t1_, dtype), jnp.inf) == edges)
+
+        edge_stop = (edge_gate, lambda t0_, t1_, z0, z1: edge_tau(t1_, z1) <= resolution(t1_))
+    else:
+        edge_stop = None
     with saveat_checks_skipped(True):  # ours: check_times (concrete) or times_ok below (traced)
         sol = diffrax.diffeqsolve(
             term,
@@ -255,7 +295,12 @@ def integrate(
             if ts_default
             else diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)], controller_state=record),
             stepsize_controller=guard(
-                stepsize_controller, t0, t1, finite=lambda z: tree_finite(z) & in_range(z[0]), record=record
+                stepsize_controller,
+                t0,
+                t1,
+                finite=lambda z: tree_finite(z) & in_range(z[0]),
+                record=record,
+                edge_stop=edge_stop,
             ),
             max_steps=max_steps,
             event=event,
@@ -269,7 +314,7 @@ def integrate(
     if record:  # the last accepted time and state (see `record` above): for a member without an event,
         # and for one whose event state, interpolated in the step that crossed, is not finite (a long
         # step across a blow-up); the event then stands at the end of that step, not located inside it
-        _, t_start, t_acc, (y_acc, below_acc) = sol.controller_state
+        _, t_start, t_acc, (y_acc, below_acc), edge_hit = sol.controller_state
         h_cross = t_acc - t_start  # with an event: the step that crossed (the last one accepted)
         located = event_ev & tree_finite(y_end) & in_range(y_end) & jnp.isfinite(t_end)
         # ... and at the event: its condition (log margins) within a decade of zero there (the root find
@@ -371,6 +416,16 @@ def integrate(
     else:
         bounded = jnp.asarray(False)
         undetermined = jnp.asarray(False)
+    if edge_check:  # a blow-up within the solve's time resolution of a layer edge (module docstring)
+        # the guard stopped the solve just before an edge (a located event in the same step wins) ...
+        at_edge = edge_hit & ~event_ev
+        # ... or the event came before an edge that its extrapolated t* reaches within the resolution
+        t_star = tf + jnp.where(jnp.isfinite(tau), tau, 0.0)
+        across = blow_ev & jnp.any(jnp.isfinite(edges) & (edges > tf) & (edges <= t_star + resolution(edges)))
+        edge_undetermined = (at_edge | across) & ~bounded & end_finite
+        undetermined = undetermined | edge_undetermined
+    else:
+        edge_undetermined = jnp.asarray(False)
     is_blowup = blow_ev & ~undetermined & ~bounded & (rho < DECADE_RATIO_THRESHOLD)
     p = jnp.where(undetermined, 0.0, p).astype(dtype)  # nothing measured: no exponent, no ratio
     rho = jnp.where(undetermined, jnp.inf, rho).astype(dtype)
@@ -380,18 +435,22 @@ def integrate(
     max_steps_hit = result == diffrax.RESULTS.max_steps_reached
     stopped_non_finite = result == diffrax.RESULTS.nonfinite  # FiniteGuard: the next step was NaN/inf
     status = jnp.where(
-        ~end_finite | stopped_non_finite | lost,
-        Status.non_finite,
+        edge_undetermined,
+        Status.undetermined,
         jnp.where(
-            blow_ev,
-            jnp.where(undetermined, Status.undetermined, jnp.where(is_blowup, Status.blow_up, Status.diverge)),
+            ~end_finite | stopped_non_finite | lost,
+            Status.non_finite,
             jnp.where(
-                steady_ev,
-                Status.converged,
+                blow_ev,
+                jnp.where(undetermined, Status.undetermined, jnp.where(is_blowup, Status.blow_up, Status.diverge)),
                 jnp.where(
-                    successful,
-                    jnp.where(steady_now, Status.converged, Status.completed),
-                    jnp.where(max_steps_hit, Status.max_steps_reached, Status.dt_min_reached),
+                    steady_ev,
+                    Status.converged,
+                    jnp.where(
+                        successful,
+                        jnp.where(steady_now, Status.converged, Status.completed),
+                        jnp.where(max_steps_hit, Status.max_steps_reached, Status.dt_min_reached),
+                    ),
                 ),
             ),
         ),
@@ -487,7 +546,9 @@ def solve_settings(
 
     **Returns:** the keyword arguments of :func:`integrate_events` (`t0`, `t1`, `ts`,
     `threshold`, `converge_tol`, `solver`, `stepsize_controller`, `dt0`, `max_steps`,
-    `extrapolate`, `ts_checked`, `ts_default`, `size_event`, `progress_meter`): `ts` defaults to `[t0, t1]`, `solver` to
+    `extrapolate`, `ts_checked`, `ts_default`, `size_event`, `progress_meter`, `tolerances_ok`,
+    `layer_edges`):
+    `ts` defaults to `[t0, t1]`, `solver` to
     ``Tsit5()``, the controller to :func:`make_controller`'s (with the layer boundaries of
     `model`'s :class:`~hassejax.dynamics.PiecewiseConstant` parameters as ``jump_ts``);
     `ts_checked` is True when `t0`, `t1`, `ts` were concrete, so checked here; `size_event` is
@@ -549,6 +610,7 @@ def solve_settings(
         "size_event": size_event,
         "progress_meter": progress_meter,
         "tolerances_ok": None if stepsize_controller is not None else tolerances_ok,
+        "layer_edges": None if model is None else collect_layer_edges(model),
     }
 
 
@@ -592,6 +654,55 @@ def check_blowup_estimate(blowup_estimate) -> bool:
     if blowup_estimate not in ("extrapolated", "threshold"):
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     return blowup_estimate == "extrapolated"
+
+
+def edge_setting(controller):
+    """`(jump_ts, rtol)` of a controller that steps to layer edges (a ``ClipStepSizeController`` with ``jump_ts`` around
+    an adaptive controller with an `rtol`, as :func:`make_controller` builds), else `(None, None)`: the edge check of
+    :func:`integrate` needs both (with a constant step, or a controller of the caller's without ``jump_ts``, the edges
+    are not step boundaries and the check does not apply)."""
+    if not isinstance(controller, diffrax.ClipStepSizeController) or controller.jump_ts is None:
+        return None, None
+    inner = controller.controller
+    rtol = getattr(inner, "rtol", None)
+    if not isinstance(inner, diffrax.AbstractAdaptiveStepSizeController) or rtol is None:
+        return None, None
+    return controller.jump_ts, rtol
+
+
+def edge_resolution(t, t0, rtol, dtype):
+    """The time resolution of a solve from `t0` with relative tolerance `rtol` at time `t`:
+    `EDGE_RESOLUTION_TOLERANCES · max(rtol, eps) · (t − t0) + STOP_ULPS · eps · |t|` (`eps` of `dtype`).
+
+    The error of a computed blow-up time grows with the time solved and the tolerance; measured for softmax
+    (`V = 2I`, `A = I`, `Σ0 = sI`, `t* = 1/(4s)` from 0.1 to 10; factor, covariance and projective states, `rtol`
+    from 1e-10 to 1e-5): at most `40 · rtol · t*` (factor state, `rtol = 1e-8`), so the factor `1e3` is a margin of
+    25; the last term is the rounding of `t` itself.
+    """
+    eps = jnp.finfo(dtype).eps
+    t = jnp.asarray(t, dtype)
+    span = jnp.maximum(t - jnp.asarray(t0, dtype), 0.0)
+    return EDGE_RESOLUTION_TOLERANCES * jnp.maximum(jnp.asarray(rtol, dtype), eps) * span + STOP_ULPS * eps * jnp.abs(t)
+
+
+def collect_layer_edges(params):
+    """The layer edges where a :class:`PiecewiseConstant` inside `params` changes value (sorted; `inf` in place of an
+    interior edge whose two layers hold equal values, so that the shape is static and values may be traced; the
+    outer edges, beyond which the first and last values go on, are left out), or None when there are none: where a
+    blow-up may end the solution or be crossed (see :func:`integrate`'s edge check)."""
+    from .params import PiecewiseConstant
+
+    edges = []
+    for leaf in jtu.tree_leaves(params, is_leaf=lambda x: isinstance(x, PiecewiseConstant)):
+        if not isinstance(leaf, PiecewiseConstant) or leaf.values.shape[0] < 2:
+            continue
+        n = leaf.values.shape[0] - 1
+        changes = jnp.any((leaf.values[1:] != leaf.values[:-1]).reshape(n, -1), axis=1)
+        inner = jnp.asarray(leaf.t_edges[1:-1], jnp.result_type(leaf.t_edges, float))
+        edges.append(jnp.where(changes, inner, jnp.inf))
+    if not edges:
+        return None
+    return jnp.sort(jnp.concatenate(edges))
 
 
 def collect_jump_ts(params):

@@ -342,6 +342,7 @@ def _solve_projective_state(model, mean0, u0, settings, tols):
     out = projective_integrate(
         model, mean0, u0, t0=t0, t1=jnp.where(times_ok, t1, t0 + 1), threshold=threshold, solver=settings["solver"],
         rtol=tols[0], atol=tols[1], max_steps=settings["max_steps"], extrapolate=settings["extrapolate"],
+        edges=_solve.collect_layer_edges(model),
     )  # fmt: skip
     if not settings["ts_checked"]:
         out = _invalid_inputs(out, ~times_ok, Status.invalid_times, (mean0, u0), t0, jnp.stack([t0, t1]))
@@ -455,7 +456,9 @@ def solve_gaussian(
     - `dt0`: initial (or constant) step; required with ``ConstantStepSize``.
     - `stepsize_controller`: overrides the PID controller (e.g. ``ConstantStepSize()``).
       With the default controller, layer boundaries of :class:`PiecewiseConstant`
-      parameters are passed as ``jump_ts``. The solver state is augmented by one scalar
+      parameters are passed as ``jump_ts``; a blow-up within the solve's time resolution of one
+      (`1e3 · rtol · (e − t0)`: `1e-5` at `e = 1` by default) is ``undetermined`` (it may lie on either side
+      of the edge, where the next layer's parameters may turn it back; see :class:`Status`). The solver state is augmented by one scalar
       (time spent below `threshold/100`, for the decade test); the default controller
       leaves it out of its error norm, a user-supplied adaptive one does not.
     - `max_steps`: step budget. A member whose `Σ` grows large while its map contracts another direction at a

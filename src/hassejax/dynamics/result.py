@@ -79,7 +79,13 @@ class Status(enum.IntEnum):
       :class:`~hassejax.errors.ParameterError`; traced ones are checked in the program, so a
       bad member does not abort a sweep and the program holds no host callback.)
     - `undetermined` (8): the size threshold was crossed, but the computation cannot tell
-      blow-up from divergence there; `t_blowup` is `inf`, `t_final` the crossing. The causes:
+      blow-up from divergence there; or a blow-up lies within the solve's time resolution
+      (`1e3 · max(rtol, eps) · (e − t0)`) of a layer edge `e` of a
+      :class:`~hassejax.dynamics.PiecewiseConstant` parameter, so that the side of `e` it lies on, hence whether
+      the solution ends there or goes on into the next layer, is not known (the solve stops just before `e`,
+      or a threshold event before `e` extrapolates its `t*` to within the resolution of `e`; with the default
+      controller, which steps to the edges, and in the projective state). `t_blowup` is `inf`, `t_final` the
+      crossing (resp. the stop before the edge). The causes of the first kind:
       the step that crossed did not resolve it (the event's root find could not locate the
       crossing inside it, e.g. a constant step or a forced `dtmin` across a blow-up, when
       `t_final` is the end of that step, where the state may be past the singularity and
