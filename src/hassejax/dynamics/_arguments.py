@@ -38,6 +38,7 @@ __all__ = [
     "check_solver_settings",
     "state_dtype",
     "check_finite_params",
+    "check_state_precision",
     "check_times",
 ]
 
@@ -157,11 +158,13 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
         raise ParameterError(
             "`atol` must be > 0 (with atol = 0 an exactly-zero state component, e.g. a zero mean, admits no step); got 0."
         )
-    if dtype is not None and "rtol" in tol and 0 < tol["rtol"] < 5 * float(jnp.finfo(dtype).eps):
+    floor = 5 * float(jnp.finfo(dtype).eps) if dtype is not None else 0.0
+    if "rtol" in tol and 0 < tol["rtol"] < floor:
+        name = jnp.dtype(dtype).name
         warnings.warn(
-            f"`rtol` = {tol['rtol']:g} is below what {jnp.dtype(dtype).name} resolves "
-            f"(eps {float(jnp.finfo(dtype).eps):.1e}): the solve will likely end in max_steps_reached. "
-            "Enable float64 (jax.config.update('jax_enable_x64', True)) or use rtol >= 1e-6 in float32.",
+            f"`rtol` = {tol['rtol']:g} is below what {name} resolves (5 rounding units, 5 eps = {floor:.1e}): "
+            f"the solve will likely end in max_steps_reached. Use rtol >= {floor:.1e} in {name}"
+            + (", or enable float64 (jax.config.update('jax_enable_x64', True))." if name != "float64" else "."),
             RuntimeWarning,
             stacklevel=user_stacklevel(),
         )
@@ -211,6 +214,21 @@ def state_dtype(params, *arrays) -> jnp.dtype:
     leaves = [x for x in jax.tree_util.tree_leaves(params) if isinstance(x, (jax.Array, np.ndarray))]
     floats = [x for x in (*arrays, *leaves) if x is not None and jnp.issubdtype(jnp.result_type(x), jnp.floating)]
     return jnp.result_type(*floats, float)  # the arrays themselves: weakly typed leaves (beta = 1.0) do not widen
+
+
+def check_state_precision(dtype, arrays: dict, why: str, params_label: str = "model") -> None:
+    """Raise :class:`ParameterError` when the solve's `dtype` (:func:`state_dtype`) is narrower than float32
+    (float16, bfloat16), before anything runs. It names the entries of `arrays` (name ↦ array or None) of such a
+    dtype, or `params_label` when none is (the parameters set it); `why` says what fails in half precision.
+    """
+    if jnp.finfo(dtype).bits >= 32:
+        return
+    names = [k for k, v in arrays.items() if v is not None and jnp.result_type(v) == jnp.dtype(dtype)]
+    named = " and ".join(f"`{k}`" for k in names) if names else f"the parameters of `{params_label}`"
+    raise ParameterError(
+        f"{named} {'have' if len(names) > 1 or not names else 'has'} dtype {jnp.dtype(dtype).name}: the solve needs "
+        f"float32 or float64 ({why}). Cast to float32 (e.g. jnp.asarray(x, jnp.float32)) or enable float64."
+    )
 
 
 def check_finite_params(params, name: str = "params") -> None:

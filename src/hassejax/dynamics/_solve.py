@@ -83,6 +83,7 @@ from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.
     check_size_threshold,
     check_solver,
     check_solver_settings,
+    check_state_precision,
     check_times,
     concrete,
     is_concrete,

@@ -525,7 +525,8 @@ def solve_gaussian(
     **Returns:** a :class:`~hassejax.dynamics.GaussianSolution`.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a Gaussian
-    map ("does not preserve Gaussians (spec §2)"), a batched kernel, shape mismatches, a non-finite concrete `mean0` or `factor0`, a non-symmetric / non-PSD / non-finite
+    map ("does not preserve Gaussians (spec §2)"), a batched kernel, a state in half precision (float16 or
+    bfloat16 `mean0`/`cov0`/`factor0` and parameters; ``eigh`` has none: cast to float32), shape mismatches, a non-finite concrete `mean0` or `factor0`, a non-symmetric / non-PSD / non-finite
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
     `ts` outside `[t0, t1]`, a non-scalar or non-finite tolerance, a negative `rtol`, a non-positive `atol` or
     threshold (traced tolerances: status ``invalid_tolerance``), a concrete
@@ -598,6 +599,14 @@ def solve_gaussian(
     dtype = _solve.state_dtype(
         model, mean0, None if cov0 is None else jnp.asarray(cov0), None if factor0 is None else jnp.asarray(factor0)
     )
+    _solve.check_state_precision(
+        dtype,
+        {"mean0": mean0, "cov0": None if cov0 is None else jnp.asarray(cov0),
+         "factor0": None if factor0 is None else jnp.asarray(factor0)},
+        "the square root of `cov0` and the Sinkhorn map use eigh, which has no half precision; float16's range ends at "
+        "65504, below the default size threshold 1e4 · tr Σ0 from tr Σ0 ≈ 6.6",
+        label,
+    )  # fmt: skip
     mean0 = mean0.astype(dtype)
     if cov0 is not None:
         cov0 = jnp.asarray(cov0, dtype)

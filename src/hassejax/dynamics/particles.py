@@ -200,7 +200,8 @@ def solve_particles(
     kernel, whose class defines no velocity field, a batched kernel, `x0` of the wrong
     shape or non-finite (concrete), rows not of unit norm with ``sphere=True`` (concrete),
     bad times, tolerances or thresholds (a concrete `size_threshold` at or below `λ(x0)`, a
-    `converge_tol` of `inf`: events that could never fire).
+    `converge_tol` of `inf`: events that could never fire), a state in half precision (float16 or bfloat16
+    `x0` and parameters: float16 cannot hold the default threshold, bfloat16 not resolve the solve; cast to float32).
 
     **Example:** `V = −I`, `A = 0`: `ẋ_i = −x̄`, so the mean decays like `e^{−t}`:
 
@@ -221,6 +222,11 @@ def solve_particles(
     xn = _solve.real_array(x0, "x0", "a real array of tokens, shape (n, d)")
     x0 = jnp.asarray(x0)
     dtype = _solve.state_dtype(model, x0)
+    _solve.check_state_precision(
+        dtype, {"x0": x0}, "float16 ends at 65504, so the default size threshold 1e4 · λ0 overflows from λ0 ≈ 6.6 and a "
+        "blow-up is never reported; bfloat16 (eps 7.8e-3) resolves neither the default rtol nor the times near a "
+        "blow-up", label,
+    )  # fmt: skip
     x0 = x0.astype(dtype)
     d = model.d
     if d < 1:
