@@ -51,3 +51,26 @@ def test_low_precision_warning_states_its_criterion():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_solver_settings(1e-6, 1e-6, 10, None, None, np.float32)  # 1e-6 >= 6e-7: no warning
+
+
+def test_traced_invalid_converge_tol_is_flagged():
+    """A traced `converge_tol` that is NaN, negative, 0 or inf: status ``invalid_tolerance`` (nothing solved). It
+    silently turned the steady-state event off (NaN, negative, 0) or read ``converged`` at once (inf)."""
+    import jax
+
+    from hassejax.dynamics import Status
+
+    model = Softmax(V=jnp.eye(2), A=-jnp.eye(2))  # Σ → 0 like 1/t: a steady state at ‖Σ'‖ = tol
+
+    @jax.jit
+    @jax.vmap
+    def run(tol):
+        sol = solve_gaussian(model, jnp.zeros(2), jnp.eye(2), t1=1e4, converge_tol=tol)
+        return sol.status, sol.t_final, sol.stats.num_steps
+
+    tols = jnp.array([1e-3, jnp.nan, -1e-3, 0.0, jnp.inf])
+    status, t_final, steps = run(tols)
+    assert [Status(int(c)) for c in status] == [Status.converged] + [Status.invalid_tolerance] * 4
+    assert 0.0 < float(t_final[0]) < 1e4
+    np.testing.assert_array_equal(np.asarray(t_final[1:]), 0.0)
+    np.testing.assert_array_equal(np.asarray(steps[1:]), 0)

@@ -162,6 +162,7 @@ def integrate(
     threshold_given: bool = False,
     growth_bound: Callable | None = None,
     tolerances_ok=None,
+    converge_tol_ok=None,
     layer_edges=None,
 ) -> IntegrateOut:
     """Solve `y' = f(t, y)` with the size-threshold (and steady-state) events; see module docstring.
@@ -194,6 +195,9 @@ def integrate(
     cause (a crossing that may be rounding alone).
     `tolerances_ok`: None, or a traced bool from :func:`checked_tolerances` (the controller then holds a stand-in
     pair where it is False): such a member gets status ``invalid_tolerance`` (initial state, nothing valid).
+    `converge_tol_ok`: None, or a traced bool from :func:`checked_converge_tol` (`converge_tol` then holds a stand-in
+    where it is False): such a member gets status ``invalid_tolerance`` as well, its stand-in solve integrating a zero
+    vector field.
     `layer_edges`: None, or the edges where the vector field jumps (:func:`collect_layer_edges`): with a controller
     that steps to them (:func:`edge_setting`), a blow-up within :func:`edge_resolution` of one is ``undetermined``
     (module docstring).
@@ -224,14 +228,25 @@ def integrate(
         margin = 1 + (THRESHOLD_MARGIN_ULPS // 2) * jnp.finfo(dtype).eps
         threshold_ok = ~jnp.isfinite(size0) | (jnp.asarray(threshold, dtype) > size0 * margin)  # NaN: not ok
 
+    # a traced converge_tol that is not finite and > 0 (its event would be off, or fire at once): the member is
+    # flagged below and its stand-in solve integrates a zero field, as for a bad threshold
+    check_converge = converge_tol_ok is not None and speed is not None
+    stand_in = None
+    if check_threshold and check_converge:
+        stand_in = threshold_ok & converge_tol_ok
+    elif check_threshold:
+        stand_in = threshold_ok
+    elif check_converge:
+        stand_in = converge_tol_ok
+
     def f_aug(t, z):  # the state carries the time spent below L_a (decade test)
         y = z[0]
-        if not size_event:  # below `inf/100` all the time, as with any threshold the size never nears
-            return (f(t, y), jnp.ones((), dtype))
-        below = jnp.log(jnp.maximum(size(y), tiny)) < log_level_a
         dy = f(t, y)
-        if check_threshold:
-            dy = jtu.tree_map(lambda a: jnp.where(threshold_ok, a, jnp.zeros_like(a)), dy)
+        if stand_in is not None:
+            dy = jtu.tree_map(lambda a: jnp.where(stand_in, a, jnp.zeros_like(a)), dy)
+        if not size_event:  # below `inf/100` all the time, as with any threshold the size never nears
+            return (dy, jnp.ones((), dtype))
+        below = jnp.log(jnp.maximum(size(y), tiny)) < log_level_a
         return (dy, below.astype(dtype))
 
     def c_blowup(y):  # positive below the threshold, crosses zero downwards at it
@@ -462,6 +477,9 @@ def integrate(
     if tolerances_ok is not None:  # traced tolerances (concrete ones raised)
         status = jnp.where(tolerances_ok, status, Status.invalid_tolerance).astype(jnp.int32)
         inputs_ok = tolerances_ok
+    if check_converge:  # a traced converge_tol that is not finite and > 0 (concrete ones raised)
+        status = jnp.where(converge_tol_ok, status, Status.invalid_tolerance).astype(jnp.int32)
+        inputs_ok = inputs_ok & converge_tol_ok
     if check_threshold:  # a threshold at or below the initial size (see `threshold_ok` above)
         status = jnp.where(threshold_ok, status, Status.invalid_threshold).astype(jnp.int32)
         inputs_ok = inputs_ok & threshold_ok
@@ -469,7 +487,7 @@ def integrate(
         times_ok = jnp.all(jnp.isfinite(ts)) & jnp.all(ts[1:] >= ts[:-1]) & (ts[0] >= t0) & (ts[-1] <= t1) & (t1 > t0)
         status = jnp.where(times_ok, status, Status.invalid_times).astype(jnp.int32)
         inputs_ok = inputs_ok & times_ok
-    if check_threshold or not ts_checked or tolerances_ok is not None:
+    if check_threshold or not ts_checked or tolerances_ok is not None or check_converge:
         valid = valid & inputs_ok
         ys_clean = jtu.tree_map(lambda a, a0: jnp.where(inputs_ok, a, jnp.broadcast_to(a0, a.shape)), ys_clean, y0)
         y_final = jtu.tree_map(lambda a, a0: jnp.where(inputs_ok, a, a0), y_final, y0)
@@ -528,6 +546,18 @@ def checked_tolerances(rtol, atol, dtype):
     return jnp.where(ok, r, 1.0).astype(r.dtype), jnp.where(ok, a, 1.0).astype(a.dtype), ok
 
 
+def checked_converge_tol(converge_tol, dtype):
+    """`(converge_tol, ok)`: a traced `converge_tol` with, as a traced bool, whether it is finite and > 0 in `dtype`,
+    replaced by `1` where it is not (the stand-in of a member that :func:`integrate` flags ``invalid_tolerance``:
+    unchecked, a NaN, negative or zero one turned the steady-state event off without a word and an infinite one
+    reported ``converged`` at once); a concrete one (checked by :func:`solve_settings`) or None with `ok` None."""
+    if converge_tol is None or not is_traced(converge_tol):
+        return converge_tol, None
+    v = jnp.asarray(converge_tol, dtype)
+    ok = jnp.isfinite(v) & (v > 0)
+    return jnp.where(ok, v, 1.0).astype(v.dtype), ok
+
+
 def make_controller(stepsize_controller, rtol, atol, jump_ts):
     """The step-size controller: the user's, or a PID controller (with `jump_ts` at layer boundaries) with the
     tolerance arrays `rtol`, `atol` (:func:`checked_tolerances`)."""
@@ -547,7 +577,7 @@ def solve_settings(
 
     **Returns:** the keyword arguments of :func:`integrate_events` (`t0`, `t1`, `ts`,
     `threshold`, `converge_tol`, `solver`, `stepsize_controller`, `dt0`, `max_steps`,
-    `extrapolate`, `ts_checked`, `ts_default`, `size_event`, `progress_meter`, `tolerances_ok`,
+    `extrapolate`, `ts_checked`, `ts_default`, `size_event`, `progress_meter`, `tolerances_ok`, `converge_tol_ok`,
     `layer_edges`):
     `ts` defaults to `[t0, t1]`, `solver` to
     ``Tsit5()``, the controller to :func:`make_controller`'s (with the layer boundaries of
@@ -595,6 +625,7 @@ def solve_settings(
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
     rtol_a, atol_a, tolerances_ok = checked_tolerances(rtol, atol, dtype)
+    converge_tol, converge_tol_ok = checked_converge_tol(converge_tol, dtype)
     return {
         "t0": t0,
         "t1": t1,
@@ -611,6 +642,7 @@ def solve_settings(
         "size_event": size_event,
         "progress_meter": progress_meter,
         "tolerances_ok": None if stepsize_controller is not None else tolerances_ok,
+        "converge_tol_ok": converge_tol_ok,
         "layer_edges": None if model is None else collect_layer_edges(model),
     }
 

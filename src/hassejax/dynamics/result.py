@@ -120,7 +120,9 @@ class Status(enum.IntEnum):
       stay at zero, but stays positive, is not caught (see ``solve_gaussian``'s `state`).
     - `invalid_tolerance` (11): `rtol` or `atol` of the default step-size controller was traced (e.g. one
       per member in a sweep) and is not finite with `rtol ≥ 0` and `atol > 0` (unchecked, the controller
-      would take a negative one as its absolute value, and a NaN would end the solve ``non_finite``). Nothing is solved,
+      would take a negative one as its absolute value, and a NaN would end the solve ``non_finite``), or a traced
+      `converge_tol` is not finite and > 0 (unchecked, a NaN, negative or zero one turned the steady-state event off
+      and an infinite one read ``converged`` at once). Nothing is solved,
       as for `invalid_times` (which wins, then `invalid_threshold`); concrete tolerances are checked before
       the solve and raise :class:`~hassejax.errors.ParameterError`.
     """
