@@ -3,6 +3,10 @@
 Any array parameter of a kernel (:mod:`hassejax.dynamics.attention`) may depend on depth `t`:
 give a callable `t ↦ array` (e.g. a small :class:`equinox.Module`) or a
 :class:`PiecewiseConstant` (one value per layer); :func:`resolve` evaluates one at `t`.
+A plain function or lambda is a static part of the compiled solve (its identity, not its values): a new one
+compiles the solve again (seconds each), so to vary a time-dependent parameter over many solves, keep its numbers
+in the arrays of an :class:`equinox.Module` (or a :class:`PiecewiseConstant`), which are traced and share one
+program (and batch under ``vmap``).
 :func:`positions` gives the token positions of masked attention. The private helpers
 ``_as_param`` and ``_shape_of`` convert and shape-check a parameter (statically, so they work
 on tracers) for the kernel constructors.
