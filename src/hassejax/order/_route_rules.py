@@ -46,10 +46,15 @@ def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dens
     masks' powers multiply (a dilated window of 3 runs a row, n = 3000: 513 runs a row in a power, refused after
     17 s where the bit-packed route takes 3 s, a fresh-user review). Up to ``_DENSE_RESCUE_N``, ``dense(reason)``
     also when a product outgrows the structured route's own limit (the refusal stands if the dense mask does not
-    fit in memory)."""
+    fit in memory). Under ``method="structured"`` the route stays, with a ``RuntimeWarning`` at the first product
+    where ``"auto"`` would have switched (a random sparse mask, n = 1024–1500: 62–73 s forced structured against
+    0.03 s bit-packed, a fresh-user review)."""
     from ..errors import MemoryBudgetError
-    from ._structured import CandidateLimitError, candidate_limit
+    from ._structured import CandidateLimitError, candidate_limit, warn_when_slower_than_dense
 
+    if method == "structured" and m.n <= _DENSE_FALLBACK_N:  # forced: a warning where "auto" would switch
+        with warn_when_slower_than_dense(max(_FALLBACK_FLOOR, float(m.n) ** 3 / 64)):
+            return structured()
     if method != "auto" or m.n > _DENSE_RESCUE_N:
         return structured()
     if m.n > _DENSE_FALLBACK_N:

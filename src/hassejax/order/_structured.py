@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import warnings
 from collections.abc import Sequence
 from typing import no_type_check
 
 import numpy as np
 
 from .._memory import host_memory_bytes
+from .._warn import user_stacklevel
 from ..errors import MemoryBudgetError
 from ..masks._intervals import IntervalMask, check_host_memory, normalize_runs
 from ._progress import NO_BAR, Bar
@@ -81,6 +83,16 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
             f"`{name}`: {what} has up to {float(n) * width:.3g} candidate runs to merge (n x 4 x runs x runs), more "
             f"than the structured route takes ({_CANDIDATE_LIMIT.get():.3g}: tens of seconds a product): the runs of "
             f"this mask's powers multiply. {_dense_advice(n)}"
+        )
+    slow = _SLOW_AT.get()
+    if slow is not None and float(n) * width > slow[0] and not slow[1]:
+        slow[1] = True  # once a call
+        warnings.warn(
+            f"`{name}`: method='structured' forced on a mask whose powers' runs multiply: a product merges up to "
+            f"{float(n) * width:.3g} candidate runs, more than a dense bit-packed product costs ({slow[0]:.3g}); "
+            "method='bitpacked' (or 'auto', which switches there) is likely much faster.",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
         )
     check_host_memory(_table_bytes(n, q.num_runs, levels) + _TEMP_BYTES_PER_ENTRY * block * width, what, name)
     diag = _diagonal_runs(q)
@@ -212,6 +224,20 @@ window, n = 32768, 161 runs a row: 3.4e9 a product and more in the next, refused
 
 
 _CANDIDATE_LIMIT: contextvars.ContextVar[float] = contextvars.ContextVar("candidate_limit", default=_MAX_CANDIDATES)
+
+
+_SLOW_AT: contextvars.ContextVar[list | None] = contextvars.ContextVar("slow_at", default=None)
+
+
+@contextlib.contextmanager
+def warn_when_slower_than_dense(limit: float):
+    """Within the block, the first product of :func:`compose` with more than `limit` candidate runs warns that the
+    dense bit-packed route is likely faster (``method="structured"`` forced where ``"auto"`` would switch)."""
+    token = _SLOW_AT.set([float(limit), False])
+    try:
+        yield
+    finally:
+        _SLOW_AT.reset(token)
 
 
 @contextlib.contextmanager
