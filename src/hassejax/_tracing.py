@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["is_traced"]
+__all__ = ["is_traced", "tracing"]
 
 
 def is_traced(*values) -> bool:
@@ -31,3 +31,28 @@ def is_traced(*values) -> bool:
         return False
     tracer = jax.core.Tracer
     return any(isinstance(v, tracer) for v in values)
+
+
+def tracing() -> bool:
+    """True inside a JAX transformation's trace (``jit``, ``vmap``, ``grad``, ...), where a function may close over
+    tracers that no value passed to it shows (``vmap`` leaves unbatched values concrete).
+
+    Uses JAX's private ``trace_state_clean``; a JAX without it answers True (callers then take their path that
+    works under any transformation).
+
+    **Example:**
+
+    >>> import jax, jax.numpy as jnp
+    >>> tracing()
+    False
+    >>> jax.vmap(lambda x: x + jnp.asarray(tracing(), x.dtype))(jnp.zeros(2)).tolist()
+    [1.0, 1.0]
+    """
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return False
+    try:
+        from jax._src.core import trace_state_clean
+    except ImportError:  # pragma: no cover - a JAX without it
+        return True
+    return not trace_state_clean()

@@ -188,3 +188,18 @@ def test_the_compiled_grid_is_checked_against_what_the_program_holds(monkeypatch
     monkeypatch.setattr(convert, "_EAGER_ENTRIES", n * n)  # the op-by-op route and its bound
     with pytest.raises(MemoryBudgetError, match=r"`n`: from_mask_mod: a dense mask of shape \(2100, 2100\)"):
         M.from_mask_mod(rule, n)
+
+
+def test_large_dense_grids_under_vmap_and_jit(monkeypatch):
+    """A diff review: under ``vmap`` the index grid stays concrete while `fn` closes over a batched value, and the
+    compiled path (ahead of time) failed ("compiled for 3 inputs but called with 2"); under any transformation the
+    grid is evaluated inside the caller's program."""
+    monkeypatch.setattr(convert, "_EAGER_ENTRIES", 0)  # every grid would take the compiled path
+    f = lambda w: M.from_mask_mod(lambda b, h, q, k: (k <= q) & (q - k <= w), 9)
+    got = np.asarray(jax.vmap(f)(jnp.array([1, 5])))
+    q, k = grid(9)
+    np.testing.assert_array_equal(got, np.stack([(k <= q) & (q - k <= w) for w in (1, 5)]))
+    ids = jnp.array([[0, 0, 1, 1, 1, 1, 2, 2, 2], [0, 1, 1, 1, 2, 2, 2, 2, 2]])
+    batched = jax.vmap(lambda d: M.from_mask_mod(lambda b, h, q, k: d[q] == d[k], 9))(ids)
+    np.testing.assert_array_equal(np.asarray(batched), np.stack([np.equal.outer(d, d) for d in np.asarray(ids)]))
+    np.testing.assert_array_equal(np.asarray(jax.jit(f)(3)), (k <= q) & (q - k <= 3))

@@ -16,7 +16,7 @@ import numpy as np
 from jaxtyping import Array, Bool
 
 from .._checks import check_memory
-from .._tracing import is_traced
+from .._tracing import tracing
 from ..errors import MaskError
 from ._args import checked, positive
 from ._convert_args import _bool_arg, _callable_arg, _form_arg, _int_arg, _optional_positive, _Unstructured
@@ -271,7 +271,7 @@ def from_mask_mod(
     q_idx = jnp.arange(n, dtype=jnp.int32)
     kv_idx = jnp.arange(n_kv, dtype=jnp.int32)
     grid = f"q_idx in [0, {n}), kv_idx in [0, {n_kv}), b={b}, h={h}"
-    if n * n_kv <= _EAGER_ENTRIES or is_traced(q_idx):  # small, or inside the caller's program (fused there)
+    if n * n_kv <= _EAGER_ENTRIES or tracing():  # small, or inside the caller's jit/vmap (fused there)
         check_memory(5 * n * n_kv, what + " (bool plus int32 intermediates)", "n", hint=hint)
         return evaluate_mask_mod(fn, q_idx, kv_idx, b, h, "fn", grid=grid, check=check_indices)
     return _dense_compiled(fn, q_idx, kv_idx, b, h, check_indices, grid, what, hint)
