@@ -216,7 +216,7 @@ def test_a_slow_dense_reduction_warns_before_it_runs(monkeypatch):
     monkeypatch.setattr(hasse, "_SLOW_REDUCTION_S", 0.0)
     rng = np.random.default_rng(0)
     m = np.tril(rng.random((40, 40)) < 0.1, -1)  # a DAG: 40 classes on the dense route
-    with pytest.warns(RuntimeWarning, match=r"C = 40 classes on the dense route .* estimated .* s"):
+    with pytest.warns(RuntimeWarning, match=r"C = 40 classes take one dense \(C, C\) product, estimated .* s"):
         d = HasseDiagram.from_mask(m)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -225,3 +225,44 @@ def test_a_slow_dense_reduction_warns_before_it_runs(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert HasseDiagram.from_mask(m) == d  # estimated well under 10 s: silent
+
+
+def test_the_structured_routes_own_dense_reduction_warns_and_limits_come_first(monkeypatch):
+    """A diff review: classes that are not runs of positions leave the structured route's diagram to the same
+    ``O(C^3)`` reduction, without the warning; and the dense route checked `quotient_limit` only after building the
+    diagram (its reduction included). Now both warn first, the limit is checked before any reduction, and the
+    message of a dense mask names its own default."""
+    import warnings
+
+    import hassejax.order.hasse as hasse
+
+    n, h = 2048, 1024
+    i = np.arange(n)
+    m = np.zeros((n, n), bool)
+    m[i, i] = True
+    m[i, np.where(i < h, i + h, i - h)] = True  # classes {i, i + h}: not runs of positions
+    m[i[1:h], i[1:h] - 1] = True  # a chain of h classes
+    ref = _dense_reference(m)
+    monkeypatch.setattr(hasse, "_SLOW_REDUCTION_S", 0.0)
+    with pytest.warns(RuntimeWarning, match=r"C = 1024 classes take one dense \(C, C\) product"):
+        d = HasseDiagram.from_mask(m)  # n >= 1024, few runs a row: the structured route
+    assert d == ref and (d.num_classes, d.depth, d.width) == (h, h, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning before the refusal would raise here instead
+        with pytest.raises(MaskError, match="more than quotient_limit = 10: the Hasse diagram was not built"):
+            HasseDiagram.from_mask(np.tril(np.ones((20, 20), bool)), quotient_limit=10)  # the dense route
+        with pytest.raises(MaskError, match=r"quotient_limit = 10 \(default for a dense mask: no limit\)"):
+            HasseDiagram.from_mask(m, quotient_limit=10)  # the structured route of a dense array
+
+
+def test_a_device_arrays_host_copy_is_checked_before_it_is_made(monkeypatch):
+    """A diff review: the structured route of a dense JAX array copied it to the host unchecked."""
+    import jax.numpy as jnp
+
+    import hassejax.masks._runs as runs
+    from hassejax.errors import MemoryBudgetError
+
+    m = jnp.asarray(structured.sliding_window(4096, 8).to_dense())  # 16 MiB
+    monkeypatch.setattr(runs, "host_memory_bytes", lambda: 1 << 24)
+    with pytest.raises(MemoryBudgetError, match=r"`mask`: a host copy of the dense \(4096, 4096\) mask"):
+        HasseDiagram.from_mask(m)

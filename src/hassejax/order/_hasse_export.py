@@ -7,7 +7,7 @@ and import methods of :class:`~hassejax.order.HasseDiagram` (which derives from 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -20,31 +20,34 @@ _JSON_FORMAT = "hassejax.HasseDiagram"
 _JSON_VERSION = 1
 
 
-def format_class(members: Iterable[int], names: Sequence[str] | None = None) -> str:
+def format_class(members: Iterable[int], names: Sequence[str] | Mapping[int, str] | None = None) -> str:
     """Name a class by its member positions, compressing runs: ``{0..7, 9, 11}``.
 
     **Arguments:**
 
     - `members`: the positions of the class (any order; duplicates are an error).
-    - `names`: optional slot names (e.g. ``["w1", "w2", "m1"]``), indexed by position; when
+    - `names`: optional slot names (e.g. ``["w1", "w2", "m1"]``, or a mapping from positions), indexed by position; when
       given, the members are written by name, comma separated, without run compression.
 
     **Returns:** a string in braces. Runs of three or more consecutive positions are written
     ``a..b`` (both ends included); shorter runs are listed.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` for a repeated position, or a position that `names` has no
-    name for.
+    **Raises:** :class:`~hassejax.errors.MaskError` for a repeated position, or a position that `names` (a
+    sequence, or a mapping from positions) has no name for.
     """
     pos = sorted(int(p) for p in members)
     if len(set(pos)) != len(pos):
         raise MaskError(f"`members` must not repeat a position; got {list(members)}.")
     if names is not None:
-        if pos and (pos[0] < 0 or pos[-1] >= len(names)):
-            raise MaskError(
-                f"`names` must name every member (positions 0 .. {len(names) - 1}); the class has position "
-                f"{pos[0] if pos[0] < 0 else pos[-1]}."
-            )
-        return "{" + ", ".join(str(names[p]) for p in pos) + "}"
+        written = []
+        for p in pos:
+            try:
+                if p < 0 and not isinstance(names, Mapping):
+                    raise IndexError(p)
+                written.append(str(names[p]))
+            except (IndexError, KeyError):
+                raise MaskError(f"`names` must name every member; it has no name for position {p}.") from None
+        return "{" + ", ".join(written) + "}"
     parts: list[str] = []
     i = 0
     while i < len(pos):

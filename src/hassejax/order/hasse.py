@@ -24,7 +24,7 @@ from jaxtyping import Bool, Int
 from networkx.algorithms.isomorphism import DiGraphMatcher
 
 from ..errors import MaskError, ParameterError
-from ..masks._intervals import IntervalMask
+from ..masks._intervals import IntervalMask, check_host_memory
 from ._hasse_export import HasseExport, format_class
 from ._poset_host import dilworth_width
 from .summary_types import QUOTIENT_LIMIT
@@ -35,7 +35,7 @@ from .summary_types import QUOTIENT_LIMIT
 __all__ = ["HasseDiagram", "format_class"]
 
 
-def _from_intervals(mask: IntervalMask, num_layers, quotient_limit: int) -> HasseDiagram:
+def _from_intervals(mask: IntervalMask, num_layers, quotient_limit: int, dense_input: bool = False) -> HasseDiagram:
     """:meth:`HasseDiagram.from_mask` for an :class:`IntervalMask` (structured route)."""
     from .summary import flow_summary
 
@@ -53,8 +53,13 @@ def _from_intervals(mask: IntervalMask, num_layers, quotient_limit: int) -> Hass
         )
     if summary._diagram is None:
         raise MaskError(
-            f"`mask` has {summary.num_classes} classes, more than quotient_limit = {quotient_limit} (default for an "
-            f"IntervalMask: QUOTIENT_LIMIT = {QUOTIENT_LIMIT}): the Hasse diagram was not built (its quotient order "
+            f"`mask` has {summary.num_classes} classes, more than quotient_limit = {quotient_limit} ("
+            + (
+                "default for a dense mask: no limit"
+                if dense_input
+                else f"default for an IntervalMask: QUOTIENT_LIMIT = {QUOTIENT_LIMIT}"
+            )
+            + "): the Hasse diagram was not built (its quotient order "
             "is a (C, C) array). Pass a larger quotient_limit to "
             "HasseDiagram.from_mask, or use hassejax.order.flow_summary for its depth, width and number of edges "
             "without the diagram."
@@ -79,6 +84,8 @@ def _structured_form(mask) -> IntervalMask | None:
         return None
     if getattr(mask, "dtype", None) != np.bool_:
         return None
+    if not isinstance(mask, np.ndarray):  # a device array: its host copy counted first (a diff review)
+        check_host_memory(float(shape[0]) * shape[1], f"a host copy of the dense ({shape[0]}, {shape[1]}) mask", "mask")
     dense = np.asarray(mask)
     if not _few_runs(dense[None])[0]:
         return None
@@ -100,12 +107,12 @@ def _warn_slow_reduction(c: int) -> None:
         import warnings
 
         warnings.warn(
-            f"HasseDiagram: the covers of a quotient of C = {c} classes on the dense route take one (C, C) product, "
+            f"Hasse diagram: the covers of a quotient of C = {c} classes take one dense (C, C) product, "
             f"estimated {seconds:.3g} s ({2.0 * c**3:.3g} float operations) and {17.0 * c * c / 2**30:.3g} GiB "
             "(C^3 work). A mask whose rows are a few key runs closes on the structured route without it: an "
             "IntervalMask (hassejax.masks.structured, from_spec(..., form='intervals')), or a dense array of "
-            "1024 <= n <= 65536 with at most STRUCTURED_MAX_RUNS runs a row; hassejax.order.flow_summary gives the "
-            "depth, width and number of edges without the diagram.",
+            "1024 <= n <= 65536 with at most STRUCTURED_MAX_RUNS runs a row; hassejax.order.flow_summary (at its "
+            "default quotient_limit) gives the depth, width and number of edges without the diagram.",
             RuntimeWarning,
             stacklevel=user_stacklevel(),
         )
@@ -205,6 +212,15 @@ class HasseDiagram(HasseExport):
         starts, when the transitive reduction of the quotient (``O(C³)``) is estimated to take
         at least 10 s (about ``C >= 8000`` classes on a CPU).
         """
+
+        # Copies of `reach` and about four (n, n) arrays for the classes and the quotient (the
+        # check's matmul: four more).
+        return cls._from_closure(reach, check, None)
+
+    @classmethod
+    def _from_closure(cls, reach, check: bool, quotient_limit: int | None) -> HasseDiagram:
+        """:meth:`from_reachability`, refusing (before the quotient and its reduction) more classes than
+        `quotient_limit` (:meth:`from_mask`'s dense route)."""
         from .._checks import as_mask
         from ._routes import _dense_memory
         from .poset import classes as _classes
@@ -216,6 +232,12 @@ class HasseDiagram(HasseExport):
         memory = _dense_memory("reach", "the Hasse diagram of a preorder", extra=8 if check else 4, route=False)
         r = as_mask(reach, "reach", batched=False, memory=memory)
         labels, c = _classes(r, check=check)
+        if quotient_limit is not None and c > quotient_limit:
+            raise MaskError(
+                f"`mask` has {c} classes, more than quotient_limit = {quotient_limit}: the Hasse diagram was not "
+                "built. Pass a larger quotient_limit to HasseDiagram.from_mask (or None, the default for a dense "
+                "mask), or use hassejax.order.flow_summary for its depth, width and number of edges."
+            )
         order = _quotient_order(r, labels, c)
         _warn_slow_reduction(c)
         cover = _cover_matrix(order)
@@ -329,15 +351,9 @@ class HasseDiagram(HasseExport):
         intervals = _structured_form(mask)
         if intervals is not None:
             return _from_intervals(
-                intervals, num_layers, intervals.n if quotient_limit is None else int(quotient_limit)
+                intervals, num_layers, intervals.n if quotient_limit is None else int(quotient_limit), dense_input=True
             )
-        diagram = cls.from_reachability(_mask_closure(mask, num_layers, memory), check=False)
-        if quotient_limit is not None and diagram.num_classes > quotient_limit:
-            raise MaskError(
-                f"`mask` has {diagram.num_classes} classes, more than quotient_limit = {quotient_limit}: pass a "
-                "larger quotient_limit to HasseDiagram.from_mask (or None, the default for a dense mask)."
-            )
-        return diagram
+        return cls._from_closure(_mask_closure(mask, num_layers, memory), False, quotient_limit)
 
     # ------------------------------------------------------------------ accessors
 
