@@ -127,3 +127,33 @@ def test_edge_resolution():
     assert float(edge_resolution(3.0, 1.0, 0.0, jnp.float32)) == pytest.approx(
         1e3 * 2 * float(jnp.finfo(jnp.float32).eps) + 64 * 3 * float(jnp.finfo(jnp.float32).eps)
     )
+
+
+def test_exponential_divergence_next_to_an_edge_stays_diverge():
+    """A diff review: an exponential divergence whose event comes within `1/rate` of an edge was `undetermined`
+    (its `λ/λ'` is an e-folding time, not a time to a blow-up); only a blow-up by the decade test is checked
+    against the edges. Particles under softmax (growth at most exponential), with and without the edge."""
+    from hassejax.dynamics import solve_particles
+
+    x0 = np.random.default_rng(1).normal(size=(6, 2))
+    plain = solve_particles(Softmax(V=I2, A=I2), x0, t1=20.0)
+    assert Status(int(plain.status)) == Status.diverge
+    for edge in (9.5, 9.9):  # just after the plain solve's event (t = 9.4986)
+        model = Softmax(V=PiecewiseConstant(np.stack([I2, 1.01 * I2]), [0.0, edge, 20.0]), A=I2)
+        sol = solve_particles(model, x0, t1=20.0)
+        assert Status(int(sol.status)) == Status.diverge, edge
+        assert float(sol.decade_ratio) > 0.1
+    layers = np.array([1.0 if i % 2 == 0 else 1.02 for i in range(40)])[:, None, None] * I2
+    deep = solve_particles(Softmax(V=PiecewiseConstant(layers, np.linspace(0, 20, 41)), A=I2), x0, t1=20.0)
+    assert Status(int(deep.status)) == Status.diverge
+
+
+def test_a_bounded_growth_kernel_is_not_stopped_at_an_edge():
+    """A diff review: L2 (growth bounded at every depth: never a blow-up) with a short, strong layer was stopped by
+    the edge check and ended `non_finite`; the check applies only where the kernel's growth is unbounded."""
+    from hassejax.dynamics import L2
+
+    values = np.stack([0.0 * I2, 2e5 * I2, 0.0 * I2])
+    model = L2(V=PiecewiseConstant(values, [0.0, 0.99999, 1.0, 2.0]), Q=I2, K=I2)
+    sol = solve_gaussian(model, np.ones(2), 0.2 * I2, t1=3.0)
+    assert Status(int(sol.status)) == Status.completed and float(sol.t_final) == 3.0

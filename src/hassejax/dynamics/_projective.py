@@ -268,8 +268,14 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     undetermined = blow_ev & unmeasured
     if edges is not None:  # the solve stopped before an edge, or its event extrapolates past one (see `edge_stop`)
         t_star = t_final + jnp.where(jnp.isfinite(remaining), remaining, 0.0)
-        across = blow_ev & jnp.any(
-            jnp.isfinite(edges) & (edges > t_final) & (edges <= t_star + edge_resolution(edges, t0, rtol, dtype))
+        # only a blow-up by the decade test (ρ small): an exponential divergence's λ/λ' is its e-folding time, not
+        # a time to a blow-up (a diff review: divergences with an edge within 1/rate were undetermined)
+        across = (
+            blow_ev
+            & (ratio < DECADE_RATIO_THRESHOLD)
+            & jnp.any(
+                jnp.isfinite(edges) & (edges > t_final) & (edges <= t_star + edge_resolution(edges, t0, rtol, dtype))
+            )
         )
         edge_undetermined = (edge_hit & ~fired) | across
         undetermined = undetermined | edge_undetermined

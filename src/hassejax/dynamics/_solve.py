@@ -51,7 +51,8 @@ blow-up of the layer before `e` at `t* ≤ e` ends the solution there, while one
 (the next layer may turn it back). The computed `t*` carries the solve's error (softmax, default
 tolerances: `+4e-7` at `t* = 1`), so within that error of `e` the side is not known: the solve reaching
 `e` with the state's own estimate `t* ≈ t + λ/λ'` (left of `e`) within :func:`edge_resolution` of `e`
-stops there (the guard's edge check), and a threshold event before `e` whose extrapolated `t*` lies past
+stops there (the guard's edge check, only where the kernel's growth is not bounded), and a threshold event
+before `e` that the decade test calls a blow-up and whose extrapolated `t*` lies past
 `e` minus that resolution is not reported as a blow-up either: both are ``undetermined`` with `t_final`
 just before `e` (resp. the event), rather than the later blow-up, or none, of the next layers that a
 silent crossing would report. Farther from an edge nothing changes.
@@ -296,7 +297,12 @@ def integrate(
             # before it, and goes on from the float after it)
             return made_jump & jnp.any(jnp.nextafter(jnp.asarray(t1_, dtype), jnp.inf) == edges)
 
-        edge_stop = (edge_gate, lambda t0_, t1_, z0, z1: edge_tau(t1_, z1) <= resolution(t1_))
+        def edge_test(t0_, t1_, z0, z1):  # a kernel whose growth is bounded there cannot blow up at the edge (a diff
+            # review: L2 stopped at an edge and ended non_finite)
+            could_blow_up = True if growth_bound is None else ~jnp.isfinite(growth_bound(t1_))
+            return (edge_tau(t1_, z1) <= resolution(t1_)) & could_blow_up
+
+        edge_stop = (edge_gate, edge_test)
     else:
         edge_stop = None
     with saveat_checks_skipped(True):  # ours: check_times (concrete) or times_ok below (traced)
@@ -437,7 +443,13 @@ def integrate(
         at_edge = edge_hit & ~event_ev
         # ... or the event came before an edge that its extrapolated t* reaches within the resolution
         t_star = tf + jnp.where(jnp.isfinite(tau), tau, 0.0)
-        across = blow_ev & jnp.any(jnp.isfinite(edges) & (edges > tf) & (edges <= t_star + resolution(edges)))
+        # only a blow-up by the decade test (ρ small): an exponential divergence's λ/λ' is its e-folding time, not
+        # a time to a blow-up (a diff review: divergences with an edge within 1/rate were undetermined)
+        across = (
+            blow_ev
+            & (rho < DECADE_RATIO_THRESHOLD)
+            & jnp.any(jnp.isfinite(edges) & (edges > tf) & (edges <= t_star + resolution(edges)))
+        )
         edge_undetermined = (at_edge | across) & ~bounded & end_finite
         undetermined = undetermined | edge_undetermined
     else:
