@@ -266,3 +266,38 @@ def test_a_device_arrays_host_copy_is_checked_before_it_is_made(monkeypatch):
     monkeypatch.setattr(runs, "host_memory_bytes", lambda: 1 << 24)
     with pytest.raises(MemoryBudgetError, match=r"`mask`: a host copy of the dense \(4096, 4096\) mask"):
         HasseDiagram.from_mask(m)
+
+
+def test_the_structured_routes_reduction_estimate_starts_no_jax():
+    """A diff review: the structured route's own O(C^3) warning estimated its NumPy product with the JAX backend's
+    speed, importing JAX and starting its backend from a host-only route; now a host estimate, JAX-free."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys
+        import numpy as np
+        from hassejax.masks import IntervalMask
+        from hassejax.order import flow_summary
+        import hassejax.order.hasse as hasse
+        hasse._SLOW_REDUCTION_S = 0.0  # the warning path always
+        n, h = 16, 8
+        i = np.arange(n)
+        m = np.zeros((n, n), bool)
+        m[i, i] = True
+        m[i, np.where(i < h, i + h, i - h)] = True  # classes {i, i + h}: not runs of positions
+        m[i[1:h], i[1:h] - 1] = True
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            s = flow_summary(IntervalMask.from_dense(m))
+        assert s.num_classes == h and s.diagram().depth == h, s
+        assert any("take one dense (C, C) product" in str(w.message) for w in caught), caught
+        print("jax" in sys.modules)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"

@@ -230,9 +230,10 @@ def from_mask_mod(
     Boolean per pair (an int, a float, a vector); if a size is not an integer >= 1; for a
     bad `form`, or ``form="intervals"`` with ``n_kv != n``; if `fn` reads an array at an
     index ``>= size`` (with `check_indices`; under an outer jit a run-time error instead).
-    :class:`~hassejax.errors.MemoryBudgetError` if the result would not fit (a dense grid of more than
-    ``2**22`` entries runs as one compiled program, checked against XLA's estimate of its temporaries and
-    result before it runs; smaller ones op by op, checked against five bytes an entry).
+    :class:`~hassejax.errors.MemoryBudgetError` if the result would not fit (outside jit/vmap a dense grid of
+    more than ``2**22`` entries runs as one compiled program, checked against XLA's estimate of its temporaries
+    and result before it runs; smaller ones, and any grid under a transformation, are checked against five bytes
+    an entry, for one member of a vmapped batch).
 
     **Example:** ``from_mask_mod(lambda b, h, q, k: q >= k, 4)`` equals ``causal(4)``;
 

@@ -35,6 +35,16 @@ def _prefer_dense(m: IntervalMask) -> bool:
     return m.num_runs > _STRUCTURED_MAX_RUNS and m.n <= _DENSE_FALLBACK_N
 
 
+_FLOPS = {"cpu": 1.0e11, "gpu": 1.0e14, "tpu": 1.0e14}
+"""Float operations a second of a dense product on each backend (the route estimates of :mod:`._routes`)."""
+_MATMUL_OVERHEAD_S = 5e-5
+
+
+def host_matmul_seconds(c: int) -> float:
+    """Estimated seconds of one ``(c, c)`` float product in NumPy on the host (imports no JAX)."""
+    return 2.0 * float(c) ** 3 / _FLOPS["cpu"] + _MATMUL_OVERHEAD_S
+
+
 _FALLBACK_FLOOR = float(1 << 24)
 """The least candidate-run limit :func:`structured_or_dense` sets (small masks: the structured route's own cost)."""
 

@@ -21,6 +21,8 @@ from ._bitpacked import bitpacked_route_bytes, num_words
 from ._matmul import _matmul_dtype, _num_stored_powers, _padded_size
 from ._route_rules import (  # noqa: F401 (re-exported: the structured-route rules, in a JAX-free module)
     _DENSE_FALLBACK_N,
+    _FLOPS,
+    _MATMUL_OVERHEAD_S,
     _STRUCTURED_MAX_RUNS,
     _STRUCTURED_MIN_N,
     _few_runs,
@@ -30,9 +32,8 @@ from ._route_rules import (  # noqa: F401 (re-exported: the structured-route rul
 
 # Cost model of ``method="auto"`` (seconds). Matmul throughput per backend in flop/s, and the
 # bit-packed route's costs per edge, per propagation batch (at most n of them) and per output
-# entry; calibrated on a 2-core x86 CPU (benchmarks/closure.py).
-_FLOPS = {"cpu": 1.0e11, "gpu": 1.0e14, "tpu": 1.0e14}
-_MATMUL_OVERHEAD_S = 5e-5
+# entry; calibrated on a 2-core x86 CPU (benchmarks/closure.py). _FLOPS and _MATMUL_OVERHEAD_S live in
+# _route_rules (JAX-free: the structured route's estimate of its NumPy reduction reads them too).
 _BP_PER_EDGE_S = 4e-8
 _BP_PER_BATCH_S = 3e-5
 _BP_PER_ENTRY_S = 1.5e-9

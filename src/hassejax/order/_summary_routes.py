@@ -156,7 +156,7 @@ def _diagram_from_quotient(order: np.ndarray, cls, n: int, pairs=None, depth=Non
     if pairs is None:
         from .hasse import _warn_slow_reduction
 
-        _warn_slow_reduction(order.shape[0])  # C³ work: said before it starts (a diff review)
+        _warn_slow_reduction(order.shape[0], host=True)  # C³ NumPy work: said before it starts (a diff review)
         cover = covers(np.asarray(order, dtype=bool))  # NumPy: the structured route starts no JAX
     else:
         check_host_memory(float(c) * c, f"the cover matrix of a quotient of C = {c} classes", "mask")

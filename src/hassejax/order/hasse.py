@@ -96,19 +96,26 @@ _SLOW_REDUCTION_S = 10.0
 """The estimated seconds from which the dense route's transitive reduction of the quotient warns before it runs."""
 
 
-def _warn_slow_reduction(c: int) -> None:
+def _warn_slow_reduction(c: int, host: bool = False) -> None:
     """Warn, before it starts, when the dense transitive reduction of a quotient of `c` classes (one ``(C, C)``
-    float product, :func:`hassejax.order.cover_matrix`) is estimated to take at least :data:`_SLOW_REDUCTION_S`."""
+    float product: :func:`hassejax.order.cover_matrix` on the default backend, or with `host` NumPy's on the CPU,
+    which the structured route uses and which imports no JAX) is estimated to take at least :data:`_SLOW_REDUCTION_S`."""
     from .._warn import user_stacklevel
-    from ._routes import _matmul_seconds
 
-    seconds = _matmul_seconds(c, 1)
+    if host:
+        from ._route_rules import host_matmul_seconds
+
+        seconds = host_matmul_seconds(c)
+    else:
+        from ._routes import _matmul_seconds
+
+        seconds = _matmul_seconds(c, 1)
     if seconds >= _SLOW_REDUCTION_S:
         import warnings
 
         warnings.warn(
             f"Hasse diagram: the covers of a quotient of C = {c} classes take one dense (C, C) product, "
-            f"estimated {seconds:.3g} s ({2.0 * c**3:.3g} float operations) and {17.0 * c * c / 2**30:.3g} GiB "
+            f"estimated {seconds:.3g} s ({2.0 * c**3:.3g} float operations) and {(14.0 if host else 17.0) * c * c / 2**30:.3g} GiB "
             "(C^3 work). A mask whose rows are a few key runs closes on the structured route without it: an "
             "IntervalMask (hassejax.masks.structured, from_spec(..., form='intervals')), or a dense array of "
             "1024 <= n <= 65536 with at most STRUCTURED_MAX_RUNS runs a row; hassejax.order.flow_summary (at its "
