@@ -77,14 +77,15 @@ def test_event_before_an_edge_extrapolated_past_it_is_undetermined():
 
 
 def test_far_from_edges_the_edges_change_nothing():
-    """An edge at 0.3 where `V` jumps from 1.999999 I to 2I (`t* = 1`, far from it): the same result as `V = 2I`."""
-    model = Softmax(V=PiecewiseConstant(np.stack([1.999999 * I2, 2 * I2]), [0.0, 0.3, 5.0]), A=I2)
+    """An edge at 0.3 where `V` jumps from 1.999999 I to 2I (`t* = 1`, far from it): the same result as `V = 2I`.
+    (Three layers, the last two equal: the shapes of :func:`_solve`'s schedule, whose compiled programs it shares.)"""
+    model = Softmax(V=PiecewiseConstant(np.stack([1.999999 * I2, 2 * I2, 2 * I2]), [0.0, 0.3, 5.0, 6.0]), A=I2)
     plain = Softmax(V=2 * I2, A=I2)
     for state in STATES:
         a = solve_gaussian(model, np.zeros(2), 0.25 * I2, t1=10.0, state=state)
         b = solve_gaussian(plain, np.zeros(2), 0.25 * I2, t1=10.0, state=state)
         assert Status(int(a.status)) == Status(int(b.status)) == Status.blow_up
-        t_star = _exact_blowup(0.25, np.array([1.999999, 2.0]), np.array([0.0, 0.3, 5.0]))
+        t_star = _exact_blowup(0.25, np.array([1.999999, 2.0, 2.0]), np.array([0.0, 0.3, 5.0, 6.0]))
         assert t_star == pytest.approx(1.0 + 1.5e-7, abs=1e-12)
         assert float(a.t_blowup) == pytest.approx(t_star, rel=2e-6)
         assert float(a.t_blowup) == pytest.approx(float(b.t_blowup), rel=2e-6)
