@@ -37,6 +37,35 @@ __all__ = ["IntervalMask", "normalize_runs", "check_host_memory"]
 DENSE_BLOCK_BYTES = 1 << 26
 """Temporaries of :meth:`IntervalMask.to_dense` (bytes): its rows are filled in blocks of about this size."""
 
+
+def fill_runs(
+    starts: np.ndarray, stops: np.ndarray, n: int, out: np.ndarray, columns: np.ndarray | None = None
+) -> None:
+    """Fill the Boolean rows `out` (``(m, n)``, or ``(m, len(columns))``) with the runs ``[starts[r, t], stops[r, t])``
+    of each row (``(m, k)`` int arrays; empty runs ignored; at most 127 runs over one entry), a block of rows at a time: a
+    difference array and its running sum, about :data:`DENSE_BLOCK_BYTES` of temporaries. `columns`: write the
+    filled row's entries ``columns`` (``out[r, j] = filled[r, columns[j]]``) instead of the row itself."""
+    m = starts.shape[0]
+    rows = max(1, min(m, DENSE_BLOCK_BYTES // (2 * (n + 1))))  # an int8 difference block and its sum
+    diff = np.empty((rows, n + 1), dtype=np.int8)
+    total = np.empty((rows, n), dtype=np.int8)
+    for r0 in range(0, m, rows):
+        r1 = min(m, r0 + rows)
+        d = diff[: r1 - r0]
+        d.fill(0)
+        s, e = starts[r0:r1], stops[r0:r1]
+        keep = s < e
+        local = np.broadcast_to(np.arange(r1 - r0)[:, None], s.shape)[keep]
+        np.add.at(d, (local, s[keep]), 1)
+        np.add.at(d, (local, e[keep]), -1)
+        t = total[: r1 - r0]
+        np.cumsum(d[:, :n], axis=1, dtype=np.int8, out=t)
+        if columns is None:
+            np.greater(t, 0, out=out[r0:r1])
+        else:
+            np.take(t > 0, columns, axis=1, out=out[r0:r1])
+
+
 DENSE_HINT = (
     "A dense mask has n² entries whatever its runs: keep the IntervalMask, which the structured route of "
     "hassejax.order (method='auto' or 'structured') analyses without an n × n array; method='matmul' or "
@@ -254,19 +283,7 @@ class IntervalMask:
             float(n) * n + 2.0 * rows * (n + 1), f"a dense ({n}, {n}) Boolean mask", name, hint=DENSE_HINT
         )
         out = np.empty((n, n), dtype=bool)
-        diff = np.empty((rows, n + 1), dtype=np.int8)
-        total = np.empty((rows, n), dtype=np.int8)
-        for r0 in range(0, n, rows):
-            r1 = min(n, r0 + rows)
-            d = diff[: r1 - r0]
-            d.fill(0)
-            starts, stops = self.starts[r0:r1], self.stops[r0:r1]
-            keep = starts < stops  # runs are disjoint in normal form: the running sum is 0 or 1
-            local = np.broadcast_to(np.arange(r1 - r0)[:, None], starts.shape)[keep]
-            np.add.at(d, (local, starts[keep]), 1)
-            np.add.at(d, (local, stops[keep]), -1)
-            np.cumsum(d[:, :n], axis=1, dtype=np.int8, out=total[: r1 - r0])
-            np.greater(total[: r1 - r0], 0, out=out[r0:r1])
+        fill_runs(self.starts, self.stops, n, out)
         return out
 
     def __array__(self, dtype=None, copy=None):

@@ -30,7 +30,7 @@ from typing import no_type_check
 
 import numpy as np
 
-from ..masks._intervals import IntervalMask, normalize_runs
+from ..masks._intervals import IntervalMask, fill_runs, normalize_runs
 from ._structured import compose
 
 __all__ = [
@@ -104,16 +104,9 @@ def quotient_matrix(r: IntervalMask, cls: RowClasses) -> np.ndarray:
         # A run of a row holds whole classes: those whose smallest member is in it, a range of the classes in
         # the order of their smallest members; marked +1 / -1 at its ends, a running sum fills it.
         by_first, lo, count = _cover_ranges(cls, r)
-        column = np.empty(c, dtype=np.int64)  # class b is column column[b] of the marks
+        column = np.empty(c, dtype=np.int64)  # class b is column column[b] of the classes by smallest member
         column[by_first] = np.arange(c)
-        step = max(1, (1 << 24) // (c + 1))
-        for a0 in range(0, c, step):
-            part_lo, part_hi = lo[a0 : a0 + step], (lo + count)[a0 : a0 + step]
-            rows = np.repeat(np.arange(part_lo.shape[0]), part_lo.shape[1])
-            marks = np.zeros((part_lo.shape[0], c + 1), dtype=np.int8)
-            np.add.at(marks, (rows, part_lo.ravel()), 1)
-            np.add.at(marks, (rows, part_hi.ravel()), -1)
-            np.take(np.cumsum(marks[:, :c], axis=1, dtype=np.int8) > 0, column, axis=1, out=out[a0 : a0 + step])
+        fill_runs(lo, lo + count, c, out, columns=column)
         return out
     step = max(1, (1 << 22) // max(1, cls.num_classes * r.num_runs))
     for a0 in range(0, cls.num_classes, step):
