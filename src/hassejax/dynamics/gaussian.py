@@ -47,7 +47,7 @@ from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver, co
 from ._linalg import check_psd, psd_sqrt, symmetrize
 from ._projective import projective_integrate
 from ._tsit5 import UnrolledTsit5
-from .attention import AbstractAttention, check_model
+from .attention import L2, AbstractAttention, Sinkhorn, check_model
 from .attention._base import check_output_shapes
 from .attention._shapes import GaussianMap, Matrix, Mean
 from .params import PiecewiseConstant
@@ -131,6 +131,38 @@ def _check_state(model, label, mean, cov=None, factor=None):
         raise ParameterError(f"`cov0`/`cov` must have shape (d, d) = ({d}, {d}); got shape {jnp.shape(cov)}.")
     if factor is not None and (jnp.ndim(factor) != 2 or jnp.shape(factor)[0] != d):
         raise ParameterError(f"`factor0` must have shape (d, r) with d = {d}; got shape {jnp.shape(factor)}.")
+
+
+def _kernels(model):
+    """`model` and, for a (nested) :class:`~hassejax.dynamics.MultiHead`, each of its heads."""
+    yield model
+    for head in getattr(model, "heads", ()):
+        yield from _kernels(head)
+
+
+def _half_precision_reason(model, dtype, cov_given: bool, state: str) -> str:
+    """What fails when :func:`solve_gaussian` runs in the half-precision `dtype` (for
+    :func:`._solve.check_state_precision`): the parts of this solve that call ``eigh``, which has no half
+    precision, and what the dtype itself cannot hold."""
+    uses = []
+    if state == "covariance":
+        uses.append("the covariance state's factor (the square root of Σ)")
+    elif cov_given:
+        uses.append("the square root of `cov0`")
+    kernels = list(_kernels(model))
+    if any(isinstance(k, Sinkhorn) for k in kernels):
+        uses.append("the Sinkhorn map")
+    if any(isinstance(k, L2) for k in kernels):
+        uses.append("L2's size scale (λ_max(KᵀK))")
+    why = (
+        "float16's range ends at 65504, below the default size threshold 1e4 · tr Σ0 from tr Σ0 ≈ 6.6"
+        if jnp.dtype(dtype) == jnp.float16
+        else f"{jnp.dtype(dtype).name} (eps {float(jnp.finfo(dtype).eps):.1e}) resolves neither the default rtol "
+        "nor the times near a blow-up"
+    )
+    if not uses:
+        return why
+    return f"{' and '.join(uses)} {'use' if len(uses) > 1 else 'uses'} eigh, which has no half precision; {why}"
 
 
 def _default_size0(model, size, y0, t0):
@@ -528,7 +560,8 @@ def solve_gaussian(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a Gaussian
     map ("does not preserve Gaussians (spec §2)"), a batched kernel, a state in half precision (float16 or
-    bfloat16 `mean0`/`cov0`/`factor0` and parameters; ``eigh`` has none: cast to float32), shape mismatches, a non-finite concrete `mean0` or `factor0`, a non-symmetric / non-PSD / non-finite
+    bfloat16 `mean0`/`cov0`/`factor0` and parameters: float16's range is below the default threshold, bfloat16's
+    precision the default `rtol`, and ``eigh`` (the square root of `cov0`, Sinkhorn, L2) has none: cast to float32), shape mismatches, a non-finite concrete `mean0` or `factor0`, a non-symmetric / non-PSD / non-finite
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
     `ts` outside `[t0, t1]`, a non-scalar or non-finite tolerance, a negative `rtol`, a non-positive `atol` or
     threshold (traced tolerances: status ``invalid_tolerance``), a concrete
@@ -606,9 +639,7 @@ def solve_gaussian(
         dtype,
         {"mean0": mean0, "cov0": None if cov0 is None else jnp.asarray(cov0),
          "factor0": None if factor0 is None else jnp.asarray(factor0)},
-        "the square root of `cov0` and the Sinkhorn map use eigh, which has no half precision; float16's range ends at "
-        "65504, below the default size threshold 1e4 · tr Σ0 from tr Σ0 ≈ 6.6",
-        label,
+        _half_precision_reason(model, dtype, cov0 is not None, state), label,
     )  # fmt: skip
     mean0 = mean0.astype(dtype)
     if cov0 is not None:
