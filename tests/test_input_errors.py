@@ -365,6 +365,21 @@ def test_size_threshold_checks_under_jit_and_in_the_state_dtype(no_typecheck):
         solve_gaussian(grow, np.zeros(2, np.float32), eye, size_threshold=10**400, **kw)
 
 
+def test_converge_tol_below_the_state_dtypes_smallest_normal_is_refused():
+    """A concrete `converge_tol` that is 0 (1e-50) or subnormal (1e-40) in a float32 state, or subnormal (1e-310) in a
+    float64 one, has `log(tol) = -inf` in the program: the steady-state event was off without a word."""
+    eye = np.eye(2, dtype=np.float32)
+    model = Softmax(V=eye, A=-eye)
+    kw = {"t1": 1.0, "rtol": 1e-6, "atol": 1e-6}
+    match = r"`converge_tol` must be at least the smallest normal number of the state's dtype float32, 1\.175e-38"
+    with pytest.raises(ParameterError, match=match + r" \(below it the value is 0 there.*got 1e-50"):
+        solve_gaussian(model, np.zeros(2, np.float32), eye, converge_tol=1e-50, **kw)
+    with pytest.raises(ParameterError, match=match + r" \(below it the value is subnormal there.*or use a float64"):
+        solve_particles(model, np.array([[1.0, 0.0], [0.0, 1.0]], np.float32), converge_tol=1e-40, **kw)
+    with pytest.raises(ParameterError, match=r"dtype float64, 2\.225e-308 .*subnormal.*no steady-state event\.$"):
+        solve_gaussian(Softmax(V=np.eye(2), A=-np.eye(2)), np.zeros(2), np.eye(2), t1=1.0, converge_tol=1e-310)
+
+
 def test_format_class_names_and_contains_positions_name_the_bad_value():
     """A fresh-user review: ``format_class([0, 1], names=['a'])`` raised a bare IndexError, and
     ``IntervalMask.contains`` blamed the (valid) dtype for a position out of range."""

@@ -600,7 +600,8 @@ def solve_settings(
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`check_finite_params` (on
     `model`, unless None), :func:`check_times`, :func:`check_solver_settings`,
     :func:`check_solver` and :func:`check_positive`, for a concrete `size_threshold` or `converge_tol` that is not a scalar, and
-    for a concrete `converge_tol` that is `inf` in `dtype` (its event could never fire). Concrete
+    for a concrete `converge_tol` that is `inf` in `dtype` or below its smallest normal number (0 or subnormal
+    there, e.g. 1e-50 in float32: its event could never fire). Concrete
     thresholds are returned as `dtype` (a value beyond its range as `inf`: no size event). The threshold against the
     initial size is the caller's check (:func:`check_size_threshold`: the size is the solver's).
     """
@@ -629,6 +630,14 @@ def solve_settings(
         raise ParameterError(
             f"`converge_tol` must be finite in the state's dtype {np.dtype(dtype).name} (a speed below it is a "
             f"steady state; None for no steady-state event); got {converge_tol!r:.40}."
+        )
+    tiny = float(jnp.finfo(dtype).tiny)
+    if values["converge_tol"] is not None and values["converge_tol"] < tiny:  # 0 or subnormal there: log(tol) = -inf
+        raise ParameterError(
+            f"`converge_tol` must be at least the smallest normal number of the state's dtype {jnp.dtype(dtype).name}, "
+            f"{tiny:.4g} (below it the value is {'0' if values['converge_tol'] == 0 else 'subnormal'} there and the "
+            f"steady-state event would never fire); got {converge_tol!r:.40}. Pass converge_tol >= {tiny:.4g} or "
+            f"None for no steady-state event{'' if jnp.dtype(dtype) == jnp.float64 else ', or use a float64 state'}."
         )
     if values["size_threshold"] is not None:  # concrete: the value in the state's dtype (inf beyond its range)
         size_threshold = values["size_threshold"]

@@ -514,7 +514,8 @@ def solve_gaussian(
       `t_blowup` is about `tr Σ0 / threshold`; extrapolation is exact to `O(threshold⁻²)`
       for the softmax closed form.
     - `converge_tol`: steady-state tolerance on `‖Σ'‖_F` (None: no steady-state event). A concrete one must be
-      finite and > 0; a traced one (e.g. one per member under ``vmap``) that is not gives the member status
+      finite and at least the state dtype's smallest normal number (float32: 1.2e-38; below it the value is 0 or
+      subnormal there and the event could never fire); a traced one (e.g. one per member under ``vmap``) that is not gives the member status
       ``invalid_tolerance`` (nothing solved).
     - `blowup_estimate`: ``"extrapolated"`` (default) or ``"threshold"``.
     - `progress_meter`: a diffrax progress meter, e.g. ``diffrax.TqdmProgressMeter()`` (None:
@@ -565,8 +566,8 @@ def solve_gaussian(
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
     `ts` outside `[t0, t1]`, a non-scalar or non-finite tolerance, a negative `rtol`, a non-positive `atol` or
     threshold (traced tolerances: status ``invalid_tolerance``), a concrete
-    `size_threshold` at or below `tr Σ0` or a `converge_tol` of `inf` (events that could never
-    fire; traced ones: status ``invalid_threshold``, resp. ``invalid_tolerance`` for a `converge_tol` that is not
+    `size_threshold` at or below `tr Σ0` or a `converge_tol` that is `inf` or below the state dtype's smallest normal
+    number (events that could never fire; traced ones: status ``invalid_threshold``, resp. ``invalid_tolerance`` for a `converge_tol` that is not
     finite and > 0), an unknown
     `blowup_estimate` or `state`, ``state="covariance"`` with a kernel it cannot solve (L2, Sinkhorn),
     ``state="projective"`` with a kernel whose map is not homogeneous (L2, linear, Sinkhorn) or with an
