@@ -441,3 +441,22 @@ def test_forced_structured_route_warns_once_where_auto_would_switch(monkeypatch)
         warnings.simplefilter("error")
         flow_summary(m, (1, 2, 4))  # auto: switches, no warning
         flow_summary(from_spec("sliding_window(n=200, left=3)", form="intervals"), method="structured")
+
+
+def test_forced_structured_route_of_a_dense_array_warns_as_an_interval_mask(monkeypatch):
+    """`reachability` and `convergence_depth` of a dense array with ``method="structured"`` forced took the
+    structured route without the warning that an IntervalMask (and `flow_summary`) gets where ``"auto"`` would
+    switch; a stack of two warns once a call as well."""
+    from hassejax.masks import from_spec
+    from hassejax.order import _route_rules
+
+    m = from_spec("dilated(n=200, window=6, dilation=4)", form="intervals")
+    a = m.to_dense()
+    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)  # the limit n³/64 = 125,000 candidate runs
+    for call in (
+        lambda: reachability(np.stack([a, a]), method="structured"),
+        lambda: convergence_depth(np.stack([a, a]), method="structured"),
+    ):
+        with pytest.warns(RuntimeWarning, match="method='structured' forced .* method='bitpacked'") as record:
+            call()
+        assert sum("method='structured' forced" in str(w.message) for w in record) == 1

@@ -6,6 +6,7 @@ its structured route, which starts no JAX; :mod:`hassejax.order._routes` re-expo
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import numpy as np
@@ -49,6 +50,18 @@ _FALLBACK_FLOOR = float(1 << 24)
 """The least candidate-run limit :func:`structured_or_dense` sets (small masks: the structured route's own cost)."""
 
 
+def warn_if_forced_structured(n: int, method: str):
+    """The context of a structured route on masks of size `n`: under ``method="structured"`` (forced) with `n` at
+    most ``_DENSE_FALLBACK_N``, a ``RuntimeWarning`` at the first product where ``"auto"`` would have switched to the
+    dense bit-packed route (more candidate runs than about `n³/64`, a floor of `2**24`; see
+    :func:`structured_or_dense`); else nothing."""
+    from ._structured import warn_when_slower_than_dense
+
+    if method == "structured" and n <= _DENSE_FALLBACK_N:
+        return warn_when_slower_than_dense(max(_FALLBACK_FLOOR, float(n) ** 3 / 64))
+    return contextlib.nullcontext()
+
+
 def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dense: Callable):
     """``structured()``, or under ``method="auto"`` for `m` short enough for the dense routes (at most
     ``_DENSE_FALLBACK_N``) ``dense(reason)`` once a product of the structured route would merge more candidate runs
@@ -60,10 +73,10 @@ def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dens
     where ``"auto"`` would have switched (a random sparse mask, n = 1024–1500: 62–73 s forced structured against
     0.03 s bit-packed, a fresh-user review)."""
     from ..errors import MemoryBudgetError
-    from ._structured import CandidateLimitError, candidate_limit, warn_when_slower_than_dense
+    from ._structured import CandidateLimitError, candidate_limit
 
     if method == "structured" and m.n <= _DENSE_FALLBACK_N:  # forced: a warning where "auto" would switch
-        with warn_when_slower_than_dense(max(_FALLBACK_FLOOR, float(m.n) ** 3 / 64)):
+        with warn_if_forced_structured(m.n, method):
             return structured()
     if method != "auto" or m.n > _DENSE_RESCUE_N:
         return structured()

@@ -28,6 +28,7 @@ from ._route_rules import (  # noqa: F401 (re-exported: the structured-route rul
     _few_runs,
     _prefer_dense,
     structured_or_dense,
+    warn_if_forced_structured,
 )
 
 # Cost model of ``method="auto"`` (seconds). Matmul throughput per backend in flop/s, and the

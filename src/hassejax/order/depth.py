@@ -33,6 +33,7 @@ from ._routes import (
     _matmul_bar,
     _prefer_dense,
     structured_or_dense,
+    warn_if_forced_structured,
 )
 from ._structured import PowerTable
 from .heads import _heads_union
@@ -170,11 +171,12 @@ def convergence_depth(
         return jax.pure_callback(_host_depth, spec, a, vmap_method="expand_dims")
 
     flat = a.reshape(-1, n, n)
+    forced = method  # "structured" when the caller chose it: it warns where "auto" would go bit-packed
     if method == "auto" and n >= _STRUCTURED_MIN_N and _few_runs(flat).all():
         method = "structured"
     if method == "structured":
         depths = []
-        with progress_bar(delay, "L* (structured)", "products") as bar:
+        with warn_if_forced_structured(n, forced), progress_bar(delay, "L* (structured)", "products") as bar:
             for b in range(batch):
                 table = PowerTable(IntervalMask.from_dense(flat[b], name="mask").with_diagonal(), name="mask")
                 depths.append(table.depth(bar))

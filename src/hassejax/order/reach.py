@@ -35,6 +35,7 @@ from ._routes import (
     _prefer_dense,
     _rounds_costs,
     structured_or_dense,
+    warn_if_forced_structured,
 )
 from ._structured import PowerTable, product
 from .heads import _heads_union
@@ -381,5 +382,6 @@ def _dense_via_structured(mask, num_layers, layer_masks, delay: float | None = N
             )
         if math.prod(a.shape[:-2]) == 0:
             return jnp.asarray(a)
-        return _dense_via_structured_batch(a, num_layers, delay)
+        with warn_if_forced_structured(a.shape[-1], "structured"):  # as for an IntervalMask: once a call
+            return _dense_via_structured_batch(a, num_layers, delay)
     return jnp.asarray(r.to_dense())
