@@ -20,6 +20,7 @@ from hassejax.dynamics import (
     L2,
     Linear,
     MultiHead,
+    PiecewiseConstant,
     Sinkhorn,
     Softmax,
     Status,
@@ -367,3 +368,26 @@ def test_a_threshold_far_above_the_initial_size_reads_the_blowup(exponent):
     assert float(sol.decade_ratio) < 0.01
     default = solve_gaussian(model, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, state="projective")
     assert status_names(default.status) == "blow_up" and float(default.t_blowup) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_a_short_strong_layer_is_not_stepped_over():
+    """A layer of width `w` where `V` is `k` times larger (softmax, `V = v(t) I`, `A = I`, `Σ0 = s I`, spec §3:
+    `1/σ(t) = 1/s − 2∫v`) moves the blow-up from `t* = 20` to `1 + w + (1/s − 0.2 − 2·0.1·k·w)/0.2`. The
+    projective state steps in `τ`, not in `t`, and cannot clip its steps to the edges: a step across the whole
+    layer never saw it and reported 20 (a review). Edges traced, under ``vmap``."""
+    s, base = 0.25, 0.1
+
+    def one(w, k):
+        v = PiecewiseConstant(
+            jnp.stack([base, base * k, base])[:, None, None] * jnp.eye(2), jnp.stack([0.0, 1.0, 1.0 + w, 40.0])
+        )
+        sol = solve_gaussian(Softmax(V=v, A=jnp.eye(2)), jnp.zeros(2), s * jnp.eye(2), t1=30.0, state="projective")
+        return sol.status, sol.t_blowup
+
+    w = np.array([1e-3, 1e-4, 1e-2])
+    k = np.array([1e4, 1e5, 1e3])
+    status, t_blowup = jax.vmap(one)(jnp.asarray(w), jnp.asarray(k))
+    exact = 1 + w + (1 / s - 2 * base - 2 * base * k * w) / (2 * base)
+    assert list(status_names(status)) == ["blow_up"] * 3
+    np.testing.assert_allclose(np.asarray(t_blowup), exact, rtol=1e-5)
+    assert np.all(exact < 15.0)  # far from the t* = 20 of a solve that misses the layer

@@ -37,6 +37,15 @@ accepted step where the cheap `gate(t0, t1, y0, y1, made_jump)` holds (the step 
 y1)` is asked (under ``lax.cond``: outside ``vmap`` it costs nothing on the other steps); where it is True the solve
 ends there, with the step kept (`edge_keep`) or rejected, its
 result ``RESULTS.nonfinite`` and the record's flag `edge_hit` set, which the solvers read as ``undetermined``.
+
+With `edge_limit = (time, room)` a step may advance the state's time `time(y)` by at most `room(y)[0]`: a
+solver whose steps are not in the time of the layer edges (the projective state steps in `τ`, the edges are in
+`t`) cannot clip its steps to the edges as diffrax's ``jump_ts`` does, and a step across a whole short layer
+never evaluates the vector field inside it (a review: a layer of width 0.001 with `V` 1e4 times larger, which
+moves the blow-up from t* = 20 to 10.001, stepped over and reported 20). A step that advances further is
+rejected and retried at the length that advances `room(y)[1]` at the step's mean rate; every next step is capped
+the same way. With `room` = (to a little past the next edge, to the middle of that little), every layer holds the
+start of a step, and the error control sees the jump at each edge as it does without ``jump_ts``. (derived)
 """
 
 from __future__ import annotations
@@ -79,11 +88,12 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
     growth_limit: tuple[Callable, Callable] | None = eqx.field(static=True, default=None)
     edge_stop: tuple[Callable, Callable] | None = eqx.field(static=True, default=None)
     edge_keep: bool = eqx.field(static=True, default=True)
+    edge_limit: tuple[Callable, Callable] | None = eqx.field(static=True, default=None)
 
     def wrap(self, direction):
         return type(self)(
             self.inner.wrap(direction), self.dt_stop, self.finite, self.shrink, self.record, self.growth_limit,
-            self.edge_stop, self.edge_keep,
+            self.edge_stop, self.edge_keep, self.edge_limit,
         )  # fmt: skip
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
@@ -117,6 +127,19 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
             cap = jnp.where(rate > 0, allowed(start) / jnp.where(rate > 0, rate, 1.0), jnp.inf)
             next_t0 = jnp.where(keep, next_t0, t0)
             base = jnp.where(too_long, dt, step)
+            next_t1 = jnp.where(bad, next_t1, next_t0 + jnp.minimum(base, cap))
+        if self.edge_limit is not None:  # steps end at most a little past the next layer edge (module docstring)
+            time_of, room = self.edge_limit
+            moved = time_of(y1_candidate) - time_of(y0)
+            allowed, _ = room(y0)
+            over = ~bad & (moved > allowed)  # rejected, retried at the length that reaches the target
+            keep = keep & ~over
+            speed = jnp.where(dt > 0, moved / jnp.where(dt > 0, dt, 1.0), 0.0)  # the time's mean rate over this step
+            start = jtu.tree_map(lambda a, b: jnp.where(keep, a, b), y1_candidate, y0)
+            _, target = room(start)
+            cap = jnp.where((speed > 0) & jnp.isfinite(target), target / jnp.where(speed > 0, speed, 1.0), jnp.inf)
+            next_t0 = jnp.where(keep, next_t0, t0)
+            base = jnp.where(over, dt, next_t1 - next_t0)
             next_t1 = jnp.where(bad, next_t1, next_t0 + jnp.minimum(base, cap))
         edge_hit = jnp.asarray(False)
         if self.edge_stop is not None and self.record:  # a layer edge the solve cannot cross (module docstring)
@@ -166,7 +189,7 @@ def adapts(controller) -> bool:
 def guard(
     controller: diffrax.AbstractStepSizeController, t0, t1, finite: Callable = tree_finite, record: bool = False,
     growth_limit: tuple[Callable, Callable] | None = None, edge_stop: tuple[Callable, Callable] | None = None,
-    edge_keep: bool = True,
+    edge_keep: bool = True, edge_limit: tuple[Callable, Callable] | None = None,
 ) -> FiniteGuard:  # fmt: skip
     """`controller` wrapped in the guard, with the floor of `dt_stop` from the interval `[t0, t1]` (see :data:`STOP_ULPS`);
     `record`: carry the last accepted step (start, end, end state) in the controller state (module docstring);
@@ -174,10 +197,12 @@ def guard(
     (`inf`: no limit); a step that changed it by more than 1.5 times that is rejected and retried at the length the
     rate of `g` over it allows, and every next step is capped the same way (the projective state's decade window);
     `edge_stop`: `(gate, test)`: stop at an accepted step where both hold, keeping the step when
-    `edge_keep` (else ending at its start), with the record's flag set (needs `record`; module docstring)."""
+    `edge_keep` (else ending at its start), with the record's flag set (needs `record`; module docstring);
+    `edge_limit`: `(time, room)`: a step from `y` advances `time` by at most `room(y)[0]`, retried and capped to
+    advance `room(y)[1]` (module docstring)."""
     t0, t1 = jnp.asarray(t0), jnp.asarray(t1)
     scale = jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
     eps = jnp.finfo(jnp.result_type(t0, t1)).eps
     dt_stop = STOP_ULPS * eps**3 * scale
     cls = AdaptiveFiniteGuard if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController) else FiniteGuard
-    return cls(controller, dt_stop, finite, adapts(controller), record, growth_limit, edge_stop, edge_keep)
+    return cls(controller, dt_stop, finite, adapts(controller), record, growth_limit, edge_stop, edge_keep, edge_limit)

@@ -28,9 +28,11 @@ window is outside the error norm); a crossing whose last step grew the size by m
 holds time as `s = (t − t0)/T`, `T = min(t1 − t0, 1/(tr Σ0 ‖M̂0‖_F))` the time scale of the initial flow, so that
 `atol` means the same on every time scale. Which stop condition fired is read by the `τ` distance to each at
 the stop (they are in different units). The layer edges of :class:`~hassejax.dynamics.PiecewiseConstant`
-parameters are not step boundaries here (their `τ` is not known in advance): the controller meets them by
-rejecting steps, and `t*` after an edge is less accurate than the factor state's (review, rtol = 1e-8: 1.1e-6
-against 1.3e-8). A step that crosses an edge with the blow-up time extrapolated from its start within the
+parameters are not step boundaries here (their `τ` is not known in advance): a step may end at most a quarter
+into the layer after the next edge (the guard's `edge_limit`; before it, a step could cross a whole short layer
+without evaluating the vector field inside it, and reported t* = 20 for a blow-up at 10.001), the controller meets
+the jump at the edge by rejecting steps, and `t*` after an edge is less accurate than the factor state's (review,
+rtol = 1e-8: 1.1e-6 against 1.3e-8). A step that crosses an edge with the blow-up time extrapolated from its start within the
 solve's time resolution of the edge ends the solve at that start, ``undetermined`` (the side of the edge the
 blow-up lies on is not known; see :mod:`._solve`).
 """
@@ -181,8 +183,18 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
             return jnp.abs(time_of(y) + remaining_time(y) - e) <= edge_resolution(e, t0, rtol, dtype)
 
         edge_stop = (edge_gate, edge_test)
+
+        def room(v):  # how far in `t` a step from `v` may go: to a quarter into the layer after the next edge
+            t = time_of(_unpack(v))
+            e = jnp.min(jnp.where(edges > t, edges, jnp.inf))
+            after = jnp.min(jnp.where(edges > e, edges, jnp.inf))
+            into = jnp.where(jnp.isfinite(after), 0.25 * (after - jnp.where(jnp.isfinite(e), e, 0.0)), jnp.inf)
+            gap = jnp.where(jnp.isfinite(e), e - t, jnp.inf)
+            return gap + into, gap + 0.5 * into
+
+        edge_limit = (lambda v: time_of(_unpack(v)), room)
     else:
-        edge_stop = None
+        edge_stop = edge_limit = None
 
     root_tol = max(1e-6, 1e4 * float(jnp.finfo(dtype).eps))
     event = diffrax.Event(cond, root_finder=optx.Bisection(rtol=root_tol, atol=root_tol, flip=True), direction=False)
@@ -209,6 +221,7 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
             growth_limit=(lambda v: log_size(_unpack(v)), window_step),
             edge_stop=edge_stop,
             edge_keep=False,
+            edge_limit=edge_limit,
         ),
         max_steps=max_steps,
         event=event,

@@ -551,8 +551,9 @@ def solve_gaussian(
       near the window growing the size by at most a factor `e` (so that the window is resolved at any
       threshold the solve reaches; a crossing whose last step grew it by more than two decades would read
       ``undetermined``); layer edges
-      of :class:`PiecewiseConstant` parameters are not step boundaries there (`t*` after an edge is less
-      accurate than the factor state's: 1.1e-6 against 1.3e-8 at `rtol = 1e-8`); its state at `t1` is read
+      of :class:`PiecewiseConstant` parameters are not step boundaries there, a step ends at most a quarter
+      into the layer after the next edge (so none steps over a short layer) and `t*` after an edge is less
+      accurate than the factor state's (1.1e-6 against 1.3e-8 at `rtol = 1e-8`); its state at `t1` is read
       from the solver's dense output where `t = t1` (a time event), so a solver with a low-order interpolant
       ends less accurately there (``diffrax.Kvaerno5()``, `Σ(t1)` of a contracting solve at `rtol = 1e-8`:
       5.9e-6 relative, against 3.1e-8 with the default Tsit5).
