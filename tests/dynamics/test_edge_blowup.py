@@ -34,7 +34,10 @@ def _exact_blowup(s, values=VALUES, edges=EDGES):
 
 
 def _solve(s, state, **kw):
+    """The threshold given (the default `1e8 tr Σ0` unless `kw` sets one): a concrete threshold is an argument of the
+    compiled solve, so the low-threshold solve below runs the factor-state program of the others."""
     model = Softmax(V=PiecewiseConstant(VALUES[:, None, None] * I2, EDGES), A=I2)
+    kw.setdefault("size_threshold", 1e8 * 2 * s)
     return solve_gaussian(model, np.zeros(2), s * I2, t1=10.0, state=state, **kw)
 
 
@@ -78,11 +81,12 @@ def test_event_before_an_edge_extrapolated_past_it_is_undetermined():
 
 def test_far_from_edges_the_edges_change_nothing():
     """An edge at 0.3 where `V` jumps from 1.999999 I to 2I (`t* = 1`, far from it): the same result as `V = 2I`.
-    (Three layers, the last two equal: the shapes of :func:`_solve`'s schedule, whose compiled programs it shares.)"""
+    (Three layers, the last two equal, and the default threshold given: the shapes and settings of :func:`_solve`,
+    whose compiled programs it shares.)"""
     model = Softmax(V=PiecewiseConstant(np.stack([1.999999 * I2, 2 * I2, 2 * I2]), [0.0, 0.3, 5.0, 6.0]), A=I2)
     plain = Softmax(V=2 * I2, A=I2)
     for state in STATES:
-        a = solve_gaussian(model, np.zeros(2), 0.25 * I2, t1=10.0, state=state)
+        a = solve_gaussian(model, np.zeros(2), 0.25 * I2, t1=10.0, state=state, size_threshold=1e8 * 0.5)  # 1e8 tr Σ0
         b = solve_gaussian(plain, np.zeros(2), 0.25 * I2, t1=10.0, state=state)
         assert Status(int(a.status)) == Status(int(b.status)) == Status.blow_up
         t_star = _exact_blowup(0.25, np.array([1.999999, 2.0, 2.0]), np.array([0.0, 0.3, 5.0, 6.0]))
@@ -139,8 +143,12 @@ def test_exponential_divergence_next_to_an_edge_stays_diverge():
     x0 = np.random.default_rng(1).normal(size=(6, 2))
     plain = solve_particles(Softmax(V=I2, A=I2), x0, t1=20.0)
     assert Status(int(plain.status)) == Status.diverge
+    # the one jump of `V` (I to 1.01 I) at `edge`, on a schedule of the deep case's shape below (40 layers, the
+    # others equal: no jumps there, only step boundaries), so that all three share one compiled program
     for edge in (9.5, 9.9):  # just after the plain solve's event (t = 9.4986)
-        model = Softmax(V=PiecewiseConstant(np.stack([I2, 1.01 * I2]), [0.0, edge, 20.0]), A=I2)
+        edges = np.concatenate([np.linspace(0.0, edge, 20), np.linspace(edge, 20.0, 22)[1:]])
+        values = np.where(np.arange(40) < 19, 1.0, 1.01)[:, None, None] * I2
+        model = Softmax(V=PiecewiseConstant(values, edges), A=I2)
         sol = solve_particles(model, x0, t1=20.0)
         assert Status(int(sol.status)) == Status.diverge, edge
         assert float(sol.decade_ratio) > 0.1
