@@ -64,7 +64,15 @@ def test_traced_bad_save_times_flag_the_member_without_a_callback():
     from hassejax.dynamics import Status
 
     f = jax.jit(jax.vmap(_gaussian_at))
-    batch = jnp.array([[0.0, 0.5, 1.0], [0.5, 0.2, 1.0], [0.0, 1.0, 6.0], [0.2, 0.4, 5.0]])
+    # six save times a member, as the solves of the test above: the single solve `good` is their compiled program
+    batch = jnp.array(
+        [
+            [0.0, 0.2, 0.4, 0.5, 0.8, 1.0],  # good
+            [0.0, 0.5, 0.2, 0.6, 0.8, 1.0],  # not sorted
+            [0.0, 1.0, 2.0, 3.0, 4.0, 6.0],  # past t1 = 5
+            [0.2, 0.4, 1.0, 2.0, 3.0, 5.0],  # good, from 0.2
+        ]
+    )
     assert "callback" not in f.lower(batch).as_text()
     sol = f(batch)
     good = _gaussian_at(np.asarray(batch[0]))
@@ -216,14 +224,17 @@ def test_infinite_size_threshold_builds_the_program_without_the_event(solver):
     solve itself is unchanged: same status, steps and states as with the default event, which does
     not fire here."""
     stable = Softmax(V=jnp.eye(2), A=-jnp.eye(2))
-    ts = np.linspace(0.0, 3.0, 4)
+    # the shapes of the file's other solves (six save times and a 2x2 covariance; five save times and five
+    # particles), whose compiled programs the solves with the default event share
+    ts = np.linspace(0.0, 3.0, 6 if solver == "gaussian" else 5)
 
     def solve(x, threshold):
         if solver == "gaussian":
             return solve_gaussian(stable, jnp.zeros(2), x, t1=3.0, ts=ts, size_threshold=threshold)
         return solve_particles(stable, x, t1=3.0, ts=ts, size_threshold=threshold)
 
-    x = jnp.eye(2) / 2 if solver == "gaussian" else jnp.array([[1.0, 0.2], [-0.3, 0.5], [0.1, -1.0]])
+    particles = jnp.array([[1.0, 0.2], [-0.3, 0.5], [0.1, -1.0], [0.6, -0.4], [-0.8, 0.3]])
+    x = jnp.eye(2) / 2 if solver == "gaussian" else particles
     loops = {
         th: jax.jit(lambda x, th=th: solve(x, th).status).lower(x).as_text().count("stablehlo.while")
         for th in (None, 1e6, np.inf)
