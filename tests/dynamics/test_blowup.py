@@ -327,7 +327,10 @@ def test_counterexample_negative_definite_yet_blows_up():
     """Spec §3: VA + AᵀVᵀ ≺ 0 and A + Aᵀ ≺ 0, yet softmax blows up at t ≈ 19.68."""
     assert np.linalg.eigvalsh(V_CE @ A_CE + A_CE.T @ V_CE.T).max() < 0
     assert np.linalg.eigvalsh(A_CE + A_CE.T).max() < 0
-    sol = solve_gaussian(Softmax(V=V_CE, A=A_CE), np.zeros(2), S_CE, t1=100.0, rtol=1e-10, atol=1e-12)
+    # the default threshold 1e8 · tr Σ0 (tr Σ0 = 1) given, as the SciPy check below: the program of the threshold tests
+    sol = solve_gaussian(
+        Softmax(V=V_CE, A=A_CE), np.zeros(2), S_CE, t1=100.0, rtol=1e-10, atol=1e-12, size_threshold=1e8
+    )
     assert status_names(sol.status) == "blow_up"
     # tr Σ grows in bursts (V rotates): a local exponent test is unreliable here, the decade test is not
     assert float(sol.decade_ratio) < 0.05
@@ -529,11 +532,17 @@ def test_overflowing_trial_step_is_retried_not_a_stop():
     """Softmax with `V = 1e4 I` blows up at `t* = 1e-4`: the default first step overflows, the PID controller
     then proposed a NaN step and the guard stopped the solve as `non_finite` at `t = 0` with `Σ0`. The guard
     now retries with half the step. Also float32 with loose tolerances (`V = 2I`, `t* = 1/2`)."""
-    sol = solve_gaussian(Softmax(V=1e4 * np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 2, t1=5.0)
+    # the default thresholds given (1e8 · tr Σ0, 1e4 · tr Σ0 in float32; tr Σ0 = 1): one compiled program for each
+    # width with the threshold tests (float64) and the first-step tests below
+    sol = solve_gaussian(
+        Softmax(V=1e4 * np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 2, t1=5.0, size_threshold=1e8
+    )
     assert status_names(sol.status) == "blow_up"
     assert float(sol.t_blowup) == pytest.approx(1e-4, rel=1e-6)
     eye = np.eye(2, dtype=np.float32)
-    sol = solve_gaussian(Softmax(V=2 * eye, A=eye), np.zeros(2, np.float32), eye / 2, t1=5.0, rtol=1e-2, atol=1e-2)
+    sol = solve_gaussian(
+        Softmax(V=2 * eye, A=eye), np.zeros(2, np.float32), eye / 2, t1=5.0, rtol=1e-2, atol=1e-2, size_threshold=1e4
+    )
     assert status_names(sol.status) == "blow_up"
     assert float(sol.t_blowup) == pytest.approx(0.5, rel=1e-3)
 
@@ -550,7 +559,10 @@ def test_blowup_within_the_first_step_guessed_is_resolved_by_halving(dtype, v):
     step's own time (floored at `64 eps³` of the interval; at `64 eps²`, float32's `t* = 1e-13` still ended
     `non_finite` at `t = 0` with `t1 = 1`): shorter steps are tried until they resolve `t*`."""
     eye = np.eye(2, dtype=dtype)
-    sol = solve_gaussian(Softmax(V=v * eye, A=eye), np.zeros(2, dtype), eye / 2, t1=1.0, rtol=1e-5, atol=1e-6)
+    threshold = 1e8 if dtype == np.float64 else 1e4  # the default, 1e8 · tr Σ0 (1e4 in float32), given: as above
+    sol = solve_gaussian(
+        Softmax(V=v * eye, A=eye), np.zeros(2, dtype), eye / 2, t1=1.0, rtol=1e-5, atol=1e-6, size_threshold=threshold
+    )
     assert status_names(sol.status) == "blow_up"
     assert float(sol.t_blowup) == pytest.approx(1.0 / v, rel=1e-4)
     assert float(sol.t_final) == pytest.approx(1.0 / v, rel=1e-4)  # the threshold crossing, just before t*
