@@ -78,20 +78,27 @@ def test_traced_invalid_converge_tol_is_flagged():
 
 def test_half_precision_gaussian_message_names_what_fails_for_its_kernel():
     """It said "the square root of `cov0` and the Sinkhorn map use eigh" (and float16's range) for any kernel,
-    state and dtype: a softmax solve from `factor0` takes no ``eigh``, and bfloat16's range holds the threshold."""
+    state and dtype: a softmax solve from `factor0` takes no ``eigh``, and bfloat16's range holds the threshold. A
+    review: it named the default threshold and rtol where the caller had given their own."""
     from hassejax.dynamics import Sinkhorn
 
     e = jnp.eye(2, dtype=jnp.float16)
     with pytest.raises(ParameterError) as info:
         solve_gaussian(Softmax(V=e, A=e), jnp.zeros(2, jnp.float16), factor0=e, t1=1.0)
     assert "eigh" not in str(info.value) and "Sinkhorn" not in str(info.value)
-    assert "float16's range ends at 65504" in str(info.value)
-    with pytest.raises(ParameterError, match=r"the square root of `cov0` uses eigh.*float16's range") as info:
+    assert "float16 (eps 9.8e-04) resolves neither a useful rtol" in str(info.value)
+    assert "its range ends at 65504" in str(info.value)
+    with pytest.raises(
+        ParameterError, match=r"the square root of `cov0` uses eigh.*float16 .*range ends at 65504"
+    ) as info:
         solve_gaussian(Softmax(V=e, A=e), jnp.zeros(2, jnp.float16), e, t1=1.0)
     assert "Sinkhorn" not in str(info.value)
     with pytest.raises(ParameterError, match=r"the Sinkhorn map uses eigh, which has no half precision; float16"):
         solve_gaussian(Sinkhorn(V=e, A=e), jnp.zeros(2, jnp.float16), factor0=e, t1=1.0)
     b = jnp.eye(2, dtype=jnp.bfloat16)
-    with pytest.raises(ParameterError, match=r"bfloat16 \(eps 7\.8e-03\) resolves neither the default rtol") as info:
+    with pytest.raises(ParameterError, match=r"bfloat16 \(eps 7\.8e-03\) resolves neither a useful rtol") as info:
         solve_gaussian(Softmax(V=b, A=b), jnp.zeros(2, jnp.bfloat16), factor0=b, t1=1.0)
     assert "65504" not in str(info.value)
+    with pytest.raises(ParameterError) as info:  # the caller's own threshold: the message names no default as the cause
+        solve_gaussian(Softmax(V=e, A=e), jnp.zeros(2, jnp.float16), factor0=e, t1=1.0, size_threshold=100.0)
+    assert "float16 (eps 9.8e-04) resolves neither a useful rtol" in str(info.value)

@@ -635,8 +635,8 @@ def solve_settings(
     if values["converge_tol"] is not None and values["converge_tol"] < tiny:  # 0 or subnormal there: log(tol) = -inf
         raise ParameterError(
             f"`converge_tol` must be at least the smallest normal number of the state's dtype {jnp.dtype(dtype).name}, "
-            f"{tiny:.4g} (below it the value is {'0' if values['converge_tol'] == 0 else 'subnormal'} there and the "
-            f"steady-state event would never fire); got {converge_tol!r:.40}. Pass converge_tol >= {tiny:.4g} or "
+            f"{tiny!r} (below it the value is {'0' if values['converge_tol'] == 0 else 'subnormal'} there and the "
+            f"steady-state event would never fire); got {converge_tol!r:.40}. Pass converge_tol >= {tiny!r} or "
             f"None for no steady-state event{'' if jnp.dtype(dtype) == jnp.float64 else ', or use a float64 state'}."
         )
     if values["size_threshold"] is not None:  # concrete: the value in the state's dtype (inf beyond its range)
