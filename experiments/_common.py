@@ -16,6 +16,7 @@ import math
 import os
 import platform
 import sys
+import threading
 import time
 from collections.abc import Callable
 from importlib import metadata
@@ -51,6 +52,12 @@ logging.getLogger("fontTools.ttLib.tables._h_e_a_d").addFilter(_not_font_timesta
 _LAYOUT_TABLES = ("GSUB", "GPOS", "GDEF", "BASE", "JSTF", "MATH", "kern")
 
 
+_SUBSET_PATCH = {"lock": threading.Lock(), "depth": 0, "base": None}
+"""The swap of :func:`_pdf_subsets_without_layout_tables`: installed by the first of overlapping uses (threads),
+restored by the last (a review: each use restoring the class it saw on entry left the swap on after two overlapping
+uses)."""
+
+
 @contextlib.contextmanager
 def _pdf_subsets_without_layout_tables():
     """While active, matplotlib's PDF backend subsets the TrueType fonts it embeds (``pdf.fonttype`` 42)
@@ -61,29 +68,39 @@ def _pdf_subsets_without_layout_tables():
     matplotlib subsets each font with a ``fontTools.subset.Subsetter``; this swaps in a subclass that removes
     the tables from the (lazily read) font before subsetting it, so they are never decoded (as
     ``Options.drop_tables`` would be too late: fontTools reads GSUB, GPOS and GDEF before it drops tables),
-    and restores the class on exit. Where fontTools is missing or has no such class, nothing changes."""
+    and restores the class when the last overlapping use ends (:data:`_SUBSET_PATCH`). Where fontTools is
+    missing or has no such class, nothing changes."""
     try:
         from fontTools import subset
     except ImportError:  # matplotlib embeds no subset fonts without it
         yield
         return
-    base = getattr(subset, "Subsetter", None)
-    if not isinstance(base, type):
-        yield
-        return
+    patch = _SUBSET_PATCH
+    with patch["lock"]:
+        if patch["depth"] == 0:
+            base = getattr(subset, "Subsetter", None)
+            if not isinstance(base, type):
+                base = None
+            else:
 
-    class _Subsetter(base):
-        def subset(self, font):
-            for tag in _LAYOUT_TABLES:
-                if tag in font:
-                    del font[tag]
-            return super().subset(font)
+                class _Subsetter(base):
+                    def subset(self, font):
+                        for tag in _LAYOUT_TABLES:
+                            if tag in font:
+                                del font[tag]
+                        return super().subset(font)
 
-    subset.Subsetter = _Subsetter
+                subset.Subsetter = _Subsetter
+            patch["base"] = base
+        patch["depth"] += 1
     try:
         yield
     finally:
-        subset.Subsetter = base
+        with patch["lock"]:
+            patch["depth"] -= 1
+            if patch["depth"] == 0 and patch["base"] is not None:
+                subset.Subsetter = patch["base"]
+                patch["base"] = None
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -109,6 +109,14 @@ def test_the_subsetter_is_restored(common):
     with pytest.raises(RuntimeError), common._pdf_subsets_without_layout_tables():
         raise RuntimeError("a figure that fails to save")
     assert subset.Subsetter is base
+    # overlapping uses (two threads), the first to end not the last to start (a review: the swap stayed on)
+    a, b = common._pdf_subsets_without_layout_tables(), common._pdf_subsets_without_layout_tables()
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)
+    assert subset.Subsetter is not base  # b still writing
+    b.__exit__(None, None, None)
+    assert subset.Subsetter is base
 
 
 if __name__ == "__main__":  # pragma: no cover
