@@ -138,8 +138,9 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
             start = jtu.tree_map(lambda a, b: jnp.where(keep, a, b), y1_candidate, y0)
             _, target = room(start)
             cap = jnp.where((speed > 0) & jnp.isfinite(target), target / jnp.where(speed > 0, speed, 1.0), jnp.inf)
+            proposal = next_t1 - next_t0  # the inner controller's (and the growth limit's) next step
             next_t0 = jnp.where(keep, next_t0, t0)
-            base = jnp.where(over, dt, next_t1 - next_t0)
+            base = jnp.where(over, jnp.minimum(dt, proposal), proposal)
             next_t1 = jnp.where(bad, next_t1, next_t0 + jnp.minimum(base, cap))
         edge_hit = jnp.asarray(False)
         if self.edge_stop is not None and self.record:  # a layer edge the solve cannot cross (module docstring)

@@ -549,8 +549,10 @@ def solve_gaussian(
       threshold the solve reaches; a crossing whose last step grew it by more than two decades would read
       ``undetermined``); layer edges
       of :class:`PiecewiseConstant` parameters are not step boundaries there, a step ends at most a quarter
-      into the layer after the next edge (so none steps over a short layer) and `t*` after an edge is less
-      accurate than the factor state's (1.1e-6 against 1.3e-8 at `rtol = 1e-8`); its state at `t1` is read
+      into the layer after the next edge (so none steps over a short layer), `t*` after an edge is less
+      accurate than the factor state's (1.1e-6 against 1.3e-8 at `rtol = 1e-8`), and in float32 a jump of
+      the vector field by orders of magnitude at an edge can end ``max_steps_reached`` (the controller
+      rejects every step across it down to the rounding of `τ`; the factor state steps to the edges); its state at `t1` is read
       from the solver's dense output where `t = t1` (a time event), so a solver with a low-order interpolant
       ends less accurately there (``diffrax.Kvaerno5()``, `Σ(t1)` of a contracting solve at `rtol = 1e-8`:
       5.9e-6 relative, against 3.1e-8 with the default Tsit5).
