@@ -93,6 +93,7 @@ def test_spec_counterexample_blows_up_in_bursts_at_19_68():
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), scale=st.sampled_from([0.3, 1.0, 3.0]))
 @example(seed=479001599, scale=0.3)
+@example(seed=26465327, scale=1.0)
 def test_same_verdict_and_time_as_the_factor_state(seed, scale):
     """Random `V`, `A` (d = 3), well-conditioned `Σ0`: the factor state's status, and its `t*` or end state."""
     r = np.random.default_rng(seed)
@@ -104,6 +105,15 @@ def test_same_verdict_and_time_as_the_factor_state(seed, scale):
     proj = solve_gaussian(model, alpha0, s0, state="projective", **kw)
     fac = solve_gaussian(model, alpha0, s0, **kw)
     verdicts = {status_names(proj.status), status_names(fac.status)}
+    if len(verdicts) == 2 and "max_steps_reached" in verdicts:
+        # One state ran out of its step budget near the other's step count (`tr Σ` oscillating by decades, ~1e5
+        # steps at rtol 1e-10 in either time; seed 26465327, scale 1: projective completed in 96,825 steps, the
+        # factor state needs 102,767 of its 100,000): that one again with four times the budget.
+        if status_names(fac.status) == "max_steps_reached":
+            fac = solve_gaussian(model, alpha0, s0, max_steps=400_000, **kw)
+        else:
+            proj = solve_gaussian(model, alpha0, s0, state="projective", max_steps=400_000, **kw)
+        verdicts = {status_names(proj.status), status_names(fac.status)}
     if verdicts == {"blow_up", "diverge"}:
         # The one case the verdicts may differ: the same crossing (to the tolerance) with a growth law between
         # the decade test's two references, read through different windows (logistic in the projective state,
