@@ -536,11 +536,8 @@ def test_l2_piecewise_constant_beta_c_negative_on_a_layer_the_solve_reaches_is_r
     # the negative layer not reached: solved, as the same βc written as a callable (and the first layer's value
     # holds before its start: t0 = -1 meets no negative layer either)
     step = _DepthFunction([1.0, 1.5], [1.0, -1.0, -1.0])  # 1 for t < 1, then -1
-    # `c = 1` written as two equal layers on the boundaries of `ok`'s `c` below: βc = β as before (negative from
-    # t = 1 on), and the solve is the compiled program of `ok`'s (a scalar `c` compiled one of its own)
-    c_one = PiecewiseConstant(np.array([1.0, 1.0]), t_edges=[0.0, 1.5, 3.0])
     for t0 in (0.0, -1.0):
-        sol = solve(model(pos_neg, c_one), 0.9, t0)
+        sol = solve(model(pos_neg, 1.0), 0.9, t0)
         ref = solve(model(step, 1.0), 0.9, t0)
         assert status_names(sol.status) == status_names(ref.status) == "completed"
         np.testing.assert_allclose(np.asarray(sol.cov_final), np.asarray(ref.cov_final), rtol=1e-7)  # steps differ
