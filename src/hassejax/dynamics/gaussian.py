@@ -549,10 +549,12 @@ def solve_gaussian(
       threshold the solve reaches; a crossing whose last step grew it by more than two decades would read
       ``undetermined``); layer edges
       of :class:`PiecewiseConstant` parameters are not step boundaries there, a step ends at most a quarter
-      into the layer after the next edge (so none steps over a short layer), `t*` after an edge is less
-      accurate than the factor state's (1.1e-6 against 1.3e-8 at `rtol = 1e-8`), and in float32 a jump of
-      the vector field by orders of magnitude at an edge can end ``max_steps_reached`` (the controller
-      rejects every step across it down to the rounding of `τ`; the factor state steps to the edges); its state at `t1` is read
+      into the layer after the next edge (so none steps over a short layer), and `t*` and the end state after
+      an edge are less accurate than the factor state's (at `rtol = 1e-8`: `t*` 1.1e-6 against 1.3e-8; `Σ(t1)`
+      after a short layer with `V` 1e3 times larger, up to 6e-5 against 4e-6, a review); in float32 a jump
+      of the vector field by orders of magnitude at an edge can end ``max_steps_reached`` in either state
+      (the controller rejects every step across it down to the rounding of the time; a review: 4 of 14 such
+      problems in this state, 8 in the factor state); its state at `t1` is read
       from the solver's dense output where `t = t1` (a time event), so a solver with a low-order interpolant
       ends less accurately there (``diffrax.Kvaerno5()``, `Σ(t1)` of a contracting solve at `rtol = 1e-8`:
       5.9e-6 relative, against 3.1e-8 with the default Tsit5).
