@@ -186,7 +186,7 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
 
         def room(v):  # how far in `t` a step from `v` may go: to a quarter into the layer after the next edge
             t = time_of(_unpack(v))
-            e = jnp.min(jnp.where(edges > t, edges, jnp.inf))
+            e = next_edge(v)
             after = jnp.min(jnp.where(edges > e, edges, jnp.inf))
             into = jnp.where(jnp.isfinite(after), 0.25 * (after - jnp.where(jnp.isfinite(e), e, 0.0)), jnp.inf)
             gap = jnp.where(jnp.isfinite(e), e - t, jnp.inf)
