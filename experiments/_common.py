@@ -48,7 +48,8 @@ logging.getLogger("fontTools.ttLib.tables._h_e_a_d").addFilter(_not_font_timesta
 # into the page, and a viewer draws the glyphs it is told to with the outlines and metrics of glyf, loca, head,
 # hhea, hmtx, maxp (and the hinting tables cvt, fpgm, prep), the tables PDF 32000-1:2008 §9.9 names for an
 # embedded TrueType font program. Subsetting DejaVu Sans with them decodes its large GSUB and GPOS tables in
-# Python for every font of every PDF: 0.3–0.5 s of a 0.45–0.6 s PDF write of a small figure.
+# Python for every font of every PDF: most of a 0.43–0.59 s PDF write of a small figure, 0.18–0.29 s without them
+# (benchmarks/README.md, session 32).
 _LAYOUT_TABLES = ("GSUB", "GPOS", "GDEF", "BASE", "JSTF", "MATH", "kern")
 
 
