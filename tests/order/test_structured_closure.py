@@ -443,6 +443,50 @@ def test_forced_structured_route_warns_once_where_auto_would_switch(monkeypatch)
         flow_summary(from_spec("sliding_window(n=200, left=3)", form="intervals"), method="structured")
 
 
+def test_auto_route_of_a_dense_array_falls_back_to_bitpacked_as_an_interval_mask(monkeypatch):
+    """A dense array of few key runs a row (n >= 1024) took the structured route under ``method="auto"`` in
+    `reachability` and `convergence_depth` without the bit-packed fallback an IntervalMask gets where the powers'
+    runs multiply (a random sparse mask of at most 4 keys a row is such a mask). Now each mask of a stack switches
+    on its own, with the answers of dense powers and no warning; a mask whose runs stay few keeps the structured
+    route."""
+    import warnings
+
+    from hassejax.masks import from_spec
+    from hassejax.order import _route_rules, depth, reach
+
+    a = from_spec("dilated(n=200, window=6, dilation=4)", form="intervals").to_dense()
+    causal = np.tril(np.ones((200, 200), dtype=bool))
+    powers = dense_powers(a | np.eye(200, dtype=bool))
+    monkeypatch.setattr(reach, "_STRUCTURED_MIN_N", 100)  # the structured route for dense input from n = 100
+    monkeypatch.setattr(depth, "_STRUCTURED_MIN_N", 100)
+    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)  # the limit n³/64 = 125,000 candidate runs
+    calls = []
+
+    def spy(name, fn):
+        def wrapped(*args, **kwargs):
+            calls.append(name)
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    for module, name in ((reach, "_host_closure"), (reach, "_host_power"), (depth, "_host_depth")):
+        monkeypatch.setattr(module, name, spy(name, getattr(module, name)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        limit = np.asarray(reachability(np.stack([a, causal])))
+        late = np.asarray(reachability(a, len(powers) - 1))
+        depths = np.asarray(convergence_depth(np.stack([causal, a])))
+    np.testing.assert_array_equal(limit[0], powers[-1])
+    np.testing.assert_array_equal(limit[1], causal)
+    np.testing.assert_array_equal(late, powers[-2])
+    assert depths.tolist() == [1, len(powers)]
+    assert calls == ["_host_closure", "_host_power", "_host_depth"]  # once each: the dilated mask only
+    calls.clear()
+    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", float(1 << 24))  # the real floor: the structured route
+    np.testing.assert_array_equal(np.asarray(reachability(a)), powers[-1])
+    assert int(convergence_depth(a)) == len(powers) and calls == []
+
+
 def test_forced_structured_route_of_a_dense_array_warns_as_an_interval_mask(monkeypatch):
     """`reachability` and `convergence_depth` of a dense array with ``method="structured"`` forced took the
     structured route without the warning that an IntervalMask (and `flow_summary`) gets where ``"auto"`` would

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import no_type_check
 
 import jax
 import jax.numpy as jnp
@@ -178,8 +179,21 @@ def convergence_depth(
         depths = []
         with warn_if_forced_structured(n, forced), progress_bar(delay, "L* (structured)", "products") as bar:
             for b in range(batch):
-                table = PowerTable(IntervalMask.from_dense(flat[b], name="mask").with_diagonal(), name="mask")
-                depths.append(table.depth(bar))
+                intervals = IntervalMask.from_dense(flat[b], name="mask").with_diagonal()
+
+                @no_type_check  # closures made per call (see pyproject)
+                def structured(intervals=intervals, bar=bar):
+                    return PowerTable(intervals, name="mask").depth(bar)
+
+                @no_type_check
+                def dense(why=None, one=flat[b : b + 1]):  # "auto": the powers' runs multiply (as an IntervalMask's)
+                    _check_bitpacked_depth_memory(n, int(np.count_nonzero(one)), 1)
+                    return int(_host_depth(one)[0])
+
+                if forced == "auto":
+                    depths.append(structured_or_dense(intervals, "auto", structured, dense))
+                else:
+                    depths.append(structured())
         return jnp.asarray(np.asarray(depths, dtype=np.int32).reshape(batch_shape))
     if method == "auto":
         per_mask = np.count_nonzero(flat, axis=(-2, -1))

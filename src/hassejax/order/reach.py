@@ -203,7 +203,7 @@ def reachability(
         return jnp.asarray(a)
 
     if method == "auto" and not traced and n >= _STRUCTURED_MIN_N and _few_runs(a.reshape(-1, n, n)).all():
-        return _dense_via_structured_batch(a, num_layers, delay)
+        return _dense_via_structured_batch(a, num_layers, delay, method="auto")
     nnz, nnz_max = (float(n * n), n * n) if traced or method == "matmul" else _nnz(a)
     if method == "auto" and traced:
         method = "matmul"
@@ -344,15 +344,35 @@ def _structured_power(table: PowerTable, num_layers, delay: float | None, note: 
         return table.limit(bar) if num_layers is None else table.power(num_layers, bar)
 
 
-def _dense_via_structured_batch(a: np.ndarray, num_layers, delay: float | None = None) -> jax.Array:
-    """The structured route for a concrete dense stack ``(*batch, n, n)`` (adjacencies), mask by mask."""
+def _dense_via_structured_batch(
+    a: np.ndarray, num_layers, delay: float | None = None, method: str = "structured"
+) -> jax.Array:
+    """The structured route for a concrete dense stack ``(*batch, n, n)`` (adjacencies), mask by mask.
+
+    Under ``method="auto"`` a mask whose powers' runs multiply goes to the bit-packed route as an IntervalMask
+    does (:func:`hassejax.order._route_rules.structured_or_dense`): a few runs a row need not stay few in a power
+    (a random sparse mask of at most 4 keys a row, n = 1024)."""
     n = a.shape[-1]
     flat = a.reshape(-1, n, n)
     out = np.empty_like(flat)
+    what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
+    short = "R" if num_layers is None else f"R^({num_layers})"
     for b in range(flat.shape[0]):
-        table = PowerTable(IntervalMask.from_dense(flat[b], name="mask"), name="mask")
+        intervals = IntervalMask.from_dense(flat[b], name="mask")
+        table = PowerTable(intervals, name="mask")
         note = f"mask {b + 1}/{flat.shape[0]}" if flat.shape[0] > 1 else ""
-        out[b] = _structured_power(table, num_layers, delay, note).to_dense()
+
+        @no_type_check  # a closure made per call (see pyproject)
+        def structured(table=table, note=note):
+            return _structured_power(table, num_layers, delay, note).to_dense()
+
+        @no_type_check
+        def dense(why=None, one=flat[b]):
+            _check_bitpacked_memory(n, int(np.count_nonzero(one)), 1, what, "mask")
+            with progress_bar(delay, f"{short} (bit-packed)", "batches" if num_layers is None else "rounds") as bar:
+                return _host_closure(one, bar) if num_layers is None else _host_power(one, num_layers, bar)
+
+        out[b] = structured() if method != "auto" else structured_or_dense(intervals, "auto", structured, dense)
     return jnp.asarray(out.reshape(a.shape))
 
 
