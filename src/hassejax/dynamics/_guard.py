@@ -38,6 +38,15 @@ y1)` is asked (under ``lax.cond``: outside ``vmap`` it costs nothing on the othe
 ends there, with the step kept (`edge_keep`) or rejected, its
 result ``RESULTS.nonfinite`` and the record's flag `edge_hit` set, which the solvers read as ``undetermined``.
 
+A solve that cannot progress ends with ``RESULTS.dt_min_reached`` at its last accepted step (as at the step budget):
+a step of zero length (its next is zero too), or a rejected step (by the error test or a limit below, not for NaN/inf)
+whose retry is the same step. Steps within a few rounding units of `t` do that: the controller's shorter retry rounds
+back to the same end time, and with the same state, step and controller state the loop repeats it exactly until the
+step budget runs out (float32: a blow-up faster than `t`'s rounding resolves, e.g. the default threshold 1e4 ×
+`tr Σ0` with `t* − t = 0.02` past a layer edge at `t = 10`, spent 99,957 rejected steps of 100,000 at `t = 10.02`
+and ended ``max_steps_reached``; float64 from `t0 = 100` with `t* − t0 = 1e-6`). Within the last 128 rounding units
+of the interval diffrax shortens a retry itself, and the guard does not stop there. (derived)
+
 With `edge_limit = (time, room)` a step may advance the state's time `time(y)` by at most `room(y)[0]`: a
 solver whose steps are not in the time of the layer edges (the projective state steps in `τ`, the edges are in
 `t`) cannot clip its steps to the edges as diffrax's ``jump_ts`` does, and a step across a whole short layer
@@ -89,11 +98,12 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
     edge_stop: tuple[Callable, Callable] | None = eqx.field(static=True, default=None)
     edge_keep: bool = eqx.field(static=True, default=True)
     edge_limit: tuple[Callable, Callable] | None = eqx.field(static=True, default=None)
+    t_end: jax.Array | None = None
 
     def wrap(self, direction):
         return type(self)(
             self.inner.wrap(direction), self.dt_stop, self.finite, self.shrink, self.record, self.growth_limit,
-            self.edge_stop, self.edge_keep, self.edge_limit,
+            self.edge_stop, self.edge_keep, self.edge_limit, self.t_end,
         )  # fmt: skip
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
@@ -153,9 +163,16 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
             if not self.edge_keep:
                 keep = keep & ~edge_hit
             stop = stop | edge_hit
-        next_t1 = jnp.where(stop, t1, jnp.where(bad, t0 + step, next_t1))
+        # no progress (module docstring): a step of zero length, or a rejected step retried as itself (below the
+        # last 128 rounding units of the interval, where diffrax itself shortens a retry)
+        retried_as_itself = ~keep & (next_t0 == t0) & (next_t1 >= t1)
+        if self.t_end is not None:
+            retried_as_itself = retried_as_itself & (next_t1 + 128 * eps * jnp.abs(self.t_end) <= self.t_end)
+        stall = (retried_as_itself | (t1 <= t0)) & ~bad & ~stop & (result == diffrax.RESULTS.successful)
+        next_t1 = jnp.where(stop | stall, t1, jnp.where(bad, t0 + step, next_t1))
         next_t0 = jnp.where(bad, t0, next_t0)
         result = diffrax.RESULTS.where(stop, diffrax.RESULTS.nonfinite, result)
+        result = diffrax.RESULTS.where(stall, diffrax.RESULTS.dt_min_reached, result)
         if self.record:  # the last accepted step: its start, its end and the state there, as the loop holds them
             t_start = jnp.where(keep, t0, controller_state[1])
             t_acc = jnp.where(keep, t1, t0)
@@ -206,4 +223,6 @@ def guard(
     eps = jnp.finfo(jnp.result_type(t0, t1)).eps
     dt_stop = STOP_ULPS * eps**3 * scale
     cls = AdaptiveFiniteGuard if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController) else FiniteGuard
-    return cls(controller, dt_stop, finite, adapts(controller), record, growth_limit, edge_stop, edge_keep, edge_limit)
+    return cls(
+        controller, dt_stop, finite, adapts(controller), record, growth_limit, edge_stop, edge_keep, edge_limit, t1
+    )

@@ -777,7 +777,8 @@ def default_size_factor(dtype) -> float:
     """Default size threshold as a multiple of the initial size: `1e8` in float64, `1e4` below.
 
     Near a blow-up `λ ~ c/(t* − t)`, reaching `1e8 λ0` needs `t* − t ~ 1e-8 t*`, finer than
-    float32 resolves in time (eps 1.2e-7): the step would shrink until `max_steps_reached`.
+    float32 resolves in time (eps 1.2e-7): the step would shrink to the rounding of `t` and the solve
+    end `dt_min_reached` there.
     `1e4` keeps the decade test (which needs >= 1e3) in reach.
     """
     return 1e8 if jnp.finfo(dtype).bits >= 64 else 1e4

@@ -446,8 +446,9 @@ def solve_gaussian(
       :meth:`~hassejax.dynamics.AbstractAttention.gaussian_second_moment`) both events watch
       `S = Σ + ααᵀ` in place of `Σ`: the size `tr S = tr Σ + ‖α‖²` and `‖S'‖_F` (a point mass,
       `Σ0 = 0`, blows up or contracts in its mean alone);
-    - `t1` ⇒ `completed`; step budget ⇒ `max_steps_reached`; integrator failure ⇒
-      `dt_min_reached`; a step that would make the state NaN/inf (a NaN vector field, a
+    - `t1` ⇒ `completed`; step budget ⇒ `max_steps_reached`; integrator failure, or a step
+      rejected at one rounding unit of `t` (no shorter step moves `t`; float32 near a fast
+      blow-up) ⇒ `dt_min_reached` at the last accepted step; a step that would make the state NaN/inf (a NaN vector field, a
       constant step past a blow-up) or `tr Σ` reach `1/finfo(dtype).tiny` (float32: 8.5e37,
       where L2's vector field underflows to zero) ⇒ `non_finite`, stopped at the last finite
       state.
@@ -504,9 +505,10 @@ def solve_gaussian(
       `tr Σ0` by more than rounding is refused, and one at or above `1/finfo(dtype).tiny` is never
       reached: the solve stops as ``non_finite`` there; one beyond the dtype's range is `inf`). A concrete `inf` builds
       the program without the size event (no root find, decade test or growth rates: it
-      compiles in about half the time); a blow-up then ends as ``max_steps_reached`` or
-      ``non_finite`` at the last finite state (under ``vmap`` the rest of its batch or sweep
-      chunk keeps stepping in lockstep until then: pass `inf` for families that stay bounded).
+      compiles in about half the time); a blow-up then ends as ``dt_min_reached`` (its steps at
+      the rounding of `t`), ``max_steps_reached`` or ``non_finite`` at the last finite state
+      (under ``vmap`` the rest of its batch or sweep chunk keeps stepping in lockstep until then:
+      pass `inf` for families that stay bounded).
       Relative accuracy of a threshold-based
       `t_blowup` is about `tr Σ0 / threshold`; extrapolation is exact to `O(threshold⁻²)`
       for the softmax closed form.
@@ -552,8 +554,9 @@ def solve_gaussian(
       into the layer after the next edge (so none steps over a short layer), and `t*` and the end state after
       an edge are less accurate than the factor state's (at `rtol = 1e-8`: `t*` 1.1e-6 against 1.3e-8; `Σ(t1)`
       after a short layer with `V` 1e3 times larger, up to 6e-5 against 4e-6, a review); in float32 a jump
-      of the vector field by orders of magnitude at an edge can end ``max_steps_reached`` in either state
-      (the controller rejects every step across it down to the rounding of the time; a review: 4 of 14 such
+      of the vector field by orders of magnitude at an edge can end ``dt_min_reached`` in either state
+      (the controller rejects every step across it down to the rounding of the time, where the solve stops; it
+      spent its whole step budget there and ended ``max_steps_reached`` before; a review: 4 of 14 such
       problems in this state, 8 in the factor state); its state at `t1` is read
       from the solver's dense output where `t = t1` (a time event), so a solver with a low-order interpolant
       ends less accurately there (``diffrax.Kvaerno5()``, `Σ(t1)` of a contracting solve at `rtol = 1e-8`:

@@ -54,14 +54,17 @@ class Status(enum.IntEnum):
       finite, or the condition there more than a decade from zero, e.g. a constant step or a
       forced `dtmin` across a blow-up) stands at the end of that step, and is `undetermined` (8).
     - `max_steps_reached` (4): the step budget ran out. Not reported as a blow-up, though it
-      may be one: a threshold closer to a blow-up than the dtype resolves in time ends here.
-      Near `c/(t* − t)` growth the threshold is reached at `t* − t_e ≈ (t* − t0) λ0 /
-      threshold`, which must be well above the rounding of `t*`, `eps · |t*|`: from `t0 = 0`
-      float64 resolves thresholds up to ~1e15 × the initial size, but from `t0 = 100` with
+      may be one.
+    - `dt_min_reached` (5): the integrator could not advance: a minimum step size, any other
+      integrator failure, or steps at the rounding of `t` (a step of zero length, or a rejected
+      step whose shorter retry rounds back to the same step; the solve stops at its last accepted
+      step instead of repeating it until the step budget runs out). Not reported as a blow-up,
+      though it may be one: a threshold closer to a blow-up than the dtype resolves in time ends
+      here (it ended ``max_steps_reached`` after the whole budget before). Near `c/(t* − t)`
+      growth the threshold is reached at `t* − t_e ≈ (t* − t0) λ0 / threshold`, which must be
+      well above the rounding of `t*`, `eps · |t*|`: from `t0 = 0` float64 resolves thresholds up to ~1e15 × the initial size, but from `t0 = 100` with
       `t* − t0 = 1e-6` not even the default 1e8 × (pass a lower `size_threshold`, or shift
       the time origin).
-    - `dt_min_reached` (5): the integrator could not advance (minimum step size, or any
-      other integrator failure such as too many rejected steps).
     - `non_finite` (6): the next step would make the state NaN/inf (a vector field that
       turns NaN, e.g. a parameter NaN from some depth on or an L2 map where a traced or callable
       `βc` is negative, or a constant-step solve stepping
