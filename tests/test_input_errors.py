@@ -385,6 +385,33 @@ def test_converge_tol_below_the_state_dtypes_smallest_normal_is_refused():
     assert int(sol.status) >= 0
 
 
+def test_atol_below_the_state_dtypes_smallest_normal_is_refused():
+    """A concrete `atol` that is 0 (1e-50) or subnormal (1e-40, flushed to 0 by XLA) in a float32 state ended the solve
+    ``non_finite`` at `t0` (a zero mean admits no step under a zero error budget, as `atol = 0`, which is refused);
+    now refused by name in every solver; a traced one (one per member) is ``invalid_tolerance`` for that member."""
+    eye = np.eye(2, dtype=np.float32)
+    model = Softmax(V=eye, A=eye)
+    match = r"`atol` must be at least the smallest normal number of the state's dtype float32, 1\.1754943508222875e-38"
+    with pytest.raises(ParameterError, match=match + r" \(below it the value is 0 there.*got 1e-50"):
+        solve_gaussian(model, np.zeros(2, np.float32), eye / 4, t1=5.0, rtol=1e-5, atol=1e-50)
+    with pytest.raises(
+        ParameterError, match=match + r" \(below it the value is subnormal, which XLA.*float64 state\.$"
+    ):
+        solve_particles(model, np.array([[1.0, 0.0], [0.0, 1.0]], np.float32), t1=1.0, rtol=1e-5, atol=1e-40)
+    with pytest.raises(ParameterError, match=r"dtype float64, 2\.2250738585072014e-308 .*subnormal.*got 1e-310\. Pass"):
+        solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 4, t1=5.0, atol=1e-310)
+    # the value the message suggests is accepted, and solves as a small atol does (t* = 2 from Σ0 = I/4)
+    tiny = float(np.finfo(np.float32).tiny)
+    sol = solve_gaussian(model, np.zeros(2, np.float32), eye / 4, t1=5.0, rtol=1e-5, atol=tiny)
+    assert status_names(sol.status) == "blow_up" and abs(float(sol.t_blowup) - 2.0) < 1e-3
+    # traced: the member below the smallest normal is flagged, the other solves as alone
+    sols = jax.vmap(
+        lambda a: solve_gaussian(model, jnp.zeros(2, jnp.float32), jnp.asarray(eye / 4), t1=5.0, rtol=1e-5, atol=a)
+    )(jnp.asarray([1e-6, 1e-40], jnp.float32))
+    assert list(status_names(sols.status)) == ["blow_up", "invalid_tolerance"]
+    assert abs(float(sols.t_blowup[0]) - 2.0) < 1e-3
+
+
 def test_format_class_names_and_contains_positions_name_the_bad_value():
     """A fresh-user review: ``format_class([0, 1], names=['a'])`` raised a bare IndexError, and
     ``IntervalMask.contains`` blamed the (valid) dtype for a position out of range."""

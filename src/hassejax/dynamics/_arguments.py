@@ -137,7 +137,7 @@ def check_size_threshold(size_threshold, size0, what: str, dtype) -> None:
 
 def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, dtype=None) -> None:
     """Raise :class:`ParameterError` for an `rtol` that is negative or non-finite, an `atol`
-    that is not finite and > 0, a `max_steps` that is not a positive integer, or a `dt0`
+    that is not finite and > 0 (at least the smallest normal number of `dtype`), a `max_steps` that is not a positive integer, or a `dt0`
     that is not finite and > 0 (concrete values; the tolerances' values only when the default
     PID controller is used, their type always).
 
@@ -157,6 +157,15 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
     if tol.get("atol") == 0:  # a state component that is exactly 0 would get a zero error budget
         raise ParameterError(
             "`atol` must be > 0 (with atol = 0 an exactly-zero state component, e.g. a zero mean, admits no step); got 0."
+        )
+    tiny = float(jnp.finfo(dtype).tiny) if dtype is not None else 0.0
+    if "atol" in tol and tol["atol"] < tiny:  # 0 or subnormal there: XLA flushes it to 0 (as atol = 0 above)
+        name = jnp.dtype(dtype).name
+        raise ParameterError(
+            f"`atol` must be at least the smallest normal number of the state's dtype {name}, {tiny!r} (below it the "
+            f"value is {'0' if np.asarray(tol['atol'], dtype) == 0 else 'subnormal, which XLA flushes to 0,'} there: "
+            "an exactly-zero state component, e.g. a zero mean, admits no step and the solve ended non_finite at t0); "
+            f"got {atol!r:.40}. Pass atol >= {tiny!r}" + (", or use a float64 state." if name != "float64" else ".")
         )
     floor = 5 * float(jnp.finfo(dtype).eps) if dtype is not None else 0.0
     if "rtol" in tol and 0 < tol["rtol"] < floor:
