@@ -137,13 +137,14 @@ def check_size_threshold(size_threshold, size0, what: str, dtype) -> None:
 
 def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, dtype=None) -> None:
     """Raise :class:`ParameterError` for an `rtol` that is negative or non-finite, an `atol`
-    that is not finite and > 0 (at least the smallest normal number of `dtype`), a `max_steps` that is not a positive integer, or a `dt0`
-    that is not finite and > 0 (concrete values; the tolerances' values only when the default
-    PID controller is used, their type always).
+    that is not finite or below the smallest normal number of `dtype` (0 and subnormals are
+    flushed to 0), a `max_steps` that is not a positive integer, or a `dt0` that is not finite
+    and > 0 (concrete values; the tolerances' values only when the default PID controller is
+    used, their type always).
 
     Warns (``RuntimeWarning``) when `rtol` is below what the state's `dtype` resolves (under
-    5 ulps, e.g. the default 1e-8 in float32): the controller would shrink the step until
-    `max_steps_reached`. Enable float64 (``jax_enable_x64``) or loosen `rtol`.
+    5 ulps, e.g. the default 1e-8 in float32): the controller may shrink the step until
+    `max_steps_reached` or `dt_min_reached`. Enable float64 (``jax_enable_x64``) or loosen `rtol`.
     """
     if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
         raise ParameterError(f"`max_steps` must be a positive integer; got {max_steps!r}.")
@@ -172,7 +173,7 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
         name = jnp.dtype(dtype).name
         warnings.warn(
             f"`rtol` = {tol['rtol']:g} is below what {name} resolves (5 rounding units, 5 eps = {floor:.1e}): "
-            f"the solve will likely end in max_steps_reached. Use rtol >= {floor:.1e} in {name}"
+            f"the solve will likely end in max_steps_reached or dt_min_reached. Use rtol >= {floor:.1e} in {name}"
             + (", or enable float64 (jax.config.update('jax_enable_x64', True))." if name != "float64" else "."),
             RuntimeWarning,
             stacklevel=user_stacklevel(),

@@ -446,10 +446,10 @@ def solve_gaussian(
       :meth:`~hassejax.dynamics.AbstractAttention.gaussian_second_moment`) both events watch
       `S = Σ + ααᵀ` in place of `Σ`: the size `tr S = tr Σ + ‖α‖²` and `‖S'‖_F` (a point mass,
       `Σ0 = 0`, blows up or contracts in its mean alone);
-    - `t1` ⇒ `completed`; step budget ⇒ `max_steps_reached`; integrator failure, or a step
-      rejected at one rounding unit of `t` (no shorter step moves `t`; float32 near a fast
-      blow-up) ⇒ `dt_min_reached` at the last accepted step; a step that would make the state NaN/inf (a NaN vector field, a
-      constant step past a blow-up) or `tr Σ` reach `1/finfo(dtype).tiny` (float32: 8.5e37,
+    - `t1` ⇒ `completed`; step budget ⇒ `max_steps_reached`; integrator failure, or steps at
+      the rounding of `t` (a rejected step whose shorter retry rounds back to the same step;
+      float32 near a fast blow-up) ⇒ `dt_min_reached` at the last accepted step; a step that
+      would make the state NaN/inf (a NaN vector field, a constant step past a blow-up) or `tr Σ` reach `1/finfo(dtype).tiny` (float32: 8.5e37,
       where L2's vector field underflows to zero) ⇒ `non_finite`, stopped at the last finite
       state.
 

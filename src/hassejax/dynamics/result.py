@@ -62,9 +62,9 @@ class Status(enum.IntEnum):
       though it may be one: a threshold closer to a blow-up than the dtype resolves in time ends
       here (it ended ``max_steps_reached`` after the whole budget before). Near `c/(t* − t)`
       growth the threshold is reached at `t* − t_e ≈ (t* − t0) λ0 / threshold`, which must be
-      well above the rounding of `t*`, `eps · |t*|`: from `t0 = 0` float64 resolves thresholds up to ~1e15 × the initial size, but from `t0 = 100` with
-      `t* − t0 = 1e-6` not even the default 1e8 × (pass a lower `size_threshold`, or shift
-      the time origin).
+      well above the rounding of `t*`, `eps · |t*|`: from `t0 = 0` float64 resolves thresholds
+      up to ~1e15 × the initial size, but from `t0 = 100` with `t* − t0 = 1e-6` not even the
+      default 1e8 × (pass a lower `size_threshold`, or shift the time origin).
     - `non_finite` (6): the next step would make the state NaN/inf (a vector field that
       turns NaN, e.g. a parameter NaN from some depth on or an L2 map where a traced or callable
       `βc` is negative, or a constant-step solve stepping
