@@ -68,3 +68,39 @@ def test_a_stalled_member_does_not_hold_its_batch():
     np.testing.assert_allclose(np.asarray(batch.cov_final[1]), np.asarray(alone.cov_final), rtol=1e-12)
     np.testing.assert_allclose(np.asarray(batch.cov_final[1]), I2 / (4 - 2), rtol=1e-6)  # σ = s/(1 − 2s(t1 − t0))
     np.testing.assert_array_equal(np.asarray(batch.t_final[0]), np.asarray(batch.t_final[2]))
+
+
+def test_a_controller_at_its_forced_dtmin_is_not_stopped():
+    """A review: a PID controller with `dtmin` and ``force_dtmin=True`` clips its retry up to `dtmin` and forces that
+    step through (its state changes on the rejection): the same end time is not a fixed point there, and the solve
+    goes on to the blow-up (it was stopped ``dt_min_reached`` when only the step was compared)."""
+    import diffrax
+
+    s = 5e5
+    pid = diffrax.PIDController(rtol=1e-8, atol=1e-8, dtmin=3e-14, force_dtmin=True)  # ~2 rounding units of t = 100
+    sol = solve_gaussian(Softmax(V=I2, A=I2), np.zeros(2), s * I2, t0=100.0, t1=101.0, stepsize_controller=pid)
+    assert int(sol.status) == Status.blow_up
+    t_star = 100.0 + 1 / (2 * s)
+    assert abs(float(sol.t_blowup) - t_star) < 1e-6 * (t_star - 100.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_steps_of_zero_length_at_layer_edges_are_moved_on(dtype):
+    """A review: diffrax moves a step of zero length next to a jump time on, past the jump, so such a step is not a
+    fixed point. From one rounding unit before a layer edge, and across two edges two units apart, the solves
+    complete with the closed form (`1/σ(t) = 1/σ0 − 2 ∫ c`); they were stopped at once."""
+    eye = np.eye(2, dtype=dtype)
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == np.float32 else {}
+    e = dtype(10.0)
+    before = np.nextafter(e, dtype(0))
+    v = PiecewiseConstant(np.array([0.01, 0.5, 0.02], dtype)[:, None, None] * eye, np.array([0, 5, e, 40], dtype))
+    sol = solve_gaussian(Softmax(V=v, A=eye), np.zeros(2, dtype), eye / 4, t0=before, t1=dtype(20.0), **tol)
+    assert int(sol.status) == Status.completed and float(sol.t_final) == 20.0
+    rtol = 1e-5 if dtype == np.float32 else 1e-7
+    np.testing.assert_allclose(np.asarray(sol.cov_final, np.float64), eye / (4 - 2 * 0.02 * 10), rtol=rtol)
+    two = np.nextafter(np.nextafter(e, dtype(99)), dtype(99))
+    v = PiecewiseConstant(np.array([0.01, 0.5, 0.02], dtype)[:, None, None] * eye, np.array([0, e, two, 40], dtype))
+    for state in ("factor", "covariance"):
+        sol = solve_gaussian(Softmax(V=v, A=eye), np.zeros(2, dtype), eye / 4, t1=20.0, state=state, **tol)
+        assert int(sol.status) == Status.completed, state
+        np.testing.assert_allclose(np.asarray(sol.cov_final, np.float64), eye / (4 - 2 * (0.1 + 0.2)), rtol=rtol)

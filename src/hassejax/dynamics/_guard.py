@@ -39,13 +39,16 @@ ends there, with the step kept (`edge_keep`) or rejected, its
 result ``RESULTS.nonfinite`` and the record's flag `edge_hit` set, which the solvers read as ``undetermined``.
 
 A solve that cannot progress ends with ``RESULTS.dt_min_reached`` at its last accepted step (as at the step budget):
-a step of zero length (its next is zero too), or a rejected step (by the error test or a limit below, not for NaN/inf)
-whose retry is the same step. Steps within a few rounding units of `t` do that: the controller's shorter retry rounds
-back to the same end time, and with the same state, step and controller state the loop repeats it exactly until the
-step budget runs out (float32: a blow-up faster than `t`'s rounding resolves, e.g. the default threshold 1e4 ×
-`tr Σ0` with `t* − t = 0.02` past a layer edge at `t = 10`, spent 99,957 rejected steps of 100,000 at `t = 10.02`
-and ended ``max_steps_reached``; float64 from `t0 = 100` with `t* − t0 = 1e-6`). Within the last 128 rounding units
-of the interval diffrax shortens a retry itself, and the guard does not stop there. (derived)
+where the next step is the one just taken again (a rejected one, by the error test or a limit below, not for NaN/inf,
+or one of zero length) from the same state, with the wrapped controller's state unchanged, the loop is at a fixed
+point and would repeat that step until the step budget ran out. Steps within a few rounding units of `t` do that: the
+controller's shorter retry rounds back to the same end time (a PID controller's state does not change on a rejected
+step; one that clips its retry up to its `dtmin` does, and forces that step through; diffrax moves a step of zero
+length next to a jump time on, past the jump). Such solves (float32: a blow-up faster than `t`'s rounding resolves,
+e.g. the default threshold 1e4 × `tr Σ0` with `t* − t = 0.02` past a layer edge at `t = 10`; float64 from `t0 = 100`
+with `t* − t0 = 1e-6`) spent their whole budget there (99,957 rejected steps of 100,000 at `t = 10.02`) and ended
+``max_steps_reached``. Within the last 128 rounding units of the interval diffrax shortens a retry itself, and the
+guard does not stop there. (derived)
 
 With `edge_limit = (time, room)` a step may advance the state's time `time(y)` by at most `room(y)[0]`: a
 solver whose steps are not in the time of the layer edges (the projective state steps in `τ`, the edges are in
@@ -77,6 +80,18 @@ def tree_finite(tree, batch_ndim: int = 0) -> jax.Array:
     out = jnp.asarray(True)
     for leaf in jtu.tree_leaves(tree):
         out = out & jnp.all(jnp.isfinite(leaf), axis=tuple(range(batch_ndim, jnp.ndim(leaf))))
+    return out
+
+
+def _tree_equal(a, b) -> jax.Array:
+    """True where `a` and `b` (pytrees of one structure) are equal leaf by leaf (False for another structure, NaN)."""
+    leaves_a, tree_a = jtu.tree_flatten(a)
+    leaves_b, tree_b = jtu.tree_flatten(b)
+    if tree_a != tree_b:
+        return jnp.asarray(False)
+    out = jnp.asarray(True)
+    for x, y in zip(leaves_a, leaves_b):
+        out = out & jnp.all(jnp.asarray(x) == jnp.asarray(y))
     return out
 
 
@@ -163,12 +178,13 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
             if not self.edge_keep:
                 keep = keep & ~edge_hit
             stop = stop | edge_hit
-        # no progress (module docstring): a step of zero length, or a rejected step retried as itself (below the
-        # last 128 rounding units of the interval, where diffrax itself shortens a retry)
-        retried_as_itself = ~keep & (next_t0 == t0) & (next_t1 >= t1)
+        # no progress (module docstring): the next step is this one again, from the same state (rejected, or of zero
+        # length) and with the inner controller's state unchanged (a PID at `dtmin` forces its next step through);
+        # not within the last 128 rounding units of the interval, where diffrax itself shortens a retry
+        fixed = (next_t0 == t0) & (next_t1 == t1) & _tree_equal(state, inner_state)
         if self.t_end is not None:
-            retried_as_itself = retried_as_itself & (next_t1 + 128 * eps * jnp.abs(self.t_end) <= self.t_end)
-        stall = (retried_as_itself | (t1 <= t0)) & ~bad & ~stop & (result == diffrax.RESULTS.successful)
+            fixed = fixed & (next_t1 + 128 * eps * jnp.abs(self.t_end) <= self.t_end)
+        stall = fixed & ~bad & ~stop & (result == diffrax.RESULTS.successful)
         next_t1 = jnp.where(stop | stall, t1, jnp.where(bad, t0 + step, next_t1))
         next_t0 = jnp.where(bad, t0, next_t0)
         result = diffrax.RESULTS.where(stop, diffrax.RESULTS.nonfinite, result)

@@ -240,7 +240,7 @@ class AbstractAttention(eqx.Module):
       :meth:`gaussian_second_moment` is True, then the second moment `(1/n) Σ_i ‖x_i‖²`. Tokens that blow up
       together (one token, identical tokens, a cluster escaping as a whole) keep their spread near 0: a kernel
       whose velocity can carry the whole measure to infinity in finite time (linear, ReLU attention) returns
-      True there, or such a blow-up ends ``max_steps_reached`` instead of ``blow_up``.
+      True there, or such a blow-up ends ``max_steps_reached`` or ``dt_min_reached`` instead of ``blow_up``.
     - :meth:`velocity` must accept `keys` and `mask` (the :class:`Masked` and :class:`MultiHead` wrappers pass
       them) and keep the dtype of `x`.
 
