@@ -400,10 +400,16 @@ def test_atol_below_the_state_dtypes_smallest_normal_is_refused():
         solve_particles(model, np.array([[1.0, 0.0], [0.0, 1.0]], np.float32), t1=1.0, rtol=1e-5, atol=1e-40)
     with pytest.raises(ParameterError, match=r"dtype float64, 2\.2250738585072014e-308 .*subnormal.*got 1e-310\. Pass"):
         solve_gaussian(Softmax(V=np.eye(2), A=np.eye(2)), np.zeros(2), np.eye(2) / 4, t1=5.0, atol=1e-310)
-    # the value the message suggests is accepted, and solves as a small atol does (t* = 2 from Σ0 = I/4)
+    # the value the message suggests is accepted, and solves as a small atol does (t* = 2 from Σ0 = I/4); so is a
+    # decimal that rounds to it in float32 (a review: it was compared before the cast, refused and called subnormal)
     tiny = float(np.finfo(np.float32).tiny)
-    sol = solve_gaussian(model, np.zeros(2, np.float32), eye / 4, t1=5.0, rtol=1e-5, atol=tiny)
-    assert status_names(sol.status) == "blow_up" and abs(float(sol.t_blowup) - 2.0) < 1e-3
+    for value in (tiny, 1.17549435e-38):
+        sol = solve_gaussian(model, np.zeros(2, np.float32), eye / 4, t1=5.0, rtol=1e-5, atol=value)
+        assert status_names(sol.status) == "blow_up" and abs(float(sol.t_blowup) - 2.0) < 1e-3
+    # beyond float32's range: inf there (a review: atol = 1e39 ended non_finite at t = 1.11, before t* = 2)
+    for name in ("atol", "rtol"):
+        with pytest.raises(ParameterError, match=rf"`{name}` must be finite in the state's dtype float32; got 1e\+39"):
+            solve_gaussian(model, np.zeros(2, np.float32), eye / 4, t1=5.0, **{"rtol": 1e-5, "atol": 1e-6, name: 1e39})
     # traced: the member below the smallest normal is flagged, the other solves as alone
     sols = jax.vmap(
         lambda a: solve_gaussian(model, jnp.zeros(2, jnp.float32), jnp.asarray(eye / 4), t1=5.0, rtol=1e-5, atol=a)

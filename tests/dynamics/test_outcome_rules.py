@@ -51,7 +51,7 @@ def reference_rule(status, lam, rate, rank, d, rate_tol=1e-3):
                 out.append(O.grows)
             else:
                 out.append(O.undetermined)  # NaN rate
-        elif s == S.max_steps_reached and abs(rel) <= rate_tol and 0 < k < d:
+        elif s in (S.max_steps_reached, S.dt_min_reached) and abs(rel) <= rate_tol and 0 < k < d:
             out.append(O.stalled)
         else:
             out.append(O.undetermined)
@@ -64,15 +64,17 @@ def _eigs(lam, rank, d):
 
 
 def test_outcome_of_each_category_of_the_phase_maps():
+    # the last two: steps at the rounding of t (dt_min_reached) on a stationary low-rank Σ are stalled as a spent
+    # step budget is (such solves ended max_steps_reached before the guard's stall stop), and undetermined otherwise
     status = np.array([S.blow_up, S.diverge, S.completed, S.completed, S.completed, S.completed, S.max_steps_reached,
-                       S.max_steps_reached, S.non_finite, S.converged])  # fmt: skip
-    lam = np.array([1e6, 1e6, 10.0, 1.0, 0.1, 2.0, 5e3, 5e3, 1.0, 3.0])
-    rate = np.array([0.0, 0.0, 1e-6, 0.0, -0.01, 1.0, 1e-7, 100.0, 0.0, 1e-9])
-    rank = np.array([2, 2, 1, 2, 2, 2, 1, 1, 2, 1])
+                       S.max_steps_reached, S.non_finite, S.converged, S.dt_min_reached, S.dt_min_reached])  # fmt: skip
+    lam = np.array([1e6, 1e6, 10.0, 1.0, 0.1, 2.0, 5e3, 5e3, 1.0, 3.0, 5e3, 5e3])
+    rate = np.array([0.0, 0.0, 1e-6, 0.0, -0.01, 1.0, 1e-7, 100.0, 0.0, 1e-9, 1e-7, 100.0])
+    rank = np.array([2, 2, 1, 2, 2, 2, 1, 1, 2, 1, 1, 1])
     code, got_rank = outcome_of(status, _eigs(lam, rank, 2), rate, rank_rule="relative", rel_threshold=1e-6,
                                 collapse_threshold=0.0)  # fmt: skip
     want = [O.blow_up, O.diverge, O.low_rank, O.bounded, O.contracts, O.grows, O.stalled, O.undetermined,
-            O.undetermined, O.low_rank]  # fmt: skip
+            O.undetermined, O.low_rank, O.stalled, O.undetermined]  # fmt: skip
     np.testing.assert_array_equal(code, want)
     np.testing.assert_array_equal(got_rank, rank)
     # Without a rate: the spectral outcome only; a NaN rate is undetermined.

@@ -138,7 +138,7 @@ def check_size_threshold(size_threshold, size0, what: str, dtype) -> None:
 def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, dtype=None) -> None:
     """Raise :class:`ParameterError` for an `rtol` that is negative or non-finite, an `atol`
     that is not finite or below the smallest normal number of `dtype` (0 and subnormals are
-    flushed to 0), a `max_steps` that is not a positive integer, or a `dt0` that is not finite
+    flushed to 0), tolerances beyond the range of `dtype`, a `max_steps` that is not a positive integer, or a `dt0` that is not finite
     and > 0 (concrete values; the tolerances' values only when the default PID controller is
     used, their type always).
 
@@ -159,12 +159,21 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
         raise ParameterError(
             "`atol` must be > 0 (with atol = 0 an exactly-zero state component, e.g. a zero mean, admits no step); got 0."
         )
+    if dtype is not None:  # the values in the state's dtype, as the controller gets them
+        with np.errstate(over="ignore", under="ignore"):
+            cast = {k: np.asarray(v, np.dtype(dtype)) for k, v in tol.items()}
+        for k, v in cast.items():
+            if not np.isfinite(v):  # beyond the dtype's range (a concrete float64 value was checked above)
+                raise ParameterError(
+                    f"`{k}` must be finite in the state's dtype {jnp.dtype(dtype).name}; got {tol[k]!r:.40}, beyond "
+                    f"its range (largest {float(jnp.finfo(dtype).max):.4g}). A traced one is flagged invalid_tolerance."
+                )
     tiny = float(jnp.finfo(dtype).tiny) if dtype is not None else 0.0
-    if "atol" in tol and tol["atol"] < tiny:  # 0 or subnormal there: XLA flushes it to 0 (as atol = 0 above)
+    if "atol" in tol and dtype is not None and float(cast["atol"]) < tiny:  # 0 or subnormal there: flushed to 0
         name = jnp.dtype(dtype).name
         raise ParameterError(
             f"`atol` must be at least the smallest normal number of the state's dtype {name}, {tiny!r} (below it the "
-            f"value is {'0' if np.asarray(tol['atol'], dtype) == 0 else 'subnormal, which XLA flushes to 0,'} there: "
+            f"value is {'0' if cast['atol'] == 0 else 'subnormal, which XLA flushes to 0,'} there: "
             "an exactly-zero state component, e.g. a zero mean, admits no step and the solve ended non_finite at t0); "
             f"got {atol!r:.40}. Pass atol >= {tiny!r}" + (", or use a float64 state." if name != "float64" else ".")
         )

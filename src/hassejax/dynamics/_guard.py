@@ -47,8 +47,8 @@ step; one that clips its retry up to its `dtmin` does, and forces that step thro
 length next to a jump time on, past the jump). Such solves (float32: a blow-up faster than `t`'s rounding resolves,
 e.g. the default threshold 1e4 × `tr Σ0` with `t* − t = 0.02` past a layer edge at `t = 10`; float64 from `t0 = 100`
 with `t* − t0 = 1e-6`) spent their whole budget there (99,957 rejected steps of 100,000 at `t = 10.02`) and ended
-``max_steps_reached``. Within the last 128 rounding units of the interval diffrax shortens a retry itself, and the
-guard does not stop there. (derived)
+``max_steps_reached``. Within the last 100 rounding units of the interval diffrax shortens a retry itself (its
+`t1_clip_floor`), and the guard does not stop there. (derived)
 
 With `edge_limit = (time, room)` a step may advance the state's time `time(y)` by at most `room(y)[0]`: a
 solver whose steps are not in the time of the layer edges (the projective state steps in `τ`, the edges are in
@@ -113,12 +113,12 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
     edge_stop: tuple[Callable, Callable] | None = eqx.field(static=True, default=None)
     edge_keep: bool = eqx.field(static=True, default=True)
     edge_limit: tuple[Callable, Callable] | None = eqx.field(static=True, default=None)
-    t_end: jax.Array | None = None
+    t_clip: jax.Array | None = None
 
     def wrap(self, direction):
         return type(self)(
             self.inner.wrap(direction), self.dt_stop, self.finite, self.shrink, self.record, self.growth_limit,
-            self.edge_stop, self.edge_keep, self.edge_limit, self.t_end,
+            self.edge_stop, self.edge_keep, self.edge_limit, self.t_clip,
         )  # fmt: skip
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
@@ -180,10 +180,10 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
             stop = stop | edge_hit
         # no progress (module docstring): the next step is this one again, from the same state (rejected, or of zero
         # length) and with the inner controller's state unchanged (a PID at `dtmin` forces its next step through);
-        # not within the last 128 rounding units of the interval, where diffrax itself shortens a retry
+        # not within the last 100 rounding units of the interval, where diffrax itself shortens a retry
         fixed = (next_t0 == t0) & (next_t1 == t1) & _tree_equal(state, inner_state)
-        if self.t_end is not None:
-            fixed = fixed & (next_t1 + 128 * eps * jnp.abs(self.t_end) <= self.t_end)
+        if self.t_clip is not None:
+            fixed = fixed & (next_t1 <= self.t_clip)
         stall = fixed & ~bad & ~stop & (result == diffrax.RESULTS.successful)
         next_t1 = jnp.where(stop | stall, t1, jnp.where(bad, t0 + step, next_t1))
         next_t0 = jnp.where(bad, t0, next_t0)
@@ -239,6 +239,9 @@ def guard(
     eps = jnp.finfo(jnp.result_type(t0, t1)).eps
     dt_stop = STOP_ULPS * eps**3 * scale
     cls = AdaptiveFiniteGuard if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController) else FiniteGuard
+    t_clip = t1  # diffrax's `t1_clip_floor`: 100 rounding units below t1, beyond which it shortens a retry itself
+    for _ in range(100):
+        t_clip = jnp.nextafter(t_clip, jnp.asarray(-jnp.inf, t_clip.dtype))
     return cls(
-        controller, dt_stop, finite, adapts(controller), record, growth_limit, edge_stop, edge_keep, edge_limit, t1
+        controller, dt_stop, finite, adapts(controller), record, growth_limit, edge_stop, edge_keep, edge_limit, t_clip
     )

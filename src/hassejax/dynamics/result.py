@@ -58,7 +58,8 @@ class Status(enum.IntEnum):
     - `dt_min_reached` (5): the integrator could not advance: a minimum step size, any other
       integrator failure, or steps at the rounding of `t` (a step of zero length, or a rejected
       step whose shorter retry rounds back to the same step; the solve stops at its last accepted
-      step instead of repeating it until the step budget runs out). Not reported as a blow-up,
+      step instead of repeating it until the step budget runs out, except within the last 100
+      rounding units of `t1`, where diffrax shortens steps itself and the budget still ends it). Not reported as a blow-up,
       though it may be one: a threshold closer to a blow-up than the dtype resolves in time ends
       here (it ended ``max_steps_reached`` after the whole budget before). Near `c/(t* − t)`
       growth the threshold is reached at `t* − t_e ≈ (t* − t0) λ0 / threshold`, which must be

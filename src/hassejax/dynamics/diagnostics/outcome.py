@@ -53,9 +53,10 @@ class Outcome(enum.IntEnum):
       `< −rate_tol`): `Σ → 0` under way (rate test only).
     - `grows` (7): stopped normally without a size event, `λ_max` still growing at the end
       (relative rate `> rate_tol`): no blow-up by `t1`, not decided (rate test only).
-    - `stalled` (8): the step budget ran out (`max_steps_reached`) on a stationary
-      low-rank `Σ` (relative rate within `rate_tol`, `0 < r < d`): typically a stiff
-      approach to a low-rank state; not decided (rate test only).
+    - `stalled` (8): the step budget ran out (`max_steps_reached`), or the steps fell to the
+      rounding of `t` (`dt_min_reached`), on a stationary low-rank `Σ` (relative rate within
+      `rate_tol`, `0 < r < d`): typically a stiff approach to a low-rank state; not decided
+      (rate test only).
     """
 
     # codes 0..8 in the order of the list above
@@ -133,7 +134,8 @@ def outcome_of(
        `ρ = rate/λ_max` (`rate` itself when `λ_max <= 0`) is tested first: `contracts` if
        `ρ < −rate_tol`, `grows` if `ρ > rate_tol`, the spectral outcome if `|ρ| <= rate_tol`,
        `undetermined` if `ρ` is NaN;
-    3. status `max_steps_reached` with `rate`, `|ρ| <= rate_tol` and `0 < r < full`: `stalled`;
+    3. status `max_steps_reached` or `dt_min_reached` with `rate`, `|ρ| <= rate_tol` and
+       `0 < r < full`: `stalled`;
     4. anything else (`max_steps_reached`, `dt_min_reached`, `non_finite`, `undetermined`,
        `invalid_times`, `invalid_threshold`, `indefinite`, `invalid_tolerance`): `undetermined`.
 
@@ -206,7 +208,8 @@ def decide(status, eig, rate, rank_rule, rel_threshold, abs_threshold, collapse_
             rho < -rate_tol, Outcome.contracts, jnp.where(rho > rate_tol, Outcome.grows, Outcome.undetermined)
         )
         normal = jnp.where(settled, spectral, trend)
-        stalled = (status == Status.max_steps_reached) & settled & partial
+        stuck = (status == Status.max_steps_reached) | (status == Status.dt_min_reached)
+        stalled = stuck & settled & partial
     outcome = jnp.where(
         status == Status.blow_up,
         Outcome.blow_up,
