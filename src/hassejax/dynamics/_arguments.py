@@ -138,9 +138,9 @@ def check_size_threshold(size_threshold, size0, what: str, dtype) -> None:
 def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, dtype=None) -> None:
     """Raise :class:`ParameterError` for an `rtol` that is negative or non-finite, an `atol`
     that is not finite or below the smallest normal number of `dtype` (0 and subnormals are
-    flushed to 0), tolerances beyond the range of `dtype`, a `max_steps` that is not a positive integer, or a `dt0` that is not finite
-    and > 0 (concrete values; the tolerances' values only when the default PID controller is
-    used, their type always).
+    flushed to 0), tolerances beyond the range of `dtype`, a `max_steps` that is not a positive
+    integer, or a `dt0` that is not finite and > 0 (concrete values; the tolerances' values only
+    when the default PID controller is used, their type always).
 
     Warns (``RuntimeWarning``) when `rtol` is below what the state's `dtype` resolves (under
     5 ulps, e.g. the default 1e-8 in float32): the controller may shrink the step until

@@ -59,9 +59,10 @@ class Status(enum.IntEnum):
       integrator failure, or steps at the rounding of `t` (a step of zero length, or a rejected
       step whose shorter retry rounds back to the same step; the solve stops at its last accepted
       step instead of repeating it until the step budget runs out, except within the last 100
-      rounding units of `t1`, where diffrax shortens steps itself and the budget still ends it). Not reported as a blow-up,
-      though it may be one: a threshold closer to a blow-up than the dtype resolves in time ends
-      here (it ended ``max_steps_reached`` after the whole budget before). Near `c/(t* − t)`
+      rounding units of `t1`, where diffrax shortens steps itself and the budget still ends it).
+      Not reported as a blow-up, though it may be one: a threshold closer to a blow-up than the
+      dtype resolves in time ends here (it ended ``max_steps_reached`` after the whole budget
+      before). Near `c/(t* − t)`
       growth the threshold is reached at `t* − t_e ≈ (t* − t0) λ0 / threshold`, which must be
       well above the rounding of `t*`, `eps · |t*|`: from `t0 = 0` float64 resolves thresholds
       up to ~1e15 × the initial size, but from `t0 = 100` with `t* − t0 = 1e-6` not even the
