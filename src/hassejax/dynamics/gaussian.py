@@ -449,9 +449,9 @@ def solve_gaussian(
     - `t1` ⇒ `completed`; step budget ⇒ `max_steps_reached`; integrator failure, or steps at
       the rounding of `t` (a rejected step whose shorter retry rounds back to the same step;
       float32 near a fast blow-up) ⇒ `dt_min_reached` at the last accepted step; a step that
-      would make the state NaN/inf (a NaN vector field, a constant step past a blow-up) or `tr Σ` reach `1/finfo(dtype).tiny` (float32: 8.5e37,
-      where L2's vector field underflows to zero) ⇒ `non_finite`, stopped at the last finite
-      state.
+      would make the state NaN/inf (a NaN vector field, a constant step past a blow-up) or
+      `tr Σ` reach `1/finfo(dtype).tiny` (float32: 8.5e37, where L2's vector field underflows
+      to zero) ⇒ `non_finite`, stopped at the last finite state.
 
     Jit-compiled; works under ``jax.vmap`` over parameters and initial conditions (each
     member gets its own status; the loop runs until the slowest member stops).
