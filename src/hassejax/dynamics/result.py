@@ -74,8 +74,11 @@ class Status(enum.IntEnum):
       `1/finfo(dtype).tiny` (float32: 8.5e37; beyond it `1/λ` underflows and a vector field
       such as L2's is flushed to zero, freezing the state): the solve stops there and
       reports the last finite state, `t_final` the time it was reached. Steps that overflow
-      from a finite state are retried shorter down to `64 eps³ (t1 − t0)` (float32: `1e-19`
-      of the interval): a blow-up sooner than that after `t0` ends here, at `t0`.
+      from a finite state are retried shorter down to 64 rounding units of `t` (`64 eps |t|`)
+      and, near `t = 0`, to `64 eps³ (t1 − t0)` (float32: `1e-19` of the interval): a blow-up
+      sooner than that after `t0` ends here, at `t0` (float32 from `t0 = 1000`, where 64 units
+      are 7.6e-3: a blow-up 5e-4 after `t0` ends ``non_finite`` at `t0`; a later `t0` costs
+      resolution, `state="projective"` (softmax) steps in the size instead).
     - `invalid_times` (7): the times were traced (under ``jit``/``vmap``, e.g. per-member
       `t1`/`ts` in a sweep) and are not finite with `ts` sorted within `[t0, t1]` and
       `t1 > t0`. Nothing is solved: the state is the initial one, no save point is valid, the step
