@@ -249,9 +249,9 @@ def test_infinite_size_threshold_builds_the_program_without_the_event(solver):
 
 
 def test_infinite_size_threshold_reports_a_blow_up_as_the_step_budget_not_as_blow_up():
-    """Without the size event a blow-up is not located: the solve ends at the step budget, where its steps reach the
-    rounding of `t` (``dt_min_reached``) or as ``non_finite``, at the last finite state, with `t_blowup = inf`; never
-    NaN."""
+    """Without the size event a blow-up is not located: the solve ends at the step budget (``max_steps_reached``),
+    where its steps reach the rounding of `t` (``dt_min_reached``) or as ``non_finite``, at the last finite state, with
+    `t_blowup = inf`; never NaN."""
     blowing = Softmax(V=jnp.eye(2), A=jnp.eye(2))  # t* = 1 from Σ0 = I/2
     sol = solve_gaussian(blowing, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, size_threshold=np.inf, max_steps=500)
     assert status_names(sol.status) in ("max_steps_reached", "dt_min_reached", "non_finite")
