@@ -32,9 +32,9 @@ parameters are not step boundaries here (their `τ` is not known in advance): a 
 into the layer after the next edge (the guard's `edge_limit`; before it, a step could cross a whole short layer
 without evaluating the vector field inside it, and reported t* = 20 for a blow-up at 10.001), the controller meets
 the jump at the edge by rejecting steps, and `t*` after an edge is less accurate than the factor state's (review,
-rtol = 1e-8: 1.1e-6 against 1.3e-8). A step that crosses an edge with the blow-up time extrapolated from its start within the
-solve's time resolution of the edge ends the solve at that start, ``undetermined`` (the side of the edge the
-blow-up lies on is not known; see :mod:`._solve`).
+rtol = 1e-8: 1.1e-6 against 1.3e-8). A step that crosses an edge with the blow-up time extrapolated from its start
+within the solve's time resolution of the edge ends the solve at that start, ``undetermined`` (the side of the edge
+the blow-up lies on is not known; see :mod:`._solve`).
 """
 
 from __future__ import annotations

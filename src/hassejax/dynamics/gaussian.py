@@ -154,9 +154,15 @@ def _half_precision_reason(model, dtype, cov_given: bool, state: str) -> str:
         uses.append("the Sinkhorn map")
     if any(isinstance(k, L2) for k in kernels):
         uses.append("L2's size scale (λ_max(KᵀK))")
-    why = f"{jnp.dtype(dtype).name} (eps {float(jnp.finfo(dtype).eps):.1e}) resolves neither a useful rtol nor the times near a blow-up"
+    why = (
+        f"{jnp.dtype(dtype).name} (eps {float(jnp.finfo(dtype).eps):.1e}) resolves neither a useful rtol nor the "
+        "times near a blow-up"
+    )
     if jnp.dtype(dtype) == jnp.float16:
-        why += ", and its range ends at 65504, which a size on its way to a blow-up (or the default size threshold 1e4 · tr Σ0, for tr Σ0 above 6.6) overflows"
+        why += (
+            ", and its range ends at 65504, which a size on its way to a blow-up (or the default size threshold "
+            "1e4 · tr Σ0, for tr Σ0 above 6.6) overflows"
+        )
     if not uses:
         return why
     return f"{' and '.join(uses)} {'use' if len(uses) > 1 else 'uses'} eigh, which has no half precision; {why}"
