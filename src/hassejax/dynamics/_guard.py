@@ -83,18 +83,6 @@ def tree_finite(tree, batch_ndim: int = 0) -> jax.Array:
     return out
 
 
-def _tree_equal(a, b) -> jax.Array:
-    """True where `a` and `b` (pytrees of one structure) are equal leaf by leaf (False for another structure, NaN)."""
-    leaves_a, tree_a = jtu.tree_flatten(a)
-    leaves_b, tree_b = jtu.tree_flatten(b)
-    if tree_a != tree_b:
-        return jnp.asarray(False)
-    out = jnp.asarray(True)
-    for x, y in zip(leaves_a, leaves_b):
-        out = out & jnp.all(jnp.asarray(x) == jnp.asarray(y))
-    return out
-
-
 class FiniteGuard(diffrax.AbstractStepSizeController):
     """Wrap `inner`; stop at the first step whose candidate state is NaN/inf (see module docstring).
 
@@ -181,7 +169,7 @@ class FiniteGuard(diffrax.AbstractStepSizeController):
         # no progress (module docstring): the next step is this one again, from the same state (rejected, or of zero
         # length) and with the inner controller's state unchanged (a PID at `dtmin` forces its next step through);
         # not within the last 100 rounding units of the interval, where diffrax itself shortens a retry
-        fixed = (next_t0 == t0) & (next_t1 == t1) & _tree_equal(state, inner_state)
+        fixed = (next_t0 == t0) & (next_t1 == t1) & jnp.asarray(eqx.tree_equal(state, inner_state))
         if self.t_clip is not None:
             fixed = fixed & (next_t1 <= self.t_clip)
         stall = fixed & ~bad & ~stop & (result == diffrax.RESULTS.successful)
