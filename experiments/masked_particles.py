@@ -93,20 +93,17 @@ def depth_below(ts: np.ndarray, values: np.ndarray, level: float) -> float | Non
     return float(ts[above[-1] + 1]) if above[-1] + 1 < len(ts) else None
 
 
-def draw_directions(ax, r: dict, with_sink: bool, title: str, legend_above_sink: bool = False) -> None:
+def draw_directions(ax, r: dict, with_sink: bool, title: str) -> None:
     """Token directions of seed 0 over depth, coloured by position."""
     for i in range(N):
         t_line, th_line = break_wraps(r["ts"], r["angles_seed0"][:, i])
         ax.plot(t_line, th_line, color=CMAP(i / (N - 1)), lw=0.6)
     if with_sink:
-        ax.axhline(0.0, color="C3", ls="--", lw=1.0, label=r"sink direction $e_1$")
-        if legend_above_sink:  # R², seed 0: just above the dashed line, clear of the token lines (0°–80° for t > 3)
-            ax.legend(loc="lower right", bbox_to_anchor=(1.0, 0.51), handlelength=1.5, borderaxespad=0.2)
-        else:  # unit circle: the empty upper right corner
-            ax.legend(loc="upper right", handlelength=1.5, borderaxespad=0.2)
+        ax.axhline(0.0, color="C3", ls="--", lw=1.0)
     ax.set_ylim(-180, 180)
     ax.set_yticks(np.arange(-180, 181, 90))
-    ax.set_xlabel(r"depth $t$")
+    # the dashed line explained in the x label, not in a legend over the token lines
+    ax.set_xlabel(r"depth $t$" + (r" (red dashed: sink direction $e_1$)" if with_sink else ""))
     ax.set_ylabel("direction (degrees)")
     ax.set_title(title, loc="left")
 
@@ -200,13 +197,14 @@ def main(out: Path, quick: bool = False) -> dict:
     # --- figure 1: R² (the paper's setting)
     r2n, r2s = runs[("R²", False)], runs[("R²", True)]
     fig, axes = plt.subplots(2, 2, figsize=figsize(TEXT_WIDTH, 0.78), layout="constrained")
-    draw_directions(axes[0, 0], r2n, False, f"(a) no sink, seed 0: {int(r2n['final_clusters'][0])} clusters at t = 10")
+    draw_directions(
+        axes[0, 0], r2n, False, f"(a) no sink, seed 0: {int(r2n['final_clusters'][0])} clusters at $t$ = 10"
+    )
     draw_directions(
         axes[0, 1],
         r2s,
         True,
-        f"(b) with sink, seed 0: {int(r2s['final_clusters'][0])} clusters at t = 10",
-        legend_above_sink=True,
+        f"(b) with sink, seed 0: {int(r2s['final_clusters'][0])} clusters at $t$ = 10",
     )
     position_colorbar(fig, axes[0, :])
     ax = axes[1, 0]
@@ -235,7 +233,7 @@ def main(out: Path, quick: bool = False) -> dict:
         f"token position $i$ (colours: seeds as in (c));\n{n_floor} values < $10^{{-6}}$° drawn at the bottom edge"
     )
     ax.set_ylabel("|change of direction| (°)")
-    ax.set_title("(d) with vs without sink, t = 10", loc="left")
+    ax.set_title("(d) with vs without sink, $t$ = 10", loc="left")
     ax.grid(alpha=0.3)
     moved_counts = eff["tokens_moved_over_1deg_per_seed"]
     fig.suptitle(
@@ -249,7 +247,7 @@ def main(out: Path, quick: bool = False) -> dict:
     # --- figure 2: unit circle (GLPR normalisation)
     cn, cs = runs[("unit circle", False)], runs[("unit circle", True)]
     fig, axes = plt.subplots(1, 2, figsize=figsize(TEXT_WIDTH, 0.4), layout="constrained")
-    draw_directions(axes[0], cn, False, f"(a) no sink, seed 0: {int(cn['final_clusters'][0])} cluster at t = 30")
+    draw_directions(axes[0], cn, False, f"(a) no sink, seed 0: {int(cn['final_clusters'][0])} cluster at $t$ = 30")
     draw_directions(
         axes[1],
         cs,
