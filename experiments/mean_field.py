@@ -148,12 +148,12 @@ def main(out: Path, quick: bool = False) -> dict:
             "s--",
             color="0.55",
             ms=3,
-            label=f"i.i.d. sample, t = 0 (slope {minus(slope_iid0[q])})",
+            label=f"i.i.d. sample, $t$ = 0 (slope {minus(slope_iid0[q])})",
         )
         for i in range(1, len(TIMES)):
             lo, hi = outward(*intervals[q][i - 1])
             ax.plot(sizes_a, rms_err[q][i], "o-", color=colors[i - 1], ms=3,
-                    label=f"t = {TIMES[i]:g}: slope {minus(slopes[q][i - 1])} [{minus(lo)}, {minus(hi)}]")  # fmt: skip
+                    label=f"$t$ = {TIMES[i]:g}: slope {minus(slopes[q][i - 1])} [{minus(lo)}, {minus(hi)}]")  # fmt: skip
         ref = rms_err[q][-1][0] * (sizes_a / sizes_a[0]) ** -0.5
         ax.plot(sizes_a, ref, ":", color="k", label=r"slope $-1/2$")
         ax.set_xscale("log", base=2)
@@ -162,9 +162,9 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.set_ylabel(f"RMS over seeds of {label}")
         ax.grid(alpha=0.3, which="both")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), handlelength=1.6, frameon=False)
-        ax.set_title(f"{'mean' if q == 'mean' else 'covariance'}: error at t > 0", loc="left")
+        ax.set_title(f"{'mean' if q == 'mean' else 'covariance'}: error at $t > 0$", loc="left")
     fig.suptitle(
-        f"Moment-matched initial samples (error at t = 0 ≤ {t0_bound}), {n_seeds} seeds per n: particles vs Gaussian ODE"
+        f"Moment-matched initial samples (error at $t$ = 0 ≤ {t0_bound}), {n_seeds} seeds per $n$: particles vs Gaussian ODE"
         "\nlog-log slopes with 95 % bootstrap intervals over seeds, rounded outwards"
         "\n(all four depths are read from the same runs)"
     )
@@ -172,22 +172,23 @@ def main(out: Path, quick: bool = False) -> dict:
 
     # --- figure 2: √n × RMS error against depth, one line per n (the curves meet if the error is ∝ n^{-1/2})
     ncol = plt.get_cmap("plasma")(np.linspace(0.0, 0.85, len(sizes)))
-    fig, axes = plt.subplots(1, 2, figsize=figsize(TEXT_WIDTH, 0.45), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=figsize(TEXT_WIDTH, 0.5), layout="constrained")  # room for the legend
     for ax, (q, label) in zip(axes, QUANTITIES.items()):
         for j, n in enumerate(sizes):
-            ax.plot(TIMES, np.sqrt(n) * rms_err[q][:, j], "o-", ms=3, color=ncol[j], label=f"n = {n}")
+            ax.plot(TIMES, np.sqrt(n) * rms_err[q][:, j], "o-", ms=3, color=ncol[j], label=f"$n$ = {n}")
         ax.set_xlabel(r"depth $t$")
         ax.set_ylabel(r"$\sqrt{n}\,\times$ RMS of " + label)
         ax.set_xticks(TIMES)
         ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
         ax.grid(alpha=0.3)
-    axes[0].legend(loc="upper left", ncol=2, handlelength=1.2, columnspacing=0.8)  # the empty corner
+    handles, labels = axes[0].get_legend_handles_labels()  # below the panels: no point hidden at any n or depth
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(sizes), handlelength=1.2, columnspacing=0.8)
     fig.suptitle(
-        r"Moment-matched starts: $\sqrt{n}\,\times$ RMS error against depth (≈ 0 at t = 0: rounding error only):"
+        r"Moment-matched starts: $\sqrt{n}\,\times$ RMS error against depth (≈ 0 at $t$ = 0: rounding error only):"
         "\nthe dynamics turns the sample's higher-moment differences from the Gaussian"
         "\ninto mean and covariance error (measured for moment-matched starts, not for i.i.d. ones)"
         + (
-            f"\n$\\sqrt{{n}}\\,\\times$ error drifts up with n (all {n_shallow} slopes shallower than $-1/2$), "
+            f"\n$\\sqrt{{n}}\\,\\times$ error drifts up with $n$ (all {n_shallow} slopes shallower than $-1/2$), "
             "inside the 95 % bootstrap intervals"
             if n_shallow == n_slopes and all_contain_half
             else ""
