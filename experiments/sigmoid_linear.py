@@ -150,7 +150,7 @@ def _linear(quick: bool) -> tuple[dict, dict]:
 
 
 def _draw_linear(o: Output, rec: dict, e: dict) -> None:
-    fig, axes = plt.subplots(1, 3, figsize=figsize(TEXT_WIDTH, 0.40), layout="constrained")
+    fig, axes = plt.subplots(1, 3, figsize=figsize(TEXT_WIDTH, 0.48), layout="constrained")  # room for (a)'s legend
     b, c = rec["blowup"], rec["contraction"]
     ax = axes[0]
     ax.plot(e["s"], e["t_closed"], "-", color="tab:blue", label="closed form")
@@ -159,7 +159,10 @@ def _draw_linear(o: Output, rec: dict, e: dict) -> None:
     ax.set_xlabel("$\\alpha_0 = (s, 0)$: $s$")
     ax.set_ylabel("$t^*$")
     ax.set_title(f"(a) linear $t^*$, fig. 5's $A$,\nmax rel. error {fmt_upper(b['rel_error_max'], 2)}")
-    ax.legend(loc="lower left")
+    # below the axes, under the x label: inside, it hid the measured points and the curve
+    ax.legend(
+        loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, handlelength=1.5, columnspacing=0.8, frameon=False
+    )
     ax.grid(alpha=0.3)
     colors = ["tab:blue", "tab:orange", "tab:red"]
     ax = axes[1]
