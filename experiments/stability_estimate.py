@@ -163,7 +163,7 @@ def main(out: Path, quick: bool = False) -> dict:
     ax2.grid(alpha=0.3, which="both")
     ax2.yaxis.set_major_formatter(ScalarFormatter())
     ax2.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: f"{y:g}" if round(y, 6) in (0.8, 2, 3, 4, 6) else ""))
-    ax2.legend(loc="upper left")
+    ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)  # below: clear of the lines
     fig.suptitle(
         f"Stability in $W_2$ of softmax particles (Castin et al., arXiv:2501.18322):\n$V = I$, $A = -I$, $n = {n}$, "
         f"$\\nu_0 = \\mu_0 + \\delta\\xi$, {n_seeds} seed{'s' if n_seeds > 1 else ''} per $\\Sigma_0$ and $\\delta$;\n"
