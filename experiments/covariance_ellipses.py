@@ -172,7 +172,8 @@ def main(out: Path, quick: bool = False) -> dict:
             title = (
                 "Softmax, $V = I$ (Castin et al., arXiv:2501.18322, fig. 5): the Gaussian moment ODE blows up at\n"
                 f"$t^*$ = {rec['t_star_closed_form']:.5f}; the covariance of $n$ particles from the same $\\Sigma_0$ does not\n"
-                "follow the blow-up (a finite particle system grows at most exponentially; axes rescaled per panel)"
+                f"follow the blow-up ($\\lambda_{{\\max}}$ at $t$ = {times[-1]:g}: {lam_p[-1]:.3g} particles, "
+                f"{lam_g[-1]:.3g} Gaussian; axes rescaled per panel)"
             )
         fig.suptitle(title)
         o.savefig(fig, stems[label])
