@@ -1,7 +1,7 @@
 """Figure 3 of Castin et al. (arXiv:2501.18322): multi-head attention converges to a plane.
 
 Multi-head softmax, `H = 2`, `V = I`, the `q` of figure 2: head 0 has `A_0 = −qᵀq` (scale 1)
-and `C_0 = e_1e_1ᵀ`, head 1 is zero (the authors' ``rhs_multihead`` with a one-row `Q`).
+and `C_0 = e_1e_1ᵀ`, head 1 has `A_1 = 0` (the authors' ``rhs_multihead`` with a one-row `Q`).
 Then `Σ' = e_1e_1ᵀΣA_0Σ + transpose`, so `Σ_22` is conserved and the stationary points are
 the plane `(Σq)_1 = Σ_11 q_1 + Σ_12 q_2 = 0` (in cone coordinates `q_1 x + q_2 y + q_1 z = 0`).
 100 trace-one initial covariances (10 × 10 grid on [−0.5, 0.5]²), one vmapped diffrax solve,
@@ -130,8 +130,8 @@ def main(out: Path, quick: bool = False) -> dict:
     all_conv = bool(conv.all())
     fig.suptitle(
         f"Convergence to a plane (Castin et al., arXiv:2501.18322, fig. 3): {'all' if all_conv else 'NOT all'} {n} "
-        "trajectories of\ntwo-head softmax attention (head 0: $A_0 = -q^\\top q$, $C_0 = e_1e_1^\\top$; head 1 zero) "
-        "reach $\\Sigma_{11}q_1 + \\Sigma_{12}q_2 = 0$"
+        "trajectories\nof two-head softmax attention (head 0: $A_0 = -q^\\top q$, $C_0 = e_1e_1^\\top$; "
+        "head 1: $A_1 = 0$, $C_1 = e_2e_2^\\top$)\nreach $\\Sigma_{11}q_1 + \\Sigma_{12}q_2 = 0$"
     )
     o.savefig(fig, NAME)
 
