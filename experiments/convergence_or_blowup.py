@@ -25,7 +25,6 @@ import jax
 FLOAT64 = True  # JAX's float64 mode: on here, and again before main() when reproduce.py runs it
 jax.config.update("jax_enable_x64", FLOAT64)
 
-import math
 from pathlib import Path
 
 import _dynamics_common as dc
@@ -249,7 +248,7 @@ def _draw_multihead(o: Output, rec: dict, long: dict, extra: dict, n: int) -> No
         f"$\\mathrm{{tr}}\\,S^*$ = {s_rec['trace']:.4f}, eigenvalues {ev[0]:.4f}, {ev[1]:.4f};\n"
         f"the authors' stop fires for {a_rec['converged']}/{n} by $t = {_sci(a_rec['t1'])}$"
         + (
-            f", none by $t$ = 100 (first at {math.floor(a_rec['t_converged_range'][0] * 10) / 10:g})"
+            f", none by $t$ = 100 (first at {a_rec['t_converged_range'][0]:.1f})"  # a single number: rounded to nearest
             if a_rec["converged"] and a_rec["t_converged_range"][0] > 100
             else ""
         )
