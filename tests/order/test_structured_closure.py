@@ -369,7 +369,7 @@ def test_auto_route_falls_back_to_bitpacked_when_the_runs_of_the_powers_multiply
     powers = dense_powers(m.to_dense() | np.eye(m.n, dtype=bool))
     structured = flow_summary(m, (1, 2, 4), method="structured")
     assert structured.route == "structured" and structured.convergence_depth == len(powers)
-    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)  # the limit n³/64 = 125,000 candidate runs
+    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)  # the limit n³/64/64 ≈ 1,950 candidate runs
     auto = flow_summary(m, (1, 2, 4))
     assert auto.route == "bitpacked" and "powers' runs multiply" in auto.route_reason
     for name in ("convergence_depth", "num_classes", "depth", "width", "num_hasse_edges", "reach"):
@@ -429,8 +429,8 @@ def test_forced_structured_route_warns_once_where_auto_would_switch(monkeypatch)
     m = from_spec("dilated(n=200, window=6, dilation=4)", form="intervals")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        quiet = flow_summary(m, (1, 2, 4), method="structured")  # at the real floor (2**24 candidate runs)
-    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)  # the limit n³/64 = 125,000 candidate runs
+        quiet = flow_summary(m, (1, 2, 4), method="structured")  # at the real floor (2**22 candidate runs)
+    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)  # the limit n³/64/64 ≈ 1,950 candidate runs
     with pytest.warns(RuntimeWarning, match="method='structured' forced .* method='bitpacked'") as record:
         forced = flow_summary(m, (1, 2, 4), method="structured")
     assert sum("method='structured' forced" in str(w.message) for w in record) == 1
@@ -459,7 +459,8 @@ def test_auto_route_of_a_dense_array_falls_back_to_bitpacked_as_an_interval_mask
     powers = dense_powers(a | np.eye(200, dtype=bool))
     monkeypatch.setattr(reach, "_STRUCTURED_MIN_N", 100)  # the structured route for dense input from n = 100
     monkeypatch.setattr(depth, "_STRUCTURED_MIN_N", 100)
-    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)  # the limit n³/64 = 125,000 candidate runs
+    real_floor = _route_rules._FALLBACK_FLOOR
+    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)  # the limit n³/64/64 ≈ 1,950 candidate runs
     calls = []
 
     def spy(name, fn):
@@ -482,9 +483,38 @@ def test_auto_route_of_a_dense_array_falls_back_to_bitpacked_as_an_interval_mask
     assert depths.tolist() == [1, len(powers)]
     assert calls == ["_host_closure", "_host_power", "_host_depth"]  # once each: the dilated mask only
     calls.clear()
-    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", float(1 << 24))  # the real floor: the structured route
+    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", real_floor)  # the real floor: the structured route
     np.testing.assert_array_equal(np.asarray(reachability(a)), powers[-1])
     assert int(convergence_depth(a)) == len(powers) and calls == []
+
+
+def test_auto_route_switches_before_a_structured_product_costlier_than_the_dense_closure(monkeypatch):
+    """A random mask of 3 keys a row, n = 2048 (a dense array, so ``method="auto"`` tries the structured route):
+    its third power's product merges 1.2e8 candidate runs (5.1 s at 40–60 ns a candidate) where the whole
+    bit-packed closure takes 0.03 s. The switch limit was `n³/64` candidates (1.3e8), so that product ran before
+    the switch; now a candidate counts as :data:`~hassejax.order._route_rules._CANDIDATE_COST` packed words and
+    the structured attempt stops before it. The answers are the bit-packed route's."""
+    from hassejax.order import _structured
+
+    rng = np.random.default_rng(0)
+    n = 2048
+    a = np.zeros((n, n), dtype=bool)
+    a[np.arange(n)[:, None], rng.integers(0, n, (n, 3))] = True
+    merged = []
+    real_compose = _structured.compose
+
+    def counting(p, q, **kwargs):
+        out = real_compose(p, q, **kwargs)
+        merged.append(float(p.n) * 4 * p.num_runs * q.num_runs)  # counted once the product ran
+        return out
+
+    monkeypatch.setattr(_structured, "compose", counting)
+    r = np.asarray(reachability(a))
+    assert merged and max(merged) < 1e7, merged  # not the 1.2e8-candidate product
+    np.testing.assert_array_equal(r, np.asarray(reachability(a, method="bitpacked")))
+    merged.clear()
+    assert int(convergence_depth(a)) == int(convergence_depth(a, method="bitpacked"))
+    assert merged and max(merged) < 1e7, merged
 
 
 def test_forced_structured_route_of_a_dense_array_warns_as_an_interval_mask(monkeypatch):
@@ -496,7 +526,7 @@ def test_forced_structured_route_of_a_dense_array_warns_as_an_interval_mask(monk
 
     m = from_spec("dilated(n=200, window=6, dilation=4)", form="intervals")
     a = m.to_dense()
-    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)  # the limit n³/64 = 125,000 candidate runs
+    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)  # the limit n³/64/64 ≈ 1,950 candidate runs
     for call in (
         lambda: reachability(np.stack([a, a]), method="structured"),
         lambda: convergence_depth(np.stack([a, a]), method="structured"),

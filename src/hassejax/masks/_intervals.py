@@ -55,9 +55,12 @@ def fill_runs(
         d.fill(0)
         s, e = starts[r0:r1], stops[r0:r1]
         keep = s < e
-        local = np.broadcast_to(np.arange(r1 - r0)[:, None], s.shape)[keep]
-        np.add.at(d, (local, s[keep]), 1)
-        np.add.at(d, (local, e[keep]), -1)
+        # flat indices and int8 increments: np.add.at on (row, column) pairs with a Python int took 4.7 s for 16.7M
+        # runs (n = 8192, 2048 runs a row: a dilated window's closure), the whole to_dense now 0.5 s
+        base = (np.arange(r1 - r0, dtype=np.int64) * (n + 1))[:, None]
+        flat = diff.reshape(-1)[: d.size]  # `d` flattened, as a view (`diff` is C-contiguous, `d` its first rows)
+        np.add.at(flat, (base + s)[keep], np.int8(1))
+        np.add.at(flat, (base + e)[keep], np.int8(-1))
         t = total[: r1 - r0]
         np.cumsum(d[:, :n], axis=1, dtype=np.int8, out=t)
         if columns is None:

@@ -46,26 +46,40 @@ def host_matmul_seconds(c: int) -> float:
     return 2.0 * float(c) ** 3 / _FLOPS["cpu"] + _MATMUL_OVERHEAD_S
 
 
-_FALLBACK_FLOOR = float(1 << 24)
-"""The least candidate-run limit :func:`structured_or_dense` sets (small masks: the structured route's own cost)."""
+_FALLBACK_FLOOR = float(1 << 22)
+"""The least candidate-run limit :func:`structured_or_dense` sets (small masks: about 0.2 s of one structured
+product, where a dense route's own set-up is not much cheaper)."""
+
+_CANDIDATE_COST = 64.0
+"""How many dense bit-packed word operations one candidate run of the structured route costs, rounded down: a
+candidate takes 40–60 ns (a random mask of 3 keys a row, n = 2048: products of 1.3e5, 1.4e6 and 1.2e8 candidates),
+a packed word well under 1 ns (the bit-packed closure of that mask 0.03 s, n = 8192 0.3 s; 2026-12-05, 2-core
+EPYC). With the limit at `n³/64` candidates the structured route spent 5.2 s on that mask before switching."""
+
+
+def dense_cost_limit(n: int) -> float:
+    """The candidate runs of one structured product beyond which the dense bit-packed route is the cheaper one for
+    masks of size `n`: about `n³/64` word operations of a dense product, counted in candidate runs
+    (:data:`_CANDIDATE_COST`), at least :data:`_FALLBACK_FLOOR`."""
+    return max(_FALLBACK_FLOOR, float(n) ** 3 / 64 / _CANDIDATE_COST)
 
 
 def warn_if_forced_structured(n: int, method: str):
     """The context of a structured route on masks of size `n`: under ``method="structured"`` (forced) with `n` at
     most ``_DENSE_FALLBACK_N``, a ``RuntimeWarning`` at the first product where ``"auto"`` would have switched to the
-    dense bit-packed route (more candidate runs than about `n³/64`, a floor of `2**24`; see
+    dense bit-packed route (more candidate runs than :func:`dense_cost_limit`; see
     :func:`structured_or_dense`); else nothing."""
     from ._structured import warn_when_slower_than_dense
 
     if method == "structured" and n <= _DENSE_FALLBACK_N:
-        return warn_when_slower_than_dense(max(_FALLBACK_FLOOR, float(n) ** 3 / 64))
+        return warn_when_slower_than_dense(dense_cost_limit(n))
     return contextlib.nullcontext()
 
 
 def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dense: Callable):
     """``structured()``, or under ``method="auto"`` for `m` short enough for the dense routes (at most
     ``_DENSE_FALLBACK_N``) ``dense(reason)`` once a product of the structured route would merge more candidate runs
-    than a dense bit-packed product costs (about `n³/64` word operations; a floor of `2**24`): the runs of some
+    than a dense bit-packed product costs (:func:`dense_cost_limit`): the runs of some
     masks' powers multiply (a dilated window of 3 runs a row, n = 3000: 513 runs a row in a power, refused after
     17 s where the bit-packed route takes 3 s, a fresh-user review). Up to ``_DENSE_RESCUE_N``, ``dense(reason)``
     also when a product outgrows the structured route's own limit (the refusal stands if the dense mask does not
@@ -99,7 +113,7 @@ def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dens
                 f"({m.n}, {m.n}) mask and its packed powers). Use a smaller n, or a machine with more memory."
             ) from None
     try:
-        with candidate_limit(max(_FALLBACK_FLOOR, float(m.n) ** 3 / 64)):
+        with candidate_limit(dense_cost_limit(m.n)):
             return structured()
     except CandidateLimitError:
         return dense(
