@@ -396,7 +396,7 @@ def counterexample(o: Output, quick: bool) -> dict:
     if floor_from_t is not None:  # from there on λ_min is the rounding floor, not a measurement: not drawn
         pos &= ts < floor_from_t
     ax.semilogy(ts[pos], lam[pos, 0], color="tab:blue", label=r"$\lambda_{\min}(\Sigma)$")
-    ax.axvline(t_b, color="k", ls="--", lw=0.8)
+    ax.axvline(t_b, color="k", ls="--", lw=0.8, label="$t^*$")
     ax.set_xlabel("$t$")
     ax.set_ylabel(r"$\lambda(\Sigma)$")
     ax.set_title(f"the counterexample: blow-up at $t^*$ = {t_b:.2f}")
@@ -405,7 +405,10 @@ def counterexample(o: Output, quick: bool) -> dict:
             f"the counterexample: blow-up at $t^*$ = {t_b:.2f}\n"
             f"($\\lambda_{{\\min}}$ not drawn from $t \\approx {floor_from_t:.0f}$ on)"
         )
-    ax.legend(loc="center right")
+    # below the axes: inside, the legend covered the dashed line at t*
+    ax.legend(
+        loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, handlelength=1.5, columnspacing=1.0, frameon=False
+    )
     ax = axes[0, 1]
     slope = float(np.polyfit(np.log(gaps), np.log(lam_near[:, 1]), 1)[0])
     c_lo, c_hi = float(scaled.min()), float(scaled.max())
