@@ -220,7 +220,7 @@ def _plot_curves(results: dict, h: dict, o: Output) -> None:
 def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
     """Training-inference consistency, leak audit and supervision density in one figure."""
     fig, (ax, bx, cx) = plt.subplots(
-        1, 3, layout="constrained", figsize=figsize(6.5, 0.5), gridspec_kw={"width_ratios": [0.8, 1.2, 1.0]}
+        1, 3, layout="constrained", figsize=figsize(6.5, 0.62), gridspec_kw={"width_ratios": [0.8, 1.2, 1.0]}
     )
     cons = checks["block_two_stream_consistency"]
     diffs = np.asarray(cons["max_abs_diff_per_block"])
@@ -259,8 +259,9 @@ def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
     for i, (val, col, label) in enumerate(bars):
         pos = y + (1 - i) * hgt
         bx.barh(pos, val, hgt, color=col, label=label)
-        for p_, v_ in zip(pos, val):
-            bx.text(v_, p_, f" {v_}", va="center", color=col if i == 2 else "k")
+        for p_, v_ in zip(pos, val):  # the leak count named: a bar of length 0 has nothing else to show
+            txt = f" {v_} leak{'' if v_ == 1 else 's'}" if i == 2 else f" {v_}"
+            bx.text(v_, p_, txt, va="center", color=col if i == 2 else "k")
     bx.set_yticks(y, [LABELS[k] for k in names])
     bx.set_xlim(0, max(audits[k]["labelled_slots"] for k in names) * 1.3)
     bx.set_xlabel("slots")
