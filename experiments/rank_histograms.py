@@ -68,6 +68,14 @@ def stack_params(kind: str, make, members: list[dict]) -> tuple[object, np.ndarr
     return dc.stack_models([make(m["V"], m["Q"], -m["Q"]) for m in members]), np.stack([m["Sigma0"] for m in members])
 
 
+def _count(ax, x: float, count: int, side: int) -> None:
+    """`count` above the bar of width 0.4 centred at `x`: centred (`side` 0), or ending 2 pt inside its right
+    edge (1) or starting 2 pt inside its left edge (−1), so that a label wider than the bar spills away from that side."""
+    ha = {0: "center", 1: "right", -1: "left"}[side]
+    ax.annotate(str(count), (x + 0.2 * side, count + 1), xytext=(-2 * side, 0), textcoords="offset points",
+                ha=ha, va="bottom", fontsize=8)  # fmt: skip
+
+
 def _bars(ax, x, heights, bottom=None, **kw) -> None:
     """Bars of the non-zero `heights` only (a zero-height hatched bar would still draw its edge); no legend label."""
     kw.pop("label", None)
@@ -186,10 +194,12 @@ def main(out: Path, quick: bool = False) -> dict:
                     _bars(ax, x + 0.2, hist_limit, color="none", edgecolor="tab:orange", hatch="///", label=LABEL_BOUND)
                 for xi in range(d + 1):
                     hs = hist_conv[xi] + hist_nc[xi]
+                    # a count beside a taller neighbour bar keeps 2 pt off the neighbour's outline: wider than
+                    # its bar, it spills to the free side
                     if hs:
-                        ax.text(xi - 0.2, hs + 1, str(hs), ha="center", va="bottom", fontsize=8)
+                        _count(ax, xi - 0.2, hs, side=1 if hist_limit[xi] > hs else 0)
                     if hist_limit[xi]:
-                        ax.text(xi + 0.2, hist_limit[xi] + 1, str(hist_limit[xi]), ha="center", va="bottom", fontsize=8)
+                        _count(ax, xi + 0.2, hist_limit[xi], side=-1 if hs > hist_limit[xi] else 0)
                 ax.set_xticks(x)
                 ax.set_xlim(-0.6, d + 0.6)
                 ax.set_ylim(0, 1.3 * per_dim)
