@@ -1056,7 +1056,7 @@ def stop_notes(r: dict) -> list[str]:
         sy = r["particles"][name]
         if sy["status"] != "completed":
             why = STATUS_WORDS.get(sy["status"], sy["status"].replace("_", " "))
-            notes.append(f"{lab.split(', ')[-1]}\nstopped at t = {ts[sy['last_valid_index']]:.3g}: {why}")
+            notes.append(f"{lab.split(', ')[-1]}\nstopped at $t$ = {ts[sy['last_valid_index']]:.3g}: {why}")
     return notes
 
 
@@ -1115,13 +1115,13 @@ def draw_spectra(o: Output, reps: list[dict]) -> None:
             ax.loglog(index, np.maximum(sy["eigenvalues_at_last_valid"], 1e-18), color=col, ls=ls, lw=1.1, label=lab)
             if sy["last_valid_index"] != idx:
                 why = "" if sy["status"] == "completed" else f": {STATUS_WORDS.get(sy['status'], sy['status'])}"
-                stopped.append(f"{lab.split(', ')[-1]}\nstopped at t = {ts[sy['last_valid_index']]:.4g}{why}")
+                stopped.append(f"{lab.split(', ')[-1]}\nstopped at $t$ = {ts[sy['last_valid_index']]:.4g}{why}")
         ax.set_ylim(r["spectrum_axis_floor"], None)
         ax.set_xlabel("eigenvalue index")
         if j == 0:
             ax.set_ylabel("eigenvalue")
         ax.set_title(
-            f"layer {r['layer']} head {r['head']}, t = {ts[idx]:.4g}" + ("".join(f"\n({s_})" for s_ in stopped))
+            f"layer {r['layer']} head {r['head']}, $t$ = {ts[idx]:.4g}" + ("".join(f"\n({s_})" for s_ in stopped))
         )
         ax.grid(alpha=0.3)
     handles, labels = axes[0, 0].get_legend_handles_labels()
