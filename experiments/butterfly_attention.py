@@ -33,6 +33,7 @@ import networkx as nx
 import numpy as np
 from _common import Output, cli
 from _names import slot_names
+from matplotlib.lines import Line2D
 from matplotlib.patches import ConnectionPatch, Patch
 
 from hassejax.order import HasseDiagram, convergence_depth
@@ -270,6 +271,14 @@ def main(out: Path, quick: bool = False) -> dict:
         min_fontsize=8,
         title=f"(c) a common supergraph, not minimal:\nB wing kept per task, {split_diagram.num_classes} nodes",
     )
+    # (b) and (c) titled from their own left edges, and a rule between them: (c)'s first chain sits left
+    # of the centre of its axes and read as part of (b) under centred titles
+    for ax_ in (ax_m, ax_s):
+        ax_.set_title(ax_.get_title(), loc="left")
+        ax_.set_title("")
+    x_rule = (ax_m.get_position().x1 + ax_s.get_position().x0) / 2
+    y0, y1 = ax_s.get_position().y0, ax_s.get_position().y1
+    fig.add_artist(Line2D([x_rule, x_rule], [y0, y1 + 0.04], transform=fig.transFigure, color="0.7", lw=0.8))
     _legend(fig, ["B", "C", "F"], loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=3, handlelength=1.2)
     fig.suptitle(f"Merging the butterfly family, $n = {n}$ ({CITE})", y=0.99)
     o.savefig(fig, "butterfly_merge")
