@@ -102,3 +102,28 @@ def test_half_precision_gaussian_message_names_what_fails_for_its_kernel():
     with pytest.raises(ParameterError) as info:  # the caller's own threshold: the message names no default as the cause
         solve_gaussian(Softmax(V=e, A=e), jnp.zeros(2, jnp.float16), factor0=e, t1=1.0, size_threshold=100.0)
     assert "float16 (eps 9.8e-04) resolves neither a useful rtol" in str(info.value)
+
+
+def test_layer_a_few_rounding_units_long_warns():
+    """A new-user check: float32, a layer of 1e-4 at `t = 100` (13 rounding units of `t`: 1e-4 / 2^-17) with `V`
+    2000 times the next layer's blew up 0.8 % later than in float64, reported ``blow_up`` without a word. The layer's
+    edges are step boundaries one rounding unit apart from the next step's start, so the solver sees its length only
+    to about 1 part in 13. Now a concrete solve crossing a layer shorter than 1000 units warns, naming the layer and
+    its length in units; the same layer in float64, from `t = 0`, or a layer of length 1 at `t = 100` does not."""
+    from hassejax.dynamics import PiecewiseConstant
+
+    def solve(t0, dtype, length=1e-4):
+        i = jnp.eye(2, dtype=dtype)
+        v = PiecewiseConstant(jnp.stack([1e3 * i, 0.5 * i]), jnp.array([t0, t0 + length, t0 + 1000.0], dtype))
+        return solve_gaussian(Softmax(V=v, A=i), jnp.zeros(2, dtype), 0.5 * i, t0=t0, t1=t0 + 20, rtol=1e-6, atol=1e-6)
+
+    with pytest.warns(RuntimeWarning, match=r"layer \[100, 100\.0001\) is only 13 rounding units of t long in float32"):
+        late = solve(100.0, jnp.float32)
+    exact = solve(100.0, jnp.float64)
+    # why it warns: the float32 blow-up time is off by about 1 % of t* - t0 (1.8), a thousand times rtol
+    assert abs(float(late.t_blowup) - float(exact.t_blowup)) > 1e3 * 1e-6 * (float(exact.t_blowup) - 100.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        solve(100.0, jnp.float64)  # 4e10 units in float64
+        solve(0.0, jnp.float32)  # from t = 0: the layer [0, 1e-4) is 1e-4 / 2^-37 units long
+        solve(100.0, jnp.float32, length=1.0)  # 131,072 units

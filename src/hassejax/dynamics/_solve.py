@@ -91,6 +91,7 @@ from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.
     real_array,
     state_dtype,
     token_spread,
+    warn_short_layers,
 )
 from ._checked_saveat import saveat_checks_skipped
 from ._guard import STOP_ULPS, adapts, guard, tree_finite
@@ -609,6 +610,8 @@ def solve_settings(
     if model is not None:
         check_finite_params(model, "model")
     check_times(t0, t1, ts)
+    if model is not None:
+        warn_short_layers(model, t0, t1, dtype)
     check_progress_meter(progress_meter)
     check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
     check_solver(solver, stepsize_controller, dt0)

@@ -566,7 +566,8 @@ def solve_gaussian(
       problems in this state, 8 in the factor state), and a layer only `W` rounding units of `t` long
       is integrated with a relative error of about `1/W` in every state (a new-user check: float32, a
       layer of 1e-4 at `t = 100`, 13 units, with `V` 2000 times the next layer's: `t*` 0.8 % of
-      `t* − t0` late, reported ``blow_up``; use float64 for short layers late in time); its state at `t1` is read
+      `t* − t0` late, reported ``blow_up``; a concrete solve crossing a layer shorter than 1000 units warns:
+      use float64 for short layers late in time); its state at `t1` is read
       from the solver's dense output where `t = t1` (a time event), so a solver with a low-order interpolant
       ends less accurately there (``diffrax.Kvaerno5()``, `Σ(t1)` of a contracting solve at `rtol = 1e-8`:
       5.9e-6 relative, against 3.1e-8 with the default Tsit5).
