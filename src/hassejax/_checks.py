@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._memory import host_memory_bytes
+from ._tracing import refuse_traced
 from .errors import EmptyRowError, MaskError, MemoryBudgetError
 
 __all__ = ["as_mask", "check_rows_nonempty", "available_memory_bytes", "device_free_bytes", "check_memory"]
@@ -25,6 +26,7 @@ def as_mask(
     square: bool = True,
     batched: bool = True,
     memory: Callable[[tuple[int, ...]], None] | None = None,
+    concrete: str | None = None,
 ) -> jax.Array:
     """Validate a Boolean attention mask and return it as a ``jax.Array`` of dtype bool.
 
@@ -39,9 +41,12 @@ def as_mask(
     - `memory`: a memory estimate, called with the validated shape after the checks above
       and before the mask is copied anywhere (to a device or on the host); it raises
       :class:`~hassejax.errors.MemoryBudgetError` when the caller's computation cannot fit.
+    - `concrete`: the caller's name where it runs on the host (NumPy, networkx): a traced `mask` (under
+      ``jax.jit``/``vmap``) is then refused with a :class:`~hassejax.errors.MaskError` naming `name` and it,
+      instead of JAX's ``TracerArrayConversionError``.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a non-array, wrong rank, empty query
-    or key axis, non-square (when `square`) or non-Boolean dtype;
+    or key axis, non-square (when `square`), non-Boolean dtype or a traced mask (when `concrete`);
     :class:`~hassejax.errors.MemoryBudgetError` from `memory`.
     """
     if isinstance(mask, (list, tuple)):
@@ -50,6 +55,8 @@ def as_mask(
         raise MaskError(
             f"`{name}` must be a Boolean array of shape (n, n); got an object of type {type(mask).__name__}."
         )
+    if concrete is not None:
+        refuse_traced(mask, name, concrete)
     shape = tuple(mask.shape)
     if len(shape) < 2 or (not batched and len(shape) != 2):
         want = "rank 2 (n, n) or rank >= 2 (..., n, n)" if batched else "rank 2, shape (n, n)"

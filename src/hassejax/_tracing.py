@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["is_traced", "tracing"]
+__all__ = ["is_traced", "refuse_traced", "tracing"]
 
 
 def is_traced(*values) -> bool:
@@ -56,3 +56,16 @@ def tracing() -> bool:
     except ImportError:  # pragma: no cover - a JAX without it
         return True
     return not trace_state_clean()
+
+
+def refuse_traced(value, name: str, caller: str) -> None:
+    """Raise :class:`~hassejax.errors.MaskError` if `value` is traced (under ``jax.jit``/``vmap``): `caller` runs on
+    the host, where a tracer has no values (JAX's own ``TracerArrayConversionError`` names no argument)."""
+    from .errors import MaskError
+
+    if is_traced(value):
+        raise MaskError(
+            f"`{name}` must be a concrete array: {caller} runs on the host (NumPy/networkx) and cannot be traced "
+            f"under jax.jit or jax.vmap; got a traced array of shape {tuple(value.shape)}. Call {caller} outside "
+            "jit/vmap, on the computed array (e.g. jax.device_get of a jitted function's output)."
+        )

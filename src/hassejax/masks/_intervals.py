@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._tracing import is_traced
+from .._tracing import is_traced, refuse_traced
 from ..errors import MaskError
 from ._runs import _INDEX, _checked_runs, _runs_of_rows, check_host_memory, normalize_runs
 
@@ -159,11 +159,13 @@ class IntervalMask:
 
         **Returns:** the :class:`IntervalMask` with the same entries.
 
-        **Raises:** :class:`~hassejax.errors.MaskError` for a non-Boolean or non-square mask;
+        **Raises:** :class:`~hassejax.errors.MaskError` for a non-Boolean, non-square or traced mask (it runs on
+        the host: call it outside ``jax.jit``/``vmap``);
         :class:`~hassejax.errors.MemoryBudgetError` if the runs would not fit in memory.
         """
         if isinstance(mask, IntervalMask):
             return mask
+        refuse_traced(mask, name, "IntervalMask.from_dense")
         a = np.asarray(mask)
         if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
             raise MaskError(f"`{name}` must be a square Boolean array of shape (n, n), n >= 1; got shape {a.shape}.")

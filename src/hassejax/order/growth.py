@@ -84,8 +84,8 @@ def flow_growth(
 
     **Returns:** a :class:`FlowGrowth`.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` for a mask or reference that is not a square
-    Boolean `(n, n)` array, or a reference of another size;
+    **Raises:** :class:`~hassejax.errors.MaskError` for a mask or reference that is not a concrete square
+    Boolean `(n, n)` array (a traced one is refused by name), or a reference of another size;
     :class:`~hassejax.errors.ParameterError` for `max_layers` not a positive int.
 
     Source: Li & Guo, arXiv:2606.09951, Def. 3.8; spec hasse.md §1.2–1.3 (derived counts).
@@ -100,7 +100,7 @@ def flow_growth(
     >>> g.depth, g.limit_equals_reference
     (3, True)
     """
-    m = np.asarray(as_mask(mask, "mask", batched=False))
+    m = np.asarray(as_mask(mask, "mask", batched=False, concrete="flow_growth"))
     n = m.shape[0]
     if max_layers is not None and (isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 1):
         raise ParameterError(f"`max_layers` must be a positive int or None; got {max_layers!r}.")
@@ -116,7 +116,7 @@ def flow_growth(
     if reference is None:
         ref = limit
     else:
-        ref = np.asarray(as_mask(reference, "reference", batched=False))
+        ref = np.asarray(as_mask(reference, "reference", batched=False, concrete="flow_growth"))
         if ref.shape != m.shape:
             raise MaskError(f"`reference` must have the mask's shape {m.shape}; got {ref.shape}.")
     k = depth if max_layers is None else max_layers

@@ -210,8 +210,8 @@ class HasseDiagram(HasseExport):
         **Returns:** the :class:`HasseDiagram`; class ids are those of
         :func:`hassejax.order.classes` (sorted by reach-set size, then smallest member).
 
-        **Raises:** :class:`~hassejax.errors.MaskError` if `reach` is not a square Boolean
-        preorder; :class:`~hassejax.errors.MemoryBudgetError` (naming `reach`) if its copies,
+        **Raises:** :class:`~hassejax.errors.MaskError` if `reach` is not a concrete square Boolean
+        preorder (a traced one, under ``jit``/``vmap``, is refused by name); :class:`~hassejax.errors.MemoryBudgetError` (naming `reach`) if its copies,
         the classes and the quotient would not fit, estimated from its shape before anything
         is copied.
 
@@ -237,7 +237,7 @@ class HasseDiagram(HasseExport):
         # Copies of `reach` and about four (n, n) arrays for the classes and the quotient (the
         # check's matmul: four more).
         memory = _dense_memory("reach", "the Hasse diagram of a preorder", extra=8 if check else 4, route=False)
-        r = as_mask(reach, "reach", batched=False, memory=memory)
+        r = as_mask(reach, "reach", batched=False, memory=memory, concrete="HasseDiagram.from_reachability")
         labels, c = _classes(r, check=check)
         if quotient_limit is not None and c > quotient_limit:
             raise MaskError(

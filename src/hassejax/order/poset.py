@@ -95,9 +95,9 @@ def classes(reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> tuple[Int[A
     another has fewer elements); classes are sorted by the size of their reach set, ties
     broken by smallest member, so the numbering is a deterministic function of `R`.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` if `reach` is not a square Boolean
-    `(n, n)` array, or (with `check`) not reflexive or not transitive; the message shows a
-    violating entry. :class:`~hassejax.errors.MemoryBudgetError` (naming `reach`) if the
+    **Raises:** :class:`~hassejax.errors.MaskError` if `reach` is not a concrete square Boolean
+    `(n, n)` array (a traced one, under ``jit``/``vmap``, is refused by name), or (with `check`) not reflexive
+    or not transitive; the message shows a violating entry. :class:`~hassejax.errors.MemoryBudgetError` (naming `reach`) if the
     work would not fit in the free memory, estimated from its shape before anything is copied.
 
     Not traceable (it returns a Python int); the work runs as one jitted computation with
@@ -107,7 +107,9 @@ def classes(reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> tuple[Int[A
     numbering by reach-set size is (derived).
     """
     # copies, r & r.T and (with check) the float32 matmul: two casts, the product, a bool
-    r = as_mask(reach, "reach", batched=False, memory=_memory("reach", "the classes", 17 if check else 5))
+    r = as_mask(
+        reach, "reach", batched=False, memory=_memory("reach", "the classes", 17 if check else 5), concrete="classes"
+    )
     n = r.shape[-1]
     # "top" padding: the extra positions reach everything and form one class that sorts last.
     rp = _pad_square(r, _bucket(n), "top")
@@ -148,7 +150,8 @@ def quotient_order(reach: Bool[ArrayLike, "n n"], labels: Int[ArrayLike, " n"], 
     (row = upper class, column = lower class, like `R`). Reflexive. With the labels of
     :func:`classes` it is lower triangular (ids are topological).
 
-    **Raises:** :class:`~hassejax.errors.MaskError` if the labels do not have shape `(n,)`,
+    **Raises:** :class:`~hassejax.errors.MaskError` for a traced `reach` (under ``jit``/``vmap``: it runs on the
+    host), if the labels do not have shape `(n,)`,
     are out of range, leave a class empty, disagree with mutual reachability in `R`, or if
     `R` is not constant on class blocks. These checks are `O(n²)`. Transitivity of `R` is
     not checked here (`O(n³)`); it holds iff the returned quotient is transitive, which
@@ -158,7 +161,9 @@ def quotient_order(reach: Bool[ArrayLike, "n n"], labels: Int[ArrayLike, " n"], 
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.6.
     """
-    r = as_mask(reach, "reach", batched=False, memory=_memory("reach", "the quotient order", 6))
+    r = as_mask(
+        reach, "reach", batched=False, memory=_memory("reach", "the quotient order", 6), concrete="quotient_order"
+    )
     n = r.shape[-1]
     lab = np.asarray(labels)
     if lab.shape != (n,) or not np.issubdtype(lab.dtype, np.integer):
@@ -223,16 +228,17 @@ def cover_matrix(order: Bool[ArrayLike, "c c"]) -> Bool[Array, "c c"]:
     **Returns:** Boolean `(C, C)`, `cover[a, b]` True iff `a` covers `b` (`[b] ⋖ [a]`);
     irreflexive.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` if `order` is not square Boolean, or not
-    reflexive, antisymmetric and transitive (checked at no extra cost: `S ⊗ S` is needed
+    **Raises:** :class:`~hassejax.errors.MaskError` if `order` is not a concrete square Boolean array (a traced one,
+    under ``jit``/``vmap``, is refused by name), or not reflexive, antisymmetric and transitive (checked at no extra cost: `S ⊗ S` is needed
     anyway), with a violating entry in the message.
     :class:`~hassejax.errors.MemoryBudgetError` (naming `order`) if the matmul would not fit
     in the free memory, estimated from its shape before anything is copied.
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.7 (the matrix formula).
-    One float32 matmul with a threshold, jitted.
+    One float32 matmul with a threshold, jitted inside; the checks read its result on the host, so `order` is
+    concrete (not traceable).
     """
-    o = as_mask(order, "order", batched=False, memory=_memory("order", "the cover matrix", 17))
+    o = as_mask(order, "order", batched=False, memory=_memory("order", "the cover matrix", 17), concrete="cover_matrix")
     c = o.shape[-1]
     _, cover, nr, na, nt = _order_parts(_pad_square(o, _bucket(c), "identity"))
     _check_partial_order(o, nr, na, nt, "order")

@@ -55,7 +55,7 @@ def longest_chain(relation: Bool[ArrayLike, "c c"]) -> int:
 
     **Returns:** a Python int in `1 .. C`.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` if `relation` is not square Boolean or
+    **Raises:** :class:`~hassejax.errors.MaskError` if `relation` is not a concrete square Boolean array or
     has a directed cycle (then it is not a strict order).
     :class:`~hassejax.errors.MemoryBudgetError` (naming `relation`) if its copies would not
     fit in the free memory, estimated from its shape before anything is copied.
@@ -67,7 +67,15 @@ def longest_chain(relation: Bool[ArrayLike, "c c"]) -> int:
     Source: spec hasse.md §3 (last paragraph: depth is the longest chain); L. Mirsky,
     "A dual of Dilworth's decomposition theorem", Amer. Math. Monthly 78 (1971).
     """
-    rel = np.asarray(as_mask(relation, "relation", batched=False, memory=_memory("relation", "the longest chain", 5)))
+    rel = np.asarray(
+        as_mask(
+            relation,
+            "relation",
+            batched=False,
+            memory=_memory("relation", "the longest chain", 5),
+            concrete="longest_chain",
+        )
+    )
     c = rel.shape[0]
     rel = rel & ~np.eye(c, dtype=bool)
     if np.any(np.triu(rel)):
@@ -106,7 +114,7 @@ def width(order: Bool[ArrayLike, "c c"]) -> int:
 
     **Returns:** a Python int in `1 .. C`.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` if `order` is not square Boolean or not
+    **Raises:** :class:`~hassejax.errors.MaskError` if `order` is not a concrete square Boolean array or not
     a partial order (the bipartite reduction needs the transitive relation: on the cover
     relation alone it would count vertex-disjoint paths, not chains).
     :class:`~hassejax.errors.MemoryBudgetError` (naming `order`) if the matmul would not fit
@@ -120,7 +128,7 @@ def width(order: Bool[ArrayLike, "c c"]) -> int:
     decomposition theorem for partially ordered sets", Proc. AMS 7 (1956); J. E. Hopcroft,
     R. M. Karp, SIAM J. Comput. 2 (1973).
     """
-    o = as_mask(order, "order", batched=False, memory=_memory("order", "the width", 18))
+    o = as_mask(order, "order", batched=False, memory=_memory("order", "the width", 18), concrete="width")
     c = o.shape[-1]
     s, _, nr, na, nt = _order_parts(_pad_square(o, _bucket(c), "identity"))
     _check_partial_order(o, nr, na, nt, "order")

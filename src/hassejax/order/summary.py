@@ -21,6 +21,7 @@ from typing import no_type_check
 
 import numpy as np
 
+from .._tracing import refuse_traced
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask
 from ._progress import check_progress, progress_bar
@@ -159,7 +160,8 @@ def flow_summary(
     **Returns:** a :class:`FlowSummary`.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a mask that is not square Boolean
-    `(n, n)` (or `(heads, n, n)` with `head_axis`); :class:`~hassejax.errors.ParameterError`
+    `(n, n)` (or `(heads, n, n)` with `head_axis`), or a traced one (it runs on the host: call it outside
+    ``jit``/``vmap``); :class:`~hassejax.errors.ParameterError`
     for bad `layers`, `method`, `quotient_limit`, `head_axis` or `progress`; :class:`~hassejax.errors.MemoryBudgetError` when a step would not fit in
     memory (estimated before allocating).
 
@@ -194,6 +196,7 @@ def flow_summary(
 
         mask = _heads_union(mask, head_axis, "mask", batched=False)
     if not isinstance(mask, IntervalMask):
+        refuse_traced(mask, "mask", "flow_summary")
         shape = getattr(mask, "shape", None)
         if shape is None or len(shape) != 2:
             got = f"{type(mask).__name__} of shape {shape}" if shape is not None else type(mask).__name__
