@@ -139,6 +139,27 @@ def test_layer_stacks_equal_dense(cases):
     assert (got.to_dense() == expect).all()
 
 
+def test_batched_dense_layer_masks_take_the_structured_route_member_by_member():
+    """A fresh-user check: ``reachability(layer_masks=[...], method="structured")`` refused layers of shape
+    `(*batch, n, n)` ("must have rank 2") that ``mask=`` and the dense routes accept. Each member's product now runs
+    in turn: the answers of the matrix product `A_L ⊗ … ⊗ A_1` member by member, as a sequence or a stack."""
+    rng = np.random.default_rng(1)
+    masks = rng.random((3, 2, 5, 6, 6)) < 0.3  # L = 3 layers of a (2, 5) batch
+    eye = np.eye(6, dtype=bool)
+    expect = np.empty((2, 5, 6, 6), dtype=bool)
+    for idx in np.ndindex(2, 5):
+        r = eye
+        for layer in masks:  # layer 1 first
+            r = ((layer[idx] | eye).astype(np.int64) @ r.astype(np.int64)) > 0
+        expect[idx] = r
+    for layers in (list(masks), masks):
+        got = np.asarray(reachability(layer_masks=layers, method="structured"))
+        assert got.shape == (2, 5, 6, 6)
+        np.testing.assert_array_equal(got, expect)
+    np.testing.assert_array_equal(np.asarray(reachability(layer_masks=list(masks[:, :0]), method="structured")),
+                                  expect[:0])  # fmt: skip
+
+
 def test_routes_agree_on_random_masks():
     rng = np.random.default_rng(0)
     for _ in range(20):

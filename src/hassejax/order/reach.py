@@ -385,6 +385,19 @@ def _dense_via_structured(mask, num_layers, layer_masks, delay: float | None = N
                 "got both."
             )
         layers = layer_masks if isinstance(layer_masks, Sequence) else list(np.asarray(layer_masks))
+        if not any(isinstance(m, IntervalMask) for m in layers) and any(np.ndim(m) > 2 for m in layers):
+            # layers of shape (*batch, n, n): each member's layers in turn, as `mask` with a batch (fresh-user check)
+            stacked, traced = _stack_layer_masks(layer_masks, "bitpacked")
+            if traced:
+                raise ParameterError(
+                    "`method` = 'structured' needs concrete `layer_masks` (it converts to IntervalMasks on the host); "
+                    "got traced ones. Use method='matmul' or 'bitpacked' under jit/vmap."
+                )
+            out = np.empty(stacked.shape[1:], dtype=bool)
+            for idx in np.ndindex(*stacked.shape[1:-2]):
+                member = [_as_intervals(a[idx], f"layer_masks[{l}]") for l, a in enumerate(stacked)]
+                out[idx] = _reachability_structured(None, num_layers, member, "structured", delay).to_dense()
+            return jnp.asarray(out)
         r = _reachability_structured(
             None, num_layers, [_as_intervals(m, "layer_masks") for m in layers], "structured", delay
         )
