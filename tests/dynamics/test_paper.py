@@ -132,7 +132,8 @@ def test_one_row_query_padded_with_a_zero_row_is_exact():
 
 
 def test_figure_3_plane():
-    """Two heads, head 0 `A_0 = −qqᵀ`, `C_0 = e_1e_1ᵀ`, head 1 zero: `Σ22' = 0`, `Σ' = 0` on the plane `(Σq)_1 = 0`."""
+    """Two heads, head 0 `A_0 = −qqᵀ`, `C_0 = e_1e_1ᵀ`, head 1 `A_1 = 0`, `C_1 = e_2e_2ᵀ`: `Σ22' = 0`, `Σ' = 0` on
+    the plane `(Σq)_1 = 0`."""
     q = paper.FIG2_Q_ROW
     model = paper.multihead_model(np.eye(2), np.stack([q, np.zeros(2)]), np.stack([-q, np.zeros(2)]))
     e = np.eye(2)
