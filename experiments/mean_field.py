@@ -152,8 +152,8 @@ def main(out: Path, quick: bool = False) -> dict:
         )
         for i in range(1, len(TIMES)):
             lo, hi = outward(*intervals[q][i - 1])
-            ax.plot(sizes_a, rms_err[q][i], "o-", color=colors[i - 1], ms=3,
-                    label=f"$t$ = {TIMES[i]:g}: slope {minus(slopes[q][i - 1])} [{minus(lo)}, {minus(hi)}]")  # fmt: skip
+            series = f"$t$ = {TIMES[i]:g}: slope {minus(slopes[q][i - 1])} [{minus(lo)}, {minus(hi)}]"
+            ax.plot(sizes_a, rms_err[q][i], "o-", color=colors[i - 1], ms=3, label=series)
         ref = rms_err[q][-1][0] * (sizes_a / sizes_a[0]) ** -0.5
         ax.plot(sizes_a, ref, ":", color="k", label=r"slope $-1/2$")
         ax.set_xscale("log", base=2)
@@ -164,7 +164,8 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), handlelength=1.6, frameon=False)
         ax.set_title(f"{'mean' if q == 'mean' else 'covariance'}: error at $t > 0$", loc="left")
     fig.suptitle(
-        f"Moment-matched initial samples (error at $t$ = 0 ≤ {t0_bound}), {n_seeds} seeds per $n$: particles vs Gaussian ODE"
+        f"Moment-matched initial samples (error at $t$ = 0 ≤ {t0_bound}), {n_seeds} seeds per $n$: "
+        "particles vs Gaussian ODE"
         "\nlog-log slopes with 95 % bootstrap intervals over seeds, rounded outwards"
         "\n(all four depths are read from the same runs)"
     )

@@ -70,7 +70,8 @@ def stack_params(kind: str, make, members: list[dict]) -> tuple[object, np.ndarr
 
 def _count(ax, x: float, count: int, side: int) -> None:
     """`count` above the bar of width 0.4 centred at `x`: centred (`side` 0), or ending 2 pt inside its right
-    edge (1) or starting 2 pt inside its left edge (−1), so that a label wider than the bar spills away from that side."""
+    edge (1) or starting 2 pt inside its left edge (−1), so that a label wider than the bar spills away from that
+    side."""
     ha = {0: "center", 1: "right", -1: "left"}[side]
     ax.annotate(str(count), (x + 0.2 * side, count + 1), xytext=(-2 * side, 0), textcoords="offset points",
                 ha=ha, va="bottom", fontsize=8)  # fmt: skip

@@ -211,9 +211,9 @@ class HasseDiagram(HasseExport):
         :func:`hassejax.order.classes` (sorted by reach-set size, then smallest member).
 
         **Raises:** :class:`~hassejax.errors.MaskError` if `reach` is not a concrete square Boolean
-        preorder (a traced one, under ``jit``/``vmap``, is refused by name); :class:`~hassejax.errors.MemoryBudgetError` (naming `reach`) if its copies,
-        the classes and the quotient would not fit, estimated from its shape before anything
-        is copied.
+        preorder (a traced one, under ``jit``/``vmap``, is refused by name);
+        :class:`~hassejax.errors.MemoryBudgetError` (naming `reach`) if its copies, the classes and the quotient
+        would not fit, estimated from its shape before anything is copied.
 
         **Warns:** :class:`RuntimeWarning` with the estimated seconds and memory, before it
         starts, when the transitive reduction of the quotient (``O(C³)``) is estimated to take

@@ -97,8 +97,8 @@ def classes(reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> tuple[Int[A
 
     **Raises:** :class:`~hassejax.errors.MaskError` if `reach` is not a concrete square Boolean
     `(n, n)` array (a traced one, under ``jit``/``vmap``, is refused by name), or (with `check`) not reflexive
-    or not transitive; the message shows a violating entry. :class:`~hassejax.errors.MemoryBudgetError` (naming `reach`) if the
-    work would not fit in the free memory, estimated from its shape before anything is copied.
+    or not transitive; the message shows a violating entry. :class:`~hassejax.errors.MemoryBudgetError` (naming
+    `reach`) if the work would not fit in the free memory, estimated from its shape before anything is copied.
 
     Not traceable (it returns a Python int); the work runs as one jitted computation with
     fixed shapes, `O(n²)` plus the optional `O(n³)` check.
@@ -229,8 +229,8 @@ def cover_matrix(order: Bool[ArrayLike, "c c"]) -> Bool[Array, "c c"]:
     irreflexive.
 
     **Raises:** :class:`~hassejax.errors.MaskError` if `order` is not a concrete square Boolean array (a traced one,
-    under ``jit``/``vmap``, is refused by name), or not reflexive, antisymmetric and transitive (checked at no extra cost: `S ⊗ S` is needed
-    anyway), with a violating entry in the message.
+    under ``jit``/``vmap``, is refused by name), or not reflexive, antisymmetric and transitive (checked at no
+    extra cost: `S ⊗ S` is needed anyway), with a violating entry in the message.
     :class:`~hassejax.errors.MemoryBudgetError` (naming `order`) if the matmul would not fit
     in the free memory, estimated from its shape before anything is copied.
 
