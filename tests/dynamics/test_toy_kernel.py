@@ -183,3 +183,66 @@ def test_a_batched_kernel_without_ranks_is_told_to_vmap():
     batched = UniformAverage(jnp.stack([jnp.eye(2), 2.0 * jnp.eye(2)]))
     with pytest.raises(ParameterError, match=r"model\.velocity\(t, x \(3, 2\)\).*jax\.vmap the solve over the batch"):
         solve_particles(batched, np.ones((3, 2)), t1=1.0)
+
+
+class _OnesWeights(AbstractAttention):
+    """Uniform attention written with ``jnp.ones(shape)`` (float64 under ``jax_enable_x64``, whatever the tokens)."""
+
+    V: Float[Array, "d d"]
+
+    @property
+    def d(self) -> int:
+        return self.V.shape[-1]
+
+    def weights(self, t, x, keys=None, mask=None):
+        y = x if keys is None else keys
+        allowed = jnp.ones((x.shape[0], y.shape[0])) if mask is None else mask.astype(jnp.float64)
+        return allowed / allowed.sum(axis=1, keepdims=True)
+
+    def value(self, t):
+        return self.V
+
+    def gaussian_affine(self, t, mean, cov, factor=None):
+        return jnp.zeros((self.d, self.d), mean.dtype), jnp.asarray(self.V @ mean, jnp.float64)
+
+
+def test_a_kernel_that_changes_the_dtype_is_named():
+    """A fresh-user check: the docstring's own `Uniform` example (``jnp.ones(shape)``) in a float32 solve under
+    ``jax_enable_x64`` failed inside the solver ("value must have a dtype that can be promoted", and for the Gaussian
+    map "cond branches must have equal output types"). The check of the outputs now names the method and the
+    dtypes; the same kernel in float64 solves and matches the closed form `x̄(t) = e^{tV} x̄0`."""
+    v = -jnp.eye(2, dtype=jnp.float32)
+    x0 = jnp.array([[1.0, 0.0], [0.0, 3.0]], jnp.float32)
+    with pytest.raises(ParameterError, match=r"model\.velocity\(t, x \(2, 2\)\) must return arrays of the state's dtype "
+                       r"float32 .*got float64"):  # fmt: skip
+        solve_particles(_OnesWeights(v), x0, t1=1.0, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ParameterError, match=r"model\.gaussian_affine\(.*must return arrays of the state's dtype "
+                       r"float32 .*got float32, float64"):  # fmt: skip
+        solve_gaussian(_OnesWeights(v), jnp.ones(2, jnp.float32), jnp.eye(2, dtype=jnp.float32), t1=1.0, rtol=1e-6,
+                       atol=1e-6)  # fmt: skip
+    sol = solve_particles(_OnesWeights(v.astype(jnp.float64)), x0.astype(jnp.float64), t1=1.0, ts=TS)
+    mean = np.asarray(sol.xs).mean(axis=1)
+    np.testing.assert_allclose(mean, np.exp(-np.asarray(TS))[:, None] * np.array([0.5, 1.5]), rtol=1e-5)  # interpolated
+
+
+class _TwoArgVelocity(AbstractAttention):
+    V: Float[Array, "d d"]
+
+    @property
+    def d(self) -> int:
+        return self.V.shape[-1]
+
+    def velocity(self, t, x):
+        return jnp.mean(x, axis=0, keepdims=True) @ self.V.T + 0 * x
+
+
+def test_a_velocity_without_keys_and_mask_is_told_the_signature_under_a_wrapper():
+    """A fresh-user check: ``velocity(self, t, x)`` solves alone, but under :class:`Masked` or :class:`MultiHead`
+    (which pass `keys` and `mask`) the message hinted at a batch axis of the kernel's fields."""
+    x0 = np.eye(2)
+    assert status_names(solve_particles(_TwoArgVelocity(jnp.eye(2)), x0, t1=0.5).status) == "completed"
+    for wrapped in (Masked(_TwoArgVelocity(jnp.eye(2)), np.tril(np.ones((2, 2), bool))),
+                    MultiHead([_TwoArgVelocity(jnp.eye(2))])):  # fmt: skip
+        with pytest.raises(ParameterError, match=r"velocity takes \(t, x, keys=None, mask=None\)") as err:
+            solve_particles(wrapped, x0, t1=0.5)
+        assert "batch axis" not in str(err.value)

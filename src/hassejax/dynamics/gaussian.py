@@ -685,6 +685,7 @@ def solve_gaussian(
             lambda part=part: map_of(part),
             ((d, d), (d,)),
             f"{name}.gaussian_affine(t, mean ({d},), cov ({d}, {d}), factor)",
+            dtype=dtype,
         )
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=UnrolledTsit5() if solver is None else solver, rtol=rtol, atol=atol,

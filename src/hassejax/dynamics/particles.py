@@ -281,7 +281,7 @@ def solve_particles(
             else " (if a field of the kernel carries a batch axis: a solve takes one kernel, jax.vmap the solve over the batch)"
         )
         check_output_shapes(
-            lambda part=part: part.velocity(t0, x0), ((n, d),), f"{name}.velocity(t, x ({n}, {d}))", hint
+            lambda part=part: part.velocity(t0, x0), ((n, d),), f"{name}.velocity(t, x ({n}, {d}))", hint, dtype
         )
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,

@@ -175,15 +175,26 @@ def check_velocity_field(model: AbstractAttention, name: str = "model") -> None:
             )
 
 
-def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str, hint: str = "") -> None:
+_SIGNATURE_HINT = (
+    " (a kernel's velocity takes (t, x, keys=None, mask=None): the Masked and MultiHead wrappers pass keys and mask)"
+)
+
+
+def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str, hint: str = "", dtype=None) -> None:
     """Raise :class:`ParameterError` unless `call()` returns arrays of the `expected` shapes (a tuple of them, or one
-    array for one shape); `what` names the method and its inputs in the message.
+    array for one shape), and of `dtype` when given (the state's); `what` names the method and its inputs in the
+    message.
 
     Traced abstractly (:func:`jax.eval_shape`: nothing is computed), before a solve: a user's kernel whose
     :meth:`~AbstractAttention.gaussian_affine` or :meth:`~AbstractAttention.velocity` returned another shape met
     a raw ``dot_general`` or broadcasting error deep inside the solver (a fresh-user review). An error the method
     raises on inputs of the right shapes is re-raised as a :class:`ParameterError` naming it (the original chained).
-    `hint`, if given, ends the message of a failed call or a wrong shape.
+    `hint`, if given, ends the message of a failed call or a wrong shape; a call that fails with a ``TypeError``
+    about its arguments gets the velocity's signature as the hint instead (a fresh-user check: `velocity(self, t,
+    x)` under :class:`Masked` was told about batch axes). An output of another dtype than the state's failed inside
+    the solver (``buffer.at[i].set``: "value must have a dtype that can be promoted", or "cond branches must have
+    equal output types"; a fresh-user check: ``jnp.ones(shape)`` is float64 under ``jax_enable_x64`` in a float32
+    solve).
     """
     from ...errors import HassejaxError
 
@@ -193,6 +204,8 @@ def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str, 
         raise
     except Exception as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        if isinstance(err, TypeError) and ("positional argument" in first or "keyword argument" in first):
+            hint = _SIGNATURE_HINT
         raise ParameterError(
             f"{what} failed on inputs of the shapes it must take ({type(err).__name__}: {first}){hint}"
         ) from err
@@ -206,6 +219,13 @@ def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str, 
     elif not several or shapes != expected:
         got = str(shapes) if several else f"one array of shape {shapes[0]}"
         raise ParameterError(f"{what} must return arrays of shapes {expected}; got {got}.{hint}")
+    if dtype is not None:
+        got = [jnp.dtype(x.dtype).name for x in leaves]
+        if any(g != jnp.dtype(dtype).name for g in got):
+            raise ParameterError(
+                f"{what} must return arrays of the state's dtype {jnp.dtype(dtype).name} (keep the dtype of its "
+                f"inputs: e.g. jnp.ones(shape, dtype=x.dtype), or .astype(x.dtype)); got {', '.join(got)}."
+            )
 
 
 def _not_gaussian(kernel, name: str) -> ParameterError:
@@ -256,7 +276,7 @@ class AbstractAttention(eqx.Module):
     ...         return self.V.shape[-1]
     ...     def weights(self, t, x, keys=None, mask=None):
     ...         y = x if keys is None else keys
-    ...         allowed = jnp.ones((x.shape[0], y.shape[0])) if mask is None else mask.astype(x.dtype)
+    ...         allowed = jnp.ones((x.shape[0], y.shape[0]), x.dtype) if mask is None else mask.astype(x.dtype)
     ...         return allowed / jnp.maximum(allowed.sum(axis=1, keepdims=True), 1.0)
     ...     def value(self, t):
     ...         return self.V
