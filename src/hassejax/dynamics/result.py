@@ -49,7 +49,13 @@ class Status(enum.IntEnum):
       whatever the decade test measured (a burst of L2 growth read `blow_up` with ρ = 0.014; loose tolerances read an
       L2 member `blow_up` with ρ = 0.0496). Otherwise both verdicts are those of the computed
       trajectory: with loose tolerances (`rtol ≳ 1e-3`) it can differ from the true one: keep
-      the defaults, or compare two tolerances, before trusting a verdict. A crossing
+      the defaults, or compare two tolerances, before trusting a verdict. The decade test reads a blow-up whose
+      size grows like `(t* − t)^(−k)` as ``blow_up`` only for `k ≲ 1.8` (`ρ = (1/k)/(100^(1/k) − 1)`: 1/99 at
+      `k = 1`, 0.056 at `k = 2`, tending to the exponential 0.217); the size is a second moment, so tokens or `Σ^(1/2)`
+      growing like `(t* − t)^(−1)` (a kernel's own velocity of degree 2 in the tokens, e.g. `|x̄| x`, a fresh-user
+      check) read ``diverge``, with `growth_exponent` near `1 + 1/k = 1.5` (exponential growth: 1). The Gaussian
+      blow-ups of softmax and linear attention have `k = 1` (`λ ≈ c/(t* − t)`, spec dynamics.md §4).
+      A crossing
       that the event's root find cannot locate inside its step (the step's dense output not
       finite, or the condition there more than a decade from zero, e.g. a constant step or a
       forced `dtmin` across a blow-up) stands at the end of that step, and is `undetermined` (8).

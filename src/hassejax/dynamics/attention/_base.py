@@ -263,6 +263,10 @@ class AbstractAttention(eqx.Module):
       True there, or such a blow-up ends ``max_steps_reached`` or ``dt_min_reached`` instead of ``blow_up``.
     - :meth:`velocity` must accept `keys` and `mask` (the :class:`Masked` and :class:`MultiHead` wrappers pass
       them) and keep the dtype of `x`.
+    - A blow-up is told from a divergence by the decade test on the size (:class:`~hassejax.dynamics.Status`):
+      it reads a size growing like `(t* − t)^(−k)` as ``blow_up`` for `k ≲ 1.8` only. A velocity of degree 2 in the
+      tokens (tokens growing like `1/(t* − t)`, the size like `(t* − t)^(−2)`) reads ``diverge`` with
+      `growth_exponent` near 1.5; read `t_final` and `growth_exponent` for such a kernel.
 
     **Example:** a kernel defined in a few lines (uniform attention, `Γ(x_i) = V ȳ`):
 
