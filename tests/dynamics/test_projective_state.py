@@ -94,6 +94,7 @@ def test_spec_counterexample_blows_up_in_bursts_at_19_68():
 @given(seed=st.integers(0, 2**32 - 1), scale=st.sampled_from([0.3, 1.0, 3.0]))
 @example(seed=479001599, scale=0.3)
 @example(seed=26465327, scale=1.0)
+@example(seed=17334, scale=3.0)
 def test_same_verdict_and_time_as_the_factor_state(seed, scale):
     """Random `V`, `A` (d = 3), well-conditioned `Σ0`: the factor state's status, and its `t*` or end state."""
     r = np.random.default_rng(seed)
@@ -127,8 +128,17 @@ def test_same_verdict_and_time_as_the_factor_state(seed, scale):
     if int(fac.status) == Status.blow_up:
         assert float(proj.t_blowup) == pytest.approx(float(fac.t_blowup), rel=1e-6)
     elif int(fac.status) == Status.completed:
-        np.testing.assert_allclose(np.asarray(proj.cov_final), np.asarray(fac.cov_final), rtol=1e-6, atol=1e-9)
-        np.testing.assert_allclose(np.asarray(proj.mean_final), np.asarray(fac.mean_final), rtol=1e-6, atol=1e-9)
+        # Both at rtol 1e-10, but the global error grows with the state: seed 17334, scale 3 (found by a suite run)
+        # ends with a mean of 1.8e98 (e^226 times α0), where the states differ by 2.9e-6 relative, in the old code
+        # as in the new. The tolerance grows with the log of the growth: 1e-7 a unit of it (2.4e-5 there).
+        growth = max(
+            np.linalg.norm(np.asarray(fac.mean_final)) / np.linalg.norm(alpha0),
+            np.linalg.norm(np.asarray(fac.cov_final)) / np.linalg.norm(s0),
+            np.e,
+        )
+        tol = 1e-6 + 1e-7 * np.log(growth)
+        np.testing.assert_allclose(np.asarray(proj.cov_final), np.asarray(fac.cov_final), rtol=tol, atol=1e-9)
+        np.testing.assert_allclose(np.asarray(proj.mean_final), np.asarray(fac.mean_final), rtol=tol, atol=1e-9)
     # else both ran out of steps (scale 3: `tr Σ` oscillating by decades near a blow-up, in either time)
 
 
