@@ -127,3 +127,31 @@ def test_layer_a_few_rounding_units_long_warns():
         solve(100.0, jnp.float64)  # 4e10 units in float64
         solve(0.0, jnp.float32)  # from t = 0: the layer [0, 1e-4) is 1e-4 / 2^-37 units long
         solve(100.0, jnp.float32, length=1.0)  # 131,072 units
+
+
+def test_short_layer_warning_measures_the_stretches_the_solve_crosses():
+    """A review: the first value of a PiecewiseConstant holds before ``t_edges[0]`` and the last after
+    ``t_edges[-1]``, so edges ``[0, 100, 100.0001]`` change the value once (at 100) and hold no short layer; the
+    warning measured ``[100, 100.0001)``. A layer is now a stretch of the solve between two edges where the value
+    changes, or between `t0`/`t1` and such an edge."""
+    from hassejax.dynamics import PiecewiseConstant, solve_particles
+
+    v = np.array([[0.3, 0.1], [0.0, -0.2]], np.float32)
+    x0 = np.random.default_rng(0).normal(size=(5, 2)).astype(np.float32)
+
+    def solve(edges, values, t0, t1):
+        pc = PiecewiseConstant(np.stack(values), np.array(edges, np.float32))
+        return solve_particles(Softmax(V=pc, A=0.5 * np.eye(2, dtype=np.float32)), x0, t0=t0, t1=t1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        solve([0.0, 100.0, 100.0001], [v, 2 * v], 0.0, 150.0)  # one change, at 100
+        solve([99.9999, 100.0, 200.0], [v, 2 * v], 0.0, 150.0)  # the same
+        solve([0.0, 100.0, 100.0001, 200.0], [v, v, v], 0.0, 150.0)  # no change at all
+    for edges, values, t0, t1 in (
+        ([0.0, 100.0, 100.0001, 200.0], [v, 2 * v, v], 0.0, 150.0),  # between two changes
+        ([100.0, 100.0001, 200.0], [2 * v, v], 100.0, 150.0),  # from t0 to a change
+        ([0.0, 100.0, 200.0], [2 * v, v], 50.0, 100.0001),  # from a change to t1
+    ):
+        with pytest.warns(RuntimeWarning, match=r"layer \[100, 100\.0001\) is only 13(\.1)? rounding units"):
+            solve(edges, values, t0, t1)

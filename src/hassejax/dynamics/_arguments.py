@@ -216,9 +216,20 @@ def warn_short_layers(model, t0, t1, dtype) -> None:
     for leaf in jtu.tree_leaves(model, is_leaf=lambda x: isinstance(x, PiecewiseConstant)):
         if not isinstance(leaf, PiecewiseConstant) or is_traced(leaf.t_edges):
             continue
-        edges = np.asarray(leaf.t_edges, np.float64)
-        a, b = edges[:-1], edges[1:]
-        crossed = (b > lo) & (a < hi)  # the layers the solve's interval overlaps
+        # the value changes at interior edges only (the first value holds before t_edges[0], the last after
+        # t_edges[-1]); a layer is the stretch of the solve between two edges where it changes (equal neighbours
+        # merge), or between t0 or t1 and such an edge: each edge a step ends on shifts the solve's time by a
+        # rounding unit, t0 and t1 do not (a review: a first value held from -inf was measured from t_edges[0])
+        inner = np.asarray(leaf.t_edges, np.float64)[1:-1]
+        if not is_traced(leaf.values):
+            vals = np.asarray(leaf.values)
+            inner = inner[np.any((vals[1:] != vals[:-1]).reshape(vals.shape[0] - 1, -1), axis=1)]
+        inner = inner[(inner > lo) & (inner < hi)]
+        if inner.size == 0:
+            continue
+        bounds = np.concatenate([[lo], inner, [hi]])
+        a, b = bounds[:-1], bounds[1:]
+        crossed = b > a
         # one rounding unit at the layer's larger end: eps · 2^(e − 1) for |t| = m · 2^e, m in [0.5, 1)
         ulp = eps * np.ldexp(1.0, np.frexp(np.maximum(np.abs(a), np.abs(b)))[1] - 1)
         units = (b - a) / np.maximum(ulp, np.finfo(np.float64).tiny)

@@ -674,7 +674,8 @@ def solve_gaussian(
 
     def map_of(part):  # the kernel's map on the initial state, for eval_shape (nothing computed)
         cov_in = cov0 if cov0 is not None else u0 @ u0.T
-        return part.gaussian_affine(t0, mean0, cov_in, u0 if cov0 is None else psd_sqrt(cov0))
+        t_state = jnp.asarray(t0, dtype)  # as the solver calls the kernel (a float64 t0 in a float32 solve: float32)
+        return part.gaussian_affine(t_state, mean0, cov_in, u0 if cov0 is None else psd_sqrt(cov0))
 
     # each head of a MultiHead first, so that a message names the head (then the sum)
     for part, name in [

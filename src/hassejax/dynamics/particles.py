@@ -269,6 +269,7 @@ def solve_particles(
         feedforward = (w, b)
     n = x0.shape[0]
     _check_pair_memory(n, dtype)
+    t_state = jnp.asarray(t0, dtype)  # as the solver calls the kernel (a float64 t0 in a float32 solve: float32)
     # each head of a MultiHead first, so that a message names the head (then the sum)
     for part, name in [
         *((h, f"{label}.heads[{i}]") for i, h in enumerate(getattr(model, "heads", ()))),
@@ -281,7 +282,7 @@ def solve_particles(
             else " (if a field of the kernel carries a batch axis: a solve takes one kernel, jax.vmap the solve over the batch)"
         )
         check_output_shapes(
-            lambda part=part: part.velocity(t0, x0), ((n, d),), f"{name}.velocity(t, x ({n}, {d}))", hint, dtype
+            lambda part=part: part.velocity(t_state, x0), ((n, d),), f"{name}.velocity(t, x ({n}, {d}))", hint, dtype
         )
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
