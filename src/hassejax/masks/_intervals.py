@@ -45,6 +45,8 @@ def fill_runs(
     of each row (``(m, k)`` int arrays; empty runs ignored; at most 127 runs over one entry), a block of rows at a time: a
     difference array and its running sum, about :data:`DENSE_BLOCK_BYTES` of temporaries. `columns`: write the
     filled row's entries ``columns`` (``out[r, j] = filled[r, columns[j]]``) instead of the row itself."""
+    if starts.ndim != 2 or stops.shape != starts.shape:  # private: a caller's bug, not a user's input
+        raise ValueError(f"fill_runs takes (m, k) starts and stops; got {starts.shape} and {stops.shape}")
     m = starts.shape[0]
     rows = max(1, min(m, DENSE_BLOCK_BYTES // (2 * (n + 1))))  # an int8 difference block and its sum
     diff = np.empty((rows, n + 1), dtype=np.int8)
