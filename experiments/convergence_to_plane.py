@@ -126,7 +126,8 @@ def main(out: Path, quick: bool = False) -> dict:
         label=f"$10^{{{int(np.log10(FLOOR))}}}$: solver floor (rtol $10^{{{int(np.log10(dc.RTOL))}}}$)",
     )
     ax_res.grid(alpha=0.3, which="both")
-    ax_res.legend(loc="upper right")
+    # below the axes: inside, any corner covers trajectories (upper right: the slow ones at t = 20–200)
+    ax_res.legend(loc="upper center", bbox_to_anchor=(0.5, -0.26), frameon=False)
     all_conv = bool(conv.all())
     fig.suptitle(
         f"Convergence to a plane (Castin et al., arXiv:2501.18322, fig. 3): {'all' if all_conv else 'NOT all'} {n} "
