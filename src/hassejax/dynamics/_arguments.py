@@ -198,60 +198,47 @@ SHORT_LAYER_UNITS = 1e3
 (in the state's dtype) draws a warning from :func:`warn_short_layers`."""
 
 
-def warn_short_layers(model, t0, t1, dtype) -> None:
-    """Warn (``RuntimeWarning``) when a layer of a concrete :class:`~hassejax.dynamics.PiecewiseConstant` inside `model`
-    that the solve from `t0` to `t1` crosses is shorter than :data:`SHORT_LAYER_UNITS` rounding units of `t` in
-    `dtype`: its steps' times round to so few representable values that the solver sees the layer's length only to
-    about one part in its length in those units, whatever `rtol` (a new-user check: float32, a layer of 1e-4 at
+def warn_short_layers(layer_edges, t0, t1, dtype) -> None:
+    """Warn (``RuntimeWarning``) when the solve from `t0` to `t1` crosses a stretch shorter than
+    :data:`SHORT_LAYER_UNITS` rounding units of `t` in `dtype` between two `layer_edges` (the times where a
+    :class:`~hassejax.dynamics.PiecewiseConstant` parameter changes value, ``_solve.collect_layer_edges``: `inf` for
+    an edge without a change; None for none), or between `t0` or `t1` and such an edge: each edge a step ends on
+    shifts the solve's time by a rounding unit (`t0` and `t1` do not), so the solver sees the stretch's length only
+    to about one part in its length in those units, whatever `rtol` (a new-user check: float32, a layer of 1e-4 at
     `t = 100`, 13 units, `V` 2000 times the next layer's: `t*` 0.8 % late, reported ``blow_up``). Nothing for traced
-    parameters or times, or a model without such parameters."""
-    from jax import tree_util as jtu
-
-    from .params import PiecewiseConstant
-
-    if dtype is None or is_traced(t0, t1):
+    edges (traced parameter values included) or times."""
+    if layer_edges is None or dtype is None or is_traced(layer_edges, t0, t1):
         return
     lo, hi = sorted((float(t0), float(t1)))
     eps = float(jnp.finfo(dtype).eps)
-    for leaf in jtu.tree_leaves(model, is_leaf=lambda x: isinstance(x, PiecewiseConstant)):
-        if not isinstance(leaf, PiecewiseConstant) or is_traced(leaf.t_edges):
-            continue
-        # the value changes at interior edges only (the first value holds before t_edges[0], the last after
-        # t_edges[-1]); a layer is the stretch of the solve between two edges where it changes (equal neighbours
-        # merge), or between t0 or t1 and such an edge: each edge a step ends on shifts the solve's time by a
-        # rounding unit, t0 and t1 do not (a review: a first value held from -inf was measured from t_edges[0])
-        inner = np.asarray(leaf.t_edges, np.float64)[1:-1]
-        if not is_traced(leaf.values):
-            vals = np.asarray(leaf.values)
-            inner = inner[np.any((vals[1:] != vals[:-1]).reshape(vals.shape[0] - 1, -1), axis=1)]
-        inner = inner[(inner > lo) & (inner < hi)]
-        if inner.size == 0:
-            continue
-        bounds = np.concatenate([[lo], inner, [hi]])
-        a, b = bounds[:-1], bounds[1:]
-        crossed = b > a
-        # one rounding unit at the layer's larger end: eps · 2^(e − 1) for |t| = m · 2^e, m in [0.5, 1)
-        ulp = eps * np.ldexp(1.0, np.frexp(np.maximum(np.abs(a), np.abs(b)))[1] - 1)
-        units = (b - a) / np.maximum(ulp, np.finfo(np.float64).tiny)
-        short = np.flatnonzero(crossed & (units < SHORT_LAYER_UNITS))
-        if short.size:
-            k = int(short[np.argmin(units[short])])
-            name = jnp.dtype(dtype).name
-            warnings.warn(
-                f"A PiecewiseConstant layer [{a[k]:.8g}, {b[k]:.8g}) is only {units[k]:.3g} rounding units of t long "
-                f"in {name} ({short.size} such layer{'s' if short.size > 1 else ''}): the solver sees its length only "
-                f"to about 1 part in {units[k]:.2g}, whatever rtol (its step times round to few values), and the "
-                "solution after it carries that error. "
-                + (
-                    "Enable float64 (jax.config.update('jax_enable_x64', True)), or shift time so that t0 is 0 (the "
-                    "layer edges with it)."
-                    if name != "float64"
-                    else "Shift time so that t0 is 0 (the layer edges with it), or lengthen the layer."
-                ),
-                RuntimeWarning,
-                stacklevel=user_stacklevel(),
-            )
-            return
+    inner = np.unique(np.asarray(layer_edges, np.float64))  # sorted; inf (no change there) drops out below
+    inner = inner[(inner > lo) & (inner < hi)]
+    if inner.size == 0:
+        return
+    bounds = np.concatenate([[lo], inner, [hi]])
+    a, b = bounds[:-1], bounds[1:]
+    # one rounding unit at the stretch's larger end: eps · 2^(e − 1) for |t| = m · 2^e, m in [0.5, 1)
+    ulp = eps * np.ldexp(1.0, np.frexp(np.maximum(np.abs(a), np.abs(b)))[1] - 1)
+    units = (b - a) / np.maximum(ulp, np.finfo(np.float64).tiny)
+    short = np.flatnonzero(units < SHORT_LAYER_UNITS)
+    if short.size == 0:
+        return
+    k = int(short[np.argmin(units[short])])
+    name = jnp.dtype(dtype).name
+    warnings.warn(
+        f"A PiecewiseConstant layer [{a[k]:.8g}, {b[k]:.8g}) is only {units[k]:.3g} rounding units of t long in {name} "
+        f"({short.size} such layer{'s' if short.size > 1 else ''}): the solver sees its length only to about 1 part "
+        f"in {units[k]:.2g}, whatever rtol (its step times round to few values), and the solution after it carries "
+        "that error. "
+        + (
+            "Enable float64 (jax.config.update('jax_enable_x64', True)), or shift time so that t0 is 0 (the layer "
+            "edges with it)."
+            if name != "float64"
+            else "Shift time so that t0 is 0 (the layer edges with it), or lengthen the layer."
+        ),
+        RuntimeWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 def check_solver(solver, stepsize_controller=None, dt0=None) -> None:

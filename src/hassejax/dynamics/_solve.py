@@ -610,8 +610,8 @@ def solve_settings(
     if model is not None:
         check_finite_params(model, "model")
     check_times(t0, t1, ts)
-    if model is not None:
-        warn_short_layers(model, t0, t1, dtype)
+    layer_edges = None if model is None else collect_layer_edges(model)
+    warn_short_layers(layer_edges, t0, t1, dtype)
     check_progress_meter(progress_meter)
     check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller, dtype)
     check_solver(solver, stepsize_controller, dt0)
@@ -668,7 +668,7 @@ def solve_settings(
         "progress_meter": progress_meter,
         "tolerances_ok": None if stepsize_controller is not None else tolerances_ok,
         "converge_tol_ok": converge_tol_ok,
-        "layer_edges": None if model is None else collect_layer_edges(model),
+        "layer_edges": layer_edges,
     }
 
 
