@@ -12,9 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._mask_checks import check_mask
 from ._memory import host_memory_bytes
-from ._tracing import refuse_traced
-from .errors import EmptyRowError, MaskError, MemoryBudgetError
+from .errors import EmptyRowError, MemoryBudgetError
 
 __all__ = ["as_mask", "check_rows_nonempty", "available_memory_bytes", "device_free_bytes", "check_memory"]
 
@@ -47,37 +47,10 @@ def as_mask(
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a non-array, wrong rank, empty query
     or key axis, non-square (when `square`), non-Boolean dtype or a traced mask (when `concrete`);
-    :class:`~hassejax.errors.MemoryBudgetError` from `memory`.
+    :class:`~hassejax.errors.MemoryBudgetError` from `memory`. (The checks alone, without JAX:
+    :func:`hassejax._mask_checks.check_mask`.)
     """
-    if isinstance(mask, (list, tuple)):
-        mask = np.asarray(mask)
-    if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
-        raise MaskError(
-            f"`{name}` must be a Boolean array of shape (n, n); got an object of type {type(mask).__name__}."
-        )
-    if concrete is not None:
-        refuse_traced(mask, name, concrete)
-    shape = tuple(mask.shape)
-    if len(shape) < 2 or (not batched and len(shape) != 2):
-        want = "rank 2 (n, n) or rank >= 2 (..., n, n)" if batched else "rank 2, shape (n, n)"
-        raise MaskError(f"`{name}` must have {want}; got shape {shape} (rank {len(shape)}).")
-    if shape[-1] == 0 or shape[-2] == 0:
-        raise MaskError(f"`{name}` must have at least one query and one key; got shape {shape}.")
-    if square and shape[-1] != shape[-2]:
-        raise MaskError(
-            f"`{name}` must be square (n, n): closing over layers needs self-attention, where queries "
-            f"and keys are the same positions; got shape {shape} with {shape[-2]} queries and {shape[-1]} keys. "
-            "For cross-attention or a KV cache, square it first (e.g. add the prefix rows)."
-        )
-    if mask.dtype != np.bool_:
-        raise MaskError(
-            f"`{name}` must have dtype bool (True = may attend); got dtype {mask.dtype}. "
-            "Convert explicitly: `mask.astype(bool)` for 0/1 'may attend' masks, "
-            "`hassejax.masks.from_blocked` for '1 = cannot attend' masks, "
-            "`hassejax.masks.from_additive_bias` for 0/-inf biases."
-        )
-    if memory is not None:
-        memory(shape)
+    mask = check_mask(mask, name, square=square, batched=batched, memory=memory, concrete=concrete)
     return jnp.asarray(mask)
 
 

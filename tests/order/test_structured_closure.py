@@ -262,11 +262,30 @@ def test_flow_summary_errors_name_the_argument():
         reachability(m, method="matmul")
 
 
-def test_flow_summary_of_nested_lists_says_what_to_pass(no_typecheck):
-    """Nested lists are not a mask type here (the runtime type checks refuse them first in the suite); the library's
-    own message said "got list of shape None" (review)."""
-    with pytest.raises(MaskError, match=r"got list \(nested lists: pass np.asarray\(mask, bool\)\)"):
-        flow_summary([[True]])
+def test_flow_summary_takes_nested_lists_as_reachability_does(no_typecheck):
+    """flow_summary refused nested lists ("got list (nested lists: pass np.asarray(mask, bool))") while reachability,
+    convergence_depth and HasseDiagram.from_mask take them (a fresh user). It now runs their checks (as_mask's, without
+    JAX): nested lists give the array's summary, and the same inputs are refused with the same messages. (Runtime type
+    checks off: like the others' annotations, flow_summary's name arrays; the library itself accepts lists.)"""
+    untimed = lambda s: {k: v for k, v in s.to_dict().items() if k != "seconds"}
+    nested = [[True, False], [True, True]]
+    assert untimed(flow_summary(nested, (1,))) == untimed(flow_summary(np.asarray(nested), (1,)))
+    rows = np.tril(np.ones((5, 5), bool)) & ~np.eye(5, k=-2, dtype=bool)
+    got, want = flow_summary(rows.tolist(), (1, 2)), flow_summary(rows, (1, 2))
+    assert untimed(got) == untimed(want) and got.diagram() == want.diagram() == HasseDiagram.from_mask(rows.tolist())
+    assert got.convergence_depth == int(convergence_depth(rows.tolist()))
+    others = {"int": reachability, "ragged": convergence_depth, "not square": HasseDiagram.from_mask}
+    bad = {"int": [[1, 0], [1, 1]], "ragged": [[True], [True, False]], "not square": [[True, False]]}
+    for what, other in others.items():  # refused as the others refuse them (ragged: NumPy's ValueError before)
+        with pytest.raises(MaskError) as ours:
+            flow_summary(bad[what])
+        with pytest.raises(MaskError) as theirs:
+            other(bad[what])
+        assert str(ours.value) == str(theirs.value), what
+    heads = (IntervalMask.from_dense(rows), IntervalMask.from_dense(rows))
+    with pytest.raises(MaskError, match="pass head_axis=0"):  # a tuple of IntervalMask: heads, not densified
+        flow_summary(heads)
+    assert untimed(flow_summary(heads, (1, 2), head_axis=0)) == untimed(want)
 
 
 def test_hasse_diagram_from_interval_mask():

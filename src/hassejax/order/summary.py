@@ -21,7 +21,7 @@ from typing import no_type_check
 
 import numpy as np
 
-from .._tracing import refuse_traced
+from .._mask_checks import check_mask
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask
 from ._progress import check_progress, progress_bar
@@ -136,7 +136,8 @@ def flow_summary(
     **Arguments:**
 
     - `mask`: an :class:`~hassejax.masks.IntervalMask`, or a Boolean NumPy/JAX array of
-      shape `(n, n)` (row = query, column = key, True = may attend). The diagonal is implied
+      shape `(n, n)` (row = query, column = key, True = may attend), or nested lists of bools of
+      that shape (checked as :func:`hassejax.order.reachability` checks its `mask`). The diagonal is implied
       (``A = M | I``, spec §1.1).
     - `layers`: the layer counts ``L`` whose reach is reported (e.g. ``(1, 2, 4, 8)``).
     - `method`: ``"auto"`` (see :func:`choose_route`), ``"structured"``, ``"matmul"`` or
@@ -196,12 +197,13 @@ def flow_summary(
 
         mask = _heads_union(mask, head_axis, "mask", batched=False)
     if not isinstance(mask, IntervalMask):
-        refuse_traced(mask, "mask", "flow_summary")
-        shape = getattr(mask, "shape", None)
-        if shape is None or len(shape) != 2:
-            got = f"{type(mask).__name__} of shape {shape}" if shape is not None else type(mask).__name__
-            hint = " (nested lists: pass np.asarray(mask, bool))" if isinstance(mask, (list, tuple)) else ""
-            raise MaskError(f"`mask` must be an IntervalMask or a Boolean array of shape (n, n); got {got}{hint}.")
+        if isinstance(mask, (list, tuple)) and any(isinstance(m, IntervalMask) for m in mask):
+            raise MaskError(  # not densified into a (heads, n, n) array, which is then refused
+                f"`mask` must be an IntervalMask or a Boolean array of shape (n, n); got a {type(mask).__name__} of "
+                "IntervalMask: for the heads of one layer pass head_axis=0 (their union is analysed)."
+            )
+        # The checks of reachability, convergence_depth and HasseDiagram.from_mask (nested lists accepted), no JAX.
+        mask = check_mask(mask, "mask", batched=False, concrete="flow_summary")
     with progress_bar(_step_delay(delay), "choosing the route", "", tick=True):
         route, reason, intervals = choose_route(mask, method)
         if route != "structured":

@@ -1,0 +1,68 @@
+"""The shape and dtype checks of a dense Boolean mask, without JAX (private).
+
+:func:`hassejax._checks.as_mask` runs them and converts the result to a ``jax.Array``; the functions that run on
+the host without JAX (:func:`hassejax.order.flow_summary`) run them alone, so that they accept and refuse the
+same inputs as the jitted ones (nested lists included) and start no JAX.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ._tracing import refuse_traced
+from .errors import MaskError
+
+__all__ = ["check_mask"]
+
+
+def check_mask(
+    mask,
+    name: str = "mask",
+    *,
+    square: bool = True,
+    batched: bool = True,
+    memory: Callable[[tuple[int, ...]], None] | None = None,
+    concrete: str | None = None,
+):
+    """Validate a Boolean attention mask; return it, as a NumPy array if it came as nested lists or tuples.
+
+    The arguments and errors are those of :func:`hassejax._checks.as_mask` (which returns a ``jax.Array``).
+    """
+    if isinstance(mask, (list, tuple)):
+        try:
+            mask = np.asarray(mask)
+        except ValueError as err:  # ragged nested lists: NumPy's "inhomogeneous shape"
+            raise MaskError(
+                f"`{name}` must be a Boolean array of shape (n, n); got nested {type(mask).__name__}s that are not "
+                f"rectangular ({' '.join(str(err).split())})."
+            ) from None
+    if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
+        raise MaskError(
+            f"`{name}` must be a Boolean array of shape (n, n); got an object of type {type(mask).__name__}."
+        )
+    if concrete is not None:
+        refuse_traced(mask, name, concrete)
+    shape = tuple(mask.shape)
+    if len(shape) < 2 or (not batched and len(shape) != 2):
+        want = "rank 2 (n, n) or rank >= 2 (..., n, n)" if batched else "rank 2, shape (n, n)"
+        raise MaskError(f"`{name}` must have {want}; got shape {shape} (rank {len(shape)}).")
+    if shape[-1] == 0 or shape[-2] == 0:
+        raise MaskError(f"`{name}` must have at least one query and one key; got shape {shape}.")
+    if square and shape[-1] != shape[-2]:
+        raise MaskError(
+            f"`{name}` must be square (n, n): closing over layers needs self-attention, where queries "
+            f"and keys are the same positions; got shape {shape} with {shape[-2]} queries and {shape[-1]} keys. "
+            "For cross-attention or a KV cache, square it first (e.g. add the prefix rows)."
+        )
+    if mask.dtype != np.bool_:
+        raise MaskError(
+            f"`{name}` must have dtype bool (True = may attend); got dtype {mask.dtype}. "
+            "Convert explicitly: `mask.astype(bool)` for 0/1 'may attend' masks, "
+            "`hassejax.masks.from_blocked` for '1 = cannot attend' masks, "
+            "`hassejax.masks.from_additive_bias` for 0/-inf biases."
+        )
+    if memory is not None:
+        memory(shape)
+    return mask
