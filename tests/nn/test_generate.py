@@ -110,6 +110,11 @@ def test_generate_errors(no_runtime_typecheck, trained):
         generate_blocks(trained, jnp.zeros(4, jnp.int32), 4, block_size=L)
     with pytest.raises(ParameterError, match=r"`prompt` must hold token ids in \[0, 6\)"):
         generate_blocks(trained, jnp.asarray([0, 1, 2, 9]), 1, block_size=L)
+    with pytest.raises(ParameterError, match=r"`teacher` must hold token ids in \[0, 6\); got values in \[0, 6\]"):
+        generate_blocks(trained, jnp.zeros(4, jnp.int32), 1, teacher=jnp.asarray([0, 6, 1, 2]), block_size=L)
+    # generate_blocks runs on the host: under jit a clear error naming `prompt` (was JAX's ConcretizationTypeError)
+    with pytest.raises(ParameterError, match="`prompt` must be a concrete array: generate_blocks"):
+        eqx.filter_jit(lambda p: generate_blocks(trained, p, 1, block_size=L).tokens)(jnp.zeros(4, jnp.int32))
     with pytest.raises(ParameterError, match="`prompt` must be a 1-D int array"):
         generate_blocks(trained, jnp.zeros((4,)), 1, block_size=L)
     with pytest.raises(ParameterError, match="`num_blocks` must be a positive int"):

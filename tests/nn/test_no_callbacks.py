@@ -18,6 +18,7 @@ from hassejax.nn import (
     TrainConfig,
     Transformer,
     butterfly_layout,
+    causal_layout,
     evaluate,
     layout_loss,
     random_markov_chain,
@@ -94,8 +95,26 @@ def test_user_jit_keeps_the_runtime_check(no_runtime_typecheck, setup):
     user = eqx.filter_jit(evaluate)
     assert _has_callback(_text(user, model, lay, seqs))
     assert float(user(model, lay, seqs)) == pytest.approx(float(evaluate(model, lay, seqs)), rel=1e-6)
-    with pytest.raises(Exception, match=r"`token_ids` holds an id outside \[0, 4\)"):
+    with pytest.raises(Exception, match=r"`sequences` must hold token ids in \[0, 3\)"):
         jax.block_until_ready(user(model, lay, seqs.at[0, 0].set(VOCAB + 1)))
+
+
+@pytest.mark.parametrize("layout", [butterfly_layout(N), causal_layout(N)], ids=["butterfly", "causal"])
+def test_user_jit_refuses_the_mask_token_id_in_sequences(no_runtime_typecheck, setup, layout):
+    """Id V (the mask token) passes the model's embedding check, whose range is [0, V]; as a sequence token it was a
+    target index past the V logits: under jit the loss was NaN with no error. Now a runtime error names `sequences`
+    (or `sequence`, for one) and [0, V)."""
+    model, _, seqs = setup
+    bad = seqs.at[0, N - 1].set(VOCAB)
+    for fn in (eqx.filter_jit(layout_loss), eqx.filter_jit(evaluate)):
+        assert np.isfinite(float(fn(model, layout, seqs)))
+        with pytest.raises(Exception, match=r"`sequences` must hold token ids in \[0, 3\)"):
+            jax.block_until_ready(fn(model, layout, bad))
+    one = eqx.filter_jit(lambda m, s: layout.logits(m, s))
+    with pytest.raises(Exception, match=r"`sequence` must hold token ids in \[0, 3\)"):
+        jax.block_until_ready(one(model, bad[0]))
+    with pytest.raises(ParameterError, match=r"`sequence` must hold token ids in \[0, 3\); got values in \[3, 3\]"):
+        layout.logits(model, jnp.full((N,), VOCAB, jnp.int32))
 
 
 def test_train_flags_bad_sampled_ids_and_checks_held_out(no_runtime_typecheck, setup):

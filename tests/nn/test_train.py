@@ -96,6 +96,11 @@ def test_train_errors(no_runtime_typecheck):
         TrainConfig(steps=0)
     with pytest.raises(ParameterError, match=r"`warmup_steps` must be an int in \[0, steps = 10\)"):
         TrainConfig(steps=10, warmup_steps=10)
+    # the default warm-up (100 steps) refuses a short run: the message and the docstring's Raises say so
+    with pytest.raises(ParameterError, match=r"`warmup_steps` .*\[0, steps = 50\); got 100 \(the default; pass a"):
+        TrainConfig(steps=50)
+    assert "`warmup_steps` is not an int in ``[0, steps)``" in " ".join(TrainConfig.__doc__.split())
+    assert TrainConfig(steps=50, warmup_steps=5).warmup_steps == 5
     with pytest.raises(ParameterError, match="`learning_rate` must be > 0"):
         TrainConfig(learning_rate=0.0)
     lay = causal_layout(3)

@@ -25,9 +25,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+from .._tracing import is_traced
 from ..errors import ParameterError, TaskError
 from ..tasks import block_generation
-from .layouts import Layout, layout_from_task
+from .layouts import Layout, _checked_token_ids, layout_from_task
 from .transformer import Transformer
 
 __all__ = ["BlockGeneration", "generate_blocks"]
@@ -88,8 +89,9 @@ def generate_blocks(
     **Returns:** a :class:`BlockGeneration` (tokens and per-block logits).
 
     **Raises:** :class:`~hassejax.errors.TaskError` if `p` is not a multiple of `block_size`;
-    :class:`~hassejax.errors.ParameterError` for non-int or out-of-range tokens, a teacher of
-    the wrong length, `num_blocks < 1`, a non-positive temperature, or a model whose
+    :class:`~hassejax.errors.ParameterError` for non-int or out-of-range tokens (ids outside
+    ``[0, vocab_size)``) or traced ones (it runs on the host: call it outside ``jit``), a teacher
+    of the wrong length, `num_blocks < 1`, a non-positive temperature, or a model whose
     `num_positions` cannot hold position `p + num_blocks·block_size`.
 
     Source: spec hasse.md §3.2.
@@ -114,10 +116,14 @@ def generate_blocks(
                 f"`teacher` must hold num_blocks·block_size = {num_blocks * l} tokens; got {teacher.shape[0]}."
             )
     for name, x in (("prompt", prompt), ("teacher", teacher)):
-        if x is not None and x.shape[0] and (int(jnp.min(x)) < 0 or int(jnp.max(x)) >= model.vocab_size):
+        if is_traced(x):  # the blocks' tasks and layouts are built on the host, one jitted forward pass each
             raise ParameterError(
-                f"`{name}` must hold token ids in [0, {model.vocab_size}); got values in [{int(jnp.min(x))}, {int(jnp.max(x))}]."
+                f"`{name}` must be a concrete array: generate_blocks loops over the blocks on the host (each block "
+                "one jitted forward pass) and cannot itself run under jax.jit or jax.vmap; got a traced array. "
+                "Call it outside jit."
             )
+        if x is not None:
+            _checked_token_ids(x, model.vocab_size, name)
     if not temperature > 0:
         raise ParameterError(f"`temperature` must be > 0; got {temperature!r}.")
 

@@ -26,10 +26,41 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from .._tracing import is_traced
 from ..errors import ParameterError, TaskError
 from ..tasks import Task, Token, autoregressive, block_generation, butterfly
 
 __all__ = ["Layout", "SlotInputs", "layout_from_task", "causal_layout", "block_two_stream_layout", "butterfly_layout"]
+
+
+def _checked_token_ids(ids, vocab_size: int, name: str):
+    """`ids` checked to be integer sequence-token ids in ``[0, vocab_size)``, returned for use downstream.
+
+    The model's own check admits ``vocab_size`` (its mask token id), which as a sequence token would index past the
+    logits (a NaN loss) or feed the mask embedding in place of a token; sequences must stay below it. Concrete ids are
+    checked on the host; traced ids (under ``jit``/``vmap``) get an :func:`equinox.error_if`, a runtime error when the
+    program runs, so the returned array must be the one used.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` naming `name` for a non-integer dtype or (concrete ids) an id
+    out of range.
+    """
+    dtype = jnp.result_type(ids) if hasattr(ids, "dtype") else np.asarray(ids).dtype
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise ParameterError(f"`{name}` must be integer token ids (e.g. int32); got dtype {dtype}.")
+    if is_traced(ids):
+        bad = jnp.any((ids < 0) | (ids >= vocab_size))
+        return eqx.error_if(
+            ids,
+            bad,
+            f"`{name}` must hold token ids in [0, {vocab_size}) (id {vocab_size} is the model's mask token, never a "
+            "sequence token); got an id outside.",
+        )
+    arr = np.asarray(ids)
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
+        raise ParameterError(
+            f"`{name}` must hold token ids in [0, {vocab_size}); got values in [{arr.min()}, {arr.max()}]."
+        )
+    return ids
 
 
 class SlotInputs(eqx.Module):
@@ -104,11 +135,23 @@ class Layout(eqx.Module):
     def logits(self, model, sequence: Int[Array, " n"], *, check_ids: bool = True) -> Float[Array, "slots vocab"]:
         """Logits of every slot: ``model(*slot_inputs, mask)`` for one sequence `(n,)`.
 
-        `check_ids=False` skips the model's id range check (for sequences known valid, e.g.
-        sampled inside ``jit`` or checked by :meth:`check_inputs`; see :meth:`Transformer.embed`).
+        With `check_ids` (default) `sequence` must hold token ids in ``[0, model.vocab_size)`` (the
+        mask token id ``vocab_size`` is not a sequence token): checked on the host for a concrete
+        sequence, by an :func:`equinox.error_if` (a runtime error) for a traced one, besides the
+        model's own checks (:meth:`Transformer.embed`). `check_ids=False` skips them all, for
+        sequences known valid (e.g. sampled inside ``jit`` or checked by :meth:`check_inputs`).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a `sequence` of the wrong shape or
+        dtype, and with `check_ids` for ids out of range (under ``jit``, a runtime error).
         """
+        if check_ids:
+            sequence = _checked_token_ids(sequence, model.vocab_size, "sequence")
+        return self._logits(model, sequence, check_ids)
+
+    def _logits(self, model, sequence, check_model_ids: bool):
+        """:meth:`logits` without the check of `sequence`'s range (the caller's); `check_model_ids`: the model's."""
         s = self.slot_inputs(sequence, model.mask_id)
-        return model(s.token_ids, s.position_ids, self.mask, s.token_weights, check_ids=check_ids)
+        return model(s.token_ids, s.position_ids, self.mask, s.token_weights, check_ids=check_model_ids)
 
     def check_inputs(self, model, sequences, name: str = "sequences") -> None:
         """Host check of concrete inputs before a jitted call that skips the runtime id check.
@@ -130,13 +173,7 @@ class Layout(eqx.Module):
         ...
         hassejax.errors.ParameterError: `sequences` must hold token ids in [0, 3); got values in [0, 3].
         """
-        arr = np.asarray(sequences)
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise ParameterError(f"`{name}` must be integer token ids (e.g. int32); got dtype {arr.dtype}.")
-        if arr.size and (arr.min() < 0 or arr.max() >= model.vocab_size):
-            raise ParameterError(
-                f"`{name}` must hold token ids in [0, {model.vocab_size}); got values in [{arr.min()}, {arr.max()}]."
-            )
+        _checked_token_ids(np.asarray(sequences), model.vocab_size, name)
         top = int(np.max(np.asarray(self.position_ids), initial=-1))
         if top >= model.num_positions:
             raise ParameterError(

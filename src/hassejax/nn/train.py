@@ -26,7 +26,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from .._tracing import is_traced
 from ..errors import ParameterError
-from .layouts import Layout
+from .layouts import Layout, _checked_token_ids
 from .transformer import Transformer
 
 __all__ = ["TrainConfig", "TrainHistory", "make_schedule", "make_optimizer", "layout_loss", "evaluate", "train"]
@@ -42,7 +42,11 @@ class TrainConfig:
     - `weight_decay`: AdamW decay (matrices only); `clip_norm`: global gradient-norm clip.
     - `eval_every`: steps between held-out evaluations (also the chunk length of the scan).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for non-positive sizes or rates.
+    **Raises:** :class:`~hassejax.errors.ParameterError` if `steps`, `batch_size` or
+    `eval_every` is not a positive int; if `warmup_steps` is not an int in ``[0, steps)`` (so
+    the default ``warmup_steps=100`` needs ``steps > 100``: pass a smaller `warmup_steps` for a
+    shorter run); if `learning_rate` or `clip_norm` is not > 0; if `weight_decay` < 0 or
+    `final_lr_fraction` is outside ``[0, 1]``.
     """
 
     steps: int = 2000
@@ -59,10 +63,10 @@ class TrainConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ParameterError(f"`{name}` must be a positive int; got {v!r}.")
-        if not isinstance(self.warmup_steps, int) or not 0 <= self.warmup_steps < self.steps:
-            raise ParameterError(
-                f"`warmup_steps` must be an int in [0, steps = {self.steps}); got {self.warmup_steps!r}."
-            )
+        w = self.warmup_steps
+        if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w < self.steps:
+            hint = " (the default; pass a smaller warmup_steps for a run this short)" if w == 100 else ""
+            raise ParameterError(f"`warmup_steps` must be an int in [0, steps = {self.steps}); got {w!r}{hint}.")
         for name in ("learning_rate", "clip_norm"):
             if not getattr(self, name) > 0:
                 raise ParameterError(f"`{name}` must be > 0; got {getattr(self, name)!r}.")
@@ -116,7 +120,8 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
 
 
 def _sequence_loss(model: Transformer, layout: Layout, sequence, check_ids: bool = True):
-    logits = layout.logits(model, sequence, check_ids=check_ids)
+    # `sequence`'s range is checked by the caller (layout_loss), on the whole batch; `check_ids`: the model's checks
+    logits = layout._logits(model, sequence, check_ids)
     logp = jax.nn.log_softmax(logits, axis=-1)
     tgt = layout.targets(sequence)
     nll = -jnp.take_along_axis(logp, tgt[:, None], axis=-1)[:, 0]
@@ -135,15 +140,17 @@ def layout_loss(
     - `layout`: a :class:`~hassejax.nn.Layout` with at least one labelled slot.
     - `sequences`: int `(batch, n)`, token ids `0..V−1`, `n = layout.sequence_length`.
     - `check_ids`: default True: concrete `sequences` are checked on the host
-      (:meth:`Layout.check_inputs`), traced ones (under ``jit``) by the model's
-      :func:`equinox.error_if`, a host callback that keeps the program out of JAX's persistent
-      compilation cache. False skips the check, for ids known valid (e.g. sampled inside ``jit``).
+      (:meth:`Layout.check_inputs`), traced ones (under ``jit``) by an :func:`equinox.error_if`
+      on the range ``[0, V)`` (the model's mask token id `V` is not a sequence token) besides the
+      model's own checks; these are host callbacks, which keep the program out of JAX's
+      persistent compilation cache. False skips the check, for ids known valid (e.g. sampled
+      inside ``jit``).
 
     **Returns:** a 0-d float array (``Σ NLL / (batch · labelled slots)``); vmapped over the batch.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a batch of the wrong shape or a
-    layout with no labelled slot; with `check_ids`, for ids out of range (concrete inputs;
-    under ``jit``, a runtime error).
+    layout with no labelled slot; with `check_ids`, for non-integer `sequences` or ids out of
+    ``[0, V)`` (concrete inputs; under ``jit``, a runtime error naming `sequences`).
     """
     if sequences.ndim != 2 or sequences.shape[1] != layout.sequence_length:
         raise ParameterError(
@@ -155,6 +162,10 @@ def layout_loss(
     if check_ids and not is_traced(sequences, layout.position_ids):
         layout.check_inputs(model, sequences)  # on the host: the vmapped model need not check
         check_ids = False
+    elif check_ids:
+        # the model's check admits its mask token id V, which as a target would index past the V logits (NaN):
+        # sequences get their own check of [0, V) (traced: an eqx.error_if), the model still checks position ids
+        sequences = _checked_token_ids(sequences, model.vocab_size, "sequences")
     per_seq = jax.vmap(_sequence_loss, in_axes=(None, None, 0, None))(model, layout, sequences, check_ids)
     return jnp.sum(per_seq) / (sequences.shape[0] * count)
 
