@@ -104,6 +104,19 @@ def test_attention_errors(no_runtime_typecheck):
         attn(x, jnp.ones((3, 3)))
 
 
+def test_attention_names_x_not_the_mask_for_a_batched_x(no_runtime_typecheck):
+    """A 3-D `x` was blamed on the mask ("must have shape (2, 2)", read off x.shape[0]); now `x` is named, with the
+    (n, d_model) shape it must have."""
+    attn = MaskedMultiHeadAttention(8, 2, key=jax.random.key(0))
+    with pytest.raises(ParameterError, match=r"`x` must be a floating array of shape \(n, 8\) .*jax.vmap.*\(2, 4, 8\)"):
+        attn(jnp.ones((2, 4, 8)), jnp.ones((4, 4), bool))
+    with pytest.raises(ParameterError, match=r"`x` must be a floating array of shape \(n, 8\); got shape \(4, 6\)"):
+        attn.weights(jnp.ones((4, 6)), jnp.ones((4, 4), bool))
+    with pytest.raises(ParameterError, match=r"`x` must be a floating array.*dtype int32"):
+        attn(jnp.ones((4, 8), jnp.int32), jnp.ones((4, 4), bool))
+    assert jax.vmap(attn, in_axes=(0, None))(jnp.ones((2, 4, 8)), jnp.ones((4, 4), bool)).shape == (2, 4, 8)
+
+
 def test_allowed_keys_at_minus_infinity_get_weight_zero():
     """An additive −inf bias beside the mask: a row whose allowed logits are all −inf is an empty row (zeros; was NaN
     everywhere, masked entries included), and in a mixed row those keys get weight 0, as if masked; the gradient

@@ -75,7 +75,11 @@ def test_transformer_errors(no_runtime_typecheck, model):
         model(jnp.asarray([0, 6]), jnp.asarray([0, 1]), jnp.ones((2, 2), bool))
     with pytest.raises(ParameterError, match=r"`position_ids` must hold ids in \[0, 10\)"):
         model(jnp.asarray([0, 1]), jnp.asarray([0, 10]), jnp.ones((2, 2), bool))
-    with pytest.raises(ParameterError, match="one entry per slot; got 2 and 3"):
+    with pytest.raises(ParameterError, match=r"`token_weights` must be a float array of the shape of `token_ids`, "):
+        model.embed(jnp.asarray([[0, 1]]), jnp.asarray([1]), jnp.ones((1, 3)))  # was einsum's bare ValueError
+    with pytest.raises(ParameterError, match=r"`token_ids`, \(3,\) \(one weight per token id\); got shape \(2,\)"):
+        model(jnp.asarray([0, 1, 2]), jnp.asarray([0, 1, 2]), jnp.ones((3, 3), bool), jnp.ones((2,)))
+    with pytest.raises(ParameterError, match=r"one entry per slot; got 2 and 3"):
         model(jnp.asarray([0, 1]), jnp.asarray([0, 1, 2]), jnp.ones((2, 2), bool))
     with pytest.raises(MaskError, match=r"`mask` must have shape \(2, 2\)"):
         model(jnp.asarray([0, 1]), jnp.asarray([0, 1]), jnp.ones((3, 3), bool))

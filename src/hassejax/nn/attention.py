@@ -147,13 +147,28 @@ class MaskedMultiHeadAttention(eqx.Module):
         self.num_heads = num_heads
         self.head_size = head_size
 
+    def _check_x(self, x) -> None:
+        """Raise :class:`~hassejax.errors.ParameterError` unless `x` is a floating `(n, d_model)` array (static
+        checks: they work on tracers); checked before the mask, whose expected shape is read off `x`."""
+        d = self.query_weight.shape[2]
+        shape = tuple(getattr(x, "shape", ()))
+        dtype = getattr(x, "dtype", None)
+        if len(shape) != 2 or shape[1] != d or dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+            got = f"shape {shape}, dtype {dtype}" if hasattr(x, "shape") else f"an object of type {type(x).__name__}"
+            hint = " (one row per position; batch with jax.vmap)" if len(shape) > 2 else ""
+            raise ParameterError(f"`x` must be a floating array of shape (n, {d}){hint}; got {got}.")
+
     def weights(
         self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask
     ) -> Float[Array, "heads n n"]:
         """Attention weights per head, `(heads, n, n)`; rows of empty mask rows are all 0.
 
-        `mask` as in :meth:`__call__`: `(n, n)` for all heads or `(heads, n, n)` per head.
+        `x` and `mask` as in :meth:`__call__`: `(n, d_model)`, and `(n, n)` for all heads or
+        `(heads, n, n)` per head.
+
+        **Raises:** as :meth:`__call__`.
         """
+        self._check_x(x)
         mask = _attention_mask(mask, x.shape[0], num_heads=self.num_heads)
         q = jnp.einsum("hkd,nd->hnk", self.query_weight, x)
         k = jnp.einsum("hkd,nd->hnk", self.key_weight, x)
@@ -174,9 +189,10 @@ class MaskedMultiHeadAttention(eqx.Module):
         **Returns:** float `(n, d_model)`; row `i` is exactly 0 where every head's mask row `i`
         is all False.
 
-        **Raises:** :class:`~hassejax.errors.MaskError` if `mask` is not bool, or of a shape
-        other than `(n, n)` and `(num_heads, n, n)` (a per-head mask with another head count
-        included).
+        **Raises:** :class:`~hassejax.errors.ParameterError` if `x` is not a floating
+        `(n, d_model)` array (a batch `(b, n, d_model)` included: use :func:`jax.vmap`);
+        :class:`~hassejax.errors.MaskError` if `mask` is not bool, or of a shape other than
+        `(n, n)` and `(num_heads, n, n)` (a per-head mask with another head count included).
 
         **Example:**
 

@@ -203,6 +203,22 @@ class Transformer(eqx.Module):
         _check_id_range(ids, upper, name)
         return ids
 
+    @staticmethod
+    def _check_token_weights(token_weights, shape: tuple[int, ...]):
+        """`token_weights` as an array of `shape` (that of `token_ids`) and a real dtype (static checks: they work
+        on tracers); else a :class:`~hassejax.errors.ParameterError` naming it and the expected shape."""
+        if not hasattr(token_weights, "shape"):
+            token_weights = jnp.asarray(token_weights)
+        dtype = token_weights.dtype
+        if tuple(token_weights.shape) != tuple(shape) or not (
+            jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)
+        ):
+            raise ParameterError(
+                f"`token_weights` must be a float array of the shape of `token_ids`, {tuple(shape)} (one weight per "
+                f"token id); got shape {tuple(token_weights.shape)}, dtype {dtype}."
+            )
+        return token_weights
+
     def embed(
         self,
         token_ids: Int[Array, " n *r"],
@@ -228,9 +244,10 @@ class Transformer(eqx.Module):
 
         **Returns:** float `(n, d)`.
 
-        **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer ids, and with
-        `check_ids` for ids out of range (concrete inputs; traced ids, under ``jit``, get an
-        :func:`equinox.error_if` check that fails when the program runs).
+        **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer ids, `token_ids` and
+        `position_ids` of different lengths, `token_weights` of another shape than `token_ids`
+        (or not real numbers), and with `check_ids` for ids out of range (concrete inputs; traced
+        ids, under ``jit``, get an :func:`equinox.error_if` check that fails when the program runs).
         """
         token_ids = self._check_ids(token_ids, self.vocab_size + 1, "token_ids", check_ids)
         position_ids = self._check_ids(position_ids, self.num_positions, "position_ids", check_ids)
@@ -238,6 +255,8 @@ class Transformer(eqx.Module):
             raise ParameterError(
                 f"`token_ids` and `position_ids` must have one entry per slot; got {token_ids.shape[0]} and {position_ids.shape[0]}."
             )
+        if token_weights is not None:
+            token_weights = self._check_token_weights(token_weights, token_ids.shape)
         table = self.token_embedding[token_ids]
         if token_ids.ndim == 1:
             tok = table if token_weights is None else token_weights[:, None].astype(table.dtype) * table
