@@ -81,3 +81,26 @@ def test_floors_follow_the_depth(chain, joint):
     np.testing.assert_allclose(got, want, rtol=1e-9)
     assert got[0] > got[1] > got[2]  # the check can fail: the floors differ by depth
     assert target_floors(chain, layout).floors[0] == pytest.approx(want[2], rel=1e-9)
+
+
+def test_the_example_holds_in_float32_and_target_floors_is_exported():
+    """The docstring example compared a float32 chain's interior floor with H2 to 1e-9 (off by 2.2e-9 without x64,
+    where the suite's x64 hid it); it now states a tolerance per dtype and holds in both modes. target_floors is public:
+    exported from hassejax.nn beside optimal_loss."""
+    import doctest
+
+    import jax
+
+    import hassejax.nn
+    from hassejax.nn import floors
+
+    assert hassejax.nn.target_floors is target_floors and "target_floors" in hassejax.nn.__all__
+    assert "TargetFloors" in hassejax.nn.__all__
+    old = jax.config.jax_enable_x64
+    try:
+        for x64 in (False, True):
+            jax.config.update("jax_enable_x64", x64)
+            result = doctest.testmod(floors, optionflags=doctest.ELLIPSIS, verbose=False)
+            assert result.attempted > 0 and result.failed == 0, f"x64={x64}: {result}"
+    finally:
+        jax.config.update("jax_enable_x64", old)

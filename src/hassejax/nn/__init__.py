@@ -9,10 +9,13 @@
 - :mod:`~hassejax.nn.flow`: :func:`jacobian_flow`, the model's information flow (== ``R^(L)``).
 - :mod:`~hassejax.nn.train`: optax training on a layout (:func:`train`, :func:`layout_loss`).
 - :mod:`~hassejax.nn.markov`: Markov-chain data with exact conditional entropies.
+- :mod:`~hassejax.nn.floors`: :func:`target_floors`, the exact loss floor of every labelled
+  slot (their mean is :func:`optimal_loss`).
 - :mod:`~hassejax.nn.generate`: :func:`generate_blocks`, Block Two-Stream inference.
 """
 
 from .attention import MaskedMultiHeadAttention, masked_softmax
+from .floors import TargetFloors, target_floors
 from .flow import jacobian_flow
 from .generate import BlockGeneration, generate_blocks
 from .layouts import Layout, SlotInputs, block_two_stream_layout, butterfly_layout, causal_layout, layout_from_task
@@ -49,6 +52,8 @@ __all__ = [
     "conditional_entropy",
     "optimal_loss",
     "bayes_loss",
+    "TargetFloors",
+    "target_floors",
     "TrainConfig",
     "TrainHistory",
     "make_schedule",
