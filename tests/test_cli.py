@@ -78,13 +78,24 @@ def test_block_causal_and_full(capsys):
     assert edge_lines(out) == []
 
 
-def test_max_edges(capsys):
+def test_max_edges(capsys, tmp_path):
+    """The edges left off point to the files asked for, else say how to get them (it said "all in --json / --dot"
+    with neither given); --max-edges 0 prints the counts only, as its help says (it printed the edges' header and
+    "... and 29 more", a fresh user)."""
     rc, out, _ = run(capsys, "analyze", "causal(n=30)", "--max-edges", "5")
     assert rc == 0
     assert len(edge_lines(out)) == 5
-    assert "... and 24 more (all in --json / --dot)" in out
+    assert out.endswith("  ... and 24 more (--max-edges 29 prints all; --json FILE or --dot FILE writes them)\n")
+    files = [str(tmp_path / "c.json"), str(tmp_path / "c.dot")]
+    rc, out, _ = run(capsys, "analyze", "causal(n=30)", "--max-edges", "5", "--json", files[0], "--dot", files[1])
+    assert rc == 0 and out.endswith(f"  ... and 24 more (all in {files[0]} and {files[1]})\n")
     rc, out, _ = run(capsys, "analyze", "causal(n=30)", "--max-edges", "0")  # the counts only (review: refused)
-    assert rc == 0 and edge_lines(out) == [] and "Hasse edges (29;" in out and "... and 29 more" in out
+    assert rc == 0 and edge_lines(out) == [] and "Hasse edges (29;" not in out and "more" not in out
+    assert out.splitlines()[-1] == "Hasse edges (covering pairs): 29"
+    rc, out, _ = run(capsys, "analyze", "butterfly_mask(n=4)", "--max-edges", "0")  # the report's case
+    assert rc == 0 and out.splitlines()[-1] == "Hasse edges (covering pairs): 10" and "->" not in out
+    rc, out, _ = run(capsys, "analyze", "full(n=8)", "--max-edges", "0")  # no edges: no "(none; classes: ...)" either
+    assert rc == 0 and out.splitlines()[-1] == "Hasse edges (covering pairs): 0"
 
 
 def test_outputs(capsys, tmp_path):

@@ -73,7 +73,8 @@ def test_help_and_argument_errors_import_no_jax(argv):
     assert rc == (0 if "--help" in argv else 2)
 
 
-# What `hassejax analyze` printed for these structured specs through the JAX route (commit 5c16734).
+# What `hassejax analyze` printed for these structured specs through the JAX route (commit 5c16734), but for the line
+# of the edges left off, which said "(all in --json / --dot)" with neither option given.
 BEFORE = {
     ("sliding_window(n=1024, left=8)", "--layers", "1", "8", "200", "--max-edges", "3"): """\
 mask: sliding_window(n=1024, left=8)
@@ -91,7 +92,7 @@ Hasse edges (1023; u -> v: u is covered by v, information flows u -> v):
   {0} -> {1}
   {1} -> {2}
   {2} -> {3}
-  ... and 1020 more (all in --json / --dot)
+  ... and 1020 more (--max-edges 1023 prints all; --json FILE or --dot FILE writes them)
 """,
     (
         "block_causal(n=4096, block_size=64) | attention_sinks(n=4096, num=4)",
@@ -113,7 +114,7 @@ Hasse edges (63; u -> v: u is covered by v, information flows u -> v):
   {0..63} -> {64..127}
   {64..127} -> {128..191}
   {128..191} -> {192..255}
-  ... and 60 more (all in --json / --dot)
+  ... and 60 more (--max-edges 63 prints all; --json FILE or --dot FILE writes them)
 """,
     ("sliding_window(n=8192, left=64) | attention_sinks(n=8192, num=4)", "--layers", "4", "64"): """\
 mask: sliding_window(n=8192, left=64) | attention_sinks(n=8192, num=4)
@@ -142,7 +143,7 @@ Hasse edges (7; u -> v: u is covered by v, information flows u -> v):
   {1} -> {2}
   {1} -> {3}
   {2} -> {4}
-  ... and 3 more (all in --json / --dot)
+  ... and 3 more (--max-edges 7 prints all; --json FILE or --dot FILE writes them)
 """,
 }
 

@@ -61,19 +61,20 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
     summary = result["summary"]
     diagram = summary._diagram
+    listed = diagram is not None and args.max_edges > 0  # --max-edges 0: the counts only, no edges block
     lines = [f"mask: {args.mask_spec}"]
     for line in summary.lines():
-        if diagram is None or not line.startswith("Hasse edges"):  # with a diagram: listed below
+        if not listed or not line.startswith("Hasse edges"):  # edges listed: their count heads the list below
             lines.append(line)
-    if diagram is not None:
+    if listed:
         names = [_short_class(format_class(m), len(m)) for m in diagram.classes]
         edges = diagram.edges
         lines.append(f"Hasse edges ({len(edges)}; u -> v: u is covered by v, information flows u -> v):")
         for u, v in edges[: args.max_edges]:
             lines.append(f"  {names[u]} -> {names[v]}")
         if len(edges) > args.max_edges:
-            lines.append(f"  ... and {len(edges) - args.max_edges} more (all in --json / --dot)")
-        if not edges and args.max_edges:
+            lines.append(f"  ... and {len(edges) - args.max_edges} more ({_where_all_edges(args, len(edges))})")
+        if not edges:
             singles = [names[c] for c in range(diagram.num_classes)][: args.max_edges]
             more = " ..." if diagram.num_classes > len(singles) else ""
             lines.append("  (none; classes: " + " ".join(singles) + more + ")")
@@ -103,6 +104,15 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         except OSError as err:
             raise _OutputError(f"cannot write {args.png!r}: {_one_line(str(err))}") from None
     return 0
+
+
+def _where_all_edges(args: argparse.Namespace, count: int) -> str:
+    """Where the edges left off the terminal are: the files asked for (--json, --dot), else how to get them (it
+    said "all in --json / --dot" when neither was given)."""
+    files = [path for path in (args.json, args.dot) if path]
+    if files:
+        return "all in " + " and ".join(files)
+    return f"--max-edges {count} prints all; --json FILE or --dot FILE writes them"
 
 
 def _write_json(path: str, result: dict, mask_spec: str, diagram) -> None:
