@@ -211,10 +211,48 @@ def test_npy_upper_case_directory_and_truncated(capsys, tmp_path):
     assert rc == 2 and err.count("\n") == 1 and "shorter than its header says: truncated" in err
 
 
-def test_unwritable_output(capsys, tmp_path):
-    target = tmp_path / "no_such_dir" / "out.json"
-    rc, _, err = run(capsys, "analyze", "causal(n=3)", "--json", str(target))
-    assert rc == 1 and err.count("\n") == 1 and f"cannot write '{target}'" in err
+def test_unwritable_output_is_refused_before_the_work(capsys, tmp_path, monkeypatch):
+    """An output path in a missing folder (or a directory, or below a file) is bad input, exit code 2, before the work:
+    `analyze "causal(8)" --json /nonexistent/dir/x.json` ran the whole analysis (minutes at n = 1M) and only then said
+    "cannot write" with exit code 1 (a fresh user). The same for every subcommand's output files."""
+    from hassejax.cli import _analyze, _derive, _export, _tiles
+
+    def never(*args, **kwargs):
+        raise AssertionError("the command's work started")
+
+    work = {_analyze: "analyze", _derive: "derive", _export: "_kernel_mask", _tiles: "_kernel_mask"}
+    for module, name in work.items():
+        monkeypatch.setattr(module, name, never)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    missing = str(tmp_path / "no_such_dir" / "out.json")
+    for argv, option, path, why in [
+        (["analyze", "causal(n=3)", "--json"], "--json", missing, f"no such folder '{tmp_path / 'no_such_dir'}'"),
+        (["analyze", "causal(n=3)", "--dot"], "--dot", str(tmp_path), "it is a directory; give a file name"),
+        (["analyze", "causal(n=3)", "--png"], "--png", str(a_file / "x" / "d.png"), f"'{a_file}' is a file"),
+        (["derive", "autoregressive", "--n", "4", "--json"], "--json", missing, "no such folder"),
+        (["derive", "autoregressive", "--n", "4", "--png"], "--png", str(tmp_path), "it is a directory"),
+        (["export", "causal(n=4)", "--to", "mask_mod", "--out"], "--out", missing, "no such folder"),
+        (["export", "causal(n=4)", "--to", "npy", "--out"], "--out", str(a_file / "m.npy"), "is a file, not a folder"),
+        (["tiles", "causal(n=4)", "--json"], "--json", missing, "no such folder"),
+    ]:
+        rc, out, err = run(capsys, *argv, path)
+        assert rc == 2 and out == "" and err.count("\n") == 1, (argv, err)
+        assert err.startswith(f"hassejax: error: {option} {path!r}: cannot write it: ") and why in err, err
+
+
+def test_an_output_file_that_fails_all_the_same_is_exit_code_1(capsys, tmp_path, monkeypatch):
+    """A write that fails although its folder is there (a full disk): exit code 1, one line naming the file."""
+    import pathlib
+
+    def full(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+    target = tmp_path / "out.json"
+    rc, out, err = run(capsys, "analyze", "causal(n=3)", "--json", str(target))
+    assert rc == 1 and err.count("\n") == 1 and f"cannot write '{target}': [Errno 28] No space left" in err
+    assert "n (positions): 3" in out
 
 
 def test_usage_errors(capsys):

@@ -64,10 +64,13 @@ def run_fresh(argvs):
         ["analyze", "nosuch(n=8)", "--layers", "2"],
         ["analyze", "causal(n=4) | causal(n=5)"],
         ["analyze", "sliding_window(n=8, left=-1)"],
+        ["analyze", "causal(n=8)", "--json", "/nonexistent/dir/x.json"],  # an output path: checked before the work
+        ["export", "causal(n=8)", "--to", "splash", "--out", "/nonexistent/dir/x.py"],  # (export imports JAX later)
     ],
 )
 def test_help_and_argument_errors_import_no_jax(argv):
-    """--help and argument errors (the parser's and a bad mask spec's) leave JAX out of sys.modules."""
+    """--help and argument errors (the parser's, a bad mask spec's, an output file in a missing folder) leave JAX out
+    of sys.modules."""
     ((rc, _, loaded),) = run_fresh([argv])
     assert loaded == [], f"{argv} imported {loaded}"
     assert rc == (0 if "--help" in argv else 2)

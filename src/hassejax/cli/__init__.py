@@ -36,8 +36,10 @@ JAX's persistent compilation cache is on by default (``~/.cache/hassejax/jax`` o
 a command that compiles the same programs again loads them instead. It is set up through
 JAX's environment variables, so a command that needs no JAX still starts none.
 
-Exit codes: 0 success, 2 bad input (mask spec, file, options, or a mask too large for the
-memory budget; one line on stderr, no traceback), 1 an output file that could not be written.
+Exit codes: 0 success, 2 bad input (mask spec, file, options, an output path that cannot be
+written: a directory, or a folder that is missing or not writable, checked before the work; or a
+mask too large for the memory budget; one line on stderr, no traceback), 1 an output file that
+could not be written all the same (e.g. a full disk).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from ._parser import PROG, _one_line, _OutputError, _UsageError, build_parser
+from ._parser import PROG, _check_output_paths, _one_line, _OutputError, _UsageError, build_parser
 
 __all__ = ["main", "build_parser", "analyze", "derive", "load_mask"]
 
@@ -59,10 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     - `argv`: the arguments without the program name (default: ``sys.argv[1:]``).
 
     **Returns:** the exit code: 0 on success, 2 for bad input (argparse usage errors, a bad
-    mask spec or file, a computation over the memory budget: the library's
+    mask spec or file, an output path whose folder is missing or not writable, checked before
+    the work, a computation over the memory budget: the library's
     :class:`~hassejax.errors.MemoryBudgetError`, or as a last resort a raw ``MemoryError``
     or XLA ``RESOURCE_EXHAUSTED`` that no estimate caught), 1 if an output file cannot be
-    written. Errors are one line on stderr, ``hassejax: error: ...``, without a traceback.
+    written all the same. Errors are one line on stderr, ``hassejax: error: ...``, without a traceback.
     """
     parser = build_parser()
     try:
@@ -74,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         request_compilation_cache()
     try:
+        _check_output_paths(args)  # before the work: a missing folder is bad input, not a failure minutes later
         return int(args.func(args))
     except _UsageError as err:
         print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
