@@ -77,6 +77,36 @@ def test_export_splash_structured_and_numpy(capsys, tmp_path):
     np.testing.assert_array_equal(namespace["mask"][:, :], np.asarray(from_spec("document(segments=[2, 3])")))
 
 
+def test_export_splash_python_file_writes_its_array_next_to_it(capsys, tmp_path):
+    """`--to splash --out pl.py` for a mask with no structured splash form was refused ("give --out FILE.npy") though
+    the help offers a .py file for the Python, and with FILE.npy the Python only went to stdout (a fresh user). Now
+    FILE.py gets the Python and FILE.npy next to it the NumpyMask's array, which the Python loads."""
+    spec = "prefix_lm(n=64, prefix=10) | sliding_window(n=64, left=3)"
+    want = np.asarray(from_spec(spec))
+    py, npy = tmp_path / "pl.py", tmp_path / "pl.npy"
+    code, out, err = _run(capsys, "export", spec, "--to", "splash", "--out", str(py))
+    assert code == 0, err
+    assert out == f"wrote {py} (Python building the splash NumpyMask) and {npy} (its array, loaded by that path)\n"
+    np.testing.assert_array_equal(np.load(npy), want)
+    namespace = {}
+    exec(py.read_text(), namespace)
+    np.testing.assert_array_equal(namespace["mask"][:, :], want)
+    # FILE.npy: the array there and the Python printed, as before; no --out: refused, naming both ways
+    code, out, _ = _run(capsys, "export", spec, "--to", "splash", "--out", str(tmp_path / "a.npy"))
+    assert code == 0 and f"np.load({str(tmp_path / 'a.npy')!r})" in out
+    code, out, err = _run(capsys, "export", spec, "--to", "splash")
+    assert code == 2 and out == "" and "--out FILE.npy" in err and "--out FILE.py" in err
+    # a structured mask: the Python in FILE.py and no array
+    code, out, _ = _run(capsys, "export", "causal(n=64)", "--to", "splash", "--out", str(tmp_path / "c.py"))
+    assert code == 0 and out == "" and not (tmp_path / "c.npy").exists()
+    assert "mask_lib.CausalMask" in (tmp_path / "c.py").read_text()
+    # the array's path is checked before the work, as the output paths are
+    (tmp_path / "d.npy").mkdir()
+    code, out, err = _run(capsys, "export", spec, "--to", "splash", "--out", str(tmp_path / "d.py"))
+    assert code == 2 and out == "" and "its array" in err and "it is a directory" in err
+    assert not (tmp_path / "d.py").exists()
+
+
 def test_export_usage_errors(capsys):
     assert _run(capsys, "export", "block_generation", "--to", "mask_mod")[0] == 2  # no --n
     assert _run(capsys, "export", "causal(n=4)", "--n", "4", "--to", "mask_mod")[0] == 2

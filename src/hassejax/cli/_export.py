@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import HassejaxError
 from ._common import _emit, _kernel_mask, _print, _save_npy
-from ._parser import _UsageError
+from ._parser import _check_output_path, _UsageError
 
 
 def _splash_source(mask, npy: str | None) -> str:
@@ -79,12 +80,18 @@ def _cmd_export(args: argparse.Namespace) -> int:
         structured = _structured_only(to_splash(rule, fallback="lazy"))
         npy = None
         if not structured:
-            if args.out is None or not args.out.endswith(".npy"):
+            if args.out is None:
                 raise _UsageError(
-                    f"{rule.label}: splash has no structured mask for this rule; give --out FILE.npy to write the array of "
-                    "its NumpyMask (or use hassejax.kernels.to_splash(mask, fallback='lazy') in Python: no (n, n) array)"
+                    f"{rule.label}: splash has no structured mask for this rule, but a NumpyMask of its array; give "
+                    "--out FILE.npy to write the array there (the Python printed), or --out FILE.py for the Python and "
+                    "the array in FILE.npy next to it (or use hassejax.kernels.to_splash(mask, fallback='lazy') in "
+                    "Python: no (n, n) array)"
                 )
-            npy = args.out
+            # --out FILE.npy: the array there, the Python printed; any other name: the Python there, the array next
+            # to it (it said "give --out FILE.npy" to a .py name, which the help offers for the Python).
+            npy = args.out if args.out.endswith(".npy") else str(Path(args.out).with_suffix(".npy"))
+            if npy != args.out:
+                _check_output_path(npy, f"--out {args.out!r}: its array")
             splash = to_splash(rule)
             _save_npy(
                 npy,
@@ -114,7 +121,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
             lines.append("mask = mask_lib.MultiHeadMask([")
             lines += [f"    {_splash_source(m, None)}," for m in splash.masks]
             lines.append("])")
-        _emit(None if npy is not None else args.out, "\n".join(lines) + "\n")
+        python = None if npy == args.out else args.out  # None: printed
+        _emit(python, "\n".join(lines) + "\n")
+        if python is not None and npy is not None:
+            _print(f"wrote {python} (Python building the splash NumpyMask) and {npy} (its array, loaded by that path)")
         return 0
     except HassejaxError as err:
         raise _UsageError(str(err)) from None

@@ -220,7 +220,8 @@ def _add_export(subparsers) -> None:
             "'--to mask_mod' prints Python source of mask_mod(b, h, q_idx, kv_idx) for FlexAttention (closed form "
             "where the mask has one, lookup tables otherwise); '--to splash' prints Python that builds the JAX splash "
             "attention mask (structured CausalMask / LocalMask / ChunkedCausalMask / FullMask and their & and |, else a "
-            "NumpyMask loaded from --out); '--to npy' writes the dense Boolean array to --out."
+            "NumpyMask of the array written to --out FILE.npy, or to FILE.npy next to --out FILE.py); '--to npy' "
+            "writes the dense Boolean array to --out."
         ),
     )
     p.add_argument(
@@ -234,8 +235,10 @@ def _add_export(subparsers) -> None:
         "--out",
         metavar="FILE",
         default=None,
-        help="mask_mod: write the source here; npy: the .npy file (required); splash: the .npy file of a NumpyMask's "
-        "array (required when the mask has no structured splash form), or a .py file for the Python",
+        help="mask_mod: write the source here (default: print it); npy: the .npy file (required); splash: FILE.py (any "
+        "name not ending in .npy) writes the Python there, FILE.npy the array of a NumpyMask there with the Python "
+        "printed. A mask with no structured splash form needs --out: with FILE.py its array goes to FILE.npy next to "
+        "it (overwritten if there), loaded by that path; a structured one has no array (FILE.npy is refused)",
     )
     p.add_argument(
         "--framework", choices=["torch", "jax", "numpy"], default="torch", help="mask_mod tables (default torch)"
