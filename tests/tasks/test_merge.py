@@ -260,3 +260,107 @@ def test_diagram_carries_inputs():
 
     d = butterfly(3).tasks[1].diagram()
     assert any(d.graph.nodes[v]["inputs"] == ("agg2",) for v in d.graph.nodes)
+
+
+def test_interchangeable_copies_are_matched_not_paired_by_index():
+    """Issue: two copies of `w3` in one class, targets `w1` and `w2` on the first copy of each task, were paired by
+    index onto one merged slot and refused ("no merged task can satisfy both"), while targets on different copies
+    merged. Both orders now give the labels (w1, w2); a genuine conflict (three targets for two copies) still raises."""
+    w, full = lambda k: Token("w", k), np.ones((2, 2), bool)
+    a = Task([w(3), w(3)], full, labels=[w(1), None])
+    for b in (Task([w(3), w(3)], full, labels=[w(2), None]), Task([w(3), w(3)], full, labels=[None, w(2)])):
+        merged = merge_tasks([a, b])
+        assert merged.n == 2 and merged.labels == (w(1), w(2))
+        for task, smap in zip((a, b), merged.slot_map):
+            assert sorted(smap.tolist()) == [0, 1]
+            assert all(merged.labels[smap[s]] == y for s, y in enumerate(task.labels) if y is not None)
+        assert audit(merged).mismatches == ()
+    with pytest.raises(LabelConflictError, match=r"need 3 slots for their different targets \['w1', 'w2', 'w4'\]"):
+        merge_tasks([a, Task([w(3), w(3)], full, labels=[w(2), w(4)])])
+    # the same target twice in one task needs both copies: a third target elsewhere does not fit
+    with pytest.raises(LabelConflictError, match="more than 2"):
+        merge_tasks([Task([w(3), w(3)], full, labels=[w(1), w(1)]), Task([w(3), w(3)], full, labels=[w(2), None])])
+
+
+def _brute_force_labels(tasks):
+    """Independent search: the merged slots come from the unlabelled merge; every source slot may go to any merged slot
+    of its merged node holding its input, bijectively per (task, class, input) (the classes by networkx). Returns None
+    when no assignment gives each merged slot at most one target, else the fewest labelled merged slots."""
+    import itertools
+
+    plain = merge_tasks([Task(t.inputs, t.mask) for t in tasks])
+    choices = []  # per group: the source slots and every bijection onto its merged slots
+    for t_idx, task in enumerate(tasks):
+        nodes, _ = _diagram(task)
+        for members in nodes.values():
+            by_token = {}
+            for s in members:
+                by_token.setdefault(task.inputs[s], []).append(s)
+            for slots in by_token.values():
+                targets = sorted({int(plain.slot_map[t_idx][s]) for s in slots})
+                assert len(targets) == len(slots)
+                choices.append([(t_idx, slots, perm) for perm in itertools.permutations(targets)])
+    best = None
+    for pick in itertools.product(*choices):
+        got = {}
+        ok = True
+        for t_idx, slots, perm in pick:
+            for s, m in zip(slots, perm):
+                y = tasks[t_idx].labels[s]
+                if y is not None and got.setdefault(m, y) != y:
+                    ok = False
+        if ok and (best is None or len(got) < best):
+            best = len(got)
+    return best
+
+
+@st.composite
+def labelled_families(draw):
+    """Small families with repeated tokens inside classes and free targets (conflicts happen)."""
+    tasks = []
+    for _ in range(draw(st.integers(1, 3))):
+        n = draw(st.integers(1, 4))
+        bits = draw(st.lists(st.booleans(), min_size=n * n, max_size=n * n))
+        mask = _closure(np.array(bits, bool).reshape(n, n) | np.eye(n, dtype=bool))
+        if draw(st.booleans()):
+            mask[:] = True  # one class: every copy of a token in it interchangeable
+        inputs = [Token("a", draw(st.integers(1, 2))) for _ in range(n)]
+        labels = [draw(st.sampled_from([None, Token("y", 1), Token("y", 2), Token("y", 3)])) for _ in range(n)]
+        tasks.append((inputs, mask, labels))
+    return tasks
+
+
+def test_merge_labels_agree_with_a_brute_force_matching_exhaustively():
+    """Every labelling of two tasks of two copies of `w3` in one class (targets from {None, y1, y2}), and of three
+    such tasks with at most one target each."""
+    import itertools
+
+    full, w3 = np.ones((2, 2), bool), Token("w", 3)
+    y1, y2 = Token("y", 1), Token("y", 2)
+    options = list(itertools.product([None, y1, y2], repeat=2))
+    singles = [(None, None), (y1, None), (None, y1), (y2, None), (None, y2)]
+    for labels in [*itertools.product(options, repeat=2), *itertools.product(singles, repeat=3)]:
+        _check_against_brute_force([Task([w3, w3], full, labels=list(ls)) for ls in labels])
+
+
+@settings(max_examples=200, deadline=None)
+@given(labelled_families())
+def test_merge_labels_agree_with_a_brute_force_matching(specs):
+    _check_against_brute_force(_tasks(specs))
+
+
+def _check_against_brute_force(tasks):
+    best = _brute_force_labels(tasks)
+    if best is None:
+        with pytest.raises(LabelConflictError):
+            merge_tasks(tasks)
+        return
+    merged = merge_tasks(tasks)
+    plain = merge_tasks([Task(t.inputs, t.mask) for t in tasks])
+    assert merged.n == plain.n and np.array_equal(merged.mask, plain.mask)
+    for task, smap in zip(tasks, merged.slot_map):
+        for s in range(task.n):
+            assert merged.inputs[smap[s]] == task.inputs[s]
+            if task.labels[s] is not None:
+                assert merged.labels[smap[s]] == task.labels[s]
+    assert sum(y is not None for y in merged.labels) == best  # no target carried twice where once suffices

@@ -138,7 +138,10 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     node into one slot per input. Every node keeps its ancestor set exactly (no leak, no
     extra context), and no common supergraph has fewer nodes. Equivalent nodes of one and
     the same task (equal inputs over equal structure, e.g. a repeated independent token)
-    are identified too: their slots map to the same merged slots.
+    are identified too: their slots map to the same merged slots. Copies of one input inside
+    one node are interchangeable: they are matched to the merged slots holding that input so
+    that the targets agree whenever some matching makes them agree (a merged slot carries the
+    target of every source slot mapped to it).
 
     **Arguments:**
 
@@ -150,10 +153,29 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     **Returns:** a :class:`MergedTask` whose mask is the dense merged mask.
 
     **Raises:** :class:`~hassejax.errors.TaskError` for an empty family, a stream tag not in
-    `stream_order` or a token whose `sources` differ between two tasks; :class:`~hassejax.errors.LabelConflictError` if two source slots that merge
-    into one slot carry different targets; :class:`~hassejax.errors.MemoryBudgetError` (naming
+    `stream_order` or a token whose `sources` differ between two tasks;
+    :class:`~hassejax.errors.LabelConflictError` if no matching of the source slots onto the
+    merged slots gives every merged slot at most one target (two equivalent slots with
+    different targets where their merged node holds the input once; in general, source
+    nodes whose copies of an input need more different targets than the merged node has
+    copies); :class:`~hassejax.errors.MemoryBudgetError` (naming
     `tasks`) if the merged task's dense arrays would not fit, estimated from the number of
     merged slots before they are allocated (or naming `mask` when one task's closure does not).
+
+    **Example:** two copies of `w3` in one class, a target on a different copy in each task:
+
+    >>> import numpy as np
+    >>> from hassejax.tasks import Task, Token, merge_tasks
+    >>> w = lambda k: Token("w", k)
+    >>> a = Task([w(3), w(3)], np.ones((2, 2), bool), labels=[w(1), None])
+    >>> b = Task([w(3), w(3)], np.ones((2, 2), bool), labels=[w(2), None])
+    >>> m = merge_tasks([a, b])
+    >>> [str(y) for y in m.labels], [s.tolist() for s in m.slot_map]
+    (['w1', 'w2'], [[0, 1], [1, 0]])
+    >>> merge_tasks([a, Task([w(3), w(3)], np.ones((2, 2), bool), labels=[w(2), w(4)])])
+    Traceback (most recent call last):
+    ...
+    hassejax.errors.LabelConflictError: `tasks`: slot 0 of task 0 ('') → w1, ... no merged task can satisfy them all.
     """
     tasks = tuple(tasks)
     if not tasks or not all(isinstance(t, Task) for t in tasks):
@@ -182,10 +204,10 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
         if below:
             order[sig_id] |= order[list(below)].any(axis=0)
 
-    # Slots: one per input of every merged node (a multiset). Map source slots onto them,
-    # the k-th occurrence of an input in a source node to the k-th slot holding it. Two
-    # equivalent nodes of one task are identified too, so occurrences are counted per
-    # source node, not per signature.
+    # Slots: one per input of every merged node (a multiset). Source slots are mapped onto
+    # them by _match_slots: the copies of an input in a source node (interchangeable) are
+    # matched to the merged slots holding it so that the targets agree. Two equivalent nodes
+    # of one task are identified too, so copies are grouped per source node, not per signature.
     slot_of: dict[tuple[int, Token, int], int] = {}
     merged_inputs: list[Token] = []
     merged_node: list[int] = []
@@ -199,32 +221,13 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
             merged_node.append(sig_id)
 
     num_slots = len(merged_inputs)
+    labels, slot_map = _match_slots(tasks, slot_ids, local_nodes, slot_of, num_slots)
     streams: list[str | None] = [None] * num_slots
-    labels: list[Token | None] = [None] * num_slots
-    label_from: list[tuple[int, int] | None] = [None] * num_slots
-    slot_map = []
-    for t_idx, (task, ids, local) in enumerate(zip(tasks, slot_ids, local_nodes)):
-        occurrence: dict[tuple[int, Token], int] = {}
-        smap = np.empty(task.n, dtype=np.int64)
+    for task, smap in zip(tasks, slot_map):
         for s in range(task.n):
-            key = (int(local[s]), task.inputs[s])
-            k = occurrence.get(key, 0)
-            occurrence[key] = k + 1
-            m = slot_of[(int(ids[s]), task.inputs[s], k)]
-            smap[s] = m
+            m = int(smap[s])
             if streams[m] is None or rank[task.streams[s]] < rank[streams[m]]:
                 streams[m] = task.streams[s]
-            y = task.labels[s]
-            if y is not None:
-                if labels[m] is not None and labels[m] != y:
-                    t0, s0 = label_from[m]
-                    raise LabelConflictError(
-                        f"`tasks`: slot {s0} of task {t0} ({tasks[t0].name!r}) and slot {s} of task {t_idx} "
-                        f"({task.name!r}) are equivalent (input {task.inputs[s]}, same upstream structure) but "
-                        f"have different targets {labels[m]} and {y}; no merged task can satisfy both."
-                    )
-                labels[m], label_from[m] = y, (t_idx, s)
-        slot_map.append(smap)
 
     # Presentation order: (stream rank, position id, symbol, node).
     perm = sorted(
@@ -244,6 +247,96 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
         name,
     )
     return MergedTask(merged, node, [inv[s] for s in slot_map], tasks)
+
+
+def _match_slots(
+    tasks: Sequence[Task],
+    slot_ids: Sequence[np.ndarray],
+    local_nodes: Sequence[np.ndarray],
+    slot_of: dict[tuple[int, Token, int], int],
+    num_slots: int,
+) -> tuple[list[Token | None], list[np.ndarray]]:
+    """The merged slot of every source slot and the label of every merged slot.
+
+    The `c` slots of a source node holding one token are interchangeable (one class: the same
+    inputs, reach and upstream structure), and so are the `c` merged slots of its merged node
+    holding that token; each such group of source slots (per task and task-local node) maps
+    bijectively onto them. The groups are *matched*, not paired by index: with `n_g(y)` the
+    number of slots of group `g` labelled `y`, a consistent labelling exists iff
+    ``Σ_y max_g n_g(y) <= c``; then `max_g n_g(y)` merged slots carry `y` (targets in token
+    order, the unlabelled slots last), each group's slots labelled `y` go to those slots and its
+    other slots fill the rest in order (so without labels the `k`-th copy maps to the `k`-th
+    slot). Pairing by index instead refused ``[w3 → w1, w3]`` with ``[w3 → w2, w3]`` in one class
+    though ``(w1, w2)`` satisfies both.
+
+    **Raises:** :class:`~hassejax.errors.LabelConflictError` when no consistent labelling exists,
+    naming source slots whose targets cannot all be placed.
+    """
+    # groups[(sig, token)][(task, local node)] = the source slots, in slot order
+    groups: dict[tuple[int, Token], dict[tuple[int, int], list[int]]] = {}
+    for t_idx, (task, ids, local) in enumerate(zip(tasks, slot_ids, local_nodes)):
+        for s in range(task.n):
+            key = (int(ids[s]), task.inputs[s])
+            groups.setdefault(key, {}).setdefault((t_idx, int(local[s])), []).append(s)
+    labels: list[Token | None] = [None] * num_slots
+    smaps = [np.empty(task.n, dtype=np.int64) for task in tasks]
+    for (sig_id, tok), members in groups.items():
+        c = len(next(iter(members.values())))
+        targets = [slot_of[(sig_id, tok, k)] for k in range(c)]
+        need: dict[Token, tuple[int, tuple[int, int]]] = {}  # target -> (most copies a group needs, that group)
+        for g, slots in members.items():
+            counts: dict[Token, int] = {}
+            for s in slots:
+                y = tasks[g[0]].labels[s]
+                if y is not None:
+                    counts[y] = counts.get(y, 0) + 1
+            for y, k in counts.items():
+                if k > need.get(y, (0, g))[0]:
+                    need[y] = (k, g)
+        order = sorted(need, key=token_sort_key)
+        if sum(k for k, _ in need.values()) > c:
+            raise LabelConflictError(_conflict_message(tasks, members, need, order, tok, c))
+        slot_label = [y for y in order for _ in range(need[y][0])]
+        slot_label += [None] * (c - len(slot_label))
+        for k, y in enumerate(slot_label):
+            labels[targets[k]] = y
+        for (t_idx, _), slots in members.items():
+            free = {y: [k for k, z in enumerate(slot_label) if z == y] for y in order}
+            taken, rest = set(), []
+            for s in slots:
+                y = tasks[t_idx].labels[s]
+                if y is None:
+                    rest.append(s)
+                else:
+                    k = free[y].pop(0)
+                    taken.add(k)
+                    smaps[t_idx][s] = targets[k]
+            for s, k in zip(rest, [k for k in range(c) if k not in taken]):
+                smaps[t_idx][s] = targets[k]
+    return labels, smaps
+
+
+def _conflict_message(tasks, members, need, order, tok, c) -> str:
+    """The message of a :class:`~hassejax.errors.LabelConflictError`: source slots whose targets cannot all be placed
+    on the `c` interchangeable merged slots holding `tok`."""
+    witness = []  # (task, slot, target), for every target the slots of a group that needs the most copies of it
+    for y in order:
+        g = need[y][1]
+        witness += [(g[0], s, y) for s in members[g] if tasks[g[0]].labels[s] == y]
+    witness.sort(key=lambda w: w[:2])  # in task and slot order
+    where = lambda t, s: f"slot {s} of task {t} ({tasks[t].name!r})"
+    if c == 1 and len(witness) == 2:
+        (t0, s0, y0), (t1, s1, y1) = witness
+        return (
+            f"`tasks`: {where(t0, s0)} and {where(t1, s1)} are equivalent (input {tok}, same upstream structure) but "
+            f"have different targets {y0} and {y1}; no merged task can satisfy both."
+        )
+    listed = ", ".join(f"{where(t, s)} → {y}" for t, s, y in witness)
+    return (
+        f"`tasks`: {listed} hold input {tok} in equivalent nodes (same inputs, same upstream structure), which merge "
+        f"into {c} interchangeable slot(s) holding {tok}; they need {len(witness)} slots for their different targets "
+        f"{[str(y) for y in order]}, more than {c}: no merged task can satisfy them all."
+    )
 
 
 @dataclasses.dataclass(frozen=True)
