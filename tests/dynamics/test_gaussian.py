@@ -367,6 +367,10 @@ def test_solve_errors():
     for state in ("factor", "projective"):  # as `cov0` (review: a NaN factor was integrated)
         with pytest.raises(ParameterError, match=r"`factor0` must be finite"):
             solve_gaussian(p, z, factor0=np.array([[np.nan], [0.0]]), t1=1.0, state=state)
+        # a factor with no column (a fresh-user check: NumPy's "zero-size array to reduction operation maximum"
+        # from the atol warning before any shape check); Σ0 = 0 is one zero column
+        with pytest.raises(ParameterError, match=r"`factor0` must have shape \(d, r\) with d = 2 and r >= 1"):
+            solve_gaussian(p, z, factor0=np.zeros((2, 0)), t1=1.0, state=state)
 
 
 def test_softmax_solve_reproduces_spec_energy_values():

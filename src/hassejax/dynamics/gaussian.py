@@ -129,8 +129,11 @@ def _check_state(model, label, mean, cov=None, factor=None):
         )
     if cov is not None and jnp.shape(cov) != (d, d):
         raise ParameterError(f"`cov0`/`cov` must have shape (d, d) = ({d}, {d}); got shape {jnp.shape(cov)}.")
-    if factor is not None and (jnp.ndim(factor) != 2 or jnp.shape(factor)[0] != d):
-        raise ParameterError(f"`factor0` must have shape (d, r) with d = {d}; got shape {jnp.shape(factor)}.")
+    if factor is not None and (jnp.ndim(factor) != 2 or jnp.shape(factor)[0] != d or jnp.shape(factor)[1] == 0):
+        raise ParameterError(
+            f"`factor0` must have shape (d, r) with d = {d} and r >= 1 (Σ0 = 0 is jnp.zeros(({d}, 1))); got shape "
+            f"{jnp.shape(factor)}."
+        )
 
 
 def _kernels(model):
