@@ -296,6 +296,9 @@ def test_derive_butterfly_and_errors(capsys):
     assert main(["derive", "butterfly", "--n", "5"]) == 0
     out = capsys.readouterr().out
     assert "slots: 13" in out and "sparsest variant: 27 nonzeros, L* = 4" in out
+    # --boundary pad printed the neighbour family under a 'boundary = pad' header; it is no longer offered
+    assert main(["derive", "butterfly", "--n", "4", "--boundary", "pad"]) == 2
+    assert "invalid choice: 'pad' (choose from 'neighbour')" in capsys.readouterr().err
     assert main(["derive", "block_generation", "--n", "8", "--block-size", "3"]) == 2
     assert "`block_size` must divide `n`" in capsys.readouterr().err
     assert main(["derive", "block_generation", "--n", "8"]) == 2

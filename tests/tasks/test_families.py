@@ -145,6 +145,16 @@ def test_errors_name_arguments():
         block_generation(6, 2, group="sideways")
     with pytest.raises(TaskError, match="`n` must be an int >= 2"):
         butterfly(1)
+    with pytest.raises(TaskError, match=r"`boundary` must be one of \('neighbour',\); got 'wrap'"):
+        butterfly(4, boundary="wrap")
+
+
+def test_butterfly_refuses_the_pad_boundary_it_cannot_build():
+    """boundary="pad" was accepted and silently built the neighbour family (same tasks, sources, merged mask and
+    layout; no pad embedding exists): it is now refused, saying what is supported and why."""
+    with pytest.raises(TaskError, match=r"`boundary` must be 'neighbour' .*got 'pad', which is not supported"):
+        butterfly(4, boundary="pad")
+    assert butterfly(4, boundary="neighbour").merge().n == butterfly(4).merge().n == 10
     with pytest.raises(TaskError, match="`n` must be an int >= 2"):
         autoregressive(1)
     with pytest.raises(TaskError, match="`block_size` must divide"):

@@ -178,9 +178,10 @@ def _add_derive(subparsers) -> None:
     )
     p.add_argument(
         "--boundary",
-        choices=["neighbour", "pad"],
+        choices=["neighbour"],
         default=None,
-        help="boundary aggregate (butterfly; default neighbour)",
+        help="boundary aggregate (butterfly): neighbour, w'_1 = w_2 and w'_n = w_{n-1} (spec §3.3), the only one "
+        "(a pad boundary would need a pad embedding the model does not have)",
     )
     p.add_argument(
         "--png",

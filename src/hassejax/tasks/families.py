@@ -179,20 +179,40 @@ def butterfly(n: int, boundary: str = "neighbour") -> TaskFamily:
 
     The slot that predicts `w_k` holds the aggregated neighbour token
     ``Token("agg", k)`` = `w'_k = (w_{k−1} + w_{k+1}) / 2` (an embedding average, position id
-    `k`). At the boundaries (a documented choice) ``boundary="neighbour"`` uses the one
-    neighbour, `w'_1 = w_2` and `w'_n = w_{n−1}`; ``boundary="pad"`` averages with a pad
-    embedding instead. Either way the aggregate carries information from the neighbours only
-    (its `sources`). Task `T_k` (`k = 1..n`): slots `w_1..w_{k−1}` (stream ``"F"``,
+    `k`). At the boundaries (the spec's documented choice, ``boundary="neighbour"``, the only
+    one) the aggregate is the one neighbour, `w'_1 = w_2` and `w'_n = w_{n−1}`; it carries
+    information from the neighbours only (its `sources`). A pad boundary (averaging with a pad
+    embedding) is not offered: the model has no pad embedding (its `V + 1` token rows are the
+    tokens and the mask token), and as a pad carries no token it would leave the tasks, the
+    merged mask and the audit unchanged. Task `T_k` (`k = 1..n`): slots `w_1..w_{k−1}` (stream ``"F"``,
     forward-causal), `w'_k` (stream ``"C"``, sees every slot), `w_{k+1}..w_n` (stream ``"B"``,
     each sees itself and later slots); label `w'_k → w_k`. The merge has `3n − 2` slots
     `[F: w_1..w_{n−1} | B: w_2..w_n | C: w'_1..w'_n]`.
 
-    **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2` or `boundary` is unknown;
+    **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2` or `boundary` is not
+    ``"neighbour"`` (``"pad"`` included, with the reason);
     :class:`~hassejax.errors.MemoryBudgetError` (naming `n`) if the `n` tasks of `n` slots
     (`n³` bytes of masks) would not fit, estimated before any is built.
+
+    **Example:**
+
+    >>> from hassejax.tasks import butterfly
+    >>> butterfly(4).merge().n                      # 3n − 2 slots
+    10
+    >>> butterfly(4, boundary="pad")
+    Traceback (most recent call last):
+    ...
+    hassejax.errors.TaskError: `boundary` must be 'neighbour' (w'_1 = w_2, w'_n = w_{n-1}; spec hasse.md §3.3); ...
     """
     n = _positive_int(n, "n", 2)
-    _choice(boundary, "boundary", ("neighbour", "pad"))
+    if boundary == "pad":
+        raise TaskError(
+            "`boundary` must be 'neighbour' (w'_1 = w_2, w'_n = w_{n-1}; spec hasse.md §3.3); got 'pad', which is not "
+            "supported: averaging with a pad embedding needs a pad row the Transformer does not have (its V + 1 token "
+            "rows are the V tokens and the mask token), and a pad carries no token, so the tasks, merged mask and "
+            "audit would be those of 'neighbour'."
+        )
+    _choice(boundary, "boundary", ("neighbour",))
     _check_family_memory("butterfly", n, n, n**3, n * n, n, "hassejax.tasks.butterfly_mask(n, form='intervals')")
     sources = {Token("agg", k): tuple(_w(j) for j in (k - 1, k + 1) if 1 <= j <= n) for k in range(1, n + 1)}
     tasks = []
