@@ -241,6 +241,27 @@ def test_unwritable_output_is_refused_before_the_work(capsys, tmp_path, monkeypa
         assert err.startswith(f"hassejax: error: {option} {path!r}: cannot write it: ") and why in err, err
 
 
+def test_an_existing_writable_file_in_a_read_only_folder_is_written(capsys, tmp_path, monkeypatch):
+    """An existing file is written in place, so its own permission counts, not its folder's (a review: `--json
+    /dev/stdout` was refused for users other than root, `/dev` not being writable); a new file needs the folder.
+    The permissions are simulated (the suite may run as root, for whom every `os.access` is True)."""
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    existing = read_only / "out.json"
+    existing.write_text("")
+    real_access = os.access
+
+    def access(path, mode):
+        return False if os.fspath(path) == str(read_only) else real_access(path, mode)
+
+    monkeypatch.setattr(os, "access", access)
+    rc, out, err = run(capsys, "analyze", "causal(n=3)", "--json", str(existing))
+    assert rc == 0 and err == "" and json.loads(existing.read_text())["n"] == 3, err
+    new = read_only / "new.json"
+    rc, out, err = run(capsys, "analyze", "causal(n=3)", "--json", str(new))
+    assert rc == 2 and f"the folder '{read_only}' is not writable" in err and not new.exists(), err
+
+
 def test_an_output_file_that_fails_all_the_same_is_exit_code_1(capsys, tmp_path, monkeypatch):
     """A write that fails although its folder is there (a full disk): exit code 1, one line naming the file."""
     import pathlib

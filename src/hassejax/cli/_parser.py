@@ -68,9 +68,9 @@ _OUTPUT_OPTIONS = {"json": "--json", "dot": "--dot", "png": "--png", "out": "--o
 def _check_output_paths(args: argparse.Namespace) -> None:
     """Refuse an output file that cannot be written before the command's work starts, as bad input (exit code 2).
 
-    Each path of :data:`_OUTPUT_OPTIONS` given must not be a directory and its folder must exist and be writable (an
-    ``analyze`` at n = 1M ran for minutes and only then said "cannot write"). Checked on the file system alone: no
-    file is created, and no JAX is imported.
+    Each path of :data:`_OUTPUT_OPTIONS` given must not be a directory and its folder must exist; an existing file must
+    be writable, a new one's folder writable (an ``analyze`` at n = 1M ran for minutes and only then said "cannot
+    write"). Checked on the file system alone: no file is created, and no JAX is imported.
     """
     for dest, option in _OUTPUT_OPTIONS.items():
         path = getattr(args, dest, None)
@@ -92,10 +92,13 @@ def _check_output_path(path: str, option: str) -> None:
                 why = f"{str(above)!r} is a file, not a folder"
             else:
                 why = f"no such folder {str(folder)!r}; create it first"
-        elif not os.access(folder, os.W_OK | os.X_OK):
-            why = f"the folder {str(folder)!r} is not writable"
-        elif target.exists() and not os.access(target, os.W_OK):
+        elif target.exists():  # written in place: its own permission counts (/dev/stdout, a file in a
+            # read-only folder), not the folder's (a review: /dev/stdout was refused for users other than root)
+            if os.access(target, os.W_OK):
+                return
             why = "the file exists and is not writable"
+        elif not os.access(folder, os.W_OK | os.X_OK):
+            why = f"the folder {str(folder)!r} is not writable (the file does not exist yet)"
         else:
             return
     except OSError as err:
