@@ -38,6 +38,12 @@ def check_mask(
                 f"`{name}` must be a Boolean array of shape (n, n); got nested {type(mask).__name__}s that are not "
                 f"rectangular ({' '.join(str(err).split())})."
             ) from None
+        except TypeError as err:  # nested lists holding tracers (under jit/vmap): JAX's TracerArrayConversionError
+            if type(err).__name__ != "TracerArrayConversionError":
+                raise
+            import jax.numpy as jnp  # loaded already: the lists hold its tracers
+
+            mask = jnp.asarray(mask)  # traced: refused below when `concrete`, else the jitted callers' input
     if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
         raise MaskError(
             f"`{name}` must be a Boolean array of shape (n, n); got an object of type {type(mask).__name__}."

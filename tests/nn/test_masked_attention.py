@@ -108,12 +108,15 @@ def test_attention_names_x_not_the_mask_for_a_batched_x(no_runtime_typecheck):
     """A 3-D `x` was blamed on the mask ("must have shape (2, 2)", read off x.shape[0]); now `x` is named, with the
     (n, d_model) shape it must have."""
     attn = MaskedMultiHeadAttention(8, 2, key=jax.random.key(0))
-    with pytest.raises(ParameterError, match=r"`x` must be a floating array of shape \(n, 8\) .*jax.vmap.*\(2, 4, 8\)"):
+    with pytest.raises(ParameterError, match=r"`x` must be a real .* of shape \(n, 8\) .*jax.vmap.*\(2, 4, 8\)"):
         attn(jnp.ones((2, 4, 8)), jnp.ones((4, 4), bool))
-    with pytest.raises(ParameterError, match=r"`x` must be a floating array of shape \(n, 8\); got shape \(4, 6\)"):
+    with pytest.raises(ParameterError, match=r"`x` must be a real .* of shape \(n, 8\); got shape \(4, 6\)"):
         attn.weights(jnp.ones((4, 6)), jnp.ones((4, 4), bool))
-    with pytest.raises(ParameterError, match=r"`x` must be a floating array.*dtype int32"):
-        attn(jnp.ones((4, 8), jnp.int32), jnp.ones((4, 4), bool))
+    with pytest.raises(ParameterError, match=r"`x` must be a real .*dtype bool"):
+        attn(jnp.ones((4, 8), bool), jnp.ones((4, 4), bool))
+    # integer entries are promoted, as before the check (a review: the first version refused them)
+    mask = jnp.tril(jnp.ones((4, 4), bool))
+    np.testing.assert_array_equal(attn(jnp.ones((4, 8), jnp.int32), mask), attn(jnp.ones((4, 8)), mask))
     assert jax.vmap(attn, in_axes=(0, None))(jnp.ones((2, 4, 8)), jnp.ones((4, 4), bool)).shape == (2, 4, 8)
 
 

@@ -115,6 +115,14 @@ def test_user_jit_refuses_the_mask_token_id_in_sequences(no_runtime_typecheck, s
         jax.block_until_ready(one(model, bad[0]))
     with pytest.raises(ParameterError, match=r"`sequence` must hold token ids in \[0, 3\); got values in \[3, 3\]"):
         layout.logits(model, jnp.full((N,), VOCAB, jnp.int32))
+    # the dtype as given: an object array is refused by name (a review: JAX's TypeError), float64 named float64
+    as_objects = np.asarray(seqs).astype(object)
+    for call in (lambda: layout_loss(model, layout, as_objects), lambda: evaluate(model, layout, as_objects),
+                 lambda: layout.check_inputs(model, as_objects)):  # fmt: skip
+        with pytest.raises(ParameterError, match=r"`sequences` must be integer token ids .*got dtype object"):
+            call()
+    with pytest.raises(ParameterError, match=r"got dtype float64"):
+        layout_loss(model, layout, np.asarray(seqs, np.float64))
 
 
 def test_train_flags_bad_sampled_ids_and_checks_held_out(no_runtime_typecheck, setup):

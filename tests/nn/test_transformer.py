@@ -75,9 +75,14 @@ def test_transformer_errors(no_runtime_typecheck, model):
         model(jnp.asarray([0, 6]), jnp.asarray([0, 1]), jnp.ones((2, 2), bool))
     with pytest.raises(ParameterError, match=r"`position_ids` must hold ids in \[0, 10\)"):
         model(jnp.asarray([0, 1]), jnp.asarray([0, 10]), jnp.ones((2, 2), bool))
-    with pytest.raises(ParameterError, match=r"`token_weights` must be a float array of the shape of `token_ids`, "):
+    with pytest.raises(ParameterError, match=r"`token_weights` must be a real array of the shape of `token_ids`, "):
         model.embed(jnp.asarray([[0, 1]]), jnp.asarray([1]), jnp.ones((1, 3)))  # was einsum's bare ValueError
-    with pytest.raises(ParameterError, match=r"`token_ids`, \(3,\) \(one weight per token id\); got shape \(2,\)"):
+    # ... but weights of (n, 1) broadcast over a slot's ids, as they did before the check (a review)
+    ids, pos = jnp.asarray([[0, 1], [2, 2]]), jnp.asarray([0, 1])
+    np.testing.assert_array_equal(
+        model.embed(ids, pos, jnp.asarray([[0.25], [1.0]])), model.embed(ids, pos, jnp.asarray([[0.25, 0.25], [1, 1]]))
+    )
+    with pytest.raises(ParameterError, match=r"`token_ids`, \(3,\) \(one weight per token id; .*\); got shape \(2,\)"):
         model(jnp.asarray([0, 1, 2]), jnp.asarray([0, 1, 2]), jnp.ones((3, 3), bool), jnp.ones((2,)))
     with pytest.raises(ParameterError, match=r"one entry per slot; got 2 and 3"):
         model(jnp.asarray([0, 1]), jnp.asarray([0, 1, 2]), jnp.ones((2, 2), bool))

@@ -38,3 +38,15 @@ def test_traced_argument_is_refused_by_name(caller, no_typecheck):
         jax.jit(call)(jnp.asarray(CHAIN))
     with pytest.raises(MaskError, match=rf"`{name}` must be a concrete array: {caller} runs on the host"):
         jax.vmap(call)(jnp.stack([CHAIN, CHAIN]))
+
+
+def test_nested_lists_of_tracers(no_typecheck):
+    """Rows given as a list of traced arrays (a review: since `flow_summary` takes nested lists it failed on them with
+    JAX's conversion error instead of naming `mask`); the jitted routes take such lists as the stacked array."""
+    from hassejax.order import reachability
+
+    rows = lambda a: [a[0], a[1], a[2]]
+    with pytest.raises(MaskError, match=r"`mask` must be a concrete array: flow_summary runs on the host"):
+        jax.jit(lambda a: flow_summary(rows(a)))(jnp.asarray(CHAIN))
+    out = jax.jit(lambda a: reachability(rows(a)))(jnp.asarray(CHAIN))
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(reachability(CHAIN)))

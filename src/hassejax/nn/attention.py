@@ -148,15 +148,17 @@ class MaskedMultiHeadAttention(eqx.Module):
         self.head_size = head_size
 
     def _check_x(self, x) -> None:
-        """Raise :class:`~hassejax.errors.ParameterError` unless `x` is a floating `(n, d_model)` array (static
-        checks: they work on tracers); checked before the mask, whose expected shape is read off `x`."""
+        """Raise :class:`~hassejax.errors.ParameterError` unless `x` is a real `(n, d_model)` array (static
+        checks: they work on tracers); checked before the mask, whose expected shape is read off `x`. Integer
+        entries are taken, as before the check (the products promote them)."""
         d = self.query_weight.shape[2]
         shape = tuple(getattr(x, "shape", ()))
         dtype = getattr(x, "dtype", None)
-        if len(shape) != 2 or shape[1] != d or dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        real = dtype is not None and (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer))
+        if len(shape) != 2 or shape[1] != d or not real:
             got = f"shape {shape}, dtype {dtype}" if hasattr(x, "shape") else f"an object of type {type(x).__name__}"
             hint = " (one row per position; batch with jax.vmap)" if len(shape) > 2 else ""
-            raise ParameterError(f"`x` must be a floating array of shape (n, {d}){hint}; got {got}.")
+            raise ParameterError(f"`x` must be a real (float or integer) array of shape (n, {d}){hint}; got {got}.")
 
     def weights(
         self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask
@@ -189,7 +191,7 @@ class MaskedMultiHeadAttention(eqx.Module):
         **Returns:** float `(n, d_model)`; row `i` is exactly 0 where every head's mask row `i`
         is all False.
 
-        **Raises:** :class:`~hassejax.errors.ParameterError` if `x` is not a floating
+        **Raises:** :class:`~hassejax.errors.ParameterError` if `x` is not a real
         `(n, d_model)` array (a batch `(b, n, d_model)` included: use :func:`jax.vmap`);
         :class:`~hassejax.errors.MaskError` if `mask` is not bool, or of a shape other than
         `(n, n)` and `(num_heads, n, n)` (a per-head mask with another head count included).

@@ -44,7 +44,8 @@ def _checked_token_ids(ids, vocab_size: int, name: str):
     **Raises:** :class:`~hassejax.errors.ParameterError` naming `name` for a non-integer dtype or (concrete ids) an id
     out of range.
     """
-    dtype = jnp.result_type(ids) if hasattr(ids, "dtype") else np.asarray(ids).dtype
+    # the dtype as given (jnp.result_type raised JAX's TypeError on object arrays and named float64 float32 without x64)
+    dtype = ids.dtype if hasattr(ids, "dtype") else np.asarray(ids).dtype
     if not jnp.issubdtype(dtype, jnp.integer):
         raise ParameterError(f"`{name}` must be integer token ids (e.g. int32); got dtype {dtype}.")
     if is_traced(ids):

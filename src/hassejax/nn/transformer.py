@@ -205,17 +205,18 @@ class Transformer(eqx.Module):
 
     @staticmethod
     def _check_token_weights(token_weights, shape: tuple[int, ...]):
-        """`token_weights` as an array of `shape` (that of `token_ids`) and a real dtype (static checks: they work
-        on tracers); else a :class:`~hassejax.errors.ParameterError` naming it and the expected shape."""
+        """`token_weights` as an array of `shape` (that of `token_ids`), or of its rank with axes of size 1 that
+        broadcast to it (one weight for all of a slot's ids, as before the check), of real or Boolean entries (static
+        checks: they work on tracers); else a :class:`~hassejax.errors.ParameterError` naming it and the shape."""
         if not hasattr(token_weights, "shape"):
             token_weights = jnp.asarray(token_weights)
         dtype = token_weights.dtype
-        if tuple(token_weights.shape) != tuple(shape) or not (
-            jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)
-        ):
+        got = tuple(token_weights.shape)
+        fits = len(got) == len(shape) and all(g in (1, s) for g, s in zip(got, shape))
+        if not fits or not any(jnp.issubdtype(dtype, kind) for kind in (jnp.floating, jnp.integer, jnp.bool_)):
             raise ParameterError(
-                f"`token_weights` must be a float array of the shape of `token_ids`, {tuple(shape)} (one weight per "
-                f"token id); got shape {tuple(token_weights.shape)}, dtype {dtype}."
+                f"`token_weights` must be a real array of the shape of `token_ids`, {tuple(shape)} (one weight per "
+                f"token id; axes of size 1 broadcast); got shape {got}, dtype {dtype}."
             )
         return token_weights
 
@@ -246,8 +247,9 @@ class Transformer(eqx.Module):
 
         **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer ids, `token_ids` and
         `position_ids` of different lengths, `token_weights` of another shape than `token_ids`
-        (or not real numbers), and with `check_ids` for ids out of range (concrete inputs; traced
-        ids, under ``jit``, get an :func:`equinox.error_if` check that fails when the program runs).
+        (axes of size 1 broadcast) or not real numbers, and with `check_ids` for ids out of range
+        (concrete inputs; traced ids, under ``jit``, get an :func:`equinox.error_if` check that
+        fails when the program runs).
         """
         token_ids = self._check_ids(token_ids, self.vocab_size + 1, "token_ids", check_ids)
         position_ids = self._check_ids(position_ids, self.num_positions, "position_ids", check_ids)
