@@ -98,9 +98,11 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
     n = intervals.n
     matmul, bitpacked = _closure_costs(n, intervals.nnz())
     route = "bitpacked" if bitpacked < matmul else "matmul"
+    other = "matmul" if route == "bitpacked" else "bitpacked"
     why = (
-        f"{intervals.num_runs} key runs in some row (> {STRUCTURED_MAX_RUNS}): unstructured; estimated "
-        f"{min(matmul, bitpacked):.2g} s {route} vs {max(matmul, bitpacked):.2g} s"
+        f"{intervals.num_runs} key runs in some row (> {STRUCTURED_MAX_RUNS}): unstructured; the closure R estimated "
+        f"{min(matmul, bitpacked):.2g} s {route} vs {max(matmul, bitpacked):.2g} s {other} (L*'s search, the classes and the "
+        "order come on top: several times R for a deep L*)"
     )
     return route, why, None
 
