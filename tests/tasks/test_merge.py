@@ -284,34 +284,51 @@ def test_interchangeable_copies_are_matched_not_paired_by_index():
 
 def _brute_force_labels(tasks):
     """Independent search: the merged slots come from the unlabelled merge; every source slot may go to any merged slot
-    of its merged node holding its input, bijectively per (task, class, input) (the classes by networkx). Returns None
-    when no assignment gives each merged slot at most one target, else the fewest labelled merged slots."""
+    of its merged node holding its input, bijectively per (task, class, input) (the classes by networkx). Per set of
+    merged slots (the groups mapping onto it): when the index pairing (the k-th copy to the k-th merged slot) gives
+    each slot at most one target it is the answer, else every assignment is searched. Returns `(best, paired)`: None
+    when some set has no assignment giving each merged slot at most one target, else the number of labelled merged
+    slots (the fewest where the index pairing conflicts); `paired`: whether the index pairing is consistent
+    everywhere."""
     import itertools
 
     plain = merge_tasks([Task(t.inputs, t.mask) for t in tasks])
-    choices = []  # per group: the source slots and every bijection onto its merged slots
+    choices = {}  # per set of merged slots, per group: the source slots and every bijection onto the slots
     for t_idx, task in enumerate(tasks):
         nodes, _ = _diagram(task)
         for members in nodes.values():
             by_token = {}
-            for s in members:
+            for s in sorted(members):
                 by_token.setdefault(task.inputs[s], []).append(s)
             for slots in by_token.values():
-                targets = sorted({int(plain.slot_map[t_idx][s]) for s in slots})
+                targets = tuple(sorted({int(plain.slot_map[t_idx][s]) for s in slots}))
                 assert len(targets) == len(slots)
-                choices.append([(t_idx, slots, perm) for perm in itertools.permutations(targets)])
-    best = None
-    for pick in itertools.product(*choices):
+                assert [int(plain.slot_map[t_idx][s]) for s in slots] == list(targets)  # index pairing, unlabelled
+                perms = [(t_idx, slots, perm) for perm in itertools.permutations(targets)]
+                choices.setdefault(targets, []).append(perms)  # perms[0]: the index pairing
+
+    def labelled(pick):
         got = {}
-        ok = True
         for t_idx, slots, perm in pick:
             for s, m in zip(slots, perm):
                 y = tasks[t_idx].labels[s]
                 if y is not None and got.setdefault(m, y) != y:
-                    ok = False
-        if ok and (best is None or len(got) < best):
-            best = len(got)
-    return best
+                    return None
+        return len(got)
+
+    total, paired = 0, True
+    for groups in choices.values():
+        best = labelled([perms[0] for perms in groups])
+        if best is None:
+            paired = False
+            for pick in itertools.product(*groups):
+                n = labelled(pick)
+                if n is not None and (best is None or n < best):
+                    best = n
+        if best is None:
+            return None, False
+        total += best
+    return total, paired
 
 
 @st.composite
@@ -350,7 +367,7 @@ def test_merge_labels_agree_with_a_brute_force_matching(specs):
 
 
 def _check_against_brute_force(tasks):
-    best = _brute_force_labels(tasks)
+    best, paired = _brute_force_labels(tasks)
     if best is None:
         with pytest.raises(LabelConflictError):
             merge_tasks(tasks)
@@ -363,4 +380,51 @@ def _check_against_brute_force(tasks):
             assert merged.inputs[smap[s]] == task.inputs[s]
             if task.labels[s] is not None:
                 assert merged.labels[smap[s]] == task.labels[s]
-    assert sum(y is not None for y in merged.labels) == best  # no target carried twice where once suffices
+    # the index pairing where it is consistent, else no target carried twice where once suffices
+    assert sum(y is not None for y in merged.labels) == best
+    if paired:  # exactly the unlabelled merge's slot map (as before matching existed)
+        assert all(np.array_equal(a, b) for a, b in zip(merged.slot_map, plain.slot_map))
+
+
+def test_consistent_index_pairing_is_kept():
+    """Review: the matching placed targets in token order even where the index pairing of repeated tokens was
+    consistent, so results changed and merging one task was not the identity ([None, w1] came back as [w1, None]).
+    A consistent pairing is now kept exactly; the matching is used only where it conflicts."""
+    w, full = lambda k: Token("w", k), np.ones((2, 2), bool)
+    single = Task([w(3), w(3)], full, labels=[None, w(1)])
+    merged = merge_tasks([single])
+    assert merged.labels == (None, w(1)) and [s.tolist() for s in merged.slot_map] == [[0, 1]]
+    assert merged.inputs == single.inputs and np.array_equal(merged.mask, single.mask)
+    merged = merge_tasks([Task([w(3), w(3)], full, labels=[w(1), None]), Task([w(3), w(3)], full, labels=[None, w(1)])])
+    assert merged.labels == (w(1), w(1)) and [s.tolist() for s in merged.slot_map] == [[0, 1], [0, 1]]
+    # three copies: the pairing conflicts at index 0 only; index 2 keeps its pairing (w5 from both tasks)
+    a = Task([w(3)] * 3, np.ones((3, 3), bool), labels=[w(1), None, w(5)])
+    b = Task([w(3)] * 3, np.ones((3, 3), bool), labels=[w(2), None, w(5)])
+    merged = merge_tasks([a, b])
+    assert merged.labels == (w(1), w(2), w(5)) and [s.tolist() for s in merged.slot_map] == [[0, 1, 2], [1, 0, 2]]
+
+
+def test_copies_of_different_streams_are_not_interchangeable():
+    """Review: copies of one token with different streams were matched as interchangeable, so a merged slot took
+    another stream and a stream disappeared (streams ['A', 'B'] merged to ['A', 'A']). Copies are now permuted only
+    among copies of the same stream, and a consistent index pairing is kept (streams and targets)."""
+    w, full = lambda k: Token("w", k), np.ones((2, 2), bool)
+    a = Task([w(3), w(3)], full, labels=[w(1), None], streams=["A", "B"])
+    b = Task([w(3), w(3)], full, labels=[None, w(1)], streams=["A", "B"])
+    merged = merge_tasks([a, b])
+    assert merged.streams == ("A", "B") and merged.labels == (w(1), w(1))
+    assert [s.tolist() for s in merged.slot_map] == [[0, 1], [0, 1]]
+    # a conflict on the A copies cannot be moved onto the B copies: refused, not merged with stream B dropped
+    c = Task([w(3), w(3)], full, labels=[w(2), None], streams=["A", "B"])
+    with pytest.raises(LabelConflictError, match="different targets w1 and w2"):
+        merge_tasks([a, c])
+    # with two B copies the conflict is matched among them; the A copy keeps its slot and stream
+    full3 = np.ones((3, 3), bool)
+    a = Task([w(3)] * 3, full3, labels=[None, w(1), None], streams=["A", "B", "B"])
+    b = Task([w(3)] * 3, full3, labels=[None, w(2), None], streams=["A", "B", "B"])
+    merged = merge_tasks([a, b])
+    assert merged.streams == ("A", "B", "B") and merged.labels == (None, w(1), w(2))
+    assert [s.tolist() for s in merged.slot_map] == [[0, 1, 2], [0, 2, 1]]
+    for task, smap in zip((a, b), merged.slot_map):
+        assert [merged.streams[m] for m in smap] == list(task.streams)
+    assert audit(merged).mismatches == ()

@@ -138,10 +138,12 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     node into one slot per input. Every node keeps its ancestor set exactly (no leak, no
     extra context), and no common supergraph has fewer nodes. Equivalent nodes of one and
     the same task (equal inputs over equal structure, e.g. a repeated independent token)
-    are identified too: their slots map to the same merged slots. Copies of one input inside
-    one node are interchangeable: they are matched to the merged slots holding that input so
-    that the targets agree whenever some matching makes them agree (a merged slot carries the
-    target of every source slot mapped to it).
+    are identified too: their slots map to the same merged slots. The `k`-th copy of an input
+    in a source node maps to the `k`-th merged slot holding it in its merged node; only where
+    that pairing gives a merged slot two targets are the copies (interchangeable when they
+    also have the same stream) matched to the merged slots so that the targets agree whenever
+    such a matching makes them agree (a merged slot carries the target of every source slot
+    mapped to it).
 
     **Arguments:**
 
@@ -157,8 +159,8 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     :class:`~hassejax.errors.LabelConflictError` if no matching of the source slots onto the
     merged slots gives every merged slot at most one target (two equivalent slots with
     different targets where their merged node holds the input once; in general, source
-    nodes whose copies of an input need more different targets than the merged node has
-    copies); :class:`~hassejax.errors.MemoryBudgetError` (naming
+    nodes whose copies of an input (of one stream) need more different targets than the
+    merged node has copies); :class:`~hassejax.errors.MemoryBudgetError` (naming
     `tasks`) if the merged task's dense arrays would not fit, estimated from the number of
     merged slots before they are allocated (or naming `mask` when one task's closure does not).
 
@@ -205,9 +207,9 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
             order[sig_id] |= order[list(below)].any(axis=0)
 
     # Slots: one per input of every merged node (a multiset). Source slots are mapped onto
-    # them by _match_slots: the copies of an input in a source node (interchangeable) are
-    # matched to the merged slots holding it so that the targets agree. Two equivalent nodes
-    # of one task are identified too, so copies are grouped per source node, not per signature.
+    # them by _match_slots: the k-th copy of an input in a source node to the k-th slot holding
+    # it, matched instead only where that pairing conflicts. Two equivalent nodes of one task
+    # are identified too, so copies are grouped per source node, not per signature.
     slot_of: dict[tuple[int, Token, int], int] = {}
     merged_inputs: list[Token] = []
     merged_node: list[int] = []
@@ -258,16 +260,22 @@ def _match_slots(
 ) -> tuple[list[Token | None], list[np.ndarray]]:
     """The merged slot of every source slot and the label of every merged slot.
 
-    The `c` slots of a source node holding one token are interchangeable (one class: the same
-    inputs, reach and upstream structure), and so are the `c` merged slots of its merged node
-    holding that token; each such group of source slots (per task and task-local node) maps
-    bijectively onto them. The groups are *matched*, not paired by index: with `n_g(y)` the
-    number of slots of group `g` labelled `y`, a consistent labelling exists iff
-    ``Σ_y max_g n_g(y) <= c``; then `max_g n_g(y)` merged slots carry `y` (targets in token
-    order, the unlabelled slots last), each group's slots labelled `y` go to those slots and its
-    other slots fill the rest in order (so without labels the `k`-th copy maps to the `k`-th
-    slot). Pairing by index instead refused ``[w3 → w1, w3]`` with ``[w3 → w2, w3]`` in one class
-    though ``(w1, w2)`` satisfies both.
+    The `c` slots of a source node holding one token form a group (per task and task-local node)
+    that maps bijectively onto the `c` merged slots of its merged node holding that token. First
+    the groups are paired by index: the `k`-th copy of every group goes to the `k`-th merged slot.
+    Where that gives every merged slot at most one target it is kept, unchanged (labels, streams
+    and slot map as before matching existed). Only the indices where it conflicts are *matched*:
+    two indices are interchangeable when every group has copies of the same stream at both (a
+    copy carries its token, target and stream into the merged task; swapping copies of different
+    streams would change or drop a merged slot's stream). Within such a class of `d` indices,
+    with `n_g(y)` the copies of group `g` labelled `y` there, a consistent labelling exists iff
+    ``Σ_y max_g n_g(y) <= d``; then `max_g n_g(y)` of its merged slots carry `y` (targets in
+    token order, the unlabelled slots last), each group's copies labelled `y` go to those slots
+    and its other copies fill the rest in order. So ``[w3 → w1, w3]`` with ``[w3 → w2, w3]`` in
+    one class merges to ``(w1, w2)``, where pairing by index refused it. The matching is exact
+    when all groups have the same stream at each index (in particular with a single stream);
+    otherwise it only permutes copies among indices whose streams agree in every group. Linear in
+    the number of source slots.
 
     **Raises:** :class:`~hassejax.errors.LabelConflictError` when no consistent labelling exists,
     naming source slots whose targets cannot all be placed.
@@ -281,50 +289,94 @@ def _match_slots(
     labels: list[Token | None] = [None] * num_slots
     smaps = [np.empty(task.n, dtype=np.int64) for task in tasks]
     for (sig_id, tok), members in groups.items():
-        c = len(next(iter(members.values())))
+        rows = [(t_idx, slots) for (t_idx, _), slots in members.items()]
+        c = len(rows[0][1])
         targets = [slot_of[(sig_id, tok, k)] for k in range(c)]
-        need: dict[Token, tuple[int, tuple[int, int]]] = {}  # target -> (most copies a group needs, that group)
-        for g, slots in members.items():
-            counts: dict[Token, int] = {}
-            for s in slots:
-                y = tasks[g[0]].labels[s]
+        # index pairing: the k-th copy of every group to the k-th merged slot
+        paired: list[Token | None] = [None] * c
+        clash: set[int] = set()
+        for t_idx, slots in rows:
+            lab, smap = tasks[t_idx].labels, smaps[t_idx]
+            for k, s in enumerate(slots):
+                smap[s] = targets[k]
+                y = lab[s]
                 if y is not None:
-                    counts[y] = counts.get(y, 0) + 1
-            for y, k in counts.items():
-                if k > need.get(y, (0, g))[0]:
-                    need[y] = (k, g)
-        order = sorted(need, key=token_sort_key)
-        if sum(k for k, _ in need.values()) > c:
-            raise LabelConflictError(_conflict_message(tasks, members, need, order, tok, c))
-        slot_label = [y for y in order for _ in range(need[y][0])]
-        slot_label += [None] * (c - len(slot_label))
-        for k, y in enumerate(slot_label):
-            labels[targets[k]] = y
-        for (t_idx, _), slots in members.items():
-            free = {y: [k for k, z in enumerate(slot_label) if z == y] for y in order}
-            taken, rest = set(), []
-            for s in slots:
-                y = tasks[t_idx].labels[s]
-                if y is None:
-                    rest.append(s)
-                else:
-                    k = free[y].pop(0)
-                    taken.add(k)
-                    smaps[t_idx][s] = targets[k]
-            for s, k in zip(rest, [k for k in range(c) if k not in taken]):
-                smaps[t_idx][s] = targets[k]
+                    if paired[k] is None:
+                        paired[k] = y
+                    elif paired[k] != y:
+                        clash.add(k)
+        if not clash:
+            for k, y in enumerate(paired):
+                labels[targets[k]] = y
+            continue
+        # indices interchangeable in every group: the same stream at both in each group
+        classes: dict[tuple[str, ...], list[int]] = {}
+        for k in range(c):
+            classes.setdefault(tuple(tasks[t_idx].streams[slots[k]] for t_idx, slots in rows), []).append(k)
+        for ks in classes.values():
+            if clash.isdisjoint(ks):  # the index pairing is consistent here: kept
+                for k in ks:
+                    labels[targets[k]] = paired[k]
+            else:
+                _match_class(tasks, rows, ks, [targets[k] for k in ks], tok, labels, smaps)
     return labels, smaps
 
 
-def _conflict_message(tasks, members, need, order, tok, c) -> str:
+def _match_class(tasks, rows, ks, targets, tok, labels, smaps) -> None:
+    """Match the copies at the indices `ks` of every group (`rows`: (task, slots)) onto the merged slots `targets`,
+    writing `labels` and `smaps` (see :func:`_match_slots`); linear in ``len(ks) * len(rows)``."""
+    d = len(ks)
+    need: dict[Token, tuple[int, int]] = {}  # target -> (most copies a group needs, that group's row)
+    for r, (t_idx, slots) in enumerate(rows):
+        lab = tasks[t_idx].labels
+        counts: dict[Token, int] = {}
+        for k in ks:
+            y = lab[slots[k]]
+            if y is not None:
+                counts[y] = counts.get(y, 0) + 1
+        for y, n in counts.items():
+            if n > need.get(y, (0, r))[0]:
+                need[y] = (n, r)
+    order = sorted(need, key=token_sort_key)
+    if sum(n for n, _ in need.values()) > d:
+        raise LabelConflictError(_conflict_message(tasks, rows, ks, need, order, tok))
+    slot_label = [y for y in order for _ in range(need[y][0])]
+    slot_label += [None] * (d - len(slot_label))
+    at: dict[Token, list[int]] = {}  # target -> the positions carrying it (built once per class)
+    for j, y in enumerate(slot_label):
+        labels[targets[j]] = y
+        if y is not None:
+            at.setdefault(y, []).append(j)
+    for t_idx, slots in rows:
+        lab, smap = tasks[t_idx].labels, smaps[t_idx]
+        used: dict[Token, int] = {}
+        taken = bytearray(d)
+        rest = []
+        for k in ks:
+            s = slots[k]
+            y = lab[s]
+            if y is None:
+                rest.append(s)
+            else:
+                i = used.get(y, 0)
+                used[y] = i + 1
+                j = at[y][i]
+                taken[j] = 1
+                smap[s] = targets[j]
+        for s, j in zip(rest, (j for j in range(d) if not taken[j])):
+            smap[s] = targets[j]
+
+
+def _conflict_message(tasks, rows, ks, need, order, tok) -> str:
     """The message of a :class:`~hassejax.errors.LabelConflictError`: source slots whose targets cannot all be placed
-    on the `c` interchangeable merged slots holding `tok`."""
+    on the ``len(ks)`` interchangeable merged slots holding `tok`."""
     witness = []  # (task, slot, target), for every target the slots of a group that needs the most copies of it
     for y in order:
-        g = need[y][1]
-        witness += [(g[0], s, y) for s in members[g] if tasks[g[0]].labels[s] == y]
+        t_idx, slots = rows[need[y][1]]
+        witness += [(t_idx, slots[k], y) for k in ks if tasks[t_idx].labels[slots[k]] == y]
     witness.sort(key=lambda w: w[:2])  # in task and slot order
     where = lambda t, s: f"slot {s} of task {t} ({tasks[t].name!r})"
+    c = len(ks)
     if c == 1 and len(witness) == 2:
         (t0, s0, y0), (t1, s1, y1) = witness
         return (
