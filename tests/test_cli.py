@@ -262,6 +262,14 @@ def test_an_existing_writable_file_in_a_read_only_folder_is_written(capsys, tmp_
     assert rc == 2 and f"the folder '{read_only}' is not writable" in err and not new.exists(), err
 
 
+def test_two_outputs_to_one_file_are_refused(capsys, tmp_path):
+    """`analyze --json same --dot same` wrote the DOT, then the JSON over it, with exit code 0 (a fresh user)."""
+    same = str(tmp_path / "same")
+    rc, out, err = run(capsys, "analyze", "causal(n=3)", "--json", same, "--dot", same)
+    assert rc == 2 and out == "" and f"name the same file {same!r}" in err, err
+    assert not (tmp_path / "same").exists()
+
+
 def test_an_output_file_that_fails_all_the_same_is_exit_code_1(capsys, tmp_path, monkeypatch):
     """A write that fails although its folder is there (a full disk): exit code 1, one line naming the file."""
     import pathlib

@@ -88,7 +88,7 @@ def test_export_splash_python_file_writes_its_array_next_to_it(capsys, tmp_path)
     assert code == 0, err
     assert out == f"wrote {py} (Python building the splash NumpyMask) and {npy} (its array, loaded by that path)\n"
     np.testing.assert_array_equal(np.load(npy), want)
-    namespace = {}
+    namespace = {"__file__": str(py)}
     exec(py.read_text(), namespace)
     np.testing.assert_array_equal(namespace["mask"][:, :], want)
     # FILE.npy: the array there and the Python printed, as before; no --out: refused, naming both ways
@@ -105,6 +105,20 @@ def test_export_splash_python_file_writes_its_array_next_to_it(capsys, tmp_path)
     code, out, err = _run(capsys, "export", spec, "--to", "splash", "--out", str(tmp_path / "d.py"))
     assert code == 2 and out == "" and "its array" in err and "it is a directory" in err
     assert not (tmp_path / "d.py").exists()
+
+
+def test_export_splash_python_file_loads_its_array_from_its_own_folder(capsys, tmp_path, monkeypatch):
+    """A relative --out: the Python loaded `np.load('sub/m.npy')`, the path as typed, which failed when the script ran
+    from its own folder (a fresh user); it loads the array next to itself wherever it runs from."""
+    spec = "prefix_lm(n=64, prefix=10) | sliding_window(n=64, left=3)"
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run(capsys, "export", spec, "--to", "splash", "--out", "sub/m.py")
+    assert code == 0, err
+    monkeypatch.chdir(tmp_path / "sub")
+    namespace = {"__file__": "m.py"}
+    exec((tmp_path / "sub" / "m.py").read_text(), namespace)
+    np.testing.assert_array_equal(namespace["mask"][:, :], np.asarray(from_spec(spec)))
 
 
 def test_export_usage_errors(capsys):

@@ -108,10 +108,12 @@ def test_attention_names_x_not_the_mask_for_a_batched_x(no_runtime_typecheck):
     """A 3-D `x` was blamed on the mask ("must have shape (2, 2)", read off x.shape[0]); now `x` is named, with the
     (n, d_model) shape it must have."""
     attn = MaskedMultiHeadAttention(8, 2, key=jax.random.key(0))
-    with pytest.raises(ParameterError, match=r"`x` must be a real .* of shape \(n, 8\) .*jax.vmap.*\(2, 4, 8\)"):
+    with pytest.raises(ParameterError, match=r"`x` must be a real .* \(n, 8\), n >= 1 .*jax.vmap.*\(2, 4, 8\)"):
         attn(jnp.ones((2, 4, 8)), jnp.ones((4, 4), bool))
-    with pytest.raises(ParameterError, match=r"`x` must be a real .* of shape \(n, 8\); got shape \(4, 6\)"):
+    with pytest.raises(ParameterError, match=r"`x` must be a real .* \(n, 8\), n >= 1; got shape \(4, 6\)"):
         attn.weights(jnp.ones((4, 6)), jnp.ones((4, 4), bool))
+    with pytest.raises(ParameterError, match=r"n >= 1; got shape \(0, 8\)"):  # was NumPy's zero-size reduction error
+        attn(jnp.ones((0, 8)), jnp.zeros((0, 0), bool))
     with pytest.raises(ParameterError, match=r"`x` must be a real .*dtype bool"):
         attn(jnp.ones((4, 8), bool), jnp.ones((4, 4), bool))
     # integer entries are promoted, as before the check (a review: the first version refused them)

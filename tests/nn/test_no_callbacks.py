@@ -123,6 +123,11 @@ def test_user_jit_refuses_the_mask_token_id_in_sequences(no_runtime_typecheck, s
             call()
     with pytest.raises(ParameterError, match=r"got dtype float64"):
         layout_loss(model, layout, np.asarray(seqs, np.float64))
+    # an empty batch has no mean loss (it was NaN); nested lists are taken (they raised AttributeError)
+    for fn in (layout_loss, evaluate):
+        with pytest.raises(ParameterError, match=r"with batch >= 1 .*got \(0, "):
+            fn(model, layout, jnp.zeros((0, N), jnp.int32))
+        assert float(fn(model, layout, np.asarray(seqs).tolist())) == float(fn(model, layout, seqs))
 
 
 def test_train_flags_bad_sampled_ids_and_checks_held_out(no_runtime_typecheck, setup):

@@ -77,6 +77,8 @@ def test_transformer_errors(no_runtime_typecheck, model):
         model(jnp.asarray([0, 1]), jnp.asarray([0, 10]), jnp.ones((2, 2), bool))
     with pytest.raises(ParameterError, match=r"`token_weights` must be a real array of the shape of `token_ids`, "):
         model.embed(jnp.asarray([[0, 1]]), jnp.asarray([1]), jnp.ones((1, 3)))  # was einsum's bare ValueError
+    with pytest.raises(ParameterError, match=r"`token_ids` must have shape \(n,\) or \(n, r\).*got shape \(3, 2, 1\)"):
+        model.embed(jnp.zeros((3, 2, 1), int), jnp.asarray([1, 2, 3]))  # was embedded to shape (3, 3, d)
     # ... but weights of (n, 1) broadcast over a slot's ids, as they did before the check (a review)
     ids, pos = jnp.asarray([[0, 1], [2, 2]]), jnp.asarray([0, 1])
     np.testing.assert_array_equal(

@@ -13,7 +13,8 @@ from ._parser import _check_output_path, _UsageError
 
 
 def _splash_source(mask, npy: str | None) -> str:
-    """Python text that builds the splash mask `mask` (``mask_lib`` = splash_attention_mask)."""
+    """Python text that builds the splash mask `mask` (``mask_lib`` = splash_attention_mask); `npy`: the Python
+    expression of the array file's path (None: no array)."""
     kind = type(mask).__name__
     if kind == "CausalMask":
         return f"mask_lib.CausalMask(shape={mask.shape}, offset={mask.offset})"
@@ -30,7 +31,7 @@ def _splash_source(mask, npy: str | None) -> str:
         raise _UsageError(
             f"this mask has no structured splash form (it is a {kind}); give --out FILE.npy for its dense array"
         )
-    return f"mask_lib.NumpyMask(np.load({npy!r}))"
+    return f"mask_lib.NumpyMask(np.load({npy}))"
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -111,17 +112,20 @@ def _cmd_export(args: argparse.Namespace) -> int:
             "",
             f"# {rule.label}: row = query, column = key, True = may attend",
         ]
+        python = None if npy == args.out else args.out  # None: printed
+        # the array's path as the Python reads it: printed, as given; in FILE.py, next to that file wherever it runs
+        # from (a fresh user: `np.load('sub/m.npy')` failed when run from sub/)
+        load = None if npy is None else repr(npy) if python is None else f"Path(__file__).with_name({Path(npy).name!r})"
         if npy is not None:
-            lines.insert(0, "import numpy as np")
+            lines[:0] = ["import numpy as np"] + (["from pathlib import Path"] if python is not None else [])
         if rule.heads is None:
-            lines.append(f"mask = {_splash_source(splash, npy)}")
+            lines.append(f"mask = {_splash_source(splash, load)}")
         elif npy is not None:
-            lines.append(f"mask = mask_lib.MultiHeadMask([mask_lib.NumpyMask(a) for a in np.load({npy!r})])")
+            lines.append(f"mask = mask_lib.MultiHeadMask([mask_lib.NumpyMask(a) for a in np.load({load})])")
         else:
             lines.append("mask = mask_lib.MultiHeadMask([")
             lines += [f"    {_splash_source(m, None)}," for m in splash.masks]
             lines.append("])")
-        python = None if npy == args.out else args.out  # None: printed
         _emit(python, "\n".join(lines) + "\n")
         if python is not None and npy is not None:
             _print(f"wrote {python} (Python building the splash NumpyMask) and {npy} (its array, loaded by that path)")

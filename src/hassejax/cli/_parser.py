@@ -72,10 +72,15 @@ def _check_output_paths(args: argparse.Namespace) -> None:
     be writable, a new one's folder writable (an ``analyze`` at n = 1M ran for minutes and only then said "cannot
     write"). Checked on the file system alone: no file is created, and no JAX is imported.
     """
+    seen: dict[str, str] = {}
     for dest, option in _OUTPUT_OPTIONS.items():
         path = getattr(args, dest, None)
         if path is not None:
             _check_output_path(path, option)
+            same = os.path.realpath(path)
+            if same in seen:  # one file for two outputs: the second overwrote the first, silently (a fresh user)
+                raise _UsageError(f"{seen[same]} and {option} name the same file {path!r}; give each its own file")
+            seen[same] = option
 
 
 def _check_output_path(path: str, option: str) -> None:

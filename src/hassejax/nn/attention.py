@@ -155,10 +155,12 @@ class MaskedMultiHeadAttention(eqx.Module):
         shape = tuple(getattr(x, "shape", ()))
         dtype = getattr(x, "dtype", None)
         real = dtype is not None and (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer))
-        if len(shape) != 2 or shape[1] != d or not real:
+        if len(shape) != 2 or shape[1] != d or shape[0] == 0 or not real:  # n = 0: NumPy's zero-size error before
             got = f"shape {shape}, dtype {dtype}" if hasattr(x, "shape") else f"an object of type {type(x).__name__}"
             hint = " (one row per position; batch with jax.vmap)" if len(shape) > 2 else ""
-            raise ParameterError(f"`x` must be a real (float or integer) array of shape (n, {d}){hint}; got {got}.")
+            raise ParameterError(
+                f"`x` must be a real (float or integer) array of shape (n, {d}), n >= 1{hint}; got {got}."
+            )
 
     def weights(
         self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask

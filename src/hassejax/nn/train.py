@@ -152,9 +152,12 @@ def layout_loss(
     layout with no labelled slot; with `check_ids`, for non-integer `sequences` or ids out of
     ``[0, V)`` (concrete inputs; under ``jit``, a runtime error naming `sequences`).
     """
-    if sequences.ndim != 2 or sequences.shape[1] != layout.sequence_length:
+    if not hasattr(sequences, "ndim"):  # nested lists (it failed with "'list' object has no attribute 'ndim'")
+        sequences = np.asarray(sequences)
+    if sequences.ndim != 2 or sequences.shape[1] != layout.sequence_length or sequences.shape[0] == 0:
         raise ParameterError(
-            f"`sequences` must have shape (batch, {layout.sequence_length}) for layout {layout.name!r}; got {tuple(sequences.shape)}."
+            f"`sequences` must have shape (batch, {layout.sequence_length}) with batch >= 1 for layout {layout.name!r} "
+            f"(an empty batch has no mean loss); got {tuple(sequences.shape)}."
         )
     count = jnp.sum(layout.labelled)
     if not is_traced(count) and int(count) == 0:
@@ -199,6 +202,8 @@ def evaluate(model: Transformer, layout: Layout, sequences: Int[Array, "batch n"
     >>> float(evaluate(model, causal_layout(4), jnp.asarray([[0, 1, 2, 0], [2, 2, 1, 0]]))) > 0
     True
     """
+    if not hasattr(sequences, "ndim"):  # nested lists: as layout_loss takes them
+        sequences = np.asarray(sequences)
     if is_traced(sequences, *jax.tree.leaves(layout)):
         return layout_loss(model, layout, sequences)
     layout.check_inputs(model, sequences)

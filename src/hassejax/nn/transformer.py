@@ -251,6 +251,11 @@ class Transformer(eqx.Module):
         (concrete inputs; traced ids, under ``jit``, get an :func:`equinox.error_if` check that
         fails when the program runs).
         """
+        if jnp.ndim(token_ids) not in (1, 2):  # (n,) or (n, r); (n, r, s) embedded to a wrong shape (a fresh user)
+            raise ParameterError(
+                f"`token_ids` must have shape (n,) or (n, r) (r ids averaged into a slot); got shape "
+                f"{jnp.shape(token_ids)}."
+            )
         token_ids = self._check_ids(token_ids, self.vocab_size + 1, "token_ids", check_ids)
         position_ids = self._check_ids(position_ids, self.num_positions, "position_ids", check_ids)
         if token_ids.shape[0] != position_ids.shape[0]:
