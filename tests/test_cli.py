@@ -270,6 +270,57 @@ def test_two_outputs_to_one_file_are_refused(capsys, tmp_path):
     assert not (tmp_path / "same").exists()
 
 
+def test_an_output_to_the_report_s_stream_is_written_after_it_not_over_it(tmp_path):
+    """`analyze SPEC --json /dev/stdout > report.txt` opened /dev/stdout anew with mode "w": the JSON truncated the
+    text report written there a moment before (a fresh user). A path that is the command's stdout (/dev/stdout, or the
+    very file stdout goes to) is written through stdout after the report; the same for stderr."""
+    script = os.path.join(os.path.dirname(sys.executable), "hassejax")
+    report = tmp_path / "report.txt"
+    for argv in (["--json", "/dev/stdout"], ["--json", str(report)], ["--dot", "/dev/fd/1"]):
+        with open(report, "w") as fh:
+            ok = subprocess.run([script, "analyze", "causal(n=3)", *argv], stdout=fh, stderr=subprocess.PIPE, text=True)
+        assert ok.returncode == 0, ok.stderr
+        text = report.read_text()
+        assert text.startswith("mask: causal(n=3)\nn (positions): 3\n") and "  {1} -> {2}\n" in text, (argv, text)
+        tail = text[text.index("  {1} -> {2}\n") + len("  {1} -> {2}\n") :]
+        if argv[0] == "--json":
+            assert json.loads(tail)["n"] == 3, tail
+        else:
+            assert tail.startswith("digraph") and tail.endswith("}\n"), tail
+    log = tmp_path / "log.txt"
+    with open(log, "w") as fh:
+        ok = subprocess.run(
+            [script, "analyze", "causal(n=3)", "--json", "/dev/stderr"], stdout=subprocess.PIPE, stderr=fh
+        )
+    assert ok.returncode == 0 and b"n (positions): 3" in ok.stdout and json.loads(log.read_text())["n"] == 3
+
+
+def test_an_output_given_as_dash_is_stdout_instead_of_the_report(capsys, tmp_path, monkeypatch):
+    """`--json -` (or `--dot -`): that output alone on stdout, for a pipe (`| jq`); it wrote a file named '-'. Two
+    outputs to stdout, and --png to it, are refused before the work."""
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(capsys, "analyze", "causal(n=3)", "--json", "-", "--dot", str(tmp_path / "d.dot"))
+    assert rc == 0 and err == "" and json.loads(out)["n"] == 3, out
+    assert (tmp_path / "d.dot").read_text().startswith("digraph")
+    rc, out, err = run(capsys, "analyze", "causal(n=3)", "--dot", "-")
+    assert rc == 0 and out.startswith("digraph") and "mask:" not in out, out
+    rc, out, err = run(capsys, "analyze", "causal(n=3)", "--json", "-", "--dot", "-")
+    assert rc == 2 and out == "" and "--json and --dot name the command's stdout; give each its own file" in err, err
+    rc, out, err = run(capsys, "analyze", "causal(n=3)", "--png", "-")
+    assert rc == 2 and out == "" and "--png '-': it is the command's stdout, where the text goes" in err, err
+    assert not os.path.exists("-")
+
+
+def test_two_outputs_one_file_on_a_case_insensitive_file_system_are_refused(capsys, tmp_path):
+    """`--json OUT.json --dot out.json`: two files on Linux, one on macOS or Windows, where the second output silently
+    overwrote the first; refused before the work, naming both."""
+    upper, lower = str(tmp_path / "OUT.json"), str(tmp_path / "out.json")
+    rc, out, err = run(capsys, "analyze", "causal(n=3)", "--json", upper, "--dot", lower)
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert f"--json {upper!r} and --dot {lower!r} differ only in case: one file on a case-insensitive" in err, err
+    assert not os.path.exists(upper) and not os.path.exists(lower)
+
+
 def test_an_output_file_that_fails_all_the_same_is_exit_code_1(capsys, tmp_path, monkeypatch):
     """A write that fails although its folder is there (a full disk): exit code 1, one line naming the file."""
     import pathlib

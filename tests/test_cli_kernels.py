@@ -121,6 +121,67 @@ def test_export_splash_python_file_loads_its_array_from_its_own_folder(capsys, t
     np.testing.assert_array_equal(namespace["mask"][:, :], np.asarray(from_spec(spec)))
 
 
+def test_export_splash_refuses_an_out_that_cannot_have_its_array_next_to_it(capsys, tmp_path):
+    """`--to splash --out /dev/stdout` for a mask with no structured splash form wrote its array to /dev/stdout.npy (as
+    root, a new file in /dev; a fresh user). An --out that is a device, a FIFO or the command's stdout gets no sibling
+    FILE.npy: refused with exit code 2 before any array or file is written, naming --out and the two ways that work.
+    A structured mask has no array: such an --out takes its Python."""
+    import os
+    import subprocess
+    import sys
+
+    spec = "prefix_lm(n=64, prefix=10) | sliding_window(n=64, left=3)"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a writer does not block (the old code wrote the Python)
+    created = [p for p in ("/dev/null.npy", "/dev/stdout.npy") if not os.path.exists(p)]
+    try:
+        for out, what in [("/dev/null", "a character device"), (str(fifo), "a FIFO (named pipe)")]:
+            code, printed, err = _run(capsys, "export", spec, "--to", "splash", "--out", out)
+            assert code == 2 and printed == "" and err.count("\n") == 1, err
+            assert f"--out {out!r}: it is {what}, not a regular file; " in err, err
+            assert "give --out FILE.py" in err and "--out FILE.npy" in err, err
+        assert not (tmp_path / "pipe.npy").exists() and os.read(reader, 100) == b""
+        # the reported command: stdout redirected to a file
+        script = os.path.join(os.path.dirname(sys.executable), "hassejax")
+        with open(tmp_path / "x.py", "w") as fh:
+            proc = subprocess.run(
+                [script, "export", spec, "--to", "splash", "--out", "/dev/stdout"], stdout=fh, stderr=subprocess.PIPE
+            )
+        assert proc.returncode == 2 and b"--out '/dev/stdout': it is the command's stdout" in proc.stderr, proc.stderr
+        assert (tmp_path / "x.py").read_text() == ""
+        # a structured mask: its Python to the device
+        assert _run(capsys, "export", "causal(n=8)", "--to", "splash", "--out", "/dev/null") == (0, "", "")
+        assert not any(os.path.exists(p) for p in created)
+    finally:
+        os.close(reader)
+        for p in created:  # what the old code made
+            if os.path.exists(p):
+                os.remove(p)
+
+
+def test_export_npy_names_in_any_case(capsys, tmp_path):
+    """`--out m.NPY` was the Python's file for --to splash (the array went to m.npy beside it: one file on a
+    case-insensitive file system) and refused by --to npy ("give a name ending in .npy"). A .npy name in any case is
+    the array's, written under exactly that name (np.save appended .npy to m.NPY)."""
+    spec = "prefix_lm(n=64, prefix=10) | sliding_window(n=64, left=3)"
+    want = np.asarray(from_spec(spec))
+    code, out, err = _run(capsys, "export", spec, "--to", "npy", "--out", str(tmp_path / "a.NPY"))
+    assert code == 0 and err == "" and out.startswith(f"wrote {tmp_path / 'a.NPY'}: Boolean (64, 64)"), err
+    np.testing.assert_array_equal(np.load(tmp_path / "a.NPY"), want)
+    code, out, err = _run(capsys, "export", spec, "--to", "splash", "--out", str(tmp_path / "m.Npy"))
+    assert code == 0 and err == "" and f"np.load({str(tmp_path / 'm.Npy')!r})" in out, err
+    namespace = {}
+    exec(out, namespace)
+    np.testing.assert_array_equal(namespace["mask"][:, :], want)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.NPY", "m.Npy"]
+    code, out, err = _run(capsys, "export", "causal(n=8)", "--to", "splash", "--out", str(tmp_path / "c.NPY"))
+    assert code == 2 and "is a structured splash mask (no array to write)" in err, err
+    # --to npy's name is checked before the work
+    code, out, err = _run(capsys, "export", "causal(n=8)", "--to", "npy", "--out", str(tmp_path / "c.npz"))
+    assert code == 2 and "give a name ending in .npy" in err
+
+
 def test_export_usage_errors(capsys):
     assert _run(capsys, "export", "block_generation", "--to", "mask_mod")[0] == 2  # no --n
     assert _run(capsys, "export", "causal(n=4)", "--n", "4", "--to", "mask_mod")[0] == 2

@@ -66,6 +66,9 @@ def run_fresh(argvs):
         ["analyze", "sliding_window(n=8, left=-1)"],
         ["analyze", "causal(n=8)", "--json", "/nonexistent/dir/x.json"],  # an output path: checked before the work
         ["export", "causal(n=8)", "--to", "splash", "--out", "/nonexistent/dir/x.py"],  # (export imports JAX later)
+        ["export", "causal(n=8)", "--to", "npy", "--out", "m.npz"],  # --to npy's name: before the work too
+        ["analyze", "causal(n=8)", "--json", "-", "--dot", "-"],  # two outputs to stdout
+        ["analyze", "causal(n=8)", "--json", "Out.json", "--dot", "out.JSON"],  # one file on macOS
     ],
 )
 def test_help_and_argument_errors_import_no_jax(argv):

@@ -31,6 +31,11 @@ dense routes (more key runs a row) start it.
 - ``hassejax tiles SPEC_OR_FAMILY [--block B] [--block-kv B] [--json FILE]``: empty, partial and
   full tiles of the mask for a block-sparse kernel (:func:`hassejax.kernels.tile_stats`).
 
+Text outputs (``--json``, ``--dot``, ``export``'s ``--out``): ``-`` writes that output to stdout instead of the
+text report (``analyze SPEC --json - | jq``); a path that is stdout itself (``/dev/stdout``, or the file stdout is
+redirected to) gets it after the report, through the stream, not reopened and truncated. Two outputs naming one file,
+or names that differ only in case (one file on macOS or Windows), are refused.
+
 JAX's persistent compilation cache is on by default (``~/.cache/hassejax/jax`` or
 ``$HASSEJAX_CACHE_DIR``; ``--no-compile-cache`` or ``HASSEJAX_COMPILE_CACHE=0`` turn it off):
 a command that compiles the same programs again loads them instead. It is set up through

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HassejaxError, MaskError
-from ._parser import _one_line, _OutputError, _UsageError
+from ._parser import _OUTPUT_OPTIONS, STDOUT, _one_line, _OutputError, _stream_of, _UsageError
 
 # ----------------------------------------------------------------------------- inputs
 
@@ -114,6 +114,16 @@ def _check_figure_path(path: str | None) -> None:
 
 
 def _write_text(path: str, text: str) -> None:
+    """Write `text` to the file `path`; ``-`` or a path that is stdout or stderr itself (``/dev/stdout``, the file
+    stdout is redirected to) through that stream, after what it holds, not reopened and truncated."""
+    stream = _stream_of(path)
+    if stream == "stdout":
+        _print(text, end="")
+        return
+    if stream == "stderr":
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        return
     try:
         Path(path).write_text(text)
     except OSError as err:
@@ -184,6 +194,17 @@ def _print(text: str, end: str = "\n") -> None:
         os.close(null)
 
 
+def _report(args: argparse.Namespace, text: str) -> None:
+    """Print the command's text report, unless an output option is ``-``: that output is stdout's alone (``analyze SPEC
+    --json - | jq``)."""
+    if not _stdout_taken(args):
+        _print(text)
+
+
+def _stdout_taken(args: argparse.Namespace) -> bool:
+    return any(getattr(args, dest, None) == STDOUT for dest in _OUTPUT_OPTIONS)
+
+
 def _emit(path: str | None, text: str) -> None:
     if path is None:
         _print(text, end="")
@@ -192,7 +213,10 @@ def _emit(path: str | None, text: str) -> None:
 
 
 def _save_npy(path: str, array: np.ndarray) -> None:
+    """Save `array` to `path` as it is named: ``np.save`` appends ``.npy`` to a name that does not end in exactly that
+    (``m.NPY`` became ``m.NPY.npy``)."""
     try:
-        np.save(path, array)
+        with open(path, "wb") as fh:
+            np.save(fh, array)
     except OSError as err:
         raise _OutputError(f"cannot write {path!r}: {_one_line(str(err))}") from None

@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from ..errors import HassejaxError
-from ._common import _check_figure_path, _print, _write_text
+from ._common import _check_figure_path, _report, _write_text
 from ._parser import _one_line, _OutputError, _UsageError
 
 # ----------------------------------------------------------------------------- derive
@@ -101,7 +101,7 @@ def _cmd_derive(args: argparse.Namespace) -> int:
         f"dense: {int(mask.sum())} nonzeros, L* = {int(convergence_depth(mask))}; sparsest variant: {sparse.nonzeros} nonzeros, L* = {sparse.depth}"
     )
     lines.append("audit: " + report.summary())
-    _print("\n".join(lines))
+    _report(args, "\n".join(lines))
     if args.json:
         payload = {
             "family": args.family,

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import HassejaxError
 from ._common import _emit, _kernel_mask, _print, _save_npy
-from ._parser import _check_output_path, _UsageError
+from ._parser import STDOUT, _check_output_path, _stream_of, _UsageError
 
 
 def _splash_source(mask, npy: str | None) -> str:
@@ -34,7 +36,50 @@ def _splash_source(mask, npy: str | None) -> str:
     return f"mask_lib.NumpyMask(np.load({npy}))"
 
 
+def _is_npy(path: str) -> bool:
+    """A ``.npy`` name, in any case (``m.NPY`` was the Python's file for --to splash and refused by --to npy)."""
+    return path.lower().endswith(".npy")
+
+
+def _check_out(args: argparse.Namespace) -> None:
+    """The --out checks of each --to, before the work (no JAX). ``-``: printed, as with no --out (mask_mod, splash)."""
+    out = args.out
+    if args.to == "npy":
+        if out is None:
+            raise _UsageError("--to npy needs --out FILE.npy")
+        if not _is_npy(out):
+            raise _UsageError(f"--out {out!r}: --to npy writes a .npy file; give a name ending in .npy")
+    if out is not None and args.to != "mask_mod" and _is_npy(out):  # the array's name (splash, npy)
+        stream = _stream_of(out)
+        if stream is not None:
+            raise _UsageError(f"--out {out!r}: it is the command's {stream}; a .npy array needs a file of its own")
+    if out == STDOUT:
+        args.out = None
+
+
+def _not_a_regular_file(path: str) -> str | None:
+    """What `path` is when it exists and is no regular file (a character device, a FIFO, ...) or is the command's
+    stdout / stderr: no FILE.npy can go next to it (``--out /dev/stdout`` wrote ``/dev/stdout.npy`` as root)."""
+    stream = _stream_of(path)
+    if stream is not None:
+        return f"the command's {stream}, not a file of its own"
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None  # a new file: FILE.npy goes next to it
+    for test, what in (
+        (stat.S_ISCHR, "a character device, not a regular file"),
+        (stat.S_ISBLK, "a block device, not a regular file"),
+        (stat.S_ISFIFO, "a FIFO (named pipe), not a regular file"),
+        (stat.S_ISSOCK, "a socket, not a regular file"),
+    ):
+        if test(mode):
+            return what
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
+    _check_out(args)
     mask = _kernel_mask(args)
     try:
         if args.to == "mask_mod":
@@ -46,10 +91,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
         rule = mask_rule(mask)
         if args.to == "npy":
-            if args.out is None:
-                raise _UsageError("--to npy needs --out FILE.npy")
-            if not args.out.endswith(".npy"):
-                raise _UsageError(f"--out {args.out!r}: --to npy writes a .npy file; give a name ending in .npy")
             from ..kernels import to_splash
             from ..kernels._splash_write import _dense_rule
             from ..masks._runs import check_host_memory
@@ -90,8 +131,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 )
             # --out FILE.npy: the array there, the Python printed; any other name: the Python there, the array next
             # to it (it said "give --out FILE.npy" to a .py name, which the help offers for the Python).
-            npy = args.out if args.out.endswith(".npy") else str(Path(args.out).with_suffix(".npy"))
+            npy = args.out if _is_npy(args.out) else str(Path(args.out).with_suffix(".npy"))
             if npy != args.out:
+                what = _not_a_regular_file(args.out)
+                if what is not None:
+                    raise _UsageError(
+                        f"--out {args.out!r}: it is {what}; {rule.label} has no structured splash form, and its "
+                        f"NumpyMask's array cannot go to {npy!r} next to it: give --out FILE.py for the Python there "
+                        "and the array in FILE.npy next to it, or --out FILE.npy for the array there and the Python "
+                        "printed"
+                    )
                 _check_output_path(npy, f"--out {args.out!r}: its array")
             splash = to_splash(rule)
             _save_npy(
@@ -101,7 +150,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 else np.stack([np.asarray(m[:, :]) for m in splash.masks]),
             )
         else:
-            if args.out is not None and args.out.endswith(".npy"):
+            if args.out is not None and _is_npy(args.out):
                 raise _UsageError(
                     f"--out {args.out!r}: {rule.label} is a structured splash mask (no array to write); give --out FILE.py "
                     "for the Python, or no --out to print it"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,8 +62,40 @@ def _one_line(message: str) -> str:
 
 # ------------------------------------------------------------------------ output files
 
+#: The help of a text output's option on '-' and on a path that is the command's stdout (see :func:`_stream_of`).
+_STREAM_HELP = (
+    "; '-': write it to stdout instead of the text report (e.g. for jq); a path that is stdout itself (/dev/stdout, "
+    "or the file stdout is redirected to) gets it after the report, which is not truncated"
+)
+
 #: The options of the subcommands that name a file the command writes (argparse's dest: the option).
 _OUTPUT_OPTIONS = {"json": "--json", "dot": "--dot", "png": "--png", "out": "--out"}
+
+
+#: An output option given as ``-``: that output goes to stdout instead of the text report.
+STDOUT = "-"
+
+
+def _stream_of(path: str) -> str | None:
+    """``"stdout"`` when `path` is ``-`` or the file the command's stdout already writes to (``/dev/stdout``,
+    ``/dev/fd/1``, or the file stdout is redirected to), ``"stderr"`` for stderr's, else None.
+
+    Such a path is written through the open stream, after what it already holds: opened anew with mode ``"w"``,
+    ``analyze SPEC --json /dev/stdout > report.txt`` truncated the text report it had just written (a fresh user).
+    """
+    if path == STDOUT:
+        return "stdout"
+    try:
+        target = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    for name, stream in (("stdout", sys.stdout), ("stderr", sys.stderr)):
+        try:
+            if stream is not None and os.path.samestat(target, os.fstat(stream.fileno())):
+                return name
+        except (OSError, ValueError, AttributeError):  # a stream with no file descriptor (replaced, closed)
+            continue
+    return None
 
 
 def _check_output_paths(args: argparse.Namespace) -> None:
@@ -70,17 +103,34 @@ def _check_output_paths(args: argparse.Namespace) -> None:
 
     Each path of :data:`_OUTPUT_OPTIONS` given must not be a directory and its folder must exist; an existing file must
     be writable, a new one's folder writable (an ``analyze`` at n = 1M ran for minutes and only then said "cannot
-    write"). Checked on the file system alone: no file is created, and no JAX is imported.
+    write"). ``-`` and a path that is stdout or stderr itself (:func:`_stream_of`) are written through that stream;
+    ``--png`` is refused there (a picture in the text report's stream). Two outputs may not name one file, nor names
+    that differ only in case (one file on a case-insensitive file system: macOS, Windows). Checked on the file system
+    alone: no file is created, and no JAX is imported.
     """
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, str]] = {}
     for dest, option in _OUTPUT_OPTIONS.items():
         path = getattr(args, dest, None)
-        if path is not None:
+        if path is None:
+            continue
+        stream = _stream_of(path)
+        if stream is None:
             _check_output_path(path, option)
-            same = os.path.realpath(path)
-            if same in seen:  # one file for two outputs: the second overwrote the first, silently (a fresh user)
-                raise _UsageError(f"{seen[same]} and {option} name the same file {path!r}; give each its own file")
-            seen[same] = option
+            key = os.path.realpath(path)
+        elif option == "--png":
+            raise _UsageError(f"--png {path!r}: it is the command's {stream}, where the text goes; give a file name")
+        else:
+            key = f"<{stream}>"
+        if key in seen:  # one file for two outputs: the second overwrote the first, silently (a fresh user)
+            where = f"the command's {stream}" if stream else f"the same file {path!r}"
+            raise _UsageError(f"{seen[key][0]} and {option} name {where}; give each its own file")
+        clash = next((v for k, v in seen.items() if k.casefold() == key.casefold()), None)
+        if clash is not None:
+            raise _UsageError(
+                f"{clash[0]} {clash[1]!r} and {option} {path!r} differ only in case: one file on a case-insensitive "
+                "file system (macOS, Windows), where the second would overwrite the first; give each its own name"
+            )
+        seen[key] = (option, path)
 
 
 def _check_output_path(path: str, option: str) -> None:
@@ -137,9 +187,9 @@ def _add_analyze(subparsers) -> None:
         help="the closure's route (hassejax.order.flow_summary's `method`): auto (default) takes the structured route "
         "for key runs and the dense routes otherwise; bitpacked and matmul hold (n, n) arrays",
     )  # fmt: skip
-    p.add_argument("--dot", metavar="FILE", help="write the Hasse diagram as Graphviz DOT")
+    p.add_argument("--dot", metavar="FILE", help="write the Hasse diagram as Graphviz DOT" + _STREAM_HELP)
     p.add_argument("--png", metavar="FILE", help="draw the Hasse diagram (matplotlib)")
-    p.add_argument("--json", metavar="FILE", help="write the numbers and the diagram as JSON")
+    p.add_argument("--json", metavar="FILE", help="write the numbers and the diagram as JSON" + _STREAM_HELP)
     p.add_argument(
         "--max-edges",
         type=_nonnegative_int,
@@ -203,7 +253,7 @@ def _add_derive(subparsers) -> None:
         nargs="?",
         const="derived_mask.json",
         metavar="FILE",
-        help="write slots, mask, labels and audit (default FILE: derived_mask.json)",
+        help="write slots, mask, labels and audit (default FILE: derived_mask.json)" + _STREAM_HELP,
     )
     p.set_defaults(func=_command("_derive", "_cmd_derive"))
 
@@ -244,10 +294,12 @@ def _add_export(subparsers) -> None:
         "--out",
         metavar="FILE",
         default=None,
-        help="mask_mod: write the source here (default: print it); npy: the .npy file (required); splash: FILE.py (any "
-        "name not ending in .npy) writes the Python there, FILE.npy the array of a NumpyMask there with the Python "
-        "printed. A mask with no structured splash form needs --out: with FILE.py its array goes to FILE.npy next to "
-        "it (overwritten if there), loaded by that path; a structured one has no array (FILE.npy is refused)",
+        help="mask_mod: write the source here (default or '-': print it); npy: the .npy file (required); splash: "
+        "FILE.py (any name not ending in .npy, in any case) writes the Python there, FILE.npy the array of a NumpyMask "
+        "there with the Python printed. A mask with no structured splash form needs --out: with FILE.py its array goes "
+        "to FILE.npy next to it (overwritten if there), loaded by that path, so FILE.py must be a regular file or a new "
+        "name (a device such as /dev/stdout or a FIFO is refused); a structured one has no array (FILE.npy is "
+        "refused). A path that is stdout itself (/dev/stdout) gets the Python after what stdout holds, not truncated",
     )
     p.add_argument(
         "--framework", choices=["torch", "jax", "numpy"], default="torch", help="mask_mod tables (default torch)"
@@ -271,7 +323,7 @@ def _add_tiles(subparsers) -> None:
     )
     p.add_argument("--block", type=_positive_int, default=128, help="query tile size (default 128)")
     p.add_argument("--block-kv", type=_positive_int, default=None, help="key tile size (default: --block)")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the counts as JSON")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the counts as JSON" + _STREAM_HELP)
     _add_family_options(p)
     p.set_defaults(func=_command("_tiles", "_cmd_tiles"))
 

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ..errors import HassejaxError
-from ._common import _kernel_mask, _print, _write_text
+from ._common import _kernel_mask, _report, _write_text
 from ._parser import _UsageError
 
 
@@ -23,7 +23,7 @@ def _cmd_tiles(args: argparse.Namespace) -> int:
         stats = tile_stats(mask, block_size=block)
     except HassejaxError as err:
         raise _UsageError(str(err)) from None
-    _print(str(stats))
+    _report(args, str(stats))
     if args.json:
         _write_text(args.json, json.dumps(stats.to_dict()) + "\n")
     return 0
