@@ -75,7 +75,8 @@ def task_families(draw):
 
 
 def _tasks(specs):
-    """The `Task` of each ``(inputs, mask, labels)`` triple drawn by :func:`task_families`."""
+    """The `Task` of each ``(inputs, mask, labels[, streams])`` tuple drawn by :func:`task_families` or
+    :func:`labelled_families`."""
     return [Task(*spec) for spec in specs]
 
 
@@ -283,17 +284,23 @@ def test_interchangeable_copies_are_matched_not_paired_by_index():
 
 
 def _brute_force_labels(tasks):
-    """Independent search: the merged slots come from the unlabelled merge; every source slot may go to any merged slot
-    of its merged node holding its input, bijectively per (task, class, input) (the classes by networkx). Per set of
-    merged slots (the groups mapping onto it): when the index pairing (the k-th copy to the k-th merged slot) gives
-    each slot at most one target it is the answer, else every assignment is searched. Returns `(best, paired)`: None
-    when some set has no assignment giving each merged slot at most one target, else the number of labelled merged
-    slots (the fewest where the index pairing conflicts); `paired`: whether the index pairing is consistent
-    everywhere."""
+    """Independent search: the merged slots come from the unlabelled merge without streams; every source slot may go to
+    any merged slot of its merged node holding its input, bijectively per (task, class, input) (the classes by
+    networkx). Per set of merged slots (the groups mapping onto it): where the groups hold the same streams (as a
+    multiset), the first pick pairs the copies by index at the indices where every group has the same stream and by
+    (stream, order within the stream) at the others, and each stream is a set of its own (no merged slot gets copies
+    of two streams); where they hold different streams, the first pick is the index pairing. When the first pick
+    gives each slot of a set at most one target it is the answer, else every assignment of the set is searched.
+    Returns `(best, paired, kept)`: `best` is None when some set has no assignment giving each merged slot at most
+    one target, "sound" when a set whose groups hold different streams needs the search (the merge then only permutes
+    copies among indices whose streams agree in every group: a sound result or a refusal), else the number of
+    labelled merged slots (the fewest where the first pick conflicts); `paired`: whether the first pick is consistent
+    everywhere; `kept`: the source slots (task, slot) whose merged slot must have their stream."""
     import itertools
+    from collections import Counter
 
-    plain = merge_tasks([Task(t.inputs, t.mask) for t in tasks])
-    choices = {}  # per set of merged slots, per group: the source slots and every bijection onto the slots
+    bare = merge_tasks([Task(t.inputs, t.mask) for t in tasks])
+    sets = {}  # per set of merged slots, its groups: (task, source slots in slot order)
     for t_idx, task in enumerate(tasks):
         nodes, _ = _diagram(task)
         for members in nodes.values():
@@ -301,11 +308,10 @@ def _brute_force_labels(tasks):
             for s in sorted(members):
                 by_token.setdefault(task.inputs[s], []).append(s)
             for slots in by_token.values():
-                targets = tuple(sorted({int(plain.slot_map[t_idx][s]) for s in slots}))
+                targets = tuple(sorted({int(bare.slot_map[t_idx][s]) for s in slots}))
                 assert len(targets) == len(slots)
-                assert [int(plain.slot_map[t_idx][s]) for s in slots] == list(targets)  # index pairing, unlabelled
-                perms = [(t_idx, slots, perm) for perm in itertools.permutations(targets)]
-                choices.setdefault(targets, []).append(perms)  # perms[0]: the index pairing
+                assert [int(bare.slot_map[t_idx][s]) for s in slots] == list(targets)  # index pairing, unlabelled
+                sets.setdefault(targets, []).append((t_idx, slots))
 
     def labelled(pick):
         got = {}
@@ -316,40 +322,82 @@ def _brute_force_labels(tasks):
                     return None
         return len(got)
 
-    total, paired = 0, True
-    for groups in choices.values():
-        best = labelled([perms[0] for perms in groups])
-        if best is None:
-            paired = False
-            for pick in itertools.product(*groups):
-                n = labelled(pick)
-                if n is not None and (best is None or n < best):
-                    best = n
-        if best is None:
-            return None, False
-        total += best
-    return total, paired
+    def solve(groups, targets, first):
+        """The labelled slots of the first pick if consistent, else the fewest over every pick (None: no pick)."""
+        options = [
+            [(t_idx, slots, pick), *((t_idx, slots, p) for p in itertools.permutations(targets) if p != pick)]
+            for (t_idx, slots), pick in zip(groups, first)
+        ]
+        best = labelled([perms[0] for perms in options])
+        if best is not None:
+            return best, True
+        found = [n for pick in itertools.product(*options) if (n := labelled(pick)) is not None]
+        return (min(found) if found else None), False
+
+    total, paired, kept = 0, True, set()
+    for targets, groups in sets.items():
+        streams = [[tasks[t_idx].streams[s] for s in slots] for t_idx, slots in groups]
+        if any(Counter(seq) != Counter(streams[0]) for seq in streams):  # different streams: no pick keeps them all
+            best, ok = solve(groups, targets, [targets] * len(groups))
+            if best is None:
+                return None, False, kept
+            paired &= ok
+            total = total if ok else "sound"
+            if total != "sound":
+                total += best
+            continue
+        kept |= {(t_idx, s) for t_idx, slots in groups for s in slots}
+        # the first pick: at an index where all groups have one stream that index, else (stream, order among the
+        # copies of that stream at the other indices), placed where the first group has it
+        agree = [len({seq[k] for seq in streams}) == 1 for k in range(len(targets))]
+        bucket = lambda seq, k, agree=agree: (
+            ("index", k) if agree[k] else (seq[k], sum(seq[i] == seq[k] and not agree[i] for i in range(k)))
+        )
+        slot_of = {bucket(streams[0], k): m for k, m in enumerate(targets)}
+        # every stream on its own: its copies go to the merged slots of that stream, bijectively per group
+        for x in dict.fromkeys(streams[0]):
+            sub = [(t_idx, [s for s, y in zip(slots, seq) if y == x]) for (t_idx, slots), seq in zip(groups, streams)]
+            first = [tuple(slot_of[bucket(seq, k)] for k, y in enumerate(seq) if y == x) for seq in streams]
+            best, ok = solve(sub, tuple(sorted(first[0])), first)
+            if best is None:
+                return None, False, kept
+            paired &= ok
+            if total != "sound":
+                total += best
+    return total, paired, kept
 
 
 @st.composite
 def labelled_families(draw):
-    """Small families with repeated tokens inside classes and free targets (conflicts happen)."""
+    """Small families with repeated tokens inside classes, free targets (conflicts happen) and, in some, two streams;
+    a task may be an earlier one with its slots listed in another order (and other targets), so equivalent nodes list
+    their streams in different orders (or hold different streams)."""
     tasks = []
+    streams = draw(st.sampled_from([["A"], ["A", "B"]]))
+    labelling = st.sampled_from([None, Token("y", 1), Token("y", 2), Token("y", 3)])
     for _ in range(draw(st.integers(1, 3))):
+        if tasks and draw(st.booleans()):
+            inputs, mask, _, tags = draw(st.sampled_from(tasks))
+            order = draw(st.permutations(range(len(inputs))))
+            inputs, mask, tags = [inputs[p] for p in order], mask[np.ix_(order, order)], [tags[p] for p in order]
+            tasks.append((inputs, mask, [draw(labelling) for _ in order], tags))
+            continue
         n = draw(st.integers(1, 4))
         bits = draw(st.lists(st.booleans(), min_size=n * n, max_size=n * n))
         mask = _closure(np.array(bits, bool).reshape(n, n) | np.eye(n, dtype=bool))
         if draw(st.booleans()):
             mask[:] = True  # one class: every copy of a token in it interchangeable
         inputs = [Token("a", draw(st.integers(1, 2))) for _ in range(n)]
-        labels = [draw(st.sampled_from([None, Token("y", 1), Token("y", 2), Token("y", 3)])) for _ in range(n)]
-        tasks.append((inputs, mask, labels))
+        labels = [draw(labelling) for _ in range(n)]
+        tasks.append((inputs, mask, labels, [draw(st.sampled_from(streams)) for _ in range(n)]))
     return tasks
 
 
 def test_merge_labels_agree_with_a_brute_force_matching_exhaustively():
     """Every labelling of two tasks of two copies of `w3` in one class (targets from {None, y1, y2}), and of three
-    such tasks with at most one target each."""
+    such tasks with at most one target each; then of two such tasks listing the streams [A, B] and the same streams in
+    either order or other ones, and of two tasks of three copies listing [A, A, B] and its reorderings, with at most
+    one target each."""
     import itertools
 
     full, w3 = np.ones((2, 2), bool), Token("w", 3)
@@ -358,6 +406,16 @@ def test_merge_labels_agree_with_a_brute_force_matching_exhaustively():
     singles = [(None, None), (y1, None), (None, y1), (y2, None), (None, y2)]
     for labels in [*itertools.product(options, repeat=2), *itertools.product(singles, repeat=3)]:
         _check_against_brute_force([Task([w3, w3], full, labels=list(ls)) for ls in labels])
+    # the first task lists [A, B] (or [A, A, B]); the second the same streams in any order, or other streams
+    for (la, lb), sb in itertools.product(itertools.product(options, repeat=2), ["AB", "BA", "AA", "BB"]):
+        _check_against_brute_force(
+            [Task([w3, w3], full, list(la), ["A", "B"]), Task([w3, w3], full, list(lb), list(sb))]
+        )
+    full3 = np.ones((3, 3), bool)
+    singles3 = [(None,) * 3, *(tuple(y if i == k else None for i in range(3)) for k in range(3) for y in (y1, y2))]
+    for (la, lb), sb in itertools.product(itertools.product(singles3, repeat=2), ["AAB", "ABA", "BAA"]):
+        tasks = [Task([w3] * 3, full3, list(la), list("AAB")), Task([w3] * 3, full3, list(lb), list(sb))]
+        _check_against_brute_force(tasks)
 
 
 @settings(max_examples=200, deadline=None)
@@ -367,21 +425,31 @@ def test_merge_labels_agree_with_a_brute_force_matching(specs):
 
 
 def _check_against_brute_force(tasks):
-    best, paired = _brute_force_labels(tasks)
+    best, paired, kept = _brute_force_labels(tasks)
     if best is None:
         with pytest.raises(LabelConflictError):
             merge_tasks(tasks)
         return
-    merged = merge_tasks(tasks)
-    plain = merge_tasks([Task(t.inputs, t.mask) for t in tasks])
-    assert merged.n == plain.n and np.array_equal(merged.mask, plain.mask)
-    for task, smap in zip(tasks, merged.slot_map):
+    if best == "sound":  # a set whose groups hold different streams needs a search: a refusal may be right
+        try:
+            merged = merge_tasks(tasks)
+        except LabelConflictError:
+            return
+    else:
+        merged = merge_tasks(tasks)
+    plain = merge_tasks([Task(t.inputs, t.mask, streams=t.streams) for t in tasks])
+    assert merged.n == plain.n and np.array_equal(merged.mask, plain.mask) and merged.streams == plain.streams
+    for t_idx, (task, smap) in enumerate(zip(tasks, merged.slot_map)):
         for s in range(task.n):
             assert merged.inputs[smap[s]] == task.inputs[s]
             if task.labels[s] is not None:
                 assert merged.labels[smap[s]] == task.labels[s]
-    # the index pairing where it is consistent, else no target carried twice where once suffices
-    assert sum(y is not None for y in merged.labels) == best
+            if (t_idx, s) in kept:  # its group's streams agree as a multiset: no copy loses its stream
+                assert merged.streams[smap[s]] == task.streams[s]
+    # the first pick (by index, by stream where the streams disagree) where it is consistent, else no target carried
+    # twice where once suffices
+    if best != "sound":
+        assert sum(y is not None for y in merged.labels) == best
     if paired:  # exactly the unlabelled merge's slot map (as before matching existed)
         assert all(np.array_equal(a, b) for a, b in zip(merged.slot_map, plain.slot_map))
 
@@ -428,3 +496,45 @@ def test_copies_of_different_streams_are_not_interchangeable():
     for task, smap in zip((a, b), merged.slot_map):
         assert [merged.streams[m] for m in smap] == list(task.streams)
     assert audit(merged).mismatches == ()
+
+
+def test_copies_listed_in_different_stream_orders_are_paired_by_stream():
+    """Issue: the copies of `w3` listed as streams [A, B] in one task and [B, A] in another were paired by index, so
+    both merged slots took stream A ('A:w3', 'A:w3': a silent wrong merge) and targets on the A copy of one task and
+    the B copy of the other were refused ("no merged task can satisfy both"). Copies are now paired by (stream, order
+    within the stream) where the streams disagree, and a consistent index pairing is kept where they agree."""
+    w, full = lambda k: Token("w", k), np.ones((2, 2), bool)
+    a = Task([w(3), w(3)], full, streams=["A", "B"], name="a")
+    b = Task([w(3), w(3)], full, streams=["B", "A"], name="b")
+    merged = merge_tasks([a, b])
+    assert merged.streams == ("A", "B") and [s.tolist() for s in merged.slot_map] == [[0, 1], [1, 0]]
+    a = Task([w(3), w(3)], full, labels=[w(1), None], streams=["A", "B"], name="a")
+    b = Task([w(3), w(3)], full, labels=[w(2), None], streams=["B", "A"], name="b")
+    merged = merge_tasks([a, b])
+    assert merged.streams == ("A", "B") and merged.labels == (w(1), w(2))
+    assert [s.tolist() for s in merged.slot_map] == [[0, 1], [1, 0]]
+    assert audit(merged).mismatches == ()
+    # three copies: index 1 holds stream A in both tasks and keeps its pairing; indices 0 and 2 are paired by stream
+    full3 = np.ones((3, 3), bool)
+    a = Task([w(3)] * 3, full3, labels=[w(1), None, None], streams=["A", "A", "B"])
+    b = Task([w(3)] * 3, full3, labels=[None, w(2), w(1)], streams=["B", "A", "A"])
+    merged = merge_tasks([a, b])
+    assert merged.streams == ("A", "A", "B") and merged.labels == (w(1), w(2), None)
+    assert [s.tolist() for s in merged.slot_map] == [[0, 1, 2], [2, 1, 0]]
+    for task, smap in zip((a, b), merged.slot_map):
+        assert [merged.streams[m] for m in smap] == list(task.streams)
+    # a conflict within one stream is still refused when the stream has a single copy
+    c = Task([w(3), w(3)], full, labels=[None, w(2)], streams=["B", "A"])
+    with pytest.raises(LabelConflictError, match="different targets w1 and w2"):
+        merge_tasks([Task([w(3), w(3)], full, labels=[w(1), None], streams=["A", "B"]), c])
+    # ... also where the index pairing merged by putting a B copy on an A slot (streams ('A', 'A'), B dropped)
+    a = Task([w(3), w(3)], full, labels=[w(1), w(2)], streams=["A", "B"])
+    b = Task([w(3), w(3)], full, labels=[w(1), w(2)], streams=["B", "A"])
+    with pytest.raises(LabelConflictError, match="different targets w1 and w2"):
+        merge_tasks([a, b])
+    # groups holding different streams ([A, A] and [B, A]) cannot all keep theirs: the index pairing, as before
+    a = Task([w(3), w(3)], full, labels=[w(1), None], streams=["A", "A"])
+    b = Task([w(3), w(3)], full, labels=[None, w(2)], streams=["B", "A"])
+    merged = merge_tasks([a, b])
+    assert merged.streams == ("A", "A") and merged.labels == (w(1), w(2))
+    assert [s.tolist() for s in merged.slot_map] == [[0, 1], [0, 1]]

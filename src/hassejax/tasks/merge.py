@@ -8,6 +8,7 @@ Source: C. Li, H. Guo, "Hasse Diagrams for Attention", arXiv:2606.09951 (2026), 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -139,11 +140,13 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     extra context), and no common supergraph has fewer nodes. Equivalent nodes of one and
     the same task (equal inputs over equal structure, e.g. a repeated independent token)
     are identified too: their slots map to the same merged slots. The `k`-th copy of an input
-    in a source node maps to the `k`-th merged slot holding it in its merged node; only where
-    that pairing gives a merged slot two targets are the copies (interchangeable when they
-    also have the same stream) matched to the merged slots so that the targets agree whenever
-    such a matching makes them agree (a merged slot carries the target of every source slot
-    mapped to it).
+    in a source node maps to the `k`-th merged slot holding it in its merged node where the
+    source nodes agree on the stream of their `k`-th copies; where they list the same streams in
+    different orders (``[A, B]`` and ``[B, A]``), the other copies are paired by (stream, order
+    within the stream), so every copy keeps its stream. Only where that pairing gives a merged
+    slot two targets are the copies (interchangeable when they also have the same stream)
+    matched to the merged slots so that the targets agree whenever such a matching makes them
+    agree (a merged slot carries the target of every source slot mapped to it).
 
     **Arguments:**
 
@@ -178,6 +181,14 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     Traceback (most recent call last):
     ...
     hassejax.errors.LabelConflictError: `tasks`: slot 0 of task 0 ('') → w1, ... no merged task can satisfy them all.
+
+    The copies listed in different stream orders are paired by stream:
+
+    >>> a = Task([w(3), w(3)], np.ones((2, 2), bool), labels=[w(1), None], streams=["A", "B"])
+    >>> b = Task([w(3), w(3)], np.ones((2, 2), bool), labels=[w(2), None], streams=["B", "A"])
+    >>> m = merge_tasks([a, b])
+    >>> m.streams, [str(y) for y in m.labels], [s.tolist() for s in m.slot_map]
+    (('A', 'B'), ['w1', 'w2'], [[0, 1], [1, 0]])
     """
     tasks = tuple(tasks)
     if not tasks or not all(isinstance(t, Task) for t in tasks):
@@ -208,7 +219,8 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
 
     # Slots: one per input of every merged node (a multiset). Source slots are mapped onto
     # them by _match_slots: the k-th copy of an input in a source node to the k-th slot holding
-    # it, matched instead only where that pairing conflicts. Two equivalent nodes of one task
+    # it (by stream where the source nodes list the streams in different orders), matched
+    # instead only where that pairing conflicts. Two equivalent nodes of one task
     # are identified too, so copies are grouped per source node, not per signature.
     slot_of: dict[tuple[int, Token, int], int] = {}
     merged_inputs: list[Token] = []
@@ -262,7 +274,10 @@ def _match_slots(
 
     The `c` slots of a source node holding one token form a group (per task and task-local node)
     that maps bijectively onto the `c` merged slots of its merged node holding that token. First
-    the groups are paired by index: the `k`-th copy of every group goes to the `k`-th merged slot.
+    the groups are paired by index: the `k`-th copy of every group goes to the `k`-th merged slot,
+    except where the groups list their streams in different orders (:func:`_align_streams`: the
+    copies at the indices where the streams disagree are paired by (stream, order within the
+    stream) instead, so no merged slot gets copies of two streams).
     Where that gives every merged slot at most one target it is kept, unchanged (labels, streams
     and slot map as before matching existed). Only the indices where it conflicts are *matched*:
     two indices are interchangeable when every group has copies of the same stream at both (a
@@ -273,9 +288,11 @@ def _match_slots(
     token order, the unlabelled slots last), each group's copies labelled `y` go to those slots
     and its other copies fill the rest in order. So ``[w3 → w1, w3]`` with ``[w3 → w2, w3]`` in
     one class merges to ``(w1, w2)``, where pairing by index refused it. The matching is exact
-    when all groups have the same stream at each index (in particular with a single stream);
-    otherwise it only permutes copies among indices whose streams agree in every group. Linear in
-    the number of source slots.
+    when all groups hold the same streams (as a multiset; after the alignment they have the same
+    stream at each index), in particular with a single stream; where their streams differ as
+    multisets no pairing keeps every stream, the index pairing is kept (as before the alignment)
+    and the matching only permutes copies among indices whose streams agree in every group.
+    Linear in the number of source slots.
 
     **Raises:** :class:`~hassejax.errors.LabelConflictError` when no consistent labelling exists,
     naming source slots whose targets cannot all be placed.
@@ -289,7 +306,7 @@ def _match_slots(
     labels: list[Token | None] = [None] * num_slots
     smaps = [np.empty(task.n, dtype=np.int64) for task in tasks]
     for (sig_id, tok), members in groups.items():
-        rows = [(t_idx, slots) for (t_idx, _), slots in members.items()]
+        rows = _align_streams(tasks, [(t_idx, slots) for (t_idx, _), slots in members.items()])
         c = len(rows[0][1])
         targets = [slot_of[(sig_id, tok, k)] for k in range(c)]
         # index pairing: the k-th copy of every group to the k-th merged slot
@@ -320,6 +337,49 @@ def _match_slots(
             else:
                 _match_class(tasks, rows, ks, [targets[k] for k in ks], tok, labels, smaps)
     return labels, smaps
+
+
+def _align_streams(tasks: Sequence[Task], rows: list[tuple[int, list[int]]]) -> list[tuple[int, list[int]]]:
+    """The groups `rows` ((task, source slots), each of `c` copies of one token) with their copies reordered so that the
+    `k`-th copies of all groups have one stream wherever a pairing can give them one.
+
+    Where every group has the same stream at index `k` its copies stay at `k` (the index pairing). Where the groups
+    list their streams in different orders (``[A, B]`` and ``[B, A]``) but hold the same streams as a multiset, the
+    copies at the other indices are paired by (stream, order within the stream among those indices): the `j`-th such
+    copy of stream `A` of every group goes to the index of the `j`-th one of the first group. Groups whose streams
+    differ as multisets cannot all keep their streams: they are returned unchanged (the index pairing, as before).
+    Linear in ``c * len(rows)``; the list `rows` itself when nothing moves.
+
+    **Returns:** a list like `rows`, each group's slots a permutation of its own. **Example:** streams ``[A, A, B]``
+    and ``[B, A, A]``: index 1 holds `A` in both and stays; the second group's copies at 0 (`B`) and 2 (`A`) swap, so
+    its slots come back in the order 2, 1, 0.
+    """
+    if len(rows) == 1 or len(rows[0][1]) == 1:
+        return rows  # nothing to pair
+    streams = [[tasks[t_idx].streams[s] for s in slots] for t_idx, slots in rows]
+    first = streams[0]
+    if all(st == first for st in streams[1:]):
+        return rows  # the index pairing holds one stream at every index
+    count = Counter(first)
+    if any(Counter(st) != count for st in streams[1:]):
+        return rows
+    agree = [all(st[k] == x for st in streams[1:]) for k, x in enumerate(first)]
+    place: dict[tuple[str, int], int] = {}  # (stream, order among the disagreeing copies) -> index in the first group
+    seen: Counter = Counter()
+    for k, x in enumerate(first):
+        if not agree[k]:
+            place[(x, seen[x])] = k
+            seen[x] += 1
+    aligned = [rows[0]]
+    for (t_idx, slots), st in zip(rows[1:], streams[1:]):
+        moved = list(slots)  # the copies at agreeing indices stay
+        seen = Counter()
+        for k, x in enumerate(st):
+            if not agree[k]:
+                moved[place[(x, seen[x])]] = slots[k]
+                seen[x] += 1
+        aligned.append((t_idx, moved))
+    return aligned
 
 
 def _match_class(tasks, rows, ks, targets, tok, labels, smaps) -> None:
