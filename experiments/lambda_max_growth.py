@@ -25,6 +25,7 @@ import numpy as np
 from _common import Output, cli
 
 from hassejax.dynamics import AbstractAttention, blowup_time_closed_form, paper, solve_gaussian, status_names
+from hassejax.plot.bounds import fmt_upper
 
 NAME = "lambda_max_growth"
 SIGMA0 = 0.5 * np.eye(2)
@@ -100,10 +101,10 @@ def main(out: Path, quick: bool = False) -> dict:
             lam,
             color=COLORS[kind],
             lw=1.4,
-            label=f"{LABELS[kind]}: {r['status'].replace('_', '-')} at $t$ = {r['t_final']:.4g}, $\\rho$ = {r['decade_ratio']:.3f}",
+            label=f"{LABELS[kind]}: {r['status'].replace('_', '-')} at $t$ = {r['t_final']:.5g}, $\\rho$ = {r['decade_ratio']:.3f}",
         )
         ax.plot(t[-1], lam[-1], "o", color=COLORS[kind], ms=4)
-    ax.axvline(t_star, color="0.55", ls="--", lw=0.8, zorder=0, label=f"closed-form $t^*$ = {t_star:.6f}")  # behind
+    ax.axvline(t_star, color="0.55", ls="--", lw=0.8, zorder=0, label=f"closed-form $t^*$ = {t_star:.5f}")  # behind
     ax.set_yscale("log")
     ax.set_xlabel("depth $t$")
     ax.set_ylabel("$\\lambda_{\\max}(\\Sigma(t))$")
@@ -141,7 +142,7 @@ def main(out: Path, quick: bool = False) -> dict:
     )  # fmt: skip
     fig.suptitle(
         f"Figure-5 parameters of Castin et al. (arXiv:2501.18322), $V = I$, $\\Sigma_0 = I/2$: softmax blows up at\n"
-        f"$t^*$ = {t_star:.5f} (solve {sm['t_blowup']:.8f}, rel. error {sm['t_blowup_rel_error']:.1e}); "
+        f"$t^*$ = {t_star:.5f} (solve {sm['t_blowup']:.8f}, rel. error {fmt_upper(sm['t_blowup_rel_error'], 2)}); "
         "L2 and Sinkhorn grow exponentially"
     )
     o.savefig(fig, "lambda_max_growth")
