@@ -57,6 +57,16 @@ TIMES_BLOWUP = np.array([0.0, 0.3, 0.5, 0.65, 0.69])
 K_SIGMA = 2.0
 
 
+def _up3(x: float) -> str:
+    """`x` to 3 significant figures rounded UP (a printed error is an upper bound), positional in [1e-3, 1e3)."""
+    text = fmt_upper(x, 3)
+    v = float(text)
+    if 1e-3 <= abs(v) < 1e3:
+        return f"{v:#.3g}".rstrip(".")
+    mant, exp = text.split("e")
+    return f"{mant}e{int(exp)}"
+
+
 def cases() -> dict[str, dict]:
     """The two set-ups: softmax models (`V = I`, `A = KᵀQ/√2`), `Σ0` and the save times."""
     eye = np.eye(2)
@@ -156,8 +166,8 @@ def main(out: Path, quick: bool = False) -> dict:
             ax.yaxis.set_major_locator(MaxNLocator(5, symmetric=True))
             ax.set_xlabel("$x_1$")
             ax.set_ylabel("$x_2$")
-            extra = f", $t^*/t$ = {rec['t_star_closed_form'] / t:.3g}" if row == 1 and t > 0 else ""
-            ax.set_title(f"$t$ = {t:g}{extra}\nrel. error {err[j]:.2g}")
+            extra = f", $t^*/t$ = {rec['t_star_closed_form'] / t:#.3g}" if row == 1 and t > 0 else ""
+            ax.set_title(f"$t$ = {t:g}{extra}\nrel. error {_up3(err[j])}")
         axes.flat[-1].axis("off")
         axes.flat[-1].legend(
             *axes.flat[0].get_legend_handles_labels(), loc="center", markerscale=4, frameon=False,
@@ -172,8 +182,8 @@ def main(out: Path, quick: bool = False) -> dict:
             title = (
                 "Softmax, $V = I$ (Castin et al., arXiv:2501.18322, fig. 5): the Gaussian moment ODE blows up at\n"
                 f"$t^*$ = {rec['t_star_closed_form']:.5f}; the covariance of $n$ particles from the same $\\Sigma_0$ does not\n"
-                f"follow the blow-up ($\\lambda_{{\\max}}$ at $t$ = {times[-1]:g}: {lam_p[-1]:.3g} particles, "
-                f"{lam_g[-1]:.3g} Gaussian; axes rescaled per panel)"
+                f"follow the blow-up ($\\lambda_{{\\max}}$ at $t$ = {times[-1]:g}: {lam_p[-1]:#.3g} particles, "
+                f"{lam_g[-1]:#.3g} Gaussian; axes rescaled per panel)"
             )
         fig.suptitle(title)
         o.savefig(fig, stems[label])
@@ -197,8 +207,8 @@ def main(out: Path, quick: bool = False) -> dict:
     )
     c, b = results["contraction (item 2)"], results["blow-up (item 5)"]
     return {
-        "key": f"particle vs Gaussian covariance: {c['particle_vs_gaussian_rel_frobenius'][-1]:.2g} rel. at t = {TIMES_LINE[-1]:g} (contraction), "
-        f"{b['particle_vs_gaussian_rel_frobenius'][-1]:.2g} at t = {TIMES_BLOWUP[-1]:g} (t* = {b['t_star_closed_form']:.5f}); "
+        "key": f"particle vs Gaussian covariance: {_up3(c['particle_vs_gaussian_rel_frobenius'][-1])} rel. at t = {TIMES_LINE[-1]:g} (contraction), "
+        f"{_up3(b['particle_vs_gaussian_rel_frobenius'][-1])} at t = {TIMES_BLOWUP[-1]:g} (t* = {b['t_star_closed_form']:.5f}); "
         f"Gaussian ODE vs closed form {fmt_upper(max(c['gaussian_vs_closed_form_max_rel_error'], b['gaussian_vs_closed_form_max_rel_error']), 2)}",
     }
 
