@@ -51,13 +51,27 @@ def plane_residual(cov: np.ndarray) -> np.ndarray:
     return np.abs(cov[..., 0, 0] * q[0] + cov[..., 0, 1] * q[1])
 
 
+def plane_chord() -> np.ndarray:
+    """The ends of the plane's trace on the disk of `Σ/tr Σ`: the chord `q_1 x + q_2 y + q_1 = 0` of the unit circle."""
+    nq = q / np.linalg.norm(q)
+    mid = -q[0] / np.linalg.norm(q) * nq  # the chord's nearest point to the centre
+    half = np.sqrt(1.0 - float(mid @ mid))
+    d = np.array([-nq[1], nq[0]])
+    return np.stack([mid - half * d, mid + half * d])
+
+
 def draw_plane(ax, z_max: float) -> None:
-    """The plane `q_1 x + q_2 y + q_1 z = 0` inside the cone `z ≥ √(x² + y²)`, `z ≤ z_max`."""
+    """The plane `q_1 x + q_2 y + q_1 z = 0` inside the cone `z ≥ √(x² + y²)`, `z ≤ z_max`, outlined in red."""
     y, z = np.meshgrid(np.linspace(-z_max, z_max, 80), np.linspace(0, z_max, 60))
     x = -(q[1] * y + q[0] * z) / q[0]
     inside = z >= np.sqrt(x**2 + y**2) - 1e-9
     ax.plot_surface(np.where(inside, x, np.nan), np.where(inside, y, np.nan), np.where(inside, z, np.nan),
-                    color="crimson", alpha=0.25, linewidth=0)  # fmt: skip
+                    color="crimson", alpha=0.3, linewidth=0)  # fmt: skip
+    ax.computed_zorder = False  # the outline above the trajectories
+    ends = plane_chord() * z_max  # the plane meets the cone in two rank-one rays and the top circle in a chord
+    for e in ends:
+        ax.plot([0, e[0]], [0, e[1]], [0, z_max], color="crimson", lw=1.6, zorder=10)
+    ax.plot(ends[:, 0], ends[:, 1], [z_max, z_max], color="crimson", lw=1.6, zorder=10)
 
 
 def main(out: Path, quick: bool = False) -> dict:
@@ -83,23 +97,28 @@ def main(out: Path, quick: bool = False) -> dict:
     t_floor = np.array([long["ts"][i][np.argmax(at_floor[i])] if at_floor[i].any() else np.inf for i in range(n)])
     ranks_long = np.asarray(limit_rank(long["cov_final"]))
 
-    fig = plt.figure(figsize=(6.8, 4.0), layout="constrained")
-    gs = fig.add_gridspec(1, 2, width_ratios=[1.2, 1.0], wspace=0.15)
-    ax, ax_res = fig.add_subplot(gs[0, 0], projection="3d"), fig.add_subplot(gs[0, 1])
+    fig = plt.figure(figsize=(6.8, 6.6), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1.2, 1.0])
+    # an empty middle column: constrained layout does not see the cone's tr Σ label, which needs the gap
+    gs = top.add_gridspec(1, 3, width_ratios=[1.1, 0.22, 1.0])
+    ax, ax_d = top.add_subplot(gs[0, 0], projection="3d"), top.add_subplot(gs[0, 2])
+    ax_res = bottom.add_subplot()
     colors, sm = dplot.colors_from(geometry.cone_coords(grid)[:, 1])
-    z_max = dplot.draw_cone(ax, dc.trajectories(sol), colors)
+    trajs = dc.trajectories(sol)
+    z_max = dplot.draw_cone(ax, trajs, colors)
     draw_plane(ax, z_max)
     ax.view_init(elev=20, azim=-45)
-    ax.set_box_aspect(None, zoom=1.15)
+    ax.set_box_aspect(None, zoom=1.2)
     ax.zaxis.labelpad = -3  # tr Σ next to its ticks, not between the panels
     ax.set_facecolor("none")
-    ax.set_title(
-        f"{int(conv.sum())}/{n} reach the plane (red);\n"
-        f"$|\\Sigma_{{11}}q_1 + \\Sigma_{{12}}q_2| \\leq$ {fmt_upper(res_stop.max(), 2)} at the stop,\n"
-        f"$\\leq$ {fmt_upper(res_long.max(), 2)} at $t = {T_LONG:g}$: the solver's floor\n"
-        f"(rtol $10^{{{int(np.log10(dc.RTOL))}}}$), under $10^{{{int(np.log10(FLOOR))}}}$ by $t \\leq$ {np.ceil(np.max(t_floor)):.0f}"
-    )
-    cb = fig.colorbar(sm, ax=ax, location="bottom", shrink=0.7, pad=0.08)
+    ax.set_title("cone: the plane (red) through the apex")
+    # the same trajectories as Σ/tr Σ: the plane is a cone through the apex, so it is the chord below
+    dplot.draw_disk(ax_d, trajs, colors)
+    chord = plane_chord()
+    ax_d.plot(chord[:, 0], chord[:, 1], color="w", lw=3.4, zorder=4, solid_capstyle="round")
+    ax_d.plot(chord[:, 0], chord[:, 1], color="crimson", lw=1.8, zorder=5, label="the plane", solid_capstyle="round")
+    ax_d.set_title(f"disk $\\Sigma/\\mathrm{{tr}}\\,\\Sigma$: {int(conv.sum())}/{n} end\non the plane (red chord)")
+    cb = top.colorbar(sm, ax=ax_d, location="right", shrink=0.85, pad=0.02)
     cb.set_label("initial $2\\Sigma_{12}$ (trace-one $\\Sigma_0$)")
     for i in range(n):
         v = long["valid"][i]
@@ -108,14 +127,14 @@ def main(out: Path, quick: bool = False) -> dict:
         )
     t_median_stop = float(np.median(sol["t_final"]))  # the dotted line (JSON median_stop_time)
     ax_res.axvline(t_median_stop, color="0.3", ls=":", lw=1, label="median stop $\\|\\Sigma'\\|_F < 10^{-4}$")
-    ax_res.set_xlim(0, 400)
+    ax_res.set_xlim(0, T_LONG)
     ax_res.set_xlabel("depth $t$")
-    ax_res.set_ylabel("$|\\Sigma_{11}q_1 + \\Sigma_{12}q_2|$ (distance to the plane)")
-    # ticks and label on the right: the cone's tr Σ label alone in the gap between the panels
-    ax_res.yaxis.tick_right()
-    ax_res.yaxis.set_label_position("right")
+    ax_res.set_ylabel("$|\\Sigma_{11}q_1 + \\Sigma_{12}q_2|$")
     ax_res.set_title(
-        "exponential approach (limit rank 2);\n"
+        f"distance to the plane: $\\leq$ {fmt_upper(res_stop.max(), 2)} at the stop, under "
+        f"$10^{{{int(np.log10(FLOOR))}}}$ by $t \\leq$ {np.ceil(np.max(t_floor)):.0f}, "
+        f"$\\leq$ {fmt_upper(res_long.max(), 2)} at $t = {T_LONG:g}$\n"
+        "(exponential: limit rank 2); "
         f"$\\Sigma_{{22}}$ conserved: $|\\Sigma_{{22}}(t) - \\Sigma_{{22}}(0)| \\leq$ {fmt_upper(s22_drift, 2)}"
     )
     ax_res.axhline(
@@ -126,13 +145,12 @@ def main(out: Path, quick: bool = False) -> dict:
         label=f"$10^{{{int(np.log10(FLOOR))}}}$: solver floor (rtol $10^{{{int(np.log10(dc.RTOL))}}}$)",
     )
     ax_res.grid(alpha=0.3, which="both")
-    # below the axes: inside, any corner covers trajectories (upper right: the slow ones at t = 20–200)
-    ax_res.legend(loc="upper center", bbox_to_anchor=(0.5, -0.26), frameon=False)
+    ax_res.legend(loc="upper right", framealpha=0.9)
     all_conv = bool(conv.all())
     fig.suptitle(
-        f"Convergence to a plane (Castin et al., arXiv:2501.18322, fig. 3): {'all' if all_conv else 'NOT all'} {n} "
-        "trajectories\nof two-head softmax attention (head 0: $A_0 = -q^\\top q$, $C_0 = e_1e_1^\\top$; "
-        "head 1: $A_1 = 0$, $C_1 = e_2e_2^\\top$)\nreach $\\Sigma_{11}q_1 + \\Sigma_{12}q_2 = 0$"
+        "Convergence to a plane (Castin et al., arXiv:2501.18322, fig. 3), two-head softmax attention\n"
+        "(head 0: $A_0 = -q^\\top q$, $C_0 = e_1e_1^\\top$; head 1: $A_1 = 0$, $C_1 = e_2e_2^\\top$): "
+        f"{'all' if all_conv else 'NOT all'} {n} trajectories reach $\\Sigma_{{11}}q_1 + \\Sigma_{{12}}q_2 = 0$"
     )
     o.savefig(fig, NAME)
 
