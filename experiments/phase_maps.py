@@ -96,6 +96,8 @@ NOT_DECIDED_NOTE = {
 }
 """Legend notes of the outcomes that the rule check of map (b) does not count."""
 YLABEL = r"$a$  ($A$ = ($a$ 1; 0 $-1$))"
+RARE_MARKERS_B = {Outcome.diverge: "o", Outcome.bounded: "D"}
+"""Map (b)'s outcomes of a few scattered cells: a black-outlined marker on each cell (the colour alone is lost)."""
 NO_BLOW_UP = [Outcome.diverge, Outcome.low_rank, Outcome.bounded, Outcome.contracts]
 """Outcomes decided as "no blow-up" for the rule check of map (b)."""
 
@@ -634,9 +636,13 @@ def main(out: Path, quick: bool = False) -> dict:
     notes_b = dict(NOT_DECIDED_NOTE)
     if und_statuses:
         words = {"max_steps_reached": "hit the step limit"}
-        notes_b[Outcome.undetermined] = "not decided; " + ", ".join(
-            f"{v} {words.get(k, k.replace('_', ' '))}" for k, v in und_statuses.items()
-        )
+        if len(und_statuses) == 1:  # one status: its count is the entry's count, said once
+            (status,) = und_statuses
+            notes_b[Outcome.undetermined] = "not decided; all " + words.get(status, status.replace("_", " "))
+        else:
+            notes_b[Outcome.undetermined] = "not decided; " + ", ".join(
+                f"{v} {words.get(k, k.replace('_', ' '))}" for k, v in und_statuses.items()
+            )
     # decade-test escapes the level check could not settle, among the members counted as contradicting the rule
     n_unsettled_b = int(np.sum(disagree_b & (codes_b == Outcome.diverge)))
     n_unsettled_all_b = int(np.sum(decided & (codes_b == Outcome.diverge)))  # whether or not the rule disagrees
@@ -645,12 +651,11 @@ def main(out: Path, quick: bool = False) -> dict:
     handles = draw_outcome_map(
         ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), {k: _tex(v) for k, v in labels_b.items()},
         xlabel=r"$\varphi$  ($V = R(\varphi)$, rotation; radians)", ylabel=YLABEL, notes={k: _tex(v) for k, v in notes_b.items()},
-        title=f"(b) softmax, $V = R(\\varphi)$, $\\Sigma_0 = I/2$, solved to $t_1$ = {pm.T1_B:g}: the sign rule on "
-        f"$VA + A^\\top V^\\top$\ndisagrees with the solve on {int(disagree_b.sum())} of {int(decided.sum())} decided members "
-        f"({int(disagree_b.sum()) - n_unsettled_b} of {int(decided.sum()) - n_unsettled_all_b}\nwithout the {n_unsettled_all_b} "
-        f"escapes the level check could not settle). Rule 'blow-up', solve 'none by $t_1$': {int(rule_wrong_blow.sum())};\n"
-        f"rule 'none', solve 'blow-up': {int(rule_wrong_safe.sum())} here (see phase_maps_counterexample). "
-        f"Of the decade test's {esc_b.size} escapes,\n{n_confirmed_b} blow up in finite time (level check; counted as blow-up)",
+        title=f"(b) softmax, $V = R(\\varphi)$, $\\Sigma_0 = I/2$, $t_1$ = {pm.T1_B:g}: the sign rule on "
+        f"$VA + A^\\top V^\\top$ and the solve\ndisagree on {int(disagree_b.sum())} of {int(decided.sum())} decided members: "
+        + ("all rule 'blow-up', solve 'none by $t_1$' (hatched)" if not rule_wrong_safe.any() else
+           f"rule 'blow-up', solve 'none by $t_1$' {int(rule_wrong_blow.sum())} (hatched), the reverse "
+           f"{int(rule_wrong_safe.sum())}"),
     )  # fmt: skip
     fine_p, fine_b = pm.grid(401, pm.PHI_RANGE, pm.A_RANGE)
     rule_fine = naive_rule_map(fine_p, fine_b)
@@ -658,6 +663,16 @@ def main(out: Path, quick: bool = False) -> dict:
     handles.append(Line2D([], [], color="k", lw=1.4, label=r"rule's boundary $\lambda_{\max}(VA + A^\top V^\top) = 0$ "
                           "(rule: no blow-up at lower left)"))  # fmt: skip
     handles.append(draw_hatched(ax, P_, B_, rule_wrong_blow, _tex("rule: blow-up; solve: none by t1")))
+    # rare outcomes (a few cells each) are found at print size by a marker on each cell, outlined in black
+    for rare, marker in RARE_MARKERS_B.items():
+        cells = codes_b == rare
+        if not cells.any():
+            continue
+        ax.scatter(P_[cells], B_[cells], marker=marker, s=14, c=OUTCOME_COLORS[rare], edgecolors="k", linewidths=0.6,
+                   zorder=4)  # fmt: skip
+        k = next(i for i, h in enumerate(handles) if h.get_label().startswith(_tex(labels_b[rare]) + ":"))
+        handles[k] = Line2D([], [], ls="", marker=marker, ms=6, mfc=OUTCOME_COLORS[rare], mec="k", mew=0.6,
+                            label=handles[k].get_label())  # fmt: skip
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1,
               title=f"solved outcome (members of {n * n})")  # fmt: skip
     o.savefig(fig, "phase_maps_b")
