@@ -148,6 +148,17 @@ def analyse(entry: dict) -> dict:
     }
 
 
+def depth_list(depths: list[int]) -> str:
+    """Sorted whole-number depths as text, runs of three or more joined: [1, 2, 3, 4, 8, 9] -> "1–4, 8, 9"."""
+    runs: list[list[int]] = []
+    for d in depths:
+        if runs and d == runs[-1][-1] + 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
 def main(out: Path, quick: bool = False) -> dict:
     rng = np.random.default_rng(SEED)
     sizes = [16, 64] if quick else [16, 64, 1024]
@@ -217,18 +228,9 @@ def main(out: Path, quick: bool = False) -> dict:
     # Receptive-field growth at the largest n.
     n = sizes[-1]
     fig, ax = plt.subplots(figsize=(5.6, 5.0), layout="constrained")
-    # Distinct marker and line style per curve; a curve that (nearly) coincides with one drawn
-    # before gets large hollow markers on top and says so in the legend.
-    styles = [
-        ("o", "-"),
-        ("s", "--"),
-        ("^", "-."),
-        ("D", ":"),
-        ("v", (0, (5, 1.5))),
-        ("P", (0, (3, 1, 1, 1, 1, 1))),
-        ("X", "-"),
-        ("*", "--"),
-    ]
+    # Distinct marker per curve, no lines (the depths are whole numbers); a curve that (nearly) coincides with one
+    # drawn before gets large hollow markers on top and says so in the legend.
+    markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
     drawn: list[dict] = []
     near: list[dict] = []
     max_depth = 1
@@ -237,7 +239,7 @@ def main(out: Path, quick: bool = False) -> dict:
             continue
         max_depth = max(max_depth, max(r["curve_depths"]))
         label = f"{r['name']} ($L^* = {r['convergence_depth']}$)"
-        marker, ls = styles[len(drawn) % len(styles)]
+        marker = markers[len(drawn) % len(markers)]
         close = None
         for q in drawn:
             common = sorted(set(q["curve_depths"]) & set(r["curve_depths"]))
@@ -249,14 +251,14 @@ def main(out: Path, quick: bool = False) -> dict:
                 close = (q, gap, common)
                 break
         if close is None:
-            ax.plot(r["curve_depths"], r["curve"], marker=marker, ms=4, lw=1.4, ls=ls, label=label)
+            ax.plot(r["curve_depths"], r["curve"], marker=marker, ms=4, ls="none", label=label)
         else:
             q, gap, common = close
             near.append(
                 {"curve": r["name"], "like": q["name"], "max_gap_at_common_depths": gap, "common_depths": common}
             )
             gap_txt = f"{math.ceil(max(gap, 1e-3) * 1000) / 1000:.3f}"  # a bound: rounded up
-            span = f"$L$ = {common[0]}–{common[-1]}" if len(common) > 1 else f"$L$ = {common[0]}"
+            span = f"$L$ = {depth_list(common)}"
             note = (
                 f"identical to {q['name']}"
                 if gap < 1e-9
@@ -269,18 +271,15 @@ def main(out: Path, quick: bool = False) -> dict:
                 ms=7,
                 mfc="none",
                 mew=1.1,
-                lw=1.2,
-                ls=ls,
+                ls="none",
                 zorder=3,
                 label=f"{label},\n{note}",
             )
         drawn.append(r)
-    ax.set_xscale("log", base=2)
-    ticks = [2**k for k in range(int(math.log2(max_depth)) + 1)]
-    ax.set_xticks(ticks, [str(t) for t in ticks])
-    ax.xaxis.set_minor_locator(plt.NullLocator())
-    ax.set_xlim(0.9, max_depth * 1.1)
-    ax.set_xlabel("number of layers $L$ (log scale)")
+    # whole-number depths only: a marker per sampled depth, no lines between them, a tick at every depth
+    ax.set_xticks(range(1, max_depth + 1))
+    ax.set_xlim(0.5, max_depth + 0.5)
+    ax.set_xlabel("number of layers $L$ (markers: the depths sampled)")
     ax.set_ylabel("$|R^{(L)}|\\,/\\,|R|$ (fraction of the limit flow)")
     ax.set_ylim(0, 1.07)  # the markers at 1.0 whole
     ax.grid(alpha=0.3)
