@@ -28,7 +28,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
-from matplotlib.ticker import FuncFormatter, ScalarFormatter
+from matplotlib.ticker import FuncFormatter
 
 from hassejax.dynamics import Softmax, solve_particles, status_names
 from hassejax.dynamics.stability import log_linearised_growth, log_stability_constant
@@ -112,7 +112,8 @@ def main(out: Path, quick: bool = False) -> dict:
         }
         for spread in SPREADS
     }
-    delta_color = {d: f"C{i + 4}" for i, d in enumerate(DELTAS)}
+    # orange, green, purple: apart in hue and lightness (purple and pink were alike), none the blue of C(t)
+    delta_color = dict(zip(DELTAS, ("tab:orange", "tab:green", "tab:purple"), strict=True))
     dashes = dict(zip(SPREADS, ("-", "--"), strict=True))  # one convention in both panels: line style = Σ0
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=figsize(TEXT_WIDTH, 0.56), layout="constrained")
@@ -161,7 +162,7 @@ def main(out: Path, quick: bool = False) -> dict:
         f"measured ratio at most {r_txt};\nsolid $\\Sigma_0 = {SPREADS[0]:g}I$, dashed ${SPREADS[1]:g}I$ (both panels)"
     )
     ax2.grid(alpha=0.3, which="both")
-    ax2.yaxis.set_major_formatter(ScalarFormatter())
+    ax2.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))  # "1" as "2" (not "1.0")
     ax2.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: f"{y:g}" if round(y, 6) in (0.8, 2, 3, 4, 6) else ""))
     ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)  # below: clear of the lines
     fig.suptitle(
