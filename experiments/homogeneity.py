@@ -87,7 +87,7 @@ def main(out: Path, quick: bool = False) -> dict:
     fig, axes = plt.subplots(1, 2, figsize=figsize(TEXT_WIDTH, 0.42), layout="constrained")
     style = {
         "fig5": ("tab:blue", "o", "fig. 5, $V = I$"),
-        "counterexample": ("tab:red", "s", "general $V$, $VA + A^TV^T \\prec 0$ (negative definite)"),
+        "counterexample": ("tab:red", "s", "general $V$, $VA + A^\\top V^\\top \\prec 0$ (negative definite)"),
     }
     for k, key in enumerate(families):
         col, mk, lab = style[key]

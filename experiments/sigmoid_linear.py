@@ -185,7 +185,7 @@ def _draw_linear(o: Output, rec: dict, e: dict) -> None:
                  f"ODE vs closed form {fmt_upper(c['rel_error_gaussian_P_vs_closed_form_max'], 2)}")  # fmt: skip
     ax.grid(alpha=0.3)
     fig.suptitle(
-        "Castin et al. (arXiv:2501.18322), linear attention: $P = \\Sigma + \\alpha\\alpha^T$ follows the softmax "
+        "Castin et al. (arXiv:2501.18322), linear attention: $P = \\Sigma + \\alpha\\alpha^\\top$ follows the softmax "
         "Riccati equation,\nso the mean changes the covariance and the blow-up time (softmax: it does not)"
     )
     o.savefig(fig, "linear_attention")

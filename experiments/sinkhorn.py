@@ -223,7 +223,7 @@ def _draw_low_rank(o: Output, rec: dict, e: dict) -> None:
     ranks = lr["exact_limit_rank_(eigenvalues > 1e-6 λ_max)"]
     a_lo, a_hi = lr["top_direction_deg_range"]
     fig.suptitle(
-        "Castin et al. (arXiv:2501.18322) fig. 2 with Sinkhorn ($V = I$, $A = -q^Tq$): clustering to rank one\n"
+        "Castin et al. (arXiv:2501.18322) fig. 2 with Sinkhorn ($V = I$, $A = -q^\\top q$): clustering to rank one\n"
         f"rank at $t = 10^8$: {', '.join(f'{v} of {n} rank {r}' for r, v in ranks.items())}; "
         f"top direction {_span(a_lo, a_hi, '.2f', '°')} ($q^\\perp$: {e['angle_perp']:.2f}°)".replace("-", "−")
     )
