@@ -28,6 +28,8 @@ import hassejax.plot.dynamics as dplot
 from hassejax.dynamics import Status, geometry, paper
 from hassejax.dynamics.diagnostics import limit_rank, rank_absolute
 from hassejax.plot.angles import cone_angle
+from hassejax.plot.bounds import fmt_upper
+from hassejax.plot.curves import polyline_distance
 from hassejax.plot.style import TEXT_WIDTH, figsize
 
 NAME = "convergence_to_two_lines"
@@ -60,6 +62,12 @@ def _deg(x: float, digits: int = 2) -> str:
     return f"{x:.{digits}f}°".replace("-", "−")
 
 
+def _up(x: float, digits: int = 3) -> str:
+    """A maximum rounded UP to `digits` significant figures, positional when at least 1e-3."""
+    v = float(fmt_upper(x, digits))
+    return f"{v:#.{digits}g}" if v >= 1e-3 else fmt_upper(x, digits).replace("e-0", "e-")
+
+
 def _axis_labels(ax) -> None:
     """Mathtext axis labels and 8-pt ticks on a cone axis (drawn by :func:`hassejax.plot.dynamics.draw_cone`)."""
     ax.set_xlabel(r"$\Sigma_{11} - \Sigma_{22}$", labelpad=-4)
@@ -87,6 +95,7 @@ def main(out: Path, quick: bool = False) -> dict:
     fig = plt.figure(figsize=figsize(TEXT_WIDTH, 1.02), layout="constrained")
     gs = fig.add_gridspec(2, 2, width_ratios=[1.25, 1.0])
     results = {}
+    paths: dict[str, list] = {}  # every member's path of Σ/tr Σ in the disk, per kind
     for r, (label, (kind, make)) in enumerate(KINDS.items()):
         ax_c = fig.add_subplot(gs[r, 0], projection="3d")
         ax_d = fig.add_subplot(gs[r, 1])
@@ -123,6 +132,7 @@ def main(out: Path, quick: bool = False) -> dict:
             "solver": dc.solver_record(sol),
         }
         trajs = dc.trajectories(sol)
+        paths[label] = [geometry.disk_coords(t) for t in trajs]
         sub = [trajs[i] for i in drawn]
         colors = [RAY_COLORS[k] for k in nearest[drawn]]
         z_max = dplot.draw_cone(ax_c, sub, colors)
@@ -130,7 +140,10 @@ def main(out: Path, quick: bool = False) -> dict:
             dplot.draw_ray(ax_c, r_, z_max, col, "_", lw=1.8, text=_deg(doubled[k], 1))
         ax_c.view_init(elev=VIEW[0], azim=VIEW[1])
         _axis_labels(ax_c)
-        ax_c.set_title(f"{label}: cone, {int(conv.sum())}/{n} converge", pad=0)
+        t_lo, t_hi = results[label]["solver"]["t_final_range"]
+        ax_c.set_title(
+            f"{label}: cone, {int(conv.sum())}/{n} converge,\nstops at $t \\in$ [{t_lo:.1f}, {t_hi:.0f}]", pad=0
+        )
         dplot.draw_disk(ax_d, sub, colors)
         for k, col in enumerate(RAY_COLORS):
             ph = np.radians(doubled[k])
@@ -139,7 +152,11 @@ def main(out: Path, quick: bool = False) -> dict:
                       va="center", fontweight="bold", bbox=dict(fc="w", ec="none", alpha=0.8, pad=0.5))  # fmt: skip
         ax_d.set_xlabel(r"$(\Sigma_{11} - \Sigma_{22})\,/\,\mathrm{tr}\,\Sigma$")
         ax_d.set_ylabel(r"$2\Sigma_{12}\,/\,\mathrm{tr}\,\Sigma$")
-        ax_d.set_title(f"{label}: disk " + r"$\Sigma/\mathrm{tr}\,\Sigma$" + f", {len(drawn)} of {n} drawn")
+        gap_txt = _up(results[label]["max_angle_gap_to_ray_at_stop_deg"]) if conv.any() else "n/a"
+        ax_d.set_title(
+            f"{label}: disk " + r"$\Sigma/\mathrm{tr}\,\Sigma$" + f", {len(drawn)} of {n} drawn;\n"
+            f"angle to the ray at the stop $\\leq$ {gap_txt}°"
+        )
     from matplotlib.lines import Line2D
 
     handles = [
@@ -150,11 +167,16 @@ def main(out: Path, quick: bool = False) -> dict:
     fig.legend(handles=handles, loc="outside lower center", ncol=1, title="trajectory colour = the isotropic ray "
                r"$v^\top A v = 0$ it reaches (rank one $s\,vv^\top$)")  # fmt: skip
     all_conv = all(r_["converged"] == n for r_ in results.values())
+    # the two rows look alike: how far L2's paths of Σ/tr Σ lie from softmax's (two solves, not one drawn twice)
+    path_gap = max(float(polyline_distance(p, q).max()) for p, q in zip(paths["L2"], paths["softmax"]))
+    results["L2"]["disk_path_max_distance_to_softmax"] = path_gap
     fig.suptitle(
-        f"Fig. 4 of Castin et al. (arXiv:2501.18322): {'all' if all_conv else 'NOT all'} {n} trajectories converge to rank one\n"
-        rf"on $v^\top A v = 0$; $v$ at $\theta$ lies at 2$\theta$ on cone and disk ($\Sigma_{{11}} - \Sigma_{{22}}, 2\Sigma_{{12}}$"
-        r"$) = s(\cos 2\theta, \sin 2\theta)$"
-    )  # fmt: skip
+        "Convergence to two lines ($V$ general, $A$ indefinite; Castin et al., arXiv:2501.18322, fig. 4):\n"
+        f"{'all' if all_conv else 'NOT all'} {n} trajectories of each kind converge to rank one on $v^\\top A v = 0$ "
+        "($v$ at $\\theta$ lies at 2$\\theta$);\n"
+        f"L2's paths of $\\Sigma/\\mathrm{{tr}}\\,\\Sigma$ lie up to {_up(path_gap, 2)} from softmax's "
+        "(largest distance in the disk, all members)"
+    )
     o.savefig(fig, NAME)
 
     o.write_json(
@@ -174,6 +196,9 @@ def main(out: Path, quick: bool = False) -> dict:
             "spec_angles_deg": SPEC_ANGLES,
             "angles_match_spec_to_0.005deg": bool(np.all(np.abs(rays - np.array(SPEC_ANGLES)) < 0.005)),
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-1.0, 1.0], "members": n},
+            "disk_path_distance_note": "kinds.L2.disk_path_max_distance_to_softmax: the largest Euclidean distance in "
+            "the disk from a point of a member's L2 path of Σ/tr Σ (save times up to its stop) to the same member's "
+            "softmax path (as a polyline), over all members",
             "drawing": {
                 "members_drawn": len(drawn),
                 "rule": f"every {DRAW_EVERY}th grid member drawn; every member solved and counted",
