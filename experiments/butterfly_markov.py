@@ -237,7 +237,7 @@ def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
     ax.set_yscale("log")
     ax.set_ylim(floor, cons["threshold"] * 100)
     ax.set_xticks(blocks)
-    ax.set_xlabel("block b")
+    ax.set_xlabel("block $b$")
     ax.set_ylabel(r"max $|\Delta$ logit$|$ (float32)")
     ax.set_title(
         f"Block Two-Stream, {cons['sequences']} sequences:\n"
