@@ -129,3 +129,27 @@ def test_cli_per_head_npy_and_out_files(capsys, tmp_path):
     assert code == 0 and "CausalMask" in (tmp_path / "m.py").read_text() and out == ""
     code, _, err = _run(capsys, "export", "causal(n=4)", "--to", "npy", "--out", str(tmp_path / "noext"))
     assert code == 2 and ".npy" in err
+
+
+@pytest.mark.parametrize(
+    "spec, n",
+    [
+        ("sliding_window(n=256, left=3000000000)", 256),
+        ("sliding_window(n=100, left=3, right=4294967296)", 100),
+        ("chunked_causal(n=100, chunk=10) & sliding_window(n=100, left=2147483648)", 100),
+        ("dilated(n=50, window=4294967296, dilation=3)", 50),
+    ],
+)
+def test_a_window_beyond_int32_exports_as_the_window_cut_at_the_ends(spec, n):
+    """A fresh user: a window of 2**31 keys or more ("no limit", which the constructors take and cut at the sequence
+    ends) reached splash's LocalMask and the mask_mod as a literal beyond int32 (raw OverflowError on slicing, in the
+    kernel and in from_splash / from_mask_mod). The rule caps it at n, which means the same."""
+    dense = np.asarray(from_spec(spec))
+    splash = to_splash(spec)
+    np.testing.assert_array_equal(np.asarray(splash[0:n, 0:n]), dense)
+    np.testing.assert_array_equal(np.asarray(from_splash(splash)), dense)
+    np.testing.assert_array_equal(np.asarray(from_mask_mod(to_mask_mod(spec), n)), dense)
+    namespace = {}
+    exec(mask_mod_source(spec, framework="numpy", name="m"), namespace)
+    q, k = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    np.testing.assert_array_equal(np.asarray(namespace["m"](0, 0, q, k)).astype(bool), dense)

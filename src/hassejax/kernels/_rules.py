@@ -206,28 +206,45 @@ def _document_rule(im, segments, inner=None, kind="lengths") -> MaskRule:
     return MaskRule(im.n, expr, (("DOC", ids),))
 
 
-RULE_BUILDERS: dict[str, Callable[..., MaskRule]] = {
-    "causal": lambda im, n: MaskRule(n, _CAUSAL, splash=("causal",)),
-    "full": lambda im, n: MaskRule(n, "kv_idx >= 0", splash=("full",)),
-    "prefix_lm": lambda im, n, prefix: MaskRule(n, f"({_CAUSAL}) | (kv_idx < {prefix})"),
-    "sliding_window": lambda im, n, left, right=0: MaskRule(
-        n, f"(q_idx - kv_idx <= {left}) & (kv_idx - q_idx <= {right})", splash=("local", left, right)
-    ),
-    "attention_sinks": lambda im, n, num: MaskRule(n, f"(kv_idx < {num}) & ({_CAUSAL})"),
-    "block_causal": lambda im, n, block_size: MaskRule(n, f"kv_idx // {block_size} <= q_idx // {block_size}"),
-    "chunked_causal": lambda im, n, chunk: MaskRule(
-        n, f"(q_idx // {chunk} == kv_idx // {chunk}) & ({_CAUSAL})", splash=("chunked", chunk)
-    ),
-    "document": _document_rule,
-    "dilated": lambda im, n, window, dilation: MaskRule(
-        n, f"(abs(q_idx - kv_idx) <= {window}) & ((q_idx - kv_idx) % {dilation} == 0)"
-    ),
-    "block_diffusion": lambda im, n, block_size: MaskRule(
+def _block_diffusion_rule(n: int, block_size: int) -> MaskRule:
+    return MaskRule(
         2 * n,
         f"(((q_idx % {n}) // {block_size} == (kv_idx % {n}) // {block_size}) & ((q_idx < {n}) == (kv_idx < {n})))"
         f" | (((q_idx % {n}) // {block_size} > (kv_idx % {n}) // {block_size}) & (q_idx < {n}) & (kv_idx >= {n}))"
         f" | (((q_idx % {n}) // {block_size} >= (kv_idx % {n}) // {block_size}) & (q_idx >= {n}) & (kv_idx >= {n}))",
+    )
+
+
+def _cap(value: int, n: int) -> int:
+    """A size argument as the rule writes it: at most `n`, which means the same on `n` positions (a window, chunk,
+    block, prefix or sink count beyond the sequence is cut at its ends). Uncapped, a window of ``2**31`` keys ("no
+    limit") reached the kernels as a literal they hold in int32 (a fresh user: splash's raw OverflowError)."""
+    return min(int(value), int(n))
+
+
+RULE_BUILDERS: dict[str, Callable[..., MaskRule]] = {
+    "causal": lambda im, n: MaskRule(n, _CAUSAL, splash=("causal",)),
+    "full": lambda im, n: MaskRule(n, "kv_idx >= 0", splash=("full",)),
+    "prefix_lm": lambda im, n, prefix: MaskRule(n, f"({_CAUSAL}) | (kv_idx < {_cap(prefix, n)})"),
+    "sliding_window": lambda im, n, left, right=0: MaskRule(
+        n,
+        f"(q_idx - kv_idx <= {_cap(left, n)}) & (kv_idx - q_idx <= {_cap(right, n)})",
+        splash=("local", _cap(left, n), _cap(right, n)),
     ),
+    "attention_sinks": lambda im, n, num: MaskRule(n, f"(kv_idx < {_cap(num, n)}) & ({_CAUSAL})"),
+    "block_causal": lambda im, n, block_size: MaskRule(
+        n, f"kv_idx // {_cap(block_size, n)} <= q_idx // {_cap(block_size, n)}"
+    ),
+    "chunked_causal": lambda im, n, chunk: MaskRule(
+        n,
+        f"(q_idx // {_cap(chunk, n)} == kv_idx // {_cap(chunk, n)}) & ({_CAUSAL})",
+        splash=("chunked", _cap(chunk, n)),
+    ),
+    "document": _document_rule,
+    "dilated": lambda im, n, window, dilation: MaskRule(
+        n, f"(abs(q_idx - kv_idx) <= {_cap(window, n)}) & ((q_idx - kv_idx) % {_cap(dilation, n)} == 0)"
+    ),
+    "block_diffusion": lambda im, n, block_size: _block_diffusion_rule(n, _cap(block_size, n)),
 }
 """Closed-form rule of each registered mask, from its structured mask `im` and its arguments.
 
