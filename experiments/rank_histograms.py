@@ -56,7 +56,9 @@ HORIZON = {
     ("l2", "V random SPD"): 50000 * np.array([0.15, 0.15, 0.15]),
 }
 LABEL_STOP = "the paper's rule: eigenvalues > 0.1 at the stop ‖Σ'‖$_F$ < tol"
-LABEL_HORIZON = "the same rule at the authors' horizon, for members that did not stop there"
+LABEL_HORIZON = "the same rule at the authors' horizon, for members that did not stop there (+count beside the bar)"
+HORIZON_STYLE = {"facecolor": "white", "edgecolor": "navy", "hatch": "xxxx", "lw": 0.8}
+"""The part of a bar read at the authors' horizon: navy cross-hatch on white, against the solid blue below."""
 LABEL_EXACT = "$V = I$: exact limit rank (closed form; $\\Sigma_0 \\succ 0$, so rank = dim ker $A$)"
 LABEL_BOUND = "$V$ random: upper bound on the limit rank, dim ker $A$ (the limit lies in ker $A$)"
 KINDS = {"softmax": ("softmax", paper.softmax_model), "L2": ("l2", paper.l2_model)}
@@ -187,8 +189,7 @@ def main(out: Path, quick: bool = False) -> dict:
                 ax = axes[r, c]
                 x = np.arange(d + 1)
                 _bars(ax, x - 0.2, hist_conv, color="tab:blue", label=LABEL_STOP)
-                _bars(ax, x - 0.2, hist_nc, bottom=hist_conv, color="lightsteelblue", hatch="xxx", edgecolor="tab:blue",
-                      lw=0, label=LABEL_HORIZON)  # fmt: skip
+                _bars(ax, x - 0.2, hist_nc, bottom=hist_conv, label=LABEL_HORIZON, **HORIZON_STYLE)
                 if row == "V = I":
                     _bars(ax, x + 0.2, hist_limit, color="tab:orange", label=LABEL_EXACT)
                 else:
@@ -201,6 +202,14 @@ def main(out: Path, quick: bool = False) -> dict:
                         _count(ax, xi - 0.2, hs, side=1 if hist_limit[xi] > hs else 0)
                     if hist_limit[xi]:
                         _count(ax, xi + 0.2, hist_limit[xi], side=-1 if hs > hist_limit[xi] else 0)
+                    if hist_nc[xi]:  # the hatched count beside its part: right of the bar where that is free
+                        right = hist_limit[xi] == 0
+                        ax.annotate(f"+{hist_nc[xi]}", (xi if right else xi - 0.4, hist_conv[xi] + hist_nc[xi] / 2),
+                                    xytext=(2 if right else -2, 0), textcoords="offset points", ha="left" if right else "right",
+                                    va="center", fontsize=8, color="navy", fontweight="bold")  # fmt: skip
+                    if row != "V = I" and xi > d - d // 2 and hs:  # above the bound: these are not at their limit
+                        ax.annotate("not at\nlimit", (xi - 0.4, hs + 1), xytext=(0, 11), textcoords="offset points",
+                                    ha="left", va="bottom", fontsize=8, color="0.25")  # fmt: skip
                 ax.set_xticks(x)
                 ax.set_xlim(-0.6, d + 0.6)
                 ax.set_ylim(0, 1.3 * per_dim)
@@ -251,7 +260,7 @@ def main(out: Path, quick: bool = False) -> dict:
 
         legend = [
             Patch(color="tab:blue", label=LABEL_STOP),
-            Patch(facecolor="lightsteelblue", edgecolor="tab:blue", hatch="xxx", lw=0, label=LABEL_HORIZON),
+            Patch(label=LABEL_HORIZON, **HORIZON_STYLE),
             Patch(color="tab:orange", label=LABEL_EXACT),
             Patch(facecolor="none", edgecolor="tab:orange", hatch="///", label=LABEL_BOUND),
         ]
