@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
-from matplotlib.colors import ListedColormap
+from matplotlib.colors import ListedColormap, LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from hassejax._xla_flags import jit_at_default_level
@@ -790,6 +790,16 @@ def _growth_sentence(s: dict, t_g: float) -> str:
     )
 
 
+def _sig2(x: float) -> str:
+    """A positive `x` (already rounded to 2 significant digits) printed with exactly 2: 2.0, 19, 320."""
+    return f"{x:.{max(1 - math.floor(math.log10(x)), 0)}f}"
+
+
+def fmt_range2(lo: float, hi: float) -> str:
+    """`lo–hi` with `lo` rounded down and `hi` rounded up, both to 2 significant digits (one precision in a figure)."""
+    return f"{_sig2(float(fmt_lower(lo, 2)))}–{_sig2(float(fmt_upper(hi, 2)))}"
+
+
 def fmt_range(lo: float, hi: float) -> str:
     """`lo–hi` with `lo` rounded down and `hi` rounded up (3 significant digits)."""
     return f"{float(fmt_lower(lo, 3)):g}–{float(fmt_upper(hi, 3)):g}"
@@ -945,7 +955,7 @@ def cell_text(g: dict) -> str:
         return f"{g['t_final']:.3g}{star}"
     if g["regime"] == "low_rank":
         return f"{g['collapsed_directions']}"
-    return ""
+    return "–"  # rank kept (none collapsed) or undetermined: no number
 
 
 def grid_axes(ax, layer_ids: list[int], n_heads: int) -> None:
@@ -983,7 +993,7 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
 
     def growth(r: str) -> str:
         v = pr[r]
-        return rf"Gaussian $\lambda_{{\max}}$ ×{fmt_range(v['gaussian_growth_at_horizon_min'], v['gaussian_growth_at_horizon_max'])}"
+        return rf"Gaussian $\lambda_{{\max}}$ ×{fmt_range2(v['gaussian_growth_at_horizon_min'], v['gaussian_growth_at_horizon_max'])}"
 
     labels = {
         "blow_up": f"blow-up ({c['blow_up']}): number = $t^*$",
@@ -992,7 +1002,7 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
         + tol_txt
         + r"$\,\lambda_{\max}(\Sigma_0)$"
         + (f";\n{growth('low_rank')}" if c["low_rank"] else ""),
-        "bounded": f"rank kept (no collapsed directions),\nno size event by $t$ = {t_g:g} ({c['bounded']})"
+        "bounded": f"rank kept (–: no collapsed directions),\nno size event by $t$ = {t_g:g} ({c['bounded']})"
         + (f":\n{growth('bounded')} by then" if c["bounded"] else ""),
         "undetermined": f"undetermined ({c['undetermined']})",
     }
@@ -1020,14 +1030,18 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
         [cell[(l, h)]["initial_rate"]["gaussian_sample"]["relative_error"] for l in layer_ids for h in range(n_heads)]
     )
     fig, ax = plt.subplots(figsize=figsize(TEXT_WIDTH, 0.12 + 0.075 * rows), layout="constrained")
-    lo, hi = float(np.log10(err.min())), float(np.log10(err.max()))  # the scale spans the data
-    im = ax.imshow(np.log10(err), cmap="viridis", aspect="auto", vmin=lo, vmax=hi)
+    norm = LogNorm(vmin=err.min(), vmax=err.max())  # the scale spans the data
+    im = ax.imshow(err, cmap="viridis", aspect="auto", norm=norm)
     for i in range(rows):
         for h in range(n_heads):
-            bright = (np.log10(err[i, h]) - lo) / (hi - lo) > 0.6
+            bright = norm(err[i, h]) > 0.6
             ax.text(h, i, f"{err[i, h]:.2f}", ha="center", va="center", color="k" if bright else "w")
     grid_axes(ax, layer_ids, n_heads)
-    fig.colorbar(im, ax=ax, label=r"$\log_{10}$ relative error", fraction=0.04, pad=0.02)
+    cb = fig.colorbar(im, ax=ax, label="relative error (log scale)", fraction=0.04, pad=0.02)
+    # plain values (0.2, 0.3, 0.4, 0.5, 0.7, 1, ...) at 1, 2, 3, 4, 5, 7 × 10^k; no minor labels
+    cb.ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 4.0, 5.0, 7.0)))
+    cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    cb.ax.yaxis.set_minor_formatter(NullFormatter())
     fig.suptitle(
         r"Initial rate: $\|\Sigma'_{\mathrm{particles}}(0) - \Sigma'_{\mathrm{Gauss}}(0)\|_F\,/\,"
         r"\|\Sigma'_{\mathrm{Gauss}}(0)\|_F$"
