@@ -113,6 +113,15 @@ def test_softmax_gaussian_cost_follows_the_closed_form():
     np.testing.assert_allclose(softmax_gaussian_cost(cov0, A, t1=T1, v=2.0), softmax_gaussian_cost(cov0, 2 * A, t1=T1))
     np.testing.assert_allclose(softmax_gaussian_cost(cov0[0], A[:3], t1=T1),
                                softmax_gaussian_cost(np.repeat(cov0[:1], 3, 0), A[:3], t1=T1))  # fmt: skip
+    # a sweep over v alone (one Σ0, one A): each member as V = vI, i.e. A scaled by v (a fresh user: refused with
+    # NumPy's broadcasting message)
+    v = np.array([0.5, 1.0, 3.0])
+    np.testing.assert_allclose(softmax_gaussian_cost(cov0[0], A[0], t1=T1, v=v),
+                               [softmax_gaussian_cost(cov0[0], vi * A[0], t1=T1)[0] for vi in v])  # fmt: skip
+    with pytest.raises(ParameterError, match=r"batch size B .*`cov0` 40, `v` 3"):
+        softmax_gaussian_cost(cov0, A[0], t1=T1, v=v)
+    with pytest.raises(ParameterError, match=r"`v` must be a scalar or have shape \(B,\)"):
+        softmax_gaussian_cost(cov0, A, t1=T1, v=np.ones((40, 1)))
     with pytest.raises(ParameterError, match="`t1`"):
         softmax_gaussian_cost(cov0, A, t1=0.0)
     with pytest.raises(ParameterError, match="`A`"):

@@ -195,6 +195,12 @@ def test_batch_size_and_errors(no_typecheck):
         sweep(riccati_member, {"a": 1.0})
     with pytest.raises(ParameterError, match="at least one array leaf"):
         sweep(riccati_member, {})
+    # object and string arrays (JAX's raw "not a valid dtype" before); typed PRNG keys are swept as they are
+    for bad in (np.array([1.0, "a"], dtype=object), np.array(["a", "b"])):
+        with pytest.raises(ParameterError, match=r"leaf \['a'\] has dtype (object|<U1)"):
+            sweep(riccati_member, {"a": bad})
+    keys = jax.random.split(jax.random.key(0), 3)
+    assert sweep(lambda p: jax.random.normal(p["k"]), {"k": keys}, progress=False).shape == (3,)
     with pytest.raises(ParameterError, match="batch is empty"):
         sweep(riccati_member, {"a": jnp.ones((0, 2))})
     for bad in [0, -3, 2.5, True]:

@@ -183,7 +183,9 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
         name = jnp.dtype(dtype).name
         warnings.warn(
             f"`rtol` = {tol['rtol']:g} is below what {name} resolves (5 rounding units, 5 eps = {floor:.1e}): "
-            f"the solve will likely end in max_steps_reached or dt_min_reached. Use rtol >= {floor:.1e} in {name}"
+            "the step-size controller asks for more than the state's rounding can deliver: the solve may spend its "
+            f"step budget (max_steps_reached) or stall (dt_min_reached), and where it completes its error is not "
+            f"{tol['rtol']:g}. Use rtol >= {floor:.1e} in {name}"
             + (", or enable float64 (jax.config.update('jax_enable_x64', True))." if name != "float64" else "."),
             RuntimeWarning,
             stacklevel=user_stacklevel(),

@@ -43,7 +43,8 @@ def softmax_gaussian_cost(
     - `cov0`: `(B, d, d)` or `(d, d)` initial covariances `Σ0` (symmetric PSD).
     - `A`: `(B, d, d)` or `(d, d)` interaction matrices.
     - `t1`, `t0`: the solve's interval.
-    - `v`: scalar or `(B,)` value scale (`V = vI`); `beta` the inverse temperature.
+    - `v`: scalar or `(B,)` value scale (`V = vI`; a sweep over `v` alone with one `cov0` and `A`
+      included); `beta` the inverse temperature.
 
     **Returns:** float64 NumPy array of shape `(B,)` (`()` broadcast to `(1,)`).
 
@@ -73,11 +74,20 @@ def softmax_gaussian_cost(
         raise ParameterError(f"`cov0` and `A` must have the same d; got shapes {cov0.shape} and {A.shape}.")
     if not float(t1) > float(t0):
         raise ParameterError(f"`t1` must be greater than `t0`; got t0 = {t0}, t1 = {t1}.")
-    try:
-        cov0, A = np.broadcast_arrays(cov0.reshape((-1,) + cov0.shape[-2:]), A.reshape((-1,) + A.shape[-2:]))
-        scale = np.broadcast_to(beta * np.asarray(v, dtype=np.float64).reshape(-1), (cov0.shape[0],))
-    except ValueError as err:
-        raise ParameterError(f"`cov0`, `A` and `v` must share the batch size B; got {err}.") from None
+    v = np.asarray(v, dtype=np.float64)
+    if v.ndim > 1:
+        raise ParameterError(f"`v` must be a scalar or have shape (B,); got shape {v.shape}.")
+    # the batch size B of whichever arguments carry one (a sweep over `v` alone included: a fresh user)
+    sizes = {
+        name: x.shape[0] for name, x in (("cov0", cov0), ("A", A), ("v", v)) if x.ndim == (0 if name == "v" else 2) + 1
+    }
+    batch = max(sizes.values(), default=1)
+    if any(s not in (1, batch) for s in sizes.values()):
+        got = ", ".join(f"`{name}` {s}" for name, s in sizes.items())
+        raise ParameterError(f"`cov0`, `A` and `v` must share the batch size B (or have none); got batch sizes {got}.")
+    cov0 = np.broadcast_to(cov0.reshape((-1,) + cov0.shape[-2:]), (batch,) + cov0.shape[-2:])
+    A = np.broadcast_to(A.reshape((-1,) + A.shape[-2:]), (batch,) + A.shape[-2:])
+    scale = np.broadcast_to(beta * v.reshape(-1), (batch,))
     # Lᵀ(A + Aᵀ)L with Σ0 = LLᵀ has the eigenvalues of Σ0^{1/2}(A + Aᵀ)Σ0^{1/2} (L = Σ0^{1/2}Q, Q
     # orthogonal); a Cholesky factor of Σ0 + 1e-12 (tr Σ0/d) I is cheap (NumPy's batched eigh is not).
     sym = 0.5 * (cov0 + np.swapaxes(cov0, -1, -2))

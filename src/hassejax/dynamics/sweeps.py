@@ -127,6 +127,12 @@ def batch_size(batch_params: PyTree, name: str = "batch_params") -> int:
                 f"`{name}`: every leaf must be an array with the batch axis first; leaf {where} is a "
                 f"{type(leaf).__name__}. Close over per-sweep constants in `fn` instead."
             )
+        # object, string and datetime arrays have no JAX type (a fresh user: JAX's raw error); PRNG key arrays do
+        if getattr(getattr(leaf, "dtype", None), "kind", None) in ("O", "U", "S", "M", "m"):
+            raise ParameterError(
+                f"`{name}`: every leaf must be an array of numbers or booleans; leaf {where} has dtype "
+                f"{leaf.dtype} (e.g. np.array([1.0, 'a'])). Convert it to a numeric array first."
+            )
         if len(shape) == 0:
             hint = (
                 " A kernel swept as the batch needs every field batched, its defaults too (e.g. `beta=jnp.ones(B)`), "

@@ -182,8 +182,9 @@ _SIGNATURE_HINT = (
 
 def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str, hint: str = "", dtype=None) -> None:
     """Raise :class:`ParameterError` unless `call()` returns arrays of the `expected` shapes (a tuple of them, or one
-    array for one shape), and of `dtype` when given (the state's: an output that does not promote to it is refused,
-    a narrower one is stored in it); `what` names the method and its inputs in the message.
+    array for one shape), and of `dtype` when given (the state's, exactly: a wider output failed inside the solver, a
+    narrower one, e.g. float32 or int32 in a float64 solve, was stored in it and lost digits, an integer one all of
+    its fraction); `what` names the method and its inputs in the message.
 
     Traced abstractly (:func:`jax.eval_shape`: nothing is computed), before a solve: a user's kernel whose
     :meth:`~AbstractAttention.gaussian_affine` or :meth:`~AbstractAttention.velocity` returned another shape met
@@ -219,9 +220,10 @@ def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str, 
     elif not several or shapes != expected:
         got = str(shapes) if several else f"one array of shape {shapes[0]}"
         raise ParameterError(f"{what} must return arrays of shapes {expected}; got {got}.{hint}")
-    if dtype is not None:  # a narrower output is stored in the state's dtype; a wider one fails in the solver
+    if dtype is not None:  # a wider output fails in the solver; a narrower one (float32, int32 in a float64 solve)
+        # was stored in the state's dtype: a silent wrong answer (an int32 velocity ended `completed`, 1.2 off)
         got = [jnp.dtype(x.dtype) for x in leaves]
-        if any(jnp.result_type(g, dtype) != jnp.dtype(dtype) for g in got):
+        if any(g != jnp.dtype(dtype) for g in got):
             raise ParameterError(
                 f"{what} must return arrays of the state's dtype {jnp.dtype(dtype).name} (keep the dtype of its "
                 f"inputs: e.g. jnp.ones(shape, dtype=x.dtype), or .astype(x.dtype)); got "
