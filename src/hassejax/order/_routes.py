@@ -131,6 +131,61 @@ def _dense_memory(
     return check
 
 
+def _flow_summary_bytes(
+    n: int, nnz: int, method: str, layers: tuple[int, ...], quotient_limit: int, densify: bool
+) -> tuple[int, str]:
+    """Peak bytes of :func:`hassejax.order.flow_summary` on a dense route (``"matmul"`` or ``"bitpacked"``), from
+    sizes alone, and the stage at the peak: ``(bytes, stage)``.
+
+    Every stage holds the dense mask (a copy made here when `densify`: an IntervalMask's) and, after the first,
+    its closure ``R``; each adds its own peak: the closure ``R`` and ``R^(L)`` for the `layers` ``2 <= L < n - 1``
+    (the route's estimate with ``nnz`` nonzeros of ``M | I`` and the input copies, as :func:`reachability`'s),
+    ``L*`` (:func:`convergence_depth`'s), the classes (a copy of ``R``, ``R.T``, ``R & R.T`` and the sort's
+    temporaries: six bytes an entry, 5.4 measured at n = 16384) and the quotient order of at most ``min(n, quotient_limit)`` classes with
+    its covers (15 bytes an entry of the ``(C, C)`` quotient). The up-front check of the whole call: the
+    stages' own checks saw only their stage (a fresh user's bit-packed ``n = 16384`` estimated 1.84 GiB for
+    ``R`` and peaked at 3.1 GiB).
+    """
+    entries = n * n
+    held = entries if densify else 0
+    copies = 2 * entries  # each closure's device copy of the mask and its adjacency M | I (as _dense_memory's)
+    if method == "bitpacked":
+        closure = power = bitpacked_route_bytes(n, nnz)
+        depth = _depth_bitpacked_bytes(n, nnz)
+    else:
+        size, dtype = _padded_size(n), _matmul_dtype()
+        closure, power = _matmul_bytes(size, 1, 0, dtype), _matmul_bytes(size, 1, 1, dtype)
+        depth = _matmul_bytes(size, 1, _num_stored_powers(size), dtype)
+    c = min(n, quotient_limit)
+    stages = {
+        "the closure R": held + copies + closure,
+        "L*": held + entries + copies + depth,
+        "the classes": held + entries + 6 * entries,
+        "the quotient order": held + entries + 8 * n + 15 * c * c,
+    }
+    if any(2 <= num < n - 1 for num in layers):
+        stages["R^(L) of `layers`"] = held + entries + copies + power
+    stage = max(stages, key=stages.__getitem__)
+    return stages[stage], stage
+
+
+def _check_flow_summary_memory(
+    n: int, nnz: int, method: str, layers: tuple[int, ...], quotient_limit: int, densify: bool, hint: str | None = None
+) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `mask` before :func:`hassejax.order.flow_summary`
+    starts a dense route that would not fit as a whole (:func:`_flow_summary_bytes`); `hint` replaces
+    :data:`_STRUCTURED_HINT` (an IntervalMask's: keep it, the dense array is what does not fit)."""
+    need, stage = _flow_summary_bytes(n, nnz, method, layers, quotient_limit, densify)
+    route = "bit-packed" if method == "bitpacked" else "matmul"
+    check_memory(
+        need,
+        f"flow_summary on the {route} route (n = {n}: the dense mask, its closure R, L*, the classes and the quotient "
+        f"order of at most {min(n, quotient_limit)} classes; the peak at {stage})",
+        "mask",
+        hint=_STRUCTURED_HINT if hint is None else hint,
+    )
+
+
 def _matmul_seconds(n: int, products: int) -> float:
     return products * 2.0 * n**3 / _FLOPS.get(jax.default_backend(), _FLOPS["cpu"]) + _MATMUL_OVERHEAD_S
 

@@ -106,16 +106,19 @@ def classes(reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> tuple[Int[A
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.5; the topological
     numbering by reach-set size is (derived).
     """
+    return _classes(reach, check, "reach")
+
+
+def _classes(reach, check: bool, name: str) -> tuple[Array, int]:
+    """:func:`classes`, its errors naming `name` (``"mask"`` for :func:`~hassejax.order.flow_summary`'s closure)."""
     # copies, r & r.T and (with check) the float32 matmul: two casts, the product, a bool
-    r = as_mask(
-        reach, "reach", batched=False, memory=_memory("reach", "the classes", 17 if check else 5), concrete="classes"
-    )
+    r = as_mask(reach, name, batched=False, memory=_memory(name, "the classes", 17 if check else 5), concrete="classes")
     n = r.shape[-1]
     # "top" padding: the extra positions reach everything and form one class that sorts last.
     rp = _pad_square(r, _bucket(n), "top")
     labels, num, violations = _classes_core(rp, check)
     if check:
-        _check_preorder(r, violations, "reach")
+        _check_preorder(r, violations, name)
     num = int(num) - (rp.shape[-1] > n)
     return _unpad(labels, n), num
 

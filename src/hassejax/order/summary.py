@@ -165,8 +165,9 @@ def flow_summary(
     **Raises:** :class:`~hassejax.errors.MaskError` for a mask that is not square Boolean
     `(n, n)` (or `(heads, n, n)` with `head_axis`), or a traced one (it runs on the host: call it outside
     ``jit``/``vmap``); :class:`~hassejax.errors.ParameterError`
-    for bad `layers`, `method`, `quotient_limit`, `head_axis` or `progress`; :class:`~hassejax.errors.MemoryBudgetError` when a step would not fit in
-    memory (estimated before allocating).
+    for bad `layers`, `method`, `quotient_limit`, `head_axis` or `progress`; :class:`~hassejax.errors.MemoryBudgetError`
+    (naming `mask`) when a step would not fit in memory, estimated before allocating: on a dense route for the whole
+    call at once (the dense mask, its closure, L*, the classes and a quotient of up to `quotient_limit` classes).
 
     **Example:**
 
@@ -209,14 +210,14 @@ def flow_summary(
     with progress_bar(_step_delay(delay), "choosing the route", "", tick=True):
         route, reason, intervals = choose_route(mask, method)
         if route != "structured":
-            flow = _DenseFlow(np.asarray(mask), route, delay)  # a dense copy of an IntervalMask
+            flow = _dense_flow(mask, route, delay, layers, int(quotient_limit))
     if route != "structured":
         return _summarize(flow, route, reason, layers, int(quotient_limit))
     from ._route_rules import structured_or_dense
 
     @no_type_check  # a closure made per call: not re-decorated by the test suite's type-check hook each time (see pyproject)
     def dense(why):
-        flow = _DenseFlow(intervals.to_dense(name="mask"), "bitpacked", delay)
+        flow = _dense_flow(intervals, "bitpacked", delay, layers, int(quotient_limit))
         return _summarize(flow, "bitpacked", why, layers, int(quotient_limit))
 
     return structured_or_dense(
@@ -225,6 +226,27 @@ def flow_summary(
         lambda: _summarize(_StructuredFlow(intervals, delay), route, reason, layers, int(quotient_limit)),
         dense,
     )
+
+
+def _dense_flow(mask, route: str, delay: float | None, layers: tuple[int, ...], quotient_limit: int) -> _DenseFlow:
+    """The stages of a dense route, after a check of the whole call's memory (every stage: the closure, L*, the
+    classes, the quotient order) that names `mask`, before an IntervalMask is densified."""
+    from ._routes import _check_flow_summary_memory
+
+    if isinstance(mask, IntervalMask):
+        from ..masks._intervals import DENSE_HINT
+
+        nnz = mask.with_diagonal().nnz()
+        _check_flow_summary_memory(mask.n, nnz, route, layers, quotient_limit, True, DENSE_HINT)
+        return _DenseFlow(mask.to_dense(name="mask"), route, delay)
+    dense = np.asarray(mask)
+    n = dense.shape[-1]
+    # from the shape alone first (the fewest nonzeros: a huge zero-stride view is refused without a scan), then,
+    # as the bit-packed route's memory grows with them, the nonzeros of M | I (at most those of M and the diagonal)
+    _check_flow_summary_memory(n, n, route, layers, quotient_limit, False)
+    if route == "bitpacked":
+        _check_flow_summary_memory(n, int(np.count_nonzero(dense)) + n, route, layers, quotient_limit, False)
+    return _DenseFlow(dense, route, delay)
 
 
 def _step_delay(delay: float | None) -> float | None:

@@ -1,0 +1,95 @@
+"""flow_summary's dense routes check the memory of the whole call before any work, naming `mask` (a fresh user:
+``dilated(n=16384, window=8, dilation=2)`` in its interval form, bit-packed route, estimated 1.84 GiB for the
+closure R alone and peaked at 3.1 GiB after the `order` stage; under ``ulimit -v`` it refused only after 16-31 s of
+work, naming `reach`, with the quotient of 2 classes sized by n = 16384)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import hassejax._checks
+import hassejax.masks._runs
+import hassejax.order.hasse
+import hassejax.order.poset
+from hassejax.errors import MemoryBudgetError
+from hassejax.masks import IntervalMask, from_spec
+from hassejax.order import HasseDiagram, _summary_routes, flow_summary, reachability
+from hassejax.order._routes import _dense_bytes
+
+DILATED = "dilated(n={n}, window=8, dilation=2)"
+
+
+def _refuse_work(monkeypatch):
+    """Make densifying the mask or starting a dense stage fail the test: the check must come first."""
+
+    def started(*args, **kwargs):
+        raise AssertionError("flow_summary started a dense stage before refusing")
+
+    monkeypatch.setattr(IntervalMask, "to_dense", started)
+    monkeypatch.setattr(_summary_routes._DenseFlow, "__init__", started)
+
+
+def test_whole_call_refused_up_front_naming_mask(monkeypatch):
+    """The user's case: the budget lets the closure R's own check pass (the only one before), but not the whole
+    call (the dense copy of the IntervalMask, held through every stage, on top): refused before densifying."""
+    n = 16384
+    mask = from_spec(DILATED.format(n=n), form="intervals")
+    first_stage = _dense_bytes(n, 1, "bitpacked", 0, 2)  # the closure R's shape-only estimate (1.84 GiB)
+    budget = first_stage + n * n // 2  # fits R alone, not R with the dense mask held beside it
+    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: int(budget / 0.8))
+    _refuse_work(monkeypatch)
+    with pytest.raises(MemoryBudgetError) as info:
+        flow_summary(mask)
+    msg = str(info.value)
+    assert msg.startswith("`mask`: flow_summary on the bit-packed route (n = 16384"), msg
+    assert "the classes and the quotient order" in msg, msg
+    need = float(re.search(r"needs about ([0-9.]+) GiB", msg).group(1))
+    assert need >= (first_stage + n * n) / 2**30 - 0.01, msg  # the whole call, not the first stage
+
+
+def test_dense_zero_stride_mask_refused_from_its_shape(monkeypatch):
+    """A dense mask on a forced dense route: the whole call's check from the shape first (no scan of a huge
+    zero-stride view for its nonzeros), naming `mask`."""
+    big = np.broadcast_to(np.array(True), (300_000, 300_000))  # 9e10 entries, no memory
+    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 64 * 2**30)
+    _refuse_work(monkeypatch)
+    for method in ("bitpacked", "matmul"):
+        with pytest.raises(MemoryBudgetError, match=r"^`mask`: flow_summary on the (bit-packed|matmul) route"):
+            flow_summary(big, method=method)
+
+
+def test_quotient_order_stage_needs_no_n_by_n_work(monkeypatch):
+    """The `order` stage of the dense route takes the (C, C) quotient from R and the classes already found: no
+    second search for the classes, no (n, n) check of their labels (14 s and 1 GiB for 2 classes at n = 16384)."""
+    mask = from_spec(DILATED.format(n=2048), form="intervals")
+    expected = HasseDiagram.from_reachability(reachability(mask.to_dense(), method="bitpacked"))  # the old way
+
+    def refused(*args, **kwargs):
+        raise AssertionError("(n, n) work in the quotient order stage")
+
+    monkeypatch.setattr(hassejax.order.hasse.HasseDiagram, "from_reachability", refused)
+    monkeypatch.setattr(hassejax.order.poset, "quotient_order", refused)
+    calls = []
+    core = hassejax.order.poset._classes_core
+    monkeypatch.setattr(hassejax.order.poset, "_classes_core", lambda *a: calls.append(1) or core(*a))
+    s = flow_summary(mask, method="bitpacked")
+    assert len(calls) == 1  # the classes found once
+    assert (s.num_classes, s.depth, s.width, s.num_hasse_edges) == (2, 1, 2, 0)  # two chains of parity classes
+    assert (s.depth, s.width, s.diagram().edges, s.diagram().classes) == (
+        expected.depth,
+        expected.width,
+        expected.edges,
+        expected.classes,
+    )
+    np.testing.assert_array_equal(s.diagram().order_matrix(), expected.order_matrix())
+
+
+def test_quotient_order_check_sized_by_classes_naming_mask(monkeypatch):
+    """The `order` stage's own check sizes the (C, C) quotient by the number of classes, naming `mask`."""
+    causal = np.tril(np.ones((2048, 2048), dtype=bool))  # 2048 classes, a chain
+    monkeypatch.setattr(hassejax.masks._runs, "host_memory_bytes", lambda: 32 * 2**20)  # the host work's budget
+    with pytest.raises(MemoryBudgetError, match=r"^`mask`: the quotient order of C = 2048 classes"):
+        flow_summary(causal, method="bitpacked")
