@@ -258,8 +258,18 @@ def test_flow_summary_errors_name_the_argument():
     big = flow_summary(_window_with_sinks(5000, 7, 2))
     with pytest.raises(MaskError, match="QUOTIENT_LIMIT"):
         big.diagram()
-    with pytest.raises(ParameterError, match="dense route"):
-        reachability(m, method="matmul")
+    # an IntervalMask on a dense route: converted, as flow_summary does (a fresh user: reachability and
+    # convergence_depth refused it with "is a dense route"), the same answers as the structured route's
+    dense = np.asarray(m)
+    for method in ("matmul", "bitpacked"):
+        for layers in (None, 3):
+            r = reachability(m, layers, method=method)
+            assert isinstance(r, IntervalMask)
+            np.testing.assert_array_equal(np.asarray(r), np.asarray(reachability(dense, layers, method=method)))
+            np.testing.assert_array_equal(np.asarray(r), np.asarray(reachability(m, layers, method="structured")))
+        assert convergence_depth(m, method=method) == convergence_depth(m, method="structured")
+        r = reachability(layer_masks=[m, dense], method=method)
+        np.testing.assert_array_equal(np.asarray(r), np.asarray(reachability(layer_masks=[dense, dense])))
 
 
 def test_flow_summary_takes_nested_lists_as_reachability_does(no_typecheck):

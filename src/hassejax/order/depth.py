@@ -81,7 +81,9 @@ def convergence_depth(
 
     - `mask`: bool `(*batch, n, n)`; row = query, column = key, True = may attend. Or an
       :class:`~hassejax.masks.IntervalMask` (any ``n``; structured route).
-    - `method`: ``"auto"``, ``"matmul"``, ``"bitpacked"`` or ``"structured"`` (see above).
+    - `method`: ``"auto"``, ``"matmul"``, ``"bitpacked"`` or ``"structured"`` (see above). An
+      :class:`~hassejax.masks.IntervalMask` on a dense route is converted to its dense array first
+      (after a memory check).
     - `head_axis`: ``None`` (default), or the axis of `mask` that holds the masks of one
       layer's heads, OR-ed first (:func:`heads_union`): e.g. ``0`` for `(heads, *batch, n, n)`,
       ``-3`` for `(*batch, heads, n, n)`; never one of the last two axes. With ``0``, `mask`
@@ -99,8 +101,7 @@ def convergence_depth(
     **Raises:**
 
     - :class:`~hassejax.errors.MaskError`: a mask that is not Boolean, not square, or of rank < 2.
-    - :class:`~hassejax.errors.ParameterError`: an unknown `method`; a dense route for an
-      :class:`~hassejax.masks.IntervalMask`; ``"structured"`` under a trace; a bad `head_axis`
+    - :class:`~hassejax.errors.ParameterError`: an unknown `method`; ``"structured"`` under a trace; a bad `head_axis`
       (not an int, out of range, one of the last two axes; see :func:`heads_union`); a
       `progress` that is not a bool or a number of seconds >= 0.
     - :class:`~hassejax.errors.MemoryBudgetError`: the route would not fit in the free memory:
@@ -132,10 +133,10 @@ def convergence_depth(
     if head_axis is not None:
         mask = _heads_union(mask, head_axis, "mask", memory=_depth_memory(method))
     if isinstance(mask, IntervalMask):
-        if method not in ("auto", "structured"):
-            raise ParameterError(
-                f"`method` = {method!r} is a dense route; an IntervalMask takes method='structured' or 'auto' "
-                "(convert with `np.asarray(mask)` first for a dense route)."
+        if method not in ("auto", "structured"):  # a dense route: the dense array, after its memory check (as in
+            # flow_summary; a fresh user: convergence_depth refused what flow_summary ran)
+            return int(
+                convergence_depth(mask.to_dense(name="mask"), method=method, progress=False if delay is None else delay)
             )
 
         def dense(why=None):  # the fallback (`why` given) goes bit-packed: dense auto would find the few runs again

@@ -124,7 +124,8 @@ def reachability(
       :func:`jax.pure_callback` under a trace) or ``"auto"`` (a cost estimate from ``n``, the
       nonzeros and the backend; always ``"matmul"`` under a trace; ``"structured"`` for
       :class:`~hassejax.masks.IntervalMask` input), or ``"structured"`` (interval rows; dense
-      input converted there and back).
+      input converted there and back). An IntervalMask on a dense route is converted to its dense
+      array first (after a memory check; the result an IntervalMask again).
     - `progress`: ``False`` (default: silent), ``True`` for a tqdm progress bar on stderr, or a
       number of seconds ``d >= 0``: a bar once the work has run ``d`` seconds. It counts the
       products of interval rows (structured), the batches of classes or the rounds
@@ -297,11 +298,17 @@ def _reachability_layers(layer_masks, num_layers: int | None, method: str, delay
 
 def _reachability_structured(mask, num_layers, layer_masks, method, delay: float | None = None) -> IntervalMask:
     """The structured route for :class:`IntervalMask` input (the body of :func:`reachability`; `delay`: progress)."""
-    if method not in ("auto", "structured"):
-        raise ParameterError(
-            f"`method` = {method!r} is a dense route; an IntervalMask takes method='structured' or 'auto' "
-            "(convert with `np.asarray(mask)` first for a dense route)."
-        )
+    if method not in ("auto", "structured"):  # a dense route asked for: the dense array, after its memory check, as
+        # flow_summary takes it (a fresh user: reachability and convergence_depth refused what flow_summary ran)
+        if layer_masks is not None:
+            dense_layers = [
+                m.to_dense(name=f"layer_masks[{l}]") if isinstance(m, IntervalMask) else m
+                for l, m in enumerate(layer_masks)
+            ]
+            out = reachability(mask, num_layers, layer_masks=dense_layers, method=method, progress=_off(delay))
+        else:
+            out = reachability(mask.to_dense(name="mask"), num_layers, method=method, progress=_off(delay))
+        return IntervalMask.from_dense(np.asarray(out), name="mask")
 
     @no_type_check  # a closure made per call: not re-decorated by the test suite's type-check hook each time (see pyproject)
     def dense(why=None):
