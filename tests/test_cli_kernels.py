@@ -180,6 +180,10 @@ def test_export_npy_names_in_any_case(capsys, tmp_path):
     # --to npy's name is checked before the work
     code, out, err = _run(capsys, "export", "causal(n=8)", "--to", "npy", "--out", str(tmp_path / "c.npz"))
     assert code == 2 and "give a name ending in .npy" in err
+    # --to mask_mod wrote its Python source into m.npy (a fresh user): refused before the work, nothing written
+    code, out, err = _run(capsys, "export", "causal(n=8)", "--to", "mask_mod", "--out", str(tmp_path / "mm.npy"))
+    assert code == 2 and "--to mask_mod writes Python source" in err, err
+    assert not (tmp_path / "mm.npy").exists()
 
 
 def test_export_usage_errors(capsys):

@@ -100,7 +100,7 @@ def test_cost_errors():
         Sweep(lambda p: p, cost=np.ones(3))
 
 
-def test_softmax_gaussian_cost_follows_the_closed_form():
+def test_softmax_gaussian_cost_follows_the_closed_form(no_typecheck):
     batch = _family(40, seed=3)
     cov0, A = np.asarray(batch["cov0"]), np.asarray(batch["A"])
     cost = softmax_gaussian_cost(cov0, A, t1=T1)
@@ -122,6 +122,14 @@ def test_softmax_gaussian_cost_follows_the_closed_form():
         softmax_gaussian_cost(cov0, A[0], t1=T1, v=v)
     with pytest.raises(ParameterError, match=r"`v` must be a scalar or have shape \(B,\)"):
         softmax_gaussian_cost(cov0, A, t1=T1, v=np.ones((40, 1)))
+    # non-finite, complex or string values and a batched beta (a fresh user: NaN costs with NumPy's RuntimeWarning,
+    # NumPy's broadcasting error, the imaginary part dropped)
+    for kwargs, name in (({"v": np.array([1.0, np.nan])}, "v"), ({"v": 1j}, "v"), ({"v": "2"}, "v"),
+                         ({"t1": np.inf}, "t1"), ({"beta": np.nan}, "beta")):  # fmt: skip
+        with pytest.raises(ParameterError, match=f"`{name}` must be finite real numbers"):
+            softmax_gaussian_cost(cov0[0], A[0], **{"t1": T1, **kwargs})
+    with pytest.raises(ParameterError, match="`beta`, `t0` and `t1` must be scalars"):
+        softmax_gaussian_cost(cov0[0], A[0], t1=T1, beta=np.array([1.0, 2.0]))
     with pytest.raises(ParameterError, match="`t1`"):
         softmax_gaussian_cost(cov0, A, t1=0.0)
     with pytest.raises(ParameterError, match="`A`"):

@@ -93,3 +93,24 @@ def test_quotient_order_check_sized_by_classes_naming_mask(monkeypatch):
     monkeypatch.setattr(hassejax.masks._runs, "host_memory_bytes", lambda: 32 * 2**20)  # the host work's budget
     with pytest.raises(MemoryBudgetError, match=r"^`mask`: the quotient order of C = 2048 classes"):
         flow_summary(causal, method="bitpacked")
+
+
+@pytest.mark.parametrize("call", ["reachability", "reachability_3", "layers", "depth_bitpacked", "depth_matmul"])
+def test_interval_input_on_a_dense_route_is_refused_from_its_shape(monkeypatch, call):
+    """reachability and convergence_depth take an IntervalMask on a dense route (converted, as in flow_summary); a
+    fresh user found the refusal came after the dense copy (50 s at n = 100000): the route's memory is checked from
+    the shape first, naming the argument."""
+    from hassejax.order import convergence_depth
+
+    mask = from_spec("sliding_window(n=100000, left=64)", form="intervals")
+    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 8 * 2**30)
+    _refuse_work(monkeypatch)
+    runs = {
+        "reachability": lambda: reachability(mask, method="bitpacked"),
+        "reachability_3": lambda: reachability(mask, 3, method="matmul"),
+        "layers": lambda: reachability(layer_masks=[mask, mask], method="bitpacked"),
+        "depth_bitpacked": lambda: convergence_depth(mask, method="bitpacked"),
+        "depth_matmul": lambda: convergence_depth(mask, method="matmul"),
+    }
+    with pytest.raises(MemoryBudgetError, match=r"^`(mask|layer_masks)`: .*n = 100000 positions.* GiB"):
+        runs[call]()

@@ -49,6 +49,10 @@ def _check_out(args: argparse.Namespace) -> None:
             raise _UsageError("--to npy needs --out FILE.npy")
         if not _is_npy(out):
             raise _UsageError(f"--out {out!r}: --to npy writes a .npy file; give a name ending in .npy")
+    if args.to == "mask_mod" and out is not None and _is_npy(out):  # Python source in a .npy (a fresh user)
+        raise _UsageError(
+            f"--out {out!r}: --to mask_mod writes Python source; give FILE.py (or --to npy for the array)"
+        )
     if out is not None and args.to != "mask_mod" and _is_npy(out):  # the array's name (splash, npy)
         stream = _stream_of(out)
         if stream is not None:

@@ -49,7 +49,8 @@ def softmax_gaussian_cost(
     **Returns:** float64 NumPy array of shape `(B,)` (`()` broadcast to `(1,)`).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched
-    shapes, non-finite entries, a `cov0` that is not positive semidefinite, or `t1 <= t0`.
+    shapes, non-finite entries (of `v`, `beta`, `t0`, `t1` too), a `cov0` that is not positive
+    semidefinite, or `t1 <= t0`.
 
     **Example:** a member that blows up before `t1` costs more than one that decays:
 
@@ -74,6 +75,12 @@ def softmax_gaussian_cost(
         raise ParameterError(f"`cov0` and `A` must have the same d; got shapes {cov0.shape} and {A.shape}.")
     if not float(t1) > float(t0):
         raise ParameterError(f"`t1` must be greater than `t0`; got t0 = {t0}, t1 = {t1}.")
+    for name, x in (("v", v), ("beta", beta), ("t0", t0), ("t1", t1)):  # complex, strings, NaN: refused by name
+        arr = np.asarray(x)
+        if arr.dtype.kind not in "biuf" or not np.all(np.isfinite(arr)):
+            raise ParameterError(f"`{name}` must be finite real numbers; got {x!r:.60}.")
+    if np.ndim(beta) or np.ndim(t0) or np.ndim(t1):
+        raise ParameterError("`beta`, `t0` and `t1` must be scalars (sweep `v`, `cov0` or `A` for one per member).")
     v = np.asarray(v, dtype=np.float64)
     if v.ndim > 1:
         raise ParameterError(f"`v` must be a scalar or have shape (B,); got shape {v.shape}.")

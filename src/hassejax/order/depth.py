@@ -134,7 +134,8 @@ def convergence_depth(
         mask = _heads_union(mask, head_axis, "mask", memory=_depth_memory(method))
     if isinstance(mask, IntervalMask):
         if method not in ("auto", "structured"):  # a dense route: the dense array, after its memory check (as in
-            # flow_summary; a fresh user: convergence_depth refused what flow_summary ran)
+            # flow_summary; a fresh user: convergence_depth refused what flow_summary ran), the route's from the shape
+            _depth_memory(method)((mask.n, mask.n))
             return int(
                 convergence_depth(mask.to_dense(name="mask"), method=method, progress=False if delay is None else delay)
             )

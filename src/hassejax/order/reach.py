@@ -300,6 +300,15 @@ def _reachability_structured(mask, num_layers, layer_masks, method, delay: float
     """The structured route for :class:`IntervalMask` input (the body of :func:`reachability`; `delay`: progress)."""
     if method not in ("auto", "structured"):  # a dense route asked for: the dense array, after its memory check, as
         # flow_summary takes it (a fresh user: reachability and convergence_depth refused what flow_summary ran)
+        # the route's memory from the shape first: the dense copy alone took 50 s at n = 100000 before the route
+        # refused (a fresh user)
+        n = (mask if layer_masks is None else next(m for m in layer_masks if isinstance(m, IntervalMask))).n
+        if layer_masks is None:
+            what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
+            _dense_memory("mask", what, method, route=num_layers != 1)((n, n))
+        else:
+            num = len(layer_masks)
+            _dense_memory("layer_masks", f"the product of {num} layer masks", method, stored=num, layers=num)((n, n))
         if layer_masks is not None:
             dense_layers = [
                 m.to_dense(name=f"layer_masks[{l}]") if isinstance(m, IntervalMask) else m
