@@ -309,6 +309,10 @@ def test_an_output_given_as_dash_is_stdout_instead_of_the_report(capsys, tmp_pat
     rc, out, err = run(capsys, "analyze", "causal(n=3)", "--png", "-")
     assert rc == 2 and out == "" and "--png '-': it is the command's stdout, where the text goes" in err, err
     assert not os.path.exists("-")
+    # too many classes to draw: no diagram on stdout, so the report is printed there (a review: "The counts are in
+    # None." and the counts nowhere)
+    rc, out, err = run(capsys, "analyze", "causal(n=2100)", "--dot", "-")
+    assert rc == 2 and out.startswith("mask: causal(n=2100)") and "The counts are printed above" in err, (out, err)
 
 
 def test_two_outputs_one_file_on_a_case_insensitive_file_system_are_refused(capsys, tmp_path):

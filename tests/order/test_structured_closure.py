@@ -270,6 +270,8 @@ def test_flow_summary_errors_name_the_argument():
         assert convergence_depth(m, method=method) == convergence_depth(m, method="structured")
         r = reachability(layer_masks=[m, dense], method=method)
         np.testing.assert_array_equal(np.asarray(r), np.asarray(reachability(layer_masks=[dense, dense])))
+        with pytest.raises(MaskError, match="not both"):  # it recursed without end (a review)
+            reachability(m, layer_masks=[m, m], method=method)
 
 
 def test_flow_summary_takes_nested_lists_as_reachability_does(no_typecheck):

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import HassejaxError
-from ._common import _check_figure_path, _report, _stdout_taken, _write_text, load_mask
+from ._common import _check_figure_path, _print, _report, _stdout_taken, _write_text, load_mask
 from ._parser import _one_line, _OutputError, _UsageError
 
 #: ``hassejax analyze`` shows the progress bar of a closure stage once it has run this many seconds.
@@ -83,12 +83,14 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     if diagram is None and (args.dot or args.png):  # the counts printed above (and --json written) first
         if args.json:
             _write_json(args.json, result, args.mask_spec, diagram)
+        elif _stdout_taken(args):  # `--dot -` held the report back for a diagram that is not written: print it
+            _print("\n".join(lines))  # (a review: "The counts are in None." and no counts anywhere)
         raise _UsageError(
             f"--dot/--png: the quotient has {summary.num_classes} classes, too many to draw (the limit is "
             f"{_quotient_limit()}); no diagram written. The counts are "
             + (
                 ("in the JSON on stdout." if args.json == "-" else f"in {args.json}.")
-                if _stdout_taken(args)
+                if _stdout_taken(args) and args.json
                 else "printed above" + (f" and in {args.json}." if args.json else "; --json writes them.")
             )
         )

@@ -300,6 +300,11 @@ def _reachability_structured(mask, num_layers, layer_masks, method, delay: float
     """The structured route for :class:`IntervalMask` input (the body of :func:`reachability`; `delay`: progress)."""
     if method not in ("auto", "structured"):  # a dense route asked for: the dense array, after its memory check, as
         # flow_summary takes it (a fresh user: reachability and convergence_depth refused what flow_summary ran)
+        if mask is not None and layer_masks is not None:  # as the structured route says (it recursed: a review)
+            raise MaskError(
+                "Pass either `mask` (the same mask in every layer) or `layer_masks` (one per layer), not both; "
+                "got both."
+            )
         # the route's memory from the shape first: the dense copy alone took 50 s at n = 100000 before the route
         # refused (a fresh user)
         n = (mask if layer_masks is None else next(m for m in layer_masks if isinstance(m, IntervalMask))).n
@@ -314,7 +319,7 @@ def _reachability_structured(mask, num_layers, layer_masks, method, delay: float
                 m.to_dense(name=f"layer_masks[{l}]") if isinstance(m, IntervalMask) else m
                 for l, m in enumerate(layer_masks)
             ]
-            out = reachability(mask, num_layers, layer_masks=dense_layers, method=method, progress=_off(delay))
+            out = reachability(None, num_layers, layer_masks=dense_layers, method=method, progress=_off(delay))
         else:
             out = reachability(mask.to_dense(name="mask"), num_layers, method=method, progress=_off(delay))
         return IntervalMask.from_dense(np.asarray(out), name="mask")
