@@ -114,3 +114,16 @@ def test_interval_input_on_a_dense_route_is_refused_from_its_shape(monkeypatch, 
     }
     with pytest.raises(MemoryBudgetError, match=r"^`(mask|layer_masks)`: .*n = 100000 positions.* GiB"):
         runs[call]()
+
+
+def test_a_raised_quotient_limit_does_not_inflate_the_up_front_estimate():
+    """The up-front estimate sized the quotient by min(n, quotient_limit): a raised limit refused calls that fit (a
+    review: 2048 classes of n = 8192 with quotient_limit=8192 refused at 1.2 GiB free, ran in 0.75 GiB before). Above
+    the default limit the quotient is checked by its own stage, sized by the classes found."""
+    from hassejax.order._routes import _flow_summary_bytes
+    from hassejax.order.summary_types import QUOTIENT_LIMIT
+
+    n = 8192
+    default = _flow_summary_bytes(n, n * 4, "bitpacked", (), QUOTIENT_LIMIT, False)
+    assert _flow_summary_bytes(n, n * 4, "bitpacked", (), n, False) == default
+    assert _flow_summary_bytes(n, n * 4, "bitpacked", (), 16, False)[0] <= default[0]

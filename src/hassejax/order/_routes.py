@@ -30,6 +30,7 @@ from ._route_rules import (  # noqa: F401 (re-exported: the structured-route rul
     structured_or_dense,
     warn_if_forced_structured,
 )
+from .summary_types import QUOTIENT_LIMIT as _DEFAULT_QUOTIENT_LIMIT
 
 # Cost model of ``method="auto"`` (seconds). Matmul throughput per backend in flop/s, and the
 # bit-packed route's costs per edge, per propagation batch (at most n of them) and per output
@@ -141,8 +142,9 @@ def _flow_summary_bytes(
     its closure ``R``; each adds its own peak: the closure ``R`` and ``R^(L)`` for the `layers` ``2 <= L < n - 1``
     (the route's estimate with ``nnz`` nonzeros of ``M | I`` and the input copies, as :func:`reachability`'s),
     ``L*`` (:func:`convergence_depth`'s), the classes (a copy of ``R``, ``R.T``, ``R & R.T`` and the sort's
-    temporaries: six bytes an entry, 5.4 measured at n = 16384) and the quotient order of at most ``min(n, quotient_limit)`` classes with
-    its covers (15 bytes an entry of the ``(C, C)`` quotient). The up-front check of the whole call: the
+    temporaries: six bytes an entry, 5.4 measured at n = 16384) and the quotient order of at most
+    ``min(n, quotient_limit, QUOTIENT_LIMIT)`` classes with its covers (15 bytes an entry of the ``(C, C)`` quotient; a
+    larger quotient is checked by its stage, sized by the classes found). The up-front check of the whole call: the
     stages' own checks saw only their stage (a fresh user's bit-packed ``n = 16384`` estimated 1.84 GiB for
     ``R`` and peaked at 3.1 GiB).
     """
@@ -156,7 +158,9 @@ def _flow_summary_bytes(
         size, dtype = _padded_size(n), _matmul_dtype()
         closure, power = _matmul_bytes(size, 1, 0, dtype), _matmul_bytes(size, 1, 1, dtype)
         depth = _matmul_bytes(size, 1, _num_stored_powers(size), dtype)
-    c = min(n, quotient_limit)
+    # a quotient above the default limit is checked by its stage once the classes are known (sized by them): up front,
+    # min(n, quotient_limit) refused a raised limit's call that fits (a review: 2048 classes of n = 8192)
+    c = min(n, quotient_limit, _DEFAULT_QUOTIENT_LIMIT)
     stages = {
         "the closure R": held + copies + closure,
         "L*": held + entries + copies + depth,
@@ -180,7 +184,7 @@ def _check_flow_summary_memory(
     check_memory(
         need,
         f"flow_summary on the {route} route (n = {n}: the dense mask, its closure R, L*, the classes and the quotient "
-        f"order of at most {min(n, quotient_limit)} classes; the peak at {stage})",
+        f"order of at most {min(n, quotient_limit, _DEFAULT_QUOTIENT_LIMIT)} classes; the peak at {stage})",
         "mask",
         hint=_STRUCTURED_HINT if hint is None else hint,
     )
