@@ -211,6 +211,13 @@ class _Float32Velocity(_OnesWeights):
         return super().velocity(t, x, keys, mask).astype(jnp.float32)
 
 
+class _NarrowWeights(_OnesWeights):
+    dtype: object = eqx.field(static=True, default=jnp.int32)
+
+    def weights(self, t, x, keys=None, mask=None):
+        return super().weights(t, x, keys, mask).astype(self.dtype)
+
+
 class _Int32Velocity(_OnesWeights):
     def velocity(self, t, x, keys=None, mask=None):
         return (x @ self.V.T).astype(jnp.int32)
@@ -241,6 +248,12 @@ def test_a_kernel_that_changes_the_dtype_is_named():
     for kernel, got in ((_Float32Velocity(-jnp.eye(2)), "float32"), (_Int32Velocity(0.7 * jnp.eye(2)), "int32")):
         with pytest.raises(ParameterError, match=rf"state's dtype float64 .*got {got}"):
             solve_particles(kernel, np.eye(2), t1=0.5)
+    # ... and weights narrower than x under the default velocity (a fresh user: int32 weights truncated to 0, nothing
+    # moved, `completed`; the velocity itself came out float64)
+    for dtype in (jnp.int32, jnp.float32):
+        with pytest.raises(ParameterError, match=rf"_NarrowWeights\.weights must return floating weights .*got "
+                           rf"{jnp.dtype(dtype).name}"):  # fmt: skip
+            solve_particles(_NarrowWeights(jnp.eye(2), dtype), np.eye(2), t1=0.5)
     sol = solve_particles(_OnesWeights(v.astype(jnp.float64)), x0.astype(jnp.float64), t1=1.0, ts=TS)
     mean = np.asarray(sol.xs).mean(axis=1)
     np.testing.assert_allclose(mean, np.exp(-np.asarray(TS))[:, None] * np.array([0.5, 1.5]), rtol=1e-5)  # interpolated

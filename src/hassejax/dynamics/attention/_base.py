@@ -334,11 +334,19 @@ class AbstractAttention(eqx.Module):
 
         **Returns:** `(m, d)` velocities.
 
-        **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that do not match `d`.
+        **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that do not match `d`, and
+        for weights that are not floating or narrower than `x` (integer weights truncate).
         """
         check_queries(x, keys, mask, self.d)
         y = x if keys is None else keys
         w = self.weights(t, x, y, mask)
+        w_dtype = jnp.result_type(w)
+        if not jnp.issubdtype(w_dtype, jnp.inexact) or jnp.promote_types(w_dtype, x.dtype) != w_dtype:
+            # narrower than the queries: int32 weights truncated to 0 and nothing moved, `completed` (a fresh user)
+            raise ParameterError(
+                f"{type(self).__name__}.weights must return floating weights at least as wide as x ({x.dtype.name}: "
+                f"keep the dtype of x, e.g. .astype(x.dtype)); got {w_dtype.name}."
+            )
         return (w @ y) @ jnp.asarray(self.value(t)).T
 
     def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
