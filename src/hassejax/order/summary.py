@@ -167,7 +167,8 @@ def flow_summary(
     ``jit``/``vmap``); :class:`~hassejax.errors.ParameterError`
     for bad `layers`, `method`, `quotient_limit`, `head_axis` or `progress`; :class:`~hassejax.errors.MemoryBudgetError`
     (naming `mask`) when a step would not fit in memory, estimated before allocating: on a dense route for the whole
-    call at once (the dense mask, its closure, L*, the classes and a quotient of up to `quotient_limit` classes).
+    call at once (the dense mask, its closure, L*, the classes and a quotient of up to `quotient_limit` classes,
+    at most :data:`QUOTIENT_LIMIT` up front: a larger quotient is checked once its classes are counted).
 
     **Example:**
 
