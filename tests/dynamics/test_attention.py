@@ -153,6 +153,17 @@ def test_sinkhorn_default_tolerance_works_in_float32():
     assert float(err64) <= 1e-10
 
 
+def test_sinkhorn_called_with_float32_tokens_and_float64_parameters():
+    """A direct call with float32 tokens and float64 parameters failed in the iteration ("carry input and carry output
+    must have equal types"): it runs in the logits' dtype, as Softmax's call does, equal to the call on float64 tokens
+    holding the same values."""
+    x = jax.random.normal(jax.random.PRNGKey(0), (8, 2)).astype(jnp.float32)
+    m = Sinkhorn(V=jnp.eye(2, dtype=jnp.float64), A=-jnp.eye(2, dtype=jnp.float64))
+    v = m.velocity(0.0, x)
+    assert v.dtype == jnp.float64
+    np.testing.assert_array_equal(np.asarray(v), np.asarray(m.velocity(0.0, x.astype(jnp.float64))))
+
+
 def test_sinkhorn_iteration_cap_is_respected():
     p = Sinkhorn(V=np.eye(2), A=5 * RNG.normal(size=(2, 2)), max_iter=3, tol=1e-15)
     x = jnp.asarray(RNG.normal(size=(20, 2)))

@@ -127,10 +127,13 @@ class Sinkhorn(AbstractBilinearAttention):
     def _potential(self, t: Time, keys: Keys):
         """:meth:`potential` and the tolerance it stopped at."""
         n = keys.shape[0]
-        logn = jnp.log(jnp.asarray(n, keys.dtype))
         c = self.logits(t, keys, keys) / resolve(self.eps, t)
-        floor = 16 * jnp.finfo(keys.dtype).eps * (1 + logn + jnp.max(jnp.abs(c)))
-        tol = jnp.maximum(jnp.asarray(self.tol, keys.dtype), floor)
+        # the logits' dtype (keys promoted with the parameters): float32 keys with float64 parameters, called
+        # directly, failed in the loop ("carry input and carry output must have equal types")
+        dtype = c.dtype
+        logn = jnp.log(jnp.asarray(n, dtype))
+        floor = 16 * jnp.finfo(dtype).eps * (1 + logn + jnp.max(jnp.abs(c)))
+        tol = jnp.maximum(jnp.asarray(self.tol, dtype), floor)
         max_iter = self.max_iter
 
         def cond(state):
@@ -145,8 +148,8 @@ class Sinkhorn(AbstractBilinearAttention):
             g = -logn - jax.nn.logsumexp(c + f[:, None], axis=0)
             return f, g, err, it + 1
 
-        zeros = jnp.zeros((n,), keys.dtype)
-        init = (zeros, zeros, jnp.asarray(jnp.inf, keys.dtype), jnp.asarray(0))
+        zeros = jnp.zeros((n,), dtype)
+        init = (zeros, zeros, jnp.asarray(jnp.inf, dtype), jnp.asarray(0))
         _, g, err, it = jax.lax.while_loop(cond, body, init)
         return g, err, it, tol
 
