@@ -98,13 +98,31 @@ def test_export_splash_python_file_writes_its_array_next_to_it(capsys, tmp_path)
     assert code == 2 and out == "" and "--out FILE.npy" in err and "--out FILE.py" in err
     # a structured mask: the Python in FILE.py and no array
     code, out, _ = _run(capsys, "export", "causal(n=64)", "--to", "splash", "--out", str(tmp_path / "c.py"))
-    assert code == 0 and out == "" and not (tmp_path / "c.npy").exists()
+    assert code == 0 and out == f"wrote {tmp_path / 'c.py'} (Python building the splash mask)\n"
+    assert not (tmp_path / "c.npy").exists()
     assert "mask_lib.CausalMask" in (tmp_path / "c.py").read_text()
     # the array's path is checked before the work, as the output paths are
     (tmp_path / "d.npy").mkdir()
     code, out, err = _run(capsys, "export", spec, "--to", "splash", "--out", str(tmp_path / "d.py"))
     assert code == 2 and out == "" and "its array" in err and "it is a directory" in err
     assert not (tmp_path / "d.py").exists()
+
+
+def test_export_python_to_a_file_says_where_it_went(capsys, tmp_path):
+    """`--to mask_mod --out FILE.py` and `--to splash --out FILE.py` of a structured mask wrote the file and printed
+    nothing, where `--to npy` and a splash NumpyMask say "wrote FILE" on stdout (a fresh user). They say it too;
+    printed source (no --out, or '-') stays alone on stdout."""
+    mm, sp = tmp_path / "mm.py", tmp_path / "sp.py"
+    code, out, err = _run(capsys, "export", "causal(n=8)", "--to", "mask_mod", "--out", str(mm))
+    assert code == 0 and err == "" and out == f"wrote {mm} (Python source of mask_mod(b, h, q_idx, kv_idx))\n", out
+    assert "def mask_mod(" in mm.read_text()
+    code, out, err = _run(capsys, "export", "causal(n=8)", "--to", "splash", "--out", str(sp))
+    assert code == 0 and err == "" and out == f"wrote {sp} (Python building the splash mask)\n", out
+    assert "mask_lib.CausalMask" in sp.read_text()
+    for to in ("mask_mod", "splash"):
+        for extra in ([], ["--out", "-"]):
+            code, out, err = _run(capsys, "export", "causal(n=8)", "--to", to, *extra)
+            assert code == 0 and err == "" and "wrote" not in out and out.startswith(("import", "from")), out
 
 
 def test_export_splash_python_file_loads_its_array_from_its_own_folder(capsys, tmp_path, monkeypatch):
@@ -151,7 +169,11 @@ def test_export_splash_refuses_an_out_that_cannot_have_its_array_next_to_it(caps
         assert proc.returncode == 2 and b"--out '/dev/stdout': it is the command's stdout" in proc.stderr, proc.stderr
         assert (tmp_path / "x.py").read_text() == ""
         # a structured mask: its Python to the device
-        assert _run(capsys, "export", "causal(n=8)", "--to", "splash", "--out", "/dev/null") == (0, "", "")
+        assert _run(capsys, "export", "causal(n=8)", "--to", "splash", "--out", "/dev/null") == (
+            0,
+            "wrote /dev/null (Python building the splash mask)\n",
+            "",
+        )
         assert not any(os.path.exists(p) for p in created)
     finally:
         os.close(reader)

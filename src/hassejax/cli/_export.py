@@ -90,6 +90,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             from ..kernels import mask_mod_source
 
             _emit(args.out, mask_mod_source(mask, framework=args.framework))
+            _wrote(args.out, "Python source of mask_mod(b, h, q_idx, kv_idx)")
             return 0
         from ..kernels import mask_rule
 
@@ -182,9 +183,19 @@ def _cmd_export(args: argparse.Namespace) -> int:
         _emit(python, "\n".join(lines) + "\n")
         if python is not None and npy is not None:
             _print(f"wrote {python} (Python building the splash NumpyMask) and {npy} (its array, loaded by that path)")
+        elif npy is None:
+            _wrote(python, "Python building the splash mask")
         return 0
     except HassejaxError as err:
         raise _UsageError(str(err)) from None
+
+
+def _wrote(path: str | None, what: str) -> None:
+    """Say on stdout that `what` went to the file `path`, as ``--to npy`` does (the Python written to FILE.py was
+    silent). Nothing when it was printed (`path` None: no --out, or ``-``) or went through stdout or stderr
+    (``/dev/stdout``): the line would follow the source there."""
+    if path is not None and _stream_of(path) is None:
+        _print(f"wrote {path} ({what})")
 
 
 def _structured_only(splash) -> bool:
