@@ -270,6 +270,53 @@ def test_two_outputs_to_one_file_are_refused(capsys, tmp_path):
     assert not (tmp_path / "same").exists()
 
 
+def test_an_empty_output_path_is_refused_naming_its_option(capsys, tmp_path, monkeypatch):
+    """`--json ""` was refused as "it is a directory" (Path("") is the current folder): an empty path is refused as
+    such, naming the option, before the work, for every subcommand's outputs."""
+    from hassejax.cli import _analyze, _derive, _export, _tiles
+
+    def never(*args, **kwargs):
+        raise AssertionError("the command's work started")
+
+    work = {_analyze: "analyze", _derive: "derive", _export: "_kernel_mask", _tiles: "_kernel_mask"}
+    for module, name in work.items():
+        monkeypatch.setattr(module, name, never)
+    monkeypatch.chdir(tmp_path)
+    for argv, option, want in [
+        (["analyze", "causal(n=3)", "--json"], "--json", "a file path or '-'"),
+        (["analyze", "causal(n=3)", "--dot"], "--dot", "a file path or '-'"),
+        (["analyze", "causal(n=3)", "--png"], "--png", "a file path"),
+        (["derive", "autoregressive", "--n", "4", "--json"], "--json", "a file path or '-'"),
+        (["derive", "autoregressive", "--n", "4", "--png"], "--png", "a file path"),
+        (["export", "causal(n=4)", "--to", "mask_mod", "--out"], "--out", "a file path or '-'"),
+        (["export", "causal(n=4)", "--to", "npy", "--out"], "--out", "a file path or '-'"),
+        (["tiles", "causal(n=4)", "--json"], "--json", "a file path or '-'"),
+    ]:
+        rc, out, err = run(capsys, *argv, "")
+        assert rc == 2 and out == "" and err == f"hassejax: error: {option}: expected {want}, got an empty string\n", (
+            argv,
+            err,
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_two_outputs_to_a_character_device_are_written(capsys, tmp_path):
+    """`--json /dev/null --dot /dev/null` was refused as "the same file twice": a character device is not truncated by
+    the second output (nothing written there is lost), so both go there. Two outputs to one regular file, or to the
+    command's stdout through /dev/stdout, are still refused."""
+    rc, out, err = run(capsys, "analyze", "causal(n=3)", "--json", "/dev/null", "--dot", "/dev/null")
+    assert rc == 0 and err == "" and out.startswith("mask: causal(n=3)\n"), err
+    rc, out, err = run(capsys, "derive", "autoregressive", "--n", "4", "--json", "/dev/null")
+    assert rc == 0 and err == "", err
+    script = os.path.join(os.path.dirname(sys.executable), "hassejax")
+    report = tmp_path / "report.txt"
+    with open(report, "w") as fh:
+        argv = [script, "analyze", "causal(n=3)", "--json", "/dev/stdout", "--dot", "/dev/stdout"]
+        proc = subprocess.run(argv, stdout=fh, stderr=subprocess.PIPE, text=True)
+    assert proc.returncode == 2 and "--json and --dot name the command's stdout" in proc.stderr, proc.stderr
+    assert report.read_text() == ""
+
+
 def test_an_output_to_the_report_s_stream_is_written_after_it_not_over_it(tmp_path):
     """`analyze SPEC --json /dev/stdout > report.txt` opened /dev/stdout anew with mode "w": the JSON truncated the
     text report written there a moment before (a fresh user). A path that is the command's stdout (/dev/stdout, or the

@@ -34,7 +34,8 @@ dense routes (more key runs a row) start it.
 Text outputs (``--json``, ``--dot``, ``export``'s ``--out``): ``-`` writes that output to stdout instead of the
 text report (``analyze SPEC --json - | jq``); a path that is stdout itself (``/dev/stdout``, or the file stdout is
 redirected to) gets it after the report, through the stream, not reopened and truncated. Two outputs naming one file,
-or names that differ only in case (one file on macOS or Windows), are refused.
+or names that differ only in case (one file on macOS or Windows), or stdout twice, are refused; a character device
+such as ``/dev/null`` may take several (nothing written there is overwritten). An empty path is refused.
 
 JAX's persistent compilation cache is on by default (``~/.cache/hassejax/jax`` or
 ``$HASSEJAX_CACHE_DIR``; ``--no-compile-cache`` or ``HASSEJAX_COMPILE_CACHE=0`` turn it off):

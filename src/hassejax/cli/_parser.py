@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -104,18 +105,25 @@ def _check_output_paths(args: argparse.Namespace) -> None:
     Each path of :data:`_OUTPUT_OPTIONS` given must not be a directory and its folder must exist; an existing file must
     be writable, a new one's folder writable (an ``analyze`` at n = 1M ran for minutes and only then said "cannot
     write"). ``-`` and a path that is stdout or stderr itself (:func:`_stream_of`) are written through that stream;
-    ``--png`` is refused there (a picture in the text report's stream). Two outputs may not name one file, nor names
-    that differ only in case (one file on a case-insensitive file system: macOS, Windows). Checked on the file system
-    alone: no file is created, and no JAX is imported.
+    ``--png`` is refused there (a picture in the text report's stream). An empty path is refused as such (``Path("")``
+    is the current folder: it said "it is a directory"). Two outputs may not name one file, nor names that differ only
+    in case (one file on a case-insensitive file system: macOS, Windows), nor stdout or stderr twice; a character
+    device other than those streams (``/dev/null``) may take several: writing there truncates nothing an earlier
+    output wrote. Checked on the file system alone: no file is created, and no JAX is imported.
     """
     seen: dict[str, tuple[str, str]] = {}
     for dest, option in _OUTPUT_OPTIONS.items():
         path = getattr(args, dest, None)
         if path is None:
             continue
+        if path == "":
+            what = "a file path" if option == "--png" else "a file path or '-'"  # (--png refuses '-')
+            raise _UsageError(f"{option}: expected {what}, got an empty string")
         stream = _stream_of(path)
         if stream is None:
             _check_output_path(path, option)
+            if _is_character_device(path):  # /dev/null twice: nothing overwritten (it was "the same file twice")
+                continue
             key = os.path.realpath(path)
         elif option == "--png":
             raise _UsageError(f"--png {path!r}: it is the command's {stream}, where the text goes; give a file name")
@@ -131,6 +139,14 @@ def _check_output_paths(args: argparse.Namespace) -> None:
                 "file system (macOS, Windows), where the second would overwrite the first; give each its own name"
             )
         seen[key] = (option, path)
+
+
+def _is_character_device(path: str) -> bool:
+    """Whether `path` exists and is a character device (``/dev/null``, a terminal), which no write truncates."""
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _check_output_path(path: str, option: str) -> None:
@@ -176,7 +192,9 @@ def _add_analyze(subparsers) -> None:
     )
     p.add_argument(
         "mask_spec", metavar="MASK_SPEC",
-        help="e.g. 'sliding_window(n=16, left=2)' (also 'butterfly_mask(n=8)', 'block_two_stream_mask(...)') or a .npy file",
+        help="e.g. 'sliding_window(n=16, left=2)' (also 'butterfly_mask(n=8)', 'block_two_stream_mask(...)') or a .npy file; "
+        "window sizes beyond n are capped at n, chunk, block, prefix and sink sizes beyond n are refused "
+        "(hassejax.masks.from_spec lists which)",
     )  # fmt: skip
     p.add_argument(
         "--layers", type=_positive_int, nargs="+", metavar="L",

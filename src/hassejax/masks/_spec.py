@@ -95,6 +95,16 @@ def from_spec(text: str, *, form: Literal["dense", "intervals"] = "dense") -> Bo
     result is an :class:`~hassejax.masks.IntervalMask` and no ``(n, n)`` array is made at
     any point: long-context specs (``n = 1,048,576``) take well under a second.
 
+    Sizes beyond the sequence: a window is capped at `n` (a wider one means the same on `n`
+    positions), so ``sliding_window``'s `left` and `right`, ``dilated``'s `window` and
+    `dilation` and ``global_sliding``'s `window` take any integer in range below (``>= 0``,
+    `dilation` ``>= 1``): ``sliding_window(n=8, left=1000000)`` is ``causal(n=8)``. The sizes
+    that cut the sequence into parts are refused beyond it (a :class:`~hassejax.errors.MaskError`
+    naming the range): ``prefix_lm``'s `prefix`, ``attention_sinks``' `num` and
+    ``xlnet_two_stream``'s `context` must lie in `[0, n]`; ``block_causal``'s and
+    ``block_diffusion``'s `block_size` and ``chunked_causal``'s `chunk` in `[1, n]`;
+    ``natten_2d``'s `kernel_h` and `kernel_w` at most `height` and `width`.
+
     **Arguments:**
 
     - `text`: the specification string.
