@@ -37,15 +37,15 @@ def _diagram(task):
 
 
 def _equivalence_classes(tasks):
-    """Independent equivalence (spec §2, as merged): two nodes are one merged node iff they hold the same inputs and
-    the same merged nodes lie strictly below them (all of them, by networkx's descendants, not the covers), computed
-    from the bottom up over every task's diagram; the number of merged nodes."""
+    """Independent equivalence (spec §2, as merged): two nodes are one merged node iff they hold the same inputs (token
+    and stream) and the same merged nodes lie strictly below them (all of them, by networkx's descendants, not the
+    covers), computed from the bottom up over every task's diagram; the number of merged nodes."""
     ids: dict[tuple, int] = {}
     for task in tasks:
         nodes, red = _diagram(task)
         cls = {}
         for c in reversed(list(nx.topological_sort(red))):  # edges run upper -> lower: lower nodes first
-            inputs = tuple(sorted(map(str, (task.inputs[s] for s in nodes[c]))))
+            inputs = tuple(sorted((str(task.inputs[s]), task.streams[s]) for s in nodes[c]))
             below = frozenset(cls[d] for d in nx.descendants(red, c))
             cls[c] = ids.setdefault((inputs, below), len(ids))
     return len(ids)
@@ -284,22 +284,20 @@ def test_interchangeable_copies_are_matched_not_paired_by_index():
 
 
 def _brute_force_labels(tasks):
-    """Independent search: the merged slots come from the unlabelled merge without streams; every source slot may go to
-    any merged slot of its merged node holding its input, bijectively per (task, class, input) (the classes by
-    networkx). Per set of merged slots (the groups mapping onto it): where the groups hold the same streams (as a
-    multiset), the first pick pairs the copies by index at the indices where every group has the same stream and by
-    (stream, order within the stream) at the others, and each stream is a set of its own (no merged slot gets copies
-    of two streams); where they hold different streams, the first pick is the index pairing. When the first pick
-    gives each slot of a set at most one target it is the answer, else every assignment of the set is searched.
-    Returns `(best, paired, kept)`: `best` is None when some set has no assignment giving each merged slot at most
-    one target, "sound" when a set whose groups hold different streams needs the search (the merge then only permutes
-    copies among indices whose streams agree in every group: a sound result or a refusal), else the number of
-    labelled merged slots (the fewest where the first pick conflicts); `paired`: whether the first pick is consistent
-    everywhere; `kept`: the source slots (task, slot) whose merged slot must have their stream."""
+    """Independent search: the merged slots come from the unlabelled merge (its nodes checked against
+    :func:`_equivalence_classes` by the caller); every source slot may go to any merged slot of its merged node holding
+    its input, bijectively per (task, class, input) (the classes by networkx). Per set of merged slots (the groups
+    mapping onto it; they hold the same streams as a multiset, the stream being part of node equivalence), the first
+    pick pairs the copies by index at the indices where every group has the same stream and by (stream, order within
+    the stream) at the others, and each stream is a set of its own (no merged slot gets copies of two streams). When
+    the first pick gives each slot of a set at most one target it is the answer, else every assignment of the set is
+    searched. Returns `(best, paired)`: `best` is None when some set has no assignment giving each merged slot at most
+    one target, else the number of labelled merged slots (the fewest where the first pick conflicts); `paired`:
+    whether the first pick is consistent everywhere."""
     import itertools
     from collections import Counter
 
-    bare = merge_tasks([Task(t.inputs, t.mask) for t in tasks])
+    bare = merge_tasks([Task(t.inputs, t.mask, streams=t.streams) for t in tasks])
     sets = {}  # per set of merged slots, its groups: (task, source slots in slot order)
     for t_idx, task in enumerate(tasks):
         nodes, _ = _diagram(task)
@@ -310,7 +308,7 @@ def _brute_force_labels(tasks):
             for slots in by_token.values():
                 targets = tuple(sorted({int(bare.slot_map[t_idx][s]) for s in slots}))
                 assert len(targets) == len(slots)
-                assert [int(bare.slot_map[t_idx][s]) for s in slots] == list(targets)  # index pairing, unlabelled
+                assert sorted(bare.streams[m] for m in targets) == sorted(task.streams[s] for s in slots)
                 sets.setdefault(targets, []).append((t_idx, slots))
 
     def labelled(pick):
@@ -334,19 +332,10 @@ def _brute_force_labels(tasks):
         found = [n for pick in itertools.product(*options) if (n := labelled(pick)) is not None]
         return (min(found) if found else None), False
 
-    total, paired, kept = 0, True, set()
+    total, paired = 0, True
     for targets, groups in sets.items():
         streams = [[tasks[t_idx].streams[s] for s in slots] for t_idx, slots in groups]
-        if any(Counter(seq) != Counter(streams[0]) for seq in streams):  # different streams: no pick keeps them all
-            best, ok = solve(groups, targets, [targets] * len(groups))
-            if best is None:
-                return None, False, kept
-            paired &= ok
-            total = total if ok else "sound"
-            if total != "sound":
-                total += best
-            continue
-        kept |= {(t_idx, s) for t_idx, slots in groups for s in slots}
+        assert all(Counter(seq) == Counter(streams[0]) for seq in streams)
         # the first pick: at an index where all groups have one stream that index, else (stream, order among the
         # copies of that stream at the other indices), placed where the first group has it
         agree = [len({seq[k] for seq in streams}) == 1 for k in range(len(targets))]
@@ -360,11 +349,10 @@ def _brute_force_labels(tasks):
             first = [tuple(slot_of[bucket(seq, k)] for k, y in enumerate(seq) if y == x) for seq in streams]
             best, ok = solve(sub, tuple(sorted(first[0])), first)
             if best is None:
-                return None, False, kept
+                return None, False
             paired &= ok
-            if total != "sound":
-                total += best
-    return total, paired, kept
+            total += best
+    return total, paired
 
 
 @st.composite
@@ -425,31 +413,24 @@ def test_merge_labels_agree_with_a_brute_force_matching(specs):
 
 
 def _check_against_brute_force(tasks):
-    best, paired, kept = _brute_force_labels(tasks)
+    best, paired = _brute_force_labels(tasks)
     if best is None:
         with pytest.raises(LabelConflictError):
             merge_tasks(tasks)
         return
-    if best == "sound":  # a set whose groups hold different streams needs a search: a refusal may be right
-        try:
-            merged = merge_tasks(tasks)
-        except LabelConflictError:
-            return
-    else:
-        merged = merge_tasks(tasks)
+    merged = merge_tasks(tasks)
     plain = merge_tasks([Task(t.inputs, t.mask, streams=t.streams) for t in tasks])
     assert merged.n == plain.n and np.array_equal(merged.mask, plain.mask) and merged.streams == plain.streams
-    for t_idx, (task, smap) in enumerate(zip(tasks, merged.slot_map)):
+    assert int(merged.node.max()) + 1 == _equivalence_classes(tasks)  # the merged nodes, streams included
+    for task, smap in zip(tasks, merged.slot_map):
         for s in range(task.n):
             assert merged.inputs[smap[s]] == task.inputs[s]
+            assert merged.streams[smap[s]] == task.streams[s]  # no copy loses its stream
             if task.labels[s] is not None:
                 assert merged.labels[smap[s]] == task.labels[s]
-            if (t_idx, s) in kept:  # its group's streams agree as a multiset: no copy loses its stream
-                assert merged.streams[smap[s]] == task.streams[s]
     # the first pick (by index, by stream where the streams disagree) where it is consistent, else no target carried
     # twice where once suffices
-    if best != "sound":
-        assert sum(y is not None for y in merged.labels) == best
+    assert sum(y is not None for y in merged.labels) == best
     if paired:  # exactly the unlabelled merge's slot map (as before matching existed)
         assert all(np.array_equal(a, b) for a, b in zip(merged.slot_map, plain.slot_map))
 
@@ -532,9 +513,9 @@ def test_copies_listed_in_different_stream_orders_are_paired_by_stream():
     b = Task([w(3), w(3)], full, labels=[w(1), w(2)], streams=["B", "A"])
     with pytest.raises(LabelConflictError, match="different targets w1 and w2"):
         merge_tasks([a, b])
-    # groups holding different streams ([A, A] and [B, A]) cannot all keep theirs: the index pairing, as before
+    # nodes holding different streams ([A, A] and [B, A]) are two merged nodes (tests/tasks/test_merge_streams.py)
     a = Task([w(3), w(3)], full, labels=[w(1), None], streams=["A", "A"])
     b = Task([w(3), w(3)], full, labels=[None, w(2)], streams=["B", "A"])
     merged = merge_tasks([a, b])
-    assert merged.streams == ("A", "A") and merged.labels == (w(1), w(2))
-    assert [s.tolist() for s in merged.slot_map] == [[0, 1], [0, 1]]
+    assert merged.streams == ("A", "A", "A", "B") and merged.labels == (w(1), None, w(2), None)
+    assert [s.tolist() for s in merged.slot_map] == [[0, 1], [3, 2]]

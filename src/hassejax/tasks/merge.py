@@ -30,7 +30,13 @@ def node_signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], dict[tuple
     `sig(c) = (sorted inputs of c, sorted tuple of the maximal sig-ids among the nodes c covers)`,
     computed in topological order and interned to integer ids, so two nodes (of the same or of
     different tasks) are equivalent (Li & Guo, Def. 3.5) iff their ids are equal: iff they hold
-    the same inputs and have the same merged nodes strictly below them. The inputs form a multiset
+    the same inputs and have the same merged nodes strictly below them. An input is a
+    ``(token, stream)`` pair: spec hasse.md §2 has equivalence ignore the stream tag "except where
+    inputs coincide", i.e. two copies of one token in different streams are different inputs (in
+    the spec's families, Butterfly's `F_j` and `B_j`, the structure already separates them, so
+    the stream changes no merged node there). Otherwise equivalent nodes holding a token in
+    different streams (``[A, A]`` and ``[B, A]``) would merge into one node whose slots cannot keep
+    every copy's stream. The inputs form a multiset
     (a class holding a token twice keeps both); the covered ids are taken as a *set* of its
     maximal elements in the merged order, where spec hasse.md §2 writes a multiset of all of them.
     The merge identifies equivalent nodes within one task too, and after that two equal covered
@@ -44,7 +50,8 @@ def node_signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], dict[tuple
     - `tasks`: sequence of :class:`~hassejax.tasks.Task`.
 
     **Returns:** `(ids, table)`: `ids[t]` is an int array of shape `(n_t,)` giving the signature
-    id of the node of every slot of task `t`; `table` maps each signature to its id (ids
+    id of the node of every slot of task `t`; `table` maps each signature
+    ``(((token, stream), ...), (covered id, ...))`` to its id (ids
     are assigned in a topological order of the merged diagram: a node's covered signatures
     have smaller ids).
     """
@@ -62,7 +69,7 @@ def _signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], list[np.ndarra
         st = task.structure()
         node_sig = np.empty(len(st.members), dtype=np.int64)
         for a, mem in enumerate(st.members):  # ids are topological: covered nodes come first
-            inputs = tuple(sorted((task.inputs[s] for s in mem), key=token_sort_key))
+            inputs = tuple(sorted(((task.inputs[s], task.streams[s]) for s in mem), key=_input_sort_key))
             covered = {int(node_sig[b]) for b in np.flatnonzero(st.cover[a])}
             # the maximal covered ids: one below another covered id after the merge adds nothing
             below = tuple(sorted(c for c in covered if not any(c in ancestors[o] for o in covered)))
@@ -74,6 +81,11 @@ def _signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], list[np.ndarra
         slot_ids.append(node_sig[st.node])
         local_nodes.append(np.asarray(st.node))
     return slot_ids, local_nodes, table
+
+
+def _input_sort_key(item: tuple[Token, str]) -> tuple:
+    """A total order on the ``(token, stream)`` inputs of a signature."""
+    return (token_sort_key(item[0]), item[1])
 
 
 class MergedTask(Task):
@@ -137,7 +149,14 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     Takes the disjoint union of the tasks' Hasse diagrams, identifies equivalent nodes (equal
     :func:`node_signatures`), keeps the union of their covering edges and expands every merged
     node into one slot per input. Every node keeps its ancestor set exactly (no leak, no
-    extra context), and no common supergraph has fewer nodes. Equivalent nodes of one and
+    extra context), and no common supergraph that keeps every slot's stream has fewer nodes.
+    Node equivalence takes the stream into account (spec hasse.md §2: equivalence ignores the
+    stream tag "except where inputs coincide"): an input is a (token, stream) pair, so nodes
+    holding a token's copies in different streams (``[A, A]`` in one task, ``[B, A]`` in another,
+    or ``[A, B]`` and ``[C, D]``) are distinct merged nodes, with distinct nodes above them, and no
+    copy's stream is dropped or renamed. Where every token has one stream across equivalent
+    nodes (the autoregressive, Block Two-Stream and Butterfly families) this is exactly the
+    merge that ignores streams. Equivalent nodes of one and
     the same task (equal inputs over equal structure, e.g. a repeated independent token)
     are identified too: their slots map to the same merged slots. The `k`-th copy of an input
     in a source node maps to the `k`-th merged slot holding it in its merged node where the
@@ -147,6 +166,12 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     slot two targets are the copies (interchangeable when they also have the same stream)
     matched to the merged slots so that the targets agree whenever such a matching makes them
     agree (a merged slot carries the target of every source slot mapped to it).
+
+    The merge does not depend on the order of `tasks` up to the slot order: with the same
+    `stream_order`, every order gives the same inputs and streams slot by slot, and the same
+    mask and targets up to a permutation of slots of one merged node holding the same input and
+    stream (node ids and slot maps follow), or the same error. The default `stream_order`
+    follows the order of `tasks`.
 
     **Arguments:**
 
@@ -189,6 +214,13 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     >>> m = merge_tasks([a, b])
     >>> m.streams, [str(y) for y in m.labels], [s.tolist() for s in m.slot_map]
     (('A', 'B'), ['w1', 'w2'], [[0, 1], [1, 0]])
+
+    Copies holding different streams (``[A, A]`` and ``[B, A]``) are two merged nodes; no stream is lost:
+
+    >>> b = Task([w(3), w(3)], np.ones((2, 2), bool), labels=[w(2), None], streams=["B", "A"])
+    >>> m = merge_tasks([Task([w(3), w(3)], np.ones((2, 2), bool), streams=["A", "A"]), b])
+    >>> m.streams, m.node.tolist(), [s.tolist() for s in m.slot_map]
+    (('A', 'A', 'A', 'B'), [0, 0, 1, 1], [[0, 1], [3, 2]])
     """
     tasks = tuple(tasks)
     if not tasks or not all(isinstance(t, Task) for t in tasks):
@@ -227,7 +259,7 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     merged_node: list[int] = []
     for sig_id, (inputs, _) in enumerate(sigs):
         seen: dict[Token, int] = {}
-        for tok in inputs:
+        for tok, _ in inputs:  # the k-th copy of tok, whatever its stream (_match_slots gives the streams)
             k = seen.get(tok, 0)
             seen[tok] = k + 1
             slot_of[(sig_id, tok, k)] = len(merged_inputs)
@@ -287,11 +319,10 @@ def _match_slots(
     ``Σ_y max_g n_g(y) <= d``; then `max_g n_g(y)` of its merged slots carry `y` (targets in
     token order, the unlabelled slots last), each group's copies labelled `y` go to those slots
     and its other copies fill the rest in order. So ``[w3 → w1, w3]`` with ``[w3 → w2, w3]`` in
-    one class merges to ``(w1, w2)``, where pairing by index refused it. The matching is exact
-    when all groups hold the same streams (as a multiset; after the alignment they have the same
-    stream at each index), in particular with a single stream; where their streams differ as
-    multisets no pairing keeps every stream, the index pairing is kept (as before the alignment)
-    and the matching only permutes copies among indices whose streams agree in every group.
+    one class merges to ``(w1, w2)``, where pairing by index refused it. The matching is exact:
+    all groups of a merged node hold a token in the same streams (as a multiset; the stream is part
+    of the node signature), so after the alignment they have the same stream at each index and
+    every merged slot gets the stream of all copies mapped to it.
     Linear in the number of source slots.
 
     **Raises:** :class:`~hassejax.errors.LabelConflictError` when no consistent labelling exists,
@@ -346,9 +377,9 @@ def _align_streams(tasks: Sequence[Task], rows: list[tuple[int, list[int]]]) -> 
     Where every group has the same stream at index `k` its copies stay at `k` (the index pairing). Where the groups
     list their streams in different orders (``[A, B]`` and ``[B, A]``) but hold the same streams as a multiset, the
     copies at the other indices are paired by (stream, order within the stream among those indices): the `j`-th such
-    copy of stream `A` of every group goes to the index of the `j`-th one of the first group. Groups whose streams
-    differ as multisets cannot all keep their streams: they are returned unchanged (the index pairing, as before).
-    Linear in ``c * len(rows)``; the list `rows` itself when nothing moves.
+    copy of stream `A` of every group goes to the index of the `j`-th one of the first group. All groups hold the same
+    streams as a multiset: the stream is part of every input of a node signature (:func:`node_signatures`), so groups
+    of one merged node never differ there. Linear in ``c * len(rows)``; the list `rows` itself when nothing moves.
 
     **Returns:** a list like `rows`, each group's slots a permutation of its own. **Example:** streams ``[A, A, B]``
     and ``[B, A, A]``: index 1 holds `A` in both and stays; the second group's copies at 0 (`B`) and 2 (`A`) swap, so
@@ -361,8 +392,8 @@ def _align_streams(tasks: Sequence[Task], rows: list[tuple[int, list[int]]]) -> 
     if all(st == first for st in streams[1:]):
         return rows  # the index pairing holds one stream at every index
     count = Counter(first)
-    if any(Counter(st) != count for st in streams[1:]):
-        return rows
+    if any(Counter(st) != count for st in streams[1:]):  # the stream is part of the node signature
+        raise AssertionError("equivalent nodes hold one token in different streams")  # pragma: no cover
     agree = [all(st[k] == x for st in streams[1:]) for k, x in enumerate(first)]
     place: dict[tuple[str, int], int] = {}  # (stream, order among the disagreeing copies) -> index in the first group
     seen: Counter = Counter()

@@ -2,9 +2,10 @@
 
 A task has `n` slots. Slot `s` holds an input token ``inputs[s]`` (a :class:`Token`: a
 hashable symbol and a position id), an optional target ``labels[s]`` (a :class:`Token`
-or ``None``), and a presentation tag ``streams[s]`` (used only to order the slots of a
-merged task). The task's own mask ``mask[p, q]`` (row = query slot `p`, column = key slot
-`q`, True = may attend) mirrors the computation the task stands for.
+or ``None``), and a tag ``streams[s]`` (used to order the slots of a merged task, and to
+keep copies of one token in different streams apart when tasks are merged). The task's own
+mask ``mask[p, q]`` (row = query slot `p`, column = key slot `q`, True = may attend) mirrors
+the computation the task stands for.
 
 Source: C. Li, H. Guo, "Hasse Diagrams for Attention", arXiv:2606.09951 (2026), §3
 (paper); spec hasse.md §2 (the precise definitions used here).
@@ -130,8 +131,9 @@ class Task:
       attend to slot `q` (key). The residual diagonal is implied (spec §1.1).
     - `labels`: the target of each slot: a sequence of `n` entries (Token or None), or a
       mapping `{slot: Token}`; default: no labels.
-    - `streams`: presentation tag per slot (e.g. ``"content"``, ``"query"``), default all
-      ``"content"``; used only to order the slots of a merged task.
+    - `streams`: stream tag per slot (e.g. ``"content"``, ``"query"``), default all
+      ``"content"``; used to order the slots of a merged task, and a part of every input in node
+      equivalence (copies of one token in different streams are not merged; spec hasse.md §2).
     - `sources`: mapping from an aggregated input token to the tuple of sequence tokens it is
       built from (e.g. ``Token("agg", 3) -> (Token("w", 2), Token("w", 4))``), used by the
       leakage audit; tokens not in the mapping are their own source (mask tokens carry
