@@ -173,17 +173,48 @@ def _build_runner(
 
 
 def _pad_rows(leaf, total: int):
-    """Pad the leading axis to `total` rows by repeating the last row.
-
-    A host (NumPy) leaf is padded and later sliced into chunks on the host, a device array on
-    its device: no eager device operation (each would compile a small program per shape) for
-    inputs that are still on the host.
-    """
+    """Pad the leading axis to `total` rows by repeating the last row (one leaf; see :func:`_pad_leaves`)."""
     xp = jnp if isinstance(leaf, jax.Array) else np
     extra = total - leaf.shape[0]
     if extra == 0:
         return leaf
     return xp.concatenate([leaf, xp.repeat(leaf[-1:], extra, axis=0)], axis=0)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _pad_device_leaves(leaves: list, total: int) -> list:
+    """:func:`_pad_rows` of every leaf in one compiled program (eagerly, each leaf's concatenate and repeat compiled
+    a small program of its own for each new batch size)."""
+    return [_pad_rows(leaf, total) for leaf in leaves]
+
+
+def _pad_leaves(leaves: list, total: int) -> list:
+    """Every leaf padded to `total` rows by repeating its last row.
+
+    Host (NumPy) leaves are padded, and later sliced into chunks, on the host; device arrays on their device, all in
+    one compiled program per batch size (:func:`_pad_device_leaves`), not one eager program per leaf and operation.
+    """
+    leaves = [leaf if isinstance(leaf, jax.Array) else np.asarray(leaf) for leaf in leaves]
+    on_device = [k for k, leaf in enumerate(leaves) if isinstance(leaf, jax.Array) and leaf.shape[0] != total]
+    if on_device:
+        padded = _pad_device_leaves([leaves[k] for k in on_device], total)
+        for k, leaf in zip(on_device, padded):
+            leaves[k] = leaf
+    return [_pad_rows(leaf, total) if not isinstance(leaf, jax.Array) else leaf for leaf in leaves]
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _device_chunks(leaves: list, chunk: int, n_chunks: int) -> list:
+    """The `n_chunks` chunks of `chunk` rows of every (padded) device leaf, in one compiled program per layout
+    (eager slices compile one small program per leaf shape and start)."""
+    return [[leaf[k * chunk : (k + 1) * chunk] for leaf in leaves] for k in range(n_chunks)]
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _merge_strip(outputs: tuple, B: int):
+    """The chunks' outputs concatenated along the member axis and cut to the `B` real members, one compiled program
+    per layout (eagerly: a concatenate and a slice per output leaf, each its own program)."""
+    return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0)[:B], *outputs)
 
 
 def _check_compiler_options(options) -> None:
@@ -330,7 +361,7 @@ def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc
     mine, n = _processes.local_share(ordered, B, check=cost is None)  # (ordered, B) with one process
     chunk, n_chunks, total = _layout(n, planned, devs)
     leaves, treedef = jax.tree_util.tree_flatten(mine)
-    leaves = [_pad_rows(leaf if isinstance(leaf, jax.Array) else np.asarray(leaf), total) for leaf in leaves]
+    leaves = _pad_leaves(leaves, total)
     layout = _ChunkLayout(chunk, n_chunks, n, devs, chunk_size, planned)
     _check_chunk_memory(run, sharding, leaves, treedef, layout, estimates)  # before any chunk reaches a device
     out = _execute(run, sharding, leaves, treedef, n, chunk, n_chunks, total, progress, desc)
@@ -507,10 +538,17 @@ def _execute(run, sharding, leaves, treedef, B, chunk, n_chunks, total, progress
     """Dispatch the padded chunks one after the other (the next before the previous is waited for), merge, strip."""
     outputs = []
     bar = tqdm(total=B, desc=desc, unit="member", disable=(not progress) or n_chunks == 1 or progress_off())
+    device = [k for k, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
+    if device and n_chunks > 1:  # one program slices every device leaf; host leaves are sliced by NumPy
+        sliced = _device_chunks([leaves[k] for k in device], chunk, n_chunks)
     try:
         pending = None
         for k in range(n_chunks):
-            part = [leaf[k * chunk : (k + 1) * chunk] for leaf in leaves]
+            part = list(leaves)
+            if n_chunks > 1:
+                part = [None if isinstance(leaf, jax.Array) else leaf[k * chunk : (k + 1) * chunk] for leaf in leaves]
+                for j, idx in enumerate(device):
+                    part[idx] = sliced[k][j]
             if sharding is not None:
                 part = jax.device_put(part, sharding)
             out = run(jax.tree_util.tree_unflatten(treedef, part))  # dispatched asynchronously
@@ -523,13 +561,9 @@ def _execute(run, sharding, leaves, treedef, B, chunk, n_chunks, total, progress
         bar.update(pending[1])
     finally:
         bar.close()
-    if n_chunks == 1:
-        merged = outputs[0]
-    else:
-        merged = jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=0), *outputs)
-    if total == B:
-        return merged
-    return jax.tree_util.tree_map(lambda x: x[:B], merged)
+    if n_chunks == 1 and total == B:
+        return outputs[0]
+    return _merge_strip(tuple(outputs), B)
 
 
 def sweep(
@@ -699,7 +733,7 @@ def sweep_program(
     chunk, _, total = _layout(n, chunk_size, devs)
     run, sharding = _build_runner(fn, devs, compiler_options)
     leaves, treedef = jax.tree_util.tree_flatten(batch_params)
-    part = [_pad_rows(jnp.asarray(leaf), total)[:chunk] for leaf in leaves]
+    part = [leaf[:chunk] for leaf in _pad_leaves([jnp.asarray(leaf) for leaf in leaves], total)]
     if sharding is not None:
         part = jax.device_put(part, sharding)
     return run.lower(jax.tree_util.tree_unflatten(treedef, part))
