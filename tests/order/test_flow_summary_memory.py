@@ -73,8 +73,8 @@ def test_quotient_order_stage_needs_no_n_by_n_work(monkeypatch):
     monkeypatch.setattr(hassejax.order.hasse.HasseDiagram, "from_reachability", refused)
     monkeypatch.setattr(hassejax.order.poset, "quotient_order", refused)
     calls = []
-    core = hassejax.order.poset._classes_core
-    monkeypatch.setattr(hassejax.order.poset, "_classes_core", lambda *a: calls.append(1) or core(*a))
+    core = hassejax.order.poset._row_classes
+    monkeypatch.setattr(hassejax.order.poset, "_row_classes", lambda *a: calls.append(1) or core(*a))
     s = flow_summary(mask, method="bitpacked")
     assert len(calls) == 1  # the classes found once
     assert (s.num_classes, s.depth, s.width, s.num_hasse_edges) == (2, 1, 2, 0)  # two chains of parity classes

@@ -28,8 +28,6 @@ Designing Transformer Masks", arXiv:2606.09951 (2026) (paper); spec hasse.md §1
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -56,22 +54,31 @@ __all__ = ["classes", "quotient_order", "cover_matrix", "longest_chain", "width"
 # ---------------------------------------------------------------------------- classes
 
 
-@functools.partial(jax.jit, static_argnames="check")
-def _classes_core(r, check):
-    n = r.shape[-1]
-    violations = _preorder_violations(r) if check else (jnp.zeros((), jnp.int32),) * 2
-    mutual = r & r.T
-    # Smallest member of each position's class (the diagonal is set, so argmax finds one).
-    rep = jnp.argmax(mutual, axis=1).astype(jnp.int32)
-    # Size of the down-set (reach set) of each position. If [j] < [i], the reach set of j is a
-    # strict subset of that of i, so sorting by (count, smallest member) is topological.
-    count = jnp.sum(r, axis=1, dtype=jnp.int32)
-    perm = jnp.lexsort((rep, count))
-    rep_sorted = rep[perm]
-    starts = jnp.concatenate([jnp.ones((1,), dtype=bool), rep_sorted[1:] != rep_sorted[:-1]])
-    ids_sorted = jnp.cumsum(starts, dtype=jnp.int32) - 1
-    labels = jnp.zeros((n,), dtype=jnp.int32).at[perm].set(ids_sorted)
-    return labels, jnp.sum(starts, dtype=jnp.int32), violations
+@jax.jit
+def _violations_core(r):
+    """The preorder check's violation counts of a padded relation (one compiled program per bucket size)."""
+    return _preorder_violations(r)
+
+
+def _row_classes(r) -> tuple[np.ndarray, int]:
+    """Classes of a preorder as its groups of identical rows, numbered by (reach-set size, smallest member).
+
+    In a preorder `i ~ j` iff rows `i` and `j` are equal: a class's members reach the same set (transitivity), and
+    equal rows put `i` in the row of `j` and `j` in the row of `i` (reflexivity), i.e. `R[j, i] and R[i, j]`. Rows
+    are compared packed to bits on the host (``np.unique`` of `n` rows of `n/8` bytes); no `n × n` transpose. If
+    `[j] < [i]` the reach set of `j` is a strict subset of that of `i`, so sorting by (size, smallest member) is
+    topological. Linear in `n²/8` bytes plus the sort. (derived)
+    """
+    rb = np.asarray(r, dtype=bool)
+    packed = np.packbits(rb, axis=1)
+    rows = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    count = np.count_nonzero(rb, axis=1)[first]  # reach-set size of each group
+    order = np.lexsort((first, count))  # groups by (size, smallest member)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inverse].astype(np.int32), int(order.size)
 
 
 def classes(reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> tuple[Int[Array, " n"], int]:
@@ -100,8 +107,10 @@ def classes(reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> tuple[Int[A
     or not transitive; the message shows a violating entry. :class:`~hassejax.errors.MemoryBudgetError` (naming
     `reach`) if the work would not fit in the free memory, estimated from its shape before anything is copied.
 
-    Not traceable (it returns a Python int); the work runs as one jitted computation with
-    fixed shapes, `O(n²)` plus the optional `O(n³)` check.
+    Not traceable (it returns a Python int). The classes are the groups of equal rows (equal
+    reach sets, which in a preorder is mutual reachability), compared packed to bits on the host:
+    `O(n²)` plus a sort of `n` rows of `n/8` bytes; the optional `O(n³)` check is one jitted
+    computation with fixed bucket shapes.
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.5; the topological
     numbering by reach-set size is (derived).
@@ -111,16 +120,12 @@ def classes(reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> tuple[Int[A
 
 def _classes(reach, check: bool, name: str) -> tuple[Array, int]:
     """:func:`classes`, its errors naming `name` (``"mask"`` for :func:`~hassejax.order.flow_summary`'s closure)."""
-    # copies, r & r.T and (with check) the float32 matmul: two casts, the product, a bool
+    # the copy, its host copy and packed rows and (with check) the float32 matmul: two casts, the product, a bool
     r = as_mask(reach, name, batched=False, memory=_memory(name, "the classes", 17 if check else 5), concrete="classes")
-    n = r.shape[-1]
-    # "top" padding: the extra positions reach everything and form one class that sorts last.
-    rp = _pad_square(r, _bucket(n), "top")
-    labels, num, violations = _classes_core(rp, check)
-    if check:
-        _check_preorder(r, violations, name)
-    num = int(num) - (rp.shape[-1] > n)
-    return _unpad(labels, n), num
+    if check:  # "top" padding: the extra positions reach everything (reflexive, transitive: no violation)
+        _check_preorder(r, _violations_core(_pad_square(r, _bucket(r.shape[-1]), "top")), name)
+    labels, num = _row_classes(r)
+    return jnp.asarray(labels, dtype=jnp.int32), num
 
 
 # --------------------------------------------------------------------- quotient order
