@@ -141,8 +141,8 @@ def _flow_summary_bytes(
     Every stage holds the dense mask (a copy made here when `densify`: an IntervalMask's) and, after the first,
     its closure ``R``; each adds its own peak: the closure ``R`` and ``R^(L)`` for the `layers` ``2 <= L < n - 1``
     (the route's estimate with ``nnz`` nonzeros of ``M | I`` and the input copies, as :func:`reachability`'s),
-    ``L*`` (:func:`convergence_depth`'s), the classes (a copy of ``R``, ``R.T``, ``R & R.T`` and the sort's
-    temporaries: six bytes an entry, 5.4 measured at n = 16384) and the quotient order of at most
+    ``L*`` (:func:`convergence_depth`'s), the classes (a copy of ``R``, its host copy, the rows packed to bits and
+    their sorted copy: three bytes an entry) and the quotient order of at most
     ``min(n, quotient_limit, QUOTIENT_LIMIT)`` classes with its covers (15 bytes an entry of the ``(C, C)`` quotient; a
     larger quotient is checked by its stage, sized by the classes found). The up-front check of the whole call: the
     stages' own checks saw only their stage (a fresh user's bit-packed ``n = 16384`` estimated 1.84 GiB for
@@ -164,7 +164,7 @@ def _flow_summary_bytes(
     stages = {
         "the closure R": held + copies + closure,
         "L*": held + entries + copies + depth,
-        "the classes": held + entries + 6 * entries,
+        "the classes": held + entries + 3 * entries,
         "the quotient order": held + entries + 8 * n + 15 * c * c,
     }
     if any(2 <= num < n - 1 for num in layers):
