@@ -519,3 +519,153 @@ def test_copies_listed_in_different_stream_orders_are_paired_by_stream():
     merged = merge_tasks([a, b])
     assert merged.streams == ("A", "A", "A", "B") and merged.labels == (w(1), None, w(2), None)
     assert [s.tolist() for s in merged.slot_map] == [[0, 1], [3, 2]]
+
+
+def test_ties_between_merged_nodes_do_not_follow_the_task_order():
+    """Issue: slots of two merged nodes holding the same input and stream were ordered by the interned node id, which
+    follows the task order, so the mask and targets changed with it ([Y, Z]: labels [None, w9, None], [Z, Y]:
+    [None, None, w9], each with its own mask). The tie is broken by a canonical key of the node (its inputs and the
+    nodes below it), so every order gives the same merge slot by slot."""
+    a1, b2, w9 = Token("a", 1), Token("b", 2), Token("w", 9)
+    y = Task([a1, b2], np.tril(np.ones((2, 2), bool)), labels=[None, w9])
+    z = Task([b2], np.ones((1, 1), bool))
+    yz, zy = merge_tasks([y, z]), merge_tasks([z, y])
+    for m in (yz, zy):
+        assert m.slot_names() == ("a1", "b2", "b2")
+        assert m.labels == (None, None, w9)  # the lone b2 (nothing below it) before the b2 above a1
+        np.testing.assert_array_equal(m.mask, [[1, 0, 0], [0, 1, 0], [1, 0, 1]])
+        assert m.node.tolist() == [0, 1, 2]
+        assert audit(m).mismatches == ()
+    assert [s.tolist() for s in yz.slot_map] == [[0, 2], [1]] and [s.tolist() for s in zy.slot_map] == [[1], [0, 2]]
+    # within one merged node: copies listing their streams in different orders were paired onto the first task's
+    # indices, so the two A copies of w3 carried (y1, y2) in one order and (y2, y1) in the other; now onto those of
+    # the task whose disagreeing streams come first ([A, _, B] of g2 before [B, _, A] of g1), in every order
+    w3, y1, y2, full = Token("w", 3), Token("y", 1), Token("y", 2), np.ones((3, 3), bool)
+    g1 = Task([w3] * 3, full, labels=[None, y1, y2], streams=["B", "A", "A"])
+    g2 = Task([w3] * 3, full, streams=["A", "A", "B"])
+    for family in ([g1, g2], [g2, g1]):
+        m = merge_tasks(family, stream_order=("A", "B"))
+        assert m.streams == ("A", "A", "B") and m.labels == (y2, y1, None)
+        for task, smap in zip(family, m.slot_map):
+            assert [m.streams[k] for k in smap] == list(task.streams)
+
+
+@st.composite
+def ordered_families(draw):
+    """2-3 small dense tasks over few tokens, streams and targets: one input often sits in several merged nodes (the
+    ties of the slot order), and copies of a token list their streams in different orders (in one merged node, the
+    ties within it). Plain data, as :func:`task_families`."""
+    labelling = st.sampled_from([None, None, Token("y", 1), Token("y", 2)])
+    specs = []
+    copies = draw(st.booleans())  # tasks of one class holding 3-4 copies of one token, or any small tasks
+    for _ in range(draw(st.integers(2, 3))):
+        n = draw(st.integers(3, 4) if copies else st.integers(1, 4))
+        bits = draw(st.lists(st.booleans(), min_size=n * n, max_size=n * n))
+        mask = np.array(bits, bool).reshape(n, n)
+        if copies or draw(st.booleans()):
+            mask[:] = True
+        symbols, positions = ("a", 1) if copies else draw(st.sampled_from([("a", 1), ("ab", 2)]))
+        inputs = [Token(draw(st.sampled_from(symbols)), draw(st.integers(1, positions))) for _ in range(n)]
+        streams = [draw(st.sampled_from("AB")) for _ in range(n)]
+        mask = _closure(mask)
+        specs.append((inputs, mask, [draw(labelling) for _ in range(n)], streams))
+    return specs
+
+
+@settings(max_examples=200)
+@given(ordered_families())
+def test_merge_is_identical_for_every_task_order(specs):
+    """Every order of the tasks gives the same merge slot by slot (with one `stream_order`): the same inputs, streams,
+    targets, mask and node ids (only `slot_map` and `tasks` follow the order), or the same refusal."""
+    import itertools
+
+    tasks = [Task(*spec) for spec in specs]
+    results = []
+    for perm in itertools.permutations(range(len(tasks))):
+        try:
+            merged = merge_tasks([tasks[i] for i in perm], stream_order=("A", "B"))
+        except LabelConflictError:
+            results.append(None)
+            continue
+        results.append(merged)
+        for i, smap in zip(perm, merged.slot_map):  # the slot map follows: every source slot keeps its place
+            src = tasks[i]
+            assert [merged.inputs[m] for m in smap] == list(src.inputs)
+            assert [merged.streams[m] for m in smap] == list(src.streams)
+            assert all(y is None or merged.labels[m] == y for m, y in zip(smap, src.labels))
+    assert all(r is None for r in results) or not any(r is None for r in results)
+    if results[0] is None:
+        return
+    first = results[0]
+    for merged in results[1:]:
+        assert merged.inputs == first.inputs and merged.streams == first.streams
+        assert merged.labels == first.labels
+        np.testing.assert_array_equal(merged.mask, first.mask)
+        np.testing.assert_array_equal(merged.node, first.node)
+
+
+def test_streams_as_one_string_is_refused():
+    """Issue: ``streams="content"`` was split into its characters (a task of 7 slots got streams 'c', 'o', ...; one of
+    2 slots with ``streams="ab"`` got 'a' and 'b'), a silent wrong task. A string is refused, naming `streams`."""
+    two = [Token("w", 1), Token("w", 2)]
+    for streams in ("content", "ab"):
+        with pytest.raises(TaskError, match=r"`streams` must be a sequence of 2 stream tags \(strings\), one per slot"):
+            Task(two, np.eye(2, dtype=bool), streams=streams)
+    assert Task(two, np.eye(2, dtype=bool), streams=("ab", "ab")).streams == ("ab", "ab")
+
+
+def test_stream_order_with_a_tag_twice_is_refused():
+    """Issue: ``stream_order=("A", "B", "A")`` was taken, the last place of 'A' winning; a string or a number for it
+    failed with a bare TypeError (or was split into characters). Now refused, naming `stream_order`."""
+    t = Task([Token("w", 1), Token("w", 2)], np.eye(2, dtype=bool), streams=["A", "B"])
+    with pytest.raises(TaskError, match=r"`stream_order` must list each stream tag once; got 'A' twice"):
+        merge_tasks([t], stream_order=("A", "B", "A"))
+    with pytest.raises(TaskError, match=r"`stream_order` must be a sequence of stream tags \(strings\).*got 'AB'"):
+        merge_tasks([t], stream_order="AB")
+    assert merge_tasks([t], stream_order=["B", "A"]).streams == ("B", "A")
+
+
+def test_stream_order_of_the_wrong_type_is_refused(no_typecheck):
+    t = Task([Token("w", 1)], np.ones((1, 1), bool))
+    for bad in (3, ("content", 3)):
+        with pytest.raises(TaskError, match=r"`stream_order` must be a sequence of stream tags \(strings\)"):
+            merge_tasks([t], stream_order=bad)
+
+
+def test_a_family_or_a_single_task_for_tasks_is_refused_with_a_hint(no_typecheck):
+    """Issue: ``merge_tasks(butterfly(3))``, ``merge_tasks(task)`` and ``Task(None, mask)`` failed with bare TypeErrors
+    ('... object is not iterable'). Each now names the argument, and for a family says how to pass it (as `audit`
+    does: ``family.merge()``)."""
+    from hassejax.tasks import butterfly
+
+    t = Task([Token("w", 1)], np.ones((1, 1), bool))
+    with pytest.raises(
+        TaskError,
+        match=r"`tasks` must be a non-empty sequence of Task; got a TaskFamily: merge it with "
+        r"family\.merge\(\)",
+    ):
+        merge_tasks(butterfly(3))
+    with pytest.raises(
+        TaskError, match=r"`tasks` must be a non-empty sequence of Task; got a single Task: pass \[task\]"
+    ):
+        merge_tasks(t)
+    with pytest.raises(TaskError, match=r"`tasks` must be a non-empty sequence of Task; got int"):
+        merge_tasks(3)
+    with pytest.raises(TaskError, match=r"`inputs` must be a sequence of Tokens \(one per slot\); got None"):
+        Task(None, np.ones((1, 1), bool))
+    with pytest.raises(TaskError, match=r"`streams` must be a sequence of 1 stream tags .*; got 5"):
+        Task([Token("w", 1)], np.ones((1, 1), bool), streams=5)
+    with pytest.raises(TaskError, match=r"`labels` must be a sequence of 1 targets .* or a mapping .*; got 5"):
+        Task([Token("w", 1)], np.ones((1, 1), bool), labels=5)
+
+
+def test_bool_label_slots_are_refused(no_typecheck):
+    """Issue: ``labels={True: w5}`` put the target on slot 1 (a bool is an int), where a bool position in a token is
+    refused. Bool keys are refused, naming `labels`; NumPy integers stay accepted."""
+    two, w5 = [Token("w", 1), Token("w", 2)], Token("w", 5)
+    for key in (True, False, np.bool_(True)):
+        with pytest.raises(
+            TaskError, match=r"`labels` must map slot indices \(ints, not bools\) to targets; got the key"
+        ):
+            Task(two, np.eye(2, dtype=bool), labels={key: w5})
+    assert Task(two, np.eye(2, dtype=bool), labels={np.int64(1): w5}).labels == (None, w5)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -88,13 +88,82 @@ def _input_sort_key(item: tuple[Token, str]) -> tuple:
     return (token_sort_key(item[0]), item[1])
 
 
+def _check_tasks_arg(tasks) -> tuple[Task, ...]:
+    """`tasks` as a non-empty tuple of :class:`Task`; else a :class:`~hassejax.errors.TaskError` naming it (a family or
+    a single task with a hint: both failed with a bare TypeError)."""
+    expected = "`tasks` must be a non-empty sequence of Task"
+    if isinstance(tasks, Task):
+        raise TaskError(f"{expected}; got a single Task: pass [task].")
+    if hasattr(tasks, "merge") and hasattr(tasks, "stream_order"):  # a TaskFamily (families.py imports this module)
+        raise TaskError(
+            f"{expected}; got a {type(tasks).__name__}: merge it with family.merge() (or pass "
+            "merge_tasks(family.tasks, family.stream_order))."
+        )
+    if isinstance(tasks, (str, bytes)) or not isinstance(tasks, Iterable):
+        raise TaskError(f"{expected}; got {type(tasks).__name__}.")
+    tasks = tuple(tasks)
+    if not tasks or not all(isinstance(t, Task) for t in tasks):
+        raise TaskError(f"{expected}; got {tasks!r:.200}.")
+    return tasks
+
+
+def _check_stream_order(stream_order) -> tuple[str, ...]:
+    """`stream_order` as a tuple of distinct strings; else a :class:`~hassejax.errors.TaskError` naming it (a tag
+    listed twice took its last place; a string was split into characters)."""
+    if isinstance(stream_order, (str, bytes)) or not isinstance(stream_order, Iterable):
+        raise TaskError(
+            "`stream_order` must be a sequence of stream tags (strings), e.g. ('content', 'query'); "
+            f"got {stream_order!r:.200}."
+        )
+    order = tuple(stream_order)
+    if not all(isinstance(s, str) for s in order):
+        raise TaskError(f"`stream_order` must be a sequence of stream tags (strings); got {order!r:.200}.")
+    twice = [s for s, c in Counter(order).items() if c > 1]
+    if twice:
+        raise TaskError(f"`stream_order` must list each stream tag once; got {twice[0]!r} twice in {order!r:.200}.")
+    return order
+
+
+def _canonical_ranks(sigs: Sequence[tuple]) -> np.ndarray:
+    """A numbering of the merged nodes that does not depend on the order of the tasks.
+
+    `sigs[i]` is the signature ``(inputs, below)`` of interned id `i` (:func:`node_signatures`: ids are topological,
+    and follow the task order). Nodes are ranked by depth (the longest chain below them), then within one depth by
+    ``(inputs, sorted ranks of the nodes they cover)``: a key built from the merged diagram alone, so a topological
+    numbering that every task order gives alike. The key tells distinct nodes apart (they differ in their inputs or,
+    by induction, in the ranks below them), except where two different symbols of one type and position have equal
+    ``repr`` (the slot order cannot tell them apart either); the interned id breaks such a tie.
+
+    **Returns:** int array, the rank of every interned id.
+    """
+    depth = [0] * len(sigs)
+    for i, (_, below) in enumerate(sigs):
+        depth[i] = 1 + max(depth[b] for b in below) if below else 0
+    ranks = np.empty(len(sigs), dtype=np.int64)
+    levels: dict[int, list[int]] = {}
+    for i, d in enumerate(depth):
+        levels.setdefault(d, []).append(i)
+    nxt = 0
+    for d in sorted(levels):
+        keyed = []
+        for i in levels[d]:
+            inputs, below = sigs[i]
+            keyed.append((tuple(_input_sort_key(x) for x in inputs), tuple(sorted(int(ranks[b]) for b in below)), i))
+        for *_, i in sorted(keyed):
+            ranks[i] = nxt
+            nxt += 1
+    return ranks
+
+
 class MergedTask(Task):
     """The minimal merged task of a family (spec hasse.md §2; Li & Guo, Thm 3.7).
 
     A :class:`~hassejax.tasks.Task` (its `mask` is the dense merged mask
     `M*[p, q] = node(q) ≤ node(p)`) together with:
 
-    - `node`: int array `(N,)`, the merged Hasse node of every slot;
+    - `node`: int array `(N,)`, the merged Hasse node of every slot, numbered in a topological
+      order computed from the merged diagram alone (by depth, inputs and the nodes below; the same
+      for every order of the tasks, unlike the ids of :func:`node_signatures`);
     - `slot_map`: per source task, an int array `(n_t,)` mapping each of its slots to a
       merged slot;
     - `tasks`: the source tasks.
@@ -167,23 +236,32 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     matched to the merged slots so that the targets agree whenever such a matching makes them
     agree (a merged slot carries the target of every source slot mapped to it).
 
-    The merge does not depend on the order of `tasks` up to the slot order: with the same
-    `stream_order`, every order gives the same inputs and streams slot by slot, and the same
-    mask and targets up to a permutation of slots of one merged node holding the same input and
-    stream (node ids and slot maps follow), or the same error. The default `stream_order`
-    follows the order of `tasks`.
+    The merge does not depend on the order of `tasks`: with the same `stream_order`, every order
+    gives the same inputs, streams, targets, mask and node ids slot by slot (only `slot_map` and
+    `tasks` follow the order), or the same kind of error. Slots of different merged nodes holding
+    the same input and stream are ordered by a rank of their node computed from the merged
+    diagram alone (its depth, the longest chain below it, then its inputs, then the ranks of the
+    nodes it covers; never the task it came from), and copies listing their streams in different
+    orders are paired onto the order of the group whose streams come first (in string order).
+    Symbols of one type and position are compared by their ``repr``: two different symbols with
+    equal ``repr`` are not told apart canonically. The default `stream_order` follows the order
+    of `tasks`.
 
     **Arguments:**
 
-    - `tasks`: the family, a non-empty sequence of :class:`~hassejax.tasks.Task`.
-    - `stream_order`: the order of stream tags for the slot order; default: order of first
-      appearance. Merged slots are sorted by (stream rank, position id, symbol).
+    - `tasks`: the family, a non-empty sequence of :class:`~hassejax.tasks.Task` (a
+      :class:`~hassejax.tasks.TaskFamily` merges with ``family.merge()``).
+    - `stream_order`: the order of stream tags for the slot order, a sequence of distinct strings;
+      default: order of first appearance. Merged slots are sorted by (stream rank, position id,
+      symbol, merged node rank).
     - `name`: a name for the merged task.
 
     **Returns:** a :class:`MergedTask` whose mask is the dense merged mask.
 
-    **Raises:** :class:`~hassejax.errors.TaskError` for an empty family, a stream tag not in
-    `stream_order` or a token whose `sources` differ between two tasks;
+    **Raises:** :class:`~hassejax.errors.TaskError` for an empty family, `tasks` that is not a
+    sequence of Task (a single Task, a TaskFamily: with the hint), a `stream_order` that is not a
+    sequence of distinct strings or lacks a stream tag of a task, or a token whose `sources` differ
+    between two tasks;
     :class:`~hassejax.errors.LabelConflictError` if no matching of the source slots onto the
     merged slots gives every merged slot at most one target (two equivalent slots with
     different targets where their merged node holds the input once; in general, source
@@ -222,11 +300,11 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     >>> m.streams, m.node.tolist(), [s.tolist() for s in m.slot_map]
     (('A', 'A', 'A', 'B'), [0, 0, 1, 1], [[0, 1], [3, 2]])
     """
-    tasks = tuple(tasks)
-    if not tasks or not all(isinstance(t, Task) for t in tasks):
-        raise TaskError(f"`tasks` must be a non-empty sequence of Task; got {tasks!r:.200}.")
+    tasks = _check_tasks_arg(tasks)
     if stream_order is None:
         stream_order = tuple(dict.fromkeys(s for t in tasks for s in t.streams))
+    else:
+        stream_order = _check_stream_order(stream_order)
     rank = {s: i for i, s in enumerate(stream_order)}
     for t_idx, task in enumerate(tasks):
         for s in task.streams:
@@ -275,15 +353,24 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
             if streams[m] is None or rank[task.streams[s]] < rank[streams[m]]:
                 streams[m] = task.streams[s]
 
-    # Presentation order: (stream rank, position id, symbol, node).
+    # Presentation order: (stream rank, position id, symbol, canonical node rank); the slots of one merged node holding
+    # one input and stream stay in the order _match_slots gives them (canonical too). The interned node id follows the
+    # task order, so it neither breaks ties between nodes nor numbers them.
+    canon = _canonical_ranks(sigs)
     perm = sorted(
         range(num_slots),
-        key=lambda m: (rank[streams[m]], merged_inputs[m].position, token_sort_key(merged_inputs[m]), merged_node[m]),
+        key=lambda m: (
+            rank[streams[m]],
+            merged_inputs[m].position,
+            token_sort_key(merged_inputs[m]),
+            canon[merged_node[m]],
+        ),
     )
     inv = np.empty(num_slots, dtype=np.int64)
     inv[perm] = np.arange(num_slots)
     node = np.asarray([merged_node[m] for m in perm])
     mask = order[node[:, None], node[None, :]]
+    node = canon[node]
     merged = Task(
         [merged_inputs[m] for m in perm],
         mask,
@@ -377,13 +464,16 @@ def _align_streams(tasks: Sequence[Task], rows: list[tuple[int, list[int]]]) -> 
     Where every group has the same stream at index `k` its copies stay at `k` (the index pairing). Where the groups
     list their streams in different orders (``[A, B]`` and ``[B, A]``) but hold the same streams as a multiset, the
     copies at the other indices are paired by (stream, order within the stream among those indices): the `j`-th such
-    copy of stream `A` of every group goes to the index of the `j`-th one of the first group. All groups hold the same
+    copy of stream `A` of every group goes to the index of the `j`-th one of the reference group, the group whose
+    streams at those indices come first in string order (the first group would make the merged targets' order depend
+    on the order of the tasks; groups with equal streams there place alike). All groups hold the same
     streams as a multiset: the stream is part of every input of a node signature (:func:`node_signatures`), so groups
     of one merged node never differ there. Linear in ``c * len(rows)``; the list `rows` itself when nothing moves.
 
     **Returns:** a list like `rows`, each group's slots a permutation of its own. **Example:** streams ``[A, A, B]``
-    and ``[B, A, A]``: index 1 holds `A` in both and stays; the second group's copies at 0 (`B`) and 2 (`A`) swap, so
-    its slots come back in the order 2, 1, 0.
+    and ``[B, A, A]``: index 1 holds `A` in both and stays; the first group is the reference (``[A, B]`` at indices 0
+    and 2, before ``[B, A]``), and the second group's copies at 0 (`B`) and 2 (`A`) swap, so its slots come back in the
+    order 2, 1, 0.
     """
     if len(rows) == 1 or len(rows[0][1]) == 1:
         return rows  # nothing to pair
@@ -395,14 +485,17 @@ def _align_streams(tasks: Sequence[Task], rows: list[tuple[int, list[int]]]) -> 
     if any(Counter(st) != count for st in streams[1:]):  # the stream is part of the node signature
         raise AssertionError("equivalent nodes hold one token in different streams")  # pragma: no cover
     agree = [all(st[k] == x for st in streams[1:]) for k, x in enumerate(first)]
-    place: dict[tuple[str, int], int] = {}  # (stream, order among the disagreeing copies) -> index in the first group
+    # the reference group: the one whose streams at the disagreeing indices come first (in string order), not the
+    # first group, which follows the task order (groups with equal streams there give the same placement)
+    ref = min(streams, key=lambda st: [x for x, a in zip(st, agree) if not a])
+    place: dict[tuple[str, int], int] = {}  # (stream, order among the disagreeing copies) -> index in the reference
     seen: Counter = Counter()
-    for k, x in enumerate(first):
+    for k, x in enumerate(ref):
         if not agree[k]:
             place[(x, seen[x])] = k
             seen[x] += 1
-    aligned = [rows[0]]
-    for (t_idx, slots), st in zip(rows[1:], streams[1:]):
+    aligned = []
+    for (t_idx, slots), st in zip(rows, streams):
         moved = list(slots)  # the copies at agreeing indices stay
         seen = Counter()
         for k, x in enumerate(st):

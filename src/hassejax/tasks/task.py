@@ -130,8 +130,8 @@ class Task:
     - `mask`: Boolean array of shape `(n, n)`; `mask[p, q]` True iff slot `p` (query) may
       attend to slot `q` (key). The residual diagonal is implied (spec §1.1).
     - `labels`: the target of each slot: a sequence of `n` entries (Token or None), or a
-      mapping `{slot: Token}`; default: no labels.
-    - `streams`: stream tag per slot (e.g. ``"content"``, ``"query"``), default all
+      mapping `{slot: Token}` (int slots, not bools); default: no labels.
+    - `streams`: a sequence of `n` stream tags, one per slot (e.g. ``"content"``, ``"query"``), default all
       ``"content"``; used to order the slots of a merged task, and a part of every input in node
       equivalence (copies of one token in different streams are not merged; spec hasse.md §2).
     - `sources`: mapping from an aggregated input token to the tuple of sequence tokens it is
@@ -140,9 +140,10 @@ class Task:
       no sequence token: map them to ``()``).
     - `name`: a label for printing.
 
-    **Raises:** :class:`~hassejax.errors.TaskError` if lengths disagree, a token (a :class:`Token`
-    too) is not a (hashable symbol, int position) pair (a bool position is refused), a label points
-    to a slot that does not exist, a stream tag is not a string, or a `sources` value is not an
+    **Raises:** :class:`~hassejax.errors.TaskError` if `inputs`, `labels` or `streams` is not a sequence
+    (a string is refused: ``streams="content"`` is not split into characters), lengths disagree, a token (a
+    :class:`Token` too) is not a (hashable symbol, int position) pair (a bool position is refused), a label points
+    to a slot that does not exist (a bool slot is refused), a stream tag is not a string, or a `sources` value is not an
     iterable of tokens (a tuple; a set is sorted) or is a single token; :class:`~hassejax.errors.MaskError` if the mask is not a square Boolean
     `(n, n)` array; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the task's
     copies of the mask would not fit, estimated from its shape before anything is copied.
@@ -164,6 +165,8 @@ class Task:
         sources: Mapping[Any, Iterable[Any]] | None = None,
         name: str = "",
     ):
+        if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
+            raise TaskError(f"`inputs` must be a sequence of Tokens (one per slot); got {inputs!r:.200}.")
         toks = tuple(_as_token(x, f"inputs[{i}]") for i, x in enumerate(inputs))
         n = len(toks)
         if n == 0:
@@ -176,9 +179,18 @@ class Task:
         elif isinstance(labels, Mapping):
             labs = [None] * n
             for slot, target in labels.items():
+                if isinstance(slot, (bool, np.bool_)):  # a bool is an int: True took slot 1
+                    raise TaskError(
+                        f"`labels` must map slot indices (ints, not bools) to targets; got the key {slot!r}."
+                    )
                 if not isinstance(slot, (int, np.integer)) or not 0 <= int(slot) < n:
                     raise TaskError(f"`labels` points to slot {slot!r}, which does not exist: slots are 0 .. {n - 1}.")
                 labs[int(slot)] = _as_token(target, f"labels[{slot}]")
+        elif isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
+            raise TaskError(
+                f"`labels` must be a sequence of {n} targets (Token or None, one per slot) or a mapping "
+                f"{{slot: Token}}; got {labels!r:.200}."
+            )
         else:
             labels = list(labels)
             if len(labels) != n:
@@ -187,6 +199,12 @@ class Task:
         if streams is None:
             strm = ("content",) * n
         else:
+            if isinstance(streams, (str, bytes)) or not isinstance(streams, Iterable):  # a str split into characters
+                example = ["content"] * min(n, 2)
+                raise TaskError(
+                    f"`streams` must be a sequence of {n} stream tags (strings), one per slot (e.g. {example!r}"
+                    f"{' ...' if n > 2 else ''}); got {streams!r:.200}."
+                )
             strm = tuple(streams)
             if len(strm) != n or not all(isinstance(s, str) for s in strm):
                 raise TaskError(f"`streams` must be {n} strings, one per slot; got {streams!r}.")
