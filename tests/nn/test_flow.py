@@ -166,3 +166,18 @@ def test_interval_masks_and_dtypes_in_the_transformer():
         model.forward_embeddings(x.astype(jnp.bfloat16), dense)
     with pytest.raises(ParameterError, match=r"`inputs` must have the model's parameter dtype float64; got float32"):
         jacobian_flow(model, x.astype(jnp.float32), dense)
+
+
+def test_empty_inputs_of_a_transformer_name_inputs(no_runtime_typecheck):
+    """Issue: ``jacobian_flow(model, jnp.zeros((0, 8)), mask)`` said "`x` must be a real (float or integer) array ...
+    n >= 1": the argument is `inputs`, and a Transformer takes floats only. A callable still takes n = 0."""
+    model = _model(1, 0)
+    with pytest.raises(
+        ParameterError,
+        match=r"`inputs` must be a floating array of shape \(n, 8\), n >= 1; got shape "
+        r"\(0, 8\)",
+    ):
+        jacobian_flow(model, jnp.zeros((0, D)), jnp.zeros((0, 0), bool))
+    with pytest.raises(ParameterError, match=r"`x` must be a floating array of shape \(n, 8\), n >= 1"):
+        model.forward_embeddings(jnp.zeros((0, D)), jnp.zeros((0, 0), bool))
+    assert jacobian_flow(lambda y: 2 * y, jnp.zeros((0, D))).shape == (0, 0)

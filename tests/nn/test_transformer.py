@@ -94,3 +94,85 @@ def test_transformer_errors(no_runtime_typecheck, model):
         jax.block_until_ready(
             eqx.filter_jit(lambda m, p: m(jnp.asarray([0, 1]), p, jnp.ones((2, 2), bool)))(model, jnp.asarray([0, 12]))
         )
+
+
+def test_d_model_below_two_is_refused(no_runtime_typecheck):
+    """Issue: with ``d_model=1`` every LayerNorm (over one feature) returns its bias whatever the input, so the model
+    is constant and ``jacobian_flow`` all False, not even the diagonal, where the README says it equals
+    ``reachability(mask, L)``. Refused at construction; ``d_model=2`` already gives the predicted flow."""
+    from hassejax.nn import jacobian_flow
+    from hassejax.nn.transformer import TransformerBlock
+    from hassejax.order import reachability
+
+    with pytest.raises(ParameterError, match=r"`d_model` must be >= 2 .*LayerNorm over one feature.*; got 1"):
+        Transformer(1, 1, 1, vocab_size=3, num_positions=4, key=jax.random.key(0))
+    with pytest.raises(ParameterError, match=r"`d_model` must be >= 2"):
+        TransformerBlock(1, 1, 4, key=jax.random.key(0))
+    mask = jnp.asarray(np.tril(np.ones((4, 4), bool)) & ~np.tril(np.ones((4, 4), bool), -2))  # a band: depth matters
+    for num_layers in (1, 2):
+        m2 = Transformer(num_layers, 2, 2, vocab_size=3, num_positions=4, key=jax.random.key(1))
+        x = jax.random.normal(jax.random.key(2), (4, 2))
+        np.testing.assert_array_equal(jacobian_flow(m2, x, mask), reachability(mask, num_layers))
+
+
+def test_a_non_floating_dtype_is_refused(no_runtime_typecheck):
+    """Issue: ``dtype=jnp.int32`` built a model of integer parameters (truncated normals: mostly zeros), which failed
+    only at the first call, naming `x`. Refused at construction, naming `dtype`."""
+    from hassejax.nn import MaskedMultiHeadAttention
+
+    for dtype in (jnp.int32, jnp.bool_, "int8", jnp.complex64):
+        with pytest.raises(
+            ParameterError,
+            match=r"`dtype` must be a floating dtype \(e\.g\. jnp\.float32\), or None .*; got (int32|bool|int8|complex64)\.",
+        ):
+            Transformer(1, 8, 2, vocab_size=3, num_positions=4, key=jax.random.key(0), dtype=dtype)
+    with pytest.raises(ParameterError, match=r"`dtype` must be a floating dtype .*; got 'no such dtype'\."):
+        Transformer(1, 8, 2, vocab_size=3, num_positions=4, key=jax.random.key(0), dtype="no such dtype")
+    with pytest.raises(ParameterError, match=r"`dtype` must be a floating dtype"):
+        MaskedMultiHeadAttention(8, 2, key=jax.random.key(0), dtype=jnp.int32)
+    bf16 = Transformer(1, 8, 2, vocab_size=3, num_positions=4, key=jax.random.key(0), dtype="bfloat16")
+    assert bf16.unembed.dtype == jnp.bfloat16
+
+
+def test_errors_name_the_argument_passed(no_runtime_typecheck, model):
+    """Issue: ``model(ids, position_ids_2d, mask)`` said "`x` must be a floating array ... got shape (3, 3, 8)" (the
+    embeddings, which the user never passed), and with `token_ids` and `position_ids` both (3, 4) it was a raw
+    broadcasting ValueError. `position_ids` is checked against `token_ids` and named; an empty call names
+    `token_ids`."""
+    mask = jnp.ones((3, 3), bool)
+    with pytest.raises(
+        ParameterError,
+        match=r"`position_ids` must have shape \(n,\) = \(3,\), one position id per "
+        r"slot of `token_ids`; got shape \(3, 3\)",
+    ):
+        model(jnp.arange(3), jnp.zeros((3, 3), int), mask)
+    with pytest.raises(ParameterError, match=r"`position_ids` must have shape \(n,\) = \(3,\).*got shape \(3, 4\)"):
+        model(jnp.zeros((3, 4), int), jnp.zeros((3, 4), int), mask)
+    with pytest.raises(ParameterError, match=r"`position_ids` must have shape \(n,\).*got shape \(\)"):
+        model.embed(jnp.arange(3), jnp.asarray(1))
+    with pytest.raises(ParameterError, match=r"`token_ids` must hold at least one slot; got shape \(0,\)"):
+        model(jnp.zeros((0,), int), jnp.zeros((0,), int), jnp.zeros((0, 0), bool))
+
+
+def test_numpy_integer_sizes_and_the_key_are_checked(no_runtime_typecheck):
+    """Issue: ``Transformer(np.int64(2), ...)`` was refused as "not a positive int" where the task families take NumPy
+    integers; ``key=0`` failed with JAX's raw TypeError. NumPy integers are taken (bools still refused); a key that
+    is no PRNG key is refused, naming `key` and how to make one."""
+    m = Transformer(
+        np.int64(2), np.int32(8), np.int64(2), np.int64(3), np.int16(4), key=jax.random.key(0), mlp_ratio=np.int64(2)
+    )
+    assert m.num_layers == 2 and m.d_model == 8 and m.vocab_size == 3 and m.num_positions == 4
+    assert type(m.vocab_size) is int and type(m.num_positions) is int
+    for bad in (True, np.bool_(True), np.int64(0), 2.0):
+        with pytest.raises(ParameterError, match=r"`num_layers` must be a positive int"):
+            Transformer(bad, 8, 2, vocab_size=3, num_positions=4, key=jax.random.key(0))
+    for key in (0, None, np.uint32([0, 0, 0]), jnp.zeros((2,), jnp.float32), jax.random.split(jax.random.key(0))):
+        with pytest.raises(
+            ParameterError,
+            match=r"`key` must be a JAX PRNG key, e\.g\. jax\.random\.key\(0\) \(or "
+            r"jax\.random\.PRNGKey\(0\)\); got",
+        ):
+            Transformer(2, 8, 2, vocab_size=3, num_positions=4, key=key)
+    a = Transformer(1, 8, 2, vocab_size=3, num_positions=4, key=jax.random.PRNGKey(0))  # a legacy uint32 key
+    b = Transformer(1, 8, 2, vocab_size=3, num_positions=4, key=jax.random.key(0))
+    np.testing.assert_array_equal(a.unembed, b.unembed)

@@ -17,6 +17,7 @@ is (derived): the spec requires "zero output, or an error"; this module chooses 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import equinox as eqx
@@ -33,9 +34,52 @@ __all__ = ["masked_softmax", "MaskedMultiHeadAttention"]
 
 
 def _check_positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """`value` as a positive Python int: an int or a NumPy integer (as the task families take), not a bool."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ParameterError(f"`{name}` must be a positive int; got {value!r}.")
-    return value
+    return int(value)
+
+
+def _check_float_dtype(dtype, name: str = "dtype") -> np.dtype:
+    """The parameter dtype: `dtype`, or JAX's default float dtype for None; a
+    :class:`~hassejax.errors.ParameterError` naming `name` unless it is a floating dtype (an integer model truncates
+    its initial weights and fails only at its first call)."""
+    if dtype is None:
+        return jnp.dtype(jnp.zeros(()).dtype)
+    try:
+        dt = jnp.dtype(dtype)
+    except (TypeError, ValueError):
+        dt = None
+    if dt is None or not jnp.issubdtype(dt, jnp.floating):
+        got = repr(dtype) if dt is None else dt.name
+        raise ParameterError(
+            f"`{name}` must be a floating dtype (e.g. jnp.float32), or None for JAX's default; got {got}."
+        )
+    return dt
+
+
+@functools.cache
+def _raw_key_shape() -> tuple[int, ...]:
+    """The shape of a legacy uint32 key (``jax.random.PRNGKey(0)``) of the default PRNG implementation."""
+    return tuple(jax.eval_shape(lambda: jax.random.key_data(jax.random.key(0))).shape)
+
+
+def _check_key(key, name: str = "key") -> None:
+    """Raise :class:`~hassejax.errors.ParameterError` naming `name` unless `key` is one JAX PRNG key: a typed key of
+    shape ``()`` (``jax.random.key``) or a legacy uint32 key (``jax.random.PRNGKey``). Static checks: they work on
+    tracers. JAX's own error for ``key=0`` ('invalid PRNG key data') named no argument."""
+    dtype, shape = getattr(key, "dtype", None), getattr(key, "shape", None)
+    if dtype is not None and shape is not None:
+        if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) and tuple(shape) == ():
+            return
+        if dtype == np.uint32 and tuple(shape) == _raw_key_shape():
+            return
+        got = f"an array of shape {tuple(shape)}, dtype {dtype}"
+    else:
+        got = repr(key) if isinstance(key, (int, float, type(None))) else f"an object of type {type(key).__name__}"
+    raise ParameterError(
+        f"`{name}` must be a JAX PRNG key, e.g. jax.random.key(0) (or jax.random.PRNGKey(0)); got {got:.200}."
+    )
 
 
 def _attention_mask(mask, n: int, name: str = "mask", num_heads: int | None = None):
@@ -114,10 +158,11 @@ class MaskedMultiHeadAttention(eqx.Module):
     - `d_model`: width of the residual stream `d`.
     - `num_heads`: number of heads `h`; must divide `d_model`.
     - `key`: a `jax.random` key for the initialisation (normal, scale `1/√fan_in`).
-    - `dtype`: parameter dtype (default: JAX's default float dtype).
+    - `dtype`: parameter dtype, a floating dtype (default: JAX's default float dtype).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for a non-positive size or a
-    `num_heads` that does not divide `d_model`.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a size that is not a positive int (a
+    NumPy integer is taken), a `num_heads` that does not divide `d_model`, a `dtype` that is not
+    floating, or a `key` that is no PRNG key.
 
     Source: Vaswani et al., "Attention Is All You Need", NeurIPS 2017 (paper); spec hasse.md §4.
     """
@@ -134,7 +179,8 @@ class MaskedMultiHeadAttention(eqx.Module):
         num_heads = _check_positive_int(num_heads, "num_heads")
         if d_model % num_heads:
             raise ParameterError(f"`num_heads` must divide `d_model`; got d_model={d_model}, num_heads={num_heads}.")
-        dtype = jnp.dtype(jnp.zeros(()).dtype if dtype is None else dtype)
+        dtype = _check_float_dtype(dtype)
+        _check_key(key)
         head_size = d_model // num_heads
         shape = (num_heads, head_size, d_model)
         scale = 1.0 / math.sqrt(d_model)

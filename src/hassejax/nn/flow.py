@@ -80,7 +80,7 @@ def jacobian_flow(
     **Raises:**
 
     - :class:`~hassejax.errors.ParameterError`: `inputs` not a finite floating `(n, d)` array (for
-      a Transformer: of its parameters' dtype), an unknown `mode`, or a callable whose output is not
+      a Transformer: of its parameters' dtype, with `n >= 1`), an unknown `mode`, or a callable whose output is not
       `(n, d_out)`.
     - :class:`~hassejax.errors.ParameterError` also for a Jacobian with NaN/inf entries
       (non-finite weights, an overflowing forward pass), which would otherwise read as a

@@ -33,7 +33,14 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 from .._tracing import is_traced
 from ..errors import ParameterError
 from ..masks import IntervalMask
-from .attention import MaskedMultiHeadAttention, _attention_mask, _check_positive_int, _normal_tensors
+from .attention import (
+    MaskedMultiHeadAttention,
+    _attention_mask,
+    _check_float_dtype,
+    _check_key,
+    _check_positive_int,
+    _normal_tensors,
+)
 
 __all__ = ["TransformerBlock", "Transformer"]
 
@@ -48,6 +55,19 @@ def _check_id_range(ids, upper: int, name: str) -> None:
         raise ParameterError(f"`{name}` must hold ids in [0, {upper}); got values in [{arr.min()}, {arr.max()}].")
 
 
+def _check_d_model(d_model) -> int:
+    """`d_model` as an int >= 2: a LayerNorm over one feature subtracts the feature's own mean, so it returns its bias
+    whatever the input; every block and the final norm would then be constant (no flow at all, not even the
+    diagonal). Two features suffice (the flow is ``R^(L)``)."""
+    d_model = _check_positive_int(d_model, "d_model")
+    if d_model < 2:
+        raise ParameterError(
+            "`d_model` must be >= 2 for a pre-norm Transformer: a LayerNorm over one feature returns its bias whatever "
+            f"the input, so the model would be constant (its Jacobian flow all False); got {d_model}."
+        )
+    return d_model
+
+
 def _layer_norm(norm: eqx.nn.LayerNorm, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
     return jax.vmap(norm)(x)
 
@@ -57,10 +77,11 @@ class TransformerBlock(eqx.Module):
 
     The MLP is ``W_2 gelu(W_1 h + b_1) + b_2`` applied to each position alone.
 
-    **Arguments:** `d_model`, `num_heads`, `mlp_width` (hidden width of the MLP), `key`,
-    `dtype`.
+    **Arguments:** `d_model` (at least 2), `num_heads`, `mlp_width` (hidden width of the MLP), `key`,
+    `dtype` (floating).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for bad sizes.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for bad sizes (`d_model < 2`: a LayerNorm
+    over one feature is constant), a non-floating `dtype` or a `key` that is no PRNG key.
     """
 
     attention_norm: eqx.nn.LayerNorm
@@ -72,8 +93,10 @@ class TransformerBlock(eqx.Module):
     mlp_out_bias: Float[Array, " d"]
 
     def __init__(self, d_model: int, num_heads: int, mlp_width: int, *, key: PRNGKeyArray, dtype=None):
+        d_model = _check_d_model(d_model)
         mlp_width = _check_positive_int(mlp_width, "mlp_width")
-        dtype = jnp.dtype(jnp.zeros(()).dtype if dtype is None else dtype)
+        dtype = _check_float_dtype(dtype)
+        _check_key(key)
         ka, km = jax.random.split(key)
         self.attention_norm = eqx.nn.LayerNorm(d_model, dtype=dtype)
         self.attention = MaskedMultiHeadAttention(d_model, num_heads, key=ka, dtype=dtype)
@@ -98,15 +121,18 @@ class Transformer(eqx.Module):
     **Arguments:**
 
     - `num_layers`: number of blocks `L >= 1`.
-    - `d_model`: residual width `d`.
+    - `d_model`: residual width `d >= 2` (a LayerNorm over one feature is constant: the model would
+      ignore its input).
     - `num_heads`: heads per attention layer (must divide `d_model`).
     - `vocab_size`: number of sequence tokens `V` (ids `0..V−1`, the logits' size); id `V` is
       the mask token (:attr:`mask_id`), so the token table has `V + 1` rows.
     - `num_positions`: number of position ids (ids `0..num_positions−1`; the task layouts use
       1-based positions, so `num_positions >= n + 1`).
-    - `key`: `jax.random` key.
+    - `key`: a `jax.random` key (``jax.random.key(0)``, or a legacy ``jax.random.PRNGKey(0)``).
     - `mlp_ratio`: MLP hidden width as a multiple of `d_model` (default 4).
-    - `dtype`: parameter dtype (default: JAX's default float dtype).
+    - `dtype`: parameter dtype, a floating dtype (default: JAX's default float dtype).
+
+    Sizes are Python or NumPy integers (not bools).
 
     Fields: `token_embedding` `(V + 1, d)`, `position_embedding` `(num_positions, d)`, `blocks`
     (one :class:`TransformerBlock` whose parameters are stacked on a leading layer axis `(L, …)`
@@ -117,8 +143,10 @@ class Transformer(eqx.Module):
     ``reachability(mask, L, head_axis=0)``). A fully masked mask row gives a zero attention
     update in every layer (:func:`masked_softmax`).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for a non-positive size or a head
-    count that does not divide `d_model`.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a size that is not a positive int, a
+    `d_model < 2`, a head count that does not divide `d_model`, a `dtype` that is not floating
+    (an integer model truncated its weights and failed at its first call), or a `key` that is no
+    PRNG key.
 
     Example::
 
@@ -149,11 +177,13 @@ class Transformer(eqx.Module):
         dtype=None,
     ):
         num_layers = _check_positive_int(num_layers, "num_layers")
-        d_model = _check_positive_int(d_model, "d_model")
+        d_model = _check_d_model(d_model)
+        num_heads = _check_positive_int(num_heads, "num_heads")
         vocab_size = _check_positive_int(vocab_size, "vocab_size")
         num_positions = _check_positive_int(num_positions, "num_positions")
         mlp_ratio = _check_positive_int(mlp_ratio, "mlp_ratio")
-        dtype = jnp.dtype(jnp.zeros(()).dtype if dtype is None else dtype)
+        dtype = _check_float_dtype(dtype)
+        _check_key(key)
         ke, kb = jax.random.split(key)
         shapes = ((vocab_size + 1, d_model), (num_positions, d_model), (vocab_size, d_model))
         emb = _normal_tensors(ke, shapes, dtype, (1.0, 1.0, 1 / math.sqrt(d_model)))
@@ -245,8 +275,8 @@ class Transformer(eqx.Module):
 
         **Returns:** float `(n, d)`.
 
-        **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer ids, `token_ids` and
-        `position_ids` of different lengths, `token_weights` of another shape than `token_ids`
+        **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer ids, `position_ids`
+        not of shape `(n,)`, `token_ids` and `position_ids` of different lengths, `token_weights` of another shape than `token_ids`
         (axes of size 1 broadcast) or not real numbers, and with `check_ids` for ids out of range
         (concrete inputs; traced ids, under ``jit``, get an :func:`equinox.error_if` check that
         fails when the program runs).
@@ -255,6 +285,11 @@ class Transformer(eqx.Module):
             raise ParameterError(
                 f"`token_ids` must have shape (n,) or (n, r) (r ids averaged into a slot); got shape "
                 f"{jnp.shape(token_ids)}."
+            )
+        if jnp.ndim(position_ids) != 1:  # (n, r) or (n, n) ids gathered to (n, r, d): a shape error naming `x`
+            raise ParameterError(
+                f"`position_ids` must have shape (n,) = ({jnp.shape(token_ids)[0]},), one position id per slot of "
+                f"`token_ids`; got shape {jnp.shape(position_ids)}."
             )
         token_ids = self._check_ids(token_ids, self.vocab_size + 1, "token_ids", check_ids)
         position_ids = self._check_ids(position_ids, self.num_positions, "position_ids", check_ids)
@@ -293,7 +328,7 @@ class Transformer(eqx.Module):
 
         **Raises:** :class:`~hassejax.errors.MaskError` if `mask` is not bool, or of a shape
         other than `(n, n)` and `(num_heads, n, n)`; :class:`~hassejax.errors.ParameterError` if `x`
-        is not a floating `(n, d_model)` array of the parameters' dtype (a bfloat16 `x` into a float32
+        is not a floating `(n, d_model)` array, `n >= 1`, of the parameters' dtype (a bfloat16 `x` into a float32
         model: cast it first).
 
         **Example:**
@@ -323,9 +358,10 @@ class Transformer(eqx.Module):
         parameters' dtype (static checks: they work on tracers); `name` labels it in the message."""
         dtype = self.final_norm.weight.dtype
         shape = tuple(getattr(x, "shape", ()))
-        if len(shape) != 2 or shape[1] != self.d_model or not jnp.issubdtype(getattr(x, "dtype", None), jnp.floating):
+        floating = jnp.issubdtype(getattr(x, "dtype", None), jnp.floating)
+        if len(shape) != 2 or shape[1] != self.d_model or shape[0] == 0 or not floating:
             got = f"shape {shape} dtype {getattr(x, 'dtype', None)}" if hasattr(x, "shape") else type(x).__name__
-            raise ParameterError(f"`{name}` must be a floating array of shape (n, {self.d_model}); got {got}.")
+            raise ParameterError(f"`{name}` must be a floating array of shape (n, {self.d_model}), n >= 1; got {got}.")
         if x.dtype != dtype:
             raise ParameterError(
                 f"`{name}` must have the model's parameter dtype {dtype}; got {x.dtype}: cast it first "
@@ -354,7 +390,10 @@ class Transformer(eqx.Module):
 
         **Returns:** float `(n, vocab_size)` logits.
 
-        **Raises:** as :meth:`embed` and :meth:`forward_embeddings`.
+        **Raises:** as :meth:`embed` and :meth:`forward_embeddings`, and a
+        :class:`~hassejax.errors.ParameterError` for `token_ids` of no slot.
         """
+        if jnp.ndim(token_ids) >= 1 and jnp.shape(token_ids)[0] == 0:  # else the empty embeddings named `x`
+            raise ParameterError(f"`token_ids` must hold at least one slot; got shape {jnp.shape(token_ids)}.")
         x = self.embed(token_ids, position_ids, token_weights, check_ids=check_ids)
         return self.unembed_logits(self.forward_embeddings(x, mask))
