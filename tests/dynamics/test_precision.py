@@ -31,12 +31,66 @@ def test_half_precision_particles_are_refused(dtype):
         solve_particles(Softmax(V=e, A=e), jnp.asarray([[3.0, 0.0], [-3.0, 1.0], [0.0, 2.0]], dtype), t1=1.0)
 
 
-def test_half_state_with_wider_parameters_is_solved_in_their_dtype():
-    """The solve's dtype is the widest of state and parameters: a float16 state beside float32 parameters runs."""
-    e = jnp.eye(2, dtype=jnp.float32)
+@pytest.mark.parametrize("state", ["factor", "covariance", "projective"])
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_half_state_with_wider_parameters_is_refused(dtype, state):
+    """A new user: the README says states in half precision are refused up front, but a float16 `mean0`/`cov0`
+    beside float32/float64 parameters was silently promoted to the parameters' dtype and solved (only a solve whose
+    dtype was itself half was refused). Each half-precision state argument is named."""
+    for e in (jnp.eye(2, dtype=jnp.float32), jnp.eye(2, dtype=jnp.float64)):
+        model = Softmax(V=e, A=e)
+        with pytest.raises(ParameterError, match=rf"`mean0` and `cov0` have dtype {dtype.dtype.name}: a state in half "
+                                                 rf"precision is refused, not promoted to the solve's {e.dtype.name}"):  # fmt: skip
+            solve_gaussian(model, jnp.zeros(2, dtype), jnp.eye(2, dtype=dtype) / 2, t1=0.1, state=state)
+        with pytest.raises(ParameterError, match=r"^`cov0` has dtype .*refused, not promoted"):
+            solve_gaussian(model, jnp.zeros(2, e.dtype), jnp.eye(2, dtype=dtype) / 2, t1=0.1, state=state)
+        if state != "covariance":
+            with pytest.raises(ParameterError, match=r"^`factor0` has dtype .*refused, not promoted"):
+                solve_gaussian(model, jnp.zeros(2, e.dtype), factor0=jnp.eye(2, dtype=dtype), t1=0.1, state=state)
+    with pytest.raises(
+        ParameterError, match=r"^`mean0` has dtype float16 and `cov0` has dtype bfloat16: .*not promoted"
+    ):
+        solve_gaussian(model, jnp.zeros(2, jnp.float16), jnp.eye(2, dtype=jnp.bfloat16), t1=0.1)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_half_particles_with_wider_parameters_are_refused(dtype):
+    """As for the Gaussian solve: a float16 `x0` beside float64 parameters was promoted and solved."""
+    e = jnp.eye(2)
+    x0 = jnp.asarray([[3.0, 0.0], [-3.0, 1.0], [0.0, 2.0]], dtype)
+    with pytest.raises(
+        ParameterError, match=rf"^`x0` has dtype {dtype.dtype.name}: .*not promoted to the solve's float64"
+    ):
+        solve_particles(Softmax(V=e, A=e), x0, t1=0.1)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_half_precision_low_rank_solves_are_refused(dtype):
+    """The low-rank solves cast the state to their dtype: a half-precision `mean0`/`cov0` (Gaussian, cast to the
+    model's dtype) or `x0` (particles, cast to float32 at least) was solved without a word, and a half-precision
+    `LowRankSoftmax` ran the Gaussian solve in half precision (bfloat16: ``dt_min_reached``, no blow-up)."""
+    from hassejax.dynamics import LowRankSoftmax, solve_low_rank_gaussian, solve_low_rank_particles
+
+    e = jnp.array([[1.0, 0.0]])
+    head = LowRankSoftmax(e, e, e, e.T)
+    with pytest.raises(ParameterError, match=r"^`mean0` and `cov0` have dtype .*not promoted to the solve's float64"):
+        solve_low_rank_gaussian(head, jnp.zeros(2, dtype), jnp.eye(2, dtype=dtype) / 2, t1=5.0)
+    with pytest.raises(ParameterError, match=r"^`cov0` has dtype .*not promoted"):
+        solve_low_rank_gaussian(head, jnp.zeros(2), jnp.eye(2, dtype=dtype) / 2, t1=5.0)
+    half = LowRankSoftmax(e.astype(dtype), e.astype(dtype), e.astype(dtype), e.T.astype(dtype))
+    with pytest.raises(ParameterError, match=r"^the parameters of `model` have dtype .*float32 or float64"):
+        solve_low_rank_gaussian(half, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0)
+    x0, mask = jnp.array([[[1.0, 0.0], [3.0, 1.0]]], dtype), jnp.ones((1, 2), bool)
+    with pytest.raises(ParameterError, match=r"^`x0` has dtype .*not promoted to the solve's float"):
+        solve_low_rank_particles(head, x0, mask, t1=1.0)
+
+
+def test_wider_state_beside_half_parameters_is_solved():
+    """Only states are refused for their own dtype: half-precision parameters beside a float32 state run in float32."""
+    e = jnp.eye(2, dtype=jnp.float16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the default rtol in float32
-        sol = solve_gaussian(Softmax(V=e, A=e), jnp.zeros(2, jnp.float16), jnp.eye(2, dtype=jnp.float16) / 2, t1=0.1,
+        sol = solve_gaussian(Softmax(V=e, A=e), jnp.zeros(2, jnp.float32), jnp.eye(2, dtype=jnp.float32) / 2, t1=0.1,
                              rtol=1e-6, atol=1e-6)  # fmt: skip
     assert sol.cov_final.dtype == jnp.float32
 

@@ -286,18 +286,39 @@ def state_dtype(params, *arrays) -> jnp.dtype:
     return jnp.result_type(*floats, float)  # the arrays themselves: weakly typed leaves (beta = 1.0) do not widen
 
 
+def _is_half(dtype) -> bool:
+    """True for a floating-point dtype narrower than float32 (float16, bfloat16)."""
+    return jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 32
+
+
 def check_state_precision(dtype, arrays: dict, why: str, params_label: str = "model") -> None:
     """Raise :class:`ParameterError` when the solve's `dtype` (:func:`state_dtype`) is narrower than float32
-    (float16, bfloat16), before anything runs. It names the entries of `arrays` (name ↦ array or None) of such a
-    dtype, or `params_label` when none is (the parameters set it); `why` says what fails in half precision.
+    (float16, bfloat16), or when a state argument of `arrays` (name ↦ array or None) is, before anything runs.
+
+    A half-precision solve names the entries of `arrays` of its dtype, or `params_label` when none is (the
+    parameters set it), and `why` says what fails in half precision. A half-precision state beside wider
+    parameters is refused too, not promoted to their dtype: its values are already rounded to half precision.
     """
-    if jnp.finfo(dtype).bits >= 32:
+    if _is_half(dtype):
+        names = [k for k, v in arrays.items() if v is not None and jnp.result_type(v) == jnp.dtype(dtype)]
+        named = " and ".join(f"`{k}`" for k in names) if names else f"the parameters of `{params_label}`"
+        raise ParameterError(
+            f"{named} {'have' if len(names) > 1 or not names else 'has'} dtype {jnp.dtype(dtype).name}: the solve "
+            f"needs float32 or float64 ({why}). Cast to float32 (e.g. jnp.asarray(x, jnp.float32)) or enable float64."
+        )
+    halves = {k: jnp.result_type(v) for k, v in arrays.items() if v is not None and _is_half(jnp.result_type(v))}
+    if not halves:
         return
-    names = [k for k, v in arrays.items() if v is not None and jnp.result_type(v) == jnp.dtype(dtype)]
-    named = " and ".join(f"`{k}`" for k in names) if names else f"the parameters of `{params_label}`"
+    if len(set(halves.values())) == 1:
+        named = " and ".join(f"`{k}`" for k in halves)
+        named += f" {'have' if len(halves) > 1 else 'has'} dtype {next(iter(halves.values())).name}"
+    else:
+        named = " and ".join(f"`{k}` has dtype {t.name}" for k, t in halves.items())
+    rounded = " or ".join(f"{t.name} (eps {float(jnp.finfo(t).eps):.1e})" for t in dict.fromkeys(halves.values()))
     raise ParameterError(
-        f"{named} {'have' if len(names) > 1 or not names else 'has'} dtype {jnp.dtype(dtype).name}: the solve needs "
-        f"float32 or float64 ({why}). Cast to float32 (e.g. jnp.asarray(x, jnp.float32)) or enable float64."
+        f"{named}: a state in half precision is refused, not promoted to the solve's {jnp.dtype(dtype).name}, since "
+        f"its values are already rounded to {rounded}. Cast it to float32 or float64 (e.g. jnp.asarray(x, "
+        "jnp.float32))."
     )
 
 

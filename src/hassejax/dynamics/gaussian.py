@@ -578,8 +578,9 @@ def solve_gaussian(
     **Returns:** a :class:`~hassejax.dynamics.GaussianSolution`.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a Gaussian
-    map ("does not preserve Gaussians (spec §2)"), a batched kernel, a state in half precision (float16 or
-    bfloat16 `mean0`/`cov0`/`factor0` and parameters: float16's range is below the default threshold, bfloat16's
+    map ("does not preserve Gaussians (spec §2)"), a batched kernel, a state in half precision (a float16 or
+    bfloat16 `mean0`/`cov0`/`factor0`, also beside wider parameters: not promoted to their dtype; with half-precision
+    parameters too, float16's range is below the default threshold, bfloat16's
     precision the default `rtol`, and ``eigh`` (the square root of `cov0`, Sinkhorn, L2) has none: cast to float32), shape mismatches, a non-finite concrete `mean0` or `factor0`, a non-symmetric / non-PSD / non-finite
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
     `ts` outside `[t0, t1]`, a non-scalar or non-finite tolerance, a negative `rtol`, a non-positive `atol` or

@@ -200,8 +200,9 @@ def solve_particles(
     kernel, whose class defines no velocity field, a batched kernel, `x0` of the wrong
     shape or non-finite (concrete), rows not of unit norm with ``sphere=True`` (concrete),
     bad times, tolerances or thresholds (a concrete `size_threshold` at or below `λ(x0)`, a
-    `converge_tol` that is `inf` or below the state dtype's smallest normal number: events that could never fire), a state in half precision (float16 or bfloat16
-    `x0` and parameters: float16 cannot hold the default threshold, bfloat16 not resolve the solve; cast to float32).
+    `converge_tol` that is `inf` or below the state dtype's smallest normal number: events that could never fire), a state in half precision (a float16 or bfloat16
+    `x0`, also beside wider parameters: not promoted to their dtype; or half-precision parameters too: float16 cannot
+    hold the default threshold, bfloat16 not resolve the solve; cast to float32).
 
     **Example:** `V = −I`, `A = 0`: `ẋ_i = −x̄`, so the mean decays like `e^{−t}`:
 

@@ -136,7 +136,8 @@ def solve_low_rank_gaussian(
     **Raises:** :class:`~hassejax.errors.ParameterError` for a model that is not a
     :class:`~hassejax.dynamics.LowRankSoftmax` or is batched, inconsistent shapes,
     non-finite (concrete) `mean0` or `cov0`, bad times, tolerances or thresholds (a concrete
-    `size_threshold` at or below `tr Σ0`), an unknown `blowup_estimate`.
+    `size_threshold` at or below `tr Σ0`), an unknown `blowup_estimate`, a `mean0` or `cov0` in half precision
+    (float16, bfloat16; they are not promoted to the model's dtype) or a model in half precision.
 
     Source: (derived), module docstring; spec dynamics.md §2, §4.
 
@@ -163,6 +164,11 @@ def solve_low_rank_gaussian(
         if v is not None and not np.all(np.isfinite(v)):
             raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
     dtype = model.Q.dtype
+    _solve.check_state_precision(
+        dtype, {"mean0": jnp.asarray(mean0), "cov0": jnp.asarray(cov0)},
+        f"{jnp.dtype(dtype).name} (eps {float(jnp.finfo(dtype).eps):.1e}) resolves neither a useful rtol nor the times "
+        "near a blow-up", "model",
+    )  # fmt: skip
     settings = solve_settings(
         dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,

@@ -143,7 +143,8 @@ def solve_low_rank_particles(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a model that is not an unbatched
     :class:`~hassejax.dynamics.LowRankSoftmax`, inconsistent shapes, a non-Boolean mask, a
-    group without tokens (concrete masks), non-finite (concrete) `x0`, bad times,
+    group without tokens (concrete masks), non-finite (concrete) `x0`, an `x0` in half precision (float16,
+    bfloat16; not promoted to float32), bad times,
     tolerances or thresholds (a concrete `size_threshold` at or below the initial size).
 
     Source: (derived), module docstring; spec dynamics.md §1, §4.
@@ -180,6 +181,7 @@ def solve_low_rank_particles(
     if x0_c is not None and not np.all(np.isfinite(x0_c)):
         raise ParameterError("`x0` must be finite; got NaN/inf entries.")
     dtype = jnp.result_type(x0.dtype, jnp.float32)
+    _solve.check_state_precision(dtype, {"x0": x0}, "", "model")  # a half-precision x0 (`dtype` is never half)
     x0 = x0.astype(dtype)
     model = jax.tree.map(lambda a: a.astype(dtype), model)
     settings = solve_settings(
