@@ -164,6 +164,22 @@ def test_bad_specs(capsys, argv, fragment):
     assert err.count("\n") == 1 and err.startswith("hassejax: error: ") and fragment in err
 
 
+def test_unknown_mask_lists_every_spec_analyze_takes(capsys):
+    """A new user: ``analyze "bogus_mask(n=3)"`` listed the known masks without ``butterfly_mask`` and
+    ``block_two_stream_mask``, which `analyze` takes (and a bare ``butterfly_mask`` was an "unknown mask")."""
+    from hassejax.masks import structured
+
+    for spec in ("bogus_mask(n=3)", "bogus", "causal(n=4) | bogus(n=4)"):
+        rc, out, err = run(capsys, "analyze", spec)
+        assert rc == 2 and out == ""
+        known = err.split("known masks: ")[1].rstrip(".\n").split(", ")
+        assert known == sorted([*structured.MASKS, "block_two_stream_mask", "butterfly_mask"]), err
+    rc, _, err = run(capsys, "analyze", "1 + 2")
+    assert rc == 2 and "block_two_stream_mask, butterfly_mask, causal" in err
+    rc, _, err = run(capsys, "analyze", "butterfly_mask")
+    assert rc == 2 and "names a mask without arguments; write a call: butterfly_mask(n" in err
+
+
 @pytest.mark.parametrize(
     "array, fragment",
     [

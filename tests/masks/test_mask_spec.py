@@ -64,6 +64,10 @@ def test_registry_values_are_the_public_constructors():
             "causal(n=10) | butterfly_mask(n=4)",  # valid for mask_rule (10 slots)
             ["'butterfly_mask' is a mask derived from a task family", "hassejax.kernels.mask_rule("],
         ),
+        (  # a bare derived name was an "unknown mask" (a new user)
+            "butterfly_mask",
+            ["'butterfly_mask' is a mask derived from a task family", "hassejax.kernels.mask_rule"],
+        ),
         ("causal", ["without arguments", "causal(n)"]),
         ("causal(3", ["not valid syntax"]),
         ("causal(3) + full(3)", ["single call"]),

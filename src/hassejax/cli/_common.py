@@ -73,13 +73,15 @@ def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n,
         from ..masks import IntervalMask
 
         return IntervalMask.from_dense(arr, name="mask") if arr.shape[0] > _DENSE_NPY_LIMIT else np.asarray(arr)
-    if _FAMILY_CALL.search(spec):  # the derived masks' closed forms, as `export` and `tiles` take them (imports JAX)
+    if _FAMILY_NAME.search(spec):  # the derived masks' closed forms, as `export` and `tiles` take them (imports JAX)
         from ..kernels.mask_mod import mask_rule
 
         return mask_rule(spec).intervals
-    from ..masks import from_spec
+    from ..masks import structured
+    from ..masks._spec import _DERIVED, build_spec
 
-    return from_spec(spec, form="intervals")
+    # as from_spec(spec, form="intervals"), its errors listing the derived masks among the known ones: taken here
+    return build_spec(spec, structured.MASKS, also_known=_DERIVED)
 
 
 def _refuse_other_files(spec: str, arg: str) -> None:
@@ -92,7 +94,7 @@ def _refuse_other_files(spec: str, arg: str) -> None:
         )
 
 
-_FAMILY_CALL = re.compile(r"\b(block_two_stream_mask|butterfly_mask)\s*\(")
+_FAMILY_NAME = re.compile(r"\b(block_two_stream_mask|butterfly_mask)\b")
 
 
 # A .npy mask larger than this is read row block by row block into its interval form.

@@ -138,11 +138,13 @@ def from_spec(text: str, *, form: Literal["dense", "intervals"] = "dense") -> Bo
     return build_spec(text, structured.MASKS)
 
 
-def build_spec(text: str, registry: dict[str, Callable]):
+def build_spec(text: str, registry: dict[str, Callable], *, also_known: tuple[str, ...] = ()):
     """Parse a spec and build it from `registry` (name -> constructor): the body of :func:`from_spec`.
 
     Any registry whose values return objects with ``|``, ``&`` and ``shape`` works (the
-    kernels module builds mask rules with it). **Raises:** as :func:`from_spec`.
+    kernels module builds mask rules with it). `also_known`: names the caller builds by another
+    route (the command line's derived masks), listed with the registry's as the known masks in
+    the errors. **Raises:** as :func:`from_spec`.
     """
     source = text.strip()
     try:
@@ -151,11 +153,11 @@ def build_spec(text: str, registry: dict[str, Callable]):
         raise MaskError(f"mask spec {text!r} is not valid syntax ({exc.msg}); expected NAME(arg=value, ...).") from None
     except (RecursionError, MemoryError):
         raise MaskError(f"mask spec {text!r} is nested too deeply to parse.") from None
-    mask, _ = _build(tree.body, source, text, registry)
+    mask, _ = _build(tree.body, source, text, registry, ", ".join(sorted({*registry, *also_known})))
     return mask
 
 
-def _build(root: ast.AST, source: str, text: str, registry: dict):
+def _build(root: ast.AST, source: str, text: str, registry: dict, known: str):
     """The mask of a parsed spec and its size `n`: calls combined with `|`/`&`, left to right.
 
     Iterative (an explicit stack, not recursion), so a long chain ``a | b | c | ...`` of
@@ -182,18 +184,23 @@ def _build(root: ast.AST, source: str, text: str, registry: dict):
         if isinstance(node, ast.BoolOp):
             word = "or" if isinstance(node.op, ast.Or) else "and"
             raise MaskError(f"mask spec {text!r}: combine masks with | (union) and & (intersection), not `{word}`.")
-        mask = _call(node, source, text, registry)
+        mask = _call(node, source, text, registry, known)
         values.append((mask, int(mask.shape[0])))
     return values[0]
 
 
-def _call(call: ast.AST, source: str, text: str, registry: dict):
-    """The mask of one call ``NAME(arg, ..., key=value)`` of a registered constructor."""
-    known = ", ".join(sorted(registry))
+def _call(call: ast.AST, source: str, text: str, registry: dict, known: str):
+    """The mask of one call ``NAME(arg, ..., key=value)`` of a registered constructor (`known`: the names listed
+    as known in the errors)."""
     if isinstance(call, ast.Name):
         if call.id in registry:
             raise MaskError(
                 f"mask spec {text!r} names a mask without arguments; write a call: {_signature_text(call.id, registry[call.id])}."
+            )
+        if call.id in _DERIVED:  # from_spec's refusal of a derived mask, as for a call of it
+            raise MaskError(
+                f"mask spec {text!r}: {call.id!r} is a mask derived from a task family, built by "
+                f"hassejax.kernels.mask_rule from a call {call.id}(...); from_spec knows: {known}."
             )
         raise MaskError(f"mask spec {text!r}: unknown mask {call.id!r}; known masks: {known}.")
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
