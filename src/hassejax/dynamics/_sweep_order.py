@@ -92,25 +92,28 @@ def member_costs(cost: Callable | object, batch_params: PyTree, B: int) -> np.nd
 
 @jax.jit
 def _take_rows(tree: PyTree, index: jax.Array | np.ndarray) -> PyTree:
-    """Rows `index` of every leaf of `tree`, in one compiled program per tree of shapes (eagerly, one ``take`` program
-    per leaf shape)."""
+    """Rows `index` of every leaf of `tree` (outputs of one sweep, all on its devices), in one compiled program per
+    tree of shapes (eagerly, one ``take`` program per leaf shape)."""
     return jax.tree_util.tree_map(lambda leaf: jnp.take(leaf, index, axis=0), tree)
 
 
 def order_batch(batch_params: PyTree, costs: np.ndarray) -> tuple[PyTree, np.ndarray]:
     """`(the batch sorted by cost, the permutation)`; a stable sort, so equal costs keep their order.
 
-    Host (NumPy) leaves are reordered on the host, device arrays by one compiled program (:func:`_take_rows`)."""
+    Host (NumPy) leaves are reordered on the host (they stay there), device arrays on their own devices."""
     perm = np.argsort(costs, kind="stable")
     if np.array_equal(perm, np.arange(perm.size)):
         return batch_params, perm
-    leaves, treedef = jax.tree_util.tree_flatten(batch_params)
-    device = [k for k, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
-    ordered = [leaf if isinstance(leaf, jax.Array) else np.take(np.asarray(leaf), perm, axis=0) for leaf in leaves]
-    if device:
-        for k, leaf in zip(device, _take_rows([leaves[k] for k in device], perm)):
-            ordered[k] = leaf
-    return jax.tree_util.tree_unflatten(treedef, ordered), perm
+    index = None
+
+    def take(leaf):  # device leaves one by one: they may be committed to different devices
+        nonlocal index
+        if not isinstance(leaf, jax.Array):
+            return np.take(np.asarray(leaf), perm, axis=0)
+        index = jnp.asarray(perm) if index is None else index
+        return jnp.take(leaf, index, axis=0)
+
+    return jax.tree_util.tree_map(take, batch_params), perm
 
 
 def restore_order(out: PyTree, perm: np.ndarray | None) -> PyTree:

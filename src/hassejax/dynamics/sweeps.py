@@ -44,9 +44,10 @@ process `p` of `P` runs its share, members ``p, p + P, ...`` padded to ``ceil(B 
 through levels 1-3 on its own devices, and the results are all-gathered, so every process
 returns the same full result in batch order (:mod:`hassejax.dynamics._processes`).
 
-No module-level state: :func:`sweep` builds its jitted runner per call (each call traces and
-compiles, or loads from JAX's persistent cache); a :class:`Sweep` you hold keeps its runner,
-compiled once per chunk shape. :func:`sweep_program` lowers the program for ahead-of-time use.
+No module-level state of the member program: :func:`sweep` builds its jitted runner per call (each call traces
+and compiles, or loads from JAX's persistent cache); a :class:`Sweep` you hold keeps its runner, compiled once per
+chunk shape. (Two small module-level jitted helpers, which merge the chunks' outputs and put them back in the
+caller's order, keep JAX's per-shape cache of their own programs.) :func:`sweep_program` lowers the program for ahead-of-time use.
 """
 
 from __future__ import annotations
@@ -173,41 +174,16 @@ def _build_runner(
 
 
 def _pad_rows(leaf, total: int):
-    """Pad the leading axis to `total` rows by repeating the last row (one leaf; see :func:`_pad_leaves`)."""
+    """Pad the leading axis to `total` rows by repeating the last row.
+
+    A host (NumPy) leaf is padded, and later sliced into chunks, on the host; a device array on its own device (leaves
+    may be committed to different devices: one program over several would be refused).
+    """
     xp = jnp if isinstance(leaf, jax.Array) else np
     extra = total - leaf.shape[0]
     if extra == 0:
         return leaf
     return xp.concatenate([leaf, xp.repeat(leaf[-1:], extra, axis=0)], axis=0)
-
-
-@functools.partial(jax.jit, static_argnums=1)
-def _pad_device_leaves(leaves: list, total: int) -> list:
-    """:func:`_pad_rows` of every leaf in one compiled program (eagerly, each leaf's concatenate and repeat compiled
-    a small program of its own for each new batch size)."""
-    return [_pad_rows(leaf, total) for leaf in leaves]
-
-
-def _pad_leaves(leaves: list, total: int) -> list:
-    """Every leaf padded to `total` rows by repeating its last row.
-
-    Host (NumPy) leaves are padded, and later sliced into chunks, on the host; device arrays on their device, all in
-    one compiled program per batch size (:func:`_pad_device_leaves`), not one eager program per leaf and operation.
-    """
-    leaves = [leaf if isinstance(leaf, jax.Array) else np.asarray(leaf) for leaf in leaves]
-    on_device = [k for k, leaf in enumerate(leaves) if isinstance(leaf, jax.Array) and leaf.shape[0] != total]
-    if on_device:
-        padded = _pad_device_leaves([leaves[k] for k in on_device], total)
-        for k, leaf in zip(on_device, padded):
-            leaves[k] = leaf
-    return [_pad_rows(leaf, total) if not isinstance(leaf, jax.Array) else leaf for leaf in leaves]
-
-
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _device_chunks(leaves: list, chunk: int, n_chunks: int) -> list:
-    """The `n_chunks` chunks of `chunk` rows of every (padded) device leaf, in one compiled program per layout
-    (eager slices compile one small program per leaf shape and start)."""
-    return [[leaf[k * chunk : (k + 1) * chunk] for leaf in leaves] for k in range(n_chunks)]
 
 
 @functools.partial(jax.jit, static_argnums=1)
@@ -361,7 +337,7 @@ def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc
     mine, n = _processes.local_share(ordered, B, check=cost is None)  # (ordered, B) with one process
     chunk, n_chunks, total = _layout(n, planned, devs)
     leaves, treedef = jax.tree_util.tree_flatten(mine)
-    leaves = _pad_leaves(leaves, total)
+    leaves = [_pad_rows(leaf if isinstance(leaf, jax.Array) else np.asarray(leaf), total) for leaf in leaves]
     layout = _ChunkLayout(chunk, n_chunks, n, devs, chunk_size, planned)
     _check_chunk_memory(run, sharding, leaves, treedef, layout, estimates)  # before any chunk reaches a device
     out = _execute(run, sharding, leaves, treedef, n, chunk, n_chunks, total, progress, desc)
@@ -538,17 +514,10 @@ def _execute(run, sharding, leaves, treedef, B, chunk, n_chunks, total, progress
     """Dispatch the padded chunks one after the other (the next before the previous is waited for), merge, strip."""
     outputs = []
     bar = tqdm(total=B, desc=desc, unit="member", disable=(not progress) or n_chunks == 1 or progress_off())
-    device = [k for k, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
-    if device and n_chunks > 1:  # one program slices every device leaf; host leaves are sliced by NumPy
-        sliced = _device_chunks([leaves[k] for k in device], chunk, n_chunks)
     try:
         pending = None
         for k in range(n_chunks):
-            part = list(leaves)
-            if n_chunks > 1:
-                part = [None if isinstance(leaf, jax.Array) else leaf[k * chunk : (k + 1) * chunk] for leaf in leaves]
-                for j, idx in enumerate(device):
-                    part[idx] = sliced[k][j]
+            part = [leaf[k * chunk : (k + 1) * chunk] if n_chunks > 1 else leaf for leaf in leaves]
             if sharding is not None:
                 part = jax.device_put(part, sharding)
             out = run(jax.tree_util.tree_unflatten(treedef, part))  # dispatched asynchronously
@@ -733,7 +702,7 @@ def sweep_program(
     chunk, _, total = _layout(n, chunk_size, devs)
     run, sharding = _build_runner(fn, devs, compiler_options)
     leaves, treedef = jax.tree_util.tree_flatten(batch_params)
-    part = [leaf[:chunk] for leaf in _pad_leaves([jnp.asarray(leaf) for leaf in leaves], total)]
+    part = [_pad_rows(jnp.asarray(leaf), total)[:chunk] for leaf in leaves]
     if sharding is not None:
         part = jax.device_put(part, sharding)
     return run.lower(jax.tree_util.tree_unflatten(treedef, part))
