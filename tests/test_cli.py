@@ -331,6 +331,14 @@ def test_two_outputs_to_a_character_device_are_written(capsys, tmp_path):
         proc = subprocess.run(argv, stdout=fh, stderr=subprocess.PIPE, text=True)
     assert proc.returncode == 2 and "--json and --dot name the command's stdout" in proc.stderr, proc.stderr
     assert report.read_text() == ""
+    # in a script whose stdout or stderr is /dev/null itself (a review: "name the command's stdout", exit 2)
+    argv = [script, "analyze", "causal(n=3)", "--json", "/dev/null", "--dot", "/dev/null"]
+    for streams in (
+        {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE},
+        {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL},
+    ):
+        proc = subprocess.run(argv, text=True, **streams)
+        assert proc.returncode == 0, proc.stderr
 
 
 def test_an_output_to_the_report_s_stream_is_written_after_it_not_over_it(tmp_path):

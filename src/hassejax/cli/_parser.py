@@ -88,6 +88,8 @@ def _stream_of(path: str) -> str | None:
         return "stdout"
     try:
         target = os.stat(path)
+        if os.path.samestat(target, os.stat(os.devnull)):  # the null device, also where stdout goes (>/dev/null)
+            return None  # a file like any other: written anew, nothing truncated
     except (OSError, ValueError):
         return None
     for name, stream in (("stdout", sys.stdout), ("stderr", sys.stderr)):
