@@ -196,6 +196,16 @@ def test_analyze_without_jax_prints_what_the_dense_jax_route_prints(fresh_report
     assert (d.depth, d.width) == (longest_chain(d.cover_matrix()), width(d.order_matrix()))
 
 
+def test_analyze_png_of_a_structured_spec_imports_no_jax(tmp_path):
+    """``analyze --png`` draws the Hasse diagram with matplotlib alone: hassejax.plot loads its JAX modules (the
+    dynamics figures, draw_mask) only when they are asked for."""
+    png = tmp_path / "d.png"
+    ((rc, _, loaded),) = run_fresh([["analyze", "causal(n=8) | attention_sinks(n=8, num=1)", "--png", str(png)]])
+    assert rc == 0
+    assert loaded == [], f"analyze --png imported {loaded}"
+    assert png.stat().st_size > 0
+
+
 def test_compile_cache_is_requested_without_importing_jax(tmp_path):
     """The CLI turns JAX's persistent cache on through JAX's environment variables (no JAX import);
     a dense route then writes its programs there, and ``--no-compile-cache`` leaves the folder empty."""

@@ -27,6 +27,7 @@ def as_mask(
     batched: bool = True,
     memory: Callable[[tuple[int, ...]], None] | None = None,
     concrete: str | None = None,
+    relation: bool = False,
 ) -> jax.Array:
     """Validate a Boolean attention mask and return it as a ``jax.Array`` of dtype bool.
 
@@ -44,13 +45,15 @@ def as_mask(
     - `concrete`: the caller's name where it runs on the host (NumPy, networkx): a traced `mask` (under
       ``jax.jit``/``vmap``) is then refused with a :class:`~hassejax.errors.MaskError` naming `name` and it,
       instead of JAX's ``TracerArrayConversionError``.
+    - `relation`: `mask` is a relation (a reachability preorder, a partial order), not an attention mask: the
+      square and dtype errors say so, without the mask wording ("True = may attend", "self-attention").
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a non-array, wrong rank, empty query
     or key axis, non-square (when `square`), non-Boolean dtype or a traced mask (when `concrete`);
     :class:`~hassejax.errors.MemoryBudgetError` from `memory`. (The checks alone, without JAX:
     :func:`hassejax._mask_checks.check_mask`.)
     """
-    mask = check_mask(mask, name, square=square, batched=batched, memory=memory, concrete=concrete)
+    mask = check_mask(mask, name, square=square, batched=batched, memory=memory, concrete=concrete, relation=relation)
     return jnp.asarray(mask)
 
 

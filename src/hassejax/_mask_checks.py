@@ -25,6 +25,7 @@ def check_mask(
     batched: bool = True,
     memory: Callable[[tuple[int, ...]], None] | None = None,
     concrete: str | None = None,
+    relation: bool = False,
 ):
     """Validate a Boolean attention mask; return it, as a NumPy array if it came as nested lists or tuples.
 
@@ -55,7 +56,18 @@ def check_mask(
         want = "rank 2 (n, n) or rank >= 2 (..., n, n)" if batched else "rank 2, shape (n, n)"
         raise MaskError(f"`{name}` must have {want}; got shape {shape} (rank {len(shape)}).")
     if shape[-1] == 0 or shape[-2] == 0:
-        raise MaskError(f"`{name}` must have at least one query and one key; got shape {shape}.")
+        what = "one row and one column" if relation else "one query and one key"
+        raise MaskError(f"`{name}` must have at least {what}; got shape {shape}.")
+    if relation and square and shape[-1] != shape[-2]:
+        raise MaskError(
+            f"`{name}` must be square (n, n): a relation on one set of n elements, rows and columns indexing the "
+            f"same elements; got shape {shape} with {shape[-2]} rows and {shape[-1]} columns."
+        )
+    if relation and mask.dtype != np.bool_:
+        raise MaskError(
+            f"`{name}` must have dtype bool (a relation: True = related); got dtype {mask.dtype}. "
+            f"Convert a 0/1 relation explicitly: `{name}.astype(bool)`."
+        )
     if square and shape[-1] != shape[-2]:
         raise MaskError(
             f"`{name}` must be square (n, n): closing over layers needs self-attention, where queries "

@@ -160,14 +160,18 @@ class HasseExport:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_json(cls, text: str) -> HasseExport:
+    def from_json(cls, text: str | bytes | bytearray) -> HasseExport:
         """Inverse of :meth:`to_json`.
 
-        **Raises:** :class:`~hassejax.errors.MaskError` for text that is not JSON or not a
-        valid diagram.
+        **Raises:** :class:`~hassejax.errors.MaskError` for `text` that is not a string (``bytes`` are taken, as
+        :func:`json.loads` takes them), not JSON or not a valid diagram.
         """
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise MaskError(
+                f"`text` must be a JSON string (the output of to_json); got an object of type {type(text).__name__}."
+            )
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as err:
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise MaskError(f"`text` is not valid JSON: {err}.") from None
         return cls.from_dict(data)

@@ -205,7 +205,8 @@ class HasseDiagram(HasseExport):
 
         - `reach`: Boolean `(n, n)` preorder, `R[i, j]` True iff output `i` depends on input `j`
           (e.g. :func:`hassejax.order.reachability` with `num_layers=None`).
-        - `check`: verify that `reach` is reflexive and transitive (one `n × n` matmul).
+        - `check`: verify that `reach` is reflexive and transitive (one `n × n` matmul). With ``False`` the check
+          runs only when the quotient turns out not to be a partial order, to refuse `reach` with a violating entry.
 
         **Returns:** the :class:`HasseDiagram`; class ids are those of
         :func:`hassejax.order.classes` (sorted by reach-set size, then smallest member).
@@ -237,7 +238,9 @@ class HasseDiagram(HasseExport):
         # Copies of `reach` and about four (n, n) arrays for the classes and the quotient (the
         # check's matmul: four more).
         memory = _dense_memory("reach", "the Hasse diagram of a preorder", extra=8 if check else 4, route=False)
-        r = as_mask(reach, "reach", batched=False, memory=memory, concrete="HasseDiagram.from_reachability")
+        r = as_mask(
+            reach, "reach", batched=False, memory=memory, concrete="HasseDiagram.from_reachability", relation=True
+        )
         labels, c = _classes(r, check=check)
         if quotient_limit is not None and c > quotient_limit:
             raise MaskError(
@@ -247,7 +250,13 @@ class HasseDiagram(HasseExport):
             )
         order = _quotient_order(r, labels, c)
         _warn_slow_reduction(c)
-        cover = _cover_matrix(order)
+        try:
+            cover = _cover_matrix(order)
+        except MaskError:  # with check=False, a `reach` that is not a preorder: name it, with one of its violations
+            from .poset import _classes as _checked_classes
+
+            _checked_classes(r, True, "reach")
+            raise
         lab = np.asarray(labels)
         members = [[] for _ in range(c)]
         for p, k in enumerate(lab.tolist()):

@@ -74,6 +74,7 @@ def longest_chain(relation: Bool[ArrayLike, "c c"]) -> int:
             batched=False,
             memory=_memory("relation", "the longest chain", 5),
             concrete="longest_chain",
+            relation=True,
         )
     )
     c = rel.shape[0]
@@ -128,7 +129,9 @@ def width(order: Bool[ArrayLike, "c c"]) -> int:
     decomposition theorem for partially ordered sets", Proc. AMS 7 (1956); J. E. Hopcroft,
     R. M. Karp, SIAM J. Comput. 2 (1973).
     """
-    o = as_mask(order, "order", batched=False, memory=_memory("order", "the width", 18), concrete="width")
+    o = as_mask(
+        order, "order", batched=False, memory=_memory("order", "the width", 18), concrete="width", relation=True
+    )
     c = o.shape[-1]
     s, _, nr, na, nt = _order_parts(_pad_square(o, _bucket(c), "identity"))
     _check_partial_order(o, nr, na, nt, "order")

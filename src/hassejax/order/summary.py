@@ -66,8 +66,12 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
     ``"bitpacked"``). An explicit `method` is honoured (a dense route for an
     :class:`IntervalMask` first builds the dense array, after a memory check).
 
+    **Arguments:** `mask`: an :class:`~hassejax.masks.IntervalMask`, or a concrete Boolean `(n, n)` array (nested
+    lists of bools too), checked as :func:`flow_summary` checks it on every route; `method`: one of :data:`ROUTES`.
+
     **Raises:** :class:`~hassejax.errors.ParameterError` for an unknown `method`;
-    :class:`~hassejax.errors.MaskError` for a mask that is not square Boolean.
+    :class:`~hassejax.errors.MaskError` for a mask that is not a concrete square Boolean `(n, n)` array or an
+    :class:`~hassejax.masks.IntervalMask`.
     """
     if not isinstance(method, str) or method not in ROUTES:
         raise ParameterError(f"`method` must be one of {ROUTES}; got {method!r}.")
@@ -80,6 +84,7 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
             return method, "requested", None
         intervals = mask
     else:
+        mask = check_mask(mask, "mask", batched=False, concrete="choose_route")  # on every route, nested lists taken
         if method in ("matmul", "bitpacked"):
             return method, "requested", None
         n = mask.shape[-1]

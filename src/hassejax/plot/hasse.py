@@ -19,6 +19,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.colors import is_color_like
 from matplotlib.patches import FancyArrowPatch
 from matplotlib.path import Path
 
@@ -73,8 +75,7 @@ def hasse_layout(
     >>> sorted(y for _, y in hasse_layout(d).values()), sorted(y for _, y in hasse_layout(d, levels="top").values())
     ([0.0, 0.0, 1.0], [0.0, 1.0, 1.0])
     """
-    if max_label_chars < 4:
-        raise MaskError(f"`max_label_chars` must be at least 4; got {max_label_chars}.")
+    _check_max_label_chars(max_label_chars)
     names = diagram._check_names(names)
     labels = _node_labels(diagram, names, max_label_chars)
     pos, _, _ = _layout(diagram, labels, sweeps, levels, order_key)
@@ -138,7 +139,12 @@ def hasse_figsize(
     Room for `fontsize / 1.5` points per label character cell and `fontsize / 0.29` points
     between layers (the fit rule of :func:`draw_hasse`). `levels`, `order_key`: as
     :func:`hasse_layout`.
+
+    **Raises:** as :func:`draw_hasse` for `names`, `fontsize` and `max_label_chars`; as :func:`hasse_layout` for
+    `levels` and `order_key`.
     """
+    _check_fontsize(fontsize, "fontsize")
+    _check_max_label_chars(max_label_chars)
     names = diagram._check_names(names)
     pos, width, _ = _layout(diagram, _node_labels(diagram, names, max_label_chars), levels=levels, order_key=order_key)
     return _figsize(pos, width, title, fontsize)
@@ -197,12 +203,23 @@ def draw_hasse(
 
     **Returns:** the ``Axes``.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` if `diagram` is not a HasseDiagram or
-    `names` has the wrong length; :class:`~hassejax.errors.ParameterError` for bad `levels`,
-    `order_key` or `class_colors`, or when the font fitted to the axes is below `min_fontsize`.
+    **Raises:** :class:`~hassejax.errors.MaskError` if `diagram` is not a HasseDiagram,
+    `names` has the wrong length or `max_label_chars` is not an int >= 4 (as :func:`hasse_layout`);
+    :class:`~hassejax.errors.ParameterError` for an `ax` that is not a matplotlib ``Axes``, a `fontsize` or
+    `min_fontsize` that is not a positive finite number, a `node_color`, `edge_color` or colour in `class_colors`
+    that matplotlib does not take, bad `levels` or `order_key`, or when the font fitted to the axes is below
+    `min_fontsize`.
     """
     if not isinstance(diagram, HasseDiagram):
         raise MaskError(f"`diagram` must be a HasseDiagram; got {type(diagram).__name__}.")
+    if ax is not None and not isinstance(ax, Axes):
+        raise ParameterError(f"`ax` must be a matplotlib Axes or None (a new figure); got {type(ax).__name__}.")
+    _check_fontsize(fontsize, "fontsize")
+    if min_fontsize is not None:
+        _check_fontsize(min_fontsize, "min_fontsize")
+    _check_max_label_chars(max_label_chars)
+    _check_color(node_color, "node_color")
+    _check_color(edge_color, "edge_color")
     names = diagram._check_names(names)
     labels = _node_labels(diagram, names, max_label_chars)
     fills = _class_fills(diagram, class_colors, node_color)
@@ -282,6 +299,25 @@ def draw_hasse(
     return ax
 
 
+def _check_fontsize(value, name: str) -> None:
+    """Refuse a font size that is not a positive finite number (no readable text), naming it."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not ok or not np.isfinite(value) or value <= 0:
+        raise ParameterError(f"`{name}` must be a positive finite number (points); got {value!r}.")
+
+
+def _check_max_label_chars(value) -> None:
+    """The label cut of :func:`hasse_layout`, :func:`hasse_figsize` and :func:`draw_hasse`: an int >= 4."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 4:
+        raise MaskError(f"`max_label_chars` must be an int >= 4; got {value!r}.")
+
+
+def _check_color(value, name: str, where: str = "") -> None:
+    """Refuse what matplotlib would refuse as a colour only when drawing, naming the argument (and class)."""
+    if not is_color_like(value):
+        raise ParameterError(f"`{name}` must be a matplotlib colour{'s' if where else ''}; got {value!r:.120}{where}.")
+
+
 def _class_fills(diagram: HasseDiagram, class_colors, node_color: str) -> list:
     """The fill colour of every class (class id order)."""
     num = diagram.num_classes
@@ -291,6 +327,8 @@ def _class_fills(diagram: HasseDiagram, class_colors, node_color: str) -> list:
         bad = [c for c in class_colors if not (isinstance(c, (int, np.integer)) and 0 <= c < num)]
         if bad:
             raise ParameterError(f"`class_colors` names class ids 0 .. {num - 1}; got {bad[0]!r}.")
+        for c, colour in class_colors.items():
+            _check_color(colour, "class_colors", f" for class {c!r}")
         return [class_colors.get(c, node_color) for c in range(num)]
     fills = list(class_colors)
     if isinstance(class_colors, str) or len(fills) != num:
@@ -298,6 +336,8 @@ def _class_fills(diagram: HasseDiagram, class_colors, node_color: str) -> list:
             f"`class_colors` must hold one colour per class ({num} classes) or map class ids to colours; "
             f"got {class_colors!r:.120}."
         )
+    for c, colour in enumerate(fills):
+        _check_color(colour, "class_colors", f" for class {c}")
     return fills
 
 

@@ -1,0 +1,121 @@
+"""A new user's findings: each case failed before its fix (a histogram cut silently, checks skipped or naming the
+wrong argument, mask wording for a relation, JAX imported to draw a Hasse diagram)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from hassejax.errors import MaskError, ParameterError
+from hassejax.masks import from_spec
+from hassejax.order import HasseDiagram, classes, flow_summary
+from hassejax.order.summary import choose_route
+
+
+def test_flow_summary_json_keeps_the_whole_class_size_histogram():
+    s = flow_summary(from_spec(f"document(segments={list(range(1, 101))}, inner='full')", form="intervals"))
+    sizes = s.to_dict()["class_sizes"]
+    assert s.num_classes == 100
+    assert len(sizes["histogram"]) == 100
+    assert sum(sizes["histogram"].values()) == s.num_classes
+    assert sum(int(v) * c for v, c in sizes["histogram"].items()) == s.n
+    json.dumps(s.to_dict())
+
+
+@pytest.mark.parametrize("mask", [[[True, False], [True, True]], None, np.ones((3, 3))])
+@pytest.mark.parametrize("method", ["auto", "matmul", "bitpacked", "structured"])
+def test_choose_route_checks_mask_on_every_route(mask, method, no_typecheck):
+    if isinstance(mask, list):  # nested lists are taken, as flow_summary takes them
+        route, _, _ = choose_route(mask, method)
+        assert route in ("structured", "matmul", "bitpacked")
+        return
+    with pytest.raises(MaskError, match="`mask`"):
+        choose_route(mask, method)
+
+
+def test_from_json_refuses_a_non_string_by_name(no_typecheck):
+    with pytest.raises(MaskError, match="`text` must be a JSON string"):
+        HasseDiagram.from_json(None)
+    d = HasseDiagram.from_mask(np.tril(np.ones((3, 3), bool)))
+    assert HasseDiagram.from_json(d.to_json().encode()) == d  # bytes, as json.loads takes them
+
+
+@pytest.fixture
+def diagram():
+    return HasseDiagram.from_mask(np.tril(np.ones((3, 3), bool)))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"fontsize": -3}, "`fontsize` must be a positive finite number"),
+        ({"fontsize": float("nan")}, "`fontsize` must be a positive finite number"),
+        ({"fontsize": 0}, "`fontsize` must be a positive finite number"),
+        ({"fontsize": float("inf")}, "`fontsize` must be a positive finite number"),
+        ({"class_colors": {0: "notacolor"}}, r"`class_colors`.*'notacolor'"),
+        ({"class_colors": ["red", "notacolor", "blue"]}, r"`class_colors`.*'notacolor'"),
+        ({"node_color": "notacolor"}, r"`node_color`.*'notacolor'"),
+        ({"ax": "ax"}, "`ax` must be a matplotlib Axes"),
+    ],
+)
+def test_draw_hasse_refuses_bad_arguments_by_name(diagram, kwargs, match, no_typecheck):
+    from hassejax.plot import draw_hasse
+
+    try:
+        with pytest.raises(ParameterError, match=match):
+            draw_hasse(diagram, **kwargs)
+    finally:
+        plt.close("all")
+
+
+@pytest.mark.parametrize("value", [2, 3, 0, -1])
+def test_max_label_chars_is_refused_alike_by_draw_hasse_and_hasse_layout(diagram, value):
+    from hassejax.plot import draw_hasse, hasse_figsize, hasse_layout
+
+    for f in (draw_hasse, hasse_layout, hasse_figsize):
+        with pytest.raises(MaskError, match="`max_label_chars` must be an int >= 4"):
+            f(diagram, max_label_chars=value)
+    plt.close("all")
+
+
+NON_TRANSITIVE = np.array([[1, 0, 0], [1, 1, 0], [0, 1, 1]], bool)
+
+
+def test_from_reachability_without_check_names_reach():
+    with pytest.raises(MaskError, match=r"`reach` must be a preorder.*reach\[2, 1\]") as err:
+        HasseDiagram.from_reachability(NON_TRANSITIVE, check=False)
+    assert "`order`" not in str(err.value)
+
+
+@pytest.mark.parametrize("f", [classes, HasseDiagram.from_reachability])
+def test_a_relation_s_errors_use_relation_wording(f, no_typecheck):
+    for bad in (np.ones((2, 3), bool), np.ones((2, 2), int)):
+        with pytest.raises(MaskError, match="`reach`") as err:
+            f(bad)
+        text = str(err.value)
+        assert "may attend" not in text and "self-attention" not in text, text
+    with pytest.raises(MaskError, match="may attend"):  # a mask keeps the mask wording
+        HasseDiagram.from_mask(np.ones((2, 2), int))
+
+
+def test_drawing_a_hasse_diagram_imports_no_jax():
+    code = (
+        "import sys, matplotlib; matplotlib.use('Agg')\n"
+        "from hassejax.plot import draw_hasse, hasse_crossings, hasse_figsize, hasse_layout, figsize, paper_style\n"
+        "import hassejax.plot\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'equinox', 'diffrax'))[:5])\n"
+        "names = [n for n in hassejax.plot.__all__ if not hasattr(hassejax.plot, n)]\n"
+        "print(names, 'dynamics' in dir(hassejax.plot))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["[]", "[] True"], proc.stdout
