@@ -1,5 +1,7 @@
-"""A new user's findings: each case failed before its fix (a histogram cut silently, checks skipped or naming the
-wrong argument, mask wording for a relation, JAX imported to draw a Hasse diagram)."""
+"""Inputs and outputs of the order API and its drawing (flow_summary's JSON, choose_route, HasseDiagram.from_json
+and from_reachability, the relation checks, draw_hasse and hasse_layout): each case failed before its fix (a
+histogram cut silently, checks skipped or naming the wrong argument, mask wording for a relation, JAX imported to
+draw a Hasse diagram)."""
 
 from __future__ import annotations
 
