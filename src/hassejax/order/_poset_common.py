@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_memory
+from .._checks import as_mask, check_memory
 from ._poset_checks import _check_partial_order, _check_preorder, _first  # noqa: F401 (re-exported)
 
 
@@ -29,6 +29,12 @@ def _memory(name: str, what: str, matrices: int):
         check_memory(matrices * n * n, f"{what} of n = {n} elements (about {matrices} bytes an entry)", name)
 
     return check
+
+
+def _as_relation(value, name: str, what: str, matrices: int, caller: str):
+    """`value` checked as a concrete square Boolean relation (errors in relation wording, naming `name`) with
+    :func:`_memory`'s check of `matrices` bytes an entry for `what`, as a ``jax.Array`` (see :func:`as_mask`)."""
+    return as_mask(value, name, batched=False, memory=_memory(name, what, matrices), concrete=caller, relation=True)
 
 
 def _bool_matmul(x, y):

@@ -33,14 +33,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Int
 
-from .._checks import as_mask
 from ..errors import MaskError
 from ._poset_common import (
+    _as_relation,
     _bucket,
     _check_partial_order,
     _check_preorder,
     _first,
-    _memory,
     _order_parts,
     _pad_square,
     _preorder_violations,
@@ -121,14 +120,7 @@ def classes(reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> tuple[Int[A
 def _classes(reach, check: bool, name: str) -> tuple[Array, int]:
     """:func:`classes`, its errors naming `name` (``"mask"`` for :func:`~hassejax.order.flow_summary`'s closure)."""
     # the copy, its host copy and packed rows and (with check) the float32 matmul: two casts, the product, a bool
-    r = as_mask(
-        reach,
-        name,
-        batched=False,
-        memory=_memory(name, "the classes", 17 if check else 5),
-        concrete="classes",
-        relation=True,
-    )
+    r = _as_relation(reach, name, "the classes", 17 if check else 5, "classes")
     if check:  # "top" padding: the extra positions reach everything (reflexive, transitive: no violation)
         _check_preorder(r, _violations_core(_pad_square(r, _bucket(r.shape[-1]), "top")), name)
     labels, num = _row_classes(r)
@@ -176,14 +168,7 @@ def quotient_order(reach: Bool[ArrayLike, "n n"], labels: Int[ArrayLike, " n"], 
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.6.
     """
-    r = as_mask(
-        reach,
-        "reach",
-        batched=False,
-        memory=_memory("reach", "the quotient order", 6),
-        concrete="quotient_order",
-        relation=True,
-    )
+    r = _as_relation(reach, "reach", "the quotient order", 6, "quotient_order")
     n = r.shape[-1]
     lab = np.asarray(labels)
     if lab.shape != (n,) or not np.issubdtype(lab.dtype, np.integer):
@@ -258,14 +243,7 @@ def cover_matrix(order: Bool[ArrayLike, "c c"]) -> Bool[Array, "c c"]:
     One float32 matmul with a threshold, jitted inside; the checks read its result on the host, so `order` is
     concrete (not traceable).
     """
-    o = as_mask(
-        order,
-        "order",
-        batched=False,
-        memory=_memory("order", "the cover matrix", 17),
-        concrete="cover_matrix",
-        relation=True,
-    )
+    o = _as_relation(order, "order", "the cover matrix", 17, "cover_matrix")
     c = o.shape[-1]
     _, cover, nr, na, nt = _order_parts(_pad_square(o, _bucket(c), "identity"))
     _check_partial_order(o, nr, na, nt, "order")

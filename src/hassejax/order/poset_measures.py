@@ -14,9 +14,8 @@ import networkx as nx
 import numpy as np
 from jaxtyping import ArrayLike, Bool
 
-from .._checks import as_mask
 from ..errors import MaskError
-from ._poset_common import _bucket, _check_partial_order, _memory, _order_parts, _pad_square
+from ._poset_common import _as_relation, _bucket, _check_partial_order, _order_parts, _pad_square
 from ._poset_host import dilworth_width
 
 __all__ = ["longest_chain", "width"]
@@ -67,16 +66,7 @@ def longest_chain(relation: Bool[ArrayLike, "c c"]) -> int:
     Source: spec hasse.md §3 (last paragraph: depth is the longest chain); L. Mirsky,
     "A dual of Dilworth's decomposition theorem", Amer. Math. Monthly 78 (1971).
     """
-    rel = np.asarray(
-        as_mask(
-            relation,
-            "relation",
-            batched=False,
-            memory=_memory("relation", "the longest chain", 5),
-            concrete="longest_chain",
-            relation=True,
-        )
-    )
+    rel = np.asarray(_as_relation(relation, "relation", "the longest chain", 5, "longest_chain"))
     c = rel.shape[0]
     rel = rel & ~np.eye(c, dtype=bool)
     if np.any(np.triu(rel)):
@@ -129,9 +119,7 @@ def width(order: Bool[ArrayLike, "c c"]) -> int:
     decomposition theorem for partially ordered sets", Proc. AMS 7 (1956); J. E. Hopcroft,
     R. M. Karp, SIAM J. Comput. 2 (1973).
     """
-    o = as_mask(
-        order, "order", batched=False, memory=_memory("order", "the width", 18), concrete="width", relation=True
-    )
+    o = _as_relation(order, "order", "the width", 18, "width")
     c = o.shape[-1]
     s, _, nr, na, nt = _order_parts(_pad_square(o, _bucket(c), "identity"))
     _check_partial_order(o, nr, na, nt, "order")
