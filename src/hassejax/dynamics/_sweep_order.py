@@ -104,14 +104,13 @@ def order_batch(batch_params: PyTree, costs: np.ndarray) -> tuple[PyTree, np.nda
     perm = np.argsort(costs, kind="stable")
     if np.array_equal(perm, np.arange(perm.size)):
         return batch_params, perm
-    index = None
+    on_device = any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(batch_params))
+    index = jnp.asarray(perm) if on_device else None
 
     def take(leaf):  # device leaves one by one: they may be committed to different devices
-        nonlocal index
-        if not isinstance(leaf, jax.Array):
-            return np.take(np.asarray(leaf), perm, axis=0)
-        index = jnp.asarray(perm) if index is None else index
-        return jnp.take(leaf, index, axis=0)
+        if isinstance(leaf, jax.Array):
+            return jnp.take(leaf, index, axis=0)
+        return np.take(np.asarray(leaf), perm, axis=0)
 
     return jax.tree_util.tree_map(take, batch_params), perm
 
