@@ -742,3 +742,36 @@ def test_memory_refusals_of_the_interval_constructors_name_their_arguments(monke
     for build, message in cases:
         with pytest.raises(MemoryBudgetError, match=message):
             build()
+
+
+def test_from_dense_refuses_a_view_too_large_to_scan_before_reading_it(monkeypatch):
+    """``IntervalMask.from_dense`` had no size guard: ``np.broadcast_to(np.True_, (300000, 300000))`` (one byte of
+    memory) was scanned entry by entry for minutes. A view that repeats its entries is now refused before any entry
+    is read when a dense mask of its ``n`` would not fit, naming the argument; an array that holds its entries (in
+    memory already) and a view that fits are read as before."""
+    import hassejax.masks._runs as runs
+    from hassejax.errors import MemoryBudgetError
+
+    n = 4500  # 20 MB as a dense bool mask
+    monkeypatch.setattr(runs, "host_memory_bytes", lambda: 20 << 20)  # 20 MiB free: 80 % of it is 16 MiB
+    for view in (np.broadcast_to(np.True_, (n, n)), np.broadcast_to(np.arange(n) % 3 == 0, (n, n))):
+        with pytest.raises(MemoryBudgetError, match=r"^`m`: .*broadcast or strided view.*IntervalMask\.from_runs"):
+            IntervalMask.from_dense(view, name="m")
+    q = np.arange(n)
+    dense = np.tril(np.ones((n, n), bool))  # held in memory: scanned whatever the budget, also as views of it
+    runs_of = {
+        "tril": (0 * q, q + 1),
+        "T": (q, n + 0 * q),
+        "rows reversed": (0 * q, n - q),
+        "keys reversed": (n - 1 - q, n + 0 * q),
+    }
+    for held, key in zip((dense, dense.T, dense[::-1], dense[:, ::-1]), runs_of):
+        assert IntervalMask.from_dense(held) == IntervalMask.from_runs(*runs_of[key], n), key
+    small = np.broadcast_to(np.arange(300) % 3 == 0, (300, 300))  # a view that fits: read as before
+    assert IntervalMask.from_dense(small) == IntervalMask.from_dense(np.array(small))
+
+    monkeypatch.setattr(runs, "host_memory_bytes", lambda: 64 << 30)  # 64 GiB free: the 84 GiB n² does not fit
+    start = time.perf_counter()
+    with pytest.raises(MemoryBudgetError, match=r"^`mask`: from_dense's scan of all 300000 × 300000 entries"):
+        IntervalMask.from_dense(np.broadcast_to(np.True_, (300_000, 300_000)))
+    assert time.perf_counter() - start < 5  # refused up front, not after a scan

@@ -79,6 +79,22 @@ DENSE_HINT = (
 )
 
 
+_VIEW_HINT = (
+    "Build the interval form without an n × n scan: IntervalMask.from_runs (the all-True mask is "
+    "from_runs(np.zeros(n, int), np.full(n, n), n)), the constructors of hassejax.masks.structured or "
+    "from_spec(..., form='intervals'). Or use a smaller n."
+)
+
+
+def _held_bytes(a: np.ndarray) -> int:
+    """Bytes of memory the entries of `a` span: ``a.nbytes`` for an array that holds every entry, fewer for a view
+    that repeats them (a zero stride: ``np.broadcast_to``; overlapping strides)."""
+    if a.size == 0 or a.flags.c_contiguous or a.flags.f_contiguous:
+        return int(a.nbytes)
+    span = a.itemsize + sum((d - 1) * abs(s) for d, s in zip(a.shape, a.strides))
+    return int(min(a.nbytes, span))
+
+
 class IntervalMask:
     """An attention mask stored exactly as sorted disjoint key runs per row (no ``n × n`` array).
 
@@ -163,7 +179,11 @@ class IntervalMask:
 
         **Raises:** :class:`~hassejax.errors.MaskError` for a non-Boolean, non-square or traced mask (it runs on
         the host: call it outside ``jax.jit``/``vmap``);
-        :class:`~hassejax.errors.MemoryBudgetError` if the runs would not fit in memory.
+        :class:`~hassejax.errors.MemoryBudgetError` (naming `name`) if the runs would not fit in memory, or,
+        before any entry is read, if `mask` does not hold its ``n²`` entries in memory (a view that repeats
+        them: ``np.broadcast_to``, zero or overlapping strides) and a dense ``(n, n)`` Boolean mask would not
+        fit: the scan reads every entry, so its work is bounded as a dense mask's memory is (an array that holds
+        its entries is scanned whatever its size; it is in memory already).
         """
         if isinstance(mask, IntervalMask):
             return mask
@@ -174,6 +194,15 @@ class IntervalMask:
         if a.dtype != np.bool_:
             raise MaskError(f"`{name}` must have dtype bool (True = may attend); got dtype {a.dtype}.")
         n = a.shape[0]
+        held = _held_bytes(a)
+        if held < n * n:  # a view repeating its entries (broadcast_to): n² reads of a few bytes, bounded up front
+            check_host_memory(
+                float(n) * n,
+                f"from_dense's scan of all {n} × {n} entries (a broadcast or strided view holding {held} "
+                f"byte{'' if held == 1 else 's'}: the work of a dense ({n}, {n}) Boolean mask)",
+                name,
+                hint=_VIEW_HINT,
+            )
         step = max(1, (1 << 24) // max(n, 1))
         parts_s, parts_e = [], []
         k_seen = 1
