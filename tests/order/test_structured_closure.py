@@ -245,6 +245,40 @@ def test_documents_and_chunks_are_closed_at_long_n():
     assert s.num_hasse_edges == n - lengths.size
 
 
+def test_flow_summary_takes_numpy_integers_as_layers():
+    """``flow_summary(m, np.array([1, 2]))`` was refused ("must be a sequence of positive ints") although
+    ``[1, 2]`` works: a 1-D integer array, a NumPy integer (and a 0-d integer array) are layer counts too, in
+    ``hassejax.cli.analyze`` as well; bools and floats are refused by name as before, in an array too."""
+    from hassejax.cli import analyze
+
+    m = _window_with_sinks(64, 2, 1)
+    want = flow_summary(m, layers=[1, 2])
+    for layers in (np.array([1, 2]), np.array([1, 2], dtype=np.int32), np.arange(1, 3, dtype=np.uint8)):
+        s = flow_summary(m, layers)
+        assert s.layers == (1, 2) and all(type(v) is int for v in s.layers)
+        assert s.reach == want.reach
+    assert analyze(m, np.array([1, 2]))["layers"] == [1, 2]
+    for one in (np.int64(2), np.array(2)):
+        assert flow_summary(m, one).layers == (2,)
+    assert flow_summary(m, [np.int64(1), np.int32(2)]).layers == (1, 2)
+
+
+def test_flow_summary_refuses_numpy_bools_and_floats_as_layers(no_typecheck):
+    """The refusals that stay with NumPy inputs (the integer ones are taken: the test above)."""
+    m = _window_with_sinks(64, 2, 1)
+    bad = [
+        (np.array([True, False]), r"`layers` must hold positive ints .*got np\.(True|False)_"),
+        (np.array([1.0, 2.0]), r"`layers` must hold positive ints .*got np\.float64\(1\.0\)"),
+        (np.array([0, 1]), r"`layers` must hold positive ints .*got np\.int64\(0\)"),
+        (np.bool_(True), r"`layers` must be a sequence"),
+        (np.float64(2.0), r"`layers` must be a sequence"),
+        (np.array([[1, 2]]), r"`layers` must be .* 1-D integer array; got an array of shape \(1, 2\)"),
+    ]
+    for layers, match in bad:
+        with pytest.raises(ParameterError, match=match):
+            flow_summary(m, layers)
+
+
 def test_flow_summary_errors_name_the_argument():
     m = _window_with_sinks(16, 2, 1)
     with pytest.raises(ParameterError, match="`layers`"):

@@ -7,6 +7,8 @@ import json
 import sys
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..errors import HassejaxError
 from ._common import _check_figure_path, _print, _report, _stdout_taken, _write_text, load_mask
 from ._parser import _one_line, _OutputError, _UsageError
@@ -16,7 +18,10 @@ _PROGRESS_DELAY = 2.0
 
 
 def analyze(
-    mask, layers: Sequence[int] | int | None = None, progress: bool | int | float = False, method: str = "auto"
+    mask,
+    layers: Sequence[int | np.integer] | int | np.integer | np.ndarray | None = None,
+    progress: bool | int | float = False,
+    method: str = "auto",
 ) -> dict:
     """The numbers printed by ``hassejax analyze`` (spec hasse.md §1), at any ``n``.
 
@@ -24,7 +29,8 @@ def analyze(
 
     - `mask`: an :class:`~hassejax.masks.IntervalMask` or a Boolean `(n, n)` array (row =
       query, column = key, True = may attend).
-    - `layers`: layer counts ``L`` whose reach is reported (an int or a sequence).
+    - `layers`: layer counts ``L`` whose reach is reported (an int, a sequence of ints or a 1-D integer NumPy
+      array, as in :func:`hassejax.order.flow_summary`).
     - `progress`: progress bars on stderr, as in :func:`hassejax.order.flow_summary` (``False``,
       ``True`` or a number of seconds before a stage's bar shows).
     - `method`: the closure's route, as in :func:`hassejax.order.flow_summary` (``"auto"``, ``"structured"``,

@@ -43,9 +43,18 @@ DENSE_SCAN_LIMIT = 65536
 
 
 def _check_layers(layers) -> tuple[int, ...]:
+    """`layers` as a tuple of Python ints: an int (NumPy's too), a sequence of them or a 1-D integer NumPy array (a
+    0-d one as its int); bools and floats refused by name, in an array too (its entries are checked one by one)."""
+    if isinstance(layers, np.ndarray) and layers.ndim == 0:
+        layers = layers[()]  # its NumPy scalar, checked as one
     if isinstance(layers, (int, np.integer)) and not isinstance(layers, (bool, np.bool_)):
         layers = (layers,)
-    if not isinstance(layers, Sequence) or isinstance(layers, str):
+    if isinstance(layers, np.ndarray) and layers.ndim != 1:
+        raise ParameterError(
+            f"`layers` must be a sequence of positive ints (layer counts L) or a 1-D integer array; got an array of "
+            f"shape {layers.shape}."
+        )
+    if not isinstance(layers, (Sequence, np.ndarray)) or isinstance(layers, str):
         raise ParameterError(f"`layers` must be a sequence of positive ints (layer counts L); got {layers!r}.")
     out = []
     for value in layers:
@@ -114,7 +123,7 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
 
 def flow_summary(
     mask: IntervalMask | np.ndarray | Sequence[IntervalMask],
-    layers: Sequence[int] | int = (),
+    layers: Sequence[int | np.integer] | int | np.integer | np.ndarray = (),
     *,
     method: str = "auto",
     quotient_limit: int = QUOTIENT_LIMIT,
@@ -146,7 +155,8 @@ def flow_summary(
       shape `(n, n)` (row = query, column = key, True = may attend), or nested lists of bools of
       that shape (checked as :func:`hassejax.order.reachability` checks its `mask`). The diagonal is implied
       (``A = M | I``, spec §1.1).
-    - `layers`: the layer counts ``L`` whose reach is reported (e.g. ``(1, 2, 4, 8)``).
+    - `layers`: the layer counts ``L`` whose reach is reported (e.g. ``(1, 2, 4, 8)``): an int, a sequence of ints
+      or a 1-D integer NumPy array (NumPy integers count as ints; bools and floats are refused).
     - `method`: ``"auto"`` (see :func:`choose_route`), ``"structured"``, ``"matmul"`` or
       ``"bitpacked"``.
     - `quotient_limit`: build the Hasse diagram (and the dense quotient order) only up to this
