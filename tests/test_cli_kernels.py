@@ -248,6 +248,23 @@ def test_kernel_commands_name_their_argument_and_refuse_other_files(capsys, tmp_
     assert code == 2 and f"SPEC_OR_FAMILY {str(path)!r}: the array must have rank 2, shape (n, n), or rank 3" in err
 
 
+@pytest.mark.parametrize(
+    "command", [["tiles"], ["export", "--to", "mask_mod"], ["export", "--to", "mask_mod", "--n", "8"]]
+)
+def test_kernel_commands_list_what_spec_or_family_takes_for_an_unknown_name(capsys, command):
+    """``hassejax export nosuchfamily`` said "unknown mask 'nosuchfamily'; known masks: ..." (a mask spec's error),
+    never naming the task families that SPEC_OR_FAMILY takes; now an unknown bare name lists all it takes: the
+    families, the masks of a spec and a .npy file. A known mask's bare name keeps the spec's own advice (its call)."""
+    code, out, err = _run(capsys, command[0], "nosuchfamily", *command[1:])
+    assert code == 2 and out == ""
+    assert "SPEC_OR_FAMILY 'nosuchfamily': no task family or mask of that name" in err, err
+    assert "task family (autoregressive, block_generation, butterfly) with --n N" in err
+    assert "sliding_window" in err and "butterfly_mask" in err and ".npy file" in err
+    if "--n" not in command:
+        code, _, err = _run(capsys, command[0], "causal", *command[1:])
+        assert code == 2 and "names a mask without arguments; write a call: causal(n)" in err, err
+
+
 def test_tiles_long_context_and_json(capsys, tmp_path):
     n = 131072
     spec = f"sliding_window(n={n}, left=4096) | attention_sinks(n={n}, num=4)"

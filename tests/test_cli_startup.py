@@ -67,6 +67,7 @@ def run_fresh(argvs):
         ["analyze", "causal(n=8)", "--json", "/nonexistent/dir/x.json"],  # an output path: checked before the work
         ["export", "causal(n=8)", "--to", "splash", "--out", "/nonexistent/dir/x.py"],  # (export imports JAX later)
         ["export", "causal(n=8)", "--to", "npy", "--out", "m.npz"],  # --to npy's name: before the work too
+        ["export", "nosuchfamily", "--to", "mask_mod"],  # neither a task family nor a mask: before the work
         ["analyze", "causal(n=8)", "--json", "-", "--dot", "-"],  # two outputs to stdout
         ["analyze", "causal(n=8)", "--json", "Out.json", "--dot", "out.JSON"],  # one file on macOS
     ],

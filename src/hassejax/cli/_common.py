@@ -147,6 +147,17 @@ _FAMILY_SPECS = {
 def _kernel_mask(args: argparse.Namespace):
     """The mask named by SPEC_OR_FAMILY: a family's closed form (spec text), a .npy file, or a mask spec."""
     target = args.spec_or_family
+    if target.isidentifier() and target not in _FAMILY_SPECS:  # a bare name: a family, or a mask without its call
+        from ..masks._spec import _DERIVED
+        from ..masks.structured import MASKS  # JAX-free
+
+        masks = sorted({*MASKS, *_DERIVED})
+        if target not in masks:  # a known mask's name alone: the spec's own error asks for its call
+            raise _UsageError(
+                f"SPEC_OR_FAMILY {target!r}: no task family or mask of that name; give a task family "
+                f"({', '.join(_FAMILY_SPECS)}) with --n N, a mask spec NAME(arg=value, ...) of a known mask "
+                f"({', '.join(masks)}), or a .npy file"
+            )
     if target in _FAMILY_SPECS:
         if args.n is None:
             raise _UsageError(f"the {target} family needs --n N")
