@@ -6,6 +6,7 @@ on traced arrays use :func:`equinox.error_if` at the call site instead.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 
 import jax
@@ -16,7 +17,14 @@ from ._mask_checks import check_mask
 from ._memory import host_memory_bytes
 from .errors import EmptyRowError, MemoryBudgetError
 
-__all__ = ["as_mask", "check_rows_nonempty", "available_memory_bytes", "device_free_bytes", "check_memory"]
+__all__ = [
+    "as_mask",
+    "check_rows_nonempty",
+    "available_memory_bytes",
+    "device_free_bytes",
+    "check_memory",
+    "int_value",
+]
 
 
 def as_mask(
@@ -119,3 +127,12 @@ def check_memory(
             f"{avail / 2**30:.2f} GiB is available (memory budget: {fraction:.0%} of it). "
             + (hint if hint is not None else "Use a smaller n or batch.")
         )
+
+
+def int_value(value) -> int | None:
+    """`value` as a Python int when it is an integer (``numbers.Integral``: Python's and NumPy's, ``np.int64(5)``),
+    else None: a bool (``True`` is not a count), a float (even ``4.0``), a string, an array. The caller raises its own
+    error, naming its argument and what it expected."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        return None
+    return int(value)

@@ -119,3 +119,23 @@ def test_generate_errors(no_runtime_typecheck, trained):
         generate_blocks(trained, jnp.zeros((4,)), 1, block_size=L)
     with pytest.raises(ParameterError, match="`num_blocks` must be a positive int"):
         generate_blocks(trained, jnp.zeros(4, jnp.int32), 0, block_size=L)
+
+
+def test_generate_takes_numpy_integers(trained):
+    """``num_blocks=np.int64(3)`` and ``block_size=np.int64(4)`` were refused ("must be a positive int") where the
+    Python ints work: NumPy integers are counts too, with the same result."""
+    prompt = jnp.asarray([1, 2, 3, 4], jnp.int32)
+    want = generate_blocks(trained, prompt, 3, block_size=L)
+    for num_blocks, block_size in ((np.int64(3), np.int64(L)), (np.int32(3), L), (3, np.uint8(L))):
+        got = generate_blocks(trained, prompt, num_blocks, block_size=block_size)
+        np.testing.assert_array_equal(np.asarray(got.tokens), np.asarray(want.tokens))
+        np.testing.assert_array_equal(np.asarray(got.logits), np.asarray(want.logits))
+
+
+def test_generate_refuses_bool_and_float_counts(no_runtime_typecheck, trained):
+    prompt = jnp.zeros(4, jnp.int32)
+    for bad in (True, np.True_, 2.0, np.float64(2.0)):
+        with pytest.raises(ParameterError, match=r"`num_blocks` must be a positive int; got"):
+            generate_blocks(trained, prompt, bad, block_size=L)
+        with pytest.raises(ParameterError, match=r"`block_size` must be a positive int; got"):
+            generate_blocks(trained, prompt, 1, block_size=bad)

@@ -145,6 +145,28 @@ def test_sampling_statistics():
     assert counts[0, 2] == 0  # a zero transition never happens
 
 
+def test_sample_takes_numpy_integers():
+    """``chain.sample(key, np.int64(5), 6)`` was refused ("must be a positive int") where Python ints work: NumPy
+    integers are counts too, with the same draw; bools and floats are still refused by name (next test)."""
+    chain = random_markov_chain(jax.random.key(3), np.int64(4), 0.5)
+    assert chain.vocab_size == 4
+    want = np.asarray(chain.sample(jax.random.key(0), 5, 6))
+    for num_sequences, length in ((np.int64(5), np.int64(6)), (np.int32(5), 6), (5, np.uint16(6))):
+        got = chain.sample(jax.random.key(0), num_sequences, length)
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_sample_refuses_bool_and_float_counts(no_runtime_typecheck):
+    chain = random_markov_chain(jax.random.key(3), 4, 0.5)
+    for bad in (True, np.True_, 5.0, np.float64(5.0)):
+        with pytest.raises(ParameterError, match=r"`num_sequences` must be a positive int; got"):
+            chain.sample(jax.random.key(0), bad, 6)
+        with pytest.raises(ParameterError, match=r"`length` must be a positive int; got"):
+            chain.sample(jax.random.key(0), 5, bad)
+    with pytest.raises(ParameterError, match=r"`vocab_size` must be an int >= 2; got np\.True_"):
+        random_markov_chain(jax.random.key(3), np.True_, 0.5)
+
+
 def test_random_chain_is_reproducible_and_peaked():
     a = random_markov_chain(jax.random.key(3), 8, 0.3)
     b = random_markov_chain(jax.random.key(3), 8, 0.3)

@@ -129,3 +129,22 @@ def test_train_errors(no_runtime_typecheck):
     with pytest.raises(ParameterError, match="training diverged: non-finite loss at step 12"):
         _check_finite(np.array([1.0, 0.9, np.nan, np.inf]), 10)
     np.testing.assert_array_equal(_check_finite(np.array([1.0, 0.5]), 0), [1.0, 0.5])
+
+
+def test_train_config_takes_numpy_integers():
+    """``TrainConfig(steps=np.int64(50))`` was refused ("must be a positive int") where Python ints work: NumPy
+    integers are counts too, stored as Python ints (so the config is equal to, and hashes as, the one of ints)."""
+    ints = TrainConfig(steps=50, batch_size=4, warmup_steps=5, eval_every=10)
+    cfg = TrainConfig(steps=np.int64(50), batch_size=np.int32(4), warmup_steps=np.uint8(5), eval_every=np.int64(10))
+    assert cfg == ints and hash(cfg) == hash(ints)
+    assert all(type(getattr(cfg, f)) is int for f in ("steps", "batch_size", "warmup_steps", "eval_every"))
+
+
+def test_train_config_refuses_bool_and_float_counts(no_runtime_typecheck):
+    for name in ("steps", "batch_size", "eval_every"):
+        for bad in (True, np.True_, 50.0, np.float64(50.0)):
+            with pytest.raises(ParameterError, match=rf"`{name}` must be a positive int; got"):
+                TrainConfig(**{name: bad, "warmup_steps": 0})
+    for bad in (np.True_, 5.0):
+        with pytest.raises(ParameterError, match=r"`warmup_steps` must be an int in \[0, steps = 50\)"):
+            TrainConfig(steps=50, warmup_steps=bad)

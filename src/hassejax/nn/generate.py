@@ -23,8 +23,10 @@ from typing import Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+from .._checks import int_value
 from .._tracing import is_traced
 from ..errors import ParameterError, TaskError
 from ..tasks import block_generation
@@ -62,10 +64,10 @@ def _int_vector(x, name: str):
 def generate_blocks(
     model: Transformer,
     prompt: Int[Array, " p"],
-    num_blocks: int,
+    num_blocks: int | np.integer,
     teacher: Int[Array, " m"] | None = None,
     *,
-    block_size: int,
+    block_size: int | np.integer,
     group: Literal["full", "causal", "diagonal"] = "full",
     content: Literal["causal", "block_causal"] = "causal",
     key: PRNGKeyArray | None = None,
@@ -78,11 +80,12 @@ def generate_blocks(
     - `model`: a :class:`~hassejax.nn.Transformer` trained on
       :func:`~hassejax.nn.block_two_stream_layout` with the same `block_size`, `group`, `content`.
     - `prompt`: int `(p,)` token ids, `p` a multiple of `block_size` (0 allowed).
-    - `num_blocks`: number of blocks to generate (>= 1).
+    - `num_blocks`: number of blocks to generate, an int >= 1 (a NumPy integer too).
     - `teacher`: optional int `(num_blocks·block_size,)`: teacher forcing — block `b` is
       conditioned on these tokens for the earlier blocks instead of the model's own, and they
       are what `tokens` returns.
-    - `block_size`, `group`, `content`: the pattern (as :func:`hassejax.tasks.block_generation`).
+    - `block_size`, `group`, `content`: the pattern (as :func:`hassejax.tasks.block_generation`; `block_size` a
+      positive int, a NumPy integer too).
     - `key`: with a key, tokens are sampled from ``softmax(logits / temperature)``; without,
       greedy (argmax).
 
@@ -91,16 +94,16 @@ def generate_blocks(
     **Raises:** :class:`~hassejax.errors.TaskError` if `p` is not a multiple of `block_size`;
     :class:`~hassejax.errors.ParameterError` for non-int or out-of-range tokens (ids outside
     ``[0, vocab_size)``) or traced ones (it runs on the host: call it outside ``jit``), a teacher
-    of the wrong length, `num_blocks < 1`, a non-positive temperature, or a model whose
-    `num_positions` cannot hold position `p + num_blocks·block_size`.
+    of the wrong length, a `num_blocks` or `block_size` that is not a positive int (a bool or a float is refused), a
+    non-positive temperature, or a model whose `num_positions` cannot hold position `p + num_blocks·block_size`.
 
     Source: spec hasse.md §3.2.
     """
     _int_vector(prompt, "prompt")
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ParameterError(f"`block_size` must be a positive int; got {block_size!r}.")
-    if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
-        raise ParameterError(f"`num_blocks` must be a positive int; got {num_blocks!r}.")
+    for name, value in (("block_size", block_size), ("num_blocks", num_blocks)):
+        if int_value(value) is None or value < 1:
+            raise ParameterError(f"`{name}` must be a positive int; got {value!r}.")
+    block_size, num_blocks = int(block_size), int(num_blocks)
     p, l = int(prompt.shape[0]), block_size
     if p % l:
         raise TaskError(f"`prompt` length must be a multiple of block_size = {l}; got {p}.")

@@ -35,6 +35,7 @@ from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 from scipy.sparse.csgraph import connected_components
 from scipy.special import entr
 
+from .._checks import int_value
 from ..errors import ParameterError
 from ..order import reachability
 
@@ -111,7 +112,9 @@ class MarkovChain(eqx.Module):
         """Number of states `V`."""
         return self.transition.shape[0]
 
-    def sample(self, key: PRNGKeyArray, num_sequences: int, length: int) -> Int[Array, "num_sequences length"]:
+    def sample(
+        self, key: PRNGKeyArray, num_sequences: int | np.integer, length: int | np.integer
+    ) -> Int[Array, "num_sequences length"]:
         """`num_sequences` independent sequences of `length` states (int32), jittable.
 
         `X_1 ~ initial`, `X_{t+1} ~ transition[X_t]`, by inverse-CDF sampling: one uniform draw
@@ -119,12 +122,16 @@ class MarkovChain(eqx.Module):
         every sequence at once, the first state whose cumulative probability exceeds its uniform
         (cumulative sums normalised by their last entry, so rounding never runs past state `V − 1`
         and a zero-probability state is never picked).
+
+        **Arguments:** `key` (a `jax.random` key); `num_sequences`, `length`: positive ints (NumPy integers too).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a `num_sequences` or `length` that is not a positive
+        int (a bool or a float is refused).
         """
-        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-            raise ParameterError(f"`length` must be a positive int; got {length!r}.")
-        if isinstance(num_sequences, bool) or not isinstance(num_sequences, int) or num_sequences < 1:
-            raise ParameterError(f"`num_sequences` must be a positive int; got {num_sequences!r}.")
-        return _sample(self.transition, self.initial, key, num_sequences, length)
+        for name, value in (("length", length), ("num_sequences", num_sequences)):
+            if int_value(value) is None or value < 1:
+                raise ParameterError(f"`{name}` must be a positive int; got {value!r}.")
+        return _sample(self.transition, self.initial, key, int(num_sequences), int(length))
 
 
 @eqx.filter_jit
@@ -147,20 +154,22 @@ def _sample(transition, initial, key, num_sequences: int, length: int):
     return jnp.concatenate([x0[None], rest]).T
 
 
-def random_markov_chain(key: PRNGKeyArray, vocab_size: int, concentration: float = 0.5) -> MarkovChain:
+def random_markov_chain(key: PRNGKeyArray, vocab_size: int | np.integer, concentration: float = 0.5) -> MarkovChain:
     """A random chain: rows of `P` drawn i.i.d. from ``Dirichlet(concentration · 1_V)``, `μ = π`.
 
     A concentration `≤ 1` makes rows peaked, so context matters (`H1` well below `log V`).
 
-    **Arguments:** `key` (a `jax.random` key), `vocab_size` `V >= 2`, `concentration` `α > 0`.
+    **Arguments:** `key` (a `jax.random` key), `vocab_size` `V >= 2` (an int, a NumPy integer too), `concentration`
+    `α > 0`.
 
     **Returns:** a stationary :class:`MarkovChain` (initial law = stationary law).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for `V < 2`, `α <= 0`, or a draw that
     is not irreducible (possible only if a Dirichlet entry underflows to 0: use another key).
     """
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 2:
+    if int_value(vocab_size) is None or vocab_size < 2:
         raise ParameterError(f"`vocab_size` must be an int >= 2; got {vocab_size!r}.")
+    vocab_size = int(vocab_size)
     if not (isinstance(concentration, (int, float)) and concentration > 0):
         raise ParameterError(f"`concentration` must be a positive number; got {concentration!r}.")
     alpha = jnp.full((vocab_size,), float(concentration))

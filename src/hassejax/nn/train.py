@@ -24,6 +24,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+from .._checks import int_value
 from .._tracing import is_traced
 from ..errors import ParameterError
 from .layouts import Layout, _checked_token_ids
@@ -42,31 +43,35 @@ class TrainConfig:
     - `weight_decay`: AdamW decay (matrices only); `clip_norm`: global gradient-norm clip.
     - `eval_every`: steps between held-out evaluations (also the chunk length of the scan).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` if `steps`, `batch_size` or
-    `eval_every` is not a positive int; if `warmup_steps` is not an int in ``[0, steps)`` (so
-    the default ``warmup_steps=100`` needs ``steps > 100``: pass a smaller `warmup_steps` for a
-    shorter run); if `learning_rate` or `clip_norm` is not > 0; if `weight_decay` < 0 or
-    `final_lr_fraction` is outside ``[0, 1]``.
+    The counts (`steps`, `batch_size`, `warmup_steps`, `eval_every`) may be NumPy integers (``np.int64(500)``);
+    they are stored as Python ints.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` if `steps`, `batch_size` or `eval_every` is not a positive
+    int (a bool or a float is refused); if `warmup_steps` is not an int in ``[0, steps)`` (so the default
+    ``warmup_steps=100`` needs ``steps > 100``: pass a smaller `warmup_steps` for a shorter run); if `learning_rate`
+    or `clip_norm` is not > 0; if `weight_decay` < 0 or `final_lr_fraction` is outside ``[0, 1]``.
     """
 
-    steps: int = 2000
-    batch_size: int = 64
+    steps: int | np.integer = 2000
+    batch_size: int | np.integer = 64
     learning_rate: float = 3e-3
-    warmup_steps: int = 100
+    warmup_steps: int | np.integer = 100
     final_lr_fraction: float = 0.05
     weight_decay: float = 0.01
     clip_norm: float = 1.0
-    eval_every: int = 100
+    eval_every: int | np.integer = 100
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "eval_every"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            if int_value(v) is None or v < 1:
                 raise ParameterError(f"`{name}` must be a positive int; got {v!r}.")
+            object.__setattr__(self, name, int(v))  # frozen: the Python int, whatever integer came
         w = self.warmup_steps
-        if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w < self.steps:
+        if int_value(w) is None or not 0 <= w < self.steps:
             hint = " (the default; pass a smaller warmup_steps for a run this short)" if w == 100 else ""
             raise ParameterError(f"`warmup_steps` must be an int in [0, steps = {self.steps}); got {w!r}{hint}.")
+        object.__setattr__(self, "warmup_steps", int(w))
         for name in ("learning_rate", "clip_norm"):
             if not getattr(self, name) > 0:
                 raise ParameterError(f"`{name}` must be > 0; got {getattr(self, name)!r}.")
