@@ -104,3 +104,14 @@ def test_layout_from_task_errors(no_runtime_typecheck):
     assert lay.sequence_length == 3
     with pytest.raises(ParameterError, match=r"`sequence` must be an int array of shape \(3,\).*got shape \(4,\)"):
         lay.slot_inputs(jnp.zeros(4, jnp.int32), mask_id=5)
+
+
+def test_layout_from_task_takes_a_numpy_integer_sequence_length():
+    """A NumPy integer is a length like a Python int (the layout keeps a Python int); a bool or float is refused."""
+    task = Task([Token("w", 1), Token("w", 2)], np.ones((2, 2), bool), {1: Token("w", 3)})
+    lay = layout_from_task(task, sequence_length=np.int64(5))
+    assert lay.sequence_length == 5 and type(lay.sequence_length) is int
+    assert lay == layout_from_task(task, sequence_length=5)
+    for bad in (True, 5.0, np.float64(5.0)):
+        with pytest.raises((TaskError, TypeError), match="sequence_length"):
+            layout_from_task(task, sequence_length=bad)

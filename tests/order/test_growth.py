@@ -72,3 +72,13 @@ def test_flow_growth_errors(no_typecheck):
         flow_growth(np.eye(3, dtype=bool), reference=np.eye(4, dtype=bool))
     with pytest.raises(ParameterError, match="max_layers"):
         flow_growth(np.eye(3, dtype=bool), max_layers=0)
+
+
+def test_flow_growth_takes_a_numpy_integer_max_layers():
+    """``max_layers`` as a NumPy integer counts as the same int; a bool or float is refused by name."""
+    chain = np.eye(5, k=-1, dtype=bool)
+    a, b = flow_growth(chain, max_layers=np.int32(3)), flow_growth(chain, max_layers=3)
+    assert a.entries.tolist() == b.entries.tolist() and a.layers.tolist() == [1, 2, 3]
+    for bad in (True, 3.0, np.float64(3.0)):
+        with pytest.raises((ParameterError, TypeError), match="max_layers"):
+            flow_growth(chain, max_layers=bad)

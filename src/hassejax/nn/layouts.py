@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from .._checks import int_value
 from .._tracing import is_traced
 from ..errors import ParameterError, TaskError
 from ..tasks import Task, Token, autoregressive, block_generation, butterfly
@@ -194,7 +195,7 @@ def _sequence_index(token: Token, symbol, what: str) -> int:
     return token.position - 1
 
 
-def layout_from_task(task: Task, sequence_length: int | None = None, sequence_symbol="w") -> Layout:
+def layout_from_task(task: Task, sequence_length: int | np.integer | None = None, sequence_symbol="w") -> Layout:
     """The :class:`Layout` of a task (merged or not), read off its inputs, labels and sources.
 
     **Arguments:**
@@ -230,10 +231,12 @@ def layout_from_task(task: Task, sequence_length: int | None = None, sequence_sy
     used = max([i for row in sources for i in row] + targets + [-1]) + 1
     if sequence_length is None:
         sequence_length = used
-    if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or sequence_length < max(used, 1):
+    length = int_value(sequence_length)
+    if length is None or length < max(used, 1):
         raise TaskError(
             f"`sequence_length` must be an int >= {max(used, 1)} (the largest position the task refers to); got {sequence_length!r}."
         )
+    sequence_length = length
     r = max(len(row) for row in sources)
     idx = np.zeros((task.n, r), dtype=np.int32)
     wts = np.zeros((task.n, r), dtype=np.float64)

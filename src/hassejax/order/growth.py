@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 from jaxtyping import ArrayLike, Bool
 
-from .._checks import as_mask
+from .._checks import as_mask, int_value
 from ..errors import MaskError, ParameterError
 
 __all__ = ["FlowGrowth", "flow_growth"]
@@ -66,7 +66,7 @@ def _bool_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def flow_growth(
     mask: Bool[ArrayLike, "n n"],
     reference: Bool[ArrayLike, "n n"] | None = None,
-    max_layers: int | None = None,
+    max_layers: int | np.integer | None = None,
 ) -> FlowGrowth:
     """``R^(L) = (M | I)^L`` for ``L = 1 … L*`` counted against a reference closure.
 
@@ -102,8 +102,11 @@ def flow_growth(
     """
     m = np.asarray(as_mask(mask, "mask", batched=False, concrete="flow_growth"))
     n = m.shape[0]
-    if max_layers is not None and (isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 1):
-        raise ParameterError(f"`max_layers` must be a positive int or None; got {max_layers!r}.")
+    if max_layers is not None:
+        layers = int_value(max_layers)
+        if layers is None or layers < 1:
+            raise ParameterError(f"`max_layers` must be a positive int or None; got {max_layers!r}.")
+        max_layers = layers
     a = m | np.eye(n, dtype=bool)
     powers = [a]
     while True:
