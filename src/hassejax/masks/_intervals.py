@@ -204,10 +204,11 @@ class IntervalMask:
                 hint=_VIEW_HINT,
             )
         step = max(1, (1 << 24) // max(n, 1))
+        buffer = np.zeros((min(step, n), 8 * (n // 8 + 1)), dtype=np.bool_)  # the change marks, reused by each block
         parts_s, parts_e = [], []
         k_seen = 1
         for r0 in range(0, n, step):
-            s, e = _runs_of_rows(a[r0 : r0 + step])
+            s, e = _runs_of_rows(a[r0 : r0 + step], buffer)
             if s.shape[1] > k_seen:  # the form grows with the widest row: check before keeping more
                 k_seen = s.shape[1]
                 check_host_memory(
