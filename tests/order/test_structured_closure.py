@@ -620,3 +620,80 @@ def test_forced_structured_route_of_a_dense_array_warns_as_an_interval_mask(monk
         with pytest.warns(RuntimeWarning, match="method='structured' forced .* method='bitpacked'") as record:
             call()
         assert sum("method='structured' forced" in str(w.message) for w in record) == 1
+
+
+def test_auto_route_leaves_a_2d_neighbourhood_once_its_runs_grow(monkeypatch):
+    """``natten_2d(100, 100, 3, 3)`` (n = 10,000, 3 key runs a row): the runs a row of its squarings grow 3, 5, 9,
+    17, 33, 65, 100, each squaring about 4x the candidate runs of the one before. Under ``method="auto"`` the
+    structured route squared up to 65 runs a row (8-15 s) before a product passed the dense limit `n³/64/64`, where
+    the bit-packed closure takes 0.3-0.6 s. A squaring after one that grew the runs is now held to the whole
+    bit-packed closure's estimated cost (``_route_rules.growth_limit``): the attempt stops before the 17 x 17
+    squaring. The route is read from the products tried and the bit-packed closures called, not from the clock;
+    the answers are the bit-packed route's. Masks whose runs do not grow keep the structured route at that n."""
+    from hassejax.masks import natten_2d
+    from hassejax.masks import structured as smasks
+    from hassejax.order import _structured, reach
+
+    squarings, closures = [], []
+    real_compose, real_closure = _structured.compose, reach._host_closure
+
+    def counting(p, q, **kwargs):
+        out = real_compose(p, q, **kwargs)
+        squarings.append((p.num_runs, q.num_runs, out.num_runs))
+        return out
+
+    def closure(*args, **kwargs):
+        closures.append(args[0].shape)
+        return real_closure(*args, **kwargs)
+
+    monkeypatch.setattr(_structured, "compose", counting)
+    monkeypatch.setattr(reach, "_host_closure", closure)
+    a = np.asarray(natten_2d(100, 100, 3, 3))
+    r = np.asarray(reachability(a))
+    assert closures == [(10_000, 10_000)], closures  # the bit-packed closure, once
+    assert squarings[0] == (3, 3, 5) and len(squarings) <= 3 and max(p * q for p, q, _ in squarings) <= 81, squarings
+    np.testing.assert_array_equal(r, np.asarray(reachability(a, method="bitpacked")))
+    closures.clear()
+    n = 10_000
+    for kept in (
+        smasks.sliding_window(n, 64) | smasks.attention_sinks(n, 4),
+        smasks.global_sliding(n, 64, [0, n // 2]),
+        smasks.block_diffusion(n, 64),
+    ):
+        squarings.clear()
+        reachability(kept)
+        assert closures == [] and squarings, (kept.num_runs, squarings)  # structured: products, no dense closure
+
+
+def test_the_growth_limit_holds_only_squarings_whose_runs_grew():
+    """``candidate_limit(limit, growing=...)`` refuses a squaring of :class:`PowerTable` beyond `growing` only when
+    the squaring before grew the runs a row (the runs of the powers multiply); a mask whose runs stay as they are is
+    held to `limit` alone, and without `growing` nothing changes. ``warn_when_slower_than_dense`` warns at the same
+    squaring under ``method="structured"`` (once), and the route goes on with the same answer."""
+    import warnings
+
+    from hassejax.masks import structured as smasks
+    from hassejax.order import _structured
+
+    grows = smasks.natten_2d(16, 16, 3, 3).with_diagonal()  # 3 runs a row, then 5, 9, ...
+    stays = smasks.block_diffusion(256, 8).with_diagonal()  # 2 runs a row in every power
+    reference = PowerTable(grows).limit()
+    with _structured.candidate_limit(1e30, growing=1.0), pytest.raises(_structured.CandidateLimitError) as err:
+        PowerTable(grows).limit()  # the first squaring (3 x 3) runs; the second (5 x 5, grown from 3) is refused
+    assert "grew the runs a row from 3 to 5" in str(err.value)
+    with _structured.candidate_limit(1e30, growing=1.0):
+        table = PowerTable(stays)
+        table.limit()
+        assert table.products >= 1 and {p.num_runs for p in table.powers} == {2}
+    with _structured.candidate_limit(1e30):
+        assert PowerTable(grows).limit() == reference
+    with (
+        pytest.warns(RuntimeWarning, match="method='structured' forced") as record,
+        _structured.warn_when_slower_than_dense(1e30, growing=1.0),
+    ):
+        assert PowerTable(grows).limit() == reference
+    assert len(record) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with _structured.warn_when_slower_than_dense(1e30, growing=1.0):
+            PowerTable(stays).limit()

@@ -40,6 +40,21 @@ _FLOPS = {"cpu": 1.0e11, "gpu": 1.0e14, "tpu": 1.0e14}
 """Float operations a second of a dense product on each backend (the route estimates of :mod:`._routes`)."""
 _MATMUL_OVERHEAD_S = 5e-5
 
+# The bit-packed route's costs (seconds): per edge, per propagation batch (at most n of them), per output entry, per
+# packed word of a round, and fixed; calibrated on a 2-core x86 CPU (benchmarks/closure.py). Here (JAX-free) for
+# :func:`growth_limit`; :mod:`._routes`' cost model re-exports them.
+_BP_PER_EDGE_S = 4e-8
+_BP_PER_BATCH_S = 3e-5
+_BP_PER_ENTRY_S = 1.5e-9
+_BP_PER_WORD_S = 1e-9
+_BP_OVERHEAD_S = 3e-4
+
+
+def bitpacked_closure_seconds(n: int, nnz: int | float) -> float:
+    """Estimated seconds of the bit-packed closure of one mask of `n` positions and `nnz` nonzeros (imports no
+    JAX): per edge, per batch (at most n of them) and per output entry."""
+    return _BP_OVERHEAD_S + _BP_PER_EDGE_S * nnz + _BP_PER_BATCH_S * n + _BP_PER_ENTRY_S * float(n) * n
+
 
 def host_matmul_seconds(c: int) -> float:
     """Estimated seconds of one ``(c, c)`` float product in NumPy on the host (imports no JAX)."""
@@ -64,24 +79,51 @@ def dense_cost_limit(n: int) -> float:
     return max(_FALLBACK_FLOOR, float(n) ** 3 / 64 / _CANDIDATE_COST)
 
 
-def warn_if_forced_structured(n: int, method: str):
+def growth_limit(n: int, nnz: int | float) -> float:
+    """The candidate runs of one structured squaring beyond which, once the runs a row have grown in the squaring
+    before, ``method="auto"`` goes to the dense bit-packed route: the whole bit-packed closure's estimated seconds
+    (:func:`bitpacked_closure_seconds`, a mask of `n` positions and `nnz` nonzeros) counted in candidate runs
+    (:data:`_CANDIDATE_COST` packed words each), at least :data:`_FALLBACK_FLOOR` and at most
+    :func:`dense_cost_limit`.
+
+    Runs that grew in one squaring go on growing in the next where the powers' runs multiply (a 2-D neighbourhood's
+    3 runs a row become 5, 9, 17, 33, 65 …, each squaring about 4x the candidates of the one before), so the next
+    squaring alone costing more than the whole dense route is the point to switch. :func:`dense_cost_limit` (one
+    dense product's `n³/64` word operations) is far above the sparse closure's cost: ``natten_2d(100, 100, 3, 3)``
+    (n = 10,000) squared up to 65 runs a row (about 10 s) before it switched, where the bit-packed closure takes
+    0.3–0.6 s. A mask whose runs do not grow (causal, windows, sinks, documents, prefix-LM, blocks) is held to
+    :func:`dense_cost_limit` only."""
+    seconds = bitpacked_closure_seconds(n, nnz)
+    return min(dense_cost_limit(n), max(_FALLBACK_FLOOR, seconds / (_CANDIDATE_COST * _BP_PER_WORD_S)))
+
+
+def _growth_limit_of(m: IntervalMask) -> float:
+    """:func:`growth_limit` for the adjacency of `m` (its nonzeros and at most `n` more on the diagonal)."""
+    return growth_limit(m.n, m.nnz() + m.n)
+
+
+def warn_if_forced_structured(n: int, method: str, nnz: int | None = None):
     """The context of a structured route on masks of size `n`: under ``method="structured"`` (forced) with `n` at
     most ``_DENSE_FALLBACK_N``, a ``RuntimeWarning`` at the first product where ``"auto"`` would have switched to the
-    dense bit-packed route (more candidate runs than :func:`dense_cost_limit`; see
+    dense bit-packed route (more candidate runs than :func:`dense_cost_limit`, or, given the adjacency's `nnz`,
+    than :func:`growth_limit` in a squaring whose runs grew in the squaring before; see
     :func:`structured_or_dense`); else nothing."""
     from ._structured import warn_when_slower_than_dense
 
     if method == "structured" and n <= _DENSE_FALLBACK_N:
-        return warn_when_slower_than_dense(dense_cost_limit(n))
+        return warn_when_slower_than_dense(dense_cost_limit(n), None if nnz is None else growth_limit(n, nnz))
     return contextlib.nullcontext()
 
 
 def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dense: Callable):
     """``structured()``, or under ``method="auto"`` for `m` short enough for the dense routes (at most
     ``_DENSE_FALLBACK_N``) ``dense(reason)`` once a product of the structured route would merge more candidate runs
-    than a dense bit-packed product costs (:func:`dense_cost_limit`): the runs of some
+    than a dense bit-packed product costs (:func:`dense_cost_limit`), or once a squaring after one that grew the
+    runs a row would merge more than the whole bit-packed closure costs (:func:`growth_limit`): the runs of some
     masks' powers multiply (a dilated window of 3 runs a row, n = 3000: 513 runs a row in a power, refused after
-    17 s where the bit-packed route takes 3 s, a fresh-user review). Up to ``_DENSE_RESCUE_N``, ``dense(reason)``
+    17 s where the bit-packed route takes 3 s, a fresh-user review; ``natten_2d(100, 100, 3, 3)``: 3 runs a row,
+    65 in its sixth power, 8–15 s of squarings before the switch where the bit-packed closure takes 0.3–0.6 s). Up
+    to ``_DENSE_RESCUE_N``, ``dense(reason)``
     also when a product outgrows the structured route's own limit (the refusal stands if the dense mask does not
     fit in memory). Under ``method="structured"`` the route stays, with a ``RuntimeWarning`` at the first product
     where ``"auto"`` would have switched (a random sparse mask, n = 1024–1500: 62–73 s forced structured against
@@ -90,7 +132,7 @@ def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dens
     from ._structured import CandidateLimitError, candidate_limit
 
     if method == "structured" and m.n <= _DENSE_FALLBACK_N:  # forced: a warning where "auto" would switch
-        with warn_if_forced_structured(m.n, method):
+        with warn_if_forced_structured(m.n, method, m.nnz() + m.n):
             return structured()
     if method != "auto" or m.n > _DENSE_RESCUE_N:
         return structured()
@@ -113,7 +155,7 @@ def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dens
                 f"({m.n}, {m.n}) mask and its packed powers). Use a smaller n, or a machine with more memory."
             ) from None
     try:
-        with candidate_limit(dense_cost_limit(m.n)):
+        with candidate_limit(dense_cost_limit(m.n), growing=_growth_limit_of(m)):
             return structured()
     except CandidateLimitError:
         return dense(

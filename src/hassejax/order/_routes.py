@@ -20,6 +20,11 @@ from .._checks import check_memory
 from ._bitpacked import bitpacked_route_bytes, num_words
 from ._matmul import _matmul_dtype, _num_stored_powers, _padded_size
 from ._route_rules import (  # noqa: F401 (re-exported: the structured-route rules, in a JAX-free module)
+    _BP_OVERHEAD_S,
+    _BP_PER_BATCH_S,
+    _BP_PER_EDGE_S,
+    _BP_PER_ENTRY_S,
+    _BP_PER_WORD_S,
     _DENSE_FALLBACK_N,
     _FLOPS,
     _MATMUL_OVERHEAD_S,
@@ -27,6 +32,7 @@ from ._route_rules import (  # noqa: F401 (re-exported: the structured-route rul
     _STRUCTURED_MIN_N,
     _few_runs,
     _prefer_dense,
+    bitpacked_closure_seconds,
     structured_or_dense,
     warn_if_forced_structured,
 )
@@ -34,13 +40,9 @@ from .summary_types import QUOTIENT_LIMIT as _DEFAULT_QUOTIENT_LIMIT
 
 # Cost model of ``method="auto"`` (seconds). Matmul throughput per backend in flop/s, and the
 # bit-packed route's costs per edge, per propagation batch (at most n of them) and per output
-# entry; calibrated on a 2-core x86 CPU (benchmarks/closure.py). _FLOPS and _MATMUL_OVERHEAD_S live in
-# _route_rules (JAX-free: the structured route's estimate of its NumPy reduction reads them too).
-_BP_PER_EDGE_S = 4e-8
-_BP_PER_BATCH_S = 3e-5
-_BP_PER_ENTRY_S = 1.5e-9
-_BP_PER_WORD_S = 1e-9
-_BP_OVERHEAD_S = 3e-4
+# entry; calibrated on a 2-core x86 CPU (benchmarks/closure.py). _FLOPS, _MATMUL_OVERHEAD_S and the
+# _BP_* costs live in _route_rules (JAX-free: the structured route's estimate of its NumPy reduction
+# and its switch to the bit-packed route read them too).
 
 
 # --------------------------------------------------------------------------------------------
@@ -219,9 +221,7 @@ def _closure_costs(n: int, nnz: int | float) -> tuple[float, float]:
     Matmul: two products (a closed mask needs one; long chains up to log2(n) + 1).
     Bit-packed: per edge, per batch (at most n of them) and per output entry.
     """
-    matmul = _matmul_seconds(n, 2)
-    bitpacked = _BP_OVERHEAD_S + _BP_PER_EDGE_S * nnz + _BP_PER_BATCH_S * n + _BP_PER_ENTRY_S * n * n
-    return matmul, bitpacked
+    return _matmul_seconds(n, 2), bitpacked_closure_seconds(n, nnz)
 
 
 def _rounds_costs(n: int, nnz: int | float, rounds: int, products: int) -> tuple[float, float]:

@@ -60,14 +60,16 @@ def _table_bytes(n: int, k: int, levels: int) -> float:
     return float(levels + 4) * n * max(1, 2 * k) * 2 * 4
 
 
-def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> IntervalMask:
+def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from: int | None = None) -> IntervalMask:
     """The Boolean product ``P ⊗ Q``: row ``i`` is the union of the rows ``Q[j]``, ``j ∈ P[i]``.
 
     Exact; ``O(n · k_P k_Q log n)`` time and ``O(n · k_Q log(longest run of P))`` memory,
     estimated before anything is allocated (raises
     :class:`~hassejax.errors.MemoryBudgetError` naming `name`, also for a product of more than
     :data:`_MAX_CANDIDATES` candidate runs); rows are answered in blocks whose temporaries stay
-    within :data:`_TEMP_BYTES`.
+    within :data:`_TEMP_BYTES`. `grown_from`: the runs a row of the factor `p` came from when
+    the product that made it grew them (a squaring of :class:`PowerTable`); such a product is
+    also held to the lower limit of runs that multiply (:func:`candidate_limit`'s `growing`).
     """
     n = p.n
     lengths = p.stops - p.starts
@@ -78,18 +80,31 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask") -> Interval
     width = 4 * p.num_runs * q.num_runs  # candidate runs a row before normalisation (at most)
     block = min(_row_block(width), n)  # rows of one block (the estimate below counts no rows beyond n)
     what = f"a product of interval masks (n = {n}, {p.num_runs} x {q.num_runs} runs a row, {levels} table levels)"
-    if float(n) * width > _CANDIDATE_LIMIT.get():
+    candidates = float(n) * width
+    if candidates > _CANDIDATE_LIMIT.get():
         raise CandidateLimitError(
-            f"`{name}`: {what} has up to {float(n) * width:.3g} candidate runs to merge (n x 4 x runs x runs), more "
+            f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge (n x 4 x runs x runs), more "
             f"than the structured route takes ({_CANDIDATE_LIMIT.get():.3g}: tens of seconds a product): the runs of "
             f"this mask's powers multiply. {_dense_advice(n)}"
         )
+    growing = _GROWING_LIMIT.get() if grown_from is not None else None
+    if growing is not None and candidates > growing:
+        raise CandidateLimitError(
+            f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge (n x 4 x runs x runs), and the "
+            f"product before grew the runs a row from {grown_from} to {p.num_runs}: the runs of this mask's powers "
+            f"multiply, and this product alone would cost more than the whole dense bit-packed closure (about "
+            f"{growing:.3g} candidate runs). {_dense_advice(n)}"
+        )
     slow = _SLOW_AT.get()
-    if slow is not None and float(n) * width > slow[0] and not slow[1]:
+    if slow is not None and grown_from is not None and slow[2] is not None:
+        slow_at = min(slow[0], slow[2])
+    else:
+        slow_at = None if slow is None else slow[0]
+    if slow is not None and candidates > slow_at and not slow[1]:
         slow[1] = True  # once a call
         warnings.warn(
             f"`{name}`: method='structured' forced on a mask whose powers' runs multiply: a product merges up to "
-            f"{float(n) * width:.3g} candidate runs, more than a dense bit-packed product costs ({slow[0]:.3g}); "
+            f"{candidates:.3g} candidate runs, more than the dense bit-packed route costs ({slow_at:.3g}); "
             "method='bitpacked' (or 'auto', which switches there) is likely much faster.",
             RuntimeWarning,
             stacklevel=user_stacklevel(),
@@ -226,14 +241,18 @@ window, n = 32768, 161 runs a row: 3.4e9 a product and more in the next, refused
 _CANDIDATE_LIMIT: contextvars.ContextVar[float] = contextvars.ContextVar("candidate_limit", default=_MAX_CANDIDATES)
 
 
+_GROWING_LIMIT: contextvars.ContextVar[float | None] = contextvars.ContextVar("growing_limit", default=None)
+
+
 _SLOW_AT: contextvars.ContextVar[list | None] = contextvars.ContextVar("slow_at", default=None)
 
 
 @contextlib.contextmanager
-def warn_when_slower_than_dense(limit: float):
-    """Within the block, the first product of :func:`compose` with more than `limit` candidate runs warns that the
-    dense bit-packed route is likely faster (``method="structured"`` forced where ``"auto"`` would switch)."""
-    token = _SLOW_AT.set([float(limit), False])
+def warn_when_slower_than_dense(limit: float, growing: float | None = None):
+    """Within the block, the first product of :func:`compose` with more than `limit` candidate runs (or more than
+    `growing`, a squaring whose runs grew in the squaring before) warns that the dense bit-packed route is likely
+    faster (``method="structured"`` forced where ``"auto"`` would switch)."""
+    token = _SLOW_AT.set([float(limit), False, None if growing is None else float(growing)])
     try:
         yield
     finally:
@@ -241,14 +260,18 @@ def warn_when_slower_than_dense(limit: float):
 
 
 @contextlib.contextmanager
-def candidate_limit(limit: float):
+def candidate_limit(limit: float, growing: float | None = None):
     """Within the block, :func:`compose` refuses products of more than `limit` candidate runs (at most
-    :data:`_MAX_CANDIDATES`); ``method="auto"`` lowers it where the dense bit-packed route is the cheaper one
+    :data:`_MAX_CANDIDATES`), and, with `growing`, the squarings of :class:`PowerTable` of more than `growing`
+    whose runs a row grew in the squaring before (runs that multiply: each squaring about 4x the candidates of the
+    one before); ``method="auto"`` sets both where the dense bit-packed route is the cheaper one
     (:func:`hassejax.order._route_rules.structured_or_dense`)."""
     token = _CANDIDATE_LIMIT.set(min(float(limit), _MAX_CANDIDATES))
+    grow = _GROWING_LIMIT.set(None if growing is None else float(growing))
     try:
         yield
     finally:
+        _GROWING_LIMIT.reset(grow)
         _CANDIDATE_LIMIT.reset(token)
 
 
@@ -424,7 +447,9 @@ class PowerTable:
     def _square(self, bar: Bar) -> None:
         bar.begin()
         last = self.powers[-1]
-        nxt = compose(last, last, name=self.name)
+        before = self.powers[-2].num_runs if len(self.powers) > 1 else None
+        grown = before if before is not None and last.num_runs > before else None
+        nxt = compose(last, last, name=self.name, grown_from=grown)
         self.products += 1
         self.powers.append(nxt)
         if nxt == last:

@@ -179,7 +179,8 @@ def convergence_depth(
         method = "structured"
     if method == "structured":
         depths = []
-        with warn_if_forced_structured(n, forced), progress_bar(delay, "L* (structured)", "products") as bar:
+        nnz = int(np.count_nonzero(flat, axis=(1, 2)).max()) + n if forced == "structured" else None
+        with warn_if_forced_structured(n, forced, nnz), progress_bar(delay, "L* (structured)", "products") as bar:
             for b in range(batch):
                 intervals = IntervalMask.from_dense(flat[b], name="mask").with_diagonal()
 

@@ -436,6 +436,8 @@ def _dense_via_structured(mask, num_layers, layer_masks, delay: float | None = N
             )
         if math.prod(a.shape[:-2]) == 0:
             return jnp.asarray(a)
-        with warn_if_forced_structured(a.shape[-1], "structured"):  # as for an IntervalMask: once a call
+        n = a.shape[-1]
+        nnz = int(np.count_nonzero(a.reshape(-1, n, n), axis=(1, 2)).max()) + n
+        with warn_if_forced_structured(n, "structured", nnz):  # as for an IntervalMask: once a call
             return _dense_via_structured_batch(a, num_layers, delay)
     return jnp.asarray(r.to_dense())
