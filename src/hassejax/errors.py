@@ -24,6 +24,7 @@ __all__ = [
     "MaskError",
     "EmptyRowError",
     "MemoryBudgetError",
+    "CandidateLimitError",
     "TaskError",
     "LabelConflictError",
     "ParameterError",
@@ -45,6 +46,11 @@ class EmptyRowError(MaskError):
 
 class MemoryBudgetError(HassejaxError, MemoryError):
     """The requested computation would not fit in the memory at hand (estimated before allocating)."""
+
+
+class CandidateLimitError(MemoryBudgetError):
+    """A product of the structured (interval) route would merge more candidate runs than its limit (estimated before
+    the product; the message names the bit-packed route where that one can take the mask). Spec hasse.md §1.3."""
 
 
 class TaskError(HassejaxError, ValueError):

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import hassejax.errors
 from hassejax.errors import MaskError, ParameterError
 from hassejax.masks import IntervalMask
 from hassejax.order import HasseDiagram, convergence_depth, flow_summary, reachability
@@ -498,8 +499,11 @@ def test_auto_route_falls_back_to_bitpacked_when_the_runs_of_the_powers_multiply
             flow_summary(m)
         assert "method='bitpacked'" not in str(err.value)
     monkeypatch.setattr(_route_rules, "_DENSE_RESCUE_N", 150)
-    with pytest.raises(_structured.CandidateLimitError, match="method='bitpacked'"):
+    with pytest.raises(_structured.CandidateLimitError, match="method='bitpacked'") as err:
         flow_summary(m)
+    # the refusal a user sees is a public class of hassejax.errors (a MemoryBudgetError), not a private one
+    assert type(err.value) is hassejax.errors.CandidateLimitError and isinstance(err.value, MemoryBudgetError)
+    assert "CandidateLimitError" in hassejax.errors.__all__
 
 
 def test_forced_structured_route_warns_once_where_auto_would_switch(monkeypatch):

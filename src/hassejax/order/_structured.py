@@ -39,7 +39,7 @@ import numpy as np
 
 from .._memory import host_memory_bytes
 from .._warn import user_stacklevel
-from ..errors import MemoryBudgetError
+from ..errors import CandidateLimitError
 from ..masks._intervals import IntervalMask, check_host_memory, normalize_runs
 from ._progress import NO_BAR, Bar
 
@@ -226,10 +226,6 @@ def _dense_advice(n: int) -> str:
 
 _DENSE_FRACTION = 0.8
 """The share of the free memory a route's check allows (:func:`hassejax._checks.check_memory`'s default)."""
-
-
-class CandidateLimitError(MemoryBudgetError):
-    """A product of :func:`compose` with more candidate runs than the limit in force (:func:`candidate_limit`)."""
 
 
 _MAX_CANDIDATES = float(1 << 31)
