@@ -28,6 +28,8 @@ batch axes, so a batch of kernels can be built once and ``vmap`` ped over; the s
 from __future__ import annotations
 
 import abc
+import dis
+import inspect
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -159,6 +161,68 @@ def check_model(model: Any, name: str = "model") -> None:
         )
 
 
+_OPAQUE_NAMES = frozenset({"locals", "vars", "eval", "exec"})
+"""Names whose use lets a function read its arguments without naming them: such a function is not judged."""
+
+
+def reads_argument(fn, arg: str) -> bool | None:
+    """Whether the plain Python function `fn` reads its parameter `arg` anywhere in its body (a load of the name, or a
+    closure over it); None when that cannot be told from its code: no Python code object (a builtin, a ``jax.jit``
+    wrapper), no parameter of that name (``*args``, ``**kwargs``), or a use of ``locals``/``vars``/``eval``/``exec``.
+
+    Static (the bytecode, nothing is called): it never misreads a function that uses the argument as one that does not.
+    """
+    fn = inspect.unwrap(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    named = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    if arg not in named:
+        return None
+    if arg in code.co_cellvars:  # read by an inner function
+        return True
+    for ins in dis.get_instructions(code):
+        if not ins.opname.startswith("LOAD"):
+            continue
+        if ins.argval == arg or (isinstance(ins.argval, tuple) and arg in ins.argval):  # LOAD_FAST_LOAD_FAST (3.13)
+            return True
+        if ins.argval in _OPAQUE_NAMES:
+            return None
+    return False
+
+
+def mask_method(kernel: AbstractAttention) -> str:
+    """The method of `kernel`'s class that receives the mask of a :meth:`~AbstractAttention.velocity` call: its own
+    ``velocity``, else (the default velocity passes it on) ``weights``, else (the bilinear kernels' weights pass it
+    on) ``normalise``."""
+    cls = type(kernel)
+    if cls.velocity is not AbstractAttention.velocity:
+        return "velocity"
+    if isinstance(kernel, AbstractBilinearAttention) and cls.weights is AbstractBilinearAttention.weights:
+        return "normalise"
+    return "weights"
+
+
+def check_reads_mask(kernel: AbstractAttention, name: str = "kernel") -> None:
+    """Raise :class:`ParameterError` naming `name` if the method of `kernel` that receives the mask
+    (:func:`mask_method`) is a user's function that never reads its `mask` argument (:func:`reads_argument`): under
+    :class:`Masked` such a kernel ran unmasked, with no error (a fresh-user review). Methods of the library, functions
+    whose use of the argument cannot be told from their code, and a ``velocity`` that reads neither `keys` nor `mask`
+    (it may not couple the tokens at all, `Γ(x_i) = f(x_i)`, which no mask changes) pass."""
+    method = mask_method(kernel)
+    fn = getattr(type(kernel), method)
+    if getattr(inspect.unwrap(fn), "__module__", "").startswith("hassejax."):
+        return
+    if method == "velocity" and reads_argument(fn, "keys") is not True:
+        return
+    if reads_argument(fn, "mask") is False:
+        raise ParameterError(
+            f"`{name}` ({type(kernel).__name__}): its `{method}` never reads its `mask` argument, so under a mask "
+            f"(Masked) it would run unmasked. Apply the mask there (True = may attend; e.g. softmax over the allowed "
+            f"keys, hassejax.nn.masked_softmax), or solve without Masked."
+        )
+
+
 def check_velocity_field(model: AbstractAttention, name: str = "model") -> None:
     """Raise :class:`ParameterError` naming `name` if `model`'s class defines no velocity field: neither
     :meth:`~AbstractAttention.velocity` nor :meth:`~AbstractAttention.weights` with :meth:`~AbstractAttention.value`
@@ -238,6 +302,41 @@ def _not_gaussian(kernel, name: str) -> ParameterError:
     )
 
 
+def gaussian_map_owner(cls: type) -> type:
+    """The class whose Gaussian map `cls` uses: the first class of its method resolution order that defines one of
+    ``cls._gaussian_map_methods`` (``gaussian_affine`` and what the built-in map is built from, e.g. softmax's
+    ``bilinear_map``)."""
+    names = cls._gaussian_map_methods
+    return next((c for c in cls.__mro__ if any(m in vars(c) for m in names)), AbstractAttention)
+
+
+def changed_kernel_methods(kernel: AbstractAttention) -> list[str]:
+    """The methods that define the kernel (``_gaussian_kernel_methods`` of the class whose Gaussian map it uses,
+    :func:`gaussian_map_owner`) that `kernel`'s class overrides below that class: the map was derived for another
+    kernel then. Empty for the built-in kernels and for a subclass that overrides the map as well."""
+    cls = type(kernel)
+    owner = gaussian_map_owner(cls)
+    return [m for m in owner._gaussian_kernel_methods if getattr(cls, m, None) is not getattr(owner, m, None)]
+
+
+def check_map_of_kernel(kernel: AbstractAttention, name: str = "model") -> None:
+    """Raise :class:`ParameterError` naming `name` if `kernel`'s class changed the kernel its inherited Gaussian map
+    was derived for (:func:`changed_kernel_methods`): that map solves another ODE (a fresh-user check: a
+    :class:`Softmax` subclass with `velocity = −x`, which contracts, or with ReLU weights, which has no Gaussian map,
+    blew up at softmax's `t* = 1` in ``solve_gaussian``)."""
+    changed = changed_kernel_methods(kernel)
+    if changed:
+        cls, owner = type(kernel), gaussian_map_owner(type(kernel))
+        listed = ", ".join(f"`{m}`" for m in changed)
+        raise ParameterError(
+            f"`{name}` ({cls.__name__}) overrides {listed} of {owner.__name__}, whose Gaussian map (gaussian_affine) "
+            f"was derived for {owner.__name__}'s own kernel: the changed kernel need not preserve Gaussians (spec "
+            f"§2), and {owner.__name__}'s map would solve another ODE. Solve the particles (solve_particles); if the "
+            f"changed kernel has a Gaussian map, override `gaussian_affine` in {cls.__name__} too (or re-declare "
+            f"`gaussian_affine = {owner.__name__}.gaussian_affine` in its class body where the map is unchanged)."
+        )
+
+
 class AbstractAttention(eqx.Module):
     """An attention kernel: its parameters, its particle velocity field and, where it has one, its Gaussian map.
 
@@ -249,7 +348,8 @@ class AbstractAttention(eqx.Module):
 
     Subclasses set :attr:`d` and either :meth:`weights` and :meth:`value` or
     :meth:`velocity`, honouring `mask` (False = may not attend: :class:`Masked` passes its
-    mask there, so a kernel that ignores it is not masked); kernels that preserve Gaussians (spec §2) override
+    mask there, so a kernel that ignores it is not masked; :class:`Masked` refuses a kernel whose method that
+    receives the mask never reads it, :meth:`check_maskable`); kernels that preserve Gaussians (spec §2) override
     :meth:`gaussian_affine`. `_ranks` maps each array field to its unbatched rank (used by
     :meth:`check_unbatched`: with it, a solve given a batched kernel says so; without it, it meets the batch axis
     as a shape error in the kernel's own code).
@@ -297,6 +397,13 @@ class AbstractAttention(eqx.Module):
     """
 
     _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({})
+
+    _gaussian_map_methods: ClassVar[tuple[str, ...]] = ("gaussian_affine",)
+    """The methods that define the Gaussian map: a class that defines one of them owns its map."""
+
+    _gaussian_kernel_methods: ClassVar[tuple[str, ...]] = ("velocity", "weights")
+    """The methods that define the kernel a class's Gaussian map was derived for: a subclass that overrides one of
+    them, and none of :attr:`_gaussian_map_methods`, is refused by :meth:`check_gaussian`."""
 
     @property
     @abc.abstractmethod
@@ -552,9 +659,20 @@ class AbstractAttention(eqx.Module):
             )
 
     def check_gaussian(self, name: str = "model") -> None:
-        """Raise :class:`~hassejax.errors.ParameterError` unless the kernel has a Gaussian map (spec §2)."""
+        """Raise :class:`~hassejax.errors.ParameterError` unless the kernel has a Gaussian map (spec §2).
+
+        A kernel has one when its class overrides :meth:`gaussian_affine`, and no subclass below the class that
+        defines the map changed the kernel the map was derived for: a subclass of a kernel with a closed-form map
+        (:class:`Softmax`, :class:`L2`, :class:`Linear`, :class:`Sinkhorn`, :class:`MultiHead`, or a user's kernel)
+        that overrides a method defining its velocity (:meth:`velocity`, :meth:`weights`, and per class
+        ``normalise`` and ``logits`` of the bilinear kernels, ``interaction`` of L2, ``_potential`` of
+        Sinkhorn: the class attribute ``_gaussian_kernel_methods``) raises, unless it overrides the map too
+        (:meth:`gaussian_affine`, or a method the built-in map is built from such as softmax's ``bilinear_map``;
+        ``gaussian_affine = Softmax.gaussian_affine`` in the class body keeps softmax's map and says it holds).
+        """
         if type(self).gaussian_affine is AbstractAttention.gaussian_affine:
             raise _not_gaussian(self, name)
+        check_map_of_kernel(self, name)
 
     def _check_gaussian_interval(self, t0: float, t1: float, name: str = "model") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` if the Gaussian map does not exist somewhere on
@@ -563,7 +681,15 @@ class AbstractAttention(eqx.Module):
         constants at every time, and cannot refuse a layer the solve never reaches)."""
 
     def check_maskable(self, name: str = "kernel") -> None:
-        """Raise :class:`~hassejax.errors.ParameterError` if the kernel cannot be used under a mask (:class:`Masked`)."""
+        """Raise :class:`~hassejax.errors.ParameterError` if the kernel cannot be used under a mask (:class:`Masked`).
+
+        Here: when the method that receives the mask (its own :meth:`velocity`, else :meth:`weights`, else the
+        bilinear kernels' ``normalise``) is a user's function that never reads its `mask` argument (read from its
+        code, nothing called: a function that reads it, or whose use of it cannot be told, passes; so does a
+        ``velocity`` that reads no `keys` either, which may not couple the tokens), since such a kernel would run
+        unmasked with no error.
+        """
+        check_reads_mask(self, name)
 
     def check_unbatched(self, name: str = "model") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` if an array field has leading batch axes (inside a solve)."""
@@ -611,6 +737,8 @@ class AbstractBilinearAttention(AbstractAttention):
     beta: Float[Array, "*_batch"] | TimeParam
 
     _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({"V": 2, "A": 2, "Q": 2, "K": 2, "beta": 0})
+    _gaussian_map_methods: ClassVar[tuple[str, ...]] = ("gaussian_affine", "bilinear_map")
+    _gaussian_kernel_methods: ClassVar[tuple[str, ...]] = ("velocity", "weights", "normalise", "logits")
 
     def __init__(self, V: MatrixParam, A: MatrixParam | None = None, Q: ProjParam | None = None,
                  K: ProjParam | None = None, beta: ScalarParam = 1.0):  # fmt: skip

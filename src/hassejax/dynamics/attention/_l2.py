@@ -61,6 +61,10 @@ class L2(AbstractBilinearAttention):
     c: Float[Array, "*_batch"] | TimeParam
 
     _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({**AbstractBilinearAttention._ranks, "c": 0})
+    # the map is built from `interaction` (KᵀQ), the weights from Q and K directly: an `interaction` of a subclass
+    # changes the map alone (see AbstractAttention.check_gaussian)
+    _gaussian_map_methods: ClassVar[tuple[str, ...]] = ("gaussian_affine",)
+    _gaussian_kernel_methods: ClassVar[tuple[str, ...]] = ("velocity", "weights", "interaction")
 
     def __init__(
         self, V: MatrixParam, Q: ProjParam | None = None, K: ProjParam | None = None, beta: ScalarParam = 1.0,

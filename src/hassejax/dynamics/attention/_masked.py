@@ -44,7 +44,9 @@ class Masked(AbstractAttention):
     - `sink`: `(d,)` position of the attention-sink token, or None (no sink).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel without a masked
-    form or a sink of the wrong shape; :class:`~hassejax.errors.MaskError` for a
+    form (:meth:`~AbstractAttention.check_maskable`: Sinkhorn, a Masked kernel, or a user's kernel whose method that
+    receives the mask, its ``velocity``, else ``weights``, else ``normalise``, never reads its `mask` argument, which
+    would run unmasked) or a sink of the wrong shape; :class:`~hassejax.errors.MaskError` for a
     non-Boolean or non-square mask; :class:`~hassejax.errors.EmptyRowError` if (without a
     sink) a row of a concrete mask allows no key.
 

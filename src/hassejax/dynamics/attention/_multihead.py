@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import jax.numpy as jnp
 
 from ...errors import ParameterError
-from ._base import AbstractAttention
+from ._base import AbstractAttention, check_map_of_kernel, check_reads_mask
 from ._masked import masked_parts
 from ._shapes import Factor, GaussianMap, GrowthBound, KeyMask, Keys, Matrix, Mean, Queries, SizeScale, Time, Velocities
 
@@ -45,6 +46,8 @@ class MultiHead(AbstractAttention):
     """
 
     heads: tuple[AbstractAttention, ...]
+
+    _gaussian_kernel_methods: ClassVar[tuple[str, ...]] = ("velocity",)
 
     def __init__(self, heads: Sequence[AbstractAttention]):
         heads = tuple(heads)
@@ -126,12 +129,16 @@ class MultiHead(AbstractAttention):
             head._check_gaussian_interval(t0, t1, f"{name}.heads[{h}]")
 
     def check_gaussian(self, name: str = "model") -> None:
-        """Raise :class:`~hassejax.errors.ParameterError` naming the first head without a Gaussian map."""
+        """Raise :class:`~hassejax.errors.ParameterError` naming the first head without a Gaussian map (or for a
+        subclass that changed :meth:`velocity` and not the map, see :meth:`AbstractAttention.check_gaussian`)."""
+        check_map_of_kernel(self, name)
         for h, head in enumerate(self.heads):
             head.check_gaussian(f"{name}.heads[{h}]")
 
     def check_maskable(self, name: str = "kernel") -> None:
-        """Raise :class:`~hassejax.errors.ParameterError` naming the first head that cannot be masked."""
+        """Raise :class:`~hassejax.errors.ParameterError` naming the first head that cannot be masked (or for a
+        subclass whose own :meth:`velocity` never reads its mask, see :meth:`AbstractAttention.check_maskable`)."""
+        check_reads_mask(self, name)
         for h, head in enumerate(self.heads):
             head.check_maskable(f"{name}.heads[{h}]")
 

@@ -91,6 +91,8 @@ class Sinkhorn(AbstractBilinearAttention):
     strict: bool = eqx.field(static=True)
 
     _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({**AbstractBilinearAttention._ranks, "eps": 0})
+    _gaussian_map_methods: ClassVar[tuple[str, ...]] = ("gaussian_affine", "slope")
+    _gaussian_kernel_methods: ClassVar[tuple[str, ...]] = ("velocity", "weights", "logits", "_potential")
 
     def __init__(self, V: MatrixParam, A: MatrixParam | None = None, Q: ProjParam | None = None,
                  K: ProjParam | None = None, beta: ScalarParam = 1.0, eps: ScalarParam = 1.0,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._base import AbstractBilinearAttention, softmax_weights
+from ._base import AbstractBilinearAttention, changed_kernel_methods, softmax_weights
 from ._shapes import Factor, GaussianMap, KeyMask, Matrix, Mean, Time, Weights
 
 __all__ = ["Softmax"]
@@ -12,7 +12,10 @@ class Softmax(AbstractBilinearAttention):
     """Softmax attention `Γ_μ(x_i) = Σ_j w_ij V y_j`, `w_i = softmax_j(β y_jᵀAx_i)` (paper; spec dynamics.md §1).
 
     On `μ = N(α, Σ)` the velocity is affine, `Γ_μ(x) = Mx + c` with `M = βVΣA`, `c = Vα`
-    (paper; spec §2), so Gaussians stay Gaussian. Under a mask the softmax runs over the
+    (paper; spec §2), so Gaussians stay Gaussian. A subclass that changes the kernel (overrides ``velocity``,
+    ``weights``, ``normalise`` or ``logits``) loses this map: the Gaussian solvers refuse it unless it overrides
+    :meth:`gaussian_affine` too (:meth:`~AbstractAttention.check_gaussian`; the same for :class:`L2`, :class:`Linear`,
+    :class:`Sinkhorn` and :class:`MultiHead`). Under a mask the softmax runs over the
     allowed keys; a query with no allowed key gets `Γ = 0`
     (:func:`hassejax.nn.masked_softmax`). The paper's figures use `Q/√d` (per head
     `Q_h/√k`): nothing here rescales, pass the scaled matrices.
@@ -60,7 +63,10 @@ class Softmax(AbstractBilinearAttention):
         False for a subclass that overrides :meth:`gaussian_affine` or :meth:`bilinear_map` (its map need not be
         homogeneous: a fresh-user review's damped softmax `M = βVΣA − γI` ran in the projective state and came
         back ``completed`` with `Σ` unchanged where it blows up at `ln 2`); such a subclass overrides this method
-        too where its map is homogeneous.
+        too where its map is homogeneous. False also for a subclass that changes the kernel (``velocity``,
+        ``weights``, ``normalise``, ``logits``) and not the map: it has no Gaussian map
+        (:meth:`~AbstractAttention.check_gaussian` raises).
         """
         cls = type(self)
-        return cls.gaussian_affine is Softmax.gaussian_affine and cls.bilinear_map is Softmax.bilinear_map
+        same_map = cls.gaussian_affine is Softmax.gaussian_affine and cls.bilinear_map is Softmax.bilinear_map
+        return same_map and not changed_kernel_methods(self)
