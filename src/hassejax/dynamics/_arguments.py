@@ -71,7 +71,8 @@ def real_array(x, name: str, what: str = "a real number"):
         raise ParameterError(f"`{name}` must be {what}; got the string {x!r}.")
     try:
         v = np.asarray(x)
-    except Exception as err:
+    except (TypeError, ValueError) as err:  # not numbers (a ragged list, an object NumPy cannot read); an error of
+        # the copy itself (out of memory: a MemoryError, XLA's RESOURCE_EXHAUSTED) is no bad input and passes through
         raise ParameterError(f"`{name}` must be {what}; got {type(x).__name__}.") from err
     if v.dtype.kind in "VO":  # bfloat16 (ml_dtypes), a Python int beyond int64: real if float64 holds it
         try:
@@ -345,8 +346,9 @@ def check_times(t0, t1, ts) -> None:
     c0 = real_array(t0, "t0")
     c1 = real_array(t1, "t1")
     cts = real_array(ts, "ts", "an array of real save times, shape (T,)")
-    if ts is not None and (jnp.ndim(ts) != 1 or jnp.shape(ts)[0] < 1):
-        raise ParameterError(f"`ts` must have shape (T,) with T >= 1; got shape {jnp.shape(ts)}.")
+    # NumPy's shape: a list of times is fine (jnp.ndim/jnp.shape warned "requires ndarray" on one, a fresh user)
+    if ts is not None and (np.ndim(ts) != 1 or np.shape(ts)[0] < 1):
+        raise ParameterError(f"`ts` must have shape (T,) with T >= 1; got shape {np.shape(ts)}.")
     for name, v in (("t0", c0), ("t1", c1)):
         if v is not None and v.ndim != 0:
             raise ParameterError(f"`{name}` must be a scalar time; got shape {v.shape}.")

@@ -222,7 +222,10 @@ def guard(
     `edge_keep` (else ending at its start), with the record's flag set (needs `record`; module docstring);
     `edge_limit`: `(time, room)`: a step from `y` advances `time` by at most `room(y)[0]`, retried and capped to
     advance `room(y)[1]` (module docstring)."""
-    t0, t1 = jnp.asarray(t0), jnp.asarray(t1)
+    # bounds of the step control only (the floor of a step, the clip near the end), no part of the solution: no
+    # derivative through them (`nextafter` has none; ``jax.grad`` of the projective state's `t_blowup` through its
+    # `τ1`, a function of `Σ0`, failed with "Differentiation rule for 'nextafter' not implemented")
+    t0, t1 = jax.lax.stop_gradient(jnp.asarray(t0)), jax.lax.stop_gradient(jnp.asarray(t1))
     scale = jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
     eps = jnp.finfo(jnp.result_type(t0, t1)).eps
     dt_stop = STOP_ULPS * eps**3 * scale

@@ -34,10 +34,34 @@ def symmetrize(x):
 
 def psd_sqrt(sigma, with_min: bool = False):
     """Symmetric PSD square root `Σ^{1/2}` (eigenvalues below zero are clipped to zero); with `with_min`, also
-    the smallest eigenvalue of `Σ` before clipping, from the same ``eigh``."""
+    the smallest eigenvalue of `Σ` before clipping, from the same ``eigh``.
+
+    Its derivative is the Daleckii–Krein form of the square root, `dΣ^{1/2} = Q (F ∘ (Qᵀ dΣ Q)) Qᵀ` with
+    `F_ij = 1/(√λ_i + √λ_j)`, finite at repeated eigenvalues (``eigh``'s own derivative divides by their gaps: the
+    derivative of a solve from `cov0 = s I` was NaN); infinite (NaN downstream) where two eigenvalues are zero, where
+    the square root has none.
+    """
+    root, w_min = _psd_sqrt(sigma)
+    return (root, w_min) if with_min else root
+
+
+@jax.custom_jvp
+def _psd_sqrt(sigma):
     w, q = jnp.linalg.eigh(symmetrize(sigma))
     root = (q * jnp.sqrt(jnp.clip(w, 0.0, None))[..., None, :]) @ jnp.swapaxes(q, -1, -2)
-    return (root, w[..., 0]) if with_min else root
+    return root, w[..., 0]
+
+
+@_psd_sqrt.defjvp
+def _psd_sqrt_jvp(primals, tangents):
+    (sigma,), (dsigma,) = primals, tangents
+    w, q = jnp.linalg.eigh(symmetrize(sigma))
+    r = jnp.sqrt(jnp.clip(w, 0.0, None))
+    qt = jnp.swapaxes(q, -1, -2)
+    root = (q * r[..., None, :]) @ qt
+    inner = qt @ symmetrize(dsigma) @ q
+    droot = q @ (inner / (r[..., :, None] + r[..., None, :])) @ qt  # the divided difference of √ at (λ_i, λ_j)
+    return (root, w[..., 0]), (droot, inner[..., 0, 0])
 
 
 def check_psd(cov, name: str) -> None:

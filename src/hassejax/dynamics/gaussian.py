@@ -40,8 +40,11 @@ import jax.tree_util as jtu
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .._checks import check_memory
+from .._tracing import is_traced
 from .._warn import user_stacklevel
 from ..errors import ParameterError
+from ..masks._runs import check_host_memory
 from . import _solve
 from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver, concrete
 from ._linalg import check_psd, psd_sqrt, symmetrize
@@ -413,6 +416,75 @@ def _invalid_inputs(out, bad, code, y0, t0, ts):
     )
 
 
+GAUSSIAN_WORK_ARRAYS = 20
+"""`(d, d)` arrays of the state's dtype (`(d, r)` ones for a wider `factor0`) a Gaussian solve holds at once besides
+the saved rows: the solver's stages, the state, `Σ` and `M` of an evaluation, the square root of `cov0`, the
+kernel's parameters. Measured from XLA's memory analysis of the compiled solve (softmax, d = 200 and 400, float32
+and float64): arguments 3, temporaries 16 (covariance state) to 19 (projective), with the default save times."""
+
+GAUSSIAN_SAVE_ARRAYS = {"factor": 2, "projective": 2, "covariance": 5}
+"""`(d, d)` arrays per saved time (the saved `Σ` and factor; the covariance state also takes the square root of each
+saved `Σ`: measured temporaries `3 T + 4`), the final state counted as one more saved time."""
+
+HOST_CHECK_ARRAYS = 4
+"""`(d, d)` float64 arrays the value checks of a concrete `cov0` hold at once on the host (its float64 copy, its
+symmetrised copy and ``eigvalsh``'s own copy: :func:`._linalg.check_psd`), besides the copy of `cov0` as given."""
+
+MEMORY_UNCHECKED_BYTES = 16 * 2**20
+"""Below this an estimate is not compared with the free memory (reading it costs more than it can save)."""
+
+
+def _input_shape(x) -> tuple[int, ...] | None:
+    """The shape of an input without converting it (NumPy's `shape`: arrays, tracers, lists); None if it has none."""
+    try:
+        return tuple(np.shape(x))
+    except (TypeError, ValueError):  # a ragged list: the input checks name it
+        return None
+
+
+def _check_solve_memory(model, mean0, cov0, factor0, ts, state: str) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `cov0` or `factor0` before a solve whose working
+    memory (:data:`GAUSSIAN_WORK_ARRAYS`, :data:`GAUSSIAN_SAVE_ARRAYS` per saved time) cannot fit in the free memory of
+    the default device, or whose value checks of a concrete `cov0` (:data:`HOST_CHECK_ARRAYS`) cannot fit in the
+    host's: estimated from the shapes alone, before any input is converted or copied (a fresh-user review: d = 12,000
+    in float32 met a raw RESOURCE_EXHAUSTED; at d = 20,000 the copy in the input checks ran out of memory).
+    """
+    name = "cov0" if cov0 is not None else "factor0"
+    d = model.d
+    shape = _input_shape(factor0) if factor0 is not None else None
+    width = max(d, shape[1]) if shape is not None and len(shape) == 2 else d  # a factor (d, r) wider than d
+    ts_shape = _input_shape(ts) if ts is not None else None
+    saves = (ts_shape[0] if ts_shape and len(ts_shape) == 1 else 2) if state != "projective" else 2
+    given = [x for x in (mean0, cov0, factor0) if hasattr(x, "dtype")]
+    dtype = _solve.state_dtype(model, *given)  # dtypes only: nothing converted
+    item = jnp.dtype(dtype).itemsize
+    arrays = GAUSSIAN_WORK_ARRAYS + GAUSSIAN_SAVE_ARRAYS[state] * (saves + 1)
+    need = arrays * d * width * item  # Python ints: no overflow
+    if need >= MEMORY_UNCHECKED_BYTES:
+        check_memory(
+            need,
+            f"the Gaussian solve of d = {d} ({state} state, {jnp.dtype(dtype).name}, {saves} saved times: about "
+            f"{arrays} ({d}, {width}) arrays, the solver's stages and the saved covariances and factors)",
+            name,
+            hint=(
+                "Use a smaller d, fewer save times (ts), float32, or the low-rank solve of a rank-k head "
+                "(solve_low_rank_gaussian, a k×k state)."
+            ),
+        )
+    value = cov0 if cov0 is not None else factor0
+    if not is_traced(value):  # the value checks copy a concrete input to the host
+        given_item = jnp.dtype(value.dtype).itemsize if hasattr(value, "dtype") else 8
+        if cov0 is not None:
+            host = (HOST_CHECK_ARRAYS * 8 + given_item) * d * d
+            what = f"symmetric and PSD: about {HOST_CHECK_ARRAYS} ({d}, {d}) float64 arrays and its copy"
+            hint = "Use a smaller d, or pass factor0 (any U with Σ0 = UUᵀ: no eigenvalue check) instead of cov0."
+        else:
+            host = (2 * given_item + 1) * d * width  # its copy, the finite check's mask, the scale's |U|
+            what = f"finite: its copy and about two more ({d}, {width}) arrays"
+            hint = "Use a smaller d or rank."
+        check_host_memory(host, f"the value checks of `{name}` ({what} on the host)", name, hint=hint)
+
+
 _PROJECTIVE_REFUSED = {
     "ts": "saves at [t0, t1] only (its steps are in the time of the size, not in t)",
     "converge_tol": "has no steady-state event",
@@ -594,7 +666,24 @@ def solve_gaussian(
     `size_threshold=inf`), an L2 kernel with a concrete `βc < 0` (its map exists only on part of the
     covariances). An L2 `βc` that is traced (inside ``jit``/``vmap``) or a callable of `t` is checked in the
     program: where it is negative the map is NaN and the solve stops ``non_finite`` there (at `t0` for a
-    constant one) with its last finite state.
+    constant one) with its last finite state. A kernel whose class changed the kernel of the class its Gaussian map
+    comes from (a :class:`~hassejax.dynamics.Softmax` subclass with its own ``velocity`` or ``normalise``, and no
+    ``gaussian_affine``) is refused as one without a map
+    (:meth:`~hassejax.dynamics.AbstractAttention.check_gaussian`).
+    :class:`~hassejax.errors.MemoryBudgetError` naming `cov0` or `factor0`, before anything is allocated or
+    copied, when the solve's working memory, estimated from the shapes (about 20 `(d, d)` arrays, `(d, r)` ones for
+    a wider `factor0`, and 2 per saved time, 5 in the covariance state, the final state counted as one; measured
+    from XLA's memory analysis), exceeds 80 % of the free memory of the default device, or the value checks of a
+    concrete `cov0` (about four `(d, d)` float64 arrays) 80 % of the host's (estimates below 16 MiB are not checked).
+
+    **Differentiation:** ``jax.grad``/``jax.jvp`` go through the solve in every state (diffrax's default
+    adjoint: reverse mode differentiates the stepping loop). `t_blowup` is differentiated through the located size
+    event and the extrapolation (`t_e + λ/λ'`), so its derivative is as accurate as the tolerances allow (softmax
+    from `Σ0 = s I`, `dt*/ds` against the closed form `−1/(s² λ_max(A + Aᵀ))`, default tolerances, two `A`:
+    up to 3e-8 relative in the projective state, 1e-6 in the covariance state, 6e-5 in the factor state); a
+    square root of `cov0` with repeated eigenvalues is differentiated by the Daleckii–Krein form (finite), one with
+    two zero eigenvalues has no derivative (NaN). The status, and which event fired, are piecewise constant: no
+    derivative.
 
     **Example:** softmax with `V = I`, `A = I`, `Σ0 = I/2` blows up at `t* = 1/(β λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})) = 1`
     (spec §3):
@@ -644,6 +733,7 @@ def solve_gaussian(
         )
     if model.d < 1:
         raise ParameterError(f"The token dimension d of {label} must be >= 1; got d = {model.d}.")
+    _check_solve_memory(model, mean0, cov0, factor0, ts, state)  # from the shapes, before any input is copied
     mean_c = _solve.real_array(mean0, "mean0", "a real array, shape (d,)")
     cov_c = _solve.real_array(cov0, "cov0", "a real array, shape (d, d)")
     factor_c = _solve.real_array(factor0, "factor0", "a real array, shape (d, r)")

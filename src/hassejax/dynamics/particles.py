@@ -114,14 +114,17 @@ _PAIR_ARRAYS = 4
 float64, asked for 2.88e12 bytes = 32 bytes a pair, a fresh-user review that met it as a raw RESOURCE_EXHAUSTED)."""
 
 
-def _check_pair_memory(n: int, dtype) -> None:
-    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `x0` before a solve whose `n × n` weights cannot fit."""
-    need = _PAIR_ARRAYS * n * n * jnp.dtype(dtype).itemsize  # Python ints: no overflow
+def _check_pair_memory(n: int, dtype, groups: int = 1) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `x0` before a solve whose `n × n` weights (of each of
+    `groups` groups of `n` tokens: :func:`~hassejax.dynamics.solve_low_rank_particles`) cannot fit."""
+    need = _PAIR_ARRAYS * groups * n * n * jnp.dtype(dtype).itemsize  # Python ints: no overflow
     if need >= 16 * 2**20:  # below that, reading the free memory costs more than it can save
+        system = f"n = {n} tokens" if groups == 1 else f"S = {groups} groups of N = {n} tokens"
+        shape = "(n, n)" if groups == 1 else "(S, N, N)"
         check_memory(
             need,
-            f"the particle system of n = {n} tokens (every token attends to every other: about {_PAIR_ARRAYS} "
-            f"(n, n) arrays of {jnp.dtype(dtype).name} a velocity evaluation)",
+            f"the particle system of {system} (every token attends to every other{' of its group' * (groups > 1)}: "
+            f"about {_PAIR_ARRAYS} {shape} arrays of {jnp.dtype(dtype).name} a velocity evaluation)",
             "x0",
             hint="Use fewer tokens, or the Gaussian route (solve_gaussian) for the mean-field limit of many.",
         )

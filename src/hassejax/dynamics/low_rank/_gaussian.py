@@ -20,9 +20,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from ..._checks import check_memory
+from ..._tracing import is_traced
 from ...errors import ParameterError
+from ...masks._runs import check_host_memory
 from .. import _solve
 from .._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
+from ..gaussian import MEMORY_UNCHECKED_BYTES
 from ._common import AbstractReduction, head_products, solve_reduction, solve_settings
 from ._kernel import LowRankSoftmax
 from ._solution import LowRankGaussianSolution
@@ -137,7 +141,10 @@ def solve_low_rank_gaussian(
     :class:`~hassejax.dynamics.LowRankSoftmax` or is batched, inconsistent shapes,
     non-finite (concrete) `mean0` or `cov0`, bad times, tolerances or thresholds (a concrete
     `size_threshold` at or below `tr Σ0`), an unknown `blowup_estimate`, a `mean0` or `cov0` in half precision
-    (float16, bfloat16; they are not promoted to the model's dtype) or a model in half precision.
+    (float16, bfloat16; they are not promoted to the model's dtype) or a model in half precision;
+    :class:`~hassejax.errors.MemoryBudgetError` naming `cov0`, before it is copied, when the `(d, d)` copies of the
+    set-up (about four on the device; on the host its copy and a float64 one for a concrete `cov0`) exceed 80 % of
+    the free memory.
 
     Source: (derived), module docstring; spec dynamics.md §2, §4.
 
@@ -155,15 +162,16 @@ def solve_low_rank_gaussian(
     """
     model = _check_model(model)
     d = model.d
-    if jnp.shape(mean0) != (d,) or jnp.shape(cov0) != (d, d):
+    if np.shape(mean0) != (d,) or np.shape(cov0) != (d, d):  # NumPy's: lists without a deprecation warning
         raise ParameterError(
-            f"`mean0` must have shape ({d},) and `cov0` ({d}, {d}); got {jnp.shape(mean0)} and {jnp.shape(cov0)}."
+            f"`mean0` must have shape ({d},) and `cov0` ({d}, {d}); got {np.shape(mean0)} and {np.shape(cov0)}."
         )
-    for name, value in (("mean0", mean0), ("cov0", cov0)):
-        v = _solve.concrete(value)
+    dtype = model.Q.dtype
+    _check_setup_memory(cov0, d, dtype)  # from the shapes, before `cov0` is copied
+    concrete_inputs = {"mean0": _solve.concrete(mean0), "cov0": _solve.concrete(cov0)}
+    for name, v in concrete_inputs.items():
         if v is not None and not np.all(np.isfinite(v)):
             raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
-    dtype = model.Q.dtype
     _solve.check_state_precision(
         dtype, {"mean0": jnp.asarray(mean0), "cov0": jnp.asarray(cov0)},
         f"{jnp.dtype(dtype).name} (eps {float(jnp.finfo(dtype).eps):.1e}) resolves neither a useful rtol nor the times "
@@ -175,10 +183,31 @@ def solve_low_rank_gaussian(
         blowup_estimate=blowup_estimate, progress_meter=progress_meter,
     )  # fmt: skip
     reduction = GaussianReduction.from_head(model, jnp.asarray(mean0, dtype), jnp.asarray(cov0, dtype))
-    cov_c = _solve.concrete(cov0)  # the input as given (concrete under jit too)
+    cov_c = concrete_inputs["cov0"]  # the input as given (concrete under jit too)
     if size_threshold is not None and cov_c is not None:
         _solve.check_size_threshold(size_threshold, np.trace(cov_c.astype(np.float64)), "tr Σ0", dtype)
     return solve_reduction(reduction, settings)
+
+
+SETUP_ARRAYS = 4
+"""`(d, d)` arrays of the model's dtype the set-up of the reduction holds on the device (`cov0` converted, its
+transpose, the symmetrised `Σ0`), the `(k, k)` solve itself being small."""
+
+
+def _check_setup_memory(cov0, d: int, dtype) -> None:
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `cov0` when the `(d, d)` copies of the set-up
+    (:data:`SETUP_ARRAYS` on the device; on the host, for a concrete `cov0`, its copy, the finite check's mask and a
+    float64 copy for `tr Σ0`) cannot fit in the free memory (as :func:`~hassejax.dynamics.solve_gaussian`)."""
+    need = SETUP_ARRAYS * d * d * jnp.dtype(dtype).itemsize
+    hint = "Use a smaller d (the reduced solve itself is k×k: the set-up's (d, d) copies of cov0 are the cost)."
+    if need >= MEMORY_UNCHECKED_BYTES:
+        check_memory(
+            need, f"the set-up of the rank-k solve (about {SETUP_ARRAYS} ({d}, {d}) arrays)", "cov0", hint=hint
+        )
+    if not is_traced(cov0):
+        item = jnp.dtype(cov0.dtype).itemsize if hasattr(cov0, "dtype") else 8
+        what = f"the value checks of `cov0` (its copy, a mask and a float64 copy, ({d}, {d}) each, on the host)"
+        check_host_memory((item + 1 + 8) * d * d, what, "cov0", hint=hint)
 
 
 def _check_model(model) -> LowRankSoftmax:

@@ -20,6 +20,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Real
 from ...errors import ParameterError
 from .. import _solve
 from .._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
+from ..particles import _check_pair_memory
 from ._common import AbstractReduction, head_products, solve_reduction, solve_settings
 from ._gaussian import _check_model
 from ._kernel import LowRankSoftmax
@@ -145,7 +146,10 @@ def solve_low_rank_particles(
     :class:`~hassejax.dynamics.LowRankSoftmax`, inconsistent shapes, a non-Boolean mask, a
     group without tokens (concrete masks), non-finite (concrete) `x0`, an `x0` in half precision (float16,
     bfloat16; not promoted to float32), bad times,
-    tolerances or thresholds (a concrete `size_threshold` at or below the initial size).
+    tolerances or thresholds (a concrete `size_threshold` at or below the initial size);
+    :class:`~hassejax.errors.MemoryBudgetError` naming `x0` when the `(S, N, N)` attention weights of a velocity
+    evaluation (about four such arrays) would not fit in 80 % of the free memory (as
+    :func:`~hassejax.dynamics.solve_particles`).
 
     Source: (derived), module docstring; spec dynamics.md §1, §4.
 
@@ -182,6 +186,7 @@ def solve_low_rank_particles(
         raise ParameterError("`x0` must be finite; got NaN/inf entries.")
     dtype = jnp.result_type(x0.dtype, jnp.float32)
     _solve.check_state_precision(dtype, {"x0": x0}, "", "model")  # a half-precision x0 (`dtype` is never half)
+    _check_pair_memory(x0.shape[1], dtype, groups=x0.shape[0])  # the (S, N, N) weights of an evaluation
     x0 = x0.astype(dtype)
     model = jax.tree.map(lambda a: a.astype(dtype), model)
     settings = solve_settings(
@@ -250,16 +255,11 @@ def solve_low_rank_particles_each(
             f"`models` must be a LowRankSoftmax with one leading run axis (R, k, d); got {type(models).__name__}."
         )
     runs = models.Q.shape[0]
-    per_run = jnp.ndim(x0) == 4
-    if (
-        jnp.shape(t1) != (runs,)
-        or jnp.ndim(ts) != 2
-        or jnp.shape(ts)[0] != runs
-        or (per_run and jnp.shape(x0)[0] != runs)
-    ):
+    per_run = np.ndim(x0) == 4  # NumPy's shapes: lists without a deprecation warning
+    if np.shape(t1) != (runs,) or np.ndim(ts) != 2 or np.shape(ts)[0] != runs or (per_run and np.shape(x0)[0] != runs):
         raise ParameterError(
             f"`t1` must have shape (R,), `ts` (R, T) and a per-run `x0` (R, S, N, d) with R = {runs} (from `models`); "
-            f"got {jnp.shape(t1)}, {jnp.shape(ts)}, {jnp.shape(x0)}."
+            f"got {np.shape(t1)}, {np.shape(ts)}, {np.shape(x0)}."
         )
     x0, mask, t1, ts = jnp.asarray(x0), jnp.asarray(mask), jnp.asarray(t1), jnp.asarray(ts)
     sols = [

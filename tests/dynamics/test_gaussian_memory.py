@@ -1,0 +1,126 @@
+"""The Gaussian solves estimate their memory before anything is allocated; the input checks pass a memory error on.
+
+A fresh-user review: ``solve_gaussian`` at d = 12,000 in float32 under ``ulimit -v 9000000`` met a raw
+RESOURCE_EXHAUSTED, and at d = 20,000 the out-of-memory of the copy in the input checks came back as "`factor0`
+must be a real array". The free memory is faked here (as in ``tests/test_memory_budget.py``): nothing large is
+allocated.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import hassejax._checks
+import hassejax.masks._runs
+from hassejax.dynamics import LowRankSoftmax, Softmax, solve_gaussian, solve_low_rank_gaussian, solve_low_rank_particles
+from hassejax.dynamics import gaussian as gaussian_module
+from hassejax.dynamics._arguments import real_array
+from hassejax.errors import MemoryBudgetError, ParameterError
+
+
+def _free(monkeypatch, device: int, host: int = 1 << 40) -> None:
+    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: device)
+    monkeypatch.setattr(hassejax.masks._runs, "host_memory_bytes", lambda: host)
+
+
+def _no_solve(monkeypatch) -> None:
+    def unreachable(*args, **kwargs):
+        raise AssertionError("the solve ran")
+
+    monkeypatch.setattr(gaussian_module, "_solve_core", unreachable)
+
+
+def test_solve_gaussian_refuses_a_solve_that_cannot_fit(monkeypatch):
+    """d = 400, float64, factor state, default save times: about 26 (d, d) arrays = 33 MB, against 20 MB free."""
+    _free(monkeypatch, 20 * 2**20)
+    _no_solve(monkeypatch)
+    d = 400
+    model = Softmax(V=jnp.eye(d), A=-jnp.eye(d))
+    with pytest.raises(MemoryBudgetError, match=r"^`cov0`: the Gaussian solve of d = 400 \(factor state, float64, 2 "):
+        solve_gaussian(model, jnp.zeros(d), np.eye(d), t1=1.0)
+    with pytest.raises(MemoryBudgetError, match=r"^`factor0`: .* about 26 \(400, 400\) arrays"):
+        solve_gaussian(model, jnp.zeros(d), factor0=np.eye(d), t1=1.0)
+    with pytest.raises(MemoryBudgetError, match=r"^`cov0`: .*projective state"):
+        solve_gaussian(model, jnp.zeros(d), np.eye(d), t1=1.0, state="projective")
+
+
+def test_the_estimate_counts_save_times_state_and_dtype(monkeypatch):
+    """d = 100: the covariance state with 50 save times holds about 20 + 5 · 51 = 275 (d, d) arrays (22 MB in
+    float64, 11 MB in float32: the latter is below the 16 MiB that are not checked)."""
+    _free(monkeypatch, 20 * 2**20)
+    d = 100
+    ts = np.linspace(0.0, 1.0, 50)
+    model = Softmax(V=jnp.eye(d), A=-jnp.eye(d))
+    with pytest.raises(MemoryBudgetError, match=r"covariance state, float64, 50 saved times: about 275 \(100, 100\)"):
+        solve_gaussian(model, jnp.zeros(d), np.eye(d), t1=1.0, ts=ts, state="covariance")
+    f32 = Softmax(V=jnp.eye(d, dtype=jnp.float32), A=-jnp.eye(d, dtype=jnp.float32))
+    sol = solve_gaussian(
+        f32,
+        jnp.zeros(d, jnp.float32),
+        np.eye(d, dtype=np.float32),
+        t1=1.0,
+        ts=ts,
+        state="covariance",
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    assert sol.cov.shape == (50, d, d)
+
+
+def test_solve_gaussian_refuses_value_checks_that_cannot_fit_on_the_host(monkeypatch):
+    """The value checks of a concrete `cov0` (d = 700: four float64 copies and its own, 20 MB) against 10 MB free on
+    the host, the device having room."""
+    _free(monkeypatch, 1 << 40, host=10 * 2**20)
+    _no_solve(monkeypatch)
+    d = 700
+    with pytest.raises(MemoryBudgetError, match=r"^`cov0`: the value checks of `cov0` \(symmetric and PSD"):
+        solve_gaussian(Softmax(V=jnp.eye(d), A=-jnp.eye(d)), jnp.zeros(d), np.eye(d), t1=1.0)
+
+
+class _CopyFails:
+    """An input whose copy runs out of memory (as a device array's host copy did at d = 20,000)."""
+
+    shape = (2, 2)
+
+    def __init__(self, error):
+        self.error = error
+
+    def __array__(self, dtype=None, copy=None):
+        raise self.error
+
+
+def test_input_checks_pass_a_memory_error_on(no_typecheck):
+    with pytest.raises(MemoryError, match="out of memory"):
+        solve_gaussian(Softmax(V=jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), factor0=_CopyFails(MemoryError("out of memory")), t1=1.0)  # fmt: skip
+    with pytest.raises(RuntimeError, match="RESOURCE_EXHAUSTED"):
+        real_array(_CopyFails(RuntimeError("RESOURCE_EXHAUSTED: Out of memory")), "factor0")
+    with pytest.raises(ParameterError, match=r"`factor0` must be a real array; got _CopyFails"):
+        real_array(_CopyFails(TypeError("not numbers")), "factor0", "a real array")
+    with pytest.raises(ParameterError, match=r"`ts` must be"):
+        real_array([[0.0, 1.0], [2.0]], "ts", "an array of real save times")  # a ragged list: still its error
+
+
+def _head(d: int, k: int = 1) -> LowRankSoftmax:
+    e = jnp.zeros((k, d)).at[0, 0].set(1.0)
+    return LowRankSoftmax(e, e, e, e.T)
+
+
+def test_low_rank_gaussian_refuses_a_set_up_that_cannot_fit(monkeypatch):
+    """The k×k solve is small, but its set-up copies the (d, d) `cov0` (d = 1,100: about 4 float64 copies, 39 MB)."""
+    _free(monkeypatch, 20 * 2**20)
+    d = 1100
+    with pytest.raises(MemoryBudgetError, match=r"^`cov0`: the set-up of the rank-k solve"):
+        solve_low_rank_gaussian(_head(d), jnp.zeros(d), np.eye(d) / 2, t1=1.0)
+    _free(monkeypatch, 1 << 40, host=10 * 2**20)
+    with pytest.raises(MemoryBudgetError, match=r"^`cov0`: the value checks of `cov0`"):
+        solve_low_rank_gaussian(_head(d), jnp.zeros(d), np.eye(d) / 2, t1=1.0)
+
+
+def test_low_rank_particles_refuse_weights_that_cannot_fit(monkeypatch):
+    """S = 2 groups of N = 1,000 tokens: 4 (S, N, N) float64 arrays an evaluation, 64 MB, against 20 MB free."""
+    _free(monkeypatch, 20 * 2**20)
+    x0 = np.zeros((2, 1000, 2))
+    with pytest.raises(MemoryBudgetError, match=r"^`x0`: the particle system of S = 2 groups of N = 1000 tokens"):
+        solve_low_rank_particles(_head(2), x0, np.ones((2, 1000), bool), t1=1e-3)
