@@ -280,3 +280,44 @@ def test_memory_estimate_grows_with_n_and_nnz():
     )
     assert bpd.padded_words(1) == 1 and bpd.padded_words(300) == 8 and bpd.padded_words(8192) == 128
     assert bpd.padded_words(3000) % 16 == 0
+
+
+def boolean_powers(a: np.ndarray) -> list[np.ndarray]:
+    """[A, A^2, …, R] by NumPy Boolean products (R once, at index L* - 1)."""
+    out = [a]
+    while True:
+        nxt = (out[-1].astype(np.int32) @ a.astype(np.int32)) > 0
+        if np.array_equal(nxt, out[-1]):
+            return out
+        out.append(nxt)
+
+
+@pytest.mark.parametrize("config", ["defaults", "always_sparse", "never_sparse", "no_pruning"])
+def test_power_and_layer_counts_equal_numpy_powers(config, monkeypatch):
+    """``A^L`` as the level search stopped at ``L`` (:func:`power_bitpacked`) and the row counts of every requested
+    ``A^L`` from ``L*``'s search (:func:`depth_counts_bitpacked`) equal NumPy Boolean powers: random masks with cycles
+    and bidirectional edges, windows, a 2-D neighbourhood and a dilated window; ``L = 1``, ``L*`` and beyond."""
+    for name, value in CONFIGS[config].items():
+        for module in (bp, bpl, bpd):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, value)
+    rng = np.random.default_rng(3)
+    cases = [random_mask(rng, int(rng.integers(2, 90)), kind, 0.04) for kind in KINDS]
+    cases += [
+        np.asarray(structured.natten_2d(7, 9, 3, 3).to_dense()),
+        np.asarray(structured.dilated(80, 6, 3).to_dense()),
+        np.ones((1, 1), dtype=bool),
+    ]
+    for mask in cases:
+        a = adjacency(mask)
+        powers = boolean_powers(a)
+        lstar = len(powers)
+        wanted = sorted({1, 2, 3, max(1, lstar - 1), lstar, lstar + 4})
+        for num in wanted:
+            r, levels = bpd.power_bitpacked(a, num)
+            np.testing.assert_array_equal(r, powers[min(num, lstar) - 1])
+            assert levels == min(num, lstar)
+        depth, counts = bpd.depth_counts_bitpacked(a, wanted)
+        assert depth == lstar and sorted(counts) == wanted
+        for num in wanted:
+            np.testing.assert_array_equal(counts[num], powers[min(num, lstar) - 1].sum(axis=1))

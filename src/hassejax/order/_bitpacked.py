@@ -36,10 +36,12 @@ Three kernels, all exact, all on NumPy arrays (the public wrappers are in
   matter), each level touching only row blocks that still miss bits, from children whose
   frontier block is not empty, or running from the frontier words once they are few.
 
-- :func:`product_bitpacked`, the finite product ``A_L ⊗ … ⊗ A_1`` by ``L − 1`` rounds of the
-  sparse OR propagation ``R <- A_l ⊗ R``, each round one vectorised gather and reduce
+- :func:`product_bitpacked`, the finite product ``A_L ⊗ … ⊗ A_1`` of per-layer matrices by ``L − 1``
+  rounds of the sparse OR propagation ``R <- A_l ⊗ R``, each round one vectorised gather and reduce
   (``O(nnz * n / 64)`` a round), stopping early once a round with the same matrix changes
-  nothing.
+  nothing. A power ``A^L`` of one matrix does not take it: it is the depth search stopped at
+  level ``L`` (:func:`~hassejax.order._bitpacked_depth.power_bitpacked`), whose levels touch only
+  the frontiers (``L`` rounds here cost about ``L`` closures on long windows).
 """
 
 from __future__ import annotations

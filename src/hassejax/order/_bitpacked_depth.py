@@ -4,6 +4,11 @@
 search from every node at once on bit-packed rows, level by level
 (:mod:`hassejax.order._bitpacked_levels`); spec hasse.md §1.3. The public wrapper is
 :func:`hassejax.order.convergence_depth` (``method="bitpacked"``).
+
+The same search gives ``R^(L) = A^L``: after level ``L`` the bits of ``R`` not reached yet are those
+farther than ``L``. :func:`power_bitpacked` stops it at ``L`` (``reachability(mask, L)`` on the
+bit-packed route), :func:`depth_counts_bitpacked` counts the rows of every requested ``R^(L)`` on the
+way to ``L*`` (``flow_summary``'s `layers` on the bit-packed route).
 """
 
 from __future__ import annotations
@@ -23,7 +28,14 @@ from ._bitpacked_levels import (
 )
 from ._progress import NO_BAR, Bar
 
-__all__ = ["depth_bitpacked", "depth_bitpacked_bytes", "padded_words"]
+__all__ = [
+    "depth_bitpacked",
+    "depth_counts_bitpacked",
+    "depth_bitpacked_bytes",
+    "padded_words",
+    "power_bitpacked",
+    "power_bitpacked_bytes",
+]
 
 
 # A level runs sparse (from the frontier words, through the parents of their nodes) when it has
@@ -55,8 +67,20 @@ def depth_bitpacked_bytes(n: int, nnz: int) -> int:
     return closure + 6 * n * wp * 8 + 3 * n * wp + 16 * nnz + 64 * pairs + gathered
 
 
+def power_bitpacked_bytes(n: int, nnz: int) -> int:
+    """Estimated peak host memory in bytes of :func:`power_bitpacked` (`n` nodes, `nnz` edges): the search's
+    (:func:`depth_bitpacked_bytes`) and its bool ``(n, n)`` result, unpacked through a uint8 copy."""
+    return depth_bitpacked_bytes(n, nnz) + 2 * n * n
+
+
 def _depth_levels(
-    indptr: np.ndarray, dst: np.ndarray, frontier: np.ndarray, missing: np.ndarray, bar: Bar = NO_BAR
+    indptr: np.ndarray,
+    dst: np.ndarray,
+    frontier: np.ndarray,
+    missing: np.ndarray,
+    bar: Bar = NO_BAR,
+    stop: int | None = None,
+    on_level=None,
 ) -> int:
     """Frontier propagation from every node at once, level by level; returns ``L*``.
 
@@ -67,6 +91,11 @@ def _depth_levels(
     parents' side) or sparse (:func:`_sparse_level`, from the frontier words) by size. The
     first level without new bits ends it: ``L*`` is the last level with a non-empty frontier.
     `bar` counts the levels.
+
+    After every level that added bits, ``R^(L) = R & ~missing`` (``L`` the new depth): `on_level`
+    (when given) is called as ``on_level(L, missing)``, and the search returns ``L`` once it
+    reaches `stop` (the ``L`` of :func:`power_bitpacked`). The returned value is ``L*`` only when
+    it is below `stop`; in every case ``R & ~missing`` is then ``R^(stop)``.
     """
     n, wp = frontier.shape
     outdeg = np.diff(indptr)
@@ -86,6 +115,8 @@ def _depth_levels(
             return bool(fw.size * mean_indeg <= sparse_max)
         return int(reverse[2][fw // wp].sum()) <= sparse_max
 
+    if stop is not None and stop <= 1:
+        return depth
     # flat ids of the nonzero words of `frontier` when the next level runs sparse, else None
     fwords = None
     if indptr[-1] * mean_indeg <= sparse_max:
@@ -114,6 +145,10 @@ def _depth_levels(
         if not grew:
             return depth
         depth += 1
+        if on_level is not None:
+            on_level(depth, missing)
+        if stop is not None and depth >= stop:
+            return depth
         # the new frontier becomes current; the old one is cleared where it may be nonzero
         for ids, bw in old:
             if ids is None:
@@ -159,6 +194,18 @@ def depth_bitpacked(
     counts the levels (the closure before them is not counted).
     """
     n = adj.shape[0]
+    closure, frontier, missing, indptr, dst = _search_start(adj)
+    depth = _depth_levels(*_prune_children(indptr, dst, frontier), frontier, missing, bar)
+    return depth, (_unpack(closure[:, : num_words(n)], n) if return_closure else None)
+
+
+def _search_start(adj: np.ndarray):
+    """The closure and level 1 of the search: ``(closure, frontier, missing, indptr, dst)``, packed ``(n, wp)``.
+
+    ``frontier = F^1`` (the off-diagonal edges), ``missing = M^1 = R & ~(I | F^1)``; `indptr`, `dst` the CSR of
+    the off-diagonal edges (not pruned yet).
+    """
+    n = adj.shape[0]
     edges = _edges(adj)
     indptr, src, dst = edges
     crow, cls, _ = _closure_rows(adj, edges)
@@ -171,5 +218,64 @@ def depth_bitpacked(
     node = np.arange(n, dtype=np.int64)
     missing = closure & ~frontier
     missing.reshape(-1)[node * wp + (node >> 6)] &= ~np.left_shift(_WORD(1), (node & 63).astype(_WORD))
-    depth = _depth_levels(*_prune_children(indptr, dst, frontier), frontier, missing, bar)
-    return depth, (_unpack(closure[:, :w], n) if return_closure else None)
+    return closure, frontier, missing, indptr, dst
+
+
+def _reached_counts(closure: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    """Row counts of ``closure & ~missing`` (packed ``(n, wp)``), a block of rows at a time (no full temporary)."""
+    n, wp = closure.shape
+    out = np.empty(n, dtype=np.int64)
+    step = max(1, _CHUNK_WORDS // max(1, wp))
+    for r0 in range(0, n, step):
+        block = closure[r0 : r0 + step] & ~missing[r0 : r0 + step]
+        out[r0 : r0 + step] = np.bitwise_count(block).sum(axis=1, dtype=np.int64)
+    return out
+
+
+def power_bitpacked(adj: np.ndarray, num_layers: int, bar: Bar = NO_BAR) -> tuple[np.ndarray, int]:
+    """``A^num_layers`` of one bool ``(n, n)`` adjacency (diagonal set), exact, and the levels run.
+
+    The search of :func:`depth_bitpacked` stopped at level ``L = num_layers``: after it,
+    ``M^L_i = R_i & ~({i} | F^1_i | … | F^L_i)`` are the bits of ``R`` farther than ``L`` from i,
+    so ``A^L = R & ~M^L`` (walks of at most ``L`` edges, spec hasse.md §1.2). It stops earlier at
+    ``L*``, where ``M`` is empty and ``A^L = R``. Cost: the closure plus ``min(L, L*) − 1`` levels,
+    at most that of ``L*`` (the ``L − 1`` rounds of ``O(nnz · n / 64)`` each that ran before cost about ``L``
+    closures on long windows). `bar` counts the levels (at most ``L − 1``: each level run, the last one
+    possibly without new bits).
+    """
+    n = adj.shape[0]
+    closure, frontier, missing, indptr, dst = _search_start(adj)
+    bar.add_total(num_layers - 1)
+    levels = _depth_levels(*_prune_children(indptr, dst, frontier), frontier, missing, bar, stop=num_layers)
+    del frontier
+    closure &= ~missing
+    del missing
+    return _unpack(closure[:, : num_words(n)], n), levels
+
+
+def depth_counts_bitpacked(adj: np.ndarray, layers, bar: Bar = NO_BAR) -> tuple[int, dict[int, np.ndarray]]:
+    """``L*`` of one bool ``(n, n)`` adjacency (diagonal set) and the row counts of ``A^L`` for every ``L`` in
+    `layers` (``L >= 1``), from one search (:func:`depth_bitpacked`'s): ``(L*, {L: counts})``.
+
+    ``A^L = R & ~M^L`` after level ``L`` (:func:`power_bitpacked`), counted when the search passes ``L``; an
+    ``L >= L*`` gets the counts of ``R``. Cost: :func:`depth_bitpacked`'s plus one count of the packed rows per
+    requested ``L`` (``n · n / 64`` words). `bar` counts the levels.
+    """
+    closure, frontier, missing, indptr, dst = _search_start(adj)
+    wanted = {int(num) for num in layers}
+    counts: dict[int, np.ndarray] = {}
+    if 1 in wanted:
+        counts[1] = _reached_counts(closure, missing)
+
+    @no_type_check  # a closure made per call (see pyproject)
+    def on_level(level, miss):
+        if level in wanted:
+            counts[level] = _reached_counts(closure, miss)
+
+    depth = _depth_levels(*_prune_children(indptr, dst, frontier), frontier, missing, bar, on_level=on_level)
+    rest = [num for num in wanted if num not in counts]
+    if rest:
+        limit = _reached_counts(closure, missing)  # missing is empty: R's counts
+        for num in rest:
+            counts[num] = limit
+    return depth, counts

@@ -12,6 +12,7 @@ import numpy as np
 
 from .._tracing import is_traced as _is_traced
 from ._bitpacked import closure_bitpacked, product_bitpacked
+from ._bitpacked_depth import power_bitpacked
 from ._progress import NO_BAR, Bar
 
 # --------------------------------------------------------------------------------------------
@@ -39,7 +40,8 @@ def _host_closure(a, bar: Bar = NO_BAR) -> np.ndarray:
 
 
 def _host_power(a, num_layers, bar: Bar = NO_BAR) -> np.ndarray:
-    """``A^num_layers`` for ``a`` of shape ``(..., n, n)`` (adjacencies), by sparse rounds (`bar` counts them).
+    """``A^num_layers`` for ``a`` of shape ``(..., n, n)`` (adjacencies), by the bit-packed level search stopped at
+    ``num_layers`` (:func:`~hassejax.order._bitpacked_depth.power_bitpacked`; `bar` counts the levels).
 
     `num_layers` may come as an array (it does through :func:`jax.pure_callback`).
     """
@@ -50,7 +52,7 @@ def _host_power(a, num_layers, bar: Bar = NO_BAR) -> np.ndarray:
     out = np.empty_like(flat)
     for b in range(flat.shape[0]):
         _note_mask(bar, b, flat.shape[0])
-        out[b] = product_bitpacked([flat[b]] * num_layers, bar)[0]
+        out[b] = power_bitpacked(flat[b], num_layers, bar)[0]
     return out.reshape(a.shape)
 
 

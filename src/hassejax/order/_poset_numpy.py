@@ -24,7 +24,8 @@ from jaxtyping import Bool, Int
 
 from .._checks import check_memory
 from ..masks._runs import check_host_memory
-from ._bitpacked import _CHUNK_WORDS, closure_bitpacked, num_words, product_bitpacked
+from ._bitpacked import _CHUNK_WORDS, closure_bitpacked, num_words
+from ._bitpacked_depth import power_bitpacked, power_bitpacked_bytes
 from ._poset_host import covers
 
 __all__ = [
@@ -87,17 +88,20 @@ def closure_numpy(mask: Bool[np.ndarray, "n n"], num_layers: int | None = None, 
     Source: spec hasse.md §1.2–1.3; the bit-packed kernels are (derived), DESIGN.md "Principles".
     """
     n = mask.shape[-1]
-    need = _closure_bytes(n, int(np.count_nonzero(mask)) + n - int(np.count_nonzero(np.diagonal(mask))))
+    if num_layers is not None and num_layers >= max(1, n - 1):
+        num_layers = None  # L* <= max(1, n - 1): the flow has converged
+    nnz = int(np.count_nonzero(mask)) + n - int(np.count_nonzero(np.diagonal(mask)))
+    need = _closure_bytes(n, nnz)
+    if num_layers is not None and num_layers > 1:  # the level search of power_bitpacked, with the mask's copies
+        need = max(need, 2 * n * n + power_bitpacked_bytes(n, nnz))
     _check(need, f"the closure of a mask of n = {n} positions (bit-packed, on the host)", name)
     a = np.array(mask, dtype=bool)
     np.fill_diagonal(a, True)
-    if num_layers is not None and num_layers >= max(1, n - 1):
-        num_layers = None  # L* <= max(1, n - 1): the flow has converged
     if num_layers == 1:
         return a
     if num_layers is None:
         return closure_bitpacked(a)[0]
-    return product_bitpacked([a] * num_layers)[0]
+    return power_bitpacked(a, num_layers)[0]
 
 
 def depth_numpy(mask: Bool[np.ndarray, "n n"], name: str = "mask") -> int:

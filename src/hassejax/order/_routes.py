@@ -61,8 +61,15 @@ def _check_matmul_memory(n: int, batch: int, stored: int, what: str, name: str) 
     check_memory(need, f"{what} (matmul route, n = {n}, batch = {batch})", name)
 
 
-def _check_bitpacked_memory(n: int, nnz: int, batch: int, what: str, name: str) -> None:
-    need = bitpacked_route_bytes(n, nnz, batch)
+def _check_bitpacked_memory(n: int, nnz: int, batch: int, what: str, name: str, power: bool = False) -> None:
+    """The bit-packed route's memory check: the closure's, or with `power` the level search of ``R^(L)``
+    (:func:`~hassejax.order._bitpacked_depth.power_bitpacked_bytes`), plus each mask's bool input and result."""
+    if power:
+        from ._bitpacked_depth import power_bitpacked_bytes
+
+        need = power_bitpacked_bytes(n, nnz) + 2 * batch * n * n
+    else:
+        need = bitpacked_route_bytes(n, nnz, batch)
     check_memory(need, f"{what} (bit-packed route, n = {n}, batch = {batch})", name)
 
 
@@ -229,6 +236,22 @@ def _rounds_costs(n: int, nnz: int | float, rounds: int, products: int) -> tuple
     matmul = _matmul_seconds(n, products)
     per_round = _BP_PER_WORD_S * (nnz + n) * num_words(n) + 2e-5
     bitpacked = _BP_OVERHEAD_S + rounds * per_round + _BP_PER_ENTRY_S * n * n
+    return matmul, bitpacked
+
+
+def _power_costs(n: int, nnz: int | float, num_layers: int) -> tuple[float, float]:
+    """Estimated seconds per mask of ``R^(L)``, ``L = num_layers >= 2``: (matmul, bit-packed).
+
+    Matmul: ``2 ceil(log2 L)`` products (binary exponentiation). Bit-packed
+    (:func:`~hassejax.order._bitpacked_depth.power_bitpacked`): the level search of :func:`_depth_costs` stopped
+    after ``min(L, guessed L*) − 1`` levels, and the bool output.
+    """
+    matmul = _matmul_seconds(n, 2 * math.ceil(math.log2(num_layers)))
+    levels = max(1, min(num_layers - 1, _depth_levels_guess(n, nnz)))
+    words = num_words(n)
+    closure = _closure_costs(n, nnz)[1]  # with the output entries
+    per_level = _BP_DEPTH_PER_LEVEL_S + _BP_DEPTH_PER_SCAN_WORD_S * n * words
+    bitpacked = closure + levels * per_level + min(levels, 3) * _BP_PER_WORD_S * nnz * words
     return matmul, bitpacked
 
 

@@ -103,12 +103,14 @@ and the diagram's covers from the dense quotient."""
 class _DenseFlow:
     """The dense routes' stages (``"matmul"`` or ``"bitpacked"``) on a Boolean ``(n, n)`` array."""
 
-    def __init__(self, dense: np.ndarray, method: str, delay: float | None = None):
+    def __init__(self, dense: np.ndarray, method: str, delay: float | None = None, layers: tuple[int, ...] = ()):
         self.n = dense.shape[-1]
         self.dense = dense
         self.method = method
         self.delay = delay
         self.progress = False if delay is None else delay  # the `progress` of the closure functions
+        self.layers = layers  # the bit-packed route counts their R^(L) in L*'s search
+        self._counts: dict[int, np.ndarray] = {}
 
     def limit_counts(self) -> np.ndarray:
         from .reach import reachability
@@ -117,11 +119,28 @@ class _DenseFlow:
         return self.limit.sum(axis=1)
 
     def depth(self) -> int:
+        if self.method == "bitpacked":
+            return self._depth_bitpacked()
         from .depth import convergence_depth
 
         return int(convergence_depth(self.dense, method=self.method, progress=self.progress))
 
+    def _depth_bitpacked(self) -> int:
+        """``L*`` by the bit-packed level search, counting the rows of ``R^(L)`` for the requested layers as the
+        search passes them (:func:`~._bitpacked_depth.depth_counts_bitpacked`): one search for ``L*`` and every
+        ``R^(L)``, where each ``R^(L)`` was a search of its own. The whole call's memory was checked up front."""
+        from ._bitpacked_depth import depth_counts_bitpacked
+        from ._progress import progress_bar
+
+        a = np.array(self.dense, dtype=bool)
+        np.fill_diagonal(a, True)
+        with progress_bar(self.delay, "L* (bit-packed)", "levels") as bar:
+            depth, self._counts = depth_counts_bitpacked(a, [num for num in self.layers if num >= 1], bar)
+        return int(depth)
+
     def counts(self, num_layers: int) -> np.ndarray:
+        if num_layers in self._counts:
+            return self._counts[num_layers]
         from .reach import reachability
 
         r = reachability(self.dense, num_layers, method=self.method, progress=self.progress)

@@ -32,6 +32,7 @@ from ._routes import (
     _few_runs,
     _matmul_bar,
     _nnz,
+    _power_costs,
     _prefer_dense,
     _rounds_costs,
     structured_or_dense,
@@ -120,7 +121,9 @@ def reachability(
     - `method`: ``"matmul"`` (jitted float matmuls with threshold; repeated squaring for the
       limit, binary exponentiation for ``R^(L)``, a scan for `layer_masks`), ``"bitpacked"``
       (exact bit-packed propagation on the host: along a topological order of the strongly
-      connected components for the limit, ``L − 1`` sparse rounds otherwise; a
+      connected components for the limit; for ``R^(L)`` that closure, then a breadth-first search from every
+      position at once on packed rows stopped after ``min(L, L*)`` levels, ``R^(L) = R`` less the bits farther
+      than ``L``, at most the cost of :func:`convergence_depth`; a
       :func:`jax.pure_callback` under a trace) or ``"auto"`` (a cost estimate from ``n``, the
       nonzeros and the backend; always ``"matmul"`` under a trace; ``"structured"`` for
       :class:`~hassejax.masks.IntervalMask` input), or ``"structured"`` (interval rows; dense
@@ -128,7 +131,7 @@ def reachability(
       array first (after a memory check; the result an IntervalMask again).
     - `progress`: ``False`` (default: silent), ``True`` for a tqdm progress bar on stderr, or a
       number of seconds ``d >= 0``: a bar once the work has run ``d`` seconds. It counts the
-      products of interval rows (structured), the batches of classes or the rounds
+      products of interval rows (structured), the batches of classes, the levels or the rounds
       (bit-packed); the matmul route, one jitted loop with no host callback inside, shows the
       estimated seconds a product when it starts and the products done when it ends. No bar
       under a trace.
@@ -212,17 +215,17 @@ def reachability(
         if num_layers is None:
             mm, bp = _closure_costs(n, nnz)
         else:
-            mm, bp = _rounds_costs(n, nnz, num_layers - 1, 2 * math.ceil(math.log2(num_layers)))
+            mm, bp = _power_costs(n, nnz, num_layers)
         method = "bitpacked" if bp < mm else "matmul"
 
     what = "the reachability limit" if num_layers is None else f"R^({num_layers})"
     short = "R" if num_layers is None else f"R^({num_layers})"
     if method == "bitpacked":
-        _check_bitpacked_memory(n, nnz_max, batch, what, "mask")
+        _check_bitpacked_memory(n, nnz_max, batch, what, "mask", power=num_layers is not None)
         if num_layers is None:
             with progress_bar(delay, f"{short} (bit-packed)", "batches") as bar:
                 return _on_host(_host_closure, a, a.shape, bar=bar)
-        with progress_bar(delay, f"{short} (bit-packed)", "rounds") as bar:
+        with progress_bar(delay, f"{short} (bit-packed)", "levels") as bar:
             return _on_host(_host_power, a, a.shape, num_layers, bar=bar)
 
     dtype = _matmul_dtype()
@@ -389,8 +392,8 @@ def _dense_via_structured_batch(
 
         @no_type_check
         def dense(why=None, one=flat[b]):
-            _check_bitpacked_memory(n, int(np.count_nonzero(one)), 1, what, "mask")
-            with progress_bar(delay, f"{short} (bit-packed)", "batches" if num_layers is None else "rounds") as bar:
+            _check_bitpacked_memory(n, int(np.count_nonzero(one)), 1, what, "mask", power=num_layers is not None)
+            with progress_bar(delay, f"{short} (bit-packed)", "batches" if num_layers is None else "levels") as bar:
                 return _host_closure(one, bar) if num_layers is None else _host_power(one, num_layers, bar)
 
         out[b] = structured() if method != "auto" else structured_or_dense(intervals, "auto", structured, dense)

@@ -254,7 +254,7 @@ def _dense_flow(mask, route: str, delay: float | None, layers: tuple[int, ...], 
 
         nnz = mask.with_diagonal().nnz()
         _check_flow_summary_memory(mask.n, nnz, route, layers, quotient_limit, True, DENSE_HINT)
-        return _DenseFlow(mask.to_dense(name="mask"), route, delay)
+        return _DenseFlow(mask.to_dense(name="mask"), route, delay, layers)
     dense = np.asarray(mask)
     n = dense.shape[-1]
     # from the shape alone first (the fewest nonzeros: a huge zero-stride view is refused without a scan), then,
@@ -262,7 +262,7 @@ def _dense_flow(mask, route: str, delay: float | None, layers: tuple[int, ...], 
     _check_flow_summary_memory(n, n, route, layers, quotient_limit, False)
     if route == "bitpacked":
         _check_flow_summary_memory(n, int(np.count_nonzero(dense)) + n, route, layers, quotient_limit, False)
-    return _DenseFlow(dense, route, delay)
+    return _DenseFlow(dense, route, delay, layers)
 
 
 def _step_delay(delay: float | None) -> float | None:
