@@ -191,6 +191,21 @@ def test_pruning_keeps_one_or_two_children_for_windows():
     assert set(kept.tolist()) <= set(dst.tolist())
 
 
+def test_pruning_keeps_four_corners_of_a_2d_neighbourhood():
+    """A 7 x 7 neighbourhood on a 2-D grid: the greedy rounds leave the four corners (the first and last useful
+    children leave most of the 48 uncovered), at most 6 near the border; ``L*`` still equals SciPy's."""
+    mask = np.asarray(structured.natten_2d(20, 23, 7, 7).to_dense())
+    dense = adjacency(mask)
+    n = dense.shape[0]
+    indptr, src, dst = bp._edges(dense)
+    frontier = np.zeros((n, bpd.padded_words(n)), dtype=np.uint64)
+    bpl._set_bits(frontier, src, dst)
+    kept_ptr, kept = bpl._prune_children(indptr, dst, frontier)
+    deg = np.diff(kept_ptr).reshape(20, 23)
+    assert deg[3:-3, 3:-3].max() == 4 and deg.max() <= 6 and np.diff(indptr).max() == 48
+    assert depth_bitpacked(dense, return_closure=False)[0] == scipy_depth(mask)
+
+
 def test_convergence_depth_routes_agree_on_batches():
     rng = np.random.default_rng(7)
     for n in (1, 5, 30):  # one padded size for the matmul route; larger n are checked above
