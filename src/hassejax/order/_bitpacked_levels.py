@@ -42,6 +42,9 @@ _DEPTH_PRUNE_PER_WORD = 4
 # uncovered child with the most bits left a cover (a 2-D window's other two corners: two rounds); the
 # last round only tests, and what is still uncovered is kept.
 _DEPTH_PRUNE_ROUNDS = 4
+# The greedy rounds stop (keeping every uncovered child) once a round leaves more than this share of the
+# children the test before left uncovered: on random masks a cover covers about itself alone.
+_DEPTH_PRUNE_GAIN = 0.75
 
 
 def _set_bits(rows: np.ndarray, node: np.ndarray, col: np.ndarray) -> None:
@@ -317,15 +320,16 @@ def _prune_children(indptr: np.ndarray, dst: np.ndarray, frontier: np.ndarray) -
     hi[src[last]] = dst[last]
     chosen = [lo, hi]
     left = e[(dst[e] != lo[src[e]]) & (dst[e] != hi[src[e]])]
+    tested = 0  # uncovered children after the previous test
     for rnd in range(_DEPTH_PRUNE_ROUNDS):
         if left.size == 0:
             break
         covers = [np.maximum(c, 0) for c in chosen]  # -1 (no cover) only where no edge is tested
-        last_round = rnd == _DEPTH_PRUNE_ROUNDS - 1
         bits = np.concatenate([extra(chunk, *covers, count=True) for chunk in _chunks(left, work[left])])
         left, bits = left[bits > 0], bits[bits > 0]
-        if left.size == 0 or last_round:
-            break
+        if left.size == 0 or rnd == _DEPTH_PRUNE_ROUNDS - 1 or (rnd and left.size > _DEPTH_PRUNE_GAIN * tested):
+            break  # done, or the last round, or the greedy cover did not pay (random masks): keep the rest
+        tested = left.size
         # greedy cover: the uncovered child of every node with the most bits left becomes a cover
         owner = src[left]
         starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
