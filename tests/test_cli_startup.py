@@ -256,3 +256,22 @@ def test_unknown_compile_cache_switch_warns_and_keeps_the_cache(tmp_path, monkey
         assert compilation_cache_dir() == tmp_path / "cache"
     monkeypatch.setenv("HASSEJAX_COMPILE_CACHE", "off")
     assert compilation_cache_dir() is None
+
+
+def test_cli_warnings_are_one_tagged_line_without_python_source(tmp_path):
+    """A warning of a CLI call reads ``hassejax: warning: ...``, not Python's ``file:line: RuntimeWarning:`` and the
+    source line ``sys.exit(main())``; Python's own warning format is back after the call."""
+    env = {**os.environ, "HASSEJAX_CACHE_DIR": str(tmp_path / "c"), "HASSEJAX_COMPILE_CACHE": "maybe"}
+    argv = [sys.executable, "-m", "hassejax.cli", "analyze", "causal(n=8)"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines and lines[0].startswith("hassejax: warning: HASSEJAX_COMPILE_CACHE='maybe'"), proc.stderr
+    assert "RuntimeWarning" not in proc.stderr and "main()" not in proc.stderr, proc.stderr
+    import warnings
+
+    from hassejax.cli import main
+
+    before = warnings.formatwarning
+    assert main(["derive", "autoregressive", "--n", "3"]) == 0
+    assert warnings.formatwarning is before

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
 
 from ._parser import PROG, _check_output_paths, _one_line, _OutputError, _UsageError, build_parser
@@ -71,8 +72,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     the work, a computation over the memory budget: the library's
     :class:`~hassejax.errors.MemoryBudgetError`, or as a last resort a raw ``MemoryError``
     or XLA ``RESOURCE_EXHAUSTED`` that no estimate caught), 1 if an output file cannot be
-    written all the same. Errors are one line on stderr, ``hassejax: error: ...``, without a traceback.
+    written all the same. Errors are one line on stderr, ``hassejax: error: ...``, without a traceback; warnings
+    ``hassejax: warning: ...``, without Python's file and source line (Python's own format again after the call).
     """
+    shown = warnings.formatwarning
+    warnings.formatwarning = _format_warning
+    try:
+        return _main(argv)
+    finally:
+        warnings.formatwarning = shown
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as the CLI prints it: ``hassejax: warning: ...`` (not the console script's ``sys.exit(main())``)."""
+    return f"{PROG}: warning: {message}\n"
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
