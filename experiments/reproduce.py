@@ -381,6 +381,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _secs(seconds: float) -> str:
+    """Seconds for the summary line: one decimal below 10 s (a short run's 0.12 s of compiling is not "0 s (6 %)")."""
+    return f"{seconds:.1f}" if seconds < 9.95 else f"{seconds:.0f}"
+
+
 def _summary(rows: list[dict], total: float, jobs: int, out: Path) -> int:
     """Print the summary table and line; the exit code (1 if an experiment failed)."""
     width = max(len(r["name"]) for r in rows)
@@ -399,9 +404,9 @@ def _summary(rows: list[dict], total: float, jobs: int, out: Path) -> int:
     share = 100 / max(busy, 1e-9)
     print(
         f"\n{len(rows) - len(failed) - len(skipped)} ok, {len(skipped)} skipped, {len(failed)} failed, "
-        f"{total:.0f} s wall with {jobs} job{'s' if jobs > 1 else ''}; of the experiments' {busy:.0f} s, "
-        f"{compile_s:.0f} s ({share * compile_s:.0f} %) compiling (XLA) and "
-        f"{trace_s:.0f} s ({share * trace_s:.0f} %) tracing and lowering -> {out}"
+        f"{_secs(total)} s wall with {jobs} job{'s' if jobs > 1 else ''}; of the experiments' {_secs(busy)} s, "
+        f"{_secs(compile_s)} s ({share * compile_s:.0f} %) compiling (XLA) and "
+        f"{_secs(trace_s)} s ({share * trace_s:.0f} %) tracing and lowering -> {out}"
     )
     return 1 if failed else 0
 

@@ -422,3 +422,17 @@ def test_two_pass_solve_equals_one_pass(monkeypatch):
     assert np.all(one["status"] != Status.max_steps_reached)
     for key, value in one.items():
         np.testing.assert_array_equal(two[key], value, err_msg=key)
+
+
+def test_summary_line_keeps_a_decimal_for_short_times(tmp_path, capsys):
+    """A short run's seconds keep one decimal (0.12 s of compiling read "0 s (6 %)"); ten seconds and more are whole."""
+    reproduce = _reproduce_module()
+    rows = [{"name": "a", "status": "ok", "seconds": 2.0, "trace": 0.04, "compile": 0.12, "key": ""}]
+    assert reproduce._summary(rows, 2.5, 1, tmp_path) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "2.5 s wall with 1 job; of the experiments' 2.0 s, 0.1 s (6 %) compiling (XLA) and 0.0 s (2 %)" in line
+    rows = [dict(rows[0], seconds=200.0, compile=30.4, trace=12.0)]
+    reproduce._summary(rows, 210.2, 2, tmp_path)
+    assert "210 s wall with 2 jobs; of the experiments' 200 s, 30 s (15 %) compiling (XLA) and 12 s (6 %)" in (
+        capsys.readouterr().out
+    )
