@@ -124,3 +124,12 @@ def test_low_rank_particles_refuse_weights_that_cannot_fit(monkeypatch):
     x0 = np.zeros((2, 1000, 2))
     with pytest.raises(MemoryBudgetError, match=r"^`x0`: the particle system of S = 2 groups of N = 1000 tokens"):
         solve_low_rank_particles(_head(2), x0, np.ones((2, 1000), bool), t1=1e-3)
+
+
+@pytest.mark.parametrize("arg", ["cov0", "factor0"])
+def test_a_string_state_is_refused_by_name_before_the_memory_estimate(arg, no_typecheck):
+    """The memory estimate reads the inputs' dtypes: a string array is left to the input checks, which name it (a
+    review: JAX's raw TypeError from the estimate's dtype promotion, where the old code gave the ParameterError)."""
+    model = Softmax(V=jnp.eye(3), A=jnp.eye(3))
+    with pytest.raises(ParameterError, match=f"`{arg}` must be a real array"):
+        solve_gaussian(model, jnp.zeros(3), t1=0.1, **{arg: np.array([["a"] * 3] * 3)})

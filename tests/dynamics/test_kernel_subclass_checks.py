@@ -257,3 +257,65 @@ def test_masked_accepts_a_kernel_that_reads_its_mask_or_cannot_be_judged(cls):
     np.testing.assert_allclose(np.asarray(local.velocity(0.0, x)), np.asarray(expected), rtol=1e-12)
     for kernel in (Softmax(V=EYE, A=EYE), Linear(V=EYE, A=EYE), L2(V=EYE, Q=EYE, K=EYE)):
         Masked(kernel, CAUSAL)  # the library's kernels
+
+
+class _LinearMapMixin:  # a plain mixin that supplies the Gaussian map of the mean-field drift Γ(x) = V E[x]
+    def gaussian_affine(self, t, mean, cov, factor=None):
+        return jnp.zeros_like(cov), self.V @ mean
+
+
+class _MixinDrift(_LinearMapMixin, AbstractAttention):
+    V: jax.Array
+
+    @property
+    def d(self):
+        return 2
+
+    def velocity(self, t, x, keys=None, mask=None):
+        y = x if keys is None else keys
+        return jnp.broadcast_to(self.V @ y.mean(0), x.shape)
+
+
+class _MapOnlyBase(AbstractAttention):  # a user's base: the map, no kernel of its own (subclasses define it)
+    V: jax.Array
+
+    @property
+    def d(self):
+        return 2
+
+    def gaussian_affine(self, t, mean, cov, factor=None):
+        return jnp.zeros_like(cov), self.V @ mean
+
+
+class _BaseDrift(_MapOnlyBase):
+    def velocity(self, t, x, keys=None, mask=None):
+        y = x if keys is None else keys
+        return jnp.broadcast_to(self.V @ y.mean(0), x.shape)
+
+
+@pytest.mark.parametrize("cls", [_MixinDrift, _BaseDrift])
+def test_a_map_from_a_mixin_or_a_kernel_less_base_is_the_kernels_own(cls):
+    """A map supplied by a plain mixin (no ``_gaussian_kernel_methods``: an AttributeError before a review's fix) or
+    by a user's base that defines no kernel of its own belongs to the subclass's kernel: solved, not refused.
+    The drift moves the mean by ``exp(t)`` (V = I) and leaves the covariance."""
+    sol = solve_gaussian(cls(V=EYE), jnp.ones(2), EYE / 2, t1=0.3)
+    assert status_names(sol.status) == "completed"
+    np.testing.assert_allclose(sol.mean_final, np.exp(0.3) * np.ones(2), rtol=1e-5)
+    np.testing.assert_allclose(sol.cov_final, EYE / 2, rtol=1e-6)
+
+
+def test_a_fused_store_and_load_of_the_mask_counts_as_a_read(monkeypatch):
+    """Python 3.13 fuses ``m = mask`` after another store into one STORE_FAST_LOAD_FAST ('w', 'mask') instruction
+    (no LOAD_* opcode names the mask then): it is a read, and the kernel passes (a review found it refused)."""
+    from types import SimpleNamespace
+
+    from hassejax.dynamics.attention import _base
+
+    def normalise(self, t, logits, mask):
+        return logits
+
+    fused = [SimpleNamespace(opname="STORE_FAST_LOAD_FAST", argval=("w", "mask"))]  # what dis gives on 3.13
+    monkeypatch.setattr(_base.dis, "get_instructions", lambda code: iter(fused))
+    assert _base.reads_argument(normalise, "mask") is True
+    monkeypatch.setattr(_base.dis, "get_instructions", lambda code: iter(fused[:0]))
+    assert _base.reads_argument(normalise, "mask") is False

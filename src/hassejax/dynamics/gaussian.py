@@ -442,6 +442,14 @@ def _input_shape(x) -> tuple[int, ...] | None:
         return None
 
 
+def _numeric(dtype) -> bool:
+    """Whether `dtype` is a number or bool dtype (bfloat16 included), not a string or object one."""
+    try:
+        return bool(jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.bool_))
+    except TypeError:
+        return False
+
+
 def _check_solve_memory(model, mean0, cov0, factor0, ts, state: str) -> None:
     """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `cov0` or `factor0` before a solve whose working
     memory (:data:`GAUSSIAN_WORK_ARRAYS`, :data:`GAUSSIAN_SAVE_ARRAYS` per saved time) cannot fit in the free memory of
@@ -455,8 +463,9 @@ def _check_solve_memory(model, mean0, cov0, factor0, ts, state: str) -> None:
     width = max(d, shape[1]) if shape is not None and len(shape) == 2 else d  # a factor (d, r) wider than d
     ts_shape = _input_shape(ts) if ts is not None else None
     saves = (ts_shape[0] if ts_shape and len(ts_shape) == 1 else 2) if state != "projective" else 2
-    given = [x for x in (mean0, cov0, factor0) if hasattr(x, "dtype")]
-    dtype = _solve.state_dtype(model, *given)  # dtypes only: nothing converted
+    # numeric dtypes only (a string or object array is refused by name in the input checks after this), nothing converted
+    given = [x for x in (mean0, cov0, factor0) if hasattr(x, "dtype") and _numeric(x.dtype)]
+    dtype = _solve.state_dtype(model, *given)
     item = jnp.dtype(dtype).itemsize
     arrays = GAUSSIAN_WORK_ARRAYS + GAUSSIAN_SAVE_ARRAYS[state] * (saves + 1)
     need = arrays * d * width * item  # Python ints: no overflow

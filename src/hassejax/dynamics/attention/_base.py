@@ -182,11 +182,12 @@ def reads_argument(fn, arg: str) -> bool | None:
     if arg in code.co_cellvars:  # read by an inner function
         return True
     for ins in dis.get_instructions(code):
-        if not ins.opname.startswith("LOAD"):
-            continue
-        if ins.argval == arg or (isinstance(ins.argval, tuple) and arg in ins.argval):  # LOAD_FAST_LOAD_FAST (3.13)
+        # any instruction naming it counts as a read: Python 3.13 fuses a store and a load into one instruction
+        # (STORE_FAST_LOAD_FAST ('i', 'mask'), LOAD_FAST_LOAD_FAST); a store alone counted too errs on the side of
+        # passing a kernel
+        if ins.argval == arg or (isinstance(ins.argval, tuple) and arg in ins.argval):
             return True
-        if ins.argval in _OPAQUE_NAMES:
+        if ins.opname.startswith("LOAD") and ins.argval in _OPAQUE_NAMES:
             return None
     return False
 
@@ -316,7 +317,10 @@ def changed_kernel_methods(kernel: AbstractAttention) -> list[str]:
     kernel then. Empty for the built-in kernels and for a subclass that overrides the map as well."""
     cls = type(kernel)
     owner = gaussian_map_owner(cls)
-    return [m for m in owner._gaussian_kernel_methods if getattr(cls, m, None) is not getattr(owner, m, None)]
+    methods = getattr(owner, "_gaussian_kernel_methods", ())  # a plain mixin that supplies the map: none
+    if all(getattr(owner, m, None) is getattr(AbstractAttention, m, None) for m in methods):
+        return []  # the map's class has no kernel of its own (a base whose subclasses define it): nothing changed
+    return [m for m in methods if getattr(cls, m, None) is not getattr(owner, m, None)]
 
 
 def check_map_of_kernel(kernel: AbstractAttention, name: str = "model") -> None:
