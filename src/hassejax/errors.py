@@ -50,7 +50,10 @@ class MemoryBudgetError(HassejaxError, MemoryError):
 
 class CandidateLimitError(MemoryBudgetError):
     """A product of the structured (interval) route would merge more candidate runs than its limit (estimated before
-    the product; the message names the bit-packed route where that one can take the mask). Spec hasse.md §1.3."""
+    the product; the message names the bit-packed route where that one can take the mask). Spec hasse.md §1.3.
+    `growing`: True where a squaring whose runs grew was refused at the lower growing limit, within the plain one."""
+
+    growing: bool = False
 
 
 class TaskError(HassejaxError, ValueError):

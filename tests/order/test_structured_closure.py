@@ -701,3 +701,85 @@ def test_the_growth_limit_holds_only_squarings_whose_runs_grew():
         warnings.simplefilter("error")
         with _structured.warn_when_slower_than_dense(1e30, growing=1.0):
             PowerTable(stays).limit()
+
+
+def _middle_range(monkeypatch):
+    """Thresholds lowered so that n = 576 lies above ``_DENSE_FALLBACK_N`` and up to ``_DENSE_RESCUE_N``, with a
+    growing limit small enough for a 24 x 24 neighbourhood (``_FALLBACK_FLOOR`` 1: about 4.7e4 candidate runs)."""
+    from hassejax.order import _route_rules
+
+    monkeypatch.setattr(_route_rules, "_DENSE_FALLBACK_N", 100)
+    monkeypatch.setattr(_route_rules, "_DENSE_RESCUE_N", 1000)
+    monkeypatch.setattr(_route_rules, "_FALLBACK_FLOOR", 1.0)
+
+
+def _counting_compose(monkeypatch) -> list[tuple[int, int]]:
+    from hassejax.order import _structured
+
+    products, real_compose = [], _structured.compose
+
+    def counting(p, q, **kwargs):  # the products that ran (a refused one raises before it is counted)
+        out = real_compose(p, q, **kwargs)
+        products.append((p.num_runs, q.num_runs))
+        return out
+
+    monkeypatch.setattr(_structured, "compose", counting)
+    return products
+
+
+def test_middle_range_auto_route_leaves_a_2d_neighbourhood_at_the_growing_limit(monkeypatch):
+    """Above ``_DENSE_FALLBACK_N`` (up to ``_DENSE_RESCUE_N``) the structured route used to run at its own limit
+    only: ``flow_summary(natten_2d(181, 181, 7, 7))`` (n = 32761) squared for 99 s before that refused and the
+    bit-packed route answered (277 s in all). The growing limit now holds there too: the attempt stops at the first
+    squaring after one that grew the runs (5 x 5), with the bit-packed route's answer. Masks whose runs do not
+    grow stay structured."""
+    from hassejax.masks import structured as smasks
+
+    m = smasks.natten_2d(24, 24, 3, 3)
+    bitpacked = flow_summary(m, (1, 2, 4), method="bitpacked")
+    _middle_range(monkeypatch)
+    products = _counting_compose(monkeypatch)
+    auto = flow_summary(m, (1, 2, 4))
+    assert auto.route == "bitpacked" and "grew the runs a row" in auto.route_reason, auto.route_reason
+    assert products == [(3, 3)], products  # the 5 x 5 squaring (grown from 3) refused before it ran
+    for name in ("convergence_depth", "num_classes", "depth", "width", "num_hasse_edges", "reach"):
+        assert getattr(auto, name) == getattr(bitpacked, name), name
+    n = m.n
+    for kept in (smasks.sliding_window(n, 16) | smasks.attention_sinks(n, 4), smasks.block_diffusion(n, 8)):
+        products.clear()
+        assert flow_summary(kept).route == "structured" and products, kept.num_runs
+
+
+def test_middle_range_goes_back_to_the_structured_route_when_the_dense_one_does_not_fit(monkeypatch):
+    """The early switch must not turn a mask the structured route can finish into a refusal: where the dense mask
+    does not fit in memory, a refusal at the growing limit is retried at the structured route's own limit and its
+    answer returned; only a refusal there too raises the error naming both routes."""
+    import contextvars
+
+    import hassejax.masks._intervals as intervals_module
+    from hassejax.errors import MemoryBudgetError
+    from hassejax.masks import structured as smasks
+    from hassejax.order import _structured
+
+    m = smasks.natten_2d(24, 24, 3, 3)
+    expected = flow_summary(m, (1, 2, 4), method="structured")
+    _middle_range(monkeypatch)
+    real_check = intervals_module.check_host_memory
+
+    def no_room_for_dense(required, what, name, fraction=0.8, hint=None):
+        if what.startswith("a dense"):
+            raise MemoryBudgetError(f"`{name}`: {what} does not fit.")
+        return real_check(required, what, name, fraction, hint)
+
+    monkeypatch.setattr(intervals_module, "check_host_memory", no_room_for_dense)
+    products = _counting_compose(monkeypatch)
+    got = flow_summary(m, (1, 2, 4))
+    assert got.route == "structured"
+    assert products[0] == (3, 3) and products[1] == (3, 3) and (5, 5) in products, products  # refused, then retried
+    for name in ("convergence_depth", "num_classes", "depth", "width", "num_hasse_edges", "reach"):
+        assert getattr(got, name) == getattr(expected, name), name
+    # the structured route's own limit refuses too: both routes are named
+    monkeypatch.setattr(_structured, "_MAX_CANDIDATES", 30_000.0)
+    monkeypatch.setattr(_structured, "_CANDIDATE_LIMIT", contextvars.ContextVar("limit", default=30_000.0))
+    with pytest.raises(MemoryBudgetError, match=r"multiply\. The dense bit-packed route, tried next, does not fit"):
+        flow_summary(m)

@@ -24,10 +24,10 @@ _STRUCTURED_MAX_RUNS = 4
 # while the packed rows stay n/64 words.
 _DENSE_FALLBACK_N = 16384
 
-# Above `_DENSE_FALLBACK_N` and up to this n, ``method="auto"`` tries the structured route at its own limit and
-# goes bit-packed when a product outgrows it (a dilated window, n = 20000: refused after 23 s of squarings, where
-# the bit-packed route then answers in about 20 s more); beyond it the refusal stands (the bit-packed closure
-# costs n³/64 word operations: an hour at n = 131072).
+# Above `_DENSE_FALLBACK_N` and up to this n, ``method="auto"`` tries the structured route at its own limit (and
+# the growing one, :func:`growth_limit`) and goes bit-packed when a product outgrows it (a dilated window,
+# n = 20000: refused after 23 s of squarings, where the bit-packed route then answers in about 20 s more); beyond
+# it the refusal stands (the bit-packed closure costs n³/64 word operations: an hour at n = 131072).
 _DENSE_RESCUE_N = 32768
 
 
@@ -92,7 +92,9 @@ def growth_limit(n: int, nnz: int | float) -> float:
     dense product's `n³/64` word operations) is far above the sparse closure's cost: ``natten_2d(100, 100, 3, 3)``
     (n = 10,000) squared up to 65 runs a row (about 10 s) before it switched, where the bit-packed closure takes
     0.3–0.6 s. A mask whose runs do not grow (causal, windows, sinks, documents, prefix-LM, blocks) is held to
-    :func:`dense_cost_limit` only."""
+    :func:`dense_cost_limit` only. Above ``_DENSE_FALLBACK_N`` (up to ``_DENSE_RESCUE_N``) the plain limit is the
+    structured route's own, and a refusal at this one is retried at that where the bit-packed route does not fit in
+    memory (:func:`structured_or_dense`)."""
     seconds = bitpacked_closure_seconds(n, nnz)
     return min(dense_cost_limit(n), max(_FALLBACK_FLOOR, seconds / (_CANDIDATE_COST * _BP_PER_WORD_S)))
 
@@ -123,13 +125,15 @@ def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dens
     masks' powers multiply (a dilated window of 3 runs a row, n = 3000: 513 runs a row in a power, refused after
     17 s where the bit-packed route takes 3 s, a fresh-user review; ``natten_2d(100, 100, 3, 3)``: 3 runs a row,
     65 in its sixth power, 8–15 s of squarings before the switch where the bit-packed closure takes 0.3–0.6 s). Up
-    to ``_DENSE_RESCUE_N``, ``dense(reason)``
-    also when a product outgrows the structured route's own limit (the refusal stands if the dense mask does not
-    fit in memory). Under ``method="structured"`` the route stays, with a ``RuntimeWarning`` at the first product
+    to ``_DENSE_RESCUE_N``, ``dense(reason)`` also when a product outgrows the structured route's own limit, or a
+    squaring after one that grew the runs a row the growing limit (``natten_2d(181, 181, 7, 7)``, n = 32761: 99 s
+    of squarings before the own limit refused); if the dense mask then does not fit in memory, a refusal at the
+    growing limit goes back to the structured route at its own limit, and only a refusal there stands (both routes
+    named). Under ``method="structured"`` the route stays, with a ``RuntimeWarning`` at the first product
     where ``"auto"`` would have switched (a random sparse mask, n = 1024–1500: 62–73 s forced structured against
     0.03 s bit-packed, a fresh-user review)."""
     from ..errors import MemoryBudgetError
-    from ._structured import CandidateLimitError, candidate_limit
+    from ._structured import _CANDIDATE_LIMIT, CandidateLimitError, candidate_limit
 
     if method == "structured" and m.n <= _DENSE_FALLBACK_N:  # forced: a warning where "auto" would switch
         with warn_if_forced_structured(m.n, method, m.nnz() + m.n):
@@ -137,16 +141,24 @@ def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dens
     if method != "auto" or m.n > _DENSE_RESCUE_N:
         return structured()
     if m.n > _DENSE_FALLBACK_N:
-        try:
-            return structured()
+        try:  # the structured route's own limit, and the growing one: runs that multiply switch early
+            with candidate_limit(_CANDIDATE_LIMIT.get(), growing=_growth_limit_of(m)):
+                return structured()
         except CandidateLimitError as err:
             refused = err
         try:
             return dense(
-                "interval rows whose powers' runs multiply (a product beyond the structured route's limit): the "
-                "dense bit-packed route"
+                "interval rows whose powers' runs multiply (a product beyond the structured route's limit, or a "
+                "squaring after one that grew the runs a row beyond the whole bit-packed closure's cost): the dense "
+                "bit-packed route"
             )
-        except MemoryBudgetError:  # neither route: say both (the refusal alone names the route just tried)
+        except MemoryBudgetError:
+            if refused.growing:  # the early switch must not refuse a mask the structured route could finish
+                try:
+                    return structured()
+                except CandidateLimitError as err:
+                    refused = err
+            # neither route: say both (the refusal alone names the route just tried)
             first = (
                 str(refused).split(" Use the dense bit-packed route")[0].split(" The dense bit-packed route needs")[0]
             )

@@ -89,12 +89,14 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
         )
     growing = _GROWING_LIMIT.get() if grown_from is not None else None
     if growing is not None and candidates > growing:
-        raise CandidateLimitError(
+        err = CandidateLimitError(
             f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge (n x 4 x runs x runs), and the "
             f"product before grew the runs a row from {grown_from} to {p.num_runs}: the runs of this mask's powers "
             f"multiply, and this product alone would cost more than the whole dense bit-packed closure (about "
             f"{growing:.3g} candidate runs). {_dense_advice(n)}"
         )
+        err.growing = True  # refused at the growing limit, within the plain one (structured_or_dense may retry)
+        raise err
     slow = _SLOW_AT.get()
     if slow is not None and grown_from is not None and slow[2] is not None:
         slow_at = min(slow[0], slow[2])
