@@ -317,5 +317,39 @@ def test_a_fused_store_and_load_of_the_mask_counts_as_a_read(monkeypatch):
     fused = [SimpleNamespace(opname="STORE_FAST_LOAD_FAST", argval=("w", "mask"))]  # what dis gives on 3.13
     monkeypatch.setattr(_base.dis, "get_instructions", lambda code: iter(fused))
     assert _base.reads_argument(normalise, "mask") is True
+    stored = [SimpleNamespace(opname="STORE_FAST_LOAD_FAST", argval=("mask", "w"))]  # `mask = ...` then a read of w
+    monkeypatch.setattr(_base.dis, "get_instructions", lambda code: iter(stored))
+    assert _base.reads_argument(normalise, "mask") is False
     monkeypatch.setattr(_base.dis, "get_instructions", lambda code: iter(fused[:0]))
     assert _base.reads_argument(normalise, "mask") is False
+
+
+class _ClearsMask(Softmax):
+    def velocity(self, t, x, keys=None, mask=None):
+        mask = None  # noqa: F841 (a store, not a read: the kernel runs unmasked)
+        return Softmax.velocity(self, t, x, keys)
+
+
+def test_a_kernel_that_only_overwrites_its_mask_is_refused_under_masked():
+    """``mask = None`` (or ``del mask``) stores to the name and never reads the mask given: refused by Masked (a
+    review: counting any instruction that names the mask as a read let it through)."""
+    with pytest.raises(ParameterError, match="never reads its `mask`"):
+        Masked(_ClearsMask(V=EYE, A=EYE), jnp.tril(jnp.ones((3, 3), bool)))
+
+
+class _ContractingDrift(_BaseDrift):  # changes the kernel its base's map was accepted for
+    def velocity(self, t, x, keys=None, mask=None):
+        return -x
+
+
+class _ContractingMixinDrift(_MixinDrift):
+    def velocity(self, t, x, keys=None, mask=None):
+        return -x
+
+
+@pytest.mark.parametrize("cls", [_ContractingDrift, _ContractingMixinDrift])
+def test_a_subclass_that_changes_the_kernel_below_a_kernel_less_map_is_refused(cls):
+    """Below a map from a mixin or a kernel-less base, the map belongs to the first class that defines a kernel; a
+    subclass that changes that kernel has no map (a review: accepted, the mean grew like exp(+t) for a velocity −x)."""
+    with pytest.raises(ParameterError, match="overrides `velocity`"):
+        solve_gaussian(cls(V=EYE), jnp.ones(2), EYE / 2, t1=0.3)

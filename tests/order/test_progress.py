@@ -93,8 +93,21 @@ def test_bitpacked_batches_rounds_and_levels(capsys, seed):
     err3, err = err, capsys.readouterr().err
     assert depth == int(convergence_depth(mask, method="matmul"))
     # the level search stopped at L = 3: levels 2 and 3, or up to L* + 1 when it converges first
-    assert count(final(err3, "R^(3) (bit-packed)"), "levels") == (min(2, depth), 2)
+    assert count(final(err3, "R^(3) (bit-packed)"), "levels") == (min(2, depth), min(2, depth))
     assert count(final(err, "L* (bit-packed)"), "levels") == (depth, None)  # levels 2 .. L* + 1
+
+
+def test_a_power_beyond_the_depth_ends_its_bar_at_the_levels_run(capsys):
+    """``R^(L)`` with ``L > L*`` stops its level search at ``L*``: the bar's total shrinks to the levels run (not
+    ``L - 1``: a review saw 9/29) and its note says ``L* = ...``."""
+    mask = np.tri(N, k=-1, dtype=bool) & ~np.tri(N, k=-LEFT - 1, dtype=bool)  # LEFT keys before the query
+    depth = int(convergence_depth(mask, method="bitpacked"))
+    assert depth == LSTAR
+    r = reachability(mask, LSTAR + 7, method="bitpacked", progress=True)  # below n - 1: the search runs
+    line = final(capsys.readouterr().err, f"R^({LSTAR + 7}) (bit-packed)")
+    np.testing.assert_array_equal(np.asarray(r), np.asarray(reachability(mask, method="bitpacked")))
+    done, total = count(line, "levels")
+    assert done == total == depth and f"L* = {depth}" in line, line
 
 
 def test_matmul_bar_around_the_jitted_loop(capsys):

@@ -246,7 +246,11 @@ def power_bitpacked(adj: np.ndarray, num_layers: int, bar: Bar = NO_BAR) -> tupl
     n = adj.shape[0]
     closure, frontier, missing, indptr, dst = _search_start(adj)
     bar.add_total(num_layers - 1)
+    counted = bar.n
     levels = _depth_levels(*_prune_children(indptr, dst, frontier), frontier, missing, bar, stop=num_layers)
+    if levels < num_layers:  # the search reached L* before L: the bar's total is the levels run, L* known
+        bar.add_total((bar.n - counted) - (num_layers - 1))
+        bar.note(f"L* = {levels}")
     del frontier
     closure &= ~missing
     del missing

@@ -182,12 +182,15 @@ def reads_argument(fn, arg: str) -> bool | None:
     if arg in code.co_cellvars:  # read by an inner function
         return True
     for ins in dis.get_instructions(code):
-        # any instruction naming it counts as a read: Python 3.13 fuses a store and a load into one instruction
-        # (STORE_FAST_LOAD_FAST ('i', 'mask'), LOAD_FAST_LOAD_FAST); a store alone counted too errs on the side of
-        # passing a kernel
-        if ins.argval == arg or (isinstance(ins.argval, tuple) and arg in ins.argval):
+        if not ins.opname.startswith("LOAD"):
+            # Python 3.13 fuses a store and a load into STORE_FAST_LOAD_FAST (store, load): its load is a read (a
+            # store alone, `mask = None` or `del mask`, is not)
+            if ins.opname == "STORE_FAST_LOAD_FAST" and isinstance(ins.argval, tuple) and ins.argval[1:2] == (arg,):
+                return True
+            continue
+        if ins.argval == arg or (isinstance(ins.argval, tuple) and arg in ins.argval):  # LOAD_FAST_LOAD_FAST (3.13)
             return True
-        if ins.opname.startswith("LOAD") and ins.argval in _OPAQUE_NAMES:
+        if ins.argval in _OPAQUE_NAMES:
             return None
     return False
 
@@ -317,9 +320,12 @@ def changed_kernel_methods(kernel: AbstractAttention) -> list[str]:
     kernel then. Empty for the built-in kernels and for a subclass that overrides the map as well."""
     cls = type(kernel)
     owner = gaussian_map_owner(cls)
-    methods = getattr(owner, "_gaussian_kernel_methods", ())  # a plain mixin that supplies the map: none
-    if all(getattr(owner, m, None) is getattr(AbstractAttention, m, None) for m in methods):
-        return []  # the map's class has no kernel of its own (a base whose subclasses define it): nothing changed
+    methods = getattr(owner, "_gaussian_kernel_methods", None) or cls._gaussian_kernel_methods  # a mixin has none
+    if all(getattr(owner, m, None) in (None, getattr(AbstractAttention, m, None)) for m in methods):
+        # the map's class has no kernel of its own (a plain mixin, or a user's base whose subclasses define it): the
+        # map was written for the kernel of the class nearest above `cls` in the hierarchy that defines one
+        below = cls.__mro__[: cls.__mro__.index(owner)]
+        owner = next((c for c in reversed(below) if any(m in vars(c) for m in methods)), cls)
     return [m for m in methods if getattr(cls, m, None) is not getattr(owner, m, None)]
 
 
