@@ -14,7 +14,14 @@ import pytest
 
 import hassejax._checks
 import hassejax.masks._runs
-from hassejax.dynamics import LowRankSoftmax, Softmax, solve_gaussian, solve_low_rank_gaussian, solve_low_rank_particles
+from hassejax.dynamics import (
+    LowRankSoftmax,
+    Softmax,
+    solve_gaussian,
+    solve_low_rank_gaussian,
+    solve_low_rank_particles,
+    solve_particles,
+)
 from hassejax.dynamics import gaussian as gaussian_module
 from hassejax.dynamics._arguments import real_array
 from hassejax.errors import MemoryBudgetError, ParameterError
@@ -133,3 +140,23 @@ def test_a_string_state_is_refused_by_name_before_the_memory_estimate(arg, no_ty
     model = Softmax(V=jnp.eye(3), A=jnp.eye(3))
     with pytest.raises(ParameterError, match=f"`{arg}` must be a real array"):
         solve_gaussian(model, jnp.zeros(3), t1=0.1, **{arg: np.array([["a"] * 3] * 3)})
+
+
+def test_object_arrays_of_numbers_are_read_as_numbers(no_typecheck):
+    """NumPy arrays of dtype ``object`` holding numbers (what pandas or a list of Python ints can give) solve as their
+    float64 values (a review: JAX's raw TypeError "Error interpreting argument to stage as a JAX value"); an object
+    array holding a string is still refused by name."""
+    model = Softmax(V=jnp.eye(2), A=jnp.eye(2))
+    half = np.eye(2) / 2
+    want = solve_gaussian(model, np.zeros(2), half, t1=5.0, rtol=1e-6, atol=1e-6)
+    for mean0, cov0 in ((np.zeros(2, dtype=object), half), (np.zeros(2), half.astype(object))):
+        got = solve_gaussian(model, mean0, cov0, t1=5.0, rtol=1e-6, atol=1e-6)
+        assert int(got.status) == int(want.status) and float(got.t_blowup) == float(want.t_blowup)
+    factor = solve_gaussian(model, np.zeros(2), factor0=np.sqrt(half).astype(object), t1=5.0, rtol=1e-6, atol=1e-6)
+    assert abs(float(factor.t_blowup) - 1.0) < 1e-5  # t* = 1 (the solve_gaussian docstring's example)
+    x0 = np.array([[1, 0], [0, 2]])
+    want = solve_particles(model, x0.astype(np.float64), t1=0.5)
+    got = solve_particles(model, x0.astype(object), t1=0.5)
+    np.testing.assert_array_equal(np.asarray(got.x_final), np.asarray(want.x_final))
+    with pytest.raises(ParameterError, match="`x0` must be a real array of tokens"):
+        solve_particles(model, np.array([["a", 0], [0, 1]], dtype=object), t1=0.5)

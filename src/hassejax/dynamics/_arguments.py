@@ -32,6 +32,7 @@ __all__ = [
     "is_concrete",
     "concrete",
     "real_array",
+    "given_numbers",
     "check_positive",
     "check_size_threshold",
     "token_spread",
@@ -86,6 +87,15 @@ def real_array(x, name: str, what: str = "a real number"):
     if v.dtype.kind not in "iuf":
         raise ParameterError(f"`{name}` must be {what}; got {x!r:.80} (dtype {v.dtype}).")
     return v
+
+
+def given_numbers(x, converted):
+    """`x`, or `converted` (:func:`real_array`'s float64 array of it) when `x` is a NumPy array of dtype ``object``
+    holding real numbers, which JAX does not read (a review: an object `cov0` of Python ints met JAX's raw
+    ``TypeError`` "Error interpreting argument to stage as a JAX value")."""
+    if converted is not None and isinstance(x, np.ndarray) and x.dtype.kind == "O":
+        return converted
+    return x
 
 
 def check_positive(x, name: str) -> None:

@@ -87,6 +87,7 @@ from ._arguments import (  # noqa: F401 - re-exported: the solvers and hassejax.
     check_state_precision,
     check_times,
     concrete,
+    given_numbers,
     is_concrete,
     real_array,
     state_dtype,

@@ -750,6 +750,9 @@ def solve_gaussian(
         raise ParameterError("`mean0` must be finite; got NaN/inf entries.")
     if factor_c is not None and not np.all(np.isfinite(factor_c)):
         raise ParameterError("`factor0` must be finite; got NaN/inf entries.")
+    mean0, cov0, factor0 = (
+        _solve.given_numbers(x, c) for x, c in ((mean0, mean_c), (cov0, cov_c), (factor0, factor_c))
+    )
     mean0 = jnp.asarray(mean0)
     dtype = _solve.state_dtype(
         model, mean0, None if cov0 is None else jnp.asarray(cov0), None if factor0 is None else jnp.asarray(factor0)

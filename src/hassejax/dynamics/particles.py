@@ -224,7 +224,7 @@ def solve_particles(
     model.check_unbatched(label)
     extrapolate = _solve.check_blowup_estimate(blowup_estimate)
     xn = _solve.real_array(x0, "x0", "a real array of tokens, shape (n, d)")
-    x0 = jnp.asarray(x0)
+    x0 = jnp.asarray(_solve.given_numbers(x0, xn))
     dtype = _solve.state_dtype(model, x0)
     _solve.check_state_precision(
         dtype, {"x0": x0}, "float16 ends at 65504, so the default size threshold 1e4 · λ0 overflows from λ0 ≈ 6.6 and a "
