@@ -160,3 +160,26 @@ def test_object_arrays_of_numbers_are_read_as_numbers(no_typecheck):
     np.testing.assert_array_equal(np.asarray(got.x_final), np.asarray(want.x_final))
     with pytest.raises(ParameterError, match="`x0` must be a real array of tokens"):
         solve_particles(model, np.array([["a", 0], [0, 1]], dtype=object), t1=0.5)
+
+
+def test_particles_count_their_state_and_saved_times(monkeypatch):
+    """64 tokens in d = 1,000, float64: four (64, 64) weights are 0.13 MB, but 2,000 saved times of the (64, 1000)
+    state are 1 GB (the estimate counted only the weights; a review). Refused from the shapes, before `x0` is read; 20
+    saved times (26 MB) pass the estimate."""
+    from hassejax.dynamics import particles as particles_module
+
+    _free(monkeypatch, 100 * 2**20)
+    d = 1000
+    model = Softmax(V=-jnp.eye(d), A=jnp.zeros((d, d)))
+
+    def unread(*args, **kwargs):
+        raise AssertionError("x0 was read")
+
+    monkeypatch.setattr(particles_module._solve, "real_array", unread)  # the estimate comes before the input checks
+    x0 = np.zeros((64, d))
+    match = r"^`x0`: the particle system of n = 64 tokens .*; and 2015 \(64, 1000\) arrays, .* the 2000 saved times"
+    with pytest.raises(MemoryBudgetError, match=match):
+        solve_particles(model, x0, t1=1.0, ts=np.linspace(0.0, 1.0, 2000))
+    particles_module._check_solve_memory(model, np.zeros((64, d)), np.linspace(0.0, 1.0, 20))  # fits: no error
+    with pytest.raises(MemoryBudgetError):
+        particles_module._check_solve_memory(model, np.zeros((64, d)), np.linspace(0.0, 1.0, 200))  # 106 MB

@@ -33,6 +33,8 @@ __all__ = [
     "concrete",
     "real_array",
     "given_numbers",
+    "input_shape",
+    "numeric_dtype",
     "check_positive",
     "check_size_threshold",
     "token_spread",
@@ -87,6 +89,22 @@ def real_array(x, name: str, what: str = "a real number"):
     if v.dtype.kind not in "iuf":
         raise ParameterError(f"`{name}` must be {what}; got {x!r:.80} (dtype {v.dtype}).")
     return v
+
+
+def input_shape(x) -> tuple[int, ...] | None:
+    """The shape of an input without converting it (NumPy's `shape`: arrays, tracers, lists); None if it has none."""
+    try:
+        return tuple(np.shape(x))
+    except (TypeError, ValueError):  # a ragged list: the input checks name it
+        return None
+
+
+def numeric_dtype(dtype) -> bool:
+    """Whether `dtype` is a number or bool dtype (bfloat16 included), not a string or object one."""
+    try:
+        return bool(jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.bool_))
+    except TypeError:
+        return False
 
 
 def given_numbers(x, converted):

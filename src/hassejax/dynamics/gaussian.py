@@ -46,7 +46,7 @@ from .._warn import user_stacklevel
 from ..errors import ParameterError
 from ..masks._runs import check_host_memory
 from . import _solve
-from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver, concrete
+from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver, concrete, input_shape, numeric_dtype
 from ._linalg import check_psd, psd_sqrt, symmetrize
 from ._projective import projective_integrate
 from ._tsit5 import UnrolledTsit5
@@ -434,22 +434,6 @@ MEMORY_UNCHECKED_BYTES = 16 * 2**20
 """Below this an estimate is not compared with the free memory (reading it costs more than it can save)."""
 
 
-def _input_shape(x) -> tuple[int, ...] | None:
-    """The shape of an input without converting it (NumPy's `shape`: arrays, tracers, lists); None if it has none."""
-    try:
-        return tuple(np.shape(x))
-    except (TypeError, ValueError):  # a ragged list: the input checks name it
-        return None
-
-
-def _numeric(dtype) -> bool:
-    """Whether `dtype` is a number or bool dtype (bfloat16 included), not a string or object one."""
-    try:
-        return bool(jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.bool_))
-    except TypeError:
-        return False
-
-
 def _check_solve_memory(model, mean0, cov0, factor0, ts, state: str) -> None:
     """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `cov0` or `factor0` before a solve whose working
     memory (:data:`GAUSSIAN_WORK_ARRAYS`, :data:`GAUSSIAN_SAVE_ARRAYS` per saved time) cannot fit in the free memory of
@@ -459,12 +443,12 @@ def _check_solve_memory(model, mean0, cov0, factor0, ts, state: str) -> None:
     """
     name = "cov0" if cov0 is not None else "factor0"
     d = model.d
-    shape = _input_shape(factor0) if factor0 is not None else None
+    shape = input_shape(factor0) if factor0 is not None else None
     width = max(d, shape[1]) if shape is not None and len(shape) == 2 else d  # a factor (d, r) wider than d
-    ts_shape = _input_shape(ts) if ts is not None else None
+    ts_shape = input_shape(ts) if ts is not None else None
     saves = (ts_shape[0] if ts_shape and len(ts_shape) == 1 else 2) if state != "projective" else 2
     # numeric dtypes only (a string or object array is refused by name in the input checks after this), nothing converted
-    given = [x for x in (mean0, cov0, factor0) if hasattr(x, "dtype") and _numeric(x.dtype)]
+    given = [x for x in (mean0, cov0, factor0) if hasattr(x, "dtype") and numeric_dtype(x.dtype)]
     dtype = _solve.state_dtype(model, *given)
     item = jnp.dtype(dtype).itemsize
     arrays = GAUSSIAN_WORK_ARRAYS + GAUSSIAN_SAVE_ARRAYS[state] * (saves + 1)

@@ -22,7 +22,7 @@ from .._checks import check_memory
 from .._warn import user_stacklevel
 from ..errors import ParameterError
 from . import _solve
-from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
+from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver, input_shape, numeric_dtype
 from .attention import AbstractAttention, check_model
 from .attention._base import check_output_shapes, check_velocity_field
 from .attention._masked import masked_parts
@@ -113,21 +113,59 @@ _PAIR_ARRAYS = 4
 """(n, n) arrays of the state's dtype that XLA holds at once in a velocity evaluation (measured: softmax, n = 300,000,
 float64, asked for 2.88e12 bytes = 32 bytes a pair, a fresh-user review that met it as a raw RESOURCE_EXHAUSTED)."""
 
+PARTICLE_WORK_ARRAYS = 14
+"""`(n, d)` arrays of the state's dtype a particle solve holds at once besides its `(n, n)` weights
+(:data:`_PAIR_ARRAYS`), one `(d, d)` copy of the parameters and the saved rows (one `(n, d)` array per saved time,
+the final state counted as one more): the solver's stages, the state and an evaluation's temporaries. Measured from
+XLA's memory analysis of the compiled solve (softmax, float64; n = 8, 64, 300; d = 2000, 1000, 300; 2, 20, 50 saved
+times): temporaries of 12–14 `(n, d)` arrays, 1 per saved time, and one `(d, d)` array."""
 
-def _check_pair_memory(n: int, dtype, groups: int = 1) -> None:
+
+def _check_pair_memory(n: int, dtype, groups: int = 1, d: int = 0, saves: int = 0) -> None:
     """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `x0` before a solve whose `n × n` weights (of each of
-    `groups` groups of `n` tokens: :func:`~hassejax.dynamics.solve_low_rank_particles`) cannot fit."""
-    need = _PAIR_ARRAYS * groups * n * n * jnp.dtype(dtype).itemsize  # Python ints: no overflow
+    `groups` groups of `n` tokens: :func:`~hassejax.dynamics.solve_low_rank_particles`) cannot fit; with the token
+    dimension `d`, also the state's arrays (:data:`PARTICLE_WORK_ARRAYS`, `saves` saved times; one group)."""
+    item = jnp.dtype(dtype).itemsize
+    pairs = _PAIR_ARRAYS * groups * n * n * item  # Python ints: no overflow
+    states = ((PARTICLE_WORK_ARRAYS + saves + 1) * n * d + d * d) * item if d else 0
+    need = pairs + states
     if need >= 16 * 2**20:  # below that, reading the free memory costs more than it can save
         system = f"n = {n} tokens" if groups == 1 else f"S = {groups} groups of N = {n} tokens"
         shape = "(n, n)" if groups == 1 else "(S, N, N)"
+        what = (
+            f"the particle system of {system} (every token attends to every other{' of its group' * (groups > 1)}: "
+            f"about {_PAIR_ARRAYS} {shape} arrays of {jnp.dtype(dtype).name} a velocity evaluation"
+        )
+        if d:
+            what += (
+                f"; and {PARTICLE_WORK_ARRAYS + saves + 1} ({n}, {d}) arrays, the solver's stages and the {saves} "
+                f"saved times, and the ({d}, {d}) parameters"
+            )
         check_memory(
             need,
-            f"the particle system of {system} (every token attends to every other{' of its group' * (groups > 1)}: "
-            f"about {_PAIR_ARRAYS} {shape} arrays of {jnp.dtype(dtype).name} a velocity evaluation)",
+            what + ")",
             "x0",
-            hint="Use fewer tokens, or the Gaussian route (solve_gaussian) for the mean-field limit of many.",
+            hint=(
+                "Use fewer tokens, fewer save times (ts), float32, or the Gaussian route (solve_gaussian) for the "
+                "mean-field limit of many."
+            ),
         )
+
+
+def _check_solve_memory(model: AbstractAttention, x0, ts) -> None:
+    """:func:`_check_pair_memory` for :func:`solve_particles` from the shapes of `x0` and `ts` alone, before any input
+    is converted or copied (a review: 4,096 tokens in d = 64 saved at 10,000 times need 21 GB of saved rows, which the
+    weights-only estimate did not count); a shape the input checks refuse is left to them."""
+    shape = input_shape(x0)
+    if shape is None or len(shape) != 2:
+        return
+    n, d = shape
+    ts_shape = input_shape(ts) if ts is not None else None
+    saves = ts_shape[0] if ts_shape is not None and len(ts_shape) == 1 else 2
+    given = (
+        [x0] if hasattr(x0, "dtype") and numeric_dtype(x0.dtype) else []
+    )  # a string or object one: checked by name after
+    _check_pair_memory(n, _solve.state_dtype(model, *given), d=d, saves=saves)
 
 
 def _warn_below_atol(xn: np.ndarray, atol) -> None:
@@ -195,8 +233,9 @@ def solve_particles(
     **Returns:** a :class:`~hassejax.dynamics.ParticleSolution`.
 
     **Raises:** :class:`~hassejax.errors.MemoryBudgetError` naming `x0` when the `n × n` attention weights
-    of a velocity evaluation would not fit in memory (estimated before anything runs, as the library's kernels
-    hold them: about 4 `(n, n)` arrays; a kernel of your own that holds more is not covered by this estimate:
+    of a velocity evaluation, with the solver's `(n, d)` stages and the saved times, would not fit in memory
+    (estimated from the shapes before any input is copied, as the library's kernels hold them: about 4 `(n, n)` arrays,
+    :data:`PARTICLE_WORK_ARRAYS` `(n, d)` arrays and one per saved time; a kernel of your own that holds more is not covered by this estimate:
     :func:`~hassejax.dynamics.sweep` checks XLA's own estimate of its program, and a review's kernel of 8 such
     arrays passed here at n = 24,000 and met XLA's ``RESOURCE_EXHAUSTED``);
     :class:`~hassejax.errors.ParameterError` for a `model` that is not a
@@ -223,6 +262,7 @@ def solve_particles(
     label = "model"
     model.check_unbatched(label)
     extrapolate = _solve.check_blowup_estimate(blowup_estimate)
+    _check_solve_memory(model, x0, ts)  # from the shapes, before any input is copied
     xn = _solve.real_array(x0, "x0", "a real array of tokens, shape (n, d)")
     x0 = jnp.asarray(_solve.given_numbers(x0, xn))
     dtype = _solve.state_dtype(model, x0)
@@ -272,7 +312,6 @@ def solve_particles(
             )
         feedforward = (w, b)
     n = x0.shape[0]
-    _check_pair_memory(n, dtype)
     t_state = jnp.asarray(t0, dtype)  # as the solver calls the kernel (a float64 t0 in a float32 solve: float32)
     # each head of a MultiHead first, so that a message names the head (then the sum)
     for part, name in [
