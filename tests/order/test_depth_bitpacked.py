@@ -310,7 +310,7 @@ def boolean_powers(a: np.ndarray) -> list[np.ndarray]:
 @pytest.mark.parametrize("config", ["defaults", "always_sparse", "never_sparse", "no_pruning"])
 def test_power_and_layer_counts_equal_numpy_powers(config, monkeypatch):
     """``A^L`` as the level search stopped at ``L`` (:func:`power_bitpacked`) and the row counts of every requested
-    ``A^L`` from ``L*``'s search (:func:`depth_counts_bitpacked`) equal NumPy Boolean powers: random masks with cycles
+    ``A^L`` from ``L*``'s search (:func:`depth_counts_bitpacked`), with ``R`` and its counts, equal NumPy Boolean powers: random masks with cycles
     and bidirectional edges, windows, a 2-D neighbourhood and a dilated window; ``L = 1``, ``L*`` and beyond."""
     for name, value in CONFIGS[config].items():
         for module in (bp, bpl, bpd):
@@ -332,7 +332,9 @@ def test_power_and_layer_counts_equal_numpy_powers(config, monkeypatch):
             r, levels = bpd.power_bitpacked(a, num)
             np.testing.assert_array_equal(r, powers[min(num, lstar) - 1])
             assert levels == min(num, lstar)
-        depth, counts = bpd.depth_counts_bitpacked(a, wanted)
+        depth, counts, closure, limit = bpd.depth_counts_bitpacked(a, wanted)
         assert depth == lstar and sorted(counts) == wanted
         for num in wanted:
             np.testing.assert_array_equal(counts[num], powers[min(num, lstar) - 1].sum(axis=1))
+        np.testing.assert_array_equal(closure, powers[-1])  # R from the same search
+        np.testing.assert_array_equal(limit, powers[-1].sum(axis=1))

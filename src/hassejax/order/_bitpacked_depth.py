@@ -257,13 +257,16 @@ def power_bitpacked(adj: np.ndarray, num_layers: int, bar: Bar = NO_BAR) -> tupl
     return _unpack(closure[:, : num_words(n)], n), levels
 
 
-def depth_counts_bitpacked(adj: np.ndarray, layers, bar: Bar = NO_BAR) -> tuple[int, dict[int, np.ndarray]]:
-    """``L*`` of one bool ``(n, n)`` adjacency (diagonal set) and the row counts of ``A^L`` for every ``L`` in
-    `layers` (``L >= 1``), from one search (:func:`depth_bitpacked`'s): ``(L*, {L: counts})``.
+def depth_counts_bitpacked(
+    adj: np.ndarray, layers, bar: Bar = NO_BAR
+) -> tuple[int, dict[int, np.ndarray], np.ndarray, np.ndarray]:
+    """``L*`` of one bool ``(n, n)`` adjacency (diagonal set), the row counts of ``A^L`` for every ``L`` in
+    `layers` (``L >= 1``), and the closure ``R`` with its row counts, from one search (:func:`depth_bitpacked`'s):
+    ``(L*, {L: counts}, R, R's counts)``, ``R`` bool ``(n, n)``.
 
     ``A^L = R & ~M^L`` after level ``L`` (:func:`power_bitpacked`), counted when the search passes ``L``; an
     ``L >= L*`` gets the counts of ``R``. Cost: :func:`depth_bitpacked`'s plus one count of the packed rows per
-    requested ``L`` (``n · n / 64`` words). `bar` counts the levels.
+    requested ``L`` and one for ``R`` (``n · n / 64`` words each). `bar` counts the levels.
     """
     closure, frontier, missing, indptr, dst = _search_start(adj)
     wanted = {int(num) for num in layers}
@@ -277,9 +280,9 @@ def depth_counts_bitpacked(adj: np.ndarray, layers, bar: Bar = NO_BAR) -> tuple[
             counts[level] = _reached_counts(closure, miss)
 
     depth = _depth_levels(*_prune_children(indptr, dst, frontier), frontier, missing, bar, on_level=on_level)
-    rest = [num for num in wanted if num not in counts]
-    if rest:
-        limit = _reached_counts(closure, missing)  # missing is empty: R's counts
-        for num in rest:
-            counts[num] = limit
-    return depth, counts
+    del frontier, missing  # empty after the last level
+    n = adj.shape[0]
+    limit = np.bitwise_count(closure).sum(axis=1, dtype=np.int64)  # R's counts (the padding words are zero)
+    for num in wanted:
+        counts.setdefault(num, limit)
+    return depth, counts, _unpack(closure[:, : num_words(n)], n), limit

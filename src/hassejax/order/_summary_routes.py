@@ -113,6 +113,8 @@ class _DenseFlow:
         self._counts: dict[int, np.ndarray] = {}
 
     def limit_counts(self) -> np.ndarray:
+        if self.method == "bitpacked":
+            return self._search_bitpacked()
         from .reach import reachability
 
         self.limit = np.asarray(reachability(self.dense, method=self.method, progress=self.progress))
@@ -120,23 +122,27 @@ class _DenseFlow:
 
     def depth(self) -> int:
         if self.method == "bitpacked":
-            return self._depth_bitpacked()
+            return self._depth  # found with R by the limit stage's search
         from .depth import convergence_depth
 
         return int(convergence_depth(self.dense, method=self.method, progress=self.progress))
 
-    def _depth_bitpacked(self) -> int:
-        """``L*`` by the bit-packed level search, counting the rows of ``R^(L)`` for the requested layers as the
-        search passes them (:func:`~._bitpacked_depth.depth_counts_bitpacked`): one search for ``L*`` and every
-        ``R^(L)``, where each ``R^(L)`` was a search of its own. The whole call's memory was checked up front."""
+    def _search_bitpacked(self) -> np.ndarray:
+        """``R``, ``L*`` and the rows of ``R^(L)`` for the requested layers by one bit-packed level search
+        (:func:`~._bitpacked_depth.depth_counts_bitpacked`), where the closure was computed twice (the limit stage's
+        and the search's own) and each ``R^(L)`` was a search of its own; returns ``R``'s row counts. The whole
+        call's memory was checked up front (its ``L*`` stage: the search and ``R``)."""
         from ._bitpacked_depth import depth_counts_bitpacked
         from ._progress import progress_bar
 
         a = np.array(self.dense, dtype=bool)
         np.fill_diagonal(a, True)
-        with progress_bar(self.delay, "L* (bit-packed)", "levels") as bar:
-            depth, self._counts = depth_counts_bitpacked(a, [num for num in self.layers if num >= 1], bar)
-        return int(depth)
+        with progress_bar(self.delay, "R and L* (bit-packed)", "levels") as bar:
+            depth, self._counts, self.limit, counts = depth_counts_bitpacked(
+                a, [num for num in self.layers if num >= 1], bar
+            )
+        self._depth = int(depth)
+        return counts
 
     def counts(self, num_layers: int) -> np.ndarray:
         if num_layers in self._counts:
