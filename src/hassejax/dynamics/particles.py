@@ -162,9 +162,8 @@ def _check_solve_memory(model: AbstractAttention, x0, ts) -> None:
     n, d = shape
     ts_shape = input_shape(ts) if ts is not None else None
     saves = ts_shape[0] if ts_shape is not None and len(ts_shape) == 1 else 2
-    given = (
-        [x0] if hasattr(x0, "dtype") and numeric_dtype(x0.dtype) else []
-    )  # a string or object one: checked by name after
+    # a numeric dtype only: a string or object x0 is refused or converted by the input checks after this
+    given = [x0] if hasattr(x0, "dtype") and numeric_dtype(x0.dtype) else []
     _check_pair_memory(n, _solve.state_dtype(model, *given), d=d, saves=saves)
 
 

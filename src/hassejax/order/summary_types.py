@@ -62,7 +62,8 @@ class FlowSummary:
       computed, with the reason in `not_computed`.
     - `quotient_limit`: the largest quotient for which the diagram was built.
     - `seconds`: wall-clock seconds per stage (``"limit"``, ``"convergence_depth"``,
-      ``"layers"``, ``"classes"``, ``"order"``).
+      ``"layers"``, ``"classes"``, ``"order"``; on the bit-packed route one level search gives ``R``, ``L*`` and
+      the ``R^(L)`` of `layers`, all counted under ``"limit"``).
 
     :meth:`diagram` returns the :class:`~hassejax.order.HasseDiagram` when the quotient has at
     most :data:`QUOTIENT_LIMIT` classes.
