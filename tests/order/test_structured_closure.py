@@ -783,3 +783,61 @@ def test_middle_range_goes_back_to_the_structured_route_when_the_dense_one_does_
     monkeypatch.setattr(_structured, "_CANDIDATE_LIMIT", contextvars.ContextVar("limit", default=30_000.0))
     with pytest.raises(MemoryBudgetError, match=r"multiply\. The dense bit-packed route, tried next, does not fit"):
         flow_summary(m)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=interval_masks(max_n=60),
+    limit=st.sampled_from([200.0, 1e3, 5e3, 2e4]),
+    layers=st.sampled_from([None, 2, 3, 8]),
+)
+def test_a_predicted_refusal_is_certain(case, limit, layers):
+    """:func:`predicted_refusal` (a search from sampled rows, before any product) only predicts a refusal that the
+    structured route then makes: with the same candidate limit, ``PowerTable.limit()`` (``R``; ``L*`` squares as far)
+    or ``PowerTable.power(L)`` raises :class:`CandidateLimitError`. Random masks of 1–3 runs a row, cyclic or not."""
+    from hassejax.errors import CandidateLimitError
+    from hassejax.order._route_rules import predicted_refusal
+    from hassejax.order._structured import candidate_limit
+
+    m, _ = build(case)
+    why = predicted_refusal(m, limit, layers)
+    if why is None:
+        return
+    assert why.startswith("`mask`: the structured route would square A^") and "found before any product" in why
+    table = PowerTable(m.with_diagonal(), name="mask")
+    with candidate_limit(limit), pytest.raises(CandidateLimitError):
+        table.limit() if layers is None else table.power(layers)
+
+
+def test_a_predicted_refusal_skips_the_structured_route(monkeypatch):
+    """Above ``_DENSE_FALLBACK_N`` under ``method="auto"``, a refusal found by :func:`predicted_refusal` skips the
+    structured route's products: beyond ``_DENSE_RESCUE_N`` the refusal comes at once (``natten_2d(362, 362, 7, 7)``:
+    after 73 s of squarings before, a fresh-user review), below it the dense route answers at once. Thresholds
+    lowered (n = 576 between them, or above both) and a candidate limit of 3e4 (4 · 576 · 5² runs at ``A^2``)."""
+    import contextvars
+
+    from hassejax.errors import CandidateLimitError
+    from hassejax.masks import structured as smasks
+    from hassejax.order import _route_rules, _structured
+    from hassejax.order._route_rules import predicted_refusal
+
+    m = smasks.natten_2d(24, 24, 3, 3)
+    dense = np.asarray(m.to_dense())
+    expected = dense_powers(dense | np.eye(m.n, dtype=bool))
+    assert predicted_refusal(m, 3e4) is not None and predicted_refusal(m, 1e7) is None  # 4 · 576 · 24² at A^16
+    assert predicted_refusal(m, 3e4, num_layers=2) is None  # R^(2) squares A only: 4 · 576 · 3² runs
+    monkeypatch.setattr(_structured, "_CANDIDATE_LIMIT", contextvars.ContextVar("limit", default=3e4))
+    products = _counting_compose(monkeypatch)
+    _middle_range(monkeypatch)  # 100 < n = 576 <= 1000: the dense route at once
+    np.testing.assert_array_equal(np.asarray(reachability(m)), expected[-1])
+    assert convergence_depth(m) == len(expected)
+    got = flow_summary(m, (1, 2, 4))
+    assert got.route == "bitpacked" and got.convergence_depth == len(expected)
+    np.testing.assert_array_equal(np.asarray(reachability(m, 2)), expected[1])  # not predicted: structured
+    assert products == [(3, 3)], products  # the one squaring of R^(2); none for R, L* or the summary
+    monkeypatch.setattr(_route_rules, "_DENSE_RESCUE_N", 500)  # n = 576 beyond: the refusal at once
+    products.clear()
+    for call in (lambda: reachability(m), lambda: convergence_depth(m), lambda: flow_summary(m)):
+        with pytest.raises(CandidateLimitError, match=r"^`mask`: the structured route would square A\^2 .* before any"):
+            call()
+    assert products == []

@@ -117,7 +117,74 @@ def warn_if_forced_structured(n: int, method: str, nnz: int | None = None):
     return contextlib.nullcontext()
 
 
-def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dense: Callable):
+_SAMPLED_ROWS = 4
+"""Rows :func:`predicted_refusal` follows (evenly spaced, the middle one among them: where a 2-D neighbourhood's rows
+have the most runs)."""
+
+_PREDICT_BUDGET = 5e7
+"""Entries (sampled rows times `n`) :func:`predicted_refusal`'s search may touch in all: about 0.05 s."""
+
+
+def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = None) -> str | None:
+    """Why the structured route will refuse `m` at `limit` candidate runs a product, found before any product, or
+    None when that is not certain.
+
+    A breadth-first search on ``A = M | I`` from :data:`_SAMPLED_ROWS` rows: after ``L`` levels row ``i`` of the search
+    is row ``i`` of ``A^L``. Where at ``L = 2^j`` a sampled row has ``k`` runs and has gained keys since ``2^(j-1)``,
+    ``P_j = A^(2^j)`` differs from ``P_(j-1)``, so :class:`~._structured.PowerTable` squares it (for ``R``, or for
+    ``R^(num_layers)`` when ``2^(j+1) <= num_layers``), and that product merges at least ``n · 4 · k²`` candidate runs
+    (:func:`~._structured.compose` counts ``n · 4 · runs(P_j)²`` with the most runs of any row): beyond `limit` it is
+    refused. Rows of one run keep one run in every power (each run holds its own row); for other masks the search
+    stops after :data:`_PREDICT_BUDGET` entries (about 0.05 s) or at ``L*`` of the sampled rows. A 2-D neighbourhood
+    of 362 × 362 positions (7 × 7 kernel) was refused after 73 s of squarings (a fresh-user review); its sampled
+    rows have 97 runs at ``A^16``: refused at once.
+    """
+    a = m.with_diagonal()
+    n = a.n
+    if n < 2 or a.num_runs < 2:
+        return None
+    rows = np.unique(np.linspace(0, n - 1, _SAMPLED_ROWS + 2).round().astype(np.int64)[1:-1])
+    rows = np.union1d(rows, [n // 2])
+    s = len(rows)
+    starts, stops = a.starts, a.stops
+    k = starts.shape[1]
+    reach = np.zeros((s, n), dtype=bool)
+    reach[np.arange(s), rows] = True
+    frontier = reach.copy()
+    width = n + 1
+    level = 0
+    while level * s * n < _PREDICT_BUDGET:
+        sample, node = np.nonzero(frontier)
+        offset = np.repeat(sample * width, k)
+        st, sp = starts[node].ravel() + offset, stops[node].ravel() + offset
+        diff = np.bincount(st, minlength=s * width) - np.bincount(sp, minlength=s * width)
+        new = (np.cumsum(diff.reshape(s, width), axis=1)[:, :n] > 0) & ~reach
+        level += 1
+        if not new.any():
+            return None  # the sampled rows reached R: no certain refusal
+        reach |= new  # keys gained at this level: at a power of two 2^j, P_j differs from P_(j-1)
+        frontier = new
+        if level & (level - 1):
+            continue  # not a power of two
+        if num_layers is not None and 2 * level > num_layers:
+            return None  # R^(num_layers) squares no further
+        runs = reach[:, 0].astype(np.int64) + np.count_nonzero(reach[:, 1:] & ~reach[:, :-1], axis=1)
+        most = int(runs.max())
+        candidates = float(n) * 4 * most * most
+        if candidates > limit:
+            power = f"A^{level}"
+            return (
+                f"`mask`: the structured route would square {power} (n = {n}), whose rows have up to {most} runs or "
+                f"more (found before any product, from {s} sampled rows): at least {candidates:.3g} candidate runs to "
+                f"merge (n x 4 x runs x runs), more than the structured route takes ({limit:.3g}: tens of seconds a "
+                "product): the runs of this mask's powers multiply."
+            )
+    return None
+
+
+def structured_or_dense(
+    m: IntervalMask, method: str, structured: Callable, dense: Callable, num_layers: int | None = None
+):
     """``structured()``, or under ``method="auto"`` for `m` short enough for the dense routes (at most
     ``_DENSE_FALLBACK_N``) ``dense(reason)`` once a product of the structured route would merge more candidate runs
     than a dense bit-packed product costs (:func:`dense_cost_limit`), or once a squaring after one that grew the
@@ -131,21 +198,35 @@ def structured_or_dense(m: IntervalMask, method: str, structured: Callable, dens
     growing limit goes back to the structured route at its own limit, and only a refusal there stands (both routes
     named). Under ``method="structured"`` the route stays, with a ``RuntimeWarning`` at the first product
     where ``"auto"`` would have switched (a random sparse mask, n = 1024–1500: 62–73 s forced structured against
-    0.03 s bit-packed, a fresh-user review)."""
+    0.03 s bit-packed, a fresh-user review). Above ``_DENSE_FALLBACK_N`` under ``"auto"`` a refusal that a search
+    from sampled rows finds certain before any product (:func:`predicted_refusal`; `num_layers`: the ``L`` of
+    ``R^(L)``, None for ``R`` and ``L*``) skips the structured route: the dense route at once up to
+    ``_DENSE_RESCUE_N``, the refusal at once beyond (``natten_2d(362, 362, 7, 7)``: after 73 s of squarings before)."""
     from ..errors import MemoryBudgetError
     from ._structured import _CANDIDATE_LIMIT, CandidateLimitError, candidate_limit
 
     if method == "structured" and m.n <= _DENSE_FALLBACK_N:  # forced: a warning where "auto" would switch
         with warn_if_forced_structured(m.n, method, m.nnz() + m.n):
             return structured()
+    if method != "auto" or m.n <= _DENSE_FALLBACK_N:
+        predicted = None
+    else:
+        predicted = predicted_refusal(m, _CANDIDATE_LIMIT.get(), num_layers)
     if method != "auto" or m.n > _DENSE_RESCUE_N:
+        if predicted is not None:
+            from ._structured import _dense_advice
+
+            raise CandidateLimitError(f"{predicted} {_dense_advice(m.n)}")
         return structured()
     if m.n > _DENSE_FALLBACK_N:
-        try:  # the structured route's own limit, and the growing one: runs that multiply switch early
-            with candidate_limit(_CANDIDATE_LIMIT.get(), growing=_growth_limit_of(m)):
-                return structured()
-        except CandidateLimitError as err:
-            refused = err
+        if predicted is not None:
+            refused = CandidateLimitError(predicted)
+        else:
+            try:  # the structured route's own limit, and the growing one: runs that multiply switch early
+                with candidate_limit(_CANDIDATE_LIMIT.get(), growing=_growth_limit_of(m)):
+                    return structured()
+            except CandidateLimitError as err:
+                refused = err
         try:
             return dense(
                 "interval rows whose powers' runs multiply (a product beyond the structured route's limit, or a "

@@ -351,7 +351,11 @@ def _reachability_structured(mask, num_layers, layer_masks, method, delay: float
         with progress_bar(delay, f"product of {len(layers)} layers (structured)", "products") as bar:
             return product([m.with_diagonal() for m in layers], bar=bar)
     return structured_or_dense(
-        mask, method, lambda: _structured_power(PowerTable(mask.with_diagonal(), name="mask"), num_layers, delay), dense
+        mask,
+        method,
+        lambda: _structured_power(PowerTable(mask.with_diagonal(), name="mask"), num_layers, delay),
+        dense,
+        num_layers,
     )
 
 
@@ -396,7 +400,9 @@ def _dense_via_structured_batch(
             with progress_bar(delay, f"{short} (bit-packed)", "batches" if num_layers is None else "levels") as bar:
                 return _host_closure(one, bar) if num_layers is None else _host_power(one, num_layers, bar)
 
-        out[b] = structured() if method != "auto" else structured_or_dense(intervals, "auto", structured, dense)
+        out[b] = (
+            structured() if method != "auto" else structured_or_dense(intervals, "auto", structured, dense, num_layers)
+        )
     return jnp.asarray(out.reshape(a.shape))
 
 
