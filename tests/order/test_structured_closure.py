@@ -785,7 +785,7 @@ def test_middle_range_goes_back_to_the_structured_route_when_the_dense_one_does_
         flow_summary(m)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     case=interval_masks(max_n=60),
     limit=st.sampled_from([200.0, 1e3, 5e3, 2e4]),
