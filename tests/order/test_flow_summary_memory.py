@@ -17,7 +17,6 @@ import hassejax.order.poset
 from hassejax.errors import MemoryBudgetError
 from hassejax.masks import IntervalMask, from_spec
 from hassejax.order import HasseDiagram, _summary_routes, flow_summary, reachability
-from hassejax.order._routes import _dense_bytes
 
 DILATED = "dilated(n={n}, window=8, dilation=2)"
 
@@ -33,11 +32,14 @@ def _refuse_work(monkeypatch):
 
 
 def test_whole_call_refused_up_front_naming_mask(monkeypatch):
-    """The user's case: the budget lets the closure R's own check pass (the only one before), but not the whole
-    call (the dense copy of the IntervalMask, held through every stage, on top): refused before densifying."""
+    """The user's case: the budget lets the first stage's own check pass (the only one before: then the closure R's,
+    now the one search for R and L*, with the input's two copies), but not the whole call (the dense copy of the
+    IntervalMask, held through every stage, on top): refused before densifying."""
+    from hassejax.order._bitpacked_depth import depth_bitpacked_bytes
+
     n = 16384
     mask = from_spec(DILATED.format(n=n), form="intervals")
-    first_stage = _dense_bytes(n, 1, "bitpacked", 0, 2)  # the closure R's shape-only estimate (1.84 GiB)
+    first_stage = 2 * n * n + depth_bitpacked_bytes(n, mask.with_diagonal().nnz())
     budget = first_stage + n * n // 2  # fits R alone, not R with the dense mask held beside it
     monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: int(budget / 0.8))
     _refuse_work(monkeypatch)
@@ -127,3 +129,16 @@ def test_a_raised_quotient_limit_does_not_inflate_the_up_front_estimate():
     default = _flow_summary_bytes(n, n * 4, "bitpacked", (), QUOTIENT_LIMIT, False)
     assert _flow_summary_bytes(n, n * 4, "bitpacked", (), n, False) == default
     assert _flow_summary_bytes(n, n * 4, "bitpacked", (), 16, False)[0] <= default[0]
+
+
+def test_the_bit_packed_estimate_counts_one_search_for_r_l_star_and_layers():
+    """On the bit-packed route one level search gives ``R``, ``L*`` and every ``R^(L)`` of `layers`: the up-front
+    estimate no longer adds a stage of its own for ``R^(L)`` (a review: n = 8192 with ``layers=(2,)`` refused at an
+    estimate of 0.55 GiB where ``layers=()`` passed; the call peaked at 137 MiB)."""
+    from hassejax.order._routes import _flow_summary_bytes
+    from hassejax.order.summary_types import QUOTIENT_LIMIT
+
+    n = 8192
+    plain = _flow_summary_bytes(n, n * 4, "bitpacked", (), QUOTIENT_LIMIT, False)
+    assert _flow_summary_bytes(n, n * 4, "bitpacked", (2, 8, 64), QUOTIENT_LIMIT, False) == plain
+    assert plain[1] != "the closure R"  # no stage of its own: the closure is the search's first step

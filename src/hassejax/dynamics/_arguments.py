@@ -59,6 +59,9 @@ def concrete(x):
     return np.asarray(x)
 
 
+_NONE = object()
+
+
 def real_array(x, name: str, what: str = "a real number"):
     """`x` as a NumPy array when concrete (None for None or a tracer); raise unless it holds real numbers.
 
@@ -66,7 +69,8 @@ def real_array(x, name: str, what: str = "a real number"):
     kind ``O``) come back as float64.
 
     **Raises:** :class:`ParameterError` naming `name` for strings, booleans, complex numbers or
-    anything else NumPy does not read as a real integer or float array.
+    anything else NumPy does not read as a real integer or float array (also inside an object array: a bool, a
+    string or None there is refused, not read as 1.0, a number or NaN).
     """
     if x is None or is_traced(x):
         return None
@@ -77,6 +81,12 @@ def real_array(x, name: str, what: str = "a real number"):
     except (TypeError, ValueError) as err:  # not numbers (a ragged list, an object NumPy cannot read); an error of
         # the copy itself (out of memory: a MemoryError, XLA's RESOURCE_EXHAUSTED) is no bad input and passes through
         raise ParameterError(f"`{name}` must be {what}; got {type(x).__name__}.") from err
+    if v.dtype.kind == "O":  # numbers NumPy keeps as objects (big ints, Fractions): not bools, strings or None
+        odd = next((e for e in v.flat if isinstance(e, (bool, np.bool_, str, bytes)) or e is None), _NONE)
+        if odd is not _NONE:
+            raise ParameterError(
+                f"`{name}` must be {what}; got an object array holding {type(odd).__name__} {odd!r:.40} (dtype object)."
+            )
     if v.dtype.kind in "VO":  # bfloat16 (ml_dtypes), a Python int beyond int64: real if float64 holds it
         try:
             v = np.asarray(v, dtype=np.float64)

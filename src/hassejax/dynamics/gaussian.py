@@ -449,6 +449,8 @@ def _check_solve_memory(model, mean0, cov0, factor0, ts, state: str) -> None:
     saves = (ts_shape[0] if ts_shape and len(ts_shape) == 1 else 2) if state != "projective" else 2
     # numeric dtypes only (a string or object array is refused by name in the input checks after this), nothing converted
     given = [x for x in (mean0, cov0, factor0) if hasattr(x, "dtype") and numeric_dtype(x.dtype)]
+    if any(x is not None and not (hasattr(x, "dtype") and numeric_dtype(x.dtype)) for x in (mean0, cov0, factor0)):
+        given.append(np.zeros(0))  # a list or object array: float64 where JAX's float64 mode is on (as converted)
     dtype = _solve.state_dtype(model, *given)
     item = jnp.dtype(dtype).itemsize
     arrays = GAUSSIAN_WORK_ARRAYS + GAUSSIAN_SAVE_ARRAYS[state] * (saves + 1)

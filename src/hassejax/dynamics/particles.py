@@ -115,32 +115,49 @@ float64, asked for 2.88e12 bytes = 32 bytes a pair, a fresh-user review that met
 
 PARTICLE_WORK_ARRAYS = 14
 """`(n, d)` arrays of the state's dtype a particle solve holds at once besides its `(n, n)` weights
-(:data:`_PAIR_ARRAYS`), one `(d, d)` copy of the parameters and the saved rows (one `(n, d)` array per saved time,
-the final state counted as one more): the solver's stages, the state and an evaluation's temporaries. Measured from
-XLA's memory analysis of the compiled solve (softmax, float64; n = 8, 64, 300; d = 2000, 1000, 300; 2, 20, 50 saved
-times): temporaries of 12–14 `(n, d)` arrays, 1 per saved time, and one `(d, d)` array."""
+(:data:`_PAIR_ARRAYS` a head), one `(d, d)` copy of the parameters and the saved rows (:data:`PARTICLE_SAVE_ARRAYS`
+`(n, d)` arrays per saved time, the final state counted as one more): the solver's stages, the state and an
+evaluation's temporaries. Measured from XLA's memory analysis of the compiled solve returning the whole solution
+(softmax with random `V`, `A`, float64; n = 64–256, d = 32–256, 200–2,000 saved times): 6–8 such arrays besides the
+saved rows (14 with `A = 0`)."""
+
+PARTICLE_SAVE_ARRAYS = 2
+"""`(n, d)` arrays per saved time: the saved rows in XLA's temporaries and again in the returned solution (a review:
+measured 2.0 per saved time at n = 128, d = 32, 2,000 saved times; 1 where only the final state is returned)."""
 
 
-def _check_pair_memory(n: int, dtype, groups: int = 1, d: int = 0, saves: int = 0) -> None:
+_UNCHECKED_BYTES = 16 * 2**20
+"""Below this an estimate is not compared with the free memory (reading it costs more than it can save)."""
+
+
+def _num_heads(model) -> int:
+    """The attention kernels of `model` that each hold `(n, n)` weights: the heads of a (nested)
+    :class:`~hassejax.dynamics.MultiHead`, else one."""
+    heads = getattr(model, "heads", None)
+    return sum(_num_heads(h) for h in heads) if heads else 1
+
+
+def _check_pair_memory(n: int, dtype, groups: int = 1, d: int = 0, saves: int = 0, heads: int = 1) -> None:
     """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `x0` before a solve whose `n × n` weights (of each of
-    `groups` groups of `n` tokens: :func:`~hassejax.dynamics.solve_low_rank_particles`) cannot fit; with the token
-    dimension `d`, also the state's arrays (:data:`PARTICLE_WORK_ARRAYS`, `saves` saved times; one group)."""
+    `groups` groups of `n` tokens: :func:`~hassejax.dynamics.solve_low_rank_particles`; of each of `heads` heads)
+    cannot fit; with the token dimension `d`, also the state's arrays (:data:`PARTICLE_WORK_ARRAYS`, `saves` saved
+    times; one group)."""
     item = jnp.dtype(dtype).itemsize
-    pairs = _PAIR_ARRAYS * groups * n * n * item  # Python ints: no overflow
-    states = ((PARTICLE_WORK_ARRAYS + saves + 1) * n * d + d * d) * item if d else 0
+    pair_arrays = _PAIR_ARRAYS * heads + (heads > 1)  # measured: 3 a head, 24 for 8 heads (float64, n = 2000)
+    pairs = pair_arrays * groups * n * n * item  # Python ints: no overflow
+    rows = PARTICLE_WORK_ARRAYS + PARTICLE_SAVE_ARRAYS * (saves + 1)
+    states = (rows * n * d + d * d) * item if d else 0
     need = pairs + states
-    if need >= 16 * 2**20:  # below that, reading the free memory costs more than it can save
+    if need >= _UNCHECKED_BYTES:
         system = f"n = {n} tokens" if groups == 1 else f"S = {groups} groups of N = {n} tokens"
         shape = "(n, n)" if groups == 1 else "(S, N, N)"
+        of_heads = f" of {heads} heads" if heads > 1 else ""
         what = (
             f"the particle system of {system} (every token attends to every other{' of its group' * (groups > 1)}: "
-            f"about {_PAIR_ARRAYS} {shape} arrays of {jnp.dtype(dtype).name} a velocity evaluation"
+            f"about {pair_arrays} {shape} arrays of {jnp.dtype(dtype).name}{of_heads} a velocity evaluation"
         )
         if d:
-            what += (
-                f"; and {PARTICLE_WORK_ARRAYS + saves + 1} ({n}, {d}) arrays, the solver's stages and the {saves} "
-                f"saved times, and the ({d}, {d}) parameters"
-            )
+            what += f"; and {rows} ({n}, {d}) arrays, the solver's stages and {saves} saved states, and the ({d}, {d}) parameters"
         check_memory(
             need,
             what + ")",
@@ -154,17 +171,18 @@ def _check_pair_memory(n: int, dtype, groups: int = 1, d: int = 0, saves: int = 
 
 def _check_solve_memory(model: AbstractAttention, x0, ts) -> None:
     """:func:`_check_pair_memory` for :func:`solve_particles` from the shapes of `x0` and `ts` alone, before any input
-    is converted or copied (a review: 4,096 tokens in d = 64 saved at 10,000 times need 21 GB of saved rows, which the
-    weights-only estimate did not count); a shape the input checks refuse is left to them."""
+    is converted or copied (a review: 4,096 tokens in d = 64 saved at 10,000 times need 42 GB of saved rows, which the
+    weights-only estimate did not count); a shape the input checks refuse is left to them. A list or object array is
+    counted as float64 where JAX's float64 mode is on (what it converts to)."""
     shape = input_shape(x0)
-    if shape is None or len(shape) != 2:
+    if shape is None or len(shape) != 2 or shape[1] != model.d:
         return
     n, d = shape
     ts_shape = input_shape(ts) if ts is not None else None
     saves = ts_shape[0] if ts_shape is not None and len(ts_shape) == 1 else 2
-    # a numeric dtype only: a string or object x0 is refused or converted by the input checks after this
-    given = [x0] if hasattr(x0, "dtype") and numeric_dtype(x0.dtype) else []
-    _check_pair_memory(n, _solve.state_dtype(model, *given), d=d, saves=saves)
+    # a numeric array by its dtype; a list or object array as float64 (a string one is refused by the input checks)
+    given = x0 if hasattr(x0, "dtype") and numeric_dtype(x0.dtype) else np.zeros(0)
+    _check_pair_memory(n, _solve.state_dtype(model, given), d=d, saves=saves, heads=_num_heads(model))
 
 
 def _warn_below_atol(xn: np.ndarray, atol) -> None:
@@ -233,8 +251,8 @@ def solve_particles(
 
     **Raises:** :class:`~hassejax.errors.MemoryBudgetError` naming `x0` when the `n × n` attention weights
     of a velocity evaluation, with the solver's `(n, d)` stages and the saved times, would not fit in memory
-    (estimated from the shapes before any input is copied, as the library's kernels hold them: about 4 `(n, n)` arrays,
-    :data:`PARTICLE_WORK_ARRAYS` `(n, d)` arrays and one per saved time; a kernel of your own that holds more is not covered by this estimate:
+    (estimated from the shapes before any input is copied, as the library's kernels hold them: about 4 `(n, n)` arrays
+    a head, :data:`PARTICLE_WORK_ARRAYS` `(n, d)` arrays and two per saved time; a kernel of your own that holds more is not covered by this estimate:
     :func:`~hassejax.dynamics.sweep` checks XLA's own estimate of its program, and a review's kernel of 8 such
     arrays passed here at n = 24,000 and met XLA's ``RESOURCE_EXHAUSTED``);
     :class:`~hassejax.errors.ParameterError` for a `model` that is not a

@@ -148,7 +148,8 @@ def _flow_summary_bytes(
     sizes alone, and the stage at the peak: ``(bytes, stage)``.
 
     Every stage holds the dense mask (a copy made here when `densify`: an IntervalMask's) and, after the first,
-    its closure ``R``; each adds its own peak: the closure ``R`` and ``R^(L)`` for the `layers` ``2 <= L < n - 1``
+    its closure ``R``; each adds its own peak (on the bit-packed route one level search gives ``R``, ``L*`` and
+    every ``R^(L)``: its ``L*`` stage): the closure ``R`` and ``R^(L)`` for the `layers` ``2 <= L < n - 1``
     (the route's estimate with ``nnz`` nonzeros of ``M | I`` and the input copies, as :func:`reachability`'s),
     ``L*`` (:func:`convergence_depth`'s), the classes (a copy of ``R``, its host copy, the rows packed to bits and
     their sorted copy: three bytes an entry) and the quotient order of at most
@@ -176,7 +177,9 @@ def _flow_summary_bytes(
         "the classes": held + entries + 3 * entries,
         "the quotient order": held + entries + 8 * n + 15 * c * c,
     }
-    if any(2 <= num < n - 1 for num in layers):
+    if method == "bitpacked":  # one level search gives R, L* and every R^(L) (the "L*" stage: search and R)
+        del stages["the closure R"]
+    elif any(2 <= num < n - 1 for num in layers):
         stages["R^(L) of `layers`"] = held + entries + copies + power
     stage = max(stages, key=stages.__getitem__)
     return stages[stage], stage

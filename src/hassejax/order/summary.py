@@ -169,9 +169,10 @@ def flow_summary(
     - `progress`: ``False`` (default: silent), ``True`` for a tqdm progress bar on stderr for
       each stage that loops (``R``, ``L*``, each ``R^(L)`` below ``L*``), or a number of seconds
       ``d >= 0``: a stage's bar shows once it has run ``d`` seconds (``hassejax analyze`` uses
-      2 on a terminal). The bars count products of interval rows on the structured route, and
-      as :func:`hassejax.order.reachability` and :func:`hassejax.order.convergence_depth` on
-      the dense routes; the steps without iterations (choosing the route with a dense
+      2 on a terminal). The bars count products of interval rows on the structured route, as
+      :func:`hassejax.order.reachability` and :func:`hassejax.order.convergence_depth` on the
+      matmul route, and the levels of the one search that gives ``R``, ``L*`` and every ``R^(L)``
+      on the bit-packed route ("R and L* (bit-packed)"); the steps without iterations (choosing the route with a dense
       conversion, the classes, the quotient order) show their elapsed time once they have run
       1 s (or ``d``).
 
