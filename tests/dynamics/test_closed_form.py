@@ -192,6 +192,16 @@ def test_closed_form_shapes_that_do_not_broadcast_are_named(no_typecheck):
         softmax_1d_closed_form(np.array([1.0, 2.0]), 0.5, 1.0, 1.0, np.array([0.1, 0.2, 0.3]))
     with pytest.raises(ParameterError, match=r"`sigma0` \(2,\), `a` \(4,\)"):
         diagonal_blowup_time(np.ones(2), np.ones(4), np.ones(2))
+    # the matrix forms (a fresh user: JAX's raw matmul ValueError and "mul got incompatible shapes" TypeError)
+    eye = np.eye(2)
+    with pytest.raises(ParameterError, match=r"batch shapes of `Sigma0` \(3,\), `A` \(2,\), .* do not broadcast"):
+        blowup_time_closed_form(np.stack([eye] * 3) / 2, np.stack([eye, -eye]), 1.0)
+    with pytest.raises(ParameterError, match=r"`Sigma0` \(2,\), `A` \(2,\), `v` \(3,\), `beta` \(\) do not"):
+        blowup_time_closed_form(np.stack([eye] * 2) / 2, np.stack([eye, -eye]), np.ones(3))
+    with pytest.raises(ParameterError, match=r"`t` \(3,\) do not broadcast"):
+        softmax_covariance_closed_form(np.stack([eye] * 2) / 2, eye, 1.0, np.full(3, 0.1))
+    times = blowup_time_closed_form(np.stack([eye] * 2) / 2, np.stack([eye, -eye]), np.ones(2))
+    np.testing.assert_allclose(np.asarray(times), [1.0, np.inf])  # batches that broadcast still work
     # batch axes that do broadcast still work: three times t against a batch of three diagonals
     out = diagonal_covariance_closed_form(np.full((3, 2), 0.5), np.ones(2), np.ones(2), np.array([0.0, 0.25, 0.5]))
     np.testing.assert_allclose(np.asarray(out), [[0.5, 0.5], [2 / 3, 2 / 3], [1.0, 1.0]])

@@ -62,6 +62,10 @@ try:  # process 1 holds another batch: both processes raise
     sweep(lambda x: x, jnp.arange(3.0) + process_id, progress=False)
 except ParameterError as e:
     notes["values"] = str(e)
+try:  # process 1 holds a batch of another size, no cost: the batch is named (was `cost`, "the batch itself is the same")
+    sweep(lambda x: x, jnp.arange(3.0 + process_id), progress=False)
+except ParameterError as e:
+    notes["size"] = str(e)
 try:  # the same batch, a cost that differs per process: named `cost` (was "batch_params ... differs in the values")
     sweep(lambda x: x, jnp.arange(4.0), cost=np.arange(4.0) * (1 - 2 * process_id) + 4, chunk_size=2, progress=False)
 except ParameterError as e:
@@ -195,6 +199,8 @@ def test_errors_are_raised_on_every_process(children):
         assert "device(s) of other processes" in errors.get("devices", ""), (i, errors.get("devices"))
         assert "process 1 differs from process 0 in the values" in errors.get("values", ""), (i, errors.get("values"))
         assert "`cost` must be the same on every process" in errors.get("cost", ""), (i, errors.get("cost"))
+        got = errors.get("size", "")  # a fresh user: this was "`cost` must be the same ..." without a cost
+        assert got.startswith("`batch_params` must be the same") and "`cost`" not in got, (i, got)
         got = errors.get("values_with_cost", "")
         assert "`batch_params` must be the same" in got and "in the values" in got, (i, got)
         got = errors.get("memory", "")  # the same decision and message on both processes, from process 1's memory

@@ -210,6 +210,10 @@ def test_batch_size_and_errors(no_typecheck):
             sweep(riccati_member, _params(4), chunk_size=bad)
     with pytest.raises(ParameterError, match="`devices` must hold at least one device"):
         sweep(riccati_member, _params(4), devices=[])
+    d = jax.devices()[0]  # a fresh user: a bare AssertionError, an AttributeError and TypeErrors before
+    for bad, what in (([d, d], "twice"), (["cpu"], "an entry 'cpu' \\(str\\)"), (3, "int 3"), (d, "got .*Device")):
+        with pytest.raises(ParameterError, match=f"^`devices` must be a sequence of distinct jax devices.*{what}"):
+            sweep(riccati_member, _params(4), devices=bad)
     with pytest.raises(ParameterError, match="`fn` must be callable"):
         sweep("solve", _params(4))
 

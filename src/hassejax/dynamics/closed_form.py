@@ -85,13 +85,26 @@ def _check_broadcast(args: dict, trailing: tuple[str, ...] = ()) -> None:
         raise ParameterError(f"The shapes of {shown} do not broadcast together (like NumPy{how}).") from None
 
 
-def _scaled_interaction(sigma0, a, v, beta):
+def _scaled_interaction(sigma0, a, v, beta, t=None):
     _check_square(sigma0, "Sigma0")
     _check_square(a, "A")
     if jnp.shape(a)[-1] != jnp.shape(sigma0)[-1]:
         raise ParameterError(
             f"`A` must have the size of `Sigma0`, d = {jnp.shape(sigma0)[-1]}; got shape {jnp.shape(a)}."
         )
+    # the batch axes: Sigma0's and A's before their (d, d), v, beta (and t) whole (a fresh user: JAX's raw matmul
+    # ValueError and "mul got incompatible shapes" TypeError before)
+    batch = {"Sigma0": np.shape(sigma0)[:-2], "A": np.shape(a)[:-2], "v": np.shape(v), "beta": np.shape(beta)}
+    if t is not None:
+        batch["t"] = np.shape(t)
+    try:
+        np.broadcast_shapes(*batch.values())
+    except ValueError:
+        shown = ", ".join(f"`{name}` {shape}" for name, shape in batch.items())
+        raise ParameterError(
+            f"The batch shapes of {shown} do not broadcast together (like NumPy; the batch shape of `Sigma0` and `A` "
+            "is the shape before their (d, d), that of `v`, `beta` and `t` their whole shape)."
+        ) from None
     _check_values(sigma0, a, v, beta)
     r = psd_sqrt(sigma0)
     v = jnp.asarray(v)[..., None, None]
@@ -127,7 +140,7 @@ def softmax_covariance_closed_form(
     """
     sigma0 = jnp.asarray(Sigma0)
     _check_concrete({"t": t}, nonnegative=("t",))
-    r, n = _scaled_interaction(sigma0, jnp.asarray(A), v, beta)
+    r, n = _scaled_interaction(sigma0, jnp.asarray(A), v, beta, t)
     t = jnp.asarray(t)[..., None, None]
     d = sigma0.shape[-1]
     eye = jnp.eye(d, dtype=n.dtype)

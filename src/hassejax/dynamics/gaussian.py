@@ -613,8 +613,13 @@ def solve_gaussian(
       that should stay at or near zero, a wrong result that stays PSD and is not flagged (review:
       softmax, d = 4, rank-one `Σ0`, `tr Σ(10)` 62.0 at `rtol = 1e-6` for 49.62; float32, d = 12,
       ``diverge`` for ``completed``); a concrete `Σ0` within `1e3 · rtol` of singular warns. The two
-      states agree to the tolerance from well-conditioned `Σ0` (tests); for rank-deficient or
-      ill-conditioned ones, and for verdicts that matter, use the factor state. ``"projective"``: for
+      states agree to the tolerance from well-conditioned `Σ0` while `Σ` stays well-conditioned along the way
+      (tests); a `Σ` that nearly collapses during the solve loses its small directions in the same way, from a
+      well-conditioned `Σ0` too, unflagged (a fresh user: multi-head softmax, d = 3, `cond(Σ0)` = 3.7, an
+      eigenvalue down to 1e-13 while `tr Σ` reached 800 at t ≈ 1.73: `tr Σ(2)` 1.2 % and its middle eigenvalue
+      32 % off at the default tolerances, where the factor and projective states agree with a reference to
+      4e-7; right at `rtol = 1e-11`). For rank-deficient or ill-conditioned `Σ0`, `Σ` that may collapse, and
+      verdicts that matter, use the factor state (the default). ``"projective"``: for
       kernels whose map is homogeneous in `Σ` (softmax, multi-head softmax:
       :meth:`~hassejax.dynamics.AbstractAttention.gaussian_homogeneous`), the scale `ρ = log tr Σ` and the
       shape `Û` (`Σ = e^ρ ÛÛᵀ`, `Û` a factor, so PSD and rank are kept) integrated apart in the time `τ` of the

@@ -244,10 +244,28 @@ def _check_config(fn, chunk_size, shard, devices, compiler_options=None) -> tupl
         raise ParameterError(f"`chunk_size` must be a positive integer or None; got {chunk_size!r}.")
     if not shard:
         return None
+    if devices is not None:
+        _check_devices(devices)
     devs = _processes.sweep_devices(devices)  # jax.devices(); this process's own when there are several
     if not devs:
         raise ParameterError("`devices` must hold at least one device; got an empty sequence.")
     return devs
+
+
+def _check_devices(devices) -> None:
+    """Raise :class:`ParameterError` naming `devices` unless it is a sequence of distinct ``jax.Device`` (a fresh
+    user: a device repeated met a bare ``AssertionError`` inside JAX, a string an ``AttributeError``, a single device
+    or a number a ``TypeError``)."""
+    want = "a sequence of distinct jax devices (e.g. jax.devices()[:2]), or None for all"
+    if isinstance(devices, (str, bytes, jax.Device)) or not hasattr(devices, "__iter__"):
+        raise ParameterError(f"`devices` must be {want}; got {type(devices).__name__} {devices!r:.60}.")
+    devs = list(devices)
+    odd = next((d for d in devs if not isinstance(d, jax.Device)), None)
+    if odd is not None:
+        raise ParameterError(f"`devices` must be {want}; got an entry {odd!r:.60} ({type(odd).__name__}).")
+    twice = next((d for i, d in enumerate(devs) if d in devs[:i]), None)
+    if twice is not None:
+        raise ParameterError(f"`devices` must be {want}; got {twice} twice.")
 
 
 def _layout(B: int, chunk_size: int | None, devs: tuple | None) -> tuple[int, int, int]:
@@ -333,7 +351,10 @@ def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc
     if cost is not None and jax.process_count() > 1:  # the batch checked before its order, each by its name
         _processes.local_share(batch_params, B)
     ordered, perm, planned = _sweep_order.plan(cost, batch_params, B, chunk_size, len(devs) if devs else 1)
-    _processes.check_order(perm, B)  # nothing with one process
+    if (
+        cost is not None
+    ):  # without a cost every process keeps the caller's order; local_share names a batch that differs
+        _processes.check_order(perm, B)  # nothing with one process
     mine, n = _processes.local_share(ordered, B, check=cost is None)  # (ordered, B) with one process
     chunk, n_chunks, total = _layout(n, planned, devs)
     leaves, treedef = jax.tree_util.tree_flatten(mine)
