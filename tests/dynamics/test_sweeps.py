@@ -216,6 +216,9 @@ def test_batch_size_and_errors(no_typecheck):
             sweep(riccati_member, _params(4), devices=bad)
     with pytest.raises(ParameterError, match="`fn` must be callable"):
         sweep("solve", _params(4))
+    for bad in ("no", None, 1):  # a truthy string showed the bar (a fresh user)
+        with pytest.raises(ParameterError, match=r"^`progress` must be True or False; got"):
+            sweep(riccati_member, _params(4), progress=bad)
 
 
 _SUBPROCESS = textwrap.dedent(

@@ -347,6 +347,8 @@ class Sweep:
 
 def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc, estimates):
     """Order by cost, take this process's share, run its chunks, gather, restore the caller's order."""
+    if not isinstance(progress, (bool, np.bool_)):  # a fresh user: progress="no" showed the bar (a truthy string)
+        raise ParameterError(f"`progress` must be True or False; got {progress!r:.40}.")
     B = batch_size(batch_params)
     if cost is not None and jax.process_count() > 1:  # the batch checked before its order, each by its name
         _processes.local_share(batch_params, B)
