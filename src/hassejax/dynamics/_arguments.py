@@ -62,6 +62,13 @@ def concrete(x):
 _NONE = object()
 
 
+def _not_a_number(e) -> bool:
+    """An entry of an object array that is not a real number: a bool, a string, None, or an array of those."""
+    if isinstance(e, np.ndarray):
+        return e.dtype.kind not in "iuf"
+    return e is None or isinstance(e, (bool, np.bool_, str, bytes))
+
+
 def real_array(x, name: str, what: str = "a real number"):
     """`x` as a NumPy array when concrete (None for None or a tracer); raise unless it holds real numbers.
 
@@ -70,7 +77,8 @@ def real_array(x, name: str, what: str = "a real number"):
 
     **Raises:** :class:`ParameterError` naming `name` for strings, booleans, complex numbers or
     anything else NumPy does not read as a real integer or float array (also inside an object array: a bool, a
-    string or None there is refused, not read as 1.0, a number or NaN).
+    string or None there is refused, not read as 1.0, a number or NaN; a list mixing bools and numbers is read by
+    NumPy as numbers, a bool as 1.0 or 0.0).
     """
     if x is None or is_traced(x):
         return None
@@ -82,7 +90,7 @@ def real_array(x, name: str, what: str = "a real number"):
         # the copy itself (out of memory: a MemoryError, XLA's RESOURCE_EXHAUSTED) is no bad input and passes through
         raise ParameterError(f"`{name}` must be {what}; got {type(x).__name__}.") from err
     if v.dtype.kind == "O":  # numbers NumPy keeps as objects (big ints, Fractions): not bools, strings or None
-        odd = next((e for e in v.flat if isinstance(e, (bool, np.bool_, str, bytes)) or e is None), _NONE)
+        odd = next((e for e in v.flat if _not_a_number(e)), _NONE)
         if odd is not _NONE:
             raise ParameterError(
                 f"`{name}` must be {what}; got an object array holding {type(odd).__name__} {odd!r:.40} (dtype object)."

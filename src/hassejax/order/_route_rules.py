@@ -118,26 +118,39 @@ def warn_if_forced_structured(n: int, method: str, nnz: int | None = None):
 
 
 _SAMPLED_ROWS = 4
-"""Rows :func:`predicted_refusal` follows (evenly spaced, the middle one among them: where a 2-D neighbourhood's rows
-have the most runs)."""
+"""Evenly spaced rows :func:`predicted_refusal` follows, with the middle row (where a 2-D neighbourhood's rows have the
+most runs): 5 rows, or fewer when they coincide."""
 
-_PREDICT_BUDGET = 5e7
-"""Entries (sampled rows times `n`) :func:`predicted_refusal`'s search may touch in all: about 0.05 s."""
+_PREDICT_FLOOR = 2e6
+"""Entries :func:`predicted_refusal`'s search may always touch (a sampled row of `n` entries, or a frontier node's
+runs, each counts one): a few milliseconds."""
+
+_PREDICT_SHARE = 0.5
+"""The share of the candidate runs the structured route is sure to merge (:func:`predicted_refusal`) that the search
+may spend in entries (an entry of the search costs about what a candidate run costs, 5–10 ns): a search that finds
+nothing adds at most about half the route's own work before the squaring in question."""
+
+_PREDICT_LEVEL_CAP = 2e7
+"""The most entries one level of :func:`predicted_refusal` may touch (its frontier's runs are gathered at once):
+about 0.3 GB of temporaries."""
 
 
 def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = None) -> str | None:
     """Why the structured route will refuse `m` at `limit` candidate runs a product, found before any product, or
     None when that is not certain.
 
-    A breadth-first search on ``A = M | I`` from :data:`_SAMPLED_ROWS` rows: after ``L`` levels row ``i`` of the search
+    A breadth-first search on ``A = M | I`` from up to 5 sampled rows: after ``L`` levels row ``i`` of the search
     is row ``i`` of ``A^L``. Where at ``L = 2^j`` a sampled row has ``k`` runs and has gained keys since ``2^(j-1)``,
     ``P_j = A^(2^j)`` differs from ``P_(j-1)``, so :class:`~._structured.PowerTable` squares it (for ``R``, or for
     ``R^(num_layers)`` when ``2^(j+1) <= num_layers``), and that product merges at least ``n · 4 · k²`` candidate runs
     (:func:`~._structured.compose` counts ``n · 4 · runs(P_j)²`` with the most runs of any row): beyond `limit` it is
-    refused. Rows of one run keep one run in every power (each run holds its own row); for other masks the search
-    stops after :data:`_PREDICT_BUDGET` entries (about 0.05 s) or at ``L*`` of the sampled rows. A 2-D neighbourhood
-    of 362 × 362 positions (7 × 7 kernel) was refused after 73 s of squarings (a fresh-user review); its sampled
-    rows have 97 runs at ``A^16``: refused at once.
+    refused. Rows of one run keep one run in every power (each run holds its own row) and are not searched. The
+    search's cost is held to what it can save: its entries (a sampled row per level, the runs of its frontier) stay
+    within :data:`_PREDICT_SHARE` of the candidate runs the route merges before the squaring in question (``A ⊗ A``, then at least
+    ``n · 4 · k²`` each, from the sampled rows), or :data:`_PREDICT_FLOOR`, and within :data:`_PREDICT_LEVEL_CAP` a level; it stops at the
+    sampled rows' ``L*``. A 2-D neighbourhood of 362 × 362 positions (7 × 7 kernel) was refused after 73 s of
+    squarings (a fresh-user review); its sampled rows have 97 runs at ``A^16``: refused at once. A window with sink
+    tokens (2 runs a row that never grow) stops after a few levels (a review: 0.45 s at n = 40000 with a fixed budget).
     """
     a = m.with_diagonal()
     n = a.n
@@ -153,8 +166,16 @@ def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = No
     frontier = reach.copy()
     width = n + 1
     level = 0
-    while level * s * n < _PREDICT_BUDGET:
+    spent = 0.0  # entries the search touched
+    # candidate runs the structured route merges before the squaring in question: A ⊗ A first (always, n >= 2: as
+    # compose counts it, from the most runs of any row of A), then each squaring passed at a power of two below
+    route = float(n) * 4 * k * k
+    while True:
         sample, node = np.nonzero(frontier)
+        work = float(s) * n + float(node.size) * k
+        if work > _PREDICT_LEVEL_CAP or spent + work > max(_PREDICT_FLOOR, _PREDICT_SHARE * route):
+            return None  # no cheap certainty
+        spent += work
         offset = np.repeat(sample * width, k)
         st, sp = starts[node].ravel() + offset, stops[node].ravel() + offset
         diff = np.bincount(st, minlength=s * width) - np.bincount(sp, minlength=s * width)
@@ -179,7 +200,8 @@ def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = No
                 f"merge (n x 4 x runs x runs), more than the structured route takes ({limit:.3g}: tens of seconds a "
                 "product): the runs of this mask's powers multiply."
             )
-    return None
+        if level > 1:  # A ⊗ A is counted already
+            route += candidates  # this squaring runs (within the limit) before the next one is in question
 
 
 def structured_or_dense(
