@@ -215,6 +215,33 @@ def test_export_usage_errors(capsys):
     assert _run(capsys, "export", "causal(n=4)", "--to", "npy")[0] == 2  # npy needs --out
 
 
+@pytest.mark.parametrize(
+    "argv, option, where",
+    [
+        (("tiles", "butterfly", "--n", "100", "--block-size", "4"), "--block-size", "the butterfly family"),
+        (("tiles", "butterfly", "--n", "100", "--group", "causal"), "--group", "the butterfly family"),
+        (("export", "butterfly", "--n", "6", "--block-size", "4", "--to", "mask_mod"), "--block-size", "the butterfly"),
+        (("export", "autoregressive", "--n", "6", "--group", "diagonal", "--to", "mask_mod"), "--group", "the auto"),
+        (("tiles", "causal(n=100)", "--content", "causal"), "--content", "a mask spec or .npy file"),
+        (("derive", "butterfly", "--n", "4", "--block-size", "3"), "--block-size", "the butterfly family"),
+    ],
+)
+def test_family_options_that_do_not_apply_are_refused(capsys, argv, option, where):
+    """``tiles`` and ``export`` refuse a task-family option that does not apply, as ``derive`` does (a fresh user:
+    ``tiles butterfly --block-size 4`` counted 128 x 128 tiles with the option ignored)."""
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and out == "" and f"error: {option} do(es) not apply to {where}" in err, err
+    code, out, _ = _run(capsys, "export", "block_generation", "--n", "8", "--block-size", "2", "--group", "causal",
+                        "--no-keep-last-block", "--to", "mask_mod")  # fmt: skip
+    assert code == 0 and "def mask_mod" in out
+
+
+def test_options_are_not_abbreviated(capsys):
+    """``analyze ... --n 3`` was read as ``--no-progress`` (a fresh user: "unrecognized arguments: 3")."""
+    code, _, err = _run(capsys, "analyze", "causal(n=4)", "--n", "3")
+    assert code == 2 and "unrecognized arguments: --n 3" in err, err
+
+
 def test_export_npy_too_large_is_refused_before_the_array_in_the_command_line_s_words(capsys, tmp_path, monkeypatch):
     """`--to npy` of a 1M-token mask: refused from its size before any array, naming `--to npy` and the options that
     need no array (it gave to_splash's Python advice about a NumpyMask, a fresh-user review): --to splash only where

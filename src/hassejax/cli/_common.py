@@ -144,6 +144,38 @@ _FAMILY_SPECS = {
 }
 
 
+#: The options each task family takes (``derive``, ``export``, ``tiles``); --n is every family's.
+FAMILY_OPTIONS = {
+    "autoregressive": (),
+    "block_generation": ("--block-size", "--group", "--content", "--no-keep-last-block"),
+    "butterfly": ("--boundary",),
+}
+
+
+def _refuse_foreign_options(args: argparse.Namespace, family: str | None) -> None:
+    """Raise :class:`_UsageError` for a task-family option given that does not apply to `family` (None: a mask spec or
+    .npy file, to which none applies; a fresh user: ``tiles butterfly --block-size 4`` ran with the option ignored,
+    where ``derive`` refused it)."""
+    given = {
+        "--block-size": getattr(args, "block_size", None) is not None,
+        "--group": getattr(args, "group", None) is not None,
+        "--content": getattr(args, "content", None) is not None,
+        "--no-keep-last-block": bool(getattr(args, "no_keep_last_block", False)),
+        "--boundary": getattr(args, "boundary", None) is not None,
+    }
+    # the family's options this command has (derive's --boundary is not one of export's or tiles')
+    known = FAMILY_OPTIONS.get(family, ()) if family is not None else ()
+    allowed = [o for o in known if hasattr(args, o.removeprefix("--").replace("-", "_"))]
+    ignored = [k for k, v in given.items() if v and k not in allowed]
+    if ignored:
+        where = (
+            f"the {family} family (its options: {', '.join(allowed) or 'none but --n'})"
+            if family is not None
+            else f"a mask spec or .npy file (they apply to task families: {', '.join(_FAMILY_SPECS)})"
+        )
+        raise _UsageError(f"{', '.join(ignored)} do(es) not apply to {where}")
+
+
 def _kernel_mask(args: argparse.Namespace):
     """The mask named by SPEC_OR_FAMILY: a family's closed form (spec text), a .npy file, or a mask spec."""
     target = args.spec_or_family
@@ -158,6 +190,7 @@ def _kernel_mask(args: argparse.Namespace):
                 f"({', '.join(_FAMILY_SPECS)}) with --n N, a mask spec NAME(arg=value, ...) of a known mask "
                 f"({', '.join(masks)}), or a .npy file"
             )
+    _refuse_foreign_options(args, target if target in _FAMILY_SPECS else None)
     if target in _FAMILY_SPECS:
         if args.n is None:
             raise _UsageError(f"the {target} family needs --n N")
@@ -169,8 +202,8 @@ def _kernel_mask(args: argparse.Namespace):
             n=args.n,
             n_minus_one=args.n - 1,
             block_size=args.block_size,
-            group=args.group,
-            content=args.content,
+            group=args.group or "full",
+            content=args.content or "causal",
             keep_last_block=not args.no_keep_last_block,
         )
     if args.n is not None or args.block_size is not None:

@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from ..errors import HassejaxError
-from ._common import _check_figure_path, _report, _write_text
+from ._common import _check_figure_path, _refuse_foreign_options, _report, _write_text
 from ._parser import _one_line, _OutputError, _UsageError
 
 # ----------------------------------------------------------------------------- derive
@@ -38,23 +38,7 @@ def derive(family: str, n: int, **options) -> dict:
 
 def _cmd_derive(args: argparse.Namespace) -> int:
     _check_figure_path(args.png)
-    given = {
-        "--block-size": args.block_size is not None,
-        "--group": args.group is not None,
-        "--content": args.content is not None,
-        "--no-keep-last-block": args.no_keep_last_block,
-        "--boundary": args.boundary is not None,
-    }
-    allowed = {
-        "autoregressive": (),
-        "block_generation": ("--block-size", "--group", "--content", "--no-keep-last-block"),
-        "butterfly": ("--boundary",),
-    }[args.family]
-    ignored = [k for k, v in given.items() if v and k not in allowed]
-    if ignored:
-        raise _UsageError(
-            f"{', '.join(ignored)} do(es) not apply to the {args.family} family (its options: {', '.join(allowed) or 'none'})"
-        )
+    _refuse_foreign_options(args, args.family)
     if args.n > _DERIVE_MAX_N:
         raise _UsageError(
             f"--n {args.n} is too large for derive, which merges one Hasse diagram per task (at most {_DERIVE_MAX_N}); "

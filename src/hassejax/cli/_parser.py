@@ -185,6 +185,7 @@ def _check_output_path(path: str, option: str) -> None:
 def _add_analyze(subparsers) -> None:
     p = subparsers.add_parser(
         "analyze",
+        allow_abbrev=False,
         help="classes, convergence depth and Hasse diagram of a mask",
         description=(
             "Analyse the information flow of an attention mask (spec hasse.md §1): positions, classes "
@@ -228,6 +229,7 @@ def _add_analyze(subparsers) -> None:
 def _add_derive(subparsers) -> None:
     p = subparsers.add_parser(
         "derive",
+        allow_abbrev=False,
         help="derive a mask from a task family (merge of its Hasse diagrams)",
         description=(
             "Derive an attention mask from a task family (spec hasse.md §2-3): the minimal merged task's "
@@ -282,10 +284,16 @@ def _add_family_options(p) -> None:
     p.add_argument("--n", type=_positive_int, default=None, help="sequence length (task families)")
     p.add_argument("--block-size", type=_positive_int, default=None, help="block size l (block_generation)")
     p.add_argument(
-        "--group", choices=["full", "causal", "diagonal"], default="full", help="block_generation query group"
+        "--group",
+        choices=["full", "causal", "diagonal"],
+        default=None,
+        help="block_generation query group (default full)",
     )
     p.add_argument(
-        "--content", choices=["causal", "block_causal"], default="causal", help="block_generation content stream"
+        "--content",
+        choices=["causal", "block_causal"],
+        default=None,
+        help="block_generation content stream (default causal)",
     )
     p.add_argument("--no-keep-last-block", action="store_true", help="block_generation without the full content task")
 
@@ -293,6 +301,7 @@ def _add_family_options(p) -> None:
 def _add_export(subparsers) -> None:
     p = subparsers.add_parser(
         "export",
+        allow_abbrev=False,
         help="write a mask for a kernel: splash attention, a FlexAttention mask_mod, or .npy",
         description=(
             "Export a mask (row = query, column = key, True = may attend) for the kernels people train with: "
@@ -331,6 +340,7 @@ def _add_export(subparsers) -> None:
 def _add_tiles(subparsers) -> None:
     p = subparsers.add_parser(
         "tiles",
+        allow_abbrev=False,
         help="empty / partial / full tiles of a mask for a block-sparse kernel",
         description=(
             "Count the (block_q, block_kv) tiles of a mask a block-sparse attention kernel skips (empty), masks "
@@ -355,7 +365,10 @@ _SUBCOMMANDS: list[Callable] = [_add_analyze, _add_derive, _add_export, _add_til
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``hassejax`` argument parser with one subparser per entry of :data:`_SUBCOMMANDS`."""
-    parser = argparse.ArgumentParser(prog=PROG, description="hassejax: attention masks as partial orders.")
+    # no abbreviations: `--n 3` on analyze was read as --no-progress (a fresh user: "unrecognized arguments: 3")
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="hassejax: attention masks as partial orders.", allow_abbrev=False
+    )
     parser.add_argument(
         "--no-compile-cache",
         action="store_true",
