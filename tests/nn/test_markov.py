@@ -167,6 +167,15 @@ def test_sample_refuses_bool_and_float_counts(no_runtime_typecheck):
         random_markov_chain(jax.random.key(3), np.True_, 0.5)
 
 
+def test_a_draw_that_is_not_irreducible_names_concentration():
+    """A tiny concentration underflows Dirichlet entries to 0 (key 0, V = 3, 1e-3: two or three classes); the error named
+    `transition`, an argument the caller never passed (a fresh user)."""
+    with pytest.raises(
+        ParameterError, match=r"^`concentration` = 0\.001 drew a chain that is not irreducible \(it has \d"
+    ):
+        random_markov_chain(jax.random.PRNGKey(0), 3, 1e-3)
+
+
 def test_random_chain_is_reproducible_and_peaked():
     a = random_markov_chain(jax.random.key(3), 8, 0.3)
     b = random_markov_chain(jax.random.key(3), 8, 0.3)

@@ -165,7 +165,8 @@ def random_markov_chain(key: PRNGKeyArray, vocab_size: int | np.integer, concent
     **Returns:** a stationary :class:`MarkovChain` (initial law = stationary law).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for `V < 2`, `α <= 0`, or a draw that
-    is not irreducible (possible only if a Dirichlet entry underflows to 0: use another key).
+    is not irreducible, naming `concentration` (Dirichlet entries that underflow to 0: a small `α` such as 1e-3;
+    use a larger one or another key).
     """
     if int_value(vocab_size) is None or vocab_size < 2:
         raise ParameterError(f"`vocab_size` must be an int >= 2; got {vocab_size!r}.")
@@ -175,7 +176,15 @@ def random_markov_chain(key: PRNGKeyArray, vocab_size: int | np.integer, concent
     alpha = jnp.full((vocab_size,), float(concentration))
     p = jax.random.dirichlet(key, alpha, shape=(vocab_size,))
     p = p / jnp.sum(p, axis=1, keepdims=True)
-    pi = stationary_distribution(p)
+    try:
+        pi = stationary_distribution(p)
+    except ParameterError as err:  # named `transition`, an argument the caller never passed (a fresh user)
+        raise ParameterError(
+            f"`concentration` = {concentration!r} drew a chain that is not irreducible ({str(err).split('; ')[-1].rstrip('.')} "
+            "communicating classes): "
+            "with a small concentration Dirichlet entries underflow to 0 and some states are never left or never "
+            "reached. Use a larger concentration (e.g. 0.1 or more) or another key."
+        ) from None
     return MarkovChain(p, jnp.asarray(pi, dtype=p.dtype))
 
 
