@@ -195,8 +195,12 @@ def test_markov_errors(no_runtime_typecheck):
     with pytest.raises(ParameterError, match="`concentration` must be a positive number"):
         random_markov_chain(jax.random.key(0), 4, 0.0)
     chain = MarkovChain(jnp.asarray([[0.5, 0.5], [0.5, 0.5]]), jnp.asarray([0.5, 0.5]))
-    with pytest.raises(ParameterError, match=r"positions must lie in \[0, 4\)"):
+    with pytest.raises(ParameterError, match=r"^`target`: positions must lie in \[0, 4\)"):
         conditional_entropy(chain, 4, [0], 4)
+    with pytest.raises(ParameterError, match=r"^`target`: positions must lie in \[0, ∞\)"):  # was "[0, None)"
+        conditional_entropy(chain, -1, [1])
+    with pytest.raises(ParameterError, match=r"^`visible`: positions must lie in \[0, 4\)"):
+        conditional_entropy(chain, 1, [0, 5], 4)
     lay = causal_layout(3)
     lay = type(lay)(
         lay.mask,

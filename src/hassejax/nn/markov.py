@@ -216,7 +216,9 @@ def conditional_entropy(chain: MarkovChain, target: int, visible, length: int | 
     vis = sorted({int(v) for v in visible})
     t = int(target)
     if t < 0 or (vis and vis[0] < 0) or (length is not None and max([t, *vis]) >= length):
-        raise ParameterError(f"positions must lie in [0, {length}); got target {t} and visible {vis}.")
+        bad = "target" if t < 0 or (length is not None and t >= length) else "visible"
+        where = f"[0, {length})" if length is not None else "[0, ∞) (0-based)"
+        raise ParameterError(f"`{bad}`: positions must lie in {where}; got target {t} and visible {vis}.")
     if t in vis:
         return 0.0
     p, mu = _host(chain)
