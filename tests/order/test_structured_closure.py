@@ -845,9 +845,9 @@ def test_a_predicted_refusal_skips_the_structured_route(monkeypatch):
 
 def test_the_predicting_search_costs_at_most_a_share_of_the_route_s_own_work(monkeypatch):
     """The search of :func:`predicted_refusal` stops once it would spend more than half the candidate runs the
-    structured route is sure to merge first, or a level would gather more than 2e7 runs (a review: with a fixed budget
-    a window with sink tokens, whose 2 runs a row never grow, was searched for 0.45 s at n = 40000; one row of 1000
-    runs in a causal mask took 8 s and 1 GB more). Levels counted by the search's ``np.bincount`` calls (two a level);
+    structured route is sure to merge first, or a level would gather more than its cap of runs (a review: with a fixed
+    budget a window with sink tokens, whose 2 runs a row never grow, was searched for 0.45 s at n = 40000; one row of
+    1000 runs in a causal mask of 40000 took 8 s and 1 GB more; here 100 runs in 4000 against a cap of 2e5). Levels counted by the search's ``np.bincount`` calls (two a level);
     the 2-D neighbourhood is still predicted at ``A^16``."""
     from hassejax.masks import structured as smasks
     from hassejax.order import _route_rules
@@ -866,12 +866,14 @@ def test_the_predicting_search_costs_at_most_a_share_of_the_route_s_own_work(mon
     assert predicted_refusal(sinks, 2.0**31) is None
     assert len(calls) // 2 <= 12, len(calls)  # levels searched (it ran to a budget of 250 levels before)
     calls.clear()
-    starts = np.stack([np.zeros(n, np.int64)] + [np.full(n, n)] * 999, axis=1)  # causal rows [0, i + 1) ...
-    stops = np.stack([np.arange(1, n + 1)] + [np.full(n, n)] * 999, axis=1)
-    starts[-1], stops[-1] = np.arange(0, 2000, 2), np.arange(1, 2001, 2)  # ... and a last row of 1000 runs
-    heavy = IntervalMask.from_runs(starts, stops, n)
-    assert heavy.num_runs >= 1000 and predicted_refusal(heavy, 2.0**31) is None
-    assert len(calls) // 2 <= 1, len(calls)  # the second level would gather the runs of ~1e5 rows: not searched
-    calls.clear()
     m = smasks.natten_2d(200, 200, 7, 7)  # n = 40000: 7, 13, 25, 49, 97 runs at A, A^2, ..., A^16
     assert predicted_refusal(m, 4.0 * m.n * 97 * 97 - 1) is not None and len(calls) // 2 == 16
+    calls.clear()
+    monkeypatch.setattr(_route_rules, "_PREDICT_LEVEL_CAP", 2e5)  # 2e7 at 100 times the size: the same decision
+    h = 4000
+    starts = np.stack([np.zeros(h, np.int64)] + [np.full(h, h)] * 99, axis=1)  # causal rows [0, i + 1) ...
+    stops = np.stack([np.arange(1, h + 1)] + [np.full(h, h)] * 99, axis=1)
+    starts[-1], stops[-1] = np.arange(0, 200, 2), np.arange(1, 201, 2)  # ... and a last row of 100 runs
+    heavy = IntervalMask.from_runs(starts, stops, h)
+    assert heavy.num_runs >= 100 and predicted_refusal(heavy, 2.0**31) is None
+    assert len(calls) // 2 <= 1, len(calls)  # the second level would gather the runs of ~1e4 rows: not searched
