@@ -189,3 +189,22 @@ def test_structured_analyze_with_progress_imports_no_jax():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines()[-1] == "0 []"
     assert "R (structured)" in out.stderr
+
+
+def test_from_mask_mod_counts_the_rows_of_its_interval_form(capsys, monkeypatch, no_typecheck):
+    """``from_mask_mod(..., form="intervals", progress=True)`` counts the rows its blocks evaluate (a fresh user:
+    n = 2**20 ran its 10**12 evaluations for minutes without a word); the result is the one without a bar."""
+    from hassejax.errors import ParameterError
+    from hassejax.masks import _convert, from_mask_mod
+
+    monkeypatch.delenv("HASSEJAX_PROGRESS", raising=False)
+    monkeypatch.setattr(_convert, "_block_rows", lambda n: 64)  # several blocks at a small n
+    rule = lambda b, h, q, k: (k <= q) & (q - k <= 2)
+    n = 300
+    with_bar = from_mask_mod(rule, n, form="intervals", progress=True)
+    err = capsys.readouterr().err
+    assert count(final(err, "interval form of `fn`"), "rows") == (n, n)
+    assert with_bar == from_mask_mod(rule, n, form="intervals")
+    assert "rows" not in capsys.readouterr().err  # silent by default
+    with pytest.raises(ParameterError, match=r"^`progress` must be True"):
+        from_mask_mod(rule, n, form="intervals", progress="yes")
