@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import diffrax
 import jax
@@ -216,6 +217,13 @@ def test_batch_size_and_errors(no_typecheck):
             sweep(riccati_member, _params(4), devices=bad)
     with pytest.raises(ParameterError, match="`fn` must be callable"):
         sweep("solve", _params(4))
+    for bad in ("abc", np.array(["a", "b", "c", "d"])):  # a string cost was "one entry per member ... shape ()"
+        with pytest.raises(ParameterError, match=r"^`cost` must be real numbers, shape \(4,\), or a callable"):
+            sweep(riccati_member, _params(4), cost=bad)
+    with warnings.catch_warnings():  # costs near float64's largest: no overflow warning (a fresh user)
+        warnings.simplefilter("error")
+        out = sweep(lambda p: p["a"], _params(4), cost=np.array([1e308, 1e308, 1.0, 6e307]), progress=False)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(_params(4)["a"]))  # the caller's order
     for bad in ("no", None, 1):  # a truthy string showed the bar (a fresh user)
         with pytest.raises(ParameterError, match=r"^`progress` must be True or False; got"):
             sweep(riccati_member, _params(4), progress=bad)

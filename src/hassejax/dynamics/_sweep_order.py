@@ -79,6 +79,10 @@ def member_costs(cost: Callable | object, batch_params: PyTree, B: int) -> np.nd
         arr = np.asarray(value)
     except Exception as err:  # e.g. a tracer, or a ragged list
         raise ParameterError(f"`cost` must be a concrete array of shape ({B},); got {type(value).__name__}.") from err
+    if arr.dtype.kind in "USO":  # not numbers, whatever the shape (a fresh user: cost="abc" met "one entry per member")
+        raise ParameterError(
+            f"`cost` must be real numbers, shape ({B},), or a callable on the batch; got {value!r:.40} (dtype {arr.dtype})."
+        )
     if arr.shape != (B,):
         raise ParameterError(f"`cost` must have one entry per member, shape ({B},); got shape {arr.shape}.")
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)) or arr.dtype == bool:
@@ -124,6 +128,12 @@ def restore_order(out: PyTree, perm: np.ndarray | None) -> PyTree:
 
 def _efficiency(costs: np.ndarray, width: int) -> float:
     """`Σ cost / Σ_chunks width · max(cost in chunk)` for chunks of `width` in this order (the last one padded)."""
+    scale = float(costs.max()) if costs.size else 0.0
+    if not scale > 0:
+        return 1.0
+    costs = (
+        costs / scale
+    )  # sums of costs near float64's largest (1e308) overflowed with a RuntimeWarning (a fresh user)
     total = float(costs.sum())
     lockstep = float(width * np.maximum.reduceat(costs, np.arange(0, costs.size, width)).sum())
     return 1.0 if lockstep <= 0 else total / lockstep
