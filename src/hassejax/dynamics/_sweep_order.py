@@ -131,9 +131,8 @@ def _efficiency(costs: np.ndarray, width: int) -> float:
     scale = float(costs.max()) if costs.size else 0.0
     if not scale > 0:
         return 1.0
-    costs = (
-        costs / scale
-    )  # sums of costs near float64's largest (1e308) overflowed with a RuntimeWarning (a fresh user)
+    # scaled: sums of costs near float64's largest (1e308) overflowed with a RuntimeWarning (a fresh user)
+    costs = costs / scale
     total = float(costs.sum())
     lockstep = float(width * np.maximum.reduceat(costs, np.arange(0, costs.size, width)).sum())
     return 1.0 if lockstep <= 0 else total / lockstep

@@ -353,9 +353,8 @@ def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc
     if cost is not None and jax.process_count() > 1:  # the batch checked before its order, each by its name
         _processes.local_share(batch_params, B)
     ordered, perm, planned = _sweep_order.plan(cost, batch_params, B, chunk_size, len(devs) if devs else 1)
-    if (
-        cost is not None
-    ):  # without a cost every process keeps the caller's order; local_share names a batch that differs
+    # without a cost every process keeps the caller's order, and local_share names a batch that differs
+    if cost is not None:
         _processes.check_order(perm, B)  # nothing with one process
     mine, n = _processes.local_share(ordered, B, check=cost is None)  # (ordered, B) with one process
     chunk, n_chunks, total = _layout(n, planned, devs)

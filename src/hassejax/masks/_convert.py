@@ -235,8 +235,8 @@ def from_mask_mod(
     - `check_indices`: refuse out-of-range array reads inside `fn` (default True; see above).
     - `progress`: for the interval form, ``False`` (default: silent), ``True`` for a tqdm bar on stderr counting the
       rows evaluated, or a number of seconds ``d >= 0``: the bar shows once the evaluation has run ``d`` seconds (a
-      fresh user: ``n = 2**20`` ran its ``10**12`` evaluations for more than 10 minutes without a word; about 1.4 ns
-      an evaluation of a simple rule on a 2-core CPU, 5.8 s at n = 65,536).
+      fresh user: ``n = 2**20`` ran its ``10**12`` evaluations for more than 10 minutes without a word, where
+      n = 65,536 took 5.8 s on their 2-core CPU).
 
     **Returns:** a Boolean array of shape `(n, n_kv)`, or an
     :class:`~hassejax.masks.IntervalMask` with `n` rows.
