@@ -166,6 +166,20 @@ def test_object_arrays_of_numbers_are_read_as_numbers(no_typecheck):
         solve_gaussian(model, np.zeros(2), np.array([[True, False], [False, True]], dtype=object), t1=0.5)
 
 
+def test_lists_mixing_bools_and_numbers_are_refused(no_typecheck):
+    """NumPy reads ``[[True, 0.5], ...]`` as ``[[1.0, 0.5], ...]``: a bool in a list of numbers is refused by name, as
+    in an object array (it solved as 1.0, a known nit); lists of numbers or of float arrays solve as before."""
+    model = Softmax(V=jnp.eye(2), A=jnp.eye(2))
+    want = solve_particles(model, np.array([[1.0, 0.5], [0.0, 1.0]]), t1=0.5)
+    for x0 in ([[1.0, 0.5], [0, 1]], [np.array([1.0, 0.5]), np.array([0.0, 1.0])]):
+        np.testing.assert_array_equal(np.asarray(solve_particles(model, x0, t1=0.5).x_final), np.asarray(want.x_final))
+    for x0 in ([[True, 0.5], [0, 1]], [np.array([True, False]), np.array([0.0, 1.0])]):
+        with pytest.raises(ParameterError, match="`x0` must be a real array of tokens.*a list holding bool True"):
+            solve_particles(model, x0, t1=0.5)
+    with pytest.raises(ParameterError, match="`mean0` must be a real.*a list holding bool False"):
+        solve_gaussian(model, [0.5, False], np.eye(2) / 2, t1=0.5)
+
+
 def test_particles_count_their_state_and_saved_times(monkeypatch):
     """64 tokens in d = 1,000, float64: four (64, 64) weights are 0.13 MB, but 2,000 saved times of the (64, 1000)
     state are 1 GB, twice over (the saved rows and the returned solution; the estimate counted only the weights, a

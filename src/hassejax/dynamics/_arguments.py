@@ -76,9 +76,8 @@ def real_array(x, name: str, what: str = "a real number"):
     kind ``O``) come back as float64.
 
     **Raises:** :class:`ParameterError` naming `name` for strings, booleans, complex numbers or
-    anything else NumPy does not read as a real integer or float array (also inside an object array: a bool, a
-    string or None there is refused, not read as 1.0, a number or NaN; a list mixing bools and numbers is read by
-    NumPy as numbers, a bool as 1.0 or 0.0).
+    anything else NumPy does not read as a real integer or float array (also inside an object array or a list: a
+    bool, a string or None there is refused, not read as 1.0, a number or NaN, as NumPy reads ``[True, 0.5]``).
     """
     if x is None or is_traced(x):
         return None
@@ -89,6 +88,12 @@ def real_array(x, name: str, what: str = "a real number"):
     except (TypeError, ValueError) as err:  # not numbers (a ragged list, an object NumPy cannot read); an error of
         # the copy itself (out of memory: a MemoryError, XLA's RESOURCE_EXHAUSTED) is no bad input and passes through
         raise ParameterError(f"`{name}` must be {what}; got {type(x).__name__}.") from err
+    if v.dtype.kind in "iuf" and isinstance(x, (list, tuple)):  # NumPy reads [True, 0.5] as [1.0, 0.5]: entries
+        v_obj = np.empty(v.shape, dtype=object)  # one by one (a list of lists of scalars or of arrays)
+        v_obj[...] = x
+        odd = next((e for e in v_obj.flat if _not_a_number(e)), _NONE)
+        if odd is not _NONE:
+            raise ParameterError(f"`{name}` must be {what}; got a list holding {type(odd).__name__} {odd!r:.40}.")
     if v.dtype.kind == "O":  # numbers NumPy keeps as objects (big ints, Fractions): not bools, strings or None
         odd = next((e for e in v.flat if _not_a_number(e)), _NONE)
         if odd is not _NONE:
