@@ -345,6 +345,15 @@ def test_hasse_diagram_from_interval_mask():
         HasseDiagram.from_mask(_window_with_sinks(5000, 7, 2))
 
 
+@pytest.fixture
+def no_product_route(monkeypatch):
+    """The rules for masks that are no Kronecker product, shown on 2-D neighbourhoods and dilated windows that are
+    (their product route is tested in test_product.py): the factor search finds none."""
+    from hassejax.order import _product
+
+    monkeypatch.setattr(_product, "kron_factors", lambda a: None)
+
+
 def test_fresh_user_findings():
     """Faults a fresh user found: wrap-around of int64 runs, negative rows, routes of many-run masks,
     batches and traces on the structured route, the quotient limit in the message, huge dense scans."""
@@ -361,10 +370,11 @@ def test_fresh_user_findings():
         m.contains(np.array([5]), np.array([0]))
     with pytest.raises(ValueError):
         m.starts[0, 0] = 3  # read-only: the mask is immutable
-    # many runs a row at moderate n: the dense bit-packed routes, same answers
+    # many runs a row at moderate n: a dilated window with n a multiple of its stride is a window ⊗ I_4 (the product
+    # route), same answers as the dense routes
     dilated = structured.dilated(1024, 16, 4)
     s = flow_summary(dilated)
-    assert s.route in ("bitpacked", "matmul")
+    assert s.route == "product"
     dense = np.asarray(dilated.to_dense())
     assert s.convergence_depth == convergence_depth(dilated) == int(convergence_depth(dense, method="bitpacked"))
     assert (reachability(dilated).to_dense() == np.asarray(reachability(dense, method="bitpacked"))).all()
@@ -444,7 +454,7 @@ def test_the_refusal_quotes_the_dense_route_s_own_estimate_and_no_dead_end(n, mo
     assert "method='bitpacked'" not in str(err.value)
 
 
-def test_auto_route_falls_back_to_bitpacked_when_the_runs_of_the_powers_multiply(monkeypatch):
+def test_auto_route_falls_back_to_bitpacked_when_the_runs_of_the_powers_multiply(monkeypatch, no_product_route):
     """A dilated window (3 runs a row) has powers of hundreds of runs: under ``method="auto"`` a product beyond the
     dense bit-packed cost moves the whole analysis to the bit-packed route (n = 3000 was refused after 17 s, a
     fresh-user review), with the same answers as the structured route and dense powers."""
@@ -727,7 +737,7 @@ def _counting_compose(monkeypatch) -> list[tuple[int, int]]:
     return products
 
 
-def test_middle_range_auto_route_leaves_a_2d_neighbourhood_at_the_growing_limit(monkeypatch):
+def test_middle_range_auto_route_leaves_a_2d_neighbourhood_at_the_growing_limit(monkeypatch, no_product_route):
     """Above ``_DENSE_FALLBACK_N`` (up to ``_DENSE_RESCUE_N``) the structured route used to run at its own limit
     only: ``flow_summary(natten_2d(181, 181, 7, 7))`` (n = 32761) squared for 99 s before that refused and the
     bit-packed route answered (277 s in all). The growing limit now holds there too: the attempt stops at the first
@@ -750,7 +760,7 @@ def test_middle_range_auto_route_leaves_a_2d_neighbourhood_at_the_growing_limit(
         assert flow_summary(kept).route == "structured" and products, kept.num_runs
 
 
-def test_middle_range_goes_back_to_the_structured_route_when_the_dense_one_does_not_fit(monkeypatch):
+def test_middle_range_goes_back_to_the_structured_route_when_the_dense_one_does_not_fit(monkeypatch, no_product_route):
     """The early switch must not turn a mask the structured route can finish into a refusal: where the dense mask
     does not fit in memory, a refusal at the growing limit is retried at the structured route's own limit and its
     answer returned; only a refusal there too raises the error naming both routes."""
@@ -809,7 +819,7 @@ def test_a_predicted_refusal_is_certain(case, limit, layers):
         table.limit() if layers is None else table.power(layers)
 
 
-def test_a_predicted_refusal_skips_the_structured_route(monkeypatch):
+def test_a_predicted_refusal_skips_the_structured_route(monkeypatch, no_product_route):
     """Above ``_DENSE_FALLBACK_N`` under ``method="auto"``, a refusal found by :func:`predicted_refusal` skips the
     structured route's products: beyond ``_DENSE_RESCUE_N`` the refusal comes at once (``natten_2d(362, 362, 7, 7)``:
     after 73 s of squarings before, a fresh-user review), below it the dense route answers at once. Thresholds

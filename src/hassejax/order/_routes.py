@@ -33,6 +33,7 @@ from ._route_rules import (  # noqa: F401 (re-exported: the structured-route rul
     _few_runs,
     _prefer_dense,
     bitpacked_closure_seconds,
+    product_first,
     structured_or_dense,
     warn_if_forced_structured,
 )

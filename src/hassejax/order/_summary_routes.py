@@ -218,3 +218,111 @@ def _diagram_from_quotient(order: np.ndarray, cls, n: int, pairs=None, depth=Non
     if width is not None:
         diagram.__dict__["width"] = int(width)
     return diagram
+
+
+class _ProductFlow:
+    """The stages on a Kronecker product ``A = P ⊗ C`` (:mod:`._product`), from the flows of its two factors.
+
+    ``R^(L) = P^(L) ⊗ C^(L)``: row counts multiply, ``L* = max(L*_P, L*_C)``; the classes are the pairs of classes,
+    numbered as :func:`hassejax.order.classes` numbers them (reach-set size, then smallest member); the quotient is
+    the product order: ``depth_P + depth_C − 1`` classes in a longest chain, ``E_P C_C + C_P E_C`` covering pairs,
+    the width one factor's when the other has one class (else from the diagram, when it is built)."""
+
+    def __init__(self, first: IntervalMask, second: IntervalMask, delay: float | None, layers, quotient_limit: int):
+        self.parts = (first, second)
+        self.n = first.n * second.n
+        self.delay = delay
+        self.flows = tuple(_factor_flow(m, delay, layers, quotient_limit) for m in self.parts)
+
+    def route(self) -> str:
+        """The factors' routes, for the reason."""
+        return " and ".join(f.route_name for f in self.flows)
+
+    def limit_counts(self) -> np.ndarray:
+        self._limits = [np.asarray(f.limit_counts(), dtype=np.int64) for f in self.flows]
+        return np.outer(*self._limits).ravel()
+
+    def depth(self) -> int:
+        self._depths = [int(f.depth()) for f in self.flows]
+        return max(self._depths)
+
+    def counts(self, num_layers: int) -> np.ndarray:
+        rows = [
+            lim if num_layers >= d else np.asarray(f.counts(num_layers), dtype=np.int64)
+            for f, lim, d in zip(self.flows, self._limits, self._depths)
+        ]
+        return np.outer(*rows).ravel()
+
+    def classes(self):
+        parts = []
+        for f, m, lim in zip(self.flows, self.parts, self._limits):
+            num, sizes = f.classes()
+            labels = np.asarray(f.cls.labels if hasattr(f, "cls") else f.labels, dtype=np.int64)
+            first = np.full(num, m.n, dtype=np.int64)
+            np.minimum.at(first, labels, np.arange(m.n, dtype=np.int64))
+            parts.append((int(num), np.asarray(sizes, dtype=np.int64), labels, first, lim[first]))
+        (ca, sa, la, fa, ra), (cb, sb, lb, fb, rb) = parts
+        w = self.parts[1].n
+        # class pair (i, j) is i * cb + j; numbered by reach-set size, then smallest member (classes' numbering)
+        perm = np.lexsort(((fa[:, None] * w + fb[None, :]).ravel(), np.outer(ra, rb).ravel()))
+        self.rank = np.empty(perm.size, dtype=np.int64)
+        self.rank[perm] = np.arange(perm.size)
+        self.perm = perm
+        self.num_classes = ca * cb
+        self.sizes = np.empty(perm.size, dtype=np.int64)
+        self.sizes[self.rank] = np.outer(sa, sb).ravel()
+        self._factor_classes = (ca, la), (cb, lb)
+        return self.num_classes, self.sizes
+
+    def order(self, quotient_limit: int):
+        (ca, la), (cb, lb) = self._factor_classes
+        out = [f.order(quotient_limit) for f in self.flows]
+        (da, wa, ea, diag_a, nca), (db, wb, eb, diag_b, ncb) = out
+        not_computed = {}
+        depth = None if da is None or db is None else da + db - 1
+        edges = None if ea is None or eb is None else ea * cb + ca * eb
+        width = wb if ca == 1 else wa if cb == 1 else None
+        for key, value in (("depth", depth), ("num_hasse_edges", edges)):
+            if value is None:
+                why = nca.get(key) or ncb.get(key) or "not computed for a factor"
+                not_computed[key] = f"a factor of the Kronecker product: {why}"
+        c = self.num_classes
+        if c <= quotient_limit and diag_a is not None and diag_b is not None:
+            from ..masks._runs import check_host_memory
+            from .hasse import HasseDiagram
+
+            check_host_memory(4.0 * c * c, f"the quotient order of C = {c} classes (a (C, C) array)", "mask")
+            pick = np.ix_(self.perm, self.perm)
+            order = np.kron(diag_a._order, diag_b._order)[pick]
+            cover = (np.kron(diag_a._cover, np.eye(cb, dtype=bool)) | np.kron(np.eye(ca, dtype=bool), diag_b._cover))[
+                pick
+            ]
+            labels = self.rank[(la[:, None] * cb + lb[None, :]).ravel()]
+            members = np.split(np.argsort(labels, kind="stable"), np.cumsum(self.sizes)[:-1])
+            diagram = HasseDiagram.__new__(HasseDiagram)
+            diagram._init(members, labels, self.n, order, cover)
+            if depth is not None:
+                diagram.__dict__["depth"] = int(depth)
+            if width is not None:
+                diagram.__dict__["width"] = int(width)
+            return diagram.depth, diagram.width, len(diagram.edges), diagram, {}
+        if width is None:
+            not_computed["width"] = (
+                f"{c} classes (> quotient_limit = {quotient_limit}) of a product of two orders with {ca} and {cb} "
+                "classes: Dilworth's theorem needs the dense quotient order"
+            )
+        return depth, width, edges, None, not_computed
+
+
+def _factor_flow(m: IntervalMask, delay: float | None, layers, quotient_limit: int):
+    """The flow of one factor of a Kronecker product, on the route :func:`~hassejax.order.choose_route` picks."""
+    from .summary import _dense_flow, choose_route
+
+    route, _, intervals = choose_route(m, "auto")
+    flow = (
+        _StructuredFlow(intervals, delay)
+        if route == "structured"
+        else _dense_flow(m, route, delay, layers, quotient_limit)
+    )
+    flow.route_name = route
+    return flow

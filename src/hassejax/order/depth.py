@@ -33,6 +33,7 @@ from ._routes import (
     _few_runs,
     _matmul_bar,
     _prefer_dense,
+    product_first,
     structured_or_dense,
     warn_if_forced_structured,
 )
@@ -70,7 +71,9 @@ def convergence_depth(
       ``reachability(mask)`` for a random 1 % lower-triangular mask at ``n = 8192``.
     - ``"structured"``: interval rows (:mod:`hassejax.order._structured`): the same doubling
       and binary search with ``O(n · k log n)`` products and no ``n × n`` array; the route of
-      an :class:`~hassejax.masks.IntervalMask`, and of dense input converted to one.
+      an :class:`~hassejax.masks.IntervalMask`, and of dense input converted to one. Under ``"auto"`` an
+      :class:`~hassejax.masks.IntervalMask` of several runs a row that is a Kronecker product ``A = P ⊗ C`` on a
+      grid (a 2-D neighbourhood) has ``L* = max(L*_P, L*_C)``, from its factors (:func:`~hassejax.order.flow_summary`).
 
     ``method="auto"`` picks per mask of a batch by a cost estimate from ``n``, the nonzeros of
     that mask and the backend (:func:`_depth_costs`): ``"matmul"`` for small ``n`` (and fast
@@ -144,6 +147,18 @@ def convergence_depth(
             route = "auto" if why is None else "bitpacked"
             return int(convergence_depth(mask.to_dense(), method=route, progress=False if delay is None else delay))
 
+        @no_type_check  # a closure made per call (see pyproject)
+        def product():  # a Kronecker product P ⊗ C (a 2-D neighbourhood): L* = max(L*_P, L*_C)
+            from ._product import kron_factors
+
+            factors = kron_factors(mask.with_diagonal())
+            if factors is None:
+                return None
+            return max(int(convergence_depth(f, progress=False if delay is None else delay)) for f in factors)
+
+        answer = product_first(mask, method, product)
+        if answer is not None:
+            return answer
         if method == "auto" and _prefer_dense(mask):
             return dense()
 

@@ -35,6 +35,7 @@ from ._routes import (
     _power_costs,
     _prefer_dense,
     _rounds_costs,
+    product_first,
     structured_or_dense,
     warn_if_forced_structured,
 )
@@ -126,7 +127,9 @@ def reachability(
       than ``L``, at most the cost of :func:`convergence_depth`; a
       :func:`jax.pure_callback` under a trace) or ``"auto"`` (a cost estimate from ``n``, the
       nonzeros and the backend; always ``"matmul"`` under a trace; ``"structured"`` for
-      :class:`~hassejax.masks.IntervalMask` input), or ``"structured"`` (interval rows; dense
+      :class:`~hassejax.masks.IntervalMask` input, and for one of several runs a row that is a Kronecker product
+      ``A = P ⊗ C`` on a grid, a 2-D neighbourhood, the product ``R^(L) = P^(L) ⊗ C^(L)`` of its factors'
+      reachabilities, see :func:`~hassejax.order.flow_summary`), or ``"structured"`` (interval rows; dense
       input converted there and back). An IntervalMask on a dense route is converted to its dense
       array first (after a memory check; the result an IntervalMask again).
     - `progress`: ``False`` (default: silent), ``True`` for a tqdm progress bar on stderr, or a
@@ -332,6 +335,19 @@ def _reachability_structured(mask, num_layers, layer_masks, method, delay: float
         out = np.asarray(reachability(mask.to_dense(), num_layers, method="bitpacked", progress=_off(delay)))
         return IntervalMask.from_dense(out, name="mask")
 
+    @no_type_check  # a closure made per call (see above)
+    def kron_route():  # a Kronecker product P ⊗ C (a 2-D neighbourhood): R^(L) = P^(L) ⊗ C^(L)
+        from ._product import kron, kron_factors
+
+        factors = kron_factors(mask.with_diagonal())
+        if factors is None:
+            return None
+        return kron(*(reachability(f, num_layers, progress=_off(delay)) for f in factors))
+
+    if layer_masks is None and num_layers != 1:  # R^(1) is A itself
+        answer = product_first(mask, method, kron_route)
+        if answer is not None:
+            return answer
     if layer_masks is None and method == "auto" and _prefer_dense(mask):
         return dense()
     if layer_masks is not None:

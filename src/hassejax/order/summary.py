@@ -25,7 +25,7 @@ from .._mask_checks import check_mask
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask
 from ._progress import check_progress, progress_bar
-from ._summary_routes import _DenseFlow, _StructuredFlow
+from ._summary_routes import _DenseFlow, _ProductFlow, _StructuredFlow
 from .summary_types import QUOTIENT_LIMIT, FlowSummary, ReachStats, _stats
 
 __all__ = ["FlowSummary", "ReachStats", "flow_summary", "choose_route", "ROUTES"]
@@ -149,6 +149,18 @@ def flow_summary(
     `quotient_limit` classes, the dense quotient order. What could not be computed is reported
     in ``not_computed`` with the reason, never guessed.
 
+    On the product route (``route == "product"``, under ``method="auto"`` for an
+    :class:`~hassejax.masks.IntervalMask` whose rows have several runs): a mask that is a Kronecker
+    product ``A = P ⊗ C`` on an ``H × W`` grid (a 2-D neighbourhood such as ``natten_2d``; a dilated
+    window whose `n` is a multiple of its stride, ``window ⊗ I``) has ``A^L = P^L ⊗ C^L``, so every
+    quantity comes from the two factors' own flows: row counts multiply, ``L* = max(L*_P, L*_C)``,
+    classes are pairs of classes, the quotient is the product order (depth ``depth_P + depth_C − 1``,
+    covering pairs ``E_P C_C + C_P E_C``; the width when one factor has one class, else from the
+    diagram when it is built). The factors are found exactly (:mod:`hassejax.order._product`); the
+    powers of such masks have runs that multiply on the structured route (``natten_2d(181, 181, 7, 7)``:
+    45 s on the bit-packed route, now 0.5 s; ``natten_2d(1024, 1024, 3, 3)``, n = 2^20: refused, now
+    about 1 s).
+
     **Arguments:**
 
     - `mask`: an :class:`~hassejax.masks.IntervalMask`, or a Boolean NumPy/JAX array of
@@ -224,6 +236,12 @@ def flow_summary(
             )
         # The checks of reachability, convergence_depth and HasseDiagram.from_mask (nested lists accepted), no JAX.
         mask = check_mask(mask, "mask", batched=False, concrete="flow_summary")
+    if isinstance(mask, IntervalMask):
+        from ._route_rules import product_first
+
+        answer = product_first(mask, method, lambda: _product_summary(mask, delay, layers, int(quotient_limit)))
+        if answer is not None:
+            return answer
     with progress_bar(_step_delay(delay), "choosing the route", "", tick=True):
         route, reason, intervals = choose_route(mask, method)
         if route != "structured":
@@ -243,6 +261,22 @@ def flow_summary(
         lambda: _summarize(_StructuredFlow(intervals, delay), route, reason, layers, int(quotient_limit)),
         dense,
     )
+
+
+def _product_summary(mask: IntervalMask, delay: float | None, layers: tuple[int, ...], quotient_limit: int):
+    """The summary on the product route, or None when `mask` is no Kronecker product (:mod:`._product`)."""
+    from ._product import kron_factors
+
+    factors = kron_factors(mask.with_diagonal())
+    if factors is None:
+        return None
+    flow = _ProductFlow(*factors, delay, layers, quotient_limit)
+    why = (
+        f"a Kronecker product P ⊗ C on a {factors[0].n} × {factors[1].n} grid (A^L = P^L ⊗ C^L; a 2-D neighbourhood, "
+        f"a dilated window), whose powers' runs would multiply on the structured route: the factors' flows "
+        f"({flow.route()})"
+    )
+    return _summarize(flow, "product", why, layers, quotient_limit)
 
 
 def _dense_flow(mask, route: str, delay: float | None, layers: tuple[int, ...], quotient_limit: int) -> _DenseFlow:

@@ -51,7 +51,8 @@ class FlowSummary:
     **Fields:**
 
     - `n`: positions.
-    - `route`, `route_reason`: the closure route taken and why.
+    - `route`, `route_reason`: the closure route taken and why (``"structured"``, ``"bitpacked"``, ``"matmul"``, or
+      ``"product"``: the factors of a Kronecker product, :func:`~hassejax.order.flow_summary`).
     - `layers`: the requested ``L`` values; `reach`: one :class:`ReachStats` each; `limit`:
       :class:`ReachStats` of ``R``.
     - `convergence_depth`: ``L*``, the smallest ``L`` with ``R^(L) = R`` (exact).

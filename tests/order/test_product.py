@@ -1,0 +1,136 @@
+"""Kronecker products of masks (``hassejax.order._product``) and ``flow_summary``'s product route.
+
+Checked against NumPy's ``np.kron`` and against the dense bit-packed route on the product's own ``(n, n)`` mask:
+every field of the summary (row counts of ``R`` and ``R^(L)``, ``L*``, class sizes in
+:func:`hassejax.order.classes`' numbering, depth, width, covering pairs and the diagram's edges).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hassejax.masks import IntervalMask, structured
+from hassejax.order import flow_summary
+from hassejax.order._product import kron, kron_factors
+from hassejax.order._summary_routes import _ProductFlow
+from hassejax.order.summary import _summarize
+
+
+def _reflexive(rng, size, density):
+    m = rng.random((size, size)) < density
+    np.fill_diagonal(m, True)
+    return m
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 8), st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.integers(0, 2**31))
+def test_kron_equals_numpy_and_is_factored(h, w, dp, dc, seed):
+    rng = np.random.default_rng(seed)
+    p, c = _reflexive(rng, h, dp), _reflexive(rng, w, dc)
+    product = kron(IntervalMask.from_dense(p), IntervalMask.from_dense(c))
+    np.testing.assert_array_equal(product.to_dense(), np.kron(p, c))
+    factors = kron_factors(product)
+    if h >= 2 and w >= 2:
+        assert factors is not None  # a product on an h × w grid is found (perhaps on another grid)
+    if factors is not None:
+        np.testing.assert_array_equal(np.kron(factors[0].to_dense(), factors[1].to_dense()), np.kron(p, c))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(4, 40), st.floats(0.05, 0.95), st.integers(0, 2**31))
+def test_factors_found_are_exact(n, density, seed):
+    """Any factorisation found multiplies back to the mask (random masks are almost never products)."""
+    a = _reflexive(np.random.default_rng(seed), n, density)
+    factors = kron_factors(IntervalMask.from_dense(a))
+    if factors is not None:
+        np.testing.assert_array_equal(np.kron(factors[0].to_dense(), factors[1].to_dense()), a)
+
+
+def test_no_factors_for_masks_that_are_no_products():
+    for m in (structured.sliding_window(4096, 64), structured.causal(1000), structured.sliding_window(4096, 64, 8)):
+        assert kron_factors(m.with_diagonal()) is None
+    assert kron_factors(IntervalMask.from_dense(np.ones((3, 3), bool))) is None  # n = 3 has no grid
+
+
+def test_a_dilated_window_is_a_window_times_the_identity():
+    """Keys at stride 4 stay in their residue class: ``dilated(4096, 8, 4) = W ⊗ I_4`` with W a window on 1024."""
+    p, c = kron_factors(structured.dilated(4096, 8, 4).with_diagonal())
+    assert (p.n, c.n) == (1024, 4)
+    np.testing.assert_array_equal(c.to_dense(), np.eye(4, dtype=bool))
+    np.testing.assert_array_equal(np.kron(p.to_dense(), c.to_dense()), structured.dilated(4096, 8, 4).to_dense())
+
+
+def _product_summary(p, c, layers, quotient_limit=2048):
+    flow = _ProductFlow(IntervalMask.from_dense(p), IntervalMask.from_dense(c), None, layers, quotient_limit)
+    return _summarize(flow, "product", "", layers, quotient_limit)
+
+
+def _assert_same_summary(got, want):
+    assert got.n == want.n and got.convergence_depth == want.convergence_depth
+    assert got.num_classes == want.num_classes
+    np.testing.assert_array_equal(got.class_sizes, want.class_sizes)
+    assert got.limit == want.limit and got.reach == want.reach
+    assert (got.depth, got.width, got.num_hasse_edges) == (want.depth, want.width, want.num_hasse_edges)
+    dg, dw = got.diagram(), want.diagram()
+    np.testing.assert_array_equal(dg.labels, dw.labels)
+    assert sorted(dg.edges) == sorted(dw.edges)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 7), st.integers(2, 7), st.floats(0.0, 0.6), st.floats(0.0, 0.6), st.integers(0, 2**31))
+def test_product_route_equals_the_dense_route(h, w, dp, dc, seed):
+    rng = np.random.default_rng(seed)
+    p, c = _reflexive(rng, h, dp), _reflexive(rng, w, dc)
+    layers = (1, 2, 3, 5)
+    _assert_same_summary(_product_summary(p, c, layers), flow_summary(np.kron(p, c), layers, method="bitpacked"))
+
+
+def test_product_route_on_a_2d_neighbourhood_equals_the_dense_route():
+    m = structured.natten_2d(12, 10, 3, 5)
+    p, c = kron_factors(m.with_diagonal())
+    got = _product_summary(p.to_dense(), c.to_dense(), (1, 2, 4, 8))
+    _assert_same_summary(got, flow_summary(m.to_dense(), (1, 2, 4, 8), method="bitpacked"))
+
+
+def test_large_quotient_reports_what_it_could_not_compute():
+    """Two chains of 30 and 40 classes (causal masks): 1200 classes over a limit of 100; depth and covering pairs
+    from the factors (30 + 40 − 1, 29·40 + 30·39), the width not computed (said why)."""
+    p, c = np.tril(np.ones((30, 30), bool)), np.tril(np.ones((40, 40), bool))
+    got = _product_summary(p, c, (), quotient_limit=100)
+    want = flow_summary(np.kron(p, c), method="bitpacked", quotient_limit=2048)
+    assert (got.num_classes, got.depth, got.num_hasse_edges) == (1200, 69, 29 * 40 + 30 * 39)
+    assert (want.depth, want.num_hasse_edges) == (69, 29 * 40 + 30 * 39)
+    assert got.width is None and "Dilworth" in got.not_computed["width"]
+
+
+@pytest.mark.parametrize("grid, kernel", [((181, 181), (7, 7)), ((362, 362), (7, 7))])
+def test_flow_summary_takes_the_product_route_for_large_2d_neighbourhoods(grid, kernel):
+    """Where the structured route's squarings are refused (n = 32761: 45–79 s on the bit-packed route before; n =
+    131044: refused), the product of the two clamped 1-D windows answers; its depth is the larger factor's, checked
+    here against the dense route on each 1-D factor."""
+    s = flow_summary(structured.natten_2d(*grid, *kernel), layers=(1, 8, 64))
+    assert s.route == "product"
+    rows = flow_summary(structured.natten_2d(grid[0], 1, kernel[0], 1).to_dense(), (1, 8, 64), method="bitpacked")
+    cols = flow_summary(structured.natten_2d(1, grid[1], 1, kernel[1]).to_dense(), (1, 8, 64), method="bitpacked")
+    assert s.convergence_depth == max(rows.convergence_depth, cols.convergence_depth)
+    assert [r.max for r in s.reach] == [a.max * b.max for a, b in zip(rows.reach, cols.reach)]
+    assert s.num_classes == rows.num_classes * cols.num_classes == 1 and (s.depth, s.width) == (1, 1)
+
+
+@pytest.mark.parametrize("mask", [structured.natten_2d(12, 10, 3, 5), structured.dilated(96, 12, 4)])
+def test_reachability_and_depth_of_products_equal_the_dense_route(mask):
+    """``reachability`` and ``convergence_depth`` of an interval mask that factors (several runs a row): the product
+    of the factors' answers, equal to the bit-packed route on the dense mask."""
+    from hassejax.order import convergence_depth, reachability
+
+    assert kron_factors(mask.with_diagonal()) is not None and mask.num_runs >= 2
+    dense = mask.to_dense()
+    for num_layers in (2, 3, 7, None):
+        got = reachability(mask, num_layers)
+        want = np.asarray(reachability(dense, num_layers, method="bitpacked"))
+        np.testing.assert_array_equal(got.to_dense(), want)
+    assert convergence_depth(mask) == int(convergence_depth(dense, method="bitpacked"))
+    assert flow_summary(mask).route == "product"
