@@ -599,23 +599,27 @@ def test_traced_invalid_tolerances_flag_their_member(state):
     Now each such member is ``invalid_tolerance`` (nothing solved), and the valid ones (`rtol = 0` included) are the
     solves one by one."""
     eye = jnp.eye(2)
-    rtol = jnp.array([-1.0, 1e-8, jnp.nan, 1e-8, 1e-8, 0.0])
-    atol = jnp.array([1e-8, -1e-8, 1e-8, 0.0, 1e-8, 1e-8])
+    rtol = jnp.array([-1.0, 1e-8, jnp.nan, 1e-8, 10.0, 1e-8, 0.0])
+    atol = jnp.array([1e-8, -1e-8, 1e-8, 0.0, 1e-8, 1e-8, 1e-8])
 
     def run(r, a):
         return solve_gaussian(Softmax(V=eye, A=eye), jnp.zeros(2), eye / 2, t1=5.0, rtol=r, atol=a, state=state)
 
     sols = jax.jit(jax.vmap(run))(rtol, atol)
-    assert list(status_names(sols.status)) == ["invalid_tolerance"] * 4 + ["blow_up"] * 2
-    assert np.all(np.asarray(sols.stats.num_steps[:4]) == 0) and np.all(np.asarray(sols.t_final[:4]) == 0.0)
-    np.testing.assert_allclose(np.asarray(sols.cov_final[:4]), np.broadcast_to(np.eye(2) / 2, (4, 2, 2)))
-    for i in (4, 5):
+    assert list(status_names(sols.status)) == ["invalid_tolerance"] * 5 + ["blow_up"] * 2
+    assert np.all(np.asarray(sols.stats.num_steps[:5]) == 0) and np.all(np.asarray(sols.t_final[:5]) == 0.0)
+    np.testing.assert_allclose(np.asarray(sols.cov_final[:5]), np.broadcast_to(np.eye(2) / 2, (5, 2, 2)))
+    for i in (5, 6):
         one = run(float(rtol[i]), float(atol[i]))
         np.testing.assert_allclose(float(sols.t_blowup[i]), float(one.t_blowup), rtol=1e-12)
         assert abs(float(one.t_blowup) - 1.0) < 1e-5
     # the default solve (concrete tolerances) is not flagged, and a concrete invalid one is refused as before
-    with pytest.raises(ParameterError, match="`rtol` must be a finite number >= 0"):
+    with pytest.raises(ParameterError, match=r"`rtol` must be a finite number in \[0, 1\)"):
         run(-1.0, 1e-8)
+    # rtol >= 1 (a fresh user: rtol = 10 read `diverge` for the blow-up at t* = 1, rtol = 1 a blow-up 12 % late)
+    for bad in (1.0, 10.0):
+        with pytest.raises(ParameterError, match=r"`rtol` must be a finite number in \[0, 1\).*admits steps"):
+            run(bad, 1e-8)
     # a concrete Σ0 with traced tolerances (a sweep over rtol): the covariance state's conditioning warning read
     # float(rtol), a raw ConcretizationTypeError (a fresh-user review)
     concrete = jax.jit(

@@ -189,7 +189,7 @@ def check_size_threshold(size_threshold, size0, what: str, dtype) -> None:
 
 
 def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, dtype=None) -> None:
-    """Raise :class:`ParameterError` for an `rtol` that is negative or non-finite, an `atol`
+    """Raise :class:`ParameterError` for an `rtol` that is negative, non-finite or at least 1, an `atol`
     that is not finite or below the smallest normal number of `dtype` (0 and subnormals are
     flushed to 0), tolerances beyond the range of `dtype`, a `max_steps` that is not a positive
     integer, or a `dt0` that is not finite and > 0 (concrete values; the tolerances' values only
@@ -202,11 +202,16 @@ def check_solver_settings(rtol, atol, max_steps, dt0, stepsize_controller=None, 
     if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
         raise ParameterError(f"`max_steps` must be a positive integer; got {max_steps!r}.")
     tol = {}
-    for name, value, want in (("rtol", rtol, "a finite number >= 0"), ("atol", atol, "a finite number > 0")):
+    for name, value, want in (("rtol", rtol, "a finite number in [0, 1)"), ("atol", atol, "a finite number > 0")):
         v = real_array(value, name, want)
         if v is not None and stepsize_controller is None:  # the tolerances feed the default PID controller
             if v.ndim != 0 or not np.isfinite(v) or v < 0:
                 raise ParameterError(f"`{name}` must be {want} (a scalar); got {value!r}.")
+            if name == "rtol" and v >= 1:  # a relative error of 100 % a step: a fresh user's rtol = 10 read `diverge`
+                raise ParameterError(  # for a blow-up at t* = 1, rtol = 1 a blow-up 12 % late, without a word
+                    f"`rtol` must be {want}: a relative tolerance of 1 or more admits steps whose error is as large "
+                    f"as the state (a wrong verdict or blow-up time, unflagged); got {value!r}. Typical: 1e-6 to 1e-10."
+                )
             tol[name] = float(v)
     if tol.get("atol") == 0:  # a state component that is exactly 0 would get a zero error budget
         raise ParameterError(

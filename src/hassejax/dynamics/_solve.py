@@ -550,14 +550,14 @@ def tolerance(value, dtype) -> jax.Array:
 
 def checked_tolerances(rtol, atol, dtype):
     """`(rtol, atol, ok)`: the tolerances as arrays of `dtype` (:func:`tolerance`) and, where either is traced,
-    whether both are valid (finite, `rtol ≥ 0`, `atol` at least the smallest normal number of `dtype`: a traced
+    whether both are valid (finite, `0 ≤ rtol < 1`, `atol` at least the smallest normal number of `dtype`: a traced
     bool; None for concrete ones, which :func:`check_solver_settings` checked). An invalid pair is replaced by
     `(1, 1)`, so that the stand-in solve of a member that :func:`integrate` flags ``invalid_tolerance`` ends in a
     few steps."""
     r, a = tolerance(rtol, dtype), tolerance(atol, dtype)
     if not is_traced(rtol, atol):
         return r, a, None
-    ok = jnp.isfinite(r) & (r >= 0) & jnp.isfinite(a) & (a >= jnp.finfo(a.dtype).tiny)  # as check_solver_settings
+    ok = jnp.isfinite(r) & (r >= 0) & (r < 1) & jnp.isfinite(a) & (a >= jnp.finfo(a.dtype).tiny)  # as checked
     return jnp.where(ok, r, 1.0).astype(r.dtype), jnp.where(ok, a, 1.0).astype(a.dtype), ok
 
 

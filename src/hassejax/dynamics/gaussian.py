@@ -655,7 +655,7 @@ def solve_gaussian(
     parameters too, float16's range is below the default threshold, bfloat16's
     precision the default `rtol`, and ``eigh`` (the square root of `cov0`, Sinkhorn, L2) has none: cast to float32), shape mismatches, a non-finite concrete `mean0` or `factor0`, a non-symmetric / non-PSD / non-finite
     concrete `cov0`, both or neither of `cov0`, `factor0`, `t1 <= t0`, unsorted `ts` or
-    `ts` outside `[t0, t1]`, a non-scalar or non-finite tolerance, a negative `rtol`, a non-positive `atol` or
+    `ts` outside `[t0, t1]`, a non-scalar or non-finite tolerance, an `rtol` outside `[0, 1)`, a non-positive `atol` or
     threshold (traced tolerances: status ``invalid_tolerance``), a concrete
     `size_threshold` at or below `tr Σ0` or a `converge_tol` that is `inf` or below the state dtype's smallest normal
     number (events that could never fire; traced ones: status ``invalid_threshold``, resp. ``invalid_tolerance`` for a `converge_tol` that is not
@@ -760,7 +760,7 @@ def solve_gaussian(
         _check_state(model, label, mean0, cov=cov0)
         if cov_c is not None:
             check_psd(cov_c, "cov0")
-            rtol_c = _solve.real_array(rtol, "rtol", "a finite number >= 0")  # None if traced (a sweep over rtol)
+            rtol_c = _solve.real_array(rtol, "rtol", "a finite number in [0, 1)")  # None if traced (a sweep over rtol)
             if state == "covariance" and rtol_c is not None:
                 _warn_ill_conditioned(cov_c, rtol_c)
         u0 = None

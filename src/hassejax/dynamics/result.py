@@ -133,7 +133,7 @@ class Status(enum.IntEnum):
       failure of the symmetric state shows: an error that grows in a direction of `Σ` that should
       stay at zero, but stays positive, is not caught (see ``solve_gaussian``'s `state`).
     - `invalid_tolerance` (11): `rtol` or `atol` of the default step-size controller was traced (e.g. one
-      per member in a sweep) and is not finite with `rtol ≥ 0` and `atol > 0` (unchecked, the controller
+      per member in a sweep) and is not finite with `0 ≤ rtol < 1` and `atol > 0` (unchecked, the controller
       would take a negative one as its absolute value, and a NaN would end the solve ``non_finite``), or a traced
       `converge_tol` is not finite and > 0 (unchecked, a NaN, negative or zero one turned the steady-state event off
       and an infinite one read ``converged`` at once). Nothing is solved,
