@@ -353,3 +353,31 @@ def test_a_subclass_that_changes_the_kernel_below_a_kernel_less_map_is_refused(c
     subclass that changes that kernel has no map (a review: accepted, the mean grew like exp(+t) for a velocity −x)."""
     with pytest.raises(ParameterError, match="overrides `velocity`"):
         solve_gaussian(cls(V=EYE), jnp.ones(2), EYE / 2, t1=0.3)
+
+
+def test_subclass_adding_fields_without_a_constructor_is_refused_when_defined():
+    """A fresh user's tempered softmax (a field `tau` with a default, `logits` divided by it) met ``TypeError:
+    AbstractBilinearAttention.__init__() got an unexpected keyword argument 'tau'`` at its first instance; now the
+    class definition is refused with the constructor to write, and with it the kernel solves (its particles equal
+    softmax at `beta = 1/tau`)."""
+    import equinox as eqx
+
+    with pytest.raises(TypeError, match=r"_Tempered adds the field\(s\) tau to Softmax.*own __init__"):
+
+        class _Tempered(Softmax):
+            tau: jax.Array = eqx.field(default_factory=lambda: jnp.asarray(1.0))
+
+    class _TemperedOk(Softmax):
+        tau: jax.Array
+
+        def __init__(self, V, A=None, Q=None, K=None, beta=1.0, tau=1.0):
+            super().__init__(V, A, Q, K, beta)
+            self.tau = jnp.asarray(tau)
+
+        def logits(self, t, x, y):
+            return super().logits(t, x, y) / self.tau
+
+    x0 = jnp.array([[1.0, 0.0], [0.0, 1.0], [0.5, -0.5]])
+    got = solve_particles(_TemperedOk(V=EYE, A=EYE, tau=2.0), x0, t1=0.5).x_final
+    want = solve_particles(Softmax(V=EYE, A=EYE, beta=0.5), x0, t1=0.5).x_final
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)

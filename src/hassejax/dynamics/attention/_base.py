@@ -725,7 +725,8 @@ class AbstractBilinearAttention(AbstractAttention):
     inside the vmapped function from batched arrays; a scalar `beta` beside batched `V`, `A` makes
     ``jax.vmap`` refuse the kernel, "rank should be at least 1"). The constructor checks them with
     ``bilinear_params``; subclasses with more
-    fields write their own. :meth:`weights` applies the subclass's :meth:`normalise` to
+    fields write their own (one that adds fields without it is refused when the class is defined; the example
+    below). :meth:`weights` applies the subclass's :meth:`normalise` to
     :meth:`logits`; kernels whose weights are not a function of the logits override
     :meth:`weights` instead.
 
@@ -736,6 +737,25 @@ class AbstractBilinearAttention(AbstractAttention):
     >>> from hassejax.dynamics import Softmax
     >>> Softmax(V=jnp.eye(2), Q=jnp.array([[1.0, 0.0]]), K=jnp.array([[0.0, 2.0]])).interaction(0.0).tolist()
     [[0.0, 0.0], [2.0, 0.0]]
+
+    ```
+
+    A kernel with a parameter of its own, a softmax at temperature `τ` (logits divided by `τ`; only the logits
+    change, so the solvers refuse the inherited Gaussian map, derived for softmax, until the subclass gives one):
+
+    ```python
+    >>> import jax
+    >>> from hassejax.dynamics import solve_particles
+    >>> class Tempered(Softmax):
+    ...     tau: jax.Array
+    ...     def __init__(self, V, A=None, Q=None, K=None, beta=1.0, tau=1.0):
+    ...         super().__init__(V, A, Q, K, beta)
+    ...         self.tau = jnp.asarray(tau)
+    ...     def logits(self, t, x, y):
+    ...         return super().logits(t, x, y) / self.tau
+    >>> sol = solve_particles(Tempered(V=jnp.eye(2), A=jnp.eye(2), tau=2.0), jnp.eye(2), t1=0.5)
+    >>> sol.x_final.shape
+    (2, 2)
 
     ```
     """
@@ -753,6 +773,29 @@ class AbstractBilinearAttention(AbstractAttention):
     def __init__(self, V: MatrixParam, A: MatrixParam | None = None, Q: ProjParam | None = None,
                  K: ProjParam | None = None, beta: ScalarParam = 1.0):  # fmt: skip
         self.V, self.A, self.Q, self.K, self.beta = bilinear_params(V, A, Q, K, beta, type(self).__name__)
+
+    def __init_subclass__(cls, **kwargs):
+        """Refuse, when the class is defined, a subclass that adds fields but would construct with this
+        ``__init__``, which sets only `V`, `A`, `Q`, `K`, `beta` (a fresh user's tempered softmax met
+        ``TypeError: ... got an unexpected keyword argument 'tau'`` at its first instance)."""
+        super().__init_subclass__(**kwargs)
+        owner = next(k for k in cls.__mro__ if "__init__" in vars(k))
+        if owner is not AbstractBilinearAttention:
+            return
+        new = [
+            name
+            for k in cls.__mro__[: cls.__mro__.index(owner)]
+            for name, ann in vars(k).get("__annotations__", {}).items()
+            if "ClassVar" not in str(ann) and name not in ("V", "A", "Q", "K", "beta")
+        ]
+        if new:
+            raise TypeError(
+                f"{cls.__name__} adds the field(s) {', '.join(new)} to {cls.__mro__[1].__name__}, whose constructor sets "
+                "only V, A, Q, K and beta: give it its own __init__, e.g.\n"
+                "    def __init__(self, V, A=None, Q=None, K=None, beta=1.0, tau=1.0):\n"
+                "        super().__init__(V, A, Q, K, beta)\n"
+                "        self.tau = jnp.asarray(tau)"
+            )
 
     @property
     def d(self) -> int:
