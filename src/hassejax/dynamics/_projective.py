@@ -298,6 +298,7 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     p = jnp.where(undetermined, 0.0, p).astype(dtype)
     ratio = jnp.where(undetermined, jnp.inf, ratio).astype(dtype)
 
+    near_end = time_ev & rates_ok & (remaining <= edge_resolution(t_final, t0, rtol, dtype))  # as _solve's end check
     result = sol.result
     status = jnp.where(
         edge_undetermined & end_finite,
@@ -310,7 +311,8 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
                 jnp.where(undetermined, Status.undetermined, jnp.where(is_blowup, Status.blow_up, Status.diverge)),
                 jnp.where(
                     time_ev,
-                    Status.completed,
+                    # t1 reached with the state's remaining time within the resolution: a blow-up may lie before t1
+                    jnp.where(near_end, Status.undetermined, Status.completed),
                     jnp.where(
                         result == diffrax.RESULTS.max_steps_reached, Status.max_steps_reached, Status.dt_min_reached
                     ),

@@ -55,7 +55,9 @@ stops there (the guard's edge check, only where the kernel's growth is not bound
 before `e` that the decade test calls a blow-up and whose extrapolated `t*` lies past
 `e` minus that resolution is not reported as a blow-up either: both are ``undetermined`` with `t_final`
 just before `e` (resp. the event), rather than the later blow-up, or none, of the next layers that a
-silent crossing would report. Farther from an edge nothing changes.
+silent crossing would report. Farther from an edge nothing changes. The end `t1` is such an edge too: a solve
+that reaches it below the threshold with the state's own `λ/λ'` within the resolution (an adaptive controller's
+`rtol`) is ``undetermined``, not ``completed``: the blow-up may lie before `t1`.
 
 The local growth exponent `p = λλ''/λ'²` (2 for `c/(t* − t)`, 1 for exponential growth)
 is reported as well, for information. The blow-up time is `t_e + λ/λ'` (extrapolated,
@@ -456,6 +458,15 @@ def integrate(
         undetermined = undetermined | edge_undetermined
     else:
         edge_undetermined = jnp.asarray(False)
+    end_rtol = controller_rtol(stepsize_controller)
+    if size_event and end_rtol is not None:  # the solve reached t1 below the threshold, but growing so fast that
+        # the state's own remaining time λ/λ' is within the time resolution: a blow-up may lie before t1 (the
+        # computed t* carries the solve's error; a fresh user: t1 = t* − 1e-9 ended `completed`, tr Σ 2.6e6 where
+        # the solution's is past the threshold 1e8) or just after it; neither `completed` nor `blow_up` is known
+        near_end = ~event_ev & end_finite & rates_ok & (dlam > 0) & ~bounded
+        near_end = near_end & (tau <= edge_resolution(tf, t0, end_rtol, dtype))
+    else:
+        near_end = jnp.asarray(False)
     is_blowup = blow_ev & ~undetermined & ~bounded & (rho < DECADE_RATIO_THRESHOLD)
     p = jnp.where(undetermined, 0.0, p).astype(dtype)  # nothing measured: no exponent, no ratio
     rho = jnp.where(undetermined, jnp.inf, rho).astype(dtype)
@@ -478,7 +489,9 @@ def integrate(
                     Status.converged,
                     jnp.where(
                         successful,
-                        jnp.where(steady_now, Status.converged, Status.completed),
+                        jnp.where(
+                            steady_now, Status.converged, jnp.where(near_end, Status.undetermined, Status.completed)
+                        ),
                         jnp.where(max_steps_hit, Status.max_steps_reached, Status.dt_min_reached),
                     ),
                 ),
@@ -713,6 +726,14 @@ def check_blowup_estimate(blowup_estimate) -> bool:
     if blowup_estimate not in ("extrapolated", "threshold"):
         raise ParameterError(f"`blowup_estimate` must be 'extrapolated' or 'threshold'; got {blowup_estimate!r}.")
     return blowup_estimate == "extrapolated"
+
+
+def controller_rtol(controller):
+    """The `rtol` of an adaptive controller (inside a ``ClipStepSizeController`` too), or None (a constant step, or a
+    controller without one): the end check of :func:`integrate` reads the time resolution from it."""
+    inner = controller.controller if isinstance(controller, diffrax.ClipStepSizeController) else controller
+    rtol = getattr(inner, "rtol", None)
+    return rtol if isinstance(inner, diffrax.AbstractAdaptiveStepSizeController) else None
 
 
 def edge_setting(controller):
