@@ -360,9 +360,12 @@ class AbstractAttention(eqx.Module):
     :meth:`velocity`, honouring `mask` (False = may not attend: :class:`Masked` passes its
     mask there, so a kernel that ignores it is not masked; :class:`Masked` refuses a kernel whose method that
     receives the mask never reads it, :meth:`check_maskable`); kernels that preserve Gaussians (spec §2) override
-    :meth:`gaussian_affine`. `_ranks` maps each array field to its unbatched rank (used by
+    :meth:`gaussian_affine`. `_ranks` (a class variable) maps each array field to its unbatched rank (used by
     :meth:`check_unbatched`: with it, a solve given a batched kernel says so; without it, it meets the batch axis
-    as a shape error in the kernel's own code).
+    as a shape error in the kernel's own code, or, where the batch axis broadcasts, solves another kernel
+    unflagged: a fresh user's temperature of shape `(d,)` in a kernel written for a scalar). A subclass that adds
+    fields adds their ranks, ``_ranks = MappingProxyType({**Softmax._ranks, "tau": 0})`` (the example of
+    :class:`AbstractBilinearAttention`).
 
     Writing a kernel (a fresh-user review met each of these):
 
@@ -745,9 +748,12 @@ class AbstractBilinearAttention(AbstractAttention):
 
     ```python
     >>> import jax
+    >>> from types import MappingProxyType
+    >>> from typing import ClassVar
     >>> from hassejax.dynamics import solve_particles
     >>> class Tempered(Softmax):
     ...     tau: jax.Array
+    ...     _ranks: ClassVar = MappingProxyType({**Softmax._ranks, "tau": 0})  # a solve refuses a batched tau
     ...     def __init__(self, V, A=None, Q=None, K=None, beta=1.0, tau=1.0):
     ...         super().__init__(V, A, Q, K, beta)
     ...         self.tau = jnp.asarray(tau)
@@ -756,6 +762,9 @@ class AbstractBilinearAttention(AbstractAttention):
     >>> sol = solve_particles(Tempered(V=jnp.eye(2), A=jnp.eye(2), tau=2.0), jnp.eye(2), t1=0.5)
     >>> sol.x_final.shape
     (2, 2)
+    >>> solve_particles(Tempered(V=jnp.eye(2), A=jnp.eye(2), tau=jnp.ones(2)), jnp.eye(2), t1=0.5)
+    Traceback (most recent call last):
+    hassejax.errors.ParameterError: `model.tau` must have rank 0 in a solve or a kernel call ...; got shape (2,).
 
     ```
     """
