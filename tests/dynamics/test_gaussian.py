@@ -698,3 +698,35 @@ def test_closed_forms_refuse_or_propagate_invalid_inputs():
         np.asarray(softmax_covariance_closed_form(eye / 2, eye, 1.0, 0.5)), np.eye(2), atol=1e-12
     )
     assert np.all(np.isposinf(np.asarray(softmax_covariance_closed_form(eye / 2, eye, 1.0, 2.0))))
+
+
+@pytest.mark.parametrize("state", ["factor", "covariance", "projective"])
+def test_t1_within_the_time_resolution_of_a_blow_up_is_undetermined(state):
+    """Σ0 = I/2, V = A = I: t* = 1 exactly. A fresh user: `t1 = 1 − 1e-9` ended ``completed`` with tr Σ(t1) = 2.6e6,
+    where the solution's is past the default threshold 1e8 (the computed t* carries the solve's error, +4e-7 in the
+    factor state). Within the time resolution (1e3 · rtol · t1 = 1e-5 here) of the blow-up the end is
+    ``undetermined``; farther before it ``completed``, farther after it ``blow_up`` at t* = 1."""
+    eye = jnp.eye(2)
+
+    def status(t1):
+        return status_names(solve_gaussian(Softmax(V=eye, A=eye), jnp.zeros(2), eye / 2, t1=t1, state=state).status)
+
+    assert [status(t1) for t1 in (1 - 1e-3, 1 - 2e-5)] == ["completed"] * 2
+    assert [status(t1) for t1 in (1 - 1e-6, 1 - 1e-9, 1.0, 1 + 1e-8)] == ["undetermined"] * 4
+    sol = solve_gaussian(Softmax(V=eye, A=eye), jnp.zeros(2), eye / 2, t1=1.5, state=state)
+    assert status_names(sol.status) == "blow_up" and abs(float(sol.t_blowup) - 1.0) < 1e-5
+
+
+def test_closed_forms_refuse_a_matrix_v():
+    """The closed forms are for `V = v I`: a fresh user's `v = 2 I` (a matrix, beside unbatched `Σ0`, `A`) gave
+    `[[0.5, inf], [inf, 0.5]]` (a batch of four scalars); now refused by name. A batch of numbers beside batched
+    `Σ0` is read as before."""
+    from hassejax.dynamics import blowup_time_closed_form
+
+    eye = np.eye(2)
+    with pytest.raises(ParameterError, match=r"`v` has shape \(2, 2\), that of a \(d, d\) matrix.*solve_gaussian"):
+        blowup_time_closed_form(eye / 2, eye, 2 * eye)
+    with pytest.raises(ParameterError, match=r"`v` has shape \(2, 2\), that of a \(d, d\) matrix"):
+        softmax_covariance_closed_form(eye / 2, eye, 2 * eye, 0.1)
+    batched = blowup_time_closed_form(np.broadcast_to(eye / 2, (2, 2, 2, 2)), eye, np.array([[1.0, 2.0], [4.0, 1.0]]))
+    np.testing.assert_allclose(np.asarray(batched), [[1.0, 0.5], [0.25, 1.0]], rtol=1e-12)

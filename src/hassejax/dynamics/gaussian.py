@@ -761,7 +761,7 @@ def solve_gaussian(
         if cov_c is not None:
             check_psd(cov_c, "cov0")
             rtol_c = _solve.real_array(rtol, "rtol", "a finite number in [0, 1)")  # None if traced (a sweep over rtol)
-            if state == "covariance" and rtol_c is not None:
+            if state == "covariance" and rtol_c is not None and rtol_c.ndim == 0 and 0 <= rtol_c < 1:  # else refused
                 _warn_ill_conditioned(cov_c, rtol_c)
         u0 = None
     else:
