@@ -520,3 +520,27 @@ def test_analyze_method_picks_the_route_and_changes_no_number(capsys):
     assert strip(packed) == strip(auto)
     rc, _, err = run(capsys, "analyze", spec, "--method", "fast")
     assert rc == 2 and "--method" in err and "bitpacked" in err
+
+
+def test_quotient_limit_option_and_an_accurate_message(capsys, tmp_path):
+    """A fresh user: a dense mask of 3000 classes (a random sparse DAG) got depth, width and edges "not computed" from
+    ``analyze`` with no way to raise the limit, and ``FlowSummary.diagram()`` said they were in the summary. Now
+    ``--quotient-limit`` raises it (the numbers equal networkx's: longest path, edges of the transitive reduction),
+    and the message says what the summary holds."""
+    import networkx as nx
+
+    from hassejax.errors import MaskError
+    from hassejax.order import flow_summary
+
+    m = np.tril(np.random.default_rng(0).random((3000, 3000)) < 0.002, -1)
+    path = tmp_path / "m.npy"
+    np.save(path, m)
+    assert main(["analyze", str(path), "--max-edges", "0"]) == 0
+    assert "depth (longest chain of classes): not computed" in capsys.readouterr().out
+    with pytest.raises(MaskError, match="The summary has no depth, width or number of edges either"):
+        flow_summary(m).diagram()
+    assert main(["analyze", str(path), "--max-edges", "0", "--quotient-limit", "4000"]) == 0
+    out = capsys.readouterr().out
+    g = nx.transitive_reduction(nx.DiGraph([(int(j), int(i)) for i, j in zip(*np.nonzero(m))]))  # key j -> query i
+    assert f"depth (longest chain of classes): {nx.dag_longest_path_length(g) + 1}" in out
+    assert f"Hasse edges (covering pairs): {g.number_of_edges()}" in out

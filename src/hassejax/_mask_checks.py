@@ -54,7 +54,13 @@ def check_mask(
     shape = tuple(mask.shape)
     if len(shape) < 2 or (not batched and len(shape) != 2):
         want = "rank 2 (n, n) or rank >= 2 (..., n, n)" if batched else "rank 2, shape (n, n)"
-        raise MaskError(f"`{name}` must have {want}; got shape {shape} (rank {len(shape)}).")
+        heads = (  # a fresh user: flow_summary of a (heads, n, n) array said "rank 2" alone
+            " (the masks of one layer's heads, (heads, n, n): pass head_axis=0 where the function takes it, as "
+            "flow_summary, convergence_depth and HasseDiagram.from_mask do)"
+            if not batched and len(shape) == 3
+            else ""
+        )
+        raise MaskError(f"`{name}` must have {want}; got shape {shape} (rank {len(shape)}){heads}.")
     if shape[-1] == 0 or shape[-2] == 0:
         what = "one row and one column" if relation else "one query and one key"
         raise MaskError(f"`{name}` must have at least {what}; got shape {shape}.")

@@ -55,7 +55,8 @@ CASES = [
     # documents
     (
         lambda: M.document([3, 0, 2]),
-        "`segments` (document lengths) must all be integers >= 1; entry 1 is 0 in [3, 0, 2]",
+        "`segments` (document lengths) must all be integers >= 1; entry 1 is 0 in [3, 0, 2]. Per-position document "
+        "ids go with kind='ids'",
     ),
     (lambda: M.document([]), "`segments` must have at least one entry; got an empty vector"),
     (lambda: M.document([1.5]), "`segments` must be a sequence of integers; entry 0 is 1.5 (float)"),

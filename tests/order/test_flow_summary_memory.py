@@ -145,3 +145,18 @@ def test_the_bit_packed_estimate_counts_one_search_for_r_l_star_and_layers():
     plain = _flow_summary_bytes(n, n * 4, "bitpacked", (), QUOTIENT_LIMIT, False)
     assert _flow_summary_bytes(n, n * 4, "bitpacked", (2, 8, 64), QUOTIENT_LIMIT, False) == plain
     assert plain[1] != "the closure R"  # no stage of its own: the closure is the search's first step
+
+
+def test_a_stack_of_head_masks_is_told_about_head_axis():
+    """A fresh user: ``flow_summary`` of a ``(heads, n, n)`` array said "must have rank 2" alone; now it names
+    ``head_axis=0``, which analyses the heads' union."""
+    from hassejax.errors import MaskError
+    from hassejax.order import HasseDiagram
+
+    heads = np.stack([np.tril(np.ones((4, 4), bool)), np.eye(4, dtype=bool)])
+    for call in (lambda: flow_summary(heads), lambda: HasseDiagram.from_mask(heads)):
+        with pytest.raises(
+            MaskError, match=r"got shape \(2, 4, 4\) \(rank 3\) \(the masks of one layer's heads.*head_axis=0"
+        ):
+            call()
+    assert flow_summary(heads, head_axis=0).num_classes == 4

@@ -22,6 +22,7 @@ def analyze(
     layers: Sequence[int | np.integer] | int | np.integer | np.ndarray | None = None,
     progress: bool | int | float = False,
     method: str = "auto",
+    quotient_limit: int | None = None,
 ) -> dict:
     """The numbers printed by ``hassejax analyze`` (spec hasse.md §1), at any ``n``.
 
@@ -35,6 +36,8 @@ def analyze(
       ``True`` or a number of seconds before a stage's bar shows).
     - `method`: the closure's route, as in :func:`hassejax.order.flow_summary` (``"auto"``, ``"structured"``,
       ``"bitpacked"`` or ``"matmul"``).
+    - `quotient_limit`: as in :func:`hassejax.order.flow_summary` (None: its default,
+      :data:`~hassejax.order.QUOTIENT_LIMIT`).
 
     **Returns:** the dict of :meth:`hassejax.order.FlowSummary.to_dict` (``n``, ``route``,
     ``convergence_depth``, ``reach``, ``limit``, ``num_classes``, ``class_sizes``, ``depth``,
@@ -46,7 +49,8 @@ def analyze(
     from ..order import flow_summary
 
     layers = () if layers is None else layers
-    summary = flow_summary(mask, layers, method=method, progress=progress)
+    limit = {} if quotient_limit is None else {"quotient_limit": quotient_limit}
+    summary = flow_summary(mask, layers, method=method, progress=progress, **limit)
     out = summary.to_dict()
     out["layers"] = list(summary.layers)
     out["summary"] = summary
@@ -60,7 +64,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     try:
         mask = load_mask(args.mask_spec)
         progress = _progress(args.progress)
-        result = analyze(mask, args.layers, progress=progress, method=args.method)
+        result = analyze(mask, args.layers, progress=progress, method=args.method, quotient_limit=args.quotient_limit)
     except HassejaxError as err:
         raise _UsageError(str(err)) from None
     from ..order import format_class
@@ -93,7 +97,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
             _print("\n".join(lines))  # (a review: "The counts are in None." and no counts anywhere)
         raise _UsageError(
             f"--dot/--png: the quotient has {summary.num_classes} classes, too many to draw (the limit is "
-            f"{_quotient_limit()}); no diagram written. The counts are "
+            f"{summary.quotient_limit}; --quotient-limit raises it); no diagram written. The counts are "
             + (
                 ("in the JSON on stdout." if args.json == "-" else f"in {args.json}.")
                 if _stdout_taken(args) and args.json
@@ -142,12 +146,6 @@ def _progress(flag: bool | None) -> float | bool:
     never stdout) for the stages that run longer than :data:`_PROGRESS_DELAY` seconds."""
     on = flag if flag is not None else sys.stderr.isatty()
     return _PROGRESS_DELAY if on else False
-
-
-def _quotient_limit() -> int:
-    from ..order.summary import QUOTIENT_LIMIT
-
-    return QUOTIENT_LIMIT
 
 
 _CLASS_CHARS = 60

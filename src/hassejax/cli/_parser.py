@@ -219,6 +219,11 @@ def _add_analyze(subparsers) -> None:
         help="print at most K edges (default 100; 0: the counts only)",
     )
     p.add_argument(
+        "--quotient-limit", type=_positive_int, default=None, metavar="C",
+        help="build the Hasse diagram (and, on the dense routes, the quotient's depth, width and edges) only up to C "
+        "classes (hassejax.order.flow_summary's `quotient_limit`; default 2048)",
+    )  # fmt: skip
+    p.add_argument(
         "--progress", action=argparse.BooleanOptionalAction, default=None,
         help="progress bars on stderr for the closure stages (R, L*, R^(L)) that run longer than 2 s "
         "(default: on when stderr is a terminal; --no-progress: never)",

@@ -190,7 +190,7 @@ def check_document_lengths(segments: np.ndarray) -> None:
     if bad.size:
         raise MaskError(
             f"`segments` (document lengths) must all be integers >= 1; entry {int(bad[0])} is "
-            f"{int(segments[bad[0]])} in {segments.tolist()}."
+            f"{int(segments[bad[0]])} in {segments.tolist()}. Per-position document ids go with kind='ids'."
         )
 
 

@@ -97,10 +97,17 @@ class FlowSummary:
         counts stand in for it).
         """
         if self._diagram is None:
+            known = [k for k in ("depth", "width", "num_hasse_edges") if getattr(self, k) is not None]
+            have = (
+                f"The summary has its {', '.join(known)}"
+                + (f" (not {', '.join(self.not_computed)})" if self.not_computed else "")
+                if known
+                else "The summary has no depth, width or number of edges either (`not_computed` says why)"
+            )  # a fresh user: on the dense route all three were None, and the message said they were in the summary
             raise MaskError(
                 f"`mask` has {self.num_classes} classes, more than quotient_limit = {self.quotient_limit} (default "
-                f"QUOTIENT_LIMIT = {QUOTIENT_LIMIT}): the Hasse diagram was not built (too large to draw). Its depth, "
-                "width and number of edges are in the summary; pass a larger quotient_limit to flow_summary to build it."
+                f"QUOTIENT_LIMIT = {QUOTIENT_LIMIT}): the Hasse diagram was not built (too large to draw). {have}; pass "
+                "a larger quotient_limit to flow_summary (`hassejax analyze --quotient-limit`) to build it."
             )
         return self._diagram
 
