@@ -208,3 +208,25 @@ def test_from_mask_mod_counts_the_rows_of_its_interval_form(capsys, monkeypatch,
     assert "rows" not in capsys.readouterr().err  # silent by default
     with pytest.raises(ParameterError, match=r"^`progress` must be True"):
         from_mask_mod(rule, n, form="intervals", progress="yes")
+
+
+def test_from_mask_mod_warns_of_a_long_evaluation_without_a_bar(monkeypatch, no_typecheck):
+    """Without a bar, the interval form times its second block and warns when the blocks left would take
+    ``LONG_EVALUATION_S`` or more (a fresh user: n = 2**20 silent for more than 4.5 minutes); here that limit is 0
+    (every evaluation is "long"), then out of reach. With a bar, no warning: the bar says it."""
+    import warnings
+
+    from hassejax.masks import _convert, from_mask_mod
+
+    monkeypatch.delenv("HASSEJAX_PROGRESS", raising=False)
+    monkeypatch.setattr(_convert, "_block_rows", lambda n: 64)  # five blocks at n = 300
+    rule = lambda b, h, q, k: (k <= q) & (q - k <= 2)
+    monkeypatch.setattr(_convert, "LONG_EVALUATION_S", 0.0)
+    with pytest.warns(RuntimeWarning, match=r"evaluates `fn` on all 300 x 300 pairs; the 3 blocks of rows left") as got:
+        from_mask_mod(rule, 300, form="intervals")
+    assert got[0].filename == __file__  # pointed at the caller
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from_mask_mod(rule, 300, form="intervals", progress=True)
+        monkeypatch.setattr(_convert, "LONG_EVALUATION_S", 1e9)
+        from_mask_mod(rule, 300, form="intervals")

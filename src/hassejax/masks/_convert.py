@@ -7,6 +7,7 @@ FlexAttention-style callables by :func:`from_mask_mod` (and the row runs of one 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Literal
 
@@ -135,7 +136,13 @@ def _mask_mod_runs(fn, n, b, h, name, max_runs, check_indices, bar) -> tuple[np.
     parts: list[tuple[np.ndarray, np.ndarray]] = []
     widest = 1
     check_host_memory(runs_bytes(n, 1), f"the interval form of `{name}` (n = {n})", name)
-    for q0 in range(0, n, rows):
+    blocks = -(-n // rows)
+    timer = None
+    for index, q0 in enumerate(range(0, n, rows)):
+        if index == 1:  # the first block compiled the kernel: time the second for the estimate
+            timer = time.perf_counter()
+        elif index == 2 and timer is not None and not bar.on:  # no bar asked for: an estimate instead
+            _warn_long_evaluation(time.perf_counter() - timer, blocks - 2, n, name)
         try:
             error, edges = jax.device_get(kernel(jnp.asarray(q0, dtype=jnp.int32)))  # one transfer, error included
             edges = np.asarray(edges)
@@ -162,6 +169,29 @@ def _mask_mod_runs(fn, n, b, h, name, max_runs, check_indices, bar) -> tuple[np.
         parts.append((s, e))
         bar.update(take)
     return stack_row_blocks(parts, n, widest)
+
+
+LONG_EVALUATION_S = 60.0
+""":func:`from_mask_mod`'s interval form warns when its remaining blocks are estimated at this many seconds or more."""
+
+
+def _warn_long_evaluation(seconds_a_block: float, blocks_left: int, n: int, name: str) -> None:
+    """Warn, from the time of one block, when the blocks left would take :data:`LONG_EVALUATION_S` or more (a fresh
+    user: ``n = 2**20`` was silent for more than 4.5 minutes of its ``10**12`` evaluations, without a bar)."""
+    import warnings
+
+    from .._warn import user_stacklevel
+
+    left = seconds_a_block * blocks_left
+    if left >= LONG_EVALUATION_S:
+        warnings.warn(
+            f"from_mask_mod: the interval form evaluates `{name}` on all {n} x {n} pairs; the {blocks_left} blocks of "
+            f"rows left will take about {left:.0f} s at the speed of the last one. The structured constructors "
+            "(hassejax.masks.structured, from_spec(..., form='intervals')) build the library masks without evaluating "
+            "a mask_mod; progress=True shows a bar.",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
 
 
 @checked(
