@@ -120,3 +120,25 @@ def test_numpy_fallback_counts_every_heads_array(monkeypatch):
     with pytest.raises(MemoryBudgetError, match=r"`mask`: 2 NumpyMask\(s\) of shape \(4096, 4096\).*fallback='lazy'"):
         to_splash(heads)
     assert to_splash(heads, fallback="lazy") is not None  # the per-tile masks need no array
+
+
+def test_rectangular_masks_round_trip():
+    """A fresh user: ``to_splash`` refused rectangular masks ("must be square") that ``from_splash`` reads and splash's
+    masks take (a KV cache, cross-attention). Bottom-right causal becomes ``CausalMask`` with its offset, any other
+    a ``NumpyMask``; both read back equal, and a row with no key warns as for square masks."""
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
+
+    from hassejax.kernels import from_splash
+
+    cache = np.asarray(from_splash(mask_lib.CausalMask((4, 6), offset=2), form="dense"))
+    back = to_splash(cache)
+    assert type(back).__name__ == "CausalMask" and back.offset == 2 and back.shape == (4, 6)
+    np.testing.assert_array_equal(np.asarray(from_splash(back, form="dense")), cache)
+    cross = np.random.default_rng(0).random((5, 9)) < 0.5
+    cross[:, 0] = True
+    got = to_splash(cross)
+    assert type(got).__name__ == "NumpyMask"
+    np.testing.assert_array_equal(np.asarray(from_splash(got, form="dense")), cross)
+    cross[2] = False
+    with pytest.warns(UserWarning, match=r"1 query row\(s\) with no allowed key \(first: row 2\)"):
+        to_splash(cross)

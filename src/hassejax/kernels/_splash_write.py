@@ -130,7 +130,9 @@ def to_splash(mask: Any, *, fallback: Literal["numpy", "lazy"] = "numpy"):
 
     - `mask`: anything :func:`~hassejax.kernels.mask_rule` takes: a spec string (also
       ``block_two_stream_mask(...)``, ``butterfly_mask(...)``), an IntervalMask, a Boolean
-      ``(n, n)`` or per-head ``(heads, n, n)`` array, a list of per-head masks, a Task.
+      ``(n, n)`` or per-head ``(heads, n, n)`` array, a list of per-head masks, a Task; or a rectangular Boolean
+      ``(n_q, n_k)`` array (a KV cache, cross-attention): ``CausalMask((n_q, n_k), offset=n_k - n_q)`` when it is
+      bottom-right causal, else a ``NumpyMask`` of it.
     - `fallback`: ``"numpy"`` (default) or ``"lazy"``, for masks splash has no structure for.
 
     **Returns:** a ``jax.experimental.pallas.ops.tpu.splash_attention`` mask of shape
@@ -165,6 +167,9 @@ def to_splash(mask: Any, *, fallback: Literal["numpy", "lazy"] = "numpy"):
 
     from .mask_mod import mask_rule
 
+    shape = getattr(mask, "shape", None)
+    if not isinstance(mask, str) and shape is not None and len(shape) == 2 and shape[0] != shape[1]:
+        return _rectangular(mask, mask_lib)
     rule = mask_rule(mask)
     n = rule.n
     heads = rule.parts if rule.heads is not None else (rule,)
@@ -184,6 +189,29 @@ def to_splash(mask: Any, *, fallback: Literal["numpy", "lazy"] = "numpy"):
     if rule.heads is None:
         return one(rule)
     return mask_lib.MultiHeadMask(tuple(one(part) for part in heads))
+
+
+def _rectangular(mask, mask_lib):
+    """A rectangular Boolean ``(n_q, n_k)`` array (a KV cache, cross-attention) as splash's ``CausalMask`` with
+    ``offset = n_k - n_q`` when it is bottom-right causal (``k <= q + n_k - n_q``, as
+    :func:`~hassejax.kernels.from_splash` reads ``CausalMask((n_q, n_k), offset)``), else a ``NumpyMask`` (a fresh
+    user: rectangular masks, which ``from_splash`` and ``tile_stats`` take, were refused as "must be square")."""
+    from .._checks import as_mask
+
+    dense = np.asarray(as_mask(mask, "mask", square=False, batched=False, concrete="to_splash"))
+    n_q, n_k = dense.shape
+    empty = np.flatnonzero(~dense.any(axis=1))
+    if empty.size:
+        warnings.warn(
+            f"`mask` has {empty.size} query row(s) with no allowed key (first: row {int(empty[0])}). Splash "
+            "attention gives such rows a uniform average over the keys of the tiles it visits, not zero as "
+            "hassejax.nn does; give every query a key before training with splash.",
+            stacklevel=user_stacklevel(),
+        )
+    offset = n_k - n_q
+    if offset > 0 and np.array_equal(dense, np.tri(n_q, n_k, offset, dtype=bool)):
+        return mask_lib.CausalMask(shape=(n_q, n_k), offset=offset)
+    return mask_lib.NumpyMask(dense)
 
 
 def _warn_empty_rows(rule, head: int | None) -> None:
