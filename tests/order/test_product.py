@@ -121,16 +121,33 @@ def test_flow_summary_takes_the_product_route_for_large_2d_neighbourhoods(grid, 
 
 
 @pytest.mark.parametrize("mask", [structured.natten_2d(12, 10, 3, 5), structured.dilated(96, 12, 4)])
-def test_reachability_and_depth_of_products_equal_the_dense_route(mask):
+def test_reachability_and_depth_of_products_equal_the_dense_route(mask, monkeypatch):
     """``reachability`` and ``convergence_depth`` of an interval mask that factors (several runs a row): the product
-    of the factors' answers, equal to the bit-packed route on the dense mask."""
-    from hassejax.order import convergence_depth, reachability
+    of the factors' answers, equal to the bit-packed route on the dense mask. (``reachability`` takes the product
+    route above ``_DENSE_FALLBACK_N`` only, lowered here; ``kron`` is called, counted.)"""
+    from hassejax.order import _product, convergence_depth, reach, reachability
 
+    calls = []
+    kron_of = _product.kron
+    monkeypatch.setattr(_product, "kron", lambda p, c: calls.append(1) or kron_of(p, c))
+    monkeypatch.setattr(reach, "_DENSE_FALLBACK_N", 0)
     assert kron_factors(mask.with_diagonal()) is not None and mask.num_runs >= 2
     dense = mask.to_dense()
     for num_layers in (2, 3, 7, None):
         got = reachability(mask, num_layers)
         want = np.asarray(reachability(dense, num_layers, method="bitpacked"))
         np.testing.assert_array_equal(got.to_dense(), want)
+    assert len(calls) == 4  # every R^(L) above from the factors
     assert convergence_depth(mask) == int(convergence_depth(dense, method="bitpacked"))
     assert flow_summary(mask).route == "product"
+
+
+def test_reachability_of_a_long_2d_neighbourhood_is_the_product():
+    """n = 32761 (above the dense fallback): ``R^(2)`` from the factors equals the structured route's one squaring,
+    and ``R`` is every position (one class)."""
+    from hassejax.order import reachability
+
+    m = structured.natten_2d(181, 181, 7, 7)
+    assert reachability(m, 2) == reachability(m, 2, method="structured")
+    limit = reachability(m)
+    assert limit.num_runs == 1 and limit.nnz() == m.n * m.n

@@ -26,72 +26,141 @@ from ..masks._runs import check_host_memory
 
 __all__ = ["kron", "kron_factors"]
 
+
 _SAMPLE_ROWS = 64
-"""Rows compared before a whole product is built for a candidate grid width."""
-_RUNS_SLACK = 4
-"""A candidate factorisation is built only when its unmerged runs are at most this many times the mask's runs (plus
-one a row): a product of `A`'s runs merges touching runs of adjacent grid rows only, two into one at most a
-boundary."""
+"""Rows compared (evenly spaced, and as many drawn at random) before a candidate grid width is compared whole."""
+_BLOCK_ENTRIES = 1 << 22
+"""Unmerged runs a block of rows of a product holds at most (its temporaries: about 100 bytes a run)."""
 
 
-def _real_runs(m: IntervalMask) -> np.ndarray:
-    """Runs of each row (normal form: the real runs first, padding ``n`` after)."""
-    return np.count_nonzero(m.starts < m.stops, axis=1)
+class _Runs:
+    """Normalised runs of some rows (`starts`, `stops` int64 `(m, k)`, padding `n`), with per-row runs and keys."""
+
+    __slots__ = ("counts", "k", "n", "starts", "stops")
+
+    def __init__(self, starts: np.ndarray, stops: np.ndarray, n: int):
+        from ..masks._runs import normalize_runs
+
+        s, e = normalize_runs(np.minimum(starts, n), np.minimum(stops, n), n)
+        self.starts, self.stops, self.n = s.astype(np.int64), e.astype(np.int64), n
+        self.k = np.count_nonzero(self.starts < self.stops, axis=1).astype(np.int64)
+        self.counts = (self.stops - self.starts).sum(axis=1)
+
+    def take(self, rows: np.ndarray) -> _Runs:
+        out = _Runs.__new__(_Runs)
+        out.starts, out.stops, out.n = self.starts[rows], self.stops[rows], self.n
+        out.k, out.counts = self.k[rows], self.counts[rows]
+        return out
 
 
-def _kron_runs(p: IntervalMask, c: IntervalMask, rows: np.ndarray, budget: int | float | None = None):
-    """The runs of rows `rows` of ``p ⊗ c``, normalised: int32 `(len(rows), k)` starts and stops (padding ``n``); None
-    when they would hold more than `budget` unmerged runs."""
-    h, w = p.n, c.n
-    n = h * w
-    r, cc = rows // w, rows % w
-    kc = _real_runs(c)
-    full = (kc == 1) & (c.starts[:, 0] == 0) & (c.stops[:, 0] == w)  # a whole grid row: P's runs scaled by w
-    kp = _real_runs(p)
-    counts = np.asarray(p.row_counts(), dtype=np.int64)
-    per_row = np.where(full[cc], kp[r], counts[r] * kc[cc]).astype(np.int64)
+def _grid_rows(a: IntervalMask, rows: np.ndarray, w: int) -> _Runs:
+    """Rows `rows` of the candidate `P` (``H × H``): grid row `r` reaches `r'` iff row ``rW`` of `a` holds ``r'W``."""
+    s = a.starts[rows * w].astype(np.int64)
+    e = a.stops[rows * w].astype(np.int64)
+    return _Runs(-(-s // w), -(-e // w), a.n // w)
+
+
+def _column_rows(a: IntervalMask, rows: np.ndarray, w: int) -> _Runs:
+    """Rows `rows` of the candidate `C` (``W × W``): row `c` of `a` below column `W`."""
+    return _Runs(a.starts[rows].astype(np.int64), a.stops[rows].astype(np.int64), w)
+
+
+def _per_row(p: _Runs, c: _Runs, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unmerged runs of each product row (P's row `i` with C's row `i`), and where C's row is a whole grid row."""
+    full = (c.k == 1) & (c.starts[:, 0] == 0) & (c.stops[:, 0] == w)  # a whole grid row: P's runs scaled by w
+    return np.where(full, p.k, p.counts * c.k).astype(np.int64), full
+
+
+def _product_rows(p: _Runs, c: _Runs, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Normalised runs of the product rows pairing P's row `i` with C's row `i` (int32, padding ``n = H W``).
+
+    The runs come out sorted within each row (keys `r'` of P's row in order, C's runs in order), so only runs that
+    touch are merged (``O(runs)``, no sort); the temporaries are a few int64 arrays of the unmerged runs."""
+    n = p.n * w
+    per_row, full = _per_row(p, c, w)
+    m = per_row.size
     total = int(per_row.sum())
-    if budget is not None and total > budget:
-        return None
-    kmax = max(1, int(per_row.max()) if per_row.size else 1)
-    check_host_memory(
-        16.0 * len(rows) * kmax + 64.0 * total,
-        f"the runs of a Kronecker product of an {h}-position and a {w}-position mask",
-        "mask",
-    )
-    which = np.repeat(np.arange(len(rows)), per_row)
+    which = np.repeat(np.arange(m), per_row)
     off = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(per_row) - per_row, per_row)
-    rr, cw = r[which], cc[which]
-    starts = np.full((len(rows), kmax), n, dtype=np.int64)
-    stops = np.full((len(rows), kmax), n, dtype=np.int64)
-    f = full[cw]
-    if f.any():  # P's runs times w
-        t = off[f]
-        starts[which[f], t] = p.starts[rr[f], t].astype(np.int64) * w
-        stops[which[f], t] = p.stops[rr[f], t].astype(np.int64) * w
+    starts = np.empty(total, dtype=np.int64)
+    stops = np.empty(total, dtype=np.int64)
+    f = full[which]
+    if f.any():  # C's row a whole grid row: P's runs times w
+        wf, t = which[f], off[f]
+        starts[f] = p.starts[wf, t] * w
+        stops[f] = p.stops[wf, t] * w
     g = ~f
     if g.any():  # each key r' of P's row times each run of C's row: [r'w + a, r'w + b)
-        rg, cg, og = rr[g], cw[g], off[g]
-        j, t = og // kc[cg], og % kc[cg]
-        length = (p.stops - p.starts).astype(np.int64)[rg]  # (T, kp): the runs of P's row
-        before = np.cumsum(length, axis=1) - length
-        u = np.count_nonzero(before <= j[:, None], axis=1) - 1  # the run of P's row holding its j-th key
-        key = p.starts[rg, u].astype(np.int64) + j - before[np.arange(rg.size), u]
-        starts[which[g], og] = key * w + c.starts[cg, t]
-        stops[which[g], og] = key * w + c.stops[cg, t]
-    from ..masks._runs import normalize_runs
+        wg, og = which[g], off[g]
+        j, t = og // c.k[wg], og % c.k[wg]
+        # the j-th key of P's row: P's runs flattened in row order, each with the number of keys before it
+        real = (p.starts < p.stops).ravel()
+        length = (p.stops - p.starts).ravel()[real]
+        first_key = np.cumsum(length) - length  # keys before each real run, over all rows
+        key_base = np.cumsum(p.counts) - p.counts  # keys before each row
+        g_key = key_base[wg] + j
+        u = np.searchsorted(first_key, g_key, side="right") - 1  # the real run holding that key
+        key = p.starts.ravel()[real][u] + (g_key - first_key[u])
+        starts[g] = key * w + c.starts[wg, t]
+        stops[g] = key * w + c.stops[wg, t]
+    # merge runs that touch (the end of a grid row's run and the start of the next one's), row by row
+    new = np.ones(total, dtype=bool)
+    new[1:] = (which[1:] != which[:-1]) | (starts[1:] != stops[:-1])
+    run_id = np.cumsum(new) - 1
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:], total] - 1
+    row = which[first]
+    k_row = np.bincount(row, minlength=m)
+    slot = np.arange(first.size) - np.repeat(np.cumsum(k_row) - k_row, k_row)
+    kmax = max(1, int(k_row.max()) if m else 1)
+    out_s = np.full((m, kmax), n, dtype=np.int32)
+    out_e = np.full((m, kmax), n, dtype=np.int32)
+    out_s[row, slot] = starts[first]
+    out_e[row, slot] = stops[last]
+    del run_id
+    return out_s, out_e
 
-    return normalize_runs(starts, stops, n)
+
+def _blocks(per_row: np.ndarray):
+    """``(q0, q1)`` row ranges of about :data:`_BLOCK_ENTRIES` unmerged runs each (at least one row)."""
+    ends = np.cumsum(per_row)
+    q0, n = 0, per_row.size
+    while q0 < n:
+        base = int(ends[q0 - 1]) if q0 else 0
+        q1 = min(n, max(q0 + 1, int(np.searchsorted(ends, base + _BLOCK_ENTRIES, side="right"))))
+        yield q0, q1
+        q0 = q1
 
 
 def kron(p: IntervalMask, c: IntervalMask) -> IntervalMask:
     """``p ⊗ c`` on the `p.n × c.n` grid flattened row-major: ``out[rW + c, r'W + c'] = p[r, r'] ∧ c[c, c']``.
 
+    Built a block of rows at a time (:data:`_BLOCK_ENTRIES` unmerged runs a block).
+
     **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) when its runs would not fit, before
     they are built.
     """
-    n = p.n * c.n
-    s, e = _kron_runs(p, c, np.arange(n, dtype=np.int64))
+    from ..masks._runs import stack_row_blocks
+
+    h, w = p.n, c.n
+    n = h * w
+    pr = _Runs(p.starts.astype(np.int64), p.stops.astype(np.int64), h)
+    cr = _Runs(c.starts.astype(np.int64), c.stops.astype(np.int64), w)
+    full = (cr.k == 1) & (cr.starts[:, 0] == 0) & (cr.stops[:, 0] == w)
+    per_row = np.where(full[None, :], pr.k[:, None], pr.counts[:, None] * cr.k[None, :]).ravel()
+    kmax = max(1, int(per_row.max()))
+    check_host_memory(  # the result (int32 starts and stops, twice while stacked) and one block's temporaries
+        16.0 * n * kmax + 100.0 * min(int(per_row.sum()), _BLOCK_ENTRIES),
+        f"the runs of a Kronecker product of an {h}-position and a {w}-position mask ({n} rows, up to {kmax} runs)",
+        "mask",
+    )
+    parts, widest = [], 1
+    for q0, q1 in _blocks(per_row):
+        rows = np.arange(q0, q1, dtype=np.int64)
+        s, e = _product_rows(pr.take(rows // w), cr.take(rows % w), w)
+        widest = max(widest, s.shape[1])
+        parts.append((s, e))
+    s, e = stack_row_blocks(parts, n, widest)
     return IntervalMask(s, e, n, _normal=True)
 
 
@@ -106,27 +175,41 @@ def kron_factors(a: IntervalMask) -> tuple[IntervalMask, IntervalMask] | None:
     """``(P, C)`` with ``a = P ⊗ C`` on an ``H × W`` grid, ``H, W >= 2`` (the grid nearest a square first), or None.
 
     `a` must be reflexive (``A = M | I``); its factors then are too: `C` is the block of its first `W` rows and
-    columns, `P` the grid rows that row ``rW`` reaches at column 0. A candidate is compared on
-    :data:`_SAMPLE_ROWS` rows first, then, when its runs stay within :data:`_RUNS_SLACK` times `a`'s, as a whole.
+    columns, `P` the grid rows that row ``rW`` reaches at column 0. A row of a product has as many keys as the
+    product of its factors' rows, and at least half its unmerged runs (a run of `C`'s row merges only with one of
+    the next grid row, at the edge): a candidate whose rows break either is no product, known from counts. A
+    candidate is compared on :data:`_SAMPLE_ROWS` evenly spaced and as many random rows first (``O(rows · runs)``),
+    then as a whole, a block of rows at a time (``O(n · runs)``, memory of a block).
     """
     n = a.n
     if n < 4:
         return None
-    real = int(np.count_nonzero(a.starts < a.stops))
-    budget = _RUNS_SLACK * real + n
-    sample = np.unique(np.linspace(0, n - 1, _SAMPLE_ROWS).astype(np.int64))
+    a_runs = np.count_nonzero(a.starts < a.stops, axis=1).astype(np.int64)
+    a_keys = (a.stops.astype(np.int64) - a.starts).sum(axis=1)
+    rng = np.random.default_rng(0)
     for w in _divisors(n):
         h = n // w
-        c = IntervalMask(np.minimum(a.starts[:w], w), np.minimum(a.stops[:w], w), w)
-        p = IntervalMask(-(-a.starts[::w].astype(np.int64) // w), -(-a.stops[::w].astype(np.int64) // w), h)
-        rows = np.unique(np.concatenate([sample, np.arange(min(w + 1, n)), [n - w, n - 1]]))
-        got = _kron_runs(p, c, rows, budget)
-        if got is None or not _same_rows(got, a, rows):
+        edges = np.array([0, 1, w - 1, w, w + 1, n - w, n - 1], dtype=np.int64)
+        rows = np.unique(np.concatenate([np.linspace(0, n - 1, _SAMPLE_ROWS).astype(np.int64), edges,
+                                         rng.integers(0, n, _SAMPLE_ROWS)]))  # fmt: skip
+        if not _rows_match(a, a_runs, a_keys, rows, w):
             continue
-        got = _kron_runs(p, c, np.arange(n, dtype=np.int64), budget)
-        if got is not None and _same_rows(got, a, None):
-            return p, c
+        if all(_rows_match(a, a_runs, a_keys, np.arange(q0, q1), w) for q0, q1 in _blocks(2 * a_runs)):
+            p = _grid_rows(a, np.arange(h, dtype=np.int64), w)
+            c = _column_rows(a, np.arange(w, dtype=np.int64), w)
+            return IntervalMask(p.starts, p.stops, h), IntervalMask(c.starts, c.stops, w)
     return None
+
+
+def _rows_match(a: IntervalMask, a_runs: np.ndarray, a_keys: np.ndarray, rows: np.ndarray, w: int) -> bool:
+    """Rows `rows` of `a` equal those of the candidate product on grid width `w` (counts first, then the runs)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    p = _grid_rows(a, rows // w, w)
+    c = _column_rows(a, rows % w, w)
+    per_row, _ = _per_row(p, c, w)
+    if np.any(per_row > 2 * a_runs[rows]) or np.any(p.counts * c.counts != a_keys[rows]):
+        return False
+    return _same_rows(_product_rows(p, c, w), a, rows)
 
 
 def _same_rows(got: tuple[np.ndarray, np.ndarray], a: IntervalMask, rows: np.ndarray | None) -> bool:

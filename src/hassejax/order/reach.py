@@ -23,6 +23,7 @@ from ._matmul import _closure_matmul, _matmul_dtype, _pad, _padded_size, _power_
 from ._prepare import _as_intervals, _check_method, _check_num_layers, _prepare, _stack_layer_masks
 from ._progress import check_progress, progress_bar
 from ._routes import (
+    _DENSE_FALLBACK_N,
     _STRUCTURED_MIN_N,
     _check_bitpacked_memory,
     _check_matmul_memory,
@@ -344,7 +345,9 @@ def _reachability_structured(mask, num_layers, layer_masks, method, delay: float
             return None
         return kron(*(reachability(f, num_layers, progress=_off(delay)) for f in factors))
 
-    if layer_masks is None and num_layers != 1:  # R^(1) is A itself
+    # R^(1) is A itself; up to _DENSE_FALLBACK_N the bit-packed route builds an output of many runs faster than the
+    # product of the factors' outputs does (a review: dilated(6002, 4, 4), 1501 runs a row, 0.65 s against 3.4 s)
+    if layer_masks is None and num_layers != 1 and mask.n > _DENSE_FALLBACK_N:
         answer = product_first(mask, method, kron_route)
         if answer is not None:
             return answer

@@ -267,16 +267,20 @@ def _product_summary(mask: IntervalMask, delay: float | None, layers: tuple[int,
     """The summary on the product route, or None when `mask` is no Kronecker product (:mod:`._product`)."""
     from ._product import kron_factors
 
-    factors = kron_factors(mask.with_diagonal())
+    t = time.perf_counter()
+    with progress_bar(_step_delay(delay), "Kronecker factors", "", tick=True):
+        factors = kron_factors(mask.with_diagonal())
     if factors is None:
         return None
+    searched = time.perf_counter() - t
     flow = _ProductFlow(*factors, delay, layers, quotient_limit)
     why = (
-        f"a Kronecker product P ⊗ C on a {factors[0].n} × {factors[1].n} grid (A^L = P^L ⊗ C^L; a 2-D neighbourhood, "
-        f"a dilated window), whose powers' runs would multiply on the structured route: the factors' flows "
-        f"({flow.route()})"
+        f"a Kronecker product P ⊗ C on a {factors[0].n} × {factors[1].n} grid (A^L = P^L ⊗ C^L), whose powers' runs "
+        f"would multiply on the structured route: the factors' flows ({flow.route()})"
     )
-    return _summarize(flow, "product", why, layers, quotient_limit)
+    summary = _summarize(flow, "product", why, layers, quotient_limit)
+    summary.seconds["factors"] = searched + flow.seconds  # the search for P and C, and their R and L*
+    return summary
 
 
 def _dense_flow(mask, route: str, delay: float | None, layers: tuple[int, ...], quotient_limit: int) -> _DenseFlow:

@@ -64,7 +64,8 @@ class FlowSummary:
     - `quotient_limit`: the largest quotient for which the diagram was built.
     - `seconds`: wall-clock seconds per stage (``"limit"``, ``"convergence_depth"``,
       ``"layers"``, ``"classes"``, ``"order"``; on the bit-packed route one level search gives ``R``, ``L*`` and
-      the ``R^(L)`` of `layers`, all counted under ``"limit"``).
+      the ``R^(L)`` of `layers`, all counted under ``"limit"``; on the product route ``"factors"``: the search for
+      the factors and their own ``R`` and ``L*``, before the stages that combine them).
 
     :meth:`diagram` returns the :class:`~hassejax.order.HasseDiagram` when the quotient has at
     most :data:`QUOTIENT_LIMIT` classes.
