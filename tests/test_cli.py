@@ -475,7 +475,9 @@ def test_a_quotient_too_large_to_draw_prints_the_counts_and_writes_the_json(tmp_
     png, js = tmp_path / "q.png", tmp_path / "q.json"
     rc, out, err = run(capsys, "analyze", "sliding_window(n=4096, left=2)", "--png", str(png), "--json", str(js))
     assert rc == 2
-    assert "too many to draw (the limit is 2048; --quotient-limit raises it); no diagram written" in err and str(js) in err
+    assert (
+        "too many to draw (the limit is 2048; --quotient-limit raises it); no diagram written" in err and str(js) in err
+    )
     assert field(out, "n (positions)") == "4096" and field(out, "classes").startswith("4096")
     assert json.loads(js.read_text())["num_classes"] == 4096
     assert not png.exists()

@@ -173,8 +173,12 @@ def test_lists_mixing_bools_and_numbers_are_refused(no_typecheck):
     want = solve_particles(model, np.array([[1.0, 0.5], [0.0, 1.0]]), t1=0.5)
     for x0 in ([[1.0, 0.5], [0, 1]], [np.array([1.0, 0.5]), np.array([0.0, 1.0])]):
         np.testing.assert_array_equal(np.asarray(solve_particles(model, x0, t1=0.5).x_final), np.asarray(want.x_final))
-    for x0 in ([[True, 0.5], [0, 1]], [np.array([True, False]), np.array([0.0, 1.0])]):
-        with pytest.raises(ParameterError, match="`x0` must be a real array of tokens.*a list holding bool True"):
+    for x0, what in (
+        ([[True, 0.5], [0, 1]], "bool True"),
+        ([np.array([True, False]), np.array([0.0, 1.0])], "ndarray"),
+        ([jnp.array([1.0, 0.5]), [jnp.array(True), 1.0]], "ArrayImpl"),  # a 0-d JAX bool (a review)
+    ):
+        with pytest.raises(ParameterError, match=f"`x0` must be a real array of tokens.*a list holding {what}"):
             solve_particles(model, x0, t1=0.5)
     with pytest.raises(ParameterError, match="`mean0` must be a real.*a list holding bool False"):
         solve_gaussian(model, [0.5, False], np.eye(2) / 2, t1=0.5)

@@ -367,6 +367,18 @@ def test_subclass_adding_fields_without_a_constructor_is_refused_when_defined():
         class _Tempered(Softmax):
             tau: jax.Array = eqx.field(default_factory=lambda: jnp.asarray(1.0))
 
+    # a review: fields with a plain default, static ones, and Equinox's abstract fields stay allowed
+    class _Defaulted(Softmax):
+        tau: float = 2.0
+
+    class _Static(Softmax):
+        tau: float = eqx.field(static=True, default=3.0)
+
+    class _Abstract(Softmax):
+        tau: eqx.AbstractVar[jax.Array]
+
+    assert _Defaulted(V=EYE, A=EYE).tau == 2.0 and _Static(V=EYE, A=EYE).tau == 3.0
+
     class _TemperedOk(Softmax):
         tau: jax.Array
 

@@ -62,10 +62,25 @@ def concrete(x):
 _NONE = object()
 
 
+def _odd_in_list(x):
+    """The first entry of nested lists/tuples `x` that is no real number (:func:`_not_a_number`; an array entry by its
+    dtype, not entry by entry), or ``_NONE``."""
+    stack = [x]
+    while stack:
+        item = stack.pop()
+        for e in item:
+            if isinstance(e, (list, tuple)):
+                stack.append(e)
+            elif _not_a_number(e):
+                return e
+    return _NONE
+
+
 def _not_a_number(e) -> bool:
     """An entry of an object array that is not a real number: a bool, a string, None, or an array of those."""
-    if isinstance(e, np.ndarray):
-        return e.dtype.kind not in "iuf"
+    dtype = getattr(e, "dtype", None)
+    if dtype is not None and hasattr(e, "shape"):  # a NumPy or JAX array or scalar (a 0-d JAX bool, a review)
+        return np.dtype(dtype).kind not in "iuf"
     return e is None or isinstance(e, (bool, np.bool_, str, bytes))
 
 
@@ -88,10 +103,8 @@ def real_array(x, name: str, what: str = "a real number"):
     except (TypeError, ValueError) as err:  # not numbers (a ragged list, an object NumPy cannot read); an error of
         # the copy itself (out of memory: a MemoryError, XLA's RESOURCE_EXHAUSTED) is no bad input and passes through
         raise ParameterError(f"`{name}` must be {what}; got {type(x).__name__}.") from err
-    if v.dtype.kind in "iuf" and isinstance(x, (list, tuple)):  # NumPy reads [True, 0.5] as [1.0, 0.5]: entries
-        v_obj = np.empty(v.shape, dtype=object)  # one by one (a list of lists of scalars or of arrays)
-        v_obj[...] = x
-        odd = next((e for e in v_obj.flat if _not_a_number(e)), _NONE)
+    if v.dtype.kind in "iuf" and isinstance(x, (list, tuple)):  # NumPy reads [True, 0.5] as [1.0, 0.5]
+        odd = _odd_in_list(x)
         if odd is not _NONE:
             raise ParameterError(f"`{name}` must be {what}; got a list holding {type(odd).__name__} {odd!r:.40}.")
     if v.dtype.kind == "O":  # numbers NumPy keeps as objects (big ints, Fractions): not bools, strings or None

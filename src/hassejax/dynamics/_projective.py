@@ -48,7 +48,7 @@ import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
 from ._guard import guard, tree_finite
-from ._solve import DECADE_RATIO_THRESHOLD, DECADES, IntegrateOut, edge_resolution
+from ._solve import DECADE_RATIO_THRESHOLD, DECADES, END_EXPONENT, IntegrateOut, edge_resolution
 from .result import BlowupMethod, Status
 
 WINDOW_SLOPE = 2.0
@@ -269,6 +269,7 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     safe = jnp.where(rates_ok, lam_tau, 1.0)
     remaining = jnp.where(rates_ok, lam * jnp.exp(-y_f[2]) / safe, jnp.inf)  # λ/λ_t
     p = lam * (lam_tautau + lam_tau * rho_tau) / safe / safe
+    p_end = p
     p = jnp.where(blow_ev & rates_ok & jnp.isfinite(p), p, 0.0)
     window = above_end  # the time spent in the last two decades (logistic window, WINDOW_SLOPE)
     ratio = remaining / jnp.maximum(window, tiny)
@@ -298,7 +299,10 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     p = jnp.where(undetermined, 0.0, p).astype(dtype)
     ratio = jnp.where(undetermined, jnp.inf, ratio).astype(dtype)
 
-    near_end = time_ev & rates_ok & (remaining <= edge_resolution(t_final, t0, rtol, dtype))  # as _solve's end check
+    # as _solve's end check: in the last two decades below the threshold, growing as a blow-up (exponent >= 1.5)
+    in_window = log_size(y_f) >= log_level_a
+    blowup_like = in_window & jnp.isfinite(p_end) & (p_end >= END_EXPONENT)
+    near_end = time_ev & rates_ok & blowup_like & (remaining <= edge_resolution(t_final, t0, rtol, dtype))
     result = sol.result
     status = jnp.where(
         edge_undetermined & end_finite,

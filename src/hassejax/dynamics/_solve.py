@@ -56,8 +56,9 @@ before `e` that the decade test calls a blow-up and whose extrapolated `t*` lies
 `e` minus that resolution is not reported as a blow-up either: both are ``undetermined`` with `t_final`
 just before `e` (resp. the event), rather than the later blow-up, or none, of the next layers that a
 silent crossing would report. Farther from an edge nothing changes. The end `t1` is such an edge too: a solve
-that reaches it below the threshold with the state's own `λ/λ'` within the resolution (an adaptive controller's
-`rtol`) is ``undetermined``, not ``completed``: the blow-up may lie before `t1`.
+that reaches it below the threshold but within its last two decades, growing like a blow-up (local exponent
+`λλ''/λ'² ≥ 1.5`, :data:`END_EXPONENT`) with the state's own `λ/λ'` within the resolution (an adaptive
+controller's `rtol`), is ``undetermined``, not ``completed``: the blow-up may lie before `t1`.
 
 The local growth exponent `p = λλ''/λ'²` (2 for `c/(t* − t)`, 1 for exponential growth)
 is reported as well, for information. The blow-up time is `t_e + λ/λ'` (extrapolated,
@@ -109,6 +110,11 @@ DECADE_RATIO_THRESHOLD = 0.05
 EDGE_RESOLUTION_TOLERANCES = 1e3
 """A blow-up within `1e3 · max(rtol, eps) · (e − t0)` (plus 64 rounding units of `e`) of a layer edge `e` is not
 resolved by the solve: see :func:`edge_resolution`."""
+
+END_EXPONENT = 1.5
+"""A solve that reaches `t1` below the threshold is ``undetermined`` only with the local growth exponent
+`λλ''/λ'² ≥ 1.5` there (2 for a blow-up `c/(t* − t)`, 1 for exponential growth), the size in the last two decades
+below the threshold and `λ/λ'` within the time resolution (see :func:`integrate`)."""
 
 SIZE_FLOOR_FACTOR = 1e2
 """A crossing with the size below `100 ×` its rounding floor (a spread within ten rounding units) is
@@ -405,6 +411,7 @@ def integrate(
         rates_ok = jnp.isfinite(lam) & jnp.isfinite(dlam) & jnp.isfinite(ddlam) & (dlam != 0)
         safe_dlam = jnp.where(rates_ok, dlam, 1.0)
         p = (lam / safe_dlam) * (ddlam / safe_dlam)  # not λλ''/λ'²: both overflow near the float range
+        p_end = p
         p = jnp.where(blow_ev & rates_ok & jnp.isfinite(p), p, 0.0)
         # decade test: remaining time τ = λ/λ' against the time of the last DECADES decades
         tau = jnp.where(rates_ok & (dlam > 0), lam / safe_dlam, jnp.inf)
@@ -463,7 +470,13 @@ def integrate(
         # the state's own remaining time λ/λ' is within the time resolution: a blow-up may lie before t1 (the
         # computed t* carries the solve's error; a fresh user: t1 = t* − 1e-9 ended `completed`, tr Σ 2.6e6 where
         # the solution's is past the threshold 1e8) or just after it; neither `completed` nor `blow_up` is known
-        near_end = ~event_ev & end_finite & rates_ok & (dlam > 0) & ~bounded
+        # ... and only growth like a blow-up near the threshold: the size within the last DECADES decades below
+        # it, and the local exponent λλ''/λ'² of a blow-up (2 for c/(t* − t), 1 for exponential growth; a review:
+        # exponential growth, whose λ/λ' is its e-folding time, and loose tolerances, whose resolution spans t1,
+        # read undetermined)
+        in_window = jnp.log(jnp.maximum(lam, tiny)) >= log_level_a
+        blowup_like = in_window & jnp.isfinite(p_end) & (p_end >= END_EXPONENT)
+        near_end = ~event_ev & end_finite & rates_ok & (dlam > 0) & ~bounded & blowup_like
         near_end = near_end & (tau <= edge_resolution(tf, t0, end_rtol, dtype))
     else:
         near_end = jnp.asarray(False)

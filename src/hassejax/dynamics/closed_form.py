@@ -106,12 +106,19 @@ def _scaled_interaction(sigma0, a, v, beta, t=None):
             "is the shape before their (d, d), that of `v`, `beta` and `t` their whole shape)."
         ) from None
     d = jnp.shape(sigma0)[-1]
-    if np.ndim(v) >= 2 and np.shape(v)[-2:] == (d, d) and not batch["Sigma0"] and not batch["A"]:
-        # a fresh user: blowup_time_closed_form(I/2, I, 2I) gave [[0.5, inf], [inf, 0.5]], a (d, d) batch of scalars
-        raise ParameterError(
-            f"`v` has shape {np.shape(v)}, that of a (d, d) matrix beside an unbatched `Sigma0` and `A`: the closed form "
-            "is for `V = v I` with `v` a number (or a batch of numbers). For a matrix `V` solve the moment ODE "
-            "(hassejax.dynamics.solve_gaussian); for a (d, d) batch of numbers, give `Sigma0` or `A` that batch shape too."
+    if np.shape(v) == (d, d) and not batch["Sigma0"] and not batch["A"]:
+        # a fresh user: blowup_time_closed_form(I/2, I, 2I) gave [[0.5, inf], [inf, 0.5]], a (d, d) batch of scalars,
+        # without a word; a review: a (d, d) grid of numbers is a legitimate batch, so a warning, not a refusal
+        import warnings
+
+        from .._warn import user_stacklevel
+
+        warnings.warn(
+            f"`v` has shape {np.shape(v)}, that of a (d, d) matrix beside an unbatched `Sigma0` and `A`: it is read as "
+            "a (d, d) batch of numbers, each the `v` of `V = v I`. For a matrix `V` solve the moment ODE "
+            "(hassejax.dynamics.solve_gaussian).",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
         )
     _check_values(sigma0, a, v, beta)
     r = psd_sqrt(sigma0)
@@ -132,7 +139,7 @@ def softmax_covariance_closed_form(
     **Returns:** `Σ(t)`, `(…, d, d)`. For `t >= t*` (past the blow-up, where no solution
     exists) every entry is `+inf`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes (a `(d, d)` `v` beside unbatched `Sigma0`, `A`: a matrix `V`), NaN/inf entries,
+    **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes, NaN/inf entries,
     a `Sigma0` that is not symmetric positive semidefinite or a `t < 0` (concrete inputs; traced non-finite
     inputs or `t < 0` give NaN, a traced `Sigma0` is taken as the PSD part of its symmetric part).
 
@@ -170,7 +177,7 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
     of the largest), and `1/λ*` would be a finite time made of rounding. A resolved `λ*` beside a
     much larger stable direction keeps its time (float32, `A = diag(−10^6, 1)`: `t* = 1`).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes (a `(d, d)` `v` beside unbatched `Sigma0`, `A`: a matrix `V`),
+    **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes,
     NaN/inf entries, or a `Sigma0` that is not symmetric positive semidefinite (concrete inputs; a traced NaN
     or inf gives NaN, a traced `Sigma0` is taken as the PSD part of its symmetric part).
 

@@ -98,9 +98,10 @@ class Status(enum.IntEnum):
       :class:`~hassejax.dynamics.PiecewiseConstant` parameter, so that the side of `e` it lies on, hence whether
       the solution ends there or goes on into the next layer, is not known (the solve stops just before `e`,
       or a threshold event before `e` extrapolates its `t*` to within the resolution of `e`; with the default
-      controller, which steps to the edges, and in the projective state); or the solve reached `t1` below the
-      threshold with the state's own remaining time `λ/λ'` within that resolution of `t1` (an adaptive controller;
-      the blow-up may lie before `t1`: a fresh user's `t1 = t* − 1e-9` ended ``completed``). `t_blowup` is `inf`,
+      controller, which steps to the edges, and in the projective state); or the solve reached `t1` within two
+      decades below the threshold, growing like a blow-up (`λλ''/λ'² ≥ 1.5`), with the state's own remaining time
+      `λ/λ'` within that resolution of `t1` (an adaptive controller; the blow-up may lie before `t1`: a fresh
+      user's `t1 = t* − 1e-9` ended ``completed``). `t_blowup` is `inf`,
       `t_final` the crossing (resp. the stop before the edge, or `t1`). The causes of the first kind:
       the step that crossed did not resolve it (the event's root find could not locate the
       crossing inside it, e.g. a constant step or a forced `dtmin` across a blow-up, when

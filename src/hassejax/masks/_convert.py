@@ -186,7 +186,7 @@ def _warn_long_evaluation(seconds_a_block: float, blocks_left: int, n: int, name
     if left >= LONG_EVALUATION_S:
         warnings.warn(
             f"from_mask_mod: the interval form evaluates `{name}` on all {n} x {n} pairs; the {blocks_left} blocks of "
-            f"rows left will take about {left:.0f} s at the speed of the last one. The structured constructors "
+            f"rows left will take about {left:.0f} s at the speed of the last one (and their assembly more). The structured constructors "
             "(hassejax.masks.structured, from_spec(..., form='intervals')) build the library masks without evaluating "
             "a mask_mod; progress=True shows a bar.",
             RuntimeWarning,

@@ -28,6 +28,7 @@ batch axes, so a batch of kernels can be built once and ``vmap`` ped over; the s
 from __future__ import annotations
 
 import abc
+import dataclasses
 import dis
 import inspect
 from collections.abc import Mapping
@@ -791,12 +792,23 @@ class AbstractBilinearAttention(AbstractAttention):
         owner = next(k for k in cls.__mro__ if "__init__" in vars(k))
         if owner is not AbstractBilinearAttention:
             return
-        new = [
-            name
-            for k in cls.__mro__[: cls.__mro__.index(owner)]
-            for name, ann in vars(k).get("__annotations__", {}).items()
-            if "ClassVar" not in str(ann) and name not in ("V", "A", "Q", "K", "beta")
-        ]
+        new = []
+        for k in cls.__mro__[: cls.__mro__.index(owner)]:
+            try:
+                annotations = inspect.get_annotations(k)
+            except Exception:  # annotations that cannot be read (evaluated lazily): no check
+                return
+            for name, ann in annotations.items():
+                # class variables, abstract fields (eqx.AbstractVar: a subclass gives them) and fields with a
+                # default (the class attribute stands in for the instance's) need no constructor argument
+                if any(word in str(ann) for word in ("ClassVar", "AbstractVar", "AbstractClassVar")):
+                    continue
+                default = vars(k).get(name, dataclasses.MISSING)
+                if isinstance(default, dataclasses.Field):  # eqx.field(...): its default, if any (a default_factory
+                    default = default.default  # runs only in a generated __init__, which this class does not get)
+                if name in ("V", "A", "Q", "K", "beta") or default is not dataclasses.MISSING:
+                    continue
+                new.append(name)
         if new:
             raise TypeError(
                 f"{cls.__name__} adds the field(s) {', '.join(new)} to {cls.__mro__[1].__name__}, whose constructor sets "
