@@ -151,3 +151,13 @@ def test_reachability_of_a_long_2d_neighbourhood_is_the_product():
     assert reachability(m, 2) == reachability(m, 2, method="structured")
     limit = reachability(m)
     assert limit.num_runs == 1 and limit.nnz() == m.n * m.n
+
+
+def test_kron_of_factors_with_empty_rows():
+    """A review: ``kron`` raised IndexError on a block without keys (factors with empty rows; not reachable from the
+    reflexive masks the routes factor, but ``kron`` is the product of any two interval masks)."""
+    p = IntervalMask.from_dense(np.array([[False, False], [True, False]]))
+    c = IntervalMask.from_dense(np.eye(2, dtype=bool))
+    np.testing.assert_array_equal(kron(p, c).to_dense(), np.kron(p.to_dense(), c.to_dense()))
+    zero = IntervalMask.from_dense(np.zeros((2, 2), bool))
+    assert kron(zero, c).nnz() == 0
