@@ -158,7 +158,7 @@ def flow_summary(
     covering pairs ``E_P C_C + C_P E_C``; the width when one factor has one class, else from the
     diagram when it is built). The factors are found exactly (:mod:`hassejax.order._product`); the
     powers of such masks have runs that multiply on the structured route (``natten_2d(181, 181, 7, 7)``:
-    45 s on the bit-packed route, now 0.5 s; ``natten_2d(1024, 1024, 3, 3)``, n = 2^20: refused, now
+    45–58 s on the bit-packed route, now 0.3 s; ``natten_2d(1024, 1024, 3, 3)``, n = 2^20: refused, now
     about 1 s).
 
     **Arguments:**
