@@ -129,7 +129,7 @@ def test_reachability_and_depth_of_products_equal_the_dense_route(mask, monkeypa
 
     calls = []
     kron_of = _product.kron
-    monkeypatch.setattr(_product, "kron", lambda p, c: calls.append(1) or kron_of(p, c))
+    monkeypatch.setattr(_product, "kron", lambda p, c, bar=None: calls.append(1) or kron_of(p, c, bar))
     monkeypatch.setattr(reach, "_DENSE_FALLBACK_N", 0)
     assert kron_factors(mask.with_diagonal()) is not None and mask.num_runs >= 2
     dense = mask.to_dense()

@@ -134,10 +134,11 @@ def _blocks(per_row: np.ndarray):
         q0 = q1
 
 
-def kron(p: IntervalMask, c: IntervalMask) -> IntervalMask:
+def kron(p: IntervalMask, c: IntervalMask, bar=None) -> IntervalMask:
     """``p ⊗ c`` on the `p.n × c.n` grid flattened row-major: ``out[rW + c, r'W + c'] = p[r, r'] ∧ c[c, c']``.
 
-    Built a block of rows at a time (:data:`_BLOCK_ENTRIES` unmerged runs a block).
+    Built a block of rows at a time (:data:`_BLOCK_ENTRIES` unmerged runs a block); `bar`: a progress bar
+    (:mod:`._progress`) counting the rows built, or None.
 
     **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) when its runs would not fit, before
     they are built.
@@ -163,6 +164,8 @@ def kron(p: IntervalMask, c: IntervalMask) -> IntervalMask:
         s, e = _product_rows(pr.take(rows // w), cr.take(rows % w), w)
         widest = max(widest, s.shape[1])
         parts.append((s, e))
+        if bar is not None:
+            bar.update(q1 - q0)
     s, e = stack_row_blocks(parts, n, widest)
     return IntervalMask(s, e, n, _normal=True)
 

@@ -107,7 +107,8 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
         warnings.warn(
             f"`{name}`: method='structured' forced on a mask whose powers' runs multiply: a product merges up to "
             f"{candidates:.3g} candidate runs, more than the dense bit-packed route costs ({slow_at:.3g}); "
-            "method='bitpacked' (or 'auto', which switches there) is likely much faster.",
+            "method='bitpacked' (or 'auto', which switches there, or, for a Kronecker product such as a 2-D "
+            "neighbourhood, takes its factors) is likely much faster.",
             RuntimeWarning,
             stacklevel=user_stacklevel(),
         )

@@ -343,7 +343,10 @@ def _reachability_structured(mask, num_layers, layer_masks, method, delay: float
         factors = kron_factors(mask.with_diagonal())
         if factors is None:
             return None
-        return kron(*(reachability(f, num_layers, progress=_off(delay)) for f in factors))
+        parts = [reachability(f, num_layers, progress=_off(delay)) for f in factors]
+        what = "R" if num_layers is None else f"R^({num_layers})"  # a fresh user: the factors' bars ended, then the
+        with progress_bar(delay, f"{what} as the product of its factors'", "rows", total=mask.n) as bar:  # build
+            return kron(*parts, bar=bar)  # of a large output ran on for 25 s without one
 
     # R^(1) is A itself; up to _DENSE_FALLBACK_N the bit-packed route builds an output of many runs faster than the
     # product of the factors' outputs does (a review: dilated(6002, 4, 4), 1501 runs a row, 0.65 s against 3.4 s)
