@@ -161,3 +161,13 @@ def test_kron_of_factors_with_empty_rows():
     np.testing.assert_array_equal(kron(p, c).to_dense(), np.kron(p.to_dense(), c.to_dense()))
     zero = IntervalMask.from_dense(np.zeros((2, 2), bool))
     assert kron(zero, c).nnz() == 0
+
+
+def test_reachability_on_the_product_route_shows_its_build(capsys, monkeypatch):
+    """A fresh user: the factors' bars ended at once, then the product's output was built for 25 s without one."""
+    from hassejax.order import reachability
+
+    monkeypatch.delenv("HASSEJAX_PROGRESS", raising=False)
+    reachability(structured.natten_2d(181, 181, 7, 7), 2, progress=0)
+    err = capsys.readouterr().err
+    assert "R^(2) as the product of its factors'" in err and "32761/32761 rows" in err
