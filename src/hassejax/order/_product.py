@@ -65,9 +65,14 @@ def _column_rows(a: IntervalMask, rows: np.ndarray, w: int) -> _Runs:
     return _Runs(a.starts[rows].astype(np.int64), a.stops[rows].astype(np.int64), w)
 
 
+def _whole_rows(c: _Runs, w: int) -> np.ndarray:
+    """Where C's row is the whole grid row ``[0, W)``: the product's runs are then P's runs scaled by `W`."""
+    return (c.k == 1) & (c.starts[:, 0] == 0) & (c.stops[:, 0] == w)
+
+
 def _per_row(p: _Runs, c: _Runs, w: int) -> tuple[np.ndarray, np.ndarray]:
     """Unmerged runs of each product row (P's row `i` with C's row `i`), and where C's row is a whole grid row."""
-    full = (c.k == 1) & (c.starts[:, 0] == 0) & (c.stops[:, 0] == w)  # a whole grid row: P's runs scaled by w
+    full = _whole_rows(c, w)
     return np.where(full, p.k, p.counts * c.k).astype(np.int64), full
 
 
@@ -108,7 +113,6 @@ def _product_rows(p: _Runs, c: _Runs, w: int) -> tuple[np.ndarray, np.ndarray]:
     # merge runs that touch (the end of a grid row's run and the start of the next one's), row by row
     new = np.ones(total, dtype=bool)
     new[1:] = (which[1:] != which[:-1]) | (starts[1:] != stops[:-1])
-    run_id = np.cumsum(new) - 1
     first = np.flatnonzero(new)
     last = np.r_[first[1:], total] - 1
     row = which[first]
@@ -119,7 +123,6 @@ def _product_rows(p: _Runs, c: _Runs, w: int) -> tuple[np.ndarray, np.ndarray]:
     out_e = np.full((m, kmax), n, dtype=np.int32)
     out_s[row, slot] = starts[first]
     out_e[row, slot] = stops[last]
-    del run_id
     return out_s, out_e
 
 
@@ -149,7 +152,7 @@ def kron(p: IntervalMask, c: IntervalMask, bar=None) -> IntervalMask:
     n = h * w
     pr = _Runs(p.starts.astype(np.int64), p.stops.astype(np.int64), h)
     cr = _Runs(c.starts.astype(np.int64), c.stops.astype(np.int64), w)
-    full = (cr.k == 1) & (cr.starts[:, 0] == 0) & (cr.stops[:, 0] == w)
+    full = _whole_rows(cr, w)
     per_row = np.where(full[None, :], pr.k[:, None], pr.counts[:, None] * cr.k[None, :]).ravel()
     kmax = max(1, int(per_row.max()))
     check_host_memory(  # the result (int32 starts and stops, twice while stacked) and one block's temporaries
