@@ -68,7 +68,7 @@ def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
     dc.TIMER.reset()  # this experiment's solves only (a worker process runs several)
     n_side = 12 if quick else 40
-    capacity = dc.CAPACITY_QUICK if quick else dc.CAPACITY_FULL
+    capacity = dc.CAPACITY
     grid = geometry.trace_one_grid(n_side, n_side, -1.0, 1.0)
     n = grid.shape[0]
     drawn = np.arange(0, n, max(1, n // N_DRAWN))
@@ -103,7 +103,7 @@ def main(out: Path, quick: bool = False) -> dict:
             "solver": dc.solver_record(sol),
         }
         # growth law at Σ0 = I/2, event at tr Σ = 1e6 (six decades above tr Σ0; Sinkhorn turns stiff past 1e7)
-        g = dc.solve_for_plot(model, half, t1=T1, threshold=GROWTH_THRESHOLD, tol=tol, capacity=dc.CAPACITY_QUICK)
+        g = dc.solve_for_plot(model, half, t1=T1, threshold=GROWTH_THRESHOLD, tol=tol, capacity=dc.CAPACITY)
         gc = dc.trajectories(g)[0]
         gt = np.append(g["ts"][0][g["valid"][0]], g["t_final"][0])
         tr = np.trace(gc, axis1=-2, axis2=-1)
@@ -127,7 +127,7 @@ def main(out: Path, quick: bool = False) -> dict:
                 rec["t_star_closed_form_range"] = dc.minmax(t_closed)
                 rec["t_star_max_rel_error_accurate"] = float(rel.max())
                 rec["t_star_max_rel_error_at_authors_stop_1e3"] = float(rel_authors.max())
-                h = dc.solve(model, half, t1=T1, threshold=ACCURATE_THRESHOLD, tol=tol, capacity=dc.CAPACITY_QUICK)
+                h = dc.solve(model, half, t1=T1, threshold=ACCURATE_THRESHOLD, tol=tol, capacity=dc.CAPACITY)
                 rec["t_star_at_half_identity"] = {"closed_form": t_closed_half, "solved": float(h["t_blowup"][0]),
                                                   "threshold": ACCURATE_THRESHOLD,
                                                   "rel_error": float(abs(h["t_blowup"][0] / t_closed_half - 1.0))}  # fmt: skip

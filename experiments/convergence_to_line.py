@@ -49,7 +49,7 @@ def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
     dc.TIMER.reset()  # this experiment's solves only (a worker process runs several)
     n_side = 5 if quick else 10
-    capacity = dc.CAPACITY_QUICK if quick else dc.CAPACITY_FULL
+    capacity = dc.CAPACITY
     grid = geometry.trace_one_grid(n_side, n_side, -0.5, 0.5)
     n = grid.shape[0]
     target = geometry.rank_one_limit(grid, Q_PERP)  # Σ∞ = q⊥q⊥ᵀ/(q⊥ᵀΣ0⁻¹q⊥), spec §7a item 2

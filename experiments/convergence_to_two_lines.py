@@ -84,7 +84,7 @@ def main(out: Path, quick: bool = False) -> dict:
     o = Output(out, NAME)
     dc.TIMER.reset()  # this experiment's solves only (a worker process runs several)
     n_side = 8 if quick else 20
-    capacity = dc.CAPACITY_QUICK if quick else dc.CAPACITY_FULL
+    capacity = dc.CAPACITY
     grid = geometry.trace_one_grid(n_side, n_side, -1.0, 1.0)
     n = grid.shape[0]
     A = np.asarray(paper.softmax_model(paper.FIG4_V, paper.FIG4_Q, paper.FIG4_K).A)

@@ -51,7 +51,7 @@ def main(out: Path, quick: bool = False) -> dict:
     cov0 = np.stack(cov0)
     model = dc.stack_models([Softmax(V=np.asarray(m.V), A=np.asarray(m.A)) for m in models])
     threshold = THRESHOLD_FACTOR * np.trace(cov0, axis1=1, axis2=2)
-    sol = dc.solve(model, cov0, t1=1000.0, threshold=threshold, tol=dc.NO_STOP_TOL, capacity=dc.CAPACITY_QUICK)
+    sol = dc.solve(model, cov0, t1=1000.0, threshold=threshold, tol=dc.NO_STOP_TOL, capacity=dc.CAPACITY)
     status = sol["status"].reshape(2, cs.size)
     t_meas = sol["t_blowup"].reshape(2, cs.size)
     if not np.all(status == Status.blow_up):

@@ -300,7 +300,7 @@ def counterexample(o: Output, quick: bool) -> dict:
     """The sign rule's failure in the paper's direction: no blow-up predicted, blow-up at t ≈ 19.68."""
     import _dynamics_common as dc
 
-    cap = dc.CAPACITY_QUICK
+    cap = dc.CAPACITY
     model = Softmax(V=CE_V, A=CE_A)
     rule = np.linalg.eigvalsh(CE_V @ CE_A + CE_A.T @ CE_V.T)
     sym = np.linalg.eigvalsh(CE_A + CE_A.T)
