@@ -113,10 +113,29 @@ class CompileClock:
             self.compile += duration
 
 
-START_FIRST = ("real_heads", "phase_maps", "convergence_to_zero", "sigmoid_linear", "butterfly_markov")
-"""With several jobs these start first (the longest, measured on ``--quick``), so that no long
-experiment starts last and runs alone while the other workers idle; the table keeps
-:data:`EXPERIMENTS`' order."""
+SECONDS = {
+    "full": {"real_heads": 217, "butterfly_markov": 115, "mean_field": 93, "rank_histograms": 74, "phase_maps": 64,
+             "convergence_or_blowup": 28, "sigmoid_linear": 22, "convergence_to_zero": 20, "event_time_accuracy": 18,
+             "sinkhorn": 15, "blowup_or_divergence": 12, "energies": 10, "mask_gallery": 9, "stability_estimate": 8,
+             "masked_particles": 8, "lambda_max_growth": 7, "convergence_to_two_lines": 7, "time_dependent": 7,
+             "covariance_ellipses": 7, "jacobian_support": 5},
+    "quick": {"real_heads": 34, "phase_maps": 24, "sigmoid_linear": 11, "convergence_to_zero": 11,
+              "convergence_or_blowup": 11, "mean_field": 10, "sinkhorn": 9, "butterfly_markov": 9, "rank_histograms": 7,
+              "blowup_or_divergence": 7, "energies": 6, "lambda_max_growth": 6, "convergence_to_two_lines": 6,
+              "convergence_to_line": 6, "covariance_ellipses": 5, "masked_particles": 5, "event_time_accuracy": 5},
+}  # fmt: skip
+"""Seconds of the longer experiments in a cold run with 2 jobs (2026-12-06, the 2-vCPU VM of `benchmarks/README.md`);
+the others took under 5 s (listed as 0). With several jobs the experiments start longest first, so that no long
+experiment starts last and runs alone while the other workers idle (before, a few started first and the rest in the
+order of :data:`EXPERIMENTS`: the full run's `mean_field`, 93 s, started 25th of 32); the table keeps :data:`EXPERIMENTS`'
+order."""
+
+
+def start_order(names: list[str], quick: bool) -> list[str]:
+    """`names` longest first by :data:`SECONDS` (ties in the order given)."""
+    seconds = SECONDS["quick" if quick else "full"]
+    return sorted(names, key=lambda n: -seconds.get(n, 0.0))
+
 
 _CLOCK: CompileClock | None = None
 
@@ -221,7 +240,7 @@ def run(
             rows.append(run_one(name, out, quick))
             _check_interrupt()
         return rows
-    order = [n for n in START_FIRST if n in names] + [n for n in names if n not in START_FIRST]
+    order = start_order(names, quick)
     with tqdm(total=len(names), desc=f"experiments ({jobs} jobs)", unit="exp", disable=not progress) as bar:
         rows = _run_pool(order, out, quick, jobs, compile_cache, bar)
         rerun = [n for n in order if n not in rows]
