@@ -192,6 +192,23 @@ def test_jobs_run_experiments_in_worker_processes(tmp_path, monkeypatch):
     assert by["fake_pid"]["status"] == "ok" and int(by["fake_pid"]["key"]) != os.getpid()
 
 
+@pytest.mark.parametrize("quick", [False, True])
+def test_jobs_start_the_longest_experiments_first(quick):
+    """With several jobs the experiments start longest first (the full run's 93-s `mean_field` started 25th of 32, the
+    other worker idle at the end); every experiment once, ties and the short ones in the order given."""
+    rep = _reproduce_module()
+    seconds = rep.SECONDS["quick" if quick else "full"]
+    assert set(seconds) <= set(rep.EXPERIMENTS)
+    names = list(rep.EXPERIMENTS)
+    order = rep.start_order(names, quick)
+    assert sorted(order) == sorted(names)
+    expected = [seconds.get(n, 0.0) for n in order]
+    assert expected == sorted(expected, reverse=True)
+    assert order[0] == "real_heads" and order.index("mean_field") < 8
+    short = [n for n in order if n not in seconds]
+    assert short == [n for n in names if n not in seconds]
+
+
 @pytest.mark.parametrize("flag", [False, True])
 def test_no_progress_hides_the_bar_not_the_summary(tmp_path, monkeypatch, capsys, flag):
     """``--no-progress``: no progress bar on stderr, the experiments' own (a sweep's chunks) included; the summary
