@@ -496,6 +496,59 @@ def test_l2_with_negative_beta_c_is_refused_by_the_gaussian_route(kw):
     assert status_names(sol.status) == "completed" and np.all(np.isfinite(np.asarray(sol.x_final)))
 
 
+def _l2_map_exact(V, Q, K, cov, mean, beta=1.0, c=1.0):
+    """`M = 2βcVΣ(I + 2βcKᵀKΣ)⁻¹KᵀQ` and `c = V(I + 2βcΣKᵀK)⁻¹α` for 2 × 2 in exact rational arithmetic."""
+    from fractions import Fraction
+
+    fr = lambda a: [[Fraction(float(x)) for x in row] for row in np.atleast_2d(a)]
+    mul = lambda a, b: [
+        [sum(a[i][k] * b[k][j] for k in range(len(b))) for j in range(len(b[0]))] for i in range(len(a))
+    ]
+    add = lambda a, b: [[x + y for x, y in zip(ra, rb)] for ra, rb in zip(a, b)]
+    scale = lambda s_, a: [[s_ * x for x in row] for row in a]
+    tr = lambda a: [list(r) for r in zip(*a)]
+
+    def inv(a):
+        det = a[0][0] * a[1][1] - a[0][1] * a[1][0]
+        return [[a[1][1] / det, -a[0][1] / det], [-a[1][0] / det, a[0][0] / det]]
+
+    s = Fraction(2.0 * beta * c)
+    eye = [[Fraction(1), Fraction(0)], [Fraction(0), Fraction(1)]]
+    v, q, k, sig = fr(V), fr(Q), fr(K), fr(cov)
+    kk = mul(tr(k), k)
+    m = scale(s, mul(mul(v, sig), mul(inv(add(eye, scale(s, mul(kk, sig)))), mul(tr(k), q))))
+    cm = mul(v, mul(inv(add(eye, scale(s, mul(sig, kk)))), [[Fraction(float(x))] for x in mean]))
+    return np.array([[float(x) for x in r] for r in m]), np.array([float(r[0]) for r in cm])
+
+
+@pytest.mark.parametrize("size", [1.0, 1e6, 1e15, 1e30])
+def test_l2_gaussian_map_with_a_singular_key_matrix_is_accurate_at_any_size(size):
+    """`K = [[1, 0]]` (`KᵀK` singular, a key that reads one coordinate): the map against exact rational arithmetic up to
+    `tr Σ = 1e30`. A review of one solve with right-hand sides [BA | α] (the push-through identity) measured `M`
+    wrong by 2e-2 at 1e15 and 1e13 at 1e30: that matrix has a singular value 1/τ along null(K), which BA carries."""
+    V, Q, K = np.array([[1.0, 0.5], [0.3, 1.0]]), np.array([[1.0, 0.2]]), np.array([[1.0, 0.0]])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 2))
+    cov = size * (x @ x.T + 0.1 * np.eye(2)) / np.trace(x @ x.T + 0.1 * np.eye(2))
+    mean = np.array([0.7, -1.3])
+    got_m, got_c = (np.asarray(z) for z in L2(V=V, Q=Q, K=K).gaussian_affine(0.0, jnp.asarray(mean), jnp.asarray(cov)))
+    want_m, want_c = _l2_map_exact(V, Q, K, cov, mean)
+    np.testing.assert_allclose(got_m, want_m, rtol=1e-10, atol=1e-12 * np.abs(want_m).max())
+    np.testing.assert_allclose(got_c, want_c, rtol=1e-10, atol=1e-12 * np.abs(want_c).max())
+
+
+def test_l2_with_a_singular_key_matrix_diverges_as_its_map_says():
+    """The solve of the review's case: with `K = [[1, 0]]` the map of one solve with [BA | α] went wrong as tr Σ grew
+    and the solve spent its step budget (float64: ``max_steps_reached`` at t = 9.04 after 100,000 steps) where the
+    formula as written diverges at t = 11.41 in 375 steps."""
+    model = L2(V=np.array([[1.0, 0.5], [0.3, 1.0]]), Q=np.array([[1.0, 0.2]]), K=np.array([[1.0, 0.0]]))
+    sol = solve_gaussian(model, np.zeros(2), np.eye(2), t1=200.0, rtol=1e-10, atol=1e-10, size_threshold=1e15,
+                         max_steps=5000)  # fmt: skip
+    assert status_names(sol.status) == "diverge"
+    assert float(sol.t_final) == pytest.approx(11.408, abs=2e-3)
+    assert int(sol.stats.num_steps) < 1000
+
+
 class _DepthFunction(eqx.Module):
     """A parameter written as a plain callable of depth (not a :class:`PiecewiseConstant`): `a_i + b_i t` on the
     pieces `[-inf, e_0), [e_0, e_1), [e_1, inf)`. An equinox Module, so its numbers are traced in the solve: the
