@@ -8,7 +8,7 @@ The library holds the pieces: the parameter sets and the paper's scalings as ker
   held :class:`hassejax.dynamics.sweeps.Sweep` over
   :func:`hassejax.dynamics.solve_gaussian`, the kernel module itself batched (an Equinox
   module is a pytree: its array leaves get the member axis), in chunks of a fixed number of
-  members (`capacity`, :data:`CAPACITY` in every figure, the last chunk padded), so that each (kernel type, d) compiles once per
+  members (`capacity`: :data:`CAPACITY` in figures 1–6, figure 7 its own; the last chunk padded), so that each (kernel type, d) compiles once per
   process whatever the figure: figures 1–6 share the 2×2 programs. Dimensions are not embedded in a larger `d` (tried for figure 7: one program
   for d = 3, 4, 5, but a 5×5 step costs 4–20× a 3×3 or 2×2 one).
 - **Events** meaning the same as the authors' stops (their projected explicit Euler stopped
@@ -41,7 +41,7 @@ N_SAVE = 97
 """Saved points per trajectory (a static shape: one compile for every figure)."""
 CAPACITY = 128
 """Members per compiled call of :func:`solve` (a larger batch runs in chunks of it, the last padded), in the full run
-and ``--quick`` alike: one program per kind and save-time shape serves every figure. Wider calls cost more than they
+and ``--quick`` alike: one program per kind and save-time shape serves figures 1–6. Wider calls cost more than they
 save on the CPU: padded to 1184, the 276 members of figure 4 ran 4 times the work, and even 1184 members ran 1.3–2.6
 times slower in one call than in chunks of 128 (session 41; `benchmarks/README.md`)."""
 NO_STOP_TOL = 1e-300
