@@ -119,16 +119,16 @@ SECONDS = {
              "sinkhorn": 15, "blowup_or_divergence": 12, "energies": 10, "mask_gallery": 9, "stability_estimate": 8,
              "masked_particles": 8, "lambda_max_growth": 7, "convergence_to_two_lines": 7, "time_dependent": 7,
              "covariance_ellipses": 7, "jacobian_support": 5},
-    "quick": {"real_heads": 34, "phase_maps": 24, "sigmoid_linear": 11, "convergence_to_zero": 11,
-              "convergence_or_blowup": 11, "mean_field": 10, "sinkhorn": 9, "butterfly_markov": 9, "rank_histograms": 7,
-              "blowup_or_divergence": 7, "energies": 6, "lambda_max_growth": 6, "convergence_to_two_lines": 6,
-              "convergence_to_line": 6, "covariance_ellipses": 5, "masked_particles": 5, "event_time_accuracy": 5},
+    "quick": {"real_heads": 29, "phase_maps": 24, "convergence_or_blowup": 13, "sigmoid_linear": 11,
+              "convergence_to_zero": 11, "sinkhorn": 10, "mean_field": 10, "butterfly_markov": 9,
+              "convergence_to_two_lines": 7, "rank_histograms": 7, "energies": 6, "lambda_max_growth": 5,
+              "masked_particles": 5, "convergence_to_line": 5, "blowup_or_divergence": 5},
 }  # fmt: skip
-"""Seconds of the longer experiments in a cold run with 2 jobs (2026-12-06, the 2-vCPU VM of `benchmarks/README.md`);
-the others took under 5 s (listed as 0). With several jobs the experiments start longest first, so that no long
-experiment starts last and runs alone while the other workers idle (before, a few started first and the rest in the
-order of :data:`EXPERIMENTS`: the full run's `mean_field`, 93 s, started 25th of 32); the table keeps :data:`EXPERIMENTS`'
-order."""
+"""Seconds of the longer experiments in a cold run with 2 jobs (2026-12-06, session 41, the 2-vCPU VM of
+`benchmarks/README.md`); the others took under 5 s (not listed: counted as 0). With several jobs the experiments start
+longest first, so that no long experiment starts last and runs alone while the other workers idle (before, a few
+started first and the rest in the order of :data:`EXPERIMENTS`: the full run's `mean_field`, 93 s, started 25th of
+32); the table keeps :data:`EXPERIMENTS`' order."""
 
 
 def start_order(names: list[str], quick: bool) -> list[str]:

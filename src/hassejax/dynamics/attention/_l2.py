@@ -200,7 +200,7 @@ class L2(AbstractBilinearAttention):
         b = cov / tau
         # Two solves as written: the first's right-hand side A = KᵀQ lies in range(Kᵀ). Not one solve with [BA | α]
         # by the push-through identity B(I/τ + sKᵀKB)⁻¹ = (I/τ + sBKᵀK)⁻¹B: for a singular KᵀK that matrix has a
-        # singular value 1/τ along null(K), which BA carries and A does not, and M came out wrong by 1e13 at
+        # singular value 1/τ along null(K), where rounding puts a part of BA (A = KᵀQ has none): M wrong by 1e13 at
         # tr Σ = 1e30 (a review; one LU factorisation with a transposed solve for `c` was accurate, 5 % faster)
         m = s * (v @ (b @ jnp.linalg.solve(eye / tau + s * kk @ b, a)))
         c = v @ (jnp.linalg.solve(eye / tau + s * b @ kk, mean) / tau)
