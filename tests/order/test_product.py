@@ -96,14 +96,47 @@ def test_product_route_on_a_2d_neighbourhood_equals_the_dense_route():
 
 
 def test_large_quotient_reports_what_it_could_not_compute():
-    """Two chains of 30 and 40 classes (causal masks): 1200 classes over a limit of 100; depth and covering pairs
-    from the factors (30 + 40 − 1, 29·40 + 30·39), the width not computed (said why)."""
+    """Two chains of 30 and 40 classes (causal masks): 1200 classes over a limit of 100; depth, covering pairs and
+    width from the factors (30 + 40 − 1, 29·40 + 30·39, min(30, 40)); a chain times an order that is neither a chain
+    nor an antichain: the width not computed (said why)."""
     p, c = np.tril(np.ones((30, 30), bool)), np.tril(np.ones((40, 40), bool))
     got = _product_summary(p, c, (), quotient_limit=100)
     want = flow_summary(np.kron(p, c), method="bitpacked", quotient_limit=2048)
-    assert (got.num_classes, got.depth, got.num_hasse_edges) == (1200, 69, 29 * 40 + 30 * 39)
-    assert (want.depth, want.num_hasse_edges) == (69, 29 * 40 + 30 * 39)
+    assert (got.num_classes, got.depth, got.num_hasse_edges, got.width) == (1200, 69, 29 * 40 + 30 * 39, 30)
+    assert (want.depth, want.num_hasse_edges, want.width) == (69, 29 * 40 + 30 * 39, 30)
+    vee = np.eye(40, dtype=bool)
+    vee[1:, 0] = True  # class 0 below 39 incomparable others: width 39, depth 2
+    got = _product_summary(p, vee, (), quotient_limit=100)
     assert got.width is None and "Dilworth" in got.not_computed["width"]
+
+
+def _order_of_kind(kind: str, size: int, rng) -> np.ndarray:
+    """A reflexive mask whose reachability order is a chain, an antichain, or random."""
+    if kind == "chain":
+        perm = rng.permutation(size)  # a causal mask with its tokens relabelled: still a chain
+        return np.tril(np.ones((size, size), bool))[np.ix_(perm, perm)]
+    if kind == "antichain":
+        return np.eye(size, dtype=bool)
+    return _reflexive(rng, size, 0.3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["chain", "antichain", "random"]), st.sampled_from(["chain", "antichain", "random"]),
+    st.integers(1, 7), st.integers(1, 7), st.integers(0, 2**31),
+)  # fmt: skip
+def test_width_from_the_factors_equals_the_dense_route(kind_p, kind_c, h, w, seed):
+    """The width of a product computed from its factors (a quotient limit that admits the factors' diagrams, not the
+    product's) wherever it is reported equals Dilworth's width on the dense quotient of ``np.kron(P, C)``; it is
+    reported for every product of chains and antichains."""
+    rng = np.random.default_rng(seed)
+    p, c = _order_of_kind(kind_p, h, rng), _order_of_kind(kind_c, w, rng)
+    got = _product_summary(p, c, (), quotient_limit=max(h, w))
+    want = flow_summary(np.kron(p, c), method="bitpacked", quotient_limit=4096)
+    if got.width is not None:
+        assert got.width == want.width
+    if "random" not in (kind_p, kind_c):
+        assert got.width == want.width
 
 
 @pytest.mark.parametrize("grid, kernel", [((181, 181), (7, 7)), ((362, 362), (7, 7))])

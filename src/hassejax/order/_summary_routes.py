@@ -228,7 +228,9 @@ class _ProductFlow:
     ``R^(L) = P^(L) ⊗ C^(L)``: row counts multiply, ``L* = max(L*_P, L*_C)``; the classes are the pairs of classes,
     numbered as :func:`hassejax.order.classes` numbers them (reach-set size, then smallest member); the quotient is
     the product order: ``depth_P + depth_C − 1`` classes in a longest chain, ``E_P C_C + C_P E_C`` covering pairs,
-    the width one factor's when the other has one class (else from the diagram, when it is built)."""
+    the width from the factors where the product order's is known (one factor with one class: the other's; an
+    antichain of `a` classes times an order of width `w`: `a·w`, `a` disjoint copies; two chains of `a` and `b`
+    classes: `min(a, b)`, the grid's diagonals), else from the diagram, when it is built."""
 
     def __init__(self, first: IntervalMask, second: IntervalMask, delay: float | None, layers, quotient_limit: int):
         self.parts = (first, second)
@@ -285,7 +287,7 @@ class _ProductFlow:
         not_computed = {}
         depth = None if da is None or db is None else da + db - 1
         edges = None if ea is None or eb is None else ea * cb + ca * eb
-        width = wb if ca == 1 else wa if cb == 1 else None
+        width = _product_width(ca, da, wa, cb, db, wb)
         for key, value in (("depth", depth), ("num_hasse_edges", edges)):
             if value is None:
                 why = nca.get(key) or ncb.get(key) or "not computed for a factor"
@@ -319,6 +321,28 @@ class _ProductFlow:
                 "classes: Dilworth's theorem needs the dense quotient order"
             )
         return depth, width, edges, None, not_computed
+
+
+def _product_width(ca: int, da, wa, cb: int, db, wb) -> int | None:
+    """Width of the product of two orders of `ca`, `cb` classes, depths `da`, `db` and widths `wa`, `wb` (None: not
+    known), where it follows from the factors; None otherwise (a chain times a general order has no such formula).
+
+    A one-class factor: the other's width. A factor of depth 1 is an antichain (no two of its classes comparable): the
+    product is that many disjoint copies of the other order. Two chains of `a <= b` elements: the `a` chains
+    `{(i, j): 0 <= j < b}`, one for each `i < a`, cover the grid, so no antichain is larger than `a`, and
+    `{(i, a − 1 − i): i < a}` is an antichain of `a` elements.
+
+    Source: (derived); R. P. Dilworth (1950), "A decomposition theorem for partially ordered sets", Ann. of Math.
+    51(1), 161–166."""
+    if ca == 1 or cb == 1:
+        return wb if ca == 1 else wa
+    if da == 1 and wb is not None:
+        return ca * wb
+    if db == 1 and wa is not None:
+        return cb * wa
+    if wa == 1 and wb == 1:
+        return min(ca, cb)
+    return None
 
 
 def _factor_flow(m: IntervalMask, delay: float | None, layers, quotient_limit: int):
