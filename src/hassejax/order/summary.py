@@ -157,9 +157,9 @@ def flow_summary(
     classes are pairs of classes, the quotient is the product order (depth ``depth_P + depth_C − 1``,
     covering pairs ``E_P C_C + C_P E_C``; the width when one factor has one class, is an antichain
     (``a · width``) or both are chains (``min(a, b)``), else from the diagram when it is built). The
-    factors are found exactly (:mod:`hassejax.order._product`); the powers of such masks have runs that multiply on the structured route (``natten_2d(181, 181, 7, 7)``:
-    45–58 s on the bit-packed route, now 0.3 s; ``natten_2d(1024, 1024, 3, 3)``, n = 2^20: refused, now
-    about 1 s).
+    factors are found exactly (:mod:`hassejax.order._product`); the powers of such masks have runs
+    that multiply on the structured route (``natten_2d(181, 181, 7, 7)``: 45–58 s on the bit-packed
+    route, now 0.3 s; ``natten_2d(1024, 1024, 3, 3)``, n = 2^20: refused, now about 1 s).
 
     **Arguments:**
 
