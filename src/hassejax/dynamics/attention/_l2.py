@@ -58,6 +58,8 @@ class L2(AbstractBilinearAttention):
     ```
     """
 
+    _row_wise: ClassVar[bool] = True
+
     c: Float[Array, "*_batch"] | TimeParam
 
     _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({**AbstractBilinearAttention._ranks, "c": 0})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax.numpy as jnp
 
 from ._base import AbstractBilinearAttention, mean_weights
@@ -42,6 +44,8 @@ class Linear(AbstractBilinearAttention):
 
     ```
     """
+
+    _row_wise: ClassVar[bool] = True
 
     def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
         """`M = βV(Σ + ααᵀ)A`, `c = 0` (derived; spec dynamics.md §2)."""

@@ -47,6 +47,8 @@ class Sigmoid(AbstractBilinearAttention):
     ```
     """
 
+    _row_wise: ClassVar[bool] = True
+
     bias: Float[Array, "*_batch"] | TimeParam
 
     _ranks: ClassVar[Mapping[str, int]] = MappingProxyType({**AbstractBilinearAttention._ranks, "bias": 0})

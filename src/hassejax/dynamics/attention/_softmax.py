@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ._base import AbstractBilinearAttention, changed_kernel_methods, softmax_weights
 from ._shapes import Factor, GaussianMap, KeyMask, Matrix, Mean, Time, Weights
 
@@ -48,6 +50,8 @@ class Softmax(AbstractBilinearAttention):
 
     ```
     """
+
+    _row_wise: ClassVar[bool] = True
 
     def normalise(self, t: Time, logits: Weights, mask: KeyMask | None) -> Weights:
         """`W_ij = softmax_j(β y_jᵀAx_i)` over the allowed keys (rows sum to 1; an empty row is 0)."""
