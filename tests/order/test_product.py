@@ -204,3 +204,46 @@ def test_reachability_on_the_product_route_shows_its_build(capsys, monkeypatch):
     reachability(structured.natten_2d(181, 181, 7, 7), 2, progress=0)
     err = capsys.readouterr().err
     assert "R^(2) as the product of its factors'" in err and "32761/32761 rows" in err
+
+
+def _unrecorded(m: IntervalMask) -> IntervalMask:
+    """The same runs without the factors its constructor recorded."""
+    return IntervalMask(m.starts, m.stops, m.n, _normal=True)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(2, 12), st.integers(2, 6), st.integers(0, 30), st.integers(2, 9), st.integers(2, 9), st.data())
+def test_recorded_factors_are_exact_and_the_summary_is_the_dense_routes(h, d, window, height, width, data):
+    """``dilated`` (with `n` a multiple of the stride) and ``natten_2d`` record their factors: they multiply back to
+    the mask (``np.kron``), are reflexive, and ``flow_summary`` from them equals the dense bit-packed route."""
+    kh = data.draw(st.integers(0, (height - 1) // 2)) * 2 + 1
+    kw = data.draw(st.integers(0, (width - 1) // 2)) * 2 + 1
+    layers = (1, 2, 3)
+    for m in (structured.dilated(h * d, window, d), structured.natten_2d(height, width, kh, kw)):
+        p, c = m._factors
+        taken = kron_factors(m.with_diagonal())
+        assert taken[0] is p and taken[1] is c  # taken, not searched
+        np.testing.assert_array_equal(np.kron(p.to_dense(), c.to_dense()), m.to_dense())
+        assert np.all(np.diag(p.to_dense())) and np.all(np.diag(c.to_dense()))
+        searched = kron_factors(_unrecorded(m).with_diagonal())
+        if m.num_runs >= 2:  # the search finds a factorisation too (perhaps on another grid)
+            assert searched is not None
+        _assert_same_summary(flow_summary(m, layers), flow_summary(m.to_dense(), layers, method="bitpacked"))
+
+
+def test_only_the_constructed_mask_carries_its_factors():
+    """A dilated window whose length is no multiple of its stride records none; a mask derived from a recorded one
+    (a union) carries none and is searched, with the dense route's answer."""
+    assert structured.dilated(97, 12, 4)._factors is None
+    assert structured.dilated(96, 12, 4)._factors is not None
+    union = structured.dilated(96, 12, 4) | structured.causal(96)
+    assert union._factors is None
+    _assert_same_summary(flow_summary(union, (1, 2)), flow_summary(union.to_dense(), (1, 2), method="bitpacked"))
+
+
+def test_recorded_factors_of_a_long_dilated_window_give_the_searched_answer():
+    """``dilated(4096, 1024, 4)`` (257 runs a row): the recorded factors and the search give the same summary."""
+    m = structured.dilated(4096, 1024, 4)
+    got, searched = flow_summary(m, (1, 2)), flow_summary(_unrecorded(m), (1, 2))
+    assert got.route == searched.route == "product"
+    _assert_same_summary(got, searched)

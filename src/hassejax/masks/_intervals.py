@@ -133,7 +133,7 @@ class IntervalMask:
     Source: (derived), spec hasse.md §0–1; DESIGN.md "Scale".
     """
 
-    __slots__ = ("n", "starts", "stops")
+    __slots__ = ("_factors", "n", "starts", "stops")
     __array_priority__ = 100  # ``ndarray | IntervalMask`` defers to IntervalMask.__ror__
 
     def __init__(self, starts: np.ndarray, stops: np.ndarray, n: int, *, _normal: bool = False):
@@ -146,6 +146,7 @@ class IntervalMask:
         self.starts = starts
         self.stops = stops
         self.n = int(n)
+        self._factors = None  # (P, C) when a constructor built a Kronecker product P ⊗ C: `with_factors`
 
     # ------------------------------------------------------------------ construction
 
@@ -404,3 +405,15 @@ class IntervalMask:
 
     def __repr__(self) -> str:
         return f"IntervalMask(n={self.n}, runs per row <= {self.num_runs}, nnz={self.nnz()})"
+
+
+def with_factors(mask: IntervalMask, first: IntervalMask, second: IntervalMask) -> IntervalMask:
+    """`mask`, recorded as the Kronecker product ``first ⊗ second`` (grid rows × columns, row-major) by the constructor
+    that built it as one (a dilated window, a 2-D neighbourhood), so that the product route
+    (:func:`hassejax.order._product.kron_factors`) takes the factors instead of searching `mask` for them. For
+    reflexive masks whose factors are reflexive, each with at least 2 positions (the product route's contract), and
+    ``first.n * second.n == mask.n``; the runs are read-only, so the record cannot go stale."""
+    if first.n * second.n != mask.n or min(first.n, second.n) < 2:
+        raise ValueError(f"factors of {first.n} and {second.n} positions for a mask of {mask.n} (internal error)")
+    mask._factors = (first, second)
+    return mask

@@ -189,11 +189,16 @@ def kron_factors(a: IntervalMask) -> tuple[IntervalMask, IntervalMask] | None:
     the next grid row, at the edge): a candidate whose rows break either is no product, known from counts. A
     candidate is compared on :data:`_SAMPLE_ROWS` evenly spaced and as many random rows first (``O(rows · runs)``),
     then on :data:`_SECOND_SAMPLE` random rows, then as a whole, a block of rows at a time (``O(n · runs)``, memory
-    of a block).
+    of a block). A mask its constructor built as a product (a dilated window with `n` a multiple of its stride, a 2-D
+    neighbourhood: :func:`~hassejax.masks._intervals.with_factors`) gives its factors without a search
+    (``dilated(16384, 4096, 4)``: 16.0 s searching, on the 2-core CI machine).
     """
     n = a.n
     if n < 4:
         return None
+    recorded = getattr(a, "_factors", None)  # built as a product by its constructor (masks._intervals.with_factors)
+    if recorded is not None:
+        return recorded
     a_runs = np.count_nonzero(a.starts < a.stops, axis=1).astype(np.int64)
     a_keys = (a.stops.astype(np.int64) - a.starts).sum(axis=1)
     rng = np.random.default_rng(0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._intervals import IntervalMask
+from .._intervals import IntervalMask, with_factors
 from .._validate import (
     checked,
     odd_kernel,
@@ -63,8 +63,19 @@ def natten_2d(height: int, width: int, kernel_h: int, kernel_w: int) -> Interval
     centre_c = np.clip(q % width, hw, width - 1 - hw)
     if kernel_w == width:  # the grid rows touch: one run
         _budget(n, 1, "natten_2d", "height, width")
-        return _as_mask((centre_r - hh) * width, (centre_r + hh + 1) * width, n, normal=True)
-    _budget(n, kernel_h, "natten_2d", "height, width, kernel_h")
-    rows = (centre_r - hh)[:, None] + np.arange(kernel_h, dtype=np.int64)[None, :]
-    starts = rows * width + (centre_c - hw)[:, None]
-    return _as_mask(starts, starts + kernel_w, n, normal=True)
+        out = _as_mask((centre_r - hh) * width, (centre_r + hh + 1) * width, n, normal=True)
+    else:
+        _budget(n, kernel_h, "natten_2d", "height, width, kernel_h")
+        rows = (centre_r - hh)[:, None] + np.arange(kernel_h, dtype=np.int64)[None, :]
+        starts = rows * width + (centre_c - hw)[:, None]
+        out = _as_mask(starts, starts + kernel_w, n, normal=True)
+    if height >= 2 and width >= 2:  # the product of the clamped 1-D windows over grid rows and over columns
+        out = with_factors(out, _clamped_window(height, kernel_h), _clamped_window(width, kernel_w))
+    return out
+
+
+def _clamped_window(size: int, kernel: int) -> IntervalMask:
+    """NATTEN's 1-D window on `size` positions: position `i` sees the `kernel` positions around its clamped centre."""
+    half = kernel // 2
+    centre = np.clip(np.arange(size, dtype=np.int64), half, size - 1 - half)
+    return IntervalMask((centre - half)[:, None], (centre + half + 1)[:, None], size, _normal=True)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._intervals import IntervalMask
+from .._intervals import IntervalMask, with_factors
 from .._runs import _runs_of_rows
 from .._validate import (
     checked,
@@ -148,7 +148,12 @@ def dilated(n: int, window: int, dilation: int) -> IntervalMask:
     np.putmask(key, key > np.minimum(q + m * dilation, n - 1), n)
     stops = key + 1
     np.putmask(stops, stops > n, n)
-    return _as_mask(key, stops, n, normal=True)
+    out = _as_mask(key, stops, n, normal=True)
+    if n % dilation == 0 and n // dilation >= 2:  # q = r·d + c: the product of a band over r and the identity over c
+        eye = np.arange(dilation, dtype=np.int64)[:, None]
+        identity = IntervalMask(eye, eye + 1, dilation, _normal=True)
+        out = with_factors(out, sliding_window(n // dilation, m, m), identity)
+    return out
 
 
 def _concrete_global_positions(value, name: str):
