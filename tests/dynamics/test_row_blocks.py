@@ -3,8 +3,9 @@
 A large weight matrix runs block by block (``jax.lax.map``); the blocks' velocities must equal the
 one-block route's and a NumPy transcription of spec dynamics.md §1, for every row-wise kernel, with and
 without keys and a mask, for query counts that are not a multiple of the block. The thresholds are
-lowered here (monkeypatch) so that small inputs take the blocked route. A kernel whose weights couple
-the rows (Sinkhorn, or a softmax subclass that normalises the whole matrix) is never split.
+lowered here (monkeypatch) so that small inputs take the blocked route, and each test checks from the jaxpr that
+the route was taken. A kernel not declared row-wise (Sinkhorn, whose potential each block would solve again, or a
+softmax subclass that normalises the whole matrix) is never split.
 """
 
 from __future__ import annotations
@@ -60,6 +61,18 @@ def _kernel(kind: str, V, A, Q, K):
     }[kind]()
 
 
+def _split(model, x, keys=None, mask=None) -> bool:
+    """True if `model`'s velocity under the current thresholds is another program than in one block (the split)."""
+
+    def program():
+        return str(jax.make_jaxpr(lambda x_: model.velocity(0.0, x_, keys, mask))(jnp.asarray(x)))
+
+    here = program()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_base, "ROW_BLOCKED_FROM", 1 << 62)
+        return here != program()
+
+
 @eqx.filter_jit
 def _blocked_velocity(model, x, keys, mask):
     """The velocity under the thresholds patched below (read when traced: only that test calls this)."""
@@ -96,6 +109,7 @@ def test_blocks_equal_one_block_and_numpy(kind, m, n, use_keys, use_mask, seed):
         mp.setattr(_base, "ROW_BLOCKED_FROM", 0)
         assert _base.query_block(m, n) == max(1, 7 // n)
         blocked = np.asarray(_blocked_velocity(model, jnp.asarray(x), keys, jmask))
+        assert _split(model, x, keys, jmask)
     expected = _numpy_velocity(kind, V, A, Q, K, x, y, mask)
     scale = max(1.0, float(np.abs(expected).max()))
     np.testing.assert_allclose(blocked, one_block, rtol=0, atol=1e-13 * scale)
@@ -113,7 +127,9 @@ def test_a_large_weight_matrix_runs_in_blocks_at_the_default_sizes():
     mask = rng.random((3001, 2048)) < 0.3
     mask[7] = False
     V, A = rng.normal(size=(2, 2)), rng.normal(size=(2, 2))
-    got = np.asarray(Softmax(V, A, beta=0.7).velocity(0.0, jnp.asarray(x), jnp.asarray(y), jnp.asarray(mask)))
+    model = Softmax(V, A, beta=0.7)
+    assert _split(model, x, jnp.asarray(y), jnp.asarray(mask))
+    got = np.asarray(model.velocity(0.0, jnp.asarray(x), jnp.asarray(y), jnp.asarray(mask)))
     rows = np.r_[0:40, 7, 2990:3001]
     want = _numpy_velocity("softmax", V, A, None, None, x[rows], y, mask[rows])
     np.testing.assert_allclose(got[rows], want, rtol=0, atol=1e-12)
@@ -128,19 +144,20 @@ class _WholeMatrix(Softmax):
         return e / e.sum()
 
 
-def test_kernels_whose_rows_are_coupled_are_not_split(small_blocks):
+def test_kernels_not_declared_row_wise_are_not_split(small_blocks):
     rng = np.random.default_rng(1)
     x = rng.normal(size=(13, 2))
     V, A = rng.normal(size=(2, 2)), rng.normal(size=(2, 2)) * 0.5
     assert _base.query_block(13, 13) is not None  # the patched thresholds would split a row-wise kernel
     assert _base.rows_separate(Softmax(V, A)) and not _base.rows_separate(_WholeMatrix(V, A))
     assert not _base.rows_separate(Sinkhorn(V, A))
+    assert _split(Softmax(V, A), x) and not _split(_WholeMatrix(V, A), x) and not _split(Sinkhorn(V, A), x)
     logits = x @ A.T @ x.T
     e = np.exp(logits - logits.max())
     want = (e / e.sum()) @ x @ V.T
     got = np.asarray(_WholeMatrix(V, A).velocity(0.0, jnp.asarray(x)))
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
-    # Sinkhorn's doubly stochastic weights: the same with the thresholds patched and at their defaults
+    # Sinkhorn's weights (one potential from all the keys): the same program and values with the thresholds patched
     sk = Sinkhorn(V, A)
     patched = np.asarray(sk.velocity(0.0, jnp.asarray(x)))
     with pytest.MonkeyPatch.context() as mp:
@@ -161,7 +178,7 @@ def test_a_subclass_that_declares_row_wise_weights_is_split(small_blocks):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(13, 2))
     V, A = rng.normal(size=(2, 2)), rng.normal(size=(2, 2))
-    assert _base.rows_separate(Tempered(V, A))
+    assert _base.rows_separate(Tempered(V, A)) and _split(Tempered(V, A), x)
     got = np.asarray(Tempered(V, A).velocity(0.0, jnp.asarray(x)))
     want = _numpy_velocity("softmax", V, A / 2.0, None, None, x, x, None, beta=1.0)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)

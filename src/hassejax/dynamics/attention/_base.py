@@ -370,7 +370,8 @@ def query_block(m: int, n: int) -> int | None:
 def rows_separate(kernel: AbstractAttention) -> bool:
     """True if `kernel`'s weights are row-wise: the class nearest in its method resolution order that sets
     :attr:`~AbstractAttention._row_wise` sets it True, and `kernel`'s class takes ``weights``, ``normalise`` and
-    ``logits`` from that class (a subclass that changes one of them may couple the rows: Sinkhorn's weights)."""
+    ``logits`` from that class (a subclass that changes one of them may couple the rows, e.g. weights normalised over
+    the whole matrix)."""
     cls = type(kernel)
     owner = next(c for c in cls.__mro__ if "_row_wise" in vars(c))
     return bool(owner._row_wise) and all(
@@ -451,9 +452,12 @@ class AbstractAttention(eqx.Module):
 
     _row_wise: ClassVar[bool] = False
     """True in a class whose :meth:`weights` are row-wise: row `i` of `W` depends on the query `x_i`, the keys and
-    row `i` of the mask only (softmax, L2, sigmoid, linear; not Sinkhorn). The default :meth:`velocity` may then run
-    a large `W` in blocks of queries (:data:`ROW_BLOCK_ENTRIES`), which gives the same velocities. It holds for the class that sets it: a subclass
-    that overrides ``weights``, ``normalise`` or ``logits`` without setting it again gets the one-block velocity."""
+    row `i` of the mask only, and is cheap to compute for a block of queries (softmax, L2, sigmoid, linear). The
+    default :meth:`velocity` may then run a large `W` in blocks of queries (:data:`ROW_BLOCK_ENTRIES`), which gives
+    the same velocities up to rounding. Sinkhorn does not set it: its weights take a potential solved from all the
+    keys by Sinkhorn's iterations, which each block would solve again. It holds for the class that sets it: a
+    subclass that overrides ``weights``, ``normalise`` or ``logits`` without setting it again gets the one-block
+    velocity."""
 
     @property
     @abc.abstractmethod

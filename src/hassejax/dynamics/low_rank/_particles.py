@@ -78,7 +78,7 @@ class ParticleReduction(AbstractReduction):
     def vector_field(self, t, z):
         """`ż` (module docstring); padded positions do not move."""
         # the three projections as one product (one (k, 3k) matrix: a per-sentence step 10 % faster on a CPU, where
-        # three small products each pay their call; the same numbers)
+        # three small products each pay their call; the same numbers up to rounding)
         k = z.shape[-1]
         p = jnp.concatenate([self.q0, self.k0, self.v0], -1) + z @ jnp.concatenate([self.QO, self.KO, self.VO]).T
         q, kk, v = p[..., :k], p[..., k : 2 * k], p[..., 2 * k :]
