@@ -239,6 +239,20 @@ def test_only_the_constructed_mask_carries_its_factors():
     union = structured.dilated(96, 12, 4) | structured.causal(96)
     assert union._factors is None
     _assert_same_summary(flow_summary(union, (1, 2)), flow_summary(union.to_dense(), (1, 2), method="bitpacked"))
+    both = structured.dilated(96, 12, 4) & structured.natten_2d(8, 12, 5, 5)  # two recorded masks: no record
+    assert both._factors is None
+    _assert_same_summary(flow_summary(both, (1, 2)), flow_summary(both.to_dense(), (1, 2), method="bitpacked"))
+    p, c = structured.natten_2d(6, 5, 3, 3)._factors  # the runs' dtype, as a searched factor's
+    assert p.starts.dtype == c.starts.dtype == structured.natten_2d(6, 5, 3, 3).starts.dtype
+
+
+def test_recorded_factors_answer_what_a_small_quotient_limit_leaves_to_the_grid():
+    """``dilated(256, 128, 64)`` is a band of 4 times the identity of 64: with ``quotient_limit=1`` the recorded grid
+    (4 × 64) still gives depth, width and covering pairs, equal to the dense route's with a large limit."""
+    m = structured.dilated(256, 128, 64)
+    got = flow_summary(m, (1,), quotient_limit=1)
+    want = flow_summary(m.to_dense(), (1,), method="bitpacked")
+    assert (got.depth, got.width, got.num_hasse_edges) == (want.depth, want.width, want.num_hasse_edges) == (1, 64, 0)
 
 
 def test_recorded_factors_of_a_long_dilated_window_give_the_searched_answer():

@@ -412,7 +412,8 @@ def with_factors(mask: IntervalMask, first: IntervalMask, second: IntervalMask) 
     that built it as one (a dilated window, a 2-D neighbourhood), so that the product route
     (:func:`hassejax.order._product.kron_factors`) takes the factors instead of searching `mask` for them. For
     reflexive masks whose factors are reflexive, each with at least 2 positions (the product route's contract), and
-    ``first.n * second.n == mask.n``; the runs are read-only, so the record cannot go stale."""
+    ``first.n * second.n == mask.n``. The runs are read-only arrays, so the record stays true as long as nobody
+    reassigns the mask's attributes (nothing in the library does)."""
     if first.n * second.n != mask.n or min(first.n, second.n) < 2:
         raise ValueError(f"factors of {first.n} and {second.n} positions for a mask of {mask.n} (internal error)")
     mask._factors = (first, second)

@@ -191,7 +191,10 @@ def kron_factors(a: IntervalMask) -> tuple[IntervalMask, IntervalMask] | None:
     then on :data:`_SECOND_SAMPLE` random rows, then as a whole, a block of rows at a time (``O(n · runs)``, memory
     of a block). A mask its constructor built as a product (a dilated window with `n` a multiple of its stride, a 2-D
     neighbourhood: :func:`~hassejax.masks._intervals.with_factors`) gives its factors without a search
-    (``dilated(16384, 4096, 4)``: 16.0 s searching, on the 2-core CI machine).
+    (``dilated(16384, 4096, 4)``: 16.0 s searching, on the 2-core CI machine). Its grid may differ from the one the
+    search finds first (a dilated window: the band over `n / d` times the identity over the stride `d`); the answers
+    do not depend on the grid, but which of depth, width and covering pairs a small ``quotient_limit`` of a factor
+    leaves not computed does.
     """
     n = a.n
     if n < 4:

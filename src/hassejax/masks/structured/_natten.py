@@ -70,12 +70,14 @@ def natten_2d(height: int, width: int, kernel_h: int, kernel_w: int) -> Interval
         starts = rows * width + (centre_c - hw)[:, None]
         out = _as_mask(starts, starts + kernel_w, n, normal=True)
     if height >= 2 and width >= 2:  # the product of the clamped 1-D windows over grid rows and over columns
-        out = with_factors(out, _clamped_window(height, kernel_h), _clamped_window(width, kernel_w))
+        dtype = out.starts.dtype  # the runs' dtype, as a searched factor's
+        out = with_factors(out, _clamped_window(height, kernel_h, dtype), _clamped_window(width, kernel_w, dtype))
     return out
 
 
-def _clamped_window(size: int, kernel: int) -> IntervalMask:
+def _clamped_window(size: int, kernel: int, dtype) -> IntervalMask:
     """NATTEN's 1-D window on `size` positions: position `i` sees the `kernel` positions around its clamped centre."""
     half = kernel // 2
     centre = np.clip(np.arange(size, dtype=np.int64), half, size - 1 - half)
-    return IntervalMask((centre - half)[:, None], (centre + half + 1)[:, None], size, _normal=True)
+    starts, stops = (centre - half)[:, None].astype(dtype), (centre + half + 1)[:, None].astype(dtype)
+    return IntervalMask(starts, stops, size, _normal=True)
