@@ -353,7 +353,8 @@ ROW_BLOCK_ENTRIES = 1 << 18
 (:attr:`AbstractAttention._row_wise`), 2 MiB at float64, for a `W` of more than :data:`ROW_BLOCKED_FROM` entries
 (smaller ones are one block). Measured on the 2-core CI machine (float64 softmax, `d = 2`): at `n = 4096` one block
 took 55 ms with both cores free and 33 ms on one core, blocks of 64 queries 26 and 28 ms; at `n = 2048` 13 and 8.3 ms
-against 8.8 and 6.7 ms, the same to the bit; at `n = 1024` (one block) 1.3 and 2.2 ms."""
+against 8.3 and 7.6 ms (blocks of 128), equal to the bit in these measurements; at `n = 1024` (one block) 1.3 and
+2.2 ms."""
 
 ROW_BLOCKED_FROM = 1 << 21
 """The size of `W` (entries) above which the default velocity of a row-wise kernel runs in blocks of queries."""

@@ -150,9 +150,7 @@ def dilated(n: int, window: int, dilation: int) -> IntervalMask:
     np.putmask(stops, stops > n, n)
     out = _as_mask(key, stops, n, normal=True)
     if n % dilation == 0 and n // dilation >= 2:  # q = r·d + c: the product of a band over r and the identity over c
-        eye = np.arange(dilation, dtype=out.starts.dtype)[:, None]  # the runs' dtype, as a searched factor's
-        identity = IntervalMask(eye, eye + 1, dilation, _normal=True)
-        out = with_factors(out, sliding_window(n // dilation, m, m), identity)
+        out = with_factors(out, sliding_window(n // dilation, m, m), sliding_window(dilation, 0, 0))  # band ⊗ I
     return out
 
 
