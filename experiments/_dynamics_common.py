@@ -103,19 +103,25 @@ def _member(m: dict, max_steps: int = MAX_STEPS) -> dict:
     }
 
 
-_SWEEPS: dict[tuple[int, int], Sweep] = {}
-"""One held :class:`~hassejax.dynamics.sweeps.Sweep` of :func:`_member` per chunk width and step budget: the
-figures' ~140 solves of a few shapes run through a few compiled programs, traced once per
+_SWEEPS: dict[tuple[int, int, tuple], Sweep] = {}
+"""One held :class:`~hassejax.dynamics.sweeps.Sweep` of :func:`_member` per chunk width, step budget and compiler
+options: the figures' ~140 solves of a few shapes run through a few compiled programs, traced once per
 process (a fresh :func:`~hassejax.dynamics.sweeps.sweep` per solve would trace ~140 times).
 The programs hold no host callback (per-member `t1`/`ts` are checked in the program), so a
 second run loads them from JAX's persistent compilation cache."""
 
 
-def _run(batch: dict, capacity: int, max_steps: int = MAX_STEPS) -> dict:
-    """`_member` on every member of `batch`, `capacity` members per compiled call (the last chunk padded)."""
-    key = (capacity, max_steps)
+def _run(batch: dict, capacity: int, max_steps: int = MAX_STEPS, compiler_options: dict | None = None) -> dict:
+    """`_member` on every member of `batch`, `capacity` members per compiled call (the last chunk padded);
+    `compiler_options`: per-program XLA options of the chunk program (e.g.
+    :func:`hassejax._xla_flags.level0_compiler_options`), a program of its own."""
+    options = tuple(sorted((compiler_options or {}).items()))
+    key = (capacity, max_steps, options)
     if key not in _SWEEPS:
-        _SWEEPS[key] = Sweep(functools.partial(_member, max_steps=max_steps), chunk_size=capacity, shard=False)
+        _SWEEPS[key] = Sweep(
+            functools.partial(_member, max_steps=max_steps), chunk_size=capacity, shard=False,
+            compiler_options=dict(options) or None,
+        )  # fmt: skip
     return jax.tree_util.tree_map(np.asarray, _SWEEPS[key](batch, progress=False))
 
 
@@ -123,7 +129,7 @@ RERUN_WIDTH = 8
 """Members per compiled call of the second pass of :func:`solve` (``first_pass_steps``)."""
 
 
-def _run_two_pass(batch: dict, capacity: int, first_pass_steps: int) -> dict:
+def _run_two_pass(batch: dict, capacity: int, first_pass_steps: int, compiler_options: dict | None = None) -> dict:
     """:func:`_run` with a step budget of `first_pass_steps`, then the members that ran out of it solved
     again from `t0` with the full budget, :data:`RERUN_WIDTH` at a time, the slowest first (sorted by the
     fraction of `t1` they reached in the first pass: a cost measured, where none can be estimated).
@@ -133,11 +139,13 @@ def _run_two_pass(batch: dict, capacity: int, first_pass_steps: int) -> dict:
     chunk of 100 ran 15 times the steps its members need. Each member's solve is the same as in one
     pass (the step budget changes no step), so the results are too, to rounding.
     """
-    out = {k: np.array(v) for k, v in _run(batch, capacity, max_steps=first_pass_steps).items()}  # writable
+    out = {k: np.array(v) for k, v in _run(batch, capacity, first_pass_steps, compiler_options).items()}  # writable
     redo = np.flatnonzero(out["status"] == Status.max_steps_reached)
     if redo.size:
         redo = redo[np.argsort(out["t_final"][redo] / batch["t1"][redo], kind="stable")]
-        again = _run(jax.tree_util.tree_map(lambda x: np.asarray(x)[redo], batch), RERUN_WIDTH)
+        again = _run(
+            jax.tree_util.tree_map(lambda x: np.asarray(x)[redo], batch), RERUN_WIDTH, MAX_STEPS, compiler_options
+        )
         for key, value in again.items():
             out[key][redo] = value
     return out
@@ -172,6 +180,7 @@ def solve(
     capacity: int,
     ts: np.ndarray | None = None,
     first_pass_steps: int | None = None,
+    compiler_options: dict | None = None,
 ) -> dict:
     """Solve the covariance ODE of `model` for every member: one vmapped solve per `capacity` members.
 
@@ -188,6 +197,9 @@ def solve(
     - `ts`: `(N, T)` save times per member (`T = N_SAVE`; default `linspace(0, t1, T)`).
     - `first_pass_steps`: solve in two passes (:func:`_run_two_pass`) when the members' step counts
       spread widely and no cost estimate orders them; None: one pass.
+    - `compiler_options`: per-program XLA options of the compiled solves (their own programs; None: the process's
+      settings), e.g. :func:`hassejax._xla_flags.level0_compiler_options` for programs that compile far longer
+      than they run.
 
     **Returns:** NumPy arrays, member axis first: ``status, t_final, t_blowup, decade_ratio,
     growth_exponent, ts, valid, cov, cov_final, num_steps``.
@@ -204,7 +216,10 @@ def solve(
         "tol": np.broadcast_to(np.asarray(tol, float), (n,)),
     }
     t0w, t0c = time.perf_counter(), time.process_time()
-    out = _run(batch, capacity) if first_pass_steps is None else _run_two_pass(batch, capacity, first_pass_steps)
+    if first_pass_steps is None:
+        out = _run(batch, capacity, MAX_STEPS, compiler_options)
+    else:
+        out = _run_two_pass(batch, capacity, first_pass_steps, compiler_options)
     TIMER.wall += time.perf_counter() - t0w
     TIMER.cpu += time.process_time() - t0c
     TIMER.solves += 1

@@ -106,3 +106,26 @@ def test_jit_at_default_level_asks_for_level_3_and_computes_the_same(monkeypatch
 
     monkeypatch.setattr(jax, "jit", old_jit)
     assert jnp.array_equal(_xla_flags.jit_at_default_level(f)(x), fast(x)) and seen == {}
+
+
+def test_level0_compiler_options_are_accepted_per_program_on_the_cpu_only(monkeypatch):
+    """``level0_compiler_options``: LLVM level 0 for one program on the CPU (rank_histograms' sweeps in the full run),
+    nothing on another backend or where ``jax.jit`` takes no ``compiler_options``; XLA compiles a program with them and
+    it computes what the default program computes."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    assert _xla_flags.level0_compiler_options("gpu") == {}
+    assert _xla_flags.level0_compiler_options("tpu") == {}
+    options = _xla_flags.level0_compiler_options("cpu")
+    if not _xla_flags.jit_takes_compiler_options():
+        assert options == {}
+        return
+    assert options == {"xla_backend_optimization_level": 0}
+    x = jnp.asarray(np.linspace(-1.0, 1.0, 12).reshape(3, 4))
+    f = lambda a: jnp.tanh(a @ a.T).sum(axis=0)
+    compiled = jax.jit(f, compiler_options=options).lower(x).compile()
+    np.testing.assert_allclose(np.asarray(compiled(x)), np.asarray(jax.jit(f)(x)), rtol=1e-14)
+    monkeypatch.setattr(_xla_flags, "jit_takes_compiler_options", lambda: False)
+    assert _xla_flags.level0_compiler_options("cpu") == {}

@@ -17,6 +17,7 @@ __all__ = [
     "fast_compile_flags",
     "jit_at_default_level",
     "jit_takes_compiler_options",
+    "level0_compiler_options",
     "sweep_compiler_options",
 ]
 
@@ -89,6 +90,21 @@ def sweep_compiler_options(platform_name: str) -> dict:
     if platform_name != "cpu" or version is None or not _CHECKED[0] <= version <= _CHECKED[1]:
         return {}
     return {"xla_cpu_use_fusion_emitters": False} if jit_takes_compiler_options() else {}
+
+
+def level0_compiler_options(platform_name: str) -> dict:
+    """Per-program XLA options for a program that compiles far longer than it runs, in a process at XLA's defaults.
+
+    On the CPU ``{"xla_backend_optimization_level": 0}`` (LLVM level 0 for this program alone, whatever
+    ``XLA_FLAGS`` says); on another backend, or a JAX whose ``jax.jit`` has no ``compiler_options``, ``{}``. The
+    main job's full run passes them to ``rank_histograms``' sweeps: its twelve `d = 3, 4, 5` programs compiled in
+    66.8 s at XLA's default level and then ran for ~28 s; with these options (alone on one core of the 2-core AMD
+    EPYC VM) 113.3 → 81.8 s, 25.8 s of it compiling, the same ranks and counts, step counts changed by rounding (a
+    few in hundreds; benchmarks/README.md, session 43). Adding ``xla_cpu_max_isa="AVX"`` changed no number there.
+    """
+    if platform_name != "cpu" or not jit_takes_compiler_options():
+        return {}
+    return {"xla_backend_optimization_level": 0}
 
 
 def add_xla_flags(flags: list[str]) -> str:
