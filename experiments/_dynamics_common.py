@@ -115,12 +115,13 @@ def _run(batch: dict, capacity: int, max_steps: int = MAX_STEPS, compiler_option
     """`_member` on every member of `batch`, `capacity` members per compiled call (the last chunk padded);
     `compiler_options`: per-program XLA options of the chunk program (e.g.
     :func:`hassejax._xla_flags.level0_compiler_options`), a program of its own."""
-    options = tuple(sorted((compiler_options or {}).items()))
-    key = (capacity, max_steps, options)
+    options = dict(compiler_options or {})
+    # the value's type in the key too (as hassejax.dynamics.sweeps does): 1, 1.0 and True are different options
+    key = (capacity, max_steps, tuple(sorted((str(k), type(v).__name__, repr(v)) for k, v in options.items())))
     if key not in _SWEEPS:
         _SWEEPS[key] = Sweep(
             functools.partial(_member, max_steps=max_steps), chunk_size=capacity, shard=False,
-            compiler_options=dict(options) or None,
+            compiler_options=options or None,
         )  # fmt: skip
     return jax.tree_util.tree_map(np.asarray, _SWEEPS[key](batch, progress=False))
 

@@ -48,12 +48,14 @@ FIRST_PASS_STEPS = 1000
 """Step budget of the first pass (:func:`_dynamics_common.solve`): the `V` random rows' step counts
 spread from ~200 to ~20,000 (median ~430), so one lockstep chunk of 100 ran ~15× the steps its members
 need; the members beyond the budget are solved again, 8 at a time (run time of the d = 4 softmax stop
-solve 13.9 → 2.8 s, of the d = 5 L2 one 32.9 → 9.8 s; the same results bit for bit)."""
+solve 13.9 → 2.8 s, of the d = 5 L2 one 32.9 → 9.8 s; the same results bit for bit at XLA's default level; at
+level 0, :data:`COMPILER_OPTIONS_NOTE`, the two passes' programs may round differently)."""
 COMPILER_OPTIONS_NOTE = (
     "The solves' twelve programs (d = 3, 4, 5; first pass, second pass; softmax, L2) compile at LLVM level 0 "
-    "(hassejax._xla_flags.level0_compiler_options): at XLA's default level they compiled for 66.8 s and then ran for "
-    "~28 s (full run, one core); at level 0 the experiment took 81.8 s instead of 113.3 s, with the same ranks and "
-    "counts and step counts changed by rounding (a few in hundreds)."
+    "(hassejax._xla_flags.level0_compiler_options; none where XLA_FLAGS sets the level): at XLA's default level they "
+    "compiled for 66.8 s and then ran for ~28 s (full run, cold, one core of a 2-core AMD EPYC); at level 0 the "
+    "experiment took 81.8 s instead of 113.3 s, with the same ranks and counts and step counts changed by rounding "
+    "(a few in hundreds). From a warm compilation cache the level-0 programs run ~10 s longer."
 )
 # The authors' horizons: max_iter × step size, per kind, row and d (histograms.py).
 HORIZON = {
@@ -329,7 +331,12 @@ def main(out: Path, quick: bool = False) -> dict:
                 "ker A), so the rank of the limit is not measured: the bar is the bound dim ker A, not a measured rank",
             },
             "t_long": T_LONG,
-            "compiler_options": {"options": options, "note": COMPILER_OPTIONS_NOTE},
+            "compiler_options": {
+                "options": options,
+                "note": COMPILER_OPTIONS_NOTE
+                if options
+                else "none given: the process's XLA settings (XLA_FLAGS sets the level, or not the CPU)",
+            },
             "notes": [
                 "V = I: the vanishing directions decay like 1/t, so at t = 1e6 the solve is close to the closed-form "
                 f"limit, relative Frobenius distance {err_text} (max over softmax and L2; "

@@ -361,7 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     # with --quick also LLVM level 0 without FMA, since its small programs compile far longer than
     # they run (169 s against 198 s: 23 of 32 experiments faster; the same statuses and key numbers,
     # step counts and blow-up times changed within the tolerances). The phase maps' long sweeps keep
-    # XLA's level 3 through their own compiler_options (hassejax.dynamics.phase_map.run_sweep).
+    # XLA's level 3 through their own compiler_options (hassejax.dynamics.phase_map.run_sweep); in the full
+    # run rank_histograms' sweeps, which compile far longer than they run, take level 0 through theirs
+    # (hassejax._xla_flags.level0_compiler_options; none where XLA_FLAGS sets the level).
     from hassejax._xla_flags import add_xla_flags, fast_compile_flags  # standard library only
 
     add_xla_flags(fast_compile_flags(level0=args.quick))

@@ -442,39 +442,45 @@ def test_two_pass_solve_equals_one_pass(monkeypatch):
 
 
 def test_solves_with_compiler_options_run_their_own_program_with_the_same_results(monkeypatch):
-    """`_dynamics_common.solve(compiler_options=...)` (rank_histograms' level-0 programs) holds its own program per
-    options (the default one is not reused nor replaced) and, one pass or two, gives the default program's statuses
-    and step counts and its values to rounding (the suite's process compiles at level 0 anyway)."""
+    """`_dynamics_common.solve(compiler_options=...)` (rank_histograms' level-0 programs) builds its own held sweeps
+    with exactly those options, in both passes (the default ones are not reused nor replaced; `0.0` is not the
+    option `0`, XLA refuses it) and, one pass or two, gives the default program's statuses and step counts and its values to
+    rounding (the suite's process compiles at level 0 anyway)."""
     monkeypatch.syspath_prepend(str(ROOT / "experiments"))
     import _dynamics_common as dc
 
-    from hassejax._xla_flags import level0_compiler_options
     from hassejax.dynamics import Softmax
+    from hassejax.errors import ParameterError
 
-    options = level0_compiler_options("cpu")
+    built = []  # (chunk width, compiler options) of every held sweep built
+    real_sweep = dc.Sweep
+
+    def recording_sweep(fn, *, chunk_size, compiler_options=None, **kw):
+        built.append((chunk_size, fn.keywords["max_steps"], compiler_options))
+        return real_sweep(fn, chunk_size=chunk_size, compiler_options=compiler_options, **kw)
+
+    monkeypatch.setattr(dc, "Sweep", recording_sweep)
+    monkeypatch.setattr(dc, "_SWEEPS", {})
+    options = {"xla_backend_optimization_level": 0}
     n = 6
     rates = np.geomspace(1e-1, 1e2, n)
     model = dc.stack_models([Softmax(V=np.eye(2), A=-r * np.eye(2)) for r in rates])
     cov0 = np.broadcast_to(np.eye(2), (n, 2, 2))
-    kw = {"t1": 5.0, "threshold": 1e8, "tol": dc.NO_STOP_TOL, "capacity": 8}
+    kw = {"t1": 5.0, "threshold": 1e8, "tol": dc.NO_STOP_TOL, "capacity": 6}  # 6: not the rerun width (8)
     plain = dc.solve(model, cov0, **kw)
     budget = int(np.median(plain["num_steps"]))
-    tag = tuple(sorted(options.items()))
-    for first_pass_steps, held in (
-        (None, [(8, dc.MAX_STEPS)]),
-        (budget, [(8, budget), (dc.RERUN_WIDTH, dc.MAX_STEPS)]),
-    ):
-        before = dict(dc._SWEEPS)
-        own = dc.solve(model, cov0, compiler_options=options, first_pass_steps=first_pass_steps, **kw)
-        assert all(dc._SWEEPS[k] is v for k, v in before.items())  # nothing held before is replaced
-        for width, steps in held:  # the programs this call ran, held under its options
-            assert (width, steps, tag) in dc._SWEEPS
+    assert np.sum(plain["num_steps"] > budget) >= 2  # the second pass runs
+    assert built == [(6, dc.MAX_STEPS, None)]
+    one = dc.solve(model, cov0, compiler_options=options, **kw)
+    two = dc.solve(model, cov0, compiler_options=options, first_pass_steps=budget, **kw)
+    assert built[1:] == [(6, dc.MAX_STEPS, options), (6, budget, options), (dc.RERUN_WIDTH, dc.MAX_STEPS, options)]
+    with pytest.raises(ParameterError, match="compiler_options"):  # XLA's refusal, not the int program reused
+        dc.solve(model, cov0, compiler_options={"xla_backend_optimization_level": 0.0}, **kw)
+    for own in (one, two):
         for key in ("status", "num_steps"):
             np.testing.assert_array_equal(own[key], plain[key], err_msg=key)
         for key in ("t_final", "cov_final", "cov"):
             np.testing.assert_allclose(own[key], plain[key], rtol=1e-12, atol=1e-300, err_msg=key)
-    if options:  # a program of its own beside the default one
-        assert dc._SWEEPS[(8, dc.MAX_STEPS, tag)] is not dc._SWEEPS[(8, dc.MAX_STEPS, ())]
 
 
 def test_summary_line_keeps_a_decimal_for_short_times(tmp_path, capsys):

@@ -110,12 +110,14 @@ def test_jit_at_default_level_asks_for_level_3_and_computes_the_same(monkeypatch
 
 def test_level0_compiler_options_are_accepted_per_program_on_the_cpu_only(monkeypatch):
     """``level0_compiler_options``: LLVM level 0 for one program on the CPU (rank_histograms' sweeps in the full run),
-    nothing on another backend or where ``jax.jit`` takes no ``compiler_options``; XLA compiles a program with them and
-    it computes what the default program computes."""
+    nothing where ``XLA_FLAGS`` sets the level (the user's or ``--quick``'s wins), on another backend or where
+    ``jax.jit`` takes no ``compiler_options``; XLA compiles a program with them and it computes what the default
+    program computes."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
     assert _xla_flags.level0_compiler_options("gpu") == {}
     assert _xla_flags.level0_compiler_options("tpu") == {}
     options = _xla_flags.level0_compiler_options("cpu")
@@ -123,9 +125,13 @@ def test_level0_compiler_options_are_accepted_per_program_on_the_cpu_only(monkey
         assert options == {}
         return
     assert options == {"xla_backend_optimization_level": 0}
+    for flags in ("--xla_backend_optimization_level=3", "--xla_dump_to=/tmp/x --xla_backend_optimization_level=0"):
+        monkeypatch.setenv("XLA_FLAGS", flags)
+        assert _xla_flags.level0_compiler_options("cpu") == {}
     x = jnp.asarray(np.linspace(-1.0, 1.0, 12).reshape(3, 4))
     f = lambda a: jnp.tanh(a @ a.T).sum(axis=0)
     compiled = jax.jit(f, compiler_options=options).lower(x).compile()
     np.testing.assert_allclose(np.asarray(compiled(x)), np.asarray(jax.jit(f)(x)), rtol=1e-14)
+    monkeypatch.delenv("XLA_FLAGS")
     monkeypatch.setattr(_xla_flags, "jit_takes_compiler_options", lambda: False)
     assert _xla_flags.level0_compiler_options("cpu") == {}

@@ -1,8 +1,10 @@
 """XLA CPU flags that shorten compiling, for the main job and the tests (private).
 
 Pure standard library: it only edits ``XLA_FLAGS``, so call it before JAX's CPU backend starts
-(before the first computation). A flag the user already set in ``XLA_FLAGS`` wins. Measured in
-benchmarks/README.md ("XLA's legacy emitters for the suite" and "No FMA at level 0").
+(before the first computation). A flag the user already set in ``XLA_FLAGS`` wins, and
+:func:`level0_compiler_options` gives nothing where ``XLA_FLAGS`` sets the optimisation level. Measured in
+benchmarks/README.md ("XLA's legacy emitters for the suite", "No FMA at level 0", session 43's level 0 for
+``rank_histograms``).
 """
 
 from __future__ import annotations
@@ -93,16 +95,21 @@ def sweep_compiler_options(platform_name: str) -> dict:
 
 
 def level0_compiler_options(platform_name: str) -> dict:
-    """Per-program XLA options for a program that compiles far longer than it runs, in a process at XLA's defaults.
+    """Per-program XLA options for a program that compiles far longer than it runs (cold), in a process at XLA's
+    default optimisation level.
 
-    On the CPU ``{"xla_backend_optimization_level": 0}`` (LLVM level 0 for this program alone, whatever
-    ``XLA_FLAGS`` says); on another backend, or a JAX whose ``jax.jit`` has no ``compiler_options``, ``{}``. The
-    main job's full run passes them to ``rank_histograms``' sweeps: its twelve `d = 3, 4, 5` programs compiled in
-    66.8 s at XLA's default level and then ran for ~28 s; with these options (alone on one core of the 2-core AMD
-    EPYC VM) 113.3 → 81.8 s, 25.8 s of it compiling, the same ranks and counts, step counts changed by rounding (a
-    few in hundreds; benchmarks/README.md, session 43). Adding ``xla_cpu_max_isa="AVX"`` changed no number there.
+    On the CPU ``{"xla_backend_optimization_level": 0}`` (LLVM level 0 for this one program); ``{}`` where
+    ``XLA_FLAGS`` already sets ``--xla_backend_optimization_level`` (the user's choice, or ``--quick``'s level 0,
+    wins), on another backend, or where ``jax.jit`` has no ``compiler_options``. The main job's full run passes them
+    to ``rank_histograms``' sweeps: its twelve `d = 3, 4, 5` programs compiled for 66.8 s at XLA's default level and
+    then ran for ~28 s; at level 0, alone on one core of the 2-core AMD EPYC VM, 113.3 → 81.8 s (25.8 s of it
+    compiling), the same ranks and counts, step counts changed by rounding (a few in hundreds). Cold runs only: from
+    the persistent compilation cache the level-0 programs run ~10 s longer; on the Intel Xeon VM of session 41 the
+    same change saved nothing (compiling 38 → 21 s, running 13 s longer). benchmarks/README.md, session 43.
     """
     if platform_name != "cpu" or not jit_takes_compiler_options():
+        return {}
+    if "--xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", ""):
         return {}
     return {"xla_backend_optimization_level": 0}
 
