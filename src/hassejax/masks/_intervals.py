@@ -133,7 +133,7 @@ class IntervalMask:
     Source: (derived), spec hasse.md §0–1; DESIGN.md "Scale".
     """
 
-    __slots__ = ("_factors", "n", "starts", "stops")
+    __slots__ = ("_components", "_factors", "n", "starts", "stops")
     __array_priority__ = 100  # ``ndarray | IntervalMask`` defers to IntervalMask.__ror__
 
     def __init__(self, starts: np.ndarray, stops: np.ndarray, n: int, *, _normal: bool = False):
@@ -147,6 +147,7 @@ class IntervalMask:
         self.stops = stops
         self.n = int(n)
         self._factors = None  # (P, C) when a constructor built a Kronecker product P ⊗ C: `with_factors`
+        self._components = None  # (W, groups) when it built a union of W interleaved components: `with_components`
 
     # ------------------------------------------------------------------ construction
 
@@ -417,4 +418,19 @@ def with_factors(mask: IntervalMask, first: IntervalMask, second: IntervalMask) 
     if first.n * second.n != mask.n or min(first.n, second.n) < 2:
         raise ValueError(f"factors of {first.n} and {second.n} positions for a mask of {mask.n} (internal error)")
     mask._factors = (first, second)
+    return mask
+
+
+def with_components(mask: IntervalMask, w: int, groups: tuple[tuple[IntervalMask, int], ...]) -> IntervalMask:
+    """`mask`, recorded as the disjoint union of `w` interleaved components by the constructor that built it as one (a
+    dilated window whose `n` is no multiple of its stride), so that the components route
+    (:mod:`hassejax.order._components`) takes them. Position ``q`` is index ``q // w`` of component ``q % w``; no key
+    of a row lies in another component; `groups` ``((B, count), ...)`` give the components in order (the first `count`
+    are `B`, then the next group's), each `B` reflexive. The components' sizes are those of the interleaving
+    (``ceil((n − c) / w)`` positions for component `c`)."""
+    sizes = [b.n for b, count in groups for _ in range(count)]
+    want = [-(-(mask.n - c) // w) for c in range(w)]
+    if w < 2 or sizes != want:
+        raise ValueError(f"components of {sizes} positions for a mask of {mask.n} in {w} (internal error)")
+    mask._components = (int(w), tuple((b, int(count)) for b, count in groups))
     return mask

@@ -282,7 +282,8 @@ def structured_or_dense(
 def product_first(m: IntervalMask, method: str, product: Callable):
     """Under ``method="auto"``, for rows of several runs, ``product()``: the answer from the factors of a Kronecker
     product ``A = P ⊗ C`` (:mod:`._product`; a 2-D neighbourhood, a dilated window with `n` a multiple of its
-    stride), whose own powers keep one run a row where `A`'s multiply; None when `m` is none, for other methods, for
+    stride) or from the components of a disjoint union (:mod:`._components`; a dilated window with `n` no multiple
+    of its stride), whose own powers keep one run a row where `A`'s multiply; None when `m` is none, for other methods, for
     rows of one run (the structured route keeps them at one run), or when a factor's own structured route refuses."""
     from ._structured import CandidateLimitError
 

@@ -323,6 +323,135 @@ class _ProductFlow:
         return depth, width, edges, None, not_computed
 
 
+class _ComponentsFlow:
+    """The stages on a disjoint union of `W` interleaved components (:mod:`._components`), from the flows of its
+    distinct component masks (a dilated window whose `n` is no multiple of its stride: two bands).
+
+    Row counts are the components' (position ``c + jW`` takes row `j` of its component's), ``L* = max_c L*_c``; the
+    classes are the components' classes, numbered as :func:`hassejax.order.classes` numbers them (reach-set size,
+    then smallest member); the quotient is the disjoint union of the components' orders: depth the largest, width
+    and covering pairs the sums."""
+
+    def __init__(self, w: int, groups, delay: float | None, layers, quotient_limit: int):
+        from ._components import group_of_component
+
+        self.w, self.groups = int(w), tuple(groups)
+        self.parts = tuple(m for m, _ in self.groups)
+        self.n = sum(m.n * count for m, count in self.groups)
+        self.delay = delay
+        self._group = group_of_component(self.groups)
+        t = time.perf_counter()
+        self.flows = tuple(_factor_flow(m, delay, layers, quotient_limit) for m in self.parts)
+        self.seconds = time.perf_counter() - t  # the components' R and L*, before the stages that combine them
+
+    def route(self) -> str:
+        """The components' routes, for the reason."""
+        return " and ".join(dict.fromkeys(f.route_name for f in self.flows))
+
+    def _spread(self, per_group) -> np.ndarray:
+        from ._components import spread
+
+        return spread(per_group, self.w, self.groups, self.n)
+
+    def limit_counts(self) -> np.ndarray:
+        self._limits = [np.asarray(f.limit_counts_value, dtype=np.int64) for f in self.flows]
+        return self._spread(self._limits)
+
+    def depth(self) -> int:
+        self._depths = [int(f.depth_value) for f in self.flows]
+        return max(self._depths)
+
+    def counts(self, num_layers: int) -> np.ndarray:
+        return self._spread(
+            [
+                lim if num_layers >= d else np.asarray(f.counts(num_layers), dtype=np.int64)
+                for f, lim, d in zip(self.flows, self._limits, self._depths)
+            ]
+        )
+
+    def classes(self):
+        per = []
+        for f, m, lim in zip(self.flows, self.parts, self._limits):
+            num, sizes = f.classes()
+            labels = np.asarray(f.cls.labels if hasattr(f, "cls") else f.labels, dtype=np.int64)
+            first = np.full(num, m.n, dtype=np.int64)
+            np.minimum.at(first, labels, np.arange(m.n, dtype=np.int64))
+            per.append((int(num), np.asarray(sizes, dtype=np.int64), labels, first, lim[first]))
+        # entries: the classes of component 0, then of component 1, ...; (component c, local class i)
+        nums = np.array([per[g][0] for g in self._group], dtype=np.int64)
+        self._offset = np.cumsum(nums) - nums  # the first entry of each component
+        comp = np.repeat(np.arange(self.w, dtype=np.int64), nums)
+        local = np.arange(comp.size, dtype=np.int64) - self._offset[comp]
+        group = self._group[comp]
+        sizes = np.empty(comp.size, dtype=np.int64)
+        first = np.empty(comp.size, dtype=np.int64)
+        reach = np.empty(comp.size, dtype=np.int64)
+        for g, (_, sz, _, fi, ra) in enumerate(per):
+            pick = group == g
+            sizes[pick], first[pick], reach[pick] = (
+                sz[local[pick]],
+                comp[pick] + self.w * fi[local[pick]],
+                ra[local[pick]],
+            )
+        self.perm = np.lexsort((first, reach))  # class number -> entry
+        self.rank = np.empty(self.perm.size, dtype=np.int64)
+        self.rank[self.perm] = np.arange(self.perm.size)
+        self.num_classes = int(comp.size)
+        self.sizes = sizes[self.perm]
+        self._entries = comp, local
+        self._labels = [p[2] for p in per]
+        return self.num_classes, self.sizes
+
+    def order(self, quotient_limit: int):
+        out = [f.order(quotient_limit) for f in self.flows]
+        counts = [count for _, count in self.groups]
+        not_computed = {}
+        values = {}
+        for key, at, combine in (
+            ("depth", 0, max),
+            ("width", 1, lambda v: sum(c * x for c, x in zip(counts, v))),
+            ("num_hasse_edges", 2, lambda v: sum(c * x for c, x in zip(counts, v))),
+        ):
+            got = [o[at] for o in out]
+            if any(v is None for v in got):
+                why = next(o[4].get(key) for o in out if o[at] is None) or "not computed for a component"
+                not_computed[key] = f"a component of the disjoint union: {why}"
+                values[key] = None
+            else:
+                values[key] = int(combine(got))
+        c = self.num_classes
+        if c <= quotient_limit and all(o[3] is not None for o in out):
+            from ..masks._runs import check_host_memory
+            from .hasse import HasseDiagram
+
+            check_host_memory(2.0 * c * c, f"the quotient order of C = {c} classes (two (C, C) arrays)", "mask")
+            order = np.zeros((c, c), dtype=bool)
+            cover = np.zeros((c, c), dtype=bool)
+            for comp in range(self.w):
+                g = int(self._group[comp])
+                diag = out[g][3]
+                block = self._offset[comp] + np.arange(diag._order.shape[0])
+                ix = np.ix_(block, block)
+                order[ix], cover[ix] = diag._order, diag._cover
+            pick = np.ix_(self.perm, self.perm)
+            order, cover = order[pick], cover[pick]
+            q = np.arange(self.n, dtype=np.int64)
+            comp_q, j = q % self.w, q // self.w
+            local = np.empty(self.n, dtype=np.int64)
+            for g, labels in enumerate(self._labels):
+                at = self._group[comp_q] == g
+                local[at] = labels[j[at]]
+            labels = self.rank[self._offset[comp_q] + local]
+            members = np.split(np.argsort(labels, kind="stable"), np.cumsum(self.sizes)[:-1])
+            diagram = HasseDiagram.__new__(HasseDiagram)
+            diagram._init(members, labels, self.n, order, cover)
+            for key in ("depth", "width"):
+                if values[key] is not None:
+                    diagram.__dict__[key] = values[key]
+            return diagram.depth, diagram.width, len(diagram.edges), diagram, {}
+        return values["depth"], values["width"], values["num_hasse_edges"], None, not_computed
+
+
 def _product_width(ca: int, da, wa, cb: int, db, wb) -> int | None:
     """Width of the product of two orders of `ca`, `cb` classes, depths `da`, `db` and widths `wa`, `wb` (None: not
     known), where it follows from the factors; None otherwise (a chain times a general order has no such formula).

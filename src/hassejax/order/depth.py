@@ -148,9 +148,15 @@ def convergence_depth(
             return int(convergence_depth(mask.to_dense(), method=route, progress=False if delay is None else delay))
 
         @no_type_check  # a closure made per call (see pyproject)
-        def product():  # a Kronecker product P ⊗ C (a 2-D neighbourhood): L* = max(L*_P, L*_C)
+        def product():  # a Kronecker product P ⊗ C (a 2-D neighbourhood): L* = max(L*_P, L*_C); a disjoint union of
+            from ._components import components  # interleaved components (a dilated window): the largest L*_c
             from ._product import kron_factors
 
+            recorded = components(mask)
+            if recorded is not None:
+                return max(
+                    int(convergence_depth(b, progress=False if delay is None else delay)) for b, _ in recorded[1]
+                )
             factors = kron_factors(mask.with_diagonal())
             if factors is None:
                 return None

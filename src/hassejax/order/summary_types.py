@@ -52,7 +52,8 @@ class FlowSummary:
 
     - `n`: positions.
     - `route`, `route_reason`: the closure route taken and why (``"structured"``, ``"bitpacked"``, ``"matmul"``, or
-      ``"product"``: the factors of a Kronecker product, :func:`~hassejax.order.flow_summary`).
+      ``"product"``: the factors of a Kronecker product, ``"components"``: the components of a disjoint union,
+      :func:`~hassejax.order.flow_summary`).
     - `layers`: the requested ``L`` values; `reach`: one :class:`ReachStats` each; `limit`:
       :class:`ReachStats` of ``R``.
     - `convergence_depth`: ``L*``, the smallest ``L`` with ``R^(L) = R`` (exact).

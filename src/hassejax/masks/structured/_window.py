@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._intervals import IntervalMask, with_factors
+from .._intervals import IntervalMask, with_components, with_factors
 from .._runs import _runs_of_rows
 from .._validate import (
     checked,
@@ -108,7 +108,10 @@ def dilated(n: int, window: int, dilation: int) -> IntervalMask:
 
     With ``dilation = 1`` each row is one run; otherwise every kept key is its own run of
     length 1: row `q` holds the keys ``q + j · dilation`` for ``|j| <= window // dilation``
-    inside ``[0, n)``, so ``k = 2 · (window // dilation) + 1`` runs a row.
+    inside ``[0, n)``, so ``k = 2 · (window // dilation) + 1`` runs a row. The mask records
+    its structure for the closure routes: with `n` a multiple of `dilation` the Kronecker
+    product ``band ⊗ I`` (:mod:`hassejax.order._product`), otherwise the disjoint union of
+    the residue classes mod `dilation`, each a band (:mod:`hassejax.order._components`).
 
     **Arguments:**
 
@@ -151,6 +154,11 @@ def dilated(n: int, window: int, dilation: int) -> IntervalMask:
     out = _as_mask(key, stops, n, normal=True)
     if n % dilation == 0 and n // dilation >= 2:  # q = r·d + c: the product of a band over r and the identity over c
         out = with_factors(out, sliding_window(n // dilation, m, m), sliding_window(dilation, 0, 0))  # band ⊗ I
+    elif n > dilation:  # residue c: a band over the ceil((n - c) / d) positions c, c + d, ...: two lengths
+        h = -(-n // dilation)
+        longer = n - (h - 1) * dilation  # the residues with h positions
+        groups = ((sliding_window(h, m, m), longer), (sliding_window(h - 1, m, m), dilation - longer))
+        out = with_components(out, dilation, groups)
     return out
 
 
