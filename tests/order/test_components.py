@@ -95,6 +95,13 @@ def test_union_of_random_components_equals_the_dense_route(h, w, density, seed, 
             value = getattr(small, key)
             assert value == getattr(want, key) if value is not None else "component" in small.not_computed[key]
     assert convergence_depth(m) == want.convergence_depth
+    with pytest.MonkeyPatch.context() as patch:  # reachability takes the components route above this n only
+        patch.setattr(reach, "_DENSE_FALLBACK_N", 0)
+        for num_layers in (2, 3, None):
+            got = reachability(m, num_layers)
+            np.testing.assert_array_equal(
+                got.to_dense(), np.asarray(reachability(want_dense, num_layers, method="bitpacked"))
+            )
 
 
 @pytest.mark.parametrize("n, window, d", [(97, 12, 4), (50, 7, 3), (61, 30, 6)])
@@ -131,8 +138,12 @@ def test_a_long_dilated_window_from_its_components_matches_the_closed_form():
     assert s.limit.pairs == 33334**2 + 2 * 33333**2
 
 
-def test_a_huge_closure_is_refused_before_it_is_built():
-    """``R`` of ``dilated(100000, 300, 3)`` holds 3.3e9 keys, each a run of its own: refused naming `mask`."""
+def test_a_huge_closure_is_refused_before_it_is_built(monkeypatch):
+    """``R`` of ``dilated(100000, 300, 3)`` holds 3.3e9 keys, each a run of its own (about 27 GB as int32 runs):
+    refused naming `mask`, on a host with 32 GiB free (set here: on a larger machine it would be built)."""
+    from hassejax.masks import _runs
+
+    monkeypatch.setattr(_runs, "host_memory_bytes", lambda: 32 * 2**30)
     with pytest.raises(MemoryBudgetError, match="`mask`.*interleaved components"):
         reachability(structured.dilated(100000, 300, 3))
 
@@ -146,3 +157,5 @@ def test_derived_masks_carry_no_components_and_bad_records_are_refused():
     short, long_ = structured.sliding_window(24, 3, 3), structured.sliding_window(25, 3, 3)
     with pytest.raises(ValueError, match="internal error"):  # the longer component must come first (24, 25, 25, 25)
         with_components(structured.dilated(97, 12, 4), 4, ((short, 1), (long_, 3)))
+    with pytest.raises(ValueError, match="internal error"):  # a group of no component
+        with_components(structured.dilated(97, 12, 4), 4, ((long_, 1), (short, 3), (structured.full(5), 0)))

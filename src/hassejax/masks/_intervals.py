@@ -426,11 +426,11 @@ def with_components(mask: IntervalMask, w: int, groups: tuple[tuple[IntervalMask
     dilated window whose `n` is no multiple of its stride), so that the components route
     (:mod:`hassejax.order._components`) takes them. Position ``q`` is index ``q // w`` of component ``q % w``; no key
     of a row lies in another component; `groups` ``((B, count), ...)`` give the components in order (the first `count`
-    are `B`, then the next group's), each `B` reflexive. The components' sizes are those of the interleaving
+    are `B`, then the next group's; each count at least 1), each `B` reflexive. The components' sizes are those of the interleaving
     (``ceil((n − c) / w)`` positions for component `c`)."""
     sizes = [b.n for b, count in groups for _ in range(count)]
     want = [-(-(mask.n - c) // w) for c in range(w)]
-    if w < 2 or sizes != want:
+    if w < 2 or sizes != want or any(count < 1 for _, count in groups):
         raise ValueError(f"components of {sizes} positions for a mask of {mask.n} in {w} (internal error)")
     mask._components = (int(w), tuple((b, int(count)) for b, count in groups))
     return mask

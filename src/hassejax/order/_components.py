@@ -48,38 +48,52 @@ def spread(per_group: list[np.ndarray], w: int, groups, n: int) -> np.ndarray:
     return out
 
 
+_BLOCK_KEYS = 1 << 22
+"""Keys of the output a block of components builds at once (its temporaries: a few int64 arrays of them)."""
+
+
+def _keys(p: IntervalMask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The keys of `p` row by row (int64, row-major), the row of each and its slot within the row."""
+    length = np.where(p.starts < p.stops, p.stops.astype(np.int64) - p.starts, 0).ravel()
+    run_start = np.repeat(p.starts.astype(np.int64).ravel(), length)
+    key = run_start + (np.arange(run_start.size, dtype=np.int64) - np.repeat(np.cumsum(length) - length, length))
+    per_row = length.reshape(p.starts.shape).sum(axis=1)
+    slot = np.arange(key.size, dtype=np.int64) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    return key, np.repeat(np.arange(p.n, dtype=np.int64), per_row), slot
+
+
 def interleave(parts: list[IntervalMask], w: int, groups, bar=None) -> IntervalMask:
     """The disjoint union of the components, component `c` being ``parts[g]`` of its group `g` (``parts[g].n`` equal
     to the group's mask's): row ``c + jW`` holds the keys ``c + k W`` for the keys `k` of row `j` of its part, each
-    a run of its own (``W >= 2``). `bar`: a progress bar counting the rows built, or None.
+    a run of its own (``W >= 2``). Built a block of components at a time (:data:`_BLOCK_KEYS` keys a block); `bar`:
+    a progress bar counting the rows built, or None.
 
     **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) when the runs would not fit, before they
     are built."""
     n = sum(p.n * count for p, (_, count) in zip(parts, groups))
-    keys = [(p.stops.astype(np.int64) - p.starts).sum(axis=1) for p in parts]
-    kmax = max(1, max(int(k.max()) if k.size else 0 for k in keys))
-    check_host_memory(  # the result (int32 starts and stops) and one group's temporaries (five int64 arrays of its keys)
-        8.0 * n * kmax + 40.0 * max(p.n for p in parts) * kmax,
-        f"the runs of a union of {w} interleaved components ({n} rows, up to {kmax} runs a row)",
+    nnz = [int((p.stops.astype(np.int64) - p.starts).sum()) for p in parts]
+    kmax = max(1, max(int((p.stops.astype(np.int64) - p.starts).sum(axis=1).max(initial=0)) for p in parts))
+    # the result (int32 starts and stops); a part's keys, rows and slots with their temporaries (about six int64
+    # arrays of its keys); a block's rows and keys and the assignment's index arrays (about five of the block's keys)
+    block = min(max(nnz) * w, max(_BLOCK_KEYS, max(nnz)))
+    check_host_memory(
+        8.0 * n * kmax + 48.0 * max(nnz) + 40.0 * block,
+        f"the interval form of a union of {w} interleaved components ({n} rows, up to {kmax} runs a row)",
         "mask",
     )
     dtype = np.int32 if n < 2**31 - 1 else np.int64
     out_s = np.full((n, kmax), n, dtype=dtype)
     out_e = np.full((n, kmax), n, dtype=dtype)
-    g_of = group_of_component(groups)
-    for g, (p, k) in enumerate(zip(parts, keys)):
-        # the keys of each row of the part, left-aligned (padding: -1)
-        real = p.starts < p.stops
-        length = np.where(real, p.stops.astype(np.int64) - p.starts, 0)
-        row = np.repeat(np.arange(p.n), length.sum(axis=1))
-        run_start = np.repeat(p.starts.astype(np.int64).ravel(), length.ravel())
-        first_in_run = np.repeat(np.cumsum(length.ravel()) - length.ravel(), length.ravel())
-        key = run_start + (np.arange(run_start.size) - first_in_run)
-        slot = np.arange(key.size) - np.repeat(np.cumsum(k) - k, k)
-        for c in np.flatnonzero(g_of == g):
-            rows = c + w * row
-            out_s[rows, slot] = c + w * key
-            out_e[rows, slot] = c + w * key + 1
+    first = 0  # the group's first component
+    for p, (_, count), size in zip(parts, groups, nnz):
+        key, row, slot = _keys(p)
+        step = max(1, _BLOCK_KEYS // max(1, size))  # components a block
+        for c0 in range(first, first + count, step):
+            cs = np.arange(c0, min(c0 + step, first + count), dtype=np.int64)[:, None]
+            rows, keys = cs + w * row, cs + w * key
+            out_s[rows, slot] = keys
+            out_e[rows, slot] = keys + 1
             if bar is not None:
-                bar.update(p.n)
+                bar.update(cs.size * p.n)
+        first += count
     return IntervalMask(out_s, out_e, n, _normal=True)

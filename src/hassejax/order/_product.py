@@ -157,7 +157,7 @@ def kron(p: IntervalMask, c: IntervalMask, bar=None) -> IntervalMask:
     kmax = max(1, int(per_row.max()))
     check_host_memory(  # the result (int32 starts and stops, twice while stacked) and one block's temporaries
         16.0 * n * kmax + 100.0 * min(int(per_row.sum()), _BLOCK_ENTRIES),
-        f"the runs of a Kronecker product of an {h}-position and a {w}-position mask ({n} rows, up to {kmax} runs)",
+        f"the interval form of a Kronecker product of an {h}-position and a {w}-position mask ({n} rows, up to {kmax} runs)",
         "mask",
     )
     parts, widest = [], 1

@@ -222,6 +222,16 @@ def _diagram_from_quotient(order: np.ndarray, cls, n: int, pairs=None, depth=Non
     return diagram
 
 
+def _factor_classes(flow, m: IntervalMask, limit_counts: np.ndarray):
+    """The classes of a factor's (or component's) flow: ``(count, sizes, labels, first, reach)``, int64: the label of
+    each position, the smallest member of each class and its reach-set size (the numbering's keys)."""
+    num, sizes = flow.classes()
+    labels = np.asarray(flow.cls.labels if hasattr(flow, "cls") else flow.labels, dtype=np.int64)
+    first = np.full(num, m.n, dtype=np.int64)
+    np.minimum.at(first, labels, np.arange(m.n, dtype=np.int64))
+    return int(num), np.asarray(sizes, dtype=np.int64), labels, first, limit_counts[first]
+
+
 class _ProductFlow:
     """The stages on a Kronecker product ``A = P ⊗ C`` (:mod:`._product`), from the flows of its two factors.
 
@@ -260,13 +270,7 @@ class _ProductFlow:
         return np.outer(*rows).ravel()
 
     def classes(self):
-        parts = []
-        for f, m, lim in zip(self.flows, self.parts, self._limits):
-            num, sizes = f.classes()
-            labels = np.asarray(f.cls.labels if hasattr(f, "cls") else f.labels, dtype=np.int64)
-            first = np.full(num, m.n, dtype=np.int64)
-            np.minimum.at(first, labels, np.arange(m.n, dtype=np.int64))
-            parts.append((int(num), np.asarray(sizes, dtype=np.int64), labels, first, lim[first]))
+        parts = [_factor_classes(f, m, lim) for f, m, lim in zip(self.flows, self.parts, self._limits)]
         (ca, sa, la, fa, ra), (cb, sb, lb, fb, rb) = parts
         w = self.parts[1].n
         # class pair (i, j) is i * cb + j; numbered by reach-set size, then smallest member (classes' numbering)
@@ -370,13 +374,7 @@ class _ComponentsFlow:
         )
 
     def classes(self):
-        per = []
-        for f, m, lim in zip(self.flows, self.parts, self._limits):
-            num, sizes = f.classes()
-            labels = np.asarray(f.cls.labels if hasattr(f, "cls") else f.labels, dtype=np.int64)
-            first = np.full(num, m.n, dtype=np.int64)
-            np.minimum.at(first, labels, np.arange(m.n, dtype=np.int64))
-            per.append((int(num), np.asarray(sizes, dtype=np.int64), labels, first, lim[first]))
+        per = [_factor_classes(f, m, lim) for f, m, lim in zip(self.flows, self.parts, self._limits)]
         # entries: the classes of component 0, then of component 1, ...; (component c, local class i)
         nums = np.array([per[g][0] for g in self._group], dtype=np.int64)
         self._offset = np.cumsum(nums) - nums  # the first entry of each component
@@ -424,7 +422,8 @@ class _ComponentsFlow:
             from ..masks._runs import check_host_memory
             from .hasse import HasseDiagram
 
-            check_host_memory(2.0 * c * c, f"the quotient order of C = {c} classes (two (C, C) arrays)", "mask")
+            # the two (C, C) arrays, their permuted copies and a block's index arrays (a review measured 5 C² bytes)
+            check_host_memory(6.0 * c * c, f"the quotient order of C = {c} classes (four (C, C) arrays)", "mask")
             order = np.zeros((c, c), dtype=bool)
             cover = np.zeros((c, c), dtype=bool)
             for comp in range(self.w):

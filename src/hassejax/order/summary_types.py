@@ -66,7 +66,8 @@ class FlowSummary:
     - `seconds`: wall-clock seconds per stage (``"limit"``, ``"convergence_depth"``,
       ``"layers"``, ``"classes"``, ``"order"``; on the bit-packed route one level search gives ``R``, ``L*`` and
       the ``R^(L)`` of `layers`, all counted under ``"limit"``; on the product route ``"factors"``: the search for
-      the factors and their own ``R`` and ``L*``, before the stages that combine them).
+      the factors and their own ``R`` and ``L*``, before the stages that combine them; on the components route
+      ``"factors"``: the components' own ``R`` and ``L*``).
 
     :meth:`diagram` returns the :class:`~hassejax.order.HasseDiagram` when the quotient has at
     most :data:`QUOTIENT_LIMIT` classes.
