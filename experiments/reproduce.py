@@ -23,6 +23,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -182,6 +184,8 @@ def _start(compile_cache: bool, worker: bool = False) -> None:
     if worker:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _die_with_parent()
+        global _WORKER
+        _WORKER = True
     if compile_cache:
         from hassejax._cache import enable_compilation_cache
 
@@ -217,7 +221,25 @@ def run_one(name: str, out: Path, quick: bool) -> dict:
     from hassejax._map_limit import release_compiled_programs
 
     release_compiled_programs()  # a worker runs several experiments: stay below the kernel's mapping limit
+    if _WORKER:  # the last handler registered runs first at exit: after every experiment's own (JAX's included)
+        atexit.unregister(_exit_now)
+        atexit.register(_exit_now)
     return row
+
+
+_WORKER = False
+"""True in a worker process of the pool (:func:`_start` with ``worker=True``)."""
+
+
+def _exit_now() -> None:
+    """A worker's exit, once the pool ends it: its output flushed, then ``os._exit`` without the interpreter's
+    teardown. Every experiment it ran has written its files (atomically) and returned its row; the teardown of JAX
+    and the experiments' modules took 3.5 s after the quick run (the main process waits for it in
+    ``pool.shutdown``; 0.13 s without it)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing left to keep
+            stream.flush()
+    os._exit(0)
 
 
 def run(
