@@ -210,9 +210,10 @@ def test_workers_exit_without_the_teardown_and_keep_their_output(tmp_path):
         "rows = reproduce.run(['fake_a', 'fake_b'], Path(sys.argv[1]), True, jobs=2, compile_cache=False, "
         "progress=False); print([r['status'] for r in rows])"
     )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the workers' output block-buffered
     proc = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path), str(ROOT / "experiments")],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "['ok', 'ok']" in proc.stdout
