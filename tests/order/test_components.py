@@ -13,22 +13,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_product import _assert_same_summary  # every field of two summaries equal
 
 from hassejax.errors import MemoryBudgetError
 from hassejax.masks import IntervalMask, structured
 from hassejax.masks._intervals import with_components
 from hassejax.order import _components, convergence_depth, flow_summary, reach, reachability
-
-
-def _assert_same_summary(got, want):
-    assert got.n == want.n and got.convergence_depth == want.convergence_depth
-    assert got.num_classes == want.num_classes
-    np.testing.assert_array_equal(got.class_sizes, want.class_sizes)
-    assert got.limit == want.limit and got.reach == want.reach
-    assert (got.depth, got.width, got.num_hasse_edges) == (want.depth, want.width, want.num_hasse_edges)
-    dg, dw = got.diagram(), want.diagram()
-    np.testing.assert_array_equal(dg.labels, dw.labels)
-    assert sorted(dg.edges) == sorted(dw.edges)
 
 
 def _interleaved_dense(parts: list[np.ndarray], w: int, counts: list[int]) -> np.ndarray:
