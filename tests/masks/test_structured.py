@@ -737,6 +737,8 @@ def test_memory_refusals_of_the_interval_constructors_name_their_arguments(monke
         (lambda: S.xlnet_two_stream(np.arange(m)), r"^`permutation`: the interval form of xlnet_two_stream"),
         (lambda: S.document([m // 2, m // 2]), r"^`segments`: the interval form of document"),
         (lambda: S.natten_2d(1000, 1000, 3, 3), r"^`height`, `width`(, `kernel_h`)?: the interval form of natten_2d"),
+        # a fresh user: a grid of 10^12 cells met NumPy's MemoryError on the positions, before the check
+        (lambda: S.natten_2d(10**6, 10**6, 3, 3), r"^`height`, `width`, `kernel_h`: the interval form of natten_2d"),
         (lambda: S.tree_prefix(np.arange(-1, m - 1), 0), r"^`parents`: the interval form of tree_prefix"),
     ]
     for build, message in cases:

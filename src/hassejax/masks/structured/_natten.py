@@ -58,14 +58,17 @@ def natten_2d(height: int, width: int, kernel_h: int, kernel_w: int) -> Interval
     kernel_w = odd_kernel(kernel_w, width, "kernel_w", "width")
     n = height * width
     hh, hw = kernel_h // 2, kernel_w // 2
+    # before any work array (a fresh user: natten_2d(10**6, 10**6, 3, 3) met NumPy's MemoryError on the positions)
+    if kernel_w == width:  # the grid rows touch: one run
+        _budget(n, 1, "natten_2d", "height, width")
+    else:
+        _budget(n, kernel_h, "natten_2d", "height, width, kernel_h")
     q = _positions(n)
     centre_r = np.clip(q // width, hh, height - 1 - hh)
     centre_c = np.clip(q % width, hw, width - 1 - hw)
-    if kernel_w == width:  # the grid rows touch: one run
-        _budget(n, 1, "natten_2d", "height, width")
+    if kernel_w == width:
         out = _as_mask((centre_r - hh) * width, (centre_r + hh + 1) * width, n, normal=True)
     else:
-        _budget(n, kernel_h, "natten_2d", "height, width, kernel_h")
         rows = (centre_r - hh)[:, None] + np.arange(kernel_h, dtype=np.int64)[None, :]
         starts = rows * width + (centre_c - hw)[:, None]
         out = _as_mask(starts, starts + kernel_w, n, normal=True)
