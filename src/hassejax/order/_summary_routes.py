@@ -396,7 +396,6 @@ class _ComponentsFlow:
         self.rank[self.perm] = np.arange(self.perm.size)
         self.num_classes = int(comp.size)
         self.sizes = sizes[self.perm]
-        self._entries = comp, local
         self._labels = [p[2] for p in per]
         return self.num_classes, self.sizes
 
@@ -434,13 +433,10 @@ class _ComponentsFlow:
                 order[ix], cover[ix] = diag._order, diag._cover
             pick = np.ix_(self.perm, self.perm)
             order, cover = order[pick], cover[pick]
-            q = np.arange(self.n, dtype=np.int64)
-            comp_q, j = q % self.w, q // self.w
-            local = np.empty(self.n, dtype=np.int64)
-            for g, labels in enumerate(self._labels):
-                at = self._group[comp_q] == g
-                local[at] = labels[j[at]]
-            labels = self.rank[self._offset[comp_q] + local]
+            from ._components import spread
+
+            local = spread(self._labels, self.w, self.groups, self.n)  # each position's class in its component
+            labels = self.rank[self._offset[np.arange(self.n) % self.w] + local]
             members = np.split(np.argsort(labels, kind="stable"), np.cumsum(self.sizes)[:-1])
             diagram = HasseDiagram.__new__(HasseDiagram)
             diagram._init(members, labels, self.n, order, cover)
