@@ -96,7 +96,8 @@ def width(order: Bool[ArrayLike, "c c"]) -> int:
     Dilworth: the largest antichain has as many elements as a smallest partition into
     chains, and (Fulkerson) a smallest chain partition has `C - ν` chains, `ν` the size of
     a maximum matching in the bipartite graph with an edge `(a, b)` for every strict pair
-    `[b] < [a]`. The matching is scipy's Hopcroft–Karp; antichains are never enumerated.
+    `[b] < [a]`. The matching is a maximum flow of the unit network (scipy's Dinic, not its
+    Hopcroft–Karp, exponential on layered graphs: scipy issue 26147); antichains are never enumerated.
 
     **Arguments:**
 
@@ -108,16 +109,16 @@ def width(order: Bool[ArrayLike, "c c"]) -> int:
     **Raises:** :class:`~hassejax.errors.MaskError` if `order` is not a concrete square Boolean array or not
     a partial order (the bipartite reduction needs the transitive relation: on the cover
     relation alone it would count vertex-disjoint paths, not chains).
-    :class:`~hassejax.errors.MemoryBudgetError` (naming `order`) if the matmul would not fit
-    in the free memory, estimated from its shape before anything is copied.
+    :class:`~hassejax.errors.MemoryBudgetError` (naming `order`) if the matmul, or the flow
+    network (about 80 bytes a strict pair), would not fit in the free memory, estimated before it is built.
 
-    Complexity `O(C³)` for the check (one matmul) and `O(E √C)` for the matching, `E` the
+    Complexity `O(C³)` for the check (one matmul) and `O(E √C)` for the matching (Even and Tarjan), `E` the
     number of strict pairs.
 
     Source: spec hasse.md §3 (last paragraph); R. P. Dilworth, "A decomposition theorem for
     partially ordered sets", Ann. Math. 51 (1950); D. R. Fulkerson, "Note on Dilworth's
-    decomposition theorem for partially ordered sets", Proc. AMS 7 (1956); J. E. Hopcroft,
-    R. M. Karp, SIAM J. Comput. 2 (1973).
+    decomposition theorem for partially ordered sets", Proc. AMS 7 (1956); S. Even, R. E. Tarjan,
+    "Network flow and testing graph connectivity", SIAM J. Comput. 4 (1975).
     """
     o = _as_relation(order, "order", "the width", 18, "width")
     c = o.shape[-1]
