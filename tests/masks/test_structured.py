@@ -746,6 +746,23 @@ def test_memory_refusals_of_the_interval_constructors_name_their_arguments(monke
             build()
 
 
+def test_dilated_refusal_points_to_its_bands_which_answer_for_it(monkeypatch):
+    """A fresh user: a dilated window too large for its interval form was refused, and the dense route's refusal
+    then pointed back to the structured constructor. The refusal names the band whose analysis answers instead."""
+    import hassejax.masks._runs as runs
+    from hassejax.errors import MemoryBudgetError
+    from hassejax.order import flow_summary
+
+    monkeypatch.setattr(runs, "host_memory_bytes", lambda: 1 << 24)  # 16 MiB
+    with pytest.raises(MemoryBudgetError, match=r"^`n`: the interval form of dilated .*sliding_window\(250000, 2, 2\)"):
+        S.dilated(1_000_000, 9, 4)  # 5 runs a row: 240 MB
+    monkeypatch.undo()
+    for n, window, d in [(103, 9, 4), (96, 9, 4), (50, 2, 3)]:
+        h, m = -(-n // d), window // d
+        whole, band = flow_summary(S.dilated(n, window, d)), flow_summary(S.sliding_window(h, m, m))
+        assert (whole.convergence_depth, whole.depth) == (band.convergence_depth, band.depth)
+
+
 def test_from_dense_refuses_a_view_too_large_to_scan_before_reading_it(monkeypatch):
     """``IntervalMask.from_dense`` had no size guard: ``np.broadcast_to(np.True_, (300000, 300000))`` (one byte of
     memory) was scanned entry by entry for minutes. A view that repeats its entries is now refused before any entry

@@ -140,7 +140,15 @@ def dilated(n: int, window: int, dilation: int) -> IntervalMask:
         return sliding_window(n, window, window)
     m = window // dilation
     k = 2 * m + 1
-    _budget(n, k, "dilated")
+    h = -(-n // dilation)  # positions in the longest residue class
+    _budget(
+        n,
+        k,
+        "dilated",
+        hint=f"Its reachability is that of its {dilation} residue classes mod the dilation, each a band of at most "
+        f"{h} positions: structured.sliding_window({h}, {m}, {m}) gives L* and the depth, and a band's classes and "
+        "width (their sums over the residue classes are the mask's), without this form.",
+    )
     # Key t of row q is q + (first + t - m)·d, first = the first offset index with a key >= 0;
     # it is kept while it is <= q + m·d and < n (then padding n). Built in place, in int64
     # only when positions need it.
@@ -155,7 +163,6 @@ def dilated(n: int, window: int, dilation: int) -> IntervalMask:
     if n % dilation == 0 and n // dilation >= 2:  # q = r·d + c: the product of a band over r and the identity over c
         out = with_factors(out, sliding_window(n // dilation, m, m), sliding_window(dilation, 0, 0))  # band ⊗ I
     elif n > dilation:  # residue c: a band over the ceil((n - c) / d) positions c, c + d, ...: two lengths
-        h = -(-n // dilation)
         longer = n - (h - 1) * dilation  # the residues with h positions
         groups = ((sliding_window(h, m, m), longer), (sliding_window(h - 1, m, m), dilation - longer))
         out = with_components(out, dilation, groups)
