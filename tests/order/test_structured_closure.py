@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 import hassejax.errors
 from hassejax.errors import MaskError, ParameterError
 from hassejax.masks import IntervalMask
-from hassejax.order import HasseDiagram, convergence_depth, flow_summary, reachability
+from hassejax.masks import structured as S
+from hassejax.order import HasseDiagram, _structured, convergence_depth, flow_summary, reachability
 from hassejax.order._structured import PowerTable, compose
 
 
@@ -452,6 +453,52 @@ def test_the_refusal_quotes_the_dense_route_s_own_estimate_and_no_dead_end(n, mo
         compose(m, m)
     assert f"needs about {want} of host memory for this n" in str(err.value) and "smaller n" in str(err.value)
     assert "method='bitpacked'" not in str(err.value)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # forced structured where "auto" would switch
+def test_a_structured_refusal_quotes_the_dense_estimate_of_the_call_it_refuses(monkeypatch):
+    """A fresh user: ``--method structured`` quoted 67.6 GiB for the dense route (the reachability's), and
+    ``--method bitpacked`` then asked for 48.7 GiB (``flow_summary``'s own check). Each function's refusal quotes
+    the estimate its own bit-packed route checks."""
+    import re
+
+    import hassejax._checks
+    from hassejax.errors import MemoryBudgetError
+
+    n = 12_000
+    m = IntervalMask.from_runs(np.zeros((n, 1), np.int64), np.full((n, 1), n, np.int64), n=n)  # every key
+    quoted, asked = {}, {}
+    monkeypatch.setattr(_structured, "host_memory_bytes", lambda: 2**50)  # the advice: "use the dense route"
+    for f in (reachability, convergence_depth, flow_summary):
+        with _structured.candidate_limit(1.0), pytest.raises(_structured.CandidateLimitError) as err:
+            f(m, method="structured")
+        size, unit = re.search(
+            r"dense bit-packed route \(about ([0-9.]+) (GiB|MiB) for this n\)", str(err.value)
+        ).groups()
+        quoted[f.__name__] = float(size) * (2**30 if unit == "GiB" else 2**20)
+    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 2**20)  # every dense route refused
+    for f in (reachability, convergence_depth, flow_summary):
+        with pytest.raises(MemoryBudgetError) as err:
+            f(m, method="bitpacked")
+        asked[f.__name__] = float(re.search(r"needs about ([0-9.]+) GiB", str(err.value)).group(1)) * 2**30
+    for name in asked:
+        assert quoted[name] == pytest.approx(asked[name], rel=0.01), name
+    assert len({round(v / 2**28) for v in asked.values()}) == 3  # three different estimates, each quoted
+
+
+@pytest.mark.parametrize("build", [lambda: S.dilated(30_001, 600, 3), lambda: S.dilated(30_000, 600, 3)])
+def test_a_forced_structured_refusal_of_a_recorded_mask_points_to_auto(build):
+    """A fresh user: ``--method structured`` on a dilated window that ``auto`` answers (its constructor records its
+    components or factors) was refused with advice on the dense route only."""
+    m = build()
+    route = "components" if m.n % 3 else "product"
+    with _structured.candidate_limit(1e6), pytest.raises(_structured.CandidateLimitError) as err:
+        flow_summary(m, method="structured")
+    assert f"method='auto' (the default; hassejax analyze without --method) answers this mask on the {route} route" in (
+        str(err.value)
+    )
+    assert "dense bit-packed route" not in str(err.value)
+    assert flow_summary(m).route == route and convergence_depth(m) == flow_summary(m).convergence_depth
 
 
 def test_auto_route_falls_back_to_bitpacked_when_the_runs_of_the_powers_multiply(monkeypatch, no_product_route):

@@ -204,8 +204,18 @@ def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = No
             route += candidates  # this squaring runs (within the limit) before the next one is in question
 
 
+def _refusal_alone(err: Exception) -> str:
+    """A structured route's refusal without its advice on the dense route (:func:`~._structured._dense_advice`)."""
+    return str(err).split(" Use the dense bit-packed route")[0].split(" The dense bit-packed route needs")[0]
+
+
 def structured_or_dense(
-    m: IntervalMask, method: str, structured: Callable, dense: Callable, num_layers: int | None = None
+    m: IntervalMask,
+    method: str,
+    structured: Callable,
+    dense: Callable,
+    num_layers: int | None = None,
+    dense_bytes: Callable[[int], float] | None = None,
 ):
     """``structured()``, or under ``method="auto"`` for `m` short enough for the dense routes (at most
     ``_DENSE_FALLBACK_N``) ``dense(reason)`` once a product of the structured route would merge more candidate runs
@@ -223,13 +233,41 @@ def structured_or_dense(
     0.03 s bit-packed, a fresh-user review). Above ``_DENSE_FALLBACK_N`` under ``"auto"`` a refusal that a search
     from sampled rows finds certain before any product (:func:`predicted_refusal`; `num_layers`: the ``L`` of
     ``R^(L)``, None for ``R`` and ``L*``) skips the structured route: the dense route at once up to
-    ``_DENSE_RESCUE_N``, the refusal at once beyond (``natten_2d(362, 362, 7, 7)``: after 73 s of squarings before)."""
+    ``_DENSE_RESCUE_N``, the refusal at once beyond (``natten_2d(362, 362, 7, 7)``: after 73 s of squarings before).
+    `dense_bytes(n)`: the peak bytes the caller's own check counts for its dense bit-packed route, which a refusal's
+    advice quotes (None: the reachability's). Under ``"structured"`` a refusal of a mask whose constructor recorded
+    its factors or components says that ``"auto"`` answers it (the product or components route)."""
+    from ._structured import _DENSE_NEED
+
+    token = _DENSE_NEED.set(dense_bytes)  # what a refusal quotes for the dense route: the caller's own check
+    try:
+        return _structured_or_dense(m, method, structured, dense, num_layers)
+    finally:
+        _DENSE_NEED.reset(token)
+
+
+def _structured_or_dense(m: IntervalMask, method: str, structured: Callable, dense: Callable, num_layers: int | None):
+    """:func:`structured_or_dense`'s rules."""
     from ..errors import MemoryBudgetError
     from ._structured import _CANDIDATE_LIMIT, CandidateLimitError, candidate_limit
 
-    if method == "structured" and m.n <= _DENSE_FALLBACK_N:  # forced: a warning where "auto" would switch
-        with warn_if_forced_structured(m.n, method, m.nnz() + m.n):
+    if method == "structured":
+        try:
+            if m.n <= _DENSE_FALLBACK_N:  # forced: a warning where "auto" would switch
+                with warn_if_forced_structured(m.n, method, m.nnz() + m.n):
+                    return structured()
             return structured()
+        except CandidateLimitError as err:
+            recorded = "product" if m._factors is not None else "components" if m._components is not None else None
+            if recorded is None:
+                raise
+            # a fresh user: the refusal of a mask that "auto" answers from its constructor's record sent them to the
+            # dense route, or to a smaller n
+            raise CandidateLimitError(
+                f"{_refusal_alone(err)} method='auto' (the default; hassejax analyze without --method) answers this "
+                f"mask on the {recorded} route, from the {'factors' if recorded == 'product' else 'components'} its "
+                "constructor recorded, without a dense array."
+            ) from None
     if method != "auto" or m.n <= _DENSE_FALLBACK_N:
         predicted = None
     else:
@@ -262,9 +300,7 @@ def structured_or_dense(
                 except CandidateLimitError as err:
                     refused = err
             # neither route: say both (the refusal alone names the route just tried)
-            first = (
-                str(refused).split(" Use the dense bit-packed route")[0].split(" The dense bit-packed route needs")[0]
-            )
+            first = _refusal_alone(refused)
             raise MemoryBudgetError(
                 f"{first} The dense bit-packed route, tried next, does not fit in memory either (a dense "
                 f"({m.n}, {m.n}) mask and its packed powers). Use a smaller n, or a machine with more memory."

@@ -304,6 +304,14 @@ def _depth_bitpacked_bytes(n: int, nnz: int) -> int:
     return depth_bitpacked_bytes(n, nnz)
 
 
+def _depth_dense_bytes(n: int, batch: int, method: str) -> int:
+    """The bytes :func:`_depth_memory`'s check counts: the input copies plus the cheapest route `method` allows."""
+    need = _dense_bytes(n, batch, method, 0, 2, route=False)
+    matmul = _matmul_bytes(_padded_size(n), batch, _num_stored_powers(_padded_size(n)), _matmul_dtype())
+    bitpacked = _depth_bitpacked_bytes(n, n)
+    return need + {"matmul": matmul, "bitpacked": bitpacked, "structured": 0}.get(method, min(matmul, bitpacked))
+
+
 def _depth_memory(method: str):
     """The shape-only memory check of :func:`convergence_depth` (for :func:`as_mask`'s `memory`).
 
@@ -318,12 +326,8 @@ def _depth_memory(method: str):
         batch = math.prod(shape[:-2])
         if batch == 0:
             return
-        need = _dense_bytes(n, batch, method, 0, 2, route=False)
-        matmul = _matmul_bytes(_padded_size(n), batch, _num_stored_powers(_padded_size(n)), _matmul_dtype())
-        bitpacked = _depth_bitpacked_bytes(n, n)
-        need += {"matmul": matmul, "bitpacked": bitpacked, "structured": 0}.get(method, min(matmul, bitpacked))
         check_memory(
-            need,
+            _depth_dense_bytes(n, batch, method),
             f"the convergence depth of n = {n} positions (batch {batch}) on the dense routes",
             "mask",
             hint=_STRUCTURED_HINT,

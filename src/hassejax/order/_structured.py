@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import no_type_check
 
 import numpy as np
@@ -206,13 +206,17 @@ _TEMP_BYTES_PER_ENTRY = 64
 
 def _dense_advice(n: int) -> str:
     """Where to go when the structured route refuses an `n`-position mask: the dense bit-packed route with its peak
-    memory as that route's own check counts it from the interval form (two bool ``(n, n)`` copies, the packed
-    closure and its two bool ``(n, n)`` arrays: :func:`hassejax.order._routes._dense_bytes`), or, when that does not
+    memory as the call's own check counts it (:data:`_DENSE_NEED`; the reachability's by default, from the interval
+    form: two bool ``(n, n)`` copies, the packed closure and its two bool ``(n, n)`` arrays,
+    :func:`hassejax.order._routes._dense_bytes`), or, when that does not
     fit in the free host memory either, a smaller n. The bit-packed route runs on the host (NumPy); its own check
     reads the default device's free memory, which is the host's on a CPU."""
     from ._bitpacked import bitpacked_route_bytes  # SciPy: only on this error's path
 
-    need = 2 * n * n + bitpacked_route_bytes(n, n)  # the interval form's two dense copies, then the route
+    need_of = _DENSE_NEED.get()
+    # the call's own estimate (a fresh user: L*'s and flow_summary's differ from the reachability's), else the
+    # reachability's: the interval form's two dense copies, then the route
+    need = 2 * n * n + bitpacked_route_bytes(n, n) if need_of is None else need_of(n)
     free = host_memory_bytes()
     size = f"{need / 2**30:.3g} GiB" if need >= 2**30 else f"{need / 2**20:.3g} MiB"
     if need > _DENSE_FRACTION * free:
@@ -225,6 +229,12 @@ def _dense_advice(n: int) -> str:
         "(hassejax analyze ... --method bitpacked), or reachability(mask.to_dense(), method='bitpacked'); or a "
         "smaller n."
     )
+
+
+_DENSE_NEED: contextvars.ContextVar[Callable[[int], float] | None] = contextvars.ContextVar("dense_need", default=None)
+"""The peak bytes, for `n` positions, of the dense bit-packed route of the call under way (its own memory check's
+count), which :func:`_dense_advice` quotes; set by :func:`hassejax.order._route_rules.structured_or_dense` from its
+caller; None: the reachability's."""
 
 
 _DENSE_FRACTION = 0.8

@@ -475,7 +475,7 @@ def _factor_flow(m: IntervalMask, delay: float | None, layers, quotient_limit: i
     :func:`~._route_rules.structured_or_dense`: a review found a factor squared until the structured route's own
     limit, 20 s before the refusal, where the whole mask took 1.3 s on the bit-packed route)."""
     from ._route_rules import structured_or_dense
-    from .summary import _dense_flow, choose_route
+    from .summary import _dense_flow, _dense_flow_bytes, choose_route
 
     def primed(flow, route):
         flow.route_name = route
@@ -491,4 +491,5 @@ def _factor_flow(m: IntervalMask, delay: float | None, layers, quotient_limit: i
         "auto",
         lambda: primed(_StructuredFlow(intervals, delay), "structured"),
         lambda why: primed(_dense_flow(intervals, "bitpacked", delay, layers, quotient_limit), "bitpacked"),
+        dense_bytes=_dense_flow_bytes(intervals, layers, quotient_limit),
     )

@@ -28,6 +28,7 @@ from ._routes import (
     _check_matmul_memory,
     _count_products,
     _depth_costs,
+    _depth_dense_bytes,
     _depth_levels_guess,
     _depth_memory,
     _few_runs,
@@ -172,7 +173,9 @@ def convergence_depth(
             with progress_bar(delay, "L* (structured)", "products") as bar:
                 return PowerTable(mask.with_diagonal(), name="mask").depth(bar)
 
-        return structured_or_dense(mask, method, structured, dense)
+        return structured_or_dense(
+            mask, method, structured, dense, dense_bytes=lambda n: _depth_dense_bytes(n, 1, "bitpacked")
+        )
 
     a, traced = _prepare(mask, memory=_depth_memory(method))
     n = a.shape[-1]
