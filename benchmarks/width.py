@@ -61,7 +61,9 @@ def orders() -> dict[str, object]:
         out[f"chain of {c}"] = np.tril(np.ones((c, c), bool), k=-1)
     i = np.arange(40 * 50)
     x, y = i // 50, i % 50
-    out["chains 40 × 50"] = (x[:, None] >= x[None, :]) & (y[:, None] >= y[None, :]) & ~np.eye(i.size, dtype=bool)
+    out["product of chains 40 × 50"] = (
+        (x[:, None] >= x[None, :]) & (y[:, None] >= y[None, :]) & ~np.eye(i.size, dtype=bool)
+    )
     rng = np.random.default_rng(0)
     edges = np.tril(rng.random((2000, 2000)) < 0.002, k=-1).astype(np.float32)
     reach = edges > 0
@@ -113,7 +115,7 @@ def child(path: str, method: str) -> dict:
     return {
         "seconds": time.perf_counter() - t,
         "width": width,
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }
 
 
@@ -172,7 +174,7 @@ def main() -> None:
     for r in rows:
         width = next(r[m]["width"] for m in METHODS if r[m]["width"] is not None)
         cells = [
-            f"{r[m]['seconds']:.3f} ({r[m]['peak_rss_gb']:.2f} GB)"
+            f"{r[m]['seconds']:.3f} ({r[m]['peak_rss_gib']:.2f} GiB)"
             if r[m]["seconds"] is not None
             else f"stopped after {args.limit:.0f}"
             for m in METHODS

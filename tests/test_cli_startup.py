@@ -80,6 +80,16 @@ def test_help_and_argument_errors_import_no_jax(argv):
     assert rc == (0 if "--help" in argv else 2)
 
 
+def test_a_structured_refusal_imports_no_jax():
+    """A review: the refusal's advice on the dense route quoted flow_summary's estimate through a module that
+    imports JAX. Under ``--method structured`` (a recorded mask: the pointer to "auto") and under "auto" (a derived
+    mask: the dense route's estimate) the refusal leaves JAX out."""
+    spec = "dilated(n=100000, window=300, dilation=3)"
+    rows = run_fresh([["analyze", spec, "--method", "structured"], ["analyze", f"{spec} & causal(n=100000)"]])
+    for rc, _, loaded in rows:
+        assert rc == 2 and loaded == [], rows
+
+
 # What `hassejax analyze` printed for these structured specs through the JAX route (commit 5c16734), but for the line
 # of the edges left off, which said "(all in --json / --dot)" with neither option given.
 BEFORE = {

@@ -757,10 +757,14 @@ def test_dilated_refusal_points_to_its_bands_which_answer_for_it(monkeypatch):
     with pytest.raises(MemoryBudgetError, match=r"^`n`: the interval form of dilated .*sliding_window\(250000, 2, 2\)"):
         S.dilated(1_000_000, 9, 4)  # 5 runs a row: 240 MB
     monkeypatch.undo()
-    for n, window, d in [(103, 9, 4), (96, 9, 4), (50, 2, 3)]:
+    for n, window, d in [(103, 9, 4), (96, 9, 4), (50, 2, 3), (13, 2, 3), (40, 5, 5)]:
         h, m = -(-n // d), window // d
         whole, band = flow_summary(S.dilated(n, window, d)), flow_summary(S.sliding_window(h, m, m))
         assert (whole.convergence_depth, whole.depth) == (band.convergence_depth, band.depth)
+        # the classes and the width: sums over the residue classes of their bands (of h or h - 1 positions)
+        bands = [flow_summary(S.sliding_window(len(range(c, n, d)), m, m)) for c in range(d)]
+        assert whole.num_classes == sum(b.num_classes for b in bands)
+        assert whole.width == sum(b.width for b in bands)
 
 
 def test_from_dense_refuses_a_view_too_large_to_scan_before_reading_it(monkeypatch):

@@ -90,3 +90,24 @@ def test_width_refuses_a_network_larger_than_the_free_memory(monkeypatch):
     chain = np.tril(np.ones((1000, 1000), bool), k=-1)  # 499,500 pairs: ~40 MB of network
     with pytest.raises(MemoryBudgetError, match=r"`order`.*width of a partial order on C = 1000"):
         dilworth_width(chain)
+
+
+def test_a_hasse_diagram_s_width_refusal_names_the_mask_and_the_quotient_limit(monkeypatch):
+    """A review: the width's refusal inside ``flow_summary`` named an argument `order` that the caller never passed."""
+    from hassejax.order import HasseDiagram
+
+    chain = np.tril(np.ones((1000, 1000), bool))  # the reachability of a causal mask: 1000 classes, a chain
+    diagram = HasseDiagram.from_reachability(chain)
+    monkeypatch.setattr(_runs, "host_memory_bytes", lambda: 2**20)
+    with pytest.raises(MemoryBudgetError, match=r"^`mask`: the width .* A smaller quotient_limit"):
+        _ = diagram.width
+
+
+def test_a_network_beyond_scipy_s_int32_indices_is_refused(monkeypatch):
+    """SciPy's maximum flow takes int32 indices: 2**31 edges or more would wrap (a review); refused, never wrong."""
+    import hassejax.order._poset_host as host
+
+    monkeypatch.setattr(host, "check_host_memory", lambda *args, **kwargs: None)  # a machine with the memory
+    strict = np.broadcast_to(np.True_, (46341, 46341))  # 2**31 + 4633 pairs, one byte held
+    with pytest.raises(MemoryBudgetError, match=r"^`order`: .* more than SciPy's maximum flow takes"):
+        dilworth_width(strict)

@@ -467,23 +467,31 @@ def test_a_structured_refusal_quotes_the_dense_estimate_of_the_call_it_refuses(m
 
     n = 12_000
     m = IntervalMask.from_runs(np.zeros((n, 1), np.int64), np.full((n, 1), n, np.int64), n=n)  # every key
-    quoted, asked = {}, {}
+    dense = m.to_dense()  # a dense input: no densified copy (a review: flow_summary quoted one, convergence_depth
+    # the reachability's estimate)
+    quoted = {}
     monkeypatch.setattr(_structured, "host_memory_bytes", lambda: 2**50)  # the advice: "use the dense route"
-    for f in (reachability, convergence_depth, flow_summary):
+    for mask, f in [(m, reachability), (m, convergence_depth), (m, flow_summary), (dense, convergence_depth)] + [
+        (dense, flow_summary)
+    ]:
+        monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 2**50)
         with _structured.candidate_limit(1.0), pytest.raises(_structured.CandidateLimitError) as err:
-            f(m, method="structured")
+            f(mask, method="structured")
         size, unit = re.search(
             r"dense bit-packed route \(about ([0-9.]+) (GiB|MiB) for this n\)", str(err.value)
         ).groups()
-        quoted[f.__name__] = float(size) * (2**30 if unit == "GiB" else 2**20)
-    monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda: 2**20)  # every dense route refused
-    for f in (reachability, convergence_depth, flow_summary):
-        with pytest.raises(MemoryBudgetError) as err:
-            f(m, method="bitpacked")
-        asked[f.__name__] = float(re.search(r"needs about ([0-9.]+) GiB", str(err.value)).group(1)) * 2**30
-    for name in asked:
-        assert quoted[name] == pytest.approx(asked[name], rel=0.01), name
-    assert len({round(v / 2**28) for v in asked.values()}) == 3  # three different estimates, each quoted
+        quote = float(size) * (2**30 if unit == "GiB" else 2**20)
+        # a budget under which the quoted need is refused and the checks before it (from the shape: the fewest
+        # nonzeros) pass: the refusal then states what the call asks for
+        budget = int(quote)
+        monkeypatch.setattr(hassejax._checks, "available_memory_bytes", lambda budget=budget: budget)
+        with pytest.raises(MemoryBudgetError) as refused:
+            f(mask, method="bitpacked")
+        wanted = float(re.search(r"needs about ([0-9.]+) GiB", str(refused.value)).group(1)) * 2**30
+        assert quote == pytest.approx(wanted, rel=0.01), (f.__name__, type(mask).__name__)
+        quoted[f.__name__, type(mask).__name__] = quote
+    assert len({round(v / 2**28) for k, v in quoted.items() if k[1] == "IntervalMask"}) == 3  # three estimates
+    assert quoted["flow_summary", "ndarray"] < quoted["flow_summary", "IntervalMask"]  # no densified copy
 
 
 @pytest.mark.parametrize("build", [lambda: S.dilated(30_001, 600, 3), lambda: S.dilated(30_000, 600, 3)])
@@ -494,11 +502,20 @@ def test_a_forced_structured_refusal_of_a_recorded_mask_points_to_auto(build):
     route = "components" if m.n % 3 else "product"
     with _structured.candidate_limit(1e6), pytest.raises(_structured.CandidateLimitError) as err:
         flow_summary(m, method="structured")
-    assert f"method='auto' (the default; hassejax analyze without --method) answers this mask on the {route} route" in (
-        str(err.value)
-    )
-    assert "dense bit-packed route" not in str(err.value)
+    claim = f"method='auto' (the default; hassejax analyze without --method) takes the {route} route for this mask"
+    assert claim in str(err.value) and "dense bit-packed route" not in str(err.value)
+    with _structured.candidate_limit(1e6), pytest.raises(_structured.CandidateLimitError) as err:
+        convergence_depth(m, method="structured")
+    assert claim in str(err.value)
+    # reachability's output is n × n whatever the route (its "auto" may refuse or go dense): no claim (a review)
+    with _structured.candidate_limit(1e6), pytest.raises(_structured.CandidateLimitError) as err:
+        reachability(m, method="structured")
+    assert "method='auto'" not in str(err.value)
     assert flow_summary(m).route == route and convergence_depth(m) == flow_summary(m).convergence_depth
+    # a derived mask has no record: no claim
+    with _structured.candidate_limit(1e6), pytest.raises(_structured.CandidateLimitError) as err:
+        flow_summary(m & S.causal(m.n), method="structured")
+    assert "method='auto'" not in str(err.value)
 
 
 def test_auto_route_falls_back_to_bitpacked_when_the_runs_of_the_powers_multiply(monkeypatch, no_product_route):

@@ -18,6 +18,7 @@ import scipy.sparse
 import scipy.sparse.csgraph
 from jaxtyping import Bool
 
+from ..errors import MemoryBudgetError
 from ..masks._runs import check_host_memory
 from ._poset_checks import _check_partial_order
 
@@ -50,7 +51,7 @@ def covers(order: Bool[np.ndarray, "c c"], name: str = "order") -> Bool[np.ndarr
     return strict & ~two_step
 
 
-def dilworth_width(strict: Bool[np.ndarray, "c c"], name: str = "order") -> int:
+def dilworth_width(strict: Bool[np.ndarray, "c c"], name: str = "order", hint: str | None = None) -> int:
     """Width of a partial order from its strict part `S` (``S[a, b]`` iff ``[b] < [a]``), by Dilworth's theorem.
 
     ``C - ν``, with ``ν`` the size of a maximum matching of the bipartite graph with an edge
@@ -64,8 +65,9 @@ def dilworth_width(strict: Bool[np.ndarray, "c c"], name: str = "order") -> int:
 
     **Returns:** a Python int in ``1 .. C``.
 
-    **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `name`) when the network
-    (about 80 bytes a strict pair) would not fit in the free host memory.
+    **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `name`, with `hint`) when the network
+    (about 80 bytes a strict pair) would not fit in the free host memory, or has ``2**31`` edges or more (SciPy's
+    int32 indices).
 
     Source: R. P. Dilworth, Ann. Math. 51 (1950); D. R. Fulkerson, Proc. AMS 7 (1956); S. Even,
     R. E. Tarjan, "Network flow and testing graph connectivity", SIAM J. Comput. 4 (1975).
@@ -74,7 +76,13 @@ def dilworth_width(strict: Bool[np.ndarray, "c c"], name: str = "order") -> int:
     pairs = int(np.count_nonzero(strict))
     # the CSR of S, the network's indices and capacities, and scipy's residual graph with reverse edges,
     # flows, levels and edge pointers: ~80 bytes a strict pair
-    check_host_memory(80.0 * (pairs + 2 * c), f"the width of a partial order on C = {c} classes", name)
+    what = f"the width of a partial order on C = {c} classes ({pairs} strict pairs)"
+    check_host_memory(80.0 * (pairs + 2 * c), what, name, hint=hint)
+    if pairs + 2 * c >= 2**31:  # the network's indices are int32 (SciPy's maximum_flow)
+        raise MemoryBudgetError(
+            f"`{name}`: {what} needs a network of {pairs + 2 * c} edges, more than SciPy's maximum flow takes "
+            f"(2**31 - 1). {hint or 'Use a partial order on fewer classes.'}"
+        )
     # vertices: a = 0..C-1 (upper), b' = C..2C-1 (lower), source 2C, sink 2C+1; rows in vertex order, the strict
     # pairs' rows straight from the row-major nonzeros (scipy's dense-to-CSR conversion takes 5x longer)
     upper_ptr = np.concatenate([[0], np.cumsum(np.count_nonzero(strict, axis=1))])

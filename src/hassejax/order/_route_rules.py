@@ -216,6 +216,7 @@ def structured_or_dense(
     dense: Callable,
     num_layers: int | None = None,
     dense_bytes: Callable[[int], float] | None = None,
+    auto_takes_record: bool = False,
 ):
     """``structured()``, or under ``method="auto"`` for `m` short enough for the dense routes (at most
     ``_DENSE_FALLBACK_N``) ``dense(reason)`` once a product of the structured route would merge more candidate runs
@@ -235,18 +236,19 @@ def structured_or_dense(
     ``R^(L)``, None for ``R`` and ``L*``) skips the structured route: the dense route at once up to
     ``_DENSE_RESCUE_N``, the refusal at once beyond (``natten_2d(362, 362, 7, 7)``: after 73 s of squarings before).
     `dense_bytes(n)`: the peak bytes the caller's own check counts for its dense bit-packed route, which a refusal's
-    advice quotes (None: the reachability's). Under ``"structured"`` a refusal of a mask whose constructor recorded
-    its factors or components says that ``"auto"`` answers it (the product or components route)."""
-    from ._structured import _DENSE_NEED
+    advice quotes (None: the reachability's). `auto_takes_record`: the caller's ``"auto"`` takes the product or
+    components route of a mask whose constructor recorded its factors or components (``flow_summary`` and
+    ``convergence_depth``; not ``reachability``, whose output is ``n × n`` at any route): then a refusal under
+    ``"structured"`` says so."""
+    from ._structured import dense_need
 
-    token = _DENSE_NEED.set(dense_bytes)  # what a refusal quotes for the dense route: the caller's own check
-    try:
-        return _structured_or_dense(m, method, structured, dense, num_layers)
-    finally:
-        _DENSE_NEED.reset(token)
+    with dense_need(dense_bytes):  # what a refusal quotes for the dense route: the caller's own check
+        return _structured_or_dense(m, method, structured, dense, num_layers, auto_takes_record)
 
 
-def _structured_or_dense(m: IntervalMask, method: str, structured: Callable, dense: Callable, num_layers: int | None):
+def _structured_or_dense(
+    m: IntervalMask, method: str, structured: Callable, dense: Callable, num_layers: int | None, auto_takes_record: bool
+):
     """:func:`structured_or_dense`'s rules."""
     from ..errors import MemoryBudgetError
     from ._structured import _CANDIDATE_LIMIT, CandidateLimitError, candidate_limit
@@ -259,13 +261,13 @@ def _structured_or_dense(m: IntervalMask, method: str, structured: Callable, den
             return structured()
         except CandidateLimitError as err:
             recorded = "product" if m._factors is not None else "components" if m._components is not None else None
-            if recorded is None:
+            if recorded is None or not auto_takes_record:
                 raise
             # a fresh user: the refusal of a mask that "auto" answers from its constructor's record sent them to the
             # dense route, or to a smaller n
             raise CandidateLimitError(
-                f"{_refusal_alone(err)} method='auto' (the default; hassejax analyze without --method) answers this "
-                f"mask on the {recorded} route, from the {'factors' if recorded == 'product' else 'components'} its "
+                f"{_refusal_alone(err)} method='auto' (the default; hassejax analyze without --method) takes the "
+                f"{recorded} route for this mask, from the {'factors' if recorded == 'product' else 'components'} its "
                 "constructor recorded, without a dense array."
             ) from None
     if method != "auto" or m.n <= _DENSE_FALLBACK_N:

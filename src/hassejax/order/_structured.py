@@ -225,9 +225,8 @@ def _dense_advice(n: int) -> str:
             "free): use a smaller n, or a machine with more memory."
         )
     return (
-        f"Use the dense bit-packed route (about {size} for this n): flow_summary(mask, method='bitpacked') "
-        "(hassejax analyze ... --method bitpacked), or reachability(mask.to_dense(), method='bitpacked'); or a "
-        "smaller n."
+        f"Use the dense bit-packed route (about {size} for this n): the same call with method='bitpacked' "
+        "(hassejax analyze ... --method bitpacked); or a smaller n."
     )
 
 
@@ -235,6 +234,17 @@ _DENSE_NEED: contextvars.ContextVar[Callable[[int], float] | None] = contextvars
 """The peak bytes, for `n` positions, of the dense bit-packed route of the call under way (its own memory check's
 count), which :func:`_dense_advice` quotes; set by :func:`hassejax.order._route_rules.structured_or_dense` from its
 caller; None: the reachability's."""
+
+
+@contextlib.contextmanager
+def dense_need(need: Callable[[int], float] | None):
+    """Within the block, a refusal's advice quotes ``need(n)`` for the dense bit-packed route (:data:`_DENSE_NEED`):
+    the estimate of the call under way's own check with ``method="bitpacked"``."""
+    token = _DENSE_NEED.set(need)
+    try:
+        yield
+    finally:
+        _DENSE_NEED.reset(token)
 
 
 _DENSE_FRACTION = 0.8

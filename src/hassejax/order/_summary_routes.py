@@ -180,8 +180,12 @@ def _dense_diagram(limit: np.ndarray, labels: np.ndarray, sizes: np.ndarray):
     from ..masks._runs import check_host_memory
 
     c = len(sizes)
-    # the quotient, then the covers (:func:`~._poset_host.covers`: about 14 bytes an entry)
-    check_host_memory(15.0 * c * c, f"the quotient order of C = {c} classes and its covers ((C, C) arrays)", "mask")
+    # the quotient, then the covers (:func:`~._poset_host.covers`: about 14 bytes an entry), then the width's network
+    # (:func:`~._poset_host.dilworth_width`: 80 bytes a strict pair, at most C²/2 of them, with the order and its
+    # strict part): 43 bytes an entry at most
+    check_host_memory(
+        43.0 * c * c, f"the quotient order of C = {c} classes, its covers and its width ((C, C) arrays)", "mask"
+    )
     reps = np.unique(labels, return_index=True)[1]  # the smallest member of every class, by class id
     order = limit[np.ix_(reps, reps)]
     return _diagram_from_quotient(order, _Classes(labels, sizes), limit.shape[-1])

@@ -27,6 +27,7 @@ from ._routes import (
     _check_bitpacked_depth_memory,
     _check_matmul_memory,
     _count_products,
+    _depth_bitpacked_bytes,
     _depth_costs,
     _depth_dense_bytes,
     _depth_levels_guess,
@@ -38,7 +39,7 @@ from ._routes import (
     structured_or_dense,
     warn_if_forced_structured,
 )
-from ._structured import PowerTable
+from ._structured import PowerTable, dense_need
 from .heads import _heads_union
 
 __all__ = ["convergence_depth"]
@@ -174,7 +175,12 @@ def convergence_depth(
                 return PowerTable(mask.with_diagonal(), name="mask").depth(bar)
 
         return structured_or_dense(
-            mask, method, structured, dense, dense_bytes=lambda n: _depth_dense_bytes(n, 1, "bitpacked")
+            mask,
+            method,
+            structured,
+            dense,
+            dense_bytes=lambda n: _depth_quote(n, 1, mask.nnz()),
+            auto_takes_record=True,
         )
 
     a, traced = _prepare(mask, memory=_depth_memory(method))
@@ -217,10 +223,13 @@ def convergence_depth(
                     _check_bitpacked_depth_memory(n, int(np.count_nonzero(one)), 1)
                     return int(_host_depth(one)[0])
 
+                # a refusal's advice quotes what this call asks for with method="bitpacked" (a review)
+                need = lambda m, batch=batch: _depth_quote(m, batch, int(np.count_nonzero(flat, axis=(1, 2)).max()))
                 if forced == "auto":
-                    depths.append(structured_or_dense(intervals, "auto", structured, dense))
+                    depths.append(structured_or_dense(intervals, "auto", structured, dense, dense_bytes=need))
                 else:
-                    depths.append(structured())
+                    with dense_need(need):
+                        depths.append(structured())
         return jnp.asarray(np.asarray(depths, dtype=np.int32).reshape(batch_shape))
     if method == "auto":
         per_mask = np.count_nonzero(flat, axis=(-2, -1))
@@ -248,3 +257,10 @@ def convergence_depth(
             return mm.reshape(batch_shape)
         depth[~use_bp] = np.asarray(mm)
     return jnp.asarray(depth.reshape(batch_shape))
+
+
+def _depth_quote(n: int, batch: int, nnz: int) -> int:
+    """What ``convergence_depth(..., method="bitpacked")`` asks for (`batch` masks of `n` positions, the densest with
+    `nnz` nonzeros): the larger of its two checks, from the shape and then from the nonzeros; a structured refusal's
+    advice quotes it."""
+    return max(_depth_dense_bytes(n, batch, "bitpacked"), _depth_bitpacked_bytes(n, nnz))

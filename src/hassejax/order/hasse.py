@@ -439,9 +439,15 @@ class HasseDiagram(HasseExport):
     def width(self) -> int:
         """Size of a largest antichain of classes, by Dilworth's theorem (:func:`hassejax.order.width`).
 
-        On the host (the order is a partial order by construction): a matching on its strict part.
+        On the host (the order is a partial order by construction): a maximum matching on its strict part, by a
+        maximum flow (:func:`hassejax.order.width`). Raises :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`)
+        when the flow network would not fit in the free host memory.
         """
-        return dilworth_width(self._order & ~np.eye(self.num_classes, dtype=bool))
+        return dilworth_width(
+            self._order & ~np.eye(self.num_classes, dtype=bool),
+            "mask",
+            hint="A smaller quotient_limit (flow_summary, HasseDiagram.from_mask) skips the diagram of so many classes.",
+        )
 
     @property
     def generations(self) -> tuple[tuple[int, ...], ...]:

@@ -268,18 +268,20 @@ def flow_summary(
         method,
         lambda: _summarize(_StructuredFlow(intervals, delay), route, reason, layers, int(quotient_limit)),
         dense,
-        dense_bytes=_dense_flow_bytes(intervals, layers, int(quotient_limit)),
+        dense_bytes=_dense_flow_bytes(intervals, layers, int(quotient_limit), isinstance(mask, IntervalMask)),
+        auto_takes_record=True,
     )
 
 
-def _dense_flow_bytes(mask: IntervalMask, layers: tuple[int, ...], quotient_limit: int):
+def _dense_flow_bytes(mask: IntervalMask, layers: tuple[int, ...], quotient_limit: int, densify: bool = True):
     """The bytes :func:`_dense_flow`'s check counts for `mask` on the bit-packed route, as a function of `n` (for a
-    structured refusal's advice; the nonzeros counted, and JAX imported with the dense routes' rules, only then)."""
+    structured refusal's advice: what ``method="bitpacked"`` asks for, the dense copy counted when the caller's
+    mask is an IntervalMask, `densify`; the nonzeros counted only then; no JAX)."""
 
     def need(n: int) -> int:
-        from ._routes import _flow_summary_bytes
+        from ._summary_memory import _flow_summary_bytes
 
-        return _flow_summary_bytes(n, mask.with_diagonal().nnz(), "bitpacked", layers, quotient_limit, True)[0]
+        return _flow_summary_bytes(n, mask.with_diagonal().nnz(), "bitpacked", layers, quotient_limit, densify)[0]
 
     return need
 
