@@ -304,3 +304,36 @@ def test_tiles_long_context_and_json(capsys, tmp_path):
     # a ragged size: never negative sparsity
     code, out, _ = _run(capsys, "tiles", "causal(n=100)", "--block", "128")
     assert code == 0 and "sparsity 0.00%" in out
+
+
+def test_export_splash_lazy_fallback_builds_a_long_mask_with_no_array(capsys, tmp_path):
+    """A fresh user: the README's long-context mask (a window with sinks, n = 131,072) had no structured splash form
+    and the command line offered only a NumpyMask of 16 GiB. ``--fallback lazy`` writes Python that builds
+    hassejax's lazy splash mask from the spec; the refusal names it and the array's size."""
+    from hassejax.kernels import from_splash
+
+    long = "sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)"
+    code, _, err = _run(capsys, "export", long, "--to", "splash")
+    assert code == 2 and "(16 GiB)" in err and "--fallback lazy" in err
+    spec = "sliding_window(n=4096, left=64) | attention_sinks(n=4096, num=4)"
+    path = tmp_path / "lazy.py"
+    code, out, err = _run(capsys, "export", spec, "--to", "splash", "--fallback", "lazy", "--out", str(path))
+    assert code == 0, err
+    assert not list(tmp_path.glob("*.npy"))  # no array written
+    namespace = {}
+    exec(path.read_text(), namespace)
+    assert from_splash(namespace["mask"]) == structured.sliding_window(4096, 64) | structured.attention_sinks(4096, 4)
+    np.testing.assert_array_equal(namespace["mask"][100:300, 0:400], np.asarray(from_spec(spec))[100:300, 0:400])
+    # a structured mask is written as such; the option belongs to --to splash; a .npy input or output is refused
+    code, out, _ = _run(capsys, "export", "causal(n=64)", "--to", "splash", "--fallback", "lazy")
+    assert code == 0 and "CausalMask" in out and "fallback" not in out
+    code, _, err = _run(capsys, "export", spec, "--to", "mask_mod", "--fallback", "lazy")
+    assert code == 2 and "--fallback lazy is for --to splash" in err
+    code, _, err = _run(
+        capsys, "export", spec, "--to", "splash", "--fallback", "lazy", "--out", str(tmp_path / "m.npy")
+    )
+    assert code == 2 and "writes Python (no array)" in err
+    npy = tmp_path / "doc.npy"
+    np.save(npy, np.asarray(from_spec("document(segments=[2, 3])")))
+    code, _, err = _run(capsys, "export", str(npy), "--to", "splash", "--fallback", "lazy")
+    assert code == 2 and "a .npy file is an array already" in err

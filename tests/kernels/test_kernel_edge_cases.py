@@ -82,8 +82,17 @@ def test_rows_without_keys_warn_for_splash():
 
 def test_heads_beyond_the_exported_ones_attend_nowhere_and_say_so():
     fn = to_mask_mod([causal(6), sliding_window(6, 1, 1)])
-    assert not np.asarray(from_mask_mod(fn, 6, h=2)).any()
+    # evaluated as a plain callable (FlexAttention's view: no `.rule`), a head beyond the exported ones matches no term
+    assert not np.asarray(from_mask_mod(lambda b, h, q, k: fn(b, h, q, k), 6, h=2)).any()
     assert "h >= 2 attends nowhere" in mask_mod_source([causal(6), sliding_window(6, 1, 1)], framework="numpy")
+    # from_mask_mod refuses such a head of a mask_mod that carries its rule (a fresh user: an all-False mask, silently)
+    for h in (2, -1, 7):
+        with pytest.raises(MaskError, match=rf"`h` must be a head of `fn`, a mask_mod of 2 per-head masks .* h = {h}"):
+            from_mask_mod(fn, 6, h=h)
+    for h in (0, 1):
+        assert np.array_equal(
+            np.asarray(from_mask_mod(fn, 6, h=h)), np.asarray([causal(6), sliding_window(6, 1, 1)][h])
+        )
 
 
 def test_tile_stats_takes_specs_and_splash_masks():

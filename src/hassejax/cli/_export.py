@@ -44,6 +44,8 @@ def _is_npy(path: str) -> bool:
 def _check_out(args: argparse.Namespace) -> None:
     """The --out checks of each --to, before the work (no JAX). ``-``: printed, as with no --out (mask_mod, splash)."""
     out = args.out
+    if args.to != "splash" and args.fallback != "numpy":
+        raise _UsageError(f"--fallback {args.fallback} is for --to splash (a mask with no structured splash form)")
     if args.to == "npy":
         if out is None:
             raise _UsageError("--to npy needs --out FILE.npy")
@@ -126,13 +128,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
         structured = _structured_only(to_splash(rule, fallback="lazy"))
         npy = None
+        if not structured and args.fallback == "lazy":
+            return _export_lazy(args, mask, rule)
         if not structured:
             if args.out is None:
                 raise _UsageError(
                     f"{rule.label}: splash has no structured mask for this rule, but a NumpyMask of its array; give "
                     "--out FILE.npy to write the array there (the Python printed), or --out FILE.py for the Python and "
-                    "the array in FILE.npy next to it (or use hassejax.kernels.to_splash(mask, fallback='lazy') in "
-                    "Python: no (n, n) array)"
+                    f"the array in FILE.npy next to it ({_array_size(rule)}); or --fallback lazy for Python that "
+                    "builds hassejax's lazy splash mask (evaluated per tile, no (n, n) array)"
                 )
             # --out FILE.npy: the array there, the Python printed; any other name: the Python there, the array next
             # to it (it said "give --out FILE.npy" to a .py name, which the help offers for the Python).
@@ -188,6 +192,34 @@ def _cmd_export(args: argparse.Namespace) -> int:
         return 0
     except HassejaxError as err:
         raise _UsageError(str(err)) from None
+
+
+def _array_size(rule) -> str:
+    """The NumpyMask array's size in words."""
+    size = (rule.heads or 1) * rule.n * rule.n
+    return f"{size / 2**30:.3g} GiB" if size >= 2**30 else f"{size / 2**20:.3g} MiB"
+
+
+def _export_lazy(args: argparse.Namespace, mask, rule) -> int:
+    """``--to splash --fallback lazy``: Python that builds hassejax's lazy splash mask from the spec (a fresh user:
+    the README's long-context masks had no way out of the command line but a NumpyMask of 16 GiB)."""
+    if not isinstance(mask, str):
+        raise _UsageError(
+            "--fallback lazy builds the mask from its spec (or task family); a .npy file is an array already: "
+            "--fallback numpy writes a NumpyMask of it"
+        )
+    if args.out is not None and _is_npy(args.out):
+        raise _UsageError(f"--out {args.out!r}: --fallback lazy writes Python (no array); give FILE.py or no --out")
+    lines = [
+        "from hassejax.kernels import to_splash",
+        "",
+        f"# {rule.label}: row = query, column = key, True = may attend; splash has no structured mask for it, so",
+        "# hassejax's lazy splash mask evaluates its rule per tile (no (n, n) array; hassejax needed where this runs)",
+        f"mask = to_splash({mask!r}, fallback='lazy')",
+    ]
+    _emit(args.out, "\n".join(lines) + "\n")
+    _wrote(args.out, "Python building the lazy splash mask")
+    return 0
 
 
 def _wrote(path: str | None, what: str) -> None:

@@ -338,6 +338,15 @@ def _add_export(subparsers) -> None:
     p.add_argument(
         "--framework", choices=["torch", "jax", "numpy"], default="torch", help="mask_mod tables (default torch)"
     )
+    p.add_argument(
+        "--fallback",
+        choices=["numpy", "lazy"],
+        default="numpy",
+        help="splash, for a mask with no structured splash form: 'numpy' (default) a NumpyMask of its array (n² bytes, "
+        "written to FILE.npy); 'lazy' Python that builds hassejax's lazy splash mask from the spec "
+        "(hassejax.kernels.to_splash(spec, fallback='lazy'): evaluated per tile, no (n, n) array, hassejax needed where "
+        "it runs); a structured mask is written as such either way",
+    )
     _add_family_options(p)
     p.set_defaults(func=_command("_export", "_cmd_export"))
 

@@ -121,7 +121,8 @@ def mask_rule(mask: Any) -> MaskRule:
     - **per-head** masks: a Boolean ``(heads, n, n)`` array or a list/tuple of any of the
       above, one per head: ``OR_i (h == i) & rule_i``. A head index ``h`` outside
       ``0 .. heads - 1`` matches no term and attends nowhere (its rows are all False): export
-      one mask per head of the model;
+      one mask per head of the model (:func:`hassejax.masks.from_mask_mod` refuses such an `h` for
+      a function of :func:`to_mask_mod`, which carries its rule);
     - a rule already made (returned as is).
 
     **Returns:** a ``MaskRule`` (fields ``n``, ``expr``, ``tables``, ``label``, ``splash``,

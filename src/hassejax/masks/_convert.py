@@ -276,7 +276,9 @@ def from_mask_mod(
     Boolean per pair (an int, a float, a vector); if a size is not an integer >= 1; for a
     bad `form`, or ``form="intervals"`` with ``n_kv != n``; if `fn` reads an array at an
     index ``>= size`` (with `check_indices`; under an outer jit a run-time error instead);
-    :class:`~hassejax.errors.ParameterError` for a `progress` that is not a bool or a number of seconds ``>= 0``.
+    :class:`~hassejax.errors.ParameterError` for a `progress` that is not a bool or a number of seconds ``>= 0``;
+    :class:`~hassejax.errors.MaskError` for an `h` outside ``0 .. heads - 1`` when `fn` is a per-head mask_mod of
+    :func:`hassejax.kernels.to_mask_mod` (it carries ``.rule.heads``; such a head attends nowhere).
     :class:`~hassejax.errors.MemoryBudgetError` if the result would not fit (outside jit/vmap a dense grid of
     more than ``2**22`` entries runs as one compiled program, checked against XLA's estimate of its temporaries
     and result before it runs; smaller ones, and any grid under a transformation, are checked against five bytes
@@ -302,6 +304,13 @@ def from_mask_mod(
 
     delay = check_progress(progress)
     n_kv = n if n_kv is None else n_kv
+    heads = getattr(getattr(fn, "rule", None), "heads", None)  # a per-head mask_mod of to_mask_mod
+    if isinstance(heads, int) and not isinstance(h, bool) and isinstance(h, int) and not 0 <= h < heads:
+        # its head h outside 0 .. heads - 1 matches no term: a mask of no pair, silently (a fresh user)
+        raise MaskError(
+            f"`h` must be a head of `fn`, a mask_mod of {heads} per-head masks (0 <= h < {heads}); got h = {h}: it "
+            "would attend nowhere. Export one mask per head of the model."
+        )
     if form == "intervals" and n_kv != n:
         raise MaskError(
             f"`n_kv` must equal `n` (or be None) with form='intervals': the interval form is square "
