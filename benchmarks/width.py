@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kronecker import _cpu  # the CPU's model name (benchmarks/ is on the path of a script run from it)
+
 NATTEN = [(30, 40), (35, 50), (40, 40), (40, 50)]
 METHODS = ("hassejax", "scipy matching", "networkx")
 
@@ -47,9 +49,9 @@ def orders() -> dict[str, object]:
         seen = []
         real = hasse.dilworth_width
 
-        def keep(strict, name="order", seen=seen, real=real):
+        def keep(strict, *args, seen=seen, real=real, **kwargs):
             seen.append(strict.copy())
-            return real(strict, name)
+            return real(strict, *args, **kwargs)
 
         hasse.dilworth_width = keep  # the diagram's width is where the strict part is formed
         try:
@@ -181,16 +183,6 @@ def main() -> None:
         ]
         print(f"| `{r['order']}` | {r['classes']} | {r['strict_pairs']} | {width} | " + " | ".join(cells) + " |")
     print(f"\nload average before {load_before}, after {result['load_average_after']}; {_cpu()}")
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hassejax.errors import MaskError
@@ -184,3 +184,40 @@ def test_errors_name_the_argument():
         to_mask_mod(np.ones((3, 4), bool))
     with pytest.raises(MaskError, match="lookup tables"):
         mask_mod_source(structured.dilated(1 << 15, 64, 2))
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_natten_and_global_sliding_closed_forms_equal_their_masks(data):
+    """``natten_2d`` by its clamped centres (tables of `height` and `width` entries) and ``global_sliding`` by range
+    tests of its global positions (a table of `n` booleans beyond 16 runs), against the dense constructors."""
+    height, width = data.draw(st.integers(1, 12)), data.draw(st.integers(1, 12))
+    kh = data.draw(st.sampled_from(list(range(1, height + 1, 2))))
+    kw = data.draw(st.sampled_from(list(range(1, width + 1, 2))))
+    n = data.draw(st.integers(1, 70))
+    positions = data.draw(st.lists(st.integers(0, n - 1), max_size=n))
+    if data.draw(st.booleans()):  # a Boolean vector instead of indices
+        flags = np.zeros(n, bool)
+        flags[positions] = True
+        positions = flags.tolist()
+    window = data.draw(st.integers(0, n + 3))
+    for spec in (
+        f"natten_2d(height={height}, width={width}, kernel_h={kh}, kernel_w={kw})",
+        f"global_sliding(n={n}, window={window}, global_positions={positions})",
+    ):
+        want = np.asarray(from_spec(spec))
+        rule = mask_rule(spec)
+        assert all(arr.size <= max(height, width, n) for _, arr in rule.tables)
+        np.testing.assert_array_equal(np.asarray(from_mask_mod(to_mask_mod(spec), rule.n)), want)
+        np.testing.assert_array_equal(_grid(_exec_source(spec, "numpy"), rule.n), want)
+
+
+def test_long_natten_and_global_sliding_have_short_sources():
+    """A fresh user: ``natten_2d(1024, 1024, 3, 5)`` (n = 2**20) was refused (6,291,456 table entries of key runs) and
+    ``global_sliding(n=32768, window=3, global_positions=[0, 5, 32767])`` wrote 1.19 MB of source."""
+    natten = mask_mod_source("natten_2d(height=1024, width=1024, kernel_h=3, kernel_w=5)", framework="numpy")
+    assert len(natten) < 20_000 and "NATTEN_ROW" in natten
+    spec = "global_sliding(n=32768, window=3, global_positions=[0, 5, 32767])"
+    assert len(mask_mod_source(spec)) < 1_000 and not mask_rule(spec).tables
+    rule = mask_rule(f"global_sliding(n=200, window=1, global_positions={list(range(0, 200, 2))})")
+    assert [name for name, _ in rule.tables] == ["GLOBAL"]  # 100 runs: one table

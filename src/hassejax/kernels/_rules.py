@@ -231,6 +231,47 @@ def _cap(value: int, n: int) -> int:
     return min(int(value), int(n))
 
 
+def _natten_rule(im, height: int, width: int, kernel_h: int, kernel_w: int) -> MaskRule:
+    """2-D neighbourhood attention: query ``q = r·W + c`` sees the cells within ``kernel_h // 2`` grid rows and
+    ``kernel_w // 2`` grid columns of its clamped centre (:func:`hassejax.masks.structured.natten_2d`); the centres
+    are tables of `height` and `width` entries, not of `n` (a fresh user: ``natten_2d(1024, 1024, 3, 5)`` was
+    refused, its key runs 6,291,456 table entries)."""
+    rh, rw = kernel_h // 2, kernel_w // 2
+    rows = np.clip(np.arange(height), rh, height - 1 - rh).astype(np.int32)
+    cols = np.clip(np.arange(width), rw, width - 1 - rw).astype(np.int32)
+    expr = (
+        f"(abs(kv_idx // {width} - NATTEN_ROW[q_idx // {width}]) <= {rh})"
+        f" & (abs(kv_idx % {width} - NATTEN_COL[q_idx % {width}]) <= {rw})"
+    )
+    return MaskRule(height * width, expr, (("NATTEN_ROW", rows), ("NATTEN_COL", cols)))
+
+
+_GLOBAL_RUNS = 16
+"""Runs of consecutive global positions written as range tests; more go to a Boolean table of `n` entries."""
+
+
+def _global_sliding_rule(im, n: int, window: int, global_positions) -> MaskRule:
+    """Longformer: ``|q - k| <= window`` or `q` or `k` global (:func:`hassejax.masks.structured.global_sliding`), the
+    global positions as range tests while they form at most :data:`_GLOBAL_RUNS` runs (a fresh user: three global
+    positions at n = 32,768 wrote 1.19 MB of key-run tables), else one table of `n` booleans."""
+    g = np.asarray(global_positions)
+    is_global = np.zeros(n, bool)
+    if g.size:
+        is_global[g if g.dtype != np.bool_ else np.flatnonzero(g)] = True
+    window = f"(abs(q_idx - kv_idx) <= {_cap(window, n)})"
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], is_global, [False]]).astype(np.int8)))
+    runs = list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+    if not runs:
+        return MaskRule(n, window)
+    if len(runs) > _GLOBAL_RUNS:
+        return MaskRule(n, f"{window} | GLOBAL[q_idx] | GLOBAL[kv_idx]", (("GLOBAL", is_global),))
+
+    def member(x: str) -> str:
+        return " | ".join(f"({x} == {a})" if b == a + 1 else f"(({x} >= {a}) & ({x} < {b}))" for a, b in runs)
+
+    return MaskRule(n, f"{window} | {member('q_idx')} | {member('kv_idx')}")
+
+
 RULE_BUILDERS: dict[str, Callable[..., MaskRule]] = {
     "causal": lambda im, n: MaskRule(n, _CAUSAL, splash=("causal",)),
     "full": lambda im, n: MaskRule(n, "kv_idx >= 0", splash=("full",)),
@@ -254,11 +295,12 @@ RULE_BUILDERS: dict[str, Callable[..., MaskRule]] = {
         n, f"(abs(q_idx - kv_idx) <= {_cap(window, n)}) & ((q_idx - kv_idx) % {_cap(dilation, n)} == 0)"
     ),
     "block_diffusion": lambda im, n, block_size: _block_diffusion_rule(n, _cap(block_size, n)),
+    "natten_2d": _natten_rule,
+    "global_sliding": _global_sliding_rule,
 }
 """Closed-form rule of each registered mask, from its structured mask `im` and its arguments.
 
-Masks without an entry (``global_sliding``, ``natten_2d``, ``tree_prefix``) and
-``document`` with a callable `inner` use :func:`rule_from_runs`.
+Masks without an entry (``tree_prefix``) and ``document`` with a callable `inner` use :func:`rule_from_runs`.
 """
 
 

@@ -113,8 +113,9 @@ def mask_rule(mask: Any) -> MaskRule:
       parentheses), also naming the derived masks ``block_two_stream_mask(n=…, block_size=…,
       group=…, content=…, keep_last_block=…)`` and ``butterfly_mask(n=…, sparse=…)`` of
       :mod:`hassejax.tasks`: the closed form of each part (``kv_idx <= q_idx`` for causal,
-      document ids for packed documents, ...); parts without one (``global_sliding``,
-      ``natten_2d``, ``tree_prefix``, a callable document `inner`) use their key runs;
+      document ids for packed documents, the clamped centres of ``natten_2d``'s grid rows and columns, the
+      global positions of ``global_sliding`` as range tests, ...); parts without one (``tree_prefix``, a callable
+      document `inner`) use their key runs;
     - an :class:`~hassejax.masks.IntervalMask`, a Boolean ``(n, n)`` array (NumPy or JAX,
       concrete) or a :class:`hassejax.tasks.Task` (a merged task: its slot mask): the key
       runs as lookup tables, ``OR_t STARTS_t[q] <= k < STOPS_t[q]`` (exact for every mask);
