@@ -254,11 +254,11 @@ def _structured_or_dense(
     from ._structured import _CANDIDATE_LIMIT, CandidateLimitError, candidate_limit
 
     if method == "structured":
+        # forced: a warning where "auto" would switch (up to the dense routes' n)
+        warn = m.n <= _DENSE_FALLBACK_N
         try:
-            if m.n <= _DENSE_FALLBACK_N:  # forced: a warning where "auto" would switch
-                with warn_if_forced_structured(m.n, method, m.nnz() + m.n):
-                    return structured()
-            return structured()
+            with warn_if_forced_structured(m.n, method, m.nnz() + m.n) if warn else contextlib.nullcontext():
+                return structured()
         except CandidateLimitError as err:
             recorded = "product" if m._factors is not None else "components" if m._components is not None else None
             if recorded is None or not auto_takes_record:

@@ -24,9 +24,8 @@ def _flow_summary_bytes(
     ``L*`` (:func:`convergence_depth`'s), the classes (a copy of ``R``, its host copy, the rows packed to bits and
     their sorted copy: three bytes an entry) and the quotient order of at most
     ``min(n, quotient_limit, QUOTIENT_LIMIT)`` classes with its covers and width (43 bytes an entry of the ``(C, C)``
-    quotient; a
-    larger quotient is checked by its stage, sized by the classes found). The up-front check of the whole call: the
-    stages' own checks saw only their stage (a fresh user's bit-packed ``n = 16384`` estimated 1.84 GiB for
+    quotient; a larger quotient is checked by its stage, sized by the classes found). The up-front check of the whole
+    call: the stages' own checks saw only their stage (a fresh user's bit-packed ``n = 16384`` estimated 1.84 GiB for
     ``R`` and peaked at 3.1 GiB).
     """
     entries = n * n
