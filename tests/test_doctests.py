@@ -55,3 +55,40 @@ def test_version_is_the_installed_distributions():
 
     assert hassejax.__version__ == metadata.version("hassejax")
     assert hassejax.__version__.count(".") >= 1
+
+
+def _public_callables() -> dict[str, object]:
+    """Every function and class a public package exports in `__all__` (exceptions and warnings aside), by its
+    first exported name."""
+    import inspect
+
+    packages = ["hassejax"] + [
+        info.name
+        for info in pkgutil.walk_packages(hassejax.__path__, prefix="hassejax.")
+        if info.ispkg and not any(part.startswith("_") for part in info.name.split("."))
+    ]
+    found: dict[int, tuple[str, object]] = {}
+    for name in sorted(packages):
+        if _missing_extra(name) is not None:
+            continue
+        package = importlib.import_module(name)
+        for attr in getattr(package, "__all__", ()):
+            obj = getattr(package, attr)
+            if inspect.isclass(obj) and issubclass(obj, (Exception, Warning)):
+                continue
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                found.setdefault(id(obj), (f"{name}.{attr}", obj))
+    return dict(found.values())
+
+
+def test_every_public_function_and_class_has_an_example_that_runs():
+    """The brief: every public function and class has an example that runs as a doctest (run by the test above,
+    in the module that defines it)."""
+    import inspect
+
+    public = _public_callables()
+    assert len(public) > 150, sorted(public)  # the walk found the packages
+    missing = sorted(name for name, obj in public.items() if ">>>" not in (inspect.getdoc(obj) or ""))
+    assert not missing, f"{len(missing)} public names without a `>>>` example: {', '.join(missing)}"
+    defined_in = {obj.__module__ for obj in public.values()}
+    assert defined_in <= set(MODULES), sorted(defined_in - set(MODULES))  # so the examples run above

@@ -74,6 +74,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     or XLA ``RESOURCE_EXHAUSTED`` that no estimate caught), 1 if an output file cannot be
     written all the same. Errors are one line on stderr, ``hassejax: error: ...``, without a traceback; warnings
     ``hassejax: warning: ...``, without Python's file and source line (Python's own format again after the call).
+
+    **Example:** ``hassejax analyze`` run in-process on a causal window of two previous keys (``L* = ceil(5 / 2)``;
+    a long report line is wrapped here); an unknown mask is bad input, exit code 2 (its one-line error goes to
+    stderr):
+
+    ```python
+    >>> from hassejax.cli import main
+    >>> main(["--no-compile-cache", "analyze", "sliding_window(n=6, left=2)", "--layers", "1", "--max-edges", "0"])
+    mask: sliding_window(n=6, left=2)
+    n (positions): 6
+    route: structured (interval rows, at most 1 key run(s) a row)
+    convergence depth L*: 3
+    layers L = 1: limit not reached (R^(1) misses 6 of 21 dependent pairs of R);
+      keys per query min 1 / median 3 / max 3, 71.43% of the limit
+    limit R: keys per query min 1 / median 3.5 / max 6; 21 dependent pairs
+    classes: 6 (sizes min 1 / median 1 / max 1)
+    depth (longest chain of classes): 6
+    width (largest antichain of classes): 1
+    Hasse edges (covering pairs): 5
+    0
+    >>> main(["--no-compile-cache", "analyze", "nosuch(n=8)"])
+    2
+
+    ```
     """
     shown = warnings.formatwarning
     warnings.formatwarning = _format_warning

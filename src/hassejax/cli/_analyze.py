@@ -45,6 +45,19 @@ def analyze(
     ``summary`` (the :class:`~hassejax.order.FlowSummary`).
 
     **Raises:** as :func:`hassejax.order.flow_summary`.
+
+    **Example:** a causal window of two previous keys on 8 positions: ``L* = ceil(7 / 2) = 4``, one layer
+    reaches 21 of the 36 pairs of the limit:
+
+    ```python
+    >>> from hassejax.cli import analyze, load_mask
+    >>> r = analyze(load_mask("sliding_window(n=8, left=2)"), layers=[1])
+    >>> r["route"], r["convergence_depth"], r["layers"], r["reach"][0]["pairs"], r["limit"]["pairs"]
+    ('structured', 4, [1], 21, 36)
+    >>> r["num_classes"], r["depth"], r["width"], r["summary"].num_hasse_edges
+    (8, 8, 1, 7)
+
+    ```
     """
     from ..order import flow_summary
 

@@ -34,6 +34,23 @@ def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n,
     ``.pt``, ...), a non-Boolean or non-square array, or a bad spec (the message of
     :func:`hassejax.masks.from_spec`); :class:`~hassejax.errors.MemoryBudgetError` for an array too large for the
     memory.
+
+    **Example:** a spec gives an interval mask, a small ``.npy`` file its dense array:
+
+    ```python
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from hassejax.cli import load_mask
+    >>> m = load_mask("causal(n=4) & sliding_window(n=4, left=1)")
+    >>> type(m).__name__, m.n, m.row(3)
+    ('IntervalMask', 4, [(2, 4)])
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "mask.npy")
+    ...     np.save(path, np.eye(3, dtype=bool))
+    ...     load_mask(path).astype(int).tolist()
+    [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+
+    ```
     """
     _refuse_other_files(spec, arg)
     if spec.lower().endswith(".npy"):

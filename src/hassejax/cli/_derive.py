@@ -29,6 +29,19 @@ def derive(family: str, n: int, **options) -> dict:
     (:class:`~hassejax.tasks.Sparsified`) and ``audit`` (:class:`~hassejax.tasks.AuditReport`).
 
     **Raises:** :class:`~hassejax.errors.TaskError` for bad family options.
+
+    **Example:** the autoregressive family on 3 tokens merges into 2 slots (``w1`` predicts ``w2``, ``w2``
+    predicts ``w3``) under a causal mask that leaks nothing:
+
+    ```python
+    >>> from hassejax.cli import derive
+    >>> r = derive("autoregressive", 3)
+    >>> [str(t) for t in r["merged"].inputs], r["merged"].mask.astype(int).tolist()
+    (['w1', 'w2'], [[1, 0], [1, 1]])
+    >>> r["sparse"].nonzeros, r["sparse"].depth, r["audit"].leaks, r["audit"].ok
+    (3, 1, (), True)
+
+    ```
     """
     from ..tasks import FAMILIES, audit, sparsify
 

@@ -378,7 +378,22 @@ _SUBCOMMANDS: list[Callable] = [_add_analyze, _add_derive, _add_export, _add_til
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``hassejax`` argument parser with one subparser per entry of :data:`_SUBCOMMANDS`."""
+    """The ``hassejax`` argument parser with one subparser per entry of :data:`_SUBCOMMANDS`.
+
+    **Example:** the parsed fields of an ``analyze`` command line (defaults filled in), and a global option
+    before the subcommand:
+
+    ```python
+    >>> from hassejax.cli import build_parser
+    >>> args = build_parser().parse_args(["analyze", "causal(n=8)", "--layers", "1", "2"])
+    >>> args.command, args.mask_spec, args.layers, args.method, args.max_edges, args.no_compile_cache
+    ('analyze', 'causal(n=8)', [1, 2], 'auto', 100, False)
+    >>> args = build_parser().parse_args(["--no-compile-cache", "tiles", "causal(n=256)", "--block", "64"])
+    >>> args.command, args.block, args.block_kv, args.no_compile_cache
+    ('tiles', 64, None, True)
+
+    ```
+    """
     # no abbreviations: `--n 3` on analyze was read as --no-progress (a fresh user: "unrecognized arguments: 3")
     parser = argparse.ArgumentParser(
         prog=PROG, description="hassejax: attention masks as partial orders.", allow_abbrev=False

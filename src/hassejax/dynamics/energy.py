@@ -87,6 +87,17 @@ def interaction_energy(x: Float[ArrayLike, "*batch n d"], A: Float[ArrayLike, "d
 
     **Raises:** :class:`~hassejax.errors.ParameterError` if `x` has rank < 2 or `A` is
     not `(d, d)`.
+
+    **Example:** two tokens `±1` on the line with `A = 1`: `E_2 = (2e + 2e⁻¹)/8 = cosh(1)/2`:
+
+    ```python
+    >>> import math
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import interaction_energy
+    >>> float(interaction_energy(jnp.array([[1.0], [-1.0]]), jnp.array([[1.0]]))), math.cosh(1.0) / 2
+    (0.77154031..., 0.77154031...)
+
+    ```
     """
     xs = tuple(getattr(x, "shape", ()))
     if len(xs) < 2 or xs[-2] == 0:
@@ -110,6 +121,21 @@ class GaussianEnergy(NamedTuple):
 
     - `value`: `(*batch,)` the energy; `inf` exactly where `finite` is False (never NaN).
     - `finite`: `(*batch,)` bool, the finiteness condition of the closed form.
+
+    **Example:** from :func:`gaussian_interaction_energy` with `α = 0`, `A = I`: `Σ = I/2` gives
+    `½ det(I − Σ²)^{-1/2} = 2/3`; `Σ = 2I` has `‖Σ^{1/2} A Σ^{1/2}‖₂ = 2 ≥ 1`, an infinite energy:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import gaussian_interaction_energy
+    >>> e = gaussian_interaction_energy(jnp.zeros(2), jnp.eye(2) / 2, jnp.eye(2))
+    >>> float(e.value), bool(e.finite)
+    (0.666..., True)
+    >>> e = gaussian_interaction_energy(jnp.zeros(2), 2 * jnp.eye(2), jnp.eye(2))
+    >>> float(e.value), bool(e.finite)
+    (inf, False)
+
+    ```
     """
 
     value: Float[Array, "*batch"]
@@ -141,6 +167,18 @@ def gaussian_interaction_energy(
     `finite` is False, never NaN.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for mismatched shapes.
+
+    **Example:** the special case `A = −I` at `α = (1, 0)`, `Σ = I/2`: `E = ½ (3/4)⁻¹ e^{−2/3}`:
+
+    ```python
+    >>> import math
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import gaussian_interaction_energy
+    >>> e = gaussian_interaction_energy(jnp.array([1.0, 0.0]), jnp.eye(2) / 2, -jnp.eye(2))
+    >>> float(e.value), 2 / 3 * math.exp(-2 / 3), bool(e.finite)
+    (0.342278079..., 0.342278079..., True)
+
+    ```
     """
     d = _check_gaussian(mean, cov)
     _check_square(A, "A", d)
@@ -202,6 +240,19 @@ def gaussian_sinkhorn_energy(
     **Returns:** `(*batch,)` the value of `F` (always finite for finite inputs).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for mismatched shapes or `ε <= 0`.
+
+    **Example:** `d = 1`, `α = Σ = A = ε = 1`: `λ = 1`, `F = ½ (−1 − ½ (√5 − 1 + log(2/(1 + √5))))`:
+
+    ```python
+    >>> import math
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import gaussian_sinkhorn_energy
+    >>> s5 = math.sqrt(5.0)
+    >>> F = gaussian_sinkhorn_energy(jnp.ones(1), jnp.eye(1), jnp.eye(1))
+    >>> float(F), -0.5 - (s5 - 1 + math.log(2 / (1 + s5))) / 4
+    (-0.688714038..., -0.688714038...)
+
+    ```
     """
     d = _check_gaussian(mean, cov)
     _check_square(A, "A", d)

@@ -142,6 +142,15 @@ class Status(enum.IntEnum):
       and an infinite one read ``converged`` at once). Nothing is solved,
       as for `invalid_times` (which wins, then `invalid_threshold`); concrete tolerances are checked before
       the solve and raise :class:`~hassejax.errors.ParameterError`.
+
+    **Example:** codes and names convert both ways on the host:
+
+    ```python
+    >>> from hassejax.dynamics import Status
+    >>> Status.blow_up.value, Status(3).name, len(Status)
+    (2, 'diverge', 12)
+
+    ```
     """
 
     completed = 0
@@ -172,6 +181,19 @@ def status_names(codes) -> np.ndarray | str:
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer codes or codes outside
     ``0 .. len(STATUS_NAMES) - 1``.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.dynamics import status_names
+    >>> status_names(2), status_names([[0, 1], [3, 6]]).tolist()
+    ('blow_up', [['completed', 'converged'], ['diverge', 'non_finite']])
+    >>> status_names(12)
+    Traceback (most recent call last):
+    ...
+    hassejax.errors.ParameterError: `codes` must lie in 0..11 (Status values); got 12..12.
+
+    ```
     """
     from ..errors import ParameterError
 
@@ -200,6 +222,15 @@ class BlowupMethod(enum.IntEnum):
     - `extrapolated` (2): `t_e + λ/λ'` at the threshold event, with `λ` the size
       (`tr Σ`); exact for `λ = c/(t* − t)`, error `O(threshold⁻²)` relative for the
       softmax closed form.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.dynamics import BlowupMethod
+    >>> [(m.name, m.value) for m in BlowupMethod]
+    [('none', 0), ('threshold', 1), ('extrapolated', 2)]
+
+    ```
     """
 
     none = 0
@@ -208,7 +239,21 @@ class BlowupMethod(enum.IntEnum):
 
 
 class SolverStats(eqx.Module):
-    """Integrator statistics from diffrax (per batch member under ``vmap``)."""
+    """Integrator statistics from diffrax (per batch member under ``vmap``).
+
+    **Example:** every step of a solve (softmax blowing up at `t* = 1`, spec §3) is accepted or rejected:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax, solve_gaussian
+    >>> stats = solve_gaussian(Softmax(V=jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=5.0).stats
+    >>> int(stats.num_steps) == int(stats.num_accepted_steps) + int(stats.num_rejected_steps)
+    True
+    >>> int(stats.num_accepted_steps) > 0
+    True
+
+    ```
+    """
 
     num_steps: Int[Array, "*batch"]
     num_accepted_steps: Int[Array, "*batch"]
@@ -244,6 +289,20 @@ class AbstractSolution(eqx.Module):
       growth; `blow_up` iff `ρ < 0.05`. Zero where the threshold event did not fire, `inf` for
       an ``undetermined`` crossing.
     - `stats`: :class:`SolverStats`.
+
+    **Example:** softmax with `V = A = I`, `Σ0 = I/2` blows up at `t* = 1` (spec §3): the save point at `t1 = 5`
+    lies after the stop, and the size grows like `c/(t* − t)` (`p = 2`, `ρ ≈ 1/99`):
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import BlowupMethod, Softmax, solve_gaussian, status_names
+    >>> sol = solve_gaussian(Softmax(V=jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=5.0)
+    >>> status_names(sol.status), sol.ts.tolist(), sol.valid.tolist(), BlowupMethod(int(sol.blowup_method)).name
+    ('blow_up', [0.0, 5.0], [True, False], 'extrapolated')
+    >>> round(float(sol.t_blowup), 4), round(float(sol.growth_exponent), 2), round(float(sol.decade_ratio), 2)
+    (1.0, 2.0, 0.01)
+
+    ```
     """
 
     ts: Float[Array, "*batch T"]
@@ -288,6 +347,20 @@ class GaussianSolution(AbstractSolution):
       ``state="covariance"`` the PSD square root of `Σ(t)` (eigenvalues below zero clipped),
       `r = d`.
     - `mean_final`, `cov_final`, `factor_final`: the state at `t_final`.
+
+    **Example:** softmax with `V = A = I`, `Σ0 = I/2` blows up at `t* = 1` (spec §3); the solve stops where `tr Σ`
+    crosses its default threshold `1e8 · tr Σ0`, and the mean stays at 0:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax, solve_gaussian
+    >>> sol = solve_gaussian(Softmax(V=jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=5.0)
+    >>> sol.cov.shape, sol.factor.shape, sol.mean_final.tolist()
+    ((2, 2, 2), (2, 2, 2), [0.0, 0.0])
+    >>> round(float(jnp.trace(sol.cov_final)) / 1e8, 3)
+    1.0
+
+    ```
     """
 
     mean: Float[Array, "*batch T d"]
@@ -305,6 +378,18 @@ class ParticleSolution(AbstractSolution):
 
     - `xs`: `(*batch, T, n, d)` token positions at `ts`.
     - `x_final`: `(*batch, n, d)` positions at `t_final`.
+
+    **Example:** `V = −I`, `A = 0`: `ẋ_i = −x̄`, so every token moves by `−(1 − e^{−t}) x̄(0)`, here `x̄(0) = (1, 1)`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax, solve_particles
+    >>> x0 = jnp.array([[2.0, 0.0], [0.0, 2.0]])
+    >>> sol = solve_particles(Softmax(V=-jnp.eye(2), A=jnp.zeros((2, 2))), x0, t1=1.0)
+    >>> sol.xs.shape, sol.x_final.round(3).tolist()
+    ((2, 2, 2), [[1.368, -0.632], [-0.632, 1.368]])
+
+    ```
     """
 
     xs: Float[Array, "*batch T n d"]

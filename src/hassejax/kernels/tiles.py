@@ -53,6 +53,20 @@ class TileStats:
     Properties: `grid` ``(q_tiles, kv_tiles)``, `num_tiles`; :meth:`summary` (also ``str``)
     and :meth:`to_dict`.
 
+    **Example:** a causal window of one previous key in 2 × 2 tiles: the diagonal tiles and the
+    tiles just below them are partial (7 of 16), none is full:
+
+    ```python
+    >>> from hassejax.kernels import tile_stats
+    >>> from hassejax.masks import structured
+    >>> s = tile_stats(structured.sliding_window(8, left=1), block_size=2)
+    >>> s.grid, s.num_tiles, (s.empty, s.partial, s.full)
+    ((4, 4), 16, (9, 7, 0))
+    >>> s.computed_fraction, s.sparsity
+    (0.4375, 0.5625)
+
+    ```
+
     Source: (derived); splash attention ``splash_attention_mask_info.MaskInfo``, PyTorch
     FlexAttention ``BlockMask``.
     """

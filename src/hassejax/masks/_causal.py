@@ -61,7 +61,14 @@ def causal(n: int) -> Bool[Array, "n n"]:
 
     **Raises:** :class:`~hassejax.errors.MaskError` if `n` is not an integer >= 1.
 
-    **Example:** ``causal(3)`` is ``[[1,0,0],[1,1,0],[1,1,1]]``.
+    **Example:** ``causal(3)`` is the lower triangle, diagonal included:
+
+    ```python
+    >>> from hassejax.masks import causal
+    >>> causal(3).astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+
+    ```
     """
     check_mask_memory(n, n, "causal")
     return _causal(n=n)
@@ -78,6 +85,16 @@ def full(n: int) -> Bool[Array, "n n"]:
     **Returns:** a Boolean array of shape `(n, n)`, all True.
 
     **Raises:** :class:`~hassejax.errors.MaskError` if `n` is not an integer >= 1.
+
+    **Example:** every query sees every key:
+
+    ```python
+    >>> from hassejax.masks import full
+    >>> m = full(2)
+    >>> m.dtype, m.astype(int).tolist()
+    (dtype('bool'), [[1, 1], [1, 1]])
+
+    ```
     """
     check_mask_memory(n, n, "full")
     return jnp.ones((n, n), dtype=bool)
@@ -102,6 +119,15 @@ def prefix_lm(n: int, prefix: int) -> Bool[Array, "n n"]:
     **Returns:** a Boolean array of shape `(n, n)`.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n` or a `prefix` outside `[0, n]`.
+
+    **Example:** the first two positions see each other both ways, the rest is causal:
+
+    ```python
+    >>> from hassejax.masks import prefix_lm
+    >>> prefix_lm(4, prefix=2).astype(int).tolist()
+    [[1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]
+
+    ```
 
     **References:** Raffel et al., "Exploring the Limits of Transfer Learning with a
     Unified Text-to-Text Transformer" (T5), arXiv:1910.10683; mask gallery "prefix LM P".
@@ -132,6 +158,18 @@ def causal_bottom_right(n_q: int, n_k: int) -> Bool[Array, "n_q n_k"]:
     **Returns:** a Boolean array of shape `(n_q, n_k)`.
 
     **Raises:** :class:`~hassejax.errors.MaskError` if `n_q` or `n_k` is not an integer >= 1.
+
+    **Example:** two queries continuing four keys (the last query sees every key), then
+    three queries on two keys (the first row is empty):
+
+    ```python
+    >>> from hassejax.masks import causal_bottom_right
+    >>> causal_bottom_right(2, 4).astype(int).tolist()
+    [[1, 1, 1, 0], [1, 1, 1, 1]]
+    >>> causal_bottom_right(3, 2).astype(int).tolist()
+    [[0, 0], [1, 0], [1, 1]]
+
+    ```
     """
     check_mask_memory(n_q, n_k, "causal_bottom_right")
     return _causal_bottom_right(n_q=n_q, n_k=n_k)
@@ -155,6 +193,15 @@ def block_causal(n: int, block_size: int) -> Bool[Array, "n n"]:
     **Returns:** a Boolean array of shape `(n, n)`.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n` or a `block_size` outside `[1, n]`.
+
+    **Example:** blocks `{0, 1}`, `{2, 3}` and a partial last block `{4}`:
+
+    ```python
+    >>> from hassejax.masks import block_causal
+    >>> block_causal(5, block_size=2).astype(int).tolist()
+    [[1, 1, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]
+
+    ```
     """
     block_size = integer(block_size, "block_size", minimum=1, maximum=n, maximum_label="n")
     check_mask_memory(n, n, "block_causal")
@@ -178,6 +225,15 @@ def chunked_causal(n: int, chunk: int) -> Bool[Array, "n n"]:
     **Returns:** a Boolean array of shape `(n, n)`.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n` or a `chunk` outside `[1, n]`.
+
+    **Example:** causal inside the chunks `{0, 1}`, `{2, 3}` and `{4}`, nothing across them:
+
+    ```python
+    >>> from hassejax.masks import chunked_causal
+    >>> chunked_causal(5, chunk=2).astype(int).tolist()
+    [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 0, 0, 1]]
+
+    ```
     """
     chunk = integer(chunk, "chunk", minimum=1, maximum=n, maximum_label="n")
     check_mask_memory(n, n, "chunked_causal")

@@ -51,6 +51,16 @@ def block_diffusion(n: int, block_size: int) -> Bool[Array, "two_n two_n"]:
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n` or a `block_size` outside `[1, n]`.
 
+    **Example:** `n = 2`, blocks of 1: slots 0, 1 are `x_t`, slots 2, 3 are `x_0`; the noised
+    block 1 (row 1) sees itself and the clean block 0 (slot 2), clean rows never see a noised slot:
+
+    ```python
+    >>> from hassejax.masks import block_diffusion
+    >>> block_diffusion(2, block_size=1).astype(int).tolist()
+    [[1, 0, 0, 0], [0, 1, 1, 0], [0, 0, 1, 0], [0, 0, 1, 1]]
+
+    ```
+
     **References:** Arriola et al., "Block Diffusion: Interpolating Between Autoregressive
     and Diffusion Language Models", arXiv:2503.09573, §3.1; mask gallery "block diffusion".
     """

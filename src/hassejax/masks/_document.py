@@ -85,6 +85,18 @@ def document(
     **Raises:** :class:`~hassejax.errors.MaskError` for non-integer segments, a length < 1,
     ids that split a document, a bad `kind`, or an `inner` that is not a Boolean mask_mod.
 
+    **Example:** documents of lengths 2 and 3, causal inside each; the same two documents
+    given as ids with full attention inside give a block-diagonal mask:
+
+    ```python
+    >>> from hassejax.masks import document
+    >>> document([2, 3]).astype(int).tolist()
+    [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 1, 1, 1]]
+    >>> document([7, 7, 3, 3, 3], "full", kind="ids").astype(int).tolist()
+    [[1, 1, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 1, 1, 1], [0, 0, 1, 1, 1], [0, 0, 1, 1, 1]]
+
+    ```
+
     **References:** mask gallery "document / packed causal"; attention-gym
     ``document_mask.py``; xformers ``BlockDiagonalCausalMask``.
     """

@@ -44,6 +44,25 @@ def from_additive_bias(
     checked with :func:`equinox.error_if`. :class:`~hassejax.errors.MemoryBudgetError`
     (naming `bias`) if its copy and the Boolean temporaries would not fit, estimated from
     its shape and dtype before anything is copied.
+
+    **Example:** a causal bias with `-inf` above the diagonal; the same bias blocking with `-1e9`
+    needs `threshold`, and without it is refused:
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.masks import from_additive_bias
+    >>> bias = np.triu(np.full((3, 3), -np.inf, np.float32), k=1)
+    >>> from_additive_bias(bias).astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    >>> finite = np.where(bias == 0, 0, -1e9).astype(np.float32)
+    >>> from_additive_bias(finite, threshold=-1e4).astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    >>> from_additive_bias(finite)
+    Traceback (most recent call last):
+    ...
+    hassejax.errors.MaskError: `bias` entries must be exactly 0 (may attend) or -inf (blocked); got 3 such entries, ...
+
+    ```
     """
     dtype = bias.dtype
     if dtype == np.bool_ or not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
@@ -87,6 +106,23 @@ def from_blocked(blocked: Shaped[ArrayLike, "*batch n_q n_k"]) -> Bool[Array, "*
     :class:`~hassejax.errors.MemoryBudgetError` (naming `blocked`) if its copy and the
     Boolean temporaries would not fit, estimated from its shape and dtype before anything
     is copied.
+
+    **Example:** a 0/1 "cannot attend" mask (an XLNet-style ``perm_mask``) flipped into a mask;
+    any value other than 0/1 is refused:
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.masks import from_blocked
+    >>> perm_mask = np.triu(np.ones((3, 3), np.float32), k=1)     # 1 above the diagonal: causal
+    >>> from_blocked(perm_mask).astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    >>> perm_mask[0, 1] = 2
+    >>> from_blocked(perm_mask)
+    Traceback (most recent call last):
+    ...
+    hassejax.errors.MaskError: `blocked` must hold only 0 (may attend) and 1 (blocked); got 1 such entry, first at ...
+
+    ```
     """
     dtype = blocked.dtype
     if not (dtype == np.bool_ or jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):

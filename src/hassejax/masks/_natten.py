@@ -58,6 +58,20 @@ def natten_2d(height: int, width: int, kernel_h: int, kernel_w: int) -> Bool[Arr
     **Raises:** :class:`~hassejax.errors.MaskError` for a non-positive grid size, or a
     kernel that is not an odd integer within its axis.
 
+    **Example:** a 3 × 3 kernel on a 4 × 4 grid: every query sees 9 keys; the corner cell 0
+    sees the same 3 × 3 block as cell 5 (its window shifted inwards), cell 15 the opposite block:
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.masks import natten_2d
+    >>> m = natten_2d(4, 4, kernel_h=3, kernel_w=3)
+    >>> m.shape, m.sum(axis=1).tolist() == [9] * 16
+    ((16, 16), True)
+    >>> np.flatnonzero(m[0]).tolist(), np.flatnonzero(m[5]).tolist(), np.flatnonzero(m[15]).tolist()
+    ([0, 1, 2, 4, 5, 6, 8, 9, 10], [0, 1, 2, 4, 5, 6, 8, 9, 10], [5, 6, 7, 9, 10, 11, 13, 14, 15])
+
+    ```
+
     **References:** Hassani et al., "Neighborhood Attention Transformer",
     arXiv:2204.07143; mask gallery "2-D neighbourhood (NATTEN)".
     """

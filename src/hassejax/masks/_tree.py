@@ -76,6 +76,16 @@ def tree_prefix(parents: Sequence[int] | Int[ArrayLike, " t"], prefix: int) -> B
     **Raises:** :class:`~hassejax.errors.MaskError` for an empty or non-integer `parents`,
     a parent that is not `-1` or an earlier node, or a negative `prefix`.
 
+    **Example:** a root (row 2) with two children (rows 3 and 4) after a prefix of 2: each
+    child sees the prefix, the root and itself, not its sibling:
+
+    ```python
+    >>> from hassejax.masks import tree_prefix
+    >>> tree_prefix([-1, 0, 0], prefix=2).astype(int).tolist()
+    [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 0, 1]]
+
+    ```
+
     **References:** attention-gym ``jetspec.py`` (``build_tree_ancestor_matrix``,
     arXiv:2606.18394); Miao et al., "SpecInfer", arXiv:2305.09781; mask gallery
     "tree / speculative decoding".

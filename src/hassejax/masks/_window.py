@@ -74,6 +74,17 @@ def sliding_window(n: int, left: int, right: int = 0) -> Bool[Array, "n n"]:
     **Raises:** :class:`~hassejax.errors.MaskError` if `n` is not an integer >= 1 or
     `left`/`right` is not an integer >= 0.
 
+    **Example:** a causal window of one previous key, then a symmetric one (rows cut at the ends):
+
+    ```python
+    >>> from hassejax.masks import sliding_window
+    >>> sliding_window(5, left=1).astype(int).tolist()
+    [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 1, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 0, 1, 1]]
+    >>> sliding_window(5, left=1, right=1).sum(axis=1).tolist()
+    [2, 3, 3, 3, 2]
+
+    ```
+
     **References:** mask gallery rows "sliding window W", "local (left, right)", "causal
     local W"; Beltagy et al., "Longformer", arXiv:2004.05150; Jiang et al., "Mistral 7B",
     arXiv:2310.06825.
@@ -101,6 +112,15 @@ def dilated(n: int, window: int, dilation: int) -> Bool[Array, "n n"]:
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n`, a `window` < 0 or a
     `dilation` < 1.
+
+    **Example:** radius 2 keeping every second offset: each query sees the keys at distance 0 and 2:
+
+    ```python
+    >>> from hassejax.masks import dilated
+    >>> dilated(5, window=2, dilation=2).astype(int).tolist()
+    [[1, 0, 1, 0, 0], [0, 1, 0, 1, 0], [1, 0, 1, 0, 1], [0, 1, 0, 1, 0], [0, 0, 1, 0, 1]]
+
+    ```
 
     **References:** mask gallery "dilated W, d"; Beltagy et al., "Longformer", arXiv:2004.05150.
     """
@@ -144,6 +164,19 @@ def global_sliding(
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n` or `window`, an index out
     of range, non-integer indices, or flags of the wrong length.
+
+    **Example:** a CLS token at position 0 with a window of radius 0: row 0 and column 0 are
+    full, every other query sees only itself and the CLS token (indices and flags give the same mask):
+
+    ```python
+    >>> from hassejax.masks import global_sliding
+    >>> m = global_sliding(4, window=0, global_positions=[0])
+    >>> m.astype(int).tolist()
+    [[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 1, 0], [1, 0, 0, 1]]
+    >>> bool((m == global_sliding(4, 0, [True, False, False, False])).all())
+    True
+
+    ```
 
     **References:** mask gallery "global + sliding (Longformer)"; Beltagy et al.,
     "Longformer: The Long-Document Transformer", arXiv:2004.05150.

@@ -22,6 +22,19 @@ class TwoStreamMasks(NamedTuple):
     - `query`: the query stream `g` (never sees its own token: it predicts it).
 
     A plain named tuple: ``content, query = xlnet_two_stream(z)`` works.
+
+    **Example:** the order `z = [1, 0]` (token 1 predicted first): the query stream of token 1
+    is empty, the content stream lets each token see itself:
+
+    ```python
+    >>> from hassejax.masks import xlnet_two_stream
+    >>> masks = xlnet_two_stream([1, 0])
+    >>> masks.content.astype(int).tolist(), masks.query.astype(int).tolist()
+    ([[1, 1], [0, 1]], [[0, 1], [0, 0]])
+    >>> masks._fields
+    ('content', 'query')
+
+    ```
     """
 
     content: Bool[Array, "n n"]
@@ -86,6 +99,21 @@ def xlnet_two_stream(permutation: Sequence[int] | Int[ArrayLike, " n"], context:
 
     **Raises:** :class:`~hassejax.errors.MaskError` if `permutation` is not a permutation
     (naming a repeated, missing or out-of-range entry) or `context` is outside `[0, n]`.
+
+    **Example:** the order `z = [2, 0, 1]`: token 2 comes first (empty query row), token 0
+    sees token 2, token 1 sees both; with one context token (token 2) its row sees only itself:
+
+    ```python
+    >>> from hassejax.masks import xlnet_two_stream
+    >>> content, query = xlnet_two_stream([2, 0, 1])
+    >>> content.astype(int).tolist()
+    [[1, 0, 1], [1, 1, 1], [0, 0, 1]]
+    >>> query.astype(int).tolist()
+    [[0, 0, 1], [1, 0, 1], [0, 0, 0]]
+    >>> xlnet_two_stream([2, 0, 1], context=1).query[2].astype(int).tolist()
+    [0, 0, 1]
+
+    ```
 
     **References:** Yang et al., "XLNet: Generalized Autoregressive Pretraining for
     Language Understanding", arXiv:1906.08237, §2.3; zihangdai/xlnet ``data_utils.py``

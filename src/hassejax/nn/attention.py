@@ -165,6 +165,23 @@ class MaskedMultiHeadAttention(eqx.Module):
     floating, or a `key` that is no PRNG key.
 
     Source: Vaswani et al., "Attention Is All You Need", NeurIPS 2017 (paper); spec hasse.md §4.
+
+    **Example:** each row's weights sum to 1 over its allowed keys; a fully masked row gets zero
+    weights and a zero update.
+
+    ```python
+    >>> import jax, jax.numpy as jnp
+    >>> from hassejax.nn import MaskedMultiHeadAttention
+    >>> attn = MaskedMultiHeadAttention(4, 2, key=jax.random.key(0))
+    >>> x = jax.random.normal(jax.random.key(1), (3, 4))
+    >>> mask = jnp.array([[True, False, False], [True, True, False], [False, False, False]])
+    >>> w = attn.weights(x, mask)
+    >>> w.shape, w[0, 0].tolist(), w.sum(-1).round(6).tolist()
+    ((2, 3, 3), [1.0, 0.0, 0.0], [[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    >>> attn(x, mask)[2].tolist()
+    [0.0, 0.0, 0.0, 0.0]
+
+    ```
     """
 
     query_weight: Float[Array, "heads head_size d_model"]

@@ -32,6 +32,21 @@ class TargetFloors:
     - `floors`: float64 `(m,)`, ``H(X_target | X_seen)`` in nats.
     - `seen`: per slot, the sorted 0-based sequence positions it sees.
     - `num_layers`: the depth used (None = the limit).
+
+    **Example:** next-token slots on a stationary chain: each floor is the entropy rate
+    ``H1 = 5/6 · h(0.1) + 1/6 · log 2``.
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.nn import MarkovChain, causal_layout, target_floors
+    >>> chain = MarkovChain(jnp.array([[0.9, 0.1], [0.5, 0.5]]), jnp.array([5 / 6, 1 / 6]))
+    >>> f = target_floors(chain, causal_layout(4))
+    >>> f.slots.tolist(), f.targets.tolist(), f.seen
+    ([0, 1, 2], [1, 2, 3], ((0,), (0, 1), (0, 1, 2)))
+    >>> f.floors.round(6).tolist(), round(f.mean, 6)
+    ([0.386427, 0.386427, 0.386427], 0.386427)
+
+    ```
     """
 
     slots: np.ndarray

@@ -90,6 +90,23 @@ def jacobian_flow(
       not bool `(n, n)` (or `(num_heads, n, n)` for a Transformer).
 
     Source: spec hasse.md §4 (paper: flow = ``R^(L)``; the exact-zero threshold is derived).
+
+    **Example:** two blocks under a 4-token mask where token `i` attends to `i − 1` only: the flow
+    reaches two tokens back, exactly ``reachability(mask, 2)``.
+
+    ```python
+    >>> import jax, jax.numpy as jnp
+    >>> from hassejax.nn import Transformer, jacobian_flow
+    >>> from hassejax.order import reachability
+    >>> model = Transformer(2, 4, 2, vocab_size=3, num_positions=5, key=jax.random.key(0))
+    >>> mask = jnp.eye(4, k=-1, dtype=bool)
+    >>> flow = jacobian_flow(model, jax.random.normal(jax.random.key(1), (4, 4)), mask)
+    >>> flow.astype(int).tolist()
+    [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1]]
+    >>> bool((flow == reachability(mask, model.num_layers)).all())
+    True
+
+    ```
     """
     if mode not in ("fwd", "rev"):
         raise ParameterError(f"`mode` must be 'fwd' or 'rev'; got {mode!r}.")

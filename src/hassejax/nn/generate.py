@@ -42,6 +42,21 @@ class BlockGeneration(eqx.Module):
     - `tokens`: int `(p + num_blocks·l,)`: the prompt, then the generated (or, with a teacher,
       the teacher's) tokens.
     - `logits`: float `(num_blocks, l, vocab_size)`: the logits of every generated block.
+
+    **Example:** one greedy block of 2 tokens after a 2-token prompt: the new tokens are the
+    argmax of the block's logits.
+
+    ```python
+    >>> import jax, jax.numpy as jnp
+    >>> from hassejax.nn import Transformer, generate_blocks
+    >>> model = Transformer(1, 8, 2, vocab_size=3, num_positions=5, key=jax.random.key(0))
+    >>> g = generate_blocks(model, jnp.array([0, 1]), 1, block_size=2)
+    >>> g.tokens.shape, g.logits.shape, g.tokens[:2].tolist()
+    ((4,), (1, 2, 3), [0, 1])
+    >>> bool((g.tokens[2:] == g.logits[0].argmax(-1)).all())
+    True
+
+    ```
     """
 
     tokens: Int[Array, " total"]
@@ -98,6 +113,23 @@ def generate_blocks(
     non-positive temperature, or a model whose `num_positions` cannot hold position `p + num_blocks·block_size`.
 
     Source: spec hasse.md §3.2.
+
+    **Example:** with a teacher the block's logits are those of its query slots `m_3, m_4` in the
+    training layout (training = inference), and `tokens` are the prompt and the teacher.
+
+    ```python
+    >>> import jax, jax.numpy as jnp
+    >>> from hassejax.nn import Transformer, block_two_stream_layout, generate_blocks
+    >>> model = Transformer(1, 8, 2, vocab_size=3, num_positions=5, key=jax.random.key(0))
+    >>> seq = jnp.array([0, 1, 2, 0])
+    >>> g = generate_blocks(model, seq[:2], 1, teacher=seq[2:], block_size=2)
+    >>> g.tokens.tolist()
+    [0, 1, 2, 0]
+    >>> training = block_two_stream_layout(4, 2).logits(model, seq)  # slots [w1..w4 | m1..m4]
+    >>> bool(jnp.allclose(g.logits[0], training[6:], atol=1e-5))
+    True
+
+    ```
     """
     _int_vector(prompt, "prompt")
     for name, value in (("block_size", block_size), ("num_blocks", num_blocks)):

@@ -71,6 +71,18 @@ class SlotInputs(eqx.Module):
     - `token_ids`: int `(slots, r)`, token ids (mask token = the model's ``mask_id``);
     - `token_weights`: float `(slots, r)`, weights of the averaged token embeddings;
     - `position_ids`: int `(slots,)`.
+
+    **Example:** the Block Two-Stream slots `[w1..w4 | m1..m4]` read the sequence, then the mask
+    token (id 3 here), each at its target position id.
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.nn import block_two_stream_layout
+    >>> s = block_two_stream_layout(4, 2).slot_inputs(jnp.array([0, 1, 2, 0]), mask_id=3)
+    >>> s.token_ids[:, 0].tolist(), s.token_weights[:, 0].tolist(), s.position_ids.tolist()
+    ([0, 1, 2, 0, 3, 3, 3, 3], [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], [1, 2, 3, 4, 1, 2, 3, 4])
+
+    ```
     """
 
     token_ids: Int[Array, "slots r"]
@@ -90,6 +102,19 @@ class Layout(eqx.Module):
       `-1` for an unlabelled slot.
     - `sequence_length`: length `n` of the sequences the layout reads (static).
     - `streams`, `slot_names`, `name`: presentation (static).
+
+    **Example:** the Butterfly layout of `n = 3`: its centre slots `agg1..agg3` are the labelled ones.
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.nn import butterfly_layout
+    >>> lay = butterfly_layout(3)
+    >>> lay.num_slots, lay.streams, lay.labelled.tolist()
+    (7, ('F', 'F', 'B', 'B', 'C', 'C', 'C'), [False, False, False, False, True, True, True])
+    >>> lay.position_ids.tolist(), lay.target_index.tolist(), lay.targets(jnp.array([2, 0, 1])).tolist()
+    ([1, 2, 2, 3, 1, 2, 3], [-1, -1, -1, -1, 0, 1, 2], [0, 0, 0, 0, 2, 0, 1])
+
+    ```
     """
 
     mask: Bool[Array, "slots slots"]
@@ -210,6 +235,24 @@ def layout_from_task(task: Task, sequence_length: int | np.integer | None = None
     **Raises:** :class:`~hassejax.errors.TaskError` for an input that is neither a sequence
     token, an aggregate of sequence tokens nor a mask token, a label that is not a sequence
     token, a negative position id, or a `sequence_length` smaller than a referenced position.
+
+    **Example:** a sequence token, an aggregate of `w1` and `w3`, and a mask token (source `-1`):
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.nn import layout_from_task
+    >>> from hassejax.tasks import Task, Token
+    >>> w = lambda k: Token("w", k)
+    >>> agg, mask = Token("agg", 2), Token("mask", 3)
+    >>> task = Task([w(1), agg, mask], np.tril(np.ones((3, 3), bool)), labels=[None, w(2), w(3)],
+    ...             sources={agg: (w(1), w(3)), mask: ()})
+    >>> lay = layout_from_task(task)
+    >>> lay.sequence_length, lay.token_sources.tolist(), lay.token_weights.tolist()
+    (3, [[0, 0], [0, 2], [-1, -1]], [[1.0, 0.0], [0.5, 0.5], [1.0, 0.0]])
+    >>> lay.position_ids.tolist(), lay.target_index.tolist()
+    ([1, 2, 3], [-1, 1, 2])
+
+    ```
     """
     if not isinstance(task, Task):
         raise TaskError(f"`task` must be a hassejax.tasks.Task; got {type(task).__name__}.")
@@ -264,6 +307,16 @@ def causal_layout(n: int) -> Layout:
     causal mask, slot `j` predicting `w_{j+1}`; position ids `1..n−1`.
 
     **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2`.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.nn import causal_layout
+    >>> lay = causal_layout(4)
+    >>> lay.mask.astype(int).tolist(), lay.position_ids.tolist(), lay.target_index.tolist()
+    ([[1, 0, 0], [1, 1, 0], [1, 1, 1]], [1, 2, 3], [1, 2, 3])
+
+    ```
     """
     return layout_from_task(autoregressive(n).merge(), sequence_length=n)
 
@@ -277,6 +330,18 @@ def block_two_stream_layout(n: int, block_size: int, group: str = "full", conten
 
     **Raises:** :class:`~hassejax.errors.TaskError` if `block_size` does not divide `n` or for
     an unknown option.
+
+    **Example:** query slot `m3` (slot 6) sees the prefix `w1, w2` and its group `m3, m4`:
+
+    ```python
+    >>> from hassejax.nn import block_two_stream_layout
+    >>> lay = block_two_stream_layout(4, 2)
+    >>> lay.slot_names, lay.mask[6].astype(int).tolist()
+    (('w1', 'w2', 'w3', 'w4', 'mask1', 'mask2', 'mask3', 'mask4'), [1, 1, 0, 0, 0, 0, 1, 1])
+    >>> lay.position_ids.tolist(), lay.target_index.tolist()
+    ([1, 2, 3, 4, 1, 2, 3, 4], [-1, -1, -1, -1, 0, 1, 2, 3])
+
+    ```
     """
     return layout_from_task(block_generation(n, block_size, group=group, content=content).merge(), sequence_length=n)
 
@@ -289,5 +354,17 @@ def butterfly_layout(n: int) -> Layout:
     `w'_n = w_{n−1}`) at position id `k` and predicts `w_k`.
 
     **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2`.
+
+    **Example:** the centre slots `C_1..C_4` average their neighbours (one at each boundary):
+
+    ```python
+    >>> from hassejax.nn import butterfly_layout
+    >>> lay = butterfly_layout(4)
+    >>> lay.num_slots, lay.token_sources[6:].tolist(), lay.token_weights[6:].tolist()
+    (10, [[1, 1], [0, 2], [1, 3], [2, 2]], [[1.0, 0.0], [0.5, 0.5], [0.5, 0.5], [1.0, 0.0]])
+    >>> lay.position_ids[6:].tolist(), lay.target_index[6:].tolist()
+    ([1, 2, 3, 4], [0, 1, 2, 3])
+
+    ```
     """
     return layout_from_task(butterfly(n).merge(), sequence_length=n)

@@ -68,6 +68,20 @@ def stationary_distribution(transition: Float[ArrayLike, "V V"]) -> Float[np.nda
 
     **Raises:** :class:`~hassejax.errors.ParameterError` if `transition` is not row-stochastic
     or the chain is not irreducible (then `π` is not unique).
+
+    **Example:** ``π = (5/6, 1/6)`` solves ``π P = π``; the identity chain has two classes.
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.nn import stationary_distribution
+    >>> stationary_distribution(np.array([[0.9, 0.1], [0.5, 0.5]])).round(6).tolist()
+    [0.833333, 0.166667]
+    >>> stationary_distribution(np.eye(2))
+    Traceback (most recent call last):
+    ...
+    hassejax.errors.ParameterError: `transition` must be irreducible (one communicating class); it has 2.
+
+    ```
     """
     p = np.asarray(transition, dtype=np.float64)
     _check_stochastic(p)
@@ -91,6 +105,21 @@ class MarkovChain(eqx.Module):
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that do not match or a
     matrix that is not row-stochastic (checked on concrete inputs).
+
+    **Example:** the chain that alternates `0, 1, 0, …` from state 0 samples one sequence only.
+
+    ```python
+    >>> import jax, jax.numpy as jnp
+    >>> from hassejax.nn import MarkovChain
+    >>> chain = MarkovChain(jnp.array([[0.0, 1.0], [1.0, 0.0]]), jnp.array([1.0, 0.0]))
+    >>> chain.vocab_size, chain.sample(jax.random.key(0), 2, 5).tolist()
+    (2, [[0, 1, 0, 1, 0], [0, 1, 0, 1, 0]])
+    >>> MarkovChain(jnp.array([[0.9, 0.1], [0.5, 0.6]]), jnp.array([0.5, 0.5]))
+    Traceback (most recent call last):
+    ...
+    hassejax.errors.ParameterError: `transition` rows must sum to 1; got row sums in [1.0, 1.1].
+
+    ```
     """
 
     transition: Float[Array, "V V"]
@@ -167,6 +196,21 @@ def random_markov_chain(key: PRNGKeyArray, vocab_size: int | np.integer, concent
     **Raises:** :class:`~hassejax.errors.ParameterError` for `V < 2`, `α <= 0`, or a draw that
     is not irreducible, naming `concentration` (Dirichlet entries that underflow to 0: a small `α` such as 1e-3;
     use a larger one or another key).
+
+    **Example:**
+
+    ```python
+    >>> import jax, numpy as np
+    >>> from hassejax.nn import entropy_rate, random_markov_chain, stationary_distribution
+    >>> chain = random_markov_chain(jax.random.key(0), 3)
+    >>> chain.transition.sum(axis=1).round(6).tolist()
+    [1.0, 1.0, 1.0]
+    >>> bool(np.allclose(chain.initial, stationary_distribution(chain.transition), atol=1e-6))  # stationary
+    True
+    >>> bool(entropy_rate(chain) < np.log(3))  # peaked rows: context helps
+    True
+
+    ```
     """
     if int_value(vocab_size) is None or vocab_size < 2:
         raise ParameterError(f"`vocab_size` must be an int >= 2; got {vocab_size!r}.")
@@ -212,6 +256,18 @@ def conditional_entropy(chain: MarkovChain, target: int, visible, length: int | 
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for negative positions or positions
     outside `length`.
+
+    **Example:** with ``P = [[0.9, 0.1], [0.5, 0.5]]`` started from ``π = (5/6, 1/6)``: nothing
+    seen gives ``H(π)``, the previous state gives the entropy rate, the state itself gives 0.
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.nn import MarkovChain, conditional_entropy
+    >>> chain = MarkovChain(jnp.array([[0.9, 0.1], [0.5, 0.5]]), jnp.array([5 / 6, 1 / 6]))
+    >>> [round(conditional_entropy(chain, 1, seen), 6) for seen in ([], [0], [0, 2], [1])]
+    [0.450561, 0.386427, 0.333574, 0.0]
+
+    ```
     """
     vis = sorted({int(v) for v in visible})
     t = int(target)
@@ -241,6 +297,18 @@ def entropy_rate(chain: MarkovChain) -> float:
     """``H1 = H(X_t | X_{t−1}) = −Σ_a π_a Σ_b P_ab log P_ab`` (nats), with `π` the stationary law.
 
     Source: Cover & Thomas, Thm 4.2.4 (textbook).
+
+    **Example:** ``H1 = 5/6 · h(0.1) + 1/6 · log 2`` for ``P = [[0.9, 0.1], [0.5, 0.5]]``:
+
+    ```python
+    >>> import jax.numpy as jnp, numpy as np
+    >>> from hassejax.nn import MarkovChain, entropy_rate
+    >>> chain = MarkovChain(jnp.array([[0.9, 0.1], [0.5, 0.5]]), jnp.array([5 / 6, 1 / 6]))
+    >>> h = -(0.9 * np.log(0.9) + 0.1 * np.log(0.1))
+    >>> round(entropy_rate(chain), 6), round(float(5 / 6 * h + np.log(2) / 6), 6)
+    (0.386427, 0.386427)
+
+    ```
     """
     p, _ = _host(chain)
     pi = stationary_distribution(p)
@@ -251,6 +319,17 @@ def two_sided_entropy(chain: MarkovChain) -> float:
     """``H2 = H(X_t | X_{t−1}, X_{t+1})`` (nats) at an interior position of the stationary chain.
 
     ``p(a, b, c) = π_a P_ab P_bc``; ``H2 = H(a, b, c) − H(a, c)`` (derived).
+
+    **Example:** both neighbours tell more than the previous state alone (``H2 < H1``):
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.nn import MarkovChain, conditional_entropy, entropy_rate, two_sided_entropy
+    >>> chain = MarkovChain(jnp.array([[0.9, 0.1], [0.5, 0.5]]), jnp.array([5 / 6, 1 / 6]))
+    >>> [round(h, 6) for h in (two_sided_entropy(chain), conditional_entropy(chain, 1, [0, 2]), entropy_rate(chain))]
+    [0.333574, 0.333574, 0.386427]
+
+    ```
     """
     p, _ = _host(chain)
     pi = stationary_distribution(p)
@@ -286,6 +365,17 @@ def bayes_loss(chain: MarkovChain, layout, sequences: Int[ArrayLike, "m n"], num
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for sequences of the wrong shape or
     states outside the chain, or a layout without labelled slots.
+
+    **Example:** on the sequence `0 0 0 0` every next-token slot predicts ``P[0, 0] = 0.9``:
+
+    ```python
+    >>> import jax.numpy as jnp, numpy as np
+    >>> from hassejax.nn import MarkovChain, bayes_loss, causal_layout
+    >>> chain = MarkovChain(jnp.array([[0.9, 0.1], [0.5, 0.5]]), jnp.array([5 / 6, 1 / 6]))
+    >>> round(bayes_loss(chain, causal_layout(4), jnp.array([[0, 0, 0, 0]])), 6), round(float(-np.log(0.9)), 6)
+    (0.105361, 0.105361)
+
+    ```
     """
     x = np.asarray(sequences)
     if x.ndim != 2 or x.shape[1] != layout.sequence_length:
@@ -325,6 +415,22 @@ def optimal_loss(chain: MarkovChain, layout, num_layers: int | None = None) -> f
     **Returns:** a Python float.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a layout without labelled slots.
+
+    **Example:** next-token prediction reaches the entropy rate `H1`; Butterfly with `n = 4` has two
+    end slots at `H1` and two interior ones at `H2`, so its floor is ``(H1 + H2) / 2``.
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.nn import MarkovChain, butterfly_layout, causal_layout, optimal_loss
+    >>> from hassejax.nn import entropy_rate, two_sided_entropy
+    >>> chain = MarkovChain(jnp.array([[0.9, 0.1], [0.5, 0.5]]), jnp.array([5 / 6, 1 / 6]))
+    >>> round(optimal_loss(chain, causal_layout(4)), 6), round(entropy_rate(chain), 6)
+    (0.386427, 0.386427)
+    >>> h1, h2 = entropy_rate(chain), two_sided_entropy(chain)
+    >>> round(optimal_loss(chain, butterfly_layout(4)), 6), round((h1 + h2) / 2, 6)
+    (0.36, 0.36)
+
+    ```
     """
     slots = _visible_positions(layout, num_layers)
     total = sum(conditional_entropy(chain, t, seen, layout.sequence_length) for t, seen in slots)

@@ -82,6 +82,21 @@ class TransformerBlock(eqx.Module):
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for bad sizes (`d_model < 2`: a LayerNorm
     over one feature is constant), a non-floating `dtype` or a `key` that is no PRNG key.
+
+    **Example:** under a causal mask a row does not depend on later rows, but does on earlier ones.
+
+    ```python
+    >>> import jax, jax.numpy as jnp
+    >>> from hassejax.nn import TransformerBlock
+    >>> block = TransformerBlock(4, 2, 8, key=jax.random.key(0))
+    >>> x, causal = jax.random.normal(jax.random.key(1), (3, 4)), jnp.tril(jnp.ones((3, 3), bool))
+    >>> y = block(x, causal)
+    >>> y.shape, bool(jnp.allclose(block(x.at[2].set(5.0), causal)[:2], y[:2]))
+    ((3, 4), True)
+    >>> bool(jnp.allclose(block(x.at[0].set(5.0), causal)[2], y[2]))
+    False
+
+    ```
     """
 
     attention_norm: eqx.nn.LayerNorm
@@ -148,10 +163,20 @@ class Transformer(eqx.Module):
     (an integer model truncated its weights and failed at its first call), or a `key` that is no
     PRNG key.
 
-    Example::
+    **Example:** logits `(slots, vocab_size)`; under a causal mask slot 0 ignores the later tokens.
 
-        model = Transformer(2, 32, 4, vocab_size=8, num_positions=17, key=jax.random.key(0))
-        logits = model(token_ids, position_ids, mask)      # (slots, 8)
+    ```python
+    >>> import jax, jax.numpy as jnp
+    >>> from hassejax.nn import Transformer
+    >>> model = Transformer(2, 8, 2, vocab_size=3, num_positions=5, key=jax.random.key(0))
+    >>> model.num_layers, model.mask_id, model.token_embedding.shape
+    (2, 3, (4, 8))
+    >>> ids, positions, causal = jnp.array([0, 2, 1]), jnp.array([1, 2, 3]), jnp.tril(jnp.ones((3, 3), bool))
+    >>> logits = model(ids, positions, causal)
+    >>> logits.shape, bool(jnp.allclose(model(ids.at[2].set(0), positions, causal)[0], logits[0]))
+    ((3, 3), True)
+
+    ```
 
     Source: spec hasse.md §0 (position ids separate from slots), §4 (a model that consumes any mask).
     """

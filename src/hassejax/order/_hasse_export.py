@@ -34,6 +34,18 @@ def format_class(members: Iterable[int], names: Sequence[str] | Mapping[int, str
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a repeated position, or a position that `names` (a
     sequence, or a mapping from positions) has no name for.
+
+    **Example:** a run of four positions is compressed, a run of two is listed; with names, positions 0 and 2
+    are written by name:
+
+    ```python
+    >>> from hassejax.order import format_class
+    >>> format_class([12, 0, 1, 2, 3, 9, 11])
+    '{0..3, 9, 11, 12}'
+    >>> format_class([2, 0], names=["w1", "w2", "m1"])
+    '{w1, m1}'
+
+    ```
     """
     pos = sorted(int(p) for p in members)
     if len(set(pos)) != len(pos):

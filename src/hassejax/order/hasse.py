@@ -146,13 +146,19 @@ class HasseDiagram(HasseExport):
     Equality (``==``) is equality of the information flow: same `n`, same classes as
     position sets and the same covering relation between them (node ids may differ).
 
-    **Example:**
+    **Example:** the causal mask's diagram is a chain of four one-position classes
+    `{0} -> {1} -> {2} -> {3}`:
 
     ```python
-    import numpy as np
-    m = np.tril(np.ones((4, 4), bool))      # causal
-    d = HasseDiagram.from_mask(m)            # a chain {0} -> {1} -> {2} -> {3}
-    d.depth, d.width                          # (4, 1)
+    >>> import numpy as np
+    >>> from hassejax.order import HasseDiagram
+    >>> m = np.tril(np.ones((4, 4), bool))      # causal
+    >>> d = HasseDiagram.from_mask(m)
+    >>> d
+    HasseDiagram(n=4, num_classes=4, num_edges=3)
+    >>> d.depth, d.width, d.edges
+    (4, 1, ((0, 1), (1, 2), (2, 3)))
+
     ```
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.4–1.7.

@@ -63,6 +63,18 @@ def longest_chain(relation: Bool[ArrayLike, "c c"]) -> int:
     relation strictly lower triangular, as for the quotient of :func:`classes`); otherwise
     a topological order is computed first with networkx on the relation's edges.
 
+    **Example:** the diamond `0 < 1, 2 < 3` has chains of 3 classes (from the order or from its
+    covers alike); an antichain has depth 1:
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.order import cover_matrix, longest_chain
+    >>> order = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1]], dtype=bool)
+    >>> longest_chain(order), longest_chain(cover_matrix(order)), longest_chain(np.zeros((3, 3), dtype=bool))
+    (3, 3, 1)
+
+    ```
+
     Source: spec hasse.md §3 (last paragraph: depth is the longest chain); L. Mirsky,
     "A dual of Dilworth's decomposition theorem", Amer. Math. Monthly 78 (1971).
     """
@@ -114,6 +126,18 @@ def width(order: Bool[ArrayLike, "c c"]) -> int:
 
     Complexity `O(C³)` for the check (one matmul) and `O(E √C)` for the matching (Even and Tarjan), `E` the
     number of strict pairs.
+
+    **Example:** the diamond `0 < 1, 2 < 3` has the antichain `{1, 2}`; a chain has width 1,
+    three incomparable classes width 3:
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.order import width
+    >>> order = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1]], dtype=bool)
+    >>> width(order), width(np.tril(np.ones((3, 3), dtype=bool))), width(np.eye(3, dtype=bool))
+    (2, 1, 3)
+
+    ```
 
     Source: spec hasse.md §3 (last paragraph); R. P. Dilworth, "A decomposition theorem for
     partially ordered sets", Ann. Math. 51 (1950); D. R. Fulkerson, "Note on Dilworth's

@@ -68,6 +68,16 @@ def layer_adjacency(mask: Bool[ArrayLike, "*batch n n"]) -> Bool[Array, "*batch 
     mask; :class:`~hassejax.errors.MemoryBudgetError` when the copies of the mask (estimated
     from its shape, before any copy) would not fit in the free memory.
 
+    **Example:** a mask where each query sees only the previous key gains the diagonal:
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.order import layer_adjacency
+    >>> layer_adjacency(np.eye(3, k=-1, dtype=bool)).astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [0, 1, 1]]
+
+    ```
+
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.1.
     """
     a, _ = _prepare(mask, memory=_dense_memory("mask", "the adjacency M | I", route=False))

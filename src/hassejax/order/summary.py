@@ -81,6 +81,26 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
     **Raises:** :class:`~hassejax.errors.ParameterError` for an unknown `method`;
     :class:`~hassejax.errors.MaskError` for a mask that is not a concrete square Boolean `(n, n)` array or an
     :class:`~hassejax.masks.IntervalMask`.
+
+    **Example:** a dense causal mask has one key run a row and goes the structured route (its interval
+    form returned); a dilated window with 6 runs in a row goes a dense route (which one depends on the backend's
+    cost model); an explicit `method` is honoured:
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.masks import dilated
+    >>> from hassejax.order import choose_route
+    >>> route, reason, intervals = choose_route(np.tril(np.ones((8, 8), bool)))
+    >>> route, reason, intervals.row(3)
+    ('structured', 'interval rows, at most 1 key run(s) a row', [(0, 4)])
+    >>> m = np.asarray(dilated(12, window=12, dilation=2))
+    >>> route, reason, intervals = choose_route(m)
+    >>> route in ("matmul", "bitpacked"), reason.split(":")[0], intervals
+    (True, '6 key runs in some row (> 4)', None)
+    >>> choose_route(m, "bitpacked")
+    ('bitpacked', 'requested', None)
+
+    ```
     """
     if not isinstance(method, str) or method not in ROUTES:
         raise ParameterError(f"`method` must be one of {ROUTES}; got {method!r}.")

@@ -28,6 +28,20 @@ class ReachStats:
     `min`, `median`, `max`, `mean` of the row counts of ``R^(L)``;
     `fraction_of_limit`: dependent pairs of ``R^(L)`` over those of ``R`` (1.0 at the limit);
     `limit_reached`: ``R^(L) = R``.
+
+    **Example:** a causal window of two previous keys on 8 positions: one layer reaches
+    `1 + 2 + 3 · 6 = 21` of the 36 pairs of the limit (the causal mask):
+
+    ```python
+    >>> from hassejax.masks import structured
+    >>> from hassejax.order import flow_summary
+    >>> r = flow_summary(structured.sliding_window(8, left=2), layers=1).reach[0]
+    >>> r.num_layers, r.pairs, r.min, r.max, r.limit_reached
+    (1, 21, 1, 3, False)
+    >>> r.fraction_of_limit     # 21 / 36
+    0.5833...
+
+    ```
     """
 
     num_layers: int | None
@@ -71,6 +85,20 @@ class FlowSummary:
 
     :meth:`diagram` returns the :class:`~hassejax.order.HasseDiagram` when the quotient has at
     most :data:`QUOTIENT_LIMIT` classes.
+
+    **Example:** a causal window of two previous keys on 8 positions converges in
+    ``ceil(7 / 2) = 4`` layers to the causal mask, a chain of 8 classes:
+
+    ```python
+    >>> from hassejax.masks import structured
+    >>> from hassejax.order import flow_summary
+    >>> s = flow_summary(structured.sliding_window(8, left=2), layers=(1, 2))
+    >>> s.route, s.convergence_depth, s.num_classes, s.depth, s.width, s.num_hasse_edges
+    ('structured', 4, 8, 8, 1, 7)
+    >>> [r.pairs for r in s.reach], s.limit.pairs
+    ([21, 30], 36)
+
+    ```
 
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.2–1.7.
     """

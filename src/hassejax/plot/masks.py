@@ -38,6 +38,20 @@ def draw_mask(
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a mask that is not a 2-D Boolean
     array, or `labels` given for a non-square mask or of the wrong length.
+
+    **Example:** a causal mask on three named slots; the image holds the mask, the names label both axes:
+
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> import numpy as np
+    >>> from hassejax.plot import draw_mask
+    >>> ax = draw_mask(np.tril(np.ones((3, 3), bool)), labels=["w1", "w2", "m1"])
+    >>> ax.images[0].get_array().astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    >>> [t.get_text() for t in ax.get_yticklabels()], ax.get_ylabel(), ax.get_xlabel()
+    (['w1', 'w2', 'm1'], 'query $i$', 'key $j$')
+    >>> plt.close(ax.figure)
     """
     m = np.asarray(as_mask(mask, "mask", square=False, batched=False))
     n_q, n_k = m.shape

@@ -40,7 +40,7 @@ PAPER_RC: dict[str, object] = {
 """``rcParams`` of a paper figure: fonts 8–9.5 pt, thin lines, TrueType fonts in the PDF."""
 
 
-def figsize(width: float = TEXT_WIDTH, aspect: float = 0.62) -> tuple[float, float]:
+def figsize(width: float | int = TEXT_WIDTH, aspect: float | int = 0.62) -> tuple[float, float]:
     """A figure size ``(width, width * aspect)`` in inches, checked against :data:`MAX_WIDTH`.
 
     **Arguments:**

@@ -106,6 +106,19 @@ class Embeddings(eqx.Module):
 
     Fields: `word` `(V, d)`, `position` `(P, d)`, `token_type` `(T_types, d)`, `norm` :class:`LayerNorm`.
     Calling it on ids `(S, T)` (int) returns `(S, T, d)`; positions are `0 … T−1`.
+
+    **Example:** `d = 2`, so the LayerNorm gives `±1`; position 1 adds `(0, 3)`, which flips the signs
+    of token 0 there:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.pretrained import Embeddings, LayerNorm
+    >>> word, position = jnp.array([[1.0, 0.0], [0.0, 1.0]]), jnp.array([[0.0, 0.0], [0.0, 3.0], [0.0, 0.0]])
+    >>> emb = Embeddings(word, position, token_type=jnp.zeros((1, 2)), norm=LayerNorm(jnp.ones(2), jnp.zeros(2), 1e-12))
+    >>> emb(jnp.array([[0, 0, 1]])).round(6).tolist()
+    [[[1.0, -1.0], [-1.0, 1.0], [-1.0, 1.0]]]
+
+    ```
     """
 
     word: Float[Array, "V d"]
@@ -128,6 +141,20 @@ class SelfAttention(eqx.Module):
     (static). With every bias zero this is `Σ_h Σ_j softmax_j(x_jᵀA_h x_i) V_h x_j`, the
     multi-head velocity field of spec dynamics.md §1 at the head parameters of
     :func:`~hassejax.pretrained.head_parameters`.
+
+    **Example:** zero query and key weights give uniform weights over the real tokens; with identity
+    value and output weights every token gets their mean, the padded token left out:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.pretrained import SelfAttention
+    >>> eye, zero = jnp.eye(2), jnp.zeros(2)
+    >>> attn = SelfAttention(0 * eye, zero, 0 * eye, zero, eye, zero, eye, zero, num_heads=1)
+    >>> x = jnp.array([[[1.0, 0.0], [3.0, 2.0], [100.0, 0.0]]])
+    >>> attn(x, jnp.array([[True, True, False]])).tolist()
+    [[[2.0, 1.0], [2.0, 1.0], [2.0, 1.0]]]
+
+    ```
     """
 
     query_weight: Float[Array, "*layers d d"]
@@ -161,7 +188,19 @@ class SelfAttention(eqx.Module):
 
 class FeedForward(eqx.Module):
     """`f = GELU(y W₁ᵀ + b₁) W₂ᵀ + b₂` (exact GELU). Fields: `intermediate_weight` `(F, d)`, `intermediate_bias` `(F,)`,
-    `output_weight` `(d, F)`, `output_bias` `(d,)`."""
+    `output_weight` `(d, F)`, `output_bias` `(d,)`.
+
+    **Example:** with unit weights `f(1) = GELU(1) = Φ(1) = 0.84134…` (the tanh approximation gives 0.84119):
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.pretrained import FeedForward
+    >>> ff = FeedForward(jnp.array([[1.0]]), jnp.zeros(1), jnp.array([[1.0]]), jnp.zeros(1))
+    >>> round(float(ff(jnp.array([1.0]))[0]), 5)
+    0.84134
+
+    ```
+    """
 
     intermediate_weight: Float[Array, "*layers F d"]
     intermediate_bias: Float[Array, "*layers F"]
@@ -179,6 +218,26 @@ class BertLayer(eqx.Module):
 
     Fields: `attention` :class:`SelfAttention`, `attention_norm` :class:`LayerNorm`,
     `feed_forward` :class:`FeedForward`, `output_norm` :class:`LayerNorm`.
+
+    **Example:** a random layer with `d = 4`, 2 heads: every output token is layer-normalised, and the
+    real tokens do not see the padded one.
+
+    ```python
+    >>> import jax.numpy as jnp, numpy as np
+    >>> from hassejax.pretrained import BertLayer, FeedForward, LayerNorm, SelfAttention
+    >>> rng = np.random.default_rng(0)
+    >>> r = lambda *shape: jnp.asarray(rng.normal(size=shape), jnp.float32)
+    >>> ln = LayerNorm(jnp.ones(4), jnp.zeros(4), 1e-12)
+    >>> attn = SelfAttention(r(4, 4), r(4), r(4, 4), r(4), r(4, 4), r(4), r(4, 4), r(4), num_heads=2)
+    >>> layer = BertLayer(attn, ln, FeedForward(r(8, 4), r(8), r(4, 8), r(4)), ln)
+    >>> x, mask = r(1, 3, 4), jnp.array([[True, True, False]])
+    >>> y = layer(x, mask)
+    >>> y.shape, y.std(axis=-1).round(3).tolist()
+    ((1, 3, 4), [[1.0, 1.0, 1.0]])
+    >>> bool(jnp.allclose(layer(x.at[0, 2].set(9.0), mask)[0, :2], y[0, :2]))
+    True
+
+    ```
     """
 
     attention: SelfAttention
@@ -363,6 +422,17 @@ def sentence_embeddings(
 
     This is the sentence-transformers pipeline of all-MiniLM-L6-v2 (``modules.json``:
     Transformer → Pooling(mean) → Normalize). Arguments and errors as in :func:`hidden_states`.
+
+    **Example:** (needs the model package) two close sentences:
+
+    ```python
+    >>> from hassejax.pretrained import BertEncoder, load_tokenizer, load_weights, sentence_embeddings, tokenize
+    >>> ids, mask = tokenize(load_tokenizer(), ["A cat sleeps.", "A kitten sleeps."])
+    >>> e = sentence_embeddings(BertEncoder.from_weights(load_weights()), ids, mask)
+    >>> e.shape, [round(float(v), 4) for v in (e * e).sum(axis=1)], round(float(e[0] @ e[1]), 2)
+    ((2, 384), [1.0, 1.0], 0.85)
+
+    ```
     """
     e = mean_pool(hidden_states(encoder, ids, mask)[-1], mask)
     return e / jnp.linalg.norm(e, axis=-1, keepdims=True)

@@ -57,7 +57,17 @@ class HeadParameters(eqx.Module):
     Properties `A = KᵀQ` and `V = W_O W_V`, both `(L, H, d, d)`; :meth:`head` gives a
     head (or a layer's heads) as a :class:`~hassejax.dynamics.LowRankSoftmax` kernel.
 
-    **Example:** see :func:`head_parameters`.
+    **Example:** one layer, one head, `k = 1`, `d = 2` (for the real model see :func:`head_parameters`):
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.pretrained import HeadParameters
+    >>> p = HeadParameters(Q=jnp.array([[[[1.0, 0.0]]]]), K=jnp.array([[[[0.0, 2.0]]]]),
+    ...                    W_V=jnp.array([[[[1.0, 1.0]]]]), W_O=jnp.array([[[[1.0], [0.0]]]]))
+    >>> p.shape, p.A[0, 0].tolist(), p.V[0, 0].tolist()
+    ((1, 1), [[0.0, 0.0], [2.0, 0.0]], [[1.0, 1.0], [0.0, 0.0]])
+
+    ```
     """
 
     Q: Float[Array, "L H k d"]

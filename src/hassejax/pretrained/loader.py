@@ -314,7 +314,16 @@ def load_tokenizer(
     **Raises:** :class:`ModelNotFoundError` (missing file or ``tokenizers`` package),
     :class:`ModelFileError` (unreadable file, checksum mismatch).
 
-    **Example:** see :func:`tokenize`.
+    **Example:** (needs the model package) ``[CLS] a cat . [SEP]``, and a truncation at 4 tokens:
+
+    ```python
+    >>> from hassejax.pretrained import load_tokenizer
+    >>> load_tokenizer().encode("A cat.").ids
+    [101, 1037, 4937, 1012, 102]
+    >>> load_tokenizer(max_length=4).encode("Two dogs run fast.").tokens
+    ['[CLS]', 'two', 'dogs', '[SEP]']
+
+    ```
     """
     try:
         from tokenizers import Tokenizer

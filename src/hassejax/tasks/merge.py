@@ -54,6 +54,17 @@ def node_signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], dict[tuple
     ``(((token, stream), ...), (covered id, ...))`` to its id (ids
     are assigned in a topological order of the merged diagram: a node's covered signatures
     have smaller ids).
+
+    **Example:** node `w1` of the autoregressive tasks `T1 = (w1)` and `T2 = (w1, w2)` has one
+    signature: both get id 0.
+
+    ```python
+    >>> from hassejax.tasks import autoregressive, node_signatures
+    >>> ids, table = node_signatures(autoregressive(3).tasks)
+    >>> [i.tolist() for i in ids], len(table)
+    ([[0], [0, 1]], 2)
+
+    ```
     """
     slot_ids, _, table = _signatures(tasks)
     return slot_ids, table
@@ -167,6 +178,19 @@ class MergedTask(Task):
     - `slot_map`: per source task, an int array `(n_t,)` mapping each of its slots to a
       merged slot;
     - `tasks`: the source tasks.
+
+    **Example:** the three autoregressive tasks of `n = 4` share their nodes: `T_k`'s slots map to
+    the first `k` merged slots.
+
+    ```python
+    >>> from hassejax.tasks import autoregressive
+    >>> merged = autoregressive(4).merge()
+    >>> merged
+    MergedTask('autoregressive', slots=3, nodes=3, labelled=3, tasks=3)
+    >>> merged.node.tolist(), [m.tolist() for m in merged.slot_map]
+    ([0, 1, 2], [[0], [0, 1], [0, 1, 2]])
+
+    ```
     """
 
     node: np.ndarray
@@ -584,6 +608,17 @@ class Sparsified:
       smallest slot of the lower class).
     - `depth`: its convergence depth `L*`: with fewer layers it sees a subset of the dense flow.
     - `nonzeros`: number of True entries, diagonal included.
+
+    **Example:** one class of 3 slots (all attend to all) needs only a 3-cycle, seen after 2 layers:
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.tasks import Task, Token, sparsify
+    >>> s = sparsify(Task([Token("w", 1), Token("w", 2), Token("w", 3)], np.ones((3, 3), bool)))
+    >>> s.mask.astype(int).tolist(), s.depth, s.nonzeros
+    ([[1, 1, 0], [0, 1, 1], [1, 0, 1]], 2, 6)
+
+    ```
     """
 
     mask: np.ndarray
@@ -607,6 +642,16 @@ def sparsify(task: Task) -> Sparsified:
     **Raises:** :class:`~hassejax.errors.TaskError` if `task` is not a Task (e.g. an unmerged family);
     :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the closure, the sparse mask or
     its convergence depth would not fit, estimated before each is allocated.
+
+    **Example:** the causal mask on 4 slots has the closure of the chain `i → i − 1`, which needs 3 layers:
+
+    ```python
+    >>> from hassejax.tasks import autoregressive, sparsify
+    >>> s = sparsify(autoregressive(5).merge())
+    >>> s.mask.astype(int).tolist(), s.depth, s.nonzeros
+    ([[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]], 3, 7)
+
+    ```
     """
     check_task(task)
     st = task.structure()

@@ -37,6 +37,16 @@ class Token(NamedTuple):
     indices (spec hasse.md §0). Examples: ``Token("w", 5)`` (the sequence token `w_5`),
     ``Token("mask", 7)`` (a mask token that predicts position 7), ``Token("agg", 3)``
     (an aggregate of the neighbours of position 3).
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.tasks import Token
+    >>> w5 = Token("w", 5)
+    >>> str(w5), w5.symbol, w5.position, str(Token("mask", 7))
+    ('w5', 'w', 5, 'mask7')
+
+    ```
     """
 
     symbol: Hashable
@@ -113,6 +123,18 @@ class TaskStructure(NamedTuple):
     - `node`: int array `(n,)`, the class (Hasse node) of each slot, ids in a topological order.
     - `cover`: Bool `(C, C)`, `cover[a, b]` True iff node `b` is covered by node `a`.
     - `members`: per node, the sorted slot indices in it.
+
+    **Example:** slots 0 and 1 attend to each other (one class), slot 2 sees both (the node above):
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.tasks import Task, Token
+    >>> task = Task([Token("w", 1), Token("w", 2), Token("w", 3)], np.array([[1, 1, 0], [1, 1, 0], [1, 1, 1]], bool))
+    >>> st = task.structure()
+    >>> st.node.tolist(), st.cover.astype(int).tolist(), st.members
+    ([0, 0, 1], [[0, 0], [1, 0]], ((0, 1), (2,)))
+
+    ```
     """
 
     node: np.ndarray
@@ -147,6 +169,21 @@ class Task:
     iterable of tokens (a tuple; a set is sorted) or is a single token; :class:`~hassejax.errors.MaskError` if the mask is not a square Boolean
     `(n, n)` array; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the task's
     copies of the mask would not fit, estimated from its shape before anything is copied.
+
+    **Example:** a chain `w1 ← w2 ← w3` (each slot sees the previous one) whose last slot predicts
+    `w4`: not dense, its closure is the causal mask.
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.tasks import Task, Token
+    >>> w = [Token("w", k) for k in (1, 2, 3, 4)]
+    >>> task = Task(w[:3], np.eye(3, k=-1, dtype=bool), labels={2: w[3]})
+    >>> task, task.is_dense(), [str(y) for y in task.labels]
+    (Task('', n=3, labelled=1), False, ['None', 'None', 'w4'])
+    >>> task.dense().mask.astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+
+    ```
     """
 
     inputs: tuple[Token, ...]

@@ -154,7 +154,22 @@ def bilinear_params(V, A, Q, K, beta, owner: str, *, need_qk: bool = False) -> t
 
 
 def check_model(model: Any, name: str = "model") -> None:
-    """Raise :class:`ParameterError` naming `name` unless `model` is an attention kernel (:class:`AbstractAttention`)."""
+    """Raise :class:`ParameterError` naming `name` unless `model` is an attention kernel (:class:`AbstractAttention`).
+
+    **Example:**
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax
+    >>> from hassejax.dynamics.attention import check_model
+    >>> check_model(Softmax(V=jnp.eye(2), A=jnp.eye(2)))  # an attention kernel: nothing happens
+    >>> check_model(jnp.eye(2), "kernel")
+    Traceback (most recent call last):
+    ...
+    hassejax.errors.ParameterError: `kernel` must be an attention kernel (an AbstractAttention such as ...); got ...
+
+    ```
+    """
     if not isinstance(model, AbstractAttention):
         raise ParameterError(
             f"`{name}` must be an attention kernel (an AbstractAttention such as Softmax(V=..., A=...)); "

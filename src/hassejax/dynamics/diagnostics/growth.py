@@ -46,6 +46,17 @@ class GrowthTest(enum.IntEnum):
     - `sample_fit` (2): :func:`growth_law` on samples of `λ_max(t)` (`p > BLOWUP_EXPONENT` ⇒ blow-up).
     - `insufficient` (3): an escape with fewer than three usable growing samples: the
       outcome is `undetermined`.
+
+    **Example:** `event_exponent` is an alias, so iteration lists four members:
+
+    ```python
+    >>> from hassejax.dynamics.diagnostics import GrowthTest
+    >>> [(g.name, g.value) for g in GrowthTest]
+    [('none', 0), ('solver_event', 1), ('sample_fit', 2), ('insufficient', 3)]
+    >>> GrowthTest.event_exponent is GrowthTest.solver_event
+    True
+
+    ```
     """
 
     none = 0
@@ -62,6 +73,21 @@ class GrowthFit(eqx.Module):
     - `t_star`: extrapolated zero of `1/λ` along the fitted law (`inf` for `p <= 1` or not `ok`).
     - `ok`: three valid samples with `λ` strictly increasing were available.
     - `blow_up`: `ok` and `p > BLOWUP_EXPONENT` (1.5).
+
+    **Example:** three samples of `λ = 1/(3 − t)` give `p = 2`, `t* = 3`; decreasing samples are not `ok`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics.diagnostics import growth_law
+    >>> ts = jnp.array([1.0, 1.5, 1.9])
+    >>> fit = growth_law(ts, 1.0 / (3.0 - ts))
+    >>> round(fit.exponent.item(), 4), round(fit.t_star.item(), 4), fit.ok.item(), fit.blow_up.item()
+    (2.0, 3.0, True, True)
+    >>> fit = growth_law(ts, 1.0 / ts)
+    >>> fit.exponent.item(), fit.t_star.item(), fit.ok.item()
+    (0.0, inf, False)
+
+    ```
     """
 
     exponent: Float[Array, "*batch"]

@@ -25,7 +25,20 @@ def _square(a, name: str) -> np.ndarray:
 
 
 class LimitStructure(NamedTuple):
-    """Result of :func:`limit_structure` (a tuple: `rank, kernel_rank, off_block_residual, kernel_min_ratio`)."""
+    """Result of :func:`limit_structure` (a tuple: `rank, kernel_rank, off_block_residual, kernel_min_ratio`).
+
+    **Example:** `Σ = I` with `ker A` the first axis: half of `‖Σ‖_F²` lies off the block,
+    `‖diag(0, 1)‖_F / ‖I‖_F = 1/√2`:
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.dynamics.diagnostics import limit_structure
+    >>> rank, kernel_rank, residual, ratio = limit_structure(np.eye(2), np.diag([0.0, -1.0]))
+    >>> rank, kernel_rank, round(residual, 6), ratio
+    (2, 1, 0.707107, 1.0)
+
+    ```
+    """
 
     rank: int
     """Rank of `Σ` (eigenvalues above `rtol · λ_max(Σ)`)."""

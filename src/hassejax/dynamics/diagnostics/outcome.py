@@ -57,6 +57,17 @@ class Outcome(enum.IntEnum):
       rounding of `t` (`dt_min_reached`), on a stationary low-rank `Σ` (relative rate within
       `rate_tol`, `0 < r < d`): typically a stiff approach to a low-rank state; not decided
       (rate test only).
+
+    **Example:**
+
+    ```python
+    >>> from hassejax.dynamics.diagnostics import Outcome
+    >>> [(o.name, o.value) for o in Outcome][:6]
+    [('bounded', 0), ('low_rank', 1), ('collapse', 2), ('diverge', 3), ('blow_up', 4), ('undetermined', 5)]
+    >>> Outcome(8).name, len(Outcome)
+    ('stalled', 9)
+
+    ```
     """
 
     # codes 0..8 in the order of the list above
@@ -83,6 +94,21 @@ class Diagnosis(eqx.Module):
       ``classify_trajectory``: the fitted `p` of :func:`~hassejax.dynamics.diagnostics.growth_law`
       that decided. 0 if no escape.
     - `growth_test`: :class:`~hassejax.dynamics.diagnostics.GrowthTest` code.
+
+    **Example:** from :func:`~hassejax.dynamics.diagnostics.classify_trajectory` on samples of `Σ(t) = I/(1 − t)`,
+    which blows up at `t* = 1` (decided by the fit of the samples, with exponent `p = 2`):
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics.diagnostics import GrowthTest, Outcome, classify_trajectory
+    >>> ts = 1.0 - jnp.logspace(0, -7, 8)
+    >>> diag = classify_trajectory(ts, jnp.eye(2) / (1.0 - ts)[:, None, None])
+    >>> Outcome(int(diag.outcome)).name, GrowthTest(int(diag.growth_test)).name, diag.rank.item()
+    ('blow_up', 'sample_fit', 2)
+    >>> round(diag.t_blowup.item(), 4), round(diag.growth_exponent.item(), 4)
+    (1.0, 2.0)
+
+    ```
     """
 
     outcome: Int[Array, "*batch"]

@@ -37,6 +37,20 @@ class Spectrum(eqx.Module):
     - `eigenvalues`: `(*batch, T, d)` in decreasing order.
     - `rank_relative`: `(*batch, T)` eigenvalues `> rel_threshold · λ_max`.
     - `rank_absolute`: `(*batch, T)` eigenvalues `> abs_threshold`.
+
+    **Example:** from :func:`spectrum`; `V = 0` keeps `Σ = diag(2, 0.01)` fixed:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import Softmax, solve_gaussian
+    >>> from hassejax.dynamics.diagnostics import spectrum
+    >>> model = Softmax(V=jnp.zeros((2, 2)), A=jnp.eye(2))
+    >>> sol = solve_gaussian(model, jnp.zeros(2), jnp.diag(jnp.array([2.0, 0.01])), t1=1.0, ts=jnp.array([0.0, 1.0]))
+    >>> s = spectrum(sol)
+    >>> s.ts.tolist(), s.eigenvalues.round(6).tolist()
+    ([0.0, 1.0], [[2.0, 0.01], [2.0, 0.01]])
+
+    ```
     """
 
     ts: Float[Array, "*batch T"]

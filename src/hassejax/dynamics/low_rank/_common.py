@@ -31,6 +31,20 @@ class AbstractReduction(eqx.Module):
 
     Fields shared by the subclasses: the head's products `QO`, `KO`, `VO`, `OO` `(k, k)`
     (:func:`head_products`); each subclass adds its constants and `trace0`, `tr Σ` at `t0`.
+
+    **Example:** a :class:`~hassejax.dynamics.low_rank.GaussianReduction` of the head `Q = K = W_V = e₁ᵀ`,
+    `W_O = e₁` on `N(0, I/2)`: `QO = QW_O = 1`, and the size of the initial state is `tr Σ0 = 1`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import LowRankSoftmax
+    >>> from hassejax.dynamics.low_rank import AbstractReduction, GaussianReduction
+    >>> e = jnp.array([[1.0, 0.0]])
+    >>> red = GaussianReduction.from_head(LowRankSoftmax(e, e, e, e.T), jnp.zeros(2), jnp.eye(2) / 2)
+    >>> isinstance(red, AbstractReduction), red.QO.tolist(), float(red.size(red.initial_state()))
+    (True, [[1.0]], 1.0)
+
+    ```
     """
 
     QO: Float[Array, "k k"]

@@ -38,6 +38,21 @@ class GaussianReduction(AbstractReduction):
     """The `k×k` constants of the reduced moment ODE of one head on `N(α0, Σ0)` (module docstring).
 
     Build with :meth:`from_head`; the state is `(b, Ψ)`, shapes `(k,)`, `(k, k)`.
+
+    **Example:** the head `Q = K = W_V = e₁ᵀ`, `W_O = e₁` on `N(0, I/2)`: `Ψ' = G(1 + Ψ)`, `G = S_VK = 1/2` at
+    `Ψ = 0`, and the mean stays put (`b' = 0`):
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import LowRankSoftmax
+    >>> from hassejax.dynamics.low_rank import GaussianReduction
+    >>> e = jnp.array([[1.0, 0.0]])
+    >>> red = GaussianReduction.from_head(LowRankSoftmax(e, e, e, e.T), jnp.zeros(2), jnp.eye(2) / 2)
+    >>> db, dpsi = red.vector_field(0.0, red.initial_state())
+    >>> db.tolist(), dpsi.tolist(), red.S_VK.tolist()
+    ([0.0], [[0.5]], [[0.5]])
+
+    ```
     """
 
     S_VK: Float[Array, "k k"]

@@ -43,6 +43,22 @@ class ParticleReduction(AbstractReduction):
     the initial tokens `q0 = x0Qᵀ`, `k0`, `v0` `(S, N, k)`; `QO`, `KO`, `VO`, `OO = W_OᵀW_O`
     `(k, k)`; `x0c_O` `(S, N, k)` the centred real tokens times `W_O` (0 on padding);
     `mask` `(S, N)`; `count` the number of real tokens; `trace0` their initial covariance trace.
+
+    **Example:** with `A = 0` every real token of a group moves at `V` times the group's mean (here its first
+    coordinate: 2 and 5), padding stays; the three real tokens have covariance trace `10/3`:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import LowRankSoftmax
+    >>> from hassejax.dynamics.low_rank import ParticleReduction
+    >>> e = jnp.array([[1.0, 0.0]])
+    >>> head = LowRankSoftmax(jnp.zeros((1, 2)), jnp.zeros((1, 2)), e, e.T)
+    >>> x0 = jnp.array([[[1.0, 0.0], [3.0, 1.0]], [[5.0, 2.0], [0.0, 0.0]]])
+    >>> red = ParticleReduction.from_tokens(head, x0, jnp.array([[True, True], [True, False]]))
+    >>> red.vector_field(0.0, red.initial_state()).tolist(), float(red.count), round(float(red.trace0), 6)
+    ([[[2.0], [2.0]], [[5.0], [0.0]]], 3.0, 3.333333)
+
+    ```
     """
 
     q0: Projected

@@ -22,6 +22,20 @@ class InitialRates:
     - `logit_std`: root-mean over queries of the variance of the logits `(Qx_i)·(Kx_j)` over keys;
     - `median_effective_keys`: median over queries of `1/Σ_j w_ij²` (the Gaussian closure needs many);
     - `n`: the number of tokens.
+
+    **Example:** the head `A = V = diag(1, 0)` on three tokens with `Σ₀₀ = 2/3`: the closure's rate is
+    `tr Σ'_G = 2 Σ₀₀² = 8/9`; the three tokens' own rate differs by 14 %:
+
+    ```python
+    >>> import numpy as np
+    >>> from hassejax.dynamics import LowRankSoftmax
+    >>> from hassejax.dynamics.low_rank import initial_rates
+    >>> e = np.array([[1.0, 0.0]])
+    >>> r = initial_rates(LowRankSoftmax(e, e, e, e.T), np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]]))
+    >>> r.n, round(r.trace_rate_gaussian, 6), round(r.relative_error, 3)
+    (3, 0.888889, 0.137)
+
+    ```
     """
 
     relative_error: float

@@ -25,6 +25,23 @@ class LowRankGaussianSolution(AbstractSolution):
 
     :meth:`moments` gives `α`, `Σ` at `ts`; :meth:`to_gaussian` the ordinary
     :class:`~hassejax.dynamics.GaussianSolution` (`d×d` per saved time: small problems).
+
+    **Example:** a head with `A = V = diag(1, 0)` blows up at `t* = 1/(2 Σ0[0, 0]) = 1` (spec §3); only
+    `range W_O` (the first axis) grows:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import LowRankSoftmax, solve_low_rank_gaussian, status_names
+    >>> e = jnp.array([[1.0, 0.0]])
+    >>> head = LowRankSoftmax(e, e, e, e.T)
+    >>> sol = solve_low_rank_gaussian(head, jnp.zeros(2), jnp.eye(2) / 2, t1=5.0, rtol=1e-6, atol=1e-6)
+    >>> status_names(sol.status), round(float(sol.t_blowup), 3), sol.b.shape, sol.psi.shape
+    ('blow_up', 1.0, (2, 1), (2, 1, 1))
+    >>> cov = sol.to_gaussian(head, jnp.zeros(2), jnp.eye(2) / 2).cov_final
+    >>> float(cov[0, 0]) > 1e7, round(float(cov[1, 1]), 6)
+    (True, 0.5)
+
+    ```
     """
 
     b: Float[Array, "*batch T k"]
@@ -76,6 +93,23 @@ class LowRankParticleSolution(AbstractSolution):
 
     :meth:`to_particles` gives the ordinary :class:`~hassejax.dynamics.ParticleSolution` of
     the real tokens.
+
+    **Example:** with `A = 0` each group moves to `V` times its mean: `z(1) = (e − 1) x̄₁` per group, padding fixed:
+
+    ```python
+    >>> import jax.numpy as jnp
+    >>> from hassejax.dynamics import LowRankSoftmax, solve_low_rank_particles
+    >>> e = jnp.array([[1.0, 0.0]])
+    >>> head = LowRankSoftmax(jnp.zeros((1, 2)), jnp.zeros((1, 2)), e, e.T)
+    >>> x0 = jnp.array([[[1.0, 0.0], [3.0, 1.0]], [[5.0, 2.0], [0.0, 0.0]]])
+    >>> mask = jnp.array([[True, True], [True, False]])
+    >>> sol = solve_low_rank_particles(head, x0, mask, t1=1.0)
+    >>> sol.z.shape, [[f"{v:.3f}" for v in row] for row in sol.z_final[:, :, 0].tolist()]
+    ((2, 2, 2, 1), [['3.437', '3.437'], ['8.591', '0.000']])
+    >>> sol.to_particles(head, x0, mask).x_final.shape  # the three real tokens
+    (3, 2)
+
+    ```
     """
 
     z: Float[Array, "*batch T S N k"]

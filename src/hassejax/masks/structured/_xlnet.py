@@ -32,6 +32,18 @@ class TwoStreamIntervals(NamedTuple):
 
     Same fields as :class:`hassejax.masks.TwoStreamMasks`, each an
     :class:`~hassejax.masks.IntervalMask`.
+
+    **Example:** the order `z = [1, 0]`: token 1 comes first, so its query row has no key run:
+
+    ```python
+    >>> from hassejax.masks import structured
+    >>> streams = structured.xlnet_two_stream([1, 0])
+    >>> streams.content.row(1), streams.query.row(1), streams.query.row(0)
+    ([(1, 2)], [], [(1, 2)])
+    >>> streams.query.to_dense().astype(int).tolist()
+    [[0, 1], [0, 0]]
+
+    ```
     """
 
     content: IntervalMask
