@@ -11,6 +11,7 @@ import doctest
 import importlib
 import importlib.util
 import pkgutil
+import re
 
 import pytest
 
@@ -92,3 +93,20 @@ def test_every_public_function_and_class_has_an_example_that_runs():
     assert not missing, f"{len(missing)} public names without a `>>>` example: {', '.join(missing)}"
     defined_in = {obj.__module__ for obj in public.values()}
     assert defined_in <= set(MODULES), sorted(defined_in - set(MODULES))  # so the examples run above
+
+
+# Where a public docstring names its source: a "Source:" or "References:" section, a spec section or a paper.
+_SOURCE = re.compile(r"Source|References?:|spec [a-z_]+\.md|arXiv:\d")
+
+
+def test_every_public_function_and_class_names_its_errors_and_its_source():
+    """The brief: every public docstring says the errors raised (functions) and its source (paper, spec section,
+    or "(derived)" for the package's own constructions)."""
+    import inspect
+
+    public = _public_callables()
+    docs = {name: inspect.getdoc(obj) or "" for name, obj in public.items()}
+    no_raises = sorted(name for name, obj in public.items() if inspect.isfunction(obj) and "Raises" not in docs[name])
+    no_source = sorted(name for name in public if not _SOURCE.search(docs[name]))
+    assert not no_raises, f"{len(no_raises)} public functions without a **Raises:** section: {', '.join(no_raises)}"
+    assert not no_source, f"{len(no_source)} public names without a source: {', '.join(no_source)}"

@@ -82,6 +82,9 @@ def enable_compilation_cache() -> Path | None:
     **Raises:** nothing: a ``HASSEJAX_COMPILE_CACHE`` that is neither on nor off warns and leaves the cache on
     (:func:`compilation_cache_dir`).
 
+    Source: (derived), no paper: JAX's persistent compilation cache (docs.jax.dev, "Persistent compilation cache";
+    the options set above).
+
     **Example:**
 
     ```python

@@ -75,6 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     written all the same. Errors are one line on stderr, ``hassejax: error: ...``, without a traceback; warnings
     ``hassejax: warning: ...``, without Python's file and source line (Python's own format again after the call).
 
+    **Raises:** nothing for bad input or an output that cannot be written: those are the exit codes above, with one
+    line on stderr (argparse's ``SystemExit`` becomes its code). Anything else propagates with its traceback: a
+    ``RuntimeError`` other than XLA's ``RESOURCE_EXHAUSTED``, ``KeyboardInterrupt``, or an unexpected error of a
+    command (a bug).
+
+    Source: (derived), no paper: the ``hassejax`` command of DESIGN.md "Layout"; ``analyze`` reports spec hasse.md
+    §1, ``derive`` §2–3.
+
     **Example:** ``hassejax analyze`` run in-process on a causal window of two previous keys (``L* = ceil(5 / 2)``;
     a long report line is wrapped here); an unknown mask is bad input, exit code 2 (its one-line error goes to
     stderr):

@@ -35,6 +35,9 @@ def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n,
     :func:`hassejax.masks.from_spec`); :class:`~hassejax.errors.MemoryBudgetError` for an array too large for the
     memory.
 
+    Source: (derived), no paper: the input step of DESIGN.md "Data flow" (a mask spec or ``.npy`` array to the
+    compressed form); masks in the convention of spec hasse.md §0.
+
     **Example:** a spec gives an interval mask, a small ``.npy`` file its dense array:
 
     ```python

@@ -28,7 +28,12 @@ def derive(family: str, n: int, **options) -> dict:
     **Returns:** a dict with ``merged`` (:class:`~hassejax.tasks.MergedTask`), ``sparse``
     (:class:`~hassejax.tasks.Sparsified`) and ``audit`` (:class:`~hassejax.tasks.AuditReport`).
 
-    **Raises:** :class:`~hassejax.errors.TaskError` for bad family options.
+    **Raises:** :class:`~hassejax.errors.TaskError` for a bad `n` or bad family options (e.g. `n < 2`, a
+    `block_size` that does not divide `n`); a `family` other than the three names reaches a ``KeyError``, an
+    option the family does not take a ``TypeError``.
+
+    Source: spec hasse.md §2 (minimal merged task, paper Thm 3.7; sparse variants, paper Def. 3.8; leakage audit)
+    and §3 (case studies), for C. Li, H. Guo, arXiv:2606.09951.
 
     **Example:** the autoregressive family on 3 tokens merges into 2 slots (``w1`` predicts ``w2``, ``w2``
     predicts ``w3``) under a causal mask that leaks nothing:

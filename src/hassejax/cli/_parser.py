@@ -380,6 +380,11 @@ _SUBCOMMANDS: list[Callable] = [_add_analyze, _add_derive, _add_export, _add_til
 def build_parser() -> argparse.ArgumentParser:
     """The ``hassejax`` argument parser with one subparser per entry of :data:`_SUBCOMMANDS`.
 
+    **Raises:** nothing: it only builds the parser (its ``parse_args`` prints the usage and raises argparse's
+    ``SystemExit(2)`` for a bad command line, ``SystemExit(0)`` after ``--help``).
+
+    Source: (derived), no paper: the command line of DESIGN.md "Layout" (analyze, derive, export, tiles).
+
     **Example:** the parsed fields of an ``analyze`` command line (defaults filled in), and a global option
     before the subcommand:
 

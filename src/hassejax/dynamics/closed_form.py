@@ -143,6 +143,9 @@ def softmax_covariance_closed_form(
     a `Sigma0` that is not symmetric positive semidefinite or a `t < 0` (concrete inputs; traced non-finite
     inputs or `t < 0` give NaN, a traced `Sigma0` is taken as the PSD part of its symmetric part).
 
+    Source: (derived) spec dynamics.md §3, bullet "Softmax, `V = vI`" (`(Σ⁻¹)' = −βv(A + Aᵀ)` and its singular-safe
+    form), for the softmax dynamics of Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322.
+
     **Example:** `Σ0 = I/2`, `A = I`, `v = 1` blows up at `t* = 1`; at `t = 1/2`, `Σ = I`:
 
     ```python
@@ -181,6 +184,10 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
     NaN/inf entries, or a `Sigma0` that is not symmetric positive semidefinite (concrete inputs; a traced NaN
     or inf gives NaN, a traced `Sigma0` is taken as the PSD part of its symmetric part).
 
+    Source: (derived) spec dynamics.md §3, bullet "Softmax, `V = vI`" (finite-time blow-up iff `λ* > 0`, at
+    `t* = 1/(βλ*)`), for the softmax dynamics of Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322; the rounding
+    floor on `λ*` is this package's.
+
     **Example:**
 
     ```python
@@ -214,6 +221,9 @@ def diagonal_covariance_closed_form(
     negative `sigma0` or `t` (concrete inputs; traced ones give NaN there, in every coordinate for a bad `t` or
     `beta`).
 
+    Source: (derived) spec dynamics.md §3, bullet "Commuting (V, A, Σ0 diagonal)", for the softmax dynamics of
+    Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322.
+
     **Example:**
 
     ```python
@@ -246,6 +256,9 @@ def diagonal_blowup_time(sigma0: Diagonals, a: Diagonals, v: Diagonals, beta: Sc
     **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that do not broadcast, NaN/inf entries or a
     negative `sigma0` (concrete inputs; traced ones give NaN).
 
+    Source: (derived) spec dynamics.md §3, bullet "Commuting (V, A, Σ0 diagonal)" (blow-up at `min 1/(2βv_ia_iσ_i0)`
+    over `v_ia_i > 0`), for the softmax dynamics of Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322.
+
     **Example:**
 
     ```python
@@ -276,6 +289,9 @@ def softmax_1d_closed_form(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that do not broadcast, a non-finite input or
     a negative `sigma0` or `t` (concrete inputs; traced ones give NaN).
+
+    Source: (derived) spec dynamics.md §3, bullet "Softmax d = 1", for the softmax dynamics of Castin, Ablin,
+    Carrillo, Peyré, arXiv:2501.18322.
 
     **Example:** `σ0 = 1/2`, `a = v = 1`: `t* = 1`, `σ(1/2) = 1`:
 
@@ -321,6 +337,10 @@ def clustering_limit(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for shapes, or (concrete inputs) when
     `βv(A + Aᵀ)` has an eigenvalue above `rtol` times its scale (no limit: possible blow-up).
+
+    Source: (derived) spec dynamics.md §3, bullet "Softmax, `V = vI`" (`Σ∞ = U(UᵀΣ0⁻¹U)⁻¹Uᵀ` when `A + Aᵀ ⪯ 0`), for
+    the softmax dynamics of Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322; the projector form is this package's
+    (see above).
 
     **Example:** `A = diag(−1, 0)`: the covariance collapses onto `ker(A + Aᵀ) = span(e₂)`:
 

@@ -122,6 +122,9 @@ class GaussianEnergy(NamedTuple):
     - `value`: `(*batch,)` the energy; `inf` exactly where `finite` is False (never NaN).
     - `finite`: `(*batch,)` bool, the finiteness condition of the closed form.
 
+    Source: spec dynamics.md §6 (the Gaussian closed form of `E`, finite iff `‖Σ^{1/2}AΣ^{1/2}‖ < 1`; derived), for
+    the gradient-flow structure of Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322.
+
     **Example:** from :func:`gaussian_interaction_energy` with `α = 0`, `A = I`: `Σ = I/2` gives
     `½ det(I − Σ²)^{-1/2} = 2/3`; `Σ = 2I` has `‖Σ^{1/2} A Σ^{1/2}‖₂ = 2 ≥ 1`, an infinite energy:
 

@@ -85,6 +85,9 @@ def gaussian_affine(model: AbstractAttention, t: Scalar, mean: AnyMean, cov: Any
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel that does not
     preserve Gaussians, mismatched parameters or shapes.
 
+    Source: spec dynamics.md §2, the table of `M`, `c` (softmax and multi-head: the paper, Castin, Ablin, Carrillo,
+    Peyré, arXiv:2501.18322; L2, linear and Sinkhorn: derived, as the module docstring marks them).
+
     **Example:**
 
     ```python
@@ -107,6 +110,13 @@ def moment_derivatives(model: AbstractAttention, t: Scalar, mean: AnyMean, cov: 
 
     Equal to `(E[Γ(X)], Cov(Γ(X), X) + Cov(Γ(X), X)ᵀ)` for `X ~ N(mean, cov)`.
     Arguments and errors as in :func:`gaussian_affine`.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`gaussian_affine`: a `model` that is not an
+    attention kernel or does not preserve Gaussians (sigmoid, masked), batched parameters, or `mean`, `cov` not of
+    shape `(d,)`, `(d, d)`. Values are not checked: a `cov` that is not PSD, or NaN entries, are computed through.
+
+    Source: spec dynamics.md §2 (`α' = Mα + c`, `Σ' = MΣ + ΣMᵀ`, and the identity `α' = E[Γ(X)]`,
+    `Σ' = Cov(Γ(X), X) + transpose`).
 
     **Example:** softmax with `V = I`, `A = −I`: `Σ' = −2Σ²`:
 

@@ -52,6 +52,9 @@ class PiecewiseConstant(eqx.Module):
     **Raises:** :class:`~hassejax.errors.ParameterError` if `t_edges` does not have length
     `L + 1` or is not strictly increasing (checked when concrete), or `values` has no layer axis.
 
+    Source: spec dynamics.md §1 (parameters "optionally time dependent (callable of `t`, or piecewise constant per
+    layer)").
+
     **Example:** a value matrix `I` on layer 0 (`0 <= t < 1`), `−I` on layer 1:
 
     ```python

@@ -182,6 +182,9 @@ def status_names(codes) -> np.ndarray | str:
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer codes or codes outside
     ``0 .. len(STATUS_NAMES) - 1``.
 
+    Source: spec dynamics.md §4 ("Statuses of a solve (one list, used everywhere)"); the codes after `non_finite`
+    (`invalid_times` ... `invalid_tolerance`) are this package's (derived).
+
     **Example:**
 
     ```python
@@ -241,6 +244,9 @@ class BlowupMethod(enum.IntEnum):
 class SolverStats(eqx.Module):
     """Integrator statistics from diffrax (per batch member under ``vmap``).
 
+    Source: (derived), no paper: the step counts of diffrax's ``Solution.stats`` (spec dynamics.md §4: diffrax
+    solves every ODE).
+
     **Example:** every step of a solve (softmax blowing up at `t* = 1`, spec §3) is accepted or rejected:
 
     ```python
@@ -289,6 +295,10 @@ class AbstractSolution(eqx.Module):
       growth; `blow_up` iff `ρ < 0.05`. Zero where the threshold event did not fire, `inf` for
       an ``undetermined`` crossing.
     - `stats`: :class:`SolverStats`.
+
+    Source: spec dynamics.md §4 (the blow-up event and `t_blowup`, threshold or extrapolated `t* ≈ t_e + λ/λ'`; the
+    statuses; tell `blow_up` from `diverge` by the growth law); the decade test `ρ` and the rule for saved points
+    after the stop are (derived).
 
     **Example:** softmax with `V = A = I`, `Σ0 = I/2` blows up at `t* = 1` (spec §3): the save point at `t1 = 5`
     lies after the stop, and the size grows like `c/(t* − t)` (`p = 2`, `ρ ≈ 1/99`):

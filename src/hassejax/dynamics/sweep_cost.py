@@ -52,6 +52,9 @@ def softmax_gaussian_cost(
     shapes, non-finite entries (of `v`, `beta`, `t0`, `t1` too), a `cov0` that is not positive
     semidefinite, or `t1 <= t0`.
 
+    Source: (derived) from the closed form of spec dynamics.md §3 (`t* = 1/λ_max`) and §4 "Sweeps" (under `vmap` the
+    loop runs until the slowest member stops); coefficients fitted on ``benchmarks/sweeps.py``.
+
     **Example:** a member that blows up before `t1` costs more than one that decays:
 
     ```python

@@ -106,6 +106,8 @@ def batch_size(batch_params: PyTree, name: str = "batch_params") -> int:
     **Raises:** :class:`~hassejax.errors.ParameterError` if the pytree has no array leaf,
     a leaf is not an array or has no leading axis, the leading lengths differ, or `B = 0`.
 
+    Source: (derived) spec dynamics.md §4 "Sweeps" (`vmap` over parameters and initial conditions).
+
     **Example:**
 
     ```python
@@ -704,6 +706,8 @@ def sweep_program(
 
     **Raises:** as :func:`sweep`, except :class:`~hassejax.errors.MemoryBudgetError`: nothing runs here
     (``.compile().memory_analysis()`` gives the estimate the sweep checks).
+
+    Source: (derived) spec dynamics.md §4 "Sweeps"; JAX's ahead-of-time lowering (:class:`jax.stages.Lowered`).
 
     **Example:** five members in chunks of four: one program of width 4:
 

@@ -134,6 +134,9 @@ def mask_rule(mask: Any) -> MaskRule:
     of :func:`hassejax.masks.from_spec`); :class:`~hassejax.errors.MemoryBudgetError` as the
     constructors raise it.
 
+    Source: FlexAttention's ``mask_mod(b, h, q_idx, kv_idx)`` (arXiv:2412.05496), the convention of spec hasse.md
+    §0; the closed forms of the derived masks are spec hasse.md §3.2–3.3.
+
     **Example:**
 
     ```python
@@ -258,6 +261,9 @@ def mask_mod_source(mask: Any, *, framework: Literal["torch", "jax", "numpy"] = 
     `framework` or `name`, or tables of more than 4,194,304 entries in all (a mask that
     big has no readable source: use :func:`to_mask_mod`, or a spec with a closed form).
 
+    Source: FlexAttention's ``mask_mod`` (arXiv:2412.05496; PyTorch's ``create_block_mask``), in the convention of
+    spec hasse.md §0; the rule is :func:`mask_rule`'s.
+
     **Example:**
 
     ```python
@@ -304,6 +310,9 @@ def to_mask_mod(mask: Any) -> Callable[..., Any]:
     **Returns:** the callable ``(b, h, q_idx, kv_idx) -> Bool[Array, ""]``.
 
     **Raises:** :class:`~hassejax.errors.MaskError` as :func:`mask_rule`.
+
+    Source: FlexAttention's ``mask_mod`` (arXiv:2412.05496), in the convention of spec hasse.md §0; the rule is
+    :func:`mask_rule`'s.
 
     **Example:**
 

@@ -84,7 +84,8 @@ def full(n: int) -> Bool[Array, "n n"]:
 
     **Returns:** a Boolean array of shape `(n, n)`, all True.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` if `n` is not an integer >= 1.
+    **Raises:** :class:`~hassejax.errors.MaskError` if `n` is not an integer >= 1;
+    :class:`~hassejax.errors.MemoryBudgetError` if the `(n, n)` array would not fit.
 
     **Example:** every query sees every key:
 
@@ -95,6 +96,8 @@ def full(n: int) -> Bool[Array, "n n"]:
     (dtype('bool'), [[1, 1], [1, 1]])
 
     ```
+
+    **References:** spec hasse.md §1.3 (a closed mask: convergence depth `L* = 1`, as causal and block-causal).
     """
     check_mask_memory(n, n, "full")
     return jnp.ones((n, n), dtype=bool)
@@ -224,7 +227,8 @@ def chunked_causal(n: int, chunk: int) -> Bool[Array, "n n"]:
 
     **Returns:** a Boolean array of shape `(n, n)`.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n` or a `chunk` outside `[1, n]`.
+    **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n` or a `chunk` outside `[1, n]`;
+    :class:`~hassejax.errors.MemoryBudgetError` if the `(n, n)` array would not fit.
 
     **Example:** causal inside the chunks `{0, 1}`, `{2, 3}` and `{4}`, nothing across them:
 
@@ -234,6 +238,9 @@ def chunked_causal(n: int, chunk: int) -> Bool[Array, "n n"]:
     [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 0, 0, 1]]
 
     ```
+
+    **References:** JAX's splash attention ``ChunkedCausalMask`` (the JAX repository's
+    ``jax/experimental/pallas/ops/tpu/splash_attention``); conventions of spec hasse.md §0.
     """
     chunk = integer(chunk, "chunk", minimum=1, maximum=n, maximum_label="n")
     check_mask_memory(n, n, "chunked_causal")

@@ -299,6 +299,9 @@ def from_mask_mod(
     hassejax.errors.MaskError: `fn` indexed an array out of range ... index 3 is out of bounds for axis 0 with size 3...
 
     ```
+
+    **References:** spec hasse.md §0 (FlexAttention's ``mask_mod(b, h, q_idx, kv_idx)`` convention, converted
+    explicitly); FlexAttention, arXiv:2412.05496 (PyTorch's ``create_mask``).
     """
     from ..order._progress import check_progress
 

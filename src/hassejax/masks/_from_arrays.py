@@ -63,6 +63,9 @@ def from_additive_bias(
     hassejax.errors.MaskError: `bias` entries must be exactly 0 (may attend) or -inf (blocked); got 3 such entries, ...
 
     ```
+
+    **References:** spec hasse.md §0 (foreign conventions converted explicitly, never guessed: additive biases `0` /
+    `-inf`).
     """
     dtype = bias.dtype
     if dtype == np.bool_ or not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
@@ -123,6 +126,9 @@ def from_blocked(blocked: Shaped[ArrayLike, "*batch n_q n_k"]) -> Bool[Array, "*
     hassejax.errors.MaskError: `blocked` must hold only 0 (may attend) and 1 (blocked); got 1 such entry, first at ...
 
     ```
+
+    **References:** spec hasse.md §0 ("1 = blocked" integer masks: XLNet ``perm_mask``, padding masks); Yang et al.,
+    "XLNet", arXiv:1906.08237.
     """
     dtype = blocked.dtype
     if not (dtype == np.bool_ or jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):

@@ -130,6 +130,9 @@ def from_spec(text: str, *, form: Literal["dense", "intervals"] = "dense") -> Bo
     [(0, 2), (4, 6)]
 
     ```
+
+    Source: (derived), no paper: the mask-spec front door of DESIGN.md "Data flow"; masks in the convention of spec
+    hasse.md §0.
     """
     if form == "dense":
         from ._registry import MASKS

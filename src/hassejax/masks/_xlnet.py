@@ -35,6 +35,9 @@ class TwoStreamMasks(NamedTuple):
     ('content', 'query')
 
     ```
+
+    **References:** Yang et al., "XLNet", arXiv:1906.08237, §2.3; spec hasse.md §3.2 (diagonal query groups with
+    `l = 1` and a permutation are XLNet's two-stream attention).
     """
 
     content: Bool[Array, "n n"]

@@ -8,7 +8,7 @@ mean. :func:`target_floors` returns them one by one, so a figure can show where 
 floor differs from the interior value (Butterfly's end slots see one neighbour, not two).
 
 Source: Li & Guo, arXiv:2606.09951 (paper: layouts); Cover & Thomas, "Elements of Information
-Theory", 2nd ed., §2.10 (cross-entropy is at least the conditional entropy) (textbook); the
+Theory", 2nd ed., §2.6 (cross-entropy is at least the conditional entropy: the information inequality) (textbook); the
 per-slot decomposition is (derived).
 """
 
@@ -32,6 +32,8 @@ class TargetFloors:
     - `floors`: float64 `(m,)`, ``H(X_target | X_seen)`` in nats.
     - `seen`: per slot, the sorted 0-based sequence positions it sees.
     - `num_layers`: the depth used (None = the limit).
+
+    Source: (derived), the result of :func:`target_floors` (module docstring).
 
     **Example:** next-token slots on a stationary chain: each floor is the entropy rate
     ``H1 = 5/6 · h(0.1) + 1/6 · log 2``.

@@ -43,6 +43,9 @@ class BlockGeneration(eqx.Module):
       the teacher's) tokens.
     - `logits`: float `(num_blocks, l, vocab_size)`: the logits of every generated block.
 
+    Source: (derived), the result of :func:`generate_blocks` (spec hasse.md §3.2: inference uses the training
+    pattern).
+
     **Example:** one greedy block of 2 tokens after a 2-token prompt: the new tokens are the
     argmax of the block's logits.
 

@@ -72,6 +72,9 @@ class SlotInputs(eqx.Module):
     - `token_weights`: float `(slots, r)`, weights of the averaged token embeddings;
     - `position_ids`: int `(slots,)`.
 
+    Source: (derived) from spec hasse.md §0 (position ids are separate from slot indices) and §3.3 (a centre slot
+    holds the embedding average of its neighbours).
+
     **Example:** the Block Two-Stream slots `[w1..w4 | m1..m4]` read the sequence, then the mask
     token (id 3 here), each at its target position id.
 
@@ -102,6 +105,9 @@ class Layout(eqx.Module):
       `-1` for an unlabelled slot.
     - `sequence_length`: length `n` of the sequences the layout reads (static).
     - `streams`, `slot_names`, `name`: presentation (static).
+
+    Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §2 (a task `(W, Y, M)`: inputs, labels, mask),
+    §0 (position ids separate from slots), §3.1–3.3 (the layouts).
 
     **Example:** the Butterfly layout of `n = 3`: its centre slots `agg1..agg3` are the labelled ones.
 
@@ -235,6 +241,9 @@ def layout_from_task(task: Task, sequence_length: int | np.integer | None = None
     **Raises:** :class:`~hassejax.errors.TaskError` for an input that is neither a sequence
     token, an aggregate of sequence tokens nor a mask token, a label that is not a sequence
     token, a negative position id, or a `sequence_length` smaller than a referenced position.
+
+    Source: (derived) from spec hasse.md §2 (tasks `(W, Y, M)`; aggregated inputs declare their sources) and §3.3
+    (an aggregate is the average of its sources' embeddings, boundaries included).
 
     **Example:** a sequence token, an aggregate of `w1` and `w3`, and a mask token (source `-1`):
 

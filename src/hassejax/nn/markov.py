@@ -69,6 +69,9 @@ def stationary_distribution(transition: Float[ArrayLike, "V V"]) -> Float[np.nda
     **Raises:** :class:`~hassejax.errors.ParameterError` if `transition` is not row-stochastic
     or the chain is not irreducible (then `π` is not unique).
 
+    Source: Cover & Thomas, "Elements of Information Theory", 2nd ed., §4.1 (the stationary distribution of a Markov
+    chain) (textbook); the least-squares solve and the irreducibility check are (derived).
+
     **Example:** ``π = (5/6, 1/6)`` solves ``π P = π``; the identity chain has two classes.
 
     ```python
@@ -105,6 +108,9 @@ class MarkovChain(eqx.Module):
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that do not match or a
     matrix that is not row-stochastic (checked on concrete inputs).
+
+    Source: Cover & Thomas, "Elements of Information Theory", 2nd ed., §4.1 (Markov chains) (textbook); the
+    inverse-CDF sampler of :meth:`sample` is (derived).
 
     **Example:** the chain that alternates `0, 1, 0, …` from state 0 samples one sequence only.
 
@@ -197,6 +203,9 @@ def random_markov_chain(key: PRNGKeyArray, vocab_size: int | np.integer, concent
     is not irreducible, naming `concentration` (Dirichlet entries that underflow to 0: a small `α` such as 1e-3;
     use a larger one or another key).
 
+    Source: (derived), no paper: a random stochastic matrix with i.i.d. Dirichlet rows, synthetic data whose loss
+    floors are known exactly (module docstring).
+
     **Example:**
 
     ```python
@@ -257,6 +266,10 @@ def conditional_entropy(chain: MarkovChain, target: int, visible, length: int | 
     **Raises:** :class:`~hassejax.errors.ParameterError` for negative positions or positions
     outside `length`.
 
+    Source: conditional entropy as in Cover & Thomas, "Elements of Information Theory", 2nd ed., §2.2
+    (textbook); its reduction to the nearest visible positions by the Markov property is (derived), module
+    docstring.
+
     **Example:** with ``P = [[0.9, 0.1], [0.5, 0.5]]`` started from ``π = (5/6, 1/6)``: nothing
     seen gives ``H(π)``, the previous state gives the entropy rate, the state itself gives 0.
 
@@ -296,6 +309,9 @@ def conditional_entropy(chain: MarkovChain, target: int, visible, length: int | 
 def entropy_rate(chain: MarkovChain) -> float:
     """``H1 = H(X_t | X_{t−1}) = −Σ_a π_a Σ_b P_ab log P_ab`` (nats), with `π` the stationary law.
 
+    **Raises:** :class:`~hassejax.errors.ParameterError` (from :func:`stationary_distribution`) if the chain is not
+    irreducible (e.g. the identity chain), so that `π` is not unique.
+
     Source: Cover & Thomas, Thm 4.2.4 (textbook).
 
     **Example:** ``H1 = 5/6 · h(0.1) + 1/6 · log 2`` for ``P = [[0.9, 0.1], [0.5, 0.5]]``:
@@ -319,6 +335,12 @@ def two_sided_entropy(chain: MarkovChain) -> float:
     """``H2 = H(X_t | X_{t−1}, X_{t+1})`` (nats) at an interior position of the stationary chain.
 
     ``p(a, b, c) = π_a P_ab P_bc``; ``H2 = H(a, b, c) − H(a, c)`` (derived).
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` (from :func:`stationary_distribution`) if the chain is not
+    irreducible (e.g. the identity chain), so that `π` is not unique.
+
+    Source: (derived); the stationary chain and its law `π` as in Cover & Thomas, "Elements of Information
+    Theory", 2nd ed., §4.2 (textbook).
 
     **Example:** both neighbours tell more than the previous state alone (``H2 < H1``):
 
@@ -365,6 +387,9 @@ def bayes_loss(chain: MarkovChain, layout, sequences: Int[ArrayLike, "m n"], num
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for sequences of the wrong shape or
     states outside the chain, or a layout without labelled slots.
+
+    Source: (derived): the Bayes predictor of the module docstring, each slot seeing its row of ``R^(L)``
+    (spec hasse.md §1.2) through its inputs' sources (spec hasse.md §2 "Leakage audit").
 
     **Example:** on the sequence `0 0 0 0` every next-token slot predicts ``P[0, 0] = 0.9``:
 
@@ -415,6 +440,10 @@ def optimal_loss(chain: MarkovChain, layout, num_layers: int | None = None) -> f
     **Returns:** a Python float.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a layout without labelled slots.
+
+    Source: (derived): each slot sees its row of ``R^(L)`` (spec hasse.md §1.2), and no predictor beats
+    ``H(X_t | X_seen)`` in expected cross-entropy (``D(p‖q) ≥ 0``, the information inequality:
+    Cover & Thomas, "Elements of Information Theory", 2nd ed., §2.6) (textbook).
 
     **Example:** next-token prediction reaches the entropy rate `H1`; Butterfly with `n = 4` has two
     end slots at `H1` and two interior ones at `H2`, so its floor is ``(H1 + H2) / 2``.

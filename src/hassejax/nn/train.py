@@ -51,6 +51,10 @@ class TrainConfig:
     ``warmup_steps=100`` needs ``steps > 100``: pass a smaller `warmup_steps` for a shorter run); if `learning_rate`
     or `clip_norm` is not > 0; if `weight_decay` < 0 or `final_lr_fraction` is outside ``[0, 1]``.
 
+    Source: Loshchilov & Hutter, "Decoupled Weight Decay Regularization", arXiv:1711.05101 (AdamW); Loshchilov &
+    Hutter, "SGDR", arXiv:1608.03983 (cosine decay); Pascanu et al., arXiv:1211.5063 (gradient-norm clipping); the
+    default values are (derived), no paper.
+
     **Example:** a NumPy count is stored as a Python int; a short run needs a shorter warm-up.
 
     ```python
@@ -105,6 +109,8 @@ class TrainHistory:
       (0 = before training, then every `eval_every` steps, and the last step).
     - `eval_loss`: float `(E,)`, the held-out per-token loss at those steps.
 
+    Source: (derived), no paper: the record of a :func:`train` run.
+
     **Example:** the record of a 3-step run evaluated every 2 steps (built by hand here; :func:`train`
     returns one, see its example):
 
@@ -133,6 +139,12 @@ def make_schedule(config: TrainConfig) -> optax.Schedule:
     then cosine decay to `final_lr_fraction · learning_rate` at step `steps`
     (:func:`optax.warmup_cosine_decay_schedule`).
 
+    **Raises:** nothing of its own: the values of `config` were checked when the :class:`TrainConfig` was built (a
+    `config` that is not one fails with ``AttributeError``).
+
+    Source: Loshchilov & Hutter, "SGDR", arXiv:1608.03983 (cosine decay); linear warm-up as in Goyal et al.,
+    arXiv:1706.02677; implemented by :func:`optax.warmup_cosine_decay_schedule`.
+
     **Example:** warm-up to the peak at step 2, half-way down the cosine at step 6, the floor at 10:
 
     ```python
@@ -154,6 +166,12 @@ def make_schedule(config: TrainConfig) -> optax.Schedule:
 
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     """Global-norm clipping, then AdamW with :func:`make_schedule` (weight decay on `ndim >= 2` only).
+
+    **Raises:** nothing of its own: the values of `config` were checked when the :class:`TrainConfig` was built (a
+    `config` that is not one fails with ``AttributeError``).
+
+    Source: Loshchilov & Hutter, "Decoupled Weight Decay Regularization", arXiv:1711.05101 (AdamW); Pascanu et al.,
+    "On the difficulty of training recurrent neural networks", arXiv:1211.5063 (clipping the gradient norm).
 
     **Example:** Adam's first step has size `learning_rate` along the gradient's sign; only the
     matrix `w` also decays, by ``learning_rate · weight_decay · w``:
@@ -210,6 +228,9 @@ def layout_loss(
     **Raises:** :class:`~hassejax.errors.ParameterError` for a batch of the wrong shape or a
     layout with no labelled slot; with `check_ids`, for non-integer `sequences` or ids out of
     ``[0, V)`` (concrete inputs; under ``jit``, a runtime error naming `sequences`).
+
+    Source: (derived) from spec hasse.md §2 (a task's labels `Y`: only labelled slots carry a target) and §3 (the
+    layouts trained on).
 
     **Example:** a model whose logits are all 0 predicts uniformly: `log 3` nats per token; the
     mask token id 3 is no sequence token.
@@ -355,6 +376,9 @@ def train(
     stops with a ParameterError if the loss becomes non-finite (never a NaN result) or `sample`
     returns a token id outside ``[0, vocab_size)`` (flagged inside the jitted chunk, no host
     callback).
+
+    Source: Loshchilov & Hutter, arXiv:1711.05101 (AdamW, :func:`make_optimizer`); spec hasse.md §3 (the training
+    layouts); the chunked loop and its checks are (derived).
 
     **Example:** three steps on the cycle `0 → 1 → 2 → 0` (a fresh batch of 8 every step): the
     loss is finite and the held-out loss went down.

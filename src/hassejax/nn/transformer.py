@@ -83,6 +83,10 @@ class TransformerBlock(eqx.Module):
     **Raises:** :class:`~hassejax.errors.ParameterError` for bad sizes (`d_model < 2`: a LayerNorm
     over one feature is constant), a non-floating `dtype` or a `key` that is no PRNG key.
 
+    Source: Vaswani et al., "Attention Is All You Need", arXiv:1706.03762 (paper); pre-norm after Xiong et al.,
+    arXiv:2002.04745; LayerNorm: Ba et al., arXiv:1607.06450; GELU: Hendrycks & Gimpel, arXiv:1606.08415; spec
+    hasse.md §1.1 (per-position parts add no edges) and §4.
+
     **Example:** under a causal mask a row does not depend on later rows, but does on earlier ones.
 
     ```python

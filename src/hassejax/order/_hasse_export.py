@@ -35,6 +35,8 @@ def format_class(members: Iterable[int], names: Sequence[str] | Mapping[int, str
     **Raises:** :class:`~hassejax.errors.MaskError` for a repeated position, or a position that `names` (a
     sequence, or a mapping from positions) has no name for.
 
+    Source: (derived), no paper: a label for a class of mutually reachable positions (spec hasse.md §1.5).
+
     **Example:** a run of four positions is compressed, a run of two is listed; with names, positions 0 and 2
     are written by name:
 

@@ -80,7 +80,11 @@ def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | N
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for an unknown `method`;
     :class:`~hassejax.errors.MaskError` for a mask that is not a concrete square Boolean `(n, n)` array or an
-    :class:`~hassejax.masks.IntervalMask`.
+    :class:`~hassejax.masks.IntervalMask`, or for a dense array of more than ``DENSE_SCAN_LIMIT`` = 65536
+    positions on a route that scans its rows (``"auto"``, ``"structured"``; build an ``IntervalMask`` instead).
+
+    Source: (derived); DESIGN.md "Principles" (large sparse masks may take a faster exact route, chosen
+    automatically) and "Data flow" (the closure route chosen once); spec hasse.md §1.2–1.3 (the closure).
 
     **Example:** a dense causal mask has one key run a row and goes the structured route (its interval
     form returned); a dilated window with 6 runs in a row goes a dense route (which one depends on the backend's

@@ -29,6 +29,8 @@ class ReachStats:
     `fraction_of_limit`: dependent pairs of ``R^(L)`` over those of ``R`` (1.0 at the limit);
     `limit_reached`: ``R^(L) = R``.
 
+    Source: (derived), a summary of ``R^(L)`` and of its limit ``R`` (spec hasse.md §1.2–1.3).
+
     **Example:** a causal window of two previous keys on 8 positions: one layer reaches
     `1 + 2 + 3 · 6 = 21` of the 36 pairs of the limit (the causal mask):
 

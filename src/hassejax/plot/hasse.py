@@ -67,6 +67,10 @@ def hasse_layout(
     `max_label_chars < 4`; :class:`~hassejax.errors.ParameterError` for `levels` that are not
     one of the names or do not rise along an edge, or an `order_key` of the wrong length.
 
+    Source: (derived) for the Hasse diagrams of spec hasse.md §1.7 and §5; a layered drawing with barycenter ordering
+    after K. Sugiyama, S. Tagawa, M. Toda, "Methods for Visual Understanding of Hierarchical System Structures",
+    IEEE Trans. Systems, Man, and Cybernetics 11(2), 1981.
+
     **Example:**
 
     >>> import numpy as np
@@ -101,6 +105,9 @@ def hasse_crossings(
     **Returns:** the number of crossing pairs of segments (int, >= 0).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`hasse_layout`.
+
+    Source: (derived); crossings between adjacent layers, the quantity the layered drawing of Sugiyama, Tagawa and
+    Toda (1981; see :func:`hasse_layout`) reduces.
 
     **Example:**
 
@@ -142,6 +149,8 @@ def hasse_figsize(
 
     **Raises:** as :func:`draw_hasse` for `names`, `fontsize` and `max_label_chars`; as :func:`hasse_layout` for
     `levels` and `order_key`.
+
+    Source: (derived), no paper: the font fit rule of :func:`draw_hasse`.
 
     **Example:** two chains `{0} < {2}` and `{1} < {3}`, side by side on two layers: at the default font the
     minimum size 3 × 1.5 in; at 30 pt, 11 label cells of 20 pt by 2 layers of 30 / 0.29 pt (0.75 of the figure
@@ -223,6 +232,9 @@ def draw_hasse(
     `min_fontsize` that is not a positive finite number, a `node_color`, `edge_color` or colour in `class_colors`
     that matplotlib does not take, bad `levels` or `order_key`, or when the font fitted to the axes is below
     `min_fontsize`.
+
+    Source: (derived) for spec hasse.md §1.7 (the covering pairs of the quotient order, drawn as arrows) and §5
+    (the Hasse diagram figures, e.g. 6 and 8).
 
     **Example:** the causal mask on three named slots: a chain of three boxes joined by two arrows, on a new
     figure sized by :func:`hasse_figsize`:

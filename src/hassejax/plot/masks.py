@@ -39,6 +39,9 @@ def draw_mask(
     **Raises:** :class:`~hassejax.errors.MaskError` for a mask that is not a 2-D Boolean
     array, or `labels` given for a non-square mask or of the wrong length.
 
+    Source: (derived) for spec hasse.md §0 (row = query, column = key, True = may attend) and §5 (the mask figures,
+    e.g. 7 and 9).
+
     **Example:** a causal mask on three named slots; the image holds the mask, the names label both axes:
 
     >>> import matplotlib

@@ -52,6 +52,8 @@ def figsize(width: float | int = TEXT_WIDTH, aspect: float | int = 0.62) -> tupl
 
     **Raises:** `ValueError` if `width` is not in ``(0, MAX_WIDTH]`` or `aspect` is not positive.
 
+    Source: (derived), no paper: the print sizes of a paper figure (module docstring).
+
     **Example:**
 
     >>> figsize(6.5, 0.5)
@@ -66,6 +68,11 @@ def figsize(width: float | int = TEXT_WIDTH, aspect: float | int = 0.62) -> tupl
 
 def paper_style() -> None:
     """Apply :data:`PAPER_RC` to matplotlib's global ``rcParams``.
+
+    **Raises:** nothing of its own: it only updates ``matplotlib.rcParams`` with :data:`PAPER_RC`, whose keys and
+    values matplotlib accepts.
+
+    Source: (derived), no paper: the fonts and lines of a paper figure (module docstring).
 
     **Example:**
 

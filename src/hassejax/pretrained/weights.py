@@ -61,6 +61,9 @@ class BertWeights:
     - `config`: the :class:`BertConfig`; `source`: provenance (folder, package version,
       revision, SHA-256 of the weights file).
 
+    Source: Devlin et al., "BERT", arXiv:1810.04805; the tensor names of Hugging Face's ``BertModel``; the split into
+    heads is (derived), :mod:`hassejax.pretrained.heads`.
+
     **Example:** (needs the model package)
 
     ```python
@@ -160,6 +163,9 @@ def load_weights(
     (named, with the expected shape), a tensor of another shape than the config implies
     (named, expected and found shape), a non-floating tensor, non-finite values, or a
     checksum mismatch.
+
+    Source: (derived), no paper: reading the BERT weights (Devlin et al., "BERT", arXiv:1810.04805) of all-MiniLM-L6-v2
+    (Reimers & Gurevych, "Sentence-BERT", arXiv:1908.10084).
 
     **Example:** (needs the model package)
 

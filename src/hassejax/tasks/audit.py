@@ -34,6 +34,9 @@ class SlotAudit:
       every source task slot merged into it (no leak and no extra or lost context); None for
       a plain task.
 
+    Source: spec hasse.md §2 "Leakage audit" (a labelled slot reaches its sources' tokens, never its own target, and
+    in a merged task what it reached in its source task); Li & Guo, arXiv:2606.09951 (paper).
+
     **Example:** Butterfly's centre slot `agg2` reaches `w1` and `w3` (through `F: w1` and
     `B: w3`), never its target `w2`:
 
@@ -61,6 +64,9 @@ class AuditReport:
     - `num_layers`: the depth audited (None = the limit, which bounds every depth).
     - `token_density`: fraction of sequence tokens that are a target somewhere.
     - `slot_density`: labelled slots over all slots.
+
+    Source: spec hasse.md §2 "Leakage audit" and "Supervision density" (both fractions reported); Li & Guo,
+    arXiv:2606.09951 (paper).
 
     **Example:** Butterfly on `n = 3`: every token is a target, 3 of the 7 slots are labelled.
 
@@ -124,7 +130,11 @@ def reached_tokens(task: Task, num_layers: int | None = None) -> list[frozenset[
 
     **Raises:** :class:`~hassejax.errors.MemoryBudgetError` if the closure (naming `mask`) or
     the token sets (naming `task`, estimated from the number of dependent pairs before they
-    are built) would not fit.
+    are built) would not fit; :class:`~hassejax.errors.ParameterError` for a `num_layers` that is not None or an
+    int >= 1. `task` itself is not checked: a non-Task fails with ``AttributeError``.
+
+    Source: spec hasse.md §2 "Leakage audit" (aggregated inputs declare their sources, and the audit expands them)
+    and §1.2 (``R^(L)``).
 
     **Example:** the merged Butterfly task of `n = 3`, slots `[F: w1 w2 | B: w2 w3 | C: agg1 agg2 agg3]`;
     an aggregate reaches its sources (`agg1` holds `w2`):

@@ -282,6 +282,9 @@ def xlnet_two_stream_task(permutation: Sequence[int], context: int = 0, leaky: b
     mask constructor); :class:`~hassejax.errors.MemoryBudgetError` (naming `permutation`) if the
     `(2n, 2n)` task would not fit, estimated from the length before anything is built.
 
+    Source: Yang et al., "XLNet", arXiv:1906.08237, §2.3 (two-stream self-attention); spec hasse.md §3.2 (the
+    diagonal group with `l = 1` and a permutation is XLNet's two-stream attention) and §2 "Leakage audit".
+
     **Example:** the query slots `g_1..g_3` (slots 3–5) never see their own token; with the
     content mask (``leaky=True``) every one of them does.
 
@@ -330,6 +333,9 @@ def block_diffusion_task(n: int, block_size: int) -> Task:
     **Raises:** :class:`~hassejax.errors.MaskError` as the mask constructor;
     :class:`~hassejax.errors.MemoryBudgetError` (naming `n`) if the `(2n, 2n)` task would not
     fit, estimated before anything is built.
+
+    Source: Arriola et al., "Block Diffusion" (BD3-LM), arXiv:2503.09573 (paper); spec hasse.md §3.2 (the
+    block-causal clean stream of block diffusion) and §2 "Leakage audit".
 
     **Example:** noisy slot `noisy3` (slot 2) sees its own block and the clean first block, never
     its own clean token `w3`:

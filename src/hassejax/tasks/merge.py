@@ -55,6 +55,13 @@ def node_signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], dict[tuple
     are assigned in a topological order of the merged diagram: a node's covered signatures
     have smaller ids).
 
+    **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`, from :meth:`Task.structure`) if a task's
+    closure and classes would not fit. `tasks` itself is not checked (unlike :func:`merge_tasks`): an element that is
+    not a Task fails with ``AttributeError``, a single Task in place of a sequence with ``TypeError``.
+
+    Source: Li & Guo, arXiv:2606.09951, Def. 3.5 (paper: node equivalence); spec hasse.md §2 "Node equivalence" (the
+    memoised, interned signature); the stream tags and the set of maximal covered ids are (derived), as above.
+
     **Example:** node `w1` of the autoregressive tasks `T1 = (w1)` and `T2 = (w1, w2)` has one
     signature: both get id 0.
 

@@ -124,6 +124,9 @@ class TaskStructure(NamedTuple):
     - `cover`: Bool `(C, C)`, `cover[a, b]` True iff node `b` is covered by node `a`.
     - `members`: per node, the sorted slot indices in it.
 
+    Source: spec hasse.md §2 (the Hasse diagram of a task: classes of its closure, covering pairs) and §1.5–1.7; Li &
+    Guo, arXiv:2606.09951 (paper).
+
     **Example:** slots 0 and 1 attend to each other (one class), slot 2 sees both (the node above):
 
     ```python

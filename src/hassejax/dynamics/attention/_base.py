@@ -156,6 +156,12 @@ def bilinear_params(V, A, Q, K, beta, owner: str, *, need_qk: bool = False) -> t
 def check_model(model: Any, name: str = "model") -> None:
     """Raise :class:`ParameterError` naming `name` unless `model` is an attention kernel (:class:`AbstractAttention`).
 
+    **Raises:** :class:`~hassejax.errors.ParameterError` naming `name` when `model` is not an
+    :class:`AbstractAttention` (its only effect; it returns None).
+
+    Source: (derived), no paper: the argument check at the public door (DESIGN.md "Principles"), for the kernels of
+    spec dynamics.md §1.
+
     **Example:**
 
     ```python

@@ -47,6 +47,9 @@ class GrowthTest(enum.IntEnum):
     - `insufficient` (3): an escape with fewer than three usable growing samples: the
       outcome is `undetermined`.
 
+    Source: spec dynamics.md §4 (tell `blow_up` from `diverge` by the growth law, "report the test used"); the tests
+    themselves are (derived).
+
     **Example:** `event_exponent` is an alias, so iteration lists four members:
 
     ```python
@@ -73,6 +76,9 @@ class GrowthFit(eqx.Module):
     - `t_star`: extrapolated zero of `1/λ` along the fitted law (`inf` for `p <= 1` or not `ok`).
     - `ok`: three valid samples with `λ` strictly increasing were available.
     - `blow_up`: `ok` and `p > BLOWUP_EXPONENT` (1.5).
+
+    Source: (derived) from spec dynamics.md §4: finite-time blow-up has `1/λ_max` falling to zero at a finite time,
+    divergence has it decaying without reaching zero; the three-sample fit of `λ' = kλ^p` is this package's.
 
     **Example:** three samples of `λ = 1/(3 − t)` give `p = 2`, `t* = 3`; decreasing samples are not `ok`:
 

@@ -27,6 +27,9 @@ def _square(a, name: str) -> np.ndarray:
 class LimitStructure(NamedTuple):
     """Result of :func:`limit_structure` (a tuple: `rank, kernel_rank, off_block_residual, kernel_min_ratio`).
 
+    Source: (derived), as :func:`limit_structure`, for the limits of spec dynamics.md §3 (`Σ∞` in `ker(A + Aᵀ)`) and
+    §7a item 7 (`A = −QᵀQ/√d ⪯ 0`).
+
     **Example:** `Σ = I` with `ker A` the first axis: half of `‖Σ‖_F²` lies off the block,
     `‖diag(0, 1)‖_F / ‖I‖_F = 1/√2`:
 

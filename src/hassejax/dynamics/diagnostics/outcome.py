@@ -95,6 +95,10 @@ class Diagnosis(eqx.Module):
       that decided. 0 if no escape.
     - `growth_test`: :class:`~hassejax.dynamics.diagnostics.GrowthTest` code.
 
+    Source: spec dynamics.md §4 ("Outcomes": `low_rank(r)` counted above a threshold relative to the largest
+    eigenvalue and, separately, above an absolute one such as 0.1, the paper's rule); the growth fields are
+    (derived).
+
     **Example:** from :func:`~hassejax.dynamics.diagnostics.classify_trajectory` on samples of `Σ(t) = I/(1 − t)`,
     which blows up at `t* = 1` (decided by the fit of the samples, with exponent `p = 2`):
 

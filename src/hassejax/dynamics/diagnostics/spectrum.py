@@ -38,6 +38,9 @@ class Spectrum(eqx.Module):
     - `rank_relative`: `(*batch, T)` eigenvalues `> rel_threshold · λ_max`.
     - `rank_absolute`: `(*batch, T)` eigenvalues `> abs_threshold`.
 
+    Source: spec dynamics.md §4 (`low_rank(r)`: eigenvalues above a relative and, separately, an absolute threshold)
+    and §7a item 7 (rank = number of eigenvalues > 0.1).
+
     **Example:** from :func:`spectrum`; `V = 0` keeps `Σ = diag(2, 0.01)` fixed:
 
     ```python

@@ -32,6 +32,9 @@ class AbstractReduction(eqx.Module):
     Fields shared by the subclasses: the head's products `QO`, `KO`, `VO`, `OO` `(k, k)`
     (:func:`head_products`); each subclass adds its constants and `trace0`, `tr Σ` at `t0`.
 
+    Source: (derived), module :mod:`hassejax.dynamics.low_rank`: a head with `A = KᵀQ`, `V = W_O W_V` of rank `≤ k`
+    (spec dynamics.md §1, §2), solved with the size event of spec §4.
+
     **Example:** a :class:`~hassejax.dynamics.low_rank.GaussianReduction` of the head `Q = K = W_V = e₁ᵀ`,
     `W_O = e₁` on `N(0, I/2)`: `QO = QW_O = 1`, and the size of the initial state is `tr Σ0 = 1`:
 

@@ -19,6 +19,13 @@ def gaussian_covariances(
     :mod:`hassejax.dynamics.low_rank`). `model` unbatched; `psi` from
     :class:`~hassejax.dynamics.LowRankGaussianSolution`.
 
+    **Raises:** nothing of its own (no checks; host NumPy): shapes that do not fit (`cov0` not `(d, d)`, `psi` not
+    `(..., k, k)`, a batched `model`) reach NumPy's ``ValueError`` from ``matmul``, a `model` that is not a
+    :class:`~hassejax.dynamics.LowRankSoftmax` an ``AttributeError``.
+
+    Source: (derived) spec dynamics.md §2 (`Σ(t) = Φ(t)Σ0Φ(t)ᵀ`) with `Φ = I + W_OΨQ` (module
+    :mod:`hassejax.dynamics.low_rank`).
+
     **Example:**
 
     ```python
@@ -48,6 +55,13 @@ def particle_covariances(
     real tokens pooled (normalised by their number `n`); `within` the trace of the pooled
     within-group covariance `(1/n) Σ_s Σ_{i∈s} ‖x_i − x̄_s‖²` (the rest of the trace is
     between groups). `model` unbatched; `mask` concrete (True at real tokens).
+
+    **Raises:** nothing of its own (no checks; host NumPy): a `mask` not of shape `(S, N)` reaches NumPy's
+    ``IndexError``, other shapes that do not fit its ``ValueError``; a `mask` with no True entry (`n = 0`) gives NaN
+    with NumPy's ``RuntimeWarning``.
+
+    Source: (derived) the covariance of the empirical measure of spec dynamics.md §1 for the tokens `x = x0 + zW_Oᵀ`
+    (module :mod:`hassejax.dynamics.low_rank`).
 
     **Example:** two groups of one token each: nothing within groups:
 

@@ -39,6 +39,9 @@ class GaussianReduction(AbstractReduction):
 
     Build with :meth:`from_head`; the state is `(b, Ψ)`, shapes `(k,)`, `(k, k)`.
 
+    Source: (derived) from spec dynamics.md §2 (`Σ(t) = Φ(t)Σ0Φ(t)ᵀ`, `Φ' = MΦ`, softmax `M = VΣA`) for a rank-`k`
+    head.
+
     **Example:** the head `Q = K = W_V = e₁ᵀ`, `W_O = e₁` on `N(0, I/2)`: `Ψ' = G(1 + Ψ)`, `G = S_VK = 1/2` at
     `Ψ = 0`, and the mean stays put (`b' = 0`):
 

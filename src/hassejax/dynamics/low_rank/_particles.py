@@ -44,6 +44,9 @@ class ParticleReduction(AbstractReduction):
     `(k, k)`; `x0c_O` `(S, N, k)` the centred real tokens times `W_O` (0 on padding);
     `mask` `(S, N)`; `count` the number of real tokens; `trace0` their initial covariance trace.
 
+    Source: (derived) from the softmax particle system of spec dynamics.md §1: every velocity of the head lies in
+    `range W_O`, so `x_i(t) = x_i(0) + W_O z_i(t)`.
+
     **Example:** with `A = 0` every real token of a group moves at `V` times the group's mean (here its first
     coordinate: 2 and 5), padding stays; the three real tokens have covariance trace `10/3`:
 
@@ -253,6 +256,9 @@ def solve_low_rank_particles_each(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`solve_low_rank_particles`,
     and for a `models` without a run axis or run counts that disagree.
+
+    Source: (derived), as :func:`solve_low_rank_particles` (spec dynamics.md §1, §4); run by run because under
+    `vmap` the loop runs until the slowest member stops (spec §4 "Sweeps").
 
     **Example:**
 

@@ -23,6 +23,9 @@ class InitialRates:
     - `median_effective_keys`: median over queries of `1/Σ_j w_ij²` (the Gaussian closure needs many);
     - `n`: the number of tokens.
 
+    Source: (derived) from spec dynamics.md §1 (particles) and §2 (`Σ' = MΣ + ΣMᵀ`, `M = VΣA`), as
+    :func:`initial_rates`.
+
     **Example:** the head `A = V = diag(1, 0)` on three tokens with `Σ₀₀ = 2/3`: the closure's rate is
     `tr Σ'_G = 2 Σ₀₀² = 8/9`; the three tokens' own rate differs by 14 %:
 

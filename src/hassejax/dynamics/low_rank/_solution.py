@@ -26,6 +26,9 @@ class LowRankGaussianSolution(AbstractSolution):
     :meth:`moments` gives `α`, `Σ` at `ts`; :meth:`to_gaussian` the ordinary
     :class:`~hassejax.dynamics.GaussianSolution` (`d×d` per saved time: small problems).
 
+    Source: (derived) spec dynamics.md §2 (`Σ = ΦΣ0Φᵀ`) and §4 (the status fields); module
+    :mod:`hassejax.dynamics.low_rank`.
+
     **Example:** a head with `A = V = diag(1, 0)` blows up at `t* = 1/(2 Σ0[0, 0]) = 1` (spec §3); only
     `range W_O` (the first axis) grows:
 
@@ -93,6 +96,9 @@ class LowRankParticleSolution(AbstractSolution):
 
     :meth:`to_particles` gives the ordinary :class:`~hassejax.dynamics.ParticleSolution` of
     the real tokens.
+
+    Source: (derived) spec dynamics.md §1 (particles) and §4 (the status fields); module
+    :mod:`hassejax.dynamics.low_rank`.
 
     **Example:** with `A = 0` each group moves to `V` times its mean: `z(1) = (e − 1) x̄₁` per group, padding fixed:
 

@@ -33,7 +33,8 @@ def causal(n: int) -> IntervalMask:
     **Returns:** an :class:`~hassejax.masks.IntervalMask` with `n` rows and one run a row
     (row = query, column = key, True = may attend), equal to :func:`hassejax.masks.causal`.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` if `n` is not an integer >= 1.
+    **Raises:** :class:`~hassejax.errors.MaskError` if `n` is not an integer >= 1;
+    :class:`~hassejax.errors.MemoryBudgetError` if the `n` rows of the interval form would not fit.
 
     **Example:**
 
@@ -43,6 +44,9 @@ def causal(n: int) -> IntervalMask:
     [(0, 3)]
 
     ```
+
+    **References:** spec hasse.md §3.1 (causal = the minimal merged autoregressive family, C. Li, H. Guo,
+    arXiv:2606.09951) and §1.3 (closed: `L* = 1`).
     """
     _budget(n, 1, "causal")
     q = _positions(n)
@@ -60,7 +64,8 @@ def full(n: int) -> IntervalMask:
     **Returns:** an :class:`~hassejax.masks.IntervalMask` with one run a row, equal to
     :func:`hassejax.masks.full`.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` if `n` is not an integer >= 1.
+    **Raises:** :class:`~hassejax.errors.MaskError` if `n` is not an integer >= 1;
+    :class:`~hassejax.errors.MemoryBudgetError` if the `n` rows of the interval form would not fit.
 
     **Example:**
 
@@ -70,6 +75,8 @@ def full(n: int) -> IntervalMask:
     [(0, 3)]
 
     ```
+
+    **References:** spec hasse.md §1.3 (a closed mask: convergence depth `L* = 1`, as causal and block-causal).
     """
     _budget(n, 1, "full")
     return _as_mask(np.zeros(n, np.int64), np.full(n, n, np.int64), n, normal=True)
@@ -126,7 +133,8 @@ def block_causal(n: int, block_size: int) -> IntervalMask:
     **Returns:** an :class:`~hassejax.masks.IntervalMask` with one run a row, equal to
     :func:`hassejax.masks.block_causal`.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n` or a `block_size` outside `[1, n]`.
+    **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n` or a `block_size` outside `[1, n]`;
+    :class:`~hassejax.errors.MemoryBudgetError` if the `n` rows of the interval form would not fit.
 
     **Example:**
 
@@ -136,6 +144,9 @@ def block_causal(n: int, block_size: int) -> IntervalMask:
     [(0, 4)]
 
     ```
+
+    **References:** spec hasse.md §1.3 (closed: convergence depth `L* = 1`) and §5 item 3 (the block-causal
+    preorder, 3 blocks × 2).
     """
     block_size = integer(block_size, "block_size", minimum=1, maximum=n, maximum_label="n")
     _budget(n, 1, "block_causal")
@@ -158,7 +169,8 @@ def chunked_causal(n: int, chunk: int) -> IntervalMask:
     **Returns:** an :class:`~hassejax.masks.IntervalMask` with one run a row, equal to
     :func:`hassejax.masks.chunked_causal`.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n` or a `chunk` outside `[1, n]`.
+    **Raises:** :class:`~hassejax.errors.MaskError` for a bad `n` or a `chunk` outside `[1, n]`;
+    :class:`~hassejax.errors.MemoryBudgetError` if the `n` rows of the interval form would not fit.
 
     **Example:**
 
@@ -168,6 +180,9 @@ def chunked_causal(n: int, chunk: int) -> IntervalMask:
     [(3, 6)]
 
     ```
+
+    **References:** JAX's splash attention ``ChunkedCausalMask`` (the JAX repository's
+    ``jax/experimental/pallas/ops/tpu/splash_attention``); conventions of spec hasse.md §0.
     """
     chunk = integer(chunk, "chunk", minimum=1, maximum=n, maximum_label="n")
     _budget(n, 1, "chunked_causal")

@@ -44,6 +44,9 @@ class TwoStreamIntervals(NamedTuple):
     [[0, 1], [0, 0]]
 
     ```
+
+    **References:** Yang et al., "XLNet", arXiv:1906.08237, §2.3; spec hasse.md §3.2 (diagonal query groups with
+    `l = 1` and a permutation are XLNet's two-stream attention).
     """
 
     content: IntervalMask
