@@ -4,6 +4,8 @@ never over a flag the user set, and the suite's own process runs with them."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -135,3 +137,57 @@ def test_level0_compiler_options_are_accepted_per_program_on_the_cpu_only(monkey
     monkeypatch.delenv("XLA_FLAGS")
     monkeypatch.setattr(_xla_flags, "jit_takes_compiler_options", lambda: False)
     assert _xla_flags.level0_compiler_options("cpu") == {}
+
+
+@pytest.mark.parametrize(
+    ("release", "want"),
+    [
+        ((0, 10, 1), []),  # before YNNPACK's reduction fusions
+        ((0, 10, 2), ["--xla_cpu_experimental_ynn_fusion_type=-reduce"]),  # jax-ml/jax#39103
+        ((0, 11, 0), []),  # not known bad (and not checked to have the flag's values)
+        (None, []),
+    ],
+)
+def test_correctness_flags_follow_jaxlib(monkeypatch, release, want):
+    monkeypatch.setattr(_xla_flags, "_jaxlib_release", lambda: release)
+    assert _xla_flags.correctness_flags() == want
+
+
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"} | env
+    return subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, env=clean)
+
+
+def test_import_sets_the_flags_and_jitted_reductions_equal_eager():
+    """jax-ml/jax#39103's reproducer (a vmapped matrix-vector product, then a sum; float32, 32,769 rows) and a
+    float32 `jit(jacrev)` of `x * x.sum(-1)` (2.97 off on jaxlib 0.10.2 without the flag) equal their eager values
+    after `import hassejax` in a process whose XLA_FLAGS was empty."""
+    code = """
+import os, hassejax
+from hassejax._xla_flags import correctness_flags
+assert os.environ.get("XLA_FLAGS", "").split() == correctness_flags(), os.environ.get("XLA_FLAGS")
+import jax, jax.numpy as jnp
+x = jax.random.normal(jax.random.key(9), (16, 16), dtype=jnp.float32)
+f = lambda x: x * x.sum(-1, keepdims=True)
+assert float(jnp.abs(jax.jit(jax.jacrev(f))(x) - jax.jacfwd(f)(x)).max()) < 1e-5
+i = jnp.arange(32_769, dtype=jnp.float32)
+rows = jnp.stack((i, jnp.zeros_like(i), jnp.zeros_like(i)), axis=1)
+g = lambda r: jax.vmap(lambda row: jnp.sum((jnp.eye(3, dtype=jnp.float32) @ row) ** 2))(r)
+assert float(jax.jit(g)(rows)[-1]) == float(g(rows)[-1]) == 32_768.0**2
+print("ok")
+"""
+    out = _python(code)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_jax_started_before_the_import_is_warned_and_a_users_flag_wins():
+    late = _python("import jax; jax.numpy.ones(1).block_until_ready(); import hassejax")
+    if _xla_flags.correctness_flags():
+        assert late.returncode != 0 and "RuntimeWarning" in late.stderr and "jax-ml/jax#39103" in late.stderr
+        assert "XLA_FLAGS='--xla_cpu_experimental_ynn_fusion_type=-reduce'" in late.stderr
+    else:
+        assert late.returncode == 0, late.stderr[-2000:]
+    mine = "--xla_cpu_experimental_ynn_fusion_type=-reduce,-dot"
+    kept = _python("import os, hassejax; print(os.environ['XLA_FLAGS'])", XLA_FLAGS=mine)
+    assert kept.returncode == 0 and kept.stdout.split() == [mine], kept.stderr[-2000:]
+    assert _python("import jax; jax.numpy.ones(1); import hassejax", XLA_FLAGS=mine).returncode == 0  # no warning

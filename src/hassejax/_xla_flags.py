@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
+import warnings
 from importlib import metadata
 
 __all__ = [
     "DEFAULT_LEVEL",
     "add_xla_flags",
+    "apply_correctness_flags",
+    "correctness_flags",
     "fast_compile_flags",
     "jit_at_default_level",
     "jit_takes_compiler_options",
@@ -38,6 +42,65 @@ def _jaxlib_version() -> tuple[int, int] | None:
         return int(major), int(minor)
     except (metadata.PackageNotFoundError, ValueError):
         return None
+
+
+# jaxlib 0.10.2's CPU backend hands reductions to YNNPACK fusions that return wrong results, float32 and float64 alike
+# (jax-ml/jax#39103: `jit(vmap(lambda r: sum((M @ r) ** 2)))` off by 1e-3 relative at 16,385 rows; here also
+# `jit(jacrev(f))` for `f(x) = x * x.sum(-1)` on a (16, 16) float32 input, off by 2.97, which made
+# `jacobian_flow(mode="rev")` report dependences its mask forbids). 0.10.1 had no such fusion; the bug is closed
+# upstream. [first version known bad, first version not known bad).
+_YNN_REDUCE_BAD = ((0, 10, 2), (0, 11, 0))
+_YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type"
+
+
+def _jaxlib_release() -> tuple[int, int, int] | None:
+    try:
+        parts = metadata.version("jaxlib").split(".")[:3]
+        return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts) + (0,) * (3 - len(parts))
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
+
+
+def correctness_flags() -> list[str]:
+    """The XLA flags without which the installed jaxlib computes wrong results on the CPU (possibly none).
+
+    jaxlib 0.10.2: ``--xla_cpu_experimental_ynn_fusion_type=-reduce``, reductions kept out of XLA's YNNPACK fusions,
+    which miscompile some of them (jax-ml/jax#39103; a reduction after a batched product: a vmapped Jacobian, a
+    vmapped quadratic form). Other versions: none.
+    """
+    release = _jaxlib_release()
+    if release is not None and _YNN_REDUCE_BAD[0] <= release < _YNN_REDUCE_BAD[1]:
+        return [f"{_YNN_FLAG}=-reduce"]
+    return []
+
+
+def _cpu_backend_started() -> bool:
+    """Whether JAX has started a backend in this process (XLA_FLAGS is read then, once); imports no JAX."""
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    return bool(getattr(bridge, "_backends", None)) if bridge is not None else False
+
+
+def apply_correctness_flags() -> list[str]:
+    """Add :func:`correctness_flags` to ``XLA_FLAGS`` (on ``import hassejax``); returns the flags added.
+
+    A flag of that name the user already set wins. Where JAX's backend has already started (JAX used before hassejax
+    was imported) the flags can no longer take effect: a ``RuntimeWarning`` says so and names the flag to set.
+    """
+    flags = [f for f in correctness_flags() if f.split("=")[0] not in os.environ.get("XLA_FLAGS", "")]
+    if not flags:
+        return []
+    if _cpu_backend_started():
+        warnings.warn(
+            f"jaxlib {metadata.version('jaxlib')} miscompiles some reductions on the CPU (jax-ml/jax#39103) unless "
+            f"XLA_FLAGS has {' '.join(flags)}; JAX had already started its backend when hassejax was imported, so "
+            "hassejax could not set it: results of jitted reductions (e.g. jacobian_flow(mode='rev')) may be wrong. "
+            f"Start Python with XLA_FLAGS='{' '.join(flags)}', or import hassejax before the first JAX computation.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return []
+    add_xla_flags(flags)
+    return flags
 
 
 def fast_compile_flags(*, level0: bool = False) -> list[str]:

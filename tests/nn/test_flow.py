@@ -181,3 +181,19 @@ def test_empty_inputs_of_a_transformer_name_inputs(no_runtime_typecheck):
     with pytest.raises(ParameterError, match=r"`x` must be a floating array of shape \(n, 8\), n >= 1"):
         model.forward_embeddings(jnp.zeros((0, D)), jnp.zeros((0, 0), bool))
     assert jacobian_flow(lambda y: 2 * y, jnp.zeros((0, D))).shape == (0, 0)
+
+
+def test_rev_is_exact_in_float32_at_n_times_d_of_256_and_more():
+    """A fresh user: on jaxlib 0.10.2's CPU backend `jit(jacrev)` of a float32 model with `n·d >= 256` reported 15
+    dependences a one-layer sliding window forbids (a miscompiled YNNPACK reduction, jax-ml/jax#39103); importing
+    hassejax sets the XLA flag that keeps reductions out of those fusions (hassejax._xla_flags.correctness_flags)."""
+    from hassejax.masks import sliding_window
+
+    n, d = 16, 16
+    mask = jnp.asarray(sliding_window(n, 1))
+    model = Transformer(1, d, 1, vocab_size=5, num_positions=n + 1, key=jax.random.key(1), dtype=jnp.float32)
+    x = jax.random.normal(jax.random.key(9), (n, d), dtype=jnp.float32)
+    assert model.token_embedding.dtype == jnp.float32  # the float32 programs the bug hit (float64 was exact)
+    expected = np.asarray(reachability(mask, 1))
+    np.testing.assert_array_equal(np.asarray(jacobian_flow(model, x, mask, mode="rev")), expected)
+    np.testing.assert_array_equal(np.asarray(jacobian_flow(model, x, mask)), expected)
