@@ -768,6 +768,13 @@ def test_t1_within_the_time_resolution_of_a_blow_up_is_undetermined(state):
     assert [status(t1) for t1 in (1 - 1e-9, 1.0, 1 + 1e-8)] == ["undetermined"] * 3
     sol = solve_gaussian(Softmax(V=eye, A=eye), jnp.zeros(2), eye / 2, t1=1.5, state=state)
     assert status_names(sol.status) == "blow_up" and abs(float(sol.t_blowup) - 1.0) < 1e-5
+    # a fresh user: a tighter `rtol` with `atol = 1e-8`, whose error holds the computed t* (factor state: 2.6e-7
+    # late), ended `completed` at t1 = 1 + 1e-7 with a finite Σ past the blow-up; the resolution reads max(rtol, atol)
+    for rtol in (1e-12, 0.0):
+        tight = [solve_gaussian(Softmax(V=eye, A=eye), jnp.zeros(2), eye / 2, t1=t1, rtol=rtol, atol=1e-8, state=state)
+                 for t1 in (1 - 1e-7, 1 + 1e-7)]  # fmt: skip
+        assert status_names(tight[0].status) == "undetermined", rtol
+        assert status_names(tight[1].status) in ("undetermined", "blow_up"), rtol
     # a review: loose tolerances, whose resolution spans t1 (here up to 25 t1), read accurate solves far from the
     # threshold undetermined (V = 2I, Σ0 = I/4: t* = 1, tr Σ(t1) = 1/(2(1 − t1)))
     import warnings

@@ -48,7 +48,7 @@ import optimistix as optx
 from jax.flatten_util import ravel_pytree
 
 from ._guard import guard, tree_finite
-from ._solve import DECADE_RATIO_THRESHOLD, DECADES, END_EXPONENT, IntegrateOut, edge_resolution
+from ._solve import DECADE_RATIO_THRESHOLD, DECADES, END_EXPONENT, IntegrateOut, edge_resolution, time_tolerance
 from .result import BlowupMethod, Status
 
 WINDOW_SLOPE = 2.0
@@ -83,6 +83,7 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     """
     dtype = jnp.result_type(mean0, u0)
     tiny = jnp.finfo(dtype).tiny
+    time_tol = time_tolerance(rtol, atol)  # the time resolution's tolerance (an atol above rtol counts)
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
     threshold = jnp.asarray(threshold, dtype)
@@ -180,7 +181,7 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
         def edge_test(tau0, tau1, v0, v1):
             y = _unpack(v0)
             e = next_edge(v0)
-            return jnp.abs(time_of(y) + remaining_time(y) - e) <= edge_resolution(e, t0, rtol, dtype)
+            return jnp.abs(time_of(y) + remaining_time(y) - e) <= edge_resolution(e, t0, time_tol, dtype)
 
         edge_stop = (edge_gate, edge_test)
 
@@ -288,7 +289,7 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
             blow_ev
             & (ratio < DECADE_RATIO_THRESHOLD)
             & jnp.any(
-                jnp.isfinite(edges) & (edges > t_final) & (edges <= t_star + edge_resolution(edges, t0, rtol, dtype))
+                jnp.isfinite(edges) & (edges > t_final) & (edges <= t_star + edge_resolution(edges, t0, time_tol, dtype))
             )
         )
         edge_undetermined = (edge_hit & ~fired) | across
@@ -302,7 +303,7 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     # as _solve's end check: in the last two decades below the threshold, growing as a blow-up (exponent >= 1.5)
     in_window = log_size(y_f) >= log_level_a
     blowup_like = in_window & jnp.isfinite(p_end) & (p_end >= END_EXPONENT)
-    near_end = time_ev & rates_ok & blowup_like & (remaining <= edge_resolution(t_final, t0, rtol, dtype))
+    near_end = time_ev & rates_ok & blowup_like & (remaining <= edge_resolution(t_final, t0, time_tol, dtype))
     result = sol.result
     status = jnp.where(
         edge_undetermined & end_finite,

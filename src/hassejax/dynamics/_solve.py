@@ -58,7 +58,7 @@ just before `e` (resp. the event), rather than the later blow-up, or none, of th
 silent crossing would report. Farther from an edge nothing changes. The end `t1` is such an edge too: a solve
 that reaches it below the threshold but within its last two decades, growing like a blow-up (local exponent
 `λλ''/λ'² ≥ 1.5`, :data:`END_EXPONENT`) with the state's own `λ/λ'` within the resolution (an adaptive
-controller's `rtol`), is ``undetermined``, not ``completed``: the blow-up may lie before `t1`.
+controller's `max(rtol, atol)`), is ``undetermined``, not ``completed``: the blow-up may lie before `t1`.
 
 The local growth exponent `p = λλ''/λ'²` (2 for `c/(t* − t)`, 1 for exponential growth)
 is reported as well, for information. The blow-up time is `t_e + λ/λ'` (extrapolated,
@@ -108,7 +108,7 @@ DECADE_RATIO_THRESHOLD = 0.05
 """`ρ < 0.05` at the threshold event ⇒ finite-time blow-up (see module docstring)."""
 
 EDGE_RESOLUTION_TOLERANCES = 1e3
-"""A blow-up within `1e3 · max(rtol, eps) · (e − t0)` (plus 64 rounding units of `e`) of a layer edge `e` is not
+"""A blow-up within `1e3 · max(rtol, atol, eps) · (e − t0)` (plus 64 rounding units of `e`) of a layer edge `e` is not
 resolved by the solve: see :func:`edge_resolution`."""
 
 END_EXPONENT = 1.5
@@ -741,16 +741,32 @@ def check_blowup_estimate(blowup_estimate) -> bool:
     return blowup_estimate == "extrapolated"
 
 
+def time_tolerance(rtol, atol):
+    """The tolerance a computed time carries, for :func:`edge_resolution`: ``max(rtol, atol)``.
+
+    `rtol` alone understated it where `atol` held the error (a fresh user: softmax with `t* = 1`, ``rtol = 1e-12``,
+    ``atol = 1e-8``: the factor state's `t*` came out `2.6e-7` late, and `t1 = 1 + 1e-7` ended ``completed`` with a
+    finite `Σ` past the blow-up, where the default tolerances read ``undetermined``); an `atol` above `rtol` counts as a
+    relative tolerance of itself (the states start at sizes of order one or more), an `atol` below changes nothing.
+    """
+    if rtol is None or atol is None:
+        return rtol
+    return jnp.maximum(jnp.asarray(rtol), jnp.asarray(atol))
+
+
 def controller_rtol(controller):
-    """The `rtol` of an adaptive controller (inside a ``ClipStepSizeController`` too), or None (a constant step, or a
-    controller without one): the end check of :func:`integrate` reads the time resolution from it."""
+    """The time tolerance (:func:`time_tolerance` of its `rtol` and `atol`) of an adaptive controller (inside a
+    ``ClipStepSizeController`` too), or None (a constant step, or a controller without one): the end check of
+    :func:`integrate` reads the time resolution from it."""
     inner = controller.controller if isinstance(controller, diffrax.ClipStepSizeController) else controller
     rtol = getattr(inner, "rtol", None)
-    return rtol if isinstance(inner, diffrax.AbstractAdaptiveStepSizeController) else None
+    if not isinstance(inner, diffrax.AbstractAdaptiveStepSizeController):
+        return None
+    return time_tolerance(rtol, getattr(inner, "atol", None))
 
 
 def edge_setting(controller):
-    """`(jump_ts, rtol)` of a controller that steps to layer edges (a ``ClipStepSizeController`` with ``jump_ts`` around
+    """`(jump_ts, tolerance)` (:func:`time_tolerance`) of a controller that steps to layer edges (a ``ClipStepSizeController`` with ``jump_ts`` around
     an adaptive controller with an `rtol`, as :func:`make_controller` builds), else `(None, None)`: the edge check of
     :func:`integrate` needs both (with a constant step, or a controller of the caller's without ``jump_ts``, the edges
     are not step boundaries and the check does not apply)."""
@@ -760,11 +776,11 @@ def edge_setting(controller):
     rtol = getattr(inner, "rtol", None)
     if not isinstance(inner, diffrax.AbstractAdaptiveStepSizeController) or rtol is None:
         return None, None
-    return controller.jump_ts, rtol
+    return controller.jump_ts, time_tolerance(rtol, getattr(inner, "atol", None))
 
 
 def edge_resolution(t, t0, rtol, dtype):
-    """The time resolution of a solve from `t0` with relative tolerance `rtol` at time `t`:
+    """The time resolution of a solve from `t0` with tolerance `rtol` (:func:`time_tolerance`) at time `t`:
     `EDGE_RESOLUTION_TOLERANCES · max(rtol, eps) · (t − t0) + STOP_ULPS · eps · |t|` (`eps` of `dtype`).
 
     The error of a computed blow-up time grows with the time solved and the tolerance; measured for softmax
