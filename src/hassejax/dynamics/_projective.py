@@ -289,7 +289,9 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
             blow_ev
             & (ratio < DECADE_RATIO_THRESHOLD)
             & jnp.any(
-                jnp.isfinite(edges) & (edges > t_final) & (edges <= t_star + edge_resolution(edges, t0, time_tol, dtype))
+                jnp.isfinite(edges)
+                & (edges > t_final)
+                & (edges <= t_star + edge_resolution(edges, t0, time_tol, dtype))
             )
         )
         edge_undetermined = (edge_hit & ~fired) | across
