@@ -445,7 +445,8 @@ MEMORY_UNCHECKED_BYTES = 16 * 2**20
 
 
 def _check_solve_memory(model, mean0, cov0, factor0, ts, state: str) -> None:
-    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `cov0` or `factor0` before a solve whose working
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `cov0` or `factor0` (`ts` where the saved states are
+    most of it) before a solve whose working
     memory (:data:`GAUSSIAN_WORK_ARRAYS`, :data:`GAUSSIAN_SAVE_ARRAYS` per saved time) cannot fit in the free memory of
     the default device, or whose value checks of a concrete `cov0` (:data:`HOST_CHECK_ARRAYS`) cannot fit in the
     host's: estimated from the shapes alone, before any input is converted or copied (a fresh-user review: d = 12,000
@@ -466,11 +467,12 @@ def _check_solve_memory(model, mean0, cov0, factor0, ts, state: str) -> None:
     arrays = GAUSSIAN_WORK_ARRAYS + GAUSSIAN_SAVE_ARRAYS[state] * (saves + 1)
     need = arrays * d * width * item  # Python ints: no overflow
     if need >= MEMORY_UNCHECKED_BYTES:
+        saved = GAUSSIAN_SAVE_ARRAYS[state] * saves * d * width * item
         check_memory(
             need,
             f"the Gaussian solve of d = {d} ({state} state, {jnp.dtype(dtype).name}, {saves} saved times: about "
             f"{arrays} ({d}, {width}) arrays, the solver's stages and the saved covariances and factors)",
-            name,
+            "ts" if 2 * saved > need else name,  # the saved states most of it: the save times (a fresh user)
             hint=(
                 "Use a smaller d, fewer save times (ts), float32, or the low-rank solve of a rank-k head "
                 "(solve_low_rank_gaussian, a k×k state)."

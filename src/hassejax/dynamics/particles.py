@@ -144,7 +144,8 @@ def _num_heads(model) -> int:
 
 
 def _check_pair_memory(n: int, dtype, groups: int = 1, d: int = 0, saves: int = 0, heads: int = 1) -> None:
-    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `x0` before a solve whose `n × n` weights (of each of
+    """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `x0` (`ts` where the saved states are most of it) before
+    a solve whose `n × n` weights (of each of
     `groups` groups of `n` tokens: :func:`~hassejax.dynamics.solve_low_rank_particles`; of each of `heads` heads)
     cannot fit; with the token dimension `d`, also the state's arrays (:data:`PARTICLE_WORK_ARRAYS`, `saves` saved
     times; one group)."""
@@ -165,10 +166,11 @@ def _check_pair_memory(n: int, dtype, groups: int = 1, d: int = 0, saves: int = 
         )
         if d:
             what += f"; and {rows} ({n}, {d}) arrays, the solver's stages and {saves} saved states, and the ({d}, {d}) parameters"
+        saved = PARTICLE_SAVE_ARRAYS * saves * n * d * item
         check_memory(
             need,
             what + ")",
-            "x0",
+            "ts" if 2 * saved > need else "x0",  # a fresh user: 10^8 save times of 10 tokens were blamed on `x0`
             hint=(
                 "Use fewer tokens, fewer save times (ts), float32, or the Gaussian route (solve_gaussian) for the "
                 "mean-field limit of many."

@@ -74,8 +74,11 @@ class Status(enum.IntEnum):
       up to ~1e15 × the initial size, but from `t0 = 100` with `t* − t0 = 1e-6` not even the
       default 1e8 × (pass a lower `size_threshold`, or shift the time origin).
     - `non_finite` (6): the next step would make the state NaN/inf (a vector field that
-      turns NaN, e.g. a parameter NaN from some depth on or an L2 map where a traced or callable
-      `βc` is negative, or a constant-step solve stepping
+      turns NaN, e.g. a parameter NaN from some depth on, an L2 map where a traced or callable
+      `βc` is negative, a Sinkhorn kernel whose iteration stopped at `max_iter` above `tol` (with
+      ``strict=True``, the default, its weights are NaN rather than unconverged: raise `max_iter`, or pass
+      ``strict=False`` to go on with them; a fresh user's 5 tokens under ``Sinkhorn(V=I, A=I)`` stopped so at
+      `t = 0.79` with every entry below 3.5), or a constant-step solve stepping
       past a blow-up, which diffrax itself reports as successful), or its size `λ` reach
       `1/finfo(dtype).tiny` (float32: 8.5e37; beyond it `1/λ` underflows and a vector field
       such as L2's is flushed to zero, freezing the state): the solve stops there and
