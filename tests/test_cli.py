@@ -546,3 +546,18 @@ def test_quotient_limit_option_and_an_accurate_message(capsys, tmp_path):
     g = nx.transitive_reduction(nx.DiGraph([(int(j), int(i)) for i, j in zip(*np.nonzero(m))]))  # key j -> query i
     assert f"depth (longest chain of classes): {nx.dag_longest_path_length(g) + 1}" in out
     assert f"Hasse edges (covering pairs): {g.number_of_edges()}" in out
+
+
+def test_derive_in_python_refuses_an_unknown_family_or_option_by_name():
+    """A docstring review: `derive` let a raw KeyError (unknown family) or TypeError (an option the family does not
+    take) escape; both are TaskErrors naming what the family takes."""
+    from hassejax.cli import derive
+    from hassejax.errors import TaskError
+
+    with pytest.raises(
+        TaskError, match=r"`family` must be one of \['autoregressive', 'block_generation', 'butterfly'\]"
+    ):
+        derive("nope", 4)
+    with pytest.raises(TaskError, match=r"the butterfly family takes the options \['boundary'\]; got \['block_size'\]"):
+        derive("butterfly", 4, block_size=2)
+    assert derive("butterfly", 4, boundary="neighbour")["audit"].ok

@@ -352,3 +352,21 @@ def test_particles_too_many_for_their_pair_arrays_are_refused_naming_x0():
     model = Softmax(V=jnp.eye(2), A=jnp.eye(2))
     with pytest.raises(MemoryBudgetError, match=r"`x0`: the particle system of n = 300000 tokens .*\(solve_gaussian\)"):
         solve_particles(model, np.zeros((300_000, 2)), t1=0.1)
+
+
+def test_dense_constructors_name_their_size_arguments():
+    """A fresh user: ``causal(10**9)`` was refused naming `causal`, where the structured constructors name `n`; every
+    dense constructor names the argument that sets the size (before anything is allocated)."""
+    from hassejax import masks
+
+    cases = [
+        (lambda: masks.causal(10**9), r"^`n`: causal's mask of shape \(1000000000, 1000000000\)"),
+        (lambda: masks.sliding_window(10**9, 4), r"^`n`: sliding_window's mask"),
+        (lambda: masks.block_diffusion(10**9, 4), r"^`n`: block_diffusion's mask of shape \(2000000000,"),
+        (lambda: masks.causal_bottom_right(10**9, 10**9), r"^`n_q` and `n_k`: causal_bottom_right's mask"),
+        (lambda: masks.natten_2d(10**5, 10**5, 3, 3), r"^`height` and `width`: natten_2d's mask"),
+        (lambda: masks.document([10**9]), r"^`segments`: document's mask"),
+    ]
+    for build, match in cases:
+        with pytest.raises(MemoryBudgetError, match=match):
+            build()

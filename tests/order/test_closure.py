@@ -349,6 +349,15 @@ def test_bad_num_layers(no_runtime_typecheck, num_layers, fragment):
     assert "`num_layers`" in str(info.value)
 
 
+def test_concrete_integer_scalars_are_layer_counts(no_runtime_typecheck):
+    """A fresh user: ``jnp.int32(3)`` was refused where ``np.uint8(3)`` was taken; a JAX bool or float scalar still is."""
+    for k in (np.uint8(3), jnp.int32(3), jnp.asarray(3, jnp.int64)):
+        np.testing.assert_array_equal(np.asarray(reachability(chain(5), k)), window(5, 3))
+    for bad in (jnp.asarray(True), jnp.asarray(3.0), jnp.asarray([3])):
+        with pytest.raises(ParameterError, match="`num_layers` must be a positive int"):
+            reachability(chain(5), bad)
+
+
 def test_traced_num_layers_is_told_to_be_static(no_runtime_typecheck):
     """Under jit, `num_layers` must be static: the error says so (it said "must be a positive int ... got JitTracer",
     a review); marked static, the same call works and equals the eager one."""

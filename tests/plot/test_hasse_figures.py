@@ -285,3 +285,14 @@ def test_preorder_to_hasse_numbers():
     gb = nx.DiGraph([(i, j) for i, j in zip(*np.nonzero(mb)) if i != j])
     assert sorted(sorted(int(x) for x in c) for c in nx.strongly_connected_components(gb)) == blk["classes"]
     assert blk["is_chain"] is True and sorted(map(tuple, blk["hasse_edges"])) == [(0, 1), (1, 2)]
+
+
+def test_layout_functions_refuse_what_is_not_a_diagram(no_typecheck):
+    """A docstring review: `hasse_layout`, `hasse_crossings` and `hasse_figsize` met a non-diagram with an
+    AttributeError (`draw_hasse` named it); all four name `diagram` now."""
+    from hassejax.errors import MaskError
+    from hassejax.plot import draw_hasse, hasse_crossings, hasse_figsize, hasse_layout
+
+    for fn in (hasse_layout, hasse_crossings, hasse_figsize, draw_hasse):
+        with pytest.raises(MaskError, match=r"`diagram` must be a HasseDiagram; got ndarray"):
+            fn(np.eye(3, dtype=bool))

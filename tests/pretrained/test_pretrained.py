@@ -510,3 +510,28 @@ def test_head_index_out_of_range_raises(fake_dir, no_typecheck):
             hp.head(layer, head)
     with pytest.raises(ParameterError, match="`layer`"):
         hp.head(n_layers)
+
+
+def test_helpers_refuse_undefined_results_instead_of_nan(no_typecheck):
+    """A docstring review: a zero row's cosine similarity, an empty selection's moments were NaN, and an inf entry of
+    `W_O` was rank 0; each is refused by name. Valid inputs keep their values."""
+    with pytest.raises(ParameterError, match=r"`b` has 1 zero or non-finite row\(s\), first row 1"):
+        rb.cosine_similarity(jnp.ones((2, 3)), jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]))
+    with pytest.raises(ParameterError, match=r"`a` and `b` must have rows of one length d; got 3 and 2"):
+        rb.cosine_similarity(jnp.ones((2, 3)), jnp.ones((2, 2)))
+    with pytest.raises(ParameterError, match=r"`a` must be a floating \(rows, d\) array; got shape \(3,\)"):
+        rb.cosine_similarity(jnp.ones(3), jnp.ones((2, 3)))
+    np.testing.assert_allclose(np.asarray(rb.cosine_similarity(jnp.eye(2), jnp.array([[1.0, 1.0]]))), [[0.5**0.5]] * 2)
+    with pytest.raises(ParameterError, match="`weights` selects no token"):
+        rh.empirical_moments(jnp.ones((3, 2)), jnp.zeros(3, bool))
+    with pytest.raises(ParameterError, match=r"`weights` must be 3 Booleans"):
+        rh.empirical_moments(jnp.ones((3, 2)), jnp.ones(3))
+    with pytest.raises(ParameterError, match=r"`x` must be \(n, d\) tokens; got shape \(3,\)"):
+        rh.empirical_moments(jnp.ones(3))
+    mean, cov = rh.empirical_moments(jnp.array([[0.0], [2.0], [9.0]]), jnp.array([True, True, False]))
+    assert mean.tolist() == [1.0] and cov.tolist() == [[1.0]]
+    with pytest.raises(ParameterError, match="non-finite entries"):
+        rh.output_rank(np.array([[1.0, np.inf], [0.0, 1.0]]))
+    with pytest.raises(ParameterError, match=r"`rtol` must lie in \[0, 1\)"):
+        rh.output_rank(np.eye(2), rtol=1.5)
+    assert rh.output_rank(np.array([[1.0, 2.0], [2.0, 4.0]])).item() == 1

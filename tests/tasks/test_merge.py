@@ -669,3 +669,19 @@ def test_bool_label_slots_are_refused(no_typecheck):
         ):
             Task(two, np.eye(2, dtype=bool), labels={key: w5})
     assert Task(two, np.eye(2, dtype=bool), labels={np.int64(1): w5}).labels == (None, w5)
+
+
+def test_signatures_and_reached_tokens_refuse_what_is_not_a_task(no_typecheck):
+    """A docstring review: `node_signatures` and `reached_tokens` met a non-Task with AttributeError or TypeError
+    (`merge_tasks` and `audit` named it); now TaskErrors, with the hint for a family."""
+    from hassejax.errors import TaskError
+    from hassejax.tasks import autoregressive, node_signatures, reached_tokens
+
+    family = autoregressive(3)
+    with pytest.raises(TaskError, match=r"got a single Task: pass \[task\]"):
+        node_signatures(family.tasks[0])
+    with pytest.raises(TaskError, match=r"family.merge\(\)"):
+        node_signatures(family)
+    with pytest.raises(TaskError, match=r"`task` must be a hassejax.tasks.Task .*family.merge\(\)"):
+        reached_tokens(family)
+    assert [len(r) for r in reached_tokens(family.merge())] == [1, 2]

@@ -29,8 +29,8 @@ def derive(family: str, n: int, **options) -> dict:
     (:class:`~hassejax.tasks.Sparsified`) and ``audit`` (:class:`~hassejax.tasks.AuditReport`).
 
     **Raises:** :class:`~hassejax.errors.TaskError` for a bad `n` or bad family options (e.g. `n < 2`, a
-    `block_size` that does not divide `n`); a `family` other than the three names reaches a ``KeyError``, an
-    option the family does not take a ``TypeError``.
+    `block_size` that does not divide `n`), a `family` other than the three names, or an option the family does not
+    take.
 
     Source: spec hasse.md §2 (minimal merged task, paper Thm 3.7; sparse variants, paper Def. 3.8; leakage audit)
     and §3 (case studies), for C. Li, H. Guo, arXiv:2606.09951.
@@ -48,8 +48,17 @@ def derive(family: str, n: int, **options) -> dict:
 
     ```
     """
+    import inspect
+
+    from ..errors import TaskError
     from ..tasks import FAMILIES, audit, sparsify
 
+    if not isinstance(family, str) or family not in FAMILIES:
+        raise TaskError(f"`family` must be one of {sorted(FAMILIES)}; got {family!r}.")
+    taken = [p for p in inspect.signature(FAMILIES[family]).parameters if p != "n"]
+    unknown = sorted(set(options) - set(taken))
+    if unknown:
+        raise TaskError(f"the {family} family takes the options {taken}; got {unknown}.")
     merged = FAMILIES[family](n, **options).merge()
     return {"merged": merged, "sparse": sparsify(merged), "audit": audit(merged)}
 

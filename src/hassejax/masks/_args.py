@@ -54,16 +54,17 @@ def require(out, ok, message: str):
     return out
 
 
-def check_mask_memory(n_q: int, n_k: int, name: str = "mask") -> None:
+def check_mask_memory(n_q: int, n_k: int, name: str = "mask", argument: str = "n") -> None:
     """Raise :class:`~hassejax.errors.MemoryBudgetError` before building an `(n_q, n_k)` mask that cannot fit.
 
     Counts the Boolean result plus one int32 intermediate of the same shape (5 bytes an entry).
-    `name` is the constructor; the message gives the shape its size arguments ask for.
+    `name` is the constructor, `argument` the size argument the error names (a fresh user: ``causal(10**9)`` named
+    `causal`, where the structured constructors name `n`); the message gives the shape it asks for.
     """
     check_memory(
         5 * n_q * n_k,
-        f"a mask of shape ({n_q}, {n_k}) (bool plus int32 intermediates)",
-        name=name,
+        f"{name}'s mask of shape ({n_q}, {n_k}) (bool plus int32 intermediates)",
+        name=argument,
         hint="Use a smaller n, or the constructor's interval form (hassejax.masks.structured, or "
         "from_spec(..., form='intervals')): an IntervalMask needs no dense (n, n) array.",
     )

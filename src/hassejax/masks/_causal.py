@@ -174,7 +174,7 @@ def causal_bottom_right(n_q: int, n_k: int) -> Bool[Array, "n_q n_k"]:
 
     ```
     """
-    check_mask_memory(n_q, n_k, "causal_bottom_right")
+    check_mask_memory(n_q, n_k, "causal_bottom_right", argument="n_q` and `n_k")
     return _causal_bottom_right(n_q=n_q, n_k=n_k)
 
 

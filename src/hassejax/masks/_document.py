@@ -108,10 +108,10 @@ def document(
             )
         check_document_lengths(segments)
         n = int(segments.sum())
-        check_mask_memory(n, n, "document")
+        check_mask_memory(n, n, "document", argument="segments")
         ids = jnp.asarray(np.repeat(np.arange(segments.shape[0]), segments), dtype=jnp.int32)
     else:
-        check_mask_memory(segments.shape[0], segments.shape[0], "document")
+        check_mask_memory(segments.shape[0], segments.shape[0], "document", argument="segments")
         # Concrete ids (int64) relabelled 0, 1, ... (equal ids stay equal, distinct ones distinct): a cast to
         # int32 would merge ids that agree in their low 32 bits (5 and 5 + 2**32). Traced ids keep their dtype.
         ids = segments if is_traced(segments) else jnp.asarray(np.unique(segments, return_inverse=True)[1], jnp.int32)

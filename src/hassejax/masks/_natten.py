@@ -77,5 +77,5 @@ def natten_2d(height: int, width: int, kernel_h: int, kernel_w: int) -> Bool[Arr
     """
     kernel_h = odd_kernel(kernel_h, height, "kernel_h", "height")
     kernel_w = odd_kernel(kernel_w, width, "kernel_w", "width")
-    check_mask_memory(height * width, height * width, "natten_2d")
+    check_mask_memory(height * width, height * width, "natten_2d", argument="height` and `width")
     return _natten_2d(height=height, width=width, kernel_h=kernel_h, kernel_w=kernel_w)

@@ -97,7 +97,7 @@ def tree_prefix(parents: Sequence[int] | Int[ArrayLike, " t"], prefix: int) -> B
         check_parents(parents)
         ok = True
     n = prefix + t
-    check_mask_memory(n, n, "tree_prefix")
+    check_mask_memory(n, n, "tree_prefix", argument="parents` and `prefix")
     mask = _tree_prefix(jnp.asarray(parents, dtype=jnp.int32), prefix=prefix)
     return require(
         mask,

@@ -38,6 +38,8 @@ def _check_num_layers(num_layers) -> int | None:
             "cannot be traced; under jax.jit mark it static (static_argnames=('num_layers',)) or call outside jit; "
             f"got a traced value of shape {num_layers.shape} and dtype {num_layers.dtype}."
         )
+    if isinstance(num_layers, jax.Array) and num_layers.ndim == 0 and jnp.issubdtype(num_layers.dtype, jnp.integer):
+        num_layers = int(num_layers)  # a concrete JAX integer scalar, as a NumPy one (a fresh user: jnp.int32(3))
     if isinstance(num_layers, (bool, np.bool_)) or not isinstance(num_layers, (int, np.integer)):
         raise ParameterError(
             f"`num_layers` must be a positive int (the number of layers L) or None (the limit); "

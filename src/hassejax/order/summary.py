@@ -69,10 +69,10 @@ def _check_layers(layers) -> tuple[int, ...]:
 def choose_route(mask, method: str = "auto") -> tuple[str, str, IntervalMask | None]:
     """The closure route for `mask` and the reason: ``(route, reason, interval_form_or_None)``.
 
-    ``"structured"`` for an :class:`~hassejax.masks.IntervalMask`, and for a dense mask whose
-    rows have at most :data:`STRUCTURED_MAX_RUNS` key runs; otherwise the dense route that
-    :func:`hassejax.order.reachability` picks by its cost model (``"matmul"`` or
-    ``"bitpacked"``). An explicit `method` is honoured (a dense route for an
+    ``"structured"`` for a mask (an :class:`~hassejax.masks.IntervalMask` or a dense array) whose rows have at most
+    :data:`STRUCTURED_MAX_RUNS` key runs, and for an :class:`~hassejax.masks.IntervalMask` with more that is too long
+    for the dense routes; otherwise the dense route that :func:`hassejax.order.reachability` picks by its cost model
+    (``"matmul"`` or ``"bitpacked"``; a fresh user read "structured for an IntervalMask" and got ``"matmul"``). An explicit `method` is honoured (a dense route for an
     :class:`IntervalMask` first builds the dense array, after a memory check).
 
     **Arguments:** `mask`: an :class:`~hassejax.masks.IntervalMask`, or a concrete Boolean `(n, n)` array (nested

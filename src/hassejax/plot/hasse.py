@@ -31,6 +31,11 @@ from ._hasse_layout import _CHAR_EM, _HALF_HEIGHT_EM, _PAD, _extent, _layout, _n
 __all__ = ["hasse_layout", "hasse_figsize", "hasse_crossings", "draw_hasse"]
 
 
+def _check_diagram(diagram) -> None:
+    if not isinstance(diagram, HasseDiagram):  # a docstring review: a non-diagram met an AttributeError
+        raise MaskError(f"`diagram` must be a HasseDiagram; got {type(diagram).__name__}.")
+
+
 def hasse_layout(
     diagram: HasseDiagram,
     names: Sequence[str] | None = None,
@@ -63,8 +68,8 @@ def hasse_layout(
     spanning several generations gets a free slot of its own in every layer it crosses
     (where :func:`draw_hasse` bends it), so it never runs through another node.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` if `names` has the wrong length or
-    `max_label_chars < 4`; :class:`~hassejax.errors.ParameterError` for `levels` that are not
+    **Raises:** :class:`~hassejax.errors.MaskError` if `diagram` is not a HasseDiagram, `names` has the wrong length
+    or `max_label_chars < 4`; :class:`~hassejax.errors.ParameterError` for `levels` that are not
     one of the names or do not rise along an edge, or an `order_key` of the wrong length.
 
     Source: (derived) for the Hasse diagrams of spec hasse.md §1.7 and §5; a layered drawing with barycenter ordering
@@ -79,6 +84,7 @@ def hasse_layout(
     >>> sorted(y for _, y in hasse_layout(d).values()), sorted(y for _, y in hasse_layout(d, levels="top").values())
     ([0.0, 0.0, 1.0], [0.0, 1.0, 1.0])
     """
+    _check_diagram(diagram)
     _check_max_label_chars(max_label_chars)
     names = diagram._check_names(names)
     labels = _node_labels(diagram, names, max_label_chars)
@@ -104,7 +110,7 @@ def hasse_crossings(
 
     **Returns:** the number of crossing pairs of segments (int, >= 0).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`hasse_layout`.
+    **Raises:** as :func:`hasse_layout` (a `diagram` that is not a HasseDiagram, bad `levels` or `order_key`).
 
     Source: (derived); crossings between adjacent layers, the quantity the layered drawing of Sugiyama, Tagawa and
     Toda (1981; see :func:`hasse_layout`) reduces.
@@ -117,6 +123,7 @@ def hasse_crossings(
     >>> hasse_crossings(HasseDiagram.from_mask(x)), hasse_crossings(HasseDiagram.from_mask(x), order_key=[0, 1, 1, 0])
     (0, 1)
     """
+    _check_diagram(diagram)
     labels = [format_class(mem) for mem in diagram.classes]
     pos, _, routes = _layout(diagram, labels, levels=levels, order_key=order_key)
     segments = []
@@ -147,7 +154,7 @@ def hasse_figsize(
     between layers (the fit rule of :func:`draw_hasse`). `levels`, `order_key`: as
     :func:`hasse_layout`.
 
-    **Raises:** as :func:`draw_hasse` for `names`, `fontsize` and `max_label_chars`; as :func:`hasse_layout` for
+    **Raises:** as :func:`draw_hasse` for `diagram`, `names`, `fontsize` and `max_label_chars`; as :func:`hasse_layout` for
     `levels` and `order_key`.
 
     Source: (derived), no paper: the font fit rule of :func:`draw_hasse`.
@@ -166,6 +173,7 @@ def hasse_figsize(
     >>> round(w, 3), round(h, 3)
     (4.074, 3.831)
     """
+    _check_diagram(diagram)
     _check_fontsize(fontsize, "fontsize")
     _check_max_label_chars(max_label_chars)
     names = diagram._check_names(names)
@@ -252,8 +260,7 @@ def draw_hasse(
     True
     >>> plt.close(ax.figure)
     """
-    if not isinstance(diagram, HasseDiagram):
-        raise MaskError(f"`diagram` must be a HasseDiagram; got {type(diagram).__name__}.")
+    _check_diagram(diagram)
     if ax is not None and not isinstance(ax, Axes):
         raise ParameterError(f"`ax` must be a matplotlib Axes or None (a new figure); got {type(ax).__name__}.")
     _check_fontsize(fontsize, "fontsize")

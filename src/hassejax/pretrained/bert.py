@@ -473,8 +473,8 @@ def sentence_embeddings(
 def cosine_similarity(a: Float[ArrayLike, "n d"], b: Float[ArrayLike, "m d"]) -> Float[Array, "n m"]:
     """Cosine similarities `[i, j] = ⟨a_i, b_j⟩/(‖a_i‖‖b_j‖)`, shape `(n, m)`.
 
-    **Raises:** nothing of its own: a zero row gives NaN similarities (0 / 0), and rows of different lengths `d`
-    reach JAX's ``TypeError`` (``dot_general``).
+    **Raises:** :class:`~hassejax.errors.ParameterError` for inputs that are not 2-D floating arrays of one length
+    `d`, or (concrete inputs) a zero or non-finite row, whose similarities are undefined (they were NaN, 0 / 0).
 
     Source: (derived), no paper: the cosine similarity by which Reimers & Gurevych, "Sentence-BERT", arXiv:1908.10084,
     compares sentence embeddings.
@@ -489,8 +489,24 @@ def cosine_similarity(a: Float[ArrayLike, "n d"], b: Float[ArrayLike, "m d"]) ->
 
     ```
     """
+    from .._tracing import is_traced
+
     a = jnp.asarray(a)
     b = jnp.asarray(b)
-    a = a / jnp.linalg.norm(a, axis=-1, keepdims=True)
-    b = b / jnp.linalg.norm(b, axis=-1, keepdims=True)
-    return a @ b.T
+    for name, x in (("a", a), ("b", b)):
+        if x.ndim != 2 or not jnp.issubdtype(x.dtype, jnp.floating):
+            raise ParameterError(f"`{name}` must be a floating (rows, d) array; got shape {x.shape}, dtype {x.dtype}.")
+    if a.shape[1] != b.shape[1]:
+        raise ParameterError(f"`a` and `b` must have rows of one length d; got {a.shape[1]} and {b.shape[1]}.")
+    norms = []
+    for name, x in (("a", a), ("b", b)):
+        norm = jnp.linalg.norm(x, axis=-1, keepdims=True)
+        if not is_traced(norm):
+            bad = np.flatnonzero(~(np.isfinite(np.asarray(norm[:, 0])) & (np.asarray(norm[:, 0]) > 0)))
+            if bad.size:
+                raise ParameterError(
+                    f"`{name}` has {bad.size} zero or non-finite row(s), first row {int(bad[0])}: a cosine similarity "
+                    "needs a nonzero finite vector."
+                )
+        norms.append(norm)
+    return (a / norms[0]) @ (b / norms[1]).T

@@ -149,8 +149,8 @@ def output_rank(W_O: Float[ArrayLike, "*batch d k"], rtol: float = 1e-6) -> np.n
     """Numerical rank of `W_O` `(..., d, k)` (singular values above `rtol · σ_max`), host side, as an
     integer NumPy array of the batch shape; `V_h` has this rank at most.
 
-    **Raises:** nothing of its own: an input with fewer than two axes, or with a NaN entry, reaches NumPy's
-    ``LinAlgError``; an inf entry is not caught (NaN singular values, reported as rank 0).
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an input with fewer than two axes or a non-finite entry
+    (an inf entry gave NaN singular values, reported as rank 0), or an `rtol` outside ``[0, 1)``.
 
     Source: (derived), no paper: the numerical rank from the singular values; ``rank V_h ≤ rank W_O`` as
     ``V_h = W_O W_V`` (module docstring).
@@ -165,7 +165,15 @@ def output_rank(W_O: Float[ArrayLike, "*batch d k"], rtol: float = 1e-6) -> np.n
 
     ```
     """
-    s = np.linalg.svd(np.asarray(W_O), compute_uv=False)
+    W_O = np.asarray(W_O)
+    if W_O.ndim < 2 or not np.issubdtype(W_O.dtype, np.number) or not np.all(np.isfinite(W_O)):
+        raise ParameterError(
+            f"`W_O` must be a finite real array of shape (..., d, k); got shape {W_O.shape}, dtype {W_O.dtype}"
+            + (", with non-finite entries." if W_O.ndim >= 2 and np.issubdtype(W_O.dtype, np.number) else ".")
+        )
+    if not 0 <= rtol < 1:
+        raise ParameterError(f"`rtol` must lie in [0, 1); got {rtol!r}.")
+    s = np.linalg.svd(W_O, compute_uv=False)
     return np.asarray(np.sum(s > rtol * s[..., :1], axis=-1))
 
 
@@ -178,8 +186,8 @@ def empirical_moments(
 
     **Returns:** `(mean (d,), cov (d, d))`, the moments of `μ = (1/n) Σ_i δ_{x_i}` over the selection.
 
-    **Raises:** nothing of its own: an empty selection gives NaN moments (0 / 0), and `weights` of another length
-    than `x` reach JAX's ``TypeError`` (``dot_general``).
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an `x` that is not `(n, d)`, `weights` that are not `n`
+    Booleans, or (concrete `weights`) an empty selection, whose moments are undefined (they were NaN, 0 / 0).
 
     Source: spec dynamics.md §1 (the empirical measure ``μ = (1/n) Σ_j δ_{x_j}``) and §5 (its mean and covariance,
     compared with the moment ODE).
@@ -195,8 +203,20 @@ def empirical_moments(
 
     ```
     """
+    from .._tracing import is_traced
+
     x = jnp.asarray(x)
-    w = jnp.ones(x.shape[0], x.dtype) if weights is None else jnp.asarray(weights, x.dtype)
+    if x.ndim != 2:
+        raise ParameterError(f"`x` must be (n, d) tokens; got shape {x.shape}.")
+    if weights is not None:
+        weights = jnp.asarray(weights)
+        if weights.shape != x.shape[:1] or weights.dtype != jnp.bool_:
+            raise ParameterError(
+                f"`weights` must be {x.shape[0]} Booleans (one a token); got shape {weights.shape}, dtype {weights.dtype}."
+            )
+        if not is_traced(weights) and not bool(jnp.any(weights)):
+            raise ParameterError("`weights` selects no token: the moments of an empty selection are undefined.")
+    w = jnp.ones(x.shape[0], x.dtype) if weights is None else weights.astype(x.dtype)
     n = jnp.sum(w)
     mean = (w @ x) / n
     xc = (x - mean) * w[:, None]

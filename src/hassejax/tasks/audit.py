@@ -131,7 +131,7 @@ def reached_tokens(task: Task, num_layers: int | None = None) -> list[frozenset[
     **Raises:** :class:`~hassejax.errors.MemoryBudgetError` if the closure (naming `mask`) or
     the token sets (naming `task`, estimated from the number of dependent pairs before they
     are built) would not fit; :class:`~hassejax.errors.ParameterError` for a `num_layers` that is not None or an
-    int >= 1. `task` itself is not checked: a non-Task fails with ``AttributeError``.
+    int >= 1; :class:`~hassejax.errors.TaskError` for a `task` that is not a Task (a family: with the hint).
 
     Source: spec hasse.md §2 "Leakage audit" (aggregated inputs declare their sources, and the audit expands them)
     and §1.2 (``R^(L)``).
@@ -146,6 +146,7 @@ def reached_tokens(task: Task, num_layers: int | None = None) -> list[frozenset[
 
     ```
     """
+    check_task(task)  # a docstring review: a non-Task met an AttributeError
     r = task._closure(num_layers)  # the host closure, as task.reachability(num_layers)
     pairs = int(np.count_nonzero(r))
     check_memory(_PAIR_BYTES * pairs, f"the reached-token sets of {task.n} slots ({pairs} dependent pairs)", "task")

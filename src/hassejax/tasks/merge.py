@@ -56,8 +56,8 @@ def node_signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], dict[tuple
     have smaller ids).
 
     **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`, from :meth:`Task.structure`) if a task's
-    closure and classes would not fit. `tasks` itself is not checked (unlike :func:`merge_tasks`): an element that is
-    not a Task fails with ``AttributeError``, a single Task in place of a sequence with ``TypeError``.
+    closure and classes would not fit; :class:`~hassejax.errors.TaskError` for `tasks` that is not a non-empty
+    sequence of Task (a single Task, a TaskFamily: with the hint), as :func:`merge_tasks`.
 
     Source: Li & Guo, arXiv:2606.09951, Def. 3.5 (paper: node equivalence); spec hasse.md §2 "Node equivalence" (the
     memoised, interned signature); the stream tags and the set of maximal covered ids are (derived), as above.
@@ -73,7 +73,7 @@ def node_signatures(tasks: Sequence[Task]) -> tuple[list[np.ndarray], dict[tuple
 
     ```
     """
-    slot_ids, _, table = _signatures(tasks)
+    slot_ids, _, table = _signatures(_check_tasks_arg(tasks))  # a docstring review: AttributeError, TypeError
     return slot_ids, table
 
 
