@@ -560,4 +560,6 @@ def test_derive_in_python_refuses_an_unknown_family_or_option_by_name():
         derive("nope", 4)
     with pytest.raises(TaskError, match=r"the butterfly family takes the options \['boundary'\]; got \['block_size'\]"):
         derive("butterfly", 4, block_size=2)
+    with pytest.raises(TaskError, match=r"the block_generation family needs the options \[.block_size.\]"):
+        derive("block_generation", 4)
     assert derive("butterfly", 4, boundary="neighbour")["audit"].ok

@@ -153,6 +153,16 @@ def test_correctness_flags_follow_jaxlib(monkeypatch, release, want):
     assert _xla_flags.correctness_flags() == want
 
 
+@pytest.mark.parametrize(
+    ("version", "release"),
+    [("0.10.2", (0, 10, 2)), ("0.10.1rc1", (0, 10, 1)), ("0.10.2.dev20260101", (0, 10, 2)), ("0.11", (0, 11, 0))],
+)
+def test_jaxlib_release_reads_the_leading_digits(monkeypatch, version, release):
+    """A review: "0.10.1rc1" read as (0, 10, 11), which would have added the flag to a jaxlib not known to have it."""
+    monkeypatch.setattr(_xla_flags.metadata, "version", lambda name: version)
+    assert _xla_flags._jaxlib_release() == release
+
+
 def _python(code: str, **env) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"JAX_PLATFORMS": "cpu"} | env
     return subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, env=clean)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 import warnings
 from importlib import metadata
@@ -55,8 +56,8 @@ _YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type"
 
 def _jaxlib_release() -> tuple[int, int, int] | None:
     try:
-        parts = metadata.version("jaxlib").split(".")[:3]
-        return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts) + (0,) * (3 - len(parts))
+        parts = [re.match(r"\d*", p).group() for p in metadata.version("jaxlib").split(".")[:3]]  # "2rc1" -> "2"
+        return tuple(int(p or 0) for p in parts) + (0,) * (3 - len(parts))
     except (metadata.PackageNotFoundError, ValueError):
         return None
 

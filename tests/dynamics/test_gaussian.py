@@ -787,6 +787,20 @@ def test_t1_within_the_time_resolution_of_a_blow_up_is_undetermined(state):
             assert status_names(sol.status) == "completed", (rtol, t1)
 
 
+@pytest.mark.parametrize("state", ["factor", "covariance"])
+def test_atol_counts_against_the_size_of_the_state(state):
+    """A review: with the resolution read as max(rtol, atol), `Σ0 = 1e4 I` (t* = 5e-5) solved at rtol = 1e-10,
+    atol = 1e-4 read its accurate blow-up (t* within 6e-9, resp. 5e-7, of itself) ``undetermined`` beside a layer edge
+    at 1.1 t*; `atol` is relative to the state's largest entry (`1e-4 / 1e4`, resp. `/ 1e2`)."""
+    from hassejax.dynamics import PiecewiseConstant
+
+    eye, s = jnp.eye(2), 1e4
+    t_star = 1 / (2 * s)
+    V = PiecewiseConstant(jnp.stack([eye, -eye]), t_edges=jnp.array([0.0, 1.1 * t_star, 100 * t_star]))
+    sol = solve_gaussian(Softmax(V=V, A=eye), jnp.zeros(2), s * eye, t1=3 * t_star, rtol=1e-10, atol=1e-4, state=state)
+    assert status_names(sol.status) == "blow_up" and abs(float(sol.t_blowup) / t_star - 1) < 1e-6
+
+
 def test_exponential_growth_at_t1_is_completed():
     """A review: a linear flow (V = 0, feed-forward `x' = x`), which grows exponentially and cannot blow up, read
     ``undetermined`` at t1 = 6 and 8 with rtol = 1e-4 (its λ/λ' is the e-folding time, within the resolution); the

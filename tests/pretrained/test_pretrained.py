@@ -526,8 +526,9 @@ def test_helpers_refuse_undefined_results_instead_of_nan(no_typecheck):
         rh.empirical_moments(jnp.ones((3, 2)), jnp.zeros(3, bool))
     with pytest.raises(ParameterError, match=r"`weights` must be 3 Booleans"):
         rh.empirical_moments(jnp.ones((3, 2)), jnp.ones(3))
-    with pytest.raises(ParameterError, match=r"`x` must be \(n, d\) tokens; got shape \(3,\)"):
-        rh.empirical_moments(jnp.ones(3))
+    for shape in ((3,), (0, 2)):
+        with pytest.raises(ParameterError, match=r"`x` must be \(n, d\) tokens, n >= 1; got shape"):
+            rh.empirical_moments(jnp.ones(shape))
     mean, cov = rh.empirical_moments(jnp.array([[0.0], [2.0], [9.0]]), jnp.array([True, True, False]))
     assert mean.tolist() == [1.0] and cov.tolist() == [[1.0]]
     with pytest.raises(ParameterError, match="non-finite entries"):
@@ -535,3 +536,4 @@ def test_helpers_refuse_undefined_results_instead_of_nan(no_typecheck):
     with pytest.raises(ParameterError, match=r"`rtol` must lie in \[0, 1\)"):
         rh.output_rank(np.eye(2), rtol=1.5)
     assert rh.output_rank(np.array([[1.0, 2.0], [2.0, 4.0]])).item() == 1
+    assert rh.output_rank(jnp.array([[1.0, 2.0], [2.0, 5.0]], jnp.bfloat16)).item() == 2  # NumPy's SVD takes no bf16

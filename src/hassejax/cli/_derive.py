@@ -55,10 +55,14 @@ def derive(family: str, n: int, **options) -> dict:
 
     if not isinstance(family, str) or family not in FAMILIES:
         raise TaskError(f"`family` must be one of {sorted(FAMILIES)}; got {family!r}.")
-    taken = [p for p in inspect.signature(FAMILIES[family]).parameters if p != "n"]
+    params = inspect.signature(FAMILIES[family]).parameters
+    taken = [p for p in params if p != "n"]
     unknown = sorted(set(options) - set(taken))
     if unknown:
         raise TaskError(f"the {family} family takes the options {taken}; got {unknown}.")
+    missing = [p for p in taken if params[p].default is inspect.Parameter.empty and p not in options]
+    if missing:
+        raise TaskError(f"the {family} family needs the options {missing}.")
     merged = FAMILIES[family](n, **options).merge()
     return {"merged": merged, "sparse": sparsify(merged), "audit": audit(merged)}
 

@@ -83,7 +83,7 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
     """
     dtype = jnp.result_type(mean0, u0)
     tiny = jnp.finfo(dtype).tiny
-    time_tol = time_tolerance(rtol, atol)  # the time resolution's tolerance (an atol above rtol counts)
+    time_tol = time_tolerance(rtol, atol)  # the time resolution's tolerance (the state's entries are of order one)
     t0 = jnp.asarray(t0, dtype)
     t1 = jnp.asarray(t1, dtype)
     threshold = jnp.asarray(threshold, dtype)

@@ -58,7 +58,7 @@ just before `e` (resp. the event), rather than the later blow-up, or none, of th
 silent crossing would report. Farther from an edge nothing changes. The end `t1` is such an edge too: a solve
 that reaches it below the threshold but within its last two decades, growing like a blow-up (local exponent
 `λλ''/λ'² ≥ 1.5`, :data:`END_EXPONENT`) with the state's own `λ/λ'` within the resolution (an adaptive
-controller's `max(rtol, atol)`), is ``undetermined``, not ``completed``: the blow-up may lie before `t1`.
+controller's `max(rtol, atol / |y0|)`), is ``undetermined``, not ``completed``: the blow-up may lie before `t1`.
 
 The local growth exponent `p = λλ''/λ'²` (2 for `c/(t* − t)`, 1 for exponential growth)
 is reported as well, for information. The blow-up time is `t_e + λ/λ'` (extrapolated,
@@ -108,7 +108,7 @@ DECADE_RATIO_THRESHOLD = 0.05
 """`ρ < 0.05` at the threshold event ⇒ finite-time blow-up (see module docstring)."""
 
 EDGE_RESOLUTION_TOLERANCES = 1e3
-"""A blow-up within `1e3 · max(rtol, atol, eps) · (e − t0)` (plus 64 rounding units of `e`) of a layer edge `e` is not
+"""A blow-up within `1e3 · max(rtol, atol / |y0|, eps) · (e − t0)` (plus 64 rounding units of `e`) of a layer edge `e` is not
 resolved by the solve: see :func:`edge_resolution`."""
 
 END_EXPONENT = 1.5
@@ -220,6 +220,8 @@ def integrate(
 
     log_level_a = log_threshold - DECADES * jnp.log(jnp.asarray(10.0, dtype))
     y0_user = y0
+    # the state's size, against which `atol` is a relative tolerance (time_tolerance)
+    state_scale = jnp.max(jnp.stack([jnp.max(jnp.abs(leaf)) for leaf in jtu.tree_leaves(y0)]))
     size_max = 1 / tiny  # beyond it `1/λ` is subnormal (float32: 8.5e37; module docstring, item 5)
 
     def in_range(y):  # the size finite and below size_max
@@ -289,7 +291,7 @@ def integrate(
     # diffrax (a rejected one when the guard or the step budget stopped it): the guard records the
     # last accepted time and state instead (:mod:`._guard`), read back below.
     record = event is not None
-    jump_ts, edge_rtol = edge_setting(stepsize_controller)
+    jump_ts, edge_rtol = edge_setting(stepsize_controller, state_scale)
     edge_check = record and size_event and jump_ts is not None and layer_edges is not None
     edges = None if not edge_check else jnp.asarray(layer_edges, dtype)
     if edge_check:
@@ -465,7 +467,7 @@ def integrate(
         undetermined = undetermined | edge_undetermined
     else:
         edge_undetermined = jnp.asarray(False)
-    end_rtol = controller_rtol(stepsize_controller)
+    end_rtol = controller_rtol(stepsize_controller, state_scale)
     if size_event and end_rtol is not None:  # the solve reached t1 below the threshold, but growing so fast that
         # the state's own remaining time λ/λ' is within the time resolution: a blow-up may lie before t1 (the
         # computed t* carries the solve's error; a fresh user: t1 = t* − 1e-9 ended `completed`, tr Σ 2.6e6 where
@@ -741,42 +743,47 @@ def check_blowup_estimate(blowup_estimate) -> bool:
     return blowup_estimate == "extrapolated"
 
 
-def time_tolerance(rtol, atol):
-    """The tolerance a computed time carries, for :func:`edge_resolution`: ``max(rtol, atol)``.
+def time_tolerance(rtol, atol, scale=1.0):
+    """The relative tolerance a computed time carries, for :func:`edge_resolution`: ``max(rtol, atol / scale)``, with
+    `scale` the largest entry of the initial state (1 where it is zero or not finite).
 
     `rtol` alone understated it where `atol` held the error (a fresh user: softmax with `t* = 1`, ``rtol = 1e-12``,
-    ``atol = 1e-8``: the factor state's `t*` came out `2.6e-7` late, and `t1 = 1 + 1e-7` ended ``completed`` with a
-    finite `Σ` past the blow-up, where the default tolerances read ``undetermined``); an `atol` above `rtol` counts as a
-    relative tolerance of itself (the states start at sizes of order one or more), an `atol` below changes nothing.
+    ``atol = 1e-8``, `Σ0 = I/2`: the factor state's `t*` came out `2.6e-7` late, and `t1 = 1 + 1e-7` ended
+    ``completed`` with a finite `Σ` past the blow-up, where the default tolerances read ``undetermined``); `atol` is an
+    error relative to the state's size (a review: counted in full, `atol = 1e-4` beside `Σ0 = 1e4 I` read an accurate
+    blow-up near a layer edge ``undetermined``).
     """
     if rtol is None or atol is None:
         return rtol
-    return jnp.maximum(jnp.asarray(rtol), jnp.asarray(atol))
+    scale = jnp.asarray(scale)
+    scale = jnp.where(jnp.isfinite(scale) & (scale > 0), scale, 1.0)
+    return jnp.maximum(jnp.asarray(rtol), jnp.asarray(atol) / scale)
 
 
-def controller_rtol(controller):
-    """The time tolerance (:func:`time_tolerance` of its `rtol` and `atol`) of an adaptive controller (inside a
-    ``ClipStepSizeController`` too), or None (a constant step, or a controller without one): the end check of
-    :func:`integrate` reads the time resolution from it."""
+def controller_rtol(controller, scale=1.0):
+    """The time tolerance (:func:`time_tolerance` of its `rtol` and `atol`, the state's size `scale`) of an adaptive
+    controller (inside a ``ClipStepSizeController`` too), or None (a constant step, or a controller without one): the
+    end check of :func:`integrate` reads the time resolution from it."""
     inner = controller.controller if isinstance(controller, diffrax.ClipStepSizeController) else controller
     rtol = getattr(inner, "rtol", None)
     if not isinstance(inner, diffrax.AbstractAdaptiveStepSizeController):
         return None
-    return time_tolerance(rtol, getattr(inner, "atol", None))
+    return time_tolerance(rtol, getattr(inner, "atol", None), scale)
 
 
-def edge_setting(controller):
-    """`(jump_ts, tolerance)` (:func:`time_tolerance`) of a controller that steps to layer edges (a ``ClipStepSizeController`` with ``jump_ts`` around
-    an adaptive controller with an `rtol`, as :func:`make_controller` builds), else `(None, None)`: the edge check of
-    :func:`integrate` needs both (with a constant step, or a controller of the caller's without ``jump_ts``, the edges
-    are not step boundaries and the check does not apply)."""
+def edge_setting(controller, scale=1.0):
+    """`(jump_ts, tolerance)` (:func:`time_tolerance`, the state's size `scale`) of a controller that steps to layer
+    edges (a ``ClipStepSizeController`` with ``jump_ts`` around an adaptive controller with an `rtol`, as
+    :func:`make_controller` builds), else `(None, None)`: the edge check of :func:`integrate` needs both (with a
+    constant step, or a controller of the caller's without ``jump_ts``, the edges are not step boundaries and the
+    check does not apply)."""
     if not isinstance(controller, diffrax.ClipStepSizeController) or controller.jump_ts is None:
         return None, None
     inner = controller.controller
     rtol = getattr(inner, "rtol", None)
     if not isinstance(inner, diffrax.AbstractAdaptiveStepSizeController) or rtol is None:
         return None, None
-    return controller.jump_ts, time_tolerance(rtol, getattr(inner, "atol", None))
+    return controller.jump_ts, time_tolerance(rtol, getattr(inner, "atol", None), scale)
 
 
 def edge_resolution(t, t0, rtol, dtype):

@@ -97,7 +97,7 @@ class Status(enum.IntEnum):
       bad member does not abort a sweep and the program holds no host callback.)
     - `undetermined` (8): the size threshold was crossed, but the computation cannot tell
       blow-up from divergence there; or a blow-up lies within the solve's time resolution
-      (`1e3 · max(rtol, atol, eps) · (e − t0)`) of a layer edge `e` of a
+      (`1e3 · max(rtol, atol / |y0|, eps) · (e − t0)`, `|y0|` the largest entry of the initial state) of a layer edge `e` of a
       :class:`~hassejax.dynamics.PiecewiseConstant` parameter, so that the side of `e` it lies on, hence whether
       the solution ends there or goes on into the next layer, is not known (the solve stops just before `e`,
       or a threshold event before `e` extrapolates its `t*` to within the resolution of `e`; with the default

@@ -166,6 +166,8 @@ def output_rank(W_O: Float[ArrayLike, "*batch d k"], rtol: float = 1e-6) -> np.n
     ```
     """
     W_O = np.asarray(W_O)
+    if W_O.dtype.kind == "V" or W_O.dtype.name == "bfloat16":  # NumPy's SVD takes no bfloat16 (a review)
+        W_O = W_O.astype(np.float32)
     if W_O.ndim < 2 or not np.issubdtype(W_O.dtype, np.number) or not np.all(np.isfinite(W_O)):
         raise ParameterError(
             f"`W_O` must be a finite real array of shape (..., d, k); got shape {W_O.shape}, dtype {W_O.dtype}"
@@ -206,8 +208,8 @@ def empirical_moments(
     from .._tracing import is_traced
 
     x = jnp.asarray(x)
-    if x.ndim != 2:
-        raise ParameterError(f"`x` must be (n, d) tokens; got shape {x.shape}.")
+    if x.ndim != 2 or x.shape[0] == 0:
+        raise ParameterError(f"`x` must be (n, d) tokens, n >= 1; got shape {x.shape}.")
     if weights is not None:
         weights = jnp.asarray(weights)
         if weights.shape != x.shape[:1] or weights.dtype != jnp.bool_:
