@@ -191,10 +191,17 @@ print("ok")
 
 
 def test_jax_started_before_the_import_is_warned_and_a_users_flag_wins():
-    late = _python("import jax; jax.numpy.ones(1).block_until_ready(); import hassejax")
+    late = _python(
+        "import jax, os; jax.numpy.ones(1).block_until_ready(); import hassejax; print(os.environ['XLA_FLAGS'])"
+    )
     if _xla_flags.correctness_flags():
         assert late.returncode != 0 and "RuntimeWarning" in late.stderr and "jax-ml/jax#39103" in late.stderr
         assert "XLA_FLAGS='--xla_cpu_experimental_ynn_fusion_type=-reduce'" in late.stderr
+        late = _python(  # the warning aside, the flag is set for the processes this one starts
+            "import jax, os, warnings; jax.numpy.ones(1).block_until_ready()\nwith warnings.catch_warnings():\n"
+            "    warnings.simplefilter('ignore')\n    import hassejax\nprint(os.environ['XLA_FLAGS'])"
+        )
+        assert late.returncode == 0 and late.stdout.split() == _xla_flags.correctness_flags(), late.stderr[-2000:]
     else:
         assert late.returncode == 0, late.stderr[-2000:]
     mine = "--xla_cpu_experimental_ynn_fusion_type=-reduce,-dot"

@@ -85,7 +85,8 @@ def apply_correctness_flags() -> list[str]:
     """Add :func:`correctness_flags` to ``XLA_FLAGS`` (on ``import hassejax``); returns the flags added.
 
     A flag of that name the user already set wins. Where JAX's backend has already started (JAX used before hassejax
-    was imported) the flags can no longer take effect: a ``RuntimeWarning`` says so and names the flag to set.
+    was imported) the flags can no longer take effect in this process: a ``RuntimeWarning`` says so and names the flag
+    to set; they are added all the same, for the processes this one starts.
     """
     flags = [f for f in correctness_flags() if f.split("=")[0] not in os.environ.get("XLA_FLAGS", "")]
     if not flags:
@@ -99,6 +100,7 @@ def apply_correctness_flags() -> list[str]:
             RuntimeWarning,
             stacklevel=3,
         )
+        add_xla_flags(flags)  # too late here, but the processes this one starts inherit it (a review)
         return []
     add_xla_flags(flags)
     return flags
