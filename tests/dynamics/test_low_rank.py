@@ -298,3 +298,19 @@ def test_initial_rates_against_the_kernel():
         "median_effective_keys",
         "n",
     ]
+
+
+def test_low_rank_gaussian_refuses_a_covariance_solve_gaussian_refuses(no_typecheck):
+    """A fresh user: `cov0 = -I/2` ended ``completed``, `diag(.5, -.5)` ``blow_up`` and a non-symmetric one was
+    symmetrised without a word, where :func:`solve_gaussian` (whose solve this is) refuses all three."""
+    from hassejax.dynamics import LowRankSoftmax, solve_low_rank_gaussian
+    from hassejax.errors import ParameterError
+
+    head = LowRankSoftmax(Q=jnp.eye(2), K=jnp.eye(2), W_V=jnp.eye(2), W_O=jnp.eye(2))
+    for cov0, match in (
+        (-jnp.eye(2) / 2, "positive semidefinite"),
+        (jnp.diag(jnp.array([0.5, -0.5])), "positive semidefinite"),
+        (jnp.array([[1.0, 0.4], [0.0, 1.0]]), "symmetric"),
+    ):
+        with pytest.raises(ParameterError, match=f"`cov0` must be {match}"):
+            solve_low_rank_gaussian(head, jnp.zeros(2), cov0, t1=1.0)

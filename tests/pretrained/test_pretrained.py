@@ -537,3 +537,25 @@ def test_helpers_refuse_undefined_results_instead_of_nan(no_typecheck):
         rh.output_rank(np.eye(2), rtol=1.5)
     assert rh.output_rank(np.array([[1.0, 2.0], [2.0, 4.0]])).item() == 1
     assert rh.output_rank(jnp.array([[1.0, 2.0], [2.0, 5.0]], jnp.bfloat16)).item() == 2  # NumPy's SVD takes no bf16
+
+
+def test_the_real_model_refuses_what_it_cannot_read(minilm, no_typecheck):
+    """A fresh user: `max_length` 0 and 1 switched truncation off, 2.7 was cut to 2, -3 met an OverflowError; zero
+    sentences met NumPy's reduction error; the BertWeights in place of an encoder an AttributeError."""
+    w, tok, enc = minilm
+    folder = rl.model_directory()
+    for bad in (0, 1, 2, 2.7, -3, "x", True):
+        with pytest.raises(ParameterError, match=r"`max_length` must be an int >= 3"):
+            rl.load_tokenizer(folder, max_length=bad)
+    assert rl.load_tokenizer(folder, max_length=3).encode("A cat sat.").tokens == ["[CLS]", "a", "[SEP]"]
+    with pytest.raises(ParameterError, match=r"S, T >= 1; got \(0, 4\)"):
+        rb.hidden_states(enc, np.zeros((0, 4), np.int32), np.zeros((0, 4), bool))
+    ids, mask = rl.tokenize(tok, ["A cat."])
+    with pytest.raises(
+        ParameterError, match=r"`encoder` must be a BertEncoder \(build one with BertEncoder.from_weights"
+    ):
+        rb.hidden_states(w, ids, mask)
+    with pytest.raises(ParameterError, match="`x` must be finite"):
+        rh.empirical_moments(jnp.array([[0.0, 1.0], [jnp.nan, 2.0]]))
+    with pytest.raises(ParameterError, match="must be a finite real array"):
+        rh.output_rank(np.eye(2, dtype=complex))

@@ -364,8 +364,10 @@ _ARRAY_FIELDS = tuple(f.name for f in dataclasses.fields(BertWeights) if f.name 
 def _check_batch(ids, mask):
     ids = np.asarray(ids)
     mask = np.asarray(mask)
-    if ids.ndim != 2 or mask.shape != ids.shape:
-        raise ParameterError(f"`ids` and `mask` must both have shape (S, T); got {ids.shape} and {mask.shape}.")
+    if ids.ndim != 2 or mask.shape != ids.shape or 0 in ids.shape:  # a fresh user: (0, T) met NumPy's min()
+        raise ParameterError(
+            f"`ids` and `mask` must both have shape (S, T), S, T >= 1; got {ids.shape} and {mask.shape}."
+        )
     if mask.dtype != np.bool_:
         raise ParameterError(f"`mask` must be Boolean (True at real tokens); got dtype {mask.dtype}.")
     if not np.all(mask.any(axis=1)):
@@ -408,6 +410,9 @@ def hidden_states(
 
     ```
     """
+    if not isinstance(encoder, BertEncoder):  # a fresh user passed the BertWeights: an AttributeError
+        hint = " (build one with BertEncoder.from_weights(weights))" if isinstance(encoder, BertWeights) else ""
+        raise ParameterError(f"`encoder` must be a BertEncoder{hint}; got {type(encoder).__name__}.")
     _check_batch(ids, mask)
     ids_np = np.asarray(ids)
     vocab = encoder.embeddings.word.shape[0]

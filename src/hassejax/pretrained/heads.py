@@ -168,10 +168,10 @@ def output_rank(W_O: Float[ArrayLike, "*batch d k"], rtol: float = 1e-6) -> np.n
     W_O = np.asarray(W_O)
     if W_O.dtype.kind == "V" or W_O.dtype.name == "bfloat16":  # NumPy's SVD takes no bfloat16 (a review)
         W_O = W_O.astype(np.float32)
-    if W_O.ndim < 2 or not np.issubdtype(W_O.dtype, np.number) or not np.all(np.isfinite(W_O)):
+    if W_O.ndim < 2 or W_O.dtype.kind not in "biuf" or not np.all(np.isfinite(W_O)):
         raise ParameterError(
             f"`W_O` must be a finite real array of shape (..., d, k); got shape {W_O.shape}, dtype {W_O.dtype}"
-            + (", with non-finite entries." if W_O.ndim >= 2 and np.issubdtype(W_O.dtype, np.number) else ".")
+            + (", with non-finite entries." if W_O.ndim >= 2 and W_O.dtype.kind in "biuf" else ".")
         )
     if not 0 <= rtol < 1:
         raise ParameterError(f"`rtol` must lie in [0, 1); got {rtol!r}.")
@@ -188,8 +188,8 @@ def empirical_moments(
 
     **Returns:** `(mean (d,), cov (d, d))`, the moments of `μ = (1/n) Σ_i δ_{x_i}` over the selection.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for an `x` that is not `(n, d)`, `weights` that are not `n`
-    Booleans, or (concrete `weights`) an empty selection, whose moments are undefined (they were NaN, 0 / 0).
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an `x` that is not `(n, d)` (or, concrete, not finite),
+    `weights` that are not `n` Booleans, or (concrete `weights`) an empty selection, whose moments are undefined (they were NaN, 0 / 0).
 
     Source: spec dynamics.md §1 (the empirical measure ``μ = (1/n) Σ_j δ_{x_j}``) and §5 (its mean and covariance,
     compared with the moment ODE).
@@ -218,6 +218,8 @@ def empirical_moments(
             )
         if not is_traced(weights) and not bool(jnp.any(weights)):
             raise ParameterError("`weights` selects no token: the moments of an empty selection are undefined.")
+    if not is_traced(x) and not bool(jnp.all(jnp.isfinite(x))):  # a fresh user: a NaN token gave a NaN covariance
+        raise ParameterError("`x` must be finite; got NaN/inf entries.")
     w = jnp.ones(x.shape[0], x.dtype) if weights is None else weights.astype(x.dtype)
     n = jnp.sum(w)
     mean = (w @ x) / n

@@ -322,7 +322,8 @@ def load_tokenizer(
     **Returns:** a ``tokenizers.Tokenizer``.
 
     **Raises:** :class:`ModelNotFoundError` (missing file or ``tokenizers`` package),
-    :class:`ModelFileError` (unreadable file, checksum mismatch).
+    :class:`ModelFileError` (unreadable file, checksum mismatch), :class:`~hassejax.errors.ParameterError` for a
+    `max_length` that is not None or an int >= 3.
 
     Source: (derived), no paper: BERT's WordPiece tokenizer (Devlin et al., "BERT", arXiv:1810.04805) with padding and
     truncation as sentence-transformers sets them (Reimers & Gurevych, "Sentence-BERT", arXiv:1908.10084).
@@ -338,6 +339,12 @@ def load_tokenizer(
 
     ```
     """
+    if max_length is not None and (
+        isinstance(max_length, (bool, np.bool_)) or not isinstance(max_length, (int, np.integer)) or max_length < 3
+    ):  # a fresh user: 0 and 1 switched truncation off, 2.7 was cut to 2, -3 met an OverflowError
+        raise ParameterError(
+            f"`max_length` must be an int >= 3 ([CLS], one token, [SEP]) or None (the encoder's); got {max_length!r}."
+        )
     try:
         from tokenizers import Tokenizer
     except ImportError as err:  # pragma: no cover - the tests importorskip tokenizers

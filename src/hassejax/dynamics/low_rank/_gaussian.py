@@ -26,7 +26,8 @@ from ...errors import ParameterError
 from ...masks._runs import check_host_memory
 from .. import _solve
 from .._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
-from ..gaussian import MEMORY_UNCHECKED_BYTES
+from .._linalg import check_psd
+from ..gaussian import HOST_CHECK_ARRAYS, MEMORY_UNCHECKED_BYTES
 from ._common import AbstractReduction, head_products, solve_reduction, solve_settings
 from ._kernel import LowRankSoftmax
 from ._solution import LowRankGaussianSolution
@@ -159,11 +160,13 @@ def solve_low_rank_gaussian(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a model that is not a
     :class:`~hassejax.dynamics.LowRankSoftmax` or is batched, inconsistent shapes,
-    non-finite (concrete) `mean0` or `cov0`, bad times, tolerances or thresholds (a concrete
+    non-finite (concrete) `mean0` or `cov0`, a concrete `cov0` that is not symmetric PSD (as
+    :func:`~hassejax.dynamics.solve_gaussian`), bad times, tolerances or thresholds (a concrete
     `size_threshold` at or below `tr Σ0`), an unknown `blowup_estimate`, a `mean0` or `cov0` in half precision
     (float16, bfloat16; they are not promoted to the model's dtype) or a model in half precision;
     :class:`~hassejax.errors.MemoryBudgetError` naming `cov0`, before it is copied, when the `(d, d)` copies of the
-    set-up (about four on the device; on the host its copy and a float64 one for a concrete `cov0`) exceed 80 % of
+    set-up (about four on the device; on the host its copy and the PSD check's float64 ones for a concrete `cov0`)
+    exceed 80 % of
     the free memory.
 
     Source: (derived), module docstring; spec dynamics.md §2, §4.
@@ -202,8 +205,10 @@ def solve_low_rank_gaussian(
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
         blowup_estimate=blowup_estimate, progress_meter=progress_meter,
     )  # fmt: skip
-    reduction = GaussianReduction.from_head(model, jnp.asarray(mean0, dtype), jnp.asarray(cov0, dtype))
     cov_c = concrete_inputs["cov0"]  # the input as given (concrete under jit too)
+    if cov_c is not None:  # a fresh user: -I/2 ended `completed`, diag(.5, -.5) `blow_up` (solve_gaussian refuses both)
+        check_psd(cov_c, "cov0")
+    reduction = GaussianReduction.from_head(model, jnp.asarray(mean0, dtype), jnp.asarray(cov0, dtype))
     if size_threshold is not None and cov_c is not None:
         _solve.check_size_threshold(size_threshold, np.trace(cov_c.astype(np.float64)), "tr Σ0", dtype)
     return solve_reduction(reduction, settings)
@@ -216,8 +221,8 @@ transpose, the symmetrised `Σ0`), the `(k, k)` solve itself being small."""
 
 def _check_setup_memory(cov0, d: int, dtype) -> None:
     """Raise :class:`~hassejax.errors.MemoryBudgetError` naming `cov0` when the `(d, d)` copies of the set-up
-    (:data:`SETUP_ARRAYS` on the device; on the host, for a concrete `cov0`, its copy, the finite check's mask and a
-    float64 copy for `tr Σ0`) cannot fit in the free memory (as :func:`~hassejax.dynamics.solve_gaussian`)."""
+    (:data:`SETUP_ARRAYS` on the device; on the host, for a concrete `cov0`, its copy, the finite check's mask and the
+    PSD check's float64 arrays, as :func:`~hassejax.dynamics.solve_gaussian`'s) cannot fit in the free memory (as :func:`~hassejax.dynamics.solve_gaussian`)."""
     need = SETUP_ARRAYS * d * d * jnp.dtype(dtype).itemsize
     hint = "Use a smaller d (the reduced solve itself is k×k: the set-up's (d, d) copies of cov0 are the cost)."
     if need >= MEMORY_UNCHECKED_BYTES:
@@ -226,8 +231,11 @@ def _check_setup_memory(cov0, d: int, dtype) -> None:
         )
     if not is_traced(cov0):
         item = jnp.dtype(cov0.dtype).itemsize if hasattr(cov0, "dtype") else 8
-        what = f"the value checks of `cov0` (its copy, a mask and a float64 copy, ({d}, {d}) each, on the host)"
-        check_host_memory((item + 1 + 8) * d * d, what, "cov0", hint=hint)
+        what = (
+            f"the value checks of `cov0` (symmetric and PSD: its copy and about {HOST_CHECK_ARRAYS} float64 arrays, "
+            f"({d}, {d}) each, on the host)"
+        )
+        check_host_memory((item + 1 + 8 * HOST_CHECK_ARRAYS) * d * d, what, "cov0", hint=hint)
 
 
 def _check_model(model) -> LowRankSoftmax:
