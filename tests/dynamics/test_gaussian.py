@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
+from hassejax._xla_flags import jit_at_default_level
 from hassejax.dynamics import (
     L2,
     Linear,
@@ -205,7 +206,9 @@ def test_sinkhorn_moments_match_particle_sinkhorn_plan():
     """
     p = Sinkhorn(V=V, A=np.asarray(K).T @ np.asarray(Q), tol=1e-9, max_iter=2000)
     dalpha, dsigma = (np.asarray(z) for z in moment_derivatives(p, 0.0, jnp.asarray(ALPHA), jnp.asarray(SIGMA)))
-    field = jax.jit(lambda x: p.velocity(0.0, x))
+    # up to 2000 log-domain Sinkhorn iterations on 2000 x 2000 weights: at XLA's default level, not the suite's level 0
+    # (with jaxlib 0.10.2's reductions kept out of YNNPACK the level-0 program ran 3x longer; hassejax._xla_flags)
+    field = jit_at_default_level(lambda x: p.velocity(0.0, x))
     est_a, est_s, resid = [], [], []
     for seed in range(5):
         x = np.random.default_rng(100 + seed).multivariate_normal(ALPHA, SIGMA, size=2000)
