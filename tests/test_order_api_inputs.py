@@ -98,6 +98,14 @@ def test_from_reachability_without_check_names_reach():
     assert "`order`" not in str(err.value)
 
 
+def test_from_reachability_without_check_names_a_missing_diagonal_of_reach():
+    """A strict order (no diagonal) failed in the quotient's label check: "`labels` ... positions 0 and 0" (a new user)."""
+    strict = np.tril(np.ones((3, 3), bool), -1)
+    with pytest.raises(MaskError, match=r"`reach` must be a preorder.*not reflexive: reach\[0, 0\] is False") as err:
+        HasseDiagram.from_reachability(strict, check=False)
+    assert "`labels`" not in str(err.value)
+
+
 @pytest.mark.parametrize("f", [classes, HasseDiagram.from_reachability])
 def test_a_relation_s_errors_use_relation_wording(f, no_typecheck):
     for bad in (np.ones((2, 3), bool), np.ones((2, 2), int)):

@@ -4,7 +4,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from hassejax.errors import MaskError, ParameterError
+from hassejax.errors import MaskError, MemoryBudgetError, ParameterError
 from hassejax.order.growth import flow_growth
 from hassejax.tasks import butterfly_mask
 
@@ -82,3 +82,31 @@ def test_flow_growth_takes_a_numpy_integer_max_layers():
     for bad in (True, 3.0, np.float64(3.0)):
         with pytest.raises((ParameterError, TypeError), match="max_layers"):
             flow_growth(chain, max_layers=bad)
+
+
+def test_flow_growth_estimates_memory_before_forming_the_powers(monkeypatch):
+    """A new user: ``max_layers=1_000_000`` on a 100-chain raised NumPy's own MemoryError after trying 9.3 GiB, and a
+    large mask went straight to its dense powers. Now refused by name first (64 MiB reported free here)."""
+    import hassejax.masks._runs as runs
+
+    monkeypatch.setattr(runs, "host_memory_bytes", lambda: 64 * 2**20)
+    chain = np.eye(100, k=-1, dtype=bool)
+    with pytest.raises(MemoryBudgetError, match=r"`max_layers`: the 1000000 powers"):
+        flow_growth(chain, max_layers=1_000_000)
+    big = np.broadcast_to(np.array(False), (300_000, 300_000))  # zero strides: refused before any (n, n) array
+    with pytest.raises(MemoryBudgetError, match=r"`mask`: the powers of a \(300000, 300000\) mask"):
+        flow_growth(big)
+    long_chain = np.eye(1024, k=-1, dtype=bool)  # L* = 1023: 28 x 1 MiB working arrays fit, the stack of powers not
+    with pytest.raises(MemoryBudgetError, match=r"`mask`: the powers R\^\(1\.\.\d+\) of a \(1024, 1024\) mask"):
+        flow_growth(long_chain)
+    g = flow_growth(chain, max_layers=2)  # small: unchanged
+    assert g.powers.shape == (2, 100, 100) and g.depth == 99
+
+
+def test_flow_growth_with_few_layers_still_reports_depth_and_limit():
+    """``max_layers`` below L* keeps only those powers; the depth and the limit's comparison are those of the full run."""
+    chain = np.eye(30, k=-1, dtype=bool)
+    full, few = flow_growth(chain), flow_growth(chain, max_layers=3)
+    assert few.depth == full.depth == 29 and few.limit_equals_reference and few.reference_entries == 30 * 31 // 2
+    np.testing.assert_array_equal(few.powers, full.powers[:3])
+    assert few.entries.tolist() == full.entries[:3].tolist() == [59, 87, 114]

@@ -64,19 +64,27 @@ class MaskRule:
             raise MaskError(f"rules to combine with {op} must have the same n; got {self.n} and {other.n}.")
         tables = list(self.tables)
         names = dict(tables)
-        expr = other.expr
+        # every rename chosen first, avoiding both sides' names, then applied in one pass: renaming one at a time
+        # let a table take a name `other` still used (a new user: `document(...) & (document(...) | document(...))`
+        # exported two different tables under one name, a wrong mask in mask_mod and the lazy splash mask)
+        taken = set(names) | {name for name, _ in other.tables}
+        renames = {}
         for name, arr in other.tables:
             if name in names and np.array_equal(names[name], arr) and names[name].dtype == arr.dtype:
                 continue  # the same table: share it
             new = name
-            i = 2
-            while new in names:
-                new = f"{name}_{i}"
-                i += 1
-            if new != name:
-                expr = re.sub(rf"\b{name}\b", new, expr)
+            if name in names:
+                i = 2
+                while f"{name}_{i}" in taken:
+                    i += 1
+                new = renames[name] = f"{name}_{i}"
+                taken.add(new)
             names[new] = arr
             tables.append((new, arr))
+        expr = other.expr
+        if renames:
+            pattern = r"\b(" + "|".join(map(re.escape, sorted(renames, key=len, reverse=True))) + r")\b"
+            expr = re.sub(pattern, lambda m: renames[m.group(1)], expr)
         splash = None
         if self.splash is not None and other.splash is not None:
             splash = ("and" if op == "&" else "or", self.splash, other.splash)

@@ -12,12 +12,14 @@ hasse.md §1.2–1.3 (``R^(L) = (M | I)^L``, ``L*``); the counts are (derived).
 from __future__ import annotations
 
 import dataclasses
+from typing import no_type_check
 
 import numpy as np
 from jaxtyping import ArrayLike, Bool
 
 from .._checks import as_mask, int_value
 from ..errors import MaskError, ParameterError
+from ..masks._runs import check_host_memory
 
 __all__ = ["FlowGrowth", "flow_growth"]
 
@@ -59,8 +61,44 @@ class FlowGrowth:
         }
 
 
+_WORK_BYTES_PER_ENTRY = 2 + 3 * 8
+"""Host bytes per `(n, n)` entry while the powers are formed: the adjacency and the current power (bool), the
+adjacency, the current power and their product as floats (at most float64)."""
+
+
 def _bool_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return (x.astype(np.int64) @ y.astype(np.int64)) > 0
+    """``x ⊗ y`` for Boolean `(n, n)` arrays through BLAS: 0/1 entries and sums of at most `n` terms are exact in
+    float32 below `2^24` (NumPy's integer matmul does not use BLAS: 23 s for the 399 products of a 400-chain)."""
+    dtype = np.float32 if x.shape[-1] < 2**24 else np.float64
+    return (x.astype(dtype) @ y.astype(dtype)) > 0
+
+
+_HINT = "Use a smaller n, or hassejax.order.flow_summary / reachability for large masks (no stack of powers)."
+
+
+@no_type_check  # a closure made per call (see pyproject: not re-decorated by the suite's type-check hook)
+def _memory_check(max_layers: int | None):
+    """:func:`as_mask`'s `memory` for :func:`flow_growth`: the working arrays (and a reference), and with
+    `max_layers` the ``(max_layers, n, n)`` result, from the mask's shape."""
+
+    def check(shape: tuple[int, ...]) -> None:
+        n = float(shape[-1])
+        if max_layers is not None:
+            check_host_memory(
+                (2 * max_layers + _WORK_BYTES_PER_ENTRY + 1) * n * n,  # the powers kept and their stack
+                f"the {max_layers} powers R^(1..{max_layers}) of a ({shape[-1]}, {shape[-1]}) mask",
+                "max_layers",
+                hint=_HINT,
+            )
+        else:
+            check_host_memory(
+                (_WORK_BYTES_PER_ENTRY + 1) * n * n,
+                f"the powers of a ({shape[-1]}, {shape[-1]}) mask",
+                "mask",
+                hint=_HINT,
+            )
+
+    return check
 
 
 def flow_growth(
@@ -71,8 +109,10 @@ def flow_growth(
     """``R^(L) = (M | I)^L`` for ``L = 1 … L*`` counted against a reference closure.
 
     Computed on the host by repeated Boolean products ``R^(L+1) = R^(L) ⊗ A`` (small `n`: one
-    ``(n, n)`` integer product a layer), stopping at the first depth where ``R^(L)`` stops
-    changing (``L*``), or at `max_layers` if given.
+    ``(n, n)`` floating-point BLAS product a layer, exact for 0/1 entries), up to the first depth where
+    ``R^(L)`` stops changing (``L*``: also with a smaller `max_layers`, for `depth` and the limit), keeping
+    the powers up to `max_layers` (default ``L*``). For large masks, :func:`hassejax.order.flow_summary`
+    and :func:`hassejax.order.reachability` give `L*`, `R` and `R^(L)` without a stack of powers.
 
     **Arguments:**
 
@@ -86,7 +126,10 @@ def flow_growth(
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a mask or reference that is not a concrete square
     Boolean `(n, n)` array (a traced one is refused by name), or a reference of another size;
-    :class:`~hassejax.errors.ParameterError` for `max_layers` not a positive int.
+    :class:`~hassejax.errors.ParameterError` for `max_layers` not a positive int;
+    :class:`~hassejax.errors.MemoryBudgetError` (estimated before the arrays are formed) naming `max_layers` when the
+    `(max_layers, n, n)` powers would not fit in 80 % of the free host memory, or `mask` when the powers up to
+    ``L*`` would not (checked a power at a time: `L*` is not known before).
 
     Source: Li & Guo, arXiv:2606.09951, Def. 3.8; spec hasse.md §1.2–1.3 (derived counts).
 
@@ -100,32 +143,42 @@ def flow_growth(
     >>> g.depth, g.limit_equals_reference
     (3, True)
     """
-    m = np.asarray(as_mask(mask, "mask", batched=False, concrete="flow_growth"))
-    n = m.shape[0]
     if max_layers is not None:
         layers = int_value(max_layers)
         if layers is None or layers < 1:
             raise ParameterError(f"`max_layers` must be a positive int or None; got {max_layers!r}.")
         max_layers = layers
-    a = m | np.eye(n, dtype=bool)
-    powers = [a]
-    while True:
-        nxt = _bool_product(powers[-1], a)
-        if np.array_equal(nxt, powers[-1]):
-            break
-        powers.append(nxt)
-    depth = len(powers)
-    limit = powers[-1]
-    if reference is None:
-        ref = limit
-    else:
+    memory = _memory_check(max_layers)  # from the shape, before the mask is copied anywhere
+    m = np.asarray(as_mask(mask, "mask", batched=False, concrete="flow_growth", memory=memory))
+    n = m.shape[0]
+    if reference is not None:
         ref = np.asarray(as_mask(reference, "reference", batched=False, concrete="flow_growth"))
         if ref.shape != m.shape:
             raise MaskError(f"`reference` must have the mask's shape {m.shape}; got {ref.shape}.")
+    hint = _HINT
+    a = m | np.eye(n, dtype=bool)
+    powers, current, depth = [a], a, 1  # the powers kept: up to `max_layers` (default: all, up to L*)
+    while True:
+        nxt = _bool_product(current, a)
+        if np.array_equal(nxt, current):
+            break
+        current, depth = nxt, depth + 1
+        if max_layers is None or depth <= max_layers:
+            if max_layers is None:  # the stack grows with L*, unknown before: checked a power at a time
+                check_host_memory(
+                    (2 * depth + _WORK_BYTES_PER_ENTRY) * float(n) * n,
+                    f"the powers R^(1..{depth}) of a ({n}, {n}) mask (L* = {depth} or more) and their stack",
+                    "mask",
+                    hint=hint,
+                )
+            powers.append(nxt)
+    limit = current
+    ref = limit if reference is None else ref
     k = depth if max_layers is None else max_layers
-    while len(powers) < k:
-        powers.append(limit)
-    stack = np.stack(powers[:k])
+    stack = np.empty((k, n, n), dtype=bool)
+    stack[: len(powers)] = powers
+    stack[len(powers) :] = limit
+    del powers
     return FlowGrowth(
         layers=np.arange(1, k + 1),
         powers=stack,

@@ -254,11 +254,13 @@ class HasseDiagram(HasseExport):
                 "built. Pass a larger quotient_limit to HasseDiagram.from_mask (or None, the default for a dense "
                 "mask), or use hassejax.order.flow_summary for its depth, width and number of edges."
             )
-        order = _quotient_order(r, labels, c)
-        _warn_slow_reduction(c)
         try:
+            order = _quotient_order(r, labels, c)
+            _warn_slow_reduction(c)
             cover = _cover_matrix(order)
-        except MaskError:  # with check=False, a `reach` that is not a preorder: name it, with one of its violations
+        except MaskError:  # with check=False, a `reach` that is not a preorder (not reflexive: the quotient's label
+            # check fails; not transitive: the cover relation's): name it, with one of its violations (a new user
+            # got "positions 0 and 0 have labels 0 and 0" for a strict order)
             from .poset import _classes as _checked_classes
 
             _checked_classes(r, True, "reach")
