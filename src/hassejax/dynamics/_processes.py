@@ -184,11 +184,23 @@ def local_share(batch_params: PyTree, B: int, *, check: bool = True) -> tuple[Py
                 f"arrays (NumPy or arrays of its own devices); got a global array of shape {leaf.shape} spread "
                 "over several processes."
             )
-    leaves = [np.asarray(leaf) for leaf in leaves]
+    # typed PRNG keys as their key data on the host, wrapped again for the share (a new user: NumPy cannot hold
+    # `key<fry>` arrays, and a two-process sweep over jax.random.split(key, B) met JAX's raw TypeError)
+    impls = [jax.random.key_impl(leaf) if _is_key(leaf) else None for leaf in leaves]
+    leaves = [np.asarray(jax.random.key_data(leaf) if impl is not None else leaf) for leaf, impl in zip(leaves, impls)]
     if check:
         _check_same_everywhere(jax.tree_util.tree_unflatten(treedef, leaves), B)
     idx = share_indices(B, jax.process_index(), jax.process_count())
-    return jax.tree_util.tree_unflatten(treedef, [leaf[idx] for leaf in leaves]), len(idx)
+    share = [
+        leaf[idx] if impl is None else jax.random.wrap_key_data(leaf[idx], impl=impl)
+        for leaf, impl in zip(leaves, impls)
+    ]
+    return jax.tree_util.tree_unflatten(treedef, share), len(idx)
+
+
+def _is_key(leaf) -> bool:
+    """Whether `leaf` is an array of typed PRNG keys (``jax.random.key``)."""
+    return isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
 
 
 def gather(local_out: PyTree, B: int) -> PyTree:

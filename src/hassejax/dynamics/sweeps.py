@@ -8,7 +8,9 @@ pytree whose every leaf has the batch axis in front. Three levels:
 
 1. **vmap** inside one compiled program: no host round trip within a chunk. Under
    `vmap` a `while_loop` (an adaptive ODE solve) runs until the slowest member stops;
-   members that stopped are masked, so their results are those of a solo run.
+   members that stopped are masked, so their results are those of a solo run (unsharded; a sharded program is
+   partitioned by XLA and can round differently: a review found blow-up times differing by ~1e-12 relative and a
+   step count by 2 with one member a device, the same statuses).
 2. **Sharding**: the batch axis of each chunk is split across all devices of a 1-D
    :class:`jax.sharding.Mesh` (axis ``"batch"``) with
    :class:`~jax.sharding.NamedSharding` / :class:`~jax.sharding.PartitionSpec`, and the
@@ -175,6 +177,46 @@ def _build_runner(
     return jax.jit(batched, in_shardings=(sharding,), out_shardings=sharding, **opts), sharding
 
 
+def _traced(leaf) -> bool:
+    """Whether `leaf` is traced by a transformation a sweep cannot run under (jit, grad, ...; ``jax.vmap`` of a
+    sweep runs, its chunks batched once more)."""
+    return isinstance(leaf, jax.core.Tracer) and type(leaf).__name__ != "BatchTracer"  # vmap's (not public in JAX)
+
+
+def _itemsize(leaf) -> int:
+    """Bytes an entry of `leaf` (typed PRNG keys included, whose dtype NumPy cannot read: a new user's sweep over
+    ``jax.random.split(key, B)`` met a raw ``TypeError`` in the memory check)."""
+    return int(leaf.dtype.itemsize)
+
+
+def _check_padding_memory(leaves, total: int, n: int, chunk: int, devs) -> None:
+    """Refuse, naming `chunk_size`, a padding of the batch to `total` rows that would not fit, before it is formed (a
+    new user: ``chunk_size=10**10`` for 5 members ran out of memory padding them, before the chunk's memory check)."""
+    extra = sum((total - n) * math.prod(leaf.shape[1:]) * _itemsize(leaf) for leaf in leaves)
+    free = _NOT_READ
+    if extra >= _SMALL_BYTES:
+        devices = tuple(devs) if devs else (jax.local_devices()[0],)
+        host = any(not isinstance(leaf, jax.Array) for leaf in leaves) or devices[0].platform == "cpu"
+        read = host_memory_bytes() if host else _free_bytes(devices)
+        free = _NOT_READ if read is None else read
+    # every process decides from the same table (the extra bytes are alike, the free memory not: never a hang)
+    table = [[int(v) for v in r] for r in _processes.gather_counts([extra, free])]
+    failing = next(
+        (p for p, (need, room) in enumerate(table) if need >= _SMALL_BYTES and need > _FRACTION * room), None
+    )
+    if failing is None:
+        return
+    where = f" on process {failing} of {len(table)}" if len(table) > 1 else ""
+    check_memory(
+        table[failing][0],
+        f"padding the batch of {n} members to {total} rows (chunks of {chunk} members){where}",
+        "chunk_size",
+        fraction=_FRACTION,
+        hint=f"A chunk_size of at most the batch size, {n}, pads it by less than one member a device.",
+        available=table[failing][1],
+    )
+
+
 def _pad_rows(leaf, total: int):
     """Pad the leading axis to `total` rows by repeating the last row.
 
@@ -244,6 +286,8 @@ def _check_config(fn, chunk_size, shard, devices, compiler_options=None) -> tupl
         isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1
     ):
         raise ParameterError(f"`chunk_size` must be a positive integer or None; got {chunk_size!r}.")
+    if not isinstance(shard, (bool, np.bool_)):  # a new user: shard="no" sharded (a truthy string), as progress="no"
+        raise ParameterError(f"`shard` must be True or False; got {shard!r:.40}.")
     if not shard:
         return None
     if devices is not None:
@@ -352,6 +396,13 @@ def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc
     if not isinstance(progress, (bool, np.bool_)):  # a fresh user: progress="no" showed the bar (a truthy string)
         raise ParameterError(f"`progress` must be True or False; got {progress!r:.40}.")
     B = batch_size(batch_params)
+    traced = next((leaf for leaf in jax.tree_util.tree_leaves(batch_params) if _traced(leaf)), None)
+    if traced is not None:  # a new user: under jax.jit JAX refused "compiler_options" the caller never passed
+        raise ParameterError(
+            "`batch_params`: a sweep is a host-level driver (it cuts the batch into chunks, checks memory and compiles "
+            f"its own program) and cannot run under a JAX transformation (jit, grad, ...); got a traced leaf "
+            f"{traced.aval}. Call it outside, or jax.vmap the per-member function yourself."
+        )
     if cost is not None and jax.process_count() > 1:  # the batch checked before its order, each by its name
         _processes.local_share(batch_params, B)
     ordered, perm, planned = _sweep_order.plan(cost, batch_params, B, chunk_size, len(devs) if devs else 1)
@@ -361,7 +412,20 @@ def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc
     mine, n = _processes.local_share(ordered, B, check=cost is None)  # (ordered, B) with one process
     chunk, n_chunks, total = _layout(n, planned, devs)
     leaves, treedef = jax.tree_util.tree_flatten(mine)
-    leaves = [_pad_rows(leaf if isinstance(leaf, jax.Array) else np.asarray(leaf), total) for leaf in leaves]
+    leaves = [leaf if isinstance(leaf, jax.Array) else np.asarray(leaf) for leaf in leaves]
+    if sharding is None:  # `shard=False`: one device; leaves committed to different ones are named (a new user met
+        # JAX's raw "incompatible devices" ValueError)
+        placed = {
+            str(sorted(map(str, leaf.devices()))) for leaf in leaves if isinstance(leaf, jax.Array) and leaf.committed
+        }
+        if len(placed) > 1:
+            raise ParameterError(
+                f"`batch_params`: with shard=False the chunk program runs on one device, but the leaves are committed "
+                f"to different devices ({', '.join(sorted(placed))}); jax.device_put them to one device, or pass "
+                "shard=True."
+            )
+    _check_padding_memory(leaves, total, n, chunk, devs)
+    leaves = [_pad_rows(leaf, total) for leaf in leaves]
     layout = _ChunkLayout(chunk, n_chunks, n, devs, chunk_size, planned)
     _check_chunk_memory(run, sharding, leaves, treedef, layout, estimates)  # before any chunk reaches a device
     out = _execute(run, sharding, leaves, treedef, n, chunk, n_chunks, total, progress, desc)
@@ -454,7 +518,7 @@ def _memory_row(est, leaves, layout, estimate_at=None) -> list[int]:
     free = _free_bytes(layout.devices)
     if free is None:
         return [0, _NOT_READ, chunk, 0]
-    batch_in = sum(m * math.prod(leaf.shape[1:]) * np.dtype(leaf.dtype).itemsize for leaf in leaves)
+    batch_in = sum(m * math.prod(leaf.shape[1:]) * _itemsize(leaf) for leaf in leaves)
     fixed = max(0, est["argument"] - batch_in) + est["generated_code"]
     per_member = max(0, program - fixed) / m
     held_all = math.ceil(layout.members / ndev) * est["output"] / m  # every result of a device, held
@@ -604,7 +668,8 @@ def sweep(
       efficiency reaches 90 %: :mod:`hassejax.dynamics._sweep_order`).
     - `progress`: show a tqdm bar when there is more than one chunk.
     - `shard`: split each chunk's batch axis across `devices` (all of `jax.devices()` by
-      default) with a 1-D mesh; `False` runs on the default device only.
+      default) with a 1-D mesh; `False` runs on one device: the default device, or the device the leaves are
+      committed to (``jax.device_put``; leaves committed to different devices are refused).
     - `devices`: the devices to shard over (default: all of ``jax.devices()``; with several
       processes this process's own, ``jax.local_devices()``, and only those are allowed:
       every process makes the same call with the same `batch_params`, host-local arrays, and
@@ -626,7 +691,9 @@ def sweep(
     returns this same full pytree (leaves of `B` rows on its default device).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for an ill-formed batch (see
-    :func:`batch_size`), a `chunk_size` that is not a positive integer, a `cost` that is not
+    :func:`batch_size`), a traced leaf (a sweep cannot run under ``jax.jit``, ``jax.grad``, ...; under ``jax.vmap`` it runs), leaves committed
+    to different devices with ``shard=False``, a `chunk_size` that is not a positive integer, a `shard` or `progress`
+    that is not a bool, a `cost` that is not
     `B` finite numbers >= 0, an empty `devices`, or `compiler_options` that is not a mapping of
     option names to scalars, that XLA refuses (an unknown name, a value of the wrong type: checked
     on a trivial program before anything is built) or given to a JAX whose ``jax.jit`` has none;
@@ -641,7 +708,9 @@ def sweep(
     fits by the estimate scaled to fewer members (a multiple of the device count, at most the batch), checked
     against XLA's estimate at that width (one more compile, on this path only) and lowered along the line through
     both where memory does not grow with the chunk, or says that not even one member a device fits. Estimates below 16 MiB are not checked, nor programs the backend gives no estimate
-    of; with several processes on every process alike (never a hang), naming the process that lacks memory.
+    of; with several processes on every process alike (never a hang), naming the process that lacks memory. Also
+    naming `chunk_size`, before the batch is padded, where padding it to whole chunks would not fit (a `chunk_size`
+    far above the batch size).
 
     Source: (derived) spec dynamics.md §4 "Sweeps".
 
