@@ -93,3 +93,13 @@ def test_leaves_on_different_devices_are_named_with_shard_false():
     assert "['cpu:1'], ['cpu:3']" in proc.stdout
     assert "sharded: [0.0, 2.0, 4.0, 6.0]" in proc.stdout
     assert "committed: ['TFRT_CPU_2']" in proc.stdout or "committed: ['cpu:2']" in proc.stdout, proc.stdout
+
+
+def test_a_list_of_floats_is_told_how_to_become_a_batch():
+    """``sweep(fn, [1.0, 2.0, 3.0])``: the error now says how to make the list a batch of 3."""
+    with pytest.raises(ParameterError, match=r"leaf \[0\] is a float.*a list of values is a batch once an array"):
+        sweep(lambda v: v * 2, [1.0, 2.0, 3.0], progress=False)
+    with pytest.raises(
+        ParameterError, match=r"leaf \['a'\] is a float\. Close over per-sweep constants in `fn` instead\.$"
+    ):
+        sweep(lambda v: v * 2, {"a": 1.0}, progress=False)

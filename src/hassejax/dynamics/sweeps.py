@@ -130,7 +130,12 @@ def batch_size(batch_params: PyTree, name: str = "batch_params") -> int:
         if shape is None or not hasattr(leaf, "dtype"):
             raise ParameterError(
                 f"`{name}`: every leaf must be an array with the batch axis first; leaf {where} is a "
-                f"{type(leaf).__name__}. Close over per-sweep constants in `fn` instead."
+                f"{type(leaf).__name__}. Close over per-sweep constants in `fn` instead"
+                + (
+                    "; a list of values is a batch once an array (jnp.asarray([...]))."
+                    if isinstance(batch_params, (list, tuple)) and where.startswith("[")
+                    else "."
+                )
             )
         # object, string and datetime arrays have no JAX type (a fresh user: JAX's raw error); PRNG key arrays do
         if getattr(getattr(leaf, "dtype", None), "kind", None) in ("O", "U", "S", "M", "m"):
