@@ -790,6 +790,23 @@ def test_t1_within_the_time_resolution_of_a_blow_up_is_undetermined(state):
             assert status_names(sol.status) == "completed", (rtol, t1)
 
 
+@pytest.mark.parametrize("state", ["factor", "covariance", "projective"])
+def test_a_small_initial_covariance_past_its_blow_up_is_not_completed(state):
+    """A review: `Σ0 = 1e-4 I` (V = A = I: t* = 5000) with the default tolerances, `t1` just past t*, ended ``completed``
+    with a finite Σ: the time resolution is `atol / |y0|` (1e-6, resp. 1e-4), and the size at `t1` lay below the end
+    check's two-decade window. Within 50 tolerances (at most 1e-3 of the span) of the state's own λ/λ' the end is
+    ``undetermined`` below the window too; 0.1 % before t* it is ``completed``."""
+    eye = jnp.eye(2)
+
+    def status(t1):
+        sol = solve_gaussian(Softmax(V=eye, A=eye), jnp.zeros(2), 1e-4 * eye, t1=t1, state=state)
+        return status_names(sol.status)
+
+    assert status(5000.0 * (1 - 1e-3)) == "completed"
+    for past in (1e-7, 5e-7):  # the factor state's computed t* is 4.5e-7 late, the covariance state's 7e-6
+        assert status(5000.0 * (1 + past)) in ("undetermined", "blow_up"), past
+
+
 @pytest.mark.parametrize("state", ["factor", "covariance"])
 def test_atol_counts_against_the_size_of_the_state(state):
     """A review: with the resolution read as max(rtol, atol), `Σ0 = 1e4 I` (t* = 5e-5) solved at rtol = 1e-10,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from hassejax.errors import MaskError
 from hassejax.kernels import mask_mod_source, mask_rule, to_mask_mod
-from hassejax.masks import IntervalMask, from_mask_mod, from_spec, structured
+from hassejax.masks import IntervalMask, and_masks, from_mask_mod, from_spec, or_masks, structured
 from hassejax.tasks import block_generation, block_two_stream_mask, butterfly, butterfly_mask
 
 # One or more specs per registered mask name (every name of hassejax.masks.MASKS appears).
@@ -278,3 +278,64 @@ def test_any_and_or_tree_of_table_parts_evaluates_to_its_mask(data):
     q, k = np.arange(n)[:, None], np.arange(n)[None, :]
     np.testing.assert_array_equal(rule.evaluate(q, k), want, err_msg=spec)
     np.testing.assert_array_equal(_grid(_exec_source(spec, "numpy"), n), want, err_msg=spec)
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("butterfly_mask(n=1)", "mask spec 'butterfly_mask(n=1)': `n` must be an int >= 2; got 1."),
+        (
+            "causal(n=8) | block_two_stream_mask(n=6, block_size=4)",
+            "mask spec 'causal(n=8) | block_two_stream_mask(n=6, block_size=4)', in "
+            "`block_two_stream_mask(n=6, block_size=4)`: `block_size` must divide `n`; got n=6, block_size=4.",
+        ),
+    ],
+)
+def test_bad_derived_mask_spec_is_a_mask_error_naming_the_spec(spec, message):
+    """Review (finding 3): a bad argument of a derived mask in a spec raised the task family's TaskError, which
+    `except MaskError` missed and whose message named no spec (the gallery's masks say which spec and part)."""
+    for call in (mask_rule, to_mask_mod):
+        with pytest.raises(MaskError) as info:
+            call(spec)
+        assert str(info.value) == message
+
+
+def test_spec_text_in_the_docstring_reads_back_as_written():
+    """Review (finding 5): a combined spec's label (the spec as written) went verbatim into the generated docstring,
+    so a triple-quoted string literal closed it early (a SyntaxError from to_mask_mod's exec, source that did not
+    compile) and a backslash escape was read as one."""
+    specs = [
+        'document(segments=[3, 5], inner="""full""") | causal(n=8)',
+        r'document(segments=[3, 5], inner="\x66ull") | causal(n=8)',
+    ]
+    want = np.asarray(from_spec("document(segments=[3, 5], inner='full') | causal(n=8)"))
+    for spec in specs:
+        fn = to_mask_mod(spec)
+        source_fn = _exec_source(spec, "numpy")
+        for f in (fn, source_fn):
+            assert f.__doc__.startswith(spec + ": 8 positions")
+        np.testing.assert_array_equal(_grid(source_fn, 8), want)
+        np.testing.assert_array_equal(np.asarray(from_mask_mod(fn, 8)), want)
+
+
+def test_combined_per_head_mask_mods_refuse_a_head_where_they_attend_nowhere():
+    """Review (finding 6): from_mask_mod refused an `h` outside the heads of a per-head to_mask_mod function, but not
+    once and_masks / or_masks wrapped it (an all-False mask, silently)."""
+    heads = to_mask_mod(["causal(n=8)", "full(n=8)"])
+    three = to_mask_mod(["causal(n=8)", "full(n=8)", "causal(n=8)"])
+    one = to_mask_mod("full(n=8)")
+
+    def plain(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx
+
+    causal, full = np.tril(np.ones((8, 8), bool)), np.ones((8, 8), bool)
+    cases = [(and_masks(heads, one), 2, full), (and_masks(three, heads), 2, full), (or_masks(heads, three), 3, causal)]
+    for fn, limit, last in cases + [(and_masks(or_masks(heads, three), one), 3, causal)]:
+        with pytest.raises(
+            MaskError, match=rf"`h` must be a head of `fn`, (and|or)_masks\(.*\(0 <= h < {limit}\); got h = {limit}"
+        ):
+            from_mask_mod(fn, 8, h=limit)
+        np.testing.assert_array_equal(np.asarray(from_mask_mod(fn, 8, h=limit - 1)), last)
+    # a part the same for every head (or a plain callable) may attend at any head of a union: not refused
+    for fn, want in [(or_masks(heads, one), full), (or_masks(heads, plain), causal), (and_masks(one, plain), causal)]:
+        np.testing.assert_array_equal(np.asarray(from_mask_mod(fn, 8, h=5)), want)

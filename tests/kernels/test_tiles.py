@@ -207,7 +207,16 @@ def test_tile_stats_object():
     assert "2 x 4 tiles of 128 x 64" in text and "2 empty, 4 partial, 2 full" in text and "25.00%" in text
     assert json.loads(json.dumps(s.to_dict()))["grid"] == [2, 4]
     heads = tile_stats(np.ones((3, 16, 16), bool), 8)
-    assert "x 3 heads" in str(heads) and heads.full == 12
+    assert "TileStats: 3 heads x 2 x 2 tiles of 8 x 8 over a mask of shape (3, 16, 16)" in str(heads)
+    assert heads.full == 12
+
+
+def test_summary_names_the_heads_before_the_tile_grid():
+    """Review (finding 7): "4 x 4 tiles of 16 x 16 x 4 heads" read like a 16 x 16 x 4 tile; the heads come first."""
+    text = tile_stats(np.ones((4, 64, 64), bool), 16).summary()
+    assert text.startswith("TileStats: 4 heads x 4 x 4 tiles of 16 x 16 over a mask of shape (4, 64, 64): ")
+    assert tile_stats(np.ones((1, 16, 16), bool), 8).summary().startswith("TileStats: 1 head x 2 x 2 tiles of 8 x 8 ")
+    assert tile_stats(np.ones((2, 3, 16, 16), bool), 8).summary().startswith("TileStats: 2 x 3 heads x 2 x 2 tiles ")
 
 
 @pytest.mark.parametrize("bad", [0, -1, (8,), (8, 8, 8), (8, 0), True, 2.5, "128", (8.0, 8)])

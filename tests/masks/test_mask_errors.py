@@ -194,3 +194,33 @@ def test_every_message_names_an_argument_or_the_function():
 def test_mask_error_is_a_value_error():
     with pytest.raises(ValueError):
         M.causal(0)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: M.sliding_window(n=8, window=2),
+            "sliding_window: unknown argument 'window'; its arguments are n, left, right "
+            "(sliding_window(n, left, right=0)).",
+        ),
+        (
+            lambda: M.structured.xlnet_two_stream(permutation=[1, 0], stream="query"),
+            "xlnet_two_stream: unknown argument 'stream'; its arguments are permutation, context "
+            "(xlnet_two_stream(permutation, context=0)).",
+        ),
+        (lambda: M.causal(), "causal: missing a required argument: 'n' (causal(n))."),
+        (
+            lambda: M.from_spec("causal(3)", "intervals"),
+            "from_spec: too many positional arguments (from_spec(text, *, form='dense')).",
+        ),
+    ],
+)
+def test_a_call_the_signature_does_not_take_names_the_function_and_argument(call, message):
+    """Review (finding 4): an unknown keyword to a constructor was Python's bare TypeError from the checked wrapper's
+    signature.bind, naming neither the function nor the keyword (``sliding_window(n=8, window=2)`` said "missing a
+    required argument: 'left'"). Now a MaskError, still a TypeError, as the spec parser says it."""
+    with pytest.raises(MaskError) as info:
+        call()
+    assert str(info.value) == message
+    assert isinstance(info.value, TypeError)

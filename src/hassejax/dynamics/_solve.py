@@ -58,7 +58,9 @@ just before `e` (resp. the event), rather than the later blow-up, or none, of th
 silent crossing would report. Farther from an edge nothing changes. The end `t1` is such an edge too: a solve
 that reaches it below the threshold but within its last two decades, growing like a blow-up (local exponent
 `λλ''/λ'² ≥ 1.5`, :data:`END_EXPONENT`) with the state's own `λ/λ'` within the resolution (an adaptive
-controller's `max(rtol, atol / |y0|)`), is ``undetermined``, not ``completed``: the blow-up may lie before `t1`.
+controller's `max(rtol, atol / |y0|)`), is ``undetermined``, not ``completed``: the blow-up may lie before `t1`;
+below those two decades, the same with `λ/λ'` within :data:`END_CLOSE_TOLERANCES` tolerances (at most
+:data:`END_CLOSE_MAX` of the span).
 
 The local growth exponent `p = λλ''/λ'²` (2 for `c/(t* − t)`, 1 for exponential growth)
 is reported as well, for information. The blow-up time is `t_e + λ/λ'` (extrapolated,
@@ -115,6 +117,16 @@ END_EXPONENT = 1.5
 """A solve that reaches `t1` below the threshold is ``undetermined`` only with the local growth exponent
 `λλ''/λ'² ≥ 1.5` there (2 for a blow-up `c/(t* − t)`, 1 for exponential growth), the size in the last two decades
 below the threshold and `λ/λ'` within the time resolution (see :func:`integrate`)."""
+
+END_CLOSE_TOLERANCES = 50.0
+"""Below the last two decades too, a solve that reaches `t1` growing like a blow-up (:data:`END_EXPONENT`) with
+`λ/λ'` within `50 · max(rtol, atol / |y0|) · (t1 − t0)` (at most :data:`END_CLOSE_MAX` `· (t1 − t0)`) is
+``undetermined``: the computed `t*` errs by up to `40 · rtol · t*` (measured, :func:`edge_resolution`), so the
+blow-up may lie before `t1`."""
+
+END_CLOSE_MAX = 1e-3
+"""The most of `t1 − t0` that :data:`END_CLOSE_TOLERANCES` reaches: loose tolerances (a review: `rtol = 1e-3` to
+`0.5`) would read accurate solves that end percents before a blow-up ``undetermined``."""
 
 SIZE_FLOOR_FACTOR = 1e2
 """A crossing with the size below `100 ×` its rounding floor (a spread within ten rounding units) is
@@ -477,9 +489,15 @@ def integrate(
         # exponential growth, whose λ/λ' is its e-folding time, and loose tolerances, whose resolution spans t1,
         # read undetermined)
         in_window = jnp.log(jnp.maximum(lam, tiny)) >= log_level_a
-        blowup_like = in_window & jnp.isfinite(p_end) & (p_end >= END_EXPONENT)
+        blowup_like = jnp.isfinite(p_end) & (p_end >= END_EXPONENT)
         near_end = ~event_ev & end_finite & rates_ok & (dlam > 0) & ~bounded & blowup_like
-        near_end = near_end & (tau <= edge_resolution(tf, t0, end_rtol, dtype))
+        # ... or, below the window, λ/λ' within END_CLOSE_TOLERANCES of the tolerance (the measured error of a
+        # computed t*, not EDGE_RESOLUTION_TOLERANCES' margin: a fresh user's Σ0 = 1e-4 I, default tolerances,
+        # t1 7e-7 relative past t* ended `completed`, tr Σ ~1e6 Σ0 short of the window)
+        close = tau <= jnp.minimum(
+            edge_resolution(tf, t0, end_rtol, dtype, END_CLOSE_TOLERANCES), END_CLOSE_MAX * (tf - t0)
+        )
+        near_end = near_end & ((in_window & (tau <= edge_resolution(tf, t0, end_rtol, dtype))) | close)
     else:
         near_end = jnp.asarray(False)
     is_blowup = blow_ev & ~undetermined & ~bounded & (rho < DECADE_RATIO_THRESHOLD)
@@ -786,9 +804,10 @@ def edge_setting(controller, scale=1.0):
     return controller.jump_ts, time_tolerance(rtol, getattr(inner, "atol", None), scale)
 
 
-def edge_resolution(t, t0, rtol, dtype):
+def edge_resolution(t, t0, rtol, dtype, tolerances: float = EDGE_RESOLUTION_TOLERANCES):
     """The time resolution of a solve from `t0` with tolerance `rtol` (:func:`time_tolerance`) at time `t`:
-    `EDGE_RESOLUTION_TOLERANCES · max(rtol, eps) · (t − t0) + STOP_ULPS · eps · |t|` (`eps` of `dtype`).
+    `tolerances · max(rtol, eps) · (t − t0) + STOP_ULPS · eps · |t|` (`eps` of `dtype`; `tolerances`
+    :data:`EDGE_RESOLUTION_TOLERANCES` by default).
 
     The error of a computed blow-up time grows with the time solved and the tolerance; measured for softmax
     (`V = 2I`, `A = I`, `Σ0 = sI`, `t* = 1/(4s)` from 0.1 to 10; factor, covariance and projective states, `rtol`
@@ -798,7 +817,7 @@ def edge_resolution(t, t0, rtol, dtype):
     eps = jnp.finfo(dtype).eps
     t = jnp.asarray(t, dtype)
     span = jnp.maximum(t - jnp.asarray(t0, dtype), 0.0)
-    return EDGE_RESOLUTION_TOLERANCES * jnp.maximum(jnp.asarray(rtol, dtype), eps) * span + STOP_ULPS * eps * jnp.abs(t)
+    return tolerances * jnp.maximum(jnp.asarray(rtol, dtype), eps) * span + STOP_ULPS * eps * jnp.abs(t)
 
 
 def collect_layer_edges(params):

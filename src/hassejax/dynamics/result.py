@@ -104,7 +104,9 @@ class Status(enum.IntEnum):
       controller, which steps to the edges, and in the projective state); or the solve reached `t1` within two
       decades below the threshold, growing like a blow-up (`λλ''/λ'² ≥ 1.5`), with the state's own remaining time
       `λ/λ'` within that resolution of `t1` (an adaptive controller; the blow-up may lie before `t1`: a fresh
-      user's `t1 = t* − 1e-9` ended ``completed``). `t_blowup` is `inf`,
+      user's `t1 = t* − 1e-9` ended ``completed``), or below those two decades with `λ/λ'` within
+      `50 · max(rtol, atol / |y0|) · (t1 − t0)`, at most `1e-3 · (t1 − t0)` (a review's `Σ0 = 1e-4 I` just past
+      its `t*`). `t_blowup` is `inf`,
       `t_final` the crossing (resp. the stop before the edge, or `t1`). The causes of the first kind:
       the step that crossed did not resolve it (the event's root find could not locate the
       crossing inside it, e.g. a constant step or a forced `dtmin` across a blow-up, when

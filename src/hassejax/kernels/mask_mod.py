@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import MaskError
+from ..errors import MaskError, TaskError
 from ..masks._intervals import IntervalMask
 from ..masks._validate import checked, describe, is_traced
 from ._rules import FAMILY_BUILDERS, RULE_BUILDERS, MaskRule, _recognise_splash, per_head_rule, rule_from_runs
@@ -63,8 +63,13 @@ def _spec_registry() -> dict[str, Callable[..., MaskRule]]:
             bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
             bound.arguments.pop("form", None)
-            im = fn(**bound.arguments, form="intervals")  # validates the arguments (O(n), no n x n array)
-            rule = FAMILY_BUILDERS[name](**bound.arguments)
+            try:  # validates the arguments (O(n), no n x n array)
+                im = fn(**bound.arguments, form="intervals")
+                rule = FAMILY_BUILDERS[name](**bound.arguments)
+            except TaskError as exc:
+                # a bad argument of a spec's part is a bad mask spec, as for the gallery's masks: the spec parser
+                # adds the spec and the part (a TaskError escaped `except MaskError` and named no spec)
+                raise MaskError(str(exc)) from None
             return dataclasses.replace(
                 rule, label=_call_text(name, bound), intervals=im, splash=_splash_recipe(rule, im)
             )
@@ -219,8 +224,16 @@ def _name_arg(value, name: str) -> str:
     return value
 
 
+def _docstring_text(text: str) -> str:
+    """`text` to write between triple double quotes, reading back as itself: backslashes doubled, and every double
+    quote escaped where the text holds three in a row (a combined spec's label is the spec as written, and a spec
+    with a triple-quoted string literal closed the docstring early: a SyntaxError from ``exec``)."""
+    text = text.replace("\\", "\\\\")
+    return text.replace('"', '\\"') if '"""' in text else text
+
+
 def _function_source(rule: MaskRule, name: str) -> str:
-    doc = f"{rule.label or 'mask'}: {rule.n} positions; row = query, column = key, True = may attend."
+    doc = _docstring_text(f"{rule.label or 'mask'}: {rule.n} positions; row = query, column = key, True = may attend.")
     body = textwrap.fill(
         f"return {rule.expr}", width=100, initial_indent="    ", subsequent_indent="        ", break_long_words=False
     )

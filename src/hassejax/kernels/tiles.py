@@ -91,13 +91,15 @@ class TileStats:
         return int(self.kind.size)
 
     def summary(self) -> str:
-        """One readable line: grid, counts and fractions."""
+        """One readable line: heads (if any), grid, counts and fractions, e.g. ``TileStats: 4 heads x 2 x 2 tiles of
+        16 x 16 over a mask of shape (4, 32, 32): ...`` (the leading axes first, as in the mask's shape)."""
         bq, bk = self.block_size
         tq, tk = self.grid
         heads = self.kind.shape[:-2]
-        over = f" x {' x '.join(str(h) for h in heads)} heads" if heads else ""
+        count = int(np.prod(heads, dtype=np.int64))
+        per = f"{' x '.join(str(h) for h in heads)} head{'' if count == 1 else 's'} x " if heads else ""
         return (
-            f"TileStats: {tq} x {tk} tiles of {bq} x {bk}{over} over a mask of shape {self.shape}: "
+            f"TileStats: {per}{tq} x {tk} tiles of {bq} x {bk} over a mask of shape {self.shape}: "
             f"{self.empty} empty, {self.partial} partial, {self.full} full; "
             f"computed {100 * self.computed_fraction:.2f}%, sparsity {100 * self.sparsity:.2f}%"
         )

@@ -73,8 +73,28 @@ class _CombinedMaskMod:
             out = value if out is None else self._op(out, value)
         return out
 
+    @property
+    def heads(self) -> int | None:
+        """The heads ``0 .. heads - 1`` outside which this mask_mod attends nowhere, as its per-head parts (those of
+        :func:`hassejax.kernels.to_mask_mod`, carrying ``.rule.heads``, or combined ones) give it: for AND, the
+        fewest heads of such a part (a head beyond it has an all-False part); for OR, the most heads when every
+        part is per-head (else ``None``: a part the same for every head, or a plain callable, may attend there)."""
+        heads = [mask_mod_heads(m) for m in self.mask_mods]
+        known = [h for h in heads if h is not None]
+        if self._who == "and_masks":
+            return min(known) if known else None
+        return max(heads) if heads and len(known) == len(heads) else None
+
     def __repr__(self) -> str:
         return f"<mask_mod {self.__name__}>"
+
+
+def mask_mod_heads(fn: Callable) -> int | None:
+    """The number of heads outside which the mask_mod `fn` attends nowhere, where it is known: ``.rule.heads`` of a
+    per-head function of :func:`hassejax.kernels.to_mask_mod`, or :attr:`_CombinedMaskMod.heads` of
+    :func:`and_masks` / :func:`or_masks` of such functions; else ``None``."""
+    heads = fn.heads if isinstance(fn, _CombinedMaskMod) else getattr(getattr(fn, "rule", None), "heads", None)
+    return heads if isinstance(heads, int) and not isinstance(heads, bool) else None
 
 
 def _combine(masks: tuple, who: str, op: Callable):

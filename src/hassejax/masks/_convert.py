@@ -20,6 +20,7 @@ from .._checks import check_memory
 from .._tracing import tracing
 from ..errors import MaskError
 from ._args import checked, positive
+from ._combine import _CombinedMaskMod, mask_mod_heads
 from ._convert_args import _bool_arg, _callable_arg, _form_arg, _int_arg, _optional_positive, _Unstructured
 from ._from_arrays import from_additive_bias, from_blocked
 from ._intervals import IntervalMask
@@ -278,7 +279,9 @@ def from_mask_mod(
     index ``>= size`` (with `check_indices`; under an outer jit a run-time error instead);
     :class:`~hassejax.errors.ParameterError` for a `progress` that is not a bool or a number of seconds ``>= 0``;
     :class:`~hassejax.errors.MaskError` for an `h` outside ``0 .. heads - 1`` when `fn` is a per-head mask_mod of
-    :func:`hassejax.kernels.to_mask_mod` (it carries ``.rule.heads``; such a head attends nowhere).
+    :func:`hassejax.kernels.to_mask_mod` (it carries ``.rule.heads``; such a head attends nowhere), or
+    :func:`~hassejax.masks.and_masks` / :func:`~hassejax.masks.or_masks` of such functions where that head attends
+    nowhere too (AND: beyond the fewest heads of a per-head part; OR: beyond the most, every part per-head).
     :class:`~hassejax.errors.MemoryBudgetError` if the result would not fit (outside jit/vmap a dense grid of
     more than ``2**22`` entries runs as one compiled program, checked against XLA's estimate of its temporaries
     and result before it runs; smaller ones, and any grid under a transformation, are checked against five bytes
@@ -307,12 +310,17 @@ def from_mask_mod(
 
     delay = check_progress(progress)
     n_kv = n if n_kv is None else n_kv
-    heads = getattr(getattr(fn, "rule", None), "heads", None)  # a per-head mask_mod of to_mask_mod
-    if isinstance(heads, int) and not isinstance(h, bool) and isinstance(h, int) and not 0 <= h < heads:
+    heads = mask_mod_heads(fn)  # a per-head mask_mod of to_mask_mod, or and_masks / or_masks of such
+    if heads is not None and not isinstance(h, bool) and isinstance(h, int) and not 0 <= h < heads:
         # its head h outside 0 .. heads - 1 matches no term: a mask of no pair, silently (a fresh user)
+        what = (
+            f"{fn.__name__}, whose per-head parts attend only for heads 0 .. {heads - 1}"
+            if isinstance(fn, _CombinedMaskMod)
+            else f"a mask_mod of {heads} per-head masks"
+        )
         raise MaskError(
-            f"`h` must be a head of `fn`, a mask_mod of {heads} per-head masks (0 <= h < {heads}); got h = {h}: it "
-            "would attend nowhere. Export one mask per head of the model."
+            f"`h` must be a head of `fn`, {what} (0 <= h < {heads}); got h = {h}: it would attend nowhere. Export "
+            "one mask per head of the model."
         )
     if form == "intervals" and n_kv != n:
         raise MaskError(

@@ -18,20 +18,13 @@ from jaxtyping import Bool
 from ..errors import MaskError
 from . import structured
 from ._intervals import IntervalMask
-from ._validate import checked, describe
+from ._validate import checked, describe, signature_text
 
 __all__ = ["from_spec", "build_spec"]
 
 
 def _signature_text(name: str, fn: Callable) -> str:
-    parts = []
-    star_done = False
-    for p in inspect.signature(fn).parameters.values():
-        if p.kind is p.KEYWORD_ONLY and not star_done:
-            parts.append("*")
-            star_done = True
-        parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
-    return f"{name}({', '.join(parts)})"
+    return signature_text(name, inspect.signature(fn))
 
 
 def _literal(node: ast.AST, what: str, text: str):

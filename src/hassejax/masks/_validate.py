@@ -20,6 +20,7 @@ from .._tracing import is_traced
 from ..errors import MaskError
 
 __all__ = ["checked", "describe", "integer", "positive", "nonnegative", "index_vector", "is_traced"]
+__all__ += ["MaskCallError", "signature_text"]  # a call its signature does not take
 # the checks of one constructor's arguments (end of this module)
 __all__ += ["inner_arg", "kind_arg", "check_document_lengths", "check_contiguous_ids", "global_positions_arg"]
 __all__ += ["global_flags", "odd_kernel", "check_parents", "check_permutation", "stream_arg"]
@@ -133,11 +134,52 @@ def index_vector(value, name: str, *, allow_empty: bool = False):
     return arr
 
 
+class MaskCallError(MaskError, TypeError):
+    """A call of a mask function with arguments its signature does not take (an unknown keyword, a missing or
+    repeated argument, too many positional ones): a :class:`~hassejax.errors.MaskError` that is also the
+    ``TypeError`` Python raises for such a call, so ``except TypeError`` keeps working."""
+
+
+def signature_text(name: str, signature: inspect.Signature) -> str:
+    """``name(a, b=1, *, c='x')``: a signature without annotations, for error messages."""
+    parts = []
+    star_done = False
+    for p in signature.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            parts.append(f"*{p.name}")
+            star_done = True
+            continue
+        if p.kind is p.VAR_KEYWORD:
+            parts.append(f"**{p.name}")
+            continue
+        if p.kind is p.KEYWORD_ONLY and not star_done:
+            parts.append("*")
+            star_done = True
+        parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+    return f"{name}({', '.join(parts)})"
+
+
+def _call_error(name: str, signature: inspect.Signature, kwargs: dict, exc: TypeError) -> MaskCallError:
+    """The error of a call `signature` cannot bind: an unknown keyword named first (Python reports the required
+    argument it then misses: ``sliding_window(n=8, window=2)`` said "missing a required argument: 'left'")."""
+    params = signature.parameters
+    usage = signature_text(name, signature)
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    named = [p for p, v in params.items() if v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD)]
+    unknown = [k for k in kwargs if k not in params] if not takes_any else []
+    if unknown:
+        what = f"argument {unknown[0]!r}" if len(unknown) == 1 else f"arguments {', '.join(map(repr, unknown))}"
+        return MaskCallError(f"{name}: unknown {what}; its arguments are {', '.join(named)} ({usage}).")
+    return MaskCallError(f"{name}: {exc} ({usage}).")
+
+
 def checked(**normalisers: Callable) -> Callable:
     """Decorator: normalise the named arguments with ``normaliser(value, name)`` before the call.
 
     Runs outside (before) the function, so that bad arguments meet a
-    :class:`MaskError` with the argument's name rather than a type checker's error.
+    :class:`MaskError` with the argument's name rather than a type checker's error. Arguments the signature
+    does not take (an unknown keyword, a missing one, ...) are a :class:`MaskCallError` naming the function,
+    the argument and the signature.
     """
 
     def decorate(fn: Callable) -> Callable:
@@ -148,7 +190,10 @@ def checked(**normalisers: Callable) -> Callable:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            bound = signature.bind(*args, **kwargs)
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise _call_error(fn.__name__, signature, kwargs, exc) from None
             bound.apply_defaults()
             for name, normalise in normalisers.items():
                 bound.arguments[name] = normalise(bound.arguments[name], name)
