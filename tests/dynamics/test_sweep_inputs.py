@@ -36,6 +36,8 @@ def test_a_chunk_far_wider_than_the_batch_is_refused_before_the_padding(monkeypa
     for batch in (jnp.arange(5.0), np.arange(5.0)):
         with pytest.raises(MemoryBudgetError, match=r"^`chunk_size`: padding the batch of 5 members to 10000000000"):
             sweep(lambda v: v * 2, batch, chunk_size=10**10, progress=False)
+    with pytest.raises(MemoryBudgetError, match=r"^`chunk_size`: padding"):  # a review: 1e16 rows of 4 kB overflowed
+        sweep(lambda v: v * 2, jnp.ones((5, 1000)), chunk_size=10**16, progress=False)
     out = sweep(lambda v: v * 2, jnp.arange(5.0), chunk_size=8, progress=False)  # a modest padding: unchanged
     np.testing.assert_array_equal(np.asarray(out), 2 * np.arange(5.0))
 
@@ -46,6 +48,7 @@ def test_a_sweep_under_jit_or_grad_is_refused_by_name_and_runs_under_vmap():
     calls = [
         lambda: jax.jit(lambda y: sweep(lambda v: v * 2, y, progress=False))(x),
         lambda: jax.grad(lambda s: sweep(lambda v: v * 2, s * x, progress=False).sum())(1.0),
+        lambda: jax.jit(jax.vmap(lambda y: sweep(lambda v: v * 2, y, progress=False)))(jnp.ones((2, 3))),  # a review
     ]
     for call in calls:
         with pytest.raises(ParameterError, match=r"^`batch_params`: a sweep is a host-level driver.*traced leaf"):

@@ -86,17 +86,17 @@ def test_flow_growth_takes_a_numpy_integer_max_layers():
 
 def test_flow_growth_estimates_memory_before_forming_the_powers(monkeypatch):
     """A new user: ``max_layers=1_000_000`` on a 100-chain raised NumPy's own MemoryError after trying 9.3 GiB, and a
-    large mask went straight to its dense powers. Now refused by name first (64 MiB reported free here)."""
+    large mask went straight to its dense powers. Now refused by name first (128 MiB reported free here)."""
     import hassejax.masks._runs as runs
 
-    monkeypatch.setattr(runs, "host_memory_bytes", lambda: 64 * 2**20)
+    monkeypatch.setattr(runs, "host_memory_bytes", lambda: 128 * 2**20)
     chain = np.eye(100, k=-1, dtype=bool)
     with pytest.raises(MemoryBudgetError, match=r"`max_layers`: the 1000000 powers"):
         flow_growth(chain, max_layers=1_000_000)
     big = np.broadcast_to(np.array(False), (300_000, 300_000))  # zero strides: refused before any (n, n) array
     with pytest.raises(MemoryBudgetError, match=r"`mask`: the powers of a \(300000, 300000\) mask"):
         flow_growth(big)
-    long_chain = np.eye(1024, k=-1, dtype=bool)  # L* = 1023: 28 x 1 MiB working arrays fit, the stack of powers not
+    long_chain = np.eye(1024, k=-1, dtype=bool)  # L* = 1023: the working arrays fit, the stack of powers not
     with pytest.raises(MemoryBudgetError, match=r"`mask`: the powers R\^\(1\.\.\d+\) of a \(1024, 1024\) mask"):
         flow_growth(long_chain)
     g = flow_growth(chain, max_layers=2)  # small: unchanged

@@ -160,7 +160,8 @@ def local_share(batch_params: PyTree, B: int, *, check: bool = True) -> tuple[Py
     """This process's members of a batch of `B`: (the batch restricted to them, their number).
 
     With one process: ``(batch_params, B)`` unchanged. With `P` processes: every leaf
-    indexed by :func:`share_indices` (leading length ``ceil(B / P)``, host NumPy arrays),
+    indexed by :func:`share_indices` (leading length ``ceil(B / P)``, host NumPy arrays; typed PRNG keys as JAX key
+    arrays of the same implementation),
     after checking (one small all-gather; `check`) that every process holds the same batch.
 
     **Raises:** :class:`~hassejax.errors.ParameterError`, on every process alike, if a leaf

@@ -121,8 +121,9 @@ below the threshold and `λ/λ'` within the time resolution (see :func:`integrat
 END_CLOSE_TOLERANCES = 50.0
 """Below the last two decades too, a solve that reaches `t1` growing like a blow-up (:data:`END_EXPONENT`) with
 `λ/λ'` within `50 · max(rtol, atol / |y0|) · (t1 − t0)` (at most :data:`END_CLOSE_MAX` `· (t1 − t0)`) is
-``undetermined``: the computed `t*` errs by up to `40 · rtol · t*` (measured, :func:`edge_resolution`), so the
-blow-up may lie before `t1`."""
+``undetermined``: the blow-up may lie before `t1`. Measured (a review, softmax `V = A = I`, `Σ0 = sI`, `s` from 1e-2
+to 1e-8, factor, covariance and projective states): the computed `t*` erred by up to 29–31 of those tolerances
+(factor state, `rtol = 1e-8`, a tiny `atol`), 0.01–0.03 at `rtol = 1e-4, 1e-3`; a margin of 1.7 at worst."""
 
 END_CLOSE_MAX = 1e-3
 """The most of `t1 − t0` that :data:`END_CLOSE_TOLERANCES` reaches: loose tolerances (a review: `rtol = 1e-3` to
@@ -497,6 +498,8 @@ def integrate(
         close = tau <= jnp.minimum(
             edge_resolution(tf, t0, end_rtol, dtype, END_CLOSE_TOLERANCES), END_CLOSE_MAX * (tf - t0)
         )
+        if size_floor is not None:  # ... not a size at rounding level, whose rates are noise (a review)
+            close = close & (lam > SIZE_FLOOR_FACTOR * size_floor(y_final))
         near_end = near_end & ((in_window & (tau <= edge_resolution(tf, t0, end_rtol, dtype))) | close)
     else:
         near_end = jnp.asarray(False)

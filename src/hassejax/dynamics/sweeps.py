@@ -10,7 +10,8 @@ pytree whose every leaf has the batch axis in front. Three levels:
    `vmap` a `while_loop` (an adaptive ODE solve) runs until the slowest member stops;
    members that stopped are masked, so their results are those of a solo run (unsharded; a sharded program is
    partitioned by XLA and can round differently: a review found blow-up times differing by ~1e-12 relative and a
-   step count by 2 with one member a device, the same statuses).
+   step count by 2 with one member a device, the same statuses; and batches of ``rbg``/``unsafe_rbg`` PRNG keys
+   draw differently under `vmap` at each chunk width, as JAX's own ``vmap`` of them does).
 2. **Sharding**: the batch axis of each chunk is split across all devices of a 1-D
    :class:`jax.sharding.Mesh` (axis ``"batch"``) with
    :class:`~jax.sharding.NamedSharding` / :class:`~jax.sharding.PartitionSpec`, and the
@@ -183,9 +184,11 @@ def _build_runner(
 
 
 def _traced(leaf) -> bool:
-    """Whether `leaf` is traced by a transformation a sweep cannot run under (jit, grad, ...; ``jax.vmap`` of a
-    sweep runs, its chunks batched once more)."""
-    return isinstance(leaf, jax.core.Tracer) and type(leaf).__name__ != "BatchTracer"  # vmap's (not public in JAX)
+    """Whether `leaf` is traced by a transformation a sweep cannot run under (jit, grad, ...; a top-level
+    ``jax.vmap`` of a sweep runs, its chunks batched once more, but not one inside jit or grad: a review)."""
+    while type(leaf).__name__ == "BatchTracer":  # vmap's (not public in JAX): what it batches, e.g. jit(vmap(...))'s
+        leaf = leaf.val
+    return isinstance(leaf, jax.core.Tracer)
 
 
 def _itemsize(leaf) -> int:
@@ -198,6 +201,7 @@ def _check_padding_memory(leaves, total: int, n: int, chunk: int, devs) -> None:
     """Refuse, naming `chunk_size`, a padding of the batch to `total` rows that would not fit, before it is formed (a
     new user: ``chunk_size=10**10`` for 5 members ran out of memory padding them, before the chunk's memory check)."""
     extra = sum((total - n) * math.prod(leaf.shape[1:]) * _itemsize(leaf) for leaf in leaves)
+    extra = min(extra, _NOT_READ)  # a count the all-gather takes (uint64; a review: chunk_size=1e16 overflowed)
     free = _NOT_READ
     if extra >= _SMALL_BYTES:
         devices = tuple(devs) if devs else (jax.local_devices()[0],)
@@ -696,7 +700,7 @@ def sweep(
     returns this same full pytree (leaves of `B` rows on its default device).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for an ill-formed batch (see
-    :func:`batch_size`), a traced leaf (a sweep cannot run under ``jax.jit``, ``jax.grad``, ...; under ``jax.vmap`` it runs), leaves committed
+    :func:`batch_size`), a traced leaf (a sweep cannot run under ``jax.jit``, ``jax.grad``, ...; under a top-level ``jax.vmap`` it runs), leaves committed
     to different devices with ``shard=False``, a `chunk_size` that is not a positive integer, a `shard` or `progress`
     that is not a bool, a `cost` that is not
     `B` finite numbers >= 0, an empty `devices`, or `compiler_options` that is not a mapping of
