@@ -951,3 +951,22 @@ def test_the_predicting_search_costs_at_most_a_share_of_the_route_s_own_work(mon
     heavy = IntervalMask.from_runs(starts, stops, h)
     assert heavy.num_runs >= 100 and predicted_refusal(heavy, 2.0**31) is None
     assert len(calls) // 2 <= 1, len(calls)  # the second level would gather the runs of ~1e4 rows: not searched
+
+
+def test_a_refusal_of_the_first_product_does_not_say_the_runs_multiply():
+    """A fresh user: ``global_sliding`` with 64 global tokens at n = 131072 was refused at ``A ⊗ A`` with "the runs of
+    this mask's powers multiply", though ``A²`` is one full run a row (``L* = 2``). A's own rows (a window and a run a
+    global token) are too many for the first product; a squaring that grew the runs still says they multiply."""
+    n, globals_ = 2048, list(range(0, 2048, 64))  # 32 global tokens: 33 runs a row
+    m = S.global_sliding(n, 8, globals_)
+    with _structured.candidate_limit(1e6), pytest.raises(_structured.CandidateLimitError) as err:
+        flow_summary(m, method="structured")
+    text = str(err.value)
+    assert "own rows hold too many runs for the first product" in text or "hold too many runs for a structured" in text
+    assert "multiply" not in text, text
+    from hassejax.order._route_rules import predicted_refusal
+
+    why = predicted_refusal(m, 1e6)  # the refusal found before any product, at A^1: its own rows
+    assert why is not None and "would square A^1" in why and "own rows hold too many runs for the first product" in why
+    assert "multiply" not in why, why
+    assert flow_summary(m).convergence_depth == 2 and flow_summary(m).num_classes == 1  # auto: the answer

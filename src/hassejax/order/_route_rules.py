@@ -194,11 +194,18 @@ def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = No
         candidates = float(n) * 4 * most * most
         if candidates > limit:
             power = f"A^{level}"
+            # the runs multiply only where a squaring grew them; A's own rows may hold too many for A ⊗ A (a new
+            # user: global_sliding with 64 global tokens at n = 131072, whose A² is one full run a row)
+            why = (
+                "the runs of this mask's powers multiply"
+                if level > 1
+                else "the mask's own rows hold too many runs for the first product, A ⊗ A"
+            )
             return (
                 f"`mask`: the structured route would square {power} (n = {n}), whose rows have up to {most} runs or "
                 f"more (found before any product, from {s} sampled rows): at least {candidates:.3g} candidate runs to "
                 f"merge (n x 4 x runs x runs), more than the structured route takes ({limit:.3g}: tens of seconds a "
-                "product): the runs of this mask's powers multiply."
+                f"product): {why}."
             )
         if level > 1:  # A ⊗ A is counted already
             route += candidates  # this squaring runs (within the limit) before the next one is in question

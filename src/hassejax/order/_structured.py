@@ -82,10 +82,15 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
     what = f"a product of interval masks (n = {n}, {p.num_runs} x {q.num_runs} runs a row, {levels} table levels)"
     candidates = float(n) * width
     if candidates > _CANDIDATE_LIMIT.get():
+        why = (  # "multiply" only where the product before grew the runs (a new user: A's own runs, A² full)
+            "the runs of this mask's powers multiply"
+            if grown_from is not None
+            else "the factors' rows hold too many runs for a structured product"
+        )
         raise CandidateLimitError(
             f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge (n x 4 x runs x runs), more "
-            f"than the structured route takes ({_CANDIDATE_LIMIT.get():.3g}: tens of seconds a product): the runs of "
-            f"this mask's powers multiply. {_dense_advice(n)}"
+            f"than the structured route takes ({_CANDIDATE_LIMIT.get():.3g}: tens of seconds a product): {why}. "
+            f"{_dense_advice(n)}"
         )
     growing = _GROWING_LIMIT.get() if grown_from is not None else None
     if growing is not None and candidates > growing:
