@@ -98,10 +98,10 @@ def _stack_bytes(layers: int, n: int) -> float:
 
 
 def _bool_product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``x ⊗ y`` for Boolean `(n, n)` arrays through BLAS: 0/1 entries and sums of at most `n` terms are exact in
-    float32 below `2^24` (NumPy's integer matmul does not use BLAS: 23 s for the 399 products of a 400-chain)."""
-    dtype = np.float32 if x.shape[-1] < 2**24 else np.float64
-    return (x.astype(dtype) @ y.astype(dtype)) > 0
+    """``x ⊗ y`` for a Boolean `(n, n)` `x` and `y` as 0/1 floats, through BLAS: sums of at most `n` such terms are
+    exact in float32 below `2^24` (NumPy's integer matmul does not use BLAS: 23 s for the 399 products of a
+    400-chain)."""
+    return (x.astype(y.dtype) @ y) > 0
 
 
 _HINT = "Use a smaller n, or hassejax.order.flow_summary / reachability for large masks (no stack of powers)."
@@ -185,11 +185,11 @@ def flow_growth(
         ref = np.asarray(as_mask(reference, "reference", batched=False, concrete="flow_growth"))
         if ref.shape != m.shape:
             raise MaskError(f"`reference` must have the mask's shape {m.shape}; got {ref.shape}.")
-    hint = _HINT
     a = m | np.eye(n, dtype=bool)
+    a_float = a.astype(np.float32 if n < 2**24 else np.float64)  # once: the right factor of every product
     powers, current, depth = [a], a, 1  # the powers kept: up to `max_layers` (default: all, up to L*)
     while True:
-        nxt = _bool_product(current, a)
+        nxt = _bool_product(current, a_float)
         if np.array_equal(nxt, current):
             break
         current, depth = nxt, depth + 1
@@ -199,7 +199,7 @@ def flow_growth(
                     _stack_bytes(depth, n),
                     f"the powers R^(1..{depth}) of a ({n}, {n}) mask (L* = {depth} or more) and their stack",
                     "mask",
-                    hint=hint,
+                    hint=_HINT,
                 )
             powers.append(nxt)
     limit = current
