@@ -35,11 +35,15 @@ def dense_powers(a: np.ndarray) -> list[np.ndarray]:
 
 @st.composite
 def interval_masks(draw, max_n: int = 24):
-    """Random masks with 1–3 key runs a row, with or without the diagonal, some runs cyclic."""
+    """Random masks with 1–3 key runs a row, with or without the diagonal, some runs cyclic; some with up to two
+    global tokens (Longformer): rows that see every key, and whose keys every row sees, or the rows alone (a product
+    answers the rows that reach a full row at once)."""
     n = draw(st.integers(1, max_n))
     runs = draw(st.integers(1, 3))
     diagonal = draw(st.booleans())
     cyclic = draw(st.booleans())
+    global_rows = draw(st.lists(st.integers(0, n - 1), max_size=2, unique=True))
+    global_keys = draw(st.booleans())
     dense = np.zeros((n, n), dtype=bool)
     starts, stops = [], []
     for q in range(n):
@@ -57,6 +61,12 @@ def interval_masks(draw, max_n: int = 24):
         if diagonal:
             row_s.append(q)
             row_e.append(q + 1)
+        if q in global_rows:
+            row_s.append(0)
+            row_e.append(n)
+        if global_keys:
+            row_s += global_rows
+            row_e += [g + 1 for g in global_rows]
         for s, e in zip(row_s, row_e):
             dense[q, s:e] = True
         starts.append(row_s)
@@ -440,7 +450,8 @@ def test_the_refusal_quotes_the_dense_route_s_own_estimate_and_no_dead_end(n, mo
     refuse too."""
     from hassejax.order import _routes, _structured
 
-    m = IntervalMask.from_runs(np.zeros((n, 1), np.int64), np.full((n, 1), n, np.int64), n=n)  # every key
+    # causal rows [0, i + 1): a full row (every key) would be answered at once, with no candidate run
+    m = IntervalMask.from_runs(np.zeros((n, 1), np.int64), np.arange(1, n + 1)[:, None], n=n)
     need = _routes._dense_bytes(n, 1, "bitpacked", 0, 2)  # the interval form's dense route (order._prepare)
     want = f"{need / 2**30:.3g} GiB" if need >= 2**30 else f"{need / 2**20:.3g} MiB"
     monkeypatch.setattr(_structured, "host_memory_bytes", lambda: 2 * need)
@@ -466,7 +477,8 @@ def test_a_structured_refusal_quotes_the_dense_estimate_of_the_call_it_refuses(m
     from hassejax.errors import MemoryBudgetError
 
     n = 12_000
-    m = IntervalMask.from_runs(np.zeros((n, 1), np.int64), np.full((n, 1), n, np.int64), n=n)  # every key
+    # causal rows [0, i + 1): a full row (every key) would be answered at once, with no candidate run to refuse
+    m = IntervalMask.from_runs(np.zeros((n, 1), np.int64), np.arange(1, n + 1)[:, None], n=n)
     dense = m.to_dense()  # a dense input: no densified copy (a review: flow_summary quoted one, convergence_depth
     # the reachability's estimate)
     quoted = {}
@@ -953,20 +965,85 @@ def test_the_predicting_search_costs_at_most_a_share_of_the_route_s_own_work(mon
     assert len(calls) // 2 <= 1, len(calls)  # the second level would gather the runs of ~1e4 rows: not searched
 
 
-def test_a_refusal_of_the_first_product_does_not_say_the_runs_multiply():
-    """A fresh user: ``global_sliding`` with 64 global tokens at n = 131072 was refused at ``A ⊗ A`` with "the runs of
-    this mask's powers multiply", though ``A²`` is one full run a row (``L* = 2``). A's own rows (a window and a run a
-    global token) are too many for the first product; a squaring that grew the runs still says they multiply."""
-    n, globals_ = 2048, list(range(0, 2048, 64))  # 32 global tokens: 33 runs a row
-    m = S.global_sliding(n, 8, globals_)
-    with _structured.candidate_limit(1e6), pytest.raises(_structured.CandidateLimitError) as err:
-        flow_summary(m, method="structured")
-    text = str(err.value)
-    assert "own rows hold too many runs for the first product" in text or "hold too many runs for a structured" in text
-    assert "multiply" not in text, text
+def test_rows_that_reach_a_full_row_are_answered_without_merging_runs():
+    """A fresh user: ``global_sliding`` with 64 global tokens at n = 131072 (65 runs a row) was refused at ``A ⊗ A``,
+    though ``A²`` is one full run a row (``L* = 2``): every row holds a global token's key, whose row is full, so
+    :func:`compose` answers it at once, and :func:`predicted_refusal` counts the first product as compose does. Here at
+    n = 512 (17 runs a row) under a limit that the old count (n x 4 x 17 x 17 = 5.9e5) exceeds, against the dense
+    powers; a mask whose rows hold as many runs and reach no full row (key-only global tokens) is still refused at
+    the first product, saying A's own rows are too many (not that the runs multiply)."""
     from hassejax.order._route_rules import predicted_refusal
 
-    why = predicted_refusal(m, 1e6)  # the refusal found before any product, at A^1: its own rows
+    n, globals_ = 512, list(range(0, 512, 32))  # 16 global tokens: 17 runs a row
+    m = S.global_sliding(n, 8, globals_)
+    assert m.num_runs == 17
+    dense = np.asarray(m.to_dense())
+    expected = dense_powers(dense | np.eye(n, dtype=bool))
+    assert len(expected) == 2 and expected[-1].all()
+    with _structured.candidate_limit(1e5):
+        assert predicted_refusal(m, 1e5) is None
+        table = PowerTable(m.with_diagonal())
+        assert table.depth() == 2 and table.limit().num_runs == 1
+        np.testing.assert_array_equal(table.power(1).to_dense(), expected[0])
+        summary = flow_summary(m, method="structured")
+    assert summary.convergence_depth == 2 and summary.num_classes == 1
+    # only the rows that reach no full row are merged, and counted: the global keys seen by half the rows
+    g = np.asarray(globals_)
+    window_s, window_e = np.maximum(np.arange(n) - 8, 0)[:, None], np.minimum(np.arange(n) + 9, n)[:, None]
+    seen = np.where(np.arange(n)[:, None] < n // 2, g[None, :], g[None, :] + 1)  # the other half: the next keys
+    starts = np.concatenate([seen, window_s], 1)
+    stops = np.concatenate([seen + 1, window_e], 1)
+    starts[g], stops[g] = 0, n  # the global tokens' rows: every key
+    half = IntervalMask.from_runs(starts, stops, n).with_diagonal()
+    a = np.asarray(half.to_dense())
+    merged = int((~(a & a.all(axis=1)[None, :]).any(axis=1)).sum())  # rows holding no key of a full row
+    assert n // 8 < merged < n // 2
+    with (
+        _structured.candidate_limit(1e5),
+        pytest.raises(_structured.CandidateLimitError, match=f"{merged} rows without"),
+    ):
+        compose(half, half)
+    np.testing.assert_array_equal(compose(half, half).to_dense(), (a.astype(np.float32) @ a.astype(np.float32)) > 0)
+    # key-only global tokens: the same 33 runs a row, no full row to reach
+    starts = np.concatenate([np.asarray(globals_)[None, :].repeat(n, 0), np.maximum(np.arange(n) - 8, 0)[:, None]], 1)
+    stops = np.concatenate([starts[:, :-1] + 1, np.minimum(np.arange(n) + 9, n)[:, None]], 1)
+    keys_only = IntervalMask.from_runs(starts, stops, n)
+    assert keys_only.num_runs >= 16 and not ((keys_only.starts[:, 0] == 0) & (keys_only.stops[:, 0] == n)).any()
+    with _structured.candidate_limit(1e5), pytest.raises(_structured.CandidateLimitError) as err:
+        flow_summary(keys_only, method="structured")
+    text = str(err.value)
+    assert "hold too many runs for a structured" in text and "multiply" not in text, text
+    why = predicted_refusal(keys_only, 1e5)  # the refusal found before any product, at A^1: its own rows
     assert why is not None and "would square A^1" in why and "own rows hold too many runs for the first product" in why
     assert "multiply" not in why, why
-    assert flow_summary(m).convergence_depth == 2 and flow_summary(m).num_classes == 1  # auto: the answer
+
+
+def test_a_predicted_refusal_counts_only_the_rows_a_squaring_merges():
+    """:func:`predicted_refusal` beyond ``A ⊗ A`` counts only the rows that no full row of the squared power reaches
+    (bounded through the hull mask ``E ⊇ A``): a hub token ``h`` whose key every row holds, and whose own keys, one in
+    ten, each see a block of ten, so that ``h``'s row of ``A²`` is full. ``A²``'s sampled rows hold 8 runs
+    (n x 4 x 8 x 8 candidate runs, above the limit; ``A``'s 7 are within it), yet every row holds ``h``, so the
+    squaring of ``A²`` merges none and the structured route answers within the limit."""
+    from hassejax.order._route_rules import predicted_refusal
+
+    n, h, limit = 60, 31, 1.3e4
+    idx = np.arange(n)
+    starts = np.full((n, 8), n)
+    stops = np.full((n, 8), n)
+    starts[:, 0], stops[:, 0] = np.maximum(idx - 1, 0), np.minimum(idx + 2, n)  # a window of radius 1 ...
+    starts[:, 1], stops[:, 1] = h, h + 1  # ... and the hub's key
+    keys = np.arange(8, n, 10)
+    starts[keys, 0], stops[keys, 0] = keys - 8, keys + 2  # the hub's keys see a block of ten
+    starts[h, :6], stops[h, :6] = keys, keys + 1  # the hub: one key in ten
+    m = IntervalMask.from_runs(starts, stops, n)
+    a = np.asarray(m.to_dense()) | np.eye(n, dtype=bool)
+    powers = dense_powers(a)
+    assert powers[1][h].all() and not a.all(axis=1).any() and len(powers) == 3
+    runs = [int((np.diff(np.concatenate([[0], row.astype(np.int8)])) == 1).sum()) for row in powers[1]]
+    assert m.with_diagonal().num_runs == 7 and max(runs) == 8
+    assert float(n) * 4 * 7**2 < limit < float(n) * 4 * 8**2  # A ⊗ A within the limit; A² ⊗ A² if every row merged
+    assert predicted_refusal(m, limit) is None
+    with _structured.candidate_limit(limit):  # the squarings, as predicted (L*'s search composes A² with A: 8 x 7)
+        table = PowerTable(m.with_diagonal())
+        np.testing.assert_array_equal(table.limit().to_dense(), powers[-1])
+    assert table.depth() == len(powers)

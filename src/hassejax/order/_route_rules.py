@@ -139,37 +139,56 @@ def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = No
     """Why the structured route will refuse `m` at `limit` candidate runs a product, found before any product, or
     None when that is not certain.
 
-    A breadth-first search on ``A = M | I`` from up to 5 sampled rows: after ``L`` levels row ``i`` of the search
-    is row ``i`` of ``A^L``. Where at ``L = 2^j`` a sampled row has ``k`` runs and has gained keys since ``2^(j-1)``,
-    ``P_j = A^(2^j)`` differs from ``P_(j-1)``, so :class:`~._structured.PowerTable` squares it (for ``R``, or for
-    ``R^(num_layers)`` when ``2^(j+1) <= num_layers``), and that product merges at least ``n · 4 · k²`` candidate runs
-    (:func:`~._structured.compose` counts ``n · 4 · runs(P_j)²`` with the most runs of any row): beyond `limit` it is
-    refused. Rows of one run keep one run in every power (each run holds its own row) and are not searched. The
-    search's cost is held to what it can save: its entries (a sampled row per level, the runs of its frontier) stay
-    within :data:`_PREDICT_SHARE` of the candidate runs the route merges before the squaring in question (``A ⊗ A``, then at least
-    ``n · 4 · k²`` each, from the sampled rows), or :data:`_PREDICT_FLOOR`, and within :data:`_PREDICT_LEVEL_CAP` a level; it stops at the
-    sampled rows' ``L*``. A 2-D neighbourhood of 362 × 362 positions (7 × 7 kernel) was refused after 73 s of
-    squarings (a fresh-user review); its sampled rows have 97 runs at ``A^16``: refused at once. A window with sink
-    tokens (2 runs a row that never grow) stops after a few levels (a review: 0.45 s at n = 40000 with a fixed budget).
+    The first product ``A ⊗ A`` of ``A = M | I`` (always made, ``n >= 2``, unless ``num_layers`` is 1) is counted
+    exactly as :func:`~._structured.compose` counts it. Beyond it, a breadth-first search on ``A`` from up to 5 sampled
+    rows: after ``L`` levels row ``i`` of the search is row ``i`` of ``A^L``. Where at ``L = 2^j`` a sampled row has
+    ``k`` runs and has gained keys since ``2^(j-1)``, ``P_j = A^(2^j)`` differs from ``P_(j-1)``, so
+    :class:`~._structured.PowerTable` squares it (for ``R``, or for ``R^(num_layers)`` when ``2^(j+1) <= num_layers``),
+    and that product merges ``r · 4 · runs(rows merged) · runs(P_j)`` candidate runs over the ``r`` rows of ``P_j``
+    that reach no full row of ``P_j`` (:func:`~._structured.compose`). Such a row's ``A^(2L)`` is not full, nor is
+    the same row of ``E^(2L)``, ``E ⊇ A`` the mask of each row's hull (one run, so its powers cost a range minimum
+    each): the rows whose ``E^(2L)`` is not full are merged, at least ``r`` of them, and a sampled one among them
+    holds ``k`` runs. Beyond `limit`, the squaring is refused. Rows of one run keep one run in every power (each run
+    holds its own row) and are not searched. The search's cost is held to what it can save: its entries (a sampled
+    row per level, the runs of its frontier) stay within :data:`_PREDICT_SHARE` of the candidate runs the route
+    merges before the squaring in question (``A ⊗ A``, then each squaring's ``n · 4 · k²``, or the bound above where
+    that exceeds `limit`), or :data:`_PREDICT_FLOOR`, and
+    within :data:`_PREDICT_LEVEL_CAP` a level; it stops at the sampled rows' ``L*``. A 2-D neighbourhood of 362 × 362
+    positions (7 × 7 kernel) was refused after 73 s of squarings (a fresh-user review); its sampled rows have 97 runs
+    at ``A^16``: refused at once. A window with sink tokens (2 runs a row that never grow) stops after a few levels
+    (a review: 0.45 s at n = 40000 with a fixed budget). Longformer's global tokens (``global_sliding``, 64 of them
+    at n = 131072: 65 runs a row) are not refused: every row holds a global token's key, whose row is full, so
+    ``A ⊗ A`` merges nothing.
     """
+    from ._structured import _rows_to_merge
+
     a = m.with_diagonal()
     n = a.n
     if n < 2 or a.num_runs < 2:
         return None
+    starts, stops = a.starts, a.stops
+    k = starts.shape[1]
+    # A ⊗ A, counted as compose counts it: the rows that reach no full row of A, their runs by A's
+    first_starts, _, _ = _rows_to_merge(a, a)
+    route = 0.0 if first_starts is None else float(first_starts.shape[0]) * 4 * first_starts.shape[1] * k
+    if route > limit and (num_layers is None or num_layers >= 2):
+        rows = n if first_starts is None else first_starts.shape[0]
+        return (
+            f"`mask`: the structured route would square A^1 (n = {n}), whose rows have up to {k} runs (found before "
+            f"any product, counted as the product counts them): {route:.3g} candidate runs to merge ({'n' if rows == n else f'{rows} rows without a full one'} x 4 x "
+            f"runs x runs), more than the structured route takes ({limit:.3g}: tens of seconds a product): the mask's "
+            "own rows hold too many runs for the first product, A ⊗ A."
+        )
     rows = np.unique(np.linspace(0, n - 1, _SAMPLED_ROWS + 2).round().astype(np.int64)[1:-1])
     rows = np.union1d(rows, [n // 2])
     s = len(rows)
-    starts, stops = a.starts, a.stops
-    k = starts.shape[1]
     reach = np.zeros((s, n), dtype=bool)
     reach[np.arange(s), rows] = True
     frontier = reach.copy()
     width = n + 1
     level = 0
     spent = 0.0  # entries the search touched
-    # candidate runs the structured route merges before the squaring in question: A ⊗ A first (always, n >= 2: as
-    # compose counts it, from the most runs of any row of A), then each squaring passed at a power of two below
-    route = float(n) * 4 * k * k
+    hull = _HullPowers(a)
     while True:
         sample, node = np.nonzero(frontier)
         work = float(s) * n + float(node.size) * k
@@ -185,30 +204,60 @@ def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = No
             return None  # the sampled rows reached R: no certain refusal
         reach |= new  # keys gained at this level: at a power of two 2^j, P_j differs from P_(j-1)
         frontier = new
-        if level & (level - 1):
-            continue  # not a power of two
+        if level == 1 or level & (level - 1):
+            continue  # A ⊗ A is counted exactly above; not a power of two
         if num_layers is not None and 2 * level > num_layers:
             return None  # R^(num_layers) squares no further
         runs = reach[:, 0].astype(np.int64) + np.count_nonzero(reach[:, 1:] & ~reach[:, :-1], axis=1)
         most = int(runs.max())
-        candidates = float(n) * 4 * most * most
+        if float(n) * 4 * most * most <= limit:  # within the limit even were every row merged
+            route += float(n) * 4 * most * most  # (an upper bound here: the search's budget, not a refusal)
+            continue
+        merged = ~hull.full(2 * level)  # rows certainly merged in this squaring: E^(2L) not full
+        merged_rows = int(np.count_nonzero(merged))
+        sampled = runs[merged[rows]]
+        candidates = float(merged_rows) * 4 * (int(sampled.max()) if sampled.size else 0) * most
         if candidates > limit:
-            power = f"A^{level}"
-            # the runs multiply only where a squaring grew them; A's own rows may hold too many for A ⊗ A (a new
-            # user: global_sliding with 64 global tokens at n = 131072, whose A² is one full run a row)
-            why = (
-                "the runs of this mask's powers multiply"
-                if level > 1
-                else "the mask's own rows hold too many runs for the first product, A ⊗ A"
-            )
             return (
-                f"`mask`: the structured route would square {power} (n = {n}), whose rows have up to {most} runs or "
-                f"more (found before any product, from {s} sampled rows): at least {candidates:.3g} candidate runs to "
-                f"merge (n x 4 x runs x runs), more than the structured route takes ({limit:.3g}: tens of seconds a "
-                f"product): {why}."
+                f"`mask`: the structured route would square A^{level} (n = {n}), whose rows have up to {most} runs "
+                f"or more (found before any product, from {s} sampled rows): at least {candidates:.3g} candidate runs "
+                f"to merge ({'n' if merged_rows == n else f'{merged_rows} rows'} x 4 x runs x runs), more than the "
+                f"structured route takes ({limit:.3g}: tens of seconds a product): the runs of this mask's powers "
+                "multiply."
             )
-        if level > 1:  # A ⊗ A is counted already
-            route += candidates  # this squaring runs (within the limit) before the next one is in question
+        route += candidates  # this squaring runs (within the limit) before the next one is in question
+
+
+class _HullPowers:
+    """The powers ``E^L`` of the hull mask ``E`` of a reflexive interval mask `a` (row ``i``: one run from its first
+    key to its last, ``E ⊇ A``), each a single run a row, so a product is a range minimum and maximum
+    (:func:`~._structured._minmax_query`); :meth:`full` says which rows of ``E^L`` are full, for ``L`` a power of two,
+    doubling from the last power asked for."""
+
+    def __init__(self, a: IntervalMask):
+        self.a = a
+        self.n = a.n
+        self.lo = self.hi = None  # E^power's runs, from the first call on
+        self.power = 1
+
+    def full(self, power: int) -> np.ndarray:
+        """Rows of ``E^power`` that are ``[0, n)``; `power` a power of two at least the last one asked for."""
+        from ._structured import _floor_log2, _minmax_query
+
+        if self.lo is None:
+            a = self.a
+            self.lo = a.starts[:, 0].astype(np.int64)  # normal form: the first run starts first
+            self.hi = np.where(a.stops > a.starts, a.stops, 0).max(axis=1).astype(np.int64)
+        while self.power < power and not self._closed():
+            longest = int((self.hi - self.lo).max())
+            levels = int(_floor_log2(np.array([longest]))[0]) + 1
+            lo, hi = _minmax_query(self.lo, self.hi, self.lo[:, None], self.hi[:, None], self.n, levels)
+            self.lo, self.hi = lo[:, 0].astype(np.int64), hi[:, 0].astype(np.int64)
+            self.power *= 2
+        return (self.lo == 0) & (self.hi == self.n)
+
+    def _closed(self) -> bool:
+        return bool(((self.lo == 0) & (self.hi == self.n)).all())
 
 
 def _refusal_alone(err: Exception) -> str:

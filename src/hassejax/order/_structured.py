@@ -11,7 +11,8 @@ two table entries (union is idempotent, so the two may overlap). When every row 
 run that contains its own index (true for every power of ``A = M | I`` of a single-run mask:
 causal, windows, prefix-LM, block/chunked causal, documents), the union over a range of rows
 is one run ``[min start, max stop)``: a range-min/range-max table. A product costs
-``O(n · k log n)`` for ``k`` runs a row, never ``n²``.
+``O(n · k log n)`` for ``k`` runs a row, never ``n²``. A row of ``P`` that holds the index of a full row of
+``Q`` is full in the product and merges nothing (Longformer's global tokens: every row holds their keys).
 
 On that product:
 
@@ -63,8 +64,9 @@ def _table_bytes(n: int, k: int, levels: int) -> float:
 def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from: int | None = None) -> IntervalMask:
     """The Boolean product ``P ⊗ Q``: row ``i`` is the union of the rows ``Q[j]``, ``j ∈ P[i]``.
 
-    Exact; ``O(n · k_P k_Q log n)`` time and ``O(n · k_Q log(longest run of P))`` memory,
-    estimated before anything is allocated (raises
+    Exact; ``O(r · k_P k_Q log n)`` time and ``O(n · k_Q log(longest run of P))`` memory for the ``r`` rows of `p`
+    that reach no full row of `q` (a row of `p` that does is full in the product, answered at once: a global token's
+    row, whose key every row of a Longformer mask holds), estimated before anything is allocated (raises
     :class:`~hassejax.errors.MemoryBudgetError` naming `name`, also for a product of more than
     :data:`_MAX_CANDIDATES` candidate runs); rows are answered in blocks whose temporaries stay
     within :data:`_TEMP_BYTES`. `grown_from`: the runs a row of the factor `p` came from when
@@ -72,15 +74,18 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
     also held to the lower limit of runs that multiply (:func:`candidate_limit`'s `growing`).
     """
     n = p.n
-    lengths = p.stops - p.starts
-    longest = int(lengths.max()) if lengths.size else 0
-    if longest == 0:
-        return IntervalMask(np.full((n, 1), n, _INDEX), np.full((n, 1), n, _INDEX), n, _normal=True)
+    p_starts, p_stops, short = _rows_to_merge(p, q)
+    longest = 0 if p_starts is None else int((p_stops - p_starts).max(initial=0))
+    if longest == 0:  # every row reaches a full row of q or has no key: no run to merge
+        return _full_rows(short, n)
+    rows_left = p_starts.shape[0]
+    p_runs = p_starts.shape[1]
     levels = int(_floor_log2(np.array([longest]))[0]) + 1
-    width = 4 * p.num_runs * q.num_runs  # candidate runs a row before normalisation (at most)
-    block = min(_row_block(width), n)  # rows of one block (the estimate below counts no rows beyond n)
-    what = f"a product of interval masks (n = {n}, {p.num_runs} x {q.num_runs} runs a row, {levels} table levels)"
-    candidates = float(n) * width
+    width = 4 * p_runs * q.num_runs  # candidate runs a row before normalisation (at most)
+    block = min(_row_block(width), rows_left)  # rows of one block (the estimate below counts no rows beyond them)
+    what = f"a product of interval masks (n = {n}, {p_runs} x {q.num_runs} runs a row, {levels} table levels)"
+    rows_text = "n" if rows_left == n else f"{rows_left} rows without a full one"
+    candidates = float(rows_left) * width
     if candidates > _CANDIDATE_LIMIT.get():
         why = (  # "multiply" only where the product before grew the runs (a new user: A's own runs, A² full)
             "the runs of this mask's powers multiply"
@@ -88,16 +93,16 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
             else "the factors' rows hold too many runs for a structured product"
         )
         raise CandidateLimitError(
-            f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge (n x 4 x runs x runs), more "
-            f"than the structured route takes ({_CANDIDATE_LIMIT.get():.3g}: tens of seconds a product): {why}. "
+            f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge ({rows_text} x 4 x runs x runs), "
+            f"more than the structured route takes ({_CANDIDATE_LIMIT.get():.3g}: tens of seconds a product): {why}. "
             f"{_dense_advice(n)}"
         )
     growing = _GROWING_LIMIT.get() if grown_from is not None else None
     if growing is not None and candidates > growing:
         err = CandidateLimitError(
-            f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge (n x 4 x runs x runs), and the "
-            f"product before grew the runs a row from {grown_from} to {p.num_runs}: the runs of this mask's powers "
-            f"multiply, and this product alone would cost more than the whole dense bit-packed closure (about "
+            f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge ({rows_text} x 4 x runs x runs), "
+            f"and the product before grew the runs a row from {grown_from} to {p.num_runs}: the runs of this mask's "
+            f"powers multiply, and this product alone would cost more than the whole dense bit-packed closure (about "
             f"{growing:.3g} candidate runs). {_dense_advice(n)}"
         )
         err.growing = True  # refused at the growing limit, within the plain one (structured_or_dense may retry)
@@ -125,10 +130,10 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
         # Single runs in chained segments (documents, chunks, strict down-sets): a range inside
         # one segment unions to one run; only ranges across segments need the union table.
         c_lo, c_hi, segment, next_full, prev_full = chained
-        lo, hi = _minmax_query(c_lo, c_hi, p, levels)
-        valid = p.stops > p.starts
-        first = next_full[np.where(valid, p.starts, 0)]
-        last = prev_full[np.where(valid, p.stops - 1, 0)]
+        lo, hi = _minmax_query(c_lo, c_hi, p_starts, p_stops, n, levels)
+        valid = p_stops > p_starts
+        first = next_full[np.where(valid, p_starts, 0)]
+        last = prev_full[np.where(valid, p_stops - 1, 0)]
         cross = valid & (first <= last) & (segment[np.minimum(first, n - 1)] != segment[np.maximum(last, 0)])
         if cross.any():
             tab_s, tab_e = _union_table(q.starts, q.stops, n, levels)
@@ -138,7 +143,7 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
         # Reflexive rows: the runs that hold their own index merge over any range of rows into
         # one run [range-min start, range-max stop); only the other runs need the union table.
         diag_s, diag_e, off_s, off_e = diag
-        lo, hi = _minmax_query(diag_s, diag_e, p, levels)
+        lo, hi = _minmax_query(diag_s, diag_e, p_starts, p_stops, n, levels)
         if off_s is not None:
             shared = _shared_runs(off_s, off_e, n)
             if shared is None:
@@ -147,8 +152,8 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
         tab_s, tab_e = _union_table(q.starts, q.stops, n, levels)
     # Answer the range unions row block by row block: the temporaries stay in cache.
     out_s, out_e = [], []
-    for r0 in range(0, n, block):
-        ps, pe = p.starts[r0 : r0 + block], p.stops[r0 : r0 + block]
+    for r0 in range(0, rows_left, block):
+        ps, pe = p_starts[r0 : r0 + block], p_stops[r0 : r0 + block]
         valid = pe > ps
         a = np.where(valid, ps, 0)
         b = np.where(valid, pe, 1)
@@ -191,11 +196,53 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
     check_host_memory(2.0 * np.dtype(_INDEX).itemsize * n * k, f"{what}: its {k} runs a row", name)
     starts = np.full((n, k), n, _INDEX)
     stops = np.full((n, k), n, _INDEX)
+    left = None if short is None else np.flatnonzero(~short)
     r0 = 0
     for s, e in zip(out_s, out_e):
-        starts[r0 : r0 + s.shape[0], : s.shape[1]] = s
-        stops[r0 : r0 + s.shape[0], : s.shape[1]] = e
+        at = slice(r0, r0 + s.shape[0]) if left is None else left[r0 : r0 + s.shape[0]]
+        starts[at, : s.shape[1]] = s
+        stops[at, : s.shape[1]] = e
         r0 += s.shape[0]
+    if short is not None:
+        starts[short, 0], stops[short, 0] = 0, n
+    return IntervalMask(starts, stops, n, _normal=True)
+
+
+@no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
+def _rows_to_merge(p: IntervalMask, q: IntervalMask):
+    """``(starts, stops, short)``: the runs of the rows of `p` whose product row :func:`compose` merges (padding
+    columns dropped), and `short`, the rows of `p` that reach a full row of `q` (their product row is ``[0, n)``;
+    None when there are none). ``starts`` is None when the rows left have no run (the product is `short`'s full
+    rows, the other rows empty)."""
+    n = p.n
+    ends = np.flatnonzero(q.stops[:, 0] == n)  # normal form: a full row is the one run [0, n)
+    full = ends[q.starts[ends, 0] == 0]
+    if full.size == 0:  # no row to reach: every row of p is merged (its normal form has no padding column)
+        return p.starts, p.stops, None
+    following = np.full(n + 1, n, _INDEX)  # the first full row at or after each position (n: none)
+    following[full] = full
+    following = np.minimum.accumulate(following[::-1])[::-1]
+    short = (following[p.starts] < p.stops).any(axis=1)  # padding runs [n, n) hold none
+    p_starts, p_stops = p.starts, p.stops
+    if short.any():
+        left = np.flatnonzero(~short)
+        p_starts, p_stops = p.starts[left], p.stops[left]
+    else:
+        short = None
+    used = (p_starts < n).any(axis=0)
+    if not used.any():
+        return None, None, short
+    if used.all():
+        return p_starts, p_stops, short
+    return p_starts[:, used], p_stops[:, used], short
+
+
+def _full_rows(short: np.ndarray | None, n: int) -> IntervalMask:
+    """The product of :func:`compose` when no row merges runs: the rows in `short` full, the others empty."""
+    starts = np.full((n, 1), n, _INDEX)
+    stops = np.full((n, 1), n, _INDEX)
+    if short is not None:
+        starts[short, 0], stops[short, 0] = 0, n
     return IntervalMask(starts, stops, n, _normal=True)
 
 
@@ -257,7 +304,8 @@ _DENSE_FRACTION = 0.8
 
 
 _MAX_CANDIDATES = float(1 << 31)
-"""The most candidate runs (`n · 4 · runs(p) · runs(q)`) one product of :func:`compose` takes: measured 5–25 ns a
+"""The most candidate runs (`r · 4 · runs(p) · runs(q)` over the `r` rows of `p` that reach no full row of `q`, whose
+product rows :func:`compose` merges) one product takes: measured 5–25 ns a
 candidate, so about 10–50 s at the limit (a local + strided mask at n = 16384: at most 1.0e9, 5.4 s; a dilated
 window, n = 32768, 161 runs a row: 3.4e9 a product and more in the next, refused)."""
 
@@ -309,22 +357,23 @@ def _row_block(width: int) -> int:
 
 
 @no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
-def _minmax_query(lo0: np.ndarray, hi0: np.ndarray, p: IntervalMask, levels: int) -> tuple[np.ndarray, np.ndarray]:
-    """For every run ``[a, b)`` of `p`: the minimum of `lo0` and the maximum of `hi0` over rows
-    ``a .. b-1``, arrays shaped like ``p.starts`` (``lo = n, hi = 0`` for padding runs).
+def _minmax_query(
+    lo0: np.ndarray, hi0: np.ndarray, starts: np.ndarray, stops: np.ndarray, n: int, levels: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """For every run ``[a, b)`` of `starts`, `stops` (runs of rows of an `n`-position mask): the minimum of `lo0` and
+    the maximum of `hi0` over rows ``a .. b-1``, arrays shaped like `starts` (``lo = n, hi = 0`` for padding runs).
 
     A sparse table streamed level by level: level ``l`` (the min/max over ``[i, i + 2^l)``)
     answers the runs of length ``[2^l, 2^(l+1))`` with two lookups, then becomes level
     ``l + 1`` in place; ``O(n)`` memory, each level one pass that stays in cache.
     """
-    n = p.n
-    valid = p.stops > p.starts
-    a = np.where(valid, p.starts, 0)
-    b = np.where(valid, p.stops, 1)
+    valid = stops > starts
+    a = np.where(valid, starts, 0)
+    b = np.where(valid, stops, 1)
     lev = _floor_log2(np.maximum(b - a, 1))
     right = b - (np.int64(1) << lev)
-    out_lo = np.full(p.starts.shape, n, _INDEX)
-    out_hi = np.zeros(p.starts.shape, _INDEX)
+    out_lo = np.full(starts.shape, n, _INDEX)
+    out_hi = np.zeros(starts.shape, _INDEX)
     lo, hi = lo0.copy(), hi0.copy()
     # Group the runs by level once (a radix sort of small keys), then answer group by group.
     flat_level = np.where(valid, lev, levels).astype(np.int8).ravel()
