@@ -9,7 +9,8 @@ Hierarchy::
 
     HassejaxError
     ├── MaskError (ValueError)          bad mask: rank, shape, dtype, batch mismatch
-    │   └── EmptyRowError               a row with no key where every row needs one
+    │   ├── EmptyRowError               a row with no key where every row needs one
+    │   └── MaskCallError (TypeError)   a mask function called with arguments its signature does not take
     ├── MemoryBudgetError (MemoryError) n (or the batch) too large for the memory at hand
     ├── TaskError (ValueError)          ill-formed training task or task family
     │   └── LabelConflictError          equivalent labelled nodes with different targets
@@ -23,6 +24,7 @@ __all__ = [
     "HassejaxError",
     "MaskError",
     "EmptyRowError",
+    "MaskCallError",
     "MemoryBudgetError",
     "CandidateLimitError",
     "TaskError",
@@ -42,6 +44,13 @@ class MaskError(HassejaxError, ValueError):
 
 class EmptyRowError(MaskError):
     """A mask row allows no key, where the caller needs every row non-empty."""
+
+
+class MaskCallError(MaskError, TypeError):
+    """A call of a mask function with arguments its signature does not take (an unknown keyword, a missing or
+    repeated argument, too many positional ones): a :class:`MaskError` that is also the ``TypeError`` Python raises
+    for such a call, so ``except TypeError`` keeps working. The message names the function, the argument and the
+    signature."""
 
 
 class MemoryBudgetError(HassejaxError, MemoryError):

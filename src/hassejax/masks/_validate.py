@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .._tracing import is_traced
-from ..errors import MaskError
+from ..errors import MaskCallError, MaskError
 
 __all__ = ["checked", "describe", "integer", "positive", "nonnegative", "index_vector", "is_traced"]
 __all__ += ["MaskCallError", "signature_text"]  # a call its signature does not take
@@ -132,12 +132,6 @@ def index_vector(value, name: str, *, allow_empty: bool = False):
     if not allow_empty and arr.shape[0] == 0:
         raise MaskError(f"`{name}` must have at least one entry; got an empty vector.")
     return arr
-
-
-class MaskCallError(MaskError, TypeError):
-    """A call of a mask function with arguments its signature does not take (an unknown keyword, a missing or
-    repeated argument, too many positional ones): a :class:`~hassejax.errors.MaskError` that is also the
-    ``TypeError`` Python raises for such a call, so ``except TypeError`` keeps working."""
 
 
 def signature_text(name: str, signature: inspect.Signature) -> str:
