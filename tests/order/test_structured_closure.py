@@ -1047,3 +1047,77 @@ def test_a_predicted_refusal_counts_only_the_rows_a_squaring_merges():
         table = PowerTable(m.with_diagonal())
         np.testing.assert_array_equal(table.limit().to_dense(), powers[-1])
     assert table.depth() == len(powers)
+
+
+def _hub_and_random_keys(n: int, k: int) -> IntervalMask:
+    """Row 0 sees every key, rows 1 .. n-2 see key 0 and `k` random keys, the last row one long run ``[n/2, n)``
+    (a review's mask: the rows left after the short-circuit are few, the union table over all rows wide)."""
+    rng = np.random.default_rng(0)
+    s = np.concatenate([np.zeros((n, 1), np.int64), rng.integers(1, n, (n, k))], 1)
+    e = s + 1
+    s[0], e[0] = n, n
+    s[0, 0], e[0, 0] = 0, n
+    s[-1], e[-1] = n, n
+    s[-1, 0], e[-1, 0] = n // 2, n
+    return IntervalMask.from_runs(s, e, n)
+
+
+def test_few_rows_left_are_answered_row_by_row_and_a_wide_table_is_refused_as_it_grows(monkeypatch):
+    """A review: every row but the last reaches row 0, which is full; the last row, one run over n/2 rows of random
+    keys, was counted as 264 candidate runs (n = 8192) while the union table over all rows of the second factor grew
+    to 2.9 GB (13.5 s; at n = 20000 a raw MemoryError). The rows left (at most ``_DIRECT_ROWS``) are now answered
+    row by row, equal to the dense product; where the table is built, its width counts against the limits level by
+    level, and it is refused as it grows."""
+    n = 1024
+    m = _hub_and_random_keys(n, 16).with_diagonal()
+    dense = np.asarray(m.to_dense()).astype(np.float32)
+    want = (dense @ dense) > 0
+    built = []
+    real_table = _structured._union_table
+    monkeypatch.setattr(_structured, "_union_table", lambda *a, **k: built.append(1) or real_table(*a, **k))
+    with _structured.candidate_limit(2e5):  # the old count: n x 4 x 18 x 18 = 1.3e6
+        got = compose(m, m)
+    np.testing.assert_array_equal(got.to_dense(), want)
+    assert built == []  # row by row, no table
+    monkeypatch.setattr(_structured, "_DIRECT_ROWS", 0)  # the table route: the same product ...
+    np.testing.assert_array_equal(compose(m, m).to_dense(), want)
+    assert built == [1]
+    import hassejax.masks._runs as runs_module
+    from hassejax.errors import MemoryBudgetError
+
+    with monkeypatch.context() as patch:  # ... refused as its levels widen
+        patch.setattr(runs_module, "host_memory_bytes", lambda: 64 * 2**20)
+        with pytest.raises(MemoryBudgetError, match=r"its union table \(\d+ runs a row at level \d+\)"):
+            compose(m, m)
+    rows_left = n // 2  # many rows left, each over a wide union: the table's width counts against the limit
+    s, e = m.starts.copy(), m.stops.copy()
+    s[-rows_left:], e[-rows_left:] = n, n
+    s[-rows_left:, 0], e[-rows_left:, 0] = n // 2, n
+    many = IntervalMask.from_runs(s, e, n)
+    with (
+        _structured.candidate_limit(3e5),  # 512 x 4 x 1 x 18 = 3.7e4 at the width of q; the table reaches 270
+        pytest.raises(_structured.CandidateLimitError, match="whose union table over .* rows of the second factor"),
+    ):
+        compose(many, many)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(interval_masks(max_n=40), st.data())
+def test_rows_answered_one_by_one_equal_the_dense_product(case, data):
+    """The rows left after the short-circuit, answered one by one (:func:`~._structured._union_rows`; at this size
+    only with ``_DIRECT_MIN_TABLE`` lowered), in chunks of one or more rows of the second factor, equal the dense
+    product."""
+    import unittest.mock
+
+    m, dense = build(case)
+    other, other_dense = build(data.draw(interval_masks(max_n=40)))
+    if other.n != m.n:
+        other, other_dense = m, dense
+    chunk_bytes = data.draw(st.sampled_from([1, 10_000, _structured._TEMP_BYTES]))  # 1: a row of q at a time
+    with (
+        unittest.mock.patch.object(_structured, "_DIRECT_MIN_TABLE", 0.0),
+        unittest.mock.patch.object(_structured, "_TEMP_BYTES", chunk_bytes),
+    ):
+        got = compose(m, other)
+    want = (dense.astype(np.float32) @ other_dense.astype(np.float32)) > 0
+    np.testing.assert_array_equal(got.to_dense(), want)

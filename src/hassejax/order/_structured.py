@@ -86,27 +86,40 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
     what = f"a product of interval masks (n = {n}, {p_runs} x {q.num_runs} runs a row, {levels} table levels)"
     rows_text = "n" if rows_left == n else f"{rows_left} rows without a full one"
     candidates = float(rows_left) * width
-    if candidates > _CANDIDATE_LIMIT.get():
-        why = (  # "multiply" only where the product before grew the runs (a new user: A's own runs, A² full)
-            "the runs of this mask's powers multiply"
-            if grown_from is not None
-            else "the factors' rows hold too many runs for a structured product"
-        )
-        raise CandidateLimitError(
-            f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge ({rows_text} x 4 x runs x runs), "
-            f"more than the structured route takes ({_CANDIDATE_LIMIT.get():.3g}: tens of seconds a product): {why}. "
-            f"{_dense_advice(n)}"
-        )
-    growing = _GROWING_LIMIT.get() if grown_from is not None else None
-    if growing is not None and candidates > growing:
-        err = CandidateLimitError(
-            f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge ({rows_text} x 4 x runs x runs), "
-            f"and the product before grew the runs a row from {grown_from} to {p.num_runs}: the runs of this mask's "
-            f"powers multiply, and this product alone would cost more than the whole dense bit-packed closure (about "
-            f"{growing:.3g} candidate runs). {_dense_advice(n)}"
-        )
-        err.growing = True  # refused at the growing limit, within the plain one (structured_or_dense may retry)
-        raise err
+
+    @no_type_check  # defined a call: not decorated by the test suite's runtime type checks (milliseconds each)
+    def refuse_above_limits(candidates: float, what: str, count: str) -> None:
+        if candidates > _CANDIDATE_LIMIT.get():
+            why = (  # "multiply" only where the product before grew the runs (a new user: A's own runs, A² full)
+                "the runs of this mask's powers multiply"
+                if grown_from is not None
+                else "the factors' rows hold too many runs for a structured product"
+            )
+            raise CandidateLimitError(
+                f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge ({count}), more than the "
+                f"structured route takes ({_CANDIDATE_LIMIT.get():.3g}: tens of seconds a product): {why}. "
+                f"{_dense_advice(n)}"
+            )
+        growing = _GROWING_LIMIT.get() if grown_from is not None else None
+        if growing is not None and candidates > growing:
+            err = CandidateLimitError(
+                f"`{name}`: {what} has up to {candidates:.3g} candidate runs to merge ({count}), and the product "
+                f"before grew the runs a row from {grown_from} to {p.num_runs}: the runs of this mask's powers "
+                f"multiply, and this product alone would cost more than the whole dense bit-packed closure (about "
+                f"{growing:.3g} candidate runs). {_dense_advice(n)}"
+            )
+            err.growing = True  # refused at the growing limit, within the plain one (structured_or_dense may retry)
+            raise err
+
+    refuse_above_limits(candidates, what, f"{rows_text} x 4 x runs x runs")
+    direct = float((p_stops - p_starts).sum()) * q.num_runs  # runs of q a union row by row would merge
+    table = float(n) * q.num_runs * levels  # entries of a union table over all rows of q, at q's width at least
+    if short is not None and rows_left <= _DIRECT_ROWS and table >= _DIRECT_MIN_TABLE and direct * 8 <= table:
+        # Few rows left (the others reach a full row): their unions row by row, not a table over all rows of q (a
+        # review: one row of one long run over rows of 65 random keys built a table of 2.9 GB for it)
+        refuse_above_limits(direct, what, f"{rows_left} rows, each the runs of q over its keys")
+        rows = _union_rows(p_starts, p_stops, q, f"{what}: a row's union", name)
+        return _assemble([rows], short, n, what, name)
     slow = _SLOW_AT.get()
     if slow is not None and grown_from is not None and slow[2] is not None:
         slow_at = min(slow[0], slow[2])
@@ -123,6 +136,30 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
             stacklevel=user_stacklevel(),
         )
     check_host_memory(_table_bytes(n, q.num_runs, levels) + _TEMP_BYTES_PER_ENTRY * block * width, what, name)
+
+    @no_type_check
+    def union_table(starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # The unions of 2^l rows of q can hold far more runs than a row (scattered keys: up to n/2), which the
+        # counts above do not see (a review: a row of one long run over rows of 65 random keys, n = 8192, counted
+        # 264 candidate runs and took 13.5 s and 2.9 GB): each level's width is counted as it is built, the rows'
+        # candidates at that width against the limits, its bytes against the memory.
+        @no_type_check
+        def level_built(level: int, width_before: int, width_now: int, held_bytes: float) -> None:
+            if width_now > q.num_runs:
+                refuse_above_limits(
+                    float(rows_left) * 4 * p_runs * width_now,
+                    f"{what}, whose union table over {1 << level} rows of the second factor holds {width_now} runs "
+                    "a row",
+                    f"{rows_text} x 4 x runs x runs of the table",
+                )
+            # held, the table stacked at this width, and the next level's merge of 2 x this width a row
+            need = held_bytes + 8.0 * levels * n * width_now
+            if level + 1 < levels:
+                need += _TEMP_BYTES_PER_ENTRY * 2.0 * n * width_now
+            check_host_memory(need, f"{what}: its union table ({width_now} runs a row at level {level})", name)
+
+        return _union_table(starts, stops, n, levels, level_built)
+
     diag = _diagonal_runs(q)
     lo = hi = tab_s = tab_e = shared = cross = None
     chained = _chained_single_runs(q) if diag is None else None
@@ -136,7 +173,7 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
         last = prev_full[np.where(valid, p_stops - 1, 0)]
         cross = valid & (first <= last) & (segment[np.minimum(first, n - 1)] != segment[np.maximum(last, 0)])
         if cross.any():
-            tab_s, tab_e = _union_table(q.starts, q.stops, n, levels)
+            tab_s, tab_e = union_table(q.starts, q.stops)
         else:
             cross = None
     elif diag is not None:
@@ -147,9 +184,13 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
         if off_s is not None:
             shared = _shared_runs(off_s, off_e, n)
             if shared is None:
-                tab_s, tab_e = _union_table(off_s, off_e, n, levels)
+                tab_s, tab_e = union_table(off_s, off_e)
     else:
-        tab_s, tab_e = _union_table(q.starts, q.stops, n, levels)
+        tab_s, tab_e = union_table(q.starts, q.stops)
+    if tab_s is not None and tab_s.shape[2] > q.num_runs:  # rows of blocks sized for the table's width
+        width = 4 * p_runs * tab_s.shape[2]
+        block = min(_row_block(width), rows_left)
+        check_host_memory(tab_s.nbytes * 2 + _TEMP_BYTES_PER_ENTRY * block * width, what, name)
     # Answer the range unions row block by row block: the temporaries stay in cache.
     out_s, out_e = [], []
     for r0 in range(0, rows_left, block):
@@ -192,13 +233,58 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
         s, e = normalize_runs(s[:, used], e[:, used], n)
         out_s.append(s)
         out_e.append(e)
-    k = max(x.shape[1] for x in out_s)
+    return _assemble(list(zip(out_s, out_e)), short, n, what, name)
+
+
+_DIRECT_ROWS = 256
+"""The most rows of the first factor :func:`compose` answers one by one (:func:`_union_rows`) where the other rows
+reach a full row (at least ``n / _SHORT_SHARE`` of them), when that merges at most an eighth of the runs a union table
+over all rows of the second factor holds (and that is at least :data:`_DIRECT_MIN_TABLE`)."""
+
+
+_DIRECT_MIN_TABLE = float(1 << 16)
+"""The fewest entries of a union table for which :func:`compose` weighs answering the rows left one by one: below
+it the table is cheaper than a Python loop over the rows."""
+
+
+@no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
+def _union_rows(p_starts: np.ndarray, p_stops: np.ndarray, q: IntervalMask, what: str, name: str):
+    """The union of the rows of `q` over the runs of each row of `p_starts`, `p_stops`, a row at a time, a run's rows
+    of `q` a bounded chunk at a time: ``(starts, stops)`` of shape ``(rows, k)`` in normal form."""
+    n = q.n
+    chunk = max(1, _TEMP_BYTES // (_TEMP_BYTES_PER_ENTRY * q.num_runs))  # rows of q merged at once
+    rows = []
+    for ps, pe in zip(p_starts, p_stops):
+        acc_s = np.full((1, 1), n, _INDEX)
+        acc_e = np.full((1, 1), n, _INDEX)
+        for a, b in zip(ps, pe):
+            for c in range(int(a), int(b), chunk):
+                d = min(int(b), c + chunk)
+                part_s = np.concatenate([acc_s, q.starts[c:d].reshape(1, -1)], axis=1)
+                part_e = np.concatenate([acc_e, q.stops[c:d].reshape(1, -1)], axis=1)
+                check_host_memory(_TEMP_BYTES_PER_ENTRY * part_s.size, what, name)
+                acc_s, acc_e = normalize_runs(part_s, part_e, n)
+        rows.append((acc_s, acc_e))
+    k = max(r[0].shape[1] for r in rows)
+    starts = np.full((len(rows), k), n, _INDEX)
+    stops = np.full((len(rows), k), n, _INDEX)
+    for i, (rs, re_) in enumerate(rows):
+        starts[i, : rs.shape[1]] = rs[0]
+        stops[i, : re_.shape[1]] = re_[0]
+    return starts, stops
+
+
+@no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
+def _assemble(blocks: list, short: np.ndarray | None, n: int, what: str, name: str) -> IntervalMask:
+    """The product of :func:`compose` from the `blocks` ``(starts, stops)`` of the rows it merged, in order, and the
+    full rows `short` (None: every row was merged)."""
+    k = max(b[0].shape[1] for b in blocks)
     check_host_memory(2.0 * np.dtype(_INDEX).itemsize * n * k, f"{what}: its {k} runs a row", name)
     starts = np.full((n, k), n, _INDEX)
     stops = np.full((n, k), n, _INDEX)
     left = None if short is None else np.flatnonzero(~short)
     r0 = 0
-    for s, e in zip(out_s, out_e):
+    for s, e in blocks:
         at = slice(r0, r0 + s.shape[0]) if left is None else left[r0 : r0 + s.shape[0]]
         starts[at, : s.shape[1]] = s
         stops[at, : s.shape[1]] = e
@@ -208,12 +294,17 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
     return IntervalMask(starts, stops, n, _normal=True)
 
 
+_SHORT_SHARE = 16
+""":func:`compose` answers the rows that reach a full row at once where they are at least ``1 / _SHORT_SHARE`` of
+the rows; fewer are merged like the others (the same product)."""
+
+
 @no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
 def _rows_to_merge(p: IntervalMask, q: IntervalMask):
     """``(starts, stops, short)``: the runs of the rows of `p` whose product row :func:`compose` merges (padding
     columns dropped), and `short`, the rows of `p` that reach a full row of `q` (their product row is ``[0, n)``;
-    None when there are none). ``starts`` is None when the rows left have no run (the product is `short`'s full
-    rows, the other rows empty)."""
+    None when there are none, or fewer than ``n / _SHORT_SHARE``, which are merged with the others). ``starts`` is
+    None when the rows left have no run (the product is `short`'s full rows, the other rows empty)."""
     n = p.n
     ends = np.flatnonzero(q.stops[:, 0] == n)  # normal form: a full row is the one run [0, n)
     full = ends[q.starts[ends, 0] == 0]
@@ -224,7 +315,8 @@ def _rows_to_merge(p: IntervalMask, q: IntervalMask):
     following = np.minimum.accumulate(following[::-1])[::-1]
     short = (following[p.starts] < p.stops).any(axis=1)  # padding runs [n, n) hold none
     p_starts, p_stops = p.starts, p.stops
-    if short.any():
+    if np.count_nonzero(short) * _SHORT_SHARE >= n:  # else merged with the others (a causal mask's last row:
+        # copying the other rows cost more than the one row saves, a review: 63 -> 86 ms at n = 2^20)
         left = np.flatnonzero(~short)
         p_starts, p_stops = p.starts[left], p.stops[left]
     else:
@@ -237,6 +329,7 @@ def _rows_to_merge(p: IntervalMask, q: IntervalMask):
     return p_starts[:, used], p_stops[:, used], short
 
 
+@no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
 def _full_rows(short: np.ndarray | None, n: int) -> IntervalMask:
     """The product of :func:`compose` when no row merges runs: the rows in `short` full, the others empty."""
     starts = np.full((n, 1), n, _INDEX)
@@ -457,13 +550,17 @@ def _diagonal_runs(q: IntervalMask):
 
 
 @no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
-def _union_table(starts: np.ndarray, stops: np.ndarray, n: int, levels: int) -> tuple[np.ndarray, np.ndarray]:
+def _union_table(
+    starts: np.ndarray, stops: np.ndarray, n: int, levels: int, level_built: Callable | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Level ``l``: the normalised union of the rows ``[i, i + 2^l)``, arrays ``(levels, n, k)``.
 
     Entries past ``n - 2^l`` are never queried. Rows are padded with ``n`` to the widest level.
-    `starts`, `stops`: the rows ``(n, k)`` in normal form.
+    `starts`, `stops`: the rows ``(n, k)`` in normal form. `level_built(l, width before, width, bytes held)`, if
+    given, is called once level ``l >= 1`` is built (it may raise, to stop a table that grows too wide).
     """
     tab_s, tab_e = [starts], [stops]
+    held = 2.0 * starts.nbytes
     for level in range(1, levels):
         half = 1 << (level - 1)
         s_prev, e_prev = tab_s[-1], tab_e[-1]
@@ -491,6 +588,9 @@ def _union_table(starts: np.ndarray, stops: np.ndarray, n: int, levels: int) -> 
         e[differ, : s_sub.shape[1]] = e_sub
         tab_s.append(s)
         tab_e.append(e)
+        held += 2.0 * s.nbytes
+        if level_built is not None:
+            level_built(level, s_prev.shape[1], k, held)
     k = max(t.shape[1] for t in tab_s)
     out_s = np.full((levels, n, k), n, _INDEX)
     out_e = np.full((levels, n, k), n, _INDEX)
