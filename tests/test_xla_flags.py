@@ -208,3 +208,61 @@ def test_jax_started_before_the_import_is_warned_and_a_users_flag_wins():
     kept = _python("import os, hassejax; print(os.environ['XLA_FLAGS'])", XLA_FLAGS=mine)
     assert kept.returncode == 0 and kept.stdout.split() == [mine], kept.stderr[-2000:]
     assert _python("import jax; jax.numpy.ones(1); import hassejax", XLA_FLAGS=mine).returncode == 0  # no warning
+
+
+def test_jacobian_flow_and_sweeps_stand_in_for_a_flag_that_came_too_late():
+    """A fresh user: with JAX started before ``import hassejax`` (jaxlib 0.10.2's flag then cannot apply),
+    ``jacobian_flow(mode="rev")`` reported 173 dependences its mask forbids (``reachability(M, 2)``; ``"fwd"`` was
+    right). Its program, and a sweep's chunk program, now compile with :func:`correctness_compiler_options`."""
+    code = """
+import warnings
+import jax, jax.numpy as jnp, numpy as np
+jnp.ones(3).sum().block_until_ready()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import hassejax
+from hassejax._xla_flags import correctness_compiler_options, correctness_flags
+from hassejax.nn import Transformer, jacobian_flow
+from hassejax.order import reachability
+assert bool(correctness_compiler_options("cpu")) == bool(correctness_flags()), correctness_compiler_options("cpu")
+assert correctness_compiler_options("gpu") == {}
+M = np.random.default_rng(5).random((24, 24)) < 0.08
+model = Transformer(2, 16, 4, vocab_size=5, num_positions=25, key=jax.random.key(0))
+x = jax.random.normal(jax.random.key(50), (24, 16))
+want = np.asarray(reachability(M, 2))
+for mode in ("rev", "fwd"):
+    assert (np.asarray(jacobian_flow(model, x, M, mode=mode)) == want).all(), mode
+print("ok")
+"""
+    out = _python(code)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_a_sweeps_chunk_program_takes_the_stand_in(monkeypatch):
+    """Where the correctness flag missed the process, a sweep's chunk program compiles with
+    :func:`correctness_compiler_options` (a caller's own options still win), and computes what it computes eagerly."""
+    import jax.numpy as jnp
+
+    from hassejax.dynamics import sweeps
+
+    if not _xla_flags.jit_takes_compiler_options():
+        pytest.skip("this JAX's jit takes no compiler_options")
+    monkeypatch.setattr(_xla_flags, "_MISSED", ["--a-flag"])
+    assert _xla_flags.correctness_compiler_options("cpu") == _xla_flags._YNN_PROGRAM_OPTION
+    assert _xla_flags.correctness_compiler_options("tpu") == {}
+    seen = []
+    real_jit = sweeps.jax.jit
+
+    def spy(fun, *, compiler_options=None, **kwargs):  # jit_takes_compiler_options reads the signature
+        seen.append(compiler_options)
+        return real_jit(fun, compiler_options=compiler_options, **kwargs)
+
+    monkeypatch.setattr(sweeps.jax, "jit", spy)
+    runner, _ = sweeps._build_runner(lambda r: jnp.sum((jnp.eye(3) @ r) ** 2), None)
+    key = next(iter(_xla_flags._YNN_PROGRAM_OPTION))
+    assert len(seen) == 1 and seen[0][key] == _xla_flags._YNN_PROGRAM_OPTION[key]
+    rows = jnp.arange(12.0).reshape(4, 3)
+    assert jnp.allclose(runner(rows), jnp.sum(rows**2, axis=1))
+    seen.clear()
+    sweeps._build_runner(lambda r: r, None, {key: "LIBRARY_FUSION_TYPE_DOT"})
+    assert seen[0][key] == "LIBRARY_FUSION_TYPE_DOT"  # the caller's

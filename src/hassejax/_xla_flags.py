@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_LEVEL",
     "add_xla_flags",
     "apply_correctness_flags",
+    "correctness_compiler_options",
     "correctness_flags",
     "fast_compile_flags",
     "jit_at_default_level",
@@ -75,6 +76,29 @@ def correctness_flags() -> list[str]:
     return []
 
 
+_MISSED: list[str] = []
+"""The :func:`correctness_flags` that :func:`apply_correctness_flags` could not apply to this process (JAX's backend
+had started): :func:`correctness_compiler_options` stands in for them program by program."""
+
+# YNNPACK fusions of dots alone (no reductions): the per-program stand-in for ``-reduce`` (a repeated enum option
+# set per program replaces the list; jaxlib 0.10.2's `jit(jacrev(x * x.sum(-1)))` equals its eager value with it,
+# and is off by 2.6 with the reductions' fusion type alone or the element-wise one)
+_YNN_PROGRAM_OPTION = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+
+
+def correctness_compiler_options(platform_name: str) -> dict:
+    """Per-program XLA options that stand in for :func:`correctness_flags` on `platform_name` where ``import
+    hassejax`` came after JAX had started its backend (so ``XLA_FLAGS`` could not take them): on the CPU with jaxlib
+    0.10.2 ``{"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}`` (YNNPACK fuses dots,
+    not reductions, jax-ml/jax#39103); else, or where ``jax.jit`` has no ``compiler_options``, ``{}``. Passed by
+    the programs hassejax compiles itself whose reductions the bug has been seen to break (:func:`hassejax.nn.
+    jacobian_flow`, a sweep's chunk program); programs compiled inside the caller's ``jit`` take the caller's
+    options."""
+    if not _MISSED or platform_name != "cpu" or not jit_takes_compiler_options():
+        return {}
+    return dict(_YNN_PROGRAM_OPTION)
+
+
 def _cpu_backend_started() -> bool:
     """Whether JAX has started a backend in this process (XLA_FLAGS is read then, once); imports no JAX."""
     bridge = sys.modules.get("jax._src.xla_bridge")
@@ -95,12 +119,14 @@ def apply_correctness_flags() -> list[str]:
         warnings.warn(
             f"jaxlib {metadata.version('jaxlib')} miscompiles some reductions on the CPU (jax-ml/jax#39103) unless "
             f"XLA_FLAGS has {' '.join(flags)}; JAX had already started its backend when hassejax was imported, so "
-            "hassejax could not set it: results of jitted reductions (e.g. jacobian_flow(mode='rev')) may be wrong. "
+            "hassejax could not set it: jacobian_flow and sweeps compile with a per-program stand-in, but other "
+            "jitted reductions (yours, and hassejax's solves) may be wrong. "
             f"Start Python with XLA_FLAGS='{' '.join(flags)}', or import hassejax before the first JAX computation.",
             RuntimeWarning,
             stacklevel=3,
         )
         add_xla_flags(flags)  # too late here, but the processes this one starts inherit it (a review)
+        _MISSED[:] = flags
         return []
     add_xla_flags(flags)
     return flags

@@ -131,7 +131,7 @@ def test_non_finite_jacobians_are_refused_not_read_as_flow():
     causal mask the flow came back all True (a fresh-user review). Concrete inputs are checked up front, the
     Jacobian itself after the compiled program (which holds no host callback), and inside a caller's `jit` at run
     time."""
-    from hassejax.nn.flow import _flow
+    from hassejax.nn.flow import _flow_jit
 
     model, x = _model(2, 0), _inputs(5, 1)
     causal = jnp.tril(jnp.ones((5, 5), bool))
@@ -143,7 +143,7 @@ def test_non_finite_jacobians_are_refused_not_read_as_flow():
         jacobian_flow(broken, x, causal)
     with pytest.raises(Exception, match="the Jacobian has NaN/inf entries"):
         jax.block_until_ready(jax.jit(lambda y: jacobian_flow(model, y, causal))(x.at[0, 0].set(jnp.inf)))
-    text = _flow.lower(model.forward_embeddings, x, causal, "fwd").as_text()
+    text = _flow_jit.lower(model.forward_embeddings, x, causal, "fwd").as_text()
     assert "callback" not in text
 
 

@@ -70,7 +70,7 @@ from tqdm.auto import tqdm
 from .._checks import check_memory, device_free_bytes
 from .._env import progress_off
 from .._memory import host_memory_bytes
-from .._xla_flags import jit_takes_compiler_options, sweep_compiler_options
+from .._xla_flags import correctness_compiler_options, jit_takes_compiler_options, sweep_compiler_options
 from ..errors import ParameterError
 from . import _processes, _sweep_order
 from .attention._base import AbstractAttention
@@ -170,7 +170,8 @@ def _build_runner(
     """The jitted, vmapped per-chunk program of `fn` (sharded over `devices` when given); built per call."""
     batched = jax.vmap(fn)
     platform_name = devices[0].platform if devices else jax.default_backend()
-    options = sweep_compiler_options(platform_name) | dict(compiler_options or {})  # the caller's win
+    options = sweep_compiler_options(platform_name) | correctness_compiler_options(platform_name)
+    options |= dict(compiler_options or {})  # the caller's win
     opts = {"compiler_options": options} if options else {}
     if devices is None:
         return jax.jit(batched, **opts), None

@@ -16,6 +16,7 @@ argument).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Literal
 
@@ -26,6 +27,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from .._tracing import is_traced
+from .._xla_flags import correctness_compiler_options
 from ..errors import MaskError, ParameterError
 from ..masks import IntervalMask
 from .attention import _attention_mask
@@ -34,14 +36,36 @@ from .transformer import Transformer
 __all__ = ["jacobian_flow"]
 
 
-@eqx.filter_jit
-def _flow(fn, x, mask, mode):
+def _flow_of(fn, x, mask, mode):
     def f(x):
         return fn(x) if mask is None else fn(x, mask)
 
     jac = (jax.jacfwd if mode == "fwd" else jax.jacrev)(f)(x)  # (n, d_out, n, d_in)
     # NaN != 0: a non-finite Jacobian would read as a dependence everywhere it spreads (all True)
     return jnp.any(jac != 0, axis=(1, 3)), jnp.all(jnp.isfinite(jac))
+
+
+_flow_jit = eqx.filter_jit(_flow_of)
+
+
+@functools.cache
+def _flow_jit_with(options: tuple) -> Callable:
+    """:func:`_flow_of` jitted with XLA `options` (the model's arrays traced, the rest static, as ``filter_jit``)."""
+
+    def parts(arrays, static, x, mask, mode):
+        return _flow_of(eqx.combine(arrays, static), x, mask, mode)
+
+    return jax.jit(parts, static_argnums=(1, 4), compiler_options=dict(options))
+
+
+def _flow(fn, x, mask, mode):
+    """The flow's program: with the per-program stand-in for jaxlib 0.10.2's correctness flag where JAX had started
+    before ``import hassejax`` (its jitted ``jacrev`` reported dependences the mask forbids, a fresh-user review)."""
+    options = correctness_compiler_options(jax.default_backend()) if not is_traced(x) else {}
+    if not options:
+        return _flow_jit(fn, x, mask, mode)
+    arrays, static = eqx.partition(fn, eqx.is_array)
+    return _flow_jit_with(tuple(sorted(options.items())))(arrays, static, x, mask, mode)
 
 
 _NON_FINITE = (
