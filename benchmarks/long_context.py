@@ -6,7 +6,9 @@ Masks (row = query, column = key, True = may attend), at n in {8192, 32768, 1310
   ``sliding_window(n, left=4096) | attention_sinks(n, num=4)``;
 - ``documents``: packed documents of random lengths (uniform in [1, 16384], seed 0), causal inside;
 - ``chunked``: chunked causal, chunk 8192 (``q // 8192 == k // 8192 and k <= q``);
-- ``prefix_lm``: prefix-LM with a 1024-token prefix (``k < 1024 or k <= q``).
+- ``prefix_lm``: prefix-LM with a 1024-token prefix (``k < 1024 or k <= q``);
+- ``longformer``: Longformer's global + sliding window, radius 256, 64 global tokens every ``n / 64`` positions
+  (``|q - k| <= 256 or g[q] or g[k]``; 65 key runs a row).
 
 Columns, each mask and size in a fresh process (so that peak resident memory is its own):
 
@@ -26,11 +28,11 @@ dense input at n = 8192 for a random 1 % lower-triangular mask (seed 0) and the 
 sinks.
 
 Every structured result is checked against the closed forms (L* = ceil((n - 1 - 4) / 4096) for
-the window with sinks, 1 for documents and chunks, 1 for prefix-LM) and, where a peer ran,
+the window with sinks, 1 for documents and chunks, 1 for prefix-LM, 2 for Longformer) and, where a peer ran,
 against the peer. Writes ``benchmarks/results/long_context.json`` (machine, versions, load
 average before and after) and prints Markdown tables.
 
-Usage: ``python benchmarks/long_context.py [--sizes 8192 32768 131072 1048576] [--out PATH]``.
+Usage: ``python benchmarks/long_context.py [--sizes 8192 32768 131072 1048576] [--masks NAME ...] [--out PATH]``.
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ from pathlib import Path
 import numpy as np
 
 LAYERS = (1, 2, 4, 8, 16, 32)
-MASKS = ("window+sinks", "documents", "chunked", "prefix_lm")
+MASKS = ("window+sinks", "documents", "chunked", "prefix_lm", "longformer")
 WINDOW, SINKS, CHUNK, PREFIX, DOC_MAX = 4096, 4, 8192, 1024, 16384
+RADIUS, GLOBALS = 256, 64
 PEER_MAX_N = 8192
 
 
@@ -72,12 +75,16 @@ def spec(name: str, n: int) -> str:
         return f"chunked_causal(n={n}, chunk={CHUNK})"
     if name == "prefix_lm":
         return f"prefix_lm(n={n}, prefix={PREFIX})"
+    if name == "longformer":
+        return f"global_sliding(n={n}, window={RADIUS}, global_positions={list(range(0, n, n // GLOBALS))})"
     raise ValueError(name)
 
 
 def expected_depth(name: str, n: int) -> int:
     if name == "window+sinks":
         return max(1, math.ceil((n - 1 - SINKS) / WINDOW))
+    if name == "longformer":
+        return 2  # every row holds a global token's key, whose row is full: A^2 is full, A is not
     return 1
 
 
@@ -178,6 +185,7 @@ def run_depth_vs_closure() -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[8192, 32768, 131072, 1048576])
+    parser.add_argument("--masks", nargs="+", choices=MASKS, default=list(MASKS))
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "long_context.json"))
     parser.add_argument("--one", nargs=2, metavar=("MASK", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--depth-vs-closure", action="store_true", help=argparse.SUPPRESS)
@@ -195,7 +203,7 @@ def main() -> None:
 
     load_before = os.getloadavg()
     results = []
-    for name in MASKS:
+    for name in args.masks:
         for n in args.sizes:
             proc = subprocess.run(
                 [sys.executable, __file__, "--one", name, str(n)], capture_output=True, text=True, check=False
@@ -212,7 +220,7 @@ def main() -> None:
     load_after = os.getloadavg()
 
     growth = {}
-    for name in MASKS:
+    for name in args.masks:
         by_n = {r["n"]: r["structured_s"] for r in results if r["mask"] == name}
         if 131072 in by_n and 1048576 in by_n:
             growth[name] = (by_n[1048576] / by_n[131072]) ** (1 / 3)
