@@ -71,3 +71,20 @@ def test_bd3lm_noisy_slots_never_see_their_clean_token(n, b):
         i = a.target.position
         blk = (i - 1) // b
         assert a.reached == frozenset(Token("w", j) for j in range(1, blk * b + 1))
+
+
+def test_nested_sources_are_refused_naming_sources():
+    """Review: `agg2` built from `agg1` (itself built from `w2`) was audited one level deep: the slot predicting `w2`
+    reached `agg1` as if a sequence token (no leak reported, `agg1` counted in the token density), while
+    `layout_from_task` refused the task. Sources are sequence tokens (spec hasse.md §2): nesting is a TaskError."""
+    from hassejax.errors import TaskError
+
+    agg, w, mask2 = (lambda k: Token("agg", k)), (lambda k: Token("w", k)), Token("mask", 2)
+    m = np.array([[1, 0], [1, 1]], bool)
+    with pytest.raises(TaskError, match=r"`sources`: .* agg2 is built from agg1, which `sources` declares too"):
+        Task([agg(2), mask2], m, labels={1: w(2)}, sources={agg(2): (agg(1), w(3)), agg(1): (w(2),), mask2: ()})
+    with pytest.raises(TaskError, match=r"agg2 is built from mask2, .*mapped to \(\)"):
+        Task([agg(2), mask2], m, sources={agg(2): (mask2, w(3)), mask2: ()})
+    # the flat form audits the leak
+    flat = Task([agg(2), mask2], m, labels={1: w(2)}, sources={agg(2): (w(2), w(3)), mask2: ()})
+    assert audit(flat).leaks == (1,)

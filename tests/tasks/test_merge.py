@@ -685,3 +685,39 @@ def test_signatures_and_reached_tokens_refuse_what_is_not_a_task(no_typecheck):
     with pytest.raises(TaskError, match=r"`task` must be a hassejax.tasks.Task .*family.merge\(\)"):
         reached_tokens(family)
     assert [len(r) for r in reached_tokens(family.merge())] == [1, 2]
+
+
+def test_sources_are_compared_as_multisets():
+    """Review: `{agg2: (w1, w1, w3)}` and `{agg2: (w1, w3)}` were one set, so the first task's tuple won and the
+    merged layout's weights depended on the task order ([1/3, 1/3, 1/3] one way, [1/2, 1/2] the other). A repeated
+    source weighs twice: the two conflict in either order; a reordering is still the same multiset."""
+    w, agg = (lambda k: Token("w", k)), Token("agg", 2)
+    m = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 1]], bool)
+    a = Task([w(1), w(3), agg], m, labels={2: w(2)}, sources={agg: (w(1), w(1), w(3))}, name="a")
+    b = Task([w(1), w(3), agg], m, labels={2: w(2)}, sources={agg: (w(1), w(3))}, name="b")
+    c = Task([w(1), w(3), agg], m, labels={2: w(2)}, sources={agg: (w(3), w(1), w(1))}, name="c")
+    for family in ([a, b], [b, a]):
+        with pytest.raises(TaskError, match=r"builds agg2 from .* one token has one set of sources") as err:
+            merge_tasks(family)
+        assert "['w1', 'w1', 'w3']" in str(err.value) and "['w1', 'w3']" in str(err.value)
+    assert merge_tasks([a, c]).sources[agg] == (w(1), w(1), w(3))
+
+
+def test_sources_nested_across_tasks_are_refused():
+    """One task's aggregate the source of another task's (each task flat alone) is refused by the merge, naming
+    `tasks`, before any work."""
+    w, a1, a2 = (lambda k: Token("w", k)), Token("agg", 1), Token("agg", 2)
+    c = Task([w(2), a1], np.eye(2, dtype=bool), sources={a1: (w(2),)}, name="c")
+    d = Task([w(3), a2], np.eye(2, dtype=bool), sources={a2: (a1, w(3))}, name="d")
+    with pytest.raises(
+        TaskError, match=r"`tasks` \(the sources of all its tasks together\): .*agg2 is built from agg1"
+    ):
+        merge_tasks([c, d])
+
+
+def test_traced_mask_is_a_mask_error():
+    """Review: a Task given a traced mask (under jax.jit) failed with JAX's raw TracerArrayConversionError."""
+    import jax
+
+    with pytest.raises(MaskError, match=r"`mask` must be a concrete array: Task runs on the host"):
+        jax.jit(lambda mask: Task([Token("w", 1)], mask).n)(np.ones((1, 1), bool))

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import LabelConflictError, TaskError
 from ..order._poset_numpy import depth_numpy
-from .task import Task, Token, check_slots_memory, check_task, token_sort_key
+from .task import Task, Token, check_flat_sources, check_slots_memory, check_task, token_sort_key
 
 #: Peak bool ``(N, N)`` arrays of the merge over its `N` slots, measured with tracemalloc
 #: (about 10: the node order, the fancy-indexed mask and the copies of Task and MergedTask).
@@ -219,28 +219,36 @@ def _agreed_sources(tasks: Sequence[Task]) -> dict[Token, tuple[Token, ...]]:
     """The sources of the family's aggregated tokens (as the first task declaring each gives them).
 
     **Raises:** :class:`~hassejax.errors.TaskError` unless every task that holds or declares a token gives it the
-    same sources (as a set), a task holding it without `sources` (its own source) included: the merge keeps one
-    set per token, so the leak audit of the merge would depend on which task it came from (reviews)."""
-    first: dict[Token, tuple[int, frozenset]] = {}
+    same sources (as a multiset: the order is free, but a repeated token weighs twice in the layout's average), a
+    task holding it without `sources` (its own source) included: the merge keeps one tuple per token, so the leak
+    audit and the layout of the merge would depend on which task it came from (reviews); or if the agreed sources
+    are nested (one task's aggregate the source of another's)."""
+    first: dict[Token, tuple[int, tuple[Token, ...]]] = {}
     agreed: dict[Token, tuple[Token, ...]] = {}
     for t_idx, task in enumerate(tasks):
         for tok, src in task.sources.items():
             if tok not in first:
-                first[tok], agreed[tok] = (t_idx, frozenset(src)), src
+                first[tok], agreed[tok] = (t_idx, _as_multiset(src)), src
     for t_idx, task in enumerate(tasks):
         for tok in dict.fromkeys([*task.inputs, *task.sources]):
             if tok not in first:
                 continue
             t0, src0 = first[tok]
-            src = frozenset(task.sources[tok]) if tok in task.sources else None
+            src = _as_multiset(task.sources[tok]) if tok in task.sources else None
             if src != src0:
-                given = "no sources (its own source)" if src is None else f"the sources {sorted(map(str, src))}"
+                given = "no sources (its own source)" if src is None else f"the sources {list(map(str, src))}"
                 raise TaskError(
-                    f"`tasks`: task {t0} ({tasks[t0].name!r}) builds {tok} from {sorted(map(str, src0))} and task "
+                    f"`tasks`: task {t0} ({tasks[t0].name!r}) builds {tok} from {list(map(str, src0))} and task "
                     f"{t_idx} ({task.name!r}) gives it {given}; one token has one set of sources in a family (the "
-                    "leak audit of the merge would depend on the task it came from)."
+                    "leak audit of the merge would depend on the task it came from; a repeated source counts)."
                 )
+    check_flat_sources(agreed, "`tasks` (the sources of all its tasks together)")
     return agreed
+
+
+def _as_multiset(tokens: tuple[Token, ...]) -> tuple[Token, ...]:
+    """`tokens` sorted: equal for equal multisets (``(w1, w1, w3)`` differs from ``(w1, w3)``)."""
+    return tuple(sorted(tokens, key=token_sort_key))
 
 
 def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None, name: str = "merged") -> MergedTask:
@@ -291,8 +299,9 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
 
     **Raises:** :class:`~hassejax.errors.TaskError` for an empty family, `tasks` that is not a
     sequence of Task (a single Task, a TaskFamily: with the hint), a `stream_order` that is not a
-    sequence of distinct strings or lacks a stream tag of a task, or a token whose `sources` differ
-    between two tasks;
+    sequence of distinct strings or lacks a stream tag of a task, a token whose `sources` differ
+    between two tasks (as multisets: ``(w1, w1, w3)`` is not ``(w1, w3)``), or sources that are nested once the
+    tasks' are put together;
     :class:`~hassejax.errors.LabelConflictError` if no matching of the source slots onto the
     merged slots gives every merged slot at most one target (two equivalent slots with
     different targets where their merged node holds the input once; in general, source

@@ -72,6 +72,25 @@ def _mask_copies_memory(shape: tuple[int, ...]) -> None:
     check_slots_memory(shape[-1], 2, "the copies of a task's mask", "mask")
 
 
+def check_flat_sources(sources: Mapping[Token, tuple[Token, ...]], where: str = "`sources`") -> None:
+    """Raise :class:`~hassejax.errors.TaskError` (naming `where`) if an aggregate is built from a token that `sources`
+    itself declares (another aggregate, or a mask token mapped to ``()``).
+
+    Sources are sequence tokens (spec hasse.md §2: ``("agg", k)`` is built from ``w_{k-1}`` and ``w_{k+1}``): the
+    audit expands an input one level and the layout averages the sources' embeddings, so a nested source was read
+    as a sequence token (a review: a slot reaching ``w2`` through ``agg1`` inside ``agg2`` was no leak)."""
+    for key, value in sources.items():
+        for tok in value:
+            if tok in sources:
+                inner = sources[tok]
+                built = f"built from {', '.join(map(str, inner))}" if inner else "mapped to () (no sequence token)"
+                raise TaskError(
+                    f"{where}: an aggregate's sources must be sequence tokens; {key} is built from {tok}, which "
+                    f"`sources` declares too ({built}). Nested sources are not expanded: give {key} the sequence "
+                    "tokens themselves (a token listed twice weighs twice in the layout's average)."
+                )
+
+
 def token_sort_key(token: Token) -> tuple[str, int, str]:
     """A total order on tokens whose symbols may be of mixed types."""
     return (type(token.symbol).__name__, token.position, repr(token.symbol))
@@ -161,16 +180,19 @@ class Task:
       equivalence (copies of one token in different streams are not merged; spec hasse.md §2).
     - `sources`: mapping from an aggregated input token to the tuple of sequence tokens it is
       built from (e.g. ``Token("agg", 3) -> (Token("w", 2), Token("w", 4))``), used by the
-      leakage audit; tokens not in the mapping are their own source (mask tokens carry
-      no sequence token: map them to ``()``).
+      leakage audit and by :func:`~hassejax.nn.layout_from_task` (which averages their embeddings: a
+      token listed twice weighs twice); tokens not in the mapping are their own source (mask tokens carry
+      no sequence token: map them to ``()``). Sources are not nested: a token the mapping declares (an
+      aggregate, a mask token) cannot be the source of another.
     - `name`: a label for printing.
 
     **Raises:** :class:`~hassejax.errors.TaskError` if `inputs`, `labels` or `streams` is not a sequence
     (a string is refused: ``streams="content"`` is not split into characters), lengths disagree, a token (a
     :class:`Token` too) is not a (hashable symbol, int position) pair (a bool position is refused), a label points
     to a slot that does not exist (a bool slot is refused), a stream tag is not a string, or a `sources` value is not an
-    iterable of tokens (a tuple; a set is sorted) or is a single token; :class:`~hassejax.errors.MaskError` if the mask is not a square Boolean
-    `(n, n)` array; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the task's
+    iterable of tokens (a tuple; a set is sorted) or is a single token, or names as a source a token that `sources` itself
+    declares (nested sources); :class:`~hassejax.errors.MaskError` if the mask is not a square Boolean
+    `(n, n)` array, or is traced (under ``jax.jit``: a task lives on the host); :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if the task's
     copies of the mask would not fit, estimated from its shape before anything is copied.
 
     **Example:** a chain `w1 ← w2 ← w3` (each slot sees the previous one) whose last slot predicts
@@ -211,7 +233,8 @@ class Task:
         n = len(toks)
         if n == 0:
             raise TaskError("`inputs` must hold at least one slot; got an empty sequence.")
-        m = np.array(as_mask(mask, "mask", batched=False, memory=_mask_copies_memory))
+        # concrete: the task's mask lives on the host (NumPy), so a traced one (under jax.jit) is refused by name
+        m = np.array(as_mask(mask, "mask", batched=False, memory=_mask_copies_memory, concrete="Task"))
         if m.shape != (n, n):
             raise MaskError(f"`mask` must have shape ({n}, {n}) to match the {n} inputs; got shape {m.shape}.")
         if labels is None:
@@ -251,6 +274,7 @@ class Task:
         srcs = {}
         for key, value in (sources or {}).items():
             srcs[_as_token(key, "sources key")] = _source_tokens(value, f"sources[{key!r}]")
+        check_flat_sources(srcs)
         m.setflags(write=False)
         object.__setattr__(self, "inputs", toks)
         object.__setattr__(self, "mask", m)
