@@ -220,6 +220,23 @@ def global_sliding(
     q = _positions(n)
     w_s = np.where(g, 0, np.maximum(q - window, 0))
     w_e = np.where(g, n, np.minimum(q + window + 1, n))
-    starts = np.concatenate([np.broadcast_to(g_s.astype(np.int64), (n, runs)), w_s[:, None]], axis=1)
-    stops = np.concatenate([np.broadcast_to(g_e.astype(np.int64), (n, runs)), w_e[:, None]], axis=1)
-    return _as_mask(starts, stops, n, normal=False)
+    if runs == 0:
+        return _as_mask(w_s, w_e, n, normal=True)
+    # Built in normal form (sorting n x (R + 1) runs took 8 s at n = 2^20 with 64 global tokens): the global runs
+    # before the window, the window joined with the global runs it touches, the global runs after it.
+    dtype = np.int32 if n < 2**31 - 1 else np.int64
+    gs, ge = g_s[0].astype(dtype), g_e[0].astype(dtype)
+    before = np.searchsorted(ge, w_s, side="left")[:, None]  # global runs ending before the window (not touching)
+    upto = np.searchsorted(gs, w_e, side="right")[:, None]  # global runs starting at or before its end
+    joined = upto > before
+    lo = np.where(joined[:, 0], np.minimum(w_s, gs[np.minimum(before[:, 0], runs - 1)]), w_s).astype(dtype)
+    hi = np.where(joined[:, 0], np.maximum(w_e, ge[np.maximum(upto[:, 0] - 1, 0)]), w_e).astype(dtype)
+    col = np.arange(runs + 1, dtype=np.int32)[None, :]
+    idx = col + np.where(col > before, (upto - before - 1).astype(np.int32), np.int32(0))  # its global run
+    np.minimum(idx, runs, out=idx)  # past the last: the padding entry
+    starts = np.append(gs, dtype(n))[idx]
+    stops = np.append(ge, dtype(n))[idx]
+    rows = np.arange(n)
+    starts[rows, before[:, 0]] = lo  # the window, joined
+    stops[rows, before[:, 0]] = hi
+    return _as_mask(starts, stops, n, normal=True)
