@@ -219,3 +219,26 @@ def test_markov_errors(no_runtime_typecheck):
         bayes_loss(chain, causal_layout(3), np.zeros((2, 4), int))
     with pytest.raises(ParameterError, match=r"`sequences` must hold states in \[0, 2\)"):
         bayes_loss(chain, causal_layout(3), np.full((2, 3), 2))
+
+
+def test_examples_print_the_same_in_float32_and_float64():
+    """Review: two docstring examples printed other numbers under JAX's default float32 than the suite's x64 showed:
+    MarkovChain's row sums ([0.9999999776…, 1.1000000238…] for [1.0, 1.1]) and make_optimizer's updates
+    ([-0.099999, -0.199999] for [-0.1, -0.2]). Both now round; each runs in both modes."""
+    import doctest
+
+    from hassejax.nn import make_optimizer
+
+    finder, flags = doctest.DocTestFinder(recurse=False), doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
+    old = jax.config.jax_enable_x64
+    try:
+        for x64 in (False, True):
+            jax.config.update("jax_enable_x64", x64)
+            for obj in (MarkovChain, make_optimizer):
+                runner = doctest.DocTestRunner(optionflags=flags)
+                for test in finder.find(obj, obj.__name__, globs={}):
+                    runner.run(test)
+                result = runner.summarize(verbose=False)
+                assert result.attempted > 0 and result.failed == 0, f"{obj.__name__}, x64={x64}: {result}"
+    finally:
+        jax.config.update("jax_enable_x64", old)

@@ -58,7 +58,9 @@ def _check_stochastic(transition: np.ndarray) -> None:
         raise ParameterError("`transition` must have finite, non-negative entries.")
     rows = transition.sum(axis=1)
     if not np.allclose(rows, 1.0, atol=1e-5):
-        raise ParameterError(f"`transition` rows must sum to 1; got row sums in [{rows.min()}, {rows.max()}].")
+        # rounded: a float32 matrix's sums read 0.9999999776 (a docstring example printed differently under x64)
+        low, high = (float(np.round(v, 6)) for v in (rows.min(), rows.max()))
+        raise ParameterError(f"`transition` rows must sum to 1; got row sums in [{low}, {high}].")
 
 
 def stationary_distribution(transition: Float[ArrayLike, "V V"]) -> Float[np.ndarray, " V"]:
