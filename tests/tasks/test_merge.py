@@ -721,3 +721,10 @@ def test_traced_mask_is_a_mask_error():
 
     with pytest.raises(MaskError, match=r"`mask` must be a concrete array: Task runs on the host"):
         jax.jit(lambda mask: Task([Token("w", 1)], mask).n)(np.ones((1, 1), bool))
+
+
+def test_nested_list_masks_pass_the_annotations():
+    """A Task takes nested lists of bools (as the order functions and the models do); its annotation refused them
+    under the suite's runtime checks."""
+    task = Task([Token("w", 1), Token("w", 2)], [[True, False], [True, True]])
+    assert task.mask.tolist() == [[True, False], [True, True]]

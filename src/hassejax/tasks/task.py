@@ -221,7 +221,7 @@ class Task:
     def __init__(
         self,
         inputs: Sequence[Any],
-        mask: Bool[Any, "n n"],
+        mask: Bool[Any, "n n"] | Sequence[Sequence[Any]],  # nested lists of bools taken, as the order functions do
         labels: Sequence[Any] | Mapping[int, Any] | None = None,
         streams: Sequence[str] | None = None,
         sources: Mapping[Any, Iterable[Any]] | None = None,
