@@ -36,7 +36,7 @@ def test_butterfly_loss_against_a_hand_built_reference():
     model = Transformer(1, 8, 2, vocab_size=vocab, num_positions=n + 1, key=jax.random.key(0))
     seqs = np.random.default_rng(0).integers(0, vocab, (3, n))
     mask = butterfly_mask(n)
-    forward = eqx.filter_jit(lambda m, ids, pos: m(ids, pos, mask))
+    forward = eqx.filter_jit(lambda m, ids, pos: m(ids, pos, mask, jnp.full(ids.shape, 0.5)))
     total = 0.0
     for w in seqs:  # reference: explicit loop over examples
         ids = [[w[j - 1]] * 2 for j in range(1, n)] + [[w[j - 1]] * 2 for j in range(2, n + 1)]

@@ -37,7 +37,9 @@ def test_embed_weights(model):
     ids = jnp.asarray([[1, 3], [2, 2], [5, 5]])
     pos = jnp.asarray([4, 0, 9])
     np.testing.assert_allclose(
-        np.asarray(model.embed(ids, pos)), np.stack([(E[1] + E[3]) / 2, E[2], E[5]]) + P[[4, 0, 9]], rtol=1e-12
+        np.asarray(model.embed(ids, pos, jnp.full((3, 2), 0.5))),
+        np.stack([(E[1] + E[3]) / 2, E[2], E[5]]) + P[[4, 0, 9]],
+        rtol=1e-12,
     )
     w = jnp.asarray([[0.25, 0.75], [1.0, 0.0], [0.0, 1.0]])
     np.testing.assert_allclose(
@@ -77,7 +79,10 @@ def test_transformer_errors(no_runtime_typecheck, model):
         model(jnp.asarray([0, 1]), jnp.asarray([0, 10]), jnp.ones((2, 2), bool))
     with pytest.raises(ParameterError, match=r"`token_weights` must be a real array of the shape of `token_ids`, "):
         model.embed(jnp.asarray([[0, 1]]), jnp.asarray([1]), jnp.ones((1, 3)))  # was einsum's bare ValueError
-    with pytest.raises(ParameterError, match=r"`token_ids` must have shape \(n,\) or \(n, r\).*got shape \(3, 2, 1\)"):
+    with pytest.raises(
+        ParameterError,
+        match=r"`token_ids` must have shape \(n,\), or \(n, r\) with `token_weights`.*got shape \(3, 2, 1\)",
+    ):
         model.embed(jnp.zeros((3, 2, 1), int), jnp.asarray([1, 2, 3]))  # was embedded to shape (3, 3, d)
     # ... but weights of (n, 1) broadcast over a slot's ids, as they did before the check (a review)
     ids, pos = jnp.asarray([[0, 1], [2, 2]]), jnp.asarray([0, 1])
@@ -143,11 +148,11 @@ def test_errors_name_the_argument_passed(no_runtime_typecheck, model):
     with pytest.raises(
         ParameterError,
         match=r"`position_ids` must have shape \(n,\) = \(3,\), one position id per "
-        r"slot of `token_ids`; got shape \(3, 3\)",
+        r"slot of `token_ids` \(shape \(3,\)\); got shape \(3, 3\)",
     ):
         model(jnp.arange(3), jnp.zeros((3, 3), int), mask)
     with pytest.raises(ParameterError, match=r"`position_ids` must have shape \(n,\) = \(3,\).*got shape \(3, 4\)"):
-        model(jnp.zeros((3, 4), int), jnp.zeros((3, 4), int), mask)
+        model(jnp.zeros((3, 4), int), jnp.zeros((3, 4), int), mask, jnp.full((3, 4), 0.25))
     with pytest.raises(ParameterError, match=r"`position_ids` must have shape \(n,\).*got shape \(\)"):
         model.embed(jnp.arange(3), jnp.asarray(1))
     with pytest.raises(ParameterError, match=r"`token_ids` must hold at least one slot; got shape \(0,\)"):
@@ -176,3 +181,51 @@ def test_numpy_integer_sizes_and_the_key_are_checked(no_runtime_typecheck):
     a = Transformer(1, 8, 2, vocab_size=3, num_positions=4, key=jax.random.PRNGKey(0))  # a legacy uint32 key
     b = Transformer(1, 8, 2, vocab_size=3, num_positions=4, key=jax.random.key(0))
     np.testing.assert_array_equal(a.unembed, b.unembed)
+
+
+def test_a_batch_of_sequences_is_refused_not_read_as_averaged_slots(no_runtime_typecheck, model):
+    """Review: a batch of 4 sequences of length 4 was read as 4 slots of 4 averaged token ids, (4, V) logits without a
+    word; with b != n the error named n = b. (n, r) ids now need their `token_weights`; the errors name the shapes taken
+    and suggest jax.vmap."""
+    causal = jnp.tril(jnp.ones((4, 4), bool))
+    for batch, pos in ((jnp.zeros((4, 4), int), jnp.arange(1, 5)), (jnp.zeros((2, 4), int), jnp.zeros((2, 4), int))):
+        with pytest.raises(ParameterError, match=r"`token_ids` of shape .* needs `token_weights`.*jax\.vmap\(model"):
+            model(batch, pos, causal)
+    with pytest.raises(ParameterError, match=r"`position_ids` must have shape \(n,\) = \(4,\).*jax\.vmap"):
+        model(jnp.zeros(4, int), jnp.zeros((2, 4), int), causal)
+
+
+def test_float64_without_x64_is_refused_naming_dtype(no_runtime_typecheck):
+    """Review: dtype=jnp.float64 without jax_enable_x64 built a float32 model (with a truncation warning per tensor);
+    jacobian_flow then asked for dtype=float64."""
+    from hassejax.nn import MaskedMultiHeadAttention, TransformerBlock
+
+    old = jax.config.jax_enable_x64
+    try:
+        jax.config.update("jax_enable_x64", False)
+        match = r"`dtype` = float64 needs JAX's 64-bit mode, which is off.*jax_enable_x64"
+        with pytest.raises(ParameterError, match=match):
+            Transformer(1, 4, 2, vocab_size=3, num_positions=3, key=jax.random.key(0), dtype=jnp.float64)
+        with pytest.raises(ParameterError, match=match):
+            TransformerBlock(4, 2, 8, key=jax.random.key(0), dtype="float64")
+        with pytest.raises(ParameterError, match=match):
+            MaskedMultiHeadAttention(4, 2, key=jax.random.key(0), dtype=np.float64)
+    finally:
+        jax.config.update("jax_enable_x64", old)
+
+
+def test_nested_list_masks_are_taken(model):
+    """Review: ``model(ids, pos, nested_list_mask)`` raised MaskError ("got an object of type list") where Task, the
+    order functions and reachability take nested lists. Run under the suite's annotation checks."""
+    ids, pos = jnp.asarray([0, 2, 1]), jnp.asarray([1, 2, 3])
+    causal = [[True, False, False], [True, True, False], [True, True, True]]
+    np.testing.assert_array_equal(np.asarray(model(ids, pos, causal)), np.asarray(model(ids, pos, jnp.asarray(causal))))
+    per_head = [causal, [[True, True, True]] * 3]
+    np.testing.assert_array_equal(
+        np.asarray(model(ids, pos, per_head)), np.asarray(model(ids, pos, jnp.asarray(per_head)))
+    )
+
+
+def test_ragged_nested_masks_are_mask_errors(no_runtime_typecheck, model):
+    with pytest.raises(MaskError, match=r"`mask` must be a Boolean array .* not rectangular"):
+        model(jnp.asarray([0, 1]), jnp.asarray([1, 2]), [[True], [True, True]])

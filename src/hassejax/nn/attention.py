@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -26,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
+from .._mask_checks import check_mask
 from .._softmax import masked_softmax
 from ..errors import MaskError, ParameterError
 from ..masks import IntervalMask
@@ -43,7 +46,8 @@ def _check_positive_int(value, name: str) -> int:
 def _check_float_dtype(dtype, name: str = "dtype") -> np.dtype:
     """The parameter dtype: `dtype`, or JAX's default float dtype for None; a
     :class:`~hassejax.errors.ParameterError` naming `name` unless it is a floating dtype (an integer model truncates
-    its initial weights and fails only at its first call)."""
+    its initial weights and fails only at its first call) that JAX can hold now (float64 needs ``jax_enable_x64``:
+    without it a float32 model was built silently, with a truncation warning per tensor)."""
     if dtype is None:
         return jnp.dtype(jnp.zeros(()).dtype)
     try:
@@ -54,6 +58,12 @@ def _check_float_dtype(dtype, name: str = "dtype") -> np.dtype:
         got = repr(dtype) if dt is None else dt.name
         raise ParameterError(
             f"`{name}` must be a floating dtype (e.g. jnp.float32), or None for JAX's default; got {got}."
+        )
+    if jax.dtypes.canonicalize_dtype(dt) != dt:  # float64 without x64: JAX built float32 arrays (with warnings)
+        raise ParameterError(
+            f"`{name}` = {dt.name} needs JAX's 64-bit mode, which is off: JAX would make every parameter "
+            f"{jax.dtypes.canonicalize_dtype(dt).name}. Enable it first (jax.config.update('jax_enable_x64', True), "
+            "or JAX_ENABLE_X64=1 before JAX starts), or use jnp.float32."
         )
     return dt
 
@@ -82,11 +92,19 @@ def _check_key(key, name: str = "key") -> None:
     )
 
 
+#: A mask given as nested lists or tuples of bools, `(n, n)` or `(heads, n, n)`: the models and
+#: :func:`~hassejax.nn.jacobian_flow` take them as :class:`~hassejax.tasks.Task` and the order functions do.
+NestedMask = Sequence[Sequence[Any]]
+
+
 def _attention_mask(mask, n: int, name: str = "mask", num_heads: int | None = None):
     """`mask` as the Boolean array the layers index: an :class:`~hassejax.masks.IntervalMask` becomes its dense
-    form (its own memory check first), then :func:`_check_attention_mask`."""
+    form (its own memory check first), nested lists or tuples an array (a review: the model refused them, "got an
+    object of type list", where Task and the order functions take them), then :func:`_check_attention_mask`."""
     if isinstance(mask, IntervalMask):
         mask = jnp.asarray(mask.to_dense(name=name))
+    elif isinstance(mask, (list, tuple)):  # ragged lists, a wrong dtype or rank: a MaskError naming `name`
+        mask = jnp.asarray(check_mask(mask, name))
     _check_attention_mask(mask, n, name, num_heads)
     return mask
 
@@ -162,7 +180,7 @@ class MaskedMultiHeadAttention(eqx.Module):
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a size that is not a positive int (a
     NumPy integer is taken), a `num_heads` that does not divide `d_model`, a `dtype` that is not
-    floating, or a `key` that is no PRNG key.
+    floating (or is float64 without ``jax_enable_x64``), or a `key` that is no PRNG key.
 
     Source: Vaswani et al., "Attention Is All You Need", NeurIPS 2017 (paper); spec hasse.md §4.
 
@@ -226,7 +244,9 @@ class MaskedMultiHeadAttention(eqx.Module):
             )
 
     def weights(
-        self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask
+        self,
+        x: Float[Array, "n d_model"],
+        mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask | NestedMask,
     ) -> Float[Array, "heads n n"]:
         """Attention weights per head, `(heads, n, n)`; rows of empty mask rows are all 0.
 
@@ -243,7 +263,9 @@ class MaskedMultiHeadAttention(eqx.Module):
         return masked_softmax(logits, mask[None] if mask.ndim == 2 else mask)
 
     def __call__(
-        self, x: Float[Array, "n d_model"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask
+        self,
+        x: Float[Array, "n d_model"],
+        mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask | NestedMask,
     ) -> Float[Array, "n d_model"]:
         """The attention update of every position.
 
@@ -251,7 +273,8 @@ class MaskedMultiHeadAttention(eqx.Module):
 
         - `x`: float `(n, d_model)`, one row per position (slot).
         - `mask`: bool `(n, n)` (the same mask for every head) or `(num_heads, n, n)` (head `h`
-          uses ``mask[h]``); row = query, column = key, True = may attend.
+          uses ``mask[h]``); row = query, column = key, True = may attend. An
+          :class:`~hassejax.masks.IntervalMask` or nested lists of bools are taken too.
 
         **Returns:** float `(n, d_model)`; row `i` is exactly 0 where every head's mask row `i`
         is all False.

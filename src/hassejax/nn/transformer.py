@@ -35,6 +35,7 @@ from ..errors import ParameterError
 from ..masks import IntervalMask
 from .attention import (
     MaskedMultiHeadAttention,
+    NestedMask,
     _attention_mask,
     _check_float_dtype,
     _check_key,
@@ -68,6 +69,12 @@ def _check_d_model(d_model) -> int:
     return d_model
 
 
+_VMAP_HINT = (
+    " A batch of b sequences (b, n): map the model over it, jax.vmap(model, in_axes=(0, None, None)) "
+    "(in_axes=(0, 0, None) with one row of position ids per sequence)."
+)
+
+
 def _layer_norm(norm: eqx.nn.LayerNorm, x: Float[Array, "n d"]) -> Float[Array, "n d"]:
     return jax.vmap(norm)(x)
 
@@ -81,7 +88,8 @@ class TransformerBlock(eqx.Module):
     `dtype` (floating).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for bad sizes (`d_model < 2`: a LayerNorm
-    over one feature is constant), a non-floating `dtype` or a `key` that is no PRNG key.
+    over one feature is constant), a non-floating `dtype` (or float64 without ``jax_enable_x64``) or a `key` that is
+    no PRNG key.
 
     Source: Vaswani et al., "Attention Is All You Need", arXiv:1706.03762 (paper); pre-norm after Xiong et al.,
     arXiv:2002.04745; LayerNorm: Ba et al., arXiv:1607.06450; GELU: Hendrycks & Gimpel, arXiv:1606.08415; spec
@@ -125,10 +133,11 @@ class TransformerBlock(eqx.Module):
         self.mlp_in, self.mlp_out, self.mlp_in_bias, self.mlp_out_bias = _normal_tensors(km, shapes, dtype, scales)
 
     def __call__(
-        self, x: Float[Array, "n d"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"]
+        self, x: Float[Array, "n d"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask | NestedMask
     ) -> Float[Array, "n d"]:
         """`x` `(n, d)` and `mask` `(n, n)` or `(heads, n, n)` (one mask per head; True = may
-        attend) to the block's output `(n, d)`."""
+        attend; an :class:`~hassejax.masks.IntervalMask` or nested lists of bools taken too) to the block's output
+        `(n, d)`. One sequence a call (a batch: :func:`jax.vmap`)."""
         x = x + self.attention(_layer_norm(self.attention_norm, x), mask)
         h = jax.nn.gelu(_layer_norm(self.mlp_norm, x) @ self.mlp_in.T + self.mlp_in_bias)
         return x + h @ self.mlp_out.T + self.mlp_out_bias
@@ -164,8 +173,8 @@ class Transformer(eqx.Module):
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a size that is not a positive int, a
     `d_model < 2`, a head count that does not divide `d_model`, a `dtype` that is not floating
-    (an integer model truncated its weights and failed at its first call), or a `key` that is no
-    PRNG key.
+    (an integer model truncated its weights and failed at its first call) or is float64 while JAX's 64-bit mode
+    (``jax_enable_x64``) is off (JAX would build a float32 model), or a `key` that is no PRNG key.
 
     **Example:** logits `(slots, vocab_size)`; under a causal mask slot 0 ignores the later tokens.
 
@@ -292,10 +301,13 @@ class Transformer(eqx.Module):
         **Arguments:**
 
         - `token_ids`: int `(n,)` (one token per slot) or `(n, r)` (a weighted average of `r`
-          token embeddings per slot); ids in `[0, vocab_size]`, `vocab_size` = mask token.
+          token embeddings per slot, `token_weights` required); ids in `[0, vocab_size]`, `vocab_size` = mask token.
+          One sequence a call: a batch `(b, n)` is refused (it would read as `b` slots of `n` averaged ids, silently
+          so when `b == n`); map the model over it with :func:`jax.vmap`.
         - `position_ids`: int `(n,)`, ids in `[0, num_positions)`; independent of slot order.
-        - `token_weights`: float, same shape as `token_ids`; default 1 for `(n,)` ids and
-          `1/r` for `(n, r)` ids.
+        - `token_weights`: float, same shape as `token_ids` (axes of size 1 broadcast); default 1 for `(n,)` ids;
+          required for `(n, r)` ids (e.g. ``jnp.full((n, r), 1 / r)`` for the plain average; a
+          :class:`~hassejax.nn.Layout` gives its own).
         - `check_ids`: default True; False skips the range check for ids known valid (e.g.
           sampled inside ``jit``, or checked on the host before entering it). Under ``jit`` the
           check is an :func:`equinox.error_if`, a host callback, and JAX never writes a program
@@ -304,21 +316,31 @@ class Transformer(eqx.Module):
 
         **Returns:** float `(n, d)`.
 
-        **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer ids, `position_ids`
+        **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer ids, `(n, r)` ids without
+        `token_weights` (a batch of sequences: use :func:`jax.vmap`), `position_ids`
         not of shape `(n,)`, `token_ids` and `position_ids` of different lengths, `token_weights` of another shape than `token_ids`
         (axes of size 1 broadcast) or not real numbers, and with `check_ids` for ids out of range
         (concrete inputs; traced ids, under ``jit``, get an :func:`equinox.error_if` check that
         fails when the program runs).
         """
-        if jnp.ndim(token_ids) not in (1, 2):  # (n,) or (n, r); (n, r, s) embedded to a wrong shape (a fresh user)
+        shape = jnp.shape(token_ids)
+        if len(shape) not in (1, 2):  # (n,) or (n, r); (n, r, s) embedded to a wrong shape (a fresh user)
             raise ParameterError(
-                f"`token_ids` must have shape (n,) or (n, r) (r ids averaged into a slot); got shape "
-                f"{jnp.shape(token_ids)}."
+                f"`token_ids` must have shape (n,), or (n, r) with `token_weights` (r ids averaged into a slot); got "
+                f"shape {shape}.{_VMAP_HINT}"
+            )
+        if (
+            len(shape) == 2 and token_weights is None
+        ):  # a (b, n) batch read as b slots of n averaged ids (b == n: silent)
+            raise ParameterError(
+                f"`token_ids` of shape {shape} reads as {shape[0]} slots of {shape[1]} averaged ids, which needs "
+                f"`token_weights` of that shape (e.g. jnp.full({shape}, 1 / {shape[1]}) for the plain average); the "
+                f"model takes one sequence a call: `token_ids` (n,), or (n, r) with `token_weights`.{_VMAP_HINT}"
             )
         if jnp.ndim(position_ids) != 1:  # (n, r) or (n, n) ids gathered to (n, r, d): a shape error naming `x`
             raise ParameterError(
-                f"`position_ids` must have shape (n,) = ({jnp.shape(token_ids)[0]},), one position id per slot of "
-                f"`token_ids`; got shape {jnp.shape(position_ids)}."
+                f"`position_ids` must have shape (n,) = ({shape[0]},), one position id per slot of `token_ids` "
+                f"(shape {shape}); got shape {jnp.shape(position_ids)}.{_VMAP_HINT}"
             )
         token_ids = self._check_ids(token_ids, self.vocab_size + 1, "token_ids", check_ids)
         position_ids = self._check_ids(position_ids, self.num_positions, "position_ids", check_ids)
@@ -339,7 +361,7 @@ class Transformer(eqx.Module):
         return tok + self.position_embedding[position_ids]
 
     def forward_embeddings(
-        self, x: Float[Array, "n d"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask
+        self, x: Float[Array, "n d"], mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask | NestedMask
     ) -> Float[Array, "n d"]:
         """The `L` blocks and the final LayerNorm: embeddings `(n, d)` to outputs `(n, d)`.
 
@@ -351,7 +373,8 @@ class Transformer(eqx.Module):
 
         - `x`: float `(n, d)`, embeddings (e.g. from :meth:`embed`).
         - `mask`: bool `(n, n)` for every head, or `(num_heads, n, n)`, one mask per head (the
-          same in every layer); row = query, column = key, True = may attend.
+          same in every layer); row = query, column = key, True = may attend. An
+          :class:`~hassejax.masks.IntervalMask` (made dense) or nested lists of bools are taken too.
 
         **Returns:** float `(n, d)`.
 
@@ -405,14 +428,16 @@ class Transformer(eqx.Module):
         self,
         token_ids: Int[Array, " n *r"],
         position_ids: Int[Array, " n"],
-        mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask,
+        mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask | NestedMask,
         token_weights: Float[Array, " n *r"] | None = None,
         *,
         check_ids: bool = True,
     ) -> Float[Array, "n vocab"]:
-        """Logits of every slot.
+        """Logits of every slot of one sequence (a batch: :func:`jax.vmap`, e.g.
+        ``jax.vmap(model, in_axes=(0, None, None))(ids_bn, position_ids, mask)``).
 
-        **Arguments:** as :meth:`embed` (`check_ids=False` skips the range check for ids known
+        **Arguments:** as :meth:`embed` (`token_ids` `(n,)`, or `(n, r)` with `token_weights`;
+        `check_ids=False` skips the range check for ids known
         valid, e.g. sampled inside ``jit``), and `mask` bool `(n, n)` or `(num_heads, n, n)`
         (one mask per head, see :meth:`forward_embeddings`; row = query slot, column = key
         slot, True = may attend; a fully masked row gets a zero attention update).
