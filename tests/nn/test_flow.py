@@ -197,3 +197,25 @@ def test_rev_is_exact_in_float32_at_n_times_d_of_256_and_more():
     expected = np.asarray(reachability(mask, 1))
     np.testing.assert_array_equal(np.asarray(jacobian_flow(model, x, mask, mode="rev")), expected)
     np.testing.assert_array_equal(np.asarray(jacobian_flow(model, x, mask)), expected)
+
+
+def test_a_callable_returning_a_tuple_is_a_parameter_error(no_runtime_typecheck):
+    """Review: a callable returning a tuple failed with AttributeError "'tuple' object has no attribute 'shape'"."""
+    x = _inputs(3, 0)
+    with pytest.raises(ParameterError, match=r"`model` must return one \(n, d_out\) array, n = 3; it returned a tuple"):
+        jacobian_flow(lambda x: (x, 2 * x), x)
+    with pytest.raises(ParameterError, match=r"lambda x, mask: model\(x, mask\)\[0\]"):
+        jacobian_flow(lambda x, mask: (x, x), x, jnp.eye(3, dtype=bool))
+
+
+def test_a_block_takes_per_head_and_nested_list_masks():
+    """Review: jacobian_flow refused a per-head (h, n, n) mask for a TransformerBlock, which the block takes, and
+    nested lists, which the rest of the package takes. Its flow is one layer of the heads' union."""
+    from hassejax.nn import TransformerBlock
+
+    block = TransformerBlock(D, HEADS, D, key=jax.random.key(0))
+    x = _inputs(4, 1)
+    per_head = jnp.stack([jnp.eye(4, k=-1, dtype=bool), jnp.eye(4, k=2, dtype=bool)])
+    want = np.asarray(reachability(per_head, 1, head_axis=0))
+    np.testing.assert_array_equal(np.asarray(jacobian_flow(block, x, per_head)), want)
+    np.testing.assert_array_equal(np.asarray(jacobian_flow(block, x, np.asarray(per_head).tolist())), want)

@@ -30,8 +30,8 @@ from .._tracing import is_traced
 from .._xla_flags import correctness_compiler_options
 from ..errors import MaskError, ParameterError
 from ..masks import IntervalMask
-from .attention import _attention_mask
-from .transformer import Transformer
+from .attention import MaskedMultiHeadAttention, NestedMask, _attention_mask
+from .transformer import Transformer, TransformerBlock
 
 __all__ = ["jacobian_flow"]
 
@@ -74,10 +74,19 @@ _NON_FINITE = (
 )
 
 
+def _num_heads(model) -> int | None:
+    """The head count of a model that takes per-head `(num_heads, n, n)` masks, else None (`(n, n)` only)."""
+    if isinstance(model, (Transformer, MaskedMultiHeadAttention)):
+        return model.num_heads
+    if isinstance(model, TransformerBlock):
+        return model.attention.num_heads
+    return None
+
+
 def jacobian_flow(
     model: Transformer | Callable,
     inputs: Float[Array, "n d"],
-    mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask | None = None,
+    mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask | NestedMask | None = None,
     *,
     mode: Literal["fwd", "rev"] = "fwd",
 ) -> Bool[Array, "n n"]:
@@ -92,8 +101,9 @@ def jacobian_flow(
     - `inputs`: float `(n, d)`, the embedding-level input (use random values: the result is
       exact for almost every input).
     - `mask`: bool `(n, n)` (row = query, column = key, True = may attend; an
-      :class:`~hassejax.masks.IntervalMask` is made dense first), or for a
-      Transformer one mask per head, bool `(num_heads, n, n)`; the predicted flow is then
+      :class:`~hassejax.masks.IntervalMask` is made dense first, nested lists of bools become an array), or for a
+      Transformer, a :class:`~hassejax.nn.TransformerBlock` or a :class:`~hassejax.nn.MaskedMultiHeadAttention` one
+      mask per head, bool `(num_heads, n, n)`; the predicted flow is then
       ``reachability(mask, L, head_axis=0)`` (a layer's adjacency is the OR of its heads).
     - `mode`: ``"fwd"`` (:func:`jax.jacfwd`, default: input and output have the same size
       `n·d`, and it compiles faster) or ``"rev"`` (:func:`jax.jacrev`); both give the same result.
@@ -105,13 +115,13 @@ def jacobian_flow(
 
     - :class:`~hassejax.errors.ParameterError`: `inputs` not a finite floating `(n, d)` array (for
       a Transformer: of its parameters' dtype, with `n >= 1`), an unknown `mode`, or a callable whose output is not
-      `(n, d_out)`.
+      one `(n, d_out)` array (a tuple of outputs included: differentiate the one output you mean).
     - :class:`~hassejax.errors.ParameterError` also for a Jacobian with NaN/inf entries
       (non-finite weights, an overflowing forward pass), which would otherwise read as a
       dependence wherever it spreads; inside the caller's ``jit`` the same check raises
       ``equinox.EquinoxRuntimeError`` when the program runs.
     - :class:`~hassejax.errors.MaskError`: a Transformer without `mask`, or a mask that is
-      not bool `(n, n)` (or `(num_heads, n, n)` for a Transformer).
+      not bool `(n, n)` (or `(num_heads, n, n)` for a Transformer, a block or an attention layer).
 
     Source: spec hasse.md §4 (paper: flow = ``R^(L)``; the exact-zero threshold is derived).
 
@@ -157,9 +167,16 @@ def jacobian_flow(
         raise ParameterError(
             f"`model` must be a Transformer or a callable (n, d) -> (n, d'); got {type(model).__name__}."
         )
-    if mask is not None:
-        mask = _attention_mask(mask, n, num_heads=model.num_heads if isinstance(model, Transformer) else None)
+    if mask is not None:  # per-head masks where the model takes them (a review: a TransformerBlock's were refused)
+        mask = _attention_mask(mask, n, num_heads=_num_heads(model))
     out = jax.eval_shape(lambda x: fn(x) if mask is None else fn(x, mask), inputs)
+    if not isinstance(out, jax.ShapeDtypeStruct):  # a tuple of outputs: an AttributeError ('tuple' ... 'shape') before
+        wrap = "lambda x: model(x)[0]" if mask is None else "lambda x, mask: model(x, mask)[0]"
+        raise ParameterError(
+            f"`model` must return one (n, d_out) array, n = {n}; it returned a {type(out).__name__} of "
+            f"{len(jax.tree.leaves(out))} array(s): pass a function returning the output to differentiate (e.g. "
+            f"{wrap})."
+        )
     if len(out.shape) != 2 or out.shape[0] != n:
         raise ParameterError(
             f"`model` must map (n, d) to (n, d_out) with n = {n}; its output has shape {tuple(out.shape)}."
