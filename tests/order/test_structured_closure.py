@@ -1079,6 +1079,14 @@ def test_few_rows_left_are_answered_row_by_row_and_a_wide_table_is_refused_as_it
         got = compose(m, m)
     np.testing.assert_array_equal(got.to_dense(), want)
     assert built == []  # row by row, no table
+    # a second review: two such rows took the table route again (its first level said nothing of its growth)
+    s, e = m.starts.copy(), m.stops.copy()
+    s[-3:-1], e[-3:-1] = n, n
+    s[-3:-1, 0], e[-3:-1, 0] = 1, n - 8
+    two = IntervalMask.from_runs(s, e, n).with_diagonal()
+    dense_two = np.asarray(two.to_dense()).astype(np.float32)
+    np.testing.assert_array_equal(compose(two, two).to_dense(), (dense_two @ dense_two) > 0)
+    assert built == []
     monkeypatch.setattr(_structured, "_DIRECT_ROWS", 0)  # the table route: the same product ...
     np.testing.assert_array_equal(compose(m, m).to_dense(), want)
     assert built == [1]

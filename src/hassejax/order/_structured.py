@@ -114,11 +114,12 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
     refuse_above_limits(candidates, what, f"{rows_text} x 4 x runs x runs")
     direct = float((p_stops - p_starts).sum()) * q.num_runs  # runs of q a union row by row would merge
     table = float(n) * q.num_runs * levels  # entries of a union table over all rows of q, at q's width at least
-    if short is not None and rows_left <= _DIRECT_ROWS and table >= _DIRECT_MIN_TABLE and direct * 8 <= table:
-        # Few rows left (the others reach a full row): their unions row by row, not a table over all rows of q (a
-        # review: one row of one long run over rows of 65 random keys built a table of 2.9 GB for it)
-        refuse_above_limits(direct, what, f"{rows_left} rows, each the runs of q over its keys")
-        rows = _union_rows(p_starts, p_stops, q, f"{what}: a row's union", name)
+    limits = [x for x in (_CANDIDATE_LIMIT.get(), _GROWING_LIMIT.get() if grown_from is not None else None) if x]
+    if short is not None and rows_left <= _DIRECT_ROWS and table >= _DIRECT_MIN_TABLE and direct <= min(limits):
+        # Few rows left (the others reach a full row): their unions row by row, not a table over all rows of q,
+        # whose width the table's first level does not tell (reviews: one or two rows of one long run over rows of
+        # 65 random keys built a table of 2.9 GB for them, 12-14 s)
+        rows = _union_rows(p_starts, p_stops, q, n, f"{what}: a row's union", name)
         return _assemble([rows], short, n, what, name)
     slow = _SLOW_AT.get()
     if slow is not None and grown_from is not None and slow[2] is not None:
@@ -143,14 +144,18 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
         # counts above do not see (a review: a row of one long run over rows of 65 random keys, n = 8192, counted
         # 264 candidate runs and took 13.5 s and 2.9 GB): each level's width is counted as it is built, the rows'
         # candidates at that width against the limits, its bytes against the memory.
+        grown = [0.0]  # the table's merges at widths beyond q's own (scattered keys), which no count above sees
+
         @no_type_check
         def level_built(level: int, width_before: int, width_now: int, held_bytes: float) -> None:
+            if width_before > q.num_runs:
+                grown[0] += 2.0 * n * width_before
             if width_now > q.num_runs:
                 refuse_above_limits(
-                    float(rows_left) * 4 * p_runs * width_now,
+                    grown[0] + float(rows_left) * 4 * p_runs * width_now,
                     f"{what}, whose union table over {1 << level} rows of the second factor holds {width_now} runs "
                     "a row",
-                    f"{rows_text} x 4 x runs x runs of the table",
+                    f"the table's merges beyond the width of q, and {rows_text} x 4 x runs x runs of the table",
                 )
             # held, the table stacked at this width, and the next level's merge of 2 x this width a row
             need = held_bytes + 8.0 * levels * n * width_now
@@ -248,22 +253,29 @@ it the table is cheaper than a Python loop over the rows."""
 
 
 @no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
-def _union_rows(p_starts: np.ndarray, p_stops: np.ndarray, q: IntervalMask, what: str, name: str):
-    """The union of the rows of `q` over the runs of each row of `p_starts`, `p_stops`, a row at a time, a run's rows
-    of `q` a bounded chunk at a time: ``(starts, stops)`` of shape ``(rows, k)`` in normal form."""
+def _union_rows(p_starts: np.ndarray, p_stops: np.ndarray, q: IntervalMask, n_rows: int, what: str, name: str):
+    """The union of the rows of `q` over the runs of each row of `p_starts`, `p_stops`, a row at a time: the rows of
+    `q` its runs cover gathered together, a bounded number of runs at once, each batch merged with the union so far.
+    ``(starts, stops)`` of shape ``(rows, k)`` in normal form; the product's `n_rows` x k output is checked against
+    the memory as k grows."""
     n = q.n
-    chunk = max(1, _TEMP_BYTES // (_TEMP_BYTES_PER_ENTRY * q.num_runs))  # rows of q merged at once
+    per_batch = max(1, _TEMP_BYTES // (_TEMP_BYTES_PER_ENTRY * q.num_runs))  # rows of q merged at once
     rows = []
+    widest = 1
     for ps, pe in zip(p_starts, p_stops):
+        keep = pe > ps
+        covered = np.concatenate([np.arange(a, b) for a, b in zip(ps[keep], pe[keep])]) if keep.any() else None
         acc_s = np.full((1, 1), n, _INDEX)
         acc_e = np.full((1, 1), n, _INDEX)
-        for a, b in zip(ps, pe):
-            for c in range(int(a), int(b), chunk):
-                d = min(int(b), c + chunk)
-                part_s = np.concatenate([acc_s, q.starts[c:d].reshape(1, -1)], axis=1)
-                part_e = np.concatenate([acc_e, q.stops[c:d].reshape(1, -1)], axis=1)
-                check_host_memory(_TEMP_BYTES_PER_ENTRY * part_s.size, what, name)
-                acc_s, acc_e = normalize_runs(part_s, part_e, n)
+        for c in range(0, 0 if covered is None else covered.size, per_batch):
+            at = covered[c : c + per_batch]
+            part_s = np.concatenate([acc_s, q.starts[at].reshape(1, -1)], axis=1)
+            part_e = np.concatenate([acc_e, q.stops[at].reshape(1, -1)], axis=1)
+            check_host_memory(_TEMP_BYTES_PER_ENTRY * part_s.size, what, name)
+            acc_s, acc_e = normalize_runs(part_s, part_e, n)
+            if acc_s.shape[1] > widest:
+                widest = acc_s.shape[1]
+                check_host_memory(2.0 * np.dtype(_INDEX).itemsize * n_rows * widest, f"{what}: {widest} runs", name)
         rows.append((acc_s, acc_e))
     k = max(r[0].shape[1] for r in rows)
     starts = np.full((len(rows), k), n, _INDEX)
