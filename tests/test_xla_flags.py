@@ -213,7 +213,8 @@ def test_jax_started_before_the_import_is_warned_and_a_users_flag_wins():
 def test_jacobian_flow_and_sweeps_stand_in_for_a_flag_that_came_too_late():
     """A fresh user: with JAX started before ``import hassejax`` (jaxlib 0.10.2's flag then cannot apply),
     ``jacobian_flow(mode="rev")`` reported 173 dependences its mask forbids (``reachability(M, 2)``; ``"fwd"`` was
-    right). Its program, and a sweep's chunk program, now compile with :func:`correctness_compiler_options`."""
+    right). Its program, and a sweep's chunk program, now compile with :func:`correctness_compiler_options`; inside
+    the caller's ``jit`` (no per-program options there) the flow is computed forward; under ``vmap`` with them."""
     code = """
 import warnings
 import jax, jax.numpy as jnp, numpy as np
@@ -232,6 +233,18 @@ x = jax.random.normal(jax.random.key(50), (24, 16))
 want = np.asarray(reachability(M, 2))
 for mode in ("rev", "fwd"):
     assert (np.asarray(jacobian_flow(model, x, M, mode=mode)) == want).all(), mode
+# a review: inside the caller's jit (JAX takes no per-program options there) it raised, or was wrong under jit over x
+assert (np.asarray(jax.jit(lambda: jacobian_flow(model, x, M, mode="rev"))()) == want).all()
+assert (np.asarray(jax.jit(lambda y: jacobian_flow(model, y, M, mode="rev"))(x)) == want).all()
+assert (np.asarray(jax.vmap(lambda y: jacobian_flow(model, y, M, mode="rev"))(x[None])[0]) == want).all()
+import equinox as eqx
+class Layers(eqx.Module):  # a list in the model: its static part is not hashable (a review: a ValueError)
+    ws: list
+    def __call__(self, y):
+        for w in self.ws:
+            y = jnp.tanh(y @ w)
+        return y
+assert (np.asarray(jacobian_flow(Layers([jnp.eye(4)] * 2), jnp.ones((3, 4)), mode="rev")) == np.eye(3, dtype=bool)).all()
 print("ok")
 """
     out = _python(code)

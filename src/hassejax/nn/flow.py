@@ -58,14 +58,33 @@ def _flow_jit_with(options: tuple) -> Callable:
     return jax.jit(parts, static_argnums=(1, 4), compiler_options=dict(options))
 
 
+_NOT_TOP_LEVEL = "can only be passed to top-level"  # JAX's ValueError for compiler_options inside a caller's jit
+
+
 def _flow(fn, x, mask, mode):
     """The flow's program: with the per-program stand-in for jaxlib 0.10.2's correctness flag where JAX had started
-    before ``import hassejax`` (its jitted ``jacrev`` reported dependences the mask forbids, a fresh-user review)."""
-    options = correctness_compiler_options(jax.default_backend()) if not is_traced(x) else {}
+    before ``import hassejax`` (its jitted ``jacrev`` reported dependences the mask forbids, a fresh-user review).
+    Inside the caller's ``jit`` (where JAX takes no per-program options) ``mode="rev"`` is computed forward, which
+    gives the same flow and was right there; a model whose static part is not hashable is compiled each call."""
+    options = correctness_compiler_options(jax.default_backend())
     if not options:
         return _flow_jit(fn, x, mask, mode)
     arrays, static = eqx.partition(fn, eqx.is_array)
-    return _flow_jit_with(tuple(sorted(options.items())))(arrays, static, x, mask, mode)
+    try:
+        hash(static)
+    except TypeError:  # lists or dicts in the model (a review): a program of its own, with the options
+        program = jax.jit(
+            lambda arrays, x, mask: _flow_of(eqx.combine(arrays, static), x, mask, mode), compiler_options=options
+        )
+        run = functools.partial(program, arrays, x, mask)
+    else:
+        run = functools.partial(_flow_jit_with(tuple(sorted(options.items()))), arrays, static, x, mask, mode)
+    try:
+        return run()
+    except ValueError as err:
+        if _NOT_TOP_LEVEL not in str(err):
+            raise
+        return _flow_jit(fn, x, mask, "fwd")  # inside the caller's jit: forward, which the bug was not seen to break
 
 
 _NON_FINITE = (
