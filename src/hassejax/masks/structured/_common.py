@@ -18,11 +18,12 @@ from .._validate import (
 # ---------------------------------------------------------------------------------- helpers
 
 
-def _budget(rows: int, runs: int, fn: str, args: str = "n", hint: str | None = None) -> None:
+def _budget(rows: int, runs: int, fn: str, args: str = "n", hint: str | None = None, bytes_per_run: int = 48) -> None:
     """Raise MemoryBudgetError (naming the arguments `args`, comma separated, that set the size) before `fn`
-    builds `rows` rows of `runs` runs (int64 work arrays included); `hint` says what to do instead."""
+    builds `rows` rows of `runs` runs (`bytes_per_run` at the peak: int64 work arrays included by default); `hint`
+    says what to do instead."""
     check_host_memory(
-        6 * 8 * float(rows) * max(1, runs),
+        float(bytes_per_run) * rows * max(1, runs),
         f"the interval form of {fn} ({rows} rows in all, up to {runs} key runs a row)",
         "`, `".join(a.strip() for a in args.split(",")),
         hint=hint,
