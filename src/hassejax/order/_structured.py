@@ -40,7 +40,7 @@ import numpy as np
 
 from .._memory import host_memory_bytes
 from .._warn import user_stacklevel
-from ..errors import CandidateLimitError
+from ..errors import CandidateLimitError, MemoryBudgetError
 from ..masks._intervals import IntervalMask, check_host_memory, normalize_runs
 from ._progress import NO_BAR, Bar
 
@@ -112,30 +112,43 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
             raise err
 
     refuse_above_limits(candidates, what, f"{rows_text} x 4 x runs x runs")
-    direct = float((p_stops - p_starts).sum()) * q.num_runs  # runs of q a union row by row would merge
-    table = float(n) * q.num_runs * levels  # entries of a union table over all rows of q, at q's width at least
-    limits = [x for x in (_CANDIDATE_LIMIT.get(), _GROWING_LIMIT.get() if grown_from is not None else None) if x]
-    if short is not None and rows_left <= _DIRECT_ROWS and table >= _DIRECT_MIN_TABLE and direct <= min(limits):
-        # Few rows left (the others reach a full row): their unions row by row, not a table over all rows of q,
-        # whose width the table's first level does not tell (reviews: one or two rows of one long run over rows of
-        # 65 random keys built a table of 2.9 GB for them, 12-14 s)
-        rows = _union_rows(p_starts, p_stops, q, n, f"{what}: a row's union", name)
-        return _assemble([rows], short, n, what, name)
     slow = _SLOW_AT.get()
     if slow is not None and grown_from is not None and slow[2] is not None:
         slow_at = min(slow[0], slow[2])
     else:
         slow_at = None if slow is None else slow[0]
-    if slow is not None and candidates > slow_at and not slow[1]:
-        slow[1] = True  # once a call
-        warnings.warn(
-            f"`{name}`: method='structured' forced on a mask whose powers' runs multiply: a product merges up to "
-            f"{candidates:.3g} candidate runs, more than the dense bit-packed route costs ({slow_at:.3g}); "
-            "method='bitpacked' (or 'auto', which switches there, or, for a Kronecker product such as a 2-D "
-            "neighbourhood, takes its factors) is likely much faster.",
-            RuntimeWarning,
-            stacklevel=user_stacklevel(),
-        )
+
+    @no_type_check
+    def warn_if_slow(count: float) -> None:
+        if slow is not None and count > slow_at and not slow[1]:
+            slow[1] = True  # once a call
+            warnings.warn(
+                f"`{name}`: method='structured' forced on a mask whose powers' runs multiply: a product merges up to "
+                f"{count:.3g} candidate runs, more than the dense bit-packed route costs ({slow_at:.3g}); "
+                "method='bitpacked' (or 'auto', which switches there, or, for a Kronecker product such as a 2-D "
+                "neighbourhood, takes its factors) is likely much faster.",
+                RuntimeWarning,
+                stacklevel=user_stacklevel(),
+            )
+
+    direct = float((p_stops - p_starts).sum()) * q.num_runs  # runs of q a union row by row would merge
+    table = float(n) * q.num_runs * levels  # entries of a union table over all rows of q, at q's width at least
+    limits = [x for x in (_CANDIDATE_LIMIT.get(), _GROWING_LIMIT.get() if grown_from is not None else None) if x]
+    if short is not None and rows_left <= _DIRECT_ROWS and table >= _DIRECT_MIN_TABLE and 2 * direct <= min(limits):
+        # Few rows left (the others reach a full row): their unions row by row, where a union table over all rows of
+        # q would be needed, whose growth its first level does not tell (reviews: one or two rows of one long run
+        # over rows of 65 random keys built a table of 2.9 GB for them, 12-14 s), or where that is cheaper than the
+        # range minima the rows' own runs need (a review: 256 rows over n/2 rows of one run, 9.2 s row by row
+        # against 0.11 s)
+        diag = _diagonal_runs(q)
+        cheap = _chained_single_runs(q) is not None if diag is None else diag[2] is None
+        if not cheap and diag is not None:
+            cheap = _shared_runs(diag[2], diag[3], n) is not None
+        if not cheap or direct <= float(n) * levels:
+            warn_if_slow(direct)
+            rows = _union_rows(p_starts, p_stops, q, n, f"{what}: a row's union", name)
+            return _assemble([rows], short, n, what, name)
+    warn_if_slow(candidates)
     check_host_memory(_table_bytes(n, q.num_runs, levels) + _TEMP_BYTES_PER_ENTRY * block * width, what, name)
 
     @no_type_check
@@ -148,8 +161,8 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
 
         @no_type_check
         def level_built(level: int, width_before: int, width_now: int, held_bytes: float) -> None:
-            if width_before > q.num_runs:
-                grown[0] += 2.0 * n * width_before
+            if width_before > q.num_runs:  # a merge of the table costs about four candidates (a review: 95 ns)
+                grown[0] += _TABLE_MERGE_COST * 2.0 * n * width_before
             if width_now > q.num_runs:
                 refuse_above_limits(
                     grown[0] + float(rows_left) * 4 * p_runs * width_now,
@@ -161,7 +174,10 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
             need = held_bytes + 8.0 * levels * n * width_now
             if level + 1 < levels:
                 need += _TEMP_BYTES_PER_ENTRY * 2.0 * n * width_now
-            check_host_memory(need, f"{what}: its union table ({width_now} runs a row at level {level})", name)
+            try:  # a refusal of the structured route, as the limits' (method="auto" then tries the dense route)
+                check_host_memory(need, f"{what}: its union table ({width_now} runs a row at level {level})", name)
+            except MemoryBudgetError as err:
+                raise CandidateLimitError(f"{err} {_dense_advice(n)}") from None
 
         return _union_table(starts, stops, n, levels, level_built)
 
@@ -241,11 +257,17 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
     return _assemble(list(zip(out_s, out_e)), short, n, what, name)
 
 
-_DIRECT_ROWS = 256
+_DIRECT_ROWS = 4096
 """The most rows of the first factor :func:`compose` answers one by one (:func:`_union_rows`) where the other rows
-reach a full row (at least ``n / _SHORT_SHARE`` of them), when that merges at most an eighth of the runs a union table
-over all rows of the second factor holds (and that is at least :data:`_DIRECT_MIN_TABLE`)."""
+reach a full row (at least ``n / _SHORT_SHARE`` of them), a union table over all rows of the second factor would hold
+at least :data:`_DIRECT_MIN_TABLE` entries, and twice the runs merged row by row (a review: 35-45 ns a run) are
+within the limits; not where the rows' own runs need only range minima that cost less (a reflexive or chained
+second factor without a union table)."""
 
+
+_TABLE_MERGE_COST = 4.0
+"""Candidate runs one merged run of a union table counts for (:func:`compose`'s level checks): a review measured about
+95 ns a merged run against 5-25 ns a candidate run."""
 
 _DIRECT_MIN_TABLE = float(1 << 16)
 """The fewest entries of a union table for which :func:`compose` weighs answering the rows left one by one: below
@@ -325,7 +347,17 @@ def _rows_to_merge(p: IntervalMask, q: IntervalMask):
     following = np.full(n + 1, n, _INDEX)  # the first full row at or after each position (n: none)
     following[full] = full
     following = np.minimum.accumulate(following[::-1])[::-1]
-    short = (following[p.starts] < p.stops).any(axis=1)  # padding runs [n, n) hold none
+    short = np.zeros(n, dtype=bool)  # padding runs [n, n) hold none
+    left = None  # the rows not yet found short, once they are few: a column at a time (a fresh user: a gather of
+    for c in range(p.starts.shape[1]):  # all n x 257 runs took 0.85 s a product for 256 global tokens at 2^20)
+        if left is None:
+            short |= following[p.starts[:, c]] < p.stops[:, c]
+            if 2 * np.count_nonzero(short) > n:
+                left = np.flatnonzero(~short)
+        elif left.size:
+            hit = following[p.starts[left, c]] < p.stops[left, c]
+            short[left[hit]] = True
+            left = left[~hit]
     p_starts, p_stops = p.starts, p.stops
     if np.count_nonzero(short) * _SHORT_SHARE >= n:  # else merged with the others (a causal mask's last row:
         # copying the other rows cost more than the one row saves, a review: 63 -> 86 ms at n = 2^20)
