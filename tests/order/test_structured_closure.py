@@ -1151,3 +1151,34 @@ def test_rows_left_take_the_range_minima_where_those_cost_less(monkeypatch):
     dense = np.asarray(m.to_dense()).astype(np.float32)
     np.testing.assert_array_equal(compose(m, m).to_dense(), (dense @ dense) > 0)
     assert row_by_row == []
+
+
+def test_rows_left_take_a_union_table_that_keeps_the_width_of_q_and_leave_one_that_grows(monkeypatch):
+    """A fourth review: 4,096 rows of one run over n/2 rows of a second factor whose other runs differ row by row but
+    stay together (``[j + 3, j + 4)``) went row by row (7.6 s at n = 2^16) where the union table keeps q's width
+    (0.05 s): the table is built, and left for the rows one by one only once a level grows past twice q's width
+    (rows of random keys)."""
+    n, rows = 2048, 300
+    i = np.arange(n)
+    qs, qe = np.stack([i, np.minimum(i + 3, n)], 1), np.stack([i + 1, np.minimum(i + 4, n)], 1)
+    qs[0], qe[0] = [0, n], [n, n]  # row 0 full
+    q = IntervalMask.from_runs(qs, qe, n)
+    ps, pe = np.stack([np.zeros(n, np.int64), np.full(n, n)], 1), np.stack([i + 1, np.full(n, n)], 1)  # reach row 0
+    starts = 1 + (np.arange(rows) * 7) % (n // 2 - 1)
+    ps[n // 8 : n // 8 + rows, 0], pe[n // 8 : n // 8 + rows, 0] = starts, starts + n // 2  # ... these rows do not
+    p = IntervalMask.from_runs(ps, pe, n)
+    row_by_row = []
+    real = _structured._union_rows
+    monkeypatch.setattr(_structured, "_union_rows", lambda *a, **k: row_by_row.append(1) or real(*a, **k))
+    want = (np.asarray(p.to_dense()).astype(np.float32) @ np.asarray(q.to_dense()).astype(np.float32)) > 0
+    np.testing.assert_array_equal(compose(p, q).to_dense(), want)
+    assert row_by_row == []  # the table, at q's width
+    rng = np.random.default_rng(0)  # the same rows over a factor of scattered keys: the table grows, rows one by one
+    qs = np.concatenate([i[:, None], rng.integers(0, n, (n, 8))], 1)
+    qs[0] = 0
+    qe = np.where(np.arange(9)[None, :] == 0, i[:, None] + 1, qs + 1)
+    qe[0] = n
+    q = IntervalMask.from_runs(qs, qe, n)
+    want = (np.asarray(p.to_dense()).astype(np.float32) @ np.asarray(q.to_dense()).astype(np.float32)) > 0
+    np.testing.assert_array_equal(compose(p, q).to_dense(), want)
+    assert row_by_row == [1]

@@ -134,20 +134,27 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
     direct = float((p_stops - p_starts).sum()) * q.num_runs  # runs of q a union row by row would merge
     table = float(n) * q.num_runs * levels  # entries of a union table over all rows of q, at q's width at least
     limits = [x for x in (_CANDIDATE_LIMIT.get(), _GROWING_LIMIT.get() if grown_from is not None else None) if x]
-    if short is not None and rows_left <= _DIRECT_ROWS and table >= _DIRECT_MIN_TABLE and 2 * direct <= min(limits):
-        # Few rows left (the others reach a full row): their unions row by row, where a union table over all rows of
-        # q would be needed, whose growth its first level does not tell (reviews: one or two rows of one long run
-        # over rows of 65 random keys built a table of 2.9 GB for them, 12-14 s), or where that is cheaper than the
-        # range minima the rows' own runs need (a review: 256 rows over n/2 rows of one run, 9.2 s row by row
-        # against 0.11 s)
+    row_by_row = short is not None and rows_left <= _DIRECT_ROWS and table >= _DIRECT_MIN_TABLE
+    row_by_row = row_by_row and 2 * direct <= min(limits)
+
+    @no_type_check
+    def answer_row_by_row() -> IntervalMask:
+        warn_if_slow(direct)
+        rows = _union_rows(p_starts, p_stops, q, n, f"{what}: a row's union", name)
+        return _assemble([rows], short, n, what, name)
+
+    if row_by_row:
+        # Few rows left (the others reach a full row): their unions row by row where that costs less than the route
+        # below (range minima over the rows' own runs, a union table over q at q's width), or, further down, once a
+        # union table grows past twice q's width (reviews: one or two rows of one long run over rows of 65 random
+        # keys built a table of 2.9 GB for them, 12-14 s; rows left row by row where the table kept q's width, or
+        # range minima sufficed, took 7.6-9.2 s against 0.05-0.11 s)
         diag = _diagonal_runs(q)
         cheap = _chained_single_runs(q) is not None if diag is None else diag[2] is None
         if not cheap and diag is not None:
             cheap = _shared_runs(diag[2], diag[3], n) is not None
-        if not cheap or direct <= float(n) * levels:
-            warn_if_slow(direct)
-            rows = _union_rows(p_starts, p_stops, q, n, f"{what}: a row's union", name)
-            return _assemble([rows], short, n, what, name)
+        if direct <= (float(n) * levels if cheap else table):
+            return answer_row_by_row()
     warn_if_slow(candidates)
     check_host_memory(_table_bytes(n, q.num_runs, levels) + _TEMP_BYTES_PER_ENTRY * block * width, what, name)
 
@@ -161,6 +168,8 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
 
         @no_type_check
         def level_built(level: int, width_before: int, width_now: int, held_bytes: float) -> None:
+            if row_by_row and width_now > 2 * q.num_runs:
+                raise _TableGrows  # the rows left row by row instead (compose)
             if width_before > q.num_runs:  # a merge of the table costs about four candidates (a review: 95 ns)
                 grown[0] += _TABLE_MERGE_COST * 2.0 * n * width_before
             if width_now > q.num_runs:
@@ -181,33 +190,10 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
 
         return _union_table(starts, stops, n, levels, level_built)
 
-    diag = _diagonal_runs(q)
-    lo = hi = tab_s = tab_e = shared = cross = None
-    chained = _chained_single_runs(q) if diag is None else None
-    if chained is not None:
-        # Single runs in chained segments (documents, chunks, strict down-sets): a range inside
-        # one segment unions to one run; only ranges across segments need the union table.
-        c_lo, c_hi, segment, next_full, prev_full = chained
-        lo, hi = _minmax_query(c_lo, c_hi, p_starts, p_stops, n, levels)
-        valid = p_stops > p_starts
-        first = next_full[np.where(valid, p_starts, 0)]
-        last = prev_full[np.where(valid, p_stops - 1, 0)]
-        cross = valid & (first <= last) & (segment[np.minimum(first, n - 1)] != segment[np.maximum(last, 0)])
-        if cross.any():
-            tab_s, tab_e = union_table(q.starts, q.stops)
-        else:
-            cross = None
-    elif diag is not None:
-        # Reflexive rows: the runs that hold their own index merge over any range of rows into
-        # one run [range-min start, range-max stop); only the other runs need the union table.
-        diag_s, diag_e, off_s, off_e = diag
-        lo, hi = _minmax_query(diag_s, diag_e, p_starts, p_stops, n, levels)
-        if off_s is not None:
-            shared = _shared_runs(off_s, off_e, n)
-            if shared is None:
-                tab_s, tab_e = union_table(off_s, off_e)
-    else:
-        tab_s, tab_e = union_table(q.starts, q.stops)
+    try:
+        lo, hi, tab_s, tab_e, shared, cross = _ranges(p_starts, p_stops, q, n, levels, union_table)
+    except _TableGrows:
+        return answer_row_by_row()
     if tab_s is not None and tab_s.shape[2] > q.num_runs:  # rows of blocks sized for the table's width
         width = 4 * p_runs * tab_s.shape[2]
         block = min(_row_block(width), rows_left)
@@ -326,6 +312,46 @@ def _assemble(blocks: list, short: np.ndarray | None, n: int, what: str, name: s
     if short is not None:
         starts[short, 0], stops[short, 0] = 0, n
     return IntervalMask(starts, stops, n, _normal=True)
+
+
+class _TableGrows(Exception):
+    """Raised by :func:`compose`'s union-table check where the rows left are answered row by row instead."""
+
+
+@no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
+def _ranges(p_starts: np.ndarray, p_stops: np.ndarray, q: IntervalMask, n: int, levels: int, union_table: Callable):
+    """What :func:`compose` answers the range unions with: ``(lo, hi, tab_s, tab_e, shared, cross)``, the range
+    minima and maxima of the runs that merge to one run (None where there are none), the union table (by
+    `union_table`, None where none is needed), the runs shared by every row (None) and the runs across segments of
+    chained rows (None)."""
+    diag = _diagonal_runs(q)
+    lo = hi = tab_s = tab_e = shared = cross = None
+    chained = _chained_single_runs(q) if diag is None else None
+    if chained is not None:
+        # Single runs in chained segments (documents, chunks, strict down-sets): a range inside
+        # one segment unions to one run; only ranges across segments need the union table.
+        c_lo, c_hi, segment, next_full, prev_full = chained
+        lo, hi = _minmax_query(c_lo, c_hi, p_starts, p_stops, n, levels)
+        valid = p_stops > p_starts
+        first = next_full[np.where(valid, p_starts, 0)]
+        last = prev_full[np.where(valid, p_stops - 1, 0)]
+        cross = valid & (first <= last) & (segment[np.minimum(first, n - 1)] != segment[np.maximum(last, 0)])
+        if cross.any():
+            tab_s, tab_e = union_table(q.starts, q.stops)
+        else:
+            cross = None
+    elif diag is not None:
+        # Reflexive rows: the runs that hold their own index merge over any range of rows into
+        # one run [range-min start, range-max stop); only the other runs need the union table.
+        diag_s, diag_e, off_s, off_e = diag
+        lo, hi = _minmax_query(diag_s, diag_e, p_starts, p_stops, n, levels)
+        if off_s is not None:
+            shared = _shared_runs(off_s, off_e, n)
+            if shared is None:
+                tab_s, tab_e = union_table(off_s, off_e)
+    else:
+        tab_s, tab_e = union_table(q.starts, q.stops)
+    return lo, hi, tab_s, tab_e, shared, cross
 
 
 _SHORT_SHARE = 16
