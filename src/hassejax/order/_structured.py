@@ -34,7 +34,7 @@ import contextlib
 import contextvars
 import warnings
 from collections.abc import Callable, Sequence
-from typing import no_type_check
+from typing import NamedTuple, no_type_check
 
 import numpy as np
 
@@ -143,18 +143,14 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
         rows = _union_rows(p_starts, p_stops, q, n, f"{what}: a row's union", name)
         return _assemble([rows], short, n, what, name)
 
-    if row_by_row:
-        # Few rows left (the others reach a full row): their unions row by row where that costs less than the route
-        # below (range minima over the rows' own runs, a union table over q at q's width), or, further down, once a
-        # union table grows past twice q's width (reviews: one or two rows of one long run over rows of 65 random
-        # keys built a table of 2.9 GB for them, 12-14 s; rows left row by row where the table kept q's width, or
-        # range minima sufficed, took 7.6-9.2 s against 0.05-0.11 s)
-        diag = _diagonal_runs(q)
-        cheap = _chained_single_runs(q) is not None if diag is None else diag[2] is None
-        if not cheap and diag is not None:
-            cheap = _shared_runs(diag[2], diag[3], n) is not None
-        if direct <= (float(n) * levels if cheap else table):
-            return answer_row_by_row()
+    # Few rows left (the others reach a full row): their unions row by row where that costs less than the route
+    # below (range minima over the rows' own runs, a union table over q at q's width), or, further down, once a
+    # union table grows past twice q's width (reviews: one or two rows of one long run over rows of 65 random
+    # keys built a table of 2.9 GB for them, 12-14 s; rows left row by row where the table kept q's width, or
+    # range minima sufficed, took 7.6-9.2 s against 0.05-0.11 s)
+    parts = _range_parts(q, n)
+    if row_by_row and direct <= (table if parts.needs_table else float(n) * levels):
+        return answer_row_by_row()
     warn_if_slow(candidates)
     check_host_memory(_table_bytes(n, q.num_runs, levels) + _TEMP_BYTES_PER_ENTRY * block * width, what, name)
 
@@ -191,7 +187,7 @@ def compose(p: IntervalMask, q: IntervalMask, *, name: str = "mask", grown_from:
         return _union_table(starts, stops, n, levels, level_built)
 
     try:
-        lo, hi, tab_s, tab_e, shared, cross = _ranges(p_starts, p_stops, q, n, levels, union_table)
+        lo, hi, tab_s, tab_e, shared, cross = _ranges(p_starts, p_stops, q, parts, levels, union_table)
     except _TableGrows:
         return answer_row_by_row()
     if tab_s is not None and tab_s.shape[2] > q.num_runs:  # rows of blocks sized for the table's width
@@ -318,19 +314,45 @@ class _TableGrows(Exception):
     """Raised by :func:`compose`'s union-table check where the rows left are answered row by row instead."""
 
 
+class _RangeParts(NamedTuple):
+    """How the rows of a second factor `q` union over a range of rows (:func:`_range_parts`)."""
+
+    diag: tuple | None  # reflexive rows: (diag_s, diag_e, off_s, off_e) of :func:`_diagonal_runs`
+    chained: tuple | None  # rows of single runs in chained segments (:func:`_chained_single_runs`)
+    shared: tuple | None  # the other runs of reflexive rows, the same in every row that has them (:func:`_shared_runs`)
+
+    @property
+    def needs_table(self) -> bool:
+        """Whether a union table over the rows is needed (beyond chained segments' crossings)."""
+        if self.chained is not None:
+            return False
+        return self.diag is None or (self.diag[2] is not None and self.shared is None)
+
+
 @no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
-def _ranges(p_starts: np.ndarray, p_stops: np.ndarray, q: IntervalMask, n: int, levels: int, union_table: Callable):
+def _range_parts(q: IntervalMask, n: int) -> _RangeParts:
+    """The :class:`_RangeParts` of `q`."""
+    diag = _diagonal_runs(q)
+    chained = _chained_single_runs(q) if diag is None else None
+    shared = _shared_runs(diag[2], diag[3], n) if diag is not None and diag[2] is not None else None
+    return _RangeParts(diag, chained, shared)
+
+
+@no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)
+def _ranges(
+    p_starts: np.ndarray, p_stops: np.ndarray, q: IntervalMask, parts: _RangeParts, levels: int, union_table: Callable
+):
     """What :func:`compose` answers the range unions with: ``(lo, hi, tab_s, tab_e, shared, cross)``, the range
     minima and maxima of the runs that merge to one run (None where there are none), the union table (by
     `union_table`, None where none is needed), the runs shared by every row (None) and the runs across segments of
     chained rows (None)."""
-    diag = _diagonal_runs(q)
-    lo = hi = tab_s = tab_e = shared = cross = None
-    chained = _chained_single_runs(q) if diag is None else None
-    if chained is not None:
+    n = q.n
+    lo = hi = tab_s = tab_e = cross = None
+    shared = parts.shared
+    if parts.chained is not None:
         # Single runs in chained segments (documents, chunks, strict down-sets): a range inside
         # one segment unions to one run; only ranges across segments need the union table.
-        c_lo, c_hi, segment, next_full, prev_full = chained
+        c_lo, c_hi, segment, next_full, prev_full = parts.chained
         lo, hi = _minmax_query(c_lo, c_hi, p_starts, p_stops, n, levels)
         valid = p_stops > p_starts
         first = next_full[np.where(valid, p_starts, 0)]
@@ -340,15 +362,13 @@ def _ranges(p_starts: np.ndarray, p_stops: np.ndarray, q: IntervalMask, n: int, 
             tab_s, tab_e = union_table(q.starts, q.stops)
         else:
             cross = None
-    elif diag is not None:
+    elif parts.diag is not None:
         # Reflexive rows: the runs that hold their own index merge over any range of rows into
         # one run [range-min start, range-max stop); only the other runs need the union table.
-        diag_s, diag_e, off_s, off_e = diag
+        diag_s, diag_e, off_s, off_e = parts.diag
         lo, hi = _minmax_query(diag_s, diag_e, p_starts, p_stops, n, levels)
-        if off_s is not None:
-            shared = _shared_runs(off_s, off_e, n)
-            if shared is None:
-                tab_s, tab_e = union_table(off_s, off_e)
+        if off_s is not None and shared is None:
+            tab_s, tab_e = union_table(off_s, off_e)
     else:
         tab_s, tab_e = union_table(q.starts, q.stops)
     return lo, hi, tab_s, tab_e, shared, cross
