@@ -7,14 +7,19 @@ same inputs as the jitted ones (nested lists included) and start no JAX.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ._tracing import refuse_traced
 from .errors import MaskError
 
-__all__ = ["check_mask"]
+__all__ = ["NestedMask", "as_bool_advice", "check_mask"]
+
+#: A mask given as nested lists or tuples of bools, `(n, n)` or `(heads, n, n)`: the order functions, the models,
+#: :func:`~hassejax.nn.jacobian_flow` and :class:`~hassejax.tasks.Task` take them (as NumPy would read them).
+NestedMask = Sequence[Sequence[Any]]
 
 
 def check_mask(
@@ -31,7 +36,8 @@ def check_mask(
 
     The arguments and errors are those of :func:`hassejax._checks.as_mask` (which returns a ``jax.Array``).
     """
-    if isinstance(mask, (list, tuple)):
+    nested = isinstance(mask, (list, tuple))
+    if nested:
         try:
             mask = np.asarray(mask)
         except ValueError as err:  # ragged nested lists: NumPy's "inhomogeneous shape"
@@ -72,7 +78,7 @@ def check_mask(
     if relation and mask.dtype != np.bool_:
         raise MaskError(
             f"`{name}` must have dtype bool (a relation: True = related); got dtype {mask.dtype}. "
-            f"Convert a 0/1 relation explicitly: `{name}.astype(bool)`."
+            f"Convert a 0/1 relation explicitly: `{as_bool_advice(name, nested)}`."
         )
     if square and shape[-1] != shape[-2]:
         raise MaskError(
@@ -83,10 +89,15 @@ def check_mask(
     if mask.dtype != np.bool_:
         raise MaskError(
             f"`{name}` must have dtype bool (True = may attend); got dtype {mask.dtype}. "
-            "Convert explicitly: `mask.astype(bool)` for 0/1 'may attend' masks, "
+            f"Convert explicitly: `{as_bool_advice(name, nested)}` for 0/1 'may attend' masks, "
             "`hassejax.masks.from_blocked` for '1 = cannot attend' masks, "
             "`hassejax.masks.from_additive_bias` for 0/-inf biases."
         )
     if memory is not None:
         memory(shape)
     return mask
+
+
+def as_bool_advice(name: str, nested: bool) -> str:
+    """The conversion to suggest: nested lists have no ``astype`` (a fresh user's review)."""
+    return f"numpy.asarray({name}, dtype=bool)" if nested else f"{name}.astype(bool)"

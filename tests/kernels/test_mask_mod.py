@@ -339,3 +339,32 @@ def test_combined_per_head_mask_mods_refuse_a_head_where_they_attend_nowhere():
     # a part the same for every head (or a plain callable) may attend at any head of a union: not refused
     for fn, want in [(or_masks(heads, one), full), (or_masks(heads, plain), causal), (and_masks(one, plain), causal)]:
         np.testing.assert_array_equal(np.asarray(from_mask_mod(fn, 8, h=5)), want)
+
+
+def test_scattered_global_tokens_at_long_n_are_written_as_their_positions():
+    """A fresh user: 256 global tokens spread over n = 2^20 wrote a table of 1,048,576 booleans (7.3 MB of source);
+    the table is written from its True positions, and the exec'd source equals the mask on sampled entries and
+    on rows of the IntervalMask (n = 2^16 here: 64 global tokens, a table of 65,536 booleans before)."""
+    n, window = 1 << 16, 64
+    positions = list(range(100, n, 1024))
+    spec = f"global_sliding(n={n}, window={window}, global_positions={positions})"
+    source = mask_mod_source(spec, framework="numpy")
+    assert len(source) < 2_000 and "isin" in source
+    fn = {}
+    exec(source, fn)
+    fn = fn["mask_mod"]
+    rng = np.random.default_rng(0)
+    q = np.concatenate([rng.integers(0, n, 2000), np.array(positions[:8]), rng.integers(0, n, 8)])
+    k = np.concatenate([rng.integers(0, n, 2000), rng.integers(0, n, 8), np.array(positions[-8:])])
+    near = rng.integers(-window - 2, window + 3, 2000)
+    q, k = np.concatenate([q, q[:2000]]), np.concatenate([k, np.clip(q[:2000] + near, 0, n - 1)])
+    is_global = np.zeros(n, bool)
+    is_global[positions] = True
+    want = (np.abs(q - k) <= window) | is_global[q] | is_global[k]  # Longformer's rule, independently
+    np.testing.assert_array_equal(np.asarray(fn(0, 0, q, k)), want)
+    mask = from_spec(spec, form="intervals")
+    for row in (0, positions[3], n - 1):
+        dense_row = np.zeros(n, bool)
+        for start, stop in mask.row(row):
+            dense_row[start:stop] = True
+        np.testing.assert_array_equal(np.asarray(fn(0, 0, row, np.arange(n))), dense_row)

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import hassejax.masks as M
+import hassejax.order as O
 from hassejax.errors import MaskError
+from hassejax.order.growth import flow_growth
 
 CASES = [
     # sizes: non-int, bool, float, string, < 1
@@ -168,6 +170,29 @@ CASES = [
     (
         lambda: M.and_masks(M.causal(2), np.ones((2, 2), int)),
         "`masks[1]` must have dtype bool (True = may attend); got dtype int",
+    ),
+    (  # nested lists have no astype (a fresh user): the advice fits what was passed
+        lambda: O.reachability([[1, 0], [1, 1]]),
+        "`mask` must have dtype bool (True = may attend); got dtype int64. Convert explicitly: "
+        "`numpy.asarray(mask, dtype=bool)`",
+    ),
+    *[  # the order functions take nested lists (their annotations too: the suite's type checks refused these)
+        (
+            lambda f=f: f([[1, 0], [1, 1]]),
+            "`mask` must have dtype bool (True = may attend); got dtype int64. Convert "
+            "explicitly: `numpy.asarray(mask, dtype=bool)`",
+        )
+        for f in (O.convergence_depth, O.flow_summary, O.HasseDiagram.from_mask, O.layer_adjacency, flow_growth)
+    ],
+    (
+        lambda: O.heads_union([[[1, 0], [1, 1]]], head_axis=0),
+        "`mask` must have dtype bool (True = may attend); got dtype int64. Convert explicitly, e.g. "
+        "`numpy.asarray(mask, dtype=bool)`",
+    ),
+    (
+        lambda: O.reachability(layer_masks=[[[True, False], [True, True]], [[1, 0], [1, 1]]]),
+        "`layer_masks[1]` must have dtype bool (True = may attend); got dtype int64. Convert explicitly: "
+        "`numpy.asarray(layer_masks[1], dtype=bool)`",
     ),
     (
         lambda: M.and_masks(np.ones(2, bool)),

@@ -261,3 +261,26 @@ def test_recorded_factors_of_a_long_dilated_window_give_the_searched_answer():
     got, searched = flow_summary(m, (1, 2)), flow_summary(_unrecorded(m), (1, 2))
     assert got.route == searched.route == "product"
     _assert_same_summary(got, searched)
+
+
+def test_a_factor_search_that_finds_none_is_counted_in_the_seconds(monkeypatch):
+    """A fresh user: the Kronecker factor search (~3 s at n = 2^20) was in no stage of ``FlowSummary.seconds`` when
+    it found no factors; it is now under ``"route"``, and the stages add up to the call (a search made slow here)."""
+    import time
+
+    import hassejax.order._product as product
+
+    search = product.kron_factors
+
+    def slow_search(mask):
+        time.sleep(0.3)
+        return search(mask)
+
+    monkeypatch.setattr(product, "kron_factors", slow_search)
+    mask = structured.global_sliding(4096, 64, [0, 100])  # several runs a row: searched, no product
+    start = time.perf_counter()
+    s = flow_summary(mask)
+    wall = time.perf_counter() - start
+    assert s.route == "structured" and s.seconds["route"] >= 0.3
+    assert sum(s.seconds.values()) <= wall
+    assert set(s.seconds) == {"route", "limit", "convergence_depth", "layers", "classes", "order"}

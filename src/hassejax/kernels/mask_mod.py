@@ -242,8 +242,21 @@ def _function_source(rule: MaskRule, name: str) -> str:
     return f'def {name}(b, h, q_idx, kv_idx):\n    """{doc}"""\n{body}\n'
 
 
+def _sparse_flags(arr: np.ndarray) -> bool:
+    """Whether a Boolean table is written as its True positions (fewer than one in eight entries True)."""
+    return arr.dtype == np.bool_ and arr.ndim == 1 and 8 * int(np.count_nonzero(arr)) < arr.size
+
+
+def _table_entries(arr: np.ndarray) -> int:
+    """The numbers :func:`_table_text` writes for `arr`."""
+    return int(np.count_nonzero(arr)) if _sparse_flags(arr) else int(arr.size)
+
+
 def _table_text(arr: np.ndarray, framework: str) -> str:
-    template = _FRAMEWORKS[framework][1]
+    template, module = _FRAMEWORKS[framework][1:]
+    if _sparse_flags(arr):  # a fresh user: 256 global tokens at n = 2^20 wrote 1,048,576 booleans (7.3 MB)
+        positions = template.format(values=np.flatnonzero(arr).tolist(), dtype="int32")
+        return f"{module}.isin({module}.arange({arr.size}, dtype={module}.int32), {positions})"
     dtype = "bool" if arr.dtype == np.bool_ else "int32"
     return template.format(values=np.asarray(arr).tolist(), dtype=dtype)
 
@@ -256,7 +269,8 @@ def mask_mod_source(mask: Any, *, framework: Literal["torch", "jax", "numpy"] = 
     ``&``, ``|``, ``abs``, indexing a lookup table by ``q_idx`` / ``kv_idx``), so it runs
     with PyTorch tensors (FlexAttention's ``create_block_mask`` / ``flex_attention``),
     ``jax.numpy`` and NumPy alike. Lookup tables (document ids, run starts and stops) are
-    module-level constants created with the chosen `framework`; for PyTorch on a GPU move
+    module-level constants created with the chosen `framework` (a Boolean table with few True
+    entries, as Longformer's global tokens, from its True positions with ``isin``); for PyTorch on a GPU move
     them to the device of ``q_idx`` (``TABLE = TABLE.to("cuda")``) before building the block
     mask. Executing the source (``exec``) and evaluating ``mask_mod`` on the grid gives the
     mask exactly (tested against every gallery and derived mask).
@@ -293,7 +307,7 @@ def mask_mod_source(mask: Any, *, framework: Literal["torch", "jax", "numpy"] = 
     ```
     """
     rule = mask_rule(mask)
-    entries = sum(arr.size for _, arr in rule.tables)
+    entries = sum(_table_entries(arr) for _, arr in rule.tables)
     if entries > _TABLE_LIMIT:
         raise MaskError(
             f"`mask`: its rule needs lookup tables of {entries:,} entries ({rule.label}); source text that long is not "

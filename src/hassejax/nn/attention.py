@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
-from typing import Any
 
 import equinox as eqx
 import jax
@@ -28,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
-from .._mask_checks import check_mask
+from .._mask_checks import NestedMask, check_mask
 from .._softmax import masked_softmax
 from ..errors import MaskError, ParameterError
 from ..masks import IntervalMask
@@ -90,11 +88,6 @@ def _check_key(key, name: str = "key") -> None:
     raise ParameterError(
         f"`{name}` must be a JAX PRNG key, e.g. jax.random.key(0) (or jax.random.PRNGKey(0)); got {got:.200}."
     )
-
-
-#: A mask given as nested lists or tuples of bools, `(n, n)` or `(heads, n, n)`: the models and
-#: :func:`~hassejax.nn.jacobian_flow` take them as :class:`~hassejax.tasks.Task` and the order functions do.
-NestedMask = Sequence[Sequence[Any]]
 
 
 def _attention_mask(mask, n: int, name: str = "mask", num_heads: int | None = None):

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Int
 
+from .._mask_checks import NestedMask
 from ..errors import ParameterError
 from ..masks._intervals import IntervalMask
 from ._host import _host_depth
@@ -46,7 +47,10 @@ __all__ = ["convergence_depth"]
 
 
 def convergence_depth(
-    mask: Bool[ArrayLike, "*batch_heads n n"] | IntervalMask | Sequence[IntervalMask | Bool[ArrayLike, "n n"]],
+    mask: Bool[ArrayLike, "*batch_heads n n"]
+    | IntervalMask
+    | Sequence[IntervalMask | Bool[ArrayLike, "n n"]]
+    | NestedMask,
     *,
     method: str = "auto",
     head_axis: int | None = None,

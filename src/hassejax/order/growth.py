@@ -18,6 +18,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Bool
 
 from .._checks import as_mask, int_value
+from .._mask_checks import NestedMask
 from ..errors import MaskError, ParameterError
 from ..masks._runs import check_host_memory
 
@@ -132,8 +133,8 @@ def _memory_check(max_layers: int | None):
 
 
 def flow_growth(
-    mask: Bool[ArrayLike, "n n"],
-    reference: Bool[ArrayLike, "n n"] | None = None,
+    mask: Bool[ArrayLike, "n n"] | NestedMask,
+    reference: Bool[ArrayLike, "n n"] | NestedMask | None = None,
     max_layers: int | np.integer | None = None,
 ) -> FlowGrowth:
     """``R^(L) = (M | I)^L`` for ``L = 1 … L*`` counted against a reference closure.

@@ -23,6 +23,7 @@ import numpy as np
 from jaxtyping import Bool, Int
 from networkx.algorithms.isomorphism import DiGraphMatcher
 
+from .._mask_checks import NestedMask
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask, check_host_memory
 from ._hasse_export import HasseExport, format_class
@@ -279,7 +280,8 @@ class HasseDiagram(HasseExport):
         mask: Bool[jt.ArrayLike, "n n"]
         | Bool[jt.ArrayLike, "heads n n"]
         | IntervalMask
-        | Sequence[IntervalMask | Bool[jt.ArrayLike, "n n"]],
+        | Sequence[IntervalMask | Bool[jt.ArrayLike, "n n"]]
+        | NestedMask,
         num_layers: int | None = None,
         *,
         head_axis: int | None = None,

@@ -19,6 +19,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool
 
 from .._checks import check_memory
+from .._mask_checks import NestedMask, as_bool_advice
 from .._tracing import is_traced as _is_traced
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask, check_host_memory
@@ -95,7 +96,8 @@ def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, l
             f"`head_axis` = {head_axis!r} asks for the heads of `{name}`, but `{name}` is a single IntervalMask "
             "(one head). Pass the heads of a layer as a tuple of IntervalMask with head_axis=0, or head_axis=None."
         )
-    if isinstance(mask, (list, tuple)):
+    nested = isinstance(mask, (list, tuple))
+    if nested:
         if len(mask) == 0:
             raise MaskError(
                 f"`{name}` must hold at least one head along `head_axis`; got an empty {type(mask).__name__}."
@@ -133,7 +135,7 @@ def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, l
     if mask.dtype != np.bool_:
         raise MaskError(
             f"`{name}` must have dtype bool (True = may attend); got dtype {mask.dtype}. Convert explicitly, "
-            "e.g. `mask.astype(bool)` for 0/1 'may attend' masks."
+            f"e.g. `{as_bool_advice(name, nested)}` for 0/1 'may attend' masks."
         )
     reduced = shape[:axis] + shape[axis + 1 :]
     if _is_traced(mask):
@@ -148,7 +150,8 @@ def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, l
 
 
 def heads_union(
-    mask: Bool[ArrayLike, "*batch_heads n n"] | Sequence[IntervalMask | Bool[ArrayLike, "n n"]], head_axis: int
+    mask: Bool[ArrayLike, "*batch_heads n n"] | Sequence[IntervalMask | Bool[ArrayLike, "n n"]] | NestedMask,
+    head_axis: int,
 ) -> Bool[Array, "*batch n n"] | IntervalMask:
     """One layer's mask from its heads' masks: their OR along `head_axis` (spec hasse.md §1.1).
 

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool
 
+from .._mask_checks import NestedMask
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask
 from ._host import _host_closure, _host_power, _host_product, _on_host
@@ -51,7 +52,7 @@ __all__ = ["layer_adjacency", "reachability"]
 # --------------------------------------------------------------------------------------------
 
 
-def layer_adjacency(mask: Bool[ArrayLike, "*batch n n"]) -> Bool[Array, "*batch n n"]:
+def layer_adjacency(mask: Bool[ArrayLike, "*batch n n"] | NestedMask) -> Bool[Array, "*batch n n"]:
     """One attention layer with its residual stream: ``A = M | I`` (spec hasse.md §1.1).
 
     The residual stream carries every position's own state, so the diagonal is set whatever
@@ -88,11 +89,15 @@ def reachability(
     mask: Bool[ArrayLike, "*batch_heads n n"]
     | IntervalMask
     | Sequence[IntervalMask | Bool[ArrayLike, "n n"]]
+    | NestedMask
     | None = None,
     num_layers: int | None = None,
     *,
     layer_masks: Sequence[
-        Bool[ArrayLike, "*batch_heads n n"] | IntervalMask | Sequence[IntervalMask | Bool[ArrayLike, "n n"]]
+        Bool[ArrayLike, "*batch_heads n n"]
+        | IntervalMask
+        | Sequence[IntervalMask | Bool[ArrayLike, "n n"]]
+        | NestedMask
     ]
     | Bool[ArrayLike, "layers *batch_heads n n"]
     | None = None,
