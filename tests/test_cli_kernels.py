@@ -272,7 +272,10 @@ def test_kernel_commands_name_their_argument_and_refuse_other_files(capsys, tmp_
     path = tmp_path / "four.npy"
     np.save(path, np.ones((2, 2, 3, 3), bool))
     code, _, err = _run(capsys, command[0], str(path), *command[1:])
-    assert code == 2 and f"SPEC_OR_FAMILY {str(path)!r}: the array must have rank 2, shape (n, n), or rank 3" in err
+    shapes = (
+        "rank 2 or 3, (n_q, n_k) or (heads, n_q, n_k)" if command == ["tiles"] else "rank 2, shape (n, n), or rank 3"
+    )
+    assert code == 2 and f"SPEC_OR_FAMILY {str(path)!r}: the array must have {shapes}" in err
 
 
 @pytest.mark.parametrize(
@@ -337,3 +340,30 @@ def test_export_splash_lazy_fallback_builds_a_long_mask_with_no_array(capsys, tm
     np.save(npy, np.asarray(from_spec("document(segments=[2, 3])")))
     code, _, err = _run(capsys, "export", str(npy), "--to", "splash", "--fallback", "lazy")
     assert code == 2 and "a .npy file is an array already" in err
+
+
+def test_tiles_counts_a_rectangular_npy_as_tile_stats_does(capsys, tmp_path):
+    """A fresh user: ``hassejax tiles`` refused a (128, 256) array as not square ("queries and keys are the same
+    positions"), a closure's reason; tile_stats counts it. Counted here against a loop over the tiles; ``export``
+    still needs a square mask."""
+    rng = np.random.default_rng(3)
+    for shape, block in (((128, 256), (64, 64)), ((2, 40, 70), (16, 32))):
+        mask = rng.random(shape) < 0.6
+        mask[..., :8, :] = True  # a full tile row or two
+        path = tmp_path / f"rect{len(shape)}.npy"
+        np.save(path, mask)
+        code, out, _ = _run(
+            capsys, "tiles", str(path), "--block", str(block[0]), "--block-kv", str(block[1]), "--json", "-"
+        )
+        got = json.loads(out)
+        flat = mask.reshape((-1, *shape[-2:]))
+        kinds = [
+            0 if not t.any() else 2 if t.all() and t.shape == block else 1
+            for m in flat
+            for i in range(0, shape[-2], block[0])
+            for j in range(0, shape[-1], block[1])
+            for t in [m[i : i + block[0], j : j + block[1]]]
+        ]
+        assert code == 0 and (got["empty"], got["partial"], got["full"]) == tuple(kinds.count(k) for k in (0, 1, 2))
+    code, _, err = _run(capsys, "export", str(tmp_path / "rect2.npy"), "--to", "mask_mod")
+    assert code == 2 and "must be square" in err

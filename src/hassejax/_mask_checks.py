@@ -52,8 +52,9 @@ def check_mask(
 
             mask = jnp.asarray(mask)  # traced: refused below when `concrete`, else the jitted callers' input
     if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
+        spec = " (a mask spec: build the mask with hassejax.masks.from_spec first)" if isinstance(mask, str) else ""
         raise MaskError(
-            f"`{name}` must be a Boolean array of shape (n, n); got an object of type {type(mask).__name__}."
+            f"`{name}` must be a Boolean array of shape (n, n); got an object of type {type(mask).__name__}{spec}."
         )
     if concrete is not None:
         refuse_traced(mask, name, concrete)

@@ -164,3 +164,26 @@ def test_a_window_beyond_int32_exports_as_the_window_cut_at_the_ends(spec, n):
     exec(mask_mod_source(spec, framework="numpy", name="m"), namespace)
     q, k = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     np.testing.assert_array_equal(np.asarray(namespace["m"](0, 0, q, k)).astype(bool), dense)
+
+
+def test_nested_lists_are_one_mask_as_for_the_order_functions():
+    """A fresh user: ``[[True, False], [True, True]]`` is one (2, 2) mask for reachability and tile_stats but was
+    refused by to_splash / to_mask_mod as a list of two heads; nested lists of three levels are the heads."""
+    one = [[True, False, False], [True, True, False], [False, True, True]]
+    want = np.asarray(one)
+    np.testing.assert_array_equal(np.asarray(from_mask_mod(to_mask_mod(one), 3)), want)
+    np.testing.assert_array_equal(to_splash(one)[:, :], want)
+    namespace = {}
+    exec(mask_mod_source(one, framework="numpy"), namespace)
+    q, k = np.arange(3)[:, None], np.arange(3)[None, :]
+    np.testing.assert_array_equal(np.broadcast_to(namespace["mask_mod"](0, 0, q, k), (3, 3)), want)
+    other = np.eye(3, dtype=bool)
+    for heads in ([one, other.tolist()], [one, other], (tuple(map(tuple, one)), other)):
+        rule = mask_rule(heads)
+        assert rule.heads == 2
+        for h, m in enumerate((want, other)):
+            np.testing.assert_array_equal(np.broadcast_to(rule.evaluate(q, k, h), (3, 3)), m)
+    with pytest.raises(MaskError, match=r"numpy.asarray\(mask, dtype=bool\)"):
+        to_mask_mod([[1, 0], [1, 1]])
+    with pytest.raises(MaskError, match="not rectangular"):
+        mask_rule([[True], [True, False]])

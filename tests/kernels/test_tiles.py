@@ -6,7 +6,9 @@ time through the mask's slicing) and a plain pad-reshape-sum of the dense mask.
 """
 
 import dataclasses
+import importlib
 import json
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +23,9 @@ from hassejax.errors import MaskError, ParameterError
 from hassejax.kernels import TileStats, tile_stats
 from hassejax.masks import IntervalMask
 from hassejax.masks import structured as S
+
+tiles_module = importlib.import_module("hassejax.kernels.tiles")  # the module (hassejax.kernels.tiles may name
+# something else)
 
 
 def reference_kind(dense, block):
@@ -116,11 +121,13 @@ blocks = st.one_of(st.integers(1, 40), st.tuples(st.integers(1, 40), st.integers
 
 
 @settings(max_examples=60)
-@given(runs(), blocks)
-def test_intervals_equal_dense_and_reference(mask_runs, block):
+@given(runs(), blocks, st.sampled_from([1, 7, 50, tiles_module._CHUNK_ENTRIES]))
+def test_intervals_equal_dense_and_reference(mask_runs, block, chunk):
+    """The runs' counts against the dense route and a loop; `chunk` small: counted a block of tile rows at a time."""
     mask = IntervalMask.from_runs(*mask_runs[:2], n=mask_runs[2])
     dense = mask.to_dense()
-    got = tile_stats(mask, block_size=block)
+    with mock.patch.object(tiles_module, "_CHUNK_ENTRIES", chunk):
+        got = tile_stats(mask, block_size=block)
     pair = (block, block) if isinstance(block, int) else block
     want = reference_kind(dense, pair)
     np.testing.assert_array_equal(got.kind, want)

@@ -184,6 +184,20 @@ CASES = [
         )
         for f in (O.convergence_depth, O.flow_summary, O.HasseDiagram.from_mask, O.layer_adjacency, flow_growth)
     ],
+    # IntervalMask.from_dense: the checks of the order functions (a fresh user: NumPy's own error for a ragged list,
+    # "got shape ()" for None or a spec string)
+    (
+        lambda: M.IntervalMask.from_dense([[True, False], [True]]),
+        "`mask` must be a Boolean array of shape (n, n); got nested lists that are not rectangular",
+    ),
+    (
+        lambda: M.IntervalMask.from_dense(None),
+        "`mask` must be a Boolean array of shape (n, n); got an object of type NoneType.",
+    ),
+    (
+        lambda: M.IntervalMask.from_dense("causal(n=4)"),
+        "got an object of type str (a mask spec: build the mask with hassejax.masks.from_spec first)",
+    ),
     (
         lambda: O.heads_union([[[1, 0], [1, 1]]], head_axis=0),
         "`mask` must have dtype bool (True = may attend); got dtype int64. Convert explicitly, e.g. "

@@ -19,7 +19,7 @@ from ._parser import _OUTPUT_OPTIONS, STDOUT, _one_line, _OutputError, _stream_o
 # ----------------------------------------------------------------------------- inputs
 
 
-def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n, n)"):
+def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n, n)", *, square: bool = True):
     """The mask named by `spec`: a ``.npy`` file path (dense) or a mask spec (interval form).
 
     A spec such as ``"sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)"``
@@ -28,7 +28,8 @@ def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n,
     derived masks ``block_two_stream_mask(...)`` or ``butterfly_mask(...)`` (alone or combined)
     is built by :func:`hassejax.kernels.mask_rule`, in interval form too.
 
-    `arg` names the command line's argument in the errors and `ranks` the shapes it takes.
+    `arg` names the command line's argument in the errors and `ranks` the shapes it takes; ``square=False`` takes a
+    rectangular ``(n_q, n_k)`` array too (returned as it is read: ``hassejax tiles`` counts its tiles).
 
     **Raises:** :class:`~hassejax.errors.MaskError` for an unreadable file or one of another kind (``.npz``,
     ``.pt``, ...), a non-Boolean or non-square array, or a bad spec (the message of
@@ -80,7 +81,7 @@ def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n,
             raise MaskError(f"{arg} {spec!r}: the array must have {ranks}; got shape {arr.shape} (rank {arr.ndim}).")
         if 0 in arr.shape:
             raise MaskError(f"{arg} {spec!r}: the array must have n >= 1 positions; got shape {arr.shape}.")
-        if arr.shape[0] != arr.shape[1]:
+        if arr.shape[0] != arr.shape[1] and square:
             raise MaskError(
                 f"{arg} {spec!r}: the array must be square (n, n): queries and keys are the same positions; got "
                 f"shape {arr.shape}."
@@ -92,7 +93,9 @@ def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n,
             )
         from ..masks import IntervalMask
 
-        return IntervalMask.from_dense(arr, name="mask") if arr.shape[0] > _DENSE_NPY_LIMIT else np.asarray(arr)
+        if arr.shape[0] != arr.shape[1] or arr.shape[0] <= _DENSE_NPY_LIMIT:
+            return np.asarray(arr)
+        return IntervalMask.from_dense(arr, name="mask")
     if _FAMILY_NAME.search(spec):  # the derived masks' closed forms, as `export` and `tiles` take them (imports JAX)
         from ..kernels.mask_mod import mask_rule
 
@@ -196,8 +199,9 @@ def _refuse_foreign_options(args: argparse.Namespace, family: str | None) -> Non
         raise _UsageError(f"{', '.join(ignored)} do(es) not apply to {where}")
 
 
-def _kernel_mask(args: argparse.Namespace):
-    """The mask named by SPEC_OR_FAMILY: a family's closed form (spec text), a .npy file, or a mask spec."""
+def _kernel_mask(args: argparse.Namespace, *, square: bool = True):
+    """The mask named by SPEC_OR_FAMILY: a family's closed form (spec text), a .npy file, or a mask spec; with
+    ``square=False`` (``hassejax tiles``) a rectangular ``.npy`` array, ``(n_q, n_k)`` or ``(heads, n_q, n_k)``."""
     target = args.spec_or_family
     if target.isidentifier() and target not in _FAMILY_SPECS:  # a bare name: a family, or a mask without its call
         from ..masks._spec import _DERIVED
@@ -238,10 +242,18 @@ def _kernel_mask(args: argparse.Namespace):
             arr = np.load(path, allow_pickle=False, mmap_mode="r") if path.is_file() else None
         except (OSError, ValueError):
             arr = None
-        if arr is not None and arr.ndim == 3 and arr.dtype == np.bool_ and arr.shape[1] == arr.shape[2] > 0:
-            return [np.asarray(head) for head in arr]  # one (n, n) mask per head
+        if arr is not None and arr.ndim == 3 and arr.dtype == np.bool_ and 0 not in arr.shape:
+            if not square:  # tile counts: the (heads, n_q, n_k) array as it is
+                return np.asarray(arr)
+            if arr.shape[1] == arr.shape[2]:
+                return [np.asarray(head) for head in arr]  # one (n, n) mask per head
+        shapes = (
+            "rank 2, shape (n, n), or rank 3, (heads, n, n)"
+            if square
+            else "rank 2 or 3, (n_q, n_k) or (heads, n_q, n_k)"
+        )
         try:
-            return load_mask(target, "SPEC_OR_FAMILY", "rank 2, shape (n, n), or rank 3, (heads, n, n)")
+            return load_mask(target, "SPEC_OR_FAMILY", shapes, square=square)
         except HassejaxError as err:
             raise _UsageError(str(err)) from None
     return target

@@ -11,7 +11,7 @@ from ._parser import _UsageError
 
 
 def _cmd_tiles(args: argparse.Namespace) -> int:
-    mask = _kernel_mask(args)
+    mask = _kernel_mask(args, square=False)  # tiles of a rectangular array too, as tile_stats counts them
     block = (args.block, args.block_kv or args.block)
     try:
         if isinstance(mask, str):  # a spec: its interval form, built on the way to its rule (no n x n array)

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._mask_checks import check_mask
 from ..errors import MaskError, TaskError
 from ..masks._intervals import IntervalMask
 from ..masks._validate import checked, describe, is_traced
@@ -163,6 +164,10 @@ def mask_rule(mask: Any) -> MaskRule:
         return rule_from_runs(
             IntervalMask.from_dense(np.asarray(mask.mask), name="mask"), f"slots of {mask.name or 'task'}"
         )
+    if isinstance(mask, (list, tuple)) and mask and all(isinstance(m, (list, tuple, bool, np.bool_)) for m in mask):
+        # nested lists of bools: one (n, n) mask, or (heads, n, n), as the order functions and tile_stats read them
+        # (a fresh user: [[True, False], [True, True]] was refused as a list of two heads)
+        return mask_rule(check_mask(mask, "mask", square=False))
     if isinstance(mask, (list, tuple)):
         if not mask:
             raise MaskError("`mask` given as per-head masks must hold at least one head; got an empty sequence.")
@@ -173,6 +178,8 @@ def mask_rule(mask: Any) -> MaskRule:
 
 
 def _single(mask: Any, name: str) -> MaskRule:
+    if isinstance(mask, (list, tuple)):  # one head as nested lists of bools
+        mask = check_mask(mask, name, square=False, batched=False)
     if isinstance(mask, (MaskRule, str, IntervalMask)):
         rule = mask_rule(mask)
         if rule.heads is not None:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._tracing import is_traced, refuse_traced
+from .._tracing import is_traced
 from ..errors import MaskError
 from ._runs import _INDEX, _checked_runs, _runs_of_rows, check_host_memory, normalize_runs, stack_row_blocks
 
@@ -195,12 +195,10 @@ class IntervalMask:
         """
         if isinstance(mask, IntervalMask):
             return mask
-        refuse_traced(mask, name, "IntervalMask.from_dense")
-        a = np.asarray(mask)
-        if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] == 0:
-            raise MaskError(f"`{name}` must be a square Boolean array of shape (n, n), n >= 1; got shape {a.shape}.")
-        if a.dtype != np.bool_:
-            raise MaskError(f"`{name}` must have dtype bool (True = may attend); got dtype {a.dtype}.")
+        from .._mask_checks import check_mask
+
+        # the checks (and messages) of the order functions: ragged nested lists, None or a spec string are named
+        a = np.asarray(check_mask(mask, name, batched=False, concrete="IntervalMask.from_dense"))
         n = a.shape[0]
         held = _held_bytes(a)
         if held < n * n:  # a view repeating its entries (broadcast_to): n² reads of a few bytes, bounded up front
