@@ -5,10 +5,10 @@ Castin et al. (arXiv:2501.18322), Sinkhorn attention (doubly stochastic `P`, `ε
 
 - ``sinkhorn_mean``: the columns of `nP` sum to one, so the mean of the tokens moves as
   `x̄' = Vx̄` for any `A` and any configuration, and on Gaussians `α' = Vα` decoupled from `Σ`
-  (derived, spec dynamics.md §2). One `V` (a spiral, `α(t) = e^{tV}α0`) with three `A` for
-  which `Σ` collapses (`A = −I`), settles (`A = diag(1, −1)`) or diverges (`A = I`), two `Σ0`
-  each: the Gaussian moment ODE (diffrax) and `n = 64` particles (particle Sinkhorn, log
-  domain) against `e^{tV}α0` from ``scipy.linalg.expm``.
+  (derived, spec dynamics.md §2). One `V` (a spiral, `α(t) = e^{tV}α0`) with three `A` (from
+  `tr Σ0` = 2 and 2.3, `tr Σ` at `t = 8` is 0.55, 0.46 for `A = −I`, 2.1, 2.8 for `A = diag(1, −1)`, 29, 43
+  for `A = I`; the solves stop there), two `Σ0` each: the Gaussian moment ODE (diffrax) and `n = 64`
+  particles (particle Sinkhorn, log domain) against `e^{tV}α0` from ``scipy.linalg.expm``.
 - ``sinkhorn_low_rank``: figure 2's setting with Sinkhorn (`V = I`, `A = −qᵀq`, kernel `q⊥`):
   from 100 trace-one `Σ0` every `Σ(t)` converges to rank one on the `q⊥` line, `λ_min ~ 1/t`
   (long solve to `t = 1e8`, the exact rank: eigenvalues above `1e-6 λ_max`).
@@ -40,7 +40,7 @@ from hassejax.plot.style import TEXT_WIDTH, figsize
 NAME = "sinkhorn"
 V_SPIRAL = np.array([[0.2, -1.0], [1.0, 0.2]])
 A_CASES = {"A = −I": -np.eye(2), "A = diag(1, −1)": np.diag([1.0, -1.0]), "A = I": np.eye(2)}
-A_LABELS = {"A = −I": "$A = -I$", "A = diag(1, −1)": "$A = \\mathrm{diag}(1, -1)$", "A = I": "$A = I$"}
+A_LABELS = {"A = −I": "$A = -I$", "A = diag(1, −1)": "$A = \\mathrm{diag}(1, {-1})$", "A = I": "$A = I$"}
 A_COLORS = {"A = −I": "tab:blue", "A = diag(1, −1)": "tab:green", "A = I": "tab:red"}
 SIGMA0S = [np.eye(2), np.array([[2.0, 0.6], [0.6, 0.3]])]
 ALPHA0 = np.array([1.0, 0.0])
@@ -143,15 +143,22 @@ def _draw_mean(o: Output, rec: dict, e: dict) -> None:
                  f"{fmt_upper(max(pe['A = −I'], pe['A = diag(1, −1)']), 2)}, {fmt_upper(pe['A = I'], 2)} ($A = I$)")  # fmt: skip
     ax.grid(alpha=0.3)
     ax = axes[2]
+    at_t1 = _trace_at(rec["gaussian"], "trace_Sigma_at_t1")
+    starts = set(_trace_at(rec["gaussian"], "trace_Sigma_at_0").values())  # every A starts from the same Σ0s
     for i, tr in enumerate(e["tr_g"]):
         k = e["keys"][i // len(SIGMA0S)]
-        ax.semilogy(e["ts"], tr, "-", color=A_COLORS[k], lw=1.0, label=A_LABELS[k] if i % len(SIGMA0S) == 0 else None)
+        ax.semilogy(e["ts"], tr, "-", color=A_COLORS[k], lw=1.0,
+                    label=f"{A_LABELS[k]}: {at_t1[k]}" if i % len(SIGMA0S) == 0 else None)  # fmt: skip
     for i, tr in enumerate(e["tr_p"]):
         ax.semilogy(e["ts"], tr, ":", color=A_COLORS[e["keys"][i]], lw=1.0)
     ax.set_xlabel("$t$")
-    ax.set_ylabel("tr $\\Sigma(t)$")
-    ax.set_title("while $\\Sigma$ collapses,\nsettles or diverges")
-    fig.legend(loc="outside lower center", ncol=3)
+    ax.set_ylabel("$\\mathrm{tr}\\,\\Sigma(t)$")
+    ax.set_title(
+        f"$\\mathrm{{tr}}\\,\\Sigma(t)$ from {' / '.join(sorted(starts))} at $t = 0$\n"
+        f"(its values at $t = {T1_MEAN:g}$: legend)"
+    )
+    fig.legend(loc="outside lower center", ncol=3, title=f"$A$: $\\mathrm{{tr}}\\,\\Sigma$ at $t = {T1_MEAN:g}$ "
+               f"(Gaussian ODE, one value per $\\Sigma_0$)")  # fmt: skip
     ax.grid(alpha=0.3)
     fig.suptitle(
         "Castin et al. (arXiv:2501.18322), Sinkhorn attention: the mean follows $\\alpha' = V\\alpha$ whatever "
@@ -159,6 +166,13 @@ def _draw_mean(o: Output, rec: dict, e: dict) -> None:
         f"{rec['particles']['n']} particles dotted)"
     )
     o.savefig(fig, f"{NAME}_mean")
+
+
+def _trace_at(g: dict, key: str) -> dict[str, str]:
+    """The Gaussian solves' `tr Σ` at 0 or `t1` (`key`), per `A`: one value per `Σ0`, two digits. The endpoints
+    only: the panel claims no limit (the solves stop at `t1`)."""
+    n = len(SIGMA0S)
+    return {k: ", ".join(f"{x:.2g}" for x in g[key][i * n : (i + 1) * n]) for i, k in enumerate(A_CASES)}
 
 
 def _low_rank_part(quick: bool) -> tuple[dict, dict]:
@@ -221,6 +235,7 @@ def _draw_low_rank(o: Output, rec: dict, e: dict) -> None:
     lo, hi = lr["loglog_slope_lambda_min_last_2_decades_range"]
     ax.set_title(f"slope of $\\lambda_{{\\min}}$ on $[10^6, 10^8]$: {_span(lo, hi, '.4f')}".replace("-", "−"))
     ax.set_xlabel("$t$")
+    ax.set_ylabel("eigenvalues of $\\Sigma(t)$")
     ax.legend(loc="lower left")
     ax.grid(alpha=0.3)
     ranks = lr["exact_limit_rank_(eigenvalues > 1e-6 λ_max)"]
