@@ -33,6 +33,9 @@ CITE = "Li & Guo, arXiv:2606.09951"
 # Light fills (black node text stays readable), one per class.
 CLASS_COLORS = ["#fbb4ae", "#b3cde3", "#ccebc5", "#decbe4", "#fed9a6", "#ffffcc", "#e5d8bd"]
 ADDED = "#f4a340"  # pairs the closure adds to M | I
+ONE_WAY = "#666666"
+"""One-way pairs (R[i, j] without R[j, i]): a dark grey, L* 43 against the class colours' 80–99 (a light grey,
+#cccccc, matched their lightness in greyscale)."""
 # (query, key) pairs of the mask besides the diagonal.
 PAIRS = [(0, 1), (1, 0), (2, 1), (3, 2), (3, 4), (4, 3), (5, 1), (6, 4), (6, 5)]
 
@@ -83,10 +86,10 @@ def main(out: Path, quick: bool = False) -> dict:
             if mutual[i, j]:
                 img[i, j] = plt.matplotlib.colors.to_rgb(colors[labels[i]])
             elif r[i, j]:
-                img[i, j] = (0.8, 0.8, 0.8)
+                img[i, j] = plt.matplotlib.colors.to_rgb(ONE_WAY)
     ax_c.imshow(img, interpolation="nearest")
     _matrix_axes(ax_c, n)
-    ax_c.set_title("(c) classes: $R[i,j]$ and $R[j,i]$\n(coloured), one-way pairs grey")
+    ax_c.set_title("(c) classes: $R[i,j]$ and $R[j,i]$\n(coloured), one-way pairs dark grey")
 
     draw_hasse(
         diagram,
@@ -156,10 +159,12 @@ def _block_causal(o: Output) -> dict:
     draw_mask(mask, ax=ax_m, title=f"(a) $M$ = block-causal, {n // b} blocks × {b}\n$R = M$: closed, $L^* = {depth}$")
     img = np.ones((n, n, 3))
     for i, j in zip(*np.nonzero(r)):
-        img[i, j] = plt.matplotlib.colors.to_rgb(colors[labels[i]]) if r[j, i] else (0.8, 0.8, 0.8)
+        img[i, j] = (
+            plt.matplotlib.colors.to_rgb(colors[labels[i]]) if r[j, i] else plt.matplotlib.colors.to_rgb(ONE_WAY)
+        )
     ax_c.imshow(img, interpolation="nearest")
     _matrix_axes(ax_c, n)
-    ax_c.set_title(f"(b) classes: the {diagram.num_classes} blocks\n(coloured), one-way pairs grey")
+    ax_c.set_title(f"(b) classes: the {diagram.num_classes} blocks\n(coloured), one-way pairs dark grey")
     draw_hasse(
         diagram, ax=ax_h, class_colors=colors, levels=None, min_fontsize=8,
         title=f"(c) Hasse diagram: a chain of {diagram.num_classes}\n({len(diagram.edges)} covering pairs)",
