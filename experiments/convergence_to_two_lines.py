@@ -74,8 +74,10 @@ def _axis_labels(ax) -> None:
     ax.set_ylabel(r"$2\Sigma_{12}$", labelpad=-4)
     ax.set_zlabel(r"tr $\Sigma$", labelpad=-6)
     ax.tick_params(labelsize=8, pad=-2)
-    for axis in (ax.xaxis, ax.yaxis, ax.zaxis):
-        axis.set_major_locator(mticker.MaxNLocator(3))
+    # the floor's axes at −1, 0, 1: ticks at the ends (±1.5) put x's last label and y's first at the same corner
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(mticker.FixedLocator([-1.0, 0.0, 1.0]))
+    ax.zaxis.set_major_locator(mticker.MaxNLocator(3))
 
 
 def main(out: Path, quick: bool = False) -> dict:
