@@ -250,7 +250,17 @@ def main(out: Path, quick: bool = False) -> dict:
             if gap < 0.01:
                 close = (q, gap, common)
                 break
-        if close is None:
+        shares_a_point = any(
+            abs(q["curve"][q["curve_depths"].index(L)] - r["curve"][r["curve_depths"].index(L)]) < 0.01
+            for q in drawn
+            for L in set(q["curve_depths"]) & set(r["curve_depths"])
+        )
+        if close is None and shares_a_point:
+            # a curve of its own that meets one drawn before at some depth (global + sliding at L = 1): large,
+            # hollow, on top of the others, so that its marker there is not hidden
+            ax.plot(r["curve_depths"], r["curve"], marker=marker, ms=9, mfc="none", mew=1.3, ls="none", zorder=4,
+                    label=label)  # fmt: skip
+        elif close is None:
             ax.plot(r["curve_depths"], r["curve"], marker=marker, ms=4, ls="none", label=label)
         else:
             q, gap, common = close
