@@ -179,8 +179,12 @@ def _draw_linear(o: Output, rec: dict, e: dict) -> None:
     for i in range(len(MEANS)):
         ax.semilogy(e["ts"][1:], np.maximum(e["err_part"][i, 1:], 1e-17), "-", color=colors[i], lw=0.8)
         ax.semilogy(e["ts"][1:], np.maximum(e["err_closed"][i, 1:], 1e-17), ":", color=colors[i], lw=1.0)
+    ax.plot([], [], "-", color="k", lw=0.8, label="$\\Sigma$: particles vs ODE")
+    ax.plot([], [], ":", color="k", lw=1.0, label="$P$: ODE vs closed form")
     ax.set_xlabel("$t$ (colours as in (b))")
-    ax.set_ylabel("rel. error: $\\Sigma$ solid, $P$ dotted")
+    ax.set_ylabel("relative error (Frobenius)")
+    # below the axes, as (a)'s: which comparison each line style is
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=1, handlelength=1.5, frameon=False)
     ax.set_title(f"(c) particles vs ODE {fmt_upper(c['rel_error_particle_cov_vs_gaussian_max'], 2)},\n"
                  f"ODE vs closed form {fmt_upper(c['rel_error_gaussian_P_vs_closed_form_max'], 2)}")  # fmt: skip
     ax.grid(alpha=0.3)
