@@ -95,7 +95,9 @@ NOT_DECIDED_NOTE = {
     Outcome.stalled: "not decided",
 }
 """Legend notes of the outcomes that the rule check of map (b) does not count."""
-YLABEL = r"$a$  ($A$ = ($a$ 1; 0 $-1$))"
+YLABEL = (
+    r"$a$  ($A = \left(\genfrac{}{}{0}{0}{a}{0}\;\;\genfrac{}{}{0}{0}{1}{-1}\right)$)"  # a 2 × 2 matrix in mathtext
+)
 RARE_MARKERS_B = {Outcome.diverge: "o", Outcome.bounded: "D"}
 """Map (b)'s outcomes of a few scattered cells: a black-outlined marker on each cell (the colour alone is lost)."""
 NO_BLOW_UP = [Outcome.diverge, Outcome.low_rank, Outcome.bounded, Outcome.contracts]
@@ -537,6 +539,19 @@ def counterexample(o: Output, quick: bool) -> dict:
     }  # fmt: skip
 
 
+def _disagreement_b(rule_blow_solve_not: int, unsettled: int, rule_safe_solve_blow: int) -> str:
+    """Map (b)'s disagreements in words, exact for every member counted: the rule says blow-up and the solve
+    'none by t1' or (`unsettled` of them) an escape the level check could not settle; then the reverse."""
+    none = rule_blow_solve_not - unsettled
+    solve = f"solve 'none by $t_1$' on {none}" + (f", an unsettled escape (○) on {unsettled}" if unsettled else "")
+    if not rule_safe_solve_blow:
+        return f"all rule 'blow-up' (hatched):\n{solve}"
+    return (
+        f"rule 'blow-up' on {rule_blow_solve_not} (hatched: {solve}),\n"
+        f"rule 'no blow-up', solve 'blow-up' on {rule_safe_solve_blow}"
+    )
+
+
 def main(out: Path, quick: bool = False) -> dict:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     o = Output(out, NAME)
@@ -652,17 +667,16 @@ def main(out: Path, quick: bool = False) -> dict:
         ax, codes_b, (*pm.PHI_RANGE, *pm.A_RANGE), {k: _tex(v) for k, v in labels_b.items()},
         xlabel=r"$\varphi$  ($V = R(\varphi)$, rotation; radians)", ylabel=YLABEL, notes={k: _tex(v) for k, v in notes_b.items()},
         title=f"(b) softmax, $V = R(\\varphi)$, $\\Sigma_0 = I/2$, $t_1$ = {pm.T1_B:g}: the sign rule on "
-        f"$VA + A^\\top V^\\top$ and the solve\ndisagree on {int(disagree_b.sum())} of {int(decided.sum())} decided members: "
-        + ("all rule 'blow-up', solve 'none by $t_1$' (hatched)" if not rule_wrong_safe.any() else
-           f"rule 'blow-up', solve 'none by $t_1$' {int(rule_wrong_blow.sum())} (hatched), the reverse "
-           f"{int(rule_wrong_safe.sum())}"),
+        f"$VA + A^\\top V^\\top$ and the solve\ndisagree on {int(disagree_b.sum())} of {int(decided.sum())} decided members, "
+        + _disagreement_b(int(rule_wrong_blow.sum()), n_unsettled_b, int(rule_wrong_safe.sum())),
     )  # fmt: skip
     fine_p, fine_b = pm.grid(401, pm.PHI_RANGE, pm.A_RANGE)
     rule_fine = naive_rule_map(fine_p, fine_b)
     ax.contour(fine_p, fine_b, rule_fine, levels=[0.0], colors="k", linewidths=1.4)
     handles.append(Line2D([], [], color="k", lw=1.4, label=r"rule's boundary $\lambda_{\max}(VA + A^\top V^\top) = 0$ "
                           "(rule: no blow-up at lower left)"))  # fmt: skip
-    handles.append(draw_hatched(ax, P_, B_, rule_wrong_blow, _tex("rule: blow-up; solve: none by t1")))
+    hatch_label = "rule: blow-up; solve: none by t1" + (" or an unsettled escape (○)" if n_unsettled_b else "")
+    handles.append(draw_hatched(ax, P_, B_, rule_wrong_blow, _tex(hatch_label)))
     # rare outcomes (a few cells each) are found at print size by a marker on each cell, outlined in black
     for rare, marker in RARE_MARKERS_B.items():
         cells = codes_b == rare

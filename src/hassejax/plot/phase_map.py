@@ -27,13 +27,15 @@ OUTCOME_COLORS: dict[Outcome, str] = {
     Outcome.contracts: "#0072B2",
     Outcome.collapse: "#332288",
     Outcome.grows: "#F0E442",
-    Outcome.undetermined: "#555555",
+    Outcome.undetermined: "#000000",
     Outcome.stalled: "#CC79A7",
 }
 """Colour of each outcome in a phase map: Okabe & Ito's colour-blind-safe palette (blow-up vermillion,
 contraction blue, settling bluish green; "Color Universal Design", 2008) with a light salmon for the
-unsettled escapes, indigo for a collapse and dark grey for an undetermined solve: every two colours stay at least
-10 apart in CIELAB as seen with each dichromacy simulated (Machado et al. 2009; tested), red against green nowhere."""
+unsettled escapes, indigo for a collapse and black for an undetermined solve: every two colours stay at least
+10 apart in CIELAB as seen with each dichromacy simulated (Machado et al. 2009; tested), red against green nowhere.
+In greyscale (CIE L*) black is at least 20 from every other colour (a dark grey, #555555, read as the contraction
+blue, #0072B2, in print)."""
 
 
 def draw_outcome_map(
