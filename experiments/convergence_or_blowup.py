@@ -190,6 +190,18 @@ def _sci(x: float, up: bool = False) -> str:
     return f"{np.ceil(m * 100 - 1e-9) / 100:.2f} \\times 10^{{{e}}}" if up else f"{m:.2g} \\times 10^{{{e}}}"
 
 
+def _sci3(x: float) -> str:
+    """``x`` as mathtext with three significant digits: ``84413.2`` as ``8.44 \\times 10^{4}``."""
+    return _tex_e(f"{x:.2e}")
+
+
+def _tex_e(s: str) -> str:
+    """A number printed in e-notation (``"5.0e-03"``, from ``fmt_upper``/``fmt_lower``, digits kept) as mathtext
+    ``5.0 \\times 10^{-3}``; ``10^{k}`` alone for a mantissa of one digit 1 (``"1e+08"``)."""
+    m, e = s.lower().split("e")
+    return f"10^{{{int(e)}}}" if m == "1" else f"{m} \\times 10^{{{int(e)}}}"
+
+
 def _floor(x: float, decimals: int) -> str:
     """``x`` with ``decimals`` decimals rounded DOWN (a lower end that must hold)."""
     return f"{np.floor(x * 10**decimals + 1e-9) / 10**decimals:.{decimals}f}"
@@ -233,7 +245,8 @@ def _draw_multihead(o: Output, rec: dict, long: dict, extra: dict, n: int) -> No
     ax.set_xlabel("$t$")
     ax.set_ylabel(r"$\|t\Sigma(t) - S^*\|_F\,/\,\|S^*\|_F$")
     ax.set_title(
-        f"at $t = {_sci(l_rec['t1'])}$: {fmt_lower(lo, 2)} to {fmt_upper(hi, 2)};\n{over}/{n} still > 10 % from $S^*$"
+        f"at $t = {_sci(l_rec['t1'])}$: ${_tex_e(fmt_lower(lo, 2))}$ to ${_tex_e(fmt_upper(hi, 2))}$;\n"
+        f"{over}/{n} still > 10 % from $S^*$"
     )
     ax.grid(alpha=0.3, which="major")
     tt = l_rec["t_times_trace_at_t1_range"]
@@ -342,21 +355,21 @@ def main(out: Path, quick: bool = False) -> dict:
     }
     e_conv = int(np.sum(euler_out == 1))
     _draw(axes[0, 1], l2_a, ["converged" if not s else "diverge" for s in stopped],
-          f"(b) L2, stop at tr $\\Sigma$ > 1e3 (red: stopped):\ndiffrax {int((~stopped).sum())} / "
+          f"(b) L2, stop at $\\mathrm{{tr}}\\,\\Sigma > {_sci(THRESHOLD)}$ (red: stopped):\ndiffrax {int((~stopped).sum())} / "
           f"{int(stopped.sum())}, authors' Euler {e_conv} / {int(euler_div.sum())}", thin=True)  # fmt: skip
     _draw(axes[1, 0], l2_b, names(l2_b["status"]),
-          f"(c) L2, accurate (no 1e3 stop):\n{int(np.sum(l2_b['status'] == Status.converged))}/{n} converge", thin=True)  # fmt: skip
+          f"(c) L2, accurate (no ${_sci(THRESHOLD)}$ stop):\n{int(np.sum(l2_b['status'] == Status.converged))}/{n} converge", thin=True)  # fmt: skip
 
     # the peaks of tr Σ along the accurate L2 trajectories
     ax_pk = axes[1, 1]
-    ax_pk.semilogy(np.arange(n), peak, ".", ms=2, color="tab:blue", label=r"peak tr $\Sigma(t)$, accurate")
+    ax_pk.semilogy(np.arange(n), peak, ".", ms=2, color="tab:blue", label=r"peak $\mathrm{tr}\,\Sigma(t)$, accurate")
     ax_pk.semilogy(np.flatnonzero(euler_div), peak[euler_div], "o", mfc="none", ms=7, color="tab:red",
                    label=f"stopped by the authors'\nEuler ({int(euler_div.sum())})")  # fmt: skip
-    ax_pk.axhline(THRESHOLD, color="k", ls="--", lw=0.8, label=r"stop tr $\Sigma$ = 1e3")
+    ax_pk.axhline(THRESHOLD, color="k", ls="--", lw=0.8, label=f"stop $\\mathrm{{tr}}\\,\\Sigma = {_sci(THRESHOLD)}$")
     ax_pk.set_xlabel("member (the authors' grid order)")
-    ax_pk.set_ylabel(r"peak of tr $\Sigma(t)$")
-    ax_pk.set_title(f"(d) L2, accurate: {int(np.sum(peak > THRESHOLD))} pass tr $\\Sigma$ = 1e3\n"
-                    f"on the way (peak {peak.max():.2e})".replace("e+0", "e"))  # fmt: skip
+    ax_pk.set_ylabel(r"peak of $\mathrm{tr}\,\Sigma(t)$")
+    ax_pk.set_title(f"(d) L2, accurate: {int(np.sum(peak > THRESHOLD))} pass $\\mathrm{{tr}}\\,\\Sigma = {_sci(THRESHOLD)}$\n"
+                    f"on the way (peak ${_sci3(peak.max())}$)")  # fmt: skip
     ax_pk.legend(loc="upper right")
     ax_pk.grid(alpha=0.3, which="major")
 
