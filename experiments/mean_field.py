@@ -178,11 +178,14 @@ def main(out: Path, quick: bool = False) -> dict:
     o.savefig(fig, "mean_field")
 
     # --- figure 2: √n × RMS error against depth, one line per n (the curves meet if the error is ∝ n^{-1/2})
-    ncol = plt.get_cmap("plasma")(np.linspace(0.0, 0.85, len(sizes)))
+    # one marker shape per n (the colours of neighbouring n are close), viridis for a monotone lightness
+    ncol = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(sizes)))
+    nmark = ["o", "s", "^", "D", "v", "P", "X", "*", "h"]
     fig, axes = plt.subplots(1, 2, figsize=figsize(TEXT_WIDTH, 0.5), layout="constrained")  # room for the legend
     for ax, (q, label) in zip(axes, QUANTITIES.items()):
         for j, n in enumerate(sizes):
-            ax.plot(TIMES, np.sqrt(n) * rms_err[q][:, j], "o-", ms=3, color=ncol[j], label=f"$n$ = {n}")
+            ax.plot(TIMES, np.sqrt(n) * rms_err[q][:, j], "-", marker=nmark[j % len(nmark)], ms=4, mfc="none",
+                    mew=0.9, lw=0.9, color=ncol[j], label=f"$n$ = {n}")  # fmt: skip
         ax.set_xlabel(r"depth $t$")
         ax.set_ylabel(r"$\sqrt{n}\,\times$ RMS of " + label)
         ax.set_xticks(TIMES)
