@@ -279,7 +279,7 @@ def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
     cx.set_yticks(y, [])
     cx.set_xlim(0, 135)
     cx.set_xticks([0, 50, 100])
-    cx.set_xlabel("%")
+    cx.set_xlabel("supervised share (%)")
     cx.set_title("supervision density")
     fig.legend(loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(
