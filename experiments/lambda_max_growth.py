@@ -35,7 +35,12 @@ RTOL = {"softmax": 1e-10, "l2": 1e-10, "sinkhorn": 1e-8}
 # (1.6e-12 at λ_max = 850, 1.6e-7 at 3.4e5, 2.7e-3 at 1.9e7 against a 60-digit evaluation of the same
 # formula; reported to its owner), so below rtol ~1e-9 the step size collapses on the noise and the
 # solve runs out of steps before the size event (t ≈ 9.9). The exponential growth is unaffected at 1e-8.
-COLORS = {"softmax": "tab:red", "l2": "tab:green", "sinkhorn": "tab:blue"}  # as in blowup_or_divergence
+COLORS = {"softmax": "#D55E00", "l2": "#009E73", "sinkhorn": "#0072B2"}
+"""Okabe & Ito's colour-blind-safe vermillion, bluish green and blue (the phase maps' palette)."""
+STYLES = {"softmax": "-", "l2": "--", "sinkhorn": "-."}
+"""Line styles: vermillion and bluish green have about the same lightness, so greyscale tells them apart by these."""
+VERDICT = {"blow_up": "blow-up", "diverge": "divergence"}
+"""The decade test's verdict at the size event, in words (another status is printed as its name)."""
 LABELS = {"softmax": "softmax", "l2": "L2 (c = 1)", "sinkhorn": "Sinkhorn (ε = 1)"}
 
 
@@ -96,12 +101,14 @@ def main(out: Path, quick: bool = False) -> dict:
     ax = axes[0]
     for kind, (t, lam) in curves.items():
         r = results[kind]
+        verdict = VERDICT.get(r["status"], r["status"].replace("_", " "))
         ax.plot(
             t,
             lam,
             color=COLORS[kind],
+            ls=STYLES[kind],
             lw=1.4,
-            label=f"{LABELS[kind]}: {r['status'].replace('_', '-')} at $t$ = {r['t_final']:.5g}, $\\rho$ = {r['decade_ratio']:.3f}",
+            label=f"{LABELS[kind]}: $t$ = {r['t_final']:.5g}, $\\rho$ = {r['decade_ratio']:.3f} ⇒ {verdict}",
         )
         ax.plot(t[-1], lam[-1], "o", color=COLORS[kind], ms=4)
     ax.axvline(t_star, color="0.55", ls="--", lw=0.8, zorder=0, label=f"closed-form $t^*$ = {t_star:.5f}")  # behind
@@ -118,14 +125,16 @@ def main(out: Path, quick: bool = False) -> dict:
     t_zoom = 3.0
     for kind, (t, lam) in curves.items():
         sel = t <= t_zoom
-        ax.plot(t[sel], 1.0 / lam[sel], color=COLORS[kind], lw=1.4)
+        # softmax wide, under the closed form's thin line: both stay visible where they agree
+        ax.plot(t[sel], 1.0 / lam[sel], color=COLORS[kind], ls=STYLES[kind], lw=3.0 if kind == "softmax" else 1.4)
     tt = np.linspace(0, t_star, 50)
     ax.plot(
         tt,
         softmax_inverse_lambda(tt, A_sm),
         color="k",
-        ls=":",
-        lw=1.5,
+        ls=(0, (3, 2)),
+        lw=0.8,
+        zorder=3,
         label="softmax closed form\n$2 - t\\,\\lambda_{\\max}(A + A^\\top)$",
     )
     ax.axvline(t_star, color="0.55", ls="--", lw=0.8, zorder=0)
@@ -138,7 +147,7 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.legend(loc="upper right")
     fig.legend(
         *axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2, frameon=False,
-        title="the stop of each solve ($\\rho$: the decade ratio of the blow-up test)",
+        title="each solve stops at its size event: its time $t$, $\\rho$ (the decade ratio of the blow-up test) ⇒ verdict",
     )  # fmt: skip
     fig.suptitle(
         f"Figure-5 parameters of Castin et al. (arXiv:2501.18322), $V = I$, $\\Sigma_0 = I/2$: softmax blows up at\n"
