@@ -232,3 +232,17 @@ def test_blowup_time_is_inf_when_lambda_star_is_zero_up_to_rounding(angle, scale
     assert float(blowup_time_closed_form(half, np.diag([-1.0, 1e-6]).astype(dtype), 1.0)) == pytest.approx(
         1e6, rel=1e-4
     )
+
+
+def test_traced_sigma0_that_is_no_covariance_gives_nan():
+    """A fresh user's review: a traced `Σ0 = diag(1, −1)` (a sweep member) was taken as its PSD part `diag(1, 0)`,
+    a confident blow-up time of 1/2 for another `Σ0`; it is NaN in the closed forms (a concrete one raises), while
+    a singular `Σ0` and round-off below zero keep their answers (t* = 1/λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2}) = 1/2)."""
+    covs = jnp.stack([jnp.diag(jnp.array(d)) for d in ([1.0, -1.0], [1.0, 0.0], [1.0, -1e-14], [0.5, 0.5])])
+    t_star = jax.vmap(lambda s: blowup_time_closed_form(s, jnp.eye(2), 1.0))(covs)
+    np.testing.assert_allclose(np.asarray(t_star), [np.nan, 0.5, 0.5, 1.0])
+    sigma = jax.vmap(lambda s: softmax_covariance_closed_form(s, jnp.eye(2), 1.0, 0.25))(covs)
+    assert np.isnan(np.asarray(sigma[0])).all() and np.isfinite(np.asarray(sigma[1:])).all()
+    np.testing.assert_allclose(np.asarray(sigma[1]), np.diag([2.0, 0.0]), atol=1e-12)  # σ/(1 − 2σt)
+    limit = jax.vmap(lambda s: clustering_limit(s, -jnp.eye(2)))(covs)
+    assert np.isnan(np.asarray(limit[0])).all() and np.isfinite(np.asarray(limit[1:])).all()

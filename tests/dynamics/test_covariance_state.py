@@ -177,6 +177,28 @@ def test_traced_indefinite_initial_covariance_is_flagged(threshold):
     assert jax.vmap(later)(covs).tolist() == [Status.completed, Status.indefinite]
 
 
+@pytest.mark.parametrize("state", ["factor", "projective"])
+def test_traced_indefinite_initial_covariance_is_flagged_by_the_factor_states(state):
+    """A fresh user: in a sweep, a member `Σ0 = diag(1, -1)` came back ``blow_up`` at t = 0.5 from the factor state,
+    the answer for its PSD part `diag(1, 0)`; it is ``indefinite`` (no blow-up time), as in the covariance state.
+    A singular `Σ0` (rank one) and round-off below zero are covariances: solved, not flagged."""
+    model = Softmax(V=np.eye(2), A=np.eye(2))
+
+    def one(cov0):
+        sol = solve_gaussian(model, jnp.zeros(2), cov0, t1=5.0, state=state)
+        return sol.status, sol.t_blowup
+
+    covs = jnp.stack([
+        jnp.eye(2) / 2, jnp.diag(jnp.array([1.0, -1.0])), jnp.diag(jnp.array([1.0, 0.0])),
+        jnp.diag(jnp.array([1.0, -1e-14])),
+    ])  # fmt: skip
+    status, t = jax.vmap(one)(covs)
+    assert status.tolist() == [Status.blow_up, Status.indefinite, Status.blow_up, Status.blow_up]
+    # t* = 1/λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2}) (spec §3): 1 for I/2, 1/2 for the singular diag(1, 0)
+    np.testing.assert_allclose(np.asarray(t)[[0, 2, 3]], [1.0, 0.5, 0.5], rtol=1e-5)
+    assert np.isinf(np.asarray(t)[1])
+
+
 def test_rank_deficient_initial_covariance_warns():
     """Review: softmax, d = 4, rank-one `Σ0`: the covariance state grew a direction that stays at zero (the factor
     state keeps rank), `tr Σ(10)` 62.0 at `rtol = 1e-6` where the factor state gives 49.62, with `Σ` still PSD

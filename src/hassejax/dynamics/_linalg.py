@@ -64,6 +64,14 @@ def _psd_sqrt_jvp(primals, tangents):
     return (root, w[..., 0]), (droot, inner[..., 0, 0])
 
 
+def below_psd(cov, w_min):
+    """Whether a (traced) `cov` `(..., d, d)`, whose smallest eigenvalue is `w_min`, is no covariance by the rule
+    of :func:`check_psd`: `w_min` below `−max(PSD_RTOL, 10 d ε) · max|C|` (``ε`` of its dtype)."""
+    cov = jnp.asarray(cov)
+    rtol = max(PSD_RTOL, 10 * cov.shape[-1] * float(jnp.finfo(cov.dtype).eps))
+    return w_min < -rtol * jnp.max(jnp.abs(cov), axis=(-2, -1))
+
+
 def check_psd(cov, name: str) -> None:
     """Raise :class:`ParameterError` naming `name` unless the concrete `cov` `(..., d, d)` is finite,
     symmetric and positive semidefinite up to :data:`PSD_RTOL` (relative to its largest entry)."""

@@ -22,7 +22,7 @@ from jaxtyping import Array, ArrayLike, Float, Real
 from .._tracing import is_traced
 from ..errors import ParameterError
 from ._arguments import concrete
-from ._linalg import check_psd, psd_sqrt, symmetrize
+from ._linalg import below_psd, check_psd, psd_sqrt, symmetrize
 
 __all__ = [
     "softmax_covariance_closed_form",
@@ -121,11 +121,12 @@ def _scaled_interaction(sigma0, a, v, beta, t=None):
             stacklevel=user_stacklevel(),
         )
     _check_values(sigma0, a, v, beta)
-    r = psd_sqrt(sigma0)
+    r, w_min = psd_sqrt(sigma0, with_min=True)
     v = jnp.asarray(v)[..., None, None]
     beta = jnp.asarray(beta)[..., None, None]
     s = a + jnp.swapaxes(a, -1, -2)
-    return r, symmetrize(beta * v * (r @ s @ r))
+    # a traced Σ0 that is no covariance: NaN (its PSD part's answer, a confident one for another Σ0, before)
+    return r, symmetrize(beta * v * (r @ s @ r)), below_psd(symmetrize(sigma0), w_min)
 
 
 def softmax_covariance_closed_form(
@@ -141,7 +142,7 @@ def softmax_covariance_closed_form(
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes, NaN/inf entries,
     a `Sigma0` that is not symmetric positive semidefinite or a `t < 0` (concrete inputs; traced non-finite
-    inputs or `t < 0` give NaN, a traced `Sigma0` is taken as the PSD part of its symmetric part).
+    inputs or `t < 0` give NaN, a traced `Sigma0` is taken as its symmetric part, and gives NaN where that is no covariance).
 
     Source: (derived) spec dynamics.md §3, bullet "Softmax, `V = vI`" (`(Σ⁻¹)' = −βv(A + Aᵀ)` and its singular-safe
     form), for the softmax dynamics of Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322.
@@ -158,7 +159,7 @@ def softmax_covariance_closed_form(
     """
     sigma0 = jnp.asarray(Sigma0)
     _check_concrete({"t": t}, nonnegative=("t",))
-    r, n = _scaled_interaction(sigma0, jnp.asarray(A), v, beta, t)
+    r, n, indefinite = _scaled_interaction(sigma0, jnp.asarray(A), v, beta, t)
     t = jnp.asarray(t)[..., None, None]
     d = sigma0.shape[-1]
     eye = jnp.eye(d, dtype=n.dtype)
@@ -167,6 +168,7 @@ def softmax_covariance_closed_form(
     alive = (lam[..., None, None] * t) < 1.0
     # traced non-finite inputs or t < 0: NaN, not "past t*" (an inf anywhere makes `lam` or `t` non-finite)
     nan = ~jnp.isfinite(lam)[..., None, None] | ~jnp.isfinite(t) | (t < 0) | ~jnp.all(jnp.isfinite(sigma0))
+    nan = nan | indefinite[..., None, None]
     return jnp.where(nan, jnp.nan, jnp.where(alive, symmetrize(out), jnp.inf))
 
 
@@ -182,7 +184,7 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes,
     NaN/inf entries, or a `Sigma0` that is not symmetric positive semidefinite (concrete inputs; a traced NaN
-    or inf gives NaN, a traced `Sigma0` is taken as the PSD part of its symmetric part).
+    or inf gives NaN, a traced `Sigma0` is taken as its symmetric part, and gives NaN where that is no covariance).
 
     Source: (derived) spec dynamics.md §3, bullet "Softmax, `V = vI`" (finite-time blow-up iff `λ* > 0`, at
     `t* = 1/(βλ*)`), for the softmax dynamics of Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322; the rounding
@@ -198,13 +200,14 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
 
     ```
     """
-    _, n = _scaled_interaction(jnp.asarray(Sigma0), jnp.asarray(A), v, beta)
+    _, n, indefinite = _scaled_interaction(jnp.asarray(Sigma0), jnp.asarray(A), v, beta)
     eigs = jnp.linalg.eigvalsh(n)
     lam = eigs[..., -1]
     floor = 4 * jnp.finfo(n.dtype).eps * jnp.max(jnp.abs(eigs), axis=-1)
     resolved = lam > floor
     out = jnp.where(resolved, 1.0 / jnp.where(resolved, lam, 1.0), jnp.inf)
-    return jnp.where(~jnp.isfinite(lam), jnp.nan, out)  # a traced NaN/inf input: NaN, not "never blows up"
+    # a traced NaN/inf input or a traced Σ0 that is no covariance: NaN, not "never blows up" or a time
+    return jnp.where(~jnp.isfinite(lam) | indefinite, jnp.nan, out)
 
 
 def diagonal_covariance_closed_form(
@@ -336,7 +339,8 @@ def clustering_limit(
     **Returns:** `Σ∞`, `(…, d, d)`.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for shapes, or (concrete inputs) when
-    `βv(A + Aᵀ)` has an eigenvalue above `rtol` times its scale (no limit: possible blow-up).
+    `βv(A + Aᵀ)` has an eigenvalue above `rtol` times its scale (no limit: possible blow-up) or `Sigma0` is not
+    symmetric PSD (a traced `Sigma0` that is no covariance gives NaN).
 
     Source: (derived) spec dynamics.md §3, bullet "Softmax, `V = vI`" (`Σ∞ = U(UᵀΣ0⁻¹U)⁻¹Uᵀ` when `A + Aᵀ ⪯ 0`), for
     the softmax dynamics of Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322; the projector form is this package's
@@ -354,7 +358,7 @@ def clustering_limit(
     """
     sigma0 = jnp.asarray(Sigma0)
     a = jnp.asarray(A)
-    r, n = _scaled_interaction(sigma0, a, v, beta)
+    r, n, indefinite = _scaled_interaction(sigma0, a, v, beta)
     s = symmetrize(jnp.asarray(beta)[..., None, None] * jnp.asarray(v)[..., None, None] * (a + jnp.swapaxes(a, -1, -2)))
     bad = False
     if not is_traced(s):  # value check on concrete inputs only
@@ -369,4 +373,4 @@ def clustering_limit(
     scale = jnp.max(jnp.abs(w), axis=-1, keepdims=True)
     zero = jnp.abs(w) <= rtol * jnp.where(scale > 0, scale, 1.0)
     proj = (q * zero[..., None, :]) @ jnp.swapaxes(q, -1, -2)
-    return symmetrize(r @ proj @ r)
+    return jnp.where(indefinite[..., None, None], jnp.nan, symmetrize(r @ proj @ r))  # a traced Σ0 no covariance

@@ -236,10 +236,14 @@ def _factor_solution(out) -> GaussianSolution:
 def _solve_core(model, mean0, cov0, u0, settings, state="factor", tols=None):
     if state == "covariance":
         return _solve_covariance_state(model, mean0, cov0 if u0 is None else u0 @ u0.T, settings, tols)
+    indefinite = None
     if u0 is None:
-        u0 = psd_sqrt(cov0)
+        u0, lo0 = psd_sqrt(cov0, with_min=True)
+        # a traced Σ0 that is no covariance (a sweep member): its PSD part would be solved, a confident answer for
+        # another Σ0 (a fresh user: diag(1, -1) gave blow_up at 0.5); flagged as the covariance state flags it
+        indefinite = None if tols is None else lo0 < -_psd_slack(symmetrize(cov0), tols)
     if state == "projective":
-        return _solve_projective_state(model, mean0, u0, settings, tols)
+        return _solve_projective_state(model, mean0, u0, settings, tols, indefinite)
 
     def f(t, y):
         alpha, u = y
@@ -257,6 +261,8 @@ def _solve_core(model, mean0, cov0, u0, settings, state="factor", tols=None):
 
     y0 = (mean0, u0)
     out = _integrate(model, f, y0, size, speed, settings)
+    if indefinite is not None:
+        out = _solve.flag_status(out, indefinite, Status.indefinite)
     return _factor_solution(out)
 
 
@@ -381,7 +387,7 @@ def _solve_covariance_state(model, mean0, cov0, settings, tols):
     )
 
 
-def _solve_projective_state(model, mean0, u0, settings, tols):
+def _solve_projective_state(model, mean0, u0, settings, tols, indefinite=None):
     """The moment ODE with scale and shape apart, in the time of the size (:mod:`._projective`)."""
     threshold = settings["threshold"]
     size0 = jnp.sum(u0**2)
@@ -403,6 +409,8 @@ def _solve_projective_state(model, mean0, u0, settings, tols):
         out = _invalid_inputs(out, bad, Status.invalid_threshold, (mean0, u0), t0, out.ts)
     if settings["tolerances_ok"] is not None:  # traced tolerances that are not valid (concrete ones raised)
         out = _invalid_inputs(out, ~settings["tolerances_ok"], Status.invalid_tolerance, (mean0, u0), t0, out.ts)
+    if indefinite is not None:  # a traced Σ0 that is no covariance (see _solve_core)
+        out = _solve.flag_status(out, indefinite, Status.indefinite)
     return _factor_solution(out)
 
 
@@ -617,7 +625,7 @@ def solve_gaussian(
       `(d, d)`, at the saved times; a `Σ` that leaves the PSD cone (by more than ten tolerances and
       `1e-4 tr Σ`) at a save point or at the end ends as ``indefinite`` (an unstable direction near
       zero: use the factor state). An indefinite `cov0` is refused when
-      concrete; a traced one (inside ``vmap``) ends ``indefinite``. Kernels the symmetric state
+      concrete; a traced one (inside ``vmap``) ends ``indefinite`` in every state. Kernels the symmetric state
       cannot solve reliably are refused (:meth:`~hassejax.dynamics.AbstractAttention.check_covariance_state`):
       Sinkhorn (its map needs a factor) and L2 (its map depends on the small directions of `Σ`,
       which the symmetric state holds only to `rtol · λ_max`), or a multi-head holding one. The
