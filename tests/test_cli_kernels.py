@@ -367,3 +367,20 @@ def test_tiles_counts_a_rectangular_npy_as_tile_stats_does(capsys, tmp_path):
         assert code == 0 and (got["empty"], got["partial"], got["full"]) == tuple(kinds.count(k) for k in (0, 1, 2))
     code, _, err = _run(capsys, "export", str(tmp_path / "rect2.npy"), "--to", "mask_mod")
     assert code == 2 and "must be square" in err
+
+
+def test_kernel_commands_name_what_is_wrong_with_a_stack_of_heads(capsys, tmp_path):
+    """A review: a non-Boolean or empty (heads, n_q, n_k) .npy was told "must have rank 2 or 3 ...; got rank 3", and
+    `export` of rectangular heads "rank 3, (heads, n, n); got (rank 3)" without saying square."""
+    cases = {
+        "int3d": (np.ones((2, 3, 4), np.int8), "tiles", "must have dtype bool"),
+        "int3d_sq": (np.ones((2, 3, 3), np.int8), "export", "must have dtype bool"),
+        "empty3d": (np.ones((2, 0, 4), bool), "tiles", "must have n >= 1 positions"),
+        "rect3d": (np.ones((2, 3, 4), bool), "export", "each head must be square (n, n)"),
+    }
+    for name, (arr, command, want) in cases.items():
+        path = tmp_path / f"{name}.npy"
+        np.save(path, arr)
+        extra = ["--to", "mask_mod"] if command == "export" else []
+        code, _, err = _run(capsys, command, str(path), *extra)
+        assert code == 2 and want in err, (name, err)

@@ -187,3 +187,56 @@ def test_nested_lists_are_one_mask_as_for_the_order_functions():
         to_mask_mod([[1, 0], [1, 1]])
     with pytest.raises(MaskError, match="not rectangular"):
         mask_rule([[True], [True, False]])
+
+
+def test_nested_lists_read_alike_and_refused_alike():
+    """A review of the nested-list change: a list of rank-1 rows (NumPy arrays, or mixed with lists) is one mask for
+    mask_rule and to_splash as for tile_stats and reachability; ragged heads are a MaskError everywhere (NumPy's
+    ValueError before); tile_stats's advice for int lists fits a list and ragged rows are called rows."""
+    from hassejax.order import HasseDiagram, convergence_depth, heads_union
+
+    d = np.tril(np.ones((4, 4), bool))
+    for rows in (list(d), [d[0].tolist(), d[1], d[2].tolist(), d[3]]):
+        np.testing.assert_array_equal(to_splash(rows)[:, :], d)
+        assert mask_rule(rows).heads is None
+        assert tile_stats(rows, block_size=2).shape == (4, 4)
+    a = [[True, False, False], [True, True, False], [False, True, True]]
+    ragged = [a, [[True, False, False], [True, True], [False, True, True]]]
+    for call in (
+        lambda: tile_stats(ragged),
+        lambda: heads_union(ragged, 0),
+        lambda: convergence_depth(ragged, head_axis=0),
+        lambda: HasseDiagram.from_mask(ragged, head_axis=0),
+        lambda: reachability(ragged),
+        lambda: mask_rule(ragged),
+    ):
+        with pytest.raises(MaskError, match="not rectangular"):
+            call()
+    with pytest.raises(MaskError, match=r"numpy.asarray\(mask, dtype=bool\)"):
+        tile_stats([[1, 0], [1, 1]])
+    with pytest.raises(MaskError, match="every row must have the same shape"):
+        tile_stats([[True, False, False], [True, True], [False, True, True]])
+
+
+def test_tile_counts_memory_check_covers_a_tile_row_beyond_the_chunk(monkeypatch):
+    """A review: with block_q = n a single tile row holds n · runs runs, more than _CHUNK_ENTRIES, and the grid's
+    count took 8 bytes a tile: 2.8× and 3.3× the memory checked. The check now counts both (here against the
+    memory a tracemalloc'd call takes) and refuses where the call would not fit."""
+    import importlib
+    import tracemalloc
+
+    from hassejax.masks import structured as S
+
+    tiles = importlib.import_module("hassejax.kernels.tiles")
+    checked = []
+    real = tiles.check_host_memory
+    monkeypatch.setattr(tiles, "check_host_memory", lambda b, *a, **k: (checked.append(b), real(b, *a, **k))[1])
+    monkeypatch.setattr(tiles, "_CHUNK_ENTRIES", 1 << 12)
+    n = 1 << 13
+    m = S.global_sliding(n, 16, np.arange(100, n, n // 32))  # 33 runs a row
+    for block in ((n, 128), (8, 8)):
+        tracemalloc.start()
+        tile_stats(m, block_size=block)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak <= checked[-1], (block, peak, checked[-1])

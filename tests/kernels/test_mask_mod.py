@@ -362,6 +362,10 @@ def test_scattered_global_tokens_at_long_n_are_written_as_their_positions():
     is_global[positions] = True
     want = (np.abs(q - k) <= window) | is_global[q] | is_global[k]  # Longformer's rule, independently
     np.testing.assert_array_equal(np.asarray(fn(0, 0, q, k)), want)
+    jax_source = {}  # JAX's table by a scatter (jnp.isin compares every pair: n × positions booleans; a review)
+    exec(mask_mod_source(spec, framework="jax"), jax_source)
+    np.testing.assert_array_equal(np.asarray(jax_source["GLOBAL"]), is_global)
+    np.testing.assert_array_equal(np.asarray(jax_source["mask_mod"](0, 0, jnp.asarray(q), jnp.asarray(k))), want)
     mask = from_spec(spec, form="intervals")
     for row in (0, positions[3], n - 1):
         dense_row = np.zeros(n, bool)

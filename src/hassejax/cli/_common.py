@@ -19,7 +19,9 @@ from ._parser import _OUTPUT_OPTIONS, STDOUT, _one_line, _OutputError, _stream_o
 # ----------------------------------------------------------------------------- inputs
 
 
-def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n, n)", *, square: bool = True):
+def load_mask(
+    spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n, n)", *, square: bool = True, heads: bool = False
+):
     """The mask named by `spec`: a ``.npy`` file path (dense) or a mask spec (interval form).
 
     A spec such as ``"sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)"``
@@ -29,7 +31,8 @@ def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n,
     is built by :func:`hassejax.kernels.mask_rule`, in interval form too.
 
     `arg` names the command line's argument in the errors and `ranks` the shapes it takes; ``square=False`` takes a
-    rectangular ``(n_q, n_k)`` array too (returned as it is read: ``hassejax tiles`` counts its tiles).
+    rectangular ``(n_q, n_k)`` array too (returned as it is read: ``hassejax tiles`` counts its tiles); ``heads=True``
+    a ``(heads, n, n)`` array (``(heads, n_q, n_k)`` with ``square=False``), returned as read.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for an unreadable file or one of another kind (``.npz``,
     ``.pt``, ...), a non-Boolean or non-square array, or a bad spec (the message of
@@ -77,13 +80,14 @@ def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n,
             if "mmap length is greater than file size" in why:  # numpy's words for a file cut short
                 why = "the file is shorter than its header says: truncated"
             raise MaskError(f"{arg} {spec!r}: cannot read it as a .npy array ({why}).") from None
-        if arr.ndim != 2:
+        if arr.ndim != 2 and not (heads and arr.ndim == 3):
             raise MaskError(f"{arg} {spec!r}: the array must have {ranks}; got shape {arr.shape} (rank {arr.ndim}).")
         if 0 in arr.shape:
             raise MaskError(f"{arg} {spec!r}: the array must have n >= 1 positions; got shape {arr.shape}.")
-        if arr.shape[0] != arr.shape[1] and square:
+        if arr.shape[-2] != arr.shape[-1] and square:
+            each = "each head" if arr.ndim == 3 else "the array"  # a review: "rank 3, (heads, n, n); got rank 3"
             raise MaskError(
-                f"{arg} {spec!r}: the array must be square (n, n): queries and keys are the same positions; got "
+                f"{arg} {spec!r}: {each} must be square (n, n): queries and keys are the same positions; got "
                 f"shape {arr.shape}."
             )
         if arr.dtype != np.bool_:
@@ -93,7 +97,7 @@ def load_mask(spec: str, arg: str = "MASK_SPEC", ranks: str = "rank 2, shape (n,
             )
         from ..masks import IntervalMask
 
-        if arr.shape[0] != arr.shape[1] or arr.shape[0] <= _DENSE_NPY_LIMIT:
+        if arr.ndim == 3 or arr.shape[0] != arr.shape[1] or arr.shape[0] <= _DENSE_NPY_LIMIT:
             return np.asarray(arr)
         return IntervalMask.from_dense(arr, name="mask")
     if _FAMILY_NAME.search(spec):  # the derived masks' closed forms, as `export` and `tiles` take them (imports JAX)
@@ -237,25 +241,18 @@ def _kernel_mask(args: argparse.Namespace, *, square: bool = True):
     except HassejaxError as err:
         raise _UsageError(str(err)) from None
     if target.lower().endswith(".npy"):
-        path = Path(target)
-        try:
-            arr = np.load(path, allow_pickle=False, mmap_mode="r") if path.is_file() else None
-        except (OSError, ValueError):
-            arr = None
-        if arr is not None and arr.ndim == 3 and arr.dtype == np.bool_ and 0 not in arr.shape:
-            if not square:  # tile counts: the (heads, n_q, n_k) array as it is
-                return np.asarray(arr)
-            if arr.shape[1] == arr.shape[2]:
-                return [np.asarray(head) for head in arr]  # one (n, n) mask per head
         shapes = (
             "rank 2, shape (n, n), or rank 3, (heads, n, n)"
             if square
             else "rank 2 or 3, (n_q, n_k) or (heads, n_q, n_k)"
         )
         try:
-            return load_mask(target, "SPEC_OR_FAMILY", shapes, square=square)
+            mask = load_mask(target, "SPEC_OR_FAMILY", shapes, square=square, heads=True)
         except HassejaxError as err:
             raise _UsageError(str(err)) from None
+        if square and getattr(mask, "ndim", 2) == 3:
+            return [np.asarray(head) for head in mask]  # one (n, n) mask per head
+        return mask
     return target
 
 

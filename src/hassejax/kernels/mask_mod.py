@@ -164,7 +164,7 @@ def mask_rule(mask: Any) -> MaskRule:
         return rule_from_runs(
             IntervalMask.from_dense(np.asarray(mask.mask), name="mask"), f"slots of {mask.name or 'task'}"
         )
-    if isinstance(mask, (list, tuple)) and mask and all(isinstance(m, (list, tuple, bool, np.bool_)) for m in mask):
+    if isinstance(mask, (list, tuple)) and mask and all(_is_nested_entry(m) for m in mask):
         # nested lists of bools: one (n, n) mask, or (heads, n, n), as the order functions and tile_stats read them
         # (a fresh user: [[True, False], [True, True]] was refused as a list of two heads)
         return mask_rule(check_mask(mask, "mask", square=False))
@@ -175,6 +175,11 @@ def mask_rule(mask: Any) -> MaskRule:
     if hasattr(mask, "shape") and hasattr(mask, "dtype") and getattr(mask, "ndim", 0) == 3:
         return per_head_rule([_single(mask[i], f"mask[{i}]") for i in range(mask.shape[0])])
     return _single(mask, "mask")
+
+
+def _is_nested_entry(m: Any) -> bool:
+    """Whether `m` is an entry of nested lists of bools: a list, tuple or bool, or a row (an array of rank 1)."""
+    return isinstance(m, (list, tuple, bool, np.bool_)) or getattr(m, "ndim", None) == 1
 
 
 def _single(mask: Any, name: str) -> MaskRule:
@@ -263,7 +268,9 @@ def _table_text(arr: np.ndarray, framework: str) -> str:
     template, module = _FRAMEWORKS[framework][1:]
     if _sparse_flags(arr):  # a fresh user: 256 global tokens at n = 2^20 wrote 1,048,576 booleans (7.3 MB)
         positions = template.format(values=np.flatnonzero(arr).tolist(), dtype="int32")
-        return f"{module}.isin({module}.arange({arr.size}, dtype={module}.int32), {positions})"
+        if framework == "jax":  # jnp.isin compares every pair (n × positions booleans; a review): a scatter
+            return f"jnp.zeros({arr.size}, dtype=jnp.bool_).at[{positions}].set(True)"
+        return f"{module}.isin({module}.arange({arr.size}, dtype={module}.int32), {positions})"  # sort-based
     dtype = "bool" if arr.dtype == np.bool_ else "int32"
     return template.format(values=np.asarray(arr).tolist(), dtype=dtype)
 
@@ -277,7 +284,8 @@ def mask_mod_source(mask: Any, *, framework: Literal["torch", "jax", "numpy"] = 
     with PyTorch tensors (FlexAttention's ``create_block_mask`` / ``flex_attention``),
     ``jax.numpy`` and NumPy alike. Lookup tables (document ids, run starts and stops) are
     module-level constants created with the chosen `framework` (a Boolean table with few True
-    entries, as Longformer's global tokens, from its True positions with ``isin``); for PyTorch on a GPU move
+    entries, as Longformer's global tokens, from its True positions: ``isin`` for NumPy and PyTorch, a scatter for
+    JAX); for PyTorch on a GPU move
     them to the device of ``q_idx`` (``TABLE = TABLE.to("cuda")``) before building the block
     mask. Executing the source (``exec``) and evaluating ``mask_mod`` on the grid gives the
     mask exactly (tested against every gallery and derived mask).

@@ -23,6 +23,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Int8
 
 from .._checks import check_memory
+from .._mask_checks import as_bool_advice
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask, check_host_memory
 from ..masks._validate import checked, describe, is_traced
@@ -144,6 +145,7 @@ def _mask_arg(value, name: str):
         return _mask_arg(from_splash(value, form="intervals" if square else "dense"), name)
     if isinstance(value, IntervalMask):
         return value
+    nested = False
     if isinstance(value, (list, tuple)) and value and any(isinstance(v, str) for v in value):  # one spec a head
         value = [_mask_arg(v, f"{name}[{i}]") if isinstance(v, str) else v for i, v in enumerate(value)]
     if isinstance(value, (list, tuple)) and value and any(isinstance(v, IntervalMask) for v in value):
@@ -164,11 +166,16 @@ def _mask_arg(value, name: str):
                 f"`{name}` must be a Boolean array, an IntervalMask or a sequence of IntervalMasks; "
                 f"got an empty {type(value).__name__}."
             )
-        shapes = [tuple(np.shape(v)) for v in value]
+        nested = True
+        try:
+            shapes = [tuple(np.shape(v)) for v in value]
+        except ValueError:  # a ragged entry (NumPy's "inhomogeneous shape"; a review)
+            raise MaskError(f"`{name}`: got nested lists that are not rectangular.") from None
         if any(sh != shapes[0] for sh in shapes[1:]):
             bad = next(i for i, sh in enumerate(shapes) if sh != shapes[0])
+            what = "row" if len(shapes[0]) <= 1 else "head"  # entries of rank 1 are one mask's rows
             raise MaskError(
-                f"`{name}`: every head must have the same shape; entry 0 has shape {shapes[0]}, entry {bad} has "
+                f"`{name}`: every {what} must have the same shape; entry 0 has shape {shapes[0]}, entry {bad} has "
                 f"shape {shapes[bad]}."
             )
         value = np.asarray(value)
@@ -188,7 +195,8 @@ def _mask_arg(value, name: str):
     if value.dtype != np.bool_:
         raise MaskError(
             f"`{name}` must have dtype bool (True = may attend); got dtype {value.dtype}. Convert explicitly "
-            "(`mask.astype(bool)` for 0/1 'may attend' masks, hassejax.masks.from_blocked, from_additive_bias)."
+            f"(`{as_bool_advice(name, nested)}` for 0/1 'may attend' masks, hassejax.masks.from_blocked, "
+            "from_additive_bias)."
         )
     if not isinstance(value, (np.ndarray, jax.Array)):
         check_host_memory(math.prod(shape), f"a NumPy copy of a {type(value).__name__} of shape {shape}", name)
@@ -241,9 +249,10 @@ _CHUNK_ENTRIES = 1 << 22
 """Runs, and tile counts, that :func:`_interval_kind` holds at once (a block of tile rows at a time)."""
 
 
-def _chunk_bytes(tk: int) -> float:
-    """Host bytes :func:`_interval_kind` needs besides its result: a block's runs (80 bytes each) and counts (32)."""
-    return 80.0 * _CHUNK_ENTRIES + 32.0 * max(_CHUNK_ENTRIES, tk)
+def _chunk_bytes(bq: int, tk: int, width: int) -> float:
+    """Host bytes :func:`_interval_kind` needs besides its result: a block's runs (80 bytes each: at least one tile
+    row's, `bq` rows of `width` runs) and tile counts (32 bytes each: at least one tile row's)."""
+    return 80.0 * max(_CHUNK_ENTRIES, bq * width) + 32.0 * max(_CHUNK_ENTRIES, tk)
 
 
 def _interval_kind(m: IntervalMask, bq: int, bk: int) -> np.ndarray:
@@ -376,8 +385,11 @@ def tile_stats(
         heads = mask if isinstance(mask, tuple) else (mask,)
         n = heads[0].n
         tq, tk = -(-n // bq), -(-n // bk)
+        width = max(max(1, h.starts.shape[1]) for h in heads)
+        # the codes of each head, their stack (several heads) and one Boolean grid to count them (a review: a count
+        # by bincount took 8 bytes a tile, and a tile row of `bq` rows may hold more than _CHUNK_ENTRIES runs)
         check_host_memory(
-            len(heads) * float(tq) * tk + _chunk_bytes(tk),
+            (2 * len(heads) + 1) * float(tq) * tk + _chunk_bytes(bq, tk, width),
             f"tile counts of a {tq} x {tk} tile grid ({len(heads)} head(s), n = {n}, blocks {bq} x {bk})",
             "mask",
             hint="The grid has (n / block_q) x (n / block_k) tiles: use a larger `block_size`.",
@@ -415,7 +427,7 @@ def tile_stats(
         kind = kind.reshape(lead + kind.shape[-2:])
     kind = np.ascontiguousarray(kind, dtype=np.int8)
     kind.flags.writeable = False
-    counts = np.bincount(kind.reshape(-1), minlength=3)
+    counts = [int(np.count_nonzero(kind == code)) for code in (EMPTY, PARTIAL, FULL)]  # a byte a tile at a time
     total = int(kind.size)
     computed = int(counts[PARTIAL] + counts[FULL])
     return TileStats(

@@ -108,7 +108,12 @@ def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, l
                     f"`{name}` must be a sequence of layers or a stacked array; got a sequence of IntervalMask."
                 )
             return _interval_heads_union(mask, head_axis, name)
-        shapes = [tuple(np.shape(m)) for m in mask]
+        try:
+            shapes = [tuple(np.shape(m)) for m in mask]
+        except ValueError:  # a ragged head of nested lists (NumPy's "inhomogeneous shape"; a review)
+            raise MaskError(
+                f"`{name}`: got nested lists that are not rectangular (a head with rows of other lengths)."
+            ) from None
         if any(sh != shapes[0] for sh in shapes[1:]):
             bad = next(i for i, sh in enumerate(shapes) if sh != shapes[0])
             raise MaskError(

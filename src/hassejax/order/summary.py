@@ -252,6 +252,7 @@ def flow_summary(
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.2–1.7; the structured route
     is (derived), DESIGN.md "Scale".
     """
+    start = time.perf_counter()  # the heads' union and the checks count under "route" too (a review)
     layers = _check_layers(layers)
     delay = check_progress(progress)
     if isinstance(quotient_limit, bool) or not isinstance(quotient_limit, (int, np.integer)) or quotient_limit < 1:
@@ -268,7 +269,6 @@ def flow_summary(
             )
         # The checks of reachability, convergence_depth and HasseDiagram.from_mask (nested lists accepted), no JAX.
         mask = check_mask(mask, "mask", batched=False, concrete="flow_summary")
-    start = time.perf_counter()
     summary = _routed_summary(mask, method, delay, layers, int(quotient_limit))
     # a fresh user: a failed Kronecker factor search (~3 s at n = 2^20) and the route choice were in no stage
     staged = sum(summary.seconds.values())

@@ -83,9 +83,9 @@ class FlowSummary:
       ``"layers"``, ``"classes"``, ``"order"``; on the bit-packed route one level search gives ``R``, ``L*`` and
       the ``R^(L)`` of `layers`, all counted under ``"limit"``; on the product route ``"factors"``: the search for
       the factors and their own ``R`` and ``L*``, before the stages that combine them; on the components route
-      ``"factors"``: the components' own ``R`` and ``L*``; ``"route"``: the rest of the call, choosing the route:
-      a Kronecker factor search that found none, densifying an IntervalMask for a dense route, a structured attempt
-      that ``method="auto"`` gave up for a dense route).
+      ``"factors"``: the components' own ``R`` and ``L*``; ``"route"``: the rest of the call: the checks, the
+      heads' union, choosing the route (a Kronecker factor search that found none, densifying an IntervalMask for a
+      dense route, a structured attempt that ``method="auto"`` gave up for a dense route)).
 
     :meth:`diagram` returns the :class:`~hassejax.order.HasseDiagram` when the quotient has at
     most :data:`QUOTIENT_LIMIT` classes.
