@@ -110,3 +110,29 @@ def test_every_public_function_and_class_names_its_errors_and_its_source():
     no_source = sorted(name for name in public if not _SOURCE.search(docs[name]))
     assert not no_raises, f"{len(no_raises)} public functions without a **Raises:** section: {', '.join(no_raises)}"
     assert not no_source, f"{len(no_source)} public names without a source: {', '.join(no_source)}"
+
+
+_SOLVES = re.compile(r"\b(solve_gaussian|solve_low_rank_gaussian)\(")  # rtol = atol = 1e-8 by default (particles: 1e-6)
+
+
+def test_examples_that_solve_at_the_default_tolerances_enable_float64():
+    """The suite runs with float64 on (conftest), a user's session does not: a fresh user's review found examples
+    that solve at the default tolerances (rtol = atol = 1e-8, float64 ones) printing other numbers and warning in
+    float32. An example that solves without its own `rtol` turns float64 on itself, as the README's block does."""
+    finder, parser = doctest.DocTestFinder(), doctest.DocTestParser()
+    missing = []
+    for name in MODULES:
+        if _missing_extra(name) is not None:
+            continue
+        for test in finder.find(importlib.import_module(name)):
+            # one example is one fenced block: split the docstring's examples where their blocks end
+            for block in re.split(r"\n\s*```\s*\n", test.docstring or ""):
+                source = "\n".join(e.source for e in parser.get_examples(block))
+                solves = list(_SOLVES.finditer(source))
+                if (
+                    solves
+                    and "jax_enable_x64" not in source
+                    and not all("rtol=" in source[m.start() : source.find("\n", m.start()) + 1 or None] for m in solves)
+                ):
+                    missing.append(test.name)
+    assert not missing, f"examples that solve at float64 tolerances without enabling float64: {sorted(set(missing))}"

@@ -94,8 +94,8 @@ def interaction_energy(x: Float[ArrayLike, "*batch n d"], A: Float[ArrayLike, "d
     >>> import math
     >>> import jax.numpy as jnp
     >>> from hassejax.dynamics import interaction_energy
-    >>> float(interaction_energy(jnp.array([[1.0], [-1.0]]), jnp.array([[1.0]]))), math.cosh(1.0) / 2
-    (0.77154031..., 0.77154031...)
+    >>> round(float(interaction_energy(jnp.array([[1.0], [-1.0]]), jnp.array([[1.0]]))), 6), round(math.cosh(1.0) / 2, 6)
+    (0.77154, 0.77154)
 
     ```
     """
@@ -178,8 +178,8 @@ def gaussian_interaction_energy(
     >>> import jax.numpy as jnp
     >>> from hassejax.dynamics import gaussian_interaction_energy
     >>> e = gaussian_interaction_energy(jnp.array([1.0, 0.0]), jnp.eye(2) / 2, -jnp.eye(2))
-    >>> float(e.value), 2 / 3 * math.exp(-2 / 3), bool(e.finite)
-    (0.342278079..., 0.342278079..., True)
+    >>> round(float(e.value), 6), round(2 / 3 * math.exp(-2 / 3), 6), bool(e.finite)
+    (0.342278, 0.342278, True)
 
     ```
     """
@@ -252,8 +252,8 @@ def gaussian_sinkhorn_energy(
     >>> from hassejax.dynamics import gaussian_sinkhorn_energy
     >>> s5 = math.sqrt(5.0)
     >>> F = gaussian_sinkhorn_energy(jnp.ones(1), jnp.eye(1), jnp.eye(1))
-    >>> float(F), -0.5 - (s5 - 1 + math.log(2 / (1 + s5))) / 4
-    (-0.688714038..., -0.688714038...)
+    >>> round(float(F), 6), round(-0.5 - (s5 - 1 + math.log(2 / (1 + s5))) / 4, 6)
+    (-0.688714, -0.688714)
 
     ```
     """

@@ -53,9 +53,10 @@ def linear_second_moment_closed_form(
 
     ```python
     >>> import jax.numpy as jnp
+    >>> import numpy as np
     >>> from hassejax.dynamics.linear_moments import linear_second_moment_closed_form
     >>> p = linear_second_moment_closed_form(jnp.array([1.0, 0.0]), jnp.eye(2), -jnp.eye(2), 1.0, 0.25)
-    >>> jnp.round(p, 6).tolist()
+    >>> np.asarray(p, dtype=float).round(6).tolist()  # rounded in float64: the same print in float32
     [[1.0, 0.0], [0.0, 0.666667]]
 
     ```

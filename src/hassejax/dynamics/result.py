@@ -256,6 +256,8 @@ class SolverStats(eqx.Module):
     **Example:** every step of a solve (softmax blowing up at `t* = 1`, spec §3) is accepted or rejected:
 
     ```python
+    >>> import jax
+    >>> jax.config.update("jax_enable_x64", True)  # float64: the default rtol = atol = 1e-8
     >>> import jax.numpy as jnp
     >>> from hassejax.dynamics import Softmax, solve_gaussian
     >>> stats = solve_gaussian(Softmax(V=jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=5.0).stats
@@ -310,6 +312,8 @@ class AbstractSolution(eqx.Module):
     lies after the stop, and the size grows like `c/(t* − t)` (`p = 2`, `ρ ≈ 1/99`):
 
     ```python
+    >>> import jax
+    >>> jax.config.update("jax_enable_x64", True)  # float64: the default rtol = atol = 1e-8
     >>> import jax.numpy as jnp
     >>> from hassejax.dynamics import BlowupMethod, Softmax, solve_gaussian, status_names
     >>> sol = solve_gaussian(Softmax(V=jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=5.0)
@@ -368,6 +372,8 @@ class GaussianSolution(AbstractSolution):
     crosses its default threshold `1e8 · tr Σ0`, and the mean stays at 0:
 
     ```python
+    >>> import jax
+    >>> jax.config.update("jax_enable_x64", True)  # float64: the default rtol = atol = 1e-8
     >>> import jax.numpy as jnp
     >>> from hassejax.dynamics import Softmax, solve_gaussian
     >>> sol = solve_gaussian(Softmax(V=jnp.eye(2), A=jnp.eye(2)), jnp.zeros(2), jnp.eye(2) / 2, t1=5.0)
@@ -398,6 +404,8 @@ class ParticleSolution(AbstractSolution):
     **Example:** `V = −I`, `A = 0`: `ẋ_i = −x̄`, so every token moves by `−(1 − e^{−t}) x̄(0)`, here `x̄(0) = (1, 1)`:
 
     ```python
+    >>> import jax
+    >>> jax.config.update("jax_enable_x64", True)  # float64: the default rtol = atol = 1e-8
     >>> import jax.numpy as jnp
     >>> from hassejax.dynamics import Softmax, solve_particles
     >>> x0 = jnp.array([[2.0, 0.0], [0.0, 2.0]])

@@ -80,6 +80,8 @@ def classify(
     **Example:** softmax, `V = I`, `A = I` blows up at `t* = 1/λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2}) = 1`:
 
     ```python
+    >>> import jax
+    >>> jax.config.update("jax_enable_x64", True)  # float64: the default rtol = atol = 1e-8
     >>> import jax.numpy as jnp
     >>> from hassejax.dynamics import Softmax, solve_gaussian
     >>> from hassejax.dynamics.diagnostics import classify, outcome_names

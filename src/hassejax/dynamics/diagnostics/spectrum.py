@@ -44,6 +44,8 @@ class Spectrum(eqx.Module):
     **Example:** from :func:`spectrum`; `V = 0` keeps `Σ = diag(2, 0.01)` fixed:
 
     ```python
+    >>> import jax
+    >>> jax.config.update("jax_enable_x64", True)  # float64: the default rtol = atol = 1e-8
     >>> import jax.numpy as jnp
     >>> from hassejax.dynamics import Softmax, solve_gaussian
     >>> from hassejax.dynamics.diagnostics import spectrum
@@ -220,6 +222,8 @@ def spectrum(
     **Example:** `V = 0` keeps `Σ` fixed:
 
     ```python
+    >>> import jax
+    >>> jax.config.update("jax_enable_x64", True)  # float64: the default rtol = atol = 1e-8
     >>> import jax.numpy as jnp
     >>> from hassejax.dynamics import Softmax, solve_gaussian
     >>> from hassejax.dynamics.diagnostics import spectrum

@@ -41,7 +41,7 @@ class LowRankGaussianSolution(AbstractSolution):
     >>> status_names(sol.status), round(float(sol.t_blowup), 3), sol.b.shape, sol.psi.shape
     ('blow_up', 1.0, (2, 1), (2, 1, 1))
     >>> cov = sol.to_gaussian(head, jnp.zeros(2), jnp.eye(2) / 2).cov_final
-    >>> float(cov[0, 0]) > 1e7, round(float(cov[1, 1]), 6)
+    >>> float(cov[0, 0]) > 1e3, round(float(cov[1, 1]), 6)  # the size event: 1e8 tr Σ0 in float64, 1e4 in float32
     (True, 0.5)
 
     ```
