@@ -376,6 +376,27 @@ def test_head_parameters_error(no_typecheck):
         rh.head_parameters(np.zeros(3))
 
 
+def test_head_parameters_follow_the_64_bit_mode(fake_dir):
+    """A fresh user: without jax_enable_x64 the default float64 drew JAX's truncation warning for each of the four
+    arrays; the default is JAX's float (float32 there), and float64 asked for without x64 is refused naming dtype."""
+    import warnings
+
+    import jax
+
+    w = rw.load_weights(fake_dir, sha256=None)
+    assert rh.head_parameters(w).Q.dtype == np.float64  # the suite runs in 64-bit mode
+    old = jax.config.jax_enable_x64
+    try:
+        jax.config.update("jax_enable_x64", False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert rh.head_parameters(w).Q.dtype == np.float32
+        with pytest.raises(ParameterError, match=r"`dtype` = float64 needs JAX's 64-bit mode"):
+            rh.head_parameters(w, dtype=np.float64)
+    finally:
+        jax.config.update("jax_enable_x64", old)
+
+
 # --------------------------------------------------------------------------- naive spectrum
 def _factors(d, k, seed):
     rng = np.random.default_rng(seed)

@@ -107,15 +107,17 @@ class HeadParameters(eqx.Module):
         return LowRankSoftmax(self.Q[pick], self.K[pick], self.W_V[pick], self.W_O[pick])
 
 
-def head_parameters(weights: BertWeights, dtype=jnp.float64) -> HeadParameters:
+def head_parameters(weights: BertWeights, dtype=None) -> HeadParameters:
     """Split every layer's attention weights into heads (mapping in the module docstring).
 
     **Arguments:** `weights` from :func:`~hassejax.pretrained.load_weights`;
-    `dtype` of the result (float64 needs ``jax_enable_x64``; otherwise JAX uses float32).
+    `dtype` of the result (default: JAX's default float, float64 with ``jax_enable_x64`` and float32 without;
+    the default was float64, which without ``jax_enable_x64`` drew JAX's truncation warning for each array).
 
     **Returns:** :class:`HeadParameters`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` if `weights` is not a ``BertWeights``.
+    **Raises:** :class:`~hassejax.errors.ParameterError` if `weights` is not a ``BertWeights``, or naming `dtype`
+    for a dtype that is not floating or float64 without ``jax_enable_x64``.
 
     Source: (derived), module docstring.
 
@@ -131,6 +133,9 @@ def head_parameters(weights: BertWeights, dtype=jnp.float64) -> HeadParameters:
     """
     if not isinstance(weights, BertWeights):
         raise ParameterError(f"`weights` must be a BertWeights (from load_weights); got {type(weights).__name__}.")
+    from ..nn.attention import _check_float_dtype
+
+    dtype = _check_float_dtype(dtype)  # float64 without x64: refused, as the models refuse it
     c = weights.config
     n_l, h, k, d = c.num_hidden_layers, c.num_attention_heads, c.head_dim, c.hidden_size
 
