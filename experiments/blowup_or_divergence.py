@@ -47,10 +47,10 @@ SPEC_T_STAR_HALF_I = 0.70234
 
 
 KIND_COLORS = {
-    "softmax": "tab:red",
-    "multi-head (H = 2)": "tab:purple",
-    "L2": "tab:green",
-    "Sinkhorn (ε = 1)": "tab:blue",
+    "softmax": "#D55E00",  # Okabe & Ito's colour-blind-safe palette (red against green was confusable; a referee)
+    "multi-head (H = 2)": "#CC79A7",
+    "L2": "#009E73",
+    "Sinkhorn (ε = 1)": "#0072B2",
 }
 N_DRAWN = 40
 """About this many grid members drawn in each disk (every `n // N_DRAWN`-th; all are solved and counted)."""
@@ -131,7 +131,9 @@ def main(out: Path, quick: bool = False) -> dict:
                 rec["t_star_at_half_identity"] = {"closed_form": t_closed_half, "solved": float(h["t_blowup"][0]),
                                                   "threshold": ACCURATE_THRESHOLD,
                                                   "rel_error": float(abs(h["t_blowup"][0] / t_closed_half - 1.0))}  # fmt: skip
-                ax_t.loglog(t_closed, acc["t_blowup"], "o", ms=1.5, color="tab:red", zorder=2, rasterized=True)
+                ax_t.loglog(
+                    t_closed, acc["t_blowup"], "o", ms=1.5, color=KIND_COLORS["softmax"], zorder=2, rasterized=True
+                )
                 lim = np.array([0.8 * t_closed.min(), 1.2 * t_closed.max()])
                 ax_t.loglog(lim, lim, "k--", lw=0.8, zorder=1, label="$y = x$")
         results[label] = rec
