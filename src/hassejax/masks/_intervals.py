@@ -376,7 +376,50 @@ class IntervalMask:
 
         return self._combined(other, "&", "intersection", self.num_runs * other.num_runs, candidates)
 
-    def _combined(self, other: IntervalMask, op: str, what: str, per_row: int, candidates) -> IntervalMask:
+    @staticmethod
+    def union(masks: Sequence[IntervalMask]) -> IntervalMask:
+        """The union of interval masks of one `n` in one pass: every row's runs of all masks merged once (a review:
+        four heads of 17 runs a row at n = 2^20 merged 153 candidate runs a row by ``|`` in turn, 11.5 s; 5.6 s).
+
+        **Arguments:** `masks`: a non-empty sequence of IntervalMasks of one `n` (row = query, column = key, True =
+        may attend).
+
+        **Returns:** the IntervalMask of their elementwise OR, in normal form (`masks[0]` itself for one mask).
+
+        **Raises:** :class:`~hassejax.errors.MaskError` for masks of different `n` or an entry that is no
+        IntervalMask; :class:`~hassejax.errors.MemoryBudgetError` (naming ``|``) when the result and one block's
+        candidate runs would not fit in memory.
+
+        **Example:**
+
+        ```python
+        >>> from hassejax.masks import IntervalMask, structured
+        >>> u = IntervalMask.union([structured.causal(4), structured.sliding_window(4, 0, 1), structured.attention_sinks(4, 1)])
+        >>> u.to_dense().astype(int).tolist()
+        [[1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]]
+
+        ```
+        """
+        masks = list(masks)
+        if not masks or not isinstance(masks[0], IntervalMask):
+            raise MaskError(f"`masks` must be a non-empty sequence of IntervalMask; got {masks[:1] or 'none'}.")
+        first, rest = masks[0], masks[1:]
+        if not rest:
+            return first
+        masks = [first] + [first._other(m, "|") for m in rest]  # an array in the sequence: its interval form
+
+        def candidates(r0: int, r1: int):  # every run of every mask's rows
+            return (
+                np.concatenate([m.starts[r0:r1] for m in masks], axis=1),
+                np.concatenate([m.stops[r0:r1] for m in masks], axis=1),
+            )
+
+        width = sum(m.num_runs for m in masks)
+        return first._combined(None, "|", "union", width, candidates, width=width)
+
+    def _combined(
+        self, other: IntervalMask | None, op: str, what: str, per_row: int, candidates, width: int | None = None
+    ) -> IntervalMask:
         """The normal form of `candidates(r0, r1)` (`per_row` candidate runs a row of rows ``r0:r1``), a block of rows
         at a time, after a check of the host memory: the result (at most ``k1 + k2`` runs a row), its blocks before
         they are stacked, and one block's candidates with :func:`normalize_runs`' temporaries (a fresh user: the
@@ -384,11 +427,13 @@ class IntervalMask:
         130 runs a row builds ``n · 130²`` candidates at once)."""
         n = self.n
         rows = max(1, min(n, _COMBINE_CANDIDATES // max(1, per_row)))
-        width = self.num_runs + other.num_runs
+        if width is None:
+            width = self.num_runs + other.num_runs
+            masks = f"two interval masks (n = {n}; {self.num_runs} and {other.num_runs} runs a row)"
+        else:
+            masks = f"interval masks (n = {n}; {width} runs a row in all)"
         check_host_memory(
-            2 * 8.0 * n * width + _COMBINE_BYTES_PER_CANDIDATE * rows * per_row,
-            f"the {what} ({op}) of two interval masks (n = {n}; {self.num_runs} and {other.num_runs} runs a row)",
-            op,
+            2 * 8.0 * n * width + _COMBINE_BYTES_PER_CANDIDATE * rows * per_row, f"the {what} ({op}) of {masks}", op
         )
         if rows == n:
             s, e = normalize_runs(*candidates(0, n), n)

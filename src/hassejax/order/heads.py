@@ -8,9 +8,7 @@ Output ``i`` of a multi-head layer depends on input ``j`` iff some head lets ``i
 
 from __future__ import annotations
 
-import functools
 import math
-import operator
 from collections.abc import Sequence
 
 import jax
@@ -78,7 +76,7 @@ def _interval_heads_union(heads, head_axis, name: str) -> IntervalMask:
     if len(ns) != 1:
         raise MaskError(f"`{name}`: the heads of one layer must all have the same n; got n in {ns}.")
     check_host_memory(3 * sum(m.nbytes for m in heads), f"the union of {len(heads)} interval heads", name)
-    return functools.reduce(operator.or_, heads)
+    return IntervalMask.union(heads)  # one merge of every head's runs (`|` in turn merged them again and again)
 
 
 def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, layer_axis: bool = False, memory=None):
