@@ -377,6 +377,8 @@ def test_kernel_commands_name_what_is_wrong_with_a_stack_of_heads(capsys, tmp_pa
         "int3d_sq": (np.ones((2, 3, 3), np.int8), "export", "must have dtype bool"),
         "empty3d": (np.ones((2, 0, 4), bool), "tiles", "must have n >= 1 positions"),
         "rect3d": (np.ones((2, 3, 4), bool), "export", "each head must be square (n, n)"),
+        "zero_heads": (np.ones((0, 8, 8), bool), "tiles", "the stack must hold at least one head"),
+        "zero_heads_export": (np.ones((0, 8, 8), bool), "export", "the stack must hold at least one head"),
     }
     for name, (arr, command, want) in cases.items():
         path = tmp_path / f"{name}.npy"

@@ -112,13 +112,24 @@ def test_every_public_function_and_class_names_its_errors_and_its_source():
     assert not no_source, f"{len(no_source)} public names without a source: {', '.join(no_source)}"
 
 
-_SOLVES = re.compile(r"\b(solve_gaussian|solve_low_rank_gaussian)\(")  # rtol = atol = 1e-8 by default (particles: 1e-6)
+_SOLVES = re.compile(r"\b(solve_gaussian|solve_low_rank_gaussian)\b")  # rtol = atol = 1e-8 by default (particles: 1e-6)
+_RTOL = re.compile(r"\brtol=([0-9.eE+-]+)")
+
+
+def _float32_tolerance(line: str) -> bool:
+    """Whether a line that solves passes its own `rtol` of at least 1e-6 (one float32 resolves)."""
+    found = _RTOL.search(line)
+    try:
+        return found is not None and float(found.group(1)) >= 1e-6
+    except ValueError:
+        return False
 
 
 def test_examples_that_solve_at_the_default_tolerances_enable_float64():
     """The suite runs with float64 on (conftest), a user's session does not: a fresh user's review found examples
     that solve at the default tolerances (rtol = atol = 1e-8, float64 ones) printing other numbers and warning in
-    float32. An example that solves without its own `rtol` turns float64 on itself, as the README's block does."""
+    float32. An example that solves (directly or through a wrapper such as ``partial``) without its own float32
+    `rtol` turns float64 on itself, as the README's block does."""
     finder, parser = doctest.DocTestFinder(), doctest.DocTestParser()
     missing = []
     for name in MODULES:
@@ -128,11 +139,11 @@ def test_examples_that_solve_at_the_default_tolerances_enable_float64():
             # one example is one fenced block: split the docstring's examples where their blocks end
             for block in re.split(r"\n\s*```\s*\n", test.docstring or ""):
                 source = "\n".join(e.source for e in parser.get_examples(block))
-                solves = list(_SOLVES.finditer(source))
-                if (
-                    solves
-                    and "jax_enable_x64" not in source
-                    and not all("rtol=" in source[m.start() : source.find("\n", m.start()) + 1 or None] for m in solves)
-                ):
+                solving = [
+                    line
+                    for line in source.splitlines()
+                    if _SOLVES.search(line) and not line.lstrip().startswith(("from ", "import "))
+                ]
+                if solving and 'jax_enable_x64", True' not in source and not all(map(_float32_tolerance, solving)):
                     missing.append(test.name)
     assert not missing, f"examples that solve at float64 tolerances without enabling float64: {sorted(set(missing))}"

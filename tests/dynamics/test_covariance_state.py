@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hassejax.dynamics import (
     L2,
     Linear,
+    LowRankSoftmax,
     MultiHead,
     Sinkhorn,
     Softmax,
@@ -24,6 +25,7 @@ from hassejax.dynamics import (
     blowup_time_closed_form,
     softmax_covariance_closed_form,
     solve_gaussian,
+    solve_low_rank_gaussian,
 )
 from hassejax.errors import ParameterError
 
@@ -191,12 +193,34 @@ def test_traced_indefinite_initial_covariance_is_flagged_by_the_factor_states(st
     covs = jnp.stack([
         jnp.eye(2) / 2, jnp.diag(jnp.array([1.0, -1.0])), jnp.diag(jnp.array([1.0, 0.0])),
         jnp.diag(jnp.array([1.0, -1e-14])),
+        # a review: indefinite at a small scale or by less than 1e-4 tr Σ0 passed the solve's slack
+        1e-7 * jnp.diag(jnp.array([1.0, -1.0])), jnp.diag(jnp.array([1.0, -1e-4])), -1e-9 * jnp.eye(2),
     ])  # fmt: skip
     status, t = jax.vmap(one)(covs)
-    assert status.tolist() == [Status.blow_up, Status.indefinite, Status.blow_up, Status.blow_up]
+    indefinite = [Status.indefinite] * 3
+    assert status.tolist() == [Status.blow_up, Status.indefinite, Status.blow_up, Status.blow_up, *indefinite]
     # t* = 1/λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2}) (spec §3): 1 for I/2, 1/2 for the singular diag(1, 0)
     np.testing.assert_allclose(np.asarray(t)[[0, 2, 3]], [1.0, 0.5, 0.5], rtol=1e-5)
-    assert np.isinf(np.asarray(t)[1])
+    assert np.isinf(np.asarray(t)[[1, 4, 5, 6]]).all()
+    # the closed form gives NaN on the same members (the same rule: check_psd's)
+    t_closed = jax.vmap(lambda s: blowup_time_closed_form(s, jnp.eye(2), 1.0))(covs)
+    assert np.isnan(np.asarray(t_closed)).tolist() == [False, True, False, False, True, True, True]
+
+
+def test_traced_indefinite_initial_covariance_is_flagged_by_the_low_rank_solve():
+    """A review: ``solve_low_rank_gaussian`` ("exactly the solve of solve_gaussian") took a traced indefinite `Σ0`
+    as given (diag(1, -1): blow_up at 0.5; -I/2: completed); it is ``indefinite`` as in solve_gaussian."""
+    e = jnp.array([[1.0, 0.0]])
+    head = LowRankSoftmax(e, e, e, e.T)
+    covs = jnp.stack([jnp.eye(2) / 2, jnp.diag(jnp.array([1.0, -1.0])), -jnp.eye(2) / 2])
+
+    def one(cov0):
+        sol = solve_low_rank_gaussian(head, jnp.zeros(2), cov0, t1=5.0, rtol=1e-6, atol=1e-6)
+        return sol.status, sol.t_blowup
+
+    status, t = jax.vmap(one)(covs)
+    assert status.tolist() == [Status.blow_up, Status.indefinite, Status.indefinite]
+    assert float(t[0]) == pytest.approx(1.0, rel=1e-4) and np.isinf(np.asarray(t)[1:]).all()
 
 
 def test_rank_deficient_initial_covariance_warns():

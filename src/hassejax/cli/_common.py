@@ -82,6 +82,8 @@ def load_mask(
             raise MaskError(f"{arg} {spec!r}: cannot read it as a .npy array ({why}).") from None
         if arr.ndim != 2 and not (heads and arr.ndim == 3):
             raise MaskError(f"{arg} {spec!r}: the array must have {ranks}; got shape {arr.shape} (rank {arr.ndim}).")
+        if arr.ndim == 3 and arr.shape[0] == 0:  # a review: "n >= 1 positions" for a (0, 8, 8) stack
+            raise MaskError(f"{arg} {spec!r}: the stack must hold at least one head; got shape {arr.shape}.")
         if 0 in arr.shape:
             raise MaskError(f"{arg} {spec!r}: the array must have n >= 1 positions; got shape {arr.shape}.")
         if arr.shape[-2] != arr.shape[-1] and square:

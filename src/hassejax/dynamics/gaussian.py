@@ -47,7 +47,7 @@ from ..errors import ParameterError
 from ..masks._runs import check_host_memory
 from . import _solve
 from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver, concrete, input_shape, numeric_dtype
-from ._linalg import check_psd, psd_sqrt, symmetrize
+from ._linalg import below_psd, check_psd, psd_sqrt, symmetrize
 from ._projective import projective_integrate
 from ._tsit5 import UnrolledTsit5
 from .attention import L2, AbstractAttention, Sinkhorn, check_model
@@ -241,7 +241,9 @@ def _solve_core(model, mean0, cov0, u0, settings, state="factor", tols=None):
         u0, lo0 = psd_sqrt(cov0, with_min=True)
         # a traced Σ0 that is no covariance (a sweep member): its PSD part would be solved, a confident answer for
         # another Σ0 (a fresh user: diag(1, -1) gave blow_up at 0.5); flagged as the covariance state flags it
-        indefinite = None if tols is None else lo0 < -_psd_slack(symmetrize(cov0), tols)
+        # check_psd's rule (the concrete check's and the closed forms'; a review: the solve's slack, 1e-4 tr Σ,
+        # passed 1e-7·diag(1, -1) and diag(1, -1e-4), both refused when concrete)
+        indefinite = below_psd(symmetrize(cov0), lo0)
     if state == "projective":
         return _solve_projective_state(model, mean0, u0, settings, tols, indefinite)
 
@@ -372,7 +374,7 @@ def _solve_covariance_state(model, mean0, cov0, settings, tols):
     root_f, lo_f = psd_sqrt(cov_f, with_min=True)
     lo_0 = jnp.linalg.eigvalsh(y0[1])[0]
     lost = (
-        (lo_0 < -_psd_slack(y0[1], tols))
+        below_psd(y0[1], lo_0)  # Σ0 by check_psd's rule, as the other states; the solve's slack from then on
         | jnp.any(out.valid & (lo < -_psd_slack(covs, tols)))
         | (lo_f < -_psd_slack(cov_f, tols))
     )

@@ -129,10 +129,11 @@ class Status(enum.IntEnum):
       (a stand-in solve runs in its place, e.g. a zero field; its steps are not counted), as for `invalid_times`
       (which wins when both apply); a concrete threshold and initial state are checked before
       the solve and raise :class:`~hassejax.errors.ParameterError`.
-    - `indefinite` (10): :func:`~hassejax.dynamics.solve_gaussian`: `Σ` was no covariance: an
-      eigenvalue below `−δ`, `δ = 10 atol + max(10 rtol, 1e-4) tr Σ` (plus rounding), initially (a traced
-      indefinite `Σ0` in a sweep, every state: the factor states solved its PSD part before) or, with
-      ``state="covariance"``, at a valid save point or at the end. The symmetric
+    - `indefinite` (10): :func:`~hassejax.dynamics.solve_gaussian` and
+      :func:`~hassejax.dynamics.solve_low_rank_gaussian`: `Σ` was no covariance: a traced `Σ0` (a sweep member;
+      every state) with an eigenvalue below `−max(1e-8, 10 d ε) max|Σ0|`, the rule that refuses a concrete one (the
+      factor states solved its PSD part before), or, with ``state="covariance"``, `Σ` at a valid save point or at
+      the end with an eigenvalue below `−δ`, `δ = 10 atol + max(10 rtol, 1e-4) tr Σ` (plus rounding). The symmetric
       state keeps `Σ` PSD only up to the tolerance; where a direction of `Σ` near zero is unstable,
       the error can push it below zero and the integration then follows a matrix that is no
       covariance (measured with L2, whose map depends on those directions and which the covariance

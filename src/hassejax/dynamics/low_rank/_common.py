@@ -15,6 +15,7 @@ import equinox as eqx
 from jaxtyping import Array, Float
 
 from .. import _solve
+from ..result import Status
 
 __all__ = ["AbstractReduction", "head_products", "solve_settings", "solve_reduction"]
 
@@ -97,9 +98,10 @@ def solve_settings(dtype, *, rtol, atol, stepsize_controller, blowup_estimate, *
 
 
 @eqx.filter_jit
-def solve_reduction(reduction: AbstractReduction, settings: dict):
+def solve_reduction(reduction: AbstractReduction, settings: dict, indefinite=None):
     """Solve the reduced system with :func:`~hassejax.dynamics._solve.integrate_events` (size event at
-    `threshold`, default `default_size_factor · λ(t0)`; no steady-state event) and build its solution type."""
+    `threshold`, default `default_size_factor · λ(t0)`; no steady-state event) and build its solution type; status
+    ``indefinite`` where the (traced) flag `indefinite` holds (an initial covariance that is no covariance)."""
     out = _solve.integrate_events(
         reduction.vector_field,
         reduction.initial_state(),
@@ -108,4 +110,6 @@ def solve_reduction(reduction: AbstractReduction, settings: dict):
         size_floor=reduction.size_floor,
         **settings,
     )
+    if indefinite is not None:
+        out = _solve.flag_status(out, indefinite, Status.indefinite)
     return reduction.solution(out)

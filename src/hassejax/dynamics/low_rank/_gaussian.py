@@ -26,7 +26,7 @@ from ...errors import ParameterError
 from ...masks._runs import check_host_memory
 from .. import _solve
 from .._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver
-from .._linalg import check_psd
+from .._linalg import below_psd, check_psd, symmetrize
 from ..gaussian import HOST_CHECK_ARRAYS, MEMORY_UNCHECKED_BYTES
 from ._common import AbstractReduction, head_products, solve_reduction, solve_settings
 from ._kernel import LowRankSoftmax
@@ -161,7 +161,7 @@ def solve_low_rank_gaussian(
     **Raises:** :class:`~hassejax.errors.ParameterError` for a model that is not a
     :class:`~hassejax.dynamics.LowRankSoftmax` or is batched, inconsistent shapes,
     non-finite (concrete) `mean0` or `cov0`, a concrete `cov0` that is not symmetric PSD (as
-    :func:`~hassejax.dynamics.solve_gaussian`), bad times, tolerances or thresholds (a concrete
+    :func:`~hassejax.dynamics.solve_gaussian`; a traced one, a sweep member, ends ``indefinite``), bad times, tolerances or thresholds (a concrete
     `size_threshold` at or below `tr Σ0`), an unknown `blowup_estimate`, a `mean0` or `cov0` in half precision
     (float16, bfloat16; they are not promoted to the model's dtype) or a model in half precision;
     :class:`~hassejax.errors.MemoryBudgetError` naming `cov0`, before it is copied, when the `(d, d)` copies of the
@@ -206,12 +206,16 @@ def solve_low_rank_gaussian(
         blowup_estimate=blowup_estimate, progress_meter=progress_meter,
     )  # fmt: skip
     cov_c = concrete_inputs["cov0"]  # the input as given (concrete under jit too)
+    indefinite = None
     if cov_c is not None:  # a fresh user: -I/2 ended `completed`, diag(.5, -.5) `blow_up` (solve_gaussian refuses both)
         check_psd(cov_c, "cov0")
+    else:  # traced (a sweep member): flagged `indefinite` by check_psd's rule, as solve_gaussian flags it (a review)
+        sym = symmetrize(jnp.asarray(cov0, dtype))
+        indefinite = below_psd(sym, jnp.linalg.eigvalsh(sym)[..., 0])
     reduction = GaussianReduction.from_head(model, jnp.asarray(mean0, dtype), jnp.asarray(cov0, dtype))
     if size_threshold is not None and cov_c is not None:
         _solve.check_size_threshold(size_threshold, np.trace(cov_c.astype(np.float64)), "tr Σ0", dtype)
-    return solve_reduction(reduction, settings)
+    return solve_reduction(reduction, settings, indefinite)
 
 
 SETUP_ARRAYS = 4
