@@ -240,9 +240,9 @@ def _solve_core(model, mean0, cov0, u0, settings, state="factor", tols=None):
     if u0 is None:
         u0, lo0 = psd_sqrt(cov0, with_min=True)
         # a traced Σ0 that is no covariance (a sweep member): its PSD part would be solved, a confident answer for
-        # another Σ0 (a fresh user: diag(1, -1) gave blow_up at 0.5); flagged as the covariance state flags it
-        # check_psd's rule (the concrete check's and the closed forms'; a review: the solve's slack, 1e-4 tr Σ,
-        # passed 1e-7·diag(1, -1) and diag(1, -1e-4), both refused when concrete)
+        # another Σ0 (a fresh user: diag(1, -1) gave blow_up at 0.5); flagged `indefinite` by check_psd's rule, the
+        # concrete check's and the closed forms' (a review: the solve's slack, 1e-4 tr Σ, passed 1e-7·diag(1, -1)
+        # and diag(1, -1e-4), both refused when concrete)
         indefinite = below_psd(symmetrize(cov0), lo0)
     if state == "projective":
         return _solve_projective_state(model, mean0, u0, settings, tols, indefinite)
