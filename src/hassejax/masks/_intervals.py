@@ -354,15 +354,7 @@ class IntervalMask:
         return other
 
     def __or__(self, other) -> IntervalMask:
-        other = self._other(other, "|")
-
-        def candidates(r0: int, r1: int):  # every run of both rows
-            return (
-                np.concatenate([self.starts[r0:r1], other.starts[r0:r1]], axis=1),
-                np.concatenate([self.stops[r0:r1], other.stops[r0:r1]], axis=1),
-            )
-
-        return self._combined(other, "|", "union", self.num_runs + other.num_runs, candidates)
+        return IntervalMask.union([self, other])
 
     __ror__ = __or__
 
@@ -374,7 +366,11 @@ class IntervalMask:
             e = np.minimum(self.stops[r0:r1, :, None], other.stops[r0:r1, None, :]).reshape(r1 - r0, -1)
             return s, e
 
-        return self._combined(other, "&", "intersection", self.num_runs * other.num_runs, candidates)
+        runs = f"{self.num_runs} and {other.num_runs}"
+        width = self.num_runs + other.num_runs
+        return self._combined(
+            "&", "intersection", self.num_runs * other.num_runs, candidates, width, "two interval masks", runs
+        )
 
     @staticmethod
     def union(masks: Sequence[IntervalMask]) -> IntervalMask:
@@ -415,10 +411,19 @@ class IntervalMask:
             )
 
         width = sum(m.num_runs for m in masks)
-        return first._combined(None, "|", "union", width, candidates, width=width)
+        runs = " and ".join(str(m.num_runs) for m in masks) if len(masks) == 2 else f"{width} in all"
+        return first._combined(
+            "|",
+            "union",
+            width,
+            candidates,
+            width,
+            "two interval masks" if len(masks) == 2 else f"{len(masks)} interval masks",
+            runs,
+        )
 
     def _combined(
-        self, other: IntervalMask | None, op: str, what: str, per_row: int, candidates, width: int | None = None
+        self, op: str, what: str, per_row: int, candidates, width: int, masks: str, runs: str
     ) -> IntervalMask:
         """The normal form of `candidates(r0, r1)` (`per_row` candidate runs a row of rows ``r0:r1``), a block of rows
         at a time, after a check of the host memory: the result (at most ``k1 + k2`` runs a row), its blocks before
@@ -427,13 +432,10 @@ class IntervalMask:
         130 runs a row builds ``n · 130²`` candidates at once)."""
         n = self.n
         rows = max(1, min(n, _COMBINE_CANDIDATES // max(1, per_row)))
-        if width is None:
-            width = self.num_runs + other.num_runs
-            masks = f"two interval masks (n = {n}; {self.num_runs} and {other.num_runs} runs a row)"
-        else:
-            masks = f"interval masks (n = {n}; {width} runs a row in all)"
         check_host_memory(
-            2 * 8.0 * n * width + _COMBINE_BYTES_PER_CANDIDATE * rows * per_row, f"the {what} ({op}) of {masks}", op
+            2 * 8.0 * n * width + _COMBINE_BYTES_PER_CANDIDATE * rows * per_row,
+            f"the {what} ({op}) of {masks} (n = {n}; {runs} runs a row)",
+            op,
         )
         if rows == n:
             s, e = normalize_runs(*candidates(0, n), n)
