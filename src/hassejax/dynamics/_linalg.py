@@ -3,8 +3,11 @@
 - :func:`psd_sqrt`: symmetric square root of a PSD matrix via ``eigh`` (eigenvalues clipped
   at zero, so singular and slightly indefinite round-off inputs are fine); the one PSD
   square root of the dynamics (solvers, closed forms, energies).
+- :func:`sandwich_eigvalsh`: the eigenvalues of `c Σ^{1/2} S Σ^{1/2}` with a derivative in `Σ` that needs none of
+  `Σ^{1/2}` (finite at a singular `Σ`, where the square root has none).
 - :func:`check_psd` with :data:`PSD_RTOL`: the one covariance check (symmetric and PSD up to
-  round-off) of the solvers and the closed forms.
+  round-off) of the solvers and the closed forms; :func:`refuse_indefinite` its PSD rule alone, for the functions
+  that take a covariance as it comes (energies, Gaussian maps).
 - :func:`sym_funm`: `f(Y)` for symmetric `Y` via ``eigh``, with a forward-mode derivative
   from the Daleckii–Krein formula that stays finite at repeated eigenvalues (``eigh``'s own
   JVP divides by eigenvalue gaps and returns inf/NaN there).
@@ -19,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._tracing import is_traced
 from ..errors import ParameterError
 
 PSD_RTOL = 1e-8
@@ -38,8 +42,10 @@ def psd_sqrt(sigma, with_min: bool = False):
 
     Its derivative is the Daleckii–Krein form of the square root, `dΣ^{1/2} = Q (F ∘ (Qᵀ dΣ Q)) Qᵀ` with
     `F_ij = 1/(√λ_i + √λ_j)`, finite at repeated eigenvalues (``eigh``'s own derivative divides by their gaps: the
-    derivative of a solve from `cov0 = s I` was NaN); infinite (NaN downstream) where two eigenvalues are zero, where
-    the square root has none.
+    derivative of a solve from `cov0 = s I` was NaN); infinite (NaN downstream) at any zero eigenvalue `λ_i`, through
+    `F_ii`: the square root moves like `√ε` along `Σ + ε e_i e_iᵀ` and has no derivative there. A function of
+    `Σ^{1/2}` that is smooth in `Σ` itself (a blow-up time) needs a derivative that avoids it
+    (:func:`sandwich_eigvalsh`).
     """
     root, w_min = _psd_sqrt(sigma)
     return (root, w_min) if with_min else root
@@ -64,6 +70,42 @@ def _psd_sqrt_jvp(primals, tangents):
     return (root, w[..., 0]), (droot, inner[..., 0, 0])
 
 
+@jax.custom_jvp
+def sandwich_eigvalsh(sigma, s, scale):
+    """Eigenvalues, ascending, of `N = c Σ^{1/2} S Σ^{1/2}` (`c` = `scale` `(...)`, `S` = `s` symmetric
+    `(..., d, d)`, `Σ` = `sigma` PSD), computed as ``eigvalsh(symmetrize(c * (R @ S @ R)))`` with `R` from
+    :func:`psd_sqrt`.
+
+    Derivative (derived): with `N u = μ u`, `|u| = 1`, `μ ≠ 0`, `u = R w / μ` for `w = c S R u`, so
+    `dμ = wᵀ dΣ w / μ + (Ru)ᵀ d(cS) (Ru)`; it needs no derivative of `R`, which is infinite at a zero eigenvalue of
+    `Σ` (a rank-one `Σ0`, whose blow-up time `1/λ_max(N)` is smooth in `Σ0`). The derivative of a `μ = 0`
+    (a direction of `ker Σ`) is given as 0: no derivative exists there in general (`λ_max(N)` of `S = diag(−1, 1)`,
+    `Σ = diag(1, ε)` is `max(0, ε)`)."""
+    return _sandwich_eigvalsh(sigma, s, scale)[0]
+
+
+def _sandwich_eigvalsh(sigma, s, scale):
+    r = psd_sqrt(sigma)
+    n = symmetrize(jnp.asarray(scale)[..., None, None] * (r @ s @ r))
+    mu, u = jnp.linalg.eigh(n)
+    return mu, u, r
+
+
+@sandwich_eigvalsh.defjvp
+def _sandwich_eigvalsh_jvp(primals, tangents):
+    sigma, s, scale = primals
+    dsigma, ds, dscale = tangents
+    mu, u, r = _sandwich_eigvalsh(sigma, s, scale)
+    c = jnp.asarray(scale)[..., None, None]
+    ru = r @ u  # columns R u_i
+    w = c * (s @ ru)  # columns w_i = c S R u_i
+    nonzero = mu != 0
+    d_sigma = jnp.einsum("...ji,...jk,...ki->...i", w, symmetrize(dsigma), w) / jnp.where(nonzero, mu, 1.0)
+    d_cs = jnp.asarray(dscale)[..., None, None] * s + c * ds
+    d_s = jnp.einsum("...ji,...jk,...ki->...i", ru, symmetrize(d_cs), ru)
+    return mu, jnp.where(nonzero, d_sigma, 0.0) + d_s
+
+
 def below_psd(cov, w_min):
     """Whether a (traced) `cov` `(..., d, d)`, whose smallest eigenvalue is `w_min`, is no covariance by the rule
     of :func:`check_psd`: `w_min` below `−max(PSD_RTOL, 10 d ε) · max|C|` (``ε`` of its dtype)."""
@@ -83,6 +125,24 @@ def check_psd(cov, name: str) -> None:
     asym = float(np.max(np.abs(c - np.swapaxes(c, -1, -2)), initial=0.0))
     if asym > PSD_RTOL * scale:
         raise ParameterError(f"`{name}` must be symmetric (a covariance); got max |C − Cᵀ| = {asym:.3g}.")
+    _check_psd_part(given, c, scale, name)
+
+
+def refuse_indefinite(cov, name: str) -> None:
+    """Raise :class:`ParameterError` naming `name` where the concrete, finite `cov` `(..., d, d)` has a symmetric part
+    that is no covariance by the rule of :func:`check_psd` (the same message). A traced `cov` passes (mark it with
+    :func:`below_psd` in the program), and so does one with NaN/inf entries (a state past a blow-up, computed
+    through); an asymmetric one is taken as its symmetric part."""
+    if cov is None or is_traced(cov):
+        return
+    given = np.asarray(cov)
+    c = given.astype(float)
+    if c.ndim < 2 or c.size == 0 or not np.all(np.isfinite(c)):
+        return
+    _check_psd_part(given, c, max(float(np.max(np.abs(c))), np.finfo(float).tiny), name)
+
+
+def _check_psd_part(given, c, scale, name: str) -> None:
     rtol = PSD_RTOL
     if np.issubdtype(given.dtype, np.floating) and c.ndim >= 2:  # rounding of the given precision
         rtol = max(rtol, 10 * c.shape[-1] * float(np.finfo(given.dtype).eps))

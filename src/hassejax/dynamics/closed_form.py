@@ -15,6 +15,7 @@ interaction `A`, then the value scale `v` (`V = vI`), then the time `t`, then `�
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
@@ -22,7 +23,7 @@ from jaxtyping import Array, ArrayLike, Float, Real
 from .._tracing import is_traced
 from ..errors import ParameterError
 from ._arguments import concrete
-from ._linalg import below_psd, check_psd, psd_sqrt, symmetrize
+from ._linalg import below_psd, check_psd, psd_sqrt, sandwich_eigvalsh, symmetrize
 
 __all__ = [
     "softmax_covariance_closed_form",
@@ -85,7 +86,10 @@ def _check_broadcast(args: dict, trailing: tuple[str, ...] = ()) -> None:
         raise ParameterError(f"The shapes of {shown} do not broadcast together (like NumPy{how}).") from None
 
 
-def _scaled_interaction(sigma0, a, v, beta, t=None):
+def _scaled_interaction(sigma0, a, v, beta, t=None, eigenvalues=False):
+    """`(Σ0^{1/2}, N = βv Σ0^{1/2}(A + Aᵀ)Σ0^{1/2}, indefinite)` after the checks; with `eigenvalues`, `N`'s eigenvalues
+    (ascending, :func:`._linalg.sandwich_eigvalsh`: a derivative in `Σ0` that is finite at a singular `Σ0`) in place
+    of `N`."""
     _check_square(sigma0, "Sigma0")
     _check_square(a, "A")
     if jnp.shape(a)[-1] != jnp.shape(sigma0)[-1]:
@@ -122,11 +126,16 @@ def _scaled_interaction(sigma0, a, v, beta, t=None):
         )
     _check_values(sigma0, a, v, beta)
     r, w_min = psd_sqrt(sigma0, with_min=True)
-    v = jnp.asarray(v)[..., None, None]
-    beta = jnp.asarray(beta)[..., None, None]
     s = a + jnp.swapaxes(a, -1, -2)
     # a traced Σ0 that is no covariance: NaN (its PSD part's answer, a confident one for another Σ0, before)
-    return r, symmetrize(beta * v * (r @ s @ r)), below_psd(symmetrize(sigma0), w_min)
+    indefinite = below_psd(symmetrize(sigma0), jax.lax.stop_gradient(w_min))
+    if eigenvalues:  # the same `N` and ``eigh``; the derivative without that of Σ0^{1/2} (NaN at a singular Σ0 before)
+        scale = jnp.asarray(beta) * jnp.asarray(v)
+        dtype = jnp.result_type(r, s, scale)  # N's, as below (an int `A` or `v` has no tangent to take)
+        return r, sandwich_eigvalsh(sigma0, s.astype(dtype), scale.astype(dtype)), indefinite
+    v = jnp.asarray(v)[..., None, None]
+    beta = jnp.asarray(beta)[..., None, None]
+    return r, symmetrize(beta * v * (r @ s @ r)), indefinite
 
 
 def softmax_covariance_closed_form(
@@ -200,10 +209,9 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
 
     ```
     """
-    _, n, indefinite = _scaled_interaction(jnp.asarray(Sigma0), jnp.asarray(A), v, beta)
-    eigs = jnp.linalg.eigvalsh(n)
+    _, eigs, indefinite = _scaled_interaction(jnp.asarray(Sigma0), jnp.asarray(A), v, beta, eigenvalues=True)
     lam = eigs[..., -1]
-    floor = 4 * jnp.finfo(n.dtype).eps * jnp.max(jnp.abs(eigs), axis=-1)
+    floor = 4 * jnp.finfo(eigs.dtype).eps * jnp.max(jnp.abs(eigs), axis=-1)
     resolved = lam > floor
     out = jnp.where(resolved, 1.0 / jnp.where(resolved, lam, 1.0), jnp.inf)
     # a traced NaN/inf input or a traced Σ0 that is no covariance: NaN, not "never blows up" or a time
