@@ -31,7 +31,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Real
 
 from .._tracing import is_traced
 from ..errors import ParameterError
-from ._linalg import psd_sqrt
+from ._linalg import below_psd, psd_sqrt, refuse_indefinite, symmetrize
 
 __all__ = [
     "interaction_energy",
@@ -167,9 +167,11 @@ def gaussian_interaction_energy(
     - `A`: `(d, d)` the interaction matrix (`β` absorbed: pass `β A`).
 
     **Returns:** a :class:`GaussianEnergy` `(value, finite)`; `value = inf` where
-    `finite` is False, never NaN.
+    `finite` is False, never NaN for a covariance (a traced `cov` that is none by the rule below: `value` NaN,
+    `finite` False; its PSD part's energy before).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for mismatched shapes.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for mismatched shapes, or a concrete finite `cov` that is not
+    positive semidefinite (the rule of the solvers' `cov0` check, on its symmetric part).
 
     **Example:** the special case `A = −I` at `α = (1, 0)`, `Σ = I/2`: `E = ½ (3/4)⁻¹ e^{−2/3}`:
 
@@ -185,6 +187,7 @@ def gaussian_interaction_energy(
     """
     d = _check_gaussian(mean, cov)
     _check_square(A, "A", d)
+    refuse_indefinite(cov, "cov")
     dtype = jnp.result_type(mean, cov, A, jnp.float32)
     value, finite = _gaussian_interaction_energy(*(jnp.asarray(v, dtype) for v in (mean, cov, A)))
     return GaussianEnergy(value=value, finite=finite)
@@ -194,10 +197,11 @@ def gaussian_interaction_energy(
 def _gaussian_interaction_energy(mean, cov, A):
     d, dtype = mean.shape[-1], mean.dtype
     eye = jnp.eye(d, dtype=dtype)
-    root = psd_sqrt(cov)
+    root, w_min = psd_sqrt(cov, with_min=True)
+    indefinite = below_psd(symmetrize(cov), w_min)  # a traced `cov` that is no covariance (concrete ones raised)
     B = root @ A @ root
     smax = jnp.linalg.svd(B, compute_uv=False)[..., 0]  # spectral norm ‖B‖₂
-    finite = smax < 1.0
+    finite = (smax < 1.0) & ~indefinite
     # I − BᵀB is positive definite where finite; elsewhere substitute I so nothing is NaN.
     K = eye - jnp.swapaxes(B, -1, -2) @ B
     K = jnp.where(finite[..., None, None], K, eye)
@@ -211,7 +215,7 @@ def _gaussian_interaction_energy(mean, cov, A):
     quad = jnp.sum(z * sol, axis=-1)
     expo = jnp.sum(b * mean, axis=-1) + 0.5 * jnp.einsum("...i,...ij,...j->...", mean, Mq, mean) + 0.5 * quad
     log_e = jnp.log(jnp.asarray(0.5, dtype)) - 0.5 * logdet + expo
-    return jnp.where(finite, jnp.exp(log_e), jnp.inf), finite
+    return jnp.where(indefinite, jnp.nan, jnp.where(finite, jnp.exp(log_e), jnp.inf)), finite
 
 
 def gaussian_sinkhorn_energy(
@@ -240,9 +244,11 @@ def gaussian_sinkhorn_energy(
     - `A`: `(d, d)` the interaction matrix (unscaled, as in the paper's Sinkhorn figures).
     - `epsilon`: entropic regularisation `ε > 0` (default 1).
 
-    **Returns:** `(*batch,)` the value of `F` (always finite for finite inputs).
+    **Returns:** `(*batch,)` the value of `F` (always finite for finite inputs that are a covariance; NaN for a traced
+    `cov` that is none by the rule below, its PSD part's energy before).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for mismatched shapes or `ε <= 0`.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for mismatched shapes, `ε <= 0`, or a concrete finite `cov`
+    that is not positive semidefinite (the rule of the solvers' `cov0` check, on its symmetric part).
 
     **Example:** `d = 1`, `α = Σ = A = ε = 1`: `λ = 1`, `F = ½ (−1 − ½ (√5 − 1 + log(2/(1 + √5))))`:
 
@@ -261,6 +267,7 @@ def gaussian_sinkhorn_energy(
     _check_square(A, "A", d)
     if not is_traced(epsilon) and not float(epsilon) > 0.0:
         raise ParameterError(f"`epsilon` must be a positive number; got {epsilon!r}.")
+    refuse_indefinite(cov, "cov")
     dtype = jnp.result_type(mean, cov, A, jnp.float32)
     mean, cov, A = (jnp.asarray(v, dtype) for v in (mean, cov, A))
     return _gaussian_sinkhorn_energy(mean, cov, A, jnp.asarray(epsilon, dtype))
@@ -268,10 +275,10 @@ def gaussian_sinkhorn_energy(
 
 @jax.jit
 def _gaussian_sinkhorn_energy(mean, cov, A, epsilon):
-    root = psd_sqrt(cov)
+    root, w_min = psd_sqrt(cov, with_min=True)
     B = root @ A @ root / epsilon
     lam = jnp.clip(jnp.linalg.eigvalsh(B @ jnp.swapaxes(B, -1, -2)), 0.0, None)
     s = jnp.sqrt(1.0 + 4.0 * lam)
     entropic = jnp.sum(s - 1.0 + jnp.log(2.0 / (1.0 + s)), axis=-1)
     ot = -jnp.einsum("...i,ij,...j->...", mean, A, mean) - 0.5 * epsilon * entropic
-    return 0.5 * ot
+    return jnp.where(below_psd(symmetrize(cov), w_min), jnp.nan, 0.5 * ot)  # a traced `cov` that is no covariance

@@ -47,7 +47,7 @@ from ..errors import ParameterError
 from ..masks._runs import check_host_memory
 from . import _solve
 from ._arguments import Controller, ProgressMeter, SaveTimes, Scalar, Solver, concrete, input_shape, numeric_dtype
-from ._linalg import below_psd, check_psd, psd_sqrt, symmetrize
+from ._linalg import below_psd, check_psd, psd_sqrt, refuse_indefinite, symmetrize
 from ._projective import projective_integrate
 from ._tsit5 import UnrolledTsit5
 from .attention import L2, AbstractAttention, Sinkhorn, check_model
@@ -83,7 +83,9 @@ def gaussian_affine(model: AbstractAttention, t: Scalar, mean: AnyMean, cov: Any
     **Returns:** `(M, c)`, shapes `(d, d)` and `(d,)`.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for a kernel that does not
-    preserve Gaussians, mismatched parameters or shapes.
+    preserve Gaussians, mismatched parameters or shapes, or a concrete finite `cov` that is not positive semidefinite
+    (the rule of the solvers' `cov0` check; its symmetric part is taken). A traced `cov` that is no covariance by that
+    rule gives NaN `M`, `c` (its PSD part's map before); one with NaN/inf entries is computed through.
 
     Source: spec dynamics.md §2, the table of `M`, `c` (softmax and multi-head: the paper, Castin, Ablin, Carrillo,
     Peyré, arXiv:2501.18322; L2, linear and Sinkhorn: derived, as the module docstring marks them).
@@ -101,8 +103,20 @@ def gaussian_affine(model: AbstractAttention, t: Scalar, mean: AnyMean, cov: Any
     """
     model = _gaussian_model(model)
     _check_state(model, "model", mean, cov)
+    refuse_indefinite(cov, "cov")
+    return _gaussian_affine(model, t, mean, cov, mark=is_traced(cov))
+
+
+def _gaussian_affine(model, t, mean, cov, mark: bool = False):
+    """The map on `N(mean, cov)`, unchecked (the internal callers' path: a state past a blow-up or one the solve
+    left indefinite goes through); with `mark`, NaN where `cov` is no covariance by :func:`._linalg.below_psd`."""
     cov = symmetrize(cov)
-    return model.gaussian_affine(t, mean, cov, psd_sqrt(cov))
+    root, w_min = psd_sqrt(cov, with_min=True)
+    m, c = model.gaussian_affine(t, mean, cov, root)
+    if mark:
+        bad = below_psd(cov, w_min)
+        m, c = jnp.where(bad, jnp.nan, m), jnp.where(bad, jnp.nan, c)
+    return m, c
 
 
 def moment_derivatives(model: AbstractAttention, t: Scalar, mean: AnyMean, cov: AnyCov) -> tuple[Mean, Matrix]:
@@ -112,8 +126,9 @@ def moment_derivatives(model: AbstractAttention, t: Scalar, mean: AnyMean, cov: 
     Arguments and errors as in :func:`gaussian_affine`.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`gaussian_affine`: a `model` that is not an
-    attention kernel or does not preserve Gaussians (sigmoid, masked), batched parameters, or `mean`, `cov` not of
-    shape `(d,)`, `(d, d)`. Values are not checked: a `cov` that is not PSD, or NaN entries, are computed through.
+    attention kernel or does not preserve Gaussians (sigmoid, masked), batched parameters, `mean`, `cov` not of
+    shape `(d,)`, `(d, d)`, or a concrete finite `cov` that is not positive semidefinite (traced: NaN, as
+    :func:`gaussian_affine`). NaN/inf entries are computed through.
 
     Source: spec dynamics.md §2 (`α' = Mα + c`, `Σ' = MΣ + ΣMᵀ`, and the identity `α' = E[Γ(X)]`,
     `Σ' = Cov(Γ(X), X) + transpose`).
@@ -130,6 +145,16 @@ def moment_derivatives(model: AbstractAttention, t: Scalar, mean: AnyMean, cov: 
     ```
     """
     m, c = gaussian_affine(model, t, mean, cov)
+    cov = symmetrize(cov)
+    return m @ mean + c, m @ cov + cov @ m.T
+
+
+def _moment_derivatives_unchecked(model, t, mean, cov):
+    """:func:`moment_derivatives` without the PSD check and mark of `cov` (the internal callers: a final state past
+    a blow-up, or one a covariance-state solve left ``indefinite``, goes through as it comes)."""
+    model = _gaussian_model(model)
+    _check_state(model, "model", mean, cov)
+    m, c = _gaussian_affine(model, t, mean, cov)
     cov = symmetrize(cov)
     return m @ mean + c, m @ cov + cov @ m.T
 
@@ -703,8 +728,12 @@ def solve_gaussian(
     event and the extrapolation (`t_e + λ/λ'`), so its derivative is as accurate as the tolerances allow (softmax
     from `Σ0 = s I`, `dt*/ds` against the closed form `−1/(s² λ_max(A + Aᵀ))`, default tolerances, two `A`:
     up to 3e-8 relative in the projective state, 1e-6 in the covariance state, 6e-5 in the factor state); a
-    square root of `cov0` with repeated eigenvalues is differentiated by the Daleckii–Krein form (finite), one with
-    two zero eigenvalues has no derivative (NaN). The status, and which event fired, are piecewise constant: no
+    square root of `cov0` with repeated eigenvalues is differentiated by the Daleckii–Krein form (finite). At a singular
+    `cov0` the factor and projective states, which start from `U0 = Σ0^{1/2}`, have no derivative in `cov0` (NaN):
+    along the kernel of `Σ0` the factor moves like `√ε`, and the output's first-order change there is of second order
+    in `U0`, so no derivative of the factor carries it; the covariance state integrates `Σ` itself and differentiates
+    there (at `Σ0 = diag(1, 0)` it agreed with the closed form's `dt*/dΣ0` to 2e-7). Pass `factor0` for derivatives
+    in a factor. The status, and which event fired, are piecewise constant: no
     derivative.
 
     **Example:** softmax with `V = I`, `A = I`, `Σ0 = I/2` blows up at `t* = 1/(β λ_max(Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})) = 1`

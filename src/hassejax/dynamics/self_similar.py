@@ -24,7 +24,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from ..errors import ParameterError, SolveError
 from .attention import AbstractAttention
-from .gaussian import moment_derivatives
+from .gaussian import _moment_derivatives_unchecked
 
 __all__ = ["SelfSimilarProfile", "self_similar_profile"]
 
@@ -51,7 +51,7 @@ class SelfSimilarProfile(NamedTuple):
 @eqx.filter_jit
 def _velocity(model, cov):
     """`F(Σ)`: the covariance velocity of `model` at mean 0, `t = 0`."""
-    return moment_derivatives(model, 0.0, jnp.zeros(model.d, cov.dtype), cov)[1]
+    return _moment_derivatives_unchecked(model, 0.0, jnp.zeros(model.d, cov.dtype), cov)[1]
 
 
 def _pack(d: int):

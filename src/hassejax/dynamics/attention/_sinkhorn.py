@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, Real
 
 from ...errors import ParameterError
-from .._linalg import psd_sqrt, sym_funm
+from .._linalg import below_psd, psd_sqrt, refuse_indefinite, sym_funm, symmetrize
 from ..params import MatrixParam, ProjParam, ScalarParam, TimeParam, resolve
 from ._base import AbstractBilinearAttention, bilinear_params, scalar_param
 from ._shapes import Factor, GaussianMap, GrowthBound, KeyMask, Keys, Matrix, Mean, Queries, Time, Weights
@@ -207,7 +207,20 @@ class Sinkhorn(AbstractBilinearAttention):
         return True
 
     def gaussian_affine(self, t: Time, mean: Mean, cov: Matrix, factor: Factor | None = None) -> GaussianMap:
-        """`M = VS`, `c = V(α − Sα)` with `S` from :meth:`slope` (derived; spec dynamics.md §2)."""
-        s = self.slope(t, psd_sqrt(cov) if factor is None else factor)
+        """`M = VS`, `c = V(α − Sα)` with `S` from :meth:`slope` (derived; spec dynamics.md §2).
+
+        Without a `factor`, `S` is taken from `Σ^{1/2}` of `cov` (symmetric PSD).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` without a `factor`, for a concrete finite `cov` that is
+        not positive semidefinite (the rule of the solvers' `cov0` check, on its symmetric part; a traced one that is
+        no covariance gives NaN `M`, `c`; its PSD part's map before).
+        """
+        if factor is not None:
+            s = self.slope(t, factor)
+        else:
+            refuse_indefinite(cov, "cov")
+            root, w_min = psd_sqrt(cov, with_min=True)
+            s = self.slope(t, root)
+            s = jnp.where(below_psd(symmetrize(cov), w_min), jnp.nan, s)  # a traced `cov` that is no covariance
         v = self.value(t)
         return v @ s, v @ (mean - s @ mean)

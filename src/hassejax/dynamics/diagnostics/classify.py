@@ -17,7 +17,7 @@ from jaxtyping import ArrayLike, Bool, Float, Real
 
 from ...errors import ParameterError
 from ..attention import AbstractAttention
-from ..gaussian import moment_derivatives
+from ..gaussian import _moment_derivatives_unchecked
 from ..result import GaussianSolution, ParticleSolution, Status
 from ._common import check_cov, check_threshold, eigvals_desc, final_cov
 from .growth import GrowthTest, growth_fit
@@ -112,7 +112,7 @@ def classify(
 
 def _rate(model, solution):
     """`dλ_max/dt = uᵀΣ'u` at the final state, `u` the top eigenvector of `Σ`."""
-    _, dcov = moment_derivatives(model, solution.t_final, solution.mean_final, solution.cov_final)
+    _, dcov = _moment_derivatives_unchecked(model, solution.t_final, solution.mean_final, solution.cov_final)
     _, q = jnp.linalg.eigh(solution.cov_final)
     u = q[:, -1]
     return u @ dcov @ u

@@ -6,9 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
+from ..._tracing import is_traced
 from ...errors import ParameterError
-from .._linalg import psd_sqrt
-from ..result import AbstractSolution, GaussianSolution, ParticleSolution
+from .._linalg import below_psd, psd_sqrt, refuse_indefinite, symmetrize
+from ..result import AbstractSolution, BlowupMethod, GaussianSolution, ParticleSolution, Status
 from ._kernel import LowRankSoftmax
 
 __all__ = ["LowRankGaussianSolution", "LowRankParticleSolution"]
@@ -62,13 +63,25 @@ class LowRankGaussianSolution(AbstractSolution):
         self, model: LowRankSoftmax, mean0: Float[ArrayLike, " d"], cov0: Float[ArrayLike, "d d"]
     ) -> GaussianSolution:
         """The ordinary :class:`~hassejax.dynamics.GaussianSolution` (factor `U(t) = Φ(t) Σ0^{1/2}`, as
-        :func:`~hassejax.dynamics.solve_gaussian` starts from `Σ0^{1/2}`); same status fields (unbatched)."""
+        :func:`~hassejax.dynamics.solve_gaussian` starts from `Σ0^{1/2}`); same status fields (unbatched).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` for a concrete finite `cov0` that is not positive
+        semidefinite (the rule of the solve's own `cov0` check, on its symmetric part). A traced one that is no
+        covariance gives the status ``indefinite`` (no blow-up), as the solve does (its PSD part's moments before).
+        """
+        refuse_indefinite(cov0, "cov0")
         s0 = jnp.asarray(cov0, self.psi.dtype)
-        u0 = psd_sqrt(s0)
+        u0, w_min = psd_sqrt(s0, with_min=True)
         eye = jnp.eye(model.d, dtype=self.psi.dtype)
         u = (eye + model.W_O @ self.psi @ model.Q) @ u0
         u_f = (eye + model.W_O @ self.psi_final @ model.Q) @ u0
         fields = {name: getattr(self, name) for name in AbstractSolution.__dataclass_fields__}
+        if is_traced(cov0):  # a traced Σ0 that is no covariance: the solve's status (its `flag_status`)
+            flag = below_psd(symmetrize(s0), w_min) & ~_invalid_inputs(fields["status"])
+            fields["status"] = jnp.where(flag, int(Status.indefinite), fields["status"]).astype(fields["status"].dtype)
+            fields["t_blowup"] = jnp.where(flag, jnp.inf, fields["t_blowup"]).astype(fields["t_blowup"].dtype)
+            method = fields["blowup_method"]
+            fields["blowup_method"] = jnp.where(flag, int(BlowupMethod.none), method).astype(method.dtype)
         return GaussianSolution(
             **fields,
             mean=jnp.asarray(mean0) + self.b @ model.W_O.T,
@@ -78,6 +91,13 @@ class LowRankGaussianSolution(AbstractSolution):
             cov_final=u_f @ u_f.T,
             factor_final=u_f,
         )
+
+
+def _invalid_inputs(status):
+    """The statuses that an ``indefinite`` flag leaves as they are (as :func:`.._solve.flag_status`)."""
+    return (
+        (status == Status.invalid_times) | (status == Status.invalid_threshold) | (status == Status.invalid_tolerance)
+    )
 
 
 def _moments(model, mean0, cov0, b, psi):
