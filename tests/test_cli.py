@@ -147,6 +147,12 @@ def test_analyze_takes_the_derived_masks_as_export_and_tiles_do(capsys, tmp_path
         assert HasseDiagram.from_dict(data["diagram"]) == expected and data["n"] == dense.shape[0]
     rc, _, err = run(capsys, "analyze", "butterfly_mask(n=6, bogus=1)")
     assert rc == 2 and "unknown argument 'bogus' for butterfly_mask" in err
+    # a fresh user: `form='bogus'` was accepted and ignored (Python's butterfly_mask refuses it)
+    for spec in ("butterfly_mask(n=4, form='bogus')", "block_two_stream_mask(n=8, block_size=2, form=3)"):
+        rc, _, err = run(capsys, "analyze", spec)
+        assert rc == 2 and "`form` must be one of ('dense', 'intervals')" in err, err
+    rc, _, err = run(capsys, "analyze", "butterfly_mask(n=4, form='intervals')", "--json", str(out_json))
+    assert rc == 0 and json.loads(out_json.read_text())["n"] == 10, err
 
 
 @pytest.mark.parametrize(
