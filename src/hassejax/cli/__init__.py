@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ```python
     >>> from hassejax.cli import main
-    >>> main(["--no-compile-cache", "analyze", "sliding_window(n=6, left=2)", "--layers", "1", "--max-edges", "0"])
+    >>> main(["--no-compile-cache", "analyze", "sliding_window(n=6, left=2)", "--layers", "1", "--max-edges", "0"])  # doctest: +NORMALIZE_WHITESPACE
     mask: sliding_window(n=6, left=2)
     n (positions): 6
     route: structured (interval rows, at most 1 key run(s) a row)

@@ -57,7 +57,7 @@ def from_additive_bias(
     >>> finite = np.where(bias == 0, 0, -1e9).astype(np.float32)
     >>> from_additive_bias(finite, threshold=-1e4).astype(int).tolist()
     [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
-    >>> from_additive_bias(finite)
+    >>> from_additive_bias(finite)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     hassejax.errors.MaskError: `bias` entries must be exactly 0 (may attend) or -inf (blocked); got 3 such entries, ...
@@ -120,7 +120,7 @@ def from_blocked(blocked: Shaped[ArrayLike, "*batch n_q n_k"]) -> Bool[Array, "*
     >>> from_blocked(perm_mask).astype(int).tolist()
     [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
     >>> perm_mask[0, 1] = 2
-    >>> from_blocked(perm_mask)
+    >>> from_blocked(perm_mask)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     hassejax.errors.MaskError: `blocked` must hold only 0 (may attend) and 1 (blocked); got 1 such entry, first at ...

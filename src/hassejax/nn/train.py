@@ -63,7 +63,7 @@ class TrainConfig:
     >>> config = TrainConfig(steps=np.int64(50), warmup_steps=5)
     >>> config.steps, type(config.steps).__name__, config.batch_size
     (50, 'int', 64)
-    >>> TrainConfig(steps=50)
+    >>> TrainConfig(steps=50)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     hassejax.errors.ParameterError: `warmup_steps` must be an int in [0, steps = 50); got 100 (the default; ...).
@@ -240,7 +240,7 @@ def layout_loss(
     >>> from hassejax.nn import Transformer, causal_layout, layout_loss
     >>> model = Transformer(1, 8, 2, vocab_size=3, num_positions=5, key=jax.random.key(0))
     >>> uniform = eqx.tree_at(lambda m: m.unembed, model, jnp.zeros_like(model.unembed))
-    >>> float(layout_loss(uniform, causal_layout(4), jnp.array([[0, 1, 2, 0], [1, 2, 0, 1]])))  # log 3
+    >>> float(layout_loss(uniform, causal_layout(4), jnp.array([[0, 1, 2, 0], [1, 2, 0, 1]])))  # log 3  # doctest: +ELLIPSIS
     1.098612...
     >>> layout_loss(model, causal_layout(4), jnp.array([[0, 1, 3, 0]]))
     Traceback (most recent call last):

@@ -40,7 +40,7 @@ class ReachStats:
     >>> r = flow_summary(structured.sliding_window(8, left=2), layers=1).reach[0]
     >>> r.num_layers, r.pairs, r.min, r.max, r.limit_reached
     (1, 21, 1, 3, False)
-    >>> r.fraction_of_limit     # 21 / 36
+    >>> r.fraction_of_limit     # 21 / 36  # doctest: +ELLIPSIS
     0.5833...
 
     ```

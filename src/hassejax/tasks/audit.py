@@ -75,7 +75,7 @@ class AuditReport:
     >>> report = audit(butterfly(3).merge())
     >>> report.ok, report.leaks, report.token_density, round(report.slot_density, 4)
     (True, (), 1.0, 0.4286)
-    >>> report.summary().split("; ")
+    >>> report.summary().split("; ")  # doctest: +NORMALIZE_WHITESPACE
     ['3 labelled slots, 0 leak(s), 0 differ from their source (limit)',
      'supervision: 100.0% of sequence tokens are targets, 42.9% of slots are labelled']
 

@@ -237,7 +237,7 @@ def butterfly(n: int, boundary: str = "neighbour") -> TaskFamily:
     >>> from hassejax.tasks import butterfly
     >>> butterfly(4).merge().n                      # 3n − 2 slots
     10
-    >>> butterfly(4, boundary="pad")
+    >>> butterfly(4, boundary="pad")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     hassejax.errors.TaskError: `boundary` must be 'neighbour' (w'_1 = w_2, w'_n = w_{n-1}; spec hasse.md §3.3); ...

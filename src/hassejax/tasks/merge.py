@@ -320,7 +320,7 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     >>> m = merge_tasks([a, b])
     >>> [str(y) for y in m.labels], [s.tolist() for s in m.slot_map]
     (['w1', 'w2'], [[0, 1], [1, 0]])
-    >>> merge_tasks([a, Task([w(3), w(3)], np.ones((2, 2), bool), labels=[w(2), w(4)])])
+    >>> merge_tasks([a, Task([w(3), w(3)], np.ones((2, 2), bool), labels=[w(2), w(4)])])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     hassejax.errors.LabelConflictError: `tasks`: slot 0 of task 0 ('') → w1, ... no merged task can satisfy them all.

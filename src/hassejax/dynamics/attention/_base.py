@@ -169,7 +169,7 @@ def check_model(model: Any, name: str = "model") -> None:
     >>> from hassejax.dynamics import Softmax
     >>> from hassejax.dynamics.attention import check_model
     >>> check_model(Softmax(V=jnp.eye(2), A=jnp.eye(2)))  # an attention kernel: nothing happens
-    >>> check_model(jnp.eye(2), "kernel")
+    >>> check_model(jnp.eye(2), "kernel")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     hassejax.errors.ParameterError: `kernel` must be an attention kernel (an AbstractAttention such as ...); got ...
@@ -711,7 +711,7 @@ class AbstractAttention(eqx.Module):
         ```python
         >>> import jax.numpy as jnp
         >>> from hassejax.dynamics import L2
-        >>> L2(V=jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2)).check_projective_state()
+        >>> L2(V=jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2)).check_projective_state()  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         hassejax.errors.ParameterError: `state='projective'` needs a Gaussian map homogeneous in Σ ...
 
@@ -738,7 +738,7 @@ class AbstractAttention(eqx.Module):
         >>> import jax.numpy as jnp
         >>> from hassejax.dynamics import L2, Softmax
         >>> Softmax(V=jnp.eye(2), A=jnp.eye(2)).check_covariance_state()  # nothing raised
-        >>> L2(V=jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2)).check_covariance_state()
+        >>> L2(V=jnp.eye(2), Q=jnp.eye(2), K=jnp.eye(2)).check_covariance_state()  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         hassejax.errors.ParameterError: `state='covariance'` cannot solve model (L2) reliably: ...
 
@@ -841,7 +841,7 @@ class AbstractBilinearAttention(AbstractAttention):
     >>> sol = solve_particles(Tempered(V=jnp.eye(2), A=jnp.eye(2), tau=2.0), jnp.eye(2), t1=0.5)
     >>> sol.x_final.shape
     (2, 2)
-    >>> solve_particles(Tempered(V=jnp.eye(2), A=jnp.eye(2), tau=jnp.ones(2)), jnp.eye(2), t1=0.5)
+    >>> solve_particles(Tempered(V=jnp.eye(2), A=jnp.eye(2), tau=jnp.ones(2)), jnp.eye(2), t1=0.5)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     hassejax.errors.ParameterError: `model.tau` must have rank 0 in a solve or a kernel call ...; got shape (2,).
 
