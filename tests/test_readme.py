@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-FLAGS = (
-    0  # no option flags: `python -m doctest README.md` passes as the suite does (examples carry their own directives)
-)
+# no option flags: `python -m doctest README.md` passes as the suite does (examples carry their own directives)
+FLAGS = 0
 
 
 def test_readme_examples():
