@@ -461,7 +461,7 @@ def test_derive_butterfly_and_errors(capsys):
     assert main(["derive", "butterfly", "--n", "4", "--boundary", "pad"]) == 2
     assert "invalid choice: 'pad' (choose from 'neighbour')" in capsys.readouterr().err
     assert main(["derive", "block_generation", "--n", "8", "--block-size", "3"]) == 2
-    assert "`block_size` must divide `n`" in capsys.readouterr().err
+    assert "`--block-size` must divide `--n`" in capsys.readouterr().err
     assert main(["derive", "block_generation", "--n", "8"]) == 2
     assert "--block-size" in capsys.readouterr().err
 
@@ -569,3 +569,21 @@ def test_derive_in_python_refuses_an_unknown_family_or_option_by_name():
     with pytest.raises(TaskError, match=r"the block_generation family needs the options \[.block_size.\]"):
         derive("block_generation", 4)
     assert derive("butterfly", 4, boundary="neighbour")["audit"].ok
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--n", "1", "butterfly"], "`--n` must be an int >= 2; got 1."),
+        (
+            ["block_generation", "--n", "7", "--block-size", "2"],
+            "`--block-size` must divide `--n`; got --n 7, --block-size 2 (pad the sequence to a multiple of "
+            "--block-size).",
+        ),
+    ],
+)
+def test_derive_errors_name_the_flags(capsys, argv, message):
+    """A fresh user: ``derive butterfly --n 1`` said "`n` must be an int >= 2", the library's argument, where the
+    command line has the flag ``--n`` (and ``--block-size`` for `block_size`)."""
+    rc, _, err = run(capsys, "derive", *argv)
+    assert rc == 2 and err.strip() == f"hassejax: error: {message}", err

@@ -112,7 +112,8 @@ def test_jacobian_flow_errors(no_runtime_typecheck):
     x = jnp.zeros((3, D))
     with pytest.raises(MaskError, match="`mask` is required when `model` is a Transformer"):
         jacobian_flow(model, x)
-    with pytest.raises(MaskError, match=r"`mask` must have shape \(3, 3\)"):
+    # the positions of the argument passed (a fresh user: "the 3 positions of `x`", which jacobian_flow has not)
+    with pytest.raises(MaskError, match=r"`mask` must have shape \(3, 3\).*the 3 positions of `inputs`"):
         jacobian_flow(model, x, jnp.ones((2, 2), bool))
     with pytest.raises(ParameterError, match=r"`inputs` must be a floating array of shape \(n, d\); got shape \(3,\)"):
         jacobian_flow(model, jnp.zeros((3,)), jnp.ones((3, 3), bool))

@@ -157,6 +157,9 @@ def test_errors_name_the_argument_passed(no_runtime_typecheck, model):
         model.embed(jnp.arange(3), jnp.asarray(1))
     with pytest.raises(ParameterError, match=r"`token_ids` must hold at least one slot; got shape \(0,\)"):
         model(jnp.zeros((0,), int), jnp.zeros((0,), int), jnp.zeros((0, 0), bool))
+    # a mask of another length names the positions of `token_ids` (a fresh user: "of `x`", never passed)
+    with pytest.raises(MaskError, match=r"`mask` must have shape .*\(3, 3\).* the 3 positions of `token_ids`"):
+        model(jnp.arange(3), jnp.arange(3), jnp.ones((5, 5), bool))
 
 
 def test_numpy_integer_sizes_and_the_key_are_checked(no_runtime_typecheck):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 import numpy as np
 
@@ -67,6 +68,24 @@ def derive(family: str, n: int, **options) -> dict:
     return {"merged": merged, "sparse": sparsify(merged), "audit": audit(merged)}
 
 
+_FLAGS = {
+    "n": "--n",
+    "block_size": "--block-size",
+    "group": "--group",
+    "content": "--content",
+    "boundary": "--boundary",
+}
+
+
+def _flag_names(message: str) -> str:
+    """`message` with the family functions' argument names in backticks (and ``multiple of block_size``) as the
+    command's flags."""
+    for name, flag in _FLAGS.items():
+        message = message.replace(f"`{name}`", f"`{flag}`")
+    message = re.sub(r"\bn=(\d+)", r"--n \1", re.sub(r"\bblock_size=(\d+)", r"--block-size \1", message))
+    return message.replace("multiple of block_size", "multiple of --block-size")
+
+
 def _cmd_derive(args: argparse.Namespace) -> int:
     _check_figure_path(args.png)
     _refuse_foreign_options(args, args.family)
@@ -90,7 +109,8 @@ def _cmd_derive(args: argparse.Namespace) -> int:
     try:
         result = derive(args.family, args.n, **options)
     except HassejaxError as err:
-        raise _UsageError(str(err)) from None
+        # the library names its arguments (`n`, `block_size`); the command line has flags (a fresh user)
+        raise _UsageError(_flag_names(str(err))) from None
     merged, sparse, report = result["merged"], result["sparse"], result["audit"]
     names = [str(t) for t in merged.inputs]
     width = max(len(x) for x in names)

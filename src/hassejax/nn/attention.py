@@ -90,19 +90,20 @@ def _check_key(key, name: str = "key") -> None:
     )
 
 
-def _attention_mask(mask, n: int, name: str = "mask", num_heads: int | None = None):
+def _attention_mask(mask, n: int, name: str = "mask", num_heads: int | None = None, against: str = "x"):
     """`mask` as the Boolean array the layers index: an :class:`~hassejax.masks.IntervalMask` becomes its dense
     form (its own memory check first), nested lists or tuples an array (a review: the model refused them, "got an
-    object of type list", where Task and the order functions take them), then :func:`_check_attention_mask`."""
+    object of type list", where Task and the order functions take them), then :func:`_check_attention_mask`;
+    `against` names the argument whose positions the mask must match (`x`, `token_ids`, `inputs`)."""
     if isinstance(mask, IntervalMask):
         mask = jnp.asarray(mask.to_dense(name=name))
     elif isinstance(mask, (list, tuple)):  # ragged lists, a wrong dtype or rank: a MaskError naming `name`
         mask = jnp.asarray(check_mask(mask, name))
-    _check_attention_mask(mask, n, name, num_heads)
+    _check_attention_mask(mask, n, name, num_heads, against)
     return mask
 
 
-def _check_attention_mask(mask, n: int, name: str = "mask", num_heads: int | None = None) -> None:
+def _check_attention_mask(mask, n: int, name: str = "mask", num_heads: int | None = None, against: str = "x") -> None:
     """Static shape/dtype checks (they work on tracers).
 
     Without `num_heads` only ``(n, n)`` is accepted; with it, also ``(num_heads, n, n)``.
@@ -113,7 +114,9 @@ def _check_attention_mask(mask, n: int, name: str = "mask", num_heads: int | Non
         )
     shape = tuple(mask.shape)
     if num_heads is None and shape != (n, n):
-        raise MaskError(f"`{name}` must have shape ({n}, {n}) to match the {n} positions of `x`; got shape {shape}.")
+        raise MaskError(
+            f"`{name}` must have shape ({n}, {n}) to match the {n} positions of `{against}`; got shape {shape}."
+        )
     if num_heads is not None and shape not in ((n, n), (num_heads, n, n)):
         if len(shape) == 3 and shape[1:] == (n, n):
             raise MaskError(
@@ -123,7 +126,7 @@ def _check_attention_mask(mask, n: int, name: str = "mask", num_heads: int | Non
             )
         raise MaskError(
             f"`{name}` must have shape ({n}, {n}) (one mask for all heads) or ({num_heads}, {n}, {n}) (one mask "
-            f"per head) to match the {n} positions of `x` and the {num_heads} heads; got shape {shape}."
+            f"per head) to match the {n} positions of `{against}` and the {num_heads} heads; got shape {shape}."
         )
     if mask.dtype != jnp.bool_:
         raise MaskError(f"`{name}` must have dtype bool (True = may attend); got dtype {mask.dtype}.")

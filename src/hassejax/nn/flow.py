@@ -165,7 +165,8 @@ def jacobian_flow(
         raise ParameterError(f"`mode` must be 'fwd' or 'rev'; got {mode!r}.")
     if not hasattr(inputs, "ndim") or inputs.ndim != 2 or not jnp.issubdtype(inputs.dtype, jnp.floating):
         got = f"shape {tuple(inputs.shape)} dtype {inputs.dtype}" if hasattr(inputs, "shape") else type(inputs).__name__
-        raise ParameterError(f"`inputs` must be a floating array of shape (n, d); got {got}.")
+        hint = " (nested lists: pass jnp.asarray(inputs, dtype=float))" if isinstance(inputs, (list, tuple)) else ""
+        raise ParameterError(f"`inputs` must be a floating array of shape (n, d); got {got}.{hint}")
     n = inputs.shape[0]
     if not is_traced(inputs) and not np.all(np.isfinite(np.asarray(inputs))):
         raise ParameterError("`inputs` must be finite; got NaN/inf entries (they spread to every output).")
@@ -187,7 +188,7 @@ def jacobian_flow(
             f"`model` must be a Transformer or a callable (n, d) -> (n, d'); got {type(model).__name__}."
         )
     if mask is not None:  # per-head masks where the model takes them (a review: a TransformerBlock's were refused)
-        mask = _attention_mask(mask, n, num_heads=_num_heads(model))
+        mask = _attention_mask(mask, n, num_heads=_num_heads(model), against="inputs")
     out = jax.eval_shape(lambda x: fn(x) if mask is None else fn(x, mask), inputs)
     if not isinstance(out, jax.ShapeDtypeStruct):  # a tuple of outputs: an AttributeError ('tuple' ... 'shape') before
         wrap = "lambda x: model(x)[0]" if mask is None else "lambda x, mask: model(x, mask)[0]"

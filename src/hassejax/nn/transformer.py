@@ -450,4 +450,5 @@ class Transformer(eqx.Module):
         if jnp.ndim(token_ids) >= 1 and jnp.shape(token_ids)[0] == 0:  # else the empty embeddings named `x`
             raise ParameterError(f"`token_ids` must hold at least one slot; got shape {jnp.shape(token_ids)}.")
         x = self.embed(token_ids, position_ids, token_weights, check_ids=check_ids)
+        mask = _attention_mask(mask, x.shape[0], num_heads=self.num_heads, against="token_ids")
         return self.unembed_logits(self.forward_embeddings(x, mask))

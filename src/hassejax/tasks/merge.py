@@ -255,7 +255,10 @@ def merge_tasks(tasks: Sequence[Task], stream_order: Sequence[str] | None = None
     """Merge a task family into its minimal common supergraph (spec hasse.md §2; Li & Guo, Thm 3.7).
 
     Takes the disjoint union of the tasks' Hasse diagrams, identifies equivalent nodes (equal
-    :func:`node_signatures`), keeps the union of their covering edges and expands every merged
+    :func:`node_signatures`: the same inputs and the same *set* of maximal merged nodes below them, where spec
+    hasse.md §2 writes a multiset of the covered nodes; the multiset keeps apart nodes with the same ancestors, e.g.
+    a node covering one copy of an identified input and a node covering two, so its merge is not minimal and can
+    miss a label conflict), keeps the union of their covering edges and expands every merged
     node into one slot per input. Every node keeps its ancestor set exactly (no leak, no
     extra context), and no common supergraph that keeps every slot's stream has fewer nodes.
     Node equivalence takes the stream into account (spec hasse.md §2: equivalence ignores the
