@@ -24,6 +24,7 @@ from hassejax.dynamics import (
     gaussian_interaction_energy,
     gaussian_sinkhorn_energy,
     moment_derivatives,
+    solve_gaussian,
     solve_low_rank_gaussian,
 )
 from hassejax.errors import ParameterError
@@ -103,3 +104,54 @@ def test_to_gaussian_indefinite():
     status = jax.jit(lambda c: sol.to_gaussian(head, jnp.zeros(2), c).status)
     assert int(status(BAD)) == Status.indefinite
     assert int(status(jnp.eye(2) / 2)) == int(sol.status) == int(sol.to_gaussian(head, jnp.zeros(2), GOOD).status)
+
+
+def _float32_rank_one(d: int, count: int) -> jnp.ndarray:
+    """`count` float32 `u uᵀ` of dimension `d`: PSD up to float32's round-off, several with a smallest eigenvalue
+    near `−5e-8 · max|C|` in float64 (beyond float64's rule, within float32's)."""
+    u = jnp.asarray(np.random.default_rng(0).normal(size=(count, d)), jnp.float32)
+    return u[:, :, None] * u[:, None, :]
+
+
+@pytest.mark.filterwarnings("ignore:`cov0` is rank-deficient:RuntimeWarning")  # the covariance state's advice
+def test_a_float32_covariance_keeps_float32_round_off_beside_float64_inputs():
+    """A review: a valid float32 rank-one `cov` (PSD up to float32 round-off) with a float64 mean or `A` gave NaN
+    energies and a solve `indefinite` (18 of 60 draws at d = 3): the float64 copy was checked by float64's rule."""
+    covs = _float32_rank_one(3, 60)
+    lam = np.linalg.eigvalsh(np.asarray(covs, np.float64))[:, 0] / np.max(np.abs(np.asarray(covs)), axis=(1, 2))
+    assert np.sum(lam < -1e-8) >= 5  # beyond float64's rule: the cases that failed
+    a3 = np.array([[-0.5, 0.1, 0.0], [0.2, -0.3, 0.0], [0.0, 0.1, -0.4]])  # float64
+    mean = np.zeros(3)
+    for cov in covs:
+        assert bool(gaussian_interaction_energy(mean, cov, 0.01 * a3).finite)
+        assert np.isfinite(float(gaussian_sinkhorn_energy(mean, cov, a3)))
+    softmax = Softmax(V=np.eye(3), A=-a3)
+    statuses = jax.jit(jax.vmap(lambda c: solve_gaussian(softmax, mean, c, t1=0.5).status))(covs)
+    assert not np.any(np.asarray(statuses) == Status.indefinite)
+    for state in ("factor", "projective", "covariance"):
+        # the concrete path of each state (its check_psd, then the program's flag) on the worst draw
+        sol = solve_gaussian(softmax, mean, covs[int(np.argmin(lam))], t1=0.5, state=state)
+        assert int(sol.status) != Status.indefinite, state
+    head, sol = _low_rank()  # float64; a float32 rank-one cov0 under jit
+    status = jax.jit(jax.vmap(lambda c: sol.to_gaussian(head, jnp.zeros(2), c).status))(_float32_rank_one(2, 60))
+    assert not np.any(np.asarray(status) == Status.indefinite)
+
+
+def test_batched_concrete_covariances_are_checked_member_by_member():
+    """A review: the batch's largest entry set the tolerance of every member, and one member with inf entries
+    switched the check off: an indefinite member came back NaN, not refused."""
+    bad = jnp.diag(jnp.array([1.0, -1e-3]))
+    for other in (1e6 * jnp.eye(2), jnp.diag(jnp.array([jnp.inf, 1.0]))):
+        with pytest.raises(ParameterError, match="`cov` must be positive semidefinite"):
+            gaussian_sinkhorn_energy(jnp.zeros((2, 2)), jnp.stack([other, bad]), -1e-7 * jnp.eye(2))
+    # members that are covariances each by their own scale pass
+    ok = jnp.stack([1e6 * jnp.eye(2), jnp.diag(jnp.array([1.0, -1e-12]))])
+    assert np.all(np.isfinite(np.asarray(gaussian_sinkhorn_energy(jnp.zeros((2, 2)), ok, -1e-7 * jnp.eye(2)))))
+
+
+def test_traced_indefinite_map_has_no_derivative():
+    """A review: `gaussian_affine` of a traced indefinite `cov` was NaN with a derivative of exactly 0 (`where`)."""
+    f = lambda c: jnp.sum(gaussian_affine(MODEL, 0.0, MEAN, c)[0])
+    assert np.all(np.isnan(np.asarray(jax.grad(f)(BAD))))
+    g = jax.grad(f)(jnp.eye(2) / 2)  # a covariance: the derivative of the map, finite
+    assert np.all(np.isfinite(np.asarray(g)))

@@ -191,6 +191,11 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
     of the largest), and `1/λ*` would be a finite time made of rounding. A resolved `λ*` beside a
     much larger stable direction keeps its time (float32, `A = diag(−10^6, 1)`: `t* = 1`).
 
+    Derivatives: ``jax.grad`` in `Sigma0` takes no derivative of `Σ0^{1/2}` (:func:`._linalg.sandwich_eigvalsh`), so
+    it is finite at a singular `Sigma0` where `λ*` is a simple eigenvalue; where `λ*` is repeated the eigenvalue has
+    no derivative and the one returned is that of ``eigh``'s basis. Second derivatives in `Sigma0` at a singular
+    `Sigma0` (and at a repeated eigenvalue of `N`) are NaN: the first derivative's own rule uses `Σ0^{1/2}`.
+
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes,
     NaN/inf entries, or a `Sigma0` that is not symmetric positive semidefinite (concrete inputs; a traced NaN
     or inf gives NaN, a traced `Sigma0` is taken as its symmetric part, and gives NaN where that is no covariance).

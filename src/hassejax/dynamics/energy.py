@@ -23,6 +23,7 @@ the Dynamics of Deep Transformers", arXiv:2501.18322 (2025), the gradient-flow s
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -189,16 +190,17 @@ def gaussian_interaction_energy(
     _check_square(A, "A", d)
     refuse_indefinite(cov, "cov")
     dtype = jnp.result_type(mean, cov, A, jnp.float32)
-    value, finite = _gaussian_interaction_energy(*(jnp.asarray(v, dtype) for v in (mean, cov, A)))
+    given = jnp.asarray(cov).dtype  # the round-off `cov` was given with (a float32 cov under a float64 mean)
+    value, finite = _gaussian_interaction_energy(*(jnp.asarray(v, dtype) for v in (mean, cov, A)), given=given)
     return GaussianEnergy(value=value, finite=finite)
 
 
-@jax.jit
-def _gaussian_interaction_energy(mean, cov, A):
+@partial(jax.jit, static_argnames="given")
+def _gaussian_interaction_energy(mean, cov, A, given=None):
     d, dtype = mean.shape[-1], mean.dtype
     eye = jnp.eye(d, dtype=dtype)
     root, w_min = psd_sqrt(cov, with_min=True)
-    indefinite = below_psd(symmetrize(cov), w_min)  # a traced `cov` that is no covariance (concrete ones raised)
+    indefinite = below_psd(symmetrize(cov), w_min, given)  # a traced `cov` that is no covariance (concrete: raised)
     B = root @ A @ root
     smax = jnp.linalg.svd(B, compute_uv=False)[..., 0]  # spectral norm ‖B‖₂
     finite = (smax < 1.0) & ~indefinite
@@ -269,16 +271,19 @@ def gaussian_sinkhorn_energy(
         raise ParameterError(f"`epsilon` must be a positive number; got {epsilon!r}.")
     refuse_indefinite(cov, "cov")
     dtype = jnp.result_type(mean, cov, A, jnp.float32)
+    given = jnp.asarray(cov).dtype  # the round-off `cov` was given with
     mean, cov, A = (jnp.asarray(v, dtype) for v in (mean, cov, A))
-    return _gaussian_sinkhorn_energy(mean, cov, A, jnp.asarray(epsilon, dtype))
+    return _gaussian_sinkhorn_energy(mean, cov, A, jnp.asarray(epsilon, dtype), given=given)
 
 
-@jax.jit
-def _gaussian_sinkhorn_energy(mean, cov, A, epsilon):
+@partial(jax.jit, static_argnames="given")
+def _gaussian_sinkhorn_energy(mean, cov, A, epsilon, given=None):
     root, w_min = psd_sqrt(cov, with_min=True)
     B = root @ A @ root / epsilon
     lam = jnp.clip(jnp.linalg.eigvalsh(B @ jnp.swapaxes(B, -1, -2)), 0.0, None)
     s = jnp.sqrt(1.0 + 4.0 * lam)
     entropic = jnp.sum(s - 1.0 + jnp.log(2.0 / (1.0 + s)), axis=-1)
     ot = -jnp.einsum("...i,ij,...j->...", mean, A, mean) - 0.5 * epsilon * entropic
-    return jnp.where(below_psd(symmetrize(cov), w_min), jnp.nan, 0.5 * ot)  # a traced `cov` that is no covariance
+    return jnp.where(
+        below_psd(symmetrize(cov), w_min, given), jnp.nan, 0.5 * ot
+    )  # a traced `cov` that is no covariance

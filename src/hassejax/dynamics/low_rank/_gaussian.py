@@ -211,7 +211,7 @@ def solve_low_rank_gaussian(
         check_psd(cov_c, "cov0")
     else:  # traced (a sweep member): flagged `indefinite` by check_psd's rule, as solve_gaussian flags it (a review)
         sym = symmetrize(jnp.asarray(cov0, dtype))
-        indefinite = below_psd(sym, jnp.linalg.eigvalsh(sym)[..., 0])
+        indefinite = below_psd(sym, jnp.linalg.eigvalsh(sym)[..., 0], jnp.asarray(cov0).dtype)
     reduction = GaussianReduction.from_head(model, jnp.asarray(mean0, dtype), jnp.asarray(cov0, dtype))
     if size_threshold is not None and cov_c is not None:
         _solve.check_size_threshold(size_threshold, np.trace(cov_c.astype(np.float64)), "tr Σ0", dtype)

@@ -77,7 +77,7 @@ class LowRankGaussianSolution(AbstractSolution):
         u_f = (eye + model.W_O @ self.psi_final @ model.Q) @ u0
         fields = {name: getattr(self, name) for name in AbstractSolution.__dataclass_fields__}
         if is_traced(cov0):  # a traced Σ0 that is no covariance: the solve's status (its `flag_status`)
-            flag = below_psd(symmetrize(s0), w_min) & ~_invalid_inputs(fields["status"])
+            flag = below_psd(symmetrize(s0), w_min, jnp.asarray(cov0).dtype) & ~_invalid_inputs(fields["status"])
             fields["status"] = jnp.where(flag, int(Status.indefinite), fields["status"]).astype(fields["status"].dtype)
             fields["t_blowup"] = jnp.where(flag, jnp.inf, fields["t_blowup"]).astype(fields["t_blowup"].dtype)
             method = fields["blowup_method"]
