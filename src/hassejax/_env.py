@@ -11,6 +11,25 @@ import os
 __all__ = ["progress_off"]
 
 
+_OFF = ("0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on", "")
+_WARNED: set[str] = set()
+
+
 def progress_off() -> bool:
-    """True when ``HASSEJAX_PROGRESS`` is ``0``, ``false``, ``no`` or ``off`` (any case)."""
-    return os.environ.get("HASSEJAX_PROGRESS", "").strip().lower() in ("0", "false", "no", "off")
+    """True when ``HASSEJAX_PROGRESS`` is ``0``, ``false``, ``no`` or ``off`` (any case); any other value than those
+    and ``1``, ``true``, ``yes``, ``on`` (or unset) leaves the bars on with a ``RuntimeWarning`` naming it, once per
+    value (a review: ``maybe`` was silently on, where ``HASSEJAX_COMPILE_CACHE`` warns)."""
+    given = os.environ.get("HASSEJAX_PROGRESS", "")
+    value = given.strip().lower()
+    if value not in _OFF and value not in _ON and given not in _WARNED:
+        import warnings
+
+        _WARNED.add(given)
+        warnings.warn(
+            f"HASSEJAX_PROGRESS={given!r} is neither on (1, true, yes, on) nor off (0, false, no, off); the progress "
+            "bars stay on",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return value in _OFF

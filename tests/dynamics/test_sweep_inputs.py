@@ -106,3 +106,21 @@ def test_a_list_of_floats_is_told_how_to_become_a_batch():
         ParameterError, match=r"leaf \['a'\] is a float\. Close over per-sweep constants in `fn` instead\.$"
     ):
         sweep(lambda v: v * 2, {"a": 1.0}, progress=False)
+
+
+def test_devices_as_an_iterator_desc_and_the_progress_variable_are_checked(no_typecheck, monkeypatch):
+    """A review (session 50): ``devices=iter(jax.devices())`` was refused as "an empty sequence" (read twice),
+    ``devices="junk"`` with ``shard=False`` was ignored, ``desc=5`` met tqdm's raw TypeError and
+    ``HASSEJAX_PROGRESS=maybe`` left the bars on without a word."""
+    out = sweep(lambda v: v * 2, jnp.arange(4.0), devices=iter(jax.devices()), progress=False)
+    np.testing.assert_array_equal(np.asarray(out), [0.0, 2.0, 4.0, 6.0])
+    with pytest.raises(ParameterError, match="`devices` must be a sequence of distinct jax devices"):
+        sweep(lambda v: v, jnp.arange(2.0), devices="junk", shard=False, progress=False)
+    with pytest.raises(ParameterError, match="`desc` must be a string"):
+        sweep(lambda v: v, jnp.arange(3.0), desc=5, chunk_size=1)
+    from hassejax import _env
+
+    monkeypatch.setenv("HASSEJAX_PROGRESS", "maybe-not-a-value")
+    monkeypatch.setattr(_env, "_WARNED", set())
+    with pytest.warns(RuntimeWarning, match="HASSEJAX_PROGRESS='maybe-not-a-value' is neither on"):
+        assert _env.progress_off() is False

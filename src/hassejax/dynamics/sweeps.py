@@ -298,20 +298,21 @@ def _check_config(fn, chunk_size, shard, devices, compiler_options=None) -> tupl
         raise ParameterError(f"`chunk_size` must be a positive integer or None; got {chunk_size!r}.")
     if not isinstance(shard, (bool, np.bool_)):  # a new user: shard="no" sharded (a truthy string), as progress="no"
         raise ParameterError(f"`shard` must be True or False; got {shard!r:.40}.")
+    if devices is not None:  # checked with shard=False too (a review: devices="junk" was ignored there)
+        devices = _check_devices(devices)
     if not shard:
         return None
-    if devices is not None:
-        _check_devices(devices)
     devs = _processes.sweep_devices(devices)  # jax.devices(); this process's own when there are several
     if not devs:
         raise ParameterError("`devices` must hold at least one device; got an empty sequence.")
     return devs
 
 
-def _check_devices(devices) -> None:
-    """Raise :class:`ParameterError` naming `devices` unless it is a sequence of distinct ``jax.Device`` (a fresh
-    user: a device repeated met a bare ``AssertionError`` inside JAX, a string an ``AttributeError``, a single device
-    or a number a ``TypeError``)."""
+def _check_devices(devices) -> tuple:
+    """`devices` as a tuple; raise :class:`ParameterError` naming `devices` unless it is a sequence (or an iterable,
+    read once: a review, an iterator came back "an empty sequence") of distinct ``jax.Device`` (a fresh user: a device
+    repeated met a bare ``AssertionError`` inside JAX, a string an ``AttributeError``, a single device or a number a
+    ``TypeError``)."""
     want = "a sequence of distinct jax devices (e.g. jax.devices()[:2]), or None for all"
     if isinstance(devices, (str, bytes, jax.Device)) or not hasattr(devices, "__iter__"):
         raise ParameterError(f"`devices` must be {want}; got {type(devices).__name__} {devices!r:.60}.")
@@ -322,6 +323,7 @@ def _check_devices(devices) -> None:
     twice = next((d for i, d in enumerate(devs) if d in devs[:i]), None)
     if twice is not None:
         raise ParameterError(f"`devices` must be {want}; got {twice} twice.")
+    return tuple(devs)
 
 
 def _layout(B: int, chunk_size: int | None, devs: tuple | None) -> tuple[int, int, int]:
@@ -405,6 +407,8 @@ def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc
     """Order by cost, take this process's share, run its chunks, gather, restore the caller's order."""
     if not isinstance(progress, (bool, np.bool_)):  # a fresh user: progress="no" showed the bar (a truthy string)
         raise ParameterError(f"`progress` must be True or False; got {progress!r:.40}.")
+    if not isinstance(desc, str):  # a review: desc=5 met tqdm's raw TypeError
+        raise ParameterError(f"`desc` must be a string (the progress bar's label); got {desc!r:.40}.")
     B = batch_size(batch_params)
     traced = next((leaf for leaf in jax.tree_util.tree_leaves(batch_params) if _traced(leaf)), None)
     if traced is not None:  # a new user: under jax.jit JAX refused "compiler_options" the caller never passed
