@@ -73,8 +73,8 @@ def _psd_sqrt_jvp(primals, tangents):
 @jax.custom_jvp
 def sandwich_eigvalsh(sigma, s, scale):
     """Eigenvalues, ascending, of `N = c Σ^{1/2} S Σ^{1/2}` (`c` = `scale` `(...)`, `S` = `s` symmetric
-    `(..., d, d)`, `Σ` = `sigma` PSD), computed as ``eigvalsh(symmetrize(c * (R @ S @ R)))`` with `R` = `Σ^{1/2}` whose
-    eigenvalues of `Σ` within rounding of zero count as 0 (:func:`_resolved_sqrt`).
+    `(..., d, d)`, `Σ` = `sigma` PSD), computed as ``eigvalsh(symmetrize(c * (R @ S @ R)))`` with `R` from
+    :func:`psd_sqrt`.
 
     Derivative (derived): with `N u = μ u`, `|u| = 1`, `μ ≠ 0`, `u = R w / μ` for `w = c S R u`, so
     `dμ = wᵀ dΣ w / μ + (Ru)ᵀ d(cS) (Ru)`; it needs no derivative of `R`, which is infinite at a zero eigenvalue of
@@ -85,21 +85,10 @@ def sandwich_eigvalsh(sigma, s, scale):
 
 
 def _sandwich_eigvalsh(sigma, s, scale):
-    r = _resolved_sqrt(sigma)
+    r = psd_sqrt(sigma)
     n = symmetrize(jnp.asarray(scale)[..., None, None] * (r @ s @ r))
     mu, u = jnp.linalg.eigh(n)
     return mu, u, r
-
-
-def _resolved_sqrt(sigma):
-    """`Σ^{1/2}` with the eigenvalues of `Σ` within its rounding of zero (at most `d ε max|λ|`) taken as 0: their
-    square roots, up to `√(d ε) · √λ_max`, are not resolved and would put rounding of that size into `Σ^{1/2} S Σ^{1/2}`
-    (a review: a rank-one `Σ0 = b bᵀ` with `bᵀ(A + Aᵀ)b < 0`, whose `t*` is infinite, got `t* ≈ 2.5e14` in 18 of
-    159 draws)."""
-    w, q = jnp.linalg.eigh(symmetrize(sigma))
-    floor = sigma.shape[-1] * jnp.finfo(w.dtype).eps * jnp.max(jnp.abs(w), axis=-1, keepdims=True)
-    root_w = jnp.where(w > floor, jnp.sqrt(jnp.where(w > floor, w, 1.0)), 0.0)
-    return (q * root_w[..., None, :]) @ jnp.swapaxes(q, -1, -2)
 
 
 @sandwich_eigvalsh.defjvp
