@@ -25,11 +25,13 @@ def progress_off() -> bool:
     if value not in _OFF and value not in _ON and given not in _WARNED:
         import warnings
 
+        from ._warn import user_stacklevel
+
         _WARNED.add(given)
         warnings.warn(
             f"HASSEJAX_PROGRESS={given!r} is neither on (1, true, yes, on) nor off (0, false, no, off); the progress "
             "bars stay on",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     return value in _OFF

@@ -122,16 +122,17 @@ def test_a_float32_covariance_keeps_float32_round_off_beside_float64_inputs():
     assert np.sum(lam < -1e-8) >= 5  # beyond float64's rule: the cases that failed
     a3 = np.array([[-0.5, 0.1, 0.0], [0.2, -0.3, 0.0], [0.0, 0.1, -0.4]])  # float64
     mean = np.zeros(3)
-    for cov in covs:
-        assert bool(gaussian_interaction_energy(mean, cov, 0.01 * a3).finite)
-        assert np.isfinite(float(gaussian_sinkhorn_energy(mean, cov, a3)))
+    # the energies of the whole batch at once (a concrete batch: checked member by member, then one program)
+    assert np.all(np.asarray(gaussian_interaction_energy(np.zeros((60, 3)), covs, 0.01 * a3).finite))
+    assert np.all(np.isfinite(np.asarray(gaussian_sinkhorn_energy(np.zeros((60, 3)), covs, a3))))
     softmax = Softmax(V=np.eye(3), A=-a3)
-    statuses = jax.jit(jax.vmap(lambda c: solve_gaussian(softmax, mean, c, t1=0.5).status))(covs)
-    assert not np.any(np.asarray(statuses) == Status.indefinite)
-    for state in ("factor", "projective", "covariance"):
-        # the concrete path of each state (its check_psd, then the program's flag) on the worst draw
-        sol = solve_gaussian(softmax, mean, covs[int(np.argmin(lam))], t1=0.5, state=state)
-        assert int(sol.status) != Status.indefinite, state
+    worst = covs[np.argsort(lam)[:5]]
+    # the factor state's flag (the projective state takes the same one) and the covariance state's own
+    for state in ("factor", "covariance"):
+        run = jax.jit(jax.vmap(lambda c, state=state: solve_gaussian(softmax, mean, c, t1=0.5, state=state).status))
+        assert not np.any(np.asarray(run(worst)) == Status.indefinite), state
+    # a concrete one: check_psd in float32's round-off, then the program's flag
+    assert int(solve_gaussian(softmax, mean, worst[0], t1=0.5).status) != Status.indefinite
     head, sol = _low_rank()  # float64; a float32 rank-one cov0 under jit
     status = jax.jit(jax.vmap(lambda c: sol.to_gaussian(head, jnp.zeros(2), c).status))(_float32_rank_one(2, 60))
     assert not np.any(np.asarray(status) == Status.indefinite)
@@ -155,3 +156,29 @@ def test_traced_indefinite_map_has_no_derivative():
     assert np.all(np.isnan(np.asarray(jax.grad(f)(BAD))))
     g = jax.grad(f)(jnp.eye(2) / 2)  # a covariance: the derivative of the map, finite
     assert np.all(np.isfinite(np.asarray(g)))
+
+
+def test_closed_forms_check_batches_member_by_member_and_flag_with_a_nan_derivative(no_typecheck):
+    """A review (session 50): `check_psd` scaled every member by the batch's largest entry (an indefinite member came
+    back NaN beside `1e6 I`); a traced indefinite `Σ0` gave a NaN blow-up time with a derivative of exactly 0; an int
+    `Σ0` crashed any derivative (a float0 tangent in the eigenvalue rule)."""
+    from hassejax.dynamics import blowup_time_closed_form, softmax_covariance_closed_form
+
+    batch = np.stack([1e6 * np.eye(2), np.diag([1.0, -1e-3])])
+    for call in (lambda s: blowup_time_closed_form(s, np.eye(2), 1.0),
+                 lambda s: softmax_covariance_closed_form(s, np.eye(2), 1.0, 0.1)):  # fmt: skip
+        with pytest.raises(ParameterError, match="`Sigma0` must be positive semidefinite"):
+            call(batch)
+    grad = jax.grad(lambda c: blowup_time_closed_form(c, jnp.eye(2), 1.0))(BAD)
+    assert np.all(np.isnan(np.asarray(grad)))
+    int_sigma0 = jnp.array([[2, 0], [0, 1]])
+    dv = jax.grad(lambda v: blowup_time_closed_form(int_sigma0, jnp.eye(2), v))(1.0)
+    assert float(dv) == pytest.approx(-0.25)  # t* = 1/(4v)
+
+
+def test_half_precision_round_off_is_capped():
+    """A review: `10 d ε` of bfloat16 reaches 1 at d = 13, and `−I` passed as a covariance."""
+    with pytest.raises(ParameterError, match="`cov` must be positive semidefinite"):
+        gaussian_sinkhorn_energy(jnp.zeros(13), -jnp.eye(13, dtype=jnp.bfloat16), 0.1 * jnp.eye(13))
+    with pytest.raises(ParameterError, match="`cov` must be positive semidefinite"):
+        gaussian_sinkhorn_energy(jnp.zeros(4), jnp.diag(jnp.array([1, 1, 1, -0.3], jnp.bfloat16)), 0.1 * jnp.eye(4))

@@ -118,6 +118,8 @@ def test_devices_as_an_iterator_desc_and_the_progress_variable_are_checked(no_ty
         sweep(lambda v: v, jnp.arange(2.0), devices="junk", shard=False, progress=False)
     with pytest.raises(ParameterError, match="`desc` must be a string"):
         sweep(lambda v: v, jnp.arange(3.0), desc=5, chunk_size=1)
+    out = sweep(lambda v: v, jnp.arange(3.0), desc=None, chunk_size=1)  # no label: as tqdm takes it
+    np.testing.assert_array_equal(np.asarray(out), [0.0, 1.0, 2.0])
     from hassejax import _env
 
     monkeypatch.setenv("HASSEJAX_PROGRESS", "maybe-not-a-value")

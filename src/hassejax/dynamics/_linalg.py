@@ -111,13 +111,24 @@ def _eps(dtype) -> float:
     return float(jnp.finfo(dtype).eps) if dtype is not None and jnp.issubdtype(dtype, jnp.floating) else 0.0
 
 
+PSD_RTOL_MAX = 1e-2
+"""The largest round-off the PSD rule allows, relative to the largest entry: `10 d ε` of a half-precision type
+reaches 1 (bfloat16 at d = 13, a review: `−I` passed), and a smallest eigenvalue below `−1 %` of the largest entry
+is no rounding this package takes."""
+
+
+def _psd_rtol(d: int, eps: float) -> float:
+    """The PSD rule's tolerance: `max(PSD_RTOL, 10 d ε)`, at most :data:`PSD_RTOL_MAX`."""
+    return min(max(PSD_RTOL, 10 * d * eps), PSD_RTOL_MAX)
+
+
 def below_psd(cov, w_min, given=None):
     """Whether a (traced) `cov` `(..., d, d)`, whose smallest eigenvalue is `w_min`, is no covariance by the rule
     of :func:`check_psd`: `w_min` below `−max(PSD_RTOL, 10 d ε) · max|C|` (``ε`` of its dtype, or of `given`, the
     dtype the caller was given it in, where that is coarser: a float32 `Σ0` cast to float64 keeps float32's round-off,
     a review: a valid float32 rank-one `Σ0` with a float64 mean came back `indefinite` in 18 of 60 draws)."""
     cov = jnp.asarray(cov)
-    rtol = max(PSD_RTOL, 10 * cov.shape[-1] * max(_eps(cov.dtype), _eps(given)))
+    rtol = _psd_rtol(cov.shape[-1], max(_eps(cov.dtype), _eps(given)))
     return w_min < -rtol * jnp.max(jnp.abs(cov), axis=(-2, -1))
 
 
@@ -128,10 +139,15 @@ def check_psd(cov, name: str) -> None:
     c = given.astype(float)
     if not np.all(np.isfinite(c)):
         raise ParameterError(f"`{name}` must be finite; got NaN/inf entries.")
-    scale = max(float(np.max(np.abs(c), initial=0.0)), np.finfo(float).tiny)
-    asym = float(np.max(np.abs(c - np.swapaxes(c, -1, -2)), initial=0.0))
-    if asym > PSD_RTOL * scale:
-        raise ParameterError(f"`{name}` must be symmetric (a covariance); got max |C − Cᵀ| = {asym:.3g}.")
+    if c.ndim < 2 or c.size == 0:
+        return
+    # member by member (a batch): each against its own largest entry (a review: a large member let an indefinite
+    # one through as NaN)
+    scale = np.maximum(np.max(np.abs(c), axis=(-2, -1)), np.finfo(float).tiny)
+    asym = np.max(np.abs(c - np.swapaxes(c, -1, -2)), axis=(-2, -1))
+    if np.any(asym > PSD_RTOL * scale):
+        worst = float(np.max(np.where(asym > PSD_RTOL * scale, asym, 0.0)))
+        raise ParameterError(f"`{name}` must be symmetric (a covariance); got max |C − Cᵀ| = {worst:.3g}.")
     _check_psd_part(given, c, scale, name)
 
 
@@ -158,9 +174,7 @@ def refuse_indefinite(cov, name: str) -> None:
 
 
 def _check_psd_part(given, c, scale, name: str) -> None:
-    rtol = PSD_RTOL
-    if c.ndim >= 2:  # rounding of the given precision (bfloat16 included)
-        rtol = max(rtol, 10 * c.shape[-1] * _eps(given.dtype))
+    rtol = _psd_rtol(c.shape[-1], _eps(given.dtype))  # rounding of the given precision (bfloat16 included)
     lam = np.linalg.eigvalsh(0.5 * (c + np.swapaxes(c, -1, -2)))[..., 0]
     bad = lam < -rtol * scale
     if np.any(bad):

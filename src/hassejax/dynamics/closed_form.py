@@ -132,7 +132,8 @@ def _scaled_interaction(sigma0, a, v, beta, t=None, eigenvalues=False):
     if eigenvalues:  # the same `N` and ``eigh``; the derivative without that of Σ0^{1/2} (NaN at a singular Σ0 before)
         scale = jnp.asarray(beta) * jnp.asarray(v)
         dtype = jnp.result_type(r, s, scale)  # N's, as below (an int `A` or `v` has no tangent to take)
-        return r, sandwich_eigvalsh(sigma0, s.astype(dtype), scale.astype(dtype)), indefinite
+        # `Σ0` in N's float dtype: an int `Σ0` has a float0 tangent, which the rule cannot symmetrize (a review)
+        return r, sandwich_eigvalsh(sigma0.astype(dtype), s.astype(dtype), scale.astype(dtype)), indefinite
     v = jnp.asarray(v)[..., None, None]
     beta = jnp.asarray(beta)[..., None, None]
     return r, symmetrize(beta * v * (r @ s @ r)), indefinite
@@ -193,8 +194,9 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
 
     Derivatives: ``jax.grad`` in `Sigma0` takes no derivative of `Σ0^{1/2}` (:func:`._linalg.sandwich_eigvalsh`), so
     it is finite at a singular `Sigma0` where `λ*` is a simple eigenvalue; where `λ*` is repeated the eigenvalue has
-    no derivative and the one returned is that of ``eigh``'s basis. Second derivatives in `Sigma0` at a singular
-    `Sigma0` (and at a repeated eigenvalue of `N`) are NaN: the first derivative's own rule uses `Σ0^{1/2}`.
+    no derivative and the one returned is that of ``eigh``'s basis. Second derivatives in `Sigma0` are NaN at a
+    singular `Sigma0`, at a `Sigma0` with a repeated eigenvalue (`s I` included) and at a repeated eigenvalue of `N`:
+    the first derivative's own rule goes through `Σ0^{1/2}` and ``eigh``'s eigenvectors.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` for non-square or mismatched shapes,
     NaN/inf entries, or a `Sigma0` that is not symmetric positive semidefinite (concrete inputs; a traced NaN
@@ -219,8 +221,9 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
     floor = 4 * jnp.finfo(eigs.dtype).eps * jnp.max(jnp.abs(eigs), axis=-1)
     resolved = lam > floor
     out = jnp.where(resolved, 1.0 / jnp.where(resolved, lam, 1.0), jnp.inf)
-    # a traced NaN/inf input or a traced Σ0 that is no covariance: NaN, not "never blows up" or a time
-    return jnp.where(~jnp.isfinite(lam) | indefinite, jnp.nan, out)
+    # a traced NaN/inf input or a traced Σ0 that is no covariance: NaN, not "never blows up" or a time; times NaN,
+    # not `where`, so that its derivative is NaN too (a review: `where` gave it a derivative of 0)
+    return out * jnp.where(~jnp.isfinite(lam) | indefinite, jnp.nan, 1.0).astype(out.dtype)
 
 
 def diagonal_covariance_closed_form(

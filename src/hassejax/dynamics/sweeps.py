@@ -389,7 +389,7 @@ class Sweep:
         self._run, self._sharding = _build_runner(fn, self._devices, compiler_options)
         self._estimates = {}  # XLA's memory estimate of each chunk program run so far (_check_chunk_memory)
 
-    def __call__(self, batch_params: PyTree, *, cost=None, progress: bool = True, desc: str = "sweep") -> PyTree:
+    def __call__(self, batch_params: PyTree, *, cost=None, progress: bool = True, desc: str | None = "sweep") -> PyTree:
         """Run the held program on every member of `batch_params`; see :func:`sweep` (`cost` overrides the held one)."""
         cost = self.cost if cost is None else cost
         return _run_all(
@@ -409,8 +409,8 @@ def _run_all(run, sharding, devs, batch_params, chunk_size, cost, progress, desc
     """Order by cost, take this process's share, run its chunks, gather, restore the caller's order."""
     if not isinstance(progress, (bool, np.bool_)):  # a fresh user: progress="no" showed the bar (a truthy string)
         raise ParameterError(f"`progress` must be True or False; got {progress!r:.40}.")
-    if not isinstance(desc, str):  # a review: desc=5 met tqdm's raw TypeError
-        raise ParameterError(f"`desc` must be a string (the progress bar's label); got {desc!r:.40}.")
+    if desc is not None and not isinstance(desc, str):  # a review: desc=5 met tqdm's raw TypeError
+        raise ParameterError(f"`desc` must be a string (the progress bar's label) or None; got {desc!r:.40}.")
     B = batch_size(batch_params)
     traced = next((leaf for leaf in jax.tree_util.tree_leaves(batch_params) if _traced(leaf)), None)
     if traced is not None:  # a new user: under jax.jit JAX refused "compiler_options" the caller never passed
@@ -648,7 +648,7 @@ def sweep(
     progress: bool = True,
     shard: bool = True,
     devices: Sequence[jax.Device] | None = None,
-    desc: str = "sweep",
+    desc: str | None = "sweep",
     compiler_options: Mapping[str, Any] | None = None,
 ) -> PyTree:
     """Run `fn` on every member of a batch of parameters (vmap, chunks, device sharding).
@@ -690,7 +690,7 @@ def sweep(
       processes this process's own, ``jax.local_devices()``, and only those are allowed:
       every process makes the same call with the same `batch_params`, host-local arrays, and
       runs its share of ``ceil(B / P)`` members on them; see the module docstring).
-    - `desc`: label of the progress bar.
+    - `desc`: label of the progress bar (a string, or None for none).
     - `compiler_options`: XLA options for the chunk program only (``jax.jit``'s
       ``compiler_options``), e.g. ``{"xla_backend_optimization_level": 3}`` for a long sweep in
       a process that compiles at level 0 for speed (hassejax's tests, ``reproduce.py --quick``):

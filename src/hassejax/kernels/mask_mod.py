@@ -67,7 +67,7 @@ def _spec_registry() -> dict[str, Callable[..., MaskRule]]:
             if not isinstance(form, str) or form not in ("dense", "intervals"):
                 # the spec's mask is its interval form whatever `form` says; a bad value is still an error (a fresh
                 # user: `butterfly_mask(n=4, form='bogus')` was accepted and ignored, as Python refuses it)
-                raise MaskError(f"`form` must be one of ('dense', 'intervals'); got {form!r}")
+                raise MaskError(f"`form` must be one of ('dense', 'intervals'); got {form!r}.")
             try:  # validates the arguments (O(n), no n x n array)
                 im = fn(**bound.arguments, form="intervals")
                 rule = FAMILY_BUILDERS[name](**bound.arguments)
