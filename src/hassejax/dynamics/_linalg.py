@@ -124,9 +124,10 @@ def _psd_rtol(d: int, eps: float) -> float:
 
 def below_psd(cov, w_min, given=None):
     """Whether a (traced) `cov` `(..., d, d)`, whose smallest eigenvalue is `w_min`, is no covariance by the rule
-    of :func:`check_psd`: `w_min` below `−max(PSD_RTOL, 10 d ε) · max|C|` (``ε`` of its dtype, or of `given`, the
-    dtype the caller was given it in, where that is coarser: a float32 `Σ0` cast to float64 keeps float32's round-off,
-    a review: a valid float32 rank-one `Σ0` with a float64 mean came back `indefinite` in 18 of 60 draws)."""
+    of :func:`check_psd`: `w_min` below `−min(max(PSD_RTOL, 10 d ε), PSD_RTOL_MAX) · max|C|` (``ε`` of its dtype, or
+    of `given`, the dtype the caller was given it in, where that is coarser: a float32 `Σ0` cast to float64 keeps
+    float32's round-off, a review: a valid float32 rank-one `Σ0` with a float64 mean came back `indefinite` in 18 of
+    60 draws)."""
     cov = jnp.asarray(cov)
     rtol = _psd_rtol(cov.shape[-1], max(_eps(cov.dtype), _eps(given)))
     return w_min < -rtol * jnp.max(jnp.abs(cov), axis=(-2, -1))
