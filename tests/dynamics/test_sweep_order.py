@@ -100,6 +100,23 @@ def test_cost_errors():
         Sweep(lambda p: p, cost=np.ones(3))
 
 
+def test_a_call_passes_its_own_cost_or_none_in_place_of_the_held_one():
+    calls = []
+
+    def counted(p):
+        calls.append(1)
+        return np.arange(3.0)[::-1].copy()
+
+    held = Sweep(lambda p: 2 * p, cost=counted, shard=False)
+    x = jnp.arange(3.0)
+    np.testing.assert_array_equal(np.asarray(held(x, progress=False)), [0.0, 2.0, 4.0])
+    assert len(calls) == 1  # left out: the held cost
+    np.testing.assert_array_equal(np.asarray(held(x, cost=None, progress=False)), [0.0, 2.0, 4.0])
+    assert len(calls) == 1  # None: the caller's order, the held cost not asked (it was before)
+    with pytest.raises(ParameterError, match="`cost`"):
+        held(x, cost=np.ones(2), progress=False)
+
+
 def test_softmax_gaussian_cost_follows_the_closed_form(no_typecheck):
     batch = _family(40, seed=3)
     cov0, A = np.asarray(batch["cov0"]), np.asarray(batch["A"])

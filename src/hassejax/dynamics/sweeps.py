@@ -337,6 +337,16 @@ def _layout(B: int, chunk_size: int | None, devs: tuple | None) -> tuple[int, in
     return chunk, n_chunks, n_chunks * chunk
 
 
+class _Held:
+    """The default of :meth:`Sweep.__call__`'s `cost`: the cost the Sweep holds (None there is a cost of its own: none)."""
+
+    def __repr__(self) -> str:
+        return "<the held cost>"
+
+
+_HELD = _Held()
+
+
 class Sweep:
     """A sweep you hold: `fn` vmapped over chunks of a batch, compiled once per chunk shape.
 
@@ -348,7 +358,7 @@ class Sweep:
 
     **Arguments:** `fn`, `chunk_size`, `shard`, `devices`, `compiler_options` as in :func:`sweep`; `cost` None or a
     callable on each batch (as :func:`sweep`'s; a call may pass its own `cost`, array or
-    callable, instead).
+    callable, instead, or ``cost=None`` to run that batch in the caller's order).
 
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`sweep` (on construction for
     the configuration, on call for the batch); :class:`~hassejax.errors.MemoryBudgetError` as :func:`sweep`,
@@ -389,9 +399,13 @@ class Sweep:
         self._run, self._sharding = _build_runner(fn, self._devices, compiler_options)
         self._estimates = {}  # XLA's memory estimate of each chunk program run so far (_check_chunk_memory)
 
-    def __call__(self, batch_params: PyTree, *, cost=None, progress: bool = True, desc: str | None = "sweep") -> PyTree:
-        """Run the held program on every member of `batch_params`; see :func:`sweep` (`cost` overrides the held one)."""
-        cost = self.cost if cost is None else cost
+    def __call__(
+        self, batch_params: PyTree, *, cost: Any = _HELD, progress: bool = True, desc: str | None = "sweep"
+    ) -> PyTree:
+        """Run the held program on every member of `batch_params`; see :func:`sweep`. `cost`: left out, the held one;
+        given (an array, a callable or None for the caller's order), it replaces the held one for this call."""
+        cost = self.cost if cost is _HELD else cost
+        _sweep_order.check_cost(cost)
         return _run_all(
             self._run,
             self._sharding,
