@@ -22,6 +22,7 @@ from hassejax.dynamics import (
     Softmax,
     Status,
     particle_velocity,
+    solve_gaussian,
     solve_particles,
     status_names,
 )
@@ -255,6 +256,23 @@ def test_nan_vector_field_is_non_finite_at_the_time_it_appears(form):
     np.testing.assert_array_equal(np.asarray(sol.ts), np.asarray(ts))
     np.testing.assert_array_equal(np.asarray(sol.valid), np.asarray(ts) < 0.3 - 1e-9)
     assert float(sol.t_blowup) == np.inf and bool(jnp.all(jnp.isfinite(sol.xs)))
+
+
+@pytest.mark.parametrize("state", ["particles", "covariance", "factor", "projective"])
+def test_a_nan_parameter_is_non_finite_within_a_small_step_budget(state):
+    """A traced NaN `A` makes every step NaN; the guard stops such a solve after ~63 rejected steps (float64), so with
+    `max_steps=20` it ended `max_steps_reached` (a review), as if the budget were the problem."""
+    bad = jnp.full((2, 2), jnp.nan)
+    if state == "particles":
+        solve = jax.jit(lambda a: solve_particles(Softmax(V=np.eye(2), A=a), np.ones((3, 2)), t1=1.0, max_steps=20))
+    else:
+        cov0 = np.eye(2) / 4
+        solve = jax.jit(
+            lambda a: solve_gaussian(Softmax(V=np.eye(2), A=a), np.zeros(2), cov0, t1=1.0, max_steps=20, state=state)
+        )
+    sol = solve(bad)
+    assert status_names(sol.status) == "non_finite"
+    assert float(sol.t_final) == 0.0 and int(sol.stats.num_steps) == 20
 
 
 def test_unconverged_sinkhorn_stops_the_solve_not_a_silent_drift():

@@ -311,7 +311,12 @@ def projective_integrate(model, mean0, u0, *, t0, t1, threshold, solver, rtol, a
         edge_undetermined & end_finite,
         Status.undetermined,
         jnp.where(
-            ~end_finite | (result == diffrax.RESULTS.nonfinite) | lost,
+            # ... or the step budget ran out before the guard's retries did, at a state whose vector field is NaN/inf
+            # (as in _solve.integrate)
+            ~end_finite
+            | (result == diffrax.RESULTS.nonfinite)
+            | lost
+            | ((result == diffrax.RESULTS.max_steps_reached) & ~tree_finite(parts(y_f))),
             Status.non_finite,
             jnp.where(
                 blow_ev,

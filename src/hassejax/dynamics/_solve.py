@@ -511,6 +511,9 @@ def integrate(
     successful = result == diffrax.RESULTS.successful
     max_steps_hit = result == diffrax.RESULTS.max_steps_reached
     stopped_non_finite = result == diffrax.RESULTS.nonfinite  # FiniteGuard: the next step was NaN/inf
+    # ... or the step budget ran out before the guard's bounded retries did, at a state where the vector field itself
+    # is NaN/inf (a NaN parameter: every next step is NaN; a review: `max_steps_reached` with `max_steps` < 63)
+    stopped_non_finite = stopped_non_finite | (max_steps_hit & ~tree_finite(f(tf, y_final)))
     status = jnp.where(
         edge_undetermined,
         Status.undetermined,

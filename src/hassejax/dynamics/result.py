@@ -87,7 +87,9 @@ class Status(enum.IntEnum):
       and, near `t = 0`, to `64 eps³ (t1 − t0)` (float32: `1e-19` of the interval): a blow-up
       sooner than that after `t0` ends here, at `t0` (float32 from `t0 = 1000`, where 64 units
       are 7.6e-3: a blow-up 5e-4 after `t0` ends ``non_finite`` at `t0`; a later `t0` costs
-      resolution, `state="projective"` (softmax) steps in the size instead).
+      resolution, `state="projective"` (softmax) steps in the size instead). A solve whose step budget runs
+      out at a state where the vector field is NaN/inf is ``non_finite`` too, not ``max_steps_reached`` (a NaN
+      parameter from `t0` on with `max_steps` below the ~63 retries the guard takes in float64).
     - `invalid_times` (7): the times were traced (under ``jit``/``vmap``, e.g. per-member
       `t1`/`ts` in a sweep) and are not finite with `ts` sorted within `[t0, t1]` and
       `t1 > t0`. Nothing is solved: the state is the initial one, no save point is valid, the step
