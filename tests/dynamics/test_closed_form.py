@@ -234,6 +234,26 @@ def test_blowup_time_is_inf_when_lambda_star_is_zero_up_to_rounding(angle, scale
     )
 
 
+def test_blowup_time_at_a_singular_sigma0_without_blowup_is_inf_or_beyond_its_rounding():
+    """Rank-deficient `Σ0 = u uᵀ` with `A + Aᵀ` negative definite on its range (`λ* = 0`, no blow-up): the time is
+    ill-conditioned (the docstring), and a finite one must be of the size that a change of `Σ0` by its rounding
+    gives, `1/(ε ‖Σ0‖ λ_max(A + Aᵀ))` (measured down to 0.46 of it), not a time a user could mistake for a blow-up."""
+    rng = np.random.default_rng(5)
+    eps = np.finfo(np.float64).eps
+    ratios = []
+    for _ in range(60):
+        d = int(rng.integers(2, 9))
+        rank = int(rng.integers(1, d))
+        u = rng.normal(size=(d, rank)) * 10 ** rng.uniform(-3, 3)
+        q, _ = np.linalg.qr(np.hstack([u, rng.normal(size=(d, d - rank))]))
+        eig = np.concatenate([-rng.uniform(1e-3, 1, rank), rng.uniform(1, 100, d - rank)]) * 10 ** rng.uniform(-3, 3)
+        sym = q @ np.diag(eig) @ q.T  # A + Aᵀ, negative definite on the range of u
+        sigma0 = u @ u.T
+        t = float(blowup_time_closed_form(sigma0, sym / 2, 1.0))
+        ratios.append(t * eps * np.linalg.norm(sigma0, 2) * eig.max())
+    assert min(ratios) > 0.05  # inf, or a time beyond the rounding of Σ0
+
+
 def test_traced_sigma0_that_is_no_covariance_gives_nan():
     """A fresh user's review: a traced `Σ0 = diag(1, −1)` (a sweep member) was taken as its PSD part `diag(1, 0)`,
     a confident blow-up time of 1/2 for another `Σ0`; it is NaN in the closed forms (a concrete one raises), while
