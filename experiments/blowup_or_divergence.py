@@ -27,6 +27,7 @@ from _common import Output, cli
 
 import hassejax.plot.dynamics as dplot
 from hassejax.dynamics import Status, blowup_time_closed_form, geometry, paper
+from hassejax.plot import style
 from hassejax.plot.curves import polyline_distance
 from hassejax.plot.style import TEXT_WIDTH, figsize
 
@@ -46,12 +47,9 @@ SPEC_T_STAR_RANGE = (0.353, 8.94)
 SPEC_T_STAR_HALF_I = 0.70234
 
 
-KIND_COLORS = {
-    "softmax": "#D55E00",  # Okabe & Ito's colour-blind-safe palette (red against green was confusable; a referee)
-    "multi-head (H = 2)": "#CC79A7",
-    "L2": "#009E73",
-    "Sinkhorn (ε = 1)": "#0072B2",
-}
+KIND_COLORS = {label: style.KIND_COLORS[kind] for label, (kind, *_) in KINDS.items()}
+"""The paper's one colour per attention kind (:data:`hassejax.plot.style.KIND_COLORS`), by this figure's labels."""
+KIND_LINESTYLES = {label: style.KIND_LINESTYLES[kind] for label, (kind, *_) in KINDS.items()}
 N_DRAWN = 40
 """About this many grid members drawn in each disk (every `n // N_DRAWN`-th; all are solved and counted)."""
 
@@ -111,7 +109,7 @@ def main(out: Path, quick: bool = False) -> dict:
                                           "t_stop": float(g["t_final"][0]), "trace_at_stop": float(tr[-1]),
                                           "decade_ratio": float(g["decade_ratio"][0])}  # fmt: skip
         ax_grow.semilogy(gt / gt[-1], tr, color=KIND_COLORS[label], lw={"softmax": 2.6, "multi-head (H = 2)": 1.4}.get(label, 1.0),
-                         ls={"Sinkhorn (ε = 1)": "--", "multi-head (H = 2)": (0, (1.5, 1.5))}.get(label, "-"),
+                         ls=KIND_LINESTYLES[label],
                          zorder={"multi-head (H = 2)": 3}.get(label, 2),
                          label=f"{label.split(' (')[0]} ({gt[-1]:.2f})")  # fmt: skip
         ax_rho.scatter(rho, np.full(n, len(results)) + np.linspace(-0.25, 0.25, n), s=1, color=KIND_COLORS[label],

@@ -29,6 +29,7 @@ import hassejax.plot.dynamics as dplot
 from hassejax.dynamics import Status, clustering_limit, geometry, paper, powerlaw
 from hassejax.dynamics.diagnostics import limit_rank, rank_absolute
 from hassejax.plot.bounds import fmt_upper
+from hassejax.plot.style import KIND_COLORS, KIND_LINESTYLES
 
 NAME = "convergence_to_line"
 TOL = 1e-4  # the authors' tol for figure 2
@@ -57,8 +58,9 @@ def main(out: Path, quick: bool = False) -> dict:
     library_limit = np.asarray(clustering_limit(grid, a_soft, 1.0))
     closed_vs_library = float(np.max(geometry.rel_frobenius(library_limit, target)))
     colors, sm = dplot.colors_from(geometry.cone_coords(grid)[:, 1])
-    perp_angle = float(np.degrees(np.arctan2(Q_PERP[1], Q_PERP[0])))
-    cone_angle = (2.0 * perp_angle) % 360.0  # s vvᵀ has cone coordinates s(cos 2θ, sin 2θ, 1)
+    # the direction of q⊥ modulo 180°, in (−90°, 90°] (the sinkhorn and two-lines figures' convention)
+    perp_angle = float(geometry.rank_one_direction_angle(np.outer(Q_PERP, Q_PERP)))
+    cone_angle = 2.0 * perp_angle  # s vvᵀ has cone coordinates s(cos 2θ, sin 2θ, 1)
 
     fig, axes = dplot.new_figure(1, 2, (6.6, 4.2), [["3d", "3d"]])
     fig_err, ax_err = plt.subplots(figsize=(5.0, 3.4), layout="constrained")
@@ -127,13 +129,15 @@ def main(out: Path, quick: bool = False) -> dict:
         slope = powerlaw.loglog_slope(long["ts"], tr, long["valid"], last_decades=2.0)
         med = np.argsort(err_stop)[n // 2]
         v = long["valid"][med] & (long["ts"][med] > 0)
+        kind = KINDS[label][0]
         ax_err.loglog(
-            long["ts"][med][v], tr[med][v], lw=1.3, label=f"{label}: slope " + f"{slope[med]:.3f}".replace("-", "−")
-        )
+            long["ts"][med][v], tr[med][v], lw=1.3, color=KIND_COLORS[kind], ls=KIND_LINESTYLES[kind],
+            label=f"{label}: slope " + f"{slope[med]:.3f}".replace("-", "−"),
+        )  # fmt: skip
         results[label]["long_horizon"]["loglog_slope_of_error_t_1e6_to_1e8"] = dc.minmax(slope)
         results[label]["long_horizon"]["median_member_loglog_slope_of_error"] = float(slope[med])
     t_ref = np.geomspace(1e2, 1e8, 10)
-    ax_err.loglog(t_ref, 10.0 / t_ref, "k--", lw=1, label="reference $10/t$")
+    ax_err.loglog(t_ref, 10.0 / t_ref, color="0.55", lw=3.0, alpha=0.5, zorder=0, label="reference $10/t$")
     ax_err.set_xlabel("depth $t$")
     ax_err.set_ylabel("$\\|\\Sigma(t) - \\Sigma_\\infty\\|_F\\,/\\,\\|\\Sigma_\\infty\\|_F$ (median member)")
     ax_err.set_title("Distance to the closed-form limit falls like $1/t$\n(log-log slope on $[10^6, 10^8]$)")
@@ -149,7 +153,7 @@ def main(out: Path, quick: bool = False) -> dict:
         "Convergence to a line ($Q = q$, $K = -q$, $V = I$; Castin et al., arXiv:2501.18322, fig. 2):\n"
         f"{'all' if all_conv else 'NOT all'} {n} trajectories reach "
         f"$\\Sigma_\\infty = q^\\perp q^{{\\perp\\top}} / (q^{{\\perp\\top}} \\Sigma_0^{{-1}} q^\\perp)$,\n"
-        f"$q^\\perp$ at {perp_angle:.2f}° (on the cone at twice that angle, {cone_angle:.2f}°)"
+        f"$q^\\perp$ at {perp_angle:.2f}° (on the cone at twice that angle, {cone_angle:.2f}°)".replace("-", "−")
     )
     o.savefig(fig, NAME)
 
@@ -166,6 +170,7 @@ def main(out: Path, quick: bool = False) -> dict:
             "sigma_inf_source": "softmax, V = I: closed form (paper); L2: q⊥ᵀΣ⁻¹q⊥ is conserved since Aq⊥ = 0 (derived)",
             "closed_form_vs_library_clustering_limit_max_rel": closed_vs_library,
             "q_perp_angle_deg": perp_angle,
+            "q_perp_angle_convention": "the direction of q⊥ modulo 180°, in (−90°, 90°] (as sinkhorn's q_perp_direction_deg)",
             "q_perp_cone_angle_deg": cone_angle,
             "grid": {"n_u": n_side, "n_w": n_side, "limits": [-0.5, 0.5], "members": n},
             "events": {

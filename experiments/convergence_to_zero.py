@@ -28,6 +28,7 @@ import hassejax.plot.dynamics as dplot
 from hassejax.dynamics import Status, geometry, paper, powerlaw
 from hassejax.plot.bounds import fmt_lower, fmt_upper
 from hassejax.plot.curves import polyline_distance
+from hassejax.plot.style import KIND_COLORS, KIND_LINESTYLES
 
 NAME = "convergence_to_zero"
 TOL = 1e-5  # the authors' tol for figure 1
@@ -123,16 +124,19 @@ def main(out: Path, quick: bool = False) -> dict:
         )
         results[label]["median_stop_time"] = float(np.median(sol["t_final"]))  # the dotted line of the trace figure
         v = long["valid"][med] & (long["ts"][med] > 0)
+        kind = KINDS[label][0]
         ax_law.loglog(
             long["ts"][med][v],
             tr_long[med][v],
             lw=1.3,
+            color=KIND_COLORS[kind],
+            ls=KIND_LINESTYLES[kind],
             label=f"{SHOWN[label]}: slope " + f"{slope[med]:.4f}".replace("-", "−"),
         )
-        ax_law.axvline(results[label]["median_stop_time"], color=ax_law.lines[-1].get_color(), lw=0.6, ls=":")
+        ax_law.axvline(results[label]["median_stop_time"], color=KIND_COLORS[kind], lw=0.6, ls=":")
 
     t_ref = np.geomspace(1e2, 1e8, 10)
-    ax_law.loglog(t_ref, 10.0 / t_ref, "k--", lw=1, label="reference $10/t$")
+    ax_law.loglog(t_ref, 10.0 / t_ref, color="0.55", lw=3.0, alpha=0.5, zorder=0, label="reference $10/t$")
     ax_law.set_xlabel("depth $t$ (dotted: each kind's median stop $\\|\\Sigma'\\|_F < 10^{-5}$)")
     ax_law.set_ylabel("$\\mathrm{tr}\\,\\Sigma(t)$ of the median member")
     ax_law.set_title(

@@ -26,6 +26,7 @@ from _common import Output, cli
 
 from hassejax.dynamics import AbstractAttention, blowup_time_closed_form, paper, solve_gaussian, status_names
 from hassejax.plot.bounds import fmt_upper
+from hassejax.plot.style import KIND_COLORS, KIND_LINESTYLES
 
 NAME = "lambda_max_growth"
 SIGMA0 = 0.5 * np.eye(2)
@@ -35,13 +36,13 @@ RTOL = {"softmax": 1e-10, "l2": 1e-10, "sinkhorn": 1e-8}
 # (1.6e-12 at λ_max = 850, 1.6e-7 at 3.4e5, 2.7e-3 at 1.9e7 against a 60-digit evaluation of the same
 # formula; reported to its owner), so below rtol ~1e-9 the step size collapses on the noise and the
 # solve runs out of steps before the size event (t ≈ 9.9). The exponential growth is unaffected at 1e-8.
-COLORS = {"softmax": "#D55E00", "l2": "#009E73", "sinkhorn": "#0072B2"}
-"""Okabe & Ito's colour-blind-safe vermillion, bluish green and blue (the phase maps' palette)."""
-STYLES = {"softmax": "-", "l2": "--", "sinkhorn": "-."}
-"""Line styles: vermillion and bluish green have about the same lightness, so greyscale tells them apart by these."""
+COLORS = {k: KIND_COLORS[k] for k in RTOL}
+"""The paper's one colour per attention kind (:data:`hassejax.plot.style.KIND_COLORS`)."""
+STYLES = {k: KIND_LINESTYLES[k] for k in RTOL}
+"""Line styles: several of the kinds' colours have about the same lightness, so greyscale tells them apart by these."""
 VERDICT = {"blow_up": "blow-up", "diverge": "divergence"}
 """The decade test's verdict at the size event, in words (another status is printed as its name)."""
-LABELS = {"softmax": "softmax", "l2": "L2 (c = 1)", "sinkhorn": "Sinkhorn (ε = 1)"}
+LABELS = {"softmax": "softmax", "l2": "L2 ($c = 1$)", "sinkhorn": r"Sinkhorn ($\varepsilon = 1$)"}
 
 
 def item5_models() -> dict[str, AbstractAttention]:

@@ -51,7 +51,7 @@ from hassejax.dynamics import (
 from hassejax.dynamics.affine_fit import affine_fit_residual
 from hassejax.dynamics.linear_moments import linear_blowup_time, linear_second_moment_closed_form, sigmoid_linearisation
 from hassejax.plot.bounds import fmt_upper
-from hassejax.plot.style import TEXT_WIDTH, figsize
+from hassejax.plot.style import KIND_COLORS, KIND_LINESTYLES, KIND_MARKERS, TEXT_WIDTH, figsize
 
 NAME = "sigmoid_linear"
 SIGMA0_BLOW = np.eye(2) / 2
@@ -246,12 +246,13 @@ def _minus(x: float, spec: str) -> str:
 
 def _draw_sigmoid(o: Output, rec: dict, e: dict) -> None:
     fig, ax = plt.subplots(figsize=figsize(TEXT_WIDTH, 0.55), layout="constrained")
-    colors = {
-        "softmax": "tab:blue",
-        "linear": "tab:green",
-        "sigmoid, b = 0": "tab:red",
-        "sigmoid, b = −2": "tab:purple",
+    kinds = {
+        "softmax": "softmax",
+        "linear": "linear",
+        "sigmoid, b = 0": "sigmoid",
+        "sigmoid, b = −2": "sigmoid_shifted",
     }
+    colors = {k: KIND_COLORS[v] for k, v in kinds.items()}  # the paper's one colour per attention kind
     labels = {"softmax": "softmax", "linear": "linear", "sigmoid, b = 0": "sigmoid, $b = 0$",
               "sigmoid, b = −2": "sigmoid, $b = -2$"}  # fmt: skip
     for k, med in e["med"].items():
@@ -259,7 +260,7 @@ def _draw_sigmoid(o: Output, rec: dict, e: dict) -> None:
             continue
         for row in e["r"][k]:
             ax.loglog(e["ns"], row, ".", color=colors[k], ms=2, alpha=0.5)
-        ax.loglog(e["ns"], med, "-o", color=colors[k], mfc="none",
+        ax.loglog(e["ns"], med, marker=KIND_MARKERS[kinds[k]], ls=KIND_LINESTYLES[kinds[k]], color=colors[k], mfc="none",
                   label=f"{labels[k]}: slope {_minus(rec['loglog_slope_of_median'][k], '.2f')},\n"
                   f"{rec['residual_median_at_largest_n'][k]:.1e} at $n$ = {e['ns'][-1]:,}\n"
                   f"($\\sqrt{{r}}$ = {rec['residual_norm_ratio_median_at_largest_n'][k]:.1e} in norm)")  # fmt: skip

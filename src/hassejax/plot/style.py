@@ -7,7 +7,18 @@ a reader sees. :data:`PAPER_RC` is a matplotlib ``rcParams`` dictionary;
 
 from __future__ import annotations
 
-__all__ = ["TEXT_WIDTH", "COLUMN_WIDTH", "MAX_WIDTH", "MIN_FONT_PT", "PAPER_RC", "paper_style", "figsize"]
+__all__ = [
+    "TEXT_WIDTH",
+    "COLUMN_WIDTH",
+    "MAX_WIDTH",
+    "MIN_FONT_PT",
+    "PAPER_RC",
+    "KIND_COLORS",
+    "KIND_LINESTYLES",
+    "KIND_MARKERS",
+    "paper_style",
+    "figsize",
+]
 
 MAX_WIDTH = 7.0
 """Widest figure in inches (a full page of text, margins included)."""
@@ -38,6 +49,42 @@ PAPER_RC: dict[str, object] = {
     "pdf.fonttype": 42,
 }
 """``rcParams`` of a paper figure: fonts 8–9.5 pt, thin lines, TrueType fonts in the PDF."""
+
+KIND_COLORS: dict[str, str] = {
+    "softmax": "#D55E00",
+    "l2": "#009E73",
+    "multihead": "#CC79A7",
+    "sinkhorn": "#0072B2",
+    "linear": "#E69F00",
+    "sigmoid": "#56B4E9",
+    "sigmoid_shifted": "#000000",
+}
+"""The one colour of each attention kind in every figure (keys: the library's kind names; ``sigmoid_shifted``
+is sigmoid with a bias): Okabe & Ito's colour-blind-safe palette (vermillion, bluish green, reddish purple, blue,
+orange, sky blue, black). Several have about the same grey, so a figure that tells kinds apart draws them with
+:data:`KIND_LINESTYLES` or :data:`KIND_MARKERS` as well."""
+
+KIND_LINESTYLES: dict[str, object] = {
+    "softmax": "-",
+    "l2": "--",
+    "multihead": (0, (1, 1.2)),
+    "sinkhorn": "-.",
+    "linear": (0, (5, 1.5, 1, 1.5, 1, 1.5)),
+    "sigmoid": (0, (3, 1.2)),
+    "sigmoid_shifted": (0, (6, 2)),
+}
+"""The line style of each attention kind (with :data:`KIND_COLORS`; greyscale tells the kinds apart by it)."""
+
+KIND_MARKERS: dict[str, str] = {
+    "softmax": "o",
+    "l2": "s",
+    "multihead": "^",
+    "sinkhorn": "D",
+    "linear": "v",
+    "sigmoid": "P",
+    "sigmoid_shifted": "X",
+}
+"""The marker of each attention kind, for points (with :data:`KIND_COLORS`)."""
 
 
 def figsize(width: float | int = TEXT_WIDTH, aspect: float | int = 0.62) -> tuple[float, float]:
