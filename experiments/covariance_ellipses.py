@@ -131,7 +131,8 @@ def main(out: Path, quick: bool = False) -> dict:
         # 2 × 3 panels, the legend in the sixth; shared limits in the contraction figure, per-panel
         # limits for the growing blow-up
         fig, axes = plt.subplots(2, 3, figsize=(6.5, 4.9), layout="constrained")
-        span_row = 1.12 * max(np.max(np.abs(ellipse(mean0, c, K_SIGMA))) for c in cov_g)
+        # limits hold the ellipses and every particle (none cut off, none on the frame)
+        span_row = 1.12 * max(max(np.max(np.abs(ellipse(mean0, c, K_SIGMA))) for c in cov_g), np.max(np.abs(xs)))
         for j, t in enumerate(times):
             ax = axes.flat[j]
             ax.scatter(xs[j, :, 0], xs[j, :, 1], s=2, color="0.45", alpha=0.55, lw=0, label=f"particles ($n = {n}$)")
@@ -158,7 +159,7 @@ def main(out: Path, quick: bool = False) -> dict:
                 )
                 span = span_row
             else:
-                span = 1.12 * max(np.max(np.abs(ge)), np.max(np.abs(pe)))
+                span = 1.12 * max(np.max(np.abs(ge)), np.max(np.abs(pe)), np.max(np.abs(xs[j])))
             ax.set_xlim(-span, span)
             ax.set_ylim(-span, span)
             ax.set_aspect("equal")

@@ -160,8 +160,8 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.set_xlabel("depth $t$")
         ax.set_ylabel("$F = \\frac{1}{2}\\mathrm{OT}_\\varepsilon(\\mu, \\mu)$, $\\varepsilon = 1$")
         ax.set_title(
-            f"Sinkhorn $F$ on the Gaussian ODE, $V = A = A^\\top$,\n{shown.get(label, label)}: largest change\n"
-            f"between saved steps {_short_e(fmt_upper(r['max_increase'], 3))} {_sign_word(r['max_increase'])}"
+            f"Sinkhorn $F$ on the Gaussian ODE, $V = A = A^\\top$,\n{shown.get(label, label)}: largest (least "
+            f"negative)\nstep-to-step change {_short_e(fmt_upper(r['max_increase'], 3))} {_sign_word(r['max_increase'])}"
         )
         ax.grid(alpha=0.3)
     fig.suptitle(

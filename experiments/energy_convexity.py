@@ -96,12 +96,12 @@ def main(out: Path, quick: bool = False) -> dict:
             ax2.axvspan(a, b, color=f"C{c}", alpha=0.12, lw=0)
     ax2.plot(s, exact, color="k", lw=0.8, ls=":", label="translation, analytic")
     ax2.axhline(0.0, color="k", lw=0.6)
-    ax1.set_xlabel("position $s$ on the $W_2$ geodesic")
+    ax1.set_xlabel("$s \\in [0, 1]$ on the $W_2$ geodesic (normalised)")
     ax1.set_ylabel("$E(\\mathcal{N}(\\alpha_s, \\Sigma_s))$")
     ax1.set_title("energy $E = \\iint \\exp(x^\\top A y)\\,d\\mu\\,d\\mu\\;/\\;2$")
     ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
     ax1.grid(alpha=0.3)
-    ax2.set_xlabel("position $s$ on the $W_2$ geodesic")
+    ax2.set_xlabel("$s \\in [0, 1]$ on the $W_2$ geodesic (normalised)")
     ax2.set_ylabel("$d^2E/ds^2$ (central difference)")
     tr, mx = results["translation"]["negative_intervals"], results["mixed"]["negative_intervals"]
     ax2.set_title(
@@ -116,7 +116,8 @@ def main(out: Path, quick: bool = False) -> dict:
         "along $W_2$ geodesics of Gaussians in $\\mathbb{R}^2$: $d^2E/ds^2$ reaches "
         f"${results['translation']['min_second_derivative']:.3f}$ (translation) and "
         f"${results['mixed']['min_second_derivative']:.3f}$ (mixed);\nthis geodesic, the centred scaling, stays convex "
-        f"(min ${results['centred_scaling']['min_second_derivative']:.3f}$)"
+        f"(min ${results['centred_scaling']['min_second_derivative']:.3f}$);\n$s$ is normalised to $[0, 1]$ on each "
+        "geodesic: the minima are not comparable convexity constants"
     )
     o.savefig(fig, NAME)
     o.write_json(
