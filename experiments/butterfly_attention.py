@@ -8,7 +8,8 @@ backward wing, centre nodes holding w'_k). Every centre slot C_k reaches exactly
 The Hasse diagram is drawn with the backward wing rising on the left, the forward wing on
 the right and the centres on one level (the top: they are the maximal classes), coloured by
 stream. With the wings on opposite sides and the centres in slot order the layout has
-(n − 2)(n − 3)/2 crossings (1 at n = 4). No drawing with the centres on one level avoids
+1 crossing at n = 4 (JSON `crossings_by_n`: the count of this layout for n = 4 … 8, measured: 1, 3, 6,
+10, 15 = (n − 2)(n − 3)/2). No drawing with the centres on one level avoids
 crossings for n = 5 … 8 (checked: the diagram plus one vertex joined to every centre is not
 planar, networkx; the JSON's `apex_planar`). At n = 4 crossing-free orders of the centres
 exist (C1, C2, C4, C3 and three others, up to mirror images; JSON `n4_crossing_free_centre_orders`,
@@ -32,7 +33,7 @@ import matplotlib.pyplot as plt
 import networkx as nx
 import numpy as np
 from _common import Output, cli
-from _names import slot_names
+from _names import slot_names, token_tex
 from matplotlib.lines import Line2D
 from matplotlib.patches import ConnectionPatch, Patch
 
@@ -217,7 +218,7 @@ def main(out: Path, quick: bool = False) -> dict:
     level_of_class = {c: round(y) for c, (_, y) in pos.items()}
     slot_level = [level_of_class[int(c)] for c in np.asarray(diagram.labels)]
     slot_key = [_key(s, x) for s, x in zip(merged.streams, merged.inputs)]
-    task_names = [[("w'" if x.symbol == "agg" else "w") + str(x.position) for x in t.inputs] for t in tasks]
+    task_names = [[token_tex(x) for x in t.inputs] for t in tasks]  # mathtext, as in every figure
     split = merge_tasks(_separate_backward_wings(family), family.stream_order, name="butterfly_split_B")
     split_names = [
         f"B{x.position}/{x.symbol[1]}" if s == "B" else nm
@@ -306,7 +307,9 @@ def main(out: Path, quick: bool = False) -> dict:
                 "positions": {names[diagram.classes[c][0]]: list(xy) for c, xy in pos.items()},
                 "centre_levels": centre_levels,
                 "crossings": crossings,
-                "crossings_formula_(n-2)(n-3)/2": (n - 2) * (n - 3) // 2,
+                "crossings_by_n": {  # the same layout (wings apart, centres in slot order), measured
+                    str(m): c_m for m in checked_n for *_, c_m in [_wing_layout(butterfly(m).merge())]
+                },
                 "apex_planar": {
                     str(m): _apex_planar(d, [c for c, s in enumerate(st) if s == "C"])
                     for m in checked_n

@@ -11,6 +11,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
+from _names import arrow_tex
 from matplotlib.patches import Patch
 
 from hassejax.masks import causal
@@ -50,10 +51,11 @@ def main(out: Path, quick: bool = False) -> dict:
     report = audit(merged)
     o = Output(out, NAME)
     fig, axes = plt.subplots(1, 2, layout="constrained", figsize=(6.5, 3.7), gridspec_kw={"width_ratios": [0.6, 1]})
+    shown = [arrow_tex(t, y) for t, y in zip(merged.inputs, merged.labels)]  # mathtext, as in every figure
     draw_hasse(
         HasseDiagram.from_mask(merged.mask),
         ax=axes[0],
-        names=names,
+        names=shown,
         title="merged Hasse diagram:\na chain",
         fontsize=8.5,
         min_fontsize=8,
@@ -65,7 +67,7 @@ def main(out: Path, quick: bool = False) -> dict:
         bbox_to_anchor=(0.5, -0.16),
         frameon=False,
     )
-    draw_mask(merged.mask, ax=axes[1], labels=names, title="merged mask (slot: input→target)")
+    draw_mask(merged.mask, ax=axes[1], labels=shown, title="merged mask (slot: input $\\to$ target)")
     title = fig.suptitle(
         f"Causal attention is the minimal merge of the autoregressive family (Thm 3.7,\n"
         f"Li & Guo, arXiv:2606.09951), $n = {n}$: {n - 1} tasks, {nodes_before} task nodes, "

@@ -22,7 +22,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
-from _names import slot_names
+from _names import arrow_tex, slot_names, token_tex
 from matplotlib.lines import Line2D
 from matplotlib.patches import ConnectionPatch, Patch
 
@@ -44,12 +44,9 @@ STREAM_COLOR = {"F": "#c6dbef", "B": "#fdd0a2", "C": "#c7e9c0"}
 STREAM_NAME = {"B": "backward wing B", "C": "centres C", "F": "forward wing F"}
 
 
-SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
-
-
 def _math(token) -> str:
-    """A token ("w", j) as w_j with a Unicode subscript (node labels are monospace, as in draw_hasse)."""
-    return f"{token.symbol}{str(token.position).translate(SUB)}"
+    """A token ("w", j) as mathtext $w_{j}$ (the token notation of every figure: :func:`_names.token_tex`)."""
+    return token_tex(token)
 
 
 def _node(ax, x, y, text, labelled):
@@ -91,7 +88,7 @@ def _autoregressive_panel(ax, n: int = 5) -> dict:
     carried = []
     for p in range(merged.n):
         lab = merged.labels[p]
-        text = _math(merged.inputs[p]) + (f"→{_math(lab)}" if lab else "")
+        text = arrow_tex(merged.inputs[p], lab) if lab else _math(merged.inputs[p])
         _node(ax, xm, p, "{" + text + "}", lab is not None)
         if p:
             ax.annotate("", xy=(xm, p - 0.25), xytext=(xm, p - 0.75), arrowprops=dict(arrowstyle="->", color="#333"))
@@ -149,9 +146,7 @@ def _butterfly_panel(fig, axes, ax_merge, n: int = 4, pair: tuple[int, int] = (1
         [{"F": x.position - 1, "B": n - x.position, "C": n - 1}[s] for x, s in zip(t.inputs, t.streams)] for t in tasks
     ]
     keys = [[{"F": 100.0, "B": -100.0, "C": 0.0}[s] for s in t.streams] for t in tasks]
-    names = [
-        [(f"w'{str(x.position).translate(SUB)}" if x.symbol == "agg" else _math(x)) for x in t.inputs] for t in tasks
-    ]
+    names = [[token_tex(x) for x in t.inputs] for t in tasks]
     drawn = draw_task_family(
         tasks,
         axes,
@@ -201,7 +196,7 @@ def _butterfly_panel(fig, axes, ax_merge, n: int = 4, pair: tuple[int, int] = (1
     draw_hasse(
         md,
         ax=ax_merge,
-        names=[m[0] + m[1:].translate(SUB) for m in mnames],
+        names=mnames,  # slot names as in the butterfly figures (B2, C1, F2)
         levels="top",
         order_key=[
             {"F": 100.0 - merged.inputs[s].position, "B": -100.0 - merged.inputs[s].position, "C": 0.0}[
@@ -212,7 +207,7 @@ def _butterfly_panel(fig, axes, ax_merge, n: int = 4, pair: tuple[int, int] = (1
         ],
         class_colors=[STREAM_COLOR[merged.streams[s]] for s in first],
         min_fontsize=8,
-        title=f"merge of $T_1$, $T_3$: {drawn.merged_nodes} nodes\n($w_2$ twice: $B_2$, $F_2$)",
+        title=f"merge of $T_1$, $T_3$: {drawn.merged_nodes} nodes\n($w_2$ twice: B2, F2)",
     )
     for c, s in enumerate(first):
         if merged.inputs[s] == ("w", 2):

@@ -296,3 +296,22 @@ def test_layout_functions_refuse_what_is_not_a_diagram(no_typecheck):
     for fn in (hasse_layout, hasse_crossings, hasse_figsize, draw_hasse):
         with pytest.raises(MaskError, match=r"`diagram` must be a HasseDiagram; got ndarray"):
             fn(np.eye(3, dtype=bool))
+
+
+def test_mathtext_labels_take_the_width_of_their_glyphs():
+    """A mathtext node label ($w_{1}$, $w_{1} \\to w_{2}$) gets the slot of the glyphs it shows, not of its source:
+    the same layout as the Unicode label of the same glyphs (w₁, w₁→w₂), and no label is cut inside $…$."""
+    from hassejax.plot._hasse_layout import _display_len
+
+    assert _display_len("{w1}") == 4
+    assert _display_len("{$w_{1}$}") == _display_len("{w₁}") == 4
+    assert _display_len("{$w'_{3}$}") == 5
+    assert _display_len("{$w_{1} \\to w_{2}$}") == _display_len("{w₁→w₂}") == 7
+    d = HasseDiagram.from_mask(np.tril(np.ones((4, 4), dtype=bool)))
+    tex = [f"$w_{{{k}}}$" for k in range(1, 5)]
+    uni = [f"w{'₁₂₃₄'[k]}" for k in range(4)]
+    assert hasse_layout(d, tex) == hasse_layout(d, uni)
+    fig, ax = plt.subplots(figsize=(2.0, 3.0))
+    draw_hasse(d, ax=ax, names=[f"${'w' * 12}_{{{k}}}$" for k in range(4)], max_label_chars=5, min_fontsize=None)
+    assert all(t.get_text().count("$") == 2 for t in ax.texts)  # never cut inside the math
+    plt.close(fig)

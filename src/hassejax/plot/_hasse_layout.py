@@ -9,6 +9,7 @@ their neighbours. Computed per call from the diagram alone (no cache).
 from __future__ import annotations
 
 import itertools
+import re
 from typing import no_type_check
 
 import numpy as np
@@ -27,11 +28,22 @@ _RESTARTS = 4  # shuffled restarts of the layer ordering for small drawings
 _DUMMY_WIDTH = 2.0  # character cells reserved in a layer for an edge passing through it
 
 
+def _display_len(text: str) -> int:
+    """Characters a label shows: its length, except that mathtext (``$w_1$``, ``$w_1 \\to w_2$``) counts each glyph once
+    (a command such as ``\\to`` one glyph; ``_``, ``^``, braces and spaces inside ``$…$`` none)."""
+    if "$" not in text:
+        return len(text)
+    n = 0
+    for i, part in enumerate(text.split("$")):
+        n += len(part) if i % 2 == 0 else len(re.sub(r"[_^{}\s]", "", re.sub(r"\\[A-Za-z]+", "x", part)))
+    return n
+
+
 def _node_labels(diagram: HasseDiagram, names, max_label_chars: int) -> list[str]:
     out = []
     for mem in diagram.classes:
         text = format_class(mem, names)
-        if len(text) > max_label_chars:
+        if _display_len(text) > max_label_chars and "$" not in text:  # mathtext is never cut (it would not parse)
             text = text[: max_label_chars - 1] + "…"
         out.append(text)
     return out
@@ -142,7 +154,7 @@ def _layout(diagram: HasseDiagram, labels: list[str], sweeps: int = 4, levels=No
     layers: list[list] = [[] for _ in range(max(gen_of.values()) + 1)]
     for c in range(diagram.num_classes):
         layers[gen_of[c]].append(c)
-    width: dict = {c: len(labels[c]) + _GAP for c in range(diagram.num_classes)}
+    width: dict = {c: _display_len(labels[c]) + _GAP for c in range(diagram.num_classes)}
     succ: dict = {c: [] for c in width}
     pred: dict = {c: [] for c in width}
     routes = {}

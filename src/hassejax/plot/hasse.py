@@ -26,7 +26,7 @@ from matplotlib.path import Path
 
 from ..errors import MaskError, ParameterError
 from ..order.hasse import HasseDiagram, format_class
-from ._hasse_layout import _CHAR_EM, _HALF_HEIGHT_EM, _PAD, _extent, _layout, _node_labels
+from ._hasse_layout import _CHAR_EM, _HALF_HEIGHT_EM, _PAD, _display_len, _extent, _layout, _node_labels
 
 __all__ = ["hasse_layout", "hasse_figsize", "hasse_crossings", "draw_hasse"]
 
@@ -329,7 +329,7 @@ def draw_hasse(
     # node of the layout), and bends smoothly in the empty gaps between the bands. So no
     # edge passes through a node box it does not connect.
     half = {
-        c: (fs * (_CHAR_EM * len(labels[c]) / 2 + _PAD) / x_unit, fs * (_HALF_HEIGHT_EM + _PAD) / y_unit)
+        c: (fs * (_CHAR_EM * _display_len(labels[c]) / 2 + _PAD) / x_unit, fs * (_HALF_HEIGHT_EM + _PAD) / y_unit)
         for c in range(diagram.num_classes)
     }
     hy = 1.04 * max(h for _, h in half.values())
