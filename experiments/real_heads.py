@@ -138,6 +138,9 @@ SHOWN = (Outcome.blow_up, Outcome.diverge, Outcome.low_rank, Outcome.bounded, Ou
 without a rate test (`collapse` would need `λ_max(Σ)` below the rank threshold); counted and drawn in this order."""
 REGIMES = tuple(o.name for o in SHOWN)
 REGIME_COLORS = ("#d7301f", "#fc8d59", "#4575b4", "#91bfdb", "#bdbdbd")
+REGIME_HATCHES = ("", "", "////", "////", "")
+"""Hatching of each regime's cells: blow-up and low rank (and diverge and rank kept) have about the same grey, so the
+cells without a size event are hatched (greyscale then tells all four apart: dark or light, hatched or not)."""
 SPECTRUM_FLOOR = 1e-8
 """The full-spectrum panels start at `1e-8 · λ_1` (the larger of `Σ0`'s and the Gaussian's); smaller eigenvalues are off the axis."""
 
@@ -957,10 +960,10 @@ def cell_text(g: dict) -> str:
     """The number a regime cell shows: `t*`, the escape time, or the collapsed directions; `*` marks an escape
     whose decade ratio lies near the test's threshold (:data:`NEAR_THRESHOLD`)."""
     star = "*" if _near_threshold(g) else ""
-    if g["regime"] == "blow_up":
-        return f"{g['t_blowup']:.3g}{star}"
+    if g["regime"] == "blow_up":  # times with two decimals, counts as integers: the two never look alike
+        return f"{g['t_blowup']:.2f}{star}"
     if g["regime"] == "diverge":
-        return f"{g['t_final']:.3g}{star}"
+        return f"{g['t_final']:.2f}{star}"
     if g["regime"] == "low_rank":
         return f"{g['collapsed_directions']}"
     return "–"  # rank kept (none collapsed) or undetermined: no number
@@ -985,6 +988,11 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
     for i, l in enumerate(layer_ids):
         for h in range(n_heads):
             g = cell[(l, h)]["gaussian"]
+            k = REGIMES.index(g["regime"])
+            if REGIME_HATCHES[k]:
+                ax.add_patch(
+                    plt.Rectangle((h - 0.5, i - 0.5), 1, 1, fill=False, hatch=REGIME_HATCHES[k], lw=0, ec="0.15")
+                )
             ax.text(
                 h,
                 i,
@@ -992,6 +1000,8 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
                 ha="center",
                 va="center",
                 color="w" if g["regime"] in ("blow_up", "low_rank") else "k",
+                # on a hatched cell the number sits on a patch of the cell's colour, clear of the hatching
+                bbox=dict(fc=REGIME_COLORS[k], ec="none", pad=1.5) if REGIME_HATCHES[k] else None,
             )
     grid_axes(ax, layer_ids, n_heads)
     c = summary["counts"]
@@ -1020,7 +1030,8 @@ def draw_regimes(o: Output, flat: list[dict], layer_ids: list[int], n_heads: int
             f"\n* decade ratio {NEAR_THRESHOLD[0]:g}–{NEAR_THRESHOLD[1]:g}, near the test's\nthreshold 0.05: "
             f"blow-up against divergence\nnot settled ({near['blow_up']} blow-up, {near['diverge']} diverge)"
         )
-    handles = [plt.Rectangle((0, 0), 1, 1, color=REGIME_COLORS[REGIMES.index(r)]) for r in REGIMES if c[r]]
+    handles = [plt.Rectangle((0, 0), 1, 1, fc=REGIME_COLORS[REGIMES.index(r)], ec="0.15", lw=0,
+                             hatch=REGIME_HATCHES[REGIMES.index(r)]) for r in REGIMES if c[r]]  # fmt: skip
     fig.legend(handles, [labels[r] for r in REGIMES if c[r]], loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(
         f"all-MiniLM-L6-v2, {len(flat)} heads: the Gaussian moment ODE (Castin et al., arXiv:2501.18322)"
