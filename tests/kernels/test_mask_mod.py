@@ -81,6 +81,19 @@ def test_gallery_round_trip(spec):
     np.testing.assert_array_equal(np.asarray(from_mask_mod(to_mask_mod(from_spec(spec, form="intervals")), fn.n)), want)
 
 
+@pytest.mark.parametrize("spec", GALLERY)
+def test_source_reads_its_tables_inside_them_on_a_padded_grid(spec):
+    """FlexAttention's ``create_block_mask`` evaluates ``mask_mod`` on a grid rounded up to its block size (PyTorch
+    issue #137801): a table of `n` entries read at `q_idx >= n` raised IndexError in NumPy (a CUDA device assert in
+    PyTorch) for document, NATTEN, global-sliding and key-run tables (a fresh user)."""
+    want = np.asarray(from_spec(spec))
+    n = want.shape[0]
+    padded = 16 * (n // 16 + 2)  # past n by more than a table's length
+    for mask in (spec, from_spec(spec, form="intervals")):  # its closed form or lookup tables; the key-run tables
+        got = _grid(_exec_source(mask, "numpy"), padded)
+        np.testing.assert_array_equal(got[:n, :n], want)
+
+
 @pytest.mark.parametrize("spec,dense", DERIVED, ids=[s for s, _ in DERIVED])
 def test_derived_round_trip(spec, dense):
     want = np.asarray(dense())
@@ -168,7 +181,7 @@ def test_source_is_readable_for_closed_forms():
     text = mask_mod_source("document(segments=[2, 3]) & sliding_window(n=5, left=1)")  # [3, 2] is chunked causal
     assert "import torch" in text and "DOC = torch.tensor([0, 0, 1, 1, 1], dtype=torch.int32)" in text
     assert "def mask_mod(b, h, q_idx, kv_idx):" in text
-    assert "(DOC[q_idx] == DOC[kv_idx])" in text and "q_idx - kv_idx <= 1" in text
+    assert "(DOC[q_idx % 5] == DOC[kv_idx % 5])" in text and "q_idx - kv_idx <= 1" in text  # reads wrap (padded grids)
 
 
 def test_errors_name_the_argument():

@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import inspect
 import keyword
+import re
 import textwrap
 from collections.abc import Callable
 from typing import Any, Literal
@@ -248,13 +249,32 @@ def _docstring_text(text: str) -> str:
     return text.replace('"', '\\"') if '"""' in text else text
 
 
+def _wrapped_reads(rule: MaskRule) -> str:
+    """`rule.expr` with every table read ``T[i]`` written ``T[i % len(T)]``: FlexAttention's ``create_block_mask`` and
+    kernel evaluate ``mask_mod`` on a grid rounded up to the block size (PyTorch issue #137801), and a read past a
+    table's end raised ``IndexError`` (NumPy, PyTorch on the CPU) or a device-side assert (CUDA) for `n` not a multiple
+    of it (a fresh user). Below `n` the index is unchanged; past it the value is discarded by the kernel."""
+    if not rule.tables:
+        return rule.expr
+    lengths = {name: len(arr) for name, arr in rule.tables}
+    pattern = r"\b(" + "|".join(map(re.escape, sorted(lengths, key=len, reverse=True))) + r")\[([^\[\]]+)\]"
+
+    def wrap(m: re.Match) -> str:
+        index = m.group(2).strip()
+        index = index if index.isidentifier() else f"({index})"
+        return f"{m.group(1)}[{index} % {lengths[m.group(1)]}]"
+
+    return re.sub(pattern, wrap, rule.expr)
+
+
 def _function_source(rule: MaskRule, name: str) -> str:
     doc = _docstring_text(f"{rule.label or 'mask'}: {rule.n} positions; row = query, column = key, True = may attend.")
+    expr = _wrapped_reads(rule)
     body = textwrap.fill(
-        f"return {rule.expr}", width=100, initial_indent="    ", subsequent_indent="        ", break_long_words=False
+        f"return {expr}", width=100, initial_indent="    ", subsequent_indent="        ", break_long_words=False
     )
     if "\n" in body:
-        body = f"    return (\n        {rule.expr}\n    )"
+        body = f"    return (\n        {expr}\n    )"
     return f'def {name}(b, h, q_idx, kv_idx):\n    """{doc}"""\n{body}\n'
 
 
@@ -292,7 +312,10 @@ def mask_mod_source(mask: Any, *, framework: Literal["torch", "jax", "numpy"] = 
     JAX); for PyTorch on a GPU move
     them to the device of ``q_idx`` (``TABLE = TABLE.to("cuda")``) before building the block
     mask. Executing the source (``exec``) and evaluating ``mask_mod`` on the grid gives the
-    mask exactly (tested against every gallery and derived mask).
+    mask exactly (tested against every gallery and derived mask). Table reads wrap around
+    (``DOC[q_idx % 100]``): ``create_block_mask`` evaluates ``mask_mod`` on a grid rounded up to
+    its block size (PyTorch issue #137801) and the kernel discards the positions past `n`, so a
+    read there must stay inside the table; below `n` the index is unchanged.
 
     **Arguments:**
 
