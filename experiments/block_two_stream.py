@@ -3,7 +3,7 @@
 n = 6, block size l = 2: the merge of the block-generation tasks (plus the full content
 task) has 2n = 12 slots [w_1..w_6 | m_1..m_6]. Its Hasse diagram: the content chain
 w_1 < … < w_6, and one class per query group {m_{2b+1}, m_{2b+2}} covering w_{2b}. The
-mask is drawn with its content/query quadrants outlined; the audit finds no leak. The merge
+mask is drawn with its quadrants (content stream w, mask stream m) outlined; the audit finds no leak. The merge
 figure draws the tasks T_0..T_2 and the content task before merging, joins the nodes the merge
 identifies (Li & Guo, arXiv:2606.09951, Def. 3.5), the minimal merge (Thm 3.7) and a common
 supergraph that is not minimal: the same family with the content task kept apart.
@@ -31,7 +31,7 @@ NAME = "block_two_stream"
 CITE = "Li & Guo, arXiv:2606.09951"
 STREAM_COLOR = {"content": "#c6dbef", "query": "#fdd0a2"}
 STREAM_TEXT = {"content": "#08519c", "query": "#a63603"}
-STREAM_NAME = {"content": "content stream w", "query": "query stream m (mask tokens)"}
+STREAM_NAME = {"content": "content stream w", "query": "mask stream m (mask tokens; XLNet's query stream)"}
 
 
 def _key(stream: str, token: Token) -> float:
@@ -98,10 +98,10 @@ def main(out: Path, quick: bool = False) -> dict:
     # with a thin outline in the same colour.
     inset = 0.0
     quads = [
-        ((0, 0), "content rows × content keys", "#ff7f0e", "-"),
-        ((0, n), "query rows × content keys", "#2ca02c", "-"),
-        ((n, n), "query rows × query keys", "#d62728", "-"),
-        ((n, 0), "content rows × query keys (empty)", "#7f7f7f", (0, (4, 2))),
+        ((0, 0), "w rows × w keys (content stream)", "#ff7f0e", "-"),
+        ((0, n), "m rows × w keys", "#2ca02c", "-"),
+        ((n, n), "m rows × m keys (mask stream)", "#d62728", "-"),
+        ((n, 0), "w rows × m keys (empty)", "#7f7f7f", (0, (4, 2))),
     ]
     for (x, y), label, color, ls in quads:
         ax.add_patch(
@@ -126,7 +126,7 @@ def main(out: Path, quick: bool = False) -> dict:
         frameon=False,
         handlelength=1.5,
         title="dark: query slot (row) may attend to key slot (column);\n"
-        "information flows key → query (content → query, as in the Hasse diagram)",
+        "information flows key → query (stream w → stream m, as in the Hasse diagram)",
     )
     o.savefig(fig, "block_two_stream_mask")
 
