@@ -198,9 +198,9 @@ def main(out: Path, quick: bool = False) -> dict:
         "\nthe dynamics turns the sample's higher-moment differences from the Gaussian"
         "\ninto mean and covariance error (measured for moment-matched starts, not for i.i.d. ones)"
         + (
-            f"\n$\\sqrt{{n}}\\,\\times$ error drifts up with $n$ (all {n_shallow} slopes shallower than $-1/2$), "
-            "inside the 95 % bootstrap intervals"
-            if n_shallow == n_slopes and all_contain_half
+            f"\nthe 95 % bootstrap interval of each of the {n_slopes} log-log slopes in $n$ (first figure) "
+            "contains $-1/2$"
+            if all_contain_half
             else ""
         )
     )

@@ -621,7 +621,7 @@ def main(out: Path, quick: bool = False) -> dict:
     handles = draw_outcome_map(
         ax, codes_a, (*pm.V_RANGE, *pm.A_RANGE), {k: _tex(v) for k, v in LABELS_A.items()}, colors=COLORS_A, xlabel=r"$v$  ($V = vI$)", ylabel=YLABEL,
         title=f"(a) softmax, $V = vI$, $\\Sigma_0 = I/2$: solve to $t_1$ = {pm.T1_A:g} against the closed form "
-        f"(Castin et al.)\nblow-up by $t_1$: solve = closed form for {n * n - int(disagree_a.sum())} of {n * n}. After "
+        f"(Castin et al., arXiv:2501.18322)\nblow-up by $t_1$: solve = closed form for {n * n - int(disagree_a.sum())} of {n * n}. After "
         f"$t_1$ (closed form): {int((verdict == Verdict.blow_up_after_t1).sum())} blow up later,\n{int(late.sum())} of "
         f"them look settled at $t_1$ (✕), and {int(slow.sum())} contract too slowly to be seen by $t_1$ (+); see the inset",
     )  # fmt: skip
