@@ -245,7 +245,7 @@ def test_options_are_not_abbreviated(capsys):
 def test_export_npy_too_large_is_refused_before_the_array_in_the_command_line_s_words(capsys, tmp_path, monkeypatch):
     """`--to npy` of a 1M-token mask: refused from its size before any array, naming `--to npy` and the options that
     need no array (it gave to_splash's Python advice about a NumpyMask, a fresh-user review): --to splash only where
-    splash has a structured mask (a diff review), --to mask_mod always."""
+    splash has a structured mask (a diff review) or with --fallback lazy, --to mask_mod always."""
     from hassejax.kernels import _splash_write
 
     def never(*args, **kwargs):
@@ -260,7 +260,8 @@ def test_export_npy_too_large_is_refused_before_the_array_in_the_command_line_s_
     assert "1024.00 GiB" in err and "--to splash or --to mask_mod" in err and "NumpyMask" not in err
     for spec in (f"prefix_lm(n={n}, prefix=1024)", f"dilated(n={n}, window=4, dilation=2)"):  # no splash structure
         code, out, err = _run(capsys, "export", spec, "--to", "npy", "--out", str(path))
-        assert code == 2 and "--to mask_mod writes code" in err and "--to splash" not in err and not path.exists()
+        assert code == 2 and "--to mask_mod writes code that evaluates the mask per tile" in err and not path.exists()
+        assert "--to splash or" not in err and "--to splash --fallback lazy builds" in err  # no structured splash mask
 
 
 @pytest.mark.parametrize("command", [["tiles"], ["export", "--to", "mask_mod"]])
@@ -318,6 +319,7 @@ def test_export_splash_lazy_fallback_builds_a_long_mask_with_no_array(capsys, tm
     long = "sliding_window(n=131072, left=4096) | attention_sinks(n=131072, num=4)"
     code, _, err = _run(capsys, "export", long, "--to", "splash")
     assert code == 2 and "(16 GiB)" in err and "--fallback lazy" in err
+    assert err.index("--fallback lazy") < err.index("--out FILE.npy")  # the lazy mask first (1 TiB at n = 2^20)
     spec = "sliding_window(n=4096, left=64) | attention_sinks(n=4096, num=4)"
     path = tmp_path / "lazy.py"
     code, out, err = _run(capsys, "export", spec, "--to", "splash", "--fallback", "lazy", "--out", str(path))
@@ -386,3 +388,37 @@ def test_kernel_commands_name_what_is_wrong_with_a_stack_of_heads(capsys, tmp_pa
         extra = ["--to", "mask_mod"] if command == "export" else []
         code, _, err = _run(capsys, command, str(path), *extra)
         assert code == 2 and want in err, (name, err)
+
+
+def test_export_splash_of_a_rectangular_array(capsys, tmp_path):
+    """A fresh user: ``export rect.npy --to splash`` refused a rectangular (KV-cache) array as "must be square",
+    which the Python ``to_splash`` takes: bottom-right causal is splash's CausalMask with its offset, any other
+    rectangular array a NumpyMask read from the file given."""
+    from hassejax.kernels import from_splash
+
+    for name, array in (("causal", np.tri(4, 8, 4, dtype=bool)), ("other", np.eye(3, 5, k=1, dtype=bool))):
+        path = tmp_path / f"{name}.npy"
+        np.save(path, array)
+        code, out, err = _run(capsys, "export", str(path), "--to", "splash")
+        assert code == 0, err
+        assert ("CausalMask(shape=(4, 8), offset=4)" in out) == (name == "causal")
+        namespace = {}
+        exec(out, namespace)
+        np.testing.assert_array_equal(np.asarray(from_splash(namespace["mask"], form="dense")), array)
+    code, _, err = _run(capsys, "export", str(path), "--to", "splash", "--out", str(tmp_path / "o.npy"))
+    assert code == 2 and "is the file given" in err
+    code, _, err = _run(capsys, "export", str(path), "--to", "mask_mod")  # a rule is square
+    assert code == 2 and "must be square" in err
+    np.save(tmp_path / "heads.npy", np.ones((2, 3, 5), bool))
+    code, _, err = _run(capsys, "export", str(tmp_path / "heads.npy"), "--to", "splash")
+    assert code == 2 and "per-head masks must be square" in err
+
+
+@pytest.mark.parametrize("command", ["export", "tiles"])
+def test_a_block_size_that_does_not_divide_n_names_the_flags(capsys, command):
+    """A fresh user: ``export block_generation --n 8 --block-size 3`` said "`block_size` must divide `n`" inside the
+    family's internal spec, not the command line's flags."""
+    extra = ("--to", "mask_mod") if command == "export" else ()
+    code, out, err = _run(capsys, command, "block_generation", "--n", "8", "--block-size", "3", *extra)
+    assert code == 2 and out == ""
+    assert "`--block-size` must divide `--n`; got --n 8, --block-size 3" in err and "block_two_stream_mask" not in err

@@ -139,6 +139,9 @@ def test_rectangular_masks_round_trip():
     got = to_splash(cross)
     assert type(got).__name__ == "NumpyMask"
     np.testing.assert_array_equal(np.asarray(from_splash(got, form="dense")), cross)
+    # nested lists, as the arrays (a fresh user: the lists were refused as not square)
+    assert to_splash(cache.tolist()).offset == 2
+    np.testing.assert_array_equal(np.asarray(from_splash(to_splash(cross.tolist()), form="dense")), cross)
     cross[2] = False
     with pytest.warns(UserWarning, match=r"1 query row\(s\) with no allowed key \(first: row 2\)"):
         to_splash(cross)

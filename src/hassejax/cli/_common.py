@@ -226,6 +226,11 @@ def _kernel_mask(args: argparse.Namespace, *, square: bool = True):
             raise _UsageError(f"the {target} family needs --n N")
         if target == "block_generation" and args.block_size is None:
             raise _UsageError("the block_generation family needs --block-size L (a divisor of --n)")
+        if target == "block_generation" and args.n % args.block_size:  # (the spec's `block_size`/`n` before)
+            raise _UsageError(
+                f"`--block-size` must divide `--n`; got --n {args.n}, --block-size {args.block_size} (pad the sequence "
+                "to a multiple of --block-size)."
+            )
         if target == "autoregressive" and args.n < 2:
             raise _UsageError("the autoregressive family needs --n >= 2")
         return _FAMILY_SPECS[target].format(

@@ -86,7 +86,16 @@ def _not_a_regular_file(path: str) -> str | None:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     _check_out(args)
-    mask = _kernel_mask(args)
+    mask = _kernel_mask(args, square=args.to != "splash")
+    if isinstance(mask, np.ndarray) and mask.ndim == 2 and mask.shape[0] != mask.shape[1]:
+        return _export_rectangular(args, mask)
+    if isinstance(mask, np.ndarray) and mask.ndim == 3 and mask.shape[1] != mask.shape[2]:
+        raise _UsageError(
+            f"SPEC_OR_FAMILY {args.spec_or_family!r}: per-head masks must be square, (heads, n, n); got shape "
+            f"{mask.shape} (a rectangular mask goes to splash as one (n_q, n_k) array)"
+        )
+    if isinstance(mask, np.ndarray) and mask.ndim == 3:
+        mask = [np.asarray(head) for head in mask]  # one (n, n) mask per head, as _kernel_mask gives them when square
     try:
         if args.to == "mask_mod":
             from ..kernels import mask_mod_source
@@ -106,15 +115,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
             need = heads * rule.n * rule.n
             if need >= 2**24:  # (below, check_host_memory checks nothing)
                 kernels = (  # splash's own structured masks need no array; any mask has a mask_mod
-                    "--to splash or --to mask_mod write code that evaluates"
+                    "--to splash or --to mask_mod write code that evaluates the mask per tile"
                     if _structured_only(to_splash(rule, fallback="lazy"))
-                    else "--to mask_mod writes code that evaluates (splash has no structured mask for it)"
+                    else "--to mask_mod writes code that evaluates the mask per tile (splash has no structured mask "
+                    "for it; --to splash --fallback lazy builds hassejax's lazy one)"
                 )
                 check_host_memory(  # before the array exists, in the command line's words (it gave to_splash's)
                     need,
                     f"the dense Boolean array of {rule.label} ({heads} x {rule.n} x {rule.n}, one byte an entry)",
                     "--to npy",
-                    hint=f"A kernel needs no (n, n) array: {kernels} the mask per tile. Or use a smaller n.",
+                    hint=f"A kernel needs no (n, n) array: {kernels}. Or use a smaller n.",
                 )
             dense = (
                 _dense_rule(rule, 0, rule.n)
@@ -132,11 +142,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
             return _export_lazy(args, mask, rule)
         if not structured:
             if args.out is None:
-                raise _UsageError(
-                    f"{rule.label}: splash has no structured mask for this rule, but a NumpyMask of its array; give "
-                    "--out FILE.npy to write the array there (the Python printed), or --out FILE.py for the Python and "
-                    f"the array in FILE.npy next to it ({_array_size(rule)}); or --fallback lazy for Python that "
-                    "builds hassejax's lazy splash mask (evaluated per tile, no (n, n) array)"
+                raise _UsageError(  # the lazy mask first: at long n the array does not fit (a fresh user: 1 TiB)
+                    f"{rule.label}: splash has no structured mask for this rule; give --fallback lazy for Python that "
+                    "builds hassejax's lazy splash mask (evaluated per tile, no (n, n) array), or a NumpyMask of its "
+                    f"array ({_array_size(rule)}): --out FILE.npy to write the array there (the Python printed), or "
+                    "--out FILE.py for the Python and the array in FILE.npy next to it"
                 )
             # --out FILE.npy: the array there, the Python printed; any other name: the Python there, the array next
             # to it (it said "give --out FILE.npy" to a .py name, which the help offers for the Python).
@@ -198,6 +208,36 @@ def _array_size(rule) -> str:
     """The NumpyMask array's size in words."""
     size = (rule.heads or 1) * rule.n * rule.n
     return f"{size / 2**30:.3g} GiB" if size >= 2**30 else f"{size / 2**20:.3g} MiB"
+
+
+def _export_rectangular(args: argparse.Namespace, mask: np.ndarray) -> int:
+    """``--to splash`` of a rectangular ``(n_q, n_k)`` array (a KV cache, cross-attention), as the Python API's
+    ``to_splash`` takes it (a fresh user: refused as "must be square"): splash's ``CausalMask`` with its offset where it
+    is bottom-right causal, else a ``NumpyMask`` of the array read from the file given."""
+    from ..kernels import to_splash
+
+    if args.out is not None and _is_npy(args.out):
+        raise _UsageError(
+            f"--out {args.out!r}: a rectangular mask's array is the file given ({args.spec_or_family!r}); give "
+            "--out FILE.py for the Python, or no --out to print it"
+        )
+    try:
+        splash = to_splash(mask)
+    except HassejaxError as err:
+        raise _UsageError(str(err)) from None
+    lines = [
+        "from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib",
+        "",
+        f"# {args.spec_or_family}: rectangular {mask.shape}, row = query, column = key, True = may attend",
+    ]
+    if type(splash).__name__ == "NumpyMask":
+        lines[:0] = ["import numpy as np"]
+        lines.append(f"mask = mask_lib.NumpyMask(np.load({str(Path(args.spec_or_family).resolve())!r}))")
+    else:
+        lines.append(f"mask = {_splash_source(splash, None)}")
+    _emit(args.out, "\n".join(lines) + "\n")
+    _wrote(args.out, "Python building the splash mask")
+    return 0
 
 
 def _export_lazy(args: argparse.Namespace, mask, rule) -> int:

@@ -168,6 +168,16 @@ def to_splash(mask: Any, *, fallback: Literal["numpy", "lazy"] = "numpy"):
     from .mask_mod import mask_rule
 
     shape = getattr(mask, "shape", None)
+    # nested lists of a rectangular mask (a fresh user: refused as "must be square" where the array was taken); rows
+    # of scalars only, so that a list of per-head masks is not converted here
+    if (
+        isinstance(mask, (list, tuple))
+        and mask
+        and all(isinstance(row, (list, tuple)) for row in mask)
+        and all(np.ndim(x) == 0 for row in mask for x in row)
+        and len({len(row) for row in mask}) == 1
+    ):
+        shape = (len(mask), len(mask[0]))
     if not isinstance(mask, str) and shape is not None and len(shape) == 2 and shape[0] != shape[1]:
         return _rectangular(mask, mask_lib)
     rule = mask_rule(mask)
