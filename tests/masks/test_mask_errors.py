@@ -106,7 +106,15 @@ CASES = [
         lambda: M.from_mask_mod(lambda b, h, q, k: True if q >= k else False, 3),
         "`fn` raised TracerBoolConversionError when evaluated on traced int32 scalar indices",
     ),
-    (lambda: M.from_mask_mod(lambda b, h, q: q >= 0, 3), "`fn` raised TypeError"),
+    (
+        lambda: M.from_mask_mod(lambda b, h, q, k: True if q >= k else False, 3),
+        "Write it with jnp operations on the indices (jnp.where / & / | instead of Python if",
+    ),
+    (lambda: M.from_mask_mod(lambda b, h, q, k: [True, False, True][q], 3), "jnp arrays instead of Python lists"),
+    # the arity, None and other errors: their own messages, not the jnp advice (a fresh user)
+    (lambda: M.from_mask_mod(lambda b, h, q: q >= 0, 3), "`fn` must take four positional arguments (b, h, q_idx"),
+    (lambda: M.from_mask_mod(lambda b, h, q, k: None, 3), "`fn` returned None; it must return a Boolean"),
+    (lambda: M.from_mask_mod(lambda b, h, q, k: 1 / 0, 3), "under jax.vmap: division by zero."),
     (lambda: M.from_mask_mod(lambda b, h, q, k: q >= k, 3, n_kv=0), "`n_kv` must be an integer >= 1; got 0"),
     (lambda: M.from_mask_mod(lambda b, h, q, k: q >= k, 3, b=0.5), "`b` must be an integer; got 0.5 (float)"),
     # from_additive_bias
@@ -265,3 +273,11 @@ def test_a_call_the_signature_does_not_take_names_the_function_and_argument(call
         call()
     assert str(info.value) == message
     assert isinstance(info.value, TypeError) and isinstance(info.value, MaskError)
+
+
+def test_the_jnp_advice_comes_only_for_traced_index_errors():
+    """A fresh user: a ZeroDivisionError and a wrong arity met "Write it with jnp operations", which does not apply."""
+    for fn in (lambda b, h, q, k: 1 / 0, lambda q, k: q >= k, lambda b, h, q, k: None):
+        with pytest.raises(MaskError) as info:
+            M.from_mask_mod(fn, 3)
+        assert "jnp operations" not in str(info.value), str(info.value)

@@ -15,6 +15,7 @@ not checked: FlexAttention mask_mods index with ``q_idx``, ``kv_idx`` >= 0 by de
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import equinox as eqx
@@ -58,18 +59,45 @@ def evaluate_mask_mod_unchecked(
     b_arr = jnp.asarray(b, dtype=jnp.int32)
     h_arr = jnp.asarray(h, dtype=jnp.int32)
 
+    try:  # the call's arity first (a fresh user: a two-argument function met the jnp advice below)
+        inspect.signature(fn).bind(0, 0, 0, 0)
+    except TypeError as exc:
+        raise MaskError(
+            f"`{name}` must take four positional arguments (b, h, q_idx, kv_idx), as FlexAttention's mask_mod does; "
+            f"calling it so: {exc}."
+        ) from None
+    except ValueError:  # no signature to read (a builtin): the call below tells
+        pass
+
+    def one(q, k):
+        value = fn(b_arr, h_arr, q, k)
+        if value is None:
+            raise MaskError(f"`{name}` returned None; it must return a Boolean (True = may attend) for each pair.")
+        return jnp.asarray(value)
+
     def row(q):
-        return jax.vmap(lambda k: jnp.asarray(fn(b_arr, h_arr, q, k)))(kv_idx)
+        return jax.vmap(lambda k: one(q, k))(kv_idx)
 
     try:
         out = jax.vmap(row)(q_idx)
     except MaskError:
         raise
     except Exception as exc:
+        # the jnp advice only where a Python branch met a traced index (not for a ZeroDivisionError, a fresh user)
+        tracer_errors = (
+            jax.errors.ConcretizationTypeError,  # TracerBoolConversionError among them
+            jax.errors.TracerIntegerConversionError,
+            jax.errors.TracerArrayConversionError,
+        )
+        hint = (
+            " Write it with jnp operations on the indices (jnp.where / & / | instead of Python if / and / or, jnp "
+            "arrays instead of Python lists or NumPy)."
+            if isinstance(exc, tracer_errors)
+            else ""
+        )
         raise MaskError(
             f"`{name}` raised {type(exc).__name__} when evaluated on traced int32 scalar indices "
-            f"(b, h, q_idx, kv_idx) under jax.vmap: {exc}. Write it with jnp operations "
-            "(jnp.where / & / | instead of Python if / and / or)."
+            f"(b, h, q_idx, kv_idx) under jax.vmap: {exc}.{hint}"
         ) from exc
     want = (q_idx.shape[0], kv_idx.shape[0])
     if out.shape != want:
