@@ -188,7 +188,8 @@ def _plot_curves(results: dict, h: dict, o: Output) -> None:
         ax.axhline(res["optimal_loss"], color=c, ls=":", lw=1.2)
         floors = res["target_floors"]
         t = np.asarray(floors["targets"]) + 1 + offsets[name]
-        bx.plot(t, floors["floors"], "-", color=c, lw=0.9, alpha=0.8)
+        # one floor per discrete target: a short bar, no line joining targets
+        bx.plot(t, floors["floors"], "_", color=c, ms=7, mew=1.3, alpha=0.9)
         bx.plot(t, res["held_out_loss_per_target"], "o", color=c, ms=2.5)
     ax.set_xlabel("optimiser step")
     ax.set_ylabel("held-out cross-entropy (nats)")
@@ -199,7 +200,10 @@ def _plot_curves(results: dict, h: dict, o: Output) -> None:
     bx.set_xlabel("target position $t$")
     bx.set_ylabel("cross-entropy (nats)")
     bx.set_xticks(range(1, h["n"] + 1, 1 if h["n"] <= 8 else 3))
-    bx.set_title("per target: final loss (dots) and floor (line)\n" r"floor $H(X_t \mid X_{\mathrm{seen}})$")
+    bx.set_title(
+        "per target: final loss (dots), floor $H(X_t \\mid X_{\\mathrm{seen}})$ (bars);\n"
+        "models side by side at $t - 0.25$, $t$, $t + 0.25$\n(" + ", ".join(LABELS[k] for k in offsets) + ")"
+    )
     lo, hi = bx.get_ylim()
     right = bx.twinx()
     right.set_ylim(lo, hi)
@@ -211,7 +215,7 @@ def _plot_curves(results: dict, h: dict, o: Output) -> None:
         bx.axhline(value, color="0.6", lw=0.6, ls="--", zorder=0)
     fig.legend(loc="outside lower center", ncol=1, frameon=False)
     fig.suptitle(
-        f"Markov chain ($V = {h['V']}$, $n = {h['n']}$): each model against its own exact floor "
+        f"Markov chain (vocabulary size {h['V']}, $n = {h['n']}$): each model against its own exact floor\n"
         "(Li & Guo, arXiv:2606.09951)"
     )
     o.savefig(fig, "training_curves")

@@ -63,7 +63,11 @@ TEMPLATE_COLS = np.searchsorted(DENSE_FRACTIONS, dc.SAVE_FRACTIONS)
 """The columns of a dense solve at the template's save times (the JSON's peaks are read there only)."""
 DISK_STEP = 0.02
 """Drawing: of the dense saves, keep a point once the disk path has moved this far (file size)."""
-COLORS = {"converged": "tab:blue", "blow_up": "tab:red", "diverge": "tab:red", "completed": "0.45"}
+COLORS = {"converged": "#56B4E9", "blow_up": "#D55E00", "diverge": "#D55E00", "completed": "0.45"}
+"""Okabe & Ito's sky blue (converge) against vermillion (escape): far apart in lightness as well, so greyscale keeps
+them apart; the end markers differ too (:data:`END_MARKERS`)."""
+END_MARKERS = {"converged": ("o", 6.0), "blow_up": ("x", 14.0), "diverge": ("x", 14.0), "completed": ("s", 8.0)}
+"""Marker and size (points²) of each outcome's state at the stop."""
 
 
 # ----------------------------------------------------------------------------- the figure
@@ -103,7 +107,13 @@ def _draw(ax, sol, status_names, title, thin: bool = False):
         trajs = [_thin(t) for t in trajs]
     colors = [COLORS[s] for s in status_names]
     order = np.argsort([s == "converged" for s in status_names])[::-1]  # escapes drawn last, on top
-    dplot.draw_disk(ax, [trajs[i] for i in order], [colors[i] for i in order])
+    dplot.draw_disk(ax, [trajs[i] for i in order], [colors[i] for i in order], end_markers=False)
+    ends = geometry.disk_coords(np.stack([t[-1] for t in trajs]))
+    for status in dict.fromkeys(status_names[i] for i in order):  # converge first, escapes on top
+        sel = np.array([s == status for s in status_names])
+        mk, size = END_MARKERS[status]  # the state at the stop: a dot (converge), a cross (escape)
+        ax.scatter(ends[sel, 0], ends[sel, 1], marker=mk, s=size, color=COLORS[status], lw=0.8 if mk == "x" else 0,
+                   zorder=3)  # fmt: skip
     ax.set_title(title)
 
 
@@ -302,7 +312,7 @@ def main(out: Path, quick: bool = False) -> dict:
         "solver": dc.solver_record(soft),
     }
     _draw(axes[0, 0], soft, names(soft["status"]),
-          f"(a) softmax: {int(blow.sum())} blow up (red), {int(conv.sum())} converge\n(blue) to "
+          f"(a) softmax: {int(blow.sum())} blow up (red, ×), {int(conv.sum())} converge\n(blue, •) to "
           f"rank one along $v$ at {rays[1]:.2f}° (disk: 2 × {rays[1]:.2f}°)".replace("-", "−"))  # fmt: skip
 
     # L2, the authors' reading (tr Σ > 1e3 stop) and the accurate one (no such stop)
@@ -355,7 +365,7 @@ def main(out: Path, quick: bool = False) -> dict:
     }
     e_conv = int(np.sum(euler_out == 1))
     _draw(axes[0, 1], l2_a, ["converged" if not s else "diverge" for s in stopped],
-          f"(b) L2, stop at $\\mathrm{{tr}}\\,\\Sigma > {_sci(THRESHOLD)}$ (red: stopped):\ndiffrax {int((~stopped).sum())} / "
+          f"(b) L2, stop at $\\mathrm{{tr}}\\,\\Sigma > {_sci(THRESHOLD)}$ (red, ×: stopped):\ndiffrax {int((~stopped).sum())} / "
           f"{int(stopped.sum())}, authors' Euler {e_conv} / {int(euler_div.sum())}", thin=True)  # fmt: skip
     _draw(axes[1, 0], l2_b, names(l2_b["status"]),
           f"(c) L2, accurate (no ${_sci(THRESHOLD)}$ stop):\n{int(np.sum(l2_b['status'] == Status.converged))}/{n} converge", thin=True)  # fmt: skip
@@ -375,7 +385,7 @@ def main(out: Path, quick: bool = False) -> dict:
 
     fig.suptitle(
         f"Castin et al. (arXiv:2501.18322) fig. 6: the outcome depends on $\\Sigma_0$ ({n} trace-one $\\Sigma_0$);\n"
-        "dots: the state at the stop; lines join saved states (L2: dense saves)"
+        "dots (converge) and crosses (escape): the state at the stop; lines join saved states (L2: dense saves)"
     )
     o.savefig(fig, NAME)
 

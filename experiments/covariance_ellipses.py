@@ -58,10 +58,11 @@ K_SIGMA = 2.0
 
 
 def _up3(x: float) -> str:
-    """`x` to 3 significant figures rounded UP (a printed error is an upper bound), positional in [1e-3, 1e3)."""
+    """`x` to 3 significant figures rounded UP (a printed error is an upper bound), positional in [1e-2, 1e3)
+    (below, as 5.92e-3: one format for the small errors of a row)."""
     text = fmt_upper(x, 3)
     v = float(text)
-    if 1e-3 <= abs(v) < 1e3:
+    if 1e-2 <= abs(v) < 1e3:
         return f"{v:#.3g}".rstrip(".")
     mant, exp = text.split("e")
     return f"{mant}e{int(exp)}"
