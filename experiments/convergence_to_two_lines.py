@@ -51,7 +51,7 @@ def angle_gap(a: np.ndarray, b: float) -> np.ndarray:
     return np.abs(d)
 
 
-RAY_COLORS = ("tab:red", "tab:blue")
+RAY_COLORS = ("#D55E00", "#0072B2")  # Okabe & Ito vermillion and blue (colour-blind safe; the angle labels name them)
 """Colour of each isotropic ray and of the trajectories that reach it."""
 DRAW_EVERY = 4
 """Draw every 4th member of the grid (all members are solved and counted)."""

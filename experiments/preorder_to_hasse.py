@@ -169,6 +169,7 @@ def _block_causal(o: Output) -> dict:
         diagram, ax=ax_h, class_colors=colors, levels=None, min_fontsize=8,
         title=f"(c) Hasse diagram: a chain of {diagram.num_classes}\n({len(diagram.edges)} covering pairs)",
     )  # fmt: skip
+    fig.align_titles([ax_m, ax_c, ax_h])  # (c) has no top tick labels: its title level with (a), (b)
     fig.suptitle(
         f"A block-causal mask is already a preorder ({CITE}):\n"
         f"its classes are the blocks, ordered in a chain{'' if diagram.width == 1 else ' (not here)'}"
