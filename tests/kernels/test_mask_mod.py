@@ -1,5 +1,7 @@
 """to_mask_mod / mask_mod_source / mask_rule: exact round trips through from_mask_mod and exec'd source."""
 
+from unittest import mock
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hassejax.errors import MaskError
-from hassejax.kernels import mask_mod_source, mask_rule, to_mask_mod
+from hassejax.kernels import _rules, mask_mod_source, mask_rule, to_mask_mod
 from hassejax.masks import IntervalMask, and_masks, from_mask_mod, from_spec, or_masks, structured
 from hassejax.tasks import block_generation, block_two_stream_mask, butterfly, butterfly_mask
 
@@ -126,9 +128,12 @@ def test_long_derived_masks_need_no_tables_and_agree_with_their_intervals():
         ("document(segments=[7, 7, 7, 7, 7])", False),  # chunked causal
         ('document(segments=[7, 7, 7, 3], inner="full")', False),  # blocks q // 7 == k // 7
         ("document(segments=[5])", False),  # causal
-        ("document(segments=[7, 8, 7])", True),  # unequal lengths: the document ids
-        ('document(segments=[7, 7, 9], inner="full")', True),  # a last document longer than the others
+        ("document(segments=[7, 8, 7])", False),  # unequal lengths: range tests at the 2 boundaries
+        ('document(segments=[7, 7, 9], inner="full")', False),  # a last document longer than the others
         ('document(segments=[0, 0, 1, 1, 2], kind="ids", inner="full")', False),
+        ("document(segments=[1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2])", False),  # 16 boundaries
+        ("document(segments=[1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3])", True),  # 17: the document ids
+        ('document(segments=[2, 1, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3], inner="full")', True),
     ],
 )
 def test_documents_of_one_length_have_closed_forms(spec, tables):
@@ -140,6 +145,13 @@ def test_documents_of_one_length_have_closed_forms(spec, tables):
     want = np.asarray(from_spec(spec))
     np.testing.assert_array_equal(_grid(_exec_source(spec, "numpy"), rule.n), want)
     np.testing.assert_array_equal(np.asarray(from_mask_mod(to_mask_mod(spec), rule.n)), want)
+
+
+def test_a_few_long_documents_have_a_short_source():
+    """A fresh user: two documents at n = 2^20 wrote a table of 1,048,576 ids (3.1 MB of source, 16 s); a few
+    documents are range tests at their boundaries."""
+    text = mask_mod_source("document(segments=[1000, 1047576])", framework="numpy")
+    assert len(text) < 1000 and "DOC" not in text and "(q_idx >= 1000) == (kv_idx >= 1000)" in text
 
 
 def test_scalars_vmap_and_jit():
@@ -178,10 +190,14 @@ def test_any_mask_round_trips_through_its_key_runs(dense):
 
 
 def test_source_is_readable_for_closed_forms():
-    text = mask_mod_source("document(segments=[2, 3]) & sliding_window(n=5, left=1)")  # [3, 2] is chunked causal
-    assert "import torch" in text and "DOC = torch.tensor([0, 0, 1, 1, 1], dtype=torch.int32)" in text
-    assert "def mask_mod(b, h, q_idx, kv_idx):" in text
-    assert "(DOC[q_idx % 5] == DOC[kv_idx % 5])" in text and "q_idx - kv_idx <= 1" in text  # reads wrap (padded grids)
+    spec = "document(segments=[2, 3]) & sliding_window(n=5, left=1)"  # [3, 2] is chunked causal
+    text = mask_mod_source(spec)
+    assert "import torch" in text and "def mask_mod(b, h, q_idx, kv_idx):" in text
+    assert "((q_idx >= 2) == (kv_idx >= 2)) & (kv_idx <= q_idx)" in text and "q_idx - kv_idx <= 1" in text
+    with mock.patch.object(_rules, "_DOCUMENT_BOUNDARIES", 0):  # the table of document ids, as for many documents
+        text = mask_mod_source(spec)
+    assert "DOC = torch.tensor([0, 0, 1, 1, 1], dtype=torch.int32)" in text
+    assert "(DOC[q_idx % 5] == DOC[kv_idx % 5])" in text  # reads wrap (padded grids)
 
 
 def test_errors_name_the_argument():
@@ -242,12 +258,15 @@ def test_combined_table_parts_keep_their_own_tables():
     entries (the real splash kernel off by up to 4.3)."""
     spec = "document(segments=[1, 7]) & (document(segments=[3, 5]) | document(segments=[4, 1, 3]))"
     want = np.asarray(from_spec(spec))
-    rule = mask_rule(spec)
+    with mock.patch.object(_rules, "_DOCUMENT_BOUNDARIES", 0):  # tables of document ids, as for many documents
+        rule = mask_rule(spec)
+        fn = to_mask_mod(spec)
+        source = _exec_source(spec, "numpy")
     assert len({name for name, _ in rule.tables}) == len(rule.tables) == 3
     q, k = np.arange(8)[:, None], np.arange(8)[None, :]
     np.testing.assert_array_equal(rule.evaluate(q, k), want)
-    np.testing.assert_array_equal(np.asarray(from_mask_mod(to_mask_mod(spec), 8)), want)
-    np.testing.assert_array_equal(_grid(_exec_source(spec, "numpy"), 8), want)
+    np.testing.assert_array_equal(np.asarray(from_mask_mod(fn, 8)), want)
+    np.testing.assert_array_equal(_grid(source, 8), want)
 
 
 @settings(max_examples=40, deadline=None)
@@ -286,11 +305,14 @@ def test_any_and_or_tree_of_table_parts_evaluates_to_its_mask(data):
 
     spec = f"{part()} {data.draw(st.sampled_from('&|'))} ({tree(2)})"  # a combination on the right: names collide
     want = np.asarray(from_spec(spec))
-    rule = mask_rule(spec)
+    # documents by range tests at their boundaries, or (as for many documents) by tables of ids
+    with mock.patch.object(_rules, "_DOCUMENT_BOUNDARIES", data.draw(st.sampled_from([0, 16]))):
+        rule = mask_rule(spec)
+        source = _exec_source(spec, "numpy")
     assert len({name for name, _ in rule.tables}) == len(rule.tables), rule.tables
     q, k = np.arange(n)[:, None], np.arange(n)[None, :]
     np.testing.assert_array_equal(rule.evaluate(q, k), want, err_msg=spec)
-    np.testing.assert_array_equal(_grid(_exec_source(spec, "numpy"), n), want, err_msg=spec)
+    np.testing.assert_array_equal(_grid(source, n), want, err_msg=spec)
 
 
 @pytest.mark.parametrize(

@@ -306,7 +306,7 @@ def mask_mod_source(mask: Any, *, framework: Literal["torch", "jax", "numpy"] = 
     The function body is one expression using only operators (``<=``, ``==``, ``//``, ``%``,
     ``&``, ``|``, ``abs``, indexing a lookup table by ``q_idx`` / ``kv_idx``), so it runs
     with PyTorch tensors (FlexAttention's ``create_block_mask`` / ``flex_attention``),
-    ``jax.numpy`` and NumPy alike. Lookup tables (document ids, run starts and stops) are
+    ``jax.numpy`` and NumPy alike. Lookup tables (document ids past 16 boundaries, run starts and stops) are
     module-level constants created with the chosen `framework` (a Boolean table with few True
     entries, as Longformer's global tokens, from its True positions: ``isin`` for NumPy and PyTorch, a scatter for
     JAX); for PyTorch on a GPU move
