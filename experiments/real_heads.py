@@ -1097,7 +1097,11 @@ def plain_log_ticks(ax) -> None:
     """On a log axis spanning less than a decade, label 1, 2, 3, 5 × 10^k as plain numbers (no crowded minor labels)."""
     lo, hi = ax.get_ylim()
     if hi / lo < 10:
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+        subs = (1.0, 2.0, 3.0, 5.0)
+        k = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
+        if np.count_nonzero([lo <= m * 10**e <= hi for e in k for m in subs]) < 3:  # a narrow range: every digit
+            subs = tuple(float(m) for m in range(1, 10))
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
 
