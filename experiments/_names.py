@@ -10,6 +10,11 @@ def slot_names(task: Task) -> list[str]:
     return [f"{PREFIX.get(s, s)}{tok.position}" for s, tok in zip(task.streams, task.inputs)]
 
 
+def slot_tex(task: Task) -> list[str]:
+    """:func:`slot_names` as mathtext token labels (``$w_{3}$``, ``$m_{3}$``), for streams whose slots are tokens."""
+    return [f"${PREFIX.get(s, s)}_{{{tok.position}}}$" for s, tok in zip(task.streams, task.inputs)]
+
+
 def token_tex(token) -> str:
     """A token as mathtext, the one notation of token labels in every figure: ``$w_{2}$``, and ``$w'_{2}$`` for
     the aggregate token of a butterfly centre (symbol ``"agg"``)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
-from _names import slot_names
+from _names import slot_names, slot_tex
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch, Rectangle
 
@@ -31,7 +31,8 @@ NAME = "block_two_stream"
 CITE = "Li & Guo, arXiv:2606.09951"
 STREAM_COLOR = {"content": "#c6dbef", "query": "#fdd0a2"}
 STREAM_TEXT = {"content": "#08519c", "query": "#a63603"}
-STREAM_NAME = {"content": "content stream w", "query": "mask stream m (mask tokens; XLNet's query stream)"}
+"""Each stream's dark shade: tick labels and the mask's quadrant of that stream (the Hasse nodes' colours, darker)."""
+STREAM_NAME = {"content": "content stream $w$", "query": "mask stream $m$ (mask tokens; XLNet's query stream)"}
 
 
 def _key(stream: str, token: Token) -> float:
@@ -64,7 +65,8 @@ def main(out: Path, quick: bool = False) -> dict:
     n, l = 6, 2
     family = block_generation(n, l)
     merged = family.merge()
-    names = slot_names(merged)
+    names = slot_names(merged)  # the JSON's slot names
+    tex = slot_tex(merged)  # the figures' labels: mathtext tokens, as in every merge figure
     diagram = HasseDiagram.from_mask(merged.mask)
     streams, keys = _class_attrs(merged, diagram)
     closed_form = bool(np.array_equal(merged.mask, np.asarray(block_two_stream_mask(n, l))))
@@ -75,7 +77,7 @@ def main(out: Path, quick: bool = False) -> dict:
     draw_hasse(
         diagram,
         ax=ax,
-        names=names,
+        names=tex,
         order_key=keys,
         class_colors=[STREAM_COLOR[s] for s in streams],
         min_fontsize=8,
@@ -88,7 +90,7 @@ def main(out: Path, quick: bool = False) -> dict:
     draw_mask(
         merged.mask,
         ax=ax,
-        labels=names,
+        labels=tex,
         title=f"Block Two-Stream mask ($n = {n}$, $\\ell = {l}$), derived by\nthe merge (Thm 3.7, {CITE})",
     )
     for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
@@ -98,10 +100,10 @@ def main(out: Path, quick: bool = False) -> dict:
     # with a thin outline in the same colour.
     inset = 0.0
     quads = [
-        ((0, 0), "w rows × w keys (content stream)", "#ff7f0e", "-"),
-        ((0, n), "m rows × w keys", "#2ca02c", "-"),
-        ((n, n), "m rows × m keys (mask stream)", "#d62728", "-"),
-        ((n, 0), "w rows × m keys (empty)", "#7f7f7f", (0, (4, 2))),
+        ((0, 0), "$w$ rows × $w$ keys (content stream)", STREAM_TEXT["content"], "-"),
+        ((0, n), "$m$ rows × $w$ keys", "#555555", "-"),
+        ((n, n), "$m$ rows × $m$ keys (mask stream)", STREAM_TEXT["query"], "-"),
+        ((n, 0), "$w$ rows × $m$ keys (empty)", "#999999", (0, (4, 2))),
     ]
     for (x, y), label, color, ls in quads:
         ax.add_patch(
@@ -126,19 +128,21 @@ def main(out: Path, quick: bool = False) -> dict:
         frameon=False,
         handlelength=1.5,
         title="dark: query slot (row) may attend to key slot (column);\n"
-        "information flows key → query (stream w → stream m, as in the Hasse diagram)",
+        "information flows key → query (stream $w$ → stream $m$, as in the Hasse diagram)",
     )
     o.savefig(fig, "block_two_stream_mask")
 
     # ---- The merge: tasks before merging, the minimal merge, a larger common supergraph.
     tasks = family.tasks
-    pos = hasse_layout(diagram, names, order_key=keys)
+    pos = hasse_layout(diagram, tex, order_key=keys)
     level_of_class = {c: round(y) for c, (_, y) in pos.items()}
     slot_level = [level_of_class[int(c)] for c in np.asarray(diagram.labels)]
     slot_key = [_key(s, x) for s, x in zip(merged.streams, merged.inputs)]
-    task_names = [[("m" if x.symbol == "mask" else "w") + str(x.position) for x in t.inputs] for t in tasks]
+    task_names = [[f"${'m' if x.symbol == 'mask' else 'w'}_{{{x.position}}}$" for x in t.inputs] for t in tasks]
     apart = merge_tasks(_content_task_apart(family), family.stream_order, name="content_task_apart")
-    apart_names = [f"{nm}'" if isinstance(x.symbol, tuple) else nm for x, nm in zip(apart.inputs, slot_names(apart))]
+    apart_names = [
+        nm.replace("w_", "w'_") if isinstance(x.symbol, tuple) else nm for x, nm in zip(apart.inputs, slot_tex(apart))
+    ]
     apart_diagram = HasseDiagram.from_mask(apart.mask)
     apart_streams, apart_keys = _class_attrs(apart, apart_diagram)
 
@@ -168,7 +172,7 @@ def main(out: Path, quick: bool = False) -> dict:
     draw_hasse(
         diagram,
         ax=ax_m,
-        names=names,
+        names=tex,
         order_key=keys,
         class_colors=[STREAM_COLOR[s] for s in streams],
         min_fontsize=8,
@@ -181,7 +185,7 @@ def main(out: Path, quick: bool = False) -> dict:
         order_key=apart_keys,
         class_colors=[STREAM_COLOR[s] for s in apart_streams],
         min_fontsize=8,
-        title=f"(c) a common supergraph, not minimal: content\ntask kept apart (w'), {apart_diagram.num_classes} nodes",
+        title=f"(c) a common supergraph, not minimal: content\ntask kept apart ($w'$), {apart_diagram.num_classes} nodes",
     )
     _legend(fig, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=2)
     fig.suptitle(f"Merging the block-generation family, $n = {n}$, $\\ell = {l}$ ({CITE})", y=0.99)
