@@ -32,6 +32,7 @@ from _common import Output, cli
 from hassejax.dynamics import Sinkhorn, Softmax, solve_gaussian, solve_particles, status_names
 from hassejax.dynamics.energy import gaussian_interaction_energy, gaussian_sinkhorn_energy, interaction_energy
 from hassejax.plot.bounds import fmt_upper
+from hassejax.plot.style import KIND_COLORS, KIND_LINESTYLES
 
 NAME = "energies"
 SEED = 0
@@ -125,7 +126,7 @@ def main(out: Path, quick: bool = False) -> dict:
     ax = fig.add_subplot(gs[0, :])
     for s, e in enumerate(e_part):
         ax.plot(
-            ts, e, color="C0", lw=0.9, alpha=0.7,
+            ts, e, color=KIND_COLORS["softmax"], lw=0.9, alpha=0.7,
             label=f"particles $E_n$, $n = {n}$ ({n_seeds} seeds)" if s == 0 else None,
         )  # fmt: skip
     ax.plot(
@@ -136,7 +137,7 @@ def main(out: Path, quick: bool = False) -> dict:
         SPEC_TIMES,
         SPEC_VALUES,
         "x",
-        color="C3",
+        color="k",
         ms=7,
         mew=1.6,
         label=f"check values (the project's spec, not the paper's;\n{CHECK_VALUES_PRINTED})",
@@ -156,7 +157,7 @@ def main(out: Path, quick: bool = False) -> dict:
     shown = {"A of §6 (negative definite)": "$A$ negative definite", "indefinite A": "$A$ indefinite"}
     for col, (label, r) in enumerate(sink.items()):
         ax = fig.add_subplot(gs[1, col])
-        ax.plot(ts, r["F"], color="C2", lw=1.5)
+        ax.plot(ts, r["F"], color=KIND_COLORS["sinkhorn"], ls=KIND_LINESTYLES["sinkhorn"], lw=1.5)
         ax.set_xlabel("depth $t$")
         ax.set_ylabel("$F = \\frac{1}{2}\\mathrm{OT}_\\varepsilon(\\mu, \\mu)$, $\\varepsilon = 1$")
         ax.set_title(

@@ -153,9 +153,9 @@ def _draw_linear(o: Output, rec: dict, e: dict) -> None:
     fig, axes = plt.subplots(1, 3, figsize=figsize(TEXT_WIDTH, 0.48), layout="constrained")  # room for (a)'s legend
     b, c = rec["blowup"], rec["contraction"]
     ax = axes[0]
-    ax.plot(e["s"], e["t_closed"], "-", color="tab:blue", label="closed form")
-    ax.plot(e["s"], e["t_meas"], "o", color="tab:blue", mfc="none", label="measured")
-    ax.axhline(b["softmax_t_star_any_mean"], color="tab:gray", ls="--", label="softmax")
+    ax.plot(e["s"], e["t_closed"], "-", color=KIND_COLORS["linear"], label="closed form")
+    ax.plot(e["s"], e["t_meas"], "o", color=KIND_COLORS["linear"], mfc="none", label="measured")
+    ax.axhline(b["softmax_t_star_any_mean"], color=KIND_COLORS["softmax"], ls="--", label="softmax")
     ax.set_xlabel("$\\alpha_0 = (s, 0)$: $s$")
     ax.set_ylabel("$t^*$")
     ax.set_title(f"(a) linear $t^*$, fig. 5's $A$,\nmax rel. error {fmt_upper(b['rel_error_max'], 2)}")
@@ -164,7 +164,7 @@ def _draw_linear(o: Output, rec: dict, e: dict) -> None:
         loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, handlelength=1.5, columnspacing=0.8, frameon=False
     )
     ax.grid(alpha=0.3)
-    colors = ["tab:blue", "tab:orange", "tab:red"]
+    colors = ["#8C5A00", KIND_COLORS["linear"], "#F2C55C"]  # the three means: shades of linear attention's colour
     ax = axes[1]
     for i, m in enumerate(MEANS):
         ax.plot(e["ts"], e["tr"][i], "-", color=colors[i], label=f"$\\alpha_0 = ({m[0]:g}, {m[1]:g})$")
