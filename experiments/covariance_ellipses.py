@@ -123,7 +123,13 @@ def main(out: Path, quick: bool = False) -> dict:
         if row == 0:
             limit = np.asarray(clustering_limit(cov0, A, 1.0))
             rec["Sigma_inf_closed_form"] = limit
-            rec["Sigma_inf_direction_deg"] = float(np.degrees(np.arctan2(paper.FIG2_Q_PERP[1], paper.FIG2_Q_PERP[0])))
+            angle = float(np.degrees(np.arctan2(paper.FIG2_Q_PERP[1], paper.FIG2_Q_PERP[0])))
+            rec["Sigma_inf_direction_deg"] = (
+                angle - 180.0 if angle > 90.0 else angle + 180.0 if angle <= -90.0 else angle
+            )
+            rec["Sigma_inf_direction_convention"] = (
+                "the direction of q⊥ modulo 180°, in (−90°, 90°] (as convergence_to_line's q_perp_angle_deg)"
+            )
         else:
             rec["t_star_closed_form"] = float(blowup_time_closed_form(cov0, A, 1.0))
         results[label] = rec
