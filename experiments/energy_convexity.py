@@ -115,7 +115,7 @@ def main(out: Path, quick: bool = False) -> dict:
         "The twisted softmax energy (Castin et al., arXiv:2501.18322), $V = I$, $A = -I$, is not convex\n"
         "along $W_2$ geodesics of Gaussians in $\\mathbb{R}^2$: $d^2E/ds^2$ reaches "
         f"${results['translation']['min_second_derivative']:.3f}$ (translation) and "
-        f"${results['mixed']['min_second_derivative']:.3f}$ (mixed);\nthis geodesic, the centred scaling, stays convex "
+        f"${results['mixed']['min_second_derivative']:.3f}$ (mixed);\nalong the centred scaling it stays convex "
         f"(min ${results['centred_scaling']['min_second_derivative']:.3f}$);\n$s$ is normalised to $[0, 1]$ on each "
         "geodesic: the minima are not comparable convexity constants"
     )
