@@ -1125,7 +1125,7 @@ def draw_spectra(o: Output, reps: list[dict]) -> None:
             ax.grid(alpha=0.3, which="major")
             if i == 2:
                 ax.set_xlabel("depth $t$ (layers)")
-        title = f"layer {r['layer']} head {r['head']}\n{r['regime'].replace('_', ' ')}"
+        title = f"layer {r['layer']} head {r['head']}\n{r['regime'].replace('blow_up', 'blow-up').replace('_', ' ')}"
         if r["t_blowup"] is not None:
             title += f", $t^*$ = {r['t_blowup']:.3g}"
         title += "".join(f"\n({n_})" for n_ in stop_notes(r))
