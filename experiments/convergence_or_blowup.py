@@ -38,7 +38,7 @@ from hassejax.dynamics.diagnostics import limit_rank
 from hassejax.dynamics.projected_euler import projected_euler_l2
 from hassejax.dynamics.self_similar import self_similar_profile
 from hassejax.plot.bounds import fmt_lower, fmt_upper
-from hassejax.plot.style import TEXT_WIDTH, figsize
+from hassejax.plot.style import OUTCOME_PALETTE, TEXT_WIDTH, figsize
 
 NAME = "convergence_or_blowup"
 TOL = 1e-4  # the authors' tol for figure 6
@@ -63,9 +63,14 @@ TEMPLATE_COLS = np.searchsorted(DENSE_FRACTIONS, dc.SAVE_FRACTIONS)
 """The columns of a dense solve at the template's save times (the JSON's peaks are read there only)."""
 DISK_STEP = 0.02
 """Drawing: of the dense saves, keep a point once the disk path has moved this far (file size)."""
-COLORS = {"converged": "#56B4E9", "blow_up": "#D55E00", "diverge": "#D55E00", "completed": "0.45"}
-"""Okabe & Ito's sky blue (converge) against vermillion (escape): far apart in lightness as well, so greyscale keeps
-them apart; the end markers differ too (:data:`END_MARKERS`)."""
+COLORS = {
+    "converged": OUTCOME_PALETTE["converge"],
+    "blow_up": OUTCOME_PALETTE["blow_up"],
+    "diverge": OUTCOME_PALETTE["blow_up"],
+    "completed": "0.45",
+}
+"""The outcome palette (:data:`hassejax.plot.style.OUTCOME_PALETTE`, apart from the kind colours): teal converge,
+wine escape, in every panel; the end markers tell them apart in greyscale (:data:`END_MARKERS`)."""
 END_MARKERS = {"converged": ("o", 6.0), "blow_up": ("x", 14.0), "diverge": ("x", 14.0), "completed": ("s", 8.0)}
 """Marker and size (points²) of each outcome's state at the stop."""
 
@@ -312,7 +317,7 @@ def main(out: Path, quick: bool = False) -> dict:
         "solver": dc.solver_record(soft),
     }
     _draw(axes[0, 0], soft, names(soft["status"]),
-          f"(a) softmax: {int(blow.sum())} blow up (red, ×), {int(conv.sum())} converge\n(blue, •) to "
+          f"(a) softmax: {int(blow.sum())} blow up (×), {int(conv.sum())} converge (•)\nto "
           f"rank one along $v$ at {rays[1]:.2f}° (disk: 2 × {rays[1]:.2f}°)".replace("-", "−"))  # fmt: skip
 
     # L2, the authors' reading (tr Σ > 1e3 stop) and the accurate one (no such stop)
@@ -365,15 +370,17 @@ def main(out: Path, quick: bool = False) -> dict:
     }
     e_conv = int(np.sum(euler_out == 1))
     _draw(axes[0, 1], l2_a, ["converged" if not s else "diverge" for s in stopped],
-          f"(b) L2, stop at $\\mathrm{{tr}}\\,\\Sigma > {_sci(THRESHOLD)}$ (red, ×: stopped):\ndiffrax {int((~stopped).sum())} / "
+          f"(b) L2, stop at $\\mathrm{{tr}}\\,\\Sigma > {_sci(THRESHOLD)}$ (×: stopped):\ndiffrax {int((~stopped).sum())} / "
           f"{int(stopped.sum())}, authors' Euler {e_conv} / {int(euler_div.sum())}", thin=True)  # fmt: skip
     _draw(axes[1, 0], l2_b, names(l2_b["status"]),
           f"(c) L2, accurate (no ${_sci(THRESHOLD)}$ stop):\n{int(np.sum(l2_b['status'] == Status.converged))}/{n} converge", thin=True)  # fmt: skip
 
     # the peaks of tr Σ along the accurate L2 trajectories
     ax_pk = axes[1, 1]
-    ax_pk.semilogy(np.arange(n), peak, ".", ms=2, color="tab:blue", label=r"peak $\mathrm{tr}\,\Sigma(t)$, accurate")
-    ax_pk.semilogy(np.flatnonzero(euler_div), peak[euler_div], "o", mfc="none", ms=7, color="tab:red",
+    ax_pk.semilogy(
+        np.arange(n), peak, ".", ms=2, color=COLORS["converged"], label=r"peak $\mathrm{tr}\,\Sigma(t)$, accurate"
+    )
+    ax_pk.semilogy(np.flatnonzero(euler_div), peak[euler_div], "x", ms=6, color=COLORS["diverge"],
                    label=f"stopped by the authors'\nEuler ({int(euler_div.sum())})")  # fmt: skip
     ax_pk.axhline(THRESHOLD, color="k", ls="--", lw=0.8, label=f"stop $\\mathrm{{tr}}\\,\\Sigma = {_sci(THRESHOLD)}$")
     ax_pk.set_xlabel("member (the authors' grid order)")

@@ -30,7 +30,7 @@ from hassejax.dynamics.diagnostics import limit_rank, rank_absolute
 from hassejax.plot.angles import cone_angle
 from hassejax.plot.bounds import fmt_upper
 from hassejax.plot.curves import polyline_distance
-from hassejax.plot.style import TEXT_WIDTH, figsize
+from hassejax.plot.style import OUTCOME_PALETTE, TEXT_WIDTH, figsize
 
 NAME = "convergence_to_two_lines"
 TOL = 1e-7  # the authors' tol for figure 4
@@ -51,7 +51,10 @@ def angle_gap(a: np.ndarray, b: float) -> np.ndarray:
     return np.abs(d)
 
 
-RAY_COLORS = ("#D55E00", "#0072B2")  # Okabe & Ito vermillion and blue (colour-blind safe; the angle labels name them)
+RAY_COLORS = (
+    OUTCOME_PALETTE["converge_other"],
+    OUTCOME_PALETTE["converge"],
+)  # indigo, teal: outcome colours, not kinds
 """Colour of each isotropic ray and of the trajectories that reach it."""
 DRAW_EVERY = 4
 """Draw every 4th member of the grid (all members are solved and counted)."""

@@ -16,26 +16,27 @@ from matplotlib.patches import Patch
 
 from ..dynamics.diagnostics import Outcome
 from ..errors import ParameterError
+from .style import OUTCOME_PALETTE
 
 __all__ = ["OUTCOME_COLORS", "draw_outcome_map", "draw_hatched"]
 
 OUTCOME_COLORS: dict[Outcome, str] = {
-    Outcome.blow_up: "#D55E00",
-    Outcome.diverge: "#F4A582",
-    Outcome.low_rank: "#009E73",
-    Outcome.bounded: "#56B4E9",
-    Outcome.contracts: "#0072B2",
-    Outcome.collapse: "#332288",
-    Outcome.grows: "#F0E442",
-    Outcome.undetermined: "#000000",
-    Outcome.stalled: "#CC79A7",
+    Outcome.blow_up: OUTCOME_PALETTE["blow_up"],
+    Outcome.diverge: OUTCOME_PALETTE["escape"],
+    Outcome.low_rank: OUTCOME_PALETTE["low_rank"],
+    Outcome.bounded: OUTCOME_PALETTE["stationary"],
+    Outcome.contracts: OUTCOME_PALETTE["converge"],
+    Outcome.collapse: OUTCOME_PALETTE["collapse"],
+    Outcome.grows: OUTCOME_PALETTE["grows"],
+    Outcome.undetermined: OUTCOME_PALETTE["undetermined"],
+    Outcome.stalled: OUTCOME_PALETTE["stalled"],
 }
-"""Colour of each outcome in a phase map: Okabe & Ito's colour-blind-safe palette (blow-up vermillion,
-contraction blue, settling bluish green; "Color Universal Design", 2008) with a light salmon for the
-unsettled escapes, indigo for a collapse and black for an undetermined solve: every two colours stay at least
-10 apart in CIELAB as seen with each dichromacy simulated (Machado et al. 2009; tested), red against green nowhere.
-In greyscale (CIE L*) black is at least 20 from every other colour (a dark grey, #555555, read as the contraction
-blue, #0072B2, in print)."""
+"""Colour of each outcome in a phase map, from :data:`hassejax.plot.style.OUTCOME_PALETTE` (the outcome colours of
+every figure, apart from the attention kinds' :data:`~hassejax.plot.style.KIND_COLORS`): blow-up wine, unsettled
+escape rose, contraction teal, settling olive, stationary pale grey, growth yellow, collapse green, stalled purple,
+undetermined black. Every two colours stay at least 10 apart in CIELAB as seen with each dichromacy simulated
+(Machado et al. 2009; tested). In greyscale (CIE L*) black is at least 20 from every other colour (32 from the
+blow-up wine)."""
 
 
 def draw_outcome_map(

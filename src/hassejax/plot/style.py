@@ -16,6 +16,7 @@ __all__ = [
     "KIND_COLORS",
     "KIND_LINESTYLES",
     "KIND_MARKERS",
+    "OUTCOME_PALETTE",
     "paper_style",
     "figsize",
 ]
@@ -85,6 +86,25 @@ KIND_MARKERS: dict[str, str] = {
     "sigmoid_shifted": "X",
 }
 """The marker of each attention kind, for points (with :data:`KIND_COLORS`)."""
+
+
+OUTCOME_PALETTE: dict[str, str] = {
+    "converge": "#44AA99",
+    "converge_other": "#332288",
+    "blow_up": "#882255",
+    "escape": "#CC6677",
+    "stationary": "#BBBBBB",
+    "low_rank": "#999933",
+    "grows": "#F0E442",
+    "collapse": "#117733",
+    "stalled": "#AA4499",
+    "undetermined": "#000000",
+}
+"""The one colour of each outcome of a solve in every figure that colours by outcome (phase maps, convergence and
+blow-up figures), kept apart from :data:`KIND_COLORS`: Paul Tol's muted palette (teal converge or contract, indigo a
+second limit, wine blow-up, rose an escape not settled as blow-up, olive settling at low rank, green collapse, purple
+stalled), pale grey for stationary, Okabe & Ito's yellow for growth without blow-up, black for an undetermined solve.
+None of them is a kind colour (black is also the biased sigmoid's, which no outcome figure draws)."""
 
 
 def figsize(width: float | int = TEXT_WIDTH, aspect: float | int = 0.62) -> tuple[float, float]:
