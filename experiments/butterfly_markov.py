@@ -195,7 +195,7 @@ def _plot_curves(results: dict, h: dict, o: Output) -> None:
     ax.set_ylabel("held-out cross-entropy (nats)")
     top = max(max(res["eval_loss"]) for res in results.values())  # the step-0 losses, above H(pi)
     ax.set_ylim(h["H2"] * 0.9, max(top, h["H_pi"], h["H1"]) * 1.03)
-    ax.set_title("held-out loss; dotted: each model's floor")
+    ax.set_title("held-out loss;\ndotted: each model's floor")
     ax.plot([], [], color="0.4", alpha=0.35, lw=0.8, label="faint: training loss of the same model (running mean)")
     bx.set_xlabel("target position $t$")
     bx.set_ylabel("cross-entropy (nats)")
