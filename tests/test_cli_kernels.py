@@ -407,6 +407,8 @@ def test_export_splash_of_a_rectangular_array(capsys, tmp_path):
         np.testing.assert_array_equal(np.asarray(from_splash(namespace["mask"], form="dense")), array)
     code, _, err = _run(capsys, "export", str(path), "--to", "splash", "--out", str(tmp_path / "o.npy"))
     assert code == 2 and "is the file given" in err
+    code, _, err = _run(capsys, "export", str(path), "--to", "splash", "--fallback", "lazy")  # was ignored
+    assert code == 2 and "a .npy file is an array already" in err
     code, _, err = _run(capsys, "export", str(path), "--to", "mask_mod")  # a rule is square
     assert code == 2 and "must be square" in err
     np.save(tmp_path / "heads.npy", np.ones((2, 3, 5), bool))

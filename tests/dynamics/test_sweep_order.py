@@ -113,6 +113,14 @@ def test_a_call_passes_its_own_cost_or_none_in_place_of_the_held_one():
     assert len(calls) == 1  # left out: the held cost
     np.testing.assert_array_equal(np.asarray(held(x, cost=None, progress=False)), [0.0, 2.0, 4.0])
     assert len(calls) == 1  # None: the caller's order, the held cost not asked (it was before)
+    import copy
+    import pickle
+
+    from hassejax.dynamics import sweeps
+
+    for default in (copy.deepcopy(sweeps._HELD), pickle.loads(pickle.dumps(sweeps._HELD))):
+        np.testing.assert_array_equal(np.asarray(held(x, cost=default, progress=False)), [0.0, 2.0, 4.0])
+    assert len(calls) == 3  # a copy of the default is the default (a review: refused as a cost of dtype object)
     with pytest.raises(ParameterError, match="`cost`"):
         held(x, cost=np.ones(2), progress=False)
 

@@ -83,7 +83,9 @@ def test_gallery_round_trip(spec):
     np.testing.assert_array_equal(np.asarray(from_mask_mod(to_mask_mod(from_spec(spec, form="intervals")), fn.n)), want)
 
 
-@pytest.mark.parametrize("spec", GALLERY)
+@pytest.mark.parametrize(
+    "spec", [*GALLERY, "document(segments=[2, 1, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3])"]
+)  # ... and 17 boundaries: a table of document ids
 def test_source_reads_its_tables_inside_them_on_a_padded_grid(spec):
     """FlexAttention's ``create_block_mask`` evaluates ``mask_mod`` on a grid rounded up to its block size (PyTorch
     issue #137801): a table of `n` entries read at `q_idx >= n` raised IndexError in NumPy (a CUDA device assert in
@@ -94,6 +96,8 @@ def test_source_reads_its_tables_inside_them_on_a_padded_grid(spec):
     for mask in (spec, from_spec(spec, form="intervals")):  # its closed form or lookup tables; the key-run tables
         got = _grid(_exec_source(mask, "numpy"), padded)
         np.testing.assert_array_equal(got[:n, :n], want)
+    if "kind='ids'" not in spec and spec.startswith("document("):
+        assert ("DOC" in mask_mod_source(spec)) == (spec.count(",") >= 17)  # range tests, or the table read here
 
 
 @pytest.mark.parametrize("spec,dense", DERIVED, ids=[s for s, _ in DERIVED])

@@ -216,6 +216,11 @@ def _export_rectangular(args: argparse.Namespace, mask: np.ndarray) -> int:
     is bottom-right causal, else a ``NumpyMask`` of the array read from the file given."""
     from ..kernels import to_splash
 
+    if args.fallback == "lazy":  # (a review: it was ignored here)
+        raise _UsageError(
+            "--fallback lazy builds the mask from its spec (or task family); a .npy file is an array already: "
+            "a rectangular one goes to splash as CausalMask or a NumpyMask of the file"
+        )
     if args.out is not None and _is_npy(args.out):
         raise _UsageError(
             f"--out {args.out!r}: a rectangular mask's array is the file given ({args.spec_or_family!r}); give "

@@ -185,7 +185,7 @@ def softmax_covariance_closed_form(
 def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Scalars = 1.0) -> Float[Array, "*#batch"]:
     """Blow-up time `t* = 1/λ*`, `λ* = λ_max(βv Σ0^{1/2}(A + Aᵀ)Σ0^{1/2})`, `inf` when `λ* <= 0` (spec §3).
 
-    For `β = 1` this is `1/(β λ_max(vΣ0^{1/2}(A + Aᵀ)Σ0^{1/2}))` of the spec; singular `Σ0` allowed.
+    For `β > 0` this is the spec's `1/(β λ_max(vΣ0^{1/2}(A + Aᵀ)Σ0^{1/2}))`; singular `Σ0` allowed.
     A `λ*` within rounding of zero (at most `4 ε` times the largest `|eigenvalue|` of that matrix,
     `ε` of its dtype) counts as `λ* <= 0`: its sign is not resolved in the input's precision (e.g.
     `A + Aᵀ ⪯ 0` singular, where `λ* = 0` exactly and the computed one is `±1e-17`, or `±0.2 ε`
@@ -211,7 +211,7 @@ def blowup_time_closed_form(Sigma0: Matrices, A: Matrices, v: Scalars, beta: Sca
     or inf gives NaN, a traced `Sigma0` is taken as its symmetric part, and gives NaN where that is no covariance).
 
     Source: (derived) spec dynamics.md §3, bullet "Softmax, `V = vI`" (finite-time blow-up iff `λ* > 0`, at
-    `t* = 1/(βλ*)`), for the softmax dynamics of Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322; the rounding
+    `t* = 1/λ*` with `β` inside `λ*`), for the softmax dynamics of Castin, Ablin, Carrillo, Peyré, arXiv:2501.18322; the rounding
     floor on `λ*` is this package's.
 
     **Example:**

@@ -343,6 +343,9 @@ class _Held:
     def __repr__(self) -> str:
         return "<the held cost>"
 
+    def __reduce__(self) -> str:
+        return "_HELD"  # pickled and copied as the module's one sentinel
+
 
 _HELD = _Held()
 
@@ -404,8 +407,7 @@ class Sweep:
     ) -> PyTree:
         """Run the held program on every member of `batch_params`; see :func:`sweep`. `cost`: left out, the held one;
         given (an array, a callable or None for the caller's order), it replaces the held one for this call."""
-        cost = self.cost if cost is _HELD else cost
-        _sweep_order.check_cost(cost)
+        cost = self.cost if isinstance(cost, _Held) else cost  # (a copy of the sentinel too)
         return _run_all(
             self._run,
             self._sharding,
