@@ -41,7 +41,11 @@ NAME = "sinkhorn"
 V_SPIRAL = np.array([[0.2, -1.0], [1.0, 0.2]])
 A_CASES = {"A = −I": -np.eye(2), "A = diag(1, −1)": np.diag([1.0, -1.0]), "A = I": np.eye(2)}
 A_LABELS = {"A = −I": "$A = -I$", "A = diag(1, −1)": "$A = \\mathrm{diag}(1, {-1})$", "A = I": "$A = I$"}
-A_COLORS = {"A = −I": "#0072B2", "A = diag(1, −1)": "#009E73", "A = I": "#D55E00"}  # Okabe & Ito (colour-blind safe)
+A_COLORS = {
+    "A = −I": "#08306B",
+    "A = diag(1, −1)": "#0072B2",
+    "A = I": "#6BAED6",
+}  # shades of the Sinkhorn blue, apart in grey
 SIGMA0S = [np.eye(2), np.array([[2.0, 0.6], [0.6, 0.3]])]
 ALPHA0 = np.array([1.0, 0.0])
 N_PARTICLES = 64
