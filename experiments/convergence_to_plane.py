@@ -38,6 +38,11 @@ FLOOR = 1e-9  # a threshold, ten times the solver's rtol (the measured floor is 
 q = paper.FIG2_Q_ROW
 
 
+def _e(text: str) -> str:
+    """'7.1e-04' as '7.1e-4': the figures' one e-format (no padded exponent)."""
+    return text.replace("e-0", "e-").replace("e+0", "e+")
+
+
 def model() -> MultiHead:
     """Head 0: `A_0 = K_0ᵀQ_0 = −qᵀq` (k = 1, scale 1), `C_0 = e_1e_1ᵀ`; head 1: `A_1 = 0`, `C_1 = e_2e_2ᵀ`."""
     e = np.eye(2)
@@ -131,11 +136,11 @@ def main(out: Path, quick: bool = False) -> dict:
     ax_res.set_xlabel("depth $t$")
     ax_res.set_ylabel("$|\\Sigma_{11}q_1 + \\Sigma_{12}q_2|$")
     ax_res.set_title(
-        f"distance to the plane: $\\leq$ {fmt_upper(res_stop.max(), 2)} at the stop, under "
+        f"distance to the plane: $\\leq$ {_e(fmt_upper(res_stop.max(), 2))} at the stop, under "
         f"$10^{{{int(np.log10(FLOOR))}}}$ by $t \\leq$ {np.ceil(np.max(t_floor)):.0f}, "
-        f"$\\leq$ {fmt_upper(res_long.max(), 2)} at $t = {T_LONG:g}$\n"
+        f"$\\leq$ {_e(fmt_upper(res_long.max(), 2))} at $t = {T_LONG:g}$\n"
         "(exponential: limit rank 2); "
-        f"$\\Sigma_{{22}}$ conserved: $|\\Sigma_{{22}}(t) - \\Sigma_{{22}}(0)| \\leq$ {fmt_upper(s22_drift, 2)}"
+        f"$\\Sigma_{{22}}$ conserved: $|\\Sigma_{{22}}(t) - \\Sigma_{{22}}(0)| \\leq$ {_e(fmt_upper(s22_drift, 2))}"
     )
     ax_res.axhline(
         FLOOR,

@@ -112,7 +112,7 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.set_title(
             f"{SHOWN[label]}: {int(conv.sum())}/{n} converge to $\\Sigma = 0$\n"
             f"stop at $\\|\\Sigma'\\|_F < 10^{{{int(np.log10(TOL))}}}$: "
-            f"$\\mathrm{{tr}}\\,\\Sigma \\leq$ {fmt_upper(results[label]['trace_at_stop'][1], 2)}",
+            f"$\\mathrm{{tr}}\\,\\Sigma \\leq$ {fmt_upper(results[label]['trace_at_stop'][1], 2).replace('e-0', 'e-')}",
             y=0.97,
         )
         med = np.argsort(slope)[len(slope) // 2]
