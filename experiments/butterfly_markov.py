@@ -235,7 +235,7 @@ def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
         if d_ == 0:
             ax.text(b_, floor, "0", ha="center", va="bottom")
         else:  # inside the bar, at its geometric middle
-            ax.text(b_, np.sqrt(d_ * floor), fmt_upper(d_, 2), ha="center", va="center", rotation=90, color="w")
+            ax.text(b_, np.sqrt(d_ * floor), _sci(fmt_upper(d_, 2)), ha="center", va="center", rotation=90, color="w")
     ax.axhline(cons["threshold"], color="k", ls="--", lw=0.8)
     ax.text(0.5, cons["threshold"] * 1.5, "$10^{-5}$ × logit scale", va="bottom")
     ax.set_yscale("log")
