@@ -195,10 +195,10 @@ def main(out: Path, quick: bool = False) -> dict:
     fig.legend(handles, labels, loc="outside lower center", ncol=len(sizes), handlelength=1.2, columnspacing=0.8)
     fig.suptitle(
         r"Moment-matched starts: $\sqrt{n}\,\times$ RMS error against depth (≈ 0 at $t$ = 0: rounding error only):"
-        "\nthe dynamics turns the sample's higher-moment differences from the Gaussian"
+        "\nthe dynamics turn the sample's higher-moment differences from the Gaussian"
         "\ninto mean and covariance error (measured for moment-matched starts, not for i.i.d. ones)"
         + (
-            f"\nthe 95 % bootstrap interval of each of the {n_slopes} log-log slopes in $n$ (first figure) "
+            f";\nthe 95 % bootstrap interval of each of the {n_slopes} log-log slopes in $n$ (first figure) "
             "contains $-1/2$"
             if all_contain_half
             else ""
