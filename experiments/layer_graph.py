@@ -56,9 +56,11 @@ def main(out: Path, quick: bool = False) -> dict:
     ax.tick_params(length=0)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=1, frameon=False)
     same = "=" if np.array_equal(r, np.tril(np.ones((n, n), bool))) else "≠"
+    closed = bool(np.array_equal((a.astype(int) @ a.astype(int)) > 0, a))  # A² = A: the flow stops growing at L = 1
     ax.set_title(
         f"Causal mask, {num_layers} layers × {n} positions: $A = M \\vee I$ per layer;\n"
         f"the flow after {num_layers} layers is $R^{{({num_layers})}} = A^{num_layers}$ {same} causal mask"
+        + (";\nthe mask is closed ($A^2 = A$): the same flow already after one layer" if closed else "")
     )
     o.savefig(fig, "layer_graph")
     o.write_json(
