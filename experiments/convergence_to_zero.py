@@ -101,9 +101,9 @@ def main(out: Path, quick: bool = False) -> dict:
         # which one shows on top depends on the 3-D depth sort)
         ends = geometry.cone_coords(np.stack([t[-1] for t in trajs]))
         ax.scatter(ends[:, 0], ends[:, 1], ends[:, 2], color="k", s=6, depthshade=False)
-        # turned 36° from looking along Σ11 − Σ22: that axis reads (its ticks not crammed), and the
-        # paths still fan out across the panel by their colour 2Σ12
-        ax.view_init(elev=20, azim=-138)
+        # seen from the side of convergence_to_line, _two_lines (the same elev, azim) and _plane: the
+        # paths fan out across the panel by their colour 2Σ12
+        ax.view_init(elev=22, azim=-58)
         ax.xaxis.labelpad = ax.yaxis.labelpad = 5  # the axis labels clear of their tick labels
         # the 3-D box leaves a wide margin inside its axes: zoom in (less empty space under the
         # titles) and keep the axes transparent so that no neighbour hides an axis label
