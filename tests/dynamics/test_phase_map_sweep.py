@@ -144,9 +144,10 @@ def test_draw_outcome_map_colours_counts_and_errors(no_typecheck):
     assert [h.get_label() for h in handles] == ["blow-up: 2", "contracts: 1", "stalled: 1 (not decided)"]
     image = ax.get_images()[0]
     rgba = image.cmap(image.norm(codes))
-    np.testing.assert_allclose(
-        rgba[0, 0], matplotlib.colors.to_rgba("#D55E00")
-    )  # blow-up vermillion, whatever the code
+    from hassejax.plot.style import OUTCOME_PALETTE
+
+    # blow-up in the outcome palette's colour, whatever the code
+    np.testing.assert_allclose(rgba[0, 0], matplotlib.colors.to_rgba(OUTCOME_PALETTE["blow_up"]))
     x, y = np.meshgrid(np.arange(2.0), np.arange(2.0))
     assert draw_hatched(ax, x, y, codes == Outcome.blow_up, "rule ≠ solve").get_hatch() == "///"
     with pytest.raises(ParameterError, match=r"`labels` must name every outcome in `codes`; missing \['stalled'\]"):
