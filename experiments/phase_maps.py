@@ -175,7 +175,7 @@ LABELS_A = {
     SLOW_CONTRACTION: "settled at t1 by the rate test; closed form: Σ → 0, slowly (+)",
     Outcome.bounded: "v = 0: Σ constant",
 }
-COLORS_A = {**OUTCOME_COLORS, LATE_BLOW_UP: "#4A1230", SLOW_CONTRACTION: "#9ED8CD"}  # darker wine, lighter teal
+COLORS_A = {**OUTCOME_COLORS, LATE_BLOW_UP: "#4A1230", SLOW_CONTRACTION: "#336B87"}  # darker wine, a blue teal
 VERDICT_OF = {
     Outcome.blow_up: Verdict.blow_up_by_t1,
     Outcome.grows: Verdict.blow_up_after_t1,
