@@ -1,5 +1,6 @@
 """to_mask_mod / mask_mod_source / mask_rule: exact round trips through from_mask_mod and exec'd source."""
 
+import ast
 from unittest import mock
 
 import jax
@@ -84,8 +85,13 @@ def test_gallery_round_trip(spec):
 
 
 @pytest.mark.parametrize(
-    "spec", [*GALLERY, "document(segments=[2, 1, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3])"]
-)  # ... and 17 boundaries: a table of document ids
+    "spec",
+    [
+        *GALLERY,
+        "document(segments=[2, 1, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3])",  # 17 boundaries: a table of ids
+        "document(segments=[2, 1, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2], inner='full')",  # 16 (17 commas): none
+    ],
+)
 def test_source_reads_its_tables_inside_them_on_a_padded_grid(spec):
     """FlexAttention's ``create_block_mask`` evaluates ``mask_mod`` on a grid rounded up to its block size (PyTorch
     issue #137801): a table of `n` entries read at `q_idx >= n` raised IndexError in NumPy (a CUDA device assert in
@@ -96,8 +102,16 @@ def test_source_reads_its_tables_inside_them_on_a_padded_grid(spec):
     for mask in (spec, from_spec(spec, form="intervals")):  # its closed form or lookup tables; the key-run tables
         got = _grid(_exec_source(mask, "numpy"), padded)
         np.testing.assert_array_equal(got[:n, :n], want)
-    if "kind='ids'" not in spec and spec.startswith("document("):
-        assert ("DOC" in mask_mod_source(spec)) == (spec.count(",") >= 17)  # range tests, or the table read here
+    call = ast.parse(spec, mode="eval").body
+    document = isinstance(call, ast.Call) and getattr(call.func, "id", None) == "document"  # one call, not a & b
+    if document and "kind" not in {k.arg for k in call.keywords}:
+        # documents given by unequal lengths (equal ones have closed forms: test below): the boundaries, counted on
+        # the dense mask (a document starts at b where b does not see b - 1); past 16 (mask_mod_source's docstring)
+        # the source reads a table of ids
+        boundaries = int(np.sum(~want[np.arange(1, n), np.arange(n - 1)]))
+        table = "DOC" in dict(mask_rule(spec).tables)
+        assert table == (boundaries > 16), (boundaries, mask_rule(spec).tables)  # range tests, or the table ...
+        assert ("DOC[q_idx % " in mask_mod_source(spec, framework="numpy")) == table  # ... read here, wrapped
 
 
 @pytest.mark.parametrize("spec,dense", DERIVED, ids=[s for s, _ in DERIVED])
