@@ -1049,6 +1049,54 @@ def test_a_predicted_refusal_counts_only_the_rows_a_squaring_merges():
     assert table.depth() == len(powers)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=interval_masks(max_n=60), depths=st.lists(st.integers(1, 12), min_size=1, max_size=3))
+def test_the_column_search_finds_the_rows_of_a_power_that_miss_a_column(case, depths):
+    """:class:`_ColumnReach` (the backward search from a few evenly spaced columns that :func:`predicted_refusal` uses
+    to find rows a squaring certainly merges) against integer matrix powers: row ``i`` is reported at depth ``t``
+    exactly when ``A^t[i, c]`` is False for one of its columns ``c``; depths asked for in any order up to 12 (past
+    ``L*`` the powers stay ``R``)."""
+    from hassejax.order._route_rules import _ColumnReach
+
+    m, _ = build(case)
+    a = m.with_diagonal()
+    dense = np.asarray(a.to_dense())
+    search = _ColumnReach(a)
+    assert search.columns[0] == 0 and search.columns[-1] == a.n - 1
+    power = np.eye(a.n, dtype=np.int64)
+    powers = [power]
+    for _ in range(12):
+        powers.append(((powers[-1] @ dense.astype(np.int64)) > 0).astype(np.int64))
+    asked = 0
+    for t in sorted(depths):  # the search only goes deeper
+        want = ~powers[t][:, search.columns].astype(bool).all(axis=1)
+        np.testing.assert_array_equal(search.missed(t), want)
+        asked = t
+    assert search.depth <= asked
+
+
+def test_a_sink_does_not_hide_a_certain_refusal_from_the_prediction(monkeypatch):
+    """A review: ``natten_2d(200, 200, 7, 7) | attention_sinks(40000, 1)`` was refused only after four squarings
+    (53 s), since every row holds the sink's key 0 and so every row's hull (:class:`_HullPowers`) starts at 0 and
+    soon covers ``[0, n)``: the hull found no row certainly merged. The backward search from a few columns
+    (:class:`_ColumnReach`) finds the rows that miss a column. Here at n = 576 with a limit of 5e5 candidate runs: the
+    structured route refuses (the prediction is certain), the prediction says so before any product, and without the
+    column search it did not (the full-size case is refused in about 1 s now, measured, not asserted)."""
+    from hassejax.errors import CandidateLimitError
+    from hassejax.order import _route_rules
+    from hassejax.order._route_rules import predicted_refusal
+    from hassejax.order._structured import candidate_limit
+
+    m = S.natten_2d(24, 24, 3, 3) | S.attention_sinks(576, 1)
+    limit = 5e5
+    with candidate_limit(limit), pytest.raises(CandidateLimitError):
+        PowerTable(m.with_diagonal(), name="mask").limit()
+    why = predicted_refusal(m, limit)
+    assert why is not None and "found before any product" in why and "multiply" in why, why
+    monkeypatch.setattr(_route_rules._ColumnReach, "missed", lambda self, depth: np.zeros(self.n, dtype=bool))
+    assert predicted_refusal(m, limit) is None  # the hull alone: no certain refusal
+
+
 def _hub_and_random_keys(n: int, k: int) -> IntervalMask:
     """Row 0 sees every key, rows 1 .. n-2 see key 0 and `k` random keys, the last row one long run ``[n/2, n)``
     (a review's mask: the rows left after the short-circuit are few, the union table over all rows wide)."""

@@ -148,7 +148,11 @@ def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = No
     that reach no full row of ``P_j`` (:func:`~._structured.compose`). Such a row's ``A^(2L)`` is not full, nor is
     the same row of ``E^(2L)``, ``E ⊇ A`` the mask of each row's hull (one run, so its powers cost a range minimum
     each): the rows whose ``E^(2L)`` is not full are merged, at least ``r`` of them, and a sampled one among them
-    holds ``k`` runs. Beyond `limit`, the squaring is refused. Rows of one run keep one run in every power (each run
+    holds ``k`` runs. So are the rows of ``A^(2L)`` that miss one of a few evenly spaced columns (a backward search
+    from those columns, :class:`_ColumnReach`, within the same budget), which the hull cannot see where every row
+    holds a far key: with a sink token every row's hull starts at 0 and soon covers ``[0, n)``
+    (``natten_2d(200, 200, 7, 7) | attention_sinks(40000, 1)`` was refused after four squarings, 53 s, a review;
+    now before any product, in about 1 s). Beyond `limit`, the squaring is refused. Rows of one run keep one run in every power (each run
     holds its own row) and are not searched. The search's cost is held to what it can save: its entries (a sampled
     row per level, the runs of its frontier) stay within :data:`_PREDICT_SHARE` of the candidate runs the route
     merges before the squaring in question (``A ⊗ A``, then each squaring's ``n · 4 · k²``, or the bound above where
@@ -189,6 +193,7 @@ def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = No
     level = 0
     spent = 0.0  # entries the search touched
     hull = _HullPowers(a)
+    columns = _ColumnReach(a)
     while True:
         sample, node = np.nonzero(frontier)
         work = float(s) * n + float(node.size) * k
@@ -214,9 +219,14 @@ def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = No
             route += float(n) * 4 * most * most  # (an upper bound here: the search's budget, not a refusal)
             continue
         merged = ~hull.full(2 * level)  # rows certainly merged in this squaring: E^(2L) not full
+        candidates = _merged_candidates(merged, runs, rows, most)
+        if candidates <= limit:  # the hull is loose where every row holds a far key (a sink): columns missed
+            cost = columns.cost(2 * level)
+            if spent + cost <= max(_PREDICT_FLOOR, _PREDICT_SHARE * route):
+                spent += cost
+                merged |= columns.missed(2 * level)
+                candidates = _merged_candidates(merged, runs, rows, most)
         merged_rows = int(np.count_nonzero(merged))
-        sampled = runs[merged[rows]]
-        candidates = float(merged_rows) * 4 * (int(sampled.max()) if sampled.size else 0) * most
         if candidates > limit:
             return (
                 f"`mask`: the structured route would square A^{level} (n = {n}), whose rows have up to {most} runs "
@@ -226,6 +236,62 @@ def predicted_refusal(m: IntervalMask, limit: float, num_layers: int | None = No
                 "multiply."
             )
         route += candidates  # this squaring runs (within the limit) before the next one is in question
+
+
+def _merged_candidates(merged: np.ndarray, runs: np.ndarray, rows: np.ndarray, most: int) -> float:
+    """The candidate runs a squaring of ``P_j`` merges at least: the `merged` rows (certainly merged), 4 x the runs
+    of the sampled rows (`rows`, their runs `runs` in ``P_j``) among them x `most` (the runs of ``P_j``'s widest
+    sampled row), as :func:`~._structured.compose` counts them."""
+    sampled = runs[merged[rows]]
+    return float(np.count_nonzero(merged)) * 4 * (int(sampled.max()) if sampled.size else 0) * most
+
+
+_COLUMNS = 8
+"""Evenly spaced columns (the first and the last among them) whose reaching rows :class:`_ColumnReach` follows."""
+
+
+class _ColumnReach:
+    """The rows of ``A^t`` that miss one of a few evenly spaced columns ``c`` (key positions), for the reflexive
+    interval mask `a`: a breadth-first search backwards from each column, ``S_0 = {c}``, ``S_(t+1)`` the rows with a
+    key in ``S_t`` (a prefix sum of ``S_t`` answers each run in O(1)), so ``S_t`` is column ``c`` of ``A^t``. A row
+    outside some ``S_t`` is not full in ``A^t``. The hull mask of :class:`_HullPowers` cannot see this where every
+    row holds a far key: with a sink token at 0 every row's hull starts at 0, though a 2-D neighbourhood's rows still
+    miss the keys more than ``t`` kernel radii away (a review: ``natten_2d(200, 200, 7, 7) | attention_sinks(40000,
+    1)`` was refused after four squarings, 53 s, where every row of ``A^16`` misses a column)."""
+
+    def __init__(self, a: IntervalMask):
+        self.a = a
+        self.n = a.n
+        k = a.starts.shape[1]
+        # as many columns as one step's gather of n x k runs a column keeps within the level cap
+        self.columns = np.unique(np.linspace(0, a.n - 1, max(1, min(_COLUMNS, int(_PREDICT_LEVEL_CAP // (a.n * k)))))
+                                 .round().astype(np.int64))  # fmt: skip
+        self.hit = None  # column c of A^depth, one row a column; from the first call on
+        self.depth = 0
+        self.closed = False
+
+    def cost(self, depth: int) -> float:
+        """Entries the steps up to `depth` still touch (a column's prefix sum and its n x k runs a step)."""
+        if self.closed or depth <= self.depth:
+            return 0.0
+        return float(depth - self.depth) * len(self.columns) * self.n * (self.a.starts.shape[1] + 1)
+
+    def missed(self, depth: int) -> np.ndarray:
+        """Rows of ``A^depth`` that miss at least one of the columns (not full), a Boolean array of `n`."""
+        n = self.n
+        if self.hit is None:
+            self.hit = np.zeros((len(self.columns), n), dtype=bool)
+            self.hit[np.arange(len(self.columns)), self.columns] = True
+        starts, stops = self.a.starts, self.a.stops  # padding runs [n, n) hold no key
+        while self.depth < depth and not self.closed:
+            grown = np.empty_like(self.hit)
+            for c, hit in enumerate(self.hit):
+                prefix = np.concatenate([[0], np.cumsum(hit, dtype=np.int64)])
+                grown[c] = (prefix[stops] > prefix[starts]).any(axis=1)
+            self.closed = bool((grown == self.hit).all())  # column c of A^t stops changing: so do the later ones
+            self.hit = grown
+            self.depth += 1
+        return ~self.hit.all(axis=0)
 
 
 class _HullPowers:
