@@ -315,3 +315,29 @@ def test_mathtext_labels_take_the_width_of_their_glyphs():
     draw_hasse(d, ax=ax, names=[f"${'w' * 12}_{{{k}}}$" for k in range(4)], max_label_chars=5, min_fontsize=None)
     assert all(t.get_text().count("$") == 2 for t in ax.texts)  # never cut inside the math
     plt.close(fig)
+
+
+@pytest.mark.parametrize("limit", [4, 7, 20])  # 20: cut inside $\\mathrm{diag}(w_{3}) \\to w'_{3}$
+def test_long_mathtext_labels_are_cut_by_the_glyphs_they_show(limit):
+    """A referee: a label with ``$`` was never cut to `max_label_chars` (``{$w_{1}$, …, $w_{11}$}`` kept all 43 glyphs
+    of its source); now every label shows at most `max_label_chars` characters, the cut ones end in an ellipsis,
+    and each still parses as mathtext (every ``$…$`` closed, no command or brace group broken)."""
+    from matplotlib.mathtext import MathTextParser
+
+    from hassejax.order import format_class
+    from hassejax.plot._hasse_layout import _display_len
+
+    n = 11
+    d = HasseDiagram.from_mask(np.ones((n, n), dtype=bool))  # one class of all n slots: one long label
+    names = [f"$w_{{{k}}}$" if k % 3 else f"$\\mathrm{{diag}}(w_{{{k}}}) \\to w'_{{{k}}}$" for k in range(1, n + 1)]
+    full = format_class(range(n), names)
+    assert _display_len(full) > limit
+    fig, ax = plt.subplots(figsize=(3.0, 2.0))
+    draw_hasse(d, ax=ax, names=names, max_label_chars=limit, min_fontsize=None)
+    (label,) = [t.get_text() for t in ax.texts]
+    assert _display_len(label) <= limit and label.endswith("…"), label
+    assert full.startswith(label[:-1].rsplit("$", 1)[0]), label  # a prefix of the label, up to its last math
+    assert label.count("$") % 2 == 0 and label.count("$") > 0, label
+    MathTextParser("path").parse(label)  # raises ValueError on a broken $…$
+    fig.canvas.draw()
+    plt.close(fig)

@@ -39,14 +39,55 @@ def _display_len(text: str) -> int:
     return n
 
 
+# One glyph of mathtext source, cut only between two of these: a command with its brace arguments (``\\mathrm{d}``), an
+# escaped character (``\\,``), a brace group, or one character; each with the sub- and superscripts that follow it.
+_SCRIPT = r"(?:\s*[_^]\s*(?:\\[A-Za-z]+|\{(?:[^{}]|\{[^{}]*\})*\}|[^\s{}\\]))*"
+_MATH_ATOM = re.compile(
+    r"\s*(?:\\[A-Za-z]+(?:\{(?:[^{}]|\{[^{}]*\})*\})*|\\[^A-Za-z]|\{(?:[^{}]|\{[^{}]*\})*\}|[^\\{}])" + _SCRIPT
+)
+
+
+def _is_mathtext(text: str) -> bool:
+    """Whether matplotlib reads `text` (without escaped dollar signs) as mathtext: an even, non-zero number of ``$``."""
+    return text.count("$") > 0 and text.count("$") % 2 == 0
+
+
+def _shorten(text: str, max_chars: int) -> str:
+    """`text` cut to at most `max_chars` shown characters (:func:`_display_len`), the last one an ellipsis.
+
+    Plain text is cut at a character. Mathtext is cut between glyphs, never inside a command, a brace group or a
+    glyph's sub- or superscript, and every ``$…$`` kept is closed, so the label still parses."""
+    if _display_len(text) <= max_chars:
+        return text
+    if "\\$" in text:  # an escaped dollar sign: not split into its $…$ pairs here; left whole, as before
+        return text
+    if not _is_mathtext(text):
+        return text[: max_chars - 1] + "…"
+    room, out = max_chars - 1, []
+    for i, part in enumerate(text.split("$")):
+        if i % 2 == 0:  # plain text between the math
+            out.append(part[:room])
+            room -= len(out[-1])
+            if len(out[-1]) < len(part):
+                break
+            continue
+        kept, pos, part = "", 0, part.rstrip()
+        for m in _MATH_ATOM.finditer(part):
+            if m.start() != pos:  # not one glyph from here on (unbalanced braces): keep none of the rest
+                break
+            n = _display_len("$" + m.group() + "$")
+            if n > room:
+                break
+            kept, room, pos = kept + m.group(), room - n, m.end()
+        if kept.strip():
+            out.append("$" + kept.rstrip() + "$")
+        if pos < len(part):
+            break
+    return "".join(out) + "…"
+
+
 def _node_labels(diagram: HasseDiagram, names, max_label_chars: int) -> list[str]:
-    out = []
-    for mem in diagram.classes:
-        text = format_class(mem, names)
-        if _display_len(text) > max_label_chars and "$" not in text:  # mathtext is never cut (it would not parse)
-            text = text[: max_label_chars - 1] + "…"
-        out.append(text)
-    return out
+    return [_shorten(format_class(mem, names), max_label_chars) for mem in diagram.classes]
 
 
 @no_type_check  # hot private helper: no runtime type check under the test suite's hook (see pyproject)

@@ -51,8 +51,9 @@ def hasse_layout(
 
     - `diagram`: a :class:`~hassejax.order.HasseDiagram`.
     - `names`: optional slot names (one per position) used for the labels.
-    - `max_label_chars`: labels without mathtext longer than this are cut with an ellipsis; a mathtext label
-      (``$w_1$``) is never cut (it would not parse), and the layout measures it by the glyphs it shows.
+    - `max_label_chars`: labels that show more characters than this are cut with an ellipsis; a mathtext label
+      (``$w_1$``) is measured by the glyphs it shows and cut between glyphs, every ``$…$`` kept closed (so it
+      still parses).
     - `sweeps`: number of up-and-down barycenter sweeps that order each layer (the order
       with the fewest edge crossings is kept) and that then pull each node towards its
       neighbours.
@@ -224,8 +225,9 @@ def draw_hasse(
     - `names`: optional slot names, one per position (e.g. ``["w1", "m1", ...]``).
     - `title`: optional axes title.
     - `fontsize`: largest font size in points (smaller if the axes are too small).
-    - `max_label_chars`: labels without mathtext longer than this are cut with an ellipsis; a mathtext label
-      (``$w_1$``) is never cut (it would not parse), and the layout measures it by the glyphs it shows.
+    - `max_label_chars`: labels that show more characters than this are cut with an ellipsis; a mathtext label
+      (``$w_1$``) is measured by the glyphs it shows and cut between glyphs, every ``$…$`` kept closed (so it
+      still parses).
     - `node_color`, `edge_color`: matplotlib colours.
     - `class_colors`: optional fill colour per class: a sequence in class id order or a
       mapping ``{class id: colour}`` (classes it leaves out get `node_color`).
