@@ -55,25 +55,29 @@ def main(out: Path, quick: bool = False) -> dict:
         ax.spines[side].set_visible(False)
     ax.tick_params(length=0)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=1, frameon=False)
-    same = "=" if np.array_equal(r, np.tril(np.ones((n, n), bool))) else "≠"
-    closed = bool(np.array_equal((a.astype(int) @ a.astype(int)) > 0, a))  # A² = A: the flow stops growing at L = 1
+    rec = {
+        "n": n,
+        "num_layers": num_layers,
+        "residual_edges": residual,
+        "attention_edges": attention,
+        "layer_adjacency": a.astype(int),
+        "reachability_after_layers": r.astype(int),
+        "reachability_equals_causal": bool(np.array_equal(r, np.tril(np.ones((n, n), bool)))),
+        # A² = A in the Boolean semiring (A ∨ A·A = A): the flow stops growing after one layer
+        "adjacency_boolean_square_equals_adjacency": bool(np.array_equal((a.astype(int) @ a.astype(int)) > 0, a)),
+    }
+    same = "=" if rec["reachability_equals_causal"] else "≠"
     ax.set_title(
         f"Causal mask, {num_layers} layers × {n} positions: $A = M \\vee I$ per layer;\n"
         f"the flow after {num_layers} layers is $R^{{({num_layers})}} = A^{num_layers}$ {same} causal mask"
-        + (";\nthe mask is closed ($A^2 = A$): the same flow already after one layer" if closed else "")
+        + (
+            ";\nthe mask is closed ($A^2 = A$): the same flow already after one layer"
+            if rec["adjacency_boolean_square_equals_adjacency"]
+            else ""
+        )
     )
     o.savefig(fig, "layer_graph")
-    o.write_json(
-        {
-            "n": n,
-            "num_layers": num_layers,
-            "residual_edges": residual,
-            "attention_edges": attention,
-            "layer_adjacency": a.astype(int),
-            "reachability_after_layers": r.astype(int),
-            "reachability_equals_causal": bool(np.array_equal(r, np.tril(np.ones((n, n), bool)))),
-        }
-    )
+    o.write_json(rec)
     return {
         "key": f"{residual} residual + {attention} attention edges; A^3 == causal: {np.array_equal(r, np.tril(np.ones((n, n), bool)))}"
     }
