@@ -22,7 +22,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from _common import Output, cli
-from _names import arrow_tex, slot_names, token_tex
+from _names import arrow_tex, slot_names, slot_tex, token_tex
 from matplotlib.lines import Line2D
 from matplotlib.patches import ConnectionPatch, Patch
 
@@ -41,7 +41,7 @@ PREDICTING, CONTEXT = "#ffeb8a", "#ffffff"
 JOIN = "#2ca02c"
 APART = "#d62728"
 STREAM_COLOR = {"F": "#c6dbef", "B": "#fdd0a2", "C": "#c7e9c0"}
-STREAM_NAME = {"B": "backward wing B", "C": "centres C", "F": "forward wing F"}
+STREAM_NAME = {"B": "backward wing $B$", "C": "centres $C$", "F": "forward wing $F$"}
 
 
 def _math(token) -> str:
@@ -190,13 +190,14 @@ def _butterfly_panel(fig, axes, ax_merge, n: int = 4, pair: tuple[int, int] = (1
             shrinkB=12,
         )
     )
-    mnames = slot_names(merged)
+    mnames = slot_names(merged)  # the JSON's slot names
+    mtex = slot_tex(merged)  # the drawn ones: mathtext, as the token labels beside them ($B_{2}$, $w_{2}$)
     md = HasseDiagram.from_mask(merged.mask)
     first = [m[0] for m in md.classes]
     draw_hasse(
         md,
         ax=ax_merge,
-        names=mnames,  # slot names as in the butterfly figures (B2, C1, F2)
+        names=mtex,  # slot names as in the butterfly figures (B2, C1, F2), in mathtext
         levels="top",
         order_key=[
             {"F": 100.0 - merged.inputs[s].position, "B": -100.0 - merged.inputs[s].position, "C": 0.0}[
@@ -207,7 +208,8 @@ def _butterfly_panel(fig, axes, ax_merge, n: int = 4, pair: tuple[int, int] = (1
         ],
         class_colors=[STREAM_COLOR[merged.streams[s]] for s in first],
         min_fontsize=8,
-        title=f"merge of $T_1$, $T_3$: {drawn.merged_nodes} nodes\n($w_2$ twice: B2, F2)",
+        title=f"merge of $T_1$, $T_3$: {drawn.merged_nodes} nodes\n($w_2$ twice: "
+        f"{', '.join(sorted(t for t, x in zip(mtex, merged.inputs) if x == ('w', 2)))})",  # B, F: left to right
     )
     for c, s in enumerate(first):
         if merged.inputs[s] == ("w", 2):
