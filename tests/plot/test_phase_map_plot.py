@@ -68,3 +68,40 @@ def test_outcome_colours_stay_apart_for_colour_blind_readers(vision):
         if np.linalg.norm(lab[a] - lab[b]) < 10.0
     ]
     assert not close, f"outcome colours too close for {vision}: {close}"
+
+
+@pytest.fixture(scope="module")
+def phase_maps_module():
+    """experiments/phase_maps.py, imported as reproduce.py does (it turns float64 on, as the tests run anyway)."""
+    import sys
+    from pathlib import Path
+
+    import jax
+
+    experiments = str(Path(__file__).resolve().parents[2] / "experiments")
+    before = jax.config.jax_enable_x64
+    sys.path.insert(0, experiments)
+    try:
+        import phase_maps
+    finally:
+        sys.path.remove(experiments)
+        jax.config.update("jax_enable_x64", before)
+    return phase_maps
+
+
+@pytest.mark.parametrize("vision", list(_CVD))
+def test_phase_map_a_colours_stay_apart_for_colour_blind_readers(vision, phase_maps_module):
+    """As above for the colours phase map (a) draws together: the outcome colours of its labels and its two codes
+    beyond :class:`Outcome` (late blow-up, slow contraction: ``COLORS_A``), which the test above does not see (a
+    referee; the light teal of slow contraction was 5.8 from the v = 0 grey for a deuteranope until 290316d)."""
+    pm = phase_maps_module
+    drawn = {k: pm.COLORS_A[k] for k in pm.LABELS_A}  # the codes map (a) has labels (and legend entries) for
+    assert {pm.LATE_BLOW_UP, pm.SLOW_CONTRACTION} <= set(drawn)
+    lab = {k: _lab(c, _CVD[vision]) for k, c in drawn.items()}
+    close = [
+        (pm.LABELS_A[a], pm.LABELS_A[b], round(float(np.linalg.norm(lab[a] - lab[b])), 1))
+        for i, a in enumerate(lab)
+        for b in list(lab)[i + 1 :]
+        if np.linalg.norm(lab[a] - lab[b]) < 10.0
+    ]
+    assert not close, f"map (a) colours too close for {vision}: {close}"
