@@ -18,13 +18,21 @@ from .._validate import (
 # ---------------------------------------------------------------------------------- helpers
 
 
-def _budget(rows: int, runs: int, fn: str, args: str = "n", hint: str | None = None, bytes_per_run: int = 48) -> None:
+def _budget(
+    rows: int,
+    runs: int,
+    fn: str,
+    args: str = "n",
+    hint: str | None = None,
+    bytes_per_run: int = 48,
+    rows_are: str = "in all",
+) -> None:
     """Raise MemoryBudgetError (naming the arguments `args`, comma separated, that set the size) before `fn`
     builds `rows` rows of `runs` runs (`bytes_per_run` at the peak: int64 work arrays included by default); `hint`
-    says what to do instead."""
+    says what to do instead; `rows_are` what the rows are, after their count in the message."""
     check_host_memory(
         float(bytes_per_run) * rows * max(1, runs),
-        f"the interval form of {fn} ({rows} rows in all, up to {runs} key runs a row)",
+        f"the interval form of {fn} ({rows} rows {rows_are}, up to {runs} key runs a row)",
         "`, `".join(a.strip() for a in args.split(",")),
         hint=hint,
     )

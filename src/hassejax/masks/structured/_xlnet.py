@@ -101,7 +101,13 @@ def xlnet_two_stream(permutation: Sequence[int] | np.ndarray, context: int = 0) 
     runs = np.concatenate([[0], np.cumsum(1 - left_in.astype(np.int64) - right_in)])
     k = max(1, int(runs[context:].max()))
     rows = n + 1 - context
-    _budget(rows + 2 * n, k, "xlnet_two_stream", "permutation")
+    _budget(
+        rows + 2 * n,
+        k,
+        "xlnet_two_stream",
+        "permutation",
+        rows_are=f"in all: {rows} prefix sets (n + 1 - context) and the two streams' {n} rows each",
+    )
     table_s = np.full((rows, k), n, np.int64)
     table_e = np.full((rows, k), n, np.int64)
     starts: list[int] = []
