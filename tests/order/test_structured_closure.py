@@ -530,6 +530,40 @@ def test_a_forced_structured_refusal_of_a_recorded_mask_points_to_auto(build):
     assert "method='auto'" not in str(err.value)
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=interval_masks(max_n=40))
+def test_a_mask_said_to_square_to_full_has_a_full_square(case):
+    """:func:`_squares_to_full` (a mask of many runs a row stays on the structured route under ``"auto"`` when every
+    row of ``A`` is full or holds the key of a full row) only says so when ``A²`` is full, by integer matmul."""
+    from hassejax.order._route_rules import _squares_to_full
+
+    m, _ = build(case)
+    a = np.asarray(m.with_diagonal().to_dense()).astype(np.int64)
+    full_square = bool(((a @ a) > 0).all())
+    if _squares_to_full(m):
+        assert full_square
+    if (a.all(axis=1) | (a @ a.all(axis=1).astype(np.int64) > 0)).all():  # every row full or with a full row's key
+        assert _squares_to_full(m)
+
+
+def test_global_tokens_stay_on_the_structured_route_with_many_runs_a_row():
+    """A review: ``global_sliding(16384, 64, ...)`` with 17 isolated global positions (18 runs a row) took the dense
+    bit-packed route under ``"auto"`` (5.5 s, 1.4 GB), where every row holds a global token's key, whose row is full,
+    so the structured route answers from its first product (0.4 s, measured, not asserted). Here at n = 2000: the
+    route, and the summary equal to the bit-packed route's; a dilated window (no full row) still goes dense."""
+    n = 2000
+    m = S.global_sliding(n, 8, np.linspace(0, n - 1, 17).round().astype(int))
+    assert m.num_runs == 18
+    got, want = flow_summary(m), flow_summary(m, method="bitpacked")
+    assert got.route == "structured" and want.route == "bitpacked"
+    for name in ("convergence_depth", "num_classes", "depth", "width", "num_hasse_edges"):
+        assert getattr(got, name) == getattr(want, name), name
+    assert convergence_depth(m) == want.convergence_depth == 2
+    np.testing.assert_array_equal(np.asarray(reachability(m, 1)), np.asarray(m.with_diagonal().to_dense()))
+    d = S.dilated(2001, 12, 2)  # 13 runs a row, no full row; without its recorded components
+    assert flow_summary(IntervalMask.from_runs(d.starts, d.stops, d.n)).route == "bitpacked"
+
+
 def test_auto_route_falls_back_to_bitpacked_when_the_runs_of_the_powers_multiply(monkeypatch, no_product_route):
     """A dilated window (3 runs a row) has powers of hundreds of runs: under ``method="auto"`` a product beyond the
     dense bit-packed cost moves the whole analysis to the bit-packed route (n = 3000 was refused after 17 s, a

@@ -32,8 +32,21 @@ _DENSE_RESCUE_N = 32768
 
 
 def _prefer_dense(m: IntervalMask) -> bool:
-    """True for an interval mask with many runs a row that is short enough for the dense routes."""
-    return m.num_runs > _STRUCTURED_MAX_RUNS and m.n <= _DENSE_FALLBACK_N
+    """True for an interval mask with many runs a row that is short enough for the dense routes, unless its first
+    product answers at once (:func:`_squares_to_full`)."""
+    return m.num_runs > _STRUCTURED_MAX_RUNS and m.n <= _DENSE_FALLBACK_N and not _squares_to_full(m)
+
+
+def _squares_to_full(m: IntervalMask) -> bool:
+    """True when every row of ``A = M | I`` is full or holds the key of a full row, so that ``A²`` is full and the
+    structured route answers from its first product without merging a run (:func:`~._structured.compose`): Longformer's
+    global tokens (``global_sliding(16384, 64, ...)`` with 17 isolated global positions, 18 runs a row, took the
+    bit-packed route in 5.5 s where the structured one answers in 0.4 s, a review). O(n · runs) of NumPy."""
+    from ._structured import _rows_to_merge
+
+    a = m.with_diagonal()
+    starts, _, short = _rows_to_merge(a, a)
+    return short is not None and (starts is None or starts.shape[0] == 0)
 
 
 _FLOPS = {"cpu": 1.0e11, "gpu": 1.0e14, "tpu": 1.0e14}
