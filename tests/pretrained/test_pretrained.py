@@ -580,3 +580,70 @@ def test_the_real_model_refuses_what_it_cannot_read(minilm, no_typecheck):
         rh.empirical_moments(jnp.array([[0.0, 1.0], [jnp.nan, 2.0]]))
     with pytest.raises(ParameterError, match="must be a finite real array"):
         rh.output_rank(np.eye(2, dtype=complex))
+
+
+def test_encoder_layer_index_out_of_range_raises(fake_dir, no_typecheck):
+    """A review: `BertEncoder.layer(100)` of a 6-layer model returned layer 5 (JAX indexing clamps); `layer` now
+    refuses what `HeadParameters.head` refuses: out of range, negative, non-integer, traced."""
+    enc = rb.BertEncoder.from_weights(rw.load_weights(fake_dir, sha256=None), dtype=jnp.float64)
+    for bad in (2, 100, -1, 1.0, True, "1", np.array([1]), jnp.array(1.0)):
+        with pytest.raises(ParameterError, match=r"`index` must be an integer in \[0, 2\); got"):
+            enc.layer(bad)
+    with pytest.raises(ParameterError, match=r"`index` must be a concrete integer in \[0, 2\); got a traced value"):
+        jax.jit(lambda i: enc.layer(i).attention.query_weight)(1)
+    hp = rh.head_parameters(rw.load_weights(fake_dir, sha256=None))
+    for layer, head, name in ((0, -1, "head"), (0, True, "head"), (jnp.int32(2), 0, "layer"), (0, 2.0, "head")):
+        with pytest.raises(ParameterError, match=f"`{name}` must be an integer in"):
+            hp.head(layer, head)
+
+
+def test_layer_and_head_take_any_integer_scalar(fake_dir):
+    """A review: `head(jnp.int32(1), 2)` was refused though `np.int64` worked. Python, NumPy and concrete JAX
+    integers pick the same layer and head (with the runtime type check on: the annotations take them too)."""
+    w = rw.load_weights(fake_dir, sha256=None)
+    enc = rb.BertEncoder.from_weights(w, dtype=jnp.float64)
+    hp = rh.head_parameters(w)
+    for i in (np.int64(1), np.int8(1), jnp.int32(1), jnp.asarray(1, jnp.int64), np.array(1)):
+        np.testing.assert_array_equal(enc.layer(i).attention.query_weight, enc.layer(1).attention.query_weight)
+        np.testing.assert_array_equal(hp.head(i, i).Q, hp.Q[1, 1])
+        np.testing.assert_array_equal(hp.head(i).Q, hp.Q[1])
+
+
+def test_from_weights_refuses_dtypes_as_head_parameters_does(fake_dir, no_typecheck):
+    """A review: `from_weights(w, dtype=jnp.int32)` cast every weight to int (mostly zeros) and `float64` without
+    x64 only warned and built float32, where `head_parameters` refuses both; both now raise naming `dtype`."""
+    import warnings
+
+    w = rw.load_weights(fake_dir, sha256=None)
+    for bad in (jnp.int32, np.bool_, "nonsense", None):
+        with pytest.raises(ParameterError, match="`dtype` must be a floating dtype"):
+            rb.BertEncoder.from_weights(w, dtype=bad)
+        if bad is not None:
+            with pytest.raises(ParameterError, match="`dtype` must be a floating dtype"):
+                rh.head_parameters(w, dtype=bad)
+    old = jax.config.jax_enable_x64
+    try:
+        jax.config.update("jax_enable_x64", False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert rb.BertEncoder.from_weights(w).layers.attention.query_weight.dtype == np.float32
+        for make in (rb.BertEncoder.from_weights, rh.head_parameters):
+            with pytest.raises(ParameterError, match=r"`dtype` = float64 needs JAX's 64-bit mode"):
+                make(w, dtype=jnp.float64)
+    finally:
+        jax.config.update("jax_enable_x64", old)
+    assert rb.BertEncoder.from_weights(w, dtype=jnp.float64).embeddings.word.dtype == np.float64
+
+
+def test_tokenize_names_a_bad_tokenizer(minilm, no_typecheck):
+    """A review: `tokenize(None, ...)` and `tokenize("bert", ...)` met `AttributeError: encode_batch`; a tokenizer
+    without padding met NumPy's ragged-array error."""
+    from tokenizers import Tokenizer
+
+    for bad, got in ((None, "NoneType"), ("bert", "str 'bert'"), (minilm[0], "BertWeights")):
+        with pytest.raises(ParameterError, match=rf"`tokenizer` must be a tokenizers.Tokenizer .*; got {got}\."):
+            rl.tokenize(bad, ["a"])
+    raw = Tokenizer.from_file(str(rl.model_directory() / "tokenizer.json"))
+    raw.no_padding()
+    with pytest.raises(ParameterError, match=r"`tokenizer` does not pad: .* lengths \[3, 4\]"):
+        rl.tokenize(raw, ["a", "a cat"])

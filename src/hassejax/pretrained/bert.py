@@ -37,6 +37,9 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 from ..errors import ParameterError
 from .weights import BertWeights
 
+IndexLike = int | np.integer | Int[Array, ""] | Int[np.ndarray, ""]
+"""A layer or head index: a Python, NumPy or (concrete) JAX integer scalar."""
+
 __all__ = [
     "LayerNorm",
     "Embeddings",
@@ -296,10 +299,21 @@ class BertEncoder(eqx.Module):
     def from_weights(cls, weights: BertWeights, dtype=jnp.float32) -> BertEncoder:
         """Convert :class:`~hassejax.pretrained.weights.BertWeights` (NumPy) to an encoder in `dtype`.
 
-        **Raises:** :class:`~hassejax.errors.ParameterError` if `weights` is not a ``BertWeights``.
+        **Arguments:** `weights` from :func:`~hassejax.pretrained.load_weights`; `dtype`: a floating dtype
+        (default ``jnp.float32``; ``jnp.float64`` needs ``jax_enable_x64``).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` if `weights` is not a ``BertWeights``, or naming `dtype`
+        for a dtype that is not floating (an integer encoder truncated every weight, most to zero) or float64
+        without ``jax_enable_x64`` (JAX truncated it to float32 with a warning), as
+        :func:`~hassejax.pretrained.head_parameters` refuses them.
         """
         if not isinstance(weights, BertWeights):
             raise ParameterError(f"`weights` must be a BertWeights (from load_weights); got {type(weights).__name__}.")
+        from ..nn.attention import _check_float_dtype
+
+        if dtype is None:  # None is not JAX's default here: the encoder's default is float32
+            raise ParameterError("`dtype` must be a floating dtype (e.g. jnp.float32); got None.")
+        dtype = _check_float_dtype(dtype)  # a review: int32 gave zero weights, float64 without x64 float32
         c = weights.config
         w = {f: jnp.asarray(getattr(weights, f), dtype) for f in _ARRAY_FIELDS}
         eps = float(c.layer_norm_eps)
@@ -334,8 +348,16 @@ class BertEncoder(eqx.Module):
         """Hidden size `d`."""
         return int(self.embeddings.word.shape[1])
 
-    def layer(self, index: int) -> BertLayer:
-        """Layer `index` as an unstacked :class:`BertLayer`."""
+    def layer(self, index: IndexLike) -> BertLayer:
+        """Layer `index` as an unstacked :class:`BertLayer`.
+
+        **Arguments:** `index`: an integer in ``[0, L)`` (a Python, NumPy or concrete JAX integer scalar; negative
+        indices are refused, as :meth:`~hassejax.pretrained.HeadParameters.head` refuses them).
+
+        **Raises:** :class:`~hassejax.errors.ParameterError` naming `index` for anything else (JAX indexing clamps:
+        ``layer(100)`` of a 6-layer model was layer 5).
+        """
+        index = _index(index, "index", self.num_layers)
         return jax.tree.map(lambda a: a[index], self.layers)
 
     def __call__(self, ids: Int[ArrayLike, "S T"], mask: Bool[ArrayLike, "S T"]) -> Float[Array, "L1 S T d"]:
@@ -356,6 +378,28 @@ class BertEncoder(eqx.Module):
 
         _, xs = jax.lax.scan(step, x0, self.layers)
         return jnp.concatenate([x0[None], xs], axis=0)
+
+
+def _index(value, name: str, size: int) -> int:
+    """`value` as a Python int in ``[0, size)``, or a :class:`~hassejax.errors.ParameterError` naming `name`.
+
+    Takes an integer scalar of any kind: Python's, NumPy's (``np.int64(1)``), a 0-d integer array, a concrete JAX
+    integer (``jnp.int32(1)``); not a bool, a float (even ``1.0``), a negative index, a traced value (under ``jit``
+    its value is unknown, and JAX indexing would clamp it to the range silently)."""
+    from .._tracing import is_traced
+
+    if is_traced(value):
+        raise ParameterError(
+            f"`{name}` must be a concrete integer in [0, {size}); got a traced value (under jax.jit/vmap): "
+            "pass it as a static argument."
+        )
+    ok = not isinstance(value, (bool, np.bool_))
+    if ok and not isinstance(value, (int, np.integer)):
+        dt = getattr(value, "dtype", None)
+        ok = getattr(value, "shape", None) == () and dt is not None and np.issubdtype(dt, np.integer)
+    if not ok or not 0 <= int(value) < size:
+        raise ParameterError(f"`{name}` must be an integer in [0, {size}); got {value!r}.")
+    return int(value)
 
 
 _ARRAY_FIELDS = tuple(f.name for f in dataclasses.fields(BertWeights) if f.name not in ("config", "source"))

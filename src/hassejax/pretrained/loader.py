@@ -373,7 +373,9 @@ def tokenize(tokenizer, sentences: list[str] | tuple[str, ...]) -> tuple[np.ndar
     **Returns:** `(ids, mask)`: ``int32`` `(S, T)` and ``bool`` `(S, T)`, True at real
     tokens (False at padding).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for an empty list or a non-string.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a `tokenizer` that is not a ``tokenizers.Tokenizer``
+    (None or a model name met an ``AttributeError``), one without padding whose sentences differ in length, an empty
+    list or a non-string.
 
     Source: (derived), no paper: BERT's ``[CLS] … [SEP]`` input format (Devlin et al., "BERT", arXiv:1810.04805), padded
     to the longest sentence.
@@ -388,12 +390,26 @@ def tokenize(tokenizer, sentences: list[str] | tuple[str, ...]) -> tuple[np.ndar
 
     ```
     """
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:  # pragma: no cover - the tests importorskip tokenizers
+        Tokenizer = None
+    if Tokenizer is None or not isinstance(tokenizer, Tokenizer):  # a review: None, "bert" met AttributeError
+        raise ParameterError(
+            "`tokenizer` must be a tokenizers.Tokenizer (from hassejax.pretrained.load_tokenizer()); "
+            f"got {type(tokenizer).__name__}{f' {tokenizer!r:.60}' if isinstance(tokenizer, str) else ''}."
+        )
     if isinstance(sentences, str) or not isinstance(sentences, (list, tuple)) or len(sentences) == 0:
         raise ParameterError(f"`sentences` must be a non-empty list of strings; got {type(sentences).__name__}.")
     for i, s in enumerate(sentences):
         if not isinstance(s, str):
             raise ParameterError(f"`sentences[{i}]` must be a string; got {type(s).__name__}.")
     enc = tokenizer.encode_batch(list(sentences))
+    if len({len(e.ids) for e in enc}) > 1:
+        raise ParameterError(
+            "`tokenizer` does not pad: the sentences gave token lists of different lengths "
+            f"{sorted({len(e.ids) for e in enc})}; use load_tokenizer(), which pads to the longest sentence."
+        )
     ids = np.asarray([e.ids for e in enc], dtype=np.int32)
     mask = np.asarray([e.attention_mask for e in enc], dtype=bool)
     return ids, mask
