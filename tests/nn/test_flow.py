@@ -220,3 +220,29 @@ def test_a_block_takes_per_head_and_nested_list_masks():
     want = np.asarray(reachability(per_head, 1, head_axis=0))
     np.testing.assert_array_equal(np.asarray(jacobian_flow(block, x, per_head)), want)
     np.testing.assert_array_equal(np.asarray(jacobian_flow(block, x, np.asarray(per_head).tolist())), want)
+
+
+def test_overflowing_or_underflowing_inputs_are_refused_not_read_as_flow():
+    """A review: float32 embeddings of 1e20 overflow LayerNorm's variance, every row normalised to a constant, and
+    the flow came back all False (diagonal included); at 1e15 or 1e18 each LayerNorm divides by the row's scale, the
+    two-hop entries (about scale^-3) underflow to exact zeros, and true dependences were silently missing. The
+    expected flow at unit scale is the independent BFS of `_walks_at_most`."""
+    model = Transformer(2, 4, 2, vocab_size=3, num_positions=5, key=jax.random.key(0), dtype=jnp.float32)
+    x = jax.random.normal(jax.random.key(1), (4, 4), dtype=jnp.float32)
+    mask = np.eye(4, k=-1, dtype=bool)
+    flow = np.asarray(jacobian_flow(model, x, jnp.asarray(mask)))
+    np.testing.assert_array_equal(flow, _walks_at_most(mask, 2))
+    with pytest.raises(ParameterError, match=r"`inputs` overflows the model's dtype float32 in LayerNorm"):
+        jacobian_flow(model, x * 1e20, jnp.asarray(mask))
+    with pytest.raises(ParameterError, match=r"`x` overflows"):
+        model.forward_embeddings(x * 1e20, jnp.asarray(mask))
+    for scale in (1e13, 1e15, 1e18):
+        with pytest.raises(ParameterError, match=r"`inputs` are too large for a 2-layer Transformer in float32"):
+            jacobian_flow(model, x * scale, jnp.asarray(mask))
+    # a callable (no input check): the Jacobian's own smallest entries give the underflow away
+    with pytest.raises(ParameterError, match=r"near the underflow threshold"):
+        jacobian_flow(lambda y, m: model.forward_embeddings(y, m), x * 1e15, jnp.asarray(mask))
+    # the catch-all: a residual model whose flow lacks its diagonal (a final LayerNorm of zero weight: a constant)
+    flat = eqx.tree_at(lambda m: m.final_norm.weight, model, jnp.zeros_like(model.final_norm.weight))
+    with pytest.raises(ParameterError, match=r"misses its diagonal at position\(s\) \[0, 1, 2, 3\]"):
+        jacobian_flow(flat, x, jnp.asarray(mask))

@@ -42,7 +42,10 @@ def _flow_of(fn, x, mask, mode):
 
     jac = (jax.jacfwd if mode == "fwd" else jax.jacrev)(f)(x)  # (n, d_out, n, d_in)
     # NaN != 0: a non-finite Jacobian would read as a dependence everywhere it spreads (all True)
-    return jnp.any(jac != 0, axis=(1, 3)), jnp.all(jnp.isfinite(jac))
+    flow = jnp.any(jac != 0, axis=(1, 3))
+    # the smallest nonzero |entry|: near the underflow threshold, a longer path's product may have rounded to 0
+    smallest = jnp.min(jnp.where(jac != 0, jnp.abs(jac), jnp.inf), initial=jnp.inf)
+    return flow, jnp.all(jnp.isfinite(jac)), smallest
 
 
 _flow_jit = eqx.filter_jit(_flow_of)
@@ -93,6 +96,58 @@ _NON_FINITE = (
 )
 
 
+_MARGIN_BINADES = 24  # room kept above the underflow threshold (float32's mantissa width): 2^24 ≈ 1.7e7
+
+
+def _underflow_threshold(dtype) -> float | None:
+    """``tiny · 2^24`` of `dtype` (float32: 2.0e-31): a nonzero Jacobian entry below it lies within a mantissa's width
+    of the underflow threshold, where a longer path's product may have rounded to an exact 0 (a lost dependence).
+    None for a dtype of float16's narrow range (tiny 6.1e-5), whose ordinary entries lie below that."""
+    info = jnp.finfo(dtype)
+    return None if info.maxexp < 128 else float(info.tiny) * 2.0**_MARGIN_BINADES
+
+
+def _check_input_scale(model: Transformer, inputs) -> None:
+    """Refuse concrete `inputs` whose scale makes a Transformer's deepest dependences underflow.
+
+    Each LayerNorm a path crosses divides by its row's standard deviation `σ` (the residual stream keeps the input's
+    scale when `σ` is large), and a `k`-hop dependence crosses `k + 1` of them: its Jacobian entry is about
+    ``σ^-(k+1)``. With ``σ^(L+1)`` past ``1 / (tiny · 2^24)`` the `L`-hop entries fall within a mantissa's width of
+    the underflow threshold, or below it (exact zeros: float32 embeddings of 1e13 lose two-hop dependences)."""
+    arr = np.asarray(inputs, dtype=np.float64)
+    sigma = float(np.sqrt(np.max(np.mean((arr - arr.mean(axis=1, keepdims=True)) ** 2, axis=1))))
+    info = jnp.finfo(inputs.dtype)
+    if info.maxexp < 128 or sigma <= 1.0:
+        return
+    budget = -np.log2(float(info.tiny)) - _MARGIN_BINADES  # float32: 102 binades
+    hops = model.num_layers + 1
+    if hops * np.log2(sigma) > budget:
+        raise ParameterError(
+            f"`inputs` are too large for a {model.num_layers}-layer Transformer in {inputs.dtype}: a row's standard "
+            f"deviation is {sigma:.3g}, and an L-hop dependence, divided by it in each of the L + 1 = {hops} LayerNorms "
+            f"on its path (about {sigma:.3g}^-{hops}), would come within 2^{_MARGIN_BINADES} of the underflow "
+            f"threshold {float(info.tiny):.3g} or round to an exact 0 (a dependence silently missing). Rescale the "
+            f"inputs (random values of unit scale), e.g. to standard deviation <= {2 ** (budget / hops):.3g}."
+        )
+
+
+def _underflow_message(smallest, threshold) -> str:
+    value = "" if smallest is None else f" ({float(smallest):.3g})"
+    return (
+        f"jacobian_flow: a nonzero Jacobian entry{value} below tiny * 2^{_MARGIN_BINADES} = {threshold:.3g} of its dtype "
+        "means dependences near the underflow threshold: a longer path's product may have rounded to an exact 0, "
+        "a dependence silently missing. This comes from `inputs` (or weights) of extreme scale (e.g. embeddings of "
+        "1e15 in float32, where each LayerNorm divides by 1e15); rescale them."
+    )
+
+
+_NO_DIAGONAL = (
+    "jacobian_flow: the flow misses its diagonal at position(s) {rows}: a residual Transformer's output depends on its "
+    "own input there for almost every input, so the forward pass lost it (an overflow or underflow of `inputs` or of "
+    "the weights, or a final LayerNorm weight of exact zeros); no flow can be read from it."
+)
+
+
 def _num_heads(model) -> int | None:
     """The head count of a model that takes per-head `(num_heads, n, n)` masks, else None (`(n, n)` only)."""
     if isinstance(model, (Transformer, MaskedMultiHeadAttention)):
@@ -117,8 +172,10 @@ def jacobian_flow(
       is differentiated, embeddings `(n, d)` to outputs `(n, d)`, and `mask` is required), or
       any callable mapping `(n, d_in) -> (n, d_out)` (called as ``model(inputs)``, or
       ``model(inputs, mask)`` when `mask` is given).
-    - `inputs`: float `(n, d)`, the embedding-level input (use random values: the result is
-      exact for almost every input).
+    - `inputs`: float `(n, d)`, the embedding-level input (use random values of moderate scale: the result is
+      exact for almost every input in exact arithmetic; in floating point, saturation — a softmax weight or a
+      product of derivatives that rounds to an exact 0, from inputs or weights of extreme scale — can drop
+      dependences but never adds one, see **Raises** for what is detected).
     - `mask`: bool `(n, n)` (row = query, column = key, True = may attend; an
       :class:`~hassejax.masks.IntervalMask` is made dense first, nested lists of bools become an array), or for a
       Transformer, a :class:`~hassejax.nn.TransformerBlock` or a :class:`~hassejax.nn.MaskedMultiHeadAttention` one
@@ -137,8 +194,19 @@ def jacobian_flow(
       one `(n, d_out)` array (a tuple of outputs included: differentiate the one output you mean).
     - :class:`~hassejax.errors.ParameterError` also for a Jacobian with NaN/inf entries
       (non-finite weights, an overflowing forward pass), which would otherwise read as a
-      dependence wherever it spreads; inside the caller's ``jit`` the same check raises
-      ``equinox.EquinoxRuntimeError`` when the program runs.
+      dependence wherever it spreads; for a Transformer, concrete `inputs` whose LayerNorm variance overflows the
+      dtype (entries of 1e20 in float32: every row normalised to a constant, the flow all False), or whose scale
+      `σ` (a row's standard deviation) has ``σ^(L+1) > 1 / (tiny · 2^24)`` (float32, `L = 2`: `σ` above about
+      1.7e10), where each of the `L + 1` LayerNorms on an `L`-hop path divides by `σ` and the deepest dependences
+      underflow to exact zeros (float32 embeddings of 1e13 lose two-hop ones), both naming `inputs`;
+      for a nonzero Jacobian entry below ``tiny · 2^24`` of the output dtype (float32: 2.0e-31; not checked for
+      float16), where a longer path's product may have underflowed to an exact 0;
+      and for a Transformer or TransformerBlock whose flow
+      misses a diagonal entry (structurally present: the residual). Inside the caller's ``jit`` these checks
+      (but the one of `inputs`) raise ``equinox.EquinoxRuntimeError`` when the program runs.
+      Not detected: a softmax that saturates (attention logits apart by more than ~100 in float32, from very large
+      weights) drops the paths through the keys whose weight rounds to 0, with no small entry left to show it;
+      such a flow is a subset of the true one (a dependence dropped, never one added).
     - :class:`~hassejax.errors.MaskError`: a Transformer without `mask`, or a mask that is
       not bool `(n, n)` (or `(num_heads, n, n)` for a Transformer, a block or an attention layer).
 
@@ -180,6 +248,8 @@ def jacobian_flow(
                 f"`inputs` must have d = d_model = {model.d_model} features; got shape {tuple(inputs.shape)}."
             )
         model._check_embeddings(inputs, "inputs")
+        if not is_traced(inputs):
+            _check_input_scale(model, inputs)
         fn = model.forward_embeddings
     elif callable(model):
         fn = model
@@ -201,9 +271,21 @@ def jacobian_flow(
         raise ParameterError(
             f"`model` must map (n, d) to (n, d_out) with n = {n}; its output has shape {tuple(out.shape)}."
         )
-    flow, finite = _flow(fn, inputs, mask, mode)
+    flow, finite, smallest = _flow(fn, inputs, mask, mode)
+    threshold = _underflow_threshold(out.dtype)
+    residual = isinstance(model, (Transformer, TransformerBlock))  # the diagonal is structural (x + ...)
     if is_traced(finite):  # inside the caller's jit: a runtime check (a host callback in their program)
-        return eqx.error_if(flow, ~finite, _NON_FINITE)
+        flow = eqx.error_if(flow, ~finite, _NON_FINITE)
+        if threshold is not None:
+            flow = eqx.error_if(flow, smallest < threshold, _underflow_message(None, threshold))
+        if residual:
+            flow = eqx.error_if(flow, ~jnp.all(jnp.diagonal(flow)), _NO_DIAGONAL.format(rows="(traced)"))
+        return flow
     if not bool(finite):  # the compiled program holds no callback (JAX's persistent cache keeps it)
         raise ParameterError(_NON_FINITE)
+    if threshold is not None and float(smallest) < threshold:
+        raise ParameterError(_underflow_message(smallest, threshold))
+    if residual and not bool(jnp.all(jnp.diagonal(flow))):
+        rows = np.flatnonzero(~np.diagonal(np.asarray(flow))).tolist()
+        raise ParameterError(_NO_DIAGONAL.format(rows=rows))
     return flow

@@ -381,7 +381,9 @@ class Transformer(eqx.Module):
         **Raises:** :class:`~hassejax.errors.MaskError` if `mask` is not bool, or of a shape
         other than `(n, n)` and `(num_heads, n, n)`; :class:`~hassejax.errors.ParameterError` if `x`
         is not a floating `(n, d_model)` array, `n >= 1`, of the parameters' dtype (a bfloat16 `x` into a float32
-        model: cast it first).
+        model: cast it first), or, for a concrete `x` (not under ``jit``), has NaN/inf entries or a row whose LayerNorm
+        variance overflows the dtype (e.g. entries of 1e20 in float32: the row would normalise to a constant and the
+        output silently lose it).
 
         **Example:**
 
@@ -407,7 +409,9 @@ class Transformer(eqx.Module):
 
     def _check_embeddings(self, x, name: str = "x") -> None:
         """Raise :class:`~hassejax.errors.ParameterError` unless `x` is a floating `(n, d_model)` array of the
-        parameters' dtype (static checks: they work on tracers); `name` labels it in the message."""
+        parameters' dtype (static checks: they work on tracers) and, when concrete, finite, with no row whose squared
+        deviations from its mean sum past the dtype's maximum (LayerNorm's variance would be inf: the row would
+        normalise to a constant, silently); `name` labels it in the message."""
         dtype = self.final_norm.weight.dtype
         shape = tuple(getattr(x, "shape", ()))
         floating = jnp.issubdtype(getattr(x, "dtype", None), jnp.floating)
@@ -419,6 +423,20 @@ class Transformer(eqx.Module):
                 f"`{name}` must have the model's parameter dtype {dtype}; got {x.dtype}: cast it first "
                 f"(`{name}.astype(jnp.{dtype})`) or build the model with dtype={x.dtype}."
             )
+        if not is_traced(x):  # concrete: a row whose LayerNorm variance overflows normalises to 0 (a constant output)
+            arr = np.asarray(x, dtype=np.float64)
+            if not np.all(np.isfinite(arr)):
+                raise ParameterError(f"`{name}` must be finite; got NaN/inf entries (they spread to every output).")
+            top = np.finfo(dtype).max
+            with np.errstate(over="ignore"):
+                spread = np.sum((arr - arr.mean(axis=1, keepdims=True)) ** 2, axis=1)
+            if np.any(spread > top):
+                row = int(np.argmax(spread))
+                raise ParameterError(
+                    f"`{name}` overflows the model's dtype {dtype} in LayerNorm: row {row}'s sum of squared deviations "
+                    f"is {float(spread[row]):.3g} > {float(top):.3g} (entries up to {float(np.abs(arr).max()):.3g}), so "
+                    "its variance is inf and the row normalises to a constant; rescale the embeddings."
+                )
 
     def unembed_logits(self, h: Float[Array, "n d"]) -> Float[Array, "n vocab"]:
         """Read-out `(n, d) -> (n, vocab_size)` logits (per position)."""
