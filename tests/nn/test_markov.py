@@ -242,3 +242,21 @@ def test_examples_print_the_same_in_float32_and_float64():
                 assert result.attempted > 0 and result.failed == 0, f"{obj.__name__}, x64={x64}: {result}"
     finally:
         jax.config.update("jax_enable_x64", old)
+
+
+def test_bayes_loss_refuses_sequences_of_probability_zero():
+    """A review: on the alternating chain the sequence 0 0 0 0 is impossible, and bayes_loss returned inf with a raw
+    NumPy divide-by-zero warning; it now names `sequences`. The possible sequence 0 1 0 1 is predicted with
+    certainty (independent: each next state is forced), loss 0."""
+    import warnings
+
+    from hassejax.nn import bayes_loss, causal_layout
+
+    chain = MarkovChain(jnp.array([[0.0, 1.0], [1.0, 0.0]]), jnp.array([0.5, 0.5]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ParameterError, match=r"`sequences` must be possible under `chain`; sequence 1 "):
+            bayes_loss(chain, causal_layout(4), jnp.array([[0, 1, 0, 1], [0, 0, 0, 0]]))
+        assert bayes_loss(chain, causal_layout(4), jnp.array([[0, 1, 0, 1]])) == 0.0
+        with pytest.raises(ParameterError, match=r"`sequences` must have shape \(m, 4\) with m >= 1"):
+            bayes_loss(chain, causal_layout(4), jnp.zeros((0, 4), jnp.int32))

@@ -1,15 +1,17 @@
 """The exact loss floor of every labelled slot of a layout on Markov-chain data (spec hasse.md §4).
 
-A slot that predicts ``w_t`` sees, after ``L`` layers, the sequence tokens its row of
-``R^(L)`` reaches (aggregates through their sources, mask tokens carry none). No predictor
-can beat ``H(X_t | X_seen)`` in expected cross-entropy, and the Bayes predictor attains it,
-so that conditional entropy is the slot's floor; :func:`hassejax.nn.optimal_loss` is their
+A slot that predicts ``w_t`` sees, after ``L`` layers, the slots its row of ``R^(L)`` reaches:
+a slot reading one sequence token shows that token, a mask token shows none, and an aggregate
+(the average of its sources' embeddings) shows only the unordered multiset of its sources' tokens
+— their order only where the slot also reaches the sources (or all but one of them). No predictor
+can beat ``H(X_t | view)`` in expected cross-entropy, and the Bayes predictor attains it (for
+generic embeddings, which tell the multisets apart), so that conditional entropy is the slot's floor; :func:`hassejax.nn.optimal_loss` is their
 mean. :func:`target_floors` returns them one by one, so a figure can show where a layout's
 floor differs from the interior value (Butterfly's end slots see one neighbour, not two).
 
 Source: Li & Guo, arXiv:2606.09951 (paper: layouts); Cover & Thomas, "Elements of Information
 Theory", 2nd ed., §2.6 (cross-entropy is at least the conditional entropy: the information inequality) (textbook); the
-per-slot decomposition is (derived).
+per-slot decomposition and the multiset view of an aggregate are (derived).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import dataclasses
 
 import numpy as np
 
-from .markov import MarkovChain, _visible_positions, conditional_entropy
+from .markov import MarkovChain, _slot_floor, _slot_views
 
 __all__ = ["TargetFloors", "target_floors"]
 
@@ -29,9 +31,11 @@ class TargetFloors:
 
     - `slots`: int `(m,)`, the labelled slots.
     - `targets`: int `(m,)`, the 0-based sequence index each slot predicts.
-    - `floors`: float64 `(m,)`, ``H(X_target | X_seen)`` in nats.
-    - `seen`: per slot, the sorted 0-based sequence positions it sees.
+    - `floors`: float64 `(m,)`, ``H(X_target | view)`` in nats (``H(X_target | X_seen)`` where `pooled` is empty).
+    - `seen`: per slot, the sorted 0-based sequence positions whose tokens it knows.
     - `num_layers`: the depth used (None = the limit).
+    - `pooled`: per slot, the position tuples of the aggregates it reaches without their sources: of each it knows
+      only the multiset of tokens (empty tuples for the shipped layouts, whose aggregates' sources are reached).
 
     Source: (derived), the result of :func:`target_floors` (module docstring).
 
@@ -56,6 +60,7 @@ class TargetFloors:
     floors: np.ndarray
     seen: tuple[tuple[int, ...], ...]
     num_layers: int | None
+    pooled: tuple[tuple[tuple[int, ...], ...], ...] = ()
 
     @property
     def mean(self) -> float:
@@ -64,7 +69,12 @@ class TargetFloors:
 
 
 def target_floors(chain: MarkovChain, layout, num_layers: int | None = None) -> TargetFloors:
-    """The exact cross-entropy floor ``H(X_t | X_seen)`` of every labelled slot of `layout` (nats).
+    """The exact cross-entropy floor ``H(X_t | view)`` of every labelled slot of `layout` (nats).
+
+    A slot's view (module docstring): the tokens of the positions it reaches through single-token slots, and for an
+    aggregate it reaches without its sources the multiset of their tokens; then the floor is computed from the
+    enumerated joint law of the positions involved (else the nearest-neighbour closed form,
+    :func:`~hassejax.nn.conditional_entropy`).
 
     **Arguments:**
 
@@ -76,7 +86,10 @@ def target_floors(chain: MarkovChain, layout, num_layers: int | None = None) -> 
 
     **Returns:** a :class:`TargetFloors` (float64 floors, host).
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for a layout without labelled slots.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a layout without labelled slots, or with an aggregate of
+    unequal weights reached without its sources (no multiset: not implemented);
+    :class:`~hassejax.errors.MemoryBudgetError` where aggregates reached without their sources tie more than
+    ``V^m = 2^22`` joint configurations together.
 
     Source: (derived) from :func:`~hassejax.nn.conditional_entropy`; paper: Li & Guo,
     arXiv:2606.09951 (layouts).
@@ -98,14 +111,24 @@ def target_floors(chain: MarkovChain, layout, num_layers: int | None = None) -> 
     >>> tol = 1e-6 if chain.initial.dtype == jnp.float32 else 1e-12
     >>> bool(abs(f.floors[2] - two_sided_entropy(chain)) < tol)  # an interior slot: H2
     True
+
+    A centre slot that sees only itself holds ``(w_{k−1} + w_{k+1}) / 2``: the unordered pair of its neighbours,
+    which tells less than the ordered pair (`H2`).
+
+    >>> import dataclasses
+    >>> alone = dataclasses.replace(butterfly_layout(5), mask=jnp.eye(13, dtype=bool))
+    >>> g = target_floors(chain, alone)
+    >>> g.seen[2], g.pooled[2], bool(g.floors[2] > f.floors[2] + 1e-3)
+    ((), ((1, 3),), True)
     """
-    pairs = _visible_positions(layout, num_layers)
+    views = _slot_views(layout, num_layers)
     slots = np.flatnonzero(np.asarray(layout.target_index) >= 0)
-    floors = [conditional_entropy(chain, t, seen, layout.sequence_length) for t, seen in pairs]
+    floors = [_slot_floor(chain, t, known, pools, layout.sequence_length, layout.name) for t, known, pools in views]
     return TargetFloors(
         slots=slots,
-        targets=np.array([t for t, _ in pairs], dtype=np.int64),
+        targets=np.array([t for t, _, _ in views], dtype=np.int64),
         floors=np.array(floors, dtype=np.float64),
-        seen=tuple(tuple(sorted(seen)) for _, seen in pairs),
+        seen=tuple(tuple(sorted(known)) for _, known, _ in views),
         num_layers=num_layers,
+        pooled=tuple(tuple(pools) for _, _, pools in views),
     )

@@ -12,9 +12,12 @@ exactly:
   only on the nearest visible positions `a < t < c` of `S`:
   ``p(x_a, x_t, x_c) = μ_a(x_a) (P^{t−a})_{x_a x_t} (P^{c−t})_{x_t x_c}`` with `μ_a` the law of
   `X_a`, and ``H(X_t | X_S) = H(X_a, X_t, X_c) − H(X_a, X_c)`` (a missing side drops out);
-- :func:`optimal_loss`: the per-token average of these over the labelled slots of a
-  :class:`~hassejax.nn.Layout`, each with the sequence positions it reaches (its visible set),
-  which is the floor of the layout's held-out loss (boundaries included exactly);
+- :func:`optimal_loss`: the per-token average over the labelled slots of a
+  :class:`~hassejax.nn.Layout` of ``H(X_t | view)``, the view being the tokens of the sequence
+  positions the slot reaches and, for an aggregate it reaches without its sources, only the
+  multiset of their tokens (its input is their embeddings' average); without such an aggregate
+  bearing on `t` this is the closed form above, else the enumerated joint law of the positions
+  involved. It is the floor of the layout's held-out loss (boundaries included exactly);
 - :func:`bayes_loss`: the loss of that optimal (Bayes) predictor on given sequences — the
   same held-out set as a model, so the two can be compared without sampling noise.
 
@@ -36,7 +39,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.special import entr
 
 from .._checks import int_value
-from ..errors import ParameterError
+from ..errors import MemoryBudgetError, ParameterError
 from ..order import reachability
 
 __all__ = [
@@ -361,24 +364,150 @@ def two_sided_entropy(chain: MarkovChain) -> float:
     return _h(joint) - _h(joint.sum(axis=1))
 
 
-def _visible_positions(layout, num_layers: int | None) -> list[tuple[int, set[int]]]:
-    """(target index, reached sequence positions) for every labelled slot of a layout."""
+_ENUMERATION_LIMIT = 1 << 22  # joint configurations enumerated for one slot's floor (V^m, m positions)
+
+
+def _slot_views(layout, num_layers: int | None) -> list[tuple[int, set[int], list[tuple[int, ...]]]]:
+    """What every labelled slot of a layout sees after `num_layers` layers: (target index, the positions whose token it
+    knows, the pools of positions of which it knows only the multiset of tokens).
+
+    A reached slot's input is ``Σ_r w_r E[x_{src_r}]`` (mask tokens: a constant). For generic embeddings it tells the
+    weighted bag of its sources' tokens, no more: one distinct source is known; an aggregate of equal weights,
+    ``(w_{k−1} + w_{k+1}) / 2``, tells only the unordered multiset of its sources' tokens. Given the known positions
+    the aggregate's residual (its unknown sources) is what it adds: a residual of one position makes that position
+    known too (repeated until nothing changes), one of several equal weights stays a pool.
+
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a layout without labelled slots, or for an aggregate
+    whose unknown sources carry unequal weights (its information is no multiset: not implemented)."""
     r = np.asarray(reachability(layout.mask, num_layers))
     src = np.asarray(layout.token_sources)
+    wts = np.asarray(layout.token_weights, dtype=np.float64)
     tgt = np.asarray(layout.target_index)
     out = []
     for s in np.flatnonzero(tgt >= 0):
-        out.append((int(tgt[s]), {int(i) for q in np.flatnonzero(r[s]) for i in src[q] if i >= 0}))
+        known: set[int] = set()
+        bags: list[dict[int, float]] = []
+        for q in np.flatnonzero(r[s]):
+            bag: dict[int, float] = {}
+            for i, w in zip(src[q].tolist(), wts[q].tolist()):
+                if i >= 0:
+                    bag[i] = bag.get(i, 0.0) + w
+            bag = {i: w for i, w in bag.items() if w != 0}
+            if len(bag) == 1:
+                known |= set(bag)
+            elif bag:
+                bags.append(bag)
+        changed = True
+        while changed:  # an aggregate whose other sources are known reveals the last one
+            changed, rest = False, []
+            for bag in bags:
+                residual = {i: w for i, w in bag.items() if i not in known}
+                if len(residual) == 1:
+                    known |= set(residual)
+                    changed = True
+                elif residual:
+                    rest.append(residual)
+            bags = rest
+        for bag in bags:
+            if len(set(bag.values())) > 1:
+                raise ParameterError(
+                    f"`layout` {layout.name!r}: slot {int(s)} sees an aggregate of positions {sorted(bag)} with unequal "
+                    f"weights {sorted(set(bag.values()))} whose tokens it does not see otherwise; its information is no "
+                    "multiset, and an exact floor for it is not implemented."
+                )
+        out.append((int(tgt[s]), known, sorted({tuple(sorted(b)) for b in bags})))
     if not out:
         raise ParameterError(f"`layout` {layout.name!r} has no labelled slot.")
     return out
 
 
+def _pooled_problem(target: int, known: set[int], pools: list[tuple[int, ...]]):
+    """The part of a slot's view that bears on its target: (boundary positions, pools, enumerated positions), or None
+    when no pool does (then ``H(X_t | X_known)`` is the floor).
+
+    Given the known tokens the sequence splits into independent stretches between them (Markov property); a pool ties
+    together the stretches its positions lie in. Only the pools tied (directly or through others) to the target's
+    stretch matter, and of the known tokens only the ones bounding those stretches."""
+    edges = sorted(known)
+
+    def stretch(p: int) -> int:
+        return int(np.searchsorted(edges, p))
+
+    linked, chosen = {stretch(target)}, []
+    grew = True
+    while grew:
+        grew = False
+        for pool in pools:
+            if pool not in chosen and {stretch(p) for p in pool} & linked:
+                chosen.append(pool)
+                linked |= {stretch(p) for p in pool}
+                grew = True
+    if not chosen:
+        return None
+    bounds = sorted({edges[g - 1] for g in linked if g > 0} | {edges[g] for g in linked if g < len(edges)})
+    positions = sorted(set(bounds) | {target} | {p for pool in chosen for p in pool})
+    return bounds, sorted(chosen), positions
+
+
+def _pooled_table(chain: MarkovChain, target: int, problem, layout_name: str):
+    """Enumerate the joint law of the positions of `problem` (from :func:`_pooled_problem`): returns (probabilities
+    `(C,)`, the view's key columns `(C, k)`, the target's column `(C,)`, a function mapping sequences `(m, n)` to their
+    key columns). A pool's key is its tokens sorted (the multiset).
+
+    **Raises:** :class:`~hassejax.errors.MemoryBudgetError` for more than 2^22 configurations."""
+    bounds, pools, positions = problem
+    p, mu = _host(chain)
+    v, m = p.shape[0], len(positions)
+    if v**m > _ENUMERATION_LIMIT:
+        raise MemoryBudgetError(
+            f"`layout` {layout_name!r}: the floor of target {target} needs the joint law of {m} positions "
+            f"{positions} ({v}^{m} configurations, limit {_ENUMERATION_LIMIT}): a pooled aggregate whose sources the "
+            "slot does not see ties them together."
+        )
+    col = {q: j for j, q in enumerate(positions)}
+    cfg = np.indices((v,) * m).reshape(m, -1).T
+    mpow = np.linalg.matrix_power
+    prob = (mu @ mpow(p, positions[0]))[cfg[:, 0]]
+    for j in range(m - 1):
+        prob = prob * mpow(p, positions[j + 1] - positions[j])[cfg[:, j], cfg[:, j + 1]]
+
+    def keys(x: np.ndarray, at=lambda q: q) -> np.ndarray:  # `at`: a sequence position's column of `x`
+        parts = [x[:, [at(q) for q in bounds]]] + [np.sort(x[:, [at(q) for q in pool]], axis=1) for pool in pools]
+        return np.concatenate(parts, axis=1)
+
+    return prob, keys(cfg, col.__getitem__), cfg[:, col[target]], keys
+
+
+def _group_mass(rows: np.ndarray, prob: np.ndarray, extra: np.ndarray | None = None):
+    """Total probability of every distinct row of `rows` `(C, k)` (and of `extra` rows, appended, mass 0): returns
+    (mass per group, group index of every row of `rows` then `extra`)."""
+    allrows = rows if extra is None else np.concatenate([rows, extra], axis=0)
+    if allrows.shape[1] == 0:
+        inverse = np.zeros(allrows.shape[0], dtype=np.int64)
+    else:
+        inverse = np.unique(allrows, axis=0, return_inverse=True)[1].reshape(-1)
+    mass = np.bincount(inverse[: rows.shape[0]], weights=prob, minlength=int(inverse.max(initial=0)) + 1)
+    return mass, inverse
+
+
+def _slot_floor(chain: MarkovChain, target: int, known: set[int], pools, length: int, layout_name: str) -> float:
+    """``H(X_target | the slot's view)``: the nearest-neighbour closed form without a pool bearing on the target
+    (:func:`conditional_entropy`), else the enumerated joint law of the positions involved."""
+    problem = None if target in known else _pooled_problem(target, known, pools)
+    if problem is None:
+        return conditional_entropy(chain, target, known, length)
+    prob, key, tcol, _ = _pooled_table(chain, target, problem, layout_name)
+    joint, _ = _group_mass(np.concatenate([key, tcol[:, None]], axis=1), prob)
+    marginal, _ = _group_mass(key, prob)
+    return _h(joint) - _h(marginal)
+
+
 def bayes_loss(chain: MarkovChain, layout, sequences: Int[ArrayLike, "m n"], num_layers: int | None = None) -> float:
     """Per-token NLL (nats) of the exact Bayes predictor of `layout` on the given sequences.
 
-    Each labelled slot predicts ``p(x_t | x_a, x_c)`` with `a < t < c` its nearest reached
-    positions (as in :func:`optimal_loss`, whose value is this loss's expectation). Evaluated on
+    Each labelled slot predicts ``p(x_t | view)`` (as in :func:`optimal_loss`, whose value is this loss's
+    expectation): ``p(x_t | x_a, x_c)`` with `a < t < c` its nearest reached positions, or, where an aggregate it
+    reaches without its sources bears on `t`, the law conditioned on the multiset of their tokens. Evaluated on
     the same held-out sequences as a model, the difference model − Bayes has far less sampling
     noise than either number alone.
 
@@ -387,8 +516,9 @@ def bayes_loss(chain: MarkovChain, layout, sequences: Int[ArrayLike, "m n"], num
 
     **Returns:** a Python float.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for sequences of the wrong shape or
-    states outside the chain, or a layout without labelled slots.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for `sequences` of the wrong shape (or none), not
+    integer, with states outside the chain, or of probability 0 under `chain` (a zero initial probability or
+    transition: an infinite loss), a layout without labelled slots, or as :func:`optimal_loss`.
 
     Source: (derived): the Bayes predictor of the module docstring, each slot seeing its row of ``R^(L)``
     (spec hasse.md §1.2) through its inputs' sources (spec hasse.md §2 "Leakage audit").
@@ -405,43 +535,76 @@ def bayes_loss(chain: MarkovChain, layout, sequences: Int[ArrayLike, "m n"], num
     ```
     """
     x = np.asarray(sequences)
-    if x.ndim != 2 or x.shape[1] != layout.sequence_length:
-        raise ParameterError(f"`sequences` must have shape (m, {layout.sequence_length}); got {x.shape}.")
+    if x.ndim != 2 or x.shape[1] != layout.sequence_length or x.shape[0] == 0:
+        raise ParameterError(f"`sequences` must have shape (m, {layout.sequence_length}) with m >= 1; got {x.shape}.")
+    if not np.issubdtype(x.dtype, np.integer):
+        raise ParameterError(f"`sequences` must hold integer states; got dtype {x.dtype}.")
     p, mu = _host(chain)
     v = p.shape[0]
-    if x.size and (x.min() < 0 or x.max() >= v):
+    if x.min() < 0 or x.max() >= v:
         raise ParameterError(f"`sequences` must hold states in [0, {v}); got values in [{x.min()}, {x.max()}].")
+    # a sequence the chain cannot produce has no Bayes loss (a conditional probability 0: -log 0 = inf)
+    possible = (mu[x[:, 0]] > 0) & np.all(p[x[:, :-1], x[:, 1:]] > 0, axis=1)
+    if not possible.all():
+        row = int(np.flatnonzero(~possible)[0])
+        raise ParameterError(
+            f"`sequences` must be possible under `chain`; sequence {row} ({x[row].tolist()}) has probability 0 (a "
+            "zero initial probability or transition), so its Bayes loss would be infinite."
+        )
     mpow = np.linalg.matrix_power
     total = 0.0
-    slots = _visible_positions(layout, num_layers)
-    for t, seen in slots:
-        if t in seen:
+    slots = _slot_views(layout, num_layers)
+    rows = np.arange(x.shape[0])
+    for t, known, pools in slots:
+        if t in known:
             continue  # a slot that sees its target predicts it with probability 1 (a leak)
-        left = max((a for a in seen if a < t), default=None)
-        right = min((c for c in seen if c > t), default=None)
-        # unnormalised p(x_t = b | x_a, x_c) for every sequence: (m, V)
-        w = np.tile(mu @ mpow(p, t), (x.shape[0], 1)) if left is None else mpow(p, t - left)[x[:, left]]
-        if right is not None:
-            w = w * mpow(p, right - t)[:, x[:, right]].T
-        cond = w / w.sum(axis=1, keepdims=True)
-        total -= np.log(cond[np.arange(x.shape[0]), x[:, t]]).sum()
+        problem = _pooled_problem(t, known, pools)
+        if problem is not None:  # a pool bears on the target: the enumerated law of the positions involved
+            prob, key, tcol, keys = _pooled_table(chain, t, problem, layout.name)
+            seq_key = keys(x)
+            joint, inv_joint = _group_mass(
+                np.concatenate([key, tcol[:, None]], axis=1), prob, np.concatenate([seq_key, x[:, [t]]], axis=1)
+            )
+            marginal, inv_key = _group_mass(key, prob, seq_key)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cond = joint[inv_joint[key.shape[0] :]] / marginal[inv_key[key.shape[0] :]]
+        else:
+            left = max((a for a in known if a < t), default=None)
+            right = min((c for c in known if c > t), default=None)
+            # unnormalised p(x_t = b | x_a, x_c) for every sequence: (m, V)
+            w = np.tile(mu @ mpow(p, t), (x.shape[0], 1)) if left is None else mpow(p, t - left)[x[:, left]]
+            if right is not None:
+                w = w * mpow(p, right - t)[:, x[:, right]].T
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cond = (w / w.sum(axis=1, keepdims=True))[rows, x[:, t]]
+        if not np.all(cond > 0):  # possible sequences have positive conditionals: only an underflow gets here
+            row = int(np.flatnonzero(~(cond > 0))[0])
+            raise ParameterError(
+                f"`sequences`: the Bayes probability of sequence {row}'s token {t} underflows to 0 (a chain with "
+                "transition probabilities too small for float64 over that distance); no finite loss."
+            )
+        total -= np.log(cond).sum()
     return float(total / (x.shape[0] * len(slots)))
 
 
 def optimal_loss(chain: MarkovChain, layout, num_layers: int | None = None) -> float:
     """The smallest achievable per-token cross-entropy of `layout` on data of `chain` (nats).
 
-    The mean over labelled slots of ``H(X_target | X_reached)``, where the reached sequence
-    positions are those whose tokens flow into the slot after `num_layers` layers
-    (``R^(L)`` of the layout's mask, or the limit for None; aggregates count through their
-    sources, mask tokens carry none). For the Block Two-Stream and Butterfly layouts (dense,
+    The mean over labelled slots of ``H(X_target | view)``, the view being what flows into the slot after
+    `num_layers` layers (``R^(L)`` of the layout's mask, or the limit for None): the tokens of the reached
+    single-token slots (mask tokens carry none) and, for a reached aggregate (the average of its sources'
+    embeddings), the unordered multiset of its sources' tokens, which tells their order only where the slot reaches
+    the sources too (or all but one of them). For the Block Two-Stream and Butterfly layouts (dense,
     `L* = 1`) every depth gives the same value.
 
     **Arguments:** `chain`, `layout` (a :class:`~hassejax.nn.Layout`), `num_layers`.
 
     **Returns:** a Python float.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for a layout without labelled slots.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a layout without labelled slots, or with an aggregate
+    of unequal weights reached without its sources (its view is no multiset: not implemented);
+    :class:`~hassejax.errors.MemoryBudgetError` where aggregates reached without their sources tie more than
+    ``V^m = 2^22`` joint configurations together.
 
     Source: (derived): each slot sees its row of ``R^(L)`` (spec hasse.md §1.2), and no predictor beats
     ``H(X_t | X_seen)`` in expected cross-entropy (``D(p‖q) ≥ 0``, the information inequality:
@@ -463,6 +626,6 @@ def optimal_loss(chain: MarkovChain, layout, num_layers: int | None = None) -> f
 
     ```
     """
-    slots = _visible_positions(layout, num_layers)
-    total = sum(conditional_entropy(chain, t, seen, layout.sequence_length) for t, seen in slots)
+    slots = _slot_views(layout, num_layers)
+    total = sum(_slot_floor(chain, t, known, pools, layout.sequence_length, layout.name) for t, known, pools in slots)
     return total / len(slots)
