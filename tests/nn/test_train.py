@@ -148,3 +148,28 @@ def test_train_config_refuses_bool_and_float_counts(no_runtime_typecheck):
     for bad in (np.True_, 5.0):
         with pytest.raises(ParameterError, match=r"`warmup_steps` must be an int in \[0, steps = 50\)"):
             TrainConfig(steps=50, warmup_steps=bad)
+
+
+def test_non_finite_losses_a_bare_mask_and_an_infinite_learning_rate_are_refused(no_typecheck):
+    """A review: with a NaN in `unembed`, `evaluate` and `layout_loss` returned NaN without error (`train` already
+    refused a non-finite loss); `train(model, layout.mask, ...)` failed with "no attribute 'labelled'";
+    `TrainConfig(learning_rate=inf)` was accepted while NaN was refused. The finite value is checked against an
+    independent uniform-logit loss (log 3)."""
+    from hassejax.nn import TrainConfig, Transformer, causal_layout, evaluate, layout_loss, train
+
+    model = Transformer(1, 8, 2, vocab_size=3, num_positions=5, key=jax.random.key(0))
+    seqs = jnp.array([[0, 1, 2, 0], [2, 2, 1, 0]])
+    uniform = eqx.tree_at(lambda m: m.unembed, model, jnp.zeros_like(model.unembed))
+    assert float(evaluate(uniform, causal_layout(4), seqs)) == pytest.approx(math.log(3), rel=1e-6)
+    broken = eqx.tree_at(lambda m: m.unembed, model, model.unembed.at[0, 0].set(jnp.nan))
+    for fn in (evaluate, layout_loss):
+        with pytest.raises(ParameterError, match=rf"{fn.__name__}: the loss is nan"):
+            fn(broken, causal_layout(4), seqs)
+    config = TrainConfig(steps=2, batch_size=2, warmup_steps=0)
+    with pytest.raises(
+        ParameterError, match=r"`layout` must be a hassejax.nn.Layout .* got an array of shape \(3, 3\)"
+    ):
+        train(model, causal_layout(4).mask, lambda k: seqs, config, key=jax.random.key(1), held_out=seqs)
+    with pytest.raises(ParameterError, match=r"`learning_rate` must be finite; got inf"):
+        TrainConfig(steps=10, warmup_steps=0, learning_rate=float("inf"))
+    assert TrainConfig(steps=10, warmup_steps=0, clip_norm=float("inf")).clip_norm == float("inf")  # no clipping

@@ -232,3 +232,24 @@ def test_nested_list_masks_are_taken(model):
 def test_ragged_nested_masks_are_mask_errors(no_runtime_typecheck, model):
     with pytest.raises(MaskError, match=r"`mask` must be a Boolean array .* not rectangular"):
         model(jnp.asarray([0, 1]), jnp.asarray([1, 2]), [[True], [True, True]])
+
+
+def test_non_finite_logits_and_token_weights_are_refused_and_lists_are_taken():
+    """A review: a NaN in `unembed` gave NaN logits without error, as did `token_weights` full of NaN (the docstring
+    promised a check of `token_weights`), and plain lists failed with "'list' object has no attribute 'shape'".
+    Concrete logits are checked; under jit they are returned unchecked (no host callback in the program). The list
+    call equals the array call (independent: the same ids as arrays)."""
+    model = Transformer(1, 8, 2, vocab_size=3, num_positions=5, key=jax.random.key(0))
+    mask = jnp.tril(jnp.ones((3, 3), bool))
+    ids, pos = jnp.array([0, 2, 1]), jnp.array([1, 2, 3])
+    np.testing.assert_array_equal(np.asarray(model([0, 2, 1], [1, 2, 3], mask)), np.asarray(model(ids, pos, mask)))
+    with pytest.raises(ParameterError, match="`token_ids` must be an integer array .* ragged"):
+        model([[0], [2, 1]], [1, 2], mask)
+    broken = eqx.tree_at(lambda m: m.unembed, model, model.unembed.at[0, 0].set(jnp.nan))
+    with pytest.raises(ParameterError, match=r"logits have NaN/inf entries: .* NaN in `unembed`"):
+        broken(ids, pos, mask)
+    assert np.isnan(np.asarray(eqx.filter_jit(broken)(ids, pos, mask))).any()  # documented: traced, unchecked
+    pair_ids = jnp.array([[0, 1], [2, 2], [1, 0]])
+    with pytest.raises(ParameterError, match="`token_weights` must be finite"):
+        model(pair_ids, pos, mask, jnp.full((3, 2), jnp.nan))
+    assert np.isfinite(np.asarray(model(pair_ids, pos, mask, jnp.full((3, 2), 0.5)))).all()

@@ -49,7 +49,8 @@ class TrainConfig:
     **Raises:** :class:`~hassejax.errors.ParameterError` if `steps`, `batch_size` or `eval_every` is not a positive
     int (a bool or a float is refused); if `warmup_steps` is not an int in ``[0, steps)`` (so the default
     ``warmup_steps=100`` needs ``steps > 100``: pass a smaller `warmup_steps` for a shorter run); if `learning_rate`
-    or `clip_norm` is not > 0; if `weight_decay` < 0 or `final_lr_fraction` is outside ``[0, 1]``.
+    or `clip_norm` is not > 0 (NaN included); if `learning_rate` or `weight_decay` is inf; if `weight_decay` < 0 or
+    `final_lr_fraction` is outside ``[0, 1]``. ``clip_norm=float("inf")`` is taken: no clipping.
 
     Source: Loshchilov & Hutter, "Decoupled Weight Decay Regularization", arXiv:1711.05101 (AdamW); Loshchilov &
     Hutter, "SGDR", arXiv:1608.03983 (cosine decay); Pascanu et al., arXiv:1211.5063 (gradient-norm clipping); the
@@ -94,6 +95,9 @@ class TrainConfig:
         for name in ("learning_rate", "clip_norm"):
             if not getattr(self, name) > 0:
                 raise ParameterError(f"`{name}` must be > 0; got {getattr(self, name)!r}.")
+        for name in ("learning_rate", "weight_decay"):  # inf: the first update makes every weight inf or NaN
+            if getattr(self, name) == float("inf"):
+                raise ParameterError(f"`{name}` must be finite; got {getattr(self, name)!r}.")
         if not self.weight_decay >= 0 or not 0 <= self.final_lr_fraction <= 1:
             raise ParameterError(
                 f"`weight_decay` must be >= 0 and `final_lr_fraction` in [0, 1]; got {self.weight_decay!r}, {self.final_lr_fraction!r}."
@@ -196,6 +200,29 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     )
 
 
+def _check_layout(layout) -> None:
+    """Refuse a `layout` that is no :class:`~hassejax.nn.Layout` (a bare mask failed with an AttributeError)."""
+    if not isinstance(layout, Layout):
+        got = f"an array of shape {tuple(layout.shape)}" if hasattr(layout, "shape") else type(layout).__name__
+        raise ParameterError(
+            f"`layout` must be a hassejax.nn.Layout (e.g. causal_layout(n), or layout_from_task(task)): it carries the "
+            f"mask with the slots' inputs, position ids and targets; got {got}."
+        )
+
+
+_NON_FINITE_LOSS = (
+    "{what}: the loss is {value} (non-finite parameters of `model`, e.g. a NaN in `unembed`, or an overflowing "
+    "forward pass); a non-finite loss is never passed on as a result."
+)
+
+
+def _finite_loss(loss, what: str):
+    """`loss` unchanged where traced or finite; a :class:`~hassejax.errors.ParameterError` for a concrete NaN/inf."""
+    if not is_traced(loss) and not np.isfinite(np.asarray(loss)):
+        raise ParameterError(_NON_FINITE_LOSS.format(what=what, value=float(loss)))
+    return loss
+
+
 def _sequence_loss(model: Transformer, layout: Layout, sequence, check_ids: bool = True):
     # `sequence`'s range is checked by the caller (layout_loss), on the whole batch; `check_ids`: the model's checks
     logits = layout._logits(model, sequence, check_ids)
@@ -225,9 +252,11 @@ def layout_loss(
 
     **Returns:** a 0-d float array (``Σ NLL / (batch · labelled slots)``); vmapped over the batch.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for a batch of the wrong shape or a
-    layout with no labelled slot; with `check_ids`, for non-integer `sequences` or ids out of
-    ``[0, V)`` (concrete inputs; under ``jit``, a runtime error naming `sequences`).
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a `layout` that is no Layout, a batch of the wrong
+    shape or a layout with no labelled slot; with `check_ids`, for non-integer `sequences` or ids out of
+    ``[0, V)`` (concrete inputs; under ``jit``, a runtime error naming `sequences`); for a NaN/inf loss (non-finite
+    parameters) when the loss is concrete (called outside ``jit``/``grad``; a traced loss is returned unchecked,
+    as :func:`train` checks its own).
 
     Source: (derived) from spec hasse.md §2 (a task's labels `Y`: only labelled slots carry a target) and §3 (the
     layouts trained on).
@@ -249,6 +278,7 @@ def layout_loss(
 
     ```
     """
+    _check_layout(layout)
     if not hasattr(sequences, "ndim"):  # nested lists (it failed with "'list' object has no attribute 'ndim'")
         sequences = np.asarray(sequences)
     if sequences.ndim != 2 or sequences.shape[1] != layout.sequence_length or sequences.shape[0] == 0:
@@ -267,7 +297,7 @@ def layout_loss(
         # sequences get their own check of [0, V) (traced: an eqx.error_if), the model still checks position ids
         sequences = _checked_token_ids(sequences, model.vocab_size, "sequences")
     per_seq = jax.vmap(_sequence_loss, in_axes=(None, None, 0, None))(model, layout, sequences, check_ids)
-    return jnp.sum(per_seq) / (sequences.shape[0] * count)
+    return _finite_loss(jnp.sum(per_seq) / (sequences.shape[0] * count), "layout_loss")
 
 
 @eqx.filter_jit
@@ -287,7 +317,8 @@ def evaluate(model: Transformer, layout: Layout, sequences: Int[Array, "batch n"
     **Returns:** a 0-d float array, the mean cross-entropy over the labelled slots.
 
     **Raises:** :class:`~hassejax.errors.ParameterError` as :func:`layout_loss` (ids out of
-    range: naming `sequences`, or `layout` for position ids the model lacks).
+    range: naming `sequences`, or `layout` for position ids the model lacks, or a `layout` that is no Layout), and
+    for a NaN/inf loss (non-finite parameters of `model`), checked on the host outside the caller's ``jit``.
 
     Source: (derived).
 
@@ -299,12 +330,13 @@ def evaluate(model: Transformer, layout: Layout, sequences: Int[Array, "batch n"
     >>> float(evaluate(model, causal_layout(4), jnp.asarray([[0, 1, 2, 0], [2, 2, 1, 0]]))) > 0
     True
     """
+    _check_layout(layout)
     if not hasattr(sequences, "ndim"):  # nested lists: as layout_loss takes them
         sequences = np.asarray(sequences)
     if is_traced(sequences, *jax.tree.leaves(layout)):
         return layout_loss(model, layout, sequences)
     layout.check_inputs(model, sequences)
-    return _evaluate(model, layout, sequences)
+    return _finite_loss(_evaluate(model, layout, sequences), "evaluate")
 
 
 @eqx.filter_jit
@@ -371,7 +403,8 @@ def train(
 
     **Returns:** `(trained model, TrainHistory)`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` if `sample` returns the wrong shape,
+    **Raises:** :class:`~hassejax.errors.ParameterError` for a `layout` that is no Layout (e.g. its bare mask), if
+    `sample` returns the wrong shape,
     for `held_out` ids out of range (checked on the host), or as :func:`layout_loss`; the run
     stops with a ParameterError if the loss becomes non-finite (never a NaN result) or `sample`
     returns a token id outside ``[0, vocab_size)`` (flagged inside the jitted chunk, no host
@@ -398,6 +431,7 @@ def train(
 
     ```
     """
+    _check_layout(layout)
     if not np.any(np.asarray(layout.labelled)):
         raise ParameterError(f"`layout` {layout.name!r} has no labelled slot: there is nothing to train on.")
     expect = (config.batch_size, layout.sequence_length)
@@ -410,7 +444,7 @@ def train(
     optimizer = make_optimizer(config)
     opt_state = optimizer.init(eqx.filter(model, eqx.is_inexact_array))
     keys = jax.random.split(key, config.steps)
-    losses, eval_steps, eval_loss = [], [0], [float(_evaluate(model, layout, held_out))]
+    losses, eval_steps, eval_loss = [], [0], [float(_finite_loss(_evaluate(model, layout, held_out), "train"))]
     if callback is not None:
         callback(0, eval_loss[0])
     done = 0
@@ -422,7 +456,7 @@ def train(
         _check_sampled(np.asarray(bad), done - size, model.vocab_size)
         losses.append(_check_finite(np.asarray(chunk), done - size))
         eval_steps.append(done)
-        eval_loss.append(float(_evaluate(model, layout, held_out)))
+        eval_loss.append(float(_finite_loss(_evaluate(model, layout, held_out), "train")))
         if callback is not None:
             callback(done, eval_loss[-1])
     return model, TrainHistory(np.concatenate(losses), np.asarray(eval_steps), np.asarray(eval_loss))

@@ -23,6 +23,8 @@ Xiong et al., "On Layer Normalization in the Transformer Architecture", ICML 202
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -44,6 +46,9 @@ from .attention import (
 )
 
 __all__ = ["TransformerBlock", "Transformer"]
+
+#: Token or position ids given as (nested) lists or tuples of ints: the model reads them as a JAX array.
+NestedIds = Sequence[Any]
 
 
 def _check_id_range(ids, upper: int, name: str) -> None:
@@ -272,6 +277,19 @@ class Transformer(eqx.Module):
         return ids
 
     @staticmethod
+    def _as_ids(ids, name: str):
+        """`ids` given as (nested) lists or tuples as a JAX array (as :func:`~hassejax.nn.jacobian_flow` takes a
+        nested-list mask); ragged lists are a :class:`~hassejax.errors.ParameterError` naming `name`."""
+        if not isinstance(ids, (list, tuple)):
+            return ids
+        try:
+            return jnp.asarray(ids)
+        except (ValueError, TypeError):
+            raise ParameterError(
+                f"`{name}` must be an integer array (or nested lists of one shape); got ragged lists."
+            ) from None
+
+    @staticmethod
     def _check_token_weights(token_weights, shape: tuple[int, ...]):
         """`token_weights` as an array of `shape` (that of `token_ids`), or of its rank with axes of size 1 that
         broadcast to it (one weight for all of a slot's ids, as before the check), of real or Boolean entries (static
@@ -286,12 +304,14 @@ class Transformer(eqx.Module):
                 f"`token_weights` must be a real array of the shape of `token_ids`, {tuple(shape)} (one weight per "
                 f"token id; axes of size 1 broadcast); got shape {got}, dtype {dtype}."
             )
+        if not is_traced(token_weights) and not np.all(np.isfinite(np.asarray(token_weights, dtype=np.float64))):
+            raise ParameterError("`token_weights` must be finite; got NaN/inf entries (they spread to the logits).")
         return token_weights
 
     def embed(
         self,
-        token_ids: Int[Array, " n *r"],
-        position_ids: Int[Array, " n"],
+        token_ids: Int[Array, " n *r"] | NestedIds,
+        position_ids: Int[Array, " n"] | NestedIds,
         token_weights: Float[Array, " n *r"] | None = None,
         *,
         check_ids: bool = True,
@@ -305,6 +325,7 @@ class Transformer(eqx.Module):
           One sequence a call: a batch `(b, n)` is refused (it would read as `b` slots of `n` averaged ids, silently
           so when `b == n`); map the model over it with :func:`jax.vmap`.
         - `position_ids`: int `(n,)`, ids in `[0, num_positions)`; independent of slot order.
+        - Both id arguments may be (nested) lists or tuples of ints, read as JAX arrays.
         - `token_weights`: float, same shape as `token_ids` (axes of size 1 broadcast); default 1 for `(n,)` ids;
           required for `(n, r)` ids (e.g. ``jnp.full((n, r), 1 / r)`` for the plain average; a
           :class:`~hassejax.nn.Layout` gives its own).
@@ -319,10 +340,12 @@ class Transformer(eqx.Module):
         **Raises:** :class:`~hassejax.errors.ParameterError` for non-integer ids, `(n, r)` ids without
         `token_weights` (a batch of sequences: use :func:`jax.vmap`), `position_ids`
         not of shape `(n,)`, `token_ids` and `position_ids` of different lengths, `token_weights` of another shape than `token_ids`
-        (axes of size 1 broadcast) or not real numbers, and with `check_ids` for ids out of range
+        (axes of size 1 broadcast), not real numbers or (concrete) not finite, and with `check_ids` for ids out of range
         (concrete inputs; traced ids, under ``jit``, get an :func:`equinox.error_if` check that
         fails when the program runs).
         """
+        token_ids = self._as_ids(token_ids, "token_ids")
+        position_ids = self._as_ids(position_ids, "position_ids")
         shape = jnp.shape(token_ids)
         if len(shape) not in (1, 2):  # (n,) or (n, r); (n, r, s) embedded to a wrong shape (a fresh user)
             raise ParameterError(
@@ -444,8 +467,8 @@ class Transformer(eqx.Module):
 
     def __call__(
         self,
-        token_ids: Int[Array, " n *r"],
-        position_ids: Int[Array, " n"],
+        token_ids: Int[Array, " n *r"] | NestedIds,
+        position_ids: Int[Array, " n"] | NestedIds,
         mask: Bool[Array, "n n"] | Bool[Array, "heads n n"] | IntervalMask | NestedMask,
         token_weights: Float[Array, " n *r"] | None = None,
         *,
@@ -463,10 +486,21 @@ class Transformer(eqx.Module):
         **Returns:** float `(n, vocab_size)` logits.
 
         **Raises:** as :meth:`embed` and :meth:`forward_embeddings`, and a
-        :class:`~hassejax.errors.ParameterError` for `token_ids` of no slot.
+        :class:`~hassejax.errors.ParameterError` for `token_ids` of no slot, or for NaN/inf logits (non-finite
+        parameters, e.g. a NaN in `unembed`) when they are concrete: outside ``jit``/``vmap``/``grad``, where the
+        logits are traced, they are returned unchecked (a check there would be a host callback in the program;
+        :func:`~hassejax.nn.evaluate`, :func:`~hassejax.nn.train` and :func:`~hassejax.nn.jacobian_flow` check their
+        own results).
         """
+        token_ids = self._as_ids(token_ids, "token_ids")
         if jnp.ndim(token_ids) >= 1 and jnp.shape(token_ids)[0] == 0:  # else the empty embeddings named `x`
             raise ParameterError(f"`token_ids` must hold at least one slot; got shape {jnp.shape(token_ids)}.")
         x = self.embed(token_ids, position_ids, token_weights, check_ids=check_ids)
         mask = _attention_mask(mask, x.shape[0], num_heads=self.num_heads, against="token_ids")
-        return self.unembed_logits(self.forward_embeddings(x, mask))
+        logits = self.unembed_logits(self.forward_embeddings(x, mask))
+        if not is_traced(logits) and not bool(jnp.all(jnp.isfinite(logits))):
+            raise ParameterError(
+                "the model's logits have NaN/inf entries: non-finite parameters (e.g. a NaN in `unembed`) or an "
+                "overflowing forward pass; they are not passed on as a result."
+            )
+        return logits
