@@ -22,6 +22,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..dynamics.geometry import cone_coords, disk_coords, rank_one_ray
 from ..errors import ParameterError
+from ._axes import check_axes
 from .style import MIN_FONT_PT
 
 __all__ = ["CMAP", "CONE_LABELS", "DISK_LABELS", "new_figure", "colors_from", "draw_cone", "draw_ray", "draw_disk"]
@@ -86,7 +87,8 @@ def colors_from(values: Float[ArrayLike, " n"]):
     **Returns:** `(colors, mappable)`: a list of `n` RGBA tuples and a
     :class:`matplotlib.cm.ScalarMappable`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for an empty `values`.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an empty `values` or one with a NaN or infinite entry
+    (a NaN made every colour fully transparent, an inf drew its member transparent: a review).
 
     Source: (derived).
 
@@ -104,6 +106,12 @@ def colors_from(values: Float[ArrayLike, " n"]):
     values = np.asarray(values, float)
     if values.size == 0:
         raise ParameterError("`values` must hold at least one value; got an empty array.")
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise ParameterError(
+            f"`values` must be finite; got {bad.size} NaN/inf value(s), first {float(values.flat[bad[0]])!r} at index "
+            f"{int(bad[0])}. Leave those members out (or give them a colour of their own) before colouring."
+        )
     hi = float(values.max()) if values.max() > values.min() else float(values.min()) + 1.0
     norm = plt.Normalize(float(values.min()), hi)
     sm = plt.cm.ScalarMappable(norm=norm, cmap=CMAP)
@@ -125,8 +133,9 @@ def draw_cone(
 
     **Returns:** the height of the drawn cone.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` when `trajs` and `colors` differ in
-    length or `trajs` is empty and `z_max` is not given.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an `ax` that is not 3-D matplotlib axes, when `trajs`
+    and `colors` differ in length, a trajectory has a NaN or infinite entry (the cone height was NaN, silently: a
+    review), `trajs` is empty and `z_max` is not given, or `z_max` is not a positive finite number.
 
     Source: (derived) the cone panels of Castin et al., arXiv:2501.18322 (figures 1–4).
 
@@ -144,11 +153,25 @@ def draw_cone(
 
     ```
     """
+    check_axes(ax, three_d=True)
     if len(trajs) != len(colors):
         raise ParameterError(
             f"`trajs` and `colors` must have one entry per member; got {len(trajs)} and {len(colors)}."
         )
-    pts = [cone_coords(t) for t in trajs]
+    pts = [np.asarray(cone_coords(t)) for t in trajs]
+    for i, p in enumerate(pts):
+        if not np.all(np.isfinite(p)):
+            raise ParameterError(
+                f"`trajs[{i}]` must be finite covariances; got NaN/inf entries at {int(np.sum(~np.isfinite(p).all(1)))} "
+                f"of its {len(p)} times. Cut the trajectory at its last finite time (e.g. a blow-up) before drawing."
+            )
+    if z_max is not None and (
+        isinstance(z_max, (bool, np.bool_))
+        or not isinstance(z_max, (int, float, np.integer, np.floating))
+        or not np.isfinite(z_max)
+        or z_max <= 0
+    ):
+        raise ParameterError(f"`z_max` must be a positive finite number or None; got {z_max!r}.")
     if z_max is None:
         if not pts:
             raise ParameterError("`trajs` is empty: give `z_max` to draw the cone alone.")
@@ -219,7 +242,8 @@ def draw_disk(ax, trajs: Sequence[Float[ArrayLike, "T 2 2"]], colors, *, end_mar
 
     **Returns:** None.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` when `trajs` and `colors` differ in length.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an `ax` that is not 2-D matplotlib axes, or when
+    `trajs` and `colors` differ in length.
 
     Source: (derived) the disk panels of Castin et al., arXiv:2501.18322 (figures 5, 6).
 
@@ -237,6 +261,7 @@ def draw_disk(ax, trajs: Sequence[Float[ArrayLike, "T 2 2"]], colors, *, end_mar
 
     ```
     """
+    check_axes(ax)
     if len(trajs) != len(colors):
         raise ParameterError(
             f"`trajs` and `colors` must have one entry per member; got {len(trajs)} and {len(colors)}."

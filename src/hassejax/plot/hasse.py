@@ -6,7 +6,9 @@ edge spanning several generations gets a dummy node in every layer in between, s
 has a free slot of its own there and never runs through another node's box. Nodes (and
 dummies) in a layer are ordered by barycenter sweeps to reduce crossings (small drawings:
 a few seeded restarts and neighbour swaps, also preferring fewer slanted and shorter
-edges), each gets a horizontal slot as wide as its label, so labels never overlap, and
+edges), each gets a horizontal slot as wide as its label, so labels do not overlap at the
+font :func:`draw_hasse` fits to the axes (unless that font is below matplotlib's floor of 1 pt, where
+they do: many classes in small axes; :func:`draw_hasse` warns below 8 pt), and
 is then pulled towards the median of its neighbours, which keeps chains straight. Class
 members are written inside the nodes (runs compressed, ``{0..7}``, or by slot name).
 Edges point up, in the direction of information flow, and leave and enter the boxes
@@ -16,17 +18,19 @@ through their top and bottom borders.
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from matplotlib.axes import Axes
 from matplotlib.colors import is_color_like
 from matplotlib.patches import FancyArrowPatch
 from matplotlib.path import Path
 
 from ..errors import MaskError, ParameterError
 from ..order.hasse import HasseDiagram, format_class
+from ._axes import check_axes
 from ._hasse_layout import _CHAR_EM, _HALF_HEIGHT_EM, _PAD, _display_len, _extent, _layout, _node_labels
+from .style import MAX_WIDTH, MIN_FONT_PT
 
 __all__ = ["hasse_layout", "hasse_figsize", "hasse_crossings", "draw_hasse"]
 
@@ -213,7 +217,11 @@ def draw_hasse(
     class `v` (information flows up). Each node is a rounded box with the class members
     (runs compressed, e.g. ``{0..7}``, or the slot `names`). Horizontal slots are as wide
     as the labels and the font size is fitted to the axes, so labels do not overlap
-    (checked in the tests for diagrams of about 20 nodes). An edge that spans several
+    (checked in the tests for diagrams of about 20 nodes) as long as the fitted font is at least matplotlib's
+    smallest, 1 pt: below it (about 400 classes in 6.5 x 4 in axes) matplotlib draws 1-pt labels, which do overlap.
+    A font below 8 pt (:data:`~hassejax.plot.style.MIN_FONT_PT`) is too small to read in print: then, and when the
+    figure made without `ax` is wider than :data:`~hassejax.plot.style.MAX_WIDTH` (7 in; its labels shrink when it
+    is scaled to a page), :func:`draw_hasse` warns (``RuntimeWarning``) unless `min_fontsize` is given. An edge that spans several
     layers bends through free slots of its own, so no edge crosses a box it does not
     connect.
 
@@ -232,15 +240,21 @@ def draw_hasse(
     - `class_colors`: optional fill colour per class: a sequence in class id order or a
       mapping ``{class id: colour}`` (classes it leaves out get `node_color`).
     - `levels`, `order_key`: the layers and the order within them, as :func:`hasse_layout`.
-    - `min_fontsize`: if given, raise instead of fitting the font below this size (points).
+    - `min_fontsize`: if given, raise instead of fitting the font below this size (points), and do not warn about a
+      small font or a wide figure: the smallest font the caller accepts (``min_fontsize=8`` for print).
     - `num_levels`: if given, the axes hold this many layers (at least the layout's), so that
       diagrams drawn side by side with common `levels` share one vertical scale.
 
     **Returns:** the ``Axes``.
 
+    **Warns:** ``RuntimeWarning`` when `min_fontsize` is None and the labels fit the axes only below 8 pt (below
+    1 pt they overlap), or the figure made without `ax` is wider than 7 in; the message gives the axes size that
+    keeps 8 pt and names `min_fontsize`.
+
     **Raises:** :class:`~hassejax.errors.MaskError` if `diagram` is not a HasseDiagram,
     `names` has the wrong length or `max_label_chars` is not an int >= 4 (as :func:`hasse_layout`);
-    :class:`~hassejax.errors.ParameterError` for an `ax` that is not a matplotlib ``Axes``, a `fontsize` or
+    :class:`~hassejax.errors.ParameterError` for an `ax` that is not 2-D matplotlib axes (3-D axes met a
+    ``TypeError``), a `fontsize` or
     `min_fontsize` that is not a positive finite number, a `node_color`, `edge_color` or colour in `class_colors`
     that matplotlib does not take, bad `levels` or `order_key`, or when the font fitted to the axes is below
     `min_fontsize`.
@@ -265,8 +279,7 @@ def draw_hasse(
     >>> plt.close(ax.figure)
     """
     _check_diagram(diagram)
-    if ax is not None and not isinstance(ax, Axes):
-        raise ParameterError(f"`ax` must be a matplotlib Axes or None (a new figure); got {type(ax).__name__}.")
+    check_axes(ax, none_ok=True)
     _check_fontsize(fontsize, "fontsize")
     if min_fontsize is not None:
         _check_fontsize(min_fontsize, "min_fontsize")
@@ -286,10 +299,12 @@ def draw_hasse(
         y_range = float(num_levels)
     num_layers = int(y_range)
 
+    own_size = None
     if ax is None:
         import matplotlib.pyplot as plt
 
-        _, ax = plt.subplots(figsize=_figsize(pos, width, title, fontsize))  # = hasse_figsize(diagram, ...)
+        own_size = _figsize(pos, width, title, fontsize)  # = hasse_figsize(diagram, ...)
+        _, ax = plt.subplots(figsize=own_size)
 
     ax.set_xlim(-x_range / 2, x_range / 2)
     ax.set_ylim(-0.5, num_layers - 0.5)
@@ -311,6 +326,8 @@ def draw_hasse(
             f"give the axes at least {x_range * min_fontsize / 1.5 / 72:.2f} in x "
             f"{y_range * min_fontsize / 0.29 / 72:.2f} in."
         )
+    if min_fontsize is None:
+        _warn_print_size(fs, own_size, x_range, y_range, diagram.num_classes)
 
     texts = {}
     for c in range(diagram.num_classes):  # node texts in class id order
@@ -350,6 +367,31 @@ def draw_hasse(
         arrow.set_clip_on(False)
         ax.add_patch(arrow)
     return ax
+
+
+def _warn_print_size(fs: float, own_size, x_range: float, y_range: float, num_classes: int) -> None:
+    """The ``RuntimeWarning`` of :func:`draw_hasse` for labels under :data:`MIN_FONT_PT` at print size: fitted to the
+    axes below it, or on an own figure wider than :data:`MAX_WIDTH` (scaled to a page, its labels shrink by
+    ``MAX_WIDTH / width``). A review: 200 classes gave a 30 x 5.1 in figure of 5.1-pt labels, 400 classes in 6.5 x 4 in
+    axes 1-pt labels with 248 overlapping pairs, silently."""
+    printed = fs if own_size is None or own_size[0] <= MAX_WIDTH else fs * MAX_WIDTH / own_size[0]
+    if printed >= MIN_FONT_PT:
+        return
+    need = (x_range * MIN_FONT_PT / 1.5 / 72, y_range * MIN_FONT_PT / 0.29 / 72)
+    where = (
+        f"the node labels fit the axes only at {fs:.2f} pt"
+        if own_size is None
+        else f"the figure is {own_size[0]:.1f} x {own_size[1]:.1f} in (wider than {MAX_WIDTH:g} in, a page): "
+        f"scaled to {MAX_WIDTH:g} in its {fs:.2f}-pt labels print at {printed:.2f} pt"
+    )
+    overlap = " Below 1 pt, matplotlib's smallest font, neighbouring labels overlap." if fs < 1.0 else ""
+    warnings.warn(
+        f"draw_hasse: {where} (< {MIN_FONT_PT:g} pt, the smallest readable in print; {num_classes} classes).{overlap} "
+        f"8-pt labels need axes of about {need[0]:.1f} x {need[1]:.1f} in; draw a smaller diagram (e.g. merge "
+        "classes), or pass min_fontsize= (the smallest size you accept; below it draw_hasse raises) to silence this.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def _check_fontsize(value, name: str) -> None:

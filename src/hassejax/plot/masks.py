@@ -8,7 +8,9 @@ import numpy as np
 from jaxtyping import ArrayLike, Bool
 
 from .._checks import as_mask
-from ..errors import MaskError
+from ..errors import MaskError, ParameterError
+from ._axes import check_axes
+from .hasse import _check_color
 from .style import TEXT_WIDTH
 
 __all__ = ["draw_mask"]
@@ -34,10 +36,14 @@ def draw_mask(
     - `title`: optional title.
     - `color`: colour of the True cells (False cells are white).
 
-    **Returns:** the ``Axes``.
+    **Returns:** the ``Axes``. Without `ax` its figure uses matplotlib's constrained layout (and a size that fits
+    the mask), so a plain ``savefig`` keeps the title, the slot names and the axis labels inside the figure.
 
     **Raises:** :class:`~hassejax.errors.MaskError` for a mask that is not a 2-D Boolean
-    array, or `labels` given for a non-square mask or of the wrong length.
+    array, or `labels` given for a non-square mask or of the wrong length;
+    :class:`~hassejax.errors.ParameterError` for an `ax` that is not 2-D matplotlib axes (or None), `labels` given as
+    one string (it was read as one label per character), or a `color` that matplotlib does not take (it failed only at
+    ``savefig``).
 
     Source: (derived) for spec hasse.md §0 (row = query, column = key, True = may attend) and §5 (the mask figures,
     e.g. 7 and 9).
@@ -56,6 +62,13 @@ def draw_mask(
     (['w1', 'w2', 'm1'], 'query $i$', 'key $j$')
     >>> plt.close(ax.figure)
     """
+    check_axes(ax, none_ok=True)
+    _check_color(color, "color")
+    if isinstance(labels, (str, bytes)):
+        raise ParameterError(
+            f"`labels` must be a sequence of slot names, one per row, not one string; got {labels!r:.60} (write "
+            "list(labels) for one label per character)."
+        )
     m = np.asarray(as_mask(mask, "mask", square=False, batched=False))
     n_q, n_k = m.shape
     if labels is not None:
@@ -70,8 +83,7 @@ def draw_mask(
     if ax is None:
         import matplotlib.pyplot as plt
 
-        side = min(TEXT_WIDTH - 0.6, max(3.0, 0.3 * max(n_q, n_k) + 1.0))  # at most a page wide
-        _, ax = plt.subplots(figsize=(side * n_k / max(n_q, n_k) + 0.6, side * n_q / max(n_q, n_k) + 0.4))
+        _, ax = plt.subplots(figsize=_own_figsize(n_q, n_k, labels, title), layout="constrained")
     ax.imshow(m, cmap=ListedColormap(["white", color]), vmin=0, vmax=1, interpolation="nearest", aspect="equal")
     if labels is not None:
         ax.set_xticks(range(n_k), labels, rotation=90)
@@ -93,3 +105,30 @@ def draw_mask(
     if title:
         ax.set_title(title)
     return ax
+
+
+def _own_figsize(n_q: int, n_k: int, labels: list[str] | None, title: str | None) -> tuple[float, float]:
+    """Size in inches of :func:`draw_mask`'s own figure: the image (a cell at most 0.3 in, the longer side at least
+    3 in) plus room for the slot names, the axis labels and the title at the current rcParams' fonts, at most
+    :data:`~hassejax.plot.style.TEXT_WIDTH` wide (the image shrinks to fit). Constrained layout then places them;
+    the figure only has to be large enough (the old size had 0.4 in for the title, the key label and 40 rotated
+    slot names, which a plain savefig cut off: a review)."""
+    import matplotlib as mpl
+    from matplotlib.font_manager import FontProperties
+
+    def points(key: str) -> float:
+        return FontProperties(size=mpl.rcParams[key]).get_size_in_points()
+
+    tick_pt, label_pt, title_pt = points("xtick.labelsize"), points("axes.labelsize"), points("axes.titlesize")
+    if labels is not None:
+        chars = max((len(s) for s in labels), default=1)
+    else:
+        chars = len(str(max(n_q, n_k) - 1))
+    names_in = (0.62 * chars * tick_pt + 6.0) / 72  # the longest slot name (rotated above the columns) and its tick
+    line = lambda pt: 1.5 * pt / 72  # one line of text with its padding
+    top = names_in + line(label_pt) + (line(title_pt) * (1 + title.count("\n")) if title else 0.0) + 0.1
+    left = names_in + line(label_pt) + 0.1
+    side = min(TEXT_WIDTH - left - 0.15, max(3.0, 0.3 * max(n_q, n_k) + 1.0))  # the image's longer side
+    width = side * n_k / max(n_q, n_k) + left + 0.15
+    height = side * n_q / max(n_q, n_k) + top + 0.15
+    return (float(min(TEXT_WIDTH, max(width, 2.0))), float(height))

@@ -16,6 +16,7 @@ from matplotlib.patches import Patch
 
 from ..dynamics.diagnostics import Outcome
 from ..errors import ParameterError
+from ._axes import check_axes
 from .style import OUTCOME_PALETTE
 
 __all__ = ["OUTCOME_COLORS", "draw_outcome_map", "draw_hatched"]
@@ -67,8 +68,11 @@ def draw_outcome_map(
 
     **Returns:** one :class:`matplotlib.patches.Patch` per outcome present in `codes`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` if `codes` is not 2-D or holds an
-    outcome without a label.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an `ax` that is not 2-D matplotlib axes; `codes` that
+    are not a non-empty 2-D array of integer codes (a float code that is not a whole number, such as 2.7, was drawn
+    in the colour of the nearest code without a legend entry; Booleans and NaN are refused too, integer-valued
+    floats are taken), hold a negative code or an outcome without a label or colour; an `extent` that is not four
+    finite numbers with `x0 != x1` and `y0 != y1`.
 
     Source: (derived).
 
@@ -89,18 +93,20 @@ def draw_outcome_map(
 
     ```
     """
-    codes = np.asarray(codes)
-    if codes.ndim != 2:
-        raise ParameterError(f"`codes` must be a 2-D image of Outcome codes; got shape {codes.shape}.")
+    check_axes(ax)
+    codes = _check_codes(codes)
+    extent = _check_extent(extent)
     present = {int(c) for c in np.unique(codes)}
+    if min(present) < 0:
+        raise ParameterError(f"`codes` must be non-negative Outcome codes; got {sorted(c for c in present if c < 0)}.")
     missing = sorted(present - {int(o) for o in labels})
     if missing:
         names = [Outcome(m).name if 0 <= m < len(Outcome) else str(m) for m in missing]
         raise ParameterError(f"`labels` must name every outcome in `codes`; missing {names}.")
     n = max(len(Outcome), max(present) + 1)
     no_colour = sorted(c for c in present if c not in {int(k) for k in colors})
-    if no_colour or min(present) < 0:
-        raise ParameterError(f"`colors` must give a colour to every code in `codes` (codes >= 0); missing {no_colour}.")
+    if no_colour:
+        raise ParameterError(f"`colors` must give a colour to every code in `codes`; missing {no_colour}.")
     by_code = {int(k): c for k, c in colors.items()}
     cmap = ListedColormap([by_code.get(k, "white") for k in range(n)])
     ax.imshow(
@@ -117,6 +123,46 @@ def draw_outcome_map(
     ]
 
 
+def _check_codes(codes) -> np.ndarray:
+    """`codes` as a non-empty 2-D int64 array, or a :class:`~hassejax.errors.ParameterError` naming it."""
+    codes = np.asarray(codes)
+    if codes.ndim != 2 or codes.size == 0:
+        raise ParameterError(f"`codes` must be a non-empty 2-D image of Outcome codes; got shape {codes.shape}.")
+    if codes.dtype.kind == "f":
+        bad = ~np.isfinite(codes) | (codes != np.round(codes))
+        if bad.any():
+            first = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ParameterError(
+                f"`codes` must be integer Outcome codes; got {int(bad.sum())} non-integer value(s), first "
+                f"{float(codes[first])!r} at {first} (it would be drawn in the colour of the nearest code, with no legend "
+                "entry). Round or cast them on purpose first."
+            )
+        return codes.astype(np.int64)
+    if codes.dtype.kind not in "iu":
+        raise ParameterError(f"`codes` must be integer Outcome codes; got dtype {codes.dtype}.")
+    return codes.astype(np.int64)
+
+
+def _check_extent(extent) -> tuple[float, float, float, float]:
+    """`extent` as four floats `(x0, x1, y0, y1)`, finite with `x0 != x1` and `y0 != y1`."""
+    try:
+        values = np.asarray(extent, dtype=float)
+    except (TypeError, ValueError):
+        values = None
+    if (
+        values is None
+        or isinstance(extent, str)
+        or values.shape != (4,)
+        or not np.all(np.isfinite(values))
+        or values[0] == values[1]
+        or values[2] == values[3]
+    ):
+        raise ParameterError(
+            f"`extent` must be four finite numbers (x0, x1, y0, y1) with x0 != x1 and y0 != y1; got {extent!r:.120}."
+        )
+    return tuple(float(v) for v in values)
+
+
 def draw_hatched(
     ax, x: ArrayLike, y: ArrayLike, where: Bool[ArrayLike, "rows cols"], label: str, hatch: str = "///"
 ) -> Patch:
@@ -127,7 +173,9 @@ def draw_hatched(
 
     **Returns:** a :class:`matplotlib.patches.Patch` for the legend.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` for shapes that differ.
+    **Raises:** :class:`~hassejax.errors.ParameterError` for an `ax` that is not 2-D matplotlib axes, shapes that
+    differ, a grid with fewer than two rows or columns (matplotlib's ``contourf`` met a ``TypeError``), a `where`
+    that is not Boolean (0.3 was cut at 0.5 silently) or non-finite `x`, `y`.
 
     Source: (derived).
 
@@ -146,8 +194,19 @@ def draw_hatched(
 
     ```
     """
+    check_axes(ax)
     x, y, where = np.asarray(x), np.asarray(y), np.asarray(where)
     if not (x.shape == y.shape == where.shape) or where.ndim != 2:
         raise ParameterError(f"`x`, `y`, `where` must be 2-D of one shape; got {x.shape}, {y.shape}, {where.shape}.")
+    if min(where.shape) < 2:
+        raise ParameterError(
+            f"`where` must be a grid of at least 2 x 2 points (the hatching fills the cells between them); "
+            f"got shape {where.shape}."
+        )
+    if where.dtype != np.bool_:
+        raise ParameterError(f"`where` must be Boolean (True = hatch); got dtype {where.dtype}.")
+    for name, v in (("x", x), ("y", y)):
+        if v.dtype.kind not in "iuf" or not np.all(np.isfinite(v)):
+            raise ParameterError(f"`{name}` must be finite grid coordinates; got dtype {v.dtype} or non-finite values.")
     ax.contourf(x, y, where.astype(float), levels=[0.5, 1.5], colors="none", hatches=[hatch])
     return Patch(facecolor="none", edgecolor="k", hatch=hatch, label=label)

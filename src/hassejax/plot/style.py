@@ -117,7 +117,9 @@ def figsize(width: float | int = TEXT_WIDTH, aspect: float | int = 0.62) -> tupl
 
     **Returns:** ``(width, height)`` in inches.
 
-    **Raises:** `ValueError` if `width` is not in ``(0, MAX_WIDTH]`` or `aspect` is not positive.
+    **Raises:** :class:`~hassejax.errors.ParameterError` (a ``ValueError``) naming `width` or `aspect` if `width`
+    is not a number in ``(0, MAX_WIDTH]`` or `aspect` is not a positive finite number (a string, a bool, NaN and
+    inf included: ``figsize("6")`` met a bare ``TypeError``).
 
     Source: (derived), no paper: the print sizes of a paper figure (module docstring).
 
@@ -126,10 +128,17 @@ def figsize(width: float | int = TEXT_WIDTH, aspect: float | int = 0.62) -> tupl
     >>> figsize(6.5, 0.5)
     (6.5, 3.25)
     """
-    if not 0 < width <= MAX_WIDTH:
-        raise ValueError(f"width must be in (0, {MAX_WIDTH}] inches for a paper figure; got {width}")
-    if not aspect > 0:
-        raise ValueError(f"aspect must be positive (height / width); got {aspect}")
+    import numbers
+
+    from ..errors import ParameterError
+
+    def real(value) -> bool:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+
+    if not real(width) or not 0 < width <= MAX_WIDTH:
+        raise ParameterError(f"`width` must be a number in (0, {MAX_WIDTH}] inches for a paper figure; got {width!r}.")
+    if not real(aspect) or not 0 < aspect < float("inf"):
+        raise ParameterError(f"`aspect` must be a positive finite number (height / width); got {aspect!r}.")
     return (float(width), float(width) * float(aspect))
 
 
