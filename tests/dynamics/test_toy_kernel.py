@@ -170,18 +170,84 @@ def test_a_kernel_without_a_velocity_field_is_named_with_what_it_lacks():
         solve_particles(_NoField(jnp.eye(2)), x0, t1=1.0)
     with pytest.raises(ParameterError, match=r"`model` \(_WeightsOnly\) defines no velocity field.*lacks `value`\."):
         solve_particles(_WeightsOnly(jnp.eye(2)), x0, t1=1.0)
-    # wrapped: the wrapper has a velocity; the inner kernel's own error says what a kernel overrides
+    # wrapped: the wrapper has a velocity; the inner kernel is named with what it lacks (a fresh-user review: a
+    # head was told only "has no single weight matrix W")
     with pytest.raises(
-        ParameterError, match=r"_NoField has no single weight matrix.*overrides `velocity`, or `weights` and `value`"
+        ParameterError, match=r"^`model\.kernel` \(_NoField\) defines no velocity field.*lacks `weights` and `value`"
     ):
         solve_particles(Masked(_NoField(jnp.eye(2)), np.tril(np.ones((3, 3), bool))), x0, t1=1.0)
+    with pytest.raises(
+        ParameterError, match=r"^`model\.heads\[1\]` \(_WeightsOnly\) defines no velocity.*lacks `value`"
+    ):
+        solve_particles(MultiHead([UniformAverage(jnp.eye(2)), _WeightsOnly(jnp.eye(2))]), x0, t1=1.0)
+
+
+class _FlatWeights(_WeightsOnly):
+    """Weights of shape ``(m,)`` where ``(m, n)`` is due."""
+
+    def weights(self, t, x, keys=None, mask=None):
+        return jnp.ones((x.shape[0],), x.dtype)
+
+    def value(self, t):
+        return self.V
+
+
+class _BatchedValue(_WeightsOnly):
+    """A value matrix of shape ``(1, d, d)``."""
+
+    def value(self, t):
+        return self.V[None]
+
+
+class _NumpyVelocity(_NoField):
+    """A velocity written with NumPy: runs on concrete arrays, fails under the solve's jit."""
+
+    def velocity(self, t, x, keys=None, mask=None):
+        return jnp.asarray(np.asarray(x) @ np.asarray(self.V).T)
+
+
+class _NumpyGaussian(_NoField):
+    """A Gaussian map written with NumPy on the covariance."""
+
+    def gaussian_affine(self, t, mean, cov, factor=None):
+        return jnp.asarray(np.asarray(self.V) @ np.asarray(cov)), self.V @ mean
+
+
+def test_a_kernel_s_wrong_weights_or_value_and_numpy_code_are_named():
+    """A fresh-user review: a `weights` of shape ``(n,)`` or a `value` of shape ``(1, d, d)`` was reported as the
+    velocity's shape with a hint about batch axes the kernel did not have; a velocity or Gaussian map written with
+    NumPy passed the check (run on concrete arrays) and failed inside diffrax with a raw TracerArrayConversionError.
+    Each is named now, before the solve."""
+    x0 = np.ones((6, 2))
+    with pytest.raises(
+        ParameterError, match=r"^model\.weights\(t, x \(6, 2\)\) must return an array of shape \(6, 6\); got \(6,\)\.$"
+    ):
+        solve_particles(_FlatWeights(jnp.eye(2)), x0, t1=1.0)
+    with pytest.raises(
+        ParameterError,
+        match=r"^model\.value\(t\) must return an array of shape \(2, 2\); got \(1, 2, 2\)\. \(if a field of the kernel carries a batch axis",
+    ):
+        solve_particles(_BatchedValue(jnp.eye(2)), x0, t1=1.0)
+    with pytest.raises(
+        ParameterError, match=r"^model\.velocity\(t, x \(6, 2\)\) failed .*TracerArrayConversionError.*jax\.numpy"
+    ):
+        solve_particles(_NumpyVelocity(jnp.eye(2)), x0, t1=1.0)
+    with pytest.raises(
+        ParameterError, match=r"^model\.gaussian_affine\(.*\) failed .*TracerArrayConversionError.*jax\.numpy"
+    ):
+        solve_gaussian(_NumpyGaussian(-jnp.eye(2)), np.zeros(2), np.eye(2), t1=0.5)
+    # the same kernels written with jax.numpy solve
+    assert status_names(solve_particles(UniformAverage(-jnp.eye(2)), x0, t1=0.5).status) == "completed"
 
 
 def test_a_batched_kernel_without_ranks_is_told_to_vmap():
     """A user's kernel declares no `_ranks`, so a batch axis of its fields shows up as a shape error in its own
     code; the message says what to do (a fresh-user review met a bare dot_general error)."""
     batched = UniformAverage(jnp.stack([jnp.eye(2), 2.0 * jnp.eye(2)]))
-    with pytest.raises(ParameterError, match=r"model\.velocity\(t, x \(3, 2\)\).*jax\.vmap the solve over the batch"):
+    with pytest.raises(
+        ParameterError,
+        match=r"model\.value\(t\) must return .* got \(2, 2, 2\)\. \(if a field .*jax\.vmap the solve over the batch",
+    ):
         solve_particles(batched, np.ones((3, 2)), t1=1.0)
 
 

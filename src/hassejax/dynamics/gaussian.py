@@ -824,10 +824,11 @@ def solve_gaussian(
         _check_state(model, label, mean0, factor=u0)
     d = model.d
 
-    def map_of(part):  # the kernel's map on the initial state, for eval_shape (nothing computed)
-        cov_in = cov0 if cov0 is not None else u0 @ u0.T
-        t_state = jnp.asarray(t0, dtype)  # as the solver calls the kernel (a float64 t0 in a float32 solve: float32)
-        return part.gaussian_affine(t_state, mean0, cov_in, u0 if cov0 is None else psd_sqrt(cov0))
+    def map_of(part, t_state, mean, cov, u):  # the kernel's map on the initial state, for eval_shape (traced)
+        cov_in = cov if cov is not None else u @ u.T
+        return part.gaussian_affine(t_state, mean, cov_in, u if cov is None else psd_sqrt(cov))
+
+    t_state = jnp.asarray(t0, dtype)  # as the solver calls the kernel (a float64 t0 in a float32 solve: float32)
 
     # each head of a MultiHead first, so that a message names the head (then the sum)
     for part, name in [
@@ -835,10 +836,11 @@ def solve_gaussian(
         (model, label),
     ]:
         check_output_shapes(
-            lambda part=part: map_of(part),
+            map_of,
             ((d, d), (d,)),
             f"{name}.gaussian_affine(t, mean ({d},), cov ({d}, {d}), factor)",
             dtype=dtype,
+            args=(part, t_state, mean0, cov0, u0),
         )
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=UnrolledTsit5() if solver is None else solver, rtol=rtol, atol=atol,

@@ -345,13 +345,30 @@ def solve_particles(
         (model, label),
     ]:
         # a kernel without `_ranks` (a user's) meets a batch axis of its fields as a shape error in its own code
-        hint = (
+        batch_hint = (
             ""
             if type(part)._ranks
             else " (if a field of the kernel carries a batch axis: a solve takes one kernel, jax.vmap the solve over the batch)"
         )
+        if type(part).velocity is AbstractAttention.velocity:  # the default (W y) Vᵀ: its two parts by name first
+            # (a fresh-user review: a `weights` of shape (n,) was reported as `velocity`'s shape, with the batch hint)
+            check_output_shapes(
+                lambda m, t, x: m.weights(t, x),
+                ((n, n),),
+                f"{name}.weights(t, x ({n}, {d}))",
+                args=(part, t_state, x0),
+                batch_hint=batch_hint,
+            )
+            check_output_shapes(
+                lambda m, t: m.value(t), ((d, d),), f"{name}.value(t)", args=(part, t_state), batch_hint=batch_hint
+            )
         check_output_shapes(
-            lambda part=part: part.velocity(t_state, x0), ((n, d),), f"{name}.velocity(t, x ({n}, {d}))", hint, dtype
+            lambda m, t, x: m.velocity(t, x),
+            ((n, d),),
+            f"{name}.velocity(t, x ({n}, {d}))",
+            dtype=dtype,
+            args=(part, t_state, x0),
+            batch_hint=batch_hint,
         )
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,

@@ -253,7 +253,14 @@ def check_velocity_field(model: AbstractAttention, name: str = "model") -> None:
     """Raise :class:`ParameterError` naming `name` if `model`'s class defines no velocity field: neither
     :meth:`~AbstractAttention.velocity` nor :meth:`~AbstractAttention.weights` with :meth:`~AbstractAttention.value`
     (the particle solves need one; a kernel used only by the Gaussian solve may have :meth:`gaussian_affine`
-    alone)."""
+    alone). The heads of a :class:`~hassejax.dynamics.MultiHead` and the kernel of a
+    :class:`~hassejax.dynamics.Masked` are checked first, by their names (``model.heads[0]``, ``model.kernel``): a head
+    without a velocity field was told only "has no single weight matrix W" (a fresh-user review)."""
+    for i, head in enumerate(getattr(model, "heads", ())):
+        check_velocity_field(head, f"{name}.heads[{i}]")
+    inner = getattr(model, "kernel", None)
+    if isinstance(inner, AbstractAttention):
+        check_velocity_field(inner, f"{name}.kernel")
     cls = type(model)
     if cls.velocity is AbstractAttention.velocity:  # the default velocity needs weights and value
         missing = [m for m in ("weights", "value") if getattr(cls, m) is getattr(AbstractAttention, m)]
@@ -270,7 +277,21 @@ _SIGNATURE_HINT = (
 )
 
 
-def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str, hint: str = "", dtype=None) -> None:
+_TRACED_HINT = (
+    " (the solve traces the kernel under jax.jit, its fields and the state as arrays: write the method with jax.numpy "
+    "operations, not NumPy or Python conversions of them)"
+)
+
+
+def check_output_shapes(
+    call,
+    expected: tuple[tuple[int, ...], ...],
+    what: str,
+    hint: str = "",
+    dtype=None,
+    args: tuple = (),
+    batch_hint: str = "",
+) -> None:
     """Raise :class:`ParameterError` unless `call()` returns arrays of the `expected` shapes (a tuple of them, or one
     array for one shape), and of `dtype` when given (the state's, exactly: a wider output failed inside the solver, a
     narrower one, e.g. float32 or int32 in a float64 solve, was stored in it and lost digits, an integer one all of
@@ -285,20 +306,29 @@ def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str, 
     x)` under :class:`Masked` was told about batch axes). An output of another dtype than the state's failed inside
     the solver (``buffer.at[i].set``: "value must have a dtype that can be promoted", or "cond branches must have
     equal output types"; a fresh-user check: ``jnp.ones(shape)`` is float64 under ``jax_enable_x64`` in a float32
-    solve).
+    solve). With `args`, `call(*args)` is traced with the arrays among `args` abstract, as the solve's
+    :func:`equinox.filter_jit` traces the kernel and the state (:func:`equinox.filter_eval_shape`): a method that
+    converts them with NumPy passed a check over concrete values and failed inside diffrax (a fresh-user review); it
+    is named here, with a hint to use ``jax.numpy``. `batch_hint` ends the message of a failed call, or of one
+    array with more axes than expected (a batch axis of the kernel's fields), not of another wrong shape (a fresh-user
+    review: a `weights` of shape ``(n,)`` was told about batch axes).
     """
+    import equinox as eqx
+
     from ...errors import HassejaxError
 
     try:
-        out = jax.eval_shape(call)
+        out = eqx.filter_eval_shape(call, *args) if args else jax.eval_shape(call)
     except HassejaxError:
         raise
     except Exception as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         if isinstance(err, TypeError) and ("positional argument" in first or "keyword argument" in first):
             hint = _SIGNATURE_HINT
+        elif isinstance(err, (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError)):
+            hint = _TRACED_HINT
         raise ParameterError(
-            f"{what} failed on inputs of the shapes it must take ({type(err).__name__}: {first}){hint}"
+            f"{what} failed on inputs of the shapes it must take ({type(err).__name__}: {first}){hint or batch_hint}"
         ) from err
     several = isinstance(out, (tuple, list))
     leaves = tuple(out) if several else (out,)
@@ -306,7 +336,10 @@ def check_output_shapes(call, expected: tuple[tuple[int, ...], ...], what: str, 
     if len(expected) == 1:  # one array, not a 1-tuple (the solver would multiply the tuple)
         if several or shapes != expected:
             got = f"a {type(out).__name__} of shapes {shapes}" if several else str(shapes[0])
-            raise ParameterError(f"{what} must return an array of shape {expected[0]}; got {got}.{hint}")
+            extra = not several and isinstance(shapes[0], tuple) and len(shapes[0]) > len(expected[0])
+            raise ParameterError(
+                f"{what} must return an array of shape {expected[0]}; got {got}.{hint}{batch_hint if extra else ''}"
+            )
     elif not several or shapes != expected:
         got = str(shapes) if several else f"one array of shape {shapes[0]}"
         raise ParameterError(f"{what} must return arrays of shapes {expected}; got {got}.{hint}")
