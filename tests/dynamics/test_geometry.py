@@ -147,6 +147,19 @@ def test_errors_name_the_argument(no_typecheck):
         rank_one_ray(0.0, 1.0, num=1)
 
 
+def test_disk_coordinates_refuse_a_covariance_without_a_positive_trace():
+    """A review: a zero covariance gave NaN disk coordinates (a NumPy warning), which draw_disk drew as nothing;
+    `Σ/tr Σ` needs `tr Σ > 0`, so a zero, negative or NaN trace is refused with its index."""
+    path = np.stack([np.eye(2), np.diag([1.0, 0.0]), np.zeros((2, 2))])
+    np.testing.assert_allclose(disk_coords(path[:2]), [[0.0, 0.0], [1.0, 0.0]])
+    with pytest.raises(ParameterError, match=r"^`cov` must have a positive finite trace .* tr Σ = 0 at index \(2,\)"):
+        disk_coords(path)
+    with pytest.raises(ParameterError, match=r"tr Σ = nan at index \(\)"):
+        disk_coords(np.full((2, 2), np.nan))
+    with pytest.raises(ParameterError, match=r"tr Σ = -2 at index \(\)"):
+        disk_coords(-np.eye(2))
+
+
 # ----------------------------------------------------------------------------- antithetic sample
 @settings(max_examples=25)
 @given(

@@ -116,7 +116,9 @@ def disk_coords(cov: Float[ArrayLike, "*batch 2 2"]) -> Float[np.ndarray, "*batc
 
     **Returns:** float64 `(..., 2)`.
 
-    **Raises:** :class:`~hassejax.errors.ParameterError` unless the last two axes are `2 × 2`.
+    **Raises:** :class:`~hassejax.errors.ParameterError` unless the last two axes are `2 × 2`, or when a trace is
+    not a positive finite number (`Σ/tr Σ` is undefined at `Σ = 0`: a zero covariance gave NaN coordinates, which
+    :func:`hassejax.plot.dynamics.draw_disk` drew as nothing, a review).
 
     Source: (derived) the disk panels of Castin et al. (spec §7a items 5, 6).
 
@@ -131,6 +133,14 @@ def disk_coords(cov: Float[ArrayLike, "*batch 2 2"]) -> Float[np.ndarray, "*batc
     ```
     """
     x = cone_coords(cov)
+    trace = x[..., 2]
+    bad = ~(np.isfinite(trace) & (trace > 0))
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(np.atleast_1d(bad))[0])
+        raise ParameterError(
+            f"`cov` must have a positive finite trace (Σ/tr Σ is undefined at Σ = 0); got tr Σ = "
+            f"{float(np.atleast_1d(trace)[where]):g} at index {where if trace.ndim else '()'}."
+        )
     return x[..., :2] / x[..., 2:3]
 
 
