@@ -222,6 +222,23 @@ def test_a_block_takes_per_head_and_nested_list_masks():
     np.testing.assert_array_equal(np.asarray(jacobian_flow(block, x, np.asarray(per_head).tolist())), want)
 
 
+def test_deep_models_and_large_inputs_whose_dependences_do_not_underflow_are_taken():
+    """A review: a pre-check that refused inputs with ``σ^(L+1) > 1 / (tiny · 2^24)`` assumed every dependence needs
+    an `L`-hop path, so a 24-layer causal model was refused at unit-ish inputs (std 20) and a 3-layer one at 1e9,
+    where every dependence has a one-hop path and the flow was exact. Now taken, equal to the independent BFS; a band
+    mask that needs the long paths at 1e9 is still refused (its dependences need three hops)."""
+    n = 8
+    causal = np.tril(np.ones((n, n), dtype=bool))
+    band = causal & ~np.tril(np.ones((n, n), dtype=bool), -2)
+    x = jax.random.normal(jax.random.key(1), (n, 8), dtype=jnp.float32)
+    for layers, scale in ((24, 20.0), (3, 1e9)):
+        model = Transformer(layers, 8, 2, vocab_size=5, num_positions=n, key=jax.random.key(0), dtype=jnp.float32)
+        flow = np.asarray(jacobian_flow(model, scale * x, jnp.asarray(causal)))
+        np.testing.assert_array_equal(flow, _walks_at_most(causal, layers))
+    with pytest.raises(ParameterError, match=r"`inputs` are too large .* 4 LayerNorms"):
+        jacobian_flow(model, 1e9 * x, jnp.asarray(band))
+
+
 def test_overflowing_or_underflowing_inputs_are_refused_not_read_as_flow():
     """A review: float32 embeddings of 1e20 overflow LayerNorm's variance, every row normalised to a constant, and
     the flow came back all False (diagonal included); at 1e15 or 1e18 each LayerNorm divides by the row's scale, the
@@ -237,7 +254,7 @@ def test_overflowing_or_underflowing_inputs_are_refused_not_read_as_flow():
     with pytest.raises(ParameterError, match=r"`x` overflows"):
         model.forward_embeddings(x * 1e20, jnp.asarray(mask))
     for scale in (1e13, 1e15, 1e18):
-        with pytest.raises(ParameterError, match=r"`inputs` are too large for a 2-layer Transformer in float32"):
+        with pytest.raises(ParameterError, match=r"`inputs` are too large for this Transformer and mask in float32"):
             jacobian_flow(model, x * scale, jnp.asarray(mask))
     # a callable (no input check): the Jacobian's own smallest entries give the underflow away
     with pytest.raises(ParameterError, match=r"near the underflow threshold"):

@@ -107,27 +107,46 @@ def _underflow_threshold(dtype) -> float | None:
     return None if info.maxexp < 128 else float(info.tiny) * 2.0**_MARGIN_BINADES
 
 
-def _check_input_scale(model: Transformer, inputs) -> None:
-    """Refuse concrete `inputs` whose scale makes a Transformer's deepest dependences underflow.
+def _longest_hops(mask, num_layers: int) -> int:
+    """The most hops a dependence of ``R^(num_layers)`` needs: the least `h` with ``(M | I)^h = (M | I)^(h+1)``,
+    at most `num_layers` (Boolean powers of the heads' union mask, NumPy; `n` is small where a Jacobian fits)."""
+    m = np.asarray(mask, dtype=bool)
+    if m.ndim == 3:
+        m = m.any(axis=0)
+    a = (m | np.eye(m.shape[0], dtype=bool)).astype(np.int64)
+    reach, hops = a, 1
+    while hops < num_layers:
+        grown = (reach @ a) > 0
+        if (grown == (reach > 0)).all():
+            break
+        reach, hops = grown.astype(np.int64), hops + 1
+    return hops
+
+
+def _check_input_scale(model: Transformer, inputs, mask) -> None:
+    """Refuse concrete `inputs` whose scale makes a Transformer's longest dependences underflow.
 
     Each LayerNorm a path crosses divides by its row's standard deviation `σ` (the residual stream keeps the input's
     scale when `σ` is large), and a `k`-hop dependence crosses `k + 1` of them: its Jacobian entry is about
-    ``σ^-(k+1)``. With ``σ^(L+1)`` past ``1 / (tiny · 2^24)`` the `L`-hop entries fall within a mantissa's width of
-    the underflow threshold, or below it (exact zeros: float32 embeddings of 1e13 lose two-hop dependences)."""
+    ``σ^-(k+1)``. With ``σ^(k+1)`` past ``1 / (tiny · 2^24)`` for the most hops `k` a dependence of the flow needs
+    (:func:`_longest_hops`: the mask's, at most `L`), those entries fall within a mantissa's width of the underflow
+    threshold, or below it (exact zeros: float32 embeddings of 1e13 lost two-hop dependences under a shift mask,
+    while the one-hop entries stayed far above any small-entry test). A review: counting `L` hops for every mask
+    refused a 24-layer causal model at inputs of standard deviation 20, whose dependences are all one hop."""
     arr = np.asarray(inputs, dtype=np.float64)
     sigma = float(np.sqrt(np.max(np.mean((arr - arr.mean(axis=1, keepdims=True)) ** 2, axis=1))))
     info = jnp.finfo(inputs.dtype)
     if info.maxexp < 128 or sigma <= 1.0:
         return
     budget = -np.log2(float(info.tiny)) - _MARGIN_BINADES  # float32: 102 binades
-    hops = model.num_layers + 1
+    hops = _longest_hops(mask, model.num_layers) + 1
     if hops * np.log2(sigma) > budget:
         raise ParameterError(
-            f"`inputs` are too large for a {model.num_layers}-layer Transformer in {inputs.dtype}: a row's standard "
-            f"deviation is {sigma:.3g}, and an L-hop dependence, divided by it in each of the L + 1 = {hops} LayerNorms "
-            f"on its path (about {sigma:.3g}^-{hops}), would come within 2^{_MARGIN_BINADES} of the underflow "
-            f"threshold {float(info.tiny):.3g} or round to an exact 0 (a dependence silently missing). Rescale the "
-            f"inputs (random values of unit scale), e.g. to standard deviation <= {2 ** (budget / hops):.3g}."
+            f"`inputs` are too large for this Transformer and mask in {inputs.dtype}: a row's standard deviation is "
+            f"{sigma:.3g}, and the longest dependence of the flow, divided by it in each of the {hops} LayerNorms on "
+            f"its path (about {sigma:.3g}^-{hops}), would come within 2^{_MARGIN_BINADES} of the underflow threshold "
+            f"{float(info.tiny):.3g} or round to an exact 0 (a dependence silently missing). Rescale the inputs "
+            f"(random values of unit scale), e.g. to standard deviation <= {2 ** (budget / hops):.3g}."
         )
 
 
@@ -196,11 +215,14 @@ def jacobian_flow(
       (non-finite weights, an overflowing forward pass), which would otherwise read as a
       dependence wherever it spreads; for a Transformer, concrete `inputs` whose LayerNorm variance overflows the
       dtype (entries of 1e20 in float32: every row normalised to a constant, the flow all False), or whose scale
-      `σ` (a row's standard deviation) has ``σ^(L+1) > 1 / (tiny · 2^24)`` (float32, `L = 2`: `σ` above about
-      1.7e10), where each of the `L + 1` LayerNorms on an `L`-hop path divides by `σ` and the deepest dependences
-      underflow to exact zeros (float32 embeddings of 1e13 lose two-hop ones), both naming `inputs`;
+      `σ` (a row's standard deviation) has ``σ^(k+1) > 1 / (tiny · 2^24)`` for the most hops `k` a dependence of the
+      flow needs (at most `L`; the mask's own, so a causal mask needs one), where each of the `k + 1` LayerNorms on
+      its path divides by `σ` and it underflows to an exact zero (float32 embeddings of 1e13 lose two-hop
+      dependences), both naming `inputs`;
       for a nonzero Jacobian entry below ``tiny · 2^24`` of the output dtype (float32: 2.0e-31; not checked for
-      float16), where a longer path's product may have underflowed to an exact 0;
+      float16), where a longer path's product may have underflowed to an exact 0 (each LayerNorm on a path divides
+      by its row's standard deviation: float32 embeddings of 1e13 lost two-hop dependences); a conservative test,
+      which also refuses a callable whose every entry is that small (rescale it);
       and for a Transformer or TransformerBlock whose flow
       misses a diagonal entry (structurally present: the residual). Inside the caller's ``jit`` these checks
       (but the one of `inputs`) raise ``equinox.EquinoxRuntimeError`` when the program runs.
@@ -248,8 +270,6 @@ def jacobian_flow(
                 f"`inputs` must have d = d_model = {model.d_model} features; got shape {tuple(inputs.shape)}."
             )
         model._check_embeddings(inputs, "inputs")
-        if not is_traced(inputs):
-            _check_input_scale(model, inputs)
         fn = model.forward_embeddings
     elif callable(model):
         fn = model
@@ -259,6 +279,8 @@ def jacobian_flow(
         )
     if mask is not None:  # per-head masks where the model takes them (a review: a TransformerBlock's were refused)
         mask = _attention_mask(mask, n, num_heads=_num_heads(model), against="inputs")
+        if isinstance(model, Transformer) and not is_traced(inputs) and not is_traced(mask):
+            _check_input_scale(model, inputs, mask)
     out = jax.eval_shape(lambda x: fn(x) if mask is None else fn(x, mask), inputs)
     if not isinstance(out, jax.ShapeDtypeStruct):  # a tuple of outputs: an AttributeError ('tuple' ... 'shape') before
         wrap = "lambda x: model(x)[0]" if mask is None else "lambda x, mask: model(x, mask)[0]"

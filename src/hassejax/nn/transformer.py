@@ -487,7 +487,7 @@ class Transformer(eqx.Module):
 
         **Raises:** as :meth:`embed` and :meth:`forward_embeddings`, and a
         :class:`~hassejax.errors.ParameterError` for `token_ids` of no slot, or for NaN/inf logits (non-finite
-        parameters, e.g. a NaN in `unembed`) when they are concrete: outside ``jit``/``vmap``/``grad``, where the
+        parameters, e.g. a NaN in `unembed`) when they are concrete; under ``jit``/``vmap``/``grad``, where the
         logits are traced, they are returned unchecked (a check there would be a host callback in the program;
         :func:`~hassejax.nn.evaluate`, :func:`~hassejax.nn.train` and :func:`~hassejax.nn.jacobian_flow` check their
         own results).
