@@ -220,7 +220,8 @@ def test_a_kernel_s_wrong_weights_or_value_and_numpy_code_are_named():
     Each is named now, before the solve."""
     x0 = np.ones((6, 2))
     with pytest.raises(
-        ParameterError, match=r"^model\.weights\(t, x \(6, 2\)\) must return an array of shape \(6, 6\); got \(6,\)\.$"
+        ParameterError,
+        match=r"^model\.weights\(t, x \(6, 2\), keys, mask\) must return an array of shape \(6, 6\); got \(6,\)\.$",
     ):
         solve_particles(_FlatWeights(jnp.eye(2)), x0, t1=1.0)
     with pytest.raises(

@@ -350,26 +350,30 @@ def solve_particles(
             if type(part)._ranks
             else " (if a field of the kernel carries a batch axis: a solve takes one kernel, jax.vmap the solve over the batch)"
         )
-        if type(part).velocity is AbstractAttention.velocity:  # the default (W y) Vᵀ: its two parts by name first
-            # (a fresh-user review: a `weights` of shape (n,) was reported as `velocity`'s shape, with the batch hint)
+        try:
             check_output_shapes(
-                lambda m, t, x: m.weights(t, x),
-                ((n, n),),
-                f"{name}.weights(t, x ({n}, {d}))",
+                lambda m, t, x: m.velocity(t, x),
+                ((n, d),),
+                f"{name}.velocity(t, x ({n}, {d}))",
+                dtype=dtype,
                 args=(part, t_state, x0),
                 batch_hint=batch_hint,
             )
-            check_output_shapes(
-                lambda m, t: m.value(t), ((d, d),), f"{name}.value(t)", args=(part, t_state), batch_hint=batch_hint
-            )
-        check_output_shapes(
-            lambda m, t, x: m.velocity(t, x),
-            ((n, d),),
-            f"{name}.velocity(t, x ({n}, {d}))",
-            dtype=dtype,
-            args=(part, t_state, x0),
-            batch_hint=batch_hint,
-        )
+        except ParameterError:
+            if type(part).velocity is AbstractAttention.velocity:  # the default (W y) Vᵀ: name the part that failed
+                # (a fresh-user review: a `weights` of shape (n,) was reported as the velocity's shape, with the batch
+                # hint), called as the default velocity calls them; traced only when the velocity failed
+                check_output_shapes(
+                    lambda m, t, x: m.weights(t, x, x, None),
+                    ((n, n),),
+                    f"{name}.weights(t, x ({n}, {d}), keys, mask)",
+                    args=(part, t_state, x0),
+                    batch_hint=batch_hint,
+                )
+                check_output_shapes(
+                    lambda m, t: m.value(t), ((d, d),), f"{name}.value(t)", args=(part, t_state), batch_hint=batch_hint
+                )
+            raise
     settings = _solve.solve_settings(
         model, dtype, t0=t0, t1=t1, ts=ts, solver=solver, rtol=rtol, atol=atol, dt0=dt0,
         stepsize_controller=stepsize_controller, max_steps=max_steps, size_threshold=size_threshold,
