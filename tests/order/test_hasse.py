@@ -346,9 +346,10 @@ def test_draw_hasse_labels_do_not_overlap(seed, own_axes, tmp_path):
         m[i, i + 1] = True
     d = HasseDiagram.from_mask(jnp.asarray(m))
     assert 15 <= d.num_classes <= 24
-    if own_axes:  # a small axes supplied by the caller: the font shrinks to fit
+    if own_axes:  # a small axes supplied by the caller: the font shrinks to fit, below 8 pt here, which it says
         _, ax = plt.subplots(figsize=(4, 3))
-        assert draw_hasse(d, ax) is ax
+        with pytest.warns(RuntimeWarning, match=r"^draw_hasse: the node labels fit the axes only at [67]\.\d\d pt"):
+            assert draw_hasse(d, ax) is ax
     else:
         ax = draw_hasse(d)
     fig = ax.figure
