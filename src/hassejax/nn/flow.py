@@ -108,19 +108,12 @@ def _underflow_threshold(dtype) -> float | None:
 
 
 def _longest_hops(mask, num_layers: int) -> int:
-    """The most hops a dependence of ``R^(num_layers)`` needs: the least `h` with ``(M | I)^h = (M | I)^(h+1)``,
-    at most `num_layers` (Boolean powers of the heads' union mask, NumPy; `n` is small where a Jacobian fits)."""
+    """The most hops a dependence of ``R^(num_layers)`` needs: the convergence depth ``L*`` of the heads' union mask
+    (:func:`~hassejax.order._poset_numpy.depth_numpy`, on the host), at most `num_layers`."""
+    from ..order._poset_numpy import depth_numpy
+
     m = np.asarray(mask, dtype=bool)
-    if m.ndim == 3:
-        m = m.any(axis=0)
-    a = (m | np.eye(m.shape[0], dtype=bool)).astype(np.int64)
-    reach, hops = a, 1
-    while hops < num_layers:
-        grown = (reach @ a) > 0
-        if (grown == (reach > 0)).all():
-            break
-        reach, hops = grown.astype(np.int64), hops + 1
-    return hops
+    return min(num_layers, depth_numpy(m.any(axis=0) if m.ndim == 3 else m, name="mask"))
 
 
 def _check_input_scale(model: Transformer, inputs, mask) -> None:
