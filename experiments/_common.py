@@ -127,6 +127,13 @@ def versions() -> dict[str, str]:
     return out
 
 
+def sci_tex(text: str) -> str:
+    """A number printed as ``'4.6e-05'`` (e.g. by ``fmt_upper``) as mathtext ``$4.6\\times10^{-5}$``, no padded
+    exponent; other text unchanged."""
+    mant, sep, exp = text.partition("e")
+    return f"${mant}\\times10^{{{int(exp)}}}$" if sep else text
+
+
 def _jsonable(value):
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-from _common import Output, cli
+from _common import Output, cli, sci_tex
 from matplotlib.ticker import MaxNLocator
 
 from hassejax.nn import (
@@ -157,12 +157,6 @@ COLOURS = {"causal": "tab:blue", "block_two_stream": "tab:green", "butterfly": "
 LABELS = {"causal": "causal", "block_two_stream": "Block Two-Stream", "butterfly": "Butterfly"}
 
 
-def _sci(text: str) -> str:
-    """'4.8e-07' as mathtext $4.8\\times10^{-7}$ (other text unchanged)."""
-    mant, sep, exp = text.partition("e")
-    return f"${mant}\\times10^{{{int(exp)}}}$" if sep else text
-
-
 def _plot_curves(results: dict, h: dict, o: Output) -> None:
     """Held-out loss against each model's own floor (left) and per target position (right)."""
     fig, (ax, bx) = plt.subplots(1, 2, layout="constrained", figsize=figsize(6.5, 0.52))
@@ -235,7 +229,9 @@ def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
         if d_ == 0:
             ax.text(b_, floor, "0", ha="center", va="bottom")
         else:  # inside the bar, at its geometric middle
-            ax.text(b_, np.sqrt(d_ * floor), _sci(fmt_upper(d_, 2)), ha="center", va="center", rotation=90, color="w")
+            ax.text(
+                b_, np.sqrt(d_ * floor), sci_tex(fmt_upper(d_, 2)), ha="center", va="center", rotation=90, color="w"
+            )
     ax.axhline(cons["threshold"], color="k", ls="--", lw=0.8)
     ax.text(0.5, cons["threshold"] * 1.5, "$10^{-5}$ × logit scale", va="bottom")
     ax.set_yscale("log")
@@ -245,8 +241,8 @@ def _plot_checks(results: dict, checks: dict, audits: dict, o: Output) -> None:
     ax.set_ylabel(r"max $|\Delta$ logit$|$ (float32)")
     ax.set_title(
         f"Block Two-Stream, {cons['sequences']} sequences:\n"
-        f"training = inference, max {_sci(fmt_upper(cons['max_abs_diff'], 2))}\n"
-        f"= {_sci(fmt_upper(cons['relative'], 2))} × logit scale"
+        f"training = inference, max {sci_tex(fmt_upper(cons['max_abs_diff'], 2))}\n"
+        f"= {sci_tex(fmt_upper(cons['relative'], 2))} × logit scale"
     )
     names = list(results)
     y = np.arange(len(names))[::-1]

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import scipy.linalg
-from _common import Output, cli
+from _common import Output, cli, sci_tex
 
 import hassejax.plot.dynamics as dplot
 from hassejax._xla_flags import jit_at_default_level
@@ -144,8 +144,8 @@ def _draw_mean(o: Output, rec: dict, e: dict) -> None:
     ax.set_ylim(top=1e-1)
     ax.text(0.03, 0.97, f"$A = I$, dotted: Sinkhorn\nat its {cap}-iteration cap", transform=ax.transAxes, va="top")
     pe = rec["particles"]["rel_error_mean_vs_expm_max_per_A"]
-    ax.set_title(f"max {_sci(fmt_upper(rec['gaussian']['rel_error_mean_vs_expm_max'], 2))} (Gaussian);\nparticles "
-                 f"{_sci(fmt_upper(max(pe['A = −I'], pe['A = diag(1, −1)']), 2))}, {_sci(fmt_upper(pe['A = I'], 2))} "
+    ax.set_title(f"max {sci_tex(fmt_upper(rec['gaussian']['rel_error_mean_vs_expm_max'], 2))} (Gaussian);\nparticles "
+                 f"{sci_tex(fmt_upper(max(pe['A = −I'], pe['A = diag(1, −1)']), 2))}, {sci_tex(fmt_upper(pe['A = I'], 2))} "
                  "($A = I$)")  # fmt: skip
     ax.grid(alpha=0.3)
     ax = axes[2]
@@ -172,13 +172,6 @@ def _draw_mean(o: Output, rec: dict, e: dict) -> None:
         f"{rec['particles']['n']} particles dotted)"
     )
     o.savefig(fig, f"{NAME}_mean")
-
-
-def _sci(text: str) -> str:
-    """'4.6e-05' (from ``fmt_upper``) as mathtext $4.6\\times10^{-5}$, no padded exponent (as butterfly_markov's
-    ``_sci``)."""
-    mant, sep, exp = text.partition("e")
-    return f"${mant}\\times10^{{{int(exp)}}}$" if sep else text
 
 
 def _trace_at(g: dict, key: str) -> dict[str, str]:
