@@ -431,7 +431,7 @@ def test_format_class_names_and_contains_positions_name_the_bad_value():
     assert format_class([1, 0], names=["a", "b"]) == "{a, b}"
     with pytest.raises(MaskError, match=r"`names` must name every member; it has no name for position 1\."):
         format_class([0, 1], names=["a"])
-    with pytest.raises(MaskError, match=r"`names` must name every member; it has no name for position -1\."):
+    with pytest.raises(MaskError, match=r"`members` must be positions, integers >= 0; got -1 \(int\)\."):
         format_class([-1, 0], names=["a", "b"])
     assert format_class([1], {1: "y"}) == "{y}"  # a mapping from positions (a diff review: it worked before)
     with pytest.raises(MaskError, match=r"no name for position 2\."):

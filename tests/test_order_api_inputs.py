@@ -129,3 +129,66 @@ def test_drawing_a_hasse_diagram_imports_no_jax():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["[]", "[] True"], proc.stdout
+
+
+def _sparse_and_masked():
+    import scipy.sparse as sp
+
+    causal = np.tril(np.ones((4, 4), bool))
+    masked = np.ma.masked_array(np.ones((4, 4), bool), mask=~causal)  # reads as full attention through .data
+    return [sp.csr_matrix(causal), sp.csr_array(causal), sp.coo_matrix(causal), masked]
+
+
+@pytest.mark.parametrize("mask", _sparse_and_masked(), ids=["csr_matrix", "csr_array", "coo_matrix", "masked"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: __import__("hassejax.order", fromlist=["reachability"]).reachability(m),
+        lambda m: __import__("hassejax.order", fromlist=["convergence_depth"]).convergence_depth(m),
+        flow_summary,
+        HasseDiagram.from_mask,
+        lambda m: __import__("hassejax.masks", fromlist=["IntervalMask"]).IntervalMask.from_dense(m),
+        lambda m: flow_summary([m, m], head_axis=0),
+    ],
+    ids=["reachability", "convergence_depth", "flow_summary", "from_mask", "from_dense", "heads"],
+)
+def test_sparse_and_masked_arrays_are_refused_by_name(mask, call, no_typecheck):
+    """A fresh user: a SciPy sparse mask raised NumPy's ValueError or IndexError (``np.asarray`` reads it as a 0-d
+    object array), and ``flow_summary`` of a NumPy masked causal mask answered for full attention (9 pairs at n = 3)
+    reading ``.data``; now one MaskError naming the argument and the conversion."""
+    with pytest.raises(MaskError, match=r"`mask(\[0\])?` must be a Boolean array of shape \(n, n\); got a "):
+        call(mask)
+    want = "toarray()" if not isinstance(mask, np.ma.MaskedArray) else "filled(False)"
+    with pytest.raises(MaskError) as err:
+        call(mask)
+    assert want in str(err.value)
+
+
+@pytest.mark.parametrize("members", [[1.9, 3.2], [0.5], ["1", 2], [-3, -2], [True], np.array([1.0])])
+def test_format_class_refuses_positions_that_are_not_integers_at_least_zero(members, no_typecheck):
+    """A fresh user: ``format_class([1.9, 3.2, 2.0])`` wrote ``{1..3}`` (``int`` truncated), strings and negative
+    positions were written as positions."""
+    from hassejax.order import format_class
+
+    with pytest.raises(MaskError, match=r"`members` must be positions, integers >= 0; got "):
+        format_class(members)
+
+
+def test_format_class_takes_numpy_and_jax_integers():
+    import jax.numpy as jnp
+
+    from hassejax.order import format_class
+
+    assert format_class(jnp.array([3, 1, 2, 0])) == "{0..3}"
+    assert format_class(np.array([9, 5, 6], np.int16)) == "{5, 6, 9}"
+
+
+@pytest.mark.parametrize("check", ["no", None, 1, 0.0])
+def test_the_check_flag_must_be_a_bool(check, no_typecheck):
+    """A fresh user: ``classes(r, check="no")`` ran the check (a truthy string) and ``check=None`` skipped it."""
+    reach = np.eye(3, dtype=bool)
+    with pytest.raises(ParameterError, match=r"`check` must be True or False; got "):
+        classes(reach, check=check)
+    with pytest.raises(ParameterError, match=r"`check` must be True or False; got "):
+        HasseDiagram.from_reachability(reach, check=check)
+    assert classes(reach, check=np.bool_(False))[1] == 3

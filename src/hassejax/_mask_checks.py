@@ -15,11 +15,30 @@ import numpy as np
 from ._tracing import refuse_traced
 from .errors import MaskError
 
-__all__ = ["NestedMask", "as_bool_advice", "check_mask"]
+__all__ = ["NestedMask", "as_bool_advice", "check_mask", "refuse_unread_arrays"]
 
 #: A mask given as nested lists or tuples of bools, `(n, n)` or `(heads, n, n)`: the order functions, the models,
 #: :func:`~hassejax.nn.jacobian_flow` and :class:`~hassejax.tasks.Task` take them (as NumPy would read them).
 NestedMask = Sequence[Sequence[Any]]
+
+
+def refuse_unread_arrays(mask, name: str = "mask") -> None:
+    """Raise :class:`~hassejax.errors.MaskError` naming `name` for a SciPy sparse matrix or array and a NumPy
+    masked array: both have a shape and a dtype, but ``np.asarray`` reads a sparse matrix as a 0-d object array and
+    a masked array as its data with the mask dropped (a fresh user: ``flow_summary`` of a masked causal mask
+    answered for full attention). Nothing is imported to tell them apart."""
+    if isinstance(mask, np.ma.MaskedArray):
+        raise MaskError(
+            f"`{name}` must be a Boolean array of shape (n, n); got a NumPy masked array, whose hidden entries would "
+            "be read as their data: pass `mask.filled(False)` (hidden entries may not attend) or the array you mean."
+        )
+    module = type(mask).__module__ or ""
+    if module == "scipy.sparse" or module.startswith("scipy.sparse."):
+        raise MaskError(
+            f"`{name}` must be a Boolean array of shape (n, n); got a SciPy sparse {type(mask).__name__}: pass "
+            "`mask.toarray()` for a dense route, or build the mask's key runs as an IntervalMask "
+            "(hassejax.masks.structured, or from_spec(..., form='intervals')) for long sequences."
+        )
 
 
 def check_mask(
@@ -51,6 +70,7 @@ def check_mask(
             import jax.numpy as jnp  # loaded already: the lists hold its tracers
 
             mask = jnp.asarray(mask)  # traced: refused below when `concrete`, else the jitted callers' input
+    refuse_unread_arrays(mask, name)
     if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
         spec = " (a mask spec: build the mask with hassejax.masks.from_spec first)" if isinstance(mask, str) else ""
         raise MaskError(

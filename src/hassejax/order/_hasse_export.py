@@ -7,10 +7,12 @@ and import methods of :class:`~hassejax.order.HasseDiagram` (which derives from 
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, SupportsIndex
 
 import networkx as nx
+import numpy as np
 
 from ..errors import MaskError
 
@@ -20,7 +22,19 @@ _JSON_FORMAT = "hassejax.HasseDiagram"
 _JSON_VERSION = 1
 
 
-def format_class(members: Iterable[int], names: Sequence[str] | Mapping[int, str] | None = None) -> str:
+def _position(p) -> int:
+    """A member position: an integer >= 0 (Python or NumPy; a bool, a float or a string is refused, as are
+    negative positions: ``int(1.9)`` was written as 1)."""
+    try:
+        i = None if isinstance(p, (bool, np.bool_)) or getattr(p, "dtype", None) == np.bool_ else operator.index(p)
+    except TypeError:
+        i = None
+    if i is None or i < 0:
+        raise MaskError(f"`members` must be positions, integers >= 0; got {p!r:.40} ({type(p).__name__}).")
+    return i
+
+
+def format_class(members: Iterable[SupportsIndex], names: Sequence[str] | Mapping[int, str] | None = None) -> str:
     """Name a class by its member positions, compressing runs: ``{0..7, 9, 11}``.
 
     **Arguments:**
@@ -32,7 +46,8 @@ def format_class(members: Iterable[int], names: Sequence[str] | Mapping[int, str
     **Returns:** a string in braces. Runs of three or more consecutive positions are written
     ``a..b`` (both ends included); shorter runs are listed.
 
-    **Raises:** :class:`~hassejax.errors.MaskError` for a repeated position, or a position that `names` (a
+    **Raises:** :class:`~hassejax.errors.MaskError` for a member that is not an integer >= 0, a repeated
+    position, or a position that `names` (a
     sequence, or a mapping from positions) has no name for.
 
     Source: (derived), no paper: a label for a class of mutually reachable positions (spec hasse.md §1.5).
@@ -49,7 +64,7 @@ def format_class(members: Iterable[int], names: Sequence[str] | Mapping[int, str
 
     ```
     """
-    pos = sorted(int(p) for p in members)
+    pos = sorted(_position(p) for p in members)
     if len(set(pos)) != len(pos):
         raise MaskError(f"`members` must not repeat a position; got {list(members)}.")
     if names is not None:

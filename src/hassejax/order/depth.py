@@ -89,7 +89,9 @@ def convergence_depth(
     **Arguments:**
 
     - `mask`: bool `(*batch, n, n)`; row = query, column = key, True = may attend. Or an
-      :class:`~hassejax.masks.IntervalMask` (any ``n``; structured route).
+      :class:`~hassejax.masks.IntervalMask` (any ``n``; structured route). A sequence of masks
+      (:class:`~hassejax.masks.IntervalMask` ones densified, after a memory check) is a batch, one ``L*`` per
+      mask; the heads of one layer are ``head_axis=0``.
     - `method`: ``"auto"``, ``"matmul"``, ``"bitpacked"`` or ``"structured"`` (see above). An
       :class:`~hassejax.masks.IntervalMask` on a dense route is converted to its dense array first
       (after a memory check).

@@ -23,7 +23,7 @@ import numpy as np
 from jaxtyping import Bool, Int
 from networkx.algorithms.isomorphism import DiGraphMatcher
 
-from .._mask_checks import NestedMask
+from .._mask_checks import NestedMask, refuse_unread_arrays
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask, check_host_memory
 from ._hasse_export import HasseExport, format_class
@@ -75,6 +75,7 @@ def _structured_form(mask) -> IntervalMask | None:
     from ._route_rules import _STRUCTURED_MIN_N, _few_runs
     from .summary import DENSE_SCAN_LIMIT
 
+    refuse_unread_arrays(mask, "mask")
     shape = getattr(mask, "shape", None)
     if (
         shape is None
@@ -228,6 +229,9 @@ class HasseDiagram(HasseExport):
         at least 10 s (about ``C >= 8000`` classes on a CPU).
         """
 
+        from .poset import _check_flag
+
+        _check_flag(check, "check")
         # Copies of `reach` and about four (n, n) arrays for the classes and the quotient (the
         # check's matmul: four more).
         return cls._from_closure(reach, check, None)

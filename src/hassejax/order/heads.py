@@ -17,7 +17,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool
 
 from .._checks import check_memory
-from .._mask_checks import NestedMask, as_bool_advice
+from .._mask_checks import NestedMask, as_bool_advice, refuse_unread_arrays
 from .._tracing import is_traced as _is_traced
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask, check_host_memory
@@ -106,6 +106,8 @@ def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, l
                     f"`{name}` must be a sequence of layers or a stacked array; got a sequence of IntervalMask."
                 )
             return _interval_heads_union(mask, head_axis, name)
+        for i, m in enumerate(mask):
+            refuse_unread_arrays(m, f"{name}[{i}]")
         try:
             shapes = [tuple(np.shape(m)) for m in mask]
         except ValueError:  # a ragged head of nested lists (NumPy's "inhomogeneous shape"; a review)
@@ -119,6 +121,7 @@ def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, l
                 f"but `{name}[{bad}]` has shape {shapes[bad]}."
             )
         mask = np.asarray(mask)
+    refuse_unread_arrays(mask, name)
     if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
         raise MaskError(
             f"`{name}` must be a Boolean array with a head axis, e.g. of shape (heads, n, n), or a sequence of "

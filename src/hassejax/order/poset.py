@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Int
 
-from ..errors import MaskError
+from ..errors import MaskError, ParameterError
 from ._poset_common import (
     _as_relation,
     _bucket,
@@ -129,7 +129,14 @@ def classes(reach: Bool[ArrayLike, "n n"], *, check: bool = True) -> tuple[Int[A
     Source: Li & Guo, arXiv:2606.09951 (paper); spec hasse.md §1.5; the topological
     numbering by reach-set size is (derived).
     """
+    _check_flag(check, "check")
     return _classes(reach, check, "reach")
+
+
+def _check_flag(value, name: str) -> None:
+    """Refuse a flag that is not a bool (``check="no"`` would run the check, ``check=None`` skip it)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ParameterError(f"`{name}` must be True or False; got {value!r:.40}.")
 
 
 def _classes(reach, check: bool, name: str) -> tuple[Array, int]:

@@ -117,7 +117,9 @@ def reachability(
 
     - `mask`: bool `(*batch, n, n)` (row = query, column = key, True = may attend). Leading
       axes are independent masks (also fine under :func:`jax.vmap`). Or an
-      :class:`~hassejax.masks.IntervalMask` (any ``n``; structured route). ``None`` (the
+      :class:`~hassejax.masks.IntervalMask` (any ``n``; structured route). A sequence of masks
+      (:class:`~hassejax.masks.IntervalMask` ones densified, after a memory check) is a batch, one result per mask;
+      the heads of one layer are ``head_axis=0``. ``None`` (the
       default) when `layer_masks` is given: ``reachability(layer_masks=[...])``.
     - `num_layers`: the number of layers ``L >= 1``; ``None`` gives the limit ``R``. For
       ``L >= max(1, n - 1)`` the result is the limit (``L* <= n - 1``).
