@@ -424,3 +424,18 @@ def test_a_block_size_that_does_not_divide_n_names_the_flags(capsys, command):
     code, out, err = _run(capsys, command, "block_generation", "--n", "8", "--block-size", "3", *extra)
     assert code == 2 and out == ""
     assert "`--block-size` must divide `--n`; got --n 8, --block-size 3" in err and "block_two_stream_mask" not in err
+
+
+def test_export_of_an_unstructured_npy_names_the_file(capsys, tmp_path):
+    """A fresh user: ``export zeros.npy --to splash`` said "key runs: splash has no structured mask" (no input
+    named), and the Python written for it was headed "# key runs"; both now name the file."""
+    path = tmp_path / "random.npy"
+    np.save(path, np.random.default_rng(0).random((6, 6)) < 0.5)
+    code, _, err = _run(capsys, "export", str(path), "--to", "splash")
+    assert code == 2 and f"error: {path} (key runs): splash has no structured mask" in err
+    code, _, err = _run(capsys, "export", str(path), "--to", "splash", "--out", str(tmp_path / "o.py"))
+    assert code == 0, err
+    assert f"# {path} (key runs): row = query" in (tmp_path / "o.py").read_text()
+    np.save(path, np.tri(5, dtype=bool))
+    code, out, _ = _run(capsys, "export", str(path), "--to", "splash")
+    assert code == 0 and f"# {path} (key runs): row = query" in out and "CausalMask(shape=(5, 5), offset=0)" in out

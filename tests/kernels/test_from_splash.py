@@ -237,3 +237,22 @@ def test_import_does_not_load_pallas():
         "assert not any(m.startswith('jax.experimental.pallas') for m in sys.modules), 'pallas imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+def test_built_in_masks_read_from_their_parameters_check_memory_first(monkeypatch):
+    """A fresh user: ``from_splash(CausalMask((10**9, 10**9)), form="intervals")`` was killed at 24 GB (its O(n)
+    position and run arrays made without a check); now refused before them, naming `mask`, for one built-in mask and
+    for their ``&`` (here with 48 MiB of host memory, where n = 2**20 needs about 72 and 144 MiB)."""
+    from hassejax.errors import MemoryBudgetError
+    from hassejax.masks import _runs
+
+    n = 1 << 20
+    causal, local = sm.CausalMask((n, n)), sm.LocalMask((n, n), (4, 0), 0)
+    monkeypatch.setattr(_runs, "host_memory_bytes", lambda: 48 * 2**20)
+    with pytest.raises(MemoryBudgetError, match=r"^`mask`: the interval form of the splash mask read from its param"):
+        from_splash(causal, form="intervals")
+    with pytest.raises(MemoryBudgetError, match=r"\(n = 1048576, 2 built-in masks"):
+        from_splash(causal & local, form="intervals")
+    monkeypatch.setattr(_runs, "host_memory_bytes", lambda: 1024 * 2**20)
+    got = from_splash(causal & local, form="intervals")
+    assert got.row(n - 1) == [(n - 5, n)] and got.row(2) == [(0, 3)]

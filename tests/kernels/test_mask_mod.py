@@ -425,3 +425,36 @@ def test_scattered_global_tokens_at_long_n_are_written_as_their_positions():
         for start, stop in mask.row(row):
             dense_row[start:stop] = True
         np.testing.assert_array_equal(np.asarray(fn(0, 0, row, np.arange(n))), dense_row)
+
+
+def test_a_grid_beyond_the_mask_behind_a_mask_mod_is_refused():
+    """A fresh user: ``from_mask_mod(to_mask_mod(m), n)`` with ``n`` past ``m``'s 34 positions returned rows read at
+    ``q_idx % 34`` (query 34 attended to key 0), and ``and_masks`` of mask_mods of 6 and 4 positions filled rows 4–5
+    from the wrapped table; now refused naming the size. A smaller grid (a crop) is the mask's top-left block."""
+    spec = "document(segments=[1, 2, 3, 1, 1, 2, 5, 1, 1, 1, 2, 3, 1, 1, 1, 2, 1, 1, 4])"
+    fn = to_mask_mod(spec)
+    assert fn.n == 34
+    with pytest.raises(MaskError, match=r"`n` must be at most 34, the positions of the mask behind `fn` \(to_mask_mod"):
+        from_mask_mod(fn, 37)
+    with pytest.raises(MaskError, match=r"`n_kv` must be at most 34.*got n_kv=40"):
+        from_mask_mod(fn, 34, n_kv=40)
+    with pytest.raises(MaskError, match=r"`n` must be at most 34"):
+        from_mask_mod(fn, 37, form="intervals")
+    both = and_masks(to_mask_mod("causal(n=6)"), to_mask_mod("document(segments=[2, 2])"))
+    with pytest.raises(MaskError, match=r"`n` must be at most 4, .*document\(segments=\[2, 2\]"):
+        from_mask_mod(both, 6)
+    with pytest.raises(MaskError, match=r"`n` must be at most 4"):
+        from_mask_mod(or_masks(to_mask_mod("causal(n=6)"), to_mask_mod("document(segments=[2, 2])")), 5)
+    np.testing.assert_array_equal(np.asarray(from_mask_mod(fn, 20)), np.asarray(from_spec(spec))[:20, :20])
+    np.testing.assert_array_equal(
+        np.asarray(from_mask_mod(both, 4)), np.asarray(from_spec("causal(n=4) & document(segments=[2, 2])"))
+    )
+    # a plain callable knows no size: evaluated on any grid
+    assert np.asarray(from_mask_mod(lambda b, h, q, k: k <= q, 50)).sum() == 50 * 51 // 2
+
+
+def test_a_rectangular_dense_refusal_names_both_sizes():
+    from hassejax.errors import MemoryBudgetError
+
+    with pytest.raises(MemoryBudgetError, match=r"^`n` and `n_kv`: from_mask_mod: a dense mask of shape \(10, 10+\)"):
+        from_mask_mod(lambda b, h, q, k: k <= q, 10, n_kv=10**12)

@@ -253,3 +253,26 @@ def test_bad_mask(bad):
 def test_traced_mask_is_refused():
     with pytest.raises(MaskError, match="outside jax.jit"):
         jax.jit(lambda m: tile_stats(m).kind)(jnp.ones((8, 8), bool))
+
+
+def test_a_user_subclass_of_splash_mask_is_read_as_from_splash_reads_it():
+    """A fresh user: ``tile_stats`` refused a subclass of splash's ``Mask`` ("must be a Boolean array") that
+    ``from_splash`` reads; its tiles now equal those of its dense array, and one without a shape is named."""
+
+    class Checkerboard(sm.Mask):
+        shape = (6, 6)
+
+        def __getitem__(self, idx):
+            q, k = (np.arange(6)[i] for i in idx)
+            return (q[..., :, None] + k[..., None, :]) % 2 == 0 if np.ndim(q) else (q + k) % 2 == 0
+
+    class NoShape(sm.Mask):
+        def __getitem__(self, idx):
+            return np.ones((4, 4), bool)
+
+    dense = (np.arange(6)[:, None] + np.arange(6)[None, :]) % 2 == 0
+    got, want = tile_stats(Checkerboard(), block_size=2), tile_stats(dense, block_size=2)
+    np.testing.assert_array_equal(got.kind, want.kind)
+    np.testing.assert_array_equal(got.kind, np.ones((3, 3), np.int8))
+    with pytest.raises(MaskError, match=r"`mask`: the splash mask has no usable `shape`"):
+        tile_stats(NoShape(), block_size=2)

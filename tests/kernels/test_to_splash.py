@@ -145,3 +145,22 @@ def test_rectangular_masks_round_trip():
     cross[2] = False
     with pytest.warns(UserWarning, match=r"1 query row\(s\) with no allowed key \(first: row 2\)"):
         to_splash(cross)
+
+
+@pytest.mark.parametrize("n_q, n_k", [(5, 3), (6, 2), (3, 5), (7, 1)])
+def test_bottom_right_causal_is_splash_s_causal_mask_for_either_shape(n_q, n_k):
+    """A review: bottom-right causal with more queries than keys (its first rows empty) was written as a
+    ``NumpyMask``; it is splash's ``CausalMask`` with ``offset = n_k - n_q`` (negative), read back equal, through
+    splash's own slicing too."""
+    import warnings
+
+    from hassejax.kernels import from_splash
+    from hassejax.masks import causal_bottom_right
+
+    want = np.asarray(causal_bottom_right(n_q, n_k))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the empty rows' warning (tested above)
+        got = to_splash(want)
+    assert type(got).__name__ == "CausalMask" and got.offset == n_k - n_q and got.shape == (n_q, n_k)
+    np.testing.assert_array_equal(np.asarray(got[:, :]), want)
+    np.testing.assert_array_equal(np.asarray(from_splash(got, form="dense")), want)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import stat
 from pathlib import Path
@@ -106,6 +107,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
         from ..kernels import mask_rule
 
         rule = mask_rule(mask)
+        if isinstance(mask, (np.ndarray, list)):
+            # a .npy file's mask: its messages and comments name the file, as a rectangular one's do (a fresh user:
+            # "key runs: splash has no structured mask" named no input)
+            rule = dataclasses.replace(rule, label=f"{args.spec_or_family} ({rule.label})")
         if args.to == "npy":
             from ..kernels import to_splash
             from ..kernels._splash_write import _dense_rule

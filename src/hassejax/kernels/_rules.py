@@ -166,16 +166,16 @@ def _recognise_splash(mask: IntervalMask) -> tuple | None:
     cut = s > 0
     left = None
     if cut.any():
-        lefts = np.unique(q[cut] - s[cut])
-        if lefts.size != 1 or not (q[~cut] - lefts[0] <= 0).all():
+        lefts = q[cut] - s[cut]  # one value or none: min == max in O(n) (np.unique sorted 10**7 values in 11 s)
+        if lefts.min() != lefts.max() or not (q[~cut] - lefts[0] <= 0).all():
             left = -1
         else:
             left = int(lefts[0])
     open_ = e < n
     right = None
     if open_.any():
-        rights = np.unique(e[open_] - 1 - q[open_])
-        if rights.size != 1 or not (q[~open_] + rights[0] >= n - 1).all():
+        rights = e[open_] - 1 - q[open_]
+        if rights.min() != rights.max() or not (q[~open_] + rights[0] >= n - 1).all():
             right = -1
         else:
             right = int(rights[0])

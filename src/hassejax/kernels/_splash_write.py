@@ -219,7 +219,9 @@ def _rectangular(mask, mask_lib):
             stacklevel=user_stacklevel(),
         )
     offset = n_k - n_q
-    if offset > 0 and np.array_equal(dense, np.tri(n_q, n_k, offset, dtype=bool)):
+    # any offset: more queries than keys (n_q > n_k, offset < 0) is splash's CausalMask too, its first rows empty
+    # (warned above; a review found it written as a NumpyMask)
+    if np.array_equal(dense, np.tri(n_q, n_k, offset, dtype=bool)):
         return mask_lib.CausalMask(shape=(n_q, n_k), offset=offset)
     return mask_lib.NumpyMask(dense)
 

@@ -112,17 +112,46 @@ def _read_rows(m, q0: int, q1: int, n_kv: int, name: str) -> np.ndarray:
     return block
 
 
-def _known_intervals(m, n: int) -> IntervalMask | None:
+def _known_leaves(m) -> int | None:
+    """The built-in structured masks that :func:`_known_intervals` builds from their parameters in `m` (0 for a lazy
+    mask of to_splash that carries its interval form), else ``None``."""
+    lib = _splash_masks()
+    kind = type(m)
+    if kind in (lib.LogicalAnd, lib.LogicalOr):
+        left, right = _known_leaves(m.left), _known_leaves(m.right)
+        return None if left is None or right is None else left + right
+    if kind is _lazy_mask_class() and getattr(m, "rule", None) is not None and m.rule.intervals is not None:
+        return 0
+    return 1 if kind in (lib.FullMask, lib.CausalMask, lib.LocalMask, lib.ChunkedCausalMask) else None
+
+
+def _known_intervals(m, n: int, name: str = "mask") -> IntervalMask | None:
     """The IntervalMask of a built-in structured splash mask from its parameters, else ``None``.
 
     ``CausalMask``, ``LocalMask``, ``ChunkedCausalMask``, ``FullMask`` (exact types, with
     the default ``q_sequence``) and their ``&`` / ``|`` are one run a row given by their
     rules (splash_attention_mask.py): ``O(n)`` instead of reading ``n²`` entries.
+
+    **Raises:** :class:`~hassejax.errors.MemoryBudgetError` (naming `name`) before the ``O(n)`` arrays are made
+    when they would not fit (a fresh user: ``CausalMask((10**9, 10**9))`` was killed at 24 GB): about 64 bytes a
+    position for each mask read from its parameters, and the runs of their ``&`` / ``|``.
     """
+    leaves = _known_leaves(m)
+    if leaves:
+        check_host_memory(
+            64.0 * n * leaves + runs_bytes(n, leaves),
+            f"the interval form of the splash mask read from its parameters (n = {n}, {leaves} built-in "
+            f"mask{'' if leaves == 1 else 's'}: their positions, key runs and work arrays)",
+            name,
+        )
+    return _known_intervals_unchecked(m, n)
+
+
+def _known_intervals_unchecked(m, n: int) -> IntervalMask | None:
     lib = _splash_masks()
     kind = type(m)
     if kind in (lib.LogicalAnd, lib.LogicalOr):
-        left, right = _known_intervals(m.left, n), _known_intervals(m.right, n)
+        left, right = _known_intervals_unchecked(m.left, n), _known_intervals_unchecked(m.right, n)
         if left is None or right is None:
             return None
         return left & right if kind is lib.LogicalAnd else left | right
@@ -156,7 +185,7 @@ def _read_intervals(m, n: int, name: str, max_runs: int | None) -> IntervalMask:
     **Raises:** ``_Unstructured`` when a row needs more than `max_runs` runs;
     :class:`~hassejax.errors.MemoryBudgetError` before the runs outgrow memory.
     """
-    known = _known_intervals(m, n)
+    known = _known_intervals(m, n, name)
     if known is not None:
         return known
     rows = _block_rows(n)

@@ -125,6 +125,21 @@ class TileStats:
 # ---------------------------------------------------------------------------------- arguments
 
 
+def _is_splash_mask(value) -> bool:
+    """A splash attention ``Mask``: a built-in one, a lazy one of to_splash, or a user's subclass of ``Mask`` (a
+    fresh user: ``tile_stats`` refused a subclass that ``from_splash`` reads); splash's module is imported only for
+    an object that none of the other forms is."""
+    if type(value).__module__.startswith("jax.experimental.pallas") or hasattr(value, "rule"):
+        return True
+    if isinstance(value, (str, IntervalMask, list, tuple, np.ndarray, jax.Array)) or not hasattr(
+        type(value), "__getitem__"
+    ):
+        return False
+    from .splash import _splash_masks
+
+    return isinstance(value, _splash_masks().Mask)
+
+
 def _mask_arg(value, name: str):
     """An IntervalMask, a tuple of IntervalMasks of one n, or a concrete Boolean array of rank >= 2.
 
@@ -138,10 +153,13 @@ def _mask_arg(value, name: str):
             return mask_rule(value).intervals
         except MaskError as err:
             raise MaskError(f"`{name}` as a mask spec: {err}") from None
-    if type(value).__module__.startswith("jax.experimental.pallas") or hasattr(value, "rule"):
+    if _is_splash_mask(value):
         from .splash import from_splash
 
-        square = len(value.shape) >= 2 and value.shape[-1] == value.shape[-2]
+        try:
+            square = len(value.shape) >= 2 and value.shape[-1] == value.shape[-2]
+        except Exception:  # no usable shape (a subclass of Mask without one): from_splash names it
+            square = False
         return _mask_arg(from_splash(value, form="intervals" if square else "dense"), name)
     if isinstance(value, IntervalMask):
         return value

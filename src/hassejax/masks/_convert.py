@@ -20,7 +20,7 @@ from .._checks import check_memory
 from .._tracing import tracing
 from ..errors import MaskError
 from ._args import checked, positive
-from ._combine import _CombinedMaskMod, mask_mod_heads
+from ._combine import _CombinedMaskMod, mask_mod_heads, mask_mod_size
 from ._convert_args import _bool_arg, _callable_arg, _form_arg, _int_arg, _optional_positive, _Unstructured
 from ._from_arrays import from_additive_bias, from_blocked
 from ._intervals import IntervalMask
@@ -277,6 +277,9 @@ def from_mask_mod(
     Boolean per pair (an int, a float, a vector); if a size is not an integer >= 1; for a
     bad `form`, or ``form="intervals"`` with ``n_kv != n``; if `fn` reads an array at an
     index ``>= size`` (with `check_indices`; under an outer jit a run-time error instead);
+    :class:`~hassejax.errors.MaskError` for an `n` or `n_kv` beyond the positions of the mask behind a mask_mod of
+    :func:`hassejax.kernels.to_mask_mod` (its ``.n``; beyond it the tables wrap, the padding of a kernel's grid), or
+    of :func:`~hassejax.masks.and_masks` / :func:`~hassejax.masks.or_masks` of such a function;
     :class:`~hassejax.errors.ParameterError` for a `progress` that is not a bool or a number of seconds ``>= 0``;
     :class:`~hassejax.errors.MaskError` for an `h` outside ``0 .. heads - 1`` when `fn` is a per-head mask_mod of
     :func:`hassejax.kernels.to_mask_mod` (it carries ``.rule.heads``; such a head attends nowhere), or
@@ -322,6 +325,14 @@ def from_mask_mod(
             f"`h` must be a head of `fn`, {what} (0 <= h < {heads}); got h = {h}: it would attend nowhere. Export "
             "one mask per head of the model."
         )
+    size = mask_mod_size(fn)  # a mask_mod of to_mask_mod (or a combination) knows its mask's positions
+    if size is not None and max(n, n_kv) > size[0]:
+        arg, got = ("n", n) if n > size[0] else ("n_kv", n_kv)
+        raise MaskError(
+            f"`{arg}` must be at most {size[0]}, the positions of the mask behind `fn` ({size[1]}, whose .n is "
+            f"{size[0]}); got {arg}={got}. Beyond them its tables are read at q_idx % n (the padding of a kernel's "
+            "grid), not a longer mask: build the mask_mod of the longer mask instead."
+        )
     if form == "intervals" and n_kv != n:
         raise MaskError(
             f"`n_kv` must equal `n` (or be None) with form='intervals': the interval form is square "
@@ -344,14 +355,15 @@ def from_mask_mod(
             return IntervalMask(starts, stops, n, _normal=True)
     what = f"from_mask_mod: a dense mask of shape ({n}, {n_kv})"
     hint = "Use a smaller n, or form='intervals' (an IntervalMask: no dense (n, n) array)."
-    check_memory(n * n_kv, what, "n", hint=hint)  # the result alone: refused before anything is traced
+    sizes = "n` and `n_kv" if n_kv != n else "n"  # the refusal names both sizes of a rectangular grid (a review)
+    check_memory(n * n_kv, what, sizes, hint=hint)  # the result alone: refused before anything is traced
     q_idx = jnp.arange(n, dtype=jnp.int32)
     kv_idx = jnp.arange(n_kv, dtype=jnp.int32)
     grid = f"q_idx in [0, {n}), kv_idx in [0, {n_kv}), b={b}, h={h}"
     if n * n_kv <= _EAGER_ENTRIES or tracing():  # small, or inside the caller's jit/vmap (fused there)
-        check_memory(5 * n * n_kv, what + " (bool plus int32 intermediates)", "n", hint=hint)
+        check_memory(5 * n * n_kv, what + " (bool plus int32 intermediates)", sizes, hint=hint)
         return evaluate_mask_mod(fn, q_idx, kv_idx, b, h, "fn", grid=grid, check=check_indices)
-    return _dense_compiled(fn, q_idx, kv_idx, b, h, check_indices, grid, what, hint)
+    return _dense_compiled(fn, q_idx, kv_idx, b, h, check_indices, grid, what, hint, sizes)
 
 
 _EAGER_ENTRIES = 1 << 22
@@ -359,7 +371,7 @@ _EAGER_ENTRIES = 1 << 22
 cached across calls); larger ones as one compiled program, whose memory XLA estimates before it runs."""
 
 
-def _dense_compiled(fn, q_idx, kv_idx, b: int, h: int, check: bool, grid: str, what: str, hint: str):
+def _dense_compiled(fn, q_idx, kv_idx, b: int, h: int, check: bool, grid: str, what: str, hint: str, sizes: str = "n"):
     """The dense grid of `fn` as one jitted program, its memory checked from XLA's estimate first.
 
     Evaluated op by op, ``(k <= q) & (q - k <= w)`` held an int32 and three Boolean ``n × n`` arrays at once
@@ -379,7 +391,7 @@ def _dense_compiled(fn, q_idx, kv_idx, b: int, h: int, check: bool, grid: str, w
         need = int(stats.temp_size_in_bytes + stats.output_size_in_bytes)
     except Exception:  # a backend without the estimate: the op-by-op bound
         need = 5 * size
-    check_memory(max(need, size), what + " (the compiled program's temporaries and result)", "n", hint=hint)
+    check_memory(max(need, size), what + " (the compiled program's temporaries and result)", sizes, hint=hint)
     error, out = compiled(q_idx, kv_idx)
     raise_index_error(error, "fn", grid)
     return out

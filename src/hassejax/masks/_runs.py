@@ -43,7 +43,7 @@ def check_host_memory(
         hint = "Use a smaller n, or a mask with fewer key runs a row." if hint is None else hint
         raise MemoryBudgetError(
             f"`{name}`: {what} needs about {required_bytes / 2**30:.2f} GiB, but only {avail / 2**30:.2f} GiB "
-            f"is available ({fraction:.0%} may be used). {hint}"
+            f"is available ({fraction:.0%} may be used: {fraction * avail / 2**30:.2f} GiB). {hint}"
         )
 
 
