@@ -439,3 +439,18 @@ def test_export_of_an_unstructured_npy_names_the_file(capsys, tmp_path):
     np.save(path, np.tri(5, dtype=bool))
     code, out, _ = _run(capsys, "export", str(path), "--to", "splash")
     assert code == 0 and f"# {path} (key runs): row = query" in out and "CausalMask(shape=(5, 5), offset=0)" in out
+
+
+def test_a_file_name_with_a_line_break_stays_inside_the_comment(capsys, tmp_path):
+    """A review: a .npy name holding a newline put a line of its own into the Python written (``print("INJECTED")``
+    ran); the name is now written as its repr where it is not printable."""
+    path = tmp_path / 'm\nprint("INJECTED")\n#.npy'
+    np.save(path, np.tri(5, dtype=bool))
+    for array in (np.tri(5, dtype=bool), np.tri(4, 6, 2, dtype=bool)):  # square and rectangular
+        np.save(path, array)
+        code, out, err = _run(capsys, "export", str(path), "--to", "splash")
+        assert code == 0, err
+        assert not any(line.startswith("print(") for line in out.splitlines())
+        assert repr(str(path)) in out
+        namespace = {}
+        exec(out, namespace)

@@ -192,3 +192,23 @@ def test_the_check_flag_must_be_a_bool(check, no_typecheck):
     with pytest.raises(ParameterError, match=r"`check` must be True or False; got "):
         HasseDiagram.from_reachability(reach, check=check)
     assert classes(reach, check=np.bool_(False))[1] == 3
+
+
+def test_lists_of_masked_arrays_are_refused_at_any_depth(no_typecheck):
+    """A review: ``np.asarray`` of a list of masked arrays drops their masks, so ``convergence_depth([ma, ma])`` gave
+    ``[1 1]`` (full attention) for a band of depth 3, and ``heads_union([[ma, ma]], head_axis=1)`` was all True."""
+    from hassejax.order import convergence_depth, heads_union, reachability
+
+    band = np.tri(4, dtype=bool) & ~np.tri(4, k=-2, dtype=bool)
+    ma = np.ma.masked_array(np.ones((4, 4), bool), mask=~band)
+    assert int(convergence_depth(band)) == 3
+    for call, where in (
+        (lambda: convergence_depth([ma, ma]), r"`mask\[0\]`"),
+        (lambda: reachability([ma, ma], num_layers=1), r"`mask\[0\]`"),
+        (lambda: heads_union([[ma, ma]], head_axis=1), r"`mask\[0\]\[0\]`"),
+        (lambda: flow_summary([[band.tolist(), ma]], head_axis=0), r"`mask\[0\]\[1\]`"),
+    ):
+        with pytest.raises(MaskError, match=where + r" must be a Boolean array of shape \(n, n\); got a NumPy masked"):
+            call()
+    # nested lists of bools are still read (one scalar a row is looked at)
+    assert int(convergence_depth([band.tolist(), band.tolist()])[1]) == 3

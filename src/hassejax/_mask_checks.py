@@ -15,7 +15,7 @@ import numpy as np
 from ._tracing import refuse_traced
 from .errors import MaskError
 
-__all__ = ["NestedMask", "as_bool_advice", "check_mask", "refuse_unread_arrays"]
+__all__ = ["NestedMask", "as_bool_advice", "check_mask", "refuse_unread_arrays", "refuse_unread_nested"]
 
 #: A mask given as nested lists or tuples of bools, `(n, n)` or `(heads, n, n)`: the order functions, the models,
 #: :func:`~hassejax.nn.jacobian_flow` and :class:`~hassejax.tasks.Task` take them (as NumPy would read them).
@@ -41,6 +41,20 @@ def refuse_unread_arrays(mask, name: str = "mask") -> None:
         )
 
 
+def refuse_unread_nested(seq, name: str = "mask") -> None:
+    """:func:`refuse_unread_arrays` for every array inside nested lists or tuples (``np.asarray`` of a list of masked
+    arrays drops their masks: a review found ``convergence_depth([ma, ma])`` answering for full attention). A level
+    whose first element is a scalar is a row of scalars and is not scanned, so nested lists of bools cost ``O(rows)``
+    here."""
+    for i, item in enumerate(seq):
+        if isinstance(item, (list, tuple)):
+            refuse_unread_nested(item, f"{name}[{i}]")
+        elif isinstance(item, (bool, int, float, complex, np.generic)):
+            return
+        else:
+            refuse_unread_arrays(item, f"{name}[{i}]")
+
+
 def check_mask(
     mask,
     name: str = "mask",
@@ -57,6 +71,7 @@ def check_mask(
     """
     nested = isinstance(mask, (list, tuple))
     if nested:
+        refuse_unread_nested(mask, name)
         try:
             mask = np.asarray(mask)
         except ValueError as err:  # ragged nested lists: NumPy's "inhomogeneous shape"

@@ -449,6 +449,8 @@ def test_a_grid_beyond_the_mask_behind_a_mask_mod_is_refused():
     np.testing.assert_array_equal(
         np.asarray(from_mask_mod(both, 4)), np.asarray(from_spec("causal(n=4) & document(segments=[2, 2])"))
     )
+    with pytest.raises(MaskError, match=r"`n` must be at most 8, .*its closed form, built for that mask"):
+        from_mask_mod(to_mask_mod("causal(n=8)"), 16)  # no tables: the message says what is wrong
     # a plain callable knows no size: evaluated on any grid
     assert np.asarray(from_mask_mod(lambda b, h, q, k: k <= q, 50)).sum() == 50 * 51 // 2
 

@@ -276,3 +276,17 @@ def test_a_user_subclass_of_splash_mask_is_read_as_from_splash_reads_it():
     np.testing.assert_array_equal(got.kind, np.ones((3, 3), np.int8))
     with pytest.raises(MaskError, match=r"`mask`: the splash mask has no usable `shape`"):
         tile_stats(NoShape(), block_size=2)
+
+
+def test_masked_and_sparse_arrays_are_refused_by_name():
+    """A review: ``tile_stats`` of a masked causal array counted its data (4 full tiles where causal has 1 empty,
+    2 partial, 1 full), and a ``csr_matrix`` raised NumPy's "not enough values to unpack"."""
+    import scipy.sparse as sp
+
+    causal = np.tri(4, dtype=bool)
+    masked = np.ma.masked_array(np.ones((4, 4), bool), mask=~causal)
+    for value, what in ((masked, "NumPy masked array"), (sp.csr_matrix(causal), "SciPy sparse csr_matrix")):
+        with pytest.raises(MaskError, match=rf"^`mask` must be a Boolean array of shape \(n, n\); got a {what}"):
+            tile_stats(value, block_size=(2, 2))
+        with pytest.raises(MaskError, match=r"^`mask\[1\]` must be a Boolean array"):
+            tile_stats([causal, value], block_size=(2, 2))

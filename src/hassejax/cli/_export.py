@@ -85,6 +85,13 @@ def _not_a_regular_file(path: str) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
+def _printable(name: str) -> str:
+    """A file name as written in messages and in the comments of generated Python: as given, or its ``repr`` where it
+    holds a line break or another unprintable character (a review: a name with a newline put a line of its own
+    into the Python written)."""
+    return name if name.isprintable() else repr(name)
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     _check_out(args)
     mask = _kernel_mask(args, square=args.to != "splash")
@@ -110,7 +117,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         if isinstance(mask, (np.ndarray, list)):
             # a .npy file's mask: its messages and comments name the file, as a rectangular one's do (a fresh user:
             # "key runs: splash has no structured mask" named no input)
-            rule = dataclasses.replace(rule, label=f"{args.spec_or_family} ({rule.label})")
+            rule = dataclasses.replace(rule, label=f"{_printable(args.spec_or_family)} ({rule.label})")
         if args.to == "npy":
             from ..kernels import to_splash
             from ..kernels._splash_write import _dense_rule
@@ -238,7 +245,7 @@ def _export_rectangular(args: argparse.Namespace, mask: np.ndarray) -> int:
     lines = [
         "from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib",
         "",
-        f"# {args.spec_or_family}: rectangular {mask.shape}, row = query, column = key, True = may attend",
+        f"# {_printable(args.spec_or_family)}: rectangular {mask.shape}, row = query, column = key, True = may attend",
     ]
     if type(splash).__name__ == "NumpyMask":
         lines[:0] = ["import numpy as np"]

@@ -143,9 +143,9 @@ def to_splash(mask: Any, *, fallback: Literal["numpy", "lazy"] = "numpy"):
     for a bad `fallback`; :class:`~hassejax.errors.MemoryBudgetError` (naming `mask`) if a
     ``NumpyMask`` would not fit (the message points to ``fallback="lazy"``).
 
-    **Warns:** ``UserWarning`` when a query row has no allowed key: splash gives such a row a
-    uniform average over the keys of the tiles it visits (measured with the real kernel),
-    where hassejax's masked attention gives zero.
+    **Warns:** ``UserWarning`` when a query row has no allowed key: hassejax's masked attention gives such a
+    row zero; splash gives it an average over the keys of the tiles it visits, or NaN where it skips every tile
+    of the row (both measured with the real kernel in ``interpret=True`` mode).
 
     **Example:**
 
@@ -214,8 +214,8 @@ def _rectangular(mask, mask_lib):
     if empty.size:
         warnings.warn(
             f"`mask` has {empty.size} query row(s) with no allowed key (first: row {int(empty[0])}). Splash "
-            "attention gives such rows a uniform average over the keys of the tiles it visits, not zero as "
-            "hassejax.nn does; give every query a key before training with splash.",
+            "attention does not give such rows zero as hassejax.nn does: it averages the keys of the tiles it visits, "
+            "or gives NaN where it skips every tile of the row; give every query a key before training with splash.",
             stacklevel=user_stacklevel(),
         )
     offset = n_k - n_q
@@ -227,7 +227,8 @@ def _rectangular(mask, mask_lib):
 
 
 def _warn_empty_rows(rule, head: int | None) -> None:
-    """Warn when a query row attends to nothing: splash averages over the visited tiles there, not zero."""
+    """Warn when a query row attends to nothing: splash averages over the visited tiles there (NaN where it visits
+    none), not zero."""
     im = rule.intervals
     if im is None:
         return
@@ -236,7 +237,8 @@ def _warn_empty_rows(rule, head: int | None) -> None:
         where = "" if head is None else f" of head {head}"
         warnings.warn(
             f"`mask`{where} has {empty.size} query row(s) with no allowed key (first: row {int(empty[0])}). Splash "
-            "attention gives such rows a uniform average over the keys of the tiles it visits, not zero as "
-            "hassejax.nn does; give every query a key (e.g. its own diagonal) before training with splash.",
+            "attention does not give such rows zero as hassejax.nn does: it averages the keys of the tiles it visits, "
+            "or gives NaN where it skips every tile of the row; give every query a key (e.g. its own diagonal) "
+            "before training with splash.",
             stacklevel=user_stacklevel(),
         )

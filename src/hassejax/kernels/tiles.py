@@ -23,7 +23,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Int8
 
 from .._checks import check_memory
-from .._mask_checks import as_bool_advice
+from .._mask_checks import as_bool_advice, refuse_unread_arrays, refuse_unread_nested
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask, check_host_memory
 from ..masks._validate import checked, describe, is_traced
@@ -153,6 +153,9 @@ def _mask_arg(value, name: str):
             return mask_rule(value).intervals
         except MaskError as err:
             raise MaskError(f"`{name}` as a mask spec: {err}") from None
+    refuse_unread_arrays(value, name)  # a masked array read as its data, a sparse one as a 0-d object array
+    if isinstance(value, (list, tuple)):
+        refuse_unread_nested(value, name)
     if _is_splash_mask(value):
         from .splash import from_splash
 

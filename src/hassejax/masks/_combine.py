@@ -97,18 +97,19 @@ def mask_mod_heads(fn: Callable) -> int | None:
     return heads if isinstance(heads, int) and not isinstance(heads, bool) else None
 
 
-def mask_mod_size(fn: Callable) -> tuple[int, str] | None:
-    """The fewest positions of a mask behind the mask_mod `fn`, where it is known, with the part that has them: ``.n``
-    of a function of :func:`hassejax.kernels.to_mask_mod` (it carries ``.rule``; beyond ``n`` its tables are read
-    at ``q_idx % n``, the padding of a kernel's grid), the smallest such part of :func:`and_masks` /
-    :func:`or_masks`; else ``None``."""
+def mask_mod_size(fn: Callable) -> tuple[int, str, bool] | None:
+    """The fewest positions of a mask behind the mask_mod `fn`, where it is known: ``(n, part, tables)``, ``n`` the
+    ``.n`` of a function of :func:`hassejax.kernels.to_mask_mod` (it carries ``.rule``), the smallest such part of
+    :func:`and_masks` / :func:`or_masks`, `part` its name, `tables` whether that part reads lookup tables (beyond
+    ``n`` they are read at ``q_idx % n``, the padding of a kernel's grid); else ``None``."""
     if isinstance(fn, _CombinedMaskMod):
         sizes = [s for s in (mask_mod_size(m) for m in fn.mask_mods) if s is not None]
-        return min(sizes, key=lambda s: s[0]) if sizes else None
-    n = getattr(getattr(fn, "rule", None), "n", None)
+        return min(sizes, key=lambda s: (s[0], not s[2])) if sizes else None
+    rule = getattr(fn, "rule", None)
+    n = getattr(rule, "n", None)
     if isinstance(n, int) and not isinstance(n, bool) and isinstance(getattr(fn, "n", None), int):
-        label = getattr(fn.rule, "label", "")
-        return n, f"to_mask_mod({label})" if label else _mod_name(fn)
+        label = getattr(rule, "label", "")
+        return n, f"to_mask_mod({label})" if label else _mod_name(fn), bool(getattr(rule, "tables", ()))
     return None
 
 

@@ -328,10 +328,15 @@ def from_mask_mod(
     size = mask_mod_size(fn)  # a mask_mod of to_mask_mod (or a combination) knows its mask's positions
     if size is not None and max(n, n_kv) > size[0]:
         arg, got = ("n", n) if n > size[0] else ("n_kv", n_kv)
+        past = (
+            "its tables are read at q_idx % n (the padding of a kernel's grid), not a longer mask"
+            if size[2]
+            else "its closed form, built for that mask (it may hold its size as a constant), is not the longer mask"
+        )
         raise MaskError(
             f"`{arg}` must be at most {size[0]}, the positions of the mask behind `fn` ({size[1]}, whose .n is "
-            f"{size[0]}); got {arg}={got}. Beyond them its tables are read at q_idx % n (the padding of a kernel's "
-            "grid), not a longer mask: build the mask_mod of the longer mask instead."
+            f"{size[0]}); got {arg}={got}. Beyond them {past}; build the mask_mod of the longer mask instead (or "
+            "wrap fn in a lambda to evaluate it on a larger grid anyway)."
         )
     if form == "intervals" and n_kv != n:
         raise MaskError(

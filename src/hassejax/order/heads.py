@@ -17,7 +17,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool
 
 from .._checks import check_memory
-from .._mask_checks import NestedMask, as_bool_advice, refuse_unread_arrays
+from .._mask_checks import NestedMask, as_bool_advice, refuse_unread_arrays, refuse_unread_nested
 from .._tracing import is_traced as _is_traced
 from ..errors import MaskError, ParameterError
 from ..masks._intervals import IntervalMask, check_host_memory
@@ -106,8 +106,7 @@ def _heads_union(mask, head_axis, name: str = "mask", *, batched: bool = True, l
                     f"`{name}` must be a sequence of layers or a stacked array; got a sequence of IntervalMask."
                 )
             return _interval_heads_union(mask, head_axis, name)
-        for i, m in enumerate(mask):
-            refuse_unread_arrays(m, f"{name}[{i}]")
+        refuse_unread_nested(mask, name)
         try:
             shapes = [tuple(np.shape(m)) for m in mask]
         except ValueError:  # a ragged head of nested lists (NumPy's "inhomogeneous shape"; a review)
