@@ -454,3 +454,16 @@ def test_a_file_name_with_a_line_break_stays_inside_the_comment(capsys, tmp_path
         assert repr(str(path)) in out
         namespace = {}
         exec(out, namespace)
+
+
+@pytest.mark.parametrize("extra", [(), ("--fallback", "lazy")])
+def test_a_spec_with_a_line_break_gives_python_that_runs(capsys, extra):
+    """A review: a spec written over two lines put its second line outside the comment of the Python written
+    (``SyntaxError: unmatched ')'`` when run); the label is now written as its repr there."""
+    for spec in ("causal(n=8) & sliding_window(n=8,\nleft=2)", "dilated(n=8,\nwindow=4, dilation=2)"):
+        code, out, err = _run(capsys, "export", spec, "--to", "splash", *extra)
+        if code == 2 and "--fallback lazy" in err:  # an unstructured spec without --fallback lazy: the usage error
+            continue
+        assert code == 0, err
+        assert repr(spec) in out
+        exec(out, {})

@@ -22,12 +22,15 @@ __all__ = ["NestedMask", "as_bool_advice", "check_mask", "refuse_unread_arrays",
 NestedMask = Sequence[Sequence[Any]]
 
 
+_MASKED = np.ma.MaskedArray  # bound once: the attribute lookup cost microseconds an element (a review)
+
+
 def refuse_unread_arrays(mask, name: str = "mask") -> None:
     """Raise :class:`~hassejax.errors.MaskError` naming `name` for a SciPy sparse matrix or array and a NumPy
     masked array: both have a shape and a dtype, but ``np.asarray`` reads a sparse matrix as a 0-d object array and
     a masked array as its data with the mask dropped (a fresh user: ``flow_summary`` of a masked causal mask
     answered for full attention). Nothing is imported to tell them apart."""
-    if isinstance(mask, np.ma.MaskedArray):
+    if isinstance(mask, _MASKED):
         raise MaskError(
             f"`{name}` must be a Boolean array of shape (n, n); got a NumPy masked array, whose hidden entries would "
             "be read as their data: pass `mask.filled(False)` (hidden entries may not attend) or the array you mean."
@@ -49,7 +52,9 @@ def refuse_unread_nested(seq, name: str = "mask") -> None:
     for i, item in enumerate(seq):
         if isinstance(item, (list, tuple)):
             refuse_unread_nested(item, f"{name}[{i}]")
-        elif isinstance(item, (bool, int, float, complex, np.generic)):
+        elif isinstance(item, (bool, int, float, complex, np.generic)) or (
+            getattr(item, "ndim", None) == 0 and not isinstance(item, _MASKED)  # a 0-d array: a row of scalars too
+        ):
             return
         else:
             refuse_unread_arrays(item, f"{name}[{i}]")

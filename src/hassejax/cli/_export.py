@@ -86,9 +86,9 @@ def _not_a_regular_file(path: str) -> str | None:
 
 
 def _printable(name: str) -> str:
-    """A file name as written in messages and in the comments of generated Python: as given, or its ``repr`` where it
-    holds a line break or another unprintable character (a review: a name with a newline put a line of its own
-    into the Python written)."""
+    """A file name or a spec as written in messages and in the comments of generated Python: as given, or its
+    ``repr`` where it holds a line break or another unprintable character (a review: a name with a newline put a
+    line of its own into the Python written; a spec with one, Python that did not parse)."""
     return name if name.isprintable() else repr(name)
 
 
@@ -190,7 +190,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         lines = [
             "from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib",
             "",
-            f"# {rule.label}: row = query, column = key, True = may attend",
+            f"# {_printable(rule.label)}: row = query, column = key, True = may attend",
         ]
         python = None if npy == args.out else args.out  # None: printed
         # the array's path as the Python reads it: printed, as given; in FILE.py, next to that file wherever it runs
@@ -270,7 +270,8 @@ def _export_lazy(args: argparse.Namespace, mask, rule) -> int:
     lines = [
         "from hassejax.kernels import to_splash",
         "",
-        f"# {rule.label}: row = query, column = key, True = may attend; splash has no structured mask for it, so",
+        f"# {_printable(rule.label)}: row = query, column = key, True = may attend; splash has no structured mask for "
+        "it, so",
         "# hassejax's lazy splash mask evaluates its rule per tile (no (n, n) array; hassejax needed where this runs)",
         f"mask = to_splash({mask!r}, fallback='lazy')",
     ]

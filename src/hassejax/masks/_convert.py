@@ -335,8 +335,7 @@ def from_mask_mod(
         )
         raise MaskError(
             f"`{arg}` must be at most {size[0]}, the positions of the mask behind `fn` ({size[1]}, whose .n is "
-            f"{size[0]}); got {arg}={got}. Beyond them {past}; build the mask_mod of the longer mask instead (or "
-            "wrap fn in a lambda to evaluate it on a larger grid anyway)."
+            f"{size[0]}); got {arg}={got}. Beyond them {past}; build the mask_mod of the longer mask instead."
         )
     if form == "intervals" and n_kv != n:
         raise MaskError(
