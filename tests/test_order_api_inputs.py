@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from hassejax.errors import MaskError, ParameterError
-from hassejax.masks import from_spec
-from hassejax.order import HasseDiagram, classes, flow_summary
+from hassejax.masks import IntervalMask, from_spec
+from hassejax.order import HasseDiagram, classes, convergence_depth, flow_summary, reachability
 from hassejax.order.summary import choose_route
 
 
@@ -143,11 +143,11 @@ def _sparse_and_masked():
 @pytest.mark.parametrize(
     "call",
     [
-        lambda m: __import__("hassejax.order", fromlist=["reachability"]).reachability(m),
-        lambda m: __import__("hassejax.order", fromlist=["convergence_depth"]).convergence_depth(m),
+        reachability,
+        convergence_depth,
         flow_summary,
         HasseDiagram.from_mask,
-        lambda m: __import__("hassejax.masks", fromlist=["IntervalMask"]).IntervalMask.from_dense(m),
+        IntervalMask.from_dense,
         lambda m: flow_summary([m, m], head_axis=0),
     ],
     ids=["reachability", "convergence_depth", "flow_summary", "from_mask", "from_dense", "heads"],
@@ -197,7 +197,7 @@ def test_the_check_flag_must_be_a_bool(check, no_typecheck):
 def test_lists_of_masked_arrays_are_refused_at_any_depth(no_typecheck):
     """A review: ``np.asarray`` of a list of masked arrays drops their masks, so ``convergence_depth([ma, ma])`` gave
     ``[1 1]`` (full attention) for a band of depth 3, and ``heads_union([[ma, ma]], head_axis=1)`` was all True."""
-    from hassejax.order import convergence_depth, heads_union, reachability
+    from hassejax.order import heads_union
 
     band = np.tri(4, dtype=bool) & ~np.tri(4, k=-2, dtype=bool)
     ma = np.ma.masked_array(np.ones((4, 4), bool), mask=~band)
